@@ -1,0 +1,70 @@
+// The selected-feature cache (FGM Section 5.5, "cache for features"): the
+// columns chosen so far, held in memory for the APG solver, O(tBn) at most and
+// counted against the memory budget. Columns are grouped in batches: batch h
+// holds the features added by outer iteration h (the ω_h of problem (31)).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/memory_budget.h"
+
+namespace fgm {
+
+// Where a selected column comes from. Linear features have kind kLinear and
+// ids[0] = base feature (0-based). Generated kinds are used by features/.
+enum class FeatureKind : uint8_t { kLinear = 0, kSquare = 1, kCross = 2, kHik = 3, kAdditive = 4, kGroup = 5 };
+const char* feature_kind_name(FeatureKind kind);
+
+struct FeatureKey {
+  FeatureKind kind = FeatureKind::kLinear;
+  uint64_t ids[2] = {0, 0};  // base feature ids (0-based); ids[1] used by kCross
+  uint32_t level = 0;        // expansion component (hik/additive)
+  uint64_t group = UINT64_MAX;  // group id when selected as part of a group
+  bool operator==(const FeatureKey& o) const {
+    return kind == o.kind && ids[0] == o.ids[0] && ids[1] == o.ids[1] && level == o.level;
+  }
+};
+
+struct SparseColumnView {
+  const uint32_t* rows = nullptr;
+  const float* values = nullptr;
+  uint64_t nnz = 0;
+};
+
+class SelectedFeatureCache {
+ public:
+  SelectedFeatureCache(MemoryBudget& budget, uint64_t n_rows);
+
+  uint64_t n_rows() const { return n_rows_; }
+  size_t num_columns() const { return keys_.size(); }
+  size_t num_batches() const { return batch_begin_.size(); }
+  size_t batch_begin(size_t h) const { return batch_begin_[h]; }
+  size_t batch_end(size_t h) const {
+    return h + 1 < batch_begin_.size() ? batch_begin_[h + 1] : keys_.size();
+  }
+  const FeatureKey& key(size_t k) const { return keys_[k]; }
+  SparseColumnView column(size_t k) const;
+  uint64_t total_nnz() const { return rows_.size(); }
+  uint64_t bytes() const;
+
+  // Starts a new batch (an outer iteration's ω_h); columns added next belong to it.
+  void begin_batch();
+  // Appends a column to the current batch; rows must be strictly increasing.
+  void add_column(const FeatureKey& key, const std::vector<uint32_t>& rows,
+                  const std::vector<float>& values);
+
+ private:
+  void grow_reservation();
+  MemoryBudget& budget_;
+  Reservation reservation_;
+  uint64_t n_rows_;
+  std::vector<FeatureKey> keys_;
+  std::vector<uint64_t> col_ptr_{0};
+  std::vector<uint32_t> rows_;
+  std::vector<float> values_;
+  std::vector<size_t> batch_begin_;
+};
+
+}  // namespace fgm

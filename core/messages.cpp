@@ -1,0 +1,187 @@
+#include "core/messages.h"
+
+#include <fmt/format.h>
+
+#include "core/memory_budget.h"
+
+namespace fgm::msg {
+
+std::string location(std::string_view path, uint64_t line, uint64_t column) {
+  if (line == 0) return fmt::format("{}: ", path);
+  if (column == 0) return fmt::format("{}:{}: ", path, line);
+  return fmt::format("{}:{}:{}: ", path, line, column);
+}
+
+std::string budget_exceeded(std::string_view purpose, uint64_t wanted, uint64_t free_bytes,
+                            uint64_t limit, std::string_view limit_key, std::string_view in_use,
+                            std::string_view remedy) {
+  std::string s = fmt::format(
+      "memory budget exceeded: {} needs {} but only {} of {}={} is free (in use: {}). "
+      "Raise {}",
+      purpose, format_bytes(wanted), format_bytes(free_bytes), limit_key, format_bytes(limit),
+      in_use, limit_key);
+  if (!remedy.empty()) s += fmt::format(", or {}", remedy);
+  s += ".";
+  return s;
+}
+
+std::string bad_byte_size(std::string_view key, std::string_view text) {
+  return fmt::format("{}: '{}' is not a size; write a positive number with an optional unit "
+                     "B, KB, MB, GB or TB (powers of 1024), e.g. 256MB",
+                     key, text);
+}
+
+std::string cannot_open(std::string_view path, std::string_view reason) {
+  return fmt::format("{}cannot open: {}", location(path), reason);
+}
+std::string cannot_write(std::string_view path, std::string_view reason) {
+  return fmt::format("{}cannot write: {}", location(path), reason);
+}
+std::string read_failed(std::string_view path, std::string_view reason) {
+  return fmt::format("{}read failed: {}", location(path), reason);
+}
+
+std::string empty_input(std::string_view path) {
+  return fmt::format("{}the file holds no data rows (it is empty or only blank lines)",
+                     location(path));
+}
+std::string bad_label(std::string_view path, uint64_t line, uint64_t column,
+                      std::string_view token) {
+  return fmt::format("{}label '{}' is not a number; each row must start with a numeric label",
+                     location(path, line, column), token);
+}
+std::string non_numeric_token(std::string_view path, uint64_t line, uint64_t column,
+                              std::string_view token) {
+  return fmt::format("{}'{}' is not a number; expected index:value with an integer index and a "
+                     "numeric value",
+                     location(path, line, column), token);
+}
+std::string missing_colon(std::string_view path, uint64_t line, uint64_t column,
+                          std::string_view token) {
+  return fmt::format("{}'{}' is not an index:value pair", location(path, line, column), token);
+}
+std::string index_below_base(std::string_view path, uint64_t line, uint64_t column,
+                             std::string_view token, int index_base) {
+  return fmt::format("{}feature index in '{}' is below {} ; indices are {}-based here (use "
+                     "--index-base 0 / data.index_base = 0 for 0-based files)",
+                     location(path, line, column), token, index_base, index_base);
+}
+std::string index_not_increasing(std::string_view path, uint64_t line, uint64_t column,
+                                 uint64_t index, uint64_t previous) {
+  return fmt::format("{}feature index {} follows {}; indices in a row must be strictly "
+                     "increasing",
+                     location(path, line, column), index, previous);
+}
+std::string duplicate_index(std::string_view path, uint64_t line, uint64_t column,
+                            uint64_t index) {
+  return fmt::format("{}feature index {} appears twice in this row", location(path, line, column),
+                     index);
+}
+std::string non_finite_value(std::string_view path, uint64_t line, uint64_t column,
+                             std::string_view token) {
+  return fmt::format("{}value in '{}' is not finite (NaN or Inf); remove or impute it",
+                     location(path, line, column), token);
+}
+std::string index_beyond_declared(std::string_view path, uint64_t line, uint64_t column,
+                                  uint64_t index, uint64_t declared) {
+  return fmt::format("{}feature index {} exceeds the declared width {} (--features / "
+                     "data.features); raise it or leave it unset",
+                     location(path, line, column), index, declared);
+}
+std::string too_many_labels(std::string_view path, uint64_t line, uint64_t column,
+                            std::string_view first, std::string_view second,
+                            std::string_view third) {
+  return fmt::format("{}third distinct label '{}' (after '{}' and '{}'); fgm trains binary "
+                     "classifiers: map the classes to two labels first",
+                     location(path, line, column), third, first, second);
+}
+std::string single_label(std::string_view path, std::string_view label) {
+  return fmt::format("{}every row has label '{}'; a binary classifier needs two classes",
+                     location(path), label);
+}
+std::string truncated_stream(std::string_view path, std::string_view codec,
+                             std::string_view detail) {
+  return fmt::format("{}the {} stream is truncated or corrupt ({}); re-download or recompress "
+                     "the file",
+                     location(path), codec, detail);
+}
+std::string too_many_rows(std::string_view path, uint64_t line) {
+  return fmt::format("{}more than 4294967295 rows; fgm stores row ids as 32-bit integers, "
+                     "split the input",
+                     location(path, line));
+}
+
+std::string not_an_fgm_file(std::string_view path, std::string_view expected_kind) {
+  return fmt::format("{}not a valid fgm {} (wrong identifier or a damaged header)",
+                     location(path), expected_kind);
+}
+std::string checksum_mismatch(std::string_view path, std::string_view what, uint64_t expected,
+                              uint64_t actual) {
+  return fmt::format("{}checksum mismatch in {} (expected {:016x}, found {:016x}); the file is "
+                     "corrupted: delete the store and ingest again",
+                     location(path), what, expected, actual);
+}
+std::string truncated_file(std::string_view path, uint64_t expected_bytes, uint64_t actual_bytes) {
+  return fmt::format("{}file is {} bytes but its header says {}; it is truncated or corrupted: "
+                     "delete it and ingest again",
+                     location(path), actual_bytes, expected_bytes);
+}
+std::string version_mismatch(std::string_view path, uint32_t found, uint32_t supported) {
+  return fmt::format("{}format version {} is not supported by this fgm (supports {}); ingest the "
+                     "data again with this version",
+                     location(path), found, supported);
+}
+std::string manifest_mismatch(std::string_view manifest_path, std::string_view shard_path,
+                              std::string_view field, std::string_view expected,
+                              std::string_view actual) {
+  return fmt::format("{}shard {} does not match the manifest: {} is {} in the manifest but {} "
+                     "in the shard; the store is inconsistent: delete it and ingest again",
+                     location(manifest_path), shard_path, field, expected, actual);
+}
+
+std::string unknown_key(std::string_view where, std::string_view key,
+                        std::string_view suggestion) {
+  std::string s = fmt::format("{}unknown key '{}'", where, key);
+  if (!suggestion.empty()) s += fmt::format(" (did you mean '{}'?)", suggestion);
+  s += "; `fgm train --help-config` lists every key";
+  return s;
+}
+std::string wrong_type(std::string_view where, std::string_view key, std::string_view expected,
+                       std::string_view got) {
+  return fmt::format("{}key '{}' must be {}, got {}", where, key, expected, got);
+}
+std::string out_of_range(std::string_view where, std::string_view key, std::string_view value,
+                         std::string_view range) {
+  return fmt::format("{}key '{}' = {} is out of range; allowed: {}", where, key, value, range);
+}
+std::string bad_enum(std::string_view where, std::string_view key, std::string_view value,
+                     std::string_view allowed) {
+  return fmt::format("{}key '{}' = '{}' is not one of: {}", where, key, value, allowed);
+}
+std::string config_syntax(std::string_view where, std::string_view detail) {
+  return fmt::format("{}TOML syntax error: {}", where, detail);
+}
+std::string bad_override(std::string_view argument) {
+  return fmt::format("command-line override '{}' is not of the form key=value", argument);
+}
+std::string missing_required(std::string_view key, std::string_view why) {
+  return fmt::format("key '{}' must be set: {}", key, why);
+}
+
+std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,
+                           std::string_view detail) {
+  return fmt::format("{}{}", location(path, line, column), detail);
+}
+
+std::string not_a_model(std::string_view path, std::string_view detail) {
+  return fmt::format("{}not an fgm model file ({}); pass a model.fgm written by `fgm train`",
+                     location(path), detail);
+}
+std::string wider_than_model(std::string_view path, uint64_t line, uint64_t index,
+                             uint64_t width) {
+  return fmt::format("{}feature index {} is beyond the {} features the model was trained on; "
+                     "such features are ignored (reported once)",
+                     location(path, line), index, width);
+}
+
+}  // namespace fgm::msg

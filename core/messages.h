@@ -1,0 +1,79 @@
+// All user-facing error and warning texts live here (XGBoost's rule), so their
+// wording, location format ("file:line:column: ...") and remedies stay uniform.
+// Each function returns the full message; callers pick the ErrorKind.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace fgm::msg {
+
+// "path:line:column: " (line/column omitted when 0).
+std::string location(std::string_view path, uint64_t line = 0, uint64_t column = 0);
+
+// --- memory budget
+std::string budget_exceeded(std::string_view purpose, uint64_t wanted, uint64_t free_bytes,
+                            uint64_t limit, std::string_view limit_key, std::string_view in_use,
+                            std::string_view remedy);
+std::string bad_byte_size(std::string_view key, std::string_view text);
+
+// --- generic file access
+std::string cannot_open(std::string_view path, std::string_view reason);
+std::string cannot_write(std::string_view path, std::string_view reason);
+std::string read_failed(std::string_view path, std::string_view reason);
+
+// --- LIBSVM text input (line and column are 1-based)
+std::string empty_input(std::string_view path);
+std::string bad_label(std::string_view path, uint64_t line, uint64_t column, std::string_view token);
+std::string non_numeric_token(std::string_view path, uint64_t line, uint64_t column,
+                              std::string_view token);
+std::string missing_colon(std::string_view path, uint64_t line, uint64_t column,
+                          std::string_view token);
+std::string index_below_base(std::string_view path, uint64_t line, uint64_t column,
+                             std::string_view token, int index_base);
+std::string index_not_increasing(std::string_view path, uint64_t line, uint64_t column,
+                                 uint64_t index, uint64_t previous);
+std::string duplicate_index(std::string_view path, uint64_t line, uint64_t column, uint64_t index);
+std::string non_finite_value(std::string_view path, uint64_t line, uint64_t column,
+                             std::string_view token);
+std::string index_beyond_declared(std::string_view path, uint64_t line, uint64_t column,
+                                  uint64_t index, uint64_t declared);
+std::string too_many_labels(std::string_view path, uint64_t line, uint64_t column,
+                            std::string_view first, std::string_view second,
+                            std::string_view third);
+std::string single_label(std::string_view path, std::string_view label);
+std::string truncated_stream(std::string_view path, std::string_view codec, std::string_view detail);
+std::string too_many_rows(std::string_view path, uint64_t line);
+
+// --- shard store and other fgm-written files
+std::string not_an_fgm_file(std::string_view path, std::string_view expected_kind);
+std::string checksum_mismatch(std::string_view path, std::string_view what, uint64_t expected,
+                              uint64_t actual);
+std::string truncated_file(std::string_view path, uint64_t expected_bytes, uint64_t actual_bytes);
+std::string version_mismatch(std::string_view path, uint32_t found, uint32_t supported);
+std::string manifest_mismatch(std::string_view manifest_path, std::string_view shard_path,
+                              std::string_view field, std::string_view expected,
+                              std::string_view actual);
+
+// --- configuration
+std::string unknown_key(std::string_view where, std::string_view key, std::string_view suggestion);
+std::string wrong_type(std::string_view where, std::string_view key, std::string_view expected,
+                       std::string_view got);
+std::string out_of_range(std::string_view where, std::string_view key, std::string_view value,
+                         std::string_view range);
+std::string bad_enum(std::string_view where, std::string_view key, std::string_view value,
+                     std::string_view allowed);
+std::string config_syntax(std::string_view where, std::string_view detail);
+std::string bad_override(std::string_view argument);
+std::string missing_required(std::string_view key, std::string_view why);
+
+// --- groups file
+std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,
+                           std::string_view detail);
+
+// --- model and prediction
+std::string not_a_model(std::string_view path, std::string_view detail);
+std::string wider_than_model(std::string_view path, uint64_t line, uint64_t index, uint64_t width);
+
+}  // namespace fgm::msg

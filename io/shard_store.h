@@ -1,0 +1,125 @@
+// Column-block shard store: the on-disk form of a training set.
+//
+// `ingest_libsvm` transposes LIBSVM rows into column-major shards without
+// holding the data in memory (sorted runs spilled to temporary files, then a
+// k-way merge), within the MemoryBudget. A store directory holds:
+//   manifest.fgm   FlatBuffer (n, m, nnz, label map and counts, input size and
+//                  hash, shard list with per-file checksums, format version)
+//                  followed by an aligned raw block with the labels (int8 ±1).
+//   shard-NNNNN.fgs  FlatBuffer header (column range, counts, offsets into the
+//                  raw block, raw-block checksum) followed by a 64-byte aligned
+//                  raw block: col_ptr (uint64, count+1), row ids (uint32),
+//                  values (float32), per-column min and max (float32; implicit
+//                  zeros included).
+// Values are stored as float32 (half the bytes of float64 on the scoring pass;
+// LIBSVM text rarely carries more than 7 significant digits). Row ids are
+// uint32: a store holds at most 2^32-1 rows. Feature ids and nnz are 64-bit.
+// Ingest writes into a temporary directory beside the target and renames it
+// into place, so a failed ingest leaves nothing behind. Every file is verified
+// when the store is opened (FlatBuffers verifier, sizes, version, checksums).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory_budget.h"
+#include "io/libsvm_reader.h"
+
+namespace fgm {
+
+inline constexpr uint32_t kStoreFormatVersion = 1;
+
+struct IngestOptions {
+  ReaderOptions reader;
+  uint64_t shard_target_bytes = 0;  // 0: automatic, min(64 MiB, budget / 8)
+  int threads = 1;                  // parser threads (explicit, never implicit)
+  bool progress = false;            // progress bar on stderr
+};
+
+struct IngestStats {
+  uint64_t n_rows = 0;
+  uint64_t n_features = 0;
+  uint64_t nnz = 0;
+  uint64_t explicit_zeros = 0;
+  uint64_t input_bytes = 0;       // on disk
+  uint64_t text_bytes = 0;        // decompressed
+  uint64_t spilled_runs = 0;
+  uint64_t shards = 0;
+  double seconds = 0;
+};
+
+// Reads `input` and writes a store at `out_dir` (which must not exist yet, or is
+// replaced if it is a store). Throws Error on bad input; leaves no partial output.
+IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir,
+                          const IngestOptions& options, MemoryBudget& budget);
+
+struct StoreInfo {
+  uint32_t format_version = 0;
+  uint64_t n_rows = 0;
+  uint64_t n_features = 0;
+  uint64_t nnz = 0;
+  uint64_t n_positive = 0;
+  uint64_t n_negative = 0;
+  double positive_value = 1;   // original label that maps to +1
+  double negative_value = -1;  // original label that maps to -1
+  int index_base = 1;
+  uint64_t declared_features = 0;
+  std::string input_path;
+  uint64_t input_bytes = 0;
+  uint64_t input_checksum = 0;
+  uint64_t explicit_zeros = 0;
+  uint64_t store_checksum = 0;  // XXH64 of manifest.fgm: identifies the store in models
+  uint64_t shard_bytes = 0;     // total bytes of shard files
+};
+
+// A contiguous run of columns inside one shard: the unit the scheduler streams.
+struct BlockRef {
+  uint32_t shard = 0;
+  uint64_t first_column = 0;  // global feature id (0-based)
+  uint64_t column_count = 0;
+  uint64_t nnz = 0;
+  uint64_t bytes = 0;         // raw-block bytes covered (col_ptr + rows + values + min/max)
+};
+
+// Pointers into the mapped shard for a BlockRef. col_ptr is indexed by the
+// column's offset inside the block; entries are absolute nnz offsets into
+// row_ids/values (so row_ids[col_ptr[k]] .. row_ids[col_ptr[k+1]]).
+struct ColumnBlock {
+  uint64_t first_column = 0;
+  uint64_t column_count = 0;
+  const uint64_t* col_ptr = nullptr;
+  const uint32_t* row_ids = nullptr;
+  const float* values = nullptr;
+  const float* col_min = nullptr;
+  const float* col_max = nullptr;
+};
+
+class ShardStore {
+ public:
+  // Opens and verifies the store (every file's checksum is checked, reading
+  // with ordinary reads so verification does not inflate resident memory).
+  // Labels are loaded into memory, reserved from `budget`.
+  static std::unique_ptr<ShardStore> open(const std::string& dir, MemoryBudget& budget);
+  virtual ~ShardStore() = default;
+
+  virtual const StoreInfo& info() const = 0;
+  virtual const std::string& dir() const = 0;
+  virtual const int8_t* labels() const = 0;  // n_rows entries of +1/-1
+
+  // Partitions all columns into blocks of at most ~target_bytes (a column is
+  // never split; a block never spans shards), in increasing column order.
+  virtual std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const = 0;
+  virtual ColumnBlock map_block(const BlockRef& block) const = 0;
+  virtual void prefetch_block(const BlockRef& block) const = 0;  // madvise(WILLNEED)
+  virtual void release_block(const BlockRef& block) const = 0;   // madvise(DONTNEED)
+
+  // Copies one column out (for the selected-feature cache).
+  virtual void read_column(uint64_t feature, std::vector<uint32_t>& rows,
+                           std::vector<float>& values) const = 0;
+  virtual float column_min(uint64_t feature) const = 0;
+  virtual float column_max(uint64_t feature) const = 0;
+};
+
+}  // namespace fgm

@@ -1,0 +1,77 @@
+// Accelerated proximal gradient for the FGM subproblem (Tan, Tsang, Wang,
+// "Towards ultrahigh dimensional feature selection for big data", JMLR 2014,
+// Algorithm 4, with the Moreau projection of Algorithm 3):
+//
+//   min_{ω, b}  F(ω, b) = ½ (Σ_h ‖ω_h‖₂)² + P(ω, b)                       (31)
+//
+//   squared hinge: P = (C/2) Σ_i max(1 − y_i(Σ_h ω_h'x_ih − b), 0)²
+//   logistic:      P =  C    Σ_i log(1 + exp(−y_i(Σ_h ω_h'x_ih − b)))
+//
+// ω_h are the weights of batch h of the SelectedFeatureCache. The bias b is
+// unregularised and updated by its own Armijo step (FGM-SHIFT) when enabled,
+// otherwise fixed at 0. Dual variables are recovered by Theorem 3:
+// α_i = C ξ_i (squared hinge, ξ_i = max(1 − y_i d_i, 0)) and
+// α_i = C σ(−y_i d_i) (logistic), d_i = w'x_i − b.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cache/selected_features.h"
+#include "core/memory_budget.h"
+
+namespace fgm {
+
+enum class Loss { kSquaredHinge, kLogistic };
+const char* loss_name(Loss loss);
+
+struct ApgOptions {
+  Loss loss = Loss::kSquaredHinge;
+  double C = 10.0;
+  bool bias = false;
+  double eps_inner = 1e-3;     // relative decrease stop (41)
+  double eta = 0.5;            // line-search factor η ∈ (0,1)
+  int max_iterations = 2000;   // inner iteration cap
+  int threads = 1;             // explicit; results do not depend on it
+};
+
+// Warm-start state carried between outer iterations.
+struct ApgState {
+  std::vector<double> w;     // one weight per cache column (cache order); new columns start at 0
+  double b = 0.0;
+  double lipschitz = 0.0;    // L_t; 0 means "use L_0 = 0.01 n C"
+};
+
+struct ApgResult {
+  double objective = 0;          // F(ω, b) at the returned point
+  double regularizer = 0;        // ½(Σ_h‖ω_h‖)²
+  double loss = 0;               // P(ω, b)
+  int iterations = 0;            // APG iterations (k)
+  int line_search_steps = 0;     // F ≤ Q evaluations in total
+  int gradient_evaluations = 0;  // passes over the selected columns
+  bool converged = false;        // stopped by (41), not by the cap
+};
+
+// Solves (31) over the columns in `cache`, warm-started from `state` (resized
+// to cache.num_columns() with zeros for new columns), writing the solution back
+// to `state`. `labels` holds n ±1 values. On return `decision` (n entries) holds
+// d_i = w'x_i − b at the solution. Working memory (the Section 5.5
+// inner-product cache: X_h v_h and X_h ∇_h P per batch) is reserved from `budget`.
+ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
+                    const ApgOptions& options, ApgState& state, std::vector<double>& decision,
+                    MemoryBudget& budget);
+
+// Theorem 3: α from decision values.
+void dual_from_decision(Loss loss, double C, const int8_t* labels,
+                        const std::vector<double>& decision, std::vector<double>& alpha);
+
+// F's loss part P for given decision values (used by the driver and tests).
+double loss_value(Loss loss, double C, const int8_t* labels, const std::vector<double>& decision);
+
+// Algorithm 3 (Moreau projection of ½(Σ_h‖ω_h‖)², problem (34)): given the
+// group norms ô_h = ‖u_h‖ and s = 1/τ, returns the scale factor of each group
+// (o_h / ô_h, 0 for groups that vanish or have norm 0), so that
+// S_τ(u)_h = scale_h · u_h.
+std::vector<double> moreau_group_scales(const std::vector<double>& group_norms, double s);
+
+}  // namespace fgm
