@@ -138,6 +138,10 @@ std::string manifest_mismatch(std::string_view manifest_path, std::string_view s
                      "in the shard; the store is inconsistent: delete it and ingest again",
                      location(manifest_path), shard_path, field, expected, actual);
 }
+std::string store_inconsistent(std::string_view path, std::string_view detail) {
+  return fmt::format("{}inconsistent store file ({}); delete the store and ingest again",
+                     location(path), detail);
+}
 
 std::string unknown_key(std::string_view where, std::string_view key,
                         std::string_view suggestion) {

@@ -55,6 +55,7 @@ std::string version_mismatch(std::string_view path, uint32_t found, uint32_t sup
 std::string manifest_mismatch(std::string_view manifest_path, std::string_view shard_path,
                               std::string_view field, std::string_view expected,
                               std::string_view actual);
+std::string store_inconsistent(std::string_view path, std::string_view detail);
 
 // --- configuration
 std::string unknown_key(std::string_view where, std::string_view key, std::string_view suggestion);
