@@ -4,18 +4,6 @@
 
 namespace fgm {
 
-const char* feature_kind_name(FeatureKind kind) {
-  switch (kind) {
-    case FeatureKind::kLinear: return "linear";
-    case FeatureKind::kSquare: return "square";
-    case FeatureKind::kCross: return "cross";
-    case FeatureKind::kHik: return "hik";
-    case FeatureKind::kAdditive: return "additive";
-    case FeatureKind::kGroup: return "group";
-  }
-  return "unknown";
-}
-
 SelectedFeatureCache::SelectedFeatureCache(MemoryBudget& budget, uint64_t n_rows)
     : budget_(budget), n_rows_(n_rows) {
   reservation_ = budget_.reserve(0, "selected-feature cache",

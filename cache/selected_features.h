@@ -8,24 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/feature_key.h"
 #include "core/memory_budget.h"
 
 namespace fgm {
-
-// Where a selected column comes from. Linear features have kind kLinear and
-// ids[0] = base feature (0-based). Generated kinds are used by features/.
-enum class FeatureKind : uint8_t { kLinear = 0, kSquare = 1, kCross = 2, kHik = 3, kAdditive = 4, kGroup = 5 };
-const char* feature_kind_name(FeatureKind kind);
-
-struct FeatureKey {
-  FeatureKind kind = FeatureKind::kLinear;
-  uint64_t ids[2] = {0, 0};  // base feature ids (0-based); ids[1] used by kCross
-  uint32_t level = 0;        // expansion component (hik/additive)
-  uint64_t group = UINT64_MAX;  // group id when selected as part of a group
-  bool operator==(const FeatureKey& o) const {
-    return kind == o.kind && ids[0] == o.ids[0] && ids[1] == o.ids[1] && level == o.level;
-  }
-};
 
 struct SparseColumnView {
   const uint32_t* rows = nullptr;

@@ -1,0 +1,60 @@
+#include "cli/cli.h"
+
+#include <cstdio>
+#include <vector>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace fgm {
+
+static int exit_code(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kConfig: return 2;
+    case ErrorKind::kInvalidInput: return 3;
+    case ErrorKind::kIo: return 4;
+    case ErrorKind::kCorruption: return 5;
+    case ErrorKind::kOutOfMemory: return 6;
+    case ErrorKind::kInternal: return 70;
+  }
+  return 1;
+}
+
+int run_cli(int argc, char** argv) {
+  // Human log lines go to stderr; stdout carries results only.
+  auto logger = spdlog::stderr_color_mt("fgm");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%^%l%$: %v");
+
+  CLI::App app{"fgm — Feature Generating Machine: feature selection for ultrahigh-dimensional "
+               "binary classification, out of core"};
+  app.require_subcommand(1);
+  std::vector<cli::Command> commands = {cli::add_ingest(app), cli::add_train(app),
+                                        cli::add_predict(app), cli::add_inspect(app),
+                                        cli::add_synth(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    for (auto& c : commands)
+      if (c.sub->parsed()) return c.run();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fgm: %s: %s\n", error_kind_name(e.kind()), e.what());
+    return exit_code(e.kind());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "fgm: out of memory: the system refused an allocation; lower "
+                         "engine.memory_budget or free memory\n");
+    return 6;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fgm: internal error: %s\n", e.what());
+    return 70;
+  }
+  return 2;
+}
+
+}  // namespace fgm

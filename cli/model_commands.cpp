@@ -1,0 +1,101 @@
+// fgm predict, fgm inspect
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/hash.h"
+#include "core/json_writer.h"
+#include "core/messages.h"
+#include "engine/evaluate.h"
+#include "io/model_file.h"
+
+namespace fgm::cli {
+
+Command add_predict(CLI::App& app) {
+  auto* sub = app.add_subcommand("predict", "score LIBSVM text with a model; prints accuracy= and auc=");
+  struct Args {
+    std::string model, input, out;
+  };
+  auto args = std::make_shared<Args>();
+  sub->add_option("--model", args->model, "model.fgm written by fgm train")->required();
+  sub->add_option("input", args->input, "LIBSVM/svmlight file (plain/gz/bz2/xz)")->required();
+  sub->add_option("--out", args->out, "write one decision value per line here");
+  return {sub, [args]() {
+            Model model = read_model(args->model);
+            EvalResult r = evaluate_file(args->input, model, !args->out.empty());
+            if (r.ignored_features > 0)
+              spdlog::warn("{}", msg::wider_than_model(args->input, r.first_ignored_line,
+                                                       r.first_ignored_index + model.index_base,
+                                                       model.n_features));
+            if (!args->out.empty()) {
+              std::string text;
+              text.reserve(r.scores.size() * 12);
+              for (double s : r.scores) text += fmt::format("{:.9g}\n", s);
+              write_file_atomic(args->out, text);
+            }
+            fmt::print("accuracy={:.6f} auc={:.6f} rows={}\n", r.accuracy, r.auc, r.rows);
+            return 0;
+          }};
+}
+
+Command add_inspect(CLI::App& app) {
+  auto* sub = app.add_subcommand("inspect", "print a model as JSON: selected features, weights, provenance");
+  auto path = std::make_shared<std::string>();
+  sub->add_option("model", *path, "model.fgm")->required();
+  return {sub, [path]() {
+            Model m = read_model(*path);
+            JsonWriter j;
+            j.begin_object();
+            j.key("engine_version").value(m.engine_version);
+            j.key("feature_kind").value(m.feature_kind);
+            j.key("loss").value(m.loss);
+            j.key("C").value(m.C);
+            j.key("B").value(m.B);
+            j.key("iterations").value(static_cast<uint64_t>(m.iterations));
+            j.key("bias").value(m.bias);
+            j.key("has_bias").value(m.has_bias);
+            j.key("objective").value(m.objective);
+            j.key("n_features").value(m.n_features);
+            j.key("index_base").value(m.index_base);
+            j.key("labels").begin_object();
+            j.key("positive").value(m.positive_label);
+            j.key("negative").value(m.negative_label);
+            j.end_object();
+            j.key("provenance").begin_object();
+            j.key("input_path").value(m.input_path);
+            j.key("input_checksum").value(hex64(m.input_checksum));
+            j.key("store_checksum").value(hex64(m.store_checksum));
+            j.key("created_unix").value(m.created_unix);
+            j.end_object();
+            j.key("features").begin_array();
+            const uint64_t base = static_cast<uint64_t>(m.index_base);
+            for (const auto& f : m.features) {
+              j.begin_object();
+              j.key("id").value(f.key.ids[0] + base);
+              j.key("kind").value(feature_kind_name(f.key.kind));
+              j.key("ids").begin_array();
+              j.value(f.key.ids[0] + base);
+              if (f.key.kind == FeatureKind::kCross) j.value(f.key.ids[1] + base);
+              j.end_array();
+              if (f.key.kind == FeatureKind::kHik || f.key.kind == FeatureKind::kAdditive)
+                j.key("level").value(static_cast<uint64_t>(f.key.level));
+              if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
+              j.key("weight").value(f.weight);
+              j.key("batch").value(static_cast<uint64_t>(f.batch));
+              j.end_object();
+            }
+            j.end_array();
+            j.key("config").begin_object();
+            for (const auto& [k, v] : m.config) j.key(k).value(v);
+            j.end_object();
+            j.end_object();
+            fmt::print("{}\n", j.str());
+            return 0;
+          }};
+}
+
+}  // namespace fgm::cli

@@ -1,0 +1,180 @@
+// fgm train: config + overrides -> store -> FGM -> model.fgm + run.json
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/config.h"
+#include "core/hash.h"
+#include "core/error.h"
+#include "core/json_writer.h"
+#include "core/messages.h"
+#include "engine/evaluate.h"
+#include "engine/train_settings.h"
+#include "io/synthetic_data.h"
+
+namespace fgm::cli {
+namespace {
+
+void write_iteration(JsonWriter& j, const IterationRecord& r) {
+  j.begin_object();
+  j.key("iter").value(r.iter);
+  j.key("selected").value(r.selected);
+  j.key("added").value(r.added);
+  j.key("objective").value(r.objective);
+  j.key("rel_decrease").value(r.rel_decrease);
+  j.key("sip_violation").value(r.sip_violation);
+  j.key("score_seconds").value(r.score_seconds);
+  j.key("solve_seconds").value(r.solve_seconds);
+  j.key("bytes_streamed").value(r.bytes_streamed);
+  j.key("peak_rss_bytes").value(r.peak_rss_bytes);
+  j.key("candidates_scored").value(r.candidates_scored);
+  j.key("apg_iterations").value(r.apg_iterations);
+  j.key("apg_line_search_steps").value(r.apg_line_search_steps);
+  j.key("apg_gradient_evaluations").value(r.apg_gradient_evaluations);
+  j.end_object();
+}
+
+}  // namespace
+
+Command add_train(CLI::App& app) {
+  auto* sub = app.add_subcommand("train", "run FGM from a TOML config; writes model.fgm and run.json");
+  struct Args {
+    std::string config;
+    std::vector<std::string> overrides;
+    bool help_config = false;
+  };
+  auto args = std::make_shared<Args>();
+  sub->add_option("--config", args->config, "TOML config file (see configs/)");
+  sub->add_option("overrides", args->overrides, "key=value overrides (the command line wins)");
+  sub->add_flag("--help-config", args->help_config, "list every config key with type, default and range");
+  return {sub, [args]() {
+    if (args->help_config) {
+      fmt::print("{}", describe_params());
+      return 0;
+    }
+    Config config = Config::load(args->config, args->overrides);
+    if (config.get_string("data.train").empty())
+      throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data to select features from"));
+    MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+    TrainSettings settings = train_settings_from_config(config);
+    const std::string out_dir = config.get_string("output.dir");
+
+    TrainingData data = open_training_data(config.get_string("data.train"),
+                                           training_data_options_from_config(config), budget);
+    const StoreInfo& info = data.store->info();
+    spdlog::info("training on {} rows x {} features ({} nonzeros), B={}, C={}, loss={}, threads={}",
+                 info.n_rows, info.n_features, info.nnz, settings.B, settings.apg.C,
+                 loss_name(settings.apg.loss), settings.apg.threads);
+    TrainOutcome outcome = train_fgm(*data.store, settings, budget, [](const IterationRecord& r) {
+      spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, "
+                   "sip_violation {:.4g}, score {:.3f}s, solve {:.3f}s ({} APG its), streamed {}",
+                   r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation,
+                   r.score_seconds, r.solve_seconds, r.apg_iterations, format_bytes(r.bytes_streamed));
+    });
+    spdlog::info("stopped: {} after {} iterations, {} features, final SIP violation {:.4g}",
+                 outcome.stop_reason, outcome.iterations.size(), outcome.model.features.size(),
+                 outcome.final_sip_violation);
+    outcome.model.config = config.dump();
+
+    // Evaluate before writing anything, so a bad test file leaves no output.
+    bool has_test = !config.get_string("data.test").empty();
+    EvalResult test;
+    if (has_test) {
+      test = evaluate_file(config.get_string("data.test"), outcome.model, false);
+      if (test.ignored_features > 0)
+        spdlog::warn("{}", msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
+                                                 test.first_ignored_index + outcome.model.index_base,
+                                                 outcome.model.n_features));
+    }
+    bool has_truth = !config.get_string("data.truth").empty();
+    uint64_t recovered = 0, planted = 0;
+    if (has_truth) {
+      PlantedTruth truth = read_truth(config.get_string("data.truth"));
+      planted = truth.ids.size();
+      std::vector<uint64_t> chosen;
+      for (const auto& f : outcome.model.features) chosen.push_back(f.key.ids[0]);
+      std::sort(chosen.begin(), chosen.end());
+      for (uint64_t id : truth.ids)
+        if (std::binary_search(chosen.begin(), chosen.end(), id)) ++recovered;
+    }
+
+    std::filesystem::create_directories(out_dir);
+    write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
+
+    JsonWriter j;
+    j.begin_object();
+    j.key("engine_version").value(FGM_VERSION);
+    j.key("data").begin_object();
+    j.key("train").value(config.get_string("data.train"));
+    j.key("store").value(data.store_dir);
+    j.key("ingested_now").value(data.ingested_now);
+    j.key("ingest_seconds").value(data.ingest_seconds);
+    j.key("rows").value(info.n_rows);
+    j.key("features").value(info.n_features);
+    j.key("nnz").value(info.nnz);
+    j.key("positive_label").value(info.positive_value);
+    j.key("negative_label").value(info.negative_value);
+    j.key("store_checksum").value(hex64(info.store_checksum));
+    j.end_object();
+    j.key("config").begin_object();
+    for (const auto& [k, v] : outcome.model.config) j.key(k).value(v);
+    j.end_object();
+    j.key("iterations").begin_array();
+    for (const auto& r : outcome.iterations) write_iteration(j, r);
+    j.end_array();
+    j.key("stop_reason").value(outcome.stop_reason);
+    j.key("final_sip_violation").value(outcome.final_sip_violation);
+    j.key("objective_no_features").value(outcome.objective_no_features);
+    j.key("selected_features").begin_array();
+    for (const auto& f : outcome.model.features) {
+      j.begin_object();
+      j.key("id").value(f.key.ids[0] + static_cast<uint64_t>(outcome.model.index_base));
+      j.key("kind").value(feature_kind_name(f.key.kind));
+      if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
+      j.key("weight").value(f.weight);
+      j.key("batch").value(static_cast<uint64_t>(f.batch));
+      j.end_object();
+    }
+    j.end_array();
+    j.key("bias").value(outcome.model.bias);
+    j.key("total_apg_iterations").value(outcome.total_apg_iterations);
+    j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
+    j.key("memory_budget_bytes").value(budget.limit());
+    j.key("memory_budget_peak_bytes").value(outcome.budget_peak);
+    j.key("peak_rss_bytes").value(peak_rss_bytes());
+    j.key("train_seconds").value(outcome.seconds);
+    j.key("total_seconds").value(outcome.seconds + data.ingest_seconds);
+    if (has_test) {
+      j.key("test").begin_object();
+      j.key("path").value(config.get_string("data.test"));
+      j.key("rows").value(test.rows);
+      j.key("accuracy").value(test.accuracy);
+      j.key("auc").value(test.auc);
+      j.end_object();
+    }
+    if (has_truth) {
+      j.key("truth").begin_object();
+      j.key("planted").value(planted);
+      j.key("recovered").value(recovered);
+      j.end_object();
+    }
+    j.end_object();
+    write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+
+    if (has_truth) fmt::print("recovered={}/{} ", recovered, planted);
+    fmt::print("selected={} iterations={} objective={:.6g}", outcome.model.features.size(),
+               outcome.iterations.size(), outcome.model.objective);
+    if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
+    fmt::print(" model={}/model.fgm\n", out_dir);
+    return 0;
+  }};
+}
+
+}  // namespace fgm::cli

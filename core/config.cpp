@@ -1,0 +1,412 @@
+#include "core/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "core/error.h"
+#include "core/memory_budget.h"
+#include "core/messages.h"
+
+namespace fgm {
+namespace {
+
+ParamSpec spec(std::string key, ParamType type, std::string def, std::string description) {
+  ParamSpec s;
+  s.key = std::move(key);
+  s.type = type;
+  s.default_value = std::move(def);
+  s.description = std::move(description);
+  return s;
+}
+ParamSpec ranged(ParamSpec s, double lo, double hi, bool lo_exclusive = false) {
+  s.has_range = true;
+  s.min = lo;
+  s.max = hi;
+  s.min_exclusive = lo_exclusive;
+  return s;
+}
+ParamSpec choices(ParamSpec s, std::vector<std::string> c) {
+  s.choices = std::move(c);
+  return s;
+}
+
+std::vector<ParamSpec> build_specs() {
+  using T = ParamType;
+  return {
+      spec("data.train", T::kPath, "",
+           "training data: a LIBSVM/svmlight file (plain, gzip, bzip2 or xz) or a store "
+           "directory written by `fgm ingest`"),
+      spec("data.test", T::kPath, "", "test data (LIBSVM text); accuracy and AUC are reported"),
+      spec("data.validation", T::kPath, "",
+           "validation data (LIBSVM text) used by `fgm path` to pick the best point"),
+      ranged(spec("data.index_base", T::kInt, "1", "feature indices in the text start at 0 or 1"),
+             0, 1),
+      ranged(spec("data.features", T::kInt, "0",
+                  "declared number of features (0: the largest index seen); indices beyond it "
+                  "are an error in training data"),
+             0, 1e18),
+      spec("data.truth", T::kPath, "",
+           "planted ground truth written by `fgm synth`; the run reports how many planted "
+           "features were recovered"),
+      spec("output.dir", T::kPath, "\"out\"", "directory for model.fgm and run.json"),
+      ranged(spec("fgm.B", T::kInt, "10",
+                  "features (or groups) added per outer iteration"),
+             1, 1e9),
+      ranged(spec("fgm.C", T::kFloat, "10.0", "loss weight C of problem (31)"), 0, 1e12, true),
+      choices(spec("fgm.loss", T::kEnum, "\"squared_hinge\"", "loss function"),
+              {"squared_hinge", "logistic"}),
+      spec("fgm.bias", T::kBool, "false",
+           "learn an unregularised bias b (FGM-SHIFT); decision value w'x - b"),
+      ranged(spec("fgm.max_iterations", T::kInt, "10", "outer iterations T (at most T·B features)"),
+             1, 1e6),
+      ranged(spec("fgm.eps_outer", T::kFloat, "0.001",
+                  "stop when the relative objective decrease (38) falls to this value"),
+             0, 1),
+      spec("fgm.final_certificate", T::kBool, "true",
+           "after the last solve, run one more scoring pass to report the final SIP violation (37)"),
+      ranged(spec("apg.eps_inner", T::kFloat, "0.001",
+                  "APG stop: relative objective decrease (41)"),
+             0, 1, true),
+      ranged(spec("apg.eta", T::kFloat, "0.5", "APG line-search factor η"), 0, 0.999, true),
+      ranged(spec("apg.max_iterations", T::kInt, "2000", "APG iteration cap per outer iteration"),
+             1, 1e9),
+      ranged(spec("engine.threads", T::kInt, "1",
+                  "worker threads (results are identical for any value)"),
+             1, 1024),
+      spec("engine.memory_budget", T::kBytes, "\"1GB\"",
+           "memory budget for every large allocation (ingest buffers, labels, dual "
+           "variables, caches, blocks in flight)"),
+      spec("engine.block_bytes", T::kBytes, "\"4MB\"",
+           "target size of a column block streamed by the scoring pass"),
+      ranged(spec("engine.blocks_in_flight", T::kInt, "0",
+                  "column blocks in flight in the scoring pipeline (0: 2·threads + 2)"),
+             0, 1024),
+      spec("engine.cache_dir", T::kPath, "\".fgm-cache\"",
+           "where `fgm train` keeps stores ingested from raw text, keyed by the input's hash"),
+      choices(spec("engine.progress", T::kEnum, "\"auto\"",
+                   "progress bars on stderr: auto (only on a terminal), on, off"),
+              {"auto", "on", "off"}),
+      spec("features.groups", T::kPath, "",
+           "group file: one line per group, whitespace-separated feature ids (as in the "
+           "data, index_base applies); groups must be disjoint; selection is by group"),
+      choices(spec("features.kind", T::kEnum, "\"linear\"", "feature space to select from"),
+              {"linear"}),
+  };
+}
+
+std::string type_name(ParamType t) {
+  switch (t) {
+    case ParamType::kInt: return "an integer";
+    case ParamType::kFloat: return "a number";
+    case ParamType::kBool: return "a boolean (true/false)";
+    case ParamType::kString: return "a string";
+    case ParamType::kPath: return "a path (string)";
+    case ParamType::kBytes: return "a size such as \"256MB\"";
+    case ParamType::kEnum: return "a string";
+    case ParamType::kIntList: return "an array of integers";
+    case ParamType::kFloatList: return "an array of numbers";
+  }
+  return "a value";
+}
+
+std::string node_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string suggest(const std::string& key) {
+  std::string best;
+  size_t best_d = 4;
+  for (const auto& s : param_specs()) {
+    size_t d = edit_distance(key, s.key);
+    if (d < best_d) {
+      best_d = d;
+      best = s.key;
+    }
+  }
+  return best;
+}
+
+std::string number_text(double v) {
+  if (std::floor(v) == v && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{}", v);
+}
+
+std::string range_text(const ParamSpec& s) {
+  if (!s.has_range) return "";
+  std::string hi = s.max >= 1e9 ? "∞" : number_text(s.max);
+  return fmt::format("{}{}, {}]", s.min_exclusive ? "(" : "[", number_text(s.min), hi);
+}
+
+// Validates and converts one TOML node for spec `s`. `where` is the location prefix.
+ParamValue convert(const ParamSpec& s, const toml::node& node, const std::string& where,
+                   const std::string& source, const std::filesystem::path& base_dir) {
+  ParamValue v;
+  v.type = s.type;
+  v.source = source;
+  v.set = true;
+  auto fail_type = [&]() {
+    throw Error(ErrorKind::kConfig, msg::wrong_type(where, s.key, type_name(s.type), node_type_name(node)));
+  };
+  auto check_range = [&](double x, const std::string& text) {
+    if (!s.has_range) return;
+    bool low = s.min_exclusive ? !(x > s.min) : !(x >= s.min);
+    if (low || x > s.max || std::isnan(x))
+      throw Error(ErrorKind::kConfig, msg::out_of_range(where, s.key, text, range_text(s)));
+  };
+  switch (s.type) {
+    case ParamType::kInt: {
+      auto x = node.value_exact<int64_t>();
+      if (!x) fail_type();
+      v.i = *x;
+      check_range(static_cast<double>(v.i), std::to_string(v.i));
+      break;
+    }
+    case ParamType::kFloat: {
+      auto x = node.value<double>();
+      if (!x || !(node.is_floating_point() || node.is_integer())) fail_type();
+      v.f = *x;
+      if (!std::isfinite(v.f))
+        throw Error(ErrorKind::kConfig, msg::out_of_range(where, s.key, number_text(v.f), range_text(s)));
+      check_range(v.f, fmt::format("{}", v.f));
+      break;
+    }
+    case ParamType::kBool: {
+      auto x = node.value_exact<bool>();
+      if (!x) fail_type();
+      v.b = *x;
+      break;
+    }
+    case ParamType::kString:
+    case ParamType::kPath:
+    case ParamType::kEnum: {
+      auto x = node.value_exact<std::string>();
+      if (!x) fail_type();
+      v.s = *x;
+      if (s.type == ParamType::kEnum &&
+          std::find(s.choices.begin(), s.choices.end(), v.s) == s.choices.end()) {
+        std::string allowed;
+        for (const auto& c : s.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+        throw Error(ErrorKind::kConfig, msg::bad_enum(where, s.key, v.s, allowed));
+      }
+      if (s.type == ParamType::kPath && !v.s.empty()) {
+        std::filesystem::path p(v.s);
+        if (p.is_relative() && !base_dir.empty()) v.s = (base_dir / p).lexically_normal().string();
+      }
+      break;
+    }
+    case ParamType::kBytes: {
+      if (auto x = node.value_exact<std::string>()) {
+        v.i = static_cast<int64_t>(parse_byte_size(*x, where + s.key));
+        v.s = *x;
+      } else if (auto y = node.value_exact<int64_t>()) {
+        if (*y <= 0) throw Error(ErrorKind::kConfig, msg::out_of_range(where, s.key, std::to_string(*y), "> 0"));
+        v.i = *y;
+        v.s = std::to_string(*y);
+      } else {
+        fail_type();
+      }
+      break;
+    }
+    case ParamType::kIntList:
+    case ParamType::kFloatList: {
+      const toml::array* arr = node.as_array();
+      if (!arr) fail_type();
+      for (const auto& el : *arr) {
+        if (s.type == ParamType::kIntList) {
+          auto x = el.value_exact<int64_t>();
+          if (!x) fail_type();
+          check_range(static_cast<double>(*x), std::to_string(*x));
+          v.list.push_back(static_cast<double>(*x));
+        } else {
+          auto x = el.value<double>();
+          if (!x || !(el.is_integer() || el.is_floating_point())) fail_type();
+          check_range(*x, fmt::format("{}", *x));
+          v.list.push_back(*x);
+        }
+      }
+      break;
+    }
+  }
+  return v;
+}
+
+std::string where_of(const std::string& path, const toml::source_region& region) {
+  return msg::location(path, region.begin.line, region.begin.column);
+}
+
+void walk(const toml::table& table, const std::string& prefix, const std::string& path,
+          const std::filesystem::path& base_dir, std::map<std::string, ParamValue>& out) {
+  for (auto&& [k, node] : table) {
+    std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const toml::table* sub = node.as_table()) {
+      walk(*sub, key, path, base_dir, out);
+      continue;
+    }
+    std::string where = where_of(path, node.source());
+    const ParamSpec* s = find_param(key);
+    if (!s) throw Error(ErrorKind::kConfig, msg::unknown_key(where, key, suggest(key)));
+    std::string source = fmt::format("{}:{}:{}", path, node.source().begin.line,
+                                     node.source().begin.column);
+    out[key] = convert(*s, node, where, source, base_dir);
+  }
+}
+
+}  // namespace
+
+const std::vector<ParamSpec>& param_specs() {
+  static const std::vector<ParamSpec> specs = build_specs();
+  return specs;
+}
+
+const ParamSpec* find_param(const std::string& key) {
+  for (const auto& s : param_specs())
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+std::string describe_params() {
+  std::ostringstream out;
+  for (const auto& s : param_specs()) {
+    out << s.key << "  (" << type_name(s.type);
+    if (!s.default_value.empty()) out << ", default " << s.default_value;
+    if (s.has_range) out << ", range " << range_text(s);
+    if (!s.choices.empty()) {
+      out << ", one of";
+      for (const auto& c : s.choices) out << " " << c;
+    }
+    out << ")\n    " << s.description << "\n";
+  }
+  return out.str();
+}
+
+Config::Config() {
+  for (const auto& s : param_specs()) {
+    if (s.default_value.empty()) {
+      ParamValue v;
+      v.type = s.type;
+      v.source = "default";
+      values_[s.key] = v;
+      continue;
+    }
+    auto parsed = toml::parse("v = " + s.default_value);
+    ParamValue v = convert(s, *parsed.get("v"), "default ", "default", {});
+    v.source = "default";
+    values_[s.key] = v;
+  }
+}
+
+Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
+  Config config;
+  if (!path.empty()) {
+    if (!std::filesystem::exists(path))
+      throw Error(ErrorKind::kIo, msg::cannot_open(path, "no such file"));
+    toml::table table;
+    try {
+      table = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      throw Error(ErrorKind::kConfig,
+                  msg::config_syntax(where_of(path, e.source()), std::string(e.description())));
+    }
+    std::filesystem::path base = std::filesystem::absolute(path).parent_path();
+    std::map<std::string, ParamValue> found;
+    walk(table, "", path, base, found);
+    for (auto& [k, v] : found) config.values_[k] = v;
+  }
+  for (const auto& o : overrides) config.apply_override(o);
+  return config;
+}
+
+void Config::apply_override(const std::string& argument) {
+  auto eq = argument.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::kConfig, msg::bad_override(argument));
+  std::string key = argument.substr(0, eq);
+  std::string text = argument.substr(eq + 1);
+  std::string where = "command line: ";
+  const ParamSpec* s = find_param(key);
+  if (!s) throw Error(ErrorKind::kConfig, msg::unknown_key(where, key, suggest(key)));
+  toml::table parsed;
+  bool ok = true;
+  try {
+    parsed = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    ok = false;
+  }
+  if (!ok) {
+    // A bare word (logistic, out/run1) is read as a string.
+    parsed = toml::table{};
+    parsed.insert("v", text);
+  }
+  values_[key] = convert(*s, *parsed.get("v"), where, "command line", {});
+}
+
+const ParamValue& Config::value(const std::string& key, ParamType expected) const {
+  auto it = values_.find(key);
+  FGM_ASSERT(it != values_.end());
+  (void)expected;
+  return it->second;
+}
+
+bool Config::is_set(const std::string& key) const {
+  auto it = values_.find(key);
+  return it != values_.end() && it->second.set;
+}
+int64_t Config::get_int(const std::string& key) const { return value(key, ParamType::kInt).i; }
+double Config::get_float(const std::string& key) const { return value(key, ParamType::kFloat).f; }
+bool Config::get_bool(const std::string& key) const { return value(key, ParamType::kBool).b; }
+std::string Config::get_string(const std::string& key) const { return value(key, ParamType::kString).s; }
+uint64_t Config::get_bytes(const std::string& key) const {
+  return static_cast<uint64_t>(value(key, ParamType::kBytes).i);
+}
+std::vector<double> Config::get_list(const std::string& key) const { return value(key, ParamType::kIntList).list; }
+const std::string& Config::source(const std::string& key) const { return value(key, ParamType::kString).source; }
+
+std::map<std::string, std::string> Config::dump() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : values_) {
+    if (!v.set) continue;
+    switch (v.type) {
+      case ParamType::kInt: out[k] = std::to_string(v.i); break;
+      case ParamType::kFloat: out[k] = fmt::format("{}", v.f); break;
+      case ParamType::kBool: out[k] = v.b ? "true" : "false"; break;
+      case ParamType::kBytes: out[k] = std::to_string(v.i); break;
+      case ParamType::kIntList:
+      case ParamType::kFloatList: {
+        std::string s = "[";
+        for (size_t i = 0; i < v.list.size(); ++i) s += (i ? ", " : "") + fmt::format("{}", v.list[i]);
+        out[k] = s + "]";
+        break;
+      }
+      default: out[k] = v.s;
+    }
+  }
+  return out;
+}
+
+}  // namespace fgm

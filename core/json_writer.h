@@ -1,0 +1,39 @@
+// Minimal streaming JSON writer for run logs and `fgm inspect` (output only).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fgm {
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(bool pretty = true) : pretty_(pretty) {}
+  JsonWriter& begin_object();
+  JsonWriter& end_object();
+  JsonWriter& begin_array();
+  JsonWriter& end_array();
+  JsonWriter& key(const std::string& k);
+  JsonWriter& value(const std::string& v);
+  JsonWriter& value(const char* v) { return value(std::string(v)); }
+  JsonWriter& value(double v);
+  JsonWriter& value(int64_t v);
+  JsonWriter& value(uint64_t v);
+  JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
+  JsonWriter& value(bool v);
+  JsonWriter& null();
+  const std::string& str() const { return out_; }
+
+ private:
+  void before_value();
+  void newline();
+  bool pretty_;
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element yet
+  bool after_key_ = false;
+};
+
+std::string json_escape(const std::string& s);
+
+}  // namespace fgm

@@ -1,0 +1,102 @@
+// The chunk scheduler: streams column blocks of a ShardStore through a oneTBB
+// parallel_pipeline — a serial in-order source (which also prefetches the next
+// block), a parallel transform, and a serial in-order consumer. The number of
+// blocks in flight is bounded by the token count, and the pages of a block are
+// released (madvise DONTNEED) as soon as its transform is done, so resident
+// memory stays bounded even when the store is much larger than RAM.
+// Exceptions thrown by a transform are carried to the caller by TBB.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
+#include "core/memory_budget.h"
+#include "core/progress.h"
+#include "io/shard_store.h"
+
+namespace fgm {
+
+struct SchedulerOptions {
+  int threads = 1;              // explicit, never the TBB default
+  int blocks_in_flight = 0;     // 0: 2·threads + 2
+  bool progress = false;
+  std::string progress_label = "scoring";
+};
+
+struct PassStats {
+  uint64_t blocks = 0;
+  uint64_t bytes_streamed = 0;  // shard raw-block bytes the pass read
+  double seconds = 0;
+};
+
+inline int effective_tokens(const SchedulerOptions& o) {
+  return o.blocks_in_flight > 0 ? o.blocks_in_flight : 2 * o.threads + 2;
+}
+
+// transform(block_ref, mapped_block) -> Result runs in parallel; consume(Result&&)
+// runs serially in block order.
+template <class Result>
+PassStats stream_blocks(const ShardStore& store, const std::vector<BlockRef>& blocks,
+                        const SchedulerOptions& options, MemoryBudget& budget,
+                        const std::function<Result(const BlockRef&, const ColumnBlock&)>& transform,
+                        const std::function<void(Result&&)>& consume) {
+  auto start = std::chrono::steady_clock::now();
+  PassStats stats;
+  const int tokens = effective_tokens(options);
+  uint64_t largest = 0, total = 0;
+  for (const auto& b : blocks) {
+    largest = std::max(largest, b.bytes);
+    total += b.bytes;
+  }
+  // Mapped pages of the blocks in flight are resident: count them.
+  Reservation in_flight = budget.reserve(largest * static_cast<uint64_t>(tokens + 1),
+                                         "scoring blocks in flight",
+                                         "lower engine.block_bytes or engine.blocks_in_flight");
+  ProgressBar bar(options.progress_label, total, options.progress);
+  size_t next = 0;
+  tbb::task_arena arena(options.threads);
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        static_cast<size_t>(tokens),
+        tbb::make_filter<void, size_t>(
+            tbb::filter_mode::serial_in_order,
+            [&](tbb::flow_control& fc) -> size_t {
+              if (next >= blocks.size()) {
+                fc.stop();
+                return 0;
+              }
+              if (next + 1 < blocks.size()) store.prefetch_block(blocks[next + 1]);
+              return next++;
+            }) &
+            tbb::make_filter<size_t, std::pair<size_t, Result>>(
+                tbb::filter_mode::parallel,
+                [&](size_t index) {
+                  const BlockRef& ref = blocks[index];
+                  ColumnBlock block = store.map_block(ref);
+                  Result r = transform(ref, block);
+                  store.release_block(ref);
+                  return std::pair<size_t, Result>(index, std::move(r));
+                }) &
+            tbb::make_filter<std::pair<size_t, Result>, void>(
+                tbb::filter_mode::serial_in_order, [&](std::pair<size_t, Result> item) {
+                  const BlockRef& ref = blocks[item.first];
+                  stats.blocks += 1;
+                  stats.bytes_streamed += ref.bytes;
+                  bar.add(ref.bytes);
+                  consume(std::move(item.second));
+                }));
+  });
+  bar.finish();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace fgm

@@ -1,0 +1,201 @@
+#include "engine/fgm_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <memory>
+
+#include "cache/selected_features.h"
+#include "engine/worst_case_analysis.h"
+#include "features/feature_groups.h"
+
+namespace fgm {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
+                       MemoryBudget& budget, const IterationCallback& on_iteration) {
+  const auto start = std::chrono::steady_clock::now();
+  const StoreInfo& info = store.info();
+  const uint64_t n = info.n_rows;
+  const int8_t* y = store.labels();
+  const ApgOptions& apg = settings.apg;
+
+  std::unique_ptr<FeatureGroups> groups;
+  if (!settings.groups_path.empty())
+    groups = std::make_unique<FeatureGroups>(
+        read_feature_groups(settings.groups_path, info.n_features, info.index_base, budget));
+  const uint64_t candidates = groups ? groups->n_groups : info.n_features;
+
+  // Dual variables, decision values and a = α∘y: O(n) each.
+  Reservation dual_mem = budget.reserve(3 * n * sizeof(double), "dual variables",
+                                        "use fewer training rows");
+  std::vector<double> alpha(n, apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
+  std::vector<double> a(n), decision(n, 0.0);
+  Reservation excluded_mem = budget.reserve((candidates + 63) / 64 * 8, "selected-feature bitmap");
+  std::vector<uint64_t> excluded((candidates + 63) / 64, 0);
+
+  SelectedFeatureCache cache(budget, n);
+  std::vector<BlockRef> blocks = store.plan_blocks(settings.block_bytes);
+  ApgState state;
+  TrainOutcome out;
+  // F_0: objective with no features (ω = 0, b = 0).
+  const double f0 = loss_value(apg.loss, apg.C, y, decision);
+  out.objective_no_features = f0;
+  double f_prev = f0;
+  std::vector<std::vector<uint64_t>> batch_candidates;  // candidate ids per batch (for the SIP check)
+
+  auto batch_violation_terms = [&](WorstCaseResult& wc) {
+    // ½ Σ_{j∈d_h} c_j² for each existing batch h, with the current α: the
+    // cached columns give c_j exactly (same summation as the scoring pass).
+    double best = 0;
+    for (size_t h = 0; h < cache.num_batches(); ++h) {
+      double s = 0;
+      for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
+        SparseColumnView col = cache.column(k);
+        double c = column_dot(col.rows, col.values, col.nnz, a.data());
+        s += c * c;
+      }
+      best = std::max(best, 0.5 * s);
+    }
+    double fresh = 0;
+    for (const auto& c : wc.top) fresh += c.score;
+    return 0.5 * fresh - best;
+  };
+
+  for (int t = 1; t <= settings.max_iterations; ++t) {
+    IterationRecord rec;
+    rec.iter = t;
+    for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
+
+    auto t_score = std::chrono::steady_clock::now();
+    WorstCaseInput input;
+    input.weighted_labels = a.data();
+    input.excluded = &excluded;
+    input.groups = groups.get();
+    input.B = settings.B;
+    SchedulerOptions sched = settings.scheduler;
+    sched.progress_label = "scoring pass " + std::to_string(t);
+    WorstCaseResult wc = worst_case_analysis(store, blocks, input, sched, budget);
+    rec.score_seconds = seconds_since(t_score);
+    rec.bytes_streamed = wc.pass.bytes_streamed;
+    rec.candidates_scored = wc.candidates_scored;
+    rec.sip_violation = batch_violation_terms(wc);
+    out.total_bytes_streamed += wc.pass.bytes_streamed;
+
+    if (wc.top.empty()) {
+      out.stop_reason = "no_new_features";
+      out.final_sip_violation = rec.sip_violation;
+      break;
+    }
+
+    // Add the new batch to the selected-feature cache.
+    cache.begin_batch();
+    std::vector<uint32_t> rows;
+    std::vector<float> vals;
+    std::vector<uint64_t> ids;
+    for (const auto& c : wc.top) {
+      set_bit(excluded, c.id);
+      ids.push_back(c.id);
+      if (groups) {
+        for (uint64_t p = groups->member_ptr[c.id]; p < groups->member_ptr[c.id + 1]; ++p) {
+          uint64_t f = groups->members[p];
+          store.read_column(f, rows, vals);
+          FeatureKey key;
+          key.kind = FeatureKind::kLinear;
+          key.ids[0] = f;
+          key.group = c.id;
+          cache.add_column(key, rows, vals);
+        }
+      } else {
+        store.read_column(c.id, rows, vals);
+        FeatureKey key;
+        key.ids[0] = c.id;
+        cache.add_column(key, rows, vals);
+      }
+    }
+    batch_candidates.push_back(std::move(ids));
+    rec.added = cache.batch_end(cache.num_batches() - 1) - cache.batch_begin(cache.num_batches() - 1);
+
+    auto t_solve = std::chrono::steady_clock::now();
+    ApgResult r = solve_apg(cache, y, apg, state, decision, budget);
+    rec.solve_seconds = seconds_since(t_solve);
+    dual_from_decision(apg.loss, apg.C, y, decision, alpha);
+
+    rec.selected = cache.num_columns();
+    rec.objective = r.objective;
+    rec.rel_decrease = f0 > 0 ? (f_prev - r.objective) / f0 : 0.0;
+    rec.apg_iterations = r.iterations;
+    rec.apg_line_search_steps = r.line_search_steps;
+    rec.apg_gradient_evaluations = r.gradient_evaluations;
+    rec.peak_rss_bytes = peak_rss_bytes();
+    out.total_apg_iterations += r.iterations;
+    out.total_line_search_steps += r.line_search_steps;
+    out.total_gradient_evaluations += r.gradient_evaluations;
+    f_prev = r.objective;
+    out.iterations.push_back(rec);
+    if (on_iteration) on_iteration(rec);
+
+    if (rec.rel_decrease <= settings.eps_outer) {
+      out.stop_reason = "eps_outer";
+      break;
+    }
+    if (t == settings.max_iterations) out.stop_reason = "max_iterations";
+  }
+
+  if (settings.final_certificate && out.stop_reason != "no_new_features" && !out.iterations.empty()) {
+    // One more pass for the SIP violation (37) of the final α: the certificate.
+    for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
+    WorstCaseInput input;
+    input.weighted_labels = a.data();
+    input.excluded = &excluded;
+    input.groups = groups.get();
+    input.B = settings.B;
+    SchedulerOptions sched = settings.scheduler;
+    sched.progress_label = "final check";
+    WorstCaseResult wc = worst_case_analysis(store, blocks, input, sched, budget);
+    out.total_bytes_streamed += wc.pass.bytes_streamed;
+    out.final_sip_violation = batch_violation_terms(wc);
+  }
+
+  // The model.
+  Model& m = out.model;
+  m.engine_version = FGM_VERSION;
+  m.loss = loss_name(apg.loss);
+  m.C = apg.C;
+  m.B = settings.B;
+  m.iterations = static_cast<uint32_t>(out.iterations.size());
+  m.has_bias = apg.bias;
+  m.bias = apg.bias ? state.b : 0.0;
+  m.n_features = info.n_features;
+  m.index_base = info.index_base;
+  m.positive_label = info.positive_value;
+  m.negative_label = info.negative_value;
+  m.store_checksum = info.store_checksum;
+  m.input_checksum = info.input_checksum;
+  m.input_path = info.input_path;
+  m.feature_kind = groups ? "group" : "linear";
+  m.objective = out.iterations.empty() ? f0 : out.iterations.back().objective;
+  m.created_unix = static_cast<int64_t>(std::time(nullptr));
+  for (size_t h = 0; h < cache.num_batches(); ++h) {
+    for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
+      ModelFeature f;
+      f.key = cache.key(k);
+      if (groups) f.key.kind = FeatureKind::kGroup;
+      f.weight = k < state.w.size() ? state.w[k] : 0.0;
+      f.batch = static_cast<uint32_t>(h + 1);
+      m.features.push_back(f);
+    }
+  }
+  out.seconds = seconds_since(start);
+  out.budget_peak = budget.peak();
+  return out;
+}
+
+}  // namespace fgm

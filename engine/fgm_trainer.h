@@ -1,0 +1,71 @@
+// The FGM outer loop (Tan, Tsang, Wang, JMLR 2014, Algorithm 1): a cutting-
+// plane method on the SIP reformulation of ℓ0-constrained SVM/LR. Each outer
+// iteration streams the store once (worst-case analysis, Algorithm 2), adds the
+// B most violating features (or groups) to the selected-feature cache, and
+// solves the ℓ2,1²-regularised subproblem (31) over them by APG (Algorithm 4),
+// warm-started. α⁰ = C·1; α^t from Theorem 3.
+// Stops when the relative objective decrease (38) ≤ eps_outer, after T
+// iterations, or when the worst-case analysis finds nothing new.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/chunk_scheduler.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+#include "solvers/apg.h"
+
+namespace fgm {
+
+struct TrainSettings {
+  uint64_t B = 10;
+  int max_iterations = 10;
+  double eps_outer = 1e-3;
+  bool final_certificate = true;
+  ApgOptions apg;                  // loss, C, bias, eps_inner, eta, threads
+  SchedulerOptions scheduler;      // threads, blocks in flight, progress
+  uint64_t block_bytes = 4 << 20;  // scoring block target
+  std::string groups_path;         // empty: linear features
+};
+
+struct IterationRecord {
+  int iter = 0;
+  uint64_t selected = 0;          // features in the model after this iteration
+  uint64_t added = 0;             // features added by this iteration
+  double objective = 0;           // F(ω_t, b_t) of (31)
+  double rel_decrease = 0;        // (38): (F_{t-1} - F_t) / F_0
+  double sip_violation = 0;       // (37) for α^{t-1}: f(α, d_t) - max_{h<t} f(α, d_h)
+  double score_seconds = 0;
+  double solve_seconds = 0;
+  uint64_t bytes_streamed = 0;
+  uint64_t peak_rss_bytes = 0;
+  uint64_t candidates_scored = 0;
+  int apg_iterations = 0;
+  int apg_line_search_steps = 0;
+  int apg_gradient_evaluations = 0;
+};
+
+struct TrainOutcome {
+  Model model;
+  std::vector<IterationRecord> iterations;
+  std::string stop_reason;  // "eps_outer", "max_iterations", "no_new_features"
+  double final_sip_violation = std::numeric_limits<double>::quiet_NaN();
+  double objective_no_features = 0;  // F_0
+  uint64_t total_apg_iterations = 0;
+  uint64_t total_line_search_steps = 0;
+  uint64_t total_gradient_evaluations = 0;
+  uint64_t total_bytes_streamed = 0;
+  double seconds = 0;
+  uint64_t budget_peak = 0;
+};
+
+using IterationCallback = std::function<void(const IterationRecord&)>;
+
+TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
+                       MemoryBudget& budget, const IterationCallback& on_iteration = {});
+
+}  // namespace fgm

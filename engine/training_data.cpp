@@ -1,0 +1,62 @@
+#include "engine/training_data.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/messages.h"
+
+namespace fgm {
+
+bool is_store_directory(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::exists(std::filesystem::path(path) / "manifest.fgm", ec);
+}
+
+TrainingData open_training_data(const std::string& path, const TrainingDataOptions& options,
+                                MemoryBudget& budget) {
+  TrainingData out;
+  if (is_store_directory(path)) {
+    out.store_dir = path;
+    out.store = ShardStore::open(path, budget);
+    return out;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw Error(ErrorKind::kIo, msg::cannot_open(path, "no such file or directory"));
+  uint64_t hash = hash_file(path);
+  std::string key = fmt::format("{}-b{}-m{}", hex64(hash), options.index_base, options.declared_features);
+  std::string dir = (std::filesystem::path(options.cache_dir) / key).string();
+  out.store_dir = dir;
+  if (is_store_directory(dir)) {
+    try {
+      out.store = ShardStore::open(dir, budget);
+      spdlog::info("using cached store {} for {}", dir, path);
+      return out;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kCorruption) throw;
+      spdlog::warn("cached store {} is damaged ({}); ingesting again", dir, e.what());
+    }
+  }
+  std::filesystem::create_directories(options.cache_dir, ec);
+  IngestOptions ingest;
+  ingest.reader.index_base = options.index_base;
+  ingest.reader.declared_features = options.declared_features;
+  ingest.threads = options.threads;
+  ingest.progress = options.progress;
+  auto start = std::chrono::steady_clock::now();
+  IngestStats stats = ingest_libsvm(path, dir, ingest, budget);
+  out.ingest_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("ingested {}: {} rows, {} features, {} nonzeros in {:.2f}s -> {}", path, stats.n_rows,
+               stats.n_features, stats.nnz, out.ingest_seconds, dir);
+  out.ingested_now = true;
+  out.store = ShardStore::open(dir, budget);
+  return out;
+}
+
+}  // namespace fgm

@@ -1,0 +1,93 @@
+#include "engine/worst_case_analysis.h"
+
+#include <utility>
+
+namespace fgm {
+
+double column_dot(const uint32_t* rows, const float* values, uint64_t nnz, const double* a) {
+  // Four independent accumulators hide the gather latency; the summation
+  // order is fixed by the column, so the result is deterministic.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  uint64_t k = 0;
+  for (; k + 4 <= nnz; k += 4) {
+    s0 += a[rows[k]] * static_cast<double>(values[k]);
+    s1 += a[rows[k + 1]] * static_cast<double>(values[k + 1]);
+    s2 += a[rows[k + 2]] * static_cast<double>(values[k + 2]);
+    s3 += a[rows[k + 3]] * static_cast<double>(values[k + 3]);
+  }
+  for (; k < nnz; ++k) s0 += a[rows[k]] * static_cast<double>(values[k]);
+  return (s0 + s1) + (s2 + s3);
+}
+
+namespace {
+
+// Per-block partial group scores: (group, Σ c_j² over the block's members).
+using GroupPartials = std::vector<std::pair<uint64_t, double>>;
+
+}  // namespace
+
+WorstCaseResult worst_case_analysis(const ShardStore& store, const std::vector<BlockRef>& blocks,
+                                    const WorstCaseInput& input, const SchedulerOptions& options,
+                                    MemoryBudget& budget) {
+  WorstCaseResult result;
+  const double* a = input.weighted_labels;
+  const auto* excluded = input.excluded;
+  TopBCache global(input.B);
+
+  if (input.groups == nullptr) {
+    uint64_t scored = 0;
+    result.pass = stream_blocks<TopBCache>(
+        store, blocks, options, budget,
+        [&](const BlockRef& ref, const ColumnBlock& block) {
+          TopBCache local(input.B);
+          for (uint64_t k = 0; k < block.column_count; ++k) {
+            uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+            if (begin == end) continue;
+            double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
+            double s = c * c;
+            if (!(s > 0) || !local.may_admit(s)) continue;
+            uint64_t feature = block.first_column + k;
+            if (excluded && bit_is_set(*excluded, feature)) continue;
+            local.offer({s, feature});
+          }
+          return local;
+        },
+        [&](TopBCache&& local) { global.merge(local); });
+    for (const auto& b : blocks) scored += b.column_count;
+    result.candidates_scored = scored;
+  } else {
+    const FeatureGroups& groups = *input.groups;
+    Reservation scores_mem = budget.reserve(groups.n_groups * sizeof(double), "group scores",
+                                            "use fewer groups");
+    std::vector<double> group_score(groups.n_groups, 0.0);
+    result.pass = stream_blocks<GroupPartials>(
+        store, blocks, options, budget,
+        [&](const BlockRef& ref, const ColumnBlock& block) {
+          GroupPartials partials;
+          for (uint64_t k = 0; k < block.column_count; ++k) {
+            uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+            if (begin == end) continue;
+            double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
+            uint64_t g = groups.group_of[block.first_column + k];
+            if (!partials.empty() && partials.back().first == g) partials.back().second += c * c;
+            else partials.emplace_back(g, c * c);
+          }
+          return partials;
+        },
+        [&](GroupPartials&& partials) {
+          // In block order, so each group's sum has a fixed order.
+          for (const auto& [g, s] : partials) group_score[g] += s;
+        });
+    for (uint64_t g = 0; g < groups.n_groups; ++g) {
+      double s = group_score[g];
+      if (!(s > 0)) continue;
+      if (excluded && bit_is_set(*excluded, g)) continue;
+      global.offer({s, g});
+    }
+    result.candidates_scored = groups.n_groups;
+  }
+  result.top = global.sorted();
+  return result;
+}
+
+}  // namespace fgm

@@ -1,0 +1,68 @@
+// Model files: what `fgm train` writes and `fgm predict` / `fgm inspect` read.
+// FlatBuffers with a checksummed preamble; verified on open.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/feature_key.h"
+
+namespace fgm {
+
+inline constexpr uint32_t kModelFormatVersion = 1;
+
+struct ModelFeature {
+  FeatureKey key;
+  double weight = 0;
+  uint32_t batch = 0;
+};
+
+struct Model {
+  std::string engine_version;
+  std::string loss = "squared_hinge";
+  double C = 0;
+  uint64_t B = 0;
+  uint32_t iterations = 0;
+  bool has_bias = false;
+  double bias = 0;  // decision value is w'x - bias
+  uint64_t n_features = 0;
+  int index_base = 1;
+  double positive_label = 1;
+  double negative_label = -1;
+  uint64_t store_checksum = 0;
+  uint64_t input_checksum = 0;
+  std::string input_path;
+  std::string feature_kind = "linear";
+  std::vector<ModelFeature> features;
+  double gamma = 1, coef0 = 1;
+  uint32_t levels = 0, order = 0;
+  double period = 0;
+  std::string kernel;
+  std::vector<float> scale_min, scale_max;
+  std::map<std::string, std::string> config;
+  int64_t created_unix = 0;
+  double objective = 0;
+};
+
+// Atomic write (temporary name, then rename).
+void write_model(const std::string& path, const Model& model);
+// Throws Error(kIo) if unreadable, Error(kCorruption) with msg::not_a_model if
+// it is not a valid model (bad magic, checksum, FlatBuffer, or version).
+Model read_model(const std::string& path);
+
+// Linear-model scorer over raw sparse rows (0-based ids); generated feature
+// kinds are evaluated by features/ (see features/feature_map.h).
+class LinearScorer {
+ public:
+  explicit LinearScorer(const Model& model);
+  double decision(const uint64_t* indices, const float* values, size_t nnz) const;
+
+ private:
+  std::vector<uint64_t> ids_;  // sorted
+  std::vector<double> weights_;
+  double bias_;
+};
+
+}  // namespace fgm

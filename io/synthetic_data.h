@@ -1,0 +1,34 @@
+// Synthetic data with a planted ground truth (FGM Section 8.2): X with i.i.d.
+// N(0,1) entries, a sparse w whose `relevant` nonzeros are U(0,1), labels
+// y = sign(Xw) (0 counts as +1), and a separate test set from the same w.
+// Written as LIBSVM text (train.svm, test.svm) with truth.txt beside them: one
+// line per planted feature, "<1-based id> <weight>".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fgm {
+
+struct SynthOptions {
+  uint64_t rows = 4096;
+  uint64_t test_rows = 4096;
+  uint64_t features = 4096;
+  uint64_t relevant = 300;
+  uint64_t seed = 1;
+  int digits = 5;  // significant digits written per value
+};
+
+struct PlantedTruth {
+  std::vector<uint64_t> ids;  // 0-based, increasing
+  std::vector<double> weights;
+};
+
+// Writes <dir>/train.svm, <dir>/test.svm, <dir>/truth.txt (each atomically).
+PlantedTruth write_gaussian_synthetic(const std::string& dir, const SynthOptions& options);
+
+// Reads truth.txt (1-based ids). Throws kInvalidInput with file:line on junk.
+PlantedTruth read_truth(const std::string& path);
+
+}  // namespace fgm
