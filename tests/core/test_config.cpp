@@ -1,0 +1,118 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/config.h"
+#include "core/error.h"
+
+using namespace fgm;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("fgm-config-test-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(path / name) << text;
+    return (path / name).string();
+  }
+};
+
+std::string error_of(const std::function<void()>& f, ErrorKind* kind = nullptr) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (kind) *kind = e.kind();
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("config file values, defaults and command-line overrides", "[core][config]") {
+  TempDir dir;
+  std::string file = dir.write("a.toml",
+                               "[data]\ntrain = \"data/train.svm\"\n[fgm]\nB = 20\nC = 5\n"
+                               "loss = \"logistic\"\n[engine]\nmemory_budget = \"256MB\"\n");
+  Config c = Config::load(file, {"fgm.B=7", "fgm.bias=true", "output.dir=runs/x"});
+  REQUIRE(c.get_int("fgm.B") == 7);  // command line wins
+  REQUIRE(c.source("fgm.B") == "command line");
+  REQUIRE(c.get_float("fgm.C") == 5.0);  // integer accepted for a float key
+  REQUIRE(c.get_string("fgm.loss") == "logistic");
+  REQUIRE(c.get_bool("fgm.bias"));
+  REQUIRE(c.get_bytes("engine.memory_budget") == 256ull << 20);
+  REQUIRE(c.get_int("fgm.max_iterations") == 10);  // default
+  REQUIRE(c.source("fgm.max_iterations") == "default");
+  // Paths in a file are relative to the file; on the command line to the cwd.
+  REQUIRE(c.get_string("data.train") == (dir.path / "data/train.svm").string());
+  REQUIRE(c.get_string("output.dir") == "runs/x");
+  REQUIRE(c.source("fgm.C").find("a.toml:5:") != std::string::npos);
+}
+
+TEST_CASE("config errors name the key and where it was set", "[core][config]") {
+  TempDir dir;
+  ErrorKind kind{};
+  std::string unknown = dir.write("u.toml", "[fgm]\nB = 3\nbogus_key = 1\n");
+  std::string m = error_of([&] { Config::load(unknown, {}); }, &kind);
+  REQUIRE(kind == ErrorKind::kConfig);
+  REQUIRE(m.find("u.toml:3:13") != std::string::npos);
+  REQUIRE(m.find("fgm.bogus_key") != std::string::npos);
+
+  std::string typo = dir.write("t.toml", "[fgm]\nmax_iteration = 3\n");
+  m = error_of([&] { Config::load(typo, {}); });
+  REQUIRE(m.find("did you mean 'fgm.max_iterations'") != std::string::npos);
+
+  std::string wrong = dir.write("w.toml", "[fgm]\nB = \"twenty\"\n");
+  m = error_of([&] { Config::load(wrong, {}); }, &kind);
+  REQUIRE(kind == ErrorKind::kConfig);
+  REQUIRE(m.find("w.toml:2:") != std::string::npos);
+  REQUIRE(m.find("'fgm.B' must be an integer") != std::string::npos);
+
+  std::string range = dir.write("r.toml", "[fgm]\nC = -1.0\n");
+  m = error_of([&] { Config::load(range, {}); });
+  REQUIRE(m.find("'fgm.C' = -1 is out of range") != std::string::npos);
+  REQUIRE(m.find("r.toml:2:") != std::string::npos);
+
+  std::string bad_enum = dir.write("e.toml", "[fgm]\nloss = \"hinge\"\n");
+  m = error_of([&] { Config::load(bad_enum, {}); });
+  REQUIRE(m.find("squared_hinge, logistic") != std::string::npos);
+
+  std::string syntax = dir.write("s.toml", "[fgm]\nB = = 3\n");
+  m = error_of([&] { Config::load(syntax, {}); }, &kind);
+  REQUIRE(kind == ErrorKind::kConfig);
+  REQUIRE(m.find("s.toml:2:") != std::string::npos);
+
+  m = error_of([&] { Config::load("", {"fgm.B=0"}); });
+  REQUIRE(m.find("command line") != std::string::npos);
+  REQUIRE(m.find("fgm.B") != std::string::npos);
+  m = error_of([&] { Config::load("", {"fgm.nope=1"}); });
+  REQUIRE(m.find("unknown key 'fgm.nope'") != std::string::npos);
+  m = error_of([&] { Config::load("", {"justaword"}); });
+  REQUIRE(m.find("key=value") != std::string::npos);
+  m = error_of([&] { Config::load("", {"engine.memory_budget=lots"}); });
+  REQUIRE(m.find("engine.memory_budget") != std::string::npos);
+  m = error_of([&] { Config::load("", {"fgm.bias=yes"}); });
+  REQUIRE(m.find("must be a boolean") != std::string::npos);
+  m = error_of([&] { Config::load((dir.path / "missing.toml").string(), {}); }, &kind);
+  REQUIRE(kind == ErrorKind::kIo);
+}
+
+TEST_CASE("every parameter is described with a type and default", "[core][config]") {
+  std::string text = describe_params();
+  for (const auto& s : param_specs()) {
+    REQUIRE(text.find(s.key) != std::string::npos);
+    REQUIRE_FALSE(s.description.empty());
+  }
+  REQUIRE(text.find("fgm.B  (an integer, default 10, range [1, ∞])") != std::string::npos);
+  // Defaults themselves pass validation.
+  Config c;
+  REQUIRE(c.get_int("fgm.B") == 10);
+}
