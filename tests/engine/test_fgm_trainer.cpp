@@ -1,0 +1,153 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "engine/evaluate.h"
+#include "engine/fgm_trainer.h"
+#include "io/shard_store.h"
+#include "io/synthetic_data.h"
+#include "tests/test_util.h"
+
+using namespace fgm;
+
+namespace {
+
+std::unique_ptr<ShardStore> make_store(const test::TempDir& dir, const std::string& text_path,
+                                       MemoryBudget& budget, uint64_t shard_bytes = 0) {
+  IngestOptions o;
+  o.shard_target_bytes = shard_bytes;
+  ingest_libsvm(text_path, dir.file("store"), o, budget);
+  return ShardStore::open(dir.file("store"), budget);
+}
+
+TrainSettings small_settings(uint64_t B, int T, int threads) {
+  TrainSettings s;
+  s.B = B;
+  s.max_iterations = T;
+  s.eps_outer = 0;  // run all T iterations
+  s.apg.C = 10;
+  s.apg.threads = threads;
+  s.scheduler.threads = threads;
+  s.block_bytes = 16 << 10;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("FGM recovers planted features of Section 8.2-style data", "[engine][fgm]") {
+  test::TempDir dir("fgm-train");
+  SynthOptions so;
+  so.rows = 1000;
+  so.test_rows = 1000;
+  so.features = 600;
+  so.relevant = 20;
+  so.seed = 3;
+  PlantedTruth truth = write_gaussian_synthetic(dir.path.string(), so);
+  MemoryBudget budget(512ull << 20);
+  auto store = make_store(dir, dir.file("train.svm"), budget, 256 << 10);
+  TrainOutcome out = train_fgm(*store, small_settings(5, 4, 2), budget);
+  REQUIRE(out.model.features.size() == 20);
+  uint64_t recovered = 0;
+  for (const auto& f : out.model.features)
+    if (std::binary_search(truth.ids.begin(), truth.ids.end(), f.key.ids[0])) ++recovered;
+  CAPTURE(recovered);
+  REQUIRE(recovered >= 17);
+  EvalResult test = evaluate_file(dir.file("test.svm"), out.model, false);
+  CAPTURE(test.accuracy);
+  REQUIRE(test.accuracy > 0.85);
+  REQUIRE(test.auc > 0.9);
+  // Objectives decrease monotonically across outer iterations (warm-started, nested problems).
+  for (size_t t = 1; t < out.iterations.size(); ++t)
+    REQUIRE(out.iterations[t].objective <= out.iterations[t - 1].objective * (1 + 1e-9));
+  // The SIP violation certificate shrinks as constraints are added.
+  REQUIRE(std::isfinite(out.final_sip_violation));
+  REQUIRE(out.final_sip_violation < out.iterations.front().sip_violation);
+}
+
+TEST_CASE("same model for engine.threads = 1 and 2", "[engine][fgm][determinism]") {
+  test::TempDir dir("fgm-det");
+  std::string path = dir.write("train.svm", test::random_libsvm(900, 400, 0.05, 17, {3, 40, 41, 200, 333}));
+  for (auto loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    MemoryBudget budget(256ull << 20);
+    auto store = make_store(dir, path, budget, 32 << 10);
+    TrainSettings s1 = small_settings(4, 5, 1), s2 = small_settings(4, 5, 2);
+    s1.apg.loss = s2.apg.loss = loss;
+    s1.apg.bias = s2.apg.bias = true;
+    TrainOutcome a = train_fgm(*store, s1, budget);
+    TrainOutcome b = train_fgm(*store, s2, budget);
+    REQUIRE(a.model.features.size() == b.model.features.size());
+    for (size_t k = 0; k < a.model.features.size(); ++k) {
+      REQUIRE(a.model.features[k].key.ids[0] == b.model.features[k].key.ids[0]);
+      REQUIRE(a.model.features[k].weight == b.model.features[k].weight);  // bit-identical
+    }
+    REQUIRE(a.model.bias == b.model.bias);
+    for (size_t t = 0; t < a.iterations.size(); ++t)
+      REQUIRE(a.iterations[t].objective == b.iterations[t].objective);
+    store.reset();
+    std::filesystem::remove_all(dir.file("store"));
+  }
+}
+
+TEST_CASE("outer stopping rules", "[engine][fgm]") {
+  test::TempDir dir("fgm-stop");
+  std::string path = dir.write("train.svm", test::random_libsvm(300, 30, 0.3, 2, {1, 2}));
+  MemoryBudget budget(128ull << 20);
+  auto store = make_store(dir, path, budget);
+  SECTION("nothing new to select") {
+    TrainOutcome out = train_fgm(*store, small_settings(8, 20, 1), budget);
+    REQUIRE(out.stop_reason == "no_new_features");
+    REQUIRE(out.model.features.size() <= 30);
+    // Every feature with a nonzero column was selected before stopping.
+    REQUIRE(out.model.features.size() >= 29);
+  }
+  SECTION("relative decrease (38)") {
+    TrainSettings s = small_settings(2, 20, 1);
+    s.eps_outer = 0.05;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    REQUIRE(out.stop_reason == "eps_outer");
+    REQUIRE(out.iterations.back().rel_decrease <= 0.05);
+    for (size_t t = 0; t + 1 < out.iterations.size(); ++t) REQUIRE(out.iterations[t].rel_decrease > 0.05);
+  }
+  SECTION("iteration cap") {
+    TrainOutcome out = train_fgm(*store, small_settings(2, 3, 1), budget);
+    REQUIRE(out.stop_reason == "max_iterations");
+    REQUIRE(out.iterations.size() == 3);
+    REQUIRE(out.model.features.size() == 6);
+  }
+}
+
+TEST_CASE("group selection adds whole groups", "[engine][fgm][groups]") {
+  test::TempDir dir("fgm-group");
+  std::string path = dir.write("train.svm", test::random_libsvm(400, 60, 0.2, 4, {10, 11, 12}));
+  std::string groups = dir.write("groups.txt", "11 12 13\n1 2 3 4\n40 41\n");
+  MemoryBudget budget(128ull << 20);
+  auto store = make_store(dir, path, budget);
+  TrainSettings s = small_settings(1, 2, 2);
+  s.groups_path = groups;
+  TrainOutcome out = train_fgm(*store, s, budget);
+  REQUIRE(out.model.feature_kind == "group");
+  // The planted features 10,11,12 (0-based) are exactly group 0 (ids 11 12 13 in the file).
+  REQUIRE(out.model.features.size() >= 3);
+  REQUIRE(out.model.features[0].key.group == 0);
+  REQUIRE(out.model.features[0].key.ids[0] == 10);
+  REQUIRE(out.model.features[2].key.ids[0] == 12);
+}
+
+TEST_CASE("a budget too small for the run is a clear out-of-memory error", "[engine][fgm][budget]") {
+  test::TempDir dir("fgm-oom");
+  std::string path = dir.write("train.svm", test::random_libsvm(2000, 100, 0.5, 8));
+  MemoryBudget big(256ull << 20);
+  IngestOptions o;
+  ingest_libsvm(path, dir.file("store"), o, big);
+  MemoryBudget tiny(40000);
+  try {
+    auto store = ShardStore::open(dir.file("store"), tiny);
+    train_fgm(*store, small_settings(50, 2, 1), tiny);
+    FAIL("expected the budget to be exceeded");
+  } catch (const Error& e) {
+    REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+    REQUIRE(std::string(e.what()).find("engine.memory_budget") != std::string::npos);
+  }
+}

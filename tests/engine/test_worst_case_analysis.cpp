@@ -1,0 +1,171 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "core/error.h"
+#include "engine/worst_case_analysis.h"
+#include "io/shard_store.h"
+#include "tests/test_util.h"
+
+using namespace fgm;
+
+namespace {
+
+struct Fixture {
+  test::TempDir dir{"fgm-wca"};
+  test::InMemoryData data;
+  MemoryBudget budget{256ull << 20};  // declared before the store: outlives it
+  std::unique_ptr<ShardStore> store;
+  std::vector<double> a;  // α∘y
+
+  Fixture(uint64_t rows, uint64_t features, double density, uint64_t seed) {
+    std::string text = test::random_libsvm(rows, features, density, seed);
+    std::string path = dir.write("train.svm", text);
+    data = test::parse_libsvm_simple(path);
+    IngestOptions o;
+    o.reader.declared_features = features;
+    o.shard_target_bytes = 64 << 10;  // several shards
+    ingest_libsvm(path, dir.file("store"), o, budget);
+    store = ShardStore::open(dir.file("store"), budget);
+    std::mt19937_64 rng(seed + 1);
+    std::uniform_real_distribution<double> unif(0.0, 2.0);
+    const int8_t* y = store->labels();
+    for (uint64_t i = 0; i < rows; ++i) a.push_back(unif(rng) * y[i]);
+  }
+
+  // Oracle: c = Xᵀa from the independent in-memory parse.
+  std::vector<double> in_memory_c() const {
+    std::vector<double> c(store->info().n_features, 0.0);
+    for (size_t i = 0; i < data.rows.size(); ++i)
+      for (const auto& [j, v] : data.rows[i]) c[j] += a[i] * static_cast<double>(static_cast<float>(v));
+    return c;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("streamed worst-case analysis equals an in-memory full sort", "[engine][wca]") {
+  Fixture fx(700, 900, 0.03, 11);
+  REQUIRE(fx.store->info().n_rows == 700);
+  // Labels in the store match the text (larger label -> +1).
+  for (size_t i = 0; i < fx.data.labels.size(); ++i)
+    REQUIRE(fx.store->labels()[i] == (fx.data.labels[i] > 0 ? 1 : -1));
+  std::vector<double> c = fx.in_memory_c();
+
+  std::vector<uint64_t> excluded((900 + 63) / 64, 0);
+  for (uint64_t j : {3u, 50u, 51u, 899u}) set_bit(excluded, j);
+  std::vector<ScoredCandidate> oracle;
+  for (uint64_t j = 0; j < c.size(); ++j)
+    if (!bit_is_set(excluded, j) && c[j] * c[j] > 0) oracle.push_back({c[j] * c[j], j});
+  std::sort(oracle.begin(), oracle.end(), ranks_before);
+  oracle.resize(25);
+
+  for (uint64_t block_bytes : {uint64_t{512}, uint64_t{8 << 10}, uint64_t{1 << 20}}) {
+    for (int threads : {1, 2}) {
+      WorstCaseInput in;
+      in.weighted_labels = fx.a.data();
+      in.excluded = &excluded;
+      in.B = 25;
+      SchedulerOptions so;
+      so.threads = threads;
+      WorstCaseResult r = worst_case_analysis(*fx.store, fx.store->plan_blocks(block_bytes), in, so, fx.budget);
+      REQUIRE(r.top.size() == 25);
+      for (size_t k = 0; k < 25; ++k) {
+        REQUIRE(r.top[k].id == oracle[k].id);
+        REQUIRE(r.top[k].score == Approx(oracle[k].score).epsilon(1e-12));
+      }
+      REQUIRE(r.candidates_scored == 900);
+      REQUIRE(r.pass.bytes_streamed > 0);
+    }
+  }
+}
+
+TEST_CASE("streamed c matches Xᵀ(α∘y) column by column", "[engine][wca]") {
+  Fixture fx(300, 200, 0.1, 5);
+  std::vector<double> c = fx.in_memory_c();
+  std::vector<uint32_t> rows;
+  std::vector<float> vals;
+  for (uint64_t j = 0; j < 200; ++j) {
+    fx.store->read_column(j, rows, vals);
+    double got = column_dot(rows.data(), vals.data(), rows.size(), fx.a.data());
+    REQUIRE(got == Approx(c[j]).margin(1e-12).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("group scores equal brute-force ‖c_G‖² and select the top groups", "[engine][wca][groups]") {
+  Fixture fx(400, 120, 0.08, 9);
+  std::vector<double> c = fx.in_memory_c();
+  // Groups: {1..10}, {11..30 step 2}, {50, 7? no: disjoint}, rest singletons.
+  std::string text = "1 2 3 4 5 6 7 8 9 10\n# comment line\n\n";
+  for (int j = 11; j <= 30; j += 2) text += std::to_string(j) + " ";
+  text += "\n100 60 80\n";
+  std::string gpath = fx.dir.write("groups.txt", text);
+  FeatureGroups groups = read_feature_groups(gpath, 120, 1, fx.budget);
+  REQUIRE(groups.listed_groups == 3);
+  REQUIRE(groups.n_groups == 3 + (120 - 10 - 10 - 3));
+  std::vector<double> oracle_score(groups.n_groups, 0.0);
+  for (uint64_t j = 0; j < 120; ++j) oracle_score[groups.group_of[j]] += c[j] * c[j];
+  std::vector<ScoredCandidate> oracle;
+  for (uint64_t g = 0; g < groups.n_groups; ++g)
+    if (oracle_score[g] > 0) oracle.push_back({oracle_score[g], g});
+  std::sort(oracle.begin(), oracle.end(), ranks_before);
+  oracle.resize(6);
+  for (int threads : {1, 2}) {
+    WorstCaseInput in;
+    in.weighted_labels = fx.a.data();
+    in.groups = &groups;
+    in.B = 6;
+    SchedulerOptions so;
+    so.threads = threads;
+    WorstCaseResult r = worst_case_analysis(*fx.store, fx.store->plan_blocks(1024), in, so, fx.budget);
+    REQUIRE(r.top.size() == 6);
+    for (size_t k = 0; k < 6; ++k) {
+      REQUIRE(r.top[k].id == oracle[k].id);
+      REQUIRE(r.top[k].score == Approx(oracle[k].score).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("group file errors name file, line and column", "[engine][groups]") {
+  test::TempDir dir;
+  MemoryBudget budget(1 << 20);
+  auto err = [&](const std::string& text) {
+    std::string p = dir.write("g.txt", text);
+    try {
+      read_feature_groups(p, 50, 1, budget);
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kInvalidInput);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  REQUIRE(err("1 2 3\n4 x5 6\n").find("g.txt:2:3: 'x5' is not a feature id") != std::string::npos);
+  REQUIRE(err("1 2\n3 2\n").find("g.txt:2:3: feature id 2 is already in another group") != std::string::npos);
+  REQUIRE(err("0 1\n").find("g.txt:1:1: feature id 0 is outside") != std::string::npos);
+  REQUIRE(err("51\n").find("outside the data's features (1..50)") != std::string::npos);
+}
+
+TEST_CASE("an exception in a scoring worker reaches the caller", "[engine][scheduler]") {
+  Fixture fx(200, 300, 0.05, 3);
+  auto blocks = fx.store->plan_blocks(512);
+  REQUIRE(blocks.size() > 4);
+  for (int threads : {1, 2}) {
+    SchedulerOptions so;
+    so.threads = threads;
+    uint64_t consumed = 0;
+    auto run = [&] {
+      stream_blocks<int>(
+          *fx.store, blocks, so, fx.budget,
+          [&](const BlockRef& ref, const ColumnBlock&) -> int {
+            if (ref.first_column == blocks[3].first_column)
+              throw Error(ErrorKind::kIo, "simulated read failure in block 3");
+            return 1;
+          },
+          [&](int&& v) { consumed += v; });
+    };
+    REQUIRE_THROWS_WITH(run(), Catch::Contains("simulated read failure in block 3"));
+    REQUIRE(consumed <= 3);  // in-order consumer never passes the failed block
+    REQUIRE(fx.budget.used() < (256ull << 20));
+  }
+}
