@@ -48,8 +48,16 @@ struct ApgResult {
   double loss = 0;               // P(ω, b)
   int iterations = 0;            // APG iterations (k)
   int line_search_steps = 0;     // F ≤ Q evaluations in total
-  int gradient_evaluations = 0;  // passes over the selected columns
-  bool converged = false;        // stopped by (41), not by the cap
+  int gradient_evaluations = 0;  // ∇_ω P evaluations (one pass over the selected columns each)
+  bool converged = false;        // stopped by (41) (or at an exact fixed point), not by the cap
+  // Added by the solver:
+  int column_passes = 0;           // all passes over the selected columns (∇P, X_h g_h, exact
+                                   // X ω refreshes, final decision values): the APG work measure
+  int bias_line_search_steps = 0;  // Armijo (36) evaluations of the b-step
+  int restarts = 0;                // momentum resets after F_k > F_{k−1}
+  double lipschitz_max = 0;        // largest τ tried (L_t raised instead of capping τ)
+  bool stalled = false;            // the ω line search found no step within 200 τ ← τ/η
+                                   // (rounding floor reached); the last iterate is returned
 };
 
 // Solves (31) over the columns in `cache`, warm-started from `state` (resized

@@ -1,0 +1,483 @@
+// Accelerated proximal gradient (APG) for the FGM subproblem, after
+// M. Tan, I. W. Tsang, L. Wang, "Towards Ultrahigh Dimensional Feature
+// Selection for Big Data", JMLR 15 (2014), Section 5.2, Algorithms 3 and 4:
+//
+//   min_{ω, b}  F(ω, b) = ½ (Σ_h ‖ω_h‖₂)² + P(ω, b)                        (31)
+//
+//   P = (C/2) Σ_i max(1 − y_i d_i, 0)²   (squared hinge)
+//   P =  C    Σ_i log(1 + exp(−y_i d_i)) (logistic),   d_i = Σ_h ω_h'x_ih − b,
+//
+// where ω_h are the weights of batch h of the selected-feature cache and b is
+// the (unregularised) bias, fixed at 0 unless options.bias.
+//
+// One iteration k (Algorithm 4, block steps):
+//   ω-step  g = ∇_ω P(v, v_b); τ = η τ_{k−1}; while F(S_τ(v − g/τ), v_b) >
+//           Q_τ(...) τ ← τ/η; ω^k = S_τ(...) (S_τ: Moreau projection, Alg. 3).
+//   b-step  τ_b = η τ_k; b = v_b − ∇_b P(ω^k, v_b)/τ_b with Armijo (36).
+//   momentum ϱ_{k+1} = (1 + sqrt(1 + 4ϱ_k²))/2, v = ω^k + (ϱ_k−1)/ϱ_{k+1}(ω^k − ω^{k−1}),
+//           likewise v_b.
+// Stop (41): 0 ≤ (F_{k−1} − F_k)/F_{k−1} ≤ ε_in, or max_iterations.
+//
+// Deviations from the printed algorithm (all keep its fixed points):
+//  * τ is not capped at L_t. With the cap, a stale L_t that is below the
+//    true Lipschitz constant makes the backtracking loop forever; here τ
+//    grows freely and L_t is raised to the largest τ seen.
+//  * F ≤ Q is tested in the equivalent form Σ_i D_φ(m_i, Δm_i) ≤ τ/2‖ω − v‖²
+//    (D_φ the Bregman remainder of the per-sample loss; Ω cancels on both
+//    sides and ⟨∇P(v), ω − v⟩ = Σ_i ∂_d φ·Δd_i). Both sides are sums of
+//    non-negative terms computed from the step itself, so the test stays
+//    meaningful when the step is 1e-12 of P instead of drowning in the
+//    rounding of P(ω) − P(v). The Armijo test (36) is rewritten the same way.
+//  * The b-step gradient is taken at (ω^k, v_b), the point the Armijo test
+//    (36) compares against, so (36) is a genuine descent test. The paper
+//    writes ∇_b P(v, v_b).
+//  * APG is not monotone: if F_k > F_{k−1} the momentum is reset (ϱ = 1,
+//    v = ω^k; O'Donoghue & Candès' adaptive restart) and (41) only stops on
+//    a non-negative decrease.
+//  * (41) is only trusted once the ω line search has rejected a trial step in
+//    this solve: before that τ may be a stale over-estimate (e.g. L₀ = 0.01nC
+//    on sparse data) whose tiny steps would look like convergence. τ shrinks
+//    by η per accepted first trial, so this costs at most log_{1/η}(τ₀/L)
+//    iterations.
+//
+// Section 5.5 inner-product cache: per batch h the solver keeps X_h ω_h (now
+// and previous), X_h v_h and X_h g_h as n-vectors. A trial step of the line
+// search then costs O(n t): S_τ only rescales u_h = v_h − g_h/τ, so
+// X_h ω_h = scale_h(τ)·(X_h v_h − X_h g_h/τ). Each iteration makes two passes
+// over the selected columns (g = X'∇_d P and the X_h g_h), plus an exact
+// refresh of X ω and X v every kRefreshPeriod iterations against drift of the
+// momentum recurrences. The returned decision values are recomputed exactly.
+//
+// Determinism: every sum has a fixed order independent of options.threads.
+// Columns are reduced one per task (a sequential dot product), X_h g_h one
+// batch per task in column order, and sums over samples in fixed chunks of
+// kRowChunk rows whose partial sums are added in chunk order.
+#include "solvers/apg.h"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "core/error.h"
+#include "solvers/losses.h"
+#include "solvers/moreau_projection.h"
+
+namespace fgm {
+
+const char* loss_name(Loss loss) {
+  switch (loss) {
+    case Loss::kSquaredHinge: return "squared_hinge";
+    case Loss::kLogistic: return "logistic";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr size_t kRowChunk = 8192;       // rows per task and per partial sum
+constexpr int kRefreshPeriod = 100;      // iterations between exact X ω, X v
+constexpr int kMaxLineSearchTrials = 200;  // τ grows by η^-200: only a stall gets here
+
+// Runs index loops on a task arena of exactly `threads` threads (or inline).
+class Executor {
+ public:
+  explicit Executor(int threads) {
+    if (threads > 1) arena_.emplace(threads);
+  }
+
+  template <class F>
+  void for_each(size_t count, const F& f) {
+    if (!arena_ || count <= 1) {
+      for (size_t i = 0; i < count; ++i) f(i);
+      return;
+    }
+    arena_->execute([&] { tbb::parallel_for(size_t{0}, count, [&](size_t i) { f(i); }); });
+  }
+
+  // f(begin, end) over fixed row chunks of [0, n).
+  template <class F>
+  void for_rows(size_t n, const F& f) {
+    size_t chunks = (n + kRowChunk - 1) / kRowChunk;
+    for_each(chunks, [&](size_t c) { f(c * kRowChunk, std::min(n, (c + 1) * kRowChunk)); });
+  }
+
+  // Σ of f(begin, end) over fixed row chunks, added in chunk order.
+  template <class F>
+  double sum_rows(size_t n, const F& f) {
+    size_t chunks = (n + kRowChunk - 1) / kRowChunk;
+    partial_.assign(chunks, 0.0);
+    for_each(chunks, [&](size_t c) {
+      partial_[c] = f(c * kRowChunk, std::min(n, (c + 1) * kRowChunk));
+    });
+    double s = 0;
+    for (double p : partial_) s += p;
+    return s;
+  }
+
+ private:
+  std::optional<tbb::task_arena> arena_;
+  std::vector<double> partial_;
+};
+
+template <class LossT>
+double sum_loss(Executor& ex, double C, const int8_t* y, const double* d, size_t n) {
+  return ex.sum_rows(n, [&](size_t b, size_t e) {
+    double s = 0;
+    for (size_t i = b; i < e; ++i) s += LossT::value(C, double(y[i]) * d[i]);
+    return s;
+  });
+}
+
+template <class LossT>
+class ApgSolver {
+ public:
+  ApgSolver(const SelectedFeatureCache& cache, const int8_t* labels, const ApgOptions& options,
+            MemoryBudget& budget)
+      : cache_(cache),
+        y_(labels),
+        opt_(options),
+        ex_(options.threads),
+        n_(cache.n_rows()),
+        cols_(cache.num_columns()),
+        t_(cache.num_batches()) {
+    // 4 n t for X ω (now, previous), X v, X g; 4 n for margins, σ, ∇_d P,
+    // decision values; 5 per column for ω (now, previous, trial), v, g.
+    uint64_t doubles = 4 * uint64_t(n_) * t_ + 4 * uint64_t(n_) + 5 * uint64_t(cols_) + 4 * t_;
+    reservation_ = budget.reserve(doubles * sizeof(double), "APG inner-product cache",
+                                  "lower fgm.max_iterations or fgm.B");
+    for (size_t h = 0; h < t_; ++h) {
+      FGM_ASSERT(cache.batch_begin(h) <= cache.batch_end(h));
+    }
+    FGM_ASSERT(t_ == 0 ? cols_ == 0 : cache.batch_begin(0) == 0);
+  }
+
+  ApgResult solve(ApgState& state, std::vector<double>& decision);
+
+ private:
+  size_t begin(size_t h) const { return cache_.batch_begin(h); }
+  size_t end(size_t h) const { return cache_.batch_end(h); }
+  double* row(std::vector<double>& a, size_t h) { return a.data() + h * n_; }
+
+  // out_h = X_h x_h for every batch (one pass over the columns).
+  void multiply(const std::vector<double>& x, std::vector<double>& out) {
+    ex_.for_each(t_, [&](size_t h) {
+      double* o = out.data() + h * n_;
+      std::fill(o, o + n_, 0.0);
+      for (size_t j = begin(h); j < end(h); ++j) {
+        double xj = x[j];
+        if (xj == 0) continue;
+        SparseColumnView c = cache_.column(j);
+        for (uint64_t k = 0; k < c.nnz; ++k) o[c.rows[k]] += xj * double(c.values[k]);
+      }
+    });
+    ++column_passes_;
+  }
+
+  // g_j = Σ_i r_i x_ij (one pass over the columns).
+  void gradient(const std::vector<double>& r, std::vector<double>& g) {
+    ex_.for_each(cols_, [&](size_t j) {
+      SparseColumnView c = cache_.column(j);
+      double s = 0;
+      for (uint64_t k = 0; k < c.nnz; ++k) s += r[c.rows[k]] * double(c.values[k]);
+      g[j] = s;
+    });
+    ++column_passes_;
+    ++gradient_evaluations_;
+  }
+
+  // ½(Σ_h ‖x_h‖)² for x in column space.
+  double regularizer(const std::vector<double>& x) const {
+    double z = 0;
+    for (size_t h = 0; h < t_; ++h) {
+      double s = 0;
+      for (size_t j = begin(h); j < end(h); ++j) s += x[j] * x[j];
+      z += std::sqrt(s);
+    }
+    return 0.5 * z * z;
+  }
+
+  // d_i = Σ_h src_h[i] − b.
+  void sum_batches(const std::vector<double>& src, double b, std::vector<double>& d) {
+    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) {
+        double s = 0;
+        for (size_t h = 0; h < t_; ++h) s += src[h * n_ + i];
+        d[i] = s - b;
+      }
+    });
+  }
+
+  // Margins m_i = y_i d_i and (logistic) p_i = σ(−m_i); optionally r_i = ∂P/∂d_i.
+  void margins(const std::vector<double>& d, bool with_r) {
+    const double C = opt_.C;
+    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) {
+        double m = double(y_[i]) * d[i];
+        m_[i] = m;
+        if constexpr (LossT::kNeedsSigmoid) p_[i] = detail::sigmoid(-m);
+        if (with_r) {
+          if constexpr (LossT::kNeedsSigmoid)
+            r_[i] = -C * p_[i] * double(y_[i]);
+          else
+            r_[i] = LossT::deriv(C, m) * double(y_[i]);
+        }
+      }
+    });
+  }
+
+  const SelectedFeatureCache& cache_;
+  const int8_t* y_;
+  ApgOptions opt_;
+  Executor ex_;
+  size_t n_, cols_, t_;
+  Reservation reservation_;
+  std::vector<double> m_, p_, r_;
+  int column_passes_ = 0;
+  int gradient_evaluations_ = 0;
+};
+
+template <class LossT>
+ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision) {
+  const double C = opt_.C, eta = opt_.eta;
+  ApgResult res;
+
+  std::vector<double> w = state.w;
+  w.resize(cols_, 0.0);  // warm start ω⁰ = [ω_{t−1}; 0]
+  double b = opt_.bias ? state.b : 0.0;
+  double L = state.lipschitz > 0 ? state.lipschitz : 0.01 * double(n_) * C;
+  double tau_prev = L;  // τ₀ = L_t
+
+  std::vector<double> w_prev = w, v = w, g(cols_), w_trial(cols_);
+  std::vector<double> Xw(n_ * t_), Xw_prev, Xv, Xg(n_ * t_);
+  std::vector<double> d(n_);
+  m_.resize(n_);
+  r_.resize(n_);
+  if constexpr (LossT::kNeedsSigmoid) p_.resize(n_);
+  std::vector<double> norms(t_), scales(t_), coef_v(t_), coef_g(t_);
+  std::vector<size_t> order;
+
+  multiply(w, Xw);
+  Xw_prev = Xw;
+  Xv = Xw;
+  double b_prev = b, vb = b;
+  sum_batches(Xw, b, d);
+  double F_prev = regularizer(w) + sum_loss<LossT>(ex_, C, y_, d.data(), n_);
+  double rho = 1.0;
+  bool calibrated = false;  // has the ω line search rejected a step yet?
+  double tau_k = 0;
+
+  for (int k = 1; k <= opt_.max_iterations && F_prev > 0; ++k) {
+    // --- ω-step: gradient at (v, v_b), then backtracking on τ.
+    sum_batches(Xv, vb, d);
+    margins(d, true);
+    gradient(r_, g);
+    multiply(g, Xg);
+
+    double tau = eta * tau_prev;
+    int trials = 0;
+    bool accepted = false;
+    double dist2_accepted = 0;
+    while (true) {
+      ++trials;
+      ++res.line_search_steps;
+      const double s = 1.0 / tau;
+      for (size_t h = 0; h < t_; ++h) {
+        double q = 0;
+        for (size_t j = begin(h); j < end(h); ++j) {
+          double u = v[j] - s * g[j];
+          q += u * u;
+        }
+        norms[h] = std::sqrt(q);
+      }
+      detail::moreau_scales(norms.data(), t_, s, scales.data(), order);
+      double dist2 = 0;
+      for (size_t h = 0; h < t_; ++h) {
+        for (size_t j = begin(h); j < end(h); ++j) {
+          w_trial[j] = scales[h] * (v[j] - s * g[j]);
+          double e = w_trial[j] - v[j];
+          dist2 += e * e;
+        }
+        // X_h ω_h − X_h v_h = (scale_h − 1) X_h v_h − (scale_h/τ) X_h g_h
+        coef_v[h] = scales[h] - 1.0;
+        coef_g[h] = scales[h] * s;
+      }
+      double lhs = ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
+        double acc = 0;
+        for (size_t i = lo; i < hi; ++i) {
+          double delta = 0;
+          for (size_t h = 0; h < t_; ++h)
+            delta += coef_v[h] * Xv[h * n_ + i] - coef_g[h] * Xg[h * n_ + i];
+          acc += LossT::bregman(C, m_[i], LossT::kNeedsSigmoid ? p_[i] : 0.0,
+                                double(y_[i]) * delta);
+        }
+        return acc;
+      });
+      if (lhs <= 0.5 * tau * dist2) {
+        accepted = true;
+        dist2_accepted = dist2;
+        break;
+      }
+      calibrated = true;
+      if (trials >= kMaxLineSearchTrials) break;
+      tau /= eta;
+      L = std::max(L, tau);  // raise L_t instead of capping τ at it
+    }
+    if (!accepted) {
+      res.stalled = true;
+      break;
+    }
+    tau_k = tau;
+    tau_prev = tau;
+
+    // ω^k and its inner products, from the cache only (no pass over columns).
+    std::swap(w_prev, w);
+    std::swap(w, w_trial);
+    std::swap(Xw_prev, Xw);
+    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) {
+        double s = 0;
+        for (size_t h = 0; h < t_; ++h) {
+          double x = scales[h] * Xv[h * n_ + i] - coef_g[h] * Xg[h * n_ + i];
+          Xw[h * n_ + i] = x;
+          s += x;
+        }
+        d[i] = s - vb;
+      }
+    });
+
+    // --- b-step: Armijo (36) from τ_b = η τ_k, gradient at (ω^k, v_b).
+    double b_new = vb;
+    if (opt_.bias) {
+      margins(d, false);
+      double gb = -ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
+        double s = 0;
+        for (size_t i = lo; i < hi; ++i) s += LossT::deriv(C, m_[i]) * double(y_[i]);
+        return s;
+      });
+      if (gb != 0) {
+        double tau_b = eta * tau_k;
+        double step = 0;
+        for (int j = 0; j < kMaxLineSearchTrials; ++j) {
+          ++res.bias_line_search_steps;
+          step = -gb / tau_b;  // b − v_b; decision values move by −step
+          double lhs = ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
+            double acc = 0;
+            for (size_t i = lo; i < hi; ++i)
+              acc += LossT::bregman(C, m_[i], LossT::kNeedsSigmoid ? p_[i] : 0.0,
+                                    -double(y_[i]) * step);
+            return acc;
+          });
+          // (36) ⟺ P(b) − P(v_b) − ∇_b P·(b − v_b) ≤ τ_b/2 (b − v_b)²
+          if (lhs <= 0.5 * tau_b * step * step) break;
+          tau_b /= eta;
+          if (j + 1 == kMaxLineSearchTrials) step = 0;  // no descent found: keep v_b
+        }
+        b_new = vb + step;
+        if (step != 0) {
+          ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+            for (size_t i = lo; i < hi; ++i) d[i] -= step;
+          });
+        }
+      }
+    }
+    b_prev = b;
+    b = b_new;
+
+    const double F = regularizer(w) + sum_loss<LossT>(ex_, C, y_, d.data(), n_);
+    res.iterations = k;
+    const double decrease = F_prev - F;
+    const bool decreased = decrease >= 0;
+    // ω^k = v^k and b^k = v_b is a fixed point of the prox-gradient map: optimal.
+    const bool fixed_point = dist2_accepted == 0 && b == vb;
+    if (fixed_point || (decreased && calibrated && decrease <= opt_.eps_inner * F_prev)) {
+      res.converged = true;
+      F_prev = F;
+      break;
+    }
+
+    // --- momentum with adaptive restart.
+    double beta;
+    if (!decreased) {
+      ++res.restarts;
+      rho = 1.0;
+      beta = 0.0;
+    } else {
+      double rho_next = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * rho * rho));
+      beta = (rho - 1.0) / rho_next;
+      rho = rho_next;
+    }
+    F_prev = F;
+    for (size_t j = 0; j < cols_; ++j) v[j] = w[j] + beta * (w[j] - w_prev[j]);
+    vb = b + beta * (b - b_prev);
+    if (k % kRefreshPeriod == 0) {
+      multiply(w, Xw);
+      multiply(v, Xv);
+    } else {
+      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+        for (size_t h = 0; h < t_; ++h)
+          for (size_t i = lo; i < hi; ++i) {
+            size_t at = h * n_ + i;
+            Xv[at] = Xw[at] + beta * (Xw[at] - Xw_prev[at]);
+          }
+      });
+    }
+  }
+  if (F_prev == 0 && res.iterations == 0) res.converged = true;
+
+  // Exact decision values and objective at the returned point.
+  multiply(w, Xw);
+  decision.assign(n_, 0.0);
+  sum_batches(Xw, b, decision);
+  res.regularizer = regularizer(w);
+  res.loss = sum_loss<LossT>(ex_, C, y_, decision.data(), n_);
+  res.objective = res.regularizer + res.loss;
+  res.gradient_evaluations = gradient_evaluations_;
+  res.column_passes = column_passes_;
+  res.lipschitz_max = L;
+  if (tau_k > 0) state.lipschitz = eta * tau_k;  // L_t = η τ_k for the next outer iteration
+  else if (state.lipschitz <= 0) state.lipschitz = L;
+  state.w = std::move(w);
+  state.b = b;
+  return res;
+}
+
+}  // namespace
+
+ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
+                    const ApgOptions& options, ApgState& state, std::vector<double>& decision,
+                    MemoryBudget& budget) {
+  FGM_ASSERT(options.C > 0);
+  FGM_ASSERT(options.eta > 0 && options.eta < 1);
+  FGM_ASSERT(options.threads >= 1);
+  for (uint64_t i = 0; i < cache.n_rows(); ++i) FGM_ASSERT(labels[i] == 1 || labels[i] == -1);
+  if (options.loss == Loss::kLogistic) {
+    ApgSolver<detail::LogisticLoss> solver(cache, labels, options, budget);
+    return solver.solve(state, decision);
+  }
+  ApgSolver<detail::SquaredHingeLoss> solver(cache, labels, options, budget);
+  return solver.solve(state, decision);
+}
+
+void dual_from_decision(Loss loss, double C, const int8_t* labels,
+                        const std::vector<double>& decision, std::vector<double>& alpha) {
+  alpha.resize(decision.size());
+  for (size_t i = 0; i < decision.size(); ++i) {
+    double m = double(labels[i]) * decision[i];
+    // α_i = C ξ_i (ξ_i = max(1 − m, 0)) or C σ(ξ_i) with ξ_i = −m (Theorem 3).
+    alpha[i] = loss == Loss::kLogistic ? C * detail::sigmoid(-m) : C * std::max(1.0 - m, 0.0);
+  }
+}
+
+double loss_value(Loss loss, double C, const int8_t* labels, const std::vector<double>& decision) {
+  // Same chunked summation as the solver, so result.loss == loss_value(decision).
+  Executor ex(1);
+  if (loss == Loss::kLogistic)
+    return sum_loss<detail::LogisticLoss>(ex, C, labels, decision.data(), decision.size());
+  return sum_loss<detail::SquaredHingeLoss>(ex, C, labels, decision.data(), decision.size());
+}
+
+}  // namespace fgm

@@ -1,0 +1,82 @@
+// Per-sample losses of problem (31) written in terms of the margin m = y·d
+// (d = w'x − b), with the derivative and the Bregman remainder the APG line
+// searches test. Private to solvers/.
+//
+//   squared hinge: φ(m) = (C/2)·max(1 − m, 0)²      φ'(m) = −C·max(1 − m, 0)
+//   logistic:      φ(m) =  C ·log(1 + exp(−m))       φ'(m) = −C·σ(−m)
+//
+// ∂P/∂d_i = y_i·φ'(m_i) = −y_i·α_i with α the Theorem 3 dual variables.
+#pragma once
+
+#include <cmath>
+
+namespace fgm::detail {
+
+// log(1 + exp(z)) without overflow for large z or loss of digits for very negative z.
+inline double softplus(double z) {
+  return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+}
+
+// 1/(1 + exp(−z)); only ever exponentiates a non-positive number.
+inline double sigmoid(double z) {
+  if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
+  double e = std::exp(z);
+  return e / (1.0 + e);
+}
+
+struct SquaredHingeLoss {
+  static constexpr bool kNeedsSigmoid = false;
+  static double value(double C, double m) {
+    double a = 1.0 - m;
+    return a > 0 ? 0.5 * C * a * a : 0.0;
+  }
+  static double deriv(double C, double m) {
+    double a = 1.0 - m;
+    return a > 0 ? -C * a : 0.0;
+  }
+  // φ(m + Δ) − φ(m) − φ'(m)·Δ, evaluated case by case so that it is computed
+  // from Δ directly (relative accuracy even when Δ is tiny) and never < 0.
+  static double bregman(double C, double m, double /*p*/, double delta) {
+    double a = 1.0 - m, a2 = a - delta;
+    if (a > 0) {
+      if (a2 > 0) return 0.5 * C * delta * delta;
+      return 0.5 * C * a * (a - 2.0 * a2);
+    }
+    return a2 > 0 ? 0.5 * C * a2 * a2 : 0.0;
+  }
+};
+
+struct LogisticLoss {
+  static constexpr bool kNeedsSigmoid = true;
+  static double value(double C, double m) { return C * softplus(-m); }
+  static double deriv(double C, double m) { return -C * sigmoid(-m); }
+  // Bregman remainder with p = σ(−m) precomputed. Using
+  //   softplus(−m−Δ) − softplus(−m) = log1p(p·expm1(−Δ)),
+  // the remainder is [log1p(q) − q] + p·[expm1(−Δ) + Δ], q = p·expm1(−Δ); both
+  // brackets use their Taylor series when small so the O(Δ²) result keeps its
+  // digits. Large |Δ| falls back to the direct difference (no overflow of expm1).
+  static double bregman(double C, double m, double p, double delta) {
+    double r;
+    if (std::fabs(delta) <= 30.0) {
+      double x = -delta;
+      double e = std::expm1(x);
+      double a;  // e^x − 1 − x
+      if (std::fabs(x) < 1e-3)
+        a = x * x * (0.5 + x * (1.0 / 6 + x * (1.0 / 24 + x * (1.0 / 120 + x * (1.0 / 720)))));
+      else
+        a = e - x;
+      double q = p * e;
+      double bq;  // log1p(q) − q
+      if (std::fabs(q) < 1e-3)
+        bq = q * q * (-0.5 + q * (1.0 / 3 + q * (-0.25 + q * (0.2 - q * (1.0 / 6)))));
+      else
+        bq = std::log1p(q) - q;
+      r = bq + p * a;
+    } else {
+      r = softplus(-m - delta) - softplus(-m) + p * delta;
+    }
+    return r > 0 ? C * r : 0.0;
+  }
+};
+
+}  // namespace fgm::detail

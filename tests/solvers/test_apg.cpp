@@ -1,0 +1,619 @@
+// APG (Algorithm 4) on problem (31) against independent oracles:
+//  * a plain proximal-gradient method in long double with a fixed step from an
+//    explicit Lipschitz bound (power iteration on X̃'X̃), whose prox is found by
+//    bisection on the threshold ς rather than by the sorting of Algorithm 3;
+//  * the optimality conditions of (31) and the primal–dual relations of
+//    Theorem 3 / Appendix A, evaluated in long double from the returned w, b;
+//  * closed forms (bias-only problems) and exact bitwise comparisons.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "solvers/apg.h"
+#include "tests/solvers/solver_test_util.h"
+
+using namespace fgm;
+using namespace fgm::test;
+
+namespace {
+
+constexpr uint64_t kBudget = uint64_t(1) << 32;
+
+struct OracleResult {
+  std::vector<LD> w;
+  LD b = 0;
+  LD F = 0;
+  int iterations = 0;
+};
+
+// Proximal gradient on (ω, b) with step 1/L, L ≥ λmax(∇²P) (up to a 10% margin
+// on a power-iteration estimate; any step below 2/λmax converges).
+OracleResult prox_gradient_oracle(const Problem& p, size_t batches, Loss loss, LD C, bool bias,
+                                  int max_iterations = 400000) {
+  const size_t cols = p.batch_end(batches - 1);
+  const size_t dim = cols + (bias ? 1 : 0);
+  auto xt = [&](size_t i, size_t j) -> LD { return j < cols ? LD(p.at(i, j)) : LD(-1); };
+  std::vector<LD> gram(dim * dim, 0);
+  for (size_t i = 0; i < p.n; ++i)
+    for (size_t a = 0; a < dim; ++a)
+      for (size_t c = 0; c < dim; ++c) gram[a * dim + c] += xt(i, a) * xt(i, c);
+  std::vector<LD> vec(dim, 1), next(dim);
+  LD lambda = 0;
+  for (int it = 0; it < 3000; ++it) {
+    LD norm = 0;
+    for (size_t a = 0; a < dim; ++a) {
+      next[a] = 0;
+      for (size_t c = 0; c < dim; ++c) next[a] += gram[a * dim + c] * vec[c];
+      norm += next[a] * next[a];
+    }
+    norm = std::sqrt(norm);
+    lambda = norm;
+    for (size_t a = 0; a < dim; ++a) vec[a] = next[a] / norm;
+  }
+  const LD L = 1.1L * lambda * (loss == Loss::kLogistic ? C / 4 : C);
+
+  OracleResult r;
+  r.w.assign(cols, 0);
+  std::vector<LD> grad(cols), u(cols);
+  for (int it = 0; it < max_iterations; ++it) {
+    std::vector<LD> d = ld_decision(p, cols, r.w, r.b);
+    std::fill(grad.begin(), grad.end(), 0);
+    LD gb = 0;
+    for (size_t i = 0; i < p.n; ++i) {
+      LD ay = ld_alpha(loss, C, p.y[i], d[i]) * p.y[i];
+      if (ay == 0) continue;
+      for (size_t j = 0; j < cols; ++j) grad[j] -= ay * p.at(i, j);
+      gb += ay;  // ∂P/∂b = Σ α_i y_i
+    }
+    for (size_t j = 0; j < cols; ++j) u[j] = r.w[j] - grad[j] / L;
+    // prox of ½(Σ‖ω_h‖)²/L: c_h = max(ô_h − ς, 0) with ς = (1/L)·Σ c_h, by bisection.
+    std::vector<LD> norms(batches);
+    LD hi = 0;
+    for (size_t h = 0; h < batches; ++h) {
+      LD q = 0;
+      for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) q += u[j] * u[j];
+      norms[h] = std::sqrt(q);
+      hi = std::max(hi, norms[h]);
+    }
+    LD lo = 0;
+    for (int k = 0; k < 200; ++k) {
+      LD mid = (lo + hi) / 2, s = 0;
+      for (LD o : norms) s += std::max<LD>(o - mid, 0);
+      if (mid - s / L < 0) lo = mid; else hi = mid;
+    }
+    LD thr = (lo + hi) / 2, change = 0, size = 0;
+    for (size_t h = 0; h < batches; ++h) {
+      LD scale = norms[h] > thr ? (norms[h] - thr) / norms[h] : 0;
+      for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) {
+        LD nw = scale * u[j];
+        change = std::max(change, std::fabs(nw - r.w[j]));
+        size = std::max(size, std::fabs(nw));
+        r.w[j] = nw;
+      }
+    }
+    if (bias) {
+      LD nb = r.b - gb / L;
+      change = std::max(change, std::fabs(nb - r.b));
+      r.b = nb;
+    }
+    r.iterations = it + 1;
+    if (change <= 1e-17L * (1 + size)) break;
+  }
+  r.F = ld_objective(p, batches, loss, C, r.w, r.b);
+  return r;
+}
+
+struct Kkt {
+  LD active_residual = 0;    // max_h ‖∇_h P + z ω_h/‖ω_h‖‖ over active groups
+  LD inactive_excess = 0;    // max_h (‖∇_h P‖ − z)_+ over zero groups
+  LD bias_gradient = 0;      // |∂P/∂b| = |Σ α_i y_i|
+  LD z = 0;                  // Σ_h ‖ω_h‖
+  LD grad_scale = 0;         // max_h ‖∇_h P‖
+  std::vector<LD> c;         // c_h = Σ_i α_i y_i x_ih norms
+  int zero_groups = 0;
+};
+
+Kkt kkt_of(const Problem& p, size_t batches, Loss loss, LD C, const std::vector<double>& w, double b) {
+  const size_t cols = p.batch_end(batches - 1);
+  std::vector<LD> wl = to_ld(w);
+  std::vector<LD> d = ld_decision(p, cols, wl, b);
+  std::vector<LD> grad(cols, 0);
+  Kkt k;
+  LD sum_ay = 0;
+  for (size_t i = 0; i < p.n; ++i) {
+    LD ay = ld_alpha(loss, C, p.y[i], d[i]) * p.y[i];
+    sum_ay += ay;
+    for (size_t j = 0; j < cols; ++j) grad[j] -= ay * p.at(i, j);
+  }
+  k.bias_gradient = std::fabs(sum_ay);
+  std::vector<LD> wn(batches);
+  for (size_t h = 0; h < batches; ++h) {
+    LD q = 0;
+    for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) q += wl[j] * wl[j];
+    wn[h] = std::sqrt(q);
+    k.z += wn[h];
+  }
+  for (size_t h = 0; h < batches; ++h) {
+    LD gq = 0, rq = 0;
+    for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) {
+      gq += grad[j] * grad[j];
+      if (wn[h] > 0) {
+        LD e = grad[j] + k.z * wl[j] / wn[h];
+        rq += e * e;
+      }
+    }
+    k.c.push_back(std::sqrt(gq));
+    k.grad_scale = std::max(k.grad_scale, std::sqrt(gq));
+    if (wn[h] > 0)
+      k.active_residual = std::max(k.active_residual, std::sqrt(rq));
+    else {
+      k.inactive_excess = std::max(k.inactive_excess, std::sqrt(gq) - k.z);
+      ++k.zero_groups;
+    }
+  }
+  return k;
+}
+
+std::vector<size_t> batch_sizes(std::mt19937_64& rng, size_t t) {
+  std::vector<size_t> s(t);
+  for (auto& x : s) x = 1 + rng() % 4;
+  return s;
+}
+
+ApgOptions tight_options(Loss loss, double C, bool bias) {
+  ApgOptions o;
+  o.loss = loss;
+  o.C = C;
+  o.bias = bias;
+  o.eps_inner = 1e-15;
+  o.max_iterations = 200000;
+  return o;
+}
+
+bool all_finite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+}  // namespace
+
+TEST_CASE("APG reaches the optimum of (31) found by long-double proximal gradient",
+          "[solvers][apg]") {
+  std::mt19937_64 rng(31);
+  int cases = 0;
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (bool bias : {false, true}) {
+      for (size_t t = 1; t <= 4; ++t) {
+        const size_t n = 50 + rng() % 151;
+        const double C = (t % 2 == 0) ? 0.05 : 10.0;  // small C leaves some groups at 0
+        Problem p = random_problem(rng(), n, batch_sizes(rng, t), 0.6, 0.1);
+        // Odd t: make the last column nearly a copy of the first (slow for the oracle).
+        const bool correlated = t % 2 == 1 && p.cols > 1;
+        if (correlated)
+          for (size_t i = 0; i < n; ++i)
+            p.x[i * p.cols + p.cols - 1] =
+                double(float(p.at(i, 0) + 0.05 * p.at(i, p.cols - 1)));
+        CAPTURE(loss_name(loss), bias, t, n, C, correlated);
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, n);
+        fill_cache(p, cache, t);
+        ApgState state;
+        std::vector<double> decision;
+        ApgResult res = solve_apg(cache, p.y.data(), tight_options(loss, C, bias), state, decision,
+                                  budget);
+        OracleResult oracle = prox_gradient_oracle(p, t, loss, C, bias);
+        CAPTURE(res.iterations, res.objective, oracle.iterations, double(oracle.F));
+        REQUIRE(res.converged);
+        REQUIRE(!res.stalled);
+        // APG's objective, re-evaluated independently, equals the oracle's optimum.
+        LD ours = ld_objective(p, t, loss, C, to_ld(state.w), state.b);
+        REQUIRE(std::fabs(double(ours - oracle.F)) <= 1e-9 * double(oracle.F));
+        REQUIRE(res.objective == Approx(double(ours)).epsilon(1e-12));
+        REQUIRE(res.regularizer + res.loss == Approx(res.objective).epsilon(1e-15));
+        // Decision values are d = Xw − b at the returned point.
+        std::vector<LD> d = ld_decision(p, p.cols, to_ld(state.w), state.b);
+        for (size_t i = 0; i < n; ++i) REQUIRE(std::fabs(double(d[i]) - decision[i]) <= 1e-12);
+        REQUIRE(res.loss == loss_value(loss, C, p.y.data(), decision));
+        // Optimality conditions of (31).
+        Kkt k = kkt_of(p, t, loss, C, state.w, state.b);
+        CAPTURE(double(k.active_residual), double(k.inactive_excess), double(k.bias_gradient),
+                double(k.z));
+        const double tol = 1e-5 * std::max(1.0, double(k.grad_scale));
+        REQUIRE(double(k.active_residual) <= tol);
+        REQUIRE(double(k.inactive_excess) <= tol);
+        if (bias) REQUIRE(double(k.bias_gradient) <= tol);
+        REQUIRE(res.gradient_evaluations == res.iterations);
+        ++cases;
+      }
+    }
+  }
+  REQUIRE(cases == 16);
+}
+
+TEST_CASE("Theorem 3: dual variables from decision values", "[solvers][apg][dual]") {
+  std::vector<int8_t> y = {1, -1, 1, -1, 1, -1, 1, -1};
+  std::vector<double> d = {0.3, 0.3, -2.0, -2.0, 1.0, -1.0, 40.0, 40.0};
+  const double C = 2.5;
+  std::vector<double> alpha;
+  dual_from_decision(Loss::kSquaredHinge, C, y.data(), d, alpha);
+  REQUIRE(alpha.size() == d.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    double xi = std::max(0.0, 1.0 - y[i] * d[i]);  // ξ_i of the squared hinge
+    REQUIRE(alpha[i] == Approx(C * xi).margin(1e-15));
+  }
+  dual_from_decision(Loss::kLogistic, C, y.data(), d, alpha);
+  for (size_t i = 0; i < d.size(); ++i) {
+    LD xi = -LD(y[i]) * d[i];  // ξ_i = −y_i(w'x_i − b)
+    LD expected = C * std::exp(xi) / (1 + std::exp(xi));
+    REQUIRE(alpha[i] == Approx(double(expected)).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("Theorem 3 at the optimum: w = Σ α_i y_i x_i and zero duality gap",
+          "[solvers][apg][dual]") {
+  // From the KKT system of Appendix A: with ζ_h = −Σ_i α_i y_i x_ih and
+  // γ = z = Σ_h‖ω_h‖, stationarity in ω gives Σ_i α_i y_i x_ih = γ ω_h/‖ω_h‖ for
+  // active groups, i.e. ω_h = μ_h Σ_i α_i y_i x_ih with μ_h = ‖ω_h‖/γ, Σ μ_h = 1
+  // (the MKL weights of (29)); ‖Σ_i α_i y_i x_ih‖ ≤ γ for all h; Σ α_i y_i = 0
+  // with a bias. One batch: w = Σ_i α_i y_i x_i exactly. The dual objectives
+  //   squared hinge: −½γ² − α'α/(2C) + 1'α
+  //   logistic:      −½γ² − Σ[(C−α_i)log(C−α_i) + α_i log α_i] + n C log C
+  // (Appendix A drops the constant n C log C) equal F at the optimum; γ is
+  // taken as max_h ‖Σ_i α_i y_i x_ih‖ so the dual point is feasible.
+  std::mt19937_64 rng(3);
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (bool bias : {false, true}) {
+      for (size_t t : {size_t(1), size_t(3)}) {
+        const size_t n = 120;
+        const double C = t == 1 ? 0.5 : 0.2;
+        Problem p = random_problem(rng(), n, batch_sizes(rng, t), 0.6, 0.1);
+        CAPTURE(loss_name(loss), bias, t);
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, n);
+        fill_cache(p, cache, t);
+        ApgState state;
+        std::vector<double> decision, alpha;
+        ApgResult res = solve_apg(cache, p.y.data(), tight_options(loss, C, bias), state, decision,
+                                  budget);
+        REQUIRE(res.converged);
+        dual_from_decision(loss, C, p.y.data(), decision, alpha);
+        std::vector<LD> c(p.cols, 0);
+        LD sum_ay = 0;
+        for (size_t i = 0; i < n; ++i) {
+          sum_ay += LD(alpha[i]) * p.y[i];
+          for (size_t j = 0; j < p.cols; ++j) c[j] += LD(alpha[i]) * p.y[i] * p.at(i, j);
+        }
+        LD z = 0, gamma = 0, mu_sum = 0;
+        std::vector<LD> wn(t), cn(t);
+        for (size_t h = 0; h < t; ++h) {
+          LD a = 0, b = 0;
+          for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) {
+            a += LD(state.w[j]) * state.w[j];
+            b += c[j] * c[j];
+          }
+          wn[h] = std::sqrt(a);
+          cn[h] = std::sqrt(b);
+          z += wn[h];
+          gamma = std::max(gamma, cn[h]);
+        }
+        REQUIRE(z > 0);
+        const double tol = 1e-5 * std::max(1.0, double(gamma));
+        for (size_t h = 0; h < t; ++h) {
+          if (wn[h] > 0) {
+            LD mu = wn[h] / z;
+            mu_sum += mu;
+            REQUIRE(std::fabs(double(cn[h] - z)) <= tol);  // active kernels attain γ
+            for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j)
+              REQUIRE(std::fabs(double(state.w[j] - mu * c[j])) <= tol);
+          } else {
+            REQUIRE(double(cn[h]) <= double(z) + tol);
+          }
+        }
+        REQUIRE(double(mu_sum) == Approx(1.0).epsilon(1e-12));
+        if (t == 1)
+          for (size_t j = 0; j < p.cols; ++j) REQUIRE(std::fabs(double(state.w[j] - c[j])) <= tol);
+        if (bias) REQUIRE(std::fabs(double(sum_ay)) <= tol);
+        LD dual = -gamma * gamma / 2;
+        for (size_t i = 0; i < n; ++i) {
+          LD a = alpha[i];
+          if (loss == Loss::kSquaredHinge) {
+            dual += a - a * a / (2 * C);
+          } else {
+            LD ca = LD(C) - a;
+            dual -= (ca > 0 ? ca * std::log(ca) : 0) + (a > 0 ? a * std::log(a) : 0);
+            dual += LD(C) * std::log(LD(C));
+          }
+        }
+        CAPTURE(res.objective, double(dual));
+        // Weak duality (up to the 1e-5 dual infeasibility Σαy of the bias case) and a small gap.
+        REQUIRE(double(dual) <= res.objective * (1 + 1e-9) + (bias ? 1e-6 : 0.0));
+        REQUIRE(res.objective - double(dual) <= 1e-6 * res.objective);
+      }
+    }
+  }
+}
+
+TEST_CASE("APG warm start after adding a batch reaches the cold-start optimum faster",
+          "[solvers][apg][warm]") {
+  std::mt19937_64 rng(99);
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (bool bias : {false, true}) {
+      const size_t n = 400;
+      Problem p = random_problem(rng(), n, {5, 5, 5}, 0.5, 0.1);
+      p.y[0] = 1;
+      ApgOptions o;
+      o.loss = loss;
+      o.C = 1.0;
+      o.bias = bias;
+      o.eps_inner = 1e-9;
+      o.max_iterations = 100000;
+      CAPTURE(loss_name(loss), bias);
+      MemoryBudget budget(kBudget);
+      SelectedFeatureCache cache(budget, n);
+      fill_cache(p, cache, 2);
+      ApgState warm;
+      std::vector<double> decision;
+      solve_apg(cache, p.y.data(), o, warm, decision, budget);
+      REQUIRE(warm.w.size() == cache.num_columns());
+      REQUIRE(warm.lipschitz > 0);
+      fill_cache(p, cache, 3);
+      ApgResult rw = solve_apg(cache, p.y.data(), o, warm, decision, budget);
+      REQUIRE(warm.w.size() == cache.num_columns());
+      ApgState cold;
+      ApgResult rc = solve_apg(cache, p.y.data(), o, cold, decision, budget);
+      CAPTURE(rw.iterations, rc.iterations, rw.objective, rc.objective);
+      REQUIRE(rw.converged);
+      REQUIRE(rc.converged);
+      REQUIRE(rw.objective == Approx(rc.objective).epsilon(1e-6));
+      REQUIRE(rw.iterations < rc.iterations);
+      LD fw = ld_objective(p, 3, loss, o.C, to_ld(warm.w), warm.b);
+      LD fc = ld_objective(p, 3, loss, o.C, to_ld(cold.w), cold.b);
+      REQUIRE(double(fw) == Approx(double(fc)).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("APG results are bit-identical for any thread count", "[solvers][apg][threads]") {
+  // n spans several row chunks and there are several batches, so every
+  // parallel loop of the solver really splits.
+  const size_t n = 30000;
+  Problem p = random_problem(5, n, {4, 3, 5, 2, 4}, 0.2, 0.1);
+  // A near-duplicate column makes the problem ill-conditioned: > 100 iterations.
+  for (size_t i = 0; i < n; ++i) p.x[i * p.cols + 1] = double(float(p.at(i, 0) + 0.01 * p.at(i, 1)));
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    MemoryBudget budget(kBudget);
+    SelectedFeatureCache cache(budget, n);
+    fill_cache(p, cache, 5);
+    ApgOptions o;
+    o.loss = loss;
+    o.C = 1.0;
+    o.bias = true;
+    o.eps_inner = 1e-8;
+    o.max_iterations = 250;  // crosses an exact refresh of the inner-product cache
+    std::vector<ApgState> states;
+    std::vector<std::vector<double>> decisions;
+    std::vector<ApgResult> results;
+    for (int threads : {1, 2, 3, 4}) {
+      o.threads = threads;
+      ApgState s;
+      std::vector<double> d;
+      results.push_back(solve_apg(cache, p.y.data(), o, s, d, budget));
+      states.push_back(s);
+      decisions.push_back(d);
+    }
+    REQUIRE(results[0].iterations > 100);
+    for (size_t k = 1; k < states.size(); ++k) {
+      CAPTURE(loss_name(loss), k);
+      REQUIRE(results[k].iterations == results[0].iterations);
+      REQUIRE(results[k].line_search_steps == results[0].line_search_steps);
+      REQUIRE(std::memcmp(&results[k].objective, &results[0].objective, sizeof(double)) == 0);
+      REQUIRE(states[k].w.size() == states[0].w.size());
+      REQUIRE(std::memcmp(states[k].w.data(), states[0].w.data(),
+                          states[0].w.size() * sizeof(double)) == 0);
+      REQUIRE(std::memcmp(&states[k].b, &states[0].b, sizeof(double)) == 0);
+      REQUIRE(std::memcmp(&states[k].lipschitz, &states[0].lipschitz, sizeof(double)) == 0);
+      REQUIRE(std::memcmp(decisions[k].data(), decisions[0].data(), n * sizeof(double)) == 0);
+    }
+  }
+}
+
+TEST_CASE("Logistic loss with huge margins stays finite", "[solvers][apg][logistic]") {
+  std::vector<int8_t> y = {1, -1, 1, -1};
+  std::vector<double> d = {1e300, -1e300, -1e300, 1e300};
+  double P = loss_value(Loss::kLogistic, 10.0, y.data(), d);
+  REQUIRE(std::isfinite(P));  // two samples are 1e301 wrong: finite, not inf/NaN
+  REQUIRE(P == Approx(2e301));
+  std::vector<double> alpha;
+  dual_from_decision(Loss::kLogistic, 10.0, y.data(), d, alpha);
+  REQUIRE(alpha == std::vector<double>{0.0, 0.0, 10.0, 10.0});
+  d = {800, -800, -800, 800};
+  REQUIRE(loss_value(Loss::kLogistic, 1.0, y.data(), d) == Approx(1600.0));
+  dual_from_decision(Loss::kLogistic, 1.0, y.data(), d, alpha);
+  REQUIRE(alpha == std::vector<double>{0.0, 0.0, 1.0, 1.0});
+
+  // Separable data scaled by 1e4 and a warm start far out: margins ~1e8.
+  const size_t n = 200;
+  Problem p = random_problem(11, n, {3, 2}, 0.7, 0.0, 1e4);
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, n);
+  fill_cache(p, cache, 2);
+  for (bool bias : {false, true}) {
+    ApgOptions o;
+    o.loss = Loss::kLogistic;
+    o.C = 1e3;
+    o.bias = bias;
+    ApgState s;
+    s.w.assign(p.cols, 0.0);
+    for (size_t j = 0; j < 3; ++j) s.w[j] = (j % 2 ? -1e4 : 1e4);
+    s.b = bias ? 1e6 : 0.0;
+    std::vector<double> decision;
+    ApgResult r = solve_apg(cache, p.y.data(), o, s, decision, budget);
+    REQUIRE(std::isfinite(r.objective));
+    REQUIRE(std::isfinite(s.b));
+    REQUIRE(std::isfinite(s.lipschitz));
+    REQUIRE(all_finite(s.w));
+    REQUIRE(all_finite(decision));
+    dual_from_decision(Loss::kLogistic, o.C, p.y.data(), decision, alpha);
+    REQUIRE(all_finite(alpha));
+    // Starting objective (huge) must have gone down.
+    REQUIRE(r.objective < 1e12);
+  }
+}
+
+TEST_CASE("APG with a stale Lipschitz estimate still converges", "[solvers][apg][lipschitz]") {
+  // The paper caps τ at L_t; with L_t far below the true constant that loop
+  // never ends. Too large an L_t must not stop the solver early either.
+  const size_t n = 150;
+  Problem p = random_problem(21, n, {3, 4}, 0.6, 0.1, 5.0);
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, n);
+  fill_cache(p, cache, 2);
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    ApgOptions o = tight_options(loss, 1.0, true);
+    o.eps_inner = 1e-10;
+    OracleResult oracle = prox_gradient_oracle(p, 2, loss, o.C, true);
+    for (double L0 : {0.0, 1e-9, 1e9}) {
+      CAPTURE(loss_name(loss), L0);
+      ApgState s;
+      s.lipschitz = L0;
+      std::vector<double> decision;
+      ApgResult r = solve_apg(cache, p.y.data(), o, s, decision, budget);
+      REQUIRE(r.converged);
+      REQUIRE(r.objective == Approx(double(oracle.F)).epsilon(1e-7));
+      REQUIRE(s.lipschitz > 0);
+      if (L0 == 1e-9) {
+        REQUIRE(r.line_search_steps > r.iterations);
+        REQUIRE(r.lipschitz_max > 1e-3);
+      }
+    }
+  }
+}
+
+TEST_CASE("APG line-search trials do not pass over the columns (Section 5.5)",
+          "[solvers][apg][cache]") {
+  const size_t n = 300;
+  Problem p = random_problem(8, n, {3, 3, 3}, 0.5, 0.1);
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, n);
+  fill_cache(p, cache, 3);
+  ApgOptions o;
+  o.C = 1.0;
+  o.eps_inner = 1e-12;
+  o.max_iterations = 1000;
+  ApgState s;
+  s.lipschitz = 1e-12;  // forces many backtracking trials
+  std::vector<double> decision;
+  ApgResult r = solve_apg(cache, p.y.data(), o, s, decision, budget);
+  REQUIRE(r.line_search_steps > r.iterations + 20);
+  // 1 initial X ω, 2 per iteration (∇P, X_h g_h), 2 per exact refresh, 1 final.
+  REQUIRE(r.column_passes <= 2 + 2 * r.iterations + 2 * (r.iterations / 100));
+  REQUIRE(r.gradient_evaluations == r.iterations);
+}
+
+TEST_CASE("APG without selected columns optimises the bias alone", "[solvers][apg][bias]") {
+  // With ω empty, d = −b and the optimal b has a closed form:
+  // squared hinge b = (n₋ − n₊)/n (|b| < 1), logistic b = log(n₋/n₊).
+  const size_t n = 10;
+  std::vector<int8_t> y = {1, 1, 1, 1, 1, 1, 1, -1, -1, -1};
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, n);
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    ApgOptions o = tight_options(loss, 2.0, true);
+    ApgState s;
+    std::vector<double> decision;
+    ApgResult r = solve_apg(cache, y.data(), o, s, decision, budget);
+    double expected = loss == Loss::kSquaredHinge ? (3.0 - 7.0) / 10.0 : std::log(3.0 / 7.0);
+    REQUIRE(r.converged);
+    REQUIRE(s.b == Approx(expected).epsilon(1e-7));
+    REQUIRE(s.w.empty());
+    REQUIRE(r.regularizer == 0);
+    for (double d : decision) REQUIRE(d == -s.b);
+  }
+  // Without bias nothing can move: F = P(0) = nC/2 (squared hinge).
+  ApgOptions o;
+  ApgState s;
+  std::vector<double> decision;
+  ApgResult r = solve_apg(cache, y.data(), o, s, decision, budget);
+  REQUIRE(r.objective == Approx(0.5 * n * o.C));
+  REQUIRE(r.converged);
+}
+
+TEST_CASE("APG reserves its working memory from the budget", "[solvers][apg][budget]") {
+  const size_t n = 2000;
+  Problem p = random_problem(4, n, {5, 5}, 0.1, 0.1);
+  MemoryBudget big(kBudget);
+  SelectedFeatureCache cache(big, n);
+  fill_cache(p, cache, 2);
+  MemoryBudget small(4 * n * 2 * sizeof(double));  // less than the 4 n t cache alone
+  ApgState s;
+  std::vector<double> decision;
+  try {
+    solve_apg(cache, p.y.data(), ApgOptions{}, s, decision, small);
+    FAIL("expected out-of-memory");
+  } catch (const Error& e) {
+    REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+    std::string m = e.what();
+    REQUIRE(m.find("APG inner-product cache") != std::string::npos);
+    REQUIRE(m.find("fgm.max_iterations or fgm.B") != std::string::npos);
+  }
+  REQUIRE(small.used() == 0);
+  uint64_t before = big.used();
+  solve_apg(cache, p.y.data(), ApgOptions{}, s, decision, big);
+  REQUIRE(big.used() == before);  // released on return
+  REQUIRE(big.peak() >= before + 4 * n * 2 * sizeof(double));
+}
+
+// Timing for the report: n = 100000, 100 columns of density 0.1 in t = 10 batches.
+// Hidden; run with: test_solvers "[bench]"
+TEST_CASE("APG cost per iteration", "[.][bench]") {
+  const size_t n = 100000, t = 10, per = 10;
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, n);
+  std::vector<double> score(n, 0.0);
+  for (size_t h = 0; h < t; ++h) {
+    cache.begin_batch();
+    for (size_t j = 0; j < per; ++j) {
+      std::vector<uint32_t> rows;
+      std::vector<float> vals;
+      double wj = normal(rng);
+      for (size_t i = 0; i < n; ++i)
+        if (unif(rng) < 0.1) {
+          rows.push_back(uint32_t(i));
+          vals.push_back(float(unif(rng)));
+          score[i] += wj * vals.back();
+        }
+      cache.add_column(FeatureKey{}, rows, vals);
+    }
+  }
+  std::vector<int8_t> y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = (score[i] + 0.1 * normal(rng) > 0) ? 1 : -1;
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (int threads : {1, 2}) {
+      ApgOptions o;
+      o.loss = loss;
+      o.C = 1.0;
+      o.bias = true;
+      o.eps_inner = 0;  // run exactly max_iterations
+      o.max_iterations = 200;
+      o.threads = threads;
+      ApgState s;
+      std::vector<double> d;
+      auto t0 = std::chrono::steady_clock::now();
+      ApgResult r = solve_apg(cache, y.data(), o, s, d, budget);
+      double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      WARN(loss_name(loss) << " threads=" << threads << ": " << r.iterations << " iterations, "
+                           << r.line_search_steps << " ω trials, " << r.bias_line_search_steps
+                           << " b trials, " << r.column_passes << " column passes, "
+                           << 1e3 * sec / r.iterations << " ms/iteration, objective "
+                           << r.objective);
+    }
+  }
+}
