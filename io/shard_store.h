@@ -11,9 +11,20 @@
 //                  raw block: col_ptr (uint64, count+1), row ids (uint32),
 //                  values (float32), per-column min and max (float32; implicit
 //                  zeros included).
+// Both files start with a 24-byte preamble: magic ("FGMSHARD" / "FGMSTORE"),
+// uint32 format version, uint32 FlatBuffer length, uint64 XXH64 of the
+// FlatBuffer; then the size-prefixed FlatBuffer (schemas io/schema/shard.fbs,
+// manifest.fbs), zero padding to 64 bytes, the raw block. Every raw array
+// starts 64-byte aligned; bulk data is never inside a FlatBuffer (whose
+// offsets stop at 2 GiB). Shards tile the columns [0, n_features) in order;
+// a shard is cut when it reaches the shard target, at a column boundary (a
+// column bigger than the target is a shard of its own, never split). Empty
+// columns are stored (col_ptr entries, min = max = 0).
 // Values are stored as float32 (half the bytes of float64 on the scoring pass;
 // LIBSVM text rarely carries more than 7 significant digits). Row ids are
 // uint32: a store holds at most 2^32-1 rows. Feature ids and nnz are 64-bit.
+// The output is deterministic: the same input and options give byte-identical
+// files whatever the thread count or budget (shards depend on the shard target).
 // Ingest writes into a temporary directory beside the target and renames it
 // into place, so a failed ingest leaves nothing behind. Every file is verified
 // when the store is opened (FlatBuffers verifier, sizes, version, checksums).
@@ -36,6 +47,7 @@ struct IngestOptions {
   uint64_t shard_target_bytes = 0;  // 0: automatic, min(64 MiB, budget / 8)
   int threads = 1;                  // parser threads (explicit, never implicit)
   bool progress = false;            // progress bar on stderr
+  uint32_t merge_fan_in = 0;        // max runs merged at once; 0: as many as the budget allows
 };
 
 struct IngestStats {

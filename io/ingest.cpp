@@ -1,0 +1,919 @@
+// ingest_libsvm: LIBSVM text -> column-block shard store, out of core.
+//
+// Pass 1 (oneTBB pipeline): serial chunk reader -> parallel parser -> serial
+// consumer. The consumer writes one label slot per row to labels.tmp and
+// appends (column, row, value) triplets to a budgeted buffer; a full buffer is
+// sorted by column (stable radix sort: rows arrive in order, so this is a
+// (column, row) sort) and spilled as a run file of column groups.
+// Pass 2: runs hold consecutive row ranges, so a column's entries are the
+// concatenation of its groups in run order: the k-way merge only orders
+// columns (a heap of run heads), never individual entries. Too many runs for
+// the budget are first merged in consecutive groups (multi-level merge).
+// Merged columns stream into shards; then the manifest is written and the
+// temporary directory is renamed into place.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <queue>
+#include <vector>
+
+#include <fmt/format.h>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/messages.h"
+#include "io/schema/manifest_generated.h"
+#include "io/schema/shard_generated.h"
+#include "io/shard_store.h"
+#include "io/store_files.h"
+#include "io/store_format.h"
+
+namespace fs = std::filesystem;
+
+namespace fgm {
+namespace {
+
+using store::align_up;
+using store::FileReader;
+using store::FileWriter;
+using store::TempDir;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * 1024;
+constexpr uint64_t kMinRunBuffer = 32 * kKiB;
+constexpr const char* kRemedy = "lower --threads";
+
+// ------------------------------------------------------------------ progress
+
+class IngestProgress {
+ public:
+  IngestProgress(bool wanted, uint64_t total) : enabled_(wanted && ::isatty(2)), total_(total) {}
+  void update(uint64_t done) {
+    if (!enabled_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(250)) return;
+    last_ = now;
+    double secs = std::chrono::duration<double>(now - start_).count();
+    double pct = total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 0;
+    fmt::print(stderr, "\ringest: reading {:5.1f}% ({} of {}, {:.0f} MB/s)   ", pct,
+               format_bytes(done), format_bytes(total_),
+               secs > 0 ? static_cast<double>(done) / 1e6 / secs : 0.0);
+    std::fflush(stderr);
+  }
+  void phase(const std::string& text) {
+    if (!enabled_) return;
+    fmt::print(stderr, "\ringest: {:<60}", text);
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (enabled_) fmt::print(stderr, "\n");
+    enabled_ = false;
+  }
+  ~IngestProgress() { finish(); }
+
+ private:
+  bool enabled_;
+  uint64_t total_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_{};
+};
+
+// ------------------------------------------------------------------ run files
+// A run file is a sequence of column groups in increasing column order:
+//   uint64 column, uint64 count, uint32 rows[count], float values[count].
+
+struct Triplet {
+  uint64_t column;
+  uint32_t row;
+  float value;
+};
+
+class RunSpiller {
+ public:
+  RunSpiller(const TempDir& dir, MemoryBudget& budget, uint64_t capacity, uint64_t writer_bytes)
+      : dir_(dir),
+        budget_(budget),
+        buffer_(budget, capacity, "ingest sort buffer", "lower --memory-budget use elsewhere"),
+        scratch_(budget, capacity, "ingest sort buffer"),
+        writer_bytes_(writer_bytes) {}
+
+  void add(uint64_t column, uint32_t row, float value) {
+    if (size_ == buffer_.size()) spill();
+    buffer_[size_++] = Triplet{column, row, value};
+    max_column_ = std::max(max_column_, column);
+  }
+
+  // Spills what is left and frees the sort buffers; returns the run paths.
+  std::vector<std::string> finish() {
+    if (size_ > 0) spill();
+    buffer_ = {};
+    scratch_ = {};
+    return std::move(runs_);
+  }
+
+ private:
+  // Stable LSD radix sort by column, 11 bits per pass, only over the bits in use.
+  Triplet* sort() {
+    Triplet* src = buffer_.data();
+    Triplet* dst = scratch_.data();
+    int bits = max_column_ == 0 ? 0 : 64 - __builtin_clzll(max_column_);
+    constexpr int kDigit = 11;
+    std::vector<uint64_t> counts(1u << kDigit);
+    for (int shift = 0; shift < bits; shift += kDigit) {
+      std::fill(counts.begin(), counts.end(), 0);
+      for (uint64_t i = 0; i < size_; ++i) ++counts[(src[i].column >> shift) & ((1u << kDigit) - 1)];
+      uint64_t sum = 0;
+      for (auto& c : counts) {
+        uint64_t n = c;
+        c = sum;
+        sum += n;
+      }
+      for (uint64_t i = 0; i < size_; ++i)
+        dst[counts[(src[i].column >> shift) & ((1u << kDigit) - 1)]++] = src[i];
+      std::swap(src, dst);
+    }
+    return src;
+  }
+
+  void spill() {
+    const Triplet* t = sort();
+    std::string path = dir_.file(fmt::format("run-{:06d}.tmp", runs_.size()));
+    FileWriter out(path, budget_, writer_bytes_, "ingest run writer");
+    for (uint64_t i = 0; i < size_;) {
+      uint64_t j = i;
+      while (j < size_ && t[j].column == t[i].column) ++j;
+      out.put<uint64_t>(t[i].column);
+      out.put<uint64_t>(j - i);
+      for (uint64_t k = i; k < j; ++k) out.put<uint32_t>(t[k].row);
+      for (uint64_t k = i; k < j; ++k) out.put<float>(t[k].value);
+      i = j;
+    }
+    out.close(false);  // temporary: no fsync
+    runs_.push_back(path);
+    size_ = 0;
+    max_column_ = 0;
+  }
+
+  const TempDir& dir_;
+  MemoryBudget& budget_;
+  BudgetedArray<Triplet> buffer_, scratch_;
+  uint64_t writer_bytes_;
+  uint64_t size_ = 0;
+  uint64_t max_column_ = 0;
+  std::vector<std::string> runs_;
+};
+
+// Receives one column's entries: all row ids first, then all values, each as
+// a sequence of spans (n 4-byte elements, not necessarily aligned).
+class ColumnSink {
+ public:
+  virtual ~ColumnSink() = default;
+  virtual void rows(const uint8_t* data, uint64_t n) = 0;
+  virtual void values(const uint8_t* data, uint64_t n) = 0;
+};
+
+class RunReader {
+ public:
+  RunReader(const std::string& path, MemoryBudget& budget, uint64_t buffer_bytes)
+      : in_(path, budget, buffer_bytes, "ingest merge buffers") {}
+
+  // Reads the next group header; false at the end of the run.
+  bool next_group() {
+    if (in_.refill(16) == 0) return false;
+    if (in_.available() < 16) broken();
+    std::memcpy(&column_, in_.data(), 8);
+    std::memcpy(&count_, in_.data() + 8, 8);
+    in_.consume(16);
+    return true;
+  }
+  uint64_t column() const { return column_; }
+  uint64_t count() const { return count_; }
+  void copy_rows(ColumnSink& sink) { copy(sink, true); }
+  void copy_values(ColumnSink& sink) { copy(sink, false); }
+  const std::string& path() const { return in_.path(); }
+
+ private:
+  void copy(ColumnSink& sink, bool rows) {
+    uint64_t left = count_;
+    while (left > 0) {
+      if (in_.available() < 4 && in_.refill(4 * left) < 4) broken();
+      uint64_t n = std::min(left, in_.available() / 4);
+      if (rows) sink.rows(in_.data(), n);
+      else sink.values(in_.data(), n);
+      in_.consume(4 * n);
+      left -= n;
+    }
+  }
+  [[noreturn]] void broken() {
+    throw Error(ErrorKind::kIo, msg::read_failed(in_.path(), "temporary run file ends early"));
+  }
+
+  FileReader in_;
+  uint64_t column_ = 0, count_ = 0;
+};
+
+// Merges runs (consecutive row ranges, in row order) column by column:
+// on_column(column, nnz, fill) where fill(sink) streams the column's entries.
+template <class OnColumn>
+void merge_runs(std::vector<std::unique_ptr<RunReader>>& runs, OnColumn&& on_column) {
+  using Head = std::pair<uint64_t, uint32_t>;  // (column, run): ties pop in run order
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heap;
+  for (uint32_t i = 0; i < runs.size(); ++i)
+    if (runs[i]->next_group()) heap.emplace(runs[i]->column(), i);
+  std::vector<uint32_t> group;
+  while (!heap.empty()) {
+    uint64_t column = heap.top().first;
+    group.clear();
+    uint64_t nnz = 0;
+    while (!heap.empty() && heap.top().first == column) {
+      group.push_back(heap.top().second);
+      nnz += runs[heap.top().second]->count();
+      heap.pop();
+    }
+    on_column(column, nnz, [&](ColumnSink& sink) {
+      for (uint32_t r : group) runs[r]->copy_rows(sink);
+      for (uint32_t r : group) runs[r]->copy_values(sink);
+    });
+    for (uint32_t r : group)
+      if (runs[r]->next_group()) heap.emplace(runs[r]->column(), r);
+  }
+}
+
+class RunWriterSink final : public ColumnSink {
+ public:
+  explicit RunWriterSink(FileWriter& out) : out_(out) {}
+  void rows(const uint8_t* data, uint64_t n) override { out_.write(data, 4 * n); }
+  void values(const uint8_t* data, uint64_t n) override { out_.write(data, 4 * n); }
+
+ private:
+  FileWriter& out_;
+};
+
+// ------------------------------------------------------------------ shards
+
+struct ShardEntryInfo {
+  std::string file_name;
+  uint64_t first_column = 0, column_count = 0, nnz = 0, file_bytes = 0, checksum = 0;
+};
+
+// Preamble + size-prefixed ShardHeader. ForceDefaults keeps every field
+// present, so the size does not depend on the values (raw_offset is fixed).
+std::vector<uint8_t> shard_header_bytes(uint32_t index, uint64_t first, uint64_t count,
+                                        uint64_t nnz, uint64_t n_rows, uint64_t raw_offset,
+                                        const store::ShardLayout& layout, uint64_t raw_checksum) {
+  flatbuffers::FlatBufferBuilder fbb(512);
+  fbb.ForceDefaults(true);
+  auto header = schema::CreateShardHeader(
+      fbb, kStoreFormatVersion, index, first, count, nnz, n_rows, raw_offset, layout.raw_bytes,
+      layout.col_ptr, layout.row_ids, layout.values, layout.col_min, layout.col_max, raw_checksum);
+  schema::FinishSizePrefixedShardHeaderBuffer(fbb, header);
+  store::Preamble pre{};
+  std::memcpy(pre.magic, store::kShardMagic, 8);
+  pre.format_version = kStoreFormatVersion;
+  pre.flatbuffer_bytes = fbb.GetSize();
+  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
+  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
+  std::memcpy(bytes.data(), &pre, sizeof(pre));
+  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
+  return bytes;
+}
+
+uint64_t hash_file_range(const std::string& path, uint64_t offset, uint64_t bytes,
+                         MemoryBudget& budget, uint64_t buffer_bytes) {
+  FileReader in(path, budget, buffer_bytes, "ingest shard writer");
+  in.seek(offset);
+  Xxh64 h;
+  while (bytes > 0) {
+    if (in.refill(std::min<uint64_t>(bytes, 1 << 20)) == 0)
+      throw Error(ErrorKind::kIo, msg::read_failed(path, "file ends early"));
+    uint64_t n = std::min(bytes, in.available());
+    h.update(in.data(), n);
+    in.consume(n);
+    bytes -= n;
+  }
+  return h.digest();
+}
+
+class ShardWriter {
+ public:
+  ShardWriter(const TempDir& dir, MemoryBudget& budget, uint64_t n_rows, uint64_t target_bytes,
+              uint64_t io_bytes)
+      : dir_(dir),
+        budget_(budget),
+        n_rows_(n_rows),
+        arena_(budget, std::max<uint64_t>(target_bytes / 8, 8), "ingest shard buffer",
+               "lower store.shard_target_bytes"),
+        capacity_(arena_.size() * 8),
+        io_bytes_(io_bytes) {
+    raw_offset_ = align_up(shard_header_bytes(0, 0, 0, 0, 0, 0, {}, 0).size());
+  }
+
+  void add_empty_columns(uint64_t count) {
+    for (uint64_t i = 0; i < count; ++i) {
+      if (used() + sizeof(Meta) > capacity_) flush();
+      meta(count_++) = Meta{nnz_, 0.0f, 0.0f};
+    }
+    next_column_ += count;
+  }
+
+  template <class Fill>
+  void add_column(uint64_t nnz, Fill&& fill) {
+    uint64_t need = sizeof(Meta) + sizeof(Pair) * nnz;
+    if (count_ > 0 && used() + need > capacity_) flush();
+    if (need > capacity_) {
+      // Bigger than the shard target alone: its own shard, streamed to disk.
+      write_single_column_shard(nnz, fill);
+    } else {
+      ArenaSink sink(pairs() + nnz_);
+      fill(sink);
+      FGM_ASSERT(sink.rows_seen == nnz && sink.values_seen == nnz);
+      nnz_ += nnz;
+      auto [lo, hi] = range_with_zeros(sink.min, sink.max, nnz);
+      meta(count_++) = Meta{nnz_, lo, hi};
+    }
+    ++next_column_;
+  }
+
+  std::vector<ShardEntryInfo> finish() {
+    if (count_ > 0) flush();
+    arena_ = {};
+    return std::move(shards_);
+  }
+
+ private:
+  struct Pair {
+    uint32_t row;
+    float value;
+  };
+  struct Meta {
+    uint64_t end;  // shard-local nnz offset after this column
+    float min, max;
+  };
+  static_assert(sizeof(Pair) == 8 && sizeof(Meta) == 16);
+
+  // Pairs grow up from the start of the arena, per-column metadata down from its end.
+  Pair* pairs() { return reinterpret_cast<Pair*>(arena_.data()); }
+  Meta& meta(uint64_t j) {
+    return reinterpret_cast<Meta*>(reinterpret_cast<uint8_t*>(arena_.data()) + capacity_)[-1 - static_cast<int64_t>(j)];
+  }
+  uint64_t used() const { return sizeof(Pair) * nnz_ + sizeof(Meta) * count_; }
+
+  struct MinMax {
+    float min = std::numeric_limits<float>::infinity();
+    float max = -std::numeric_limits<float>::infinity();
+    void add(const uint8_t* data, uint64_t n) {
+      for (uint64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, data + 4 * i, 4);
+        min = std::min(min, v);
+        max = std::max(max, v);
+      }
+    }
+  };
+
+  std::pair<float, float> range_with_zeros(float lo, float hi, uint64_t nnz) const {
+    if (nnz == 0) return {0.0f, 0.0f};
+    if (nnz < n_rows_) return {std::min(lo, 0.0f), std::max(hi, 0.0f)};
+    return {lo, hi};
+  }
+
+  struct ArenaSink final : ColumnSink {
+    explicit ArenaSink(Pair* out) : out(out) {}
+    void rows(const uint8_t* data, uint64_t n) override {
+      for (uint64_t i = 0; i < n; ++i) std::memcpy(&out[rows_seen + i].row, data + 4 * i, 4);
+      rows_seen += n;
+    }
+    void values(const uint8_t* data, uint64_t n) override {
+      for (uint64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, data + 4 * i, 4);
+        out[values_seen + i].value = v;
+        min = std::min(min, v);
+        max = std::max(max, v);
+      }
+      values_seen += n;
+    }
+    Pair* out;
+    uint64_t rows_seen = 0, values_seen = 0;
+    float min = std::numeric_limits<float>::infinity();
+    float max = -std::numeric_limits<float>::infinity();
+  };
+
+  // Streams the raw block of the staged shard into out(data, bytes).
+  template <class Out>
+  void emit_raw(const store::ShardLayout& l, Out&& out) {
+    static const uint8_t kZeros[store::kAlign] = {};
+    uint64_t at = 0;
+    auto pad_to = [&](uint64_t offset) {
+      out(kZeros, offset - at);
+      at = offset;
+    };
+    auto emit = [&](uint64_t n, auto get) {
+      using T = decltype(get(uint64_t{0}));
+      constexpr uint64_t kBatch = sizeof(scratch_) / sizeof(T);
+      for (uint64_t i = 0; i < n; i += kBatch) {
+        uint64_t m = std::min(kBatch, n - i);
+        T* s = reinterpret_cast<T*>(scratch_);
+        for (uint64_t k = 0; k < m; ++k) s[k] = get(i + k);
+        out(scratch_, m * sizeof(T));
+      }
+      at += n * sizeof(T);
+    };
+    emit(count_ + 1, [&](uint64_t j) -> uint64_t { return j == 0 ? 0 : meta(j - 1).end; });
+    pad_to(l.row_ids);
+    emit(nnz_, [&](uint64_t i) -> uint32_t { return pairs()[i].row; });
+    pad_to(l.values);
+    emit(nnz_, [&](uint64_t i) -> float { return pairs()[i].value; });
+    pad_to(l.col_min);
+    emit(count_, [&](uint64_t j) -> float { return meta(j).min; });
+    pad_to(l.col_max);
+    emit(count_, [&](uint64_t j) -> float { return meta(j).max; });
+    FGM_ASSERT(at == l.raw_bytes);
+  }
+
+  void flush() {
+    store::ShardLayout layout = store::shard_layout(count_, nnz_);
+    Xxh64 raw_hash;
+    emit_raw(layout, [&](const void* p, uint64_t n) { raw_hash.update(p, n); });
+    uint32_t index = static_cast<uint32_t>(shards_.size());
+    uint64_t first = next_column_ - count_;
+    auto header = shard_header_bytes(index, first, count_, nnz_, n_rows_, raw_offset_, layout,
+                                     raw_hash.digest());
+    FGM_ASSERT(align_up(header.size()) == raw_offset_);
+    std::string name = store::shard_file_name(index);
+    FileWriter out(dir_.file(name), budget_, io_bytes_, "ingest shard writer");
+    Xxh64 file_hash;
+    out.hash_into(&file_hash);
+    out.write(header.data(), header.size());
+    out.pad_to(raw_offset_);
+    emit_raw(layout, [&](const void* p, uint64_t n) { out.write(p, n); });
+    uint64_t bytes = out.position();
+    out.close(true);
+    shards_.push_back({name, first, count_, nnz_, bytes, file_hash.digest()});
+    count_ = 0;
+    nnz_ = 0;
+  }
+
+  // Writes rows and values straight into their regions of the shard file.
+  struct RegionSink final : ColumnSink {
+    RegionSink(FileWriter& file, MemoryBudget& budget, uint64_t buffer_bytes, uint64_t rows_at,
+               uint64_t values_at)
+        : file(file),
+          rows_buffer(budget, buffer_bytes, "ingest shard writer"),
+          values_buffer(budget, buffer_bytes, "ingest shard writer"),
+          rows_at(rows_at),
+          values_at(values_at) {}
+    void rows(const uint8_t* data, uint64_t n) override {
+      append(rows_buffer, rows_fill, rows_at, data, 4 * n);
+      rows_seen += n;
+    }
+    void values(const uint8_t* data, uint64_t n) override {
+      append(values_buffer, values_fill, values_at, data, 4 * n);
+      range.add(data, n);
+      values_seen += n;
+    }
+    void append(BudgetedArray<uint8_t>& buffer, uint64_t& fill, uint64_t& at, const uint8_t* data,
+                uint64_t bytes) {
+      while (bytes > 0) {
+        uint64_t k = std::min(bytes, buffer.size() - fill);
+        std::memcpy(buffer.data() + fill, data, k);
+        fill += k;
+        data += k;
+        bytes -= k;
+        if (fill == buffer.size()) drain(buffer, fill, at);
+      }
+    }
+    void drain(BudgetedArray<uint8_t>& buffer, uint64_t& fill, uint64_t& at) {
+      file.write_at(at, buffer.data(), fill);
+      at += fill;
+      fill = 0;
+    }
+    void flush() {
+      drain(rows_buffer, rows_fill, rows_at);
+      drain(values_buffer, values_fill, values_at);
+    }
+    FileWriter& file;
+    BudgetedArray<uint8_t> rows_buffer, values_buffer;
+    uint64_t rows_at, values_at, rows_fill = 0, values_fill = 0;
+    uint64_t rows_seen = 0, values_seen = 0;
+    MinMax range;
+  };
+
+  template <class Fill>
+  void write_single_column_shard(uint64_t nnz, Fill&& fill) {
+    store::ShardLayout layout = store::shard_layout(1, nnz);
+    uint32_t index = static_cast<uint32_t>(shards_.size());
+    std::string name = store::shard_file_name(index);
+    std::string path = dir_.file(name);
+    uint64_t total = raw_offset_ + layout.raw_bytes;
+    float lo = 0, hi = 0;
+    {
+      FileWriter out(path, budget_, 4096, "ingest shard writer");
+      // Sized up front: the gaps between the arrays read back as zeros.
+      if (::ftruncate(out.fd(), static_cast<off_t>(total)) != 0)
+        throw Error(ErrorKind::kIo, msg::cannot_write(path, store::errno_text(errno)));
+      uint64_t col_ptr[2] = {0, nnz};
+      out.write_at(raw_offset_ + layout.col_ptr, col_ptr, sizeof(col_ptr));
+      {
+        RegionSink sink(out, budget_, io_bytes_, raw_offset_ + layout.row_ids,
+                        raw_offset_ + layout.values);
+        fill(sink);
+        sink.flush();
+        FGM_ASSERT(sink.rows_seen == nnz && sink.values_seen == nnz);
+        std::tie(lo, hi) = range_with_zeros(sink.range.min, sink.range.max, nnz);
+      }
+      out.write_at(raw_offset_ + layout.col_min, &lo, 4);
+      out.write_at(raw_offset_ + layout.col_max, &hi, 4);
+      uint64_t raw_checksum =
+          hash_file_range(path, raw_offset_, layout.raw_bytes, budget_, io_bytes_);
+      auto header = shard_header_bytes(index, next_column_, 1, nnz, n_rows_, raw_offset_, layout,
+                                       raw_checksum);
+      FGM_ASSERT(align_up(header.size()) == raw_offset_);
+      out.write_at(0, header.data(), header.size());
+      out.close(true);
+    }
+    uint64_t checksum = hash_file_range(path, 0, total, budget_, io_bytes_);
+    shards_.push_back({name, next_column_, 1, nnz, total, checksum});
+  }
+
+  const TempDir& dir_;
+  MemoryBudget& budget_;
+  uint64_t n_rows_;
+  BudgetedArray<uint64_t> arena_;
+  uint64_t capacity_;
+  uint64_t io_bytes_;
+  uint64_t raw_offset_ = 0;
+  uint64_t next_column_ = 0;  // global id of the next column added
+  uint64_t count_ = 0, nnz_ = 0;
+  alignas(64) uint8_t scratch_[16 * kKiB];
+  std::vector<ShardEntryInfo> shards_;
+};
+
+// ------------------------------------------------------------------ manifest
+
+struct ManifestFields {
+  uint64_t n_rows = 0, n_features = 0, nnz = 0, n_positive = 0, n_negative = 0;
+  double positive_value = 1, negative_value = -1;
+  int index_base = 1;
+  uint64_t declared_features = 0;
+  std::string input_path;
+  uint64_t input_bytes = 0, input_checksum = 0, explicit_zeros = 0, shard_target_bytes = 0;
+  std::vector<ShardEntryInfo> shards;
+  uint64_t labels_offset = 0, labels_checksum = 0;
+};
+
+std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + 128 * m.shards.size());
+  fbb.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<schema::ShardEntry>> entries;
+  entries.reserve(m.shards.size());
+  for (const auto& s : m.shards)
+    entries.push_back(schema::CreateShardEntry(fbb, fbb.CreateString(s.file_name), s.first_column,
+                                               s.column_count, s.nnz, s.file_bytes, s.checksum));
+  auto shards = fbb.CreateVector(entries);
+  auto engine_version = fbb.CreateString(FGM_VERSION);
+  auto positive_text = fbb.CreateString(label_text(m.positive_value));
+  auto negative_text = fbb.CreateString(label_text(m.negative_value));
+  auto input_path = fbb.CreateString(m.input_path);
+  auto root = schema::CreateManifest(
+      fbb, kStoreFormatVersion, engine_version, m.n_rows, m.n_features, m.nnz, m.n_positive,
+      m.n_negative, m.positive_value, m.negative_value, positive_text, negative_text,
+      m.index_base, m.declared_features, input_path, m.input_bytes, m.input_checksum,
+      m.explicit_zeros, m.shard_target_bytes, shards, m.labels_offset, m.n_rows,
+      m.labels_checksum);
+  schema::FinishSizePrefixedManifestBuffer(fbb, root);
+  store::Preamble pre{};
+  std::memcpy(pre.magic, store::kManifestMagic, 8);
+  pre.format_version = kStoreFormatVersion;
+  pre.flatbuffer_bytes = fbb.GetSize();
+  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
+  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
+  std::memcpy(bytes.data(), &pre, sizeof(pre));
+  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
+  return bytes;
+}
+
+// Maps label slots (labels.tmp) to +1/-1; each call streams the file once.
+template <class Out>
+void map_labels(const std::string& slots_path, const LabelMap& labels, MemoryBudget& budget,
+                uint64_t buffer_bytes, Out&& out) {
+  FileReader in(slots_path, budget, buffer_bytes, "ingest label buffer");
+  int8_t sign[2] = {labels.sign_of_slot(0), labels.sign_of_slot(1)};
+  int8_t mapped[4096];
+  while (in.refill(sizeof(mapped)) > 0) {
+    uint64_t n = std::min<uint64_t>(in.available(), sizeof(mapped));
+    for (uint64_t i = 0; i < n; ++i) mapped[i] = sign[in.data()[i] & 1];
+    in.consume(n);
+    out(mapped, n);
+  }
+}
+
+std::string normalized_dir(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+struct Token {
+  TextChunk chunk;
+  ParsedChunk parsed;
+  Reservation text_reservation, parsed_reservation;
+  std::exception_ptr error;  // reader/parser failure, rethrown in file order
+};
+
+uint64_t parsed_bytes(const ParsedChunk& p) {
+  return p.labels.capacity() * sizeof(double) + p.label_columns.capacity() * sizeof(uint32_t) +
+         p.lines.capacity() * sizeof(uint64_t) + p.row_ptr.capacity() * sizeof(uint64_t) +
+         p.indices.capacity() * sizeof(uint64_t) + p.values.capacity() * sizeof(float) +
+         p.error.capacity();
+}
+
+// Tokens in flight are owned here, so a cancelled pipeline frees them (and
+// their budget reservations) when ingest unwinds.
+class TokenPool {
+ public:
+  explicit TokenPool(MemoryBudget& budget) : budget_(budget) {}
+  Token* take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) {
+      all_.push_back(std::make_unique<Token>());
+      all_.back()->text_reservation = budget_.reserve(0, "ingest text chunks", kRemedy);
+      all_.back()->parsed_reservation = budget_.reserve(0, "ingest parsed chunks", kRemedy);
+      return all_.back().get();
+    }
+    Token* t = free_.back();
+    free_.pop_back();
+    return t;
+  }
+  void give_back(Token* t) {
+    t->chunk = TextChunk{};
+    t->parsed = ParsedChunk{};
+    t->text_reservation.resize(0);
+    t->parsed_reservation.resize(0);
+    t->error = nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(t);
+  }
+
+ private:
+  MemoryBudget& budget_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Token>> all_;
+  std::vector<Token*> free_;
+};
+
+}  // namespace
+
+IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_arg,
+                          const IngestOptions& options, MemoryBudget& budget) {
+  auto started = std::chrono::steady_clock::now();
+  if (options.threads < 1)
+    throw Error(ErrorKind::kConfig, msg::out_of_range("ingest", "threads",
+                                                      std::to_string(options.threads), ">= 1"));
+  const std::string out_dir = normalized_dir(out_dir_arg);
+  store::check_output_dir(out_dir);  // fail before the expensive part
+
+  // Budget plan. Pass 1: half for the sort buffer (+ radix scratch), the rest
+  // for chunks in flight and file buffers. Pass 2: shard buffer, file buffers,
+  // and whatever is left for the merge's per-run read buffers.
+  const uint64_t avail = budget.available();
+  const uint64_t io_bytes = std::clamp<uint64_t>(avail / 32 / 4096 * 4096, 16 * kKiB, 4 * kMiB);
+  const uint64_t label_buffer = std::min<uint64_t>(io_bytes, 64 * kKiB);
+  const uint64_t triplet_capacity = std::max<uint64_t>(avail / 2 / (2 * sizeof(Triplet)), 1024);
+  const int tokens = 2 * options.threads + 1;
+  const uint64_t pipeline_share = avail > avail / 2 + io_bytes + label_buffer
+                                      ? avail - avail / 2 - io_bytes - label_buffer
+                                      : 0;
+  // A parsed chunk takes about as many bytes as its text; leave room for 2x that.
+  const uint64_t chunk_bytes = std::clamp<uint64_t>(
+      std::min<uint64_t>(options.reader.chunk_bytes, pipeline_share / (4 * tokens)), 4 * kKiB,
+      std::max<uint64_t>(options.reader.chunk_bytes, 4 * kKiB));
+  const uint64_t shard_target = options.shard_target_bytes
+                                    ? options.shard_target_bytes
+                                    : std::max<uint64_t>(std::min(64 * kMiB, avail / 8), 4 * kKiB);
+
+  IngestStats stats;
+  LibsvmChunkSource source(input, chunk_bytes);
+  stats.input_bytes = source.file_bytes();
+  TempDir tmp(out_dir);
+  IngestProgress progress(options.progress, stats.input_bytes);
+
+  // ---- pass 1: parse, spill sorted runs, write label slots
+  LabelMap labels;
+  uint64_t n_rows = 0, nnz = 0, width = 0, explicit_zeros = 0;
+  std::vector<std::string> runs;
+  const std::string slots_path = tmp.file("labels.tmp");
+  {
+    RunSpiller spiller(tmp, budget, triplet_capacity, io_bytes);
+    FileWriter slots(slots_path, budget, label_buffer, "ingest label buffer");
+    TokenPool pool(budget);
+    bool source_failed = false;
+    const std::string& path = source.path();
+    tbb::task_arena arena(options.threads);
+    arena.execute([&] {
+      tbb::parallel_pipeline(
+          static_cast<size_t>(tokens),
+          tbb::make_filter<void, Token*>(
+              tbb::filter_mode::serial_in_order,
+              [&](tbb::flow_control& fc) -> Token* {
+                if (source_failed) {
+                  fc.stop();
+                  return nullptr;
+                }
+                Token* t = pool.take();
+                try {
+                  if (!source.next(t->chunk)) {
+                    pool.give_back(t);
+                    fc.stop();
+                    return nullptr;
+                  }
+                  t->text_reservation.resize(t->chunk.text.capacity());
+                } catch (...) {
+                  t->error = std::current_exception();
+                  source_failed = true;
+                }
+                stats.text_bytes += t->chunk.text.size();
+                progress.update(source.compressed_bytes_read());
+                return t;
+              }) &
+              tbb::make_filter<Token*, Token*>(
+                  tbb::filter_mode::parallel,
+                  [&](Token* t) -> Token* {
+                    if (t->error) return t;
+                    try {
+                      parse_libsvm_chunk(t->chunk, path, options.reader, t->parsed);
+                      std::string().swap(t->chunk.text);
+                      t->text_reservation.resize(0);
+                      t->parsed_reservation.resize(parsed_bytes(t->parsed));
+                    } catch (...) {
+                      t->error = std::current_exception();
+                    }
+                    return t;
+                  }) &
+              tbb::make_filter<Token*, void>(
+                  tbb::filter_mode::serial_in_order, [&](Token* t) {
+                    struct GiveBack {
+                      TokenPool& pool;
+                      Token* t;
+                      ~GiveBack() { pool.give_back(t); }
+                    } give_back{pool, t};
+                    if (t->error) std::rethrow_exception(t->error);
+                    const ParsedChunk& p = t->parsed;
+                    if (!p.error.empty()) throw Error(ErrorKind::kInvalidInput, p.error);
+                    for (size_t r = 0; r < p.rows(); ++r) {
+                      if (n_rows == std::numeric_limits<uint32_t>::max())
+                        throw Error(ErrorKind::kInvalidInput, msg::too_many_rows(path, p.lines[r]));
+                      int slot = labels.observe(p.labels[r], path, p.lines[r], p.label_columns[r]);
+                      slots.put<uint8_t>(static_cast<uint8_t>(slot));
+                      auto row = static_cast<uint32_t>(n_rows);
+                      for (uint64_t j = p.row_ptr[r]; j < p.row_ptr[r + 1]; ++j)
+                        spiller.add(p.indices[j], row, p.values[j]);
+                      ++n_rows;
+                    }
+                    nnz += p.indices.size();
+                    explicit_zeros += p.explicit_zeros;
+                    width = std::max(width, p.max_index_plus_one);
+                  }));
+    });
+    runs = spiller.finish();
+    slots.close(false);
+  }
+  if (n_rows == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(source.path()));
+  if (labels.classes() < 2)
+    throw Error(ErrorKind::kInvalidInput,
+                msg::single_label(source.path(), label_text(labels.first())));
+  stats.n_rows = n_rows;
+  stats.nnz = nnz;
+  stats.explicit_zeros = explicit_zeros;
+  stats.spilled_runs = runs.size();
+  const uint64_t n_features =
+      options.reader.declared_features ? options.reader.declared_features : width;
+  stats.n_features = n_features;
+
+  // ---- pass 2a: merge runs in consecutive groups until few enough remain
+  auto fan_in_for = [&](uint64_t fixed) -> uint64_t {
+    uint64_t free_bytes = budget.available();
+    uint64_t for_runs = free_bytes > fixed ? (free_bytes - fixed) / 10 * 9 : 0;
+    uint64_t fan_in = for_runs / kMinRunBuffer;
+    if (options.merge_fan_in > 0) fan_in = std::min<uint64_t>(fan_in, options.merge_fan_in);
+    if (fan_in < 2 && for_runs < 2 * kMinRunBuffer) {
+      // Throws the budget's out-of-memory error, which names what holds memory.
+      budget.reserve(fixed + 2 * kMinRunBuffer, "ingest merge buffers",
+                     "lower store.shard_target_bytes");
+    }
+    return std::max<uint64_t>(fan_in, 2);
+  };
+  auto open_runs = [&](const std::vector<std::string>& paths, uint64_t fixed) {
+    uint64_t free_bytes = budget.available();
+    uint64_t for_runs = free_bytes > fixed ? (free_bytes - fixed) / 10 * 9 : 0;
+    uint64_t each = std::clamp<uint64_t>(for_runs / std::max<size_t>(paths.size(), 1) / 4096 * 4096,
+                                         kMinRunBuffer, 8 * kMiB);
+    std::vector<std::unique_ptr<RunReader>> readers;
+    for (const auto& p : paths) readers.push_back(std::make_unique<RunReader>(p, budget, each));
+    return readers;
+  };
+  const uint64_t final_fixed = shard_target + 2 * io_bytes + 64 * kKiB;
+  uint64_t merge_level = 0;
+  while (runs.size() > fan_in_for(final_fixed)) {
+    uint64_t fan_in = fan_in_for(io_bytes + 64 * kKiB);
+    ++merge_level;
+    progress.phase(fmt::format("merging {} runs (level {})", runs.size(), merge_level));
+    std::vector<std::string> next;
+    for (size_t begin = 0; begin < runs.size(); begin += fan_in) {
+      std::vector<std::string> group(runs.begin() + begin,
+                                     runs.begin() + std::min(runs.size(), begin + fan_in));
+      std::string path = tmp.file(fmt::format("run-L{}-{:06d}.tmp", merge_level, next.size()));
+      {
+        auto readers = open_runs(group, io_bytes + 64 * kKiB);
+        FileWriter out(path, budget, io_bytes, "ingest run writer");
+        RunWriterSink sink(out);
+        merge_runs(readers, [&](uint64_t column, uint64_t count, auto&& fill) {
+          out.put<uint64_t>(column);
+          out.put<uint64_t>(count);
+          fill(sink);
+        });
+        out.close(false);
+      }
+      for (const auto& p : group) fs::remove(p);
+      next.push_back(path);
+    }
+    runs = std::move(next);
+  }
+
+  // ---- pass 2b: final merge into shards
+  progress.phase(fmt::format("writing shards from {} runs", runs.size()));
+  std::vector<ShardEntryInfo> shards;
+  {
+    ShardWriter writer(tmp, budget, n_rows, shard_target, io_bytes);
+    auto readers = open_runs(runs, 2 * io_bytes + 64 * kKiB);
+    uint64_t next_column = 0, merged = 0;
+    merge_runs(readers, [&](uint64_t column, uint64_t count, auto&& fill) {
+      FGM_ASSERT(column >= next_column && column < n_features);
+      writer.add_empty_columns(column - next_column);
+      writer.add_column(count, fill);
+      next_column = column + 1;
+      merged += count;
+    });
+    FGM_ASSERT(merged == nnz);
+    writer.add_empty_columns(n_features - next_column);
+    shards = writer.finish();
+  }
+  for (const auto& p : runs) fs::remove(p);
+  stats.shards = shards.size();
+
+  // ---- manifest: FlatBuffer, then the labels block
+  progress.phase("writing manifest");
+  ManifestFields m;
+  m.n_rows = n_rows;
+  m.n_features = n_features;
+  m.nnz = nnz;
+  m.positive_value = labels.positive_value();
+  m.negative_value = labels.negative_value();
+  m.index_base = options.reader.index_base;
+  m.declared_features = options.reader.declared_features;
+  {
+    std::error_code ec;
+    auto abs = fs::absolute(input, ec);
+    m.input_path = ec ? input : abs.lexically_normal().string();
+  }
+  m.input_bytes = stats.input_bytes;
+  m.input_checksum = hash_file(input);
+  m.explicit_zeros = explicit_zeros;
+  m.shard_target_bytes = shard_target;
+  m.shards = std::move(shards);
+  {
+    Xxh64 h;
+    map_labels(slots_path, labels, budget, io_bytes, [&](const int8_t* s, uint64_t n) {
+      h.update(s, n);
+      for (uint64_t i = 0; i < n; ++i) m.n_positive += s[i] > 0;
+    });
+    m.labels_checksum = h.digest();
+    m.n_negative = n_rows - m.n_positive;
+  }
+  m.labels_offset = align_up(manifest_bytes(m).size());  // size does not depend on the value
+  auto header = manifest_bytes(m);
+  FGM_ASSERT(align_up(header.size()) == m.labels_offset);
+  {
+    FileWriter out(tmp.file(store::kManifestName), budget, io_bytes, "ingest manifest writer");
+    out.write(header.data(), header.size());
+    out.pad_to(m.labels_offset);
+    map_labels(slots_path, labels, budget, io_bytes,
+               [&](const int8_t* s, uint64_t n) { out.write(s, n); });
+    out.close(true);
+  }
+  fs::remove(slots_path);
+
+  tmp.commit();
+  progress.finish();
+  stats.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return stats;
+}
+
+}  // namespace fgm
