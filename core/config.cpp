@@ -271,7 +271,8 @@ void walk(const toml::table& table, const std::string& prefix, const std::string
     }
     std::string where = where_of(path, node.source());
     const ParamSpec* s = find_param(key);
-    if (!s) throw Error(ErrorKind::kConfig, msg::unknown_key(where, key, suggest(key)));
+    if (!s)  // point at the key itself
+      throw Error(ErrorKind::kConfig, msg::unknown_key(where_of(path, k.source()), key, suggest(key)));
     std::string source = fmt::format("{}:{}:{}", path, node.source().begin.line,
                                      node.source().begin.column);
     out[key] = convert(*s, node, where, source, base_dir);

@@ -63,7 +63,7 @@ TEST_CASE("config errors name the key and where it was set", "[core][config]") {
   std::string unknown = dir.write("u.toml", "[fgm]\nB = 3\nbogus_key = 1\n");
   std::string m = error_of([&] { Config::load(unknown, {}); }, &kind);
   REQUIRE(kind == ErrorKind::kConfig);
-  REQUIRE(m.find("u.toml:3:13") != std::string::npos);
+  REQUIRE(m.find("u.toml:3:1:") != std::string::npos);
   REQUIRE(m.find("fgm.bogus_key") != std::string::npos);
 
   std::string typo = dir.write("t.toml", "[fgm]\nmax_iteration = 3\n");
