@@ -19,6 +19,7 @@
 #include <boost/iostreams/filter/lzma.hpp>
 #include <boost/iostreams/filtering_stream.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/memory_budget.h"
@@ -783,9 +784,10 @@ TEST_CASE("ingest throughput", "[.][store-bench]") {
     GenOptions g;
     g.features = 100000;
     g.avg_nnz = 40;
-    g.rows = static_cast<uint64_t>(std::atof(gen) * 1e6 / 450);
+    g.rows = static_cast<uint64_t>(std::atof(gen) * 1e6 / 600);
     write_text(input, generate_libsvm(g));
   }
+  if (std::getenv("FGM_BENCH_DEBUG")) spdlog::set_level(spdlog::level::debug);
   TestDir dir;
   MemoryBudget budget(parse_byte_size(budget_text ? budget_text : "256MB", "FGM_BENCH_BUDGET"));
   IngestOptions opt;
