@@ -1,4 +1,4 @@
-// `fgm` command line: ingest, train, predict, inspect, synth.
+// `fgm` command line: ingest, train, path, predict, inspect, synth.
 // Exit codes: 0 success, 2 configuration/usage, 3 invalid input data, 4 I/O,
 // 5 corrupted file, 6 memory budget exceeded, 70 internal error.
 #pragma once

@@ -18,5 +18,6 @@ Command add_train(CLI::App& app);
 Command add_predict(CLI::App& app);
 Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
+Command add_path(CLI::App& app);
 
 }  // namespace fgm::cli

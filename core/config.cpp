@@ -64,6 +64,10 @@ std::vector<ParamSpec> build_specs() {
            "learn an unregularised bias b (FGM-SHIFT); decision value w'x - b"),
       ranged(spec("fgm.max_iterations", T::kInt, "10", "outer iterations T (at most T·B features)"),
              1, 1e6),
+      ranged(spec("fgm.max_features", T::kInt, "0",
+                  "stop once this many features are selected (0: no cap); the last batch is "
+                  "shortened to land on it exactly"),
+             0, 1e18),
       ranged(spec("fgm.eps_outer", T::kFloat, "0.001",
                   "stop when the relative objective decrease (38) falls to this value"),
              0, 1),
@@ -96,6 +100,18 @@ std::vector<ParamSpec> build_specs() {
            "data, index_base applies); groups must be disjoint; selection is by group"),
       choices(spec("features.kind", T::kEnum, "\"linear\"", "feature space to select from"),
               {"linear"}),
+      ranged(spec("path.features", T::kIntList, "[]",
+                  "fgm path: feature counts to produce models at, in one run (increasing)"),
+             1, 1e18),
+      ranged(spec("path.B", T::kIntList, "[]", "fgm path: values of fgm.B, one run each"), 1, 1e9),
+      ranged(spec("path.C", T::kFloatList, "[]", "fgm path: values of fgm.C, one run each"), 0,
+             1e12, true),
+      spec("path.debias", T::kBool, "true",
+           "fgm path: also refit an l2-regularised model on each point's selected features "
+           "(Section 5.3 de-biasing) and report both"),
+      ranged(spec("path.debias_C", T::kFloat, "0",
+                  "C of the de-biasing refit (0: use fgm.C)"),
+             0, 1e12),
   };
 }
 

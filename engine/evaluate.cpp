@@ -34,43 +34,93 @@ double area_under_roc(const std::vector<double>& scores, const std::vector<int8_
   return (rank_sum - p * (p + 1) / 2.0) / (p * static_cast<double>(neg));
 }
 
-EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores) {
+namespace {
+
+int8_t map_label(const std::string& path, const SparseRow& row, const Model& model) {
+  if (row.label == model.positive_label) return 1;
+  if (row.label == model.negative_label) return -1;
+  throw Error(ErrorKind::kInvalidInput,
+              msg::location(path, row.line, 1) +
+                  fmt::format("label {} is neither of the model's labels ({} -> +1, {} -> -1)",
+                              label_text(row.label), label_text(model.positive_label),
+                              label_text(model.negative_label)));
+}
+
+ReaderOptions reader_options_for(const Model& model) {
   ReaderOptions opt;
   opt.index_base = model.index_base;
   opt.declared_features = model.n_features;
   opt.ignore_beyond_declared = true;
-  LibsvmReader reader(path, opt);
-  LinearScorer scorer(model);
+  return opt;
+}
+
+EvalResult finish(std::vector<double>& scores, const std::vector<int8_t>& labels, bool keep_scores) {
   EvalResult r;
+  r.rows = scores.size();
+  uint64_t correct = 0;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if ((scores[i] > 0 ? 1 : -1) == labels[i]) ++correct;
+    if (labels[i] > 0) ++r.positives;
+  }
+  r.accuracy = r.rows ? static_cast<double>(correct) / static_cast<double>(r.rows) : r.accuracy;
+  r.auc = area_under_roc(scores, labels);
+  if (keep_scores) r.scores = std::move(scores);
+  return r;
+}
+
+}  // namespace
+
+LabeledRows load_labeled_rows(const std::string& path, const Model& model, MemoryBudget& budget,
+                              Reservation& reservation) {
+  LibsvmReader reader(path, reader_options_for(model));
+  reservation = budget.reserve(0, "evaluation rows in memory", "evaluate a smaller test file");
+  LabeledRows out;
+  SparseRow row;
+  while (reader.next(row)) {
+    out.labels.push_back(map_label(path, row, model));
+    out.indices.insert(out.indices.end(), row.indices.begin(), row.indices.end());
+    out.values.insert(out.values.end(), row.values.begin(), row.values.end());
+    out.row_ptr.push_back(out.indices.size());
+    uint64_t bytes = out.indices.capacity() * 8 + out.values.capacity() * 4 +
+                     out.row_ptr.capacity() * 8 + out.labels.capacity();
+    if (bytes > reservation.bytes()) reservation.resize(bytes + bytes / 4);
+  }
+  if (out.rows() == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+  out.ignored_features = reader.beyond_declared();
+  out.first_ignored_line = reader.first_beyond_line();
+  out.first_ignored_index = reader.first_beyond_index();
+  return out;
+}
+
+EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores) {
+  LinearScorer scorer(model);
+  std::vector<double> scores(rows.rows());
+  for (size_t i = 0; i < rows.rows(); ++i) {
+    uint64_t b = rows.row_ptr[i], e = rows.row_ptr[i + 1];
+    scores[i] = scorer.decision(rows.indices.data() + b, rows.values.data() + b, e - b);
+  }
+  EvalResult r = finish(scores, rows.labels, keep_scores);
+  r.ignored_features = rows.ignored_features;
+  r.first_ignored_line = rows.first_ignored_line;
+  r.first_ignored_index = rows.first_ignored_index;
+  return r;
+}
+
+EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores) {
+  LibsvmReader reader(path, reader_options_for(model));
+  LinearScorer scorer(model);
   std::vector<double> scores;
   std::vector<int8_t> labels;
   SparseRow row;
-  uint64_t correct = 0;
   while (reader.next(row)) {
-    int8_t y;
-    if (row.label == model.positive_label) y = 1;
-    else if (row.label == model.negative_label) y = -1;
-    else
-      throw Error(ErrorKind::kInvalidInput,
-                  msg::location(path, row.line, 1) +
-                      fmt::format("label {} is neither of the model's labels ({} -> +1, {} -> -1)",
-                                  label_text(row.label), label_text(model.positive_label),
-                                  label_text(model.negative_label)));
-    double d = scorer.decision(row.indices.data(), row.values.data(), row.indices.size());
-    int8_t predicted = d > 0 ? 1 : -1;
-    if (predicted == y) ++correct;
-    scores.push_back(d);
-    labels.push_back(y);
-    if (y > 0) ++r.positives;
+    labels.push_back(map_label(path, row, model));
+    scores.push_back(scorer.decision(row.indices.data(), row.values.data(), row.indices.size()));
   }
-  r.rows = scores.size();
-  if (r.rows == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.rows);
-  r.auc = area_under_roc(scores, labels);
+  if (scores.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+  EvalResult r = finish(scores, labels, keep_scores);
   r.ignored_features = reader.beyond_declared();
   r.first_ignored_line = reader.first_beyond_line();
   r.first_ignored_index = reader.first_beyond_index();
-  if (keep_scores) r.scores = std::move(scores);
   return r;
 }
 

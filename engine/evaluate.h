@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/libsvm_reader.h"
+#include "core/memory_budget.h"
 #include "io/model_file.h"
 
 namespace fgm {
@@ -25,6 +26,21 @@ struct EvalResult {
 
 // AUC with ties counted as one half (Mann–Whitney), labels ±1.
 double area_under_roc(const std::vector<double>& scores, const std::vector<int8_t>& labels);
+
+// Labelled rows held in memory (for evaluating many models on one file).
+struct LabeledRows {
+  std::vector<int8_t> labels;      // ±1 under the model's label map
+  std::vector<uint64_t> row_ptr{0};
+  std::vector<uint64_t> indices;   // 0-based, increasing within a row
+  std::vector<float> values;
+  uint64_t ignored_features = 0, first_ignored_line = 0, first_ignored_index = 0;
+  size_t rows() const { return labels.size(); }
+};
+
+// Reads `path` with the label map and width of `model` (bytes reserved from budget).
+LabeledRows load_labeled_rows(const std::string& path, const Model& model, MemoryBudget& budget,
+                              Reservation& reservation);
+EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores);
 
 // Evaluates `path`. Features beyond model.n_features are ignored (counted; the
 // caller warns once). A label that is neither of the model's labels is an error.

@@ -20,7 +20,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
-                       MemoryBudget& budget, const IterationCallback& on_iteration) {
+                       MemoryBudget& budget, const IterationCallback& on_iteration,
+                       const CheckpointCallback& on_checkpoint) {
   const auto start = std::chrono::steady_clock::now();
   const StoreInfo& info = store.info();
   const uint64_t n = info.n_rows;
@@ -69,6 +70,40 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     return 0.5 * fresh - best;
   };
 
+  // The model of the current state (also used for checkpoints).
+  auto make_model = [&]() {
+    Model m;
+    m.engine_version = FGM_VERSION;
+    m.loss = loss_name(apg.loss);
+    m.C = apg.C;
+    m.B = settings.B;
+    m.iterations = static_cast<uint32_t>(out.iterations.size());
+    m.has_bias = apg.bias;
+    m.bias = apg.bias ? state.b : 0.0;
+    m.n_features = info.n_features;
+    m.index_base = info.index_base;
+    m.positive_label = info.positive_value;
+    m.negative_label = info.negative_value;
+    m.store_checksum = info.store_checksum;
+    m.input_checksum = info.input_checksum;
+    m.input_path = info.input_path;
+    m.feature_kind = groups ? "group" : "linear";
+    m.objective = out.iterations.empty() ? f0 : out.iterations.back().objective;
+    m.created_unix = static_cast<int64_t>(std::time(nullptr));
+    for (size_t h = 0; h < cache.num_batches(); ++h) {
+      for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
+        ModelFeature f;
+        f.key = cache.key(k);
+        if (groups) f.key.kind = FeatureKind::kGroup;
+        f.weight = k < state.w.size() ? state.w[k] : 0.0;
+        f.batch = static_cast<uint32_t>(h + 1);
+        m.features.push_back(f);
+      }
+    }
+    return m;
+  };
+
+  size_t next_checkpoint = 0;
   for (int t = 1; t <= settings.max_iterations; ++t) {
     IterationRecord rec;
     rec.iter = t;
@@ -80,6 +115,16 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     input.excluded = &excluded;
     input.groups = groups.get();
     input.B = settings.B;
+    {
+      // Land exactly on the next checkpoint and never pass max_features.
+      const uint64_t have = cache.num_columns();
+      while (next_checkpoint < settings.checkpoints.size() && settings.checkpoints[next_checkpoint] <= have)
+        ++next_checkpoint;
+      uint64_t limit = UINT64_MAX;
+      if (next_checkpoint < settings.checkpoints.size()) limit = settings.checkpoints[next_checkpoint];
+      if (settings.max_features > 0) limit = std::min(limit, settings.max_features);
+      if (!groups && limit != UINT64_MAX) input.B = std::min<uint64_t>(settings.B, limit - have);
+    }
     SchedulerOptions sched = settings.scheduler;
     sched.progress_label = "scoring pass " + std::to_string(t);
     WorstCaseResult wc = worst_case_analysis(store, blocks, input, sched, budget);
@@ -142,6 +187,28 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     out.iterations.push_back(rec);
     if (on_iteration) on_iteration(rec);
 
+    if (on_checkpoint && next_checkpoint < settings.checkpoints.size() &&
+        rec.selected >= settings.checkpoints[next_checkpoint]) {
+      Checkpoint cp;
+      cp.features = settings.checkpoints[next_checkpoint];
+      cp.model = make_model();
+      cp.last = &out.iterations.back();
+      cp.seconds = seconds_since(start);
+      cp.apg_iterations = out.total_apg_iterations;
+      cp.line_search_steps = out.total_line_search_steps;
+      cp.gradient_evaluations = out.total_gradient_evaluations;
+      cp.cache = &cache;
+      cp.labels = y;
+      on_checkpoint(cp);
+    }
+    if (settings.max_features > 0 && rec.selected >= settings.max_features) {
+      out.stop_reason = "max_features";
+      break;
+    }
+    if (!settings.checkpoints.empty() && rec.selected >= settings.checkpoints.back()) {
+      out.stop_reason = "last_checkpoint";
+      break;
+    }
     if (rec.rel_decrease <= settings.eps_outer) {
       out.stop_reason = "eps_outer";
       break;
@@ -164,35 +231,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     out.final_sip_violation = batch_violation_terms(wc);
   }
 
-  // The model.
-  Model& m = out.model;
-  m.engine_version = FGM_VERSION;
-  m.loss = loss_name(apg.loss);
-  m.C = apg.C;
-  m.B = settings.B;
-  m.iterations = static_cast<uint32_t>(out.iterations.size());
-  m.has_bias = apg.bias;
-  m.bias = apg.bias ? state.b : 0.0;
-  m.n_features = info.n_features;
-  m.index_base = info.index_base;
-  m.positive_label = info.positive_value;
-  m.negative_label = info.negative_value;
-  m.store_checksum = info.store_checksum;
-  m.input_checksum = info.input_checksum;
-  m.input_path = info.input_path;
-  m.feature_kind = groups ? "group" : "linear";
-  m.objective = out.iterations.empty() ? f0 : out.iterations.back().objective;
-  m.created_unix = static_cast<int64_t>(std::time(nullptr));
-  for (size_t h = 0; h < cache.num_batches(); ++h) {
-    for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
-      ModelFeature f;
-      f.key = cache.key(k);
-      if (groups) f.key.kind = FeatureKind::kGroup;
-      f.weight = k < state.w.size() ? state.w[k] : 0.0;
-      f.batch = static_cast<uint32_t>(h + 1);
-      m.features.push_back(f);
-    }
-  }
+  out.model = make_model();
   out.seconds = seconds_since(start);
   out.budget_peak = budget.peak();
   return out;

@@ -30,6 +30,10 @@ struct TrainSettings {
   SchedulerOptions scheduler;      // threads, blocks in flight, progress
   uint64_t block_bytes = 4 << 20;  // scoring block target
   std::string groups_path;         // empty: linear features
+  uint64_t max_features = 0;       // 0: no cap; else stop once this many are selected
+  // Feature counts at which a snapshot is taken (fgm path). The batch before a
+  // checkpoint is shortened so the count lands on it exactly. Increasing.
+  std::vector<uint64_t> checkpoints;
 };
 
 struct IterationRecord {
@@ -63,9 +67,25 @@ struct TrainOutcome {
   uint64_t budget_peak = 0;
 };
 
+// The state of the run when a checkpoint count is reached.
+struct Checkpoint {
+  uint64_t features = 0;          // the checkpoint (selected count)
+  Model model;                    // the model at this point
+  const IterationRecord* last = nullptr;
+  double seconds = 0;             // since the start of train_fgm
+  uint64_t apg_iterations = 0;    // cumulative APG work so far
+  uint64_t line_search_steps = 0;
+  uint64_t gradient_evaluations = 0;
+  // Selected columns and the labels, for refits on the selected features.
+  const class SelectedFeatureCache* cache = nullptr;
+  const int8_t* labels = nullptr;
+};
+
 using IterationCallback = std::function<void(const IterationRecord&)>;
+using CheckpointCallback = std::function<void(const Checkpoint&)>;
 
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
-                       MemoryBudget& budget, const IterationCallback& on_iteration = {});
+                       MemoryBudget& budget, const IterationCallback& on_iteration = {},
+                       const CheckpointCallback& on_checkpoint = {});
 
 }  // namespace fgm
