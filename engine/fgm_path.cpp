@@ -63,8 +63,8 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
     if (settings.debias && cache != nullptr) {
       ApgOptions o = settings.base.apg;
       if (settings.debias_C > 0) o.C = settings.debias_C;
-      o.eps_inner = std::min(o.eps_inner, 1e-6);
-      o.max_iterations = std::max(o.max_iterations, 5000);
+      o.eps_inner = std::min(o.eps_inner, 1e-10);
+      o.max_iterations = std::max(o.max_iterations, 20000);
       DebiasResult d = debias_refit(*cache, labels, model, o, budget);
       p.debiased = std::move(d.model);
       p.has_debiased = true;
