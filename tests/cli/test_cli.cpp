@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -170,4 +171,43 @@ TEST_CASE("a file that is not a model: exit 5", "[cli][errors]") {
   REQUIRE_FALSE(fs::exists(dir.path / "s.txt"));
   r = run(dir, "inspect missing.fgm");
   REQUIRE(r.code == 4);
+}
+
+TEST_CASE("fgm path writes path.csv with the documented schema and one model per point", "[cli][path]") {
+  TempDir dir("fgm-cli");
+  REQUIRE(run(dir, "synth --out data --rows 400 --test-rows 200 --features 120 --relevant 8 --seed 6").code == 0);
+  dir.write("job.toml",
+            "[data]\ntrain = \"data/train.svm\"\ntest = \"data/test.svm\"\nvalidation = \"data/test.svm\"\n"
+            "[output]\ndir = \"path\"\n[fgm]\nB = 4\n[path]\nfeatures = [4, 8, 12]\n"
+            "[engine]\ncache_dir = \"cache\"\n");
+  RunResult r = run(dir, "path --config job.toml");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.out, "best_point="));
+  std::ifstream csv(dir.file("path/path.csv"));
+  std::string header;
+  std::getline(csv, header);
+  REQUIRE(header ==
+          "point,B,C,selected,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
+          "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc,"
+          "seconds,apg_iterations");
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) {
+    ++rows;
+    size_t commas = std::count(line.begin(), line.end(), ',');
+    REQUIRE(commas == 14);
+    REQUIRE(line.rfind(std::to_string(rows) + ",4,10,", 0) == 0);
+  }
+  REQUIRE(rows == 3);
+  for (int k = 1; k <= 3; ++k) {
+    REQUIRE(fs::exists(dir.path / "path" / ("point-" + std::to_string(k) + ".fgm")));
+    REQUIRE(fs::exists(dir.path / "path" / ("point-" + std::to_string(k) + "-debiased.fgm")));
+  }
+  r = run(dir, "inspect path/point-2.fgm");
+  REQUIRE(r.code == 0);
+  REQUIRE(std::count(r.out.begin(), r.out.end(), '{') >= 8);  // 8 features + envelope
+
+  r = run(dir, "path --config job.toml 'path.B=[2]'");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "exactly one list"));
 }
