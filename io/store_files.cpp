@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <system_error>
@@ -218,6 +219,15 @@ void TempDir::commit() {
   std::string old;
   bool target_is_store = fs::is_directory(target_, ec) && !fs::is_empty(target_, ec);
   if (target_is_store) {
+    // Swap atomically where the kernel and file system can: readers never
+    // see the store missing. The temp name then holds the old store.
+    if (::renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) == 0) {
+      committed_ = true;
+      fs::path parent = fs::path(target_).parent_path();
+      fsync_directory(parent.empty() ? "." : parent.string());
+      fs::remove_all(path_, ec);
+      return;
+    }
     std::random_device rd;
     old = fmt::format("{}.old-{}-{:08x}", target_, ::getpid(), rd());
     if (::rename(target_.c_str(), old.c_str()) != 0)

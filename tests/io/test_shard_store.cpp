@@ -582,9 +582,13 @@ TEST_CASE("ingest refuses to overwrite what is not a store", "[io][store]") {
   other.rows = 50;
   other.seed = 99;
   write_text(dir / "other.svm", generate_libsvm(other));
+  auto old_store = ShardStore::open(dir / "empty", budget);
+  Reference old_ref = parse_reference(read_bytes(dir / "in.svm"));
   ingest_libsvm(dir / "other.svm", dir / "empty", IngestOptions{}, budget);
   auto store = ShardStore::open(dir / "empty", budget);
   CHECK(store->info().n_rows == 50);
+  // A store opened before the replacement still reads its own (unlinked) files.
+  check_store_matches(*old_store, old_ref);
   CHECK(!temp_dirs_left(dir / "empty"));
 }
 
