@@ -8,6 +8,7 @@
 // ∂P/∂d_i = y_i·φ'(m_i) = −y_i·α_i with α the Theorem 3 dual variables.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 namespace fgm::detail {
@@ -26,23 +27,22 @@ inline double sigmoid(double z) {
 
 struct SquaredHingeLoss {
   static constexpr bool kNeedsSigmoid = false;
+  // Written with max/selects, not branches: margins fall on both sides of 1
+  // at random, and these run over all n samples per line-search trial.
   static double value(double C, double m) {
-    double a = 1.0 - m;
-    return a > 0 ? 0.5 * C * a * a : 0.0;
+    double a = std::max(1.0 - m, 0.0);
+    return 0.5 * C * a * a;
   }
-  static double deriv(double C, double m) {
-    double a = 1.0 - m;
-    return a > 0 ? -C * a : 0.0;
-  }
-  // φ(m + Δ) − φ(m) − φ'(m)·Δ, evaluated case by case so that it is computed
-  // from Δ directly (relative accuracy even when Δ is tiny) and never < 0.
+  static double deriv(double C, double m) { return -C * std::max(1.0 - m, 0.0); }
+  // φ(m + Δ) − φ(m) − φ'(m)·Δ with a = 1 − m, a' = a − Δ:
+  //   (C/2)·[(a'₊ − a₊)² + 2 a₊ (−a')₊],
+  // a sum of non-negative terms; when a, a' > 0 the difference a'₊ − a₊ is
+  // taken as −Δ itself, so a tiny step keeps its relative accuracy.
   static double bregman(double C, double m, double /*p*/, double delta) {
     double a = 1.0 - m, a2 = a - delta;
-    if (a > 0) {
-      if (a2 > 0) return 0.5 * C * delta * delta;
-      return 0.5 * C * a * (a - 2.0 * a2);
-    }
-    return a2 > 0 ? 0.5 * C * a2 * a2 : 0.0;
+    double ap = std::max(a, 0.0), a2p = std::max(a2, 0.0);
+    double diff = (a > 0 && a2 > 0) ? -delta : a2p - ap;
+    return 0.5 * C * (diff * diff + 2.0 * ap * std::max(-a2, 0.0));
   }
 };
 
