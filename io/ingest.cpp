@@ -11,6 +11,11 @@
 // the budget are first merged in consecutive groups (multi-level merge).
 // Merged columns stream into shards; then the manifest is written and the
 // temporary directory is renamed into place.
+#include <fmt/format.h>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,11 +27,6 @@
 #include <mutex>
 #include <queue>
 #include <vector>
-
-#include <fmt/format.h>
-#include <oneapi/tbb/parallel_pipeline.h>
-#include <oneapi/tbb/task_arena.h>
-#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -96,60 +96,102 @@ struct Triplet {
   float value;
 };
 
+// Fills one buffer while the previous one is sorted and written by a task in
+// the ingest arena, so a spill does not stall the pipeline (a synchronous
+// spill idles every parser once the tokens run out). One spill at a time:
+// the radix scratch is shared.
 class RunSpiller {
  public:
   RunSpiller(const TempDir& dir, MemoryBudget& budget, uint64_t capacity, uint64_t writer_bytes)
       : dir_(dir),
         budget_(budget),
         buffer_(budget, capacity, "ingest sort buffer", "lower --memory-budget use elsewhere"),
+        spilling_(budget, capacity, "ingest sort buffer"),
         scratch_(budget, capacity, "ingest sort buffer"),
         writer_bytes_(writer_bytes) {}
+  ~RunSpiller() { abandon(); }
 
   void add(uint64_t column, uint32_t row, float value) {
-    if (size_ == buffer_.size()) spill();
+    if (size_ == buffer_.size()) hand_off();
     buffer_[size_++] = Triplet{column, row, value};
     max_column_ = std::max(max_column_, column);
   }
 
-  // Spills what is left and frees the sort buffers; returns the run paths.
+  // Spills what is left and frees the sort buffers; returns the run paths in
+  // row order. Call inside the arena.
   std::vector<std::string> finish() {
-    if (size_ > 0) spill();
+    wait_pending();
+    if (size_ > 0) {
+      runs_.push_back(next_path());
+      write_run(buffer_.data(), size_, max_column_, runs_.back());
+    }
     buffer_ = {};
+    spilling_ = {};
     scratch_ = {};
     return std::move(runs_);
   }
 
+  // Waits for a spill in flight, ignoring its errors (we are unwinding one
+  // already). Call inside the arena: with one thread, only we can run it.
+  void abandon() noexcept {
+    if (!pending_) return;
+    pending_ = false;
+    try {
+      tasks_.wait();
+    } catch (...) {
+    }
+  }
+
  private:
+  std::string next_path() const { return dir_.file(fmt::format("run-{:06d}.tmp", runs_.size())); }
+
+  void wait_pending() {
+    if (!pending_) return;
+    pending_ = false;
+    tasks_.wait();  // rethrows a failed spill (e.g. disk full)
+  }
+
+  void hand_off() {
+    wait_pending();
+    std::swap(buffer_, spilling_);
+    runs_.push_back(next_path());
+    pending_ = true;
+    tasks_.run([this, n = size_, max_column = max_column_, path = runs_.back()] {
+      write_run(spilling_.data(), n, max_column, path);
+    });
+    size_ = 0;
+    max_column_ = 0;
+  }
+
   // Stable LSD radix sort by column, 11 bits per pass, only over the bits in use.
-  Triplet* sort() {
-    Triplet* src = buffer_.data();
+  const Triplet* sort(Triplet* data, uint64_t n, uint64_t max_column) {
+    Triplet* src = data;
     Triplet* dst = scratch_.data();
-    int bits = max_column_ == 0 ? 0 : 64 - __builtin_clzll(max_column_);
+    int bits = max_column == 0 ? 0 : 64 - __builtin_clzll(max_column);
     constexpr int kDigit = 11;
+    constexpr uint64_t kMask = (1u << kDigit) - 1;
     std::vector<uint64_t> counts(1u << kDigit);
     for (int shift = 0; shift < bits; shift += kDigit) {
       std::fill(counts.begin(), counts.end(), 0);
-      for (uint64_t i = 0; i < size_; ++i) ++counts[(src[i].column >> shift) & ((1u << kDigit) - 1)];
+      for (uint64_t i = 0; i < n; ++i) ++counts[(src[i].column >> shift) & kMask];
       uint64_t sum = 0;
       for (auto& c : counts) {
-        uint64_t n = c;
+        uint64_t k = c;
         c = sum;
-        sum += n;
+        sum += k;
       }
-      for (uint64_t i = 0; i < size_; ++i)
-        dst[counts[(src[i].column >> shift) & ((1u << kDigit) - 1)]++] = src[i];
+      for (uint64_t i = 0; i < n; ++i) dst[counts[(src[i].column >> shift) & kMask]++] = src[i];
       std::swap(src, dst);
     }
     return src;
   }
 
-  void spill() {
-    const Triplet* t = sort();
-    std::string path = dir_.file(fmt::format("run-{:06d}.tmp", runs_.size()));
+  void write_run(Triplet* data, uint64_t n, uint64_t max_column, const std::string& path) {
+    const Triplet* t = sort(data, n, max_column);
     FileWriter out(path, budget_, writer_bytes_, "ingest run writer");
-    for (uint64_t i = 0; i < size_;) {
+    for (uint64_t i = 0; i < n;) {
       uint64_t j = i;
-      while (j < size_ && t[j].column == t[i].column) ++j;
+      while (j < n && t[j].column == t[i].column) ++j;
       out.put<uint64_t>(t[i].column);
       out.put<uint64_t>(j - i);
       for (uint64_t k = i; k < j; ++k) out.put<uint32_t>(t[k].row);
@@ -157,18 +199,17 @@ class RunSpiller {
       i = j;
     }
     out.close(false);  // temporary: no fsync
-    runs_.push_back(path);
-    size_ = 0;
-    max_column_ = 0;
   }
 
   const TempDir& dir_;
   MemoryBudget& budget_;
-  BudgetedArray<Triplet> buffer_, scratch_;
+  BudgetedArray<Triplet> buffer_, spilling_, scratch_;
   uint64_t writer_bytes_;
   uint64_t size_ = 0;
   uint64_t max_column_ = 0;
   std::vector<std::string> runs_;
+  tbb::task_group tasks_;
+  bool pending_ = false;
 };
 
 // Receives one column's entries: all row ids first, then all values, each as
@@ -206,8 +247,10 @@ class RunReader {
     while (left > 0) {
       if (in_.available() < 4 && in_.refill(4 * left) < 4) broken();
       uint64_t n = std::min(left, in_.available() / 4);
-      if (rows) sink.rows(in_.data(), n);
-      else sink.values(in_.data(), n);
+      if (rows)
+        sink.rows(in_.data(), n);
+      else
+        sink.values(in_.data(), n);
       in_.consume(4 * n);
       left -= n;
     }
@@ -345,6 +388,7 @@ class ShardWriter {
   std::vector<ShardEntryInfo> finish() {
     if (count_ > 0) flush();
     arena_ = {};
+    for (const auto& s : shards_) store::fsync_file(dir_.file(s.file_name));
     return std::move(shards_);
   }
 
@@ -362,7 +406,8 @@ class ShardWriter {
   // Pairs grow up from the start of the arena, per-column metadata down from its end.
   Pair* pairs() { return reinterpret_cast<Pair*>(arena_.data()); }
   Meta& meta(uint64_t j) {
-    return reinterpret_cast<Meta*>(reinterpret_cast<uint8_t*>(arena_.data()) + capacity_)[-1 - static_cast<int64_t>(j)];
+    return reinterpret_cast<Meta*>(reinterpret_cast<uint8_t*>(arena_.data()) +
+                                   capacity_)[-1 - static_cast<int64_t>(j)];
   }
   uint64_t used() const { return sizeof(Pair) * nnz_ + sizeof(Meta) * count_; }
 
@@ -456,7 +501,8 @@ class ShardWriter {
     out.pad_to(raw_offset_);
     emit_raw(layout, [&](const void* p, uint64_t n) { out.write(p, n); });
     uint64_t bytes = out.position();
-    out.close(true);
+    out.start_writeback();  // fsynced together at the end, overlapping the merge
+    out.close(false);
     shards_.push_back({name, first, count_, nnz_, bytes, file_hash.digest()});
     count_ = 0;
     nnz_ = 0;
@@ -538,7 +584,8 @@ class ShardWriter {
                                        raw_checksum);
       FGM_ASSERT(align_up(header.size()) == raw_offset_);
       out.write_at(0, header.data(), header.size());
-      out.close(true);
+      out.start_writeback();
+      out.close(false);
     }
     uint64_t checksum = hash_file_range(path, 0, total, budget_, io_bytes_);
     shards_.push_back({name, next_column_, 1, nnz, total, checksum});
@@ -585,10 +632,9 @@ std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
   auto input_path = fbb.CreateString(m.input_path);
   auto root = schema::CreateManifest(
       fbb, kStoreFormatVersion, engine_version, m.n_rows, m.n_features, m.nnz, m.n_positive,
-      m.n_negative, m.positive_value, m.negative_value, positive_text, negative_text,
-      m.index_base, m.declared_features, input_path, m.input_bytes, m.input_checksum,
-      m.explicit_zeros, m.shard_target_bytes, shards, m.labels_offset, m.n_rows,
-      m.labels_checksum);
+      m.n_negative, m.positive_value, m.negative_value, positive_text, negative_text, m.index_base,
+      m.declared_features, input_path, m.input_bytes, m.input_checksum, m.explicit_zeros,
+      m.shard_target_bytes, shards, m.labels_offset, m.n_rows, m.labels_checksum);
   schema::FinishSizePrefixedManifestBuffer(fbb, root);
   store::Preamble pre{};
   std::memcpy(pre.magic, store::kManifestMagic, 8);
@@ -679,27 +725,34 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
     return s;
   };
   if (options.threads < 1)
-    throw Error(ErrorKind::kConfig, msg::out_of_range("ingest", "threads",
-                                                      std::to_string(options.threads), ">= 1"));
+    throw Error(ErrorKind::kConfig,
+                msg::out_of_range("ingest", "threads", std::to_string(options.threads), ">= 1"));
   const std::string out_dir = normalized_dir(out_dir_arg);
   store::check_output_dir(out_dir);  // fail before the expensive part
 
-  // Budget plan. Pass 1: half for the sort buffer (+ radix scratch), the rest
-  // for chunks in flight and file buffers. Pass 2: shard buffer, file buffers,
-  // and whatever is left for the merge's per-run read buffers.
+  // Budget plan. Pass 1: half for the sort buffers (filling, spilling, radix
+  // scratch), the rest for chunks in flight and file buffers. Pass 2: shard
+  // buffer, file buffers, and what is left for the merge's per-run buffers.
   const uint64_t avail = budget.available();
   const uint64_t io_bytes = std::clamp<uint64_t>(avail / 32 / 4096 * 4096, 16 * kKiB, 4 * kMiB);
   const uint64_t label_buffer = std::min<uint64_t>(io_bytes, 64 * kKiB);
-  const uint64_t triplet_capacity = std::max<uint64_t>(avail / 2 / (2 * sizeof(Triplet)), 1024);
+  const uint64_t triplet_capacity = std::max<uint64_t>(avail / 2 / (3 * sizeof(Triplet)), 1024);
   const int tokens = 2 * options.threads + 1;
-  const uint64_t pipeline_share = avail > avail / 2 + io_bytes + label_buffer
-                                      ? avail - avail / 2 - io_bytes - label_buffer
-                                      : 0;
+  const uint64_t pipeline_share =
+      avail > avail / 2 + io_bytes + label_buffer ? avail - avail / 2 - io_bytes - label_buffer : 0;
   // A parsed chunk takes about as many bytes as its text, and a token keeps
   // both; leave room for growth slack on top.
+  // A small file still gets a few chunks per thread, so it is parsed in
+  // parallel (chunking does not change the output).
+  std::error_code size_error;
+  const uint64_t file_bytes = fs::file_size(input, size_error);
+  const uint64_t small_file_chunk =
+      !size_error && file_bytes > 0
+          ? std::max<uint64_t>(file_bytes / (4 * options.threads), 64 * kKiB)
+          : options.reader.chunk_bytes;
   const uint64_t chunk_bytes = std::clamp<uint64_t>(
-      std::min<uint64_t>(options.reader.chunk_bytes, pipeline_share / (4 * tokens)), 4 * kKiB,
-      std::max<uint64_t>(options.reader.chunk_bytes, 4 * kKiB));
+      std::min({options.reader.chunk_bytes, pipeline_share / (4 * tokens), small_file_chunk}),
+      4 * kKiB, std::max<uint64_t>(options.reader.chunk_bytes, 4 * kKiB));
   const uint64_t shard_target = options.shard_target_bytes
                                     ? options.shard_target_bytes
                                     : std::max<uint64_t>(std::min(64 * kMiB, avail / 8), 4 * kKiB);
@@ -723,87 +776,94 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
     FileWriter slots(slots_path, budget, label_buffer, "ingest label buffer");
     TokenPool pool(budget);
     bool source_failed = false;
+    // Stage 1 (serial, in order): the next text chunk. A read error travels in
+    // the token so that an earlier chunk's bad line is still reported first.
+    auto read_chunk = [&](tbb::flow_control& fc) -> Token* {
+      if (source_failed) {
+        fc.stop();
+        return nullptr;
+      }
+      Token* t = pool.take();
+      try {
+        if (!source->next(t->chunk)) {
+          pool.give_back(t);
+          fc.stop();
+          return nullptr;
+        }
+        t->text_reservation.resize(t->chunk.text.capacity());
+      } catch (...) {
+        t->error = std::current_exception();
+        source_failed = true;
+      }
+      stats.text_bytes += t->chunk.text.size();
+      progress.update(source->compressed_bytes_read());
+      return t;
+    };
+    // Stage 2 (parallel): parse.
+    auto parse_chunk = [&](Token* t) -> Token* {
+      if (t->error) return t;
+      try {
+        parse_libsvm_chunk(t->chunk, path, options.reader, t->parsed);
+        t->parsed_reservation.resize(parsed_bytes(t->parsed));
+      } catch (...) {
+        t->error = std::current_exception();
+      }
+      return t;
+    };
+    // Stage 3 (serial, in order): labels, row ids, triplets.
+    auto consume_chunk = [&](Token* t) {
+      struct GiveBack {
+        TokenPool& pool;
+        Token* t;
+        ~GiveBack() { pool.give_back(t); }
+      } give_back{pool, t};
+      if (t->error) std::rethrow_exception(t->error);
+      const ParsedChunk& p = t->parsed;
+      if (!p.error.empty()) throw Error(ErrorKind::kInvalidInput, p.error);
+      for (size_t r = 0; r < p.rows(); ++r) {
+        if (n_rows == std::numeric_limits<uint32_t>::max())
+          throw Error(ErrorKind::kInvalidInput, msg::too_many_rows(path, p.lines[r]));
+        int slot = labels.observe(p.labels[r], path, p.lines[r], p.label_columns[r]);
+        slots.put<uint8_t>(static_cast<uint8_t>(slot));
+        auto row = static_cast<uint32_t>(n_rows);
+        for (uint64_t j = p.row_ptr[r]; j < p.row_ptr[r + 1]; ++j)
+          spiller.add(p.indices[j], row, p.values[j]);
+        ++n_rows;
+      }
+      nnz += p.indices.size();
+      explicit_zeros += p.explicit_zeros;
+      width = std::max(width, p.max_index_plus_one);
+    };
     tbb::task_arena arena(options.threads);
     arena.execute([&] {
-      tbb::parallel_pipeline(
-          static_cast<size_t>(tokens),
-          tbb::make_filter<void, Token*>(
-              tbb::filter_mode::serial_in_order,
-              [&](tbb::flow_control& fc) -> Token* {
-                if (source_failed) {
-                  fc.stop();
-                  return nullptr;
-                }
-                Token* t = pool.take();
-                try {
-                  if (!source->next(t->chunk)) {
-                    pool.give_back(t);
-                    fc.stop();
-                    return nullptr;
-                  }
-                  t->text_reservation.resize(t->chunk.text.capacity());
-                } catch (...) {
-                  t->error = std::current_exception();
-                  source_failed = true;
-                }
-                stats.text_bytes += t->chunk.text.size();
-                progress.update(source->compressed_bytes_read());
-                return t;
-              }) &
-              tbb::make_filter<Token*, Token*>(
-                  tbb::filter_mode::parallel,
-                  [&](Token* t) -> Token* {
-                    if (t->error) return t;
-                    try {
-                      parse_libsvm_chunk(t->chunk, path, options.reader, t->parsed);
-                      t->parsed_reservation.resize(parsed_bytes(t->parsed));
-                    } catch (...) {
-                      t->error = std::current_exception();
-                    }
-                    return t;
-                  }) &
-              tbb::make_filter<Token*, void>(
-                  tbb::filter_mode::serial_in_order, [&](Token* t) {
-                    struct GiveBack {
-                      TokenPool& pool;
-                      Token* t;
-                      ~GiveBack() { pool.give_back(t); }
-                    } give_back{pool, t};
-                    if (t->error) std::rethrow_exception(t->error);
-                    const ParsedChunk& p = t->parsed;
-                    if (!p.error.empty()) throw Error(ErrorKind::kInvalidInput, p.error);
-                    for (size_t r = 0; r < p.rows(); ++r) {
-                      if (n_rows == std::numeric_limits<uint32_t>::max())
-                        throw Error(ErrorKind::kInvalidInput, msg::too_many_rows(path, p.lines[r]));
-                      int slot = labels.observe(p.labels[r], path, p.lines[r], p.label_columns[r]);
-                      slots.put<uint8_t>(static_cast<uint8_t>(slot));
-                      auto row = static_cast<uint32_t>(n_rows);
-                      for (uint64_t j = p.row_ptr[r]; j < p.row_ptr[r + 1]; ++j)
-                        spiller.add(p.indices[j], row, p.values[j]);
-                      ++n_rows;
-                    }
-                    nnz += p.indices.size();
-                    explicit_zeros += p.explicit_zeros;
-                    width = std::max(width, p.max_index_plus_one);
-                  }));
+      try {
+        tbb::parallel_pipeline(
+            static_cast<size_t>(tokens),
+            tbb::make_filter<void, Token*>(tbb::filter_mode::serial_in_order, read_chunk) &
+                tbb::make_filter<Token*, Token*>(tbb::filter_mode::parallel, parse_chunk) &
+                tbb::make_filter<Token*, void>(tbb::filter_mode::serial_in_order, consume_chunk));
+        runs = spiller.finish();
+      } catch (...) {
+        spiller.abandon();  // inside the arena: with one thread only we can run the spill
+        throw;
+      }
     });
-    runs = spiller.finish();
     slots.close(false);
   }
   source.reset();
   reader_buffer.release();
   if (n_rows == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
   if (labels.classes() < 2)
-    throw Error(ErrorKind::kInvalidInput,
-                msg::single_label(path, label_text(labels.first())));
+    throw Error(ErrorKind::kInvalidInput, msg::single_label(path, label_text(labels.first())));
   stats.n_rows = n_rows;
   stats.nnz = nnz;
   stats.explicit_zeros = explicit_zeros;
   stats.spilled_runs = runs.size();
-  spdlog::debug("ingest {}: parsed {} rows, {} nonzeros into {} sorted runs in {:.2f}s "
-                "(chunks of {}, sort buffer {} entries, shard target {})",
-                input, n_rows, nnz, runs.size(), lap(), format_bytes(chunk_bytes),
-                triplet_capacity, format_bytes(shard_target));
+  spdlog::debug(
+      "ingest {}: parsed {} rows, {} nonzeros into {} sorted runs in {:.2f}s "
+      "(chunks of {}, sort buffer {} entries, shard target {})",
+      input, n_rows, nnz, runs.size(), lap(), format_bytes(chunk_bytes), triplet_capacity,
+      format_bytes(shard_target));
   const uint64_t n_features =
       options.reader.declared_features ? options.reader.declared_features : width;
   stats.n_features = n_features;
@@ -942,8 +1002,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   tmp.commit();
   progress.finish();
   spdlog::debug("ingest {}: input hash, manifest and commit in {:.2f}s", input, lap());
-  stats.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return stats;
 }
 

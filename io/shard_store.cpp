@@ -2,13 +2,12 @@
 #include "io/shard_store.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -31,9 +30,9 @@ std::string num(uint64_t v) { return std::to_string(v); }
 
 // Reads the preamble and the FlatBuffer behind it (hashing both into `h`).
 // `expected_bytes` is the file size the manifest recorded (0: unknown).
-std::vector<uint8_t> read_preamble_and_header(FileReader& in, const char* magic,
-                                              const char* kind, uint64_t max_header,
-                                              uint64_t expected_bytes, Xxh64* h) {
+std::vector<uint8_t> read_preamble_and_header(FileReader& in, const char* magic, const char* kind,
+                                              uint64_t max_header, uint64_t expected_bytes,
+                                              Xxh64* h) {
   const std::string& path = in.path();
   store::Preamble pre{};
   if (in.size() < sizeof(pre)) {
@@ -218,11 +217,12 @@ void MappedShardStore::load() {
     const auto* e = entries[i];
     std::string name = e->file_name() ? e->file_name()->str() : "";
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-      corrupt(msg::store_inconsistent(manifest_path, fmt::format("shard {} has a bad file name", i)));
+      corrupt(
+          msg::store_inconsistent(manifest_path, fmt::format("shard {} has a bad file name", i)));
     if (e->first_column() != next || e->column_count() == 0)
       corrupt(msg::store_inconsistent(
-          manifest_path, fmt::format("shard {} starts at column {}, expected {}", name,
-                                     e->first_column(), next)));
+          manifest_path,
+          fmt::format("shard {} starts at column {}, expected {}", name, e->first_column(), next)));
     MappedShard s;
     s.path = dir_ + "/" + name;
     s.first_column = e->first_column();
@@ -281,7 +281,8 @@ void MappedShardStore::load_manifest(const std::string& path,
 
   uint64_t header_end = sizeof(store::Preamble) + buffer.size();
   if (m->labels_bytes() != info_.n_rows || m->labels_offset() < header_end ||
-      m->labels_offset() % store::kAlign != 0 || info_.n_rows > std::numeric_limits<uint32_t>::max() ||
+      m->labels_offset() % store::kAlign != 0 ||
+      info_.n_rows > std::numeric_limits<uint32_t>::max() ||
       info_.n_positive + info_.n_negative != info_.n_rows)
     corrupt(msg::store_inconsistent(path, "bad label block description"));
   uint64_t expected_size = m->labels_offset() + m->labels_bytes();
@@ -318,15 +319,15 @@ void MappedShardStore::load_manifest(const std::string& path,
     for (const auto* e : *m->shards()) entries.push_back(e);
 }
 
-void MappedShardStore::verify_and_map(const std::string& manifest_path,
-                                      const MappedShard& expected, MappedShard& out) {
+void MappedShardStore::verify_and_map(const std::string& manifest_path, const MappedShard& expected,
+                                      MappedShard& out) {
   const std::string path = expected.path;
   const uint64_t expected_checksum = expected.checksum;
   {
     FileReader in(path, budget_, verify_buffer_, "store verification", ErrorKind::kCorruption);
-    auto buffer = read_preamble_and_header(in, store::kShardMagic, "store shard",
-                                           store::kMaxShardHeaderBytes, expected.file_bytes,
-                                           nullptr);
+    auto buffer =
+        read_preamble_and_header(in, store::kShardMagic, "store shard", store::kMaxShardHeaderBytes,
+                                 expected.file_bytes, nullptr);
     flatbuffers::Verifier verifier(buffer.data(), buffer.size());
     if (!schema::VerifySizePrefixedShardHeaderBuffer(verifier))
       corrupt(msg::not_an_fgm_file(path, "store shard"));
@@ -336,7 +337,8 @@ void MappedShardStore::verify_and_map(const std::string& manifest_path,
     // Identity before bytes: a shard from elsewhere (swapped, copied from
     // another store) is reported as such rather than as a bad checksum.
     auto check = [&](const char* field, uint64_t want, uint64_t got) {
-      if (want != got) corrupt(msg::manifest_mismatch(manifest_path, path, field, num(want), num(got)));
+      if (want != got)
+        corrupt(msg::manifest_mismatch(manifest_path, path, field, num(want), num(got)));
     };
     check("first column", expected.first_column, h->first_column());
     check("column count", expected.column_count, h->column_count());
@@ -350,7 +352,8 @@ void MappedShardStore::verify_and_map(const std::string& manifest_path,
         h->row_ids_offset() != l.row_ids || h->values_offset() != l.values ||
         h->col_min_offset() != l.col_min || h->col_max_offset() != l.col_max)
       corrupt(msg::store_inconsistent(path, "the header's array layout is wrong"));
-    if (in.size() != expected.file_bytes) corrupt(msg::truncated_file(path, expected.file_bytes, in.size()));
+    if (in.size() != expected.file_bytes)
+      corrupt(msg::truncated_file(path, expected.file_bytes, in.size()));
     if (h->raw_offset() + h->raw_bytes() != in.size())
       corrupt(msg::truncated_file(path, h->raw_offset() + h->raw_bytes(), in.size()));
 
@@ -405,7 +408,8 @@ void MappedShardStore::verify_and_map(const std::string& manifest_path,
     void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int err = errno;
     ::close(fd);
-    if (map == MAP_FAILED) throw Error(ErrorKind::kIo, msg::cannot_open(path, "mmap: " + store::errno_text(err)));
+    if (map == MAP_FAILED)
+      throw Error(ErrorKind::kIo, msg::cannot_open(path, "mmap: " + store::errno_text(err)));
     out.map = map;
     const auto* base = static_cast<const uint8_t*>(map) + raw;
     out.col_ptr = reinterpret_cast<const uint64_t*>(base + l.col_ptr);

@@ -1,6 +1,7 @@
 #include "io/store_files.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <filesystem>
 #include <random>
 #include <system_error>
-
-#include <fmt/format.h>
 
 #include "core/messages.h"
 #include "io/store_format.h"
@@ -24,7 +23,8 @@ std::string errno_text(int err) { return std::error_code(err, std::generic_categ
 
 uint64_t file_size_of(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error(ErrorKind::kIo, msg::cannot_open(path, errno_text(errno)));
+  if (::stat(path.c_str(), &st) != 0)
+    throw Error(ErrorKind::kIo, msg::cannot_open(path, errno_text(errno)));
   return static_cast<uint64_t>(st.st_size);
 }
 
@@ -35,7 +35,17 @@ void fsync_directory(const std::string& dir) {
   int err = errno;
   ::close(fd);
   // Some file systems refuse fsync on directories; that is not a write failure.
-  if (rc != 0 && err != EINVAL && err != EROFS) throw Error(ErrorKind::kIo, msg::cannot_write(dir, errno_text(err)));
+  if (rc != 0 && err != EINVAL && err != EROFS)
+    throw Error(ErrorKind::kIo, msg::cannot_write(dir, errno_text(err)));
+}
+
+void fsync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorKind::kIo, msg::cannot_open(path, errno_text(errno)));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error(ErrorKind::kIo, msg::cannot_write(path, errno_text(err)));
 }
 
 // ------------------------------------------------------------------ FileWriter
@@ -108,9 +118,15 @@ void FileWriter::write_at(uint64_t offset, const void* data, uint64_t n) {
   }
 }
 
+void FileWriter::start_writeback() {
+  flush();
+  ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);  // a hint: errors surface at fsync
+}
+
 void FileWriter::close(bool sync) {
   flush();
-  if (sync && ::fsync(fd_) != 0) throw Error(ErrorKind::kIo, msg::cannot_write(path_, errno_text(errno)));
+  if (sync && ::fsync(fd_) != 0)
+    throw Error(ErrorKind::kIo, msg::cannot_write(path_, errno_text(errno)));
   int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) throw Error(ErrorKind::kIo, msg::cannot_write(path_, errno_text(errno)));
@@ -207,9 +223,10 @@ void check_output_dir(const std::string& out_dir) {
     if (fs::is_empty(out_dir, ec) && !ec) return;
   }
   throw Error(ErrorKind::kIo,
-              msg::cannot_write(out_dir, "it exists and is not an fgm store (no manifest.fgm); "
-                                         "refusing to overwrite it: remove it or choose another "
-                                         "output directory"));
+              msg::cannot_write(out_dir,
+                                "it exists and is not an fgm store (no manifest.fgm); "
+                                "refusing to overwrite it: remove it or choose another "
+                                "output directory"));
 }
 
 void TempDir::commit() {

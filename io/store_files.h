@@ -16,6 +16,7 @@ namespace fgm::store {
 std::string errno_text(int err);
 uint64_t file_size_of(const std::string& path);  // throws kIo
 void fsync_directory(const std::string& dir);
+void fsync_file(const std::string& path);
 
 // Buffered sequential writer. Sequential bytes can be hashed on the way out.
 class FileWriter {
@@ -53,6 +54,9 @@ class FileWriter {
   void flush();
   // Flushes, optionally fsyncs, closes; errors throw kIo.
   void close(bool sync);
+  // Flushes and starts writeback without waiting (sync_file_range), so a
+  // later fsync_file() finds little left to do.
+  void start_writeback();
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
 

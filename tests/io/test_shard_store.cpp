@@ -1,9 +1,15 @@
-#include <catch2/catch.hpp>
-
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/iostreams/device/file.hpp>
+#include <boost/iostreams/filter/gzip.hpp>
+#include <boost/iostreams/filter/lzma.hpp>
+#include <boost/iostreams/filtering_stream.hpp>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -13,13 +19,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <boost/iostreams/device/file.hpp>
-#include <boost/iostreams/filter/gzip.hpp>
-#include <boost/iostreams/filter/lzma.hpp>
-#include <boost/iostreams/filtering_stream.hpp>
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 #include "core/memory_budget.h"
@@ -185,7 +184,8 @@ Rebuilt rebuild_rows(const ShardStore& store, uint64_t block_bytes) {
   auto blocks = store.plan_blocks(block_bytes);
   for (const auto& b : blocks) {
     ColumnBlock c = store.map_block(b);
-    for (uint64_t e = c.col_ptr[0]; e < c.col_ptr[c.column_count]; ++e) ++out.row_ptr[c.row_ids[e] + 1];
+    for (uint64_t e = c.col_ptr[0]; e < c.col_ptr[c.column_count]; ++e)
+      ++out.row_ptr[c.row_ids[e] + 1];
   }
   for (uint64_t r = 0; r < info.n_rows; ++r) out.row_ptr[r + 1] += out.row_ptr[r];
   out.cols.resize(info.nnz);
@@ -387,7 +387,10 @@ TEST_CASE("corrupted shards are rejected naming the file", "[io][store]") {
     fs::copy(s.store, to, fs::copy_options::recursive);
     return to;
   };
-  { MemoryBudget budget(64 << 20); REQUIRE_NOTHROW(ShardStore::open(s.store, budget)); }
+  {
+    MemoryBudget budget(64 << 20);
+    REQUIRE_NOTHROW(ShardStore::open(s.store, budget));
+  }
 
   SECTION("a flipped byte in the raw block") {
     std::string dir = copy("flip-raw");
@@ -516,7 +519,8 @@ TEST_CASE("a failed ingest leaves nothing behind", "[io][store]") {
   size_t last = text.rfind('\n', text.size() - 2);
   size_t before = text.rfind('\n', last - 1);
   text.insert(before + 1, "+1 3:abc\n");
-  uint64_t bad_line = static_cast<uint64_t>(std::count(text.begin(), text.begin() + before + 1, '\n')) + 1;
+  uint64_t bad_line =
+      static_cast<uint64_t>(std::count(text.begin(), text.begin() + before + 1, '\n')) + 1;
   write_text(dir / "bad.svm", text);
   std::string out = dir / "store";
   MemoryBudget budget(2 << 20);
@@ -541,16 +545,20 @@ TEST_CASE("a failed ingest leaves nothing behind", "[io][store]") {
 
   SECTION("one label, no rows, missing input") {
     write_text(dir / "one.svm", "1 1:2\n1 3:4\n");
-    Error e1 = expect_error([&] { ingest_libsvm(dir / "one.svm", dir / "o1", IngestOptions{}, budget); });
+    Error e1 =
+        expect_error([&] { ingest_libsvm(dir / "one.svm", dir / "o1", IngestOptions{}, budget); });
     CHECK(e1.kind() == ErrorKind::kInvalidInput);
     CHECK(contains(e1.what(), "'1'"));
     write_text(dir / "empty.svm", "\n\n# nothing\n");
-    Error e2 = expect_error([&] { ingest_libsvm(dir / "empty.svm", dir / "o2", IngestOptions{}, budget); });
+    Error e2 = expect_error(
+        [&] { ingest_libsvm(dir / "empty.svm", dir / "o2", IngestOptions{}, budget); });
     CHECK(e2.kind() == ErrorKind::kInvalidInput);
-    Error e3 = expect_error([&] { ingest_libsvm(dir / "nope.svm", dir / "o3", IngestOptions{}, budget); });
+    Error e3 =
+        expect_error([&] { ingest_libsvm(dir / "nope.svm", dir / "o3", IngestOptions{}, budget); });
     CHECK(e3.kind() == ErrorKind::kIo);
     write_text(dir / "three.svm", "1 1:2\n-1 3:4\n2 1:1\n");
-    Error e4 = expect_error([&] { ingest_libsvm(dir / "three.svm", dir / "o4", IngestOptions{}, budget); });
+    Error e4 = expect_error(
+        [&] { ingest_libsvm(dir / "three.svm", dir / "o4", IngestOptions{}, budget); });
     CHECK(e4.kind() == ErrorKind::kInvalidInput);
     CHECK(contains(e4.what(), "three.svm:3:1"));
     for (const char* o : {"o1", "o2", "o3", "o4"}) {
@@ -566,12 +574,14 @@ TEST_CASE("ingest refuses to overwrite what is not a store", "[io][store]") {
   MemoryBudget budget(16 << 20);
   fs::create_directory(dir / "occupied");
   write_text(dir / "occupied/notes.txt", "mine");
-  Error e = expect_error([&] { ingest_libsvm(dir / "in.svm", dir / "occupied", IngestOptions{}, budget); });
+  Error e = expect_error(
+      [&] { ingest_libsvm(dir / "in.svm", dir / "occupied", IngestOptions{}, budget); });
   CHECK(e.kind() == ErrorKind::kIo);
   CHECK(contains(e.what(), "occupied"));
   CHECK(read_bytes(dir / "occupied/notes.txt") == "mine");
   write_text(dir / "a-file", "data");
-  Error e2 = expect_error([&] { ingest_libsvm(dir / "in.svm", dir / "a-file", IngestOptions{}, budget); });
+  Error e2 =
+      expect_error([&] { ingest_libsvm(dir / "in.svm", dir / "a-file", IngestOptions{}, budget); });
   CHECK(e2.kind() == ErrorKind::kIo);
   CHECK(read_bytes(dir / "a-file") == "data");
   // An empty directory is taken; an existing store is replaced.
@@ -597,8 +607,8 @@ TEST_CASE("plan_blocks covers every column once within the target", "[io][store]
   MemoryBudget budget(64 << 20);
   auto store = ShardStore::open(s.store, budget);
   const StoreInfo& info = store->info();
-  for (uint64_t target : {uint64_t{1}, uint64_t{100}, uint64_t{4096}, uint64_t{20000},
-                          uint64_t{1} << 40}) {
+  for (uint64_t target :
+       {uint64_t{1}, uint64_t{100}, uint64_t{4096}, uint64_t{20000}, uint64_t{1} << 40}) {
     INFO("target " << target);
     auto blocks = store->plan_blocks(target);
     uint64_t next = 0, nnz = 0;
@@ -796,17 +806,27 @@ TEST_CASE("ingest throughput", "[.][store-bench]") {
   MemoryBudget budget(parse_byte_size(budget_text ? budget_text : "256MB", "FGM_BENCH_BUDGET"));
   IngestOptions opt;
   opt.threads = threads ? std::atoi(threads) : 1;
+  opt.progress = true;  // shown only when stderr is a terminal
+  auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
   uint64_t rss_before = peak_rss_bytes();
+  double cpu_before = cpu_seconds();
   IngestStats s = ingest_libsvm(input, dir / "s", opt, budget);
+  double cpu = cpu_seconds() - cpu_before;
   auto t0 = std::chrono::steady_clock::now();
   auto st = ShardStore::open(dir / "s", budget);
   double open_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("input {} threads {} budget {}: {} rows, {} features, {} nnz, text {}, {:.2f} s, "
-             "{:.1f} MB/s of text; {} runs, {} shards ({}); budget peak {}, VmHWM {} (before "
-             "ingest {}); open+verify {:.2f} s\n",
-             input, opt.threads, format_bytes(budget.limit()), s.n_rows, s.n_features, s.nnz,
-             format_bytes(s.text_bytes), s.seconds, static_cast<double>(s.text_bytes) / 1e6 / s.seconds,
-             s.spilled_runs, s.shards, format_bytes(st->info().shard_bytes),
-             format_bytes(budget.peak()), format_bytes(peak_rss_bytes()), format_bytes(rss_before),
-             open_s);
+  fmt::print(
+      "input {} threads {} budget {}: {} rows, {} features, {} nnz, text {}, {:.2f} s, "
+      "{:.1f} MB/s of text, {:.2f} CPU s; {} runs, {} shards ({}); budget peak {}, VmHWM {} "
+      "(before ingest {}); open+verify {:.2f} s\n",
+      input, opt.threads, format_bytes(budget.limit()), s.n_rows, s.n_features, s.nnz,
+      format_bytes(s.text_bytes), s.seconds, static_cast<double>(s.text_bytes) / 1e6 / s.seconds,
+      cpu, s.spilled_runs, s.shards, format_bytes(st->info().shard_bytes),
+      format_bytes(budget.peak()), format_bytes(peak_rss_bytes()), format_bytes(rss_before),
+      open_s);
 }
