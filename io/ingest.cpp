@@ -973,7 +973,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
     m.input_path = ec ? input : abs.lexically_normal().string();
   }
   m.input_bytes = stats.input_bytes;
-  m.input_checksum = hash_file(input);
+  m.input_checksum = options.input_checksum ? *options.input_checksum : hash_file(input);
   m.explicit_zeros = explicit_zeros;
   m.shard_target_bytes = shard_target;
   m.shards = std::move(shards);

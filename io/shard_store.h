@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct IngestOptions {
   int threads = 1;                  // parser threads (explicit, never implicit)
   bool progress = false;            // progress bar on stderr
   uint32_t merge_fan_in = 0;        // max runs merged at once; 0: as many as the budget allows
+  // hash_file(input) if the caller already has it (e.g. a cache key): saves
+  // ingest a second read of the input.
+  std::optional<uint64_t> input_checksum;
 };
 
 struct IngestStats {

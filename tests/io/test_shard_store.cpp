@@ -694,6 +694,7 @@ TEST_CASE("ingest output does not depend on threads, chunking or merge levels", 
   IngestStats a = ingest_libsvm(dir / "in.svm", dir / "t1", one, budget);
   IngestOptions two;
   two.threads = 2;
+  two.input_checksum = hash_file(dir / "in.svm");  // as a caching caller would pass it
   ingest_libsvm(dir / "in.svm", dir / "t2", two, budget);
   require_same_files(dir / "t1", dir / "t2", true);
   REQUIRE(a.spilled_runs > 2);
