@@ -624,6 +624,27 @@ TEST_CASE("truncated or corrupt compressed streams are detected", "[io][reader][
   }
 }
 
+TEST_CASE("every prefix of a compressed stream is detected as truncated",
+          "[io][reader][compression]") {
+  TempDir dir;
+  std::string plain = dir.file("data.svm");
+  write_file(plain, sample_text(300));
+  for (const char* tool : {"gzip", "bzip2", "xz"}) {
+    std::string packed = dir.file(std::string("full.") + tool);
+    compress_with(tool, plain, packed);
+    std::string bytes = read_file(packed);
+    std::string path = dir.file("cut");
+    size_t step = std::max<size_t>(1, bytes.size() / 400);
+    for (size_t cut = 1; cut < bytes.size(); cut += (cut < 64 || cut + 64 > bytes.size()) ? 1 : step) {
+      write_file(path, bytes.substr(0, cut));
+      if (detect_compression(path) == Compression::kNone) continue;  // too short for the magic
+      INFO(tool << " cut to " << cut << " of " << bytes.size());
+      Error e = capture_error([&] { parse_chunks(path); });
+      REQUIRE(std::string(e.what()).find(path + ": the " + tool + " stream is truncated") == 0);
+    }
+  }
+}
+
 TEST_CASE("missing files and directories are I/O errors", "[io][reader]") {
   TempDir dir;
   std::string missing = dir.file("no_such_file.svm");
@@ -771,5 +792,27 @@ TEST_CASE("parse throughput", "[.][bench]") {
     REQUIRE(out.error.empty());
     WARN("parse_libsvm_chunk on " << input.name << ": " << chunk.text.size() / 1e6 / best
                                   << " MB/s, " << out.indices.size() / best / 1e6 << " M tokens/s");
+  }
+}
+
+// Whole pipeline (read, decompress, split, parse), single thread.
+TEST_CASE("reader throughput", "[.][bench]") {
+  TempDir dir;
+  std::string a9a_gz = dir.file("a9a.gz");
+  compress_with("gzip", data_file("a9a/a9a"), a9a_gz);
+  for (std::string path : {data_file("a9a/a9a"), a9a_gz, data_file("ijcnn1/ijcnn1.trn.bz2"),
+                           data_file("madelon/madelon.xz")}) {
+    uint64_t text_bytes = 0;
+    auto start = std::chrono::steady_clock::now();
+    LibsvmChunkSource source(path);
+    TextChunk chunk;
+    ParsedChunk out;
+    while (source.next(chunk)) {
+      text_bytes += chunk.text.size();
+      parse_libsvm_chunk(chunk, path, ReaderOptions{}, out);
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    WARN(path << " (" << compression_name(source.compression()) << "): " << text_bytes / 1e6 / seconds
+              << " MB/s of text");
   }
 }
