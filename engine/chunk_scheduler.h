@@ -20,6 +20,7 @@
 
 #include "core/memory_budget.h"
 #include "core/progress.h"
+#include "features/block_stream.h"
 #include "io/shard_store.h"
 
 namespace fgm {
@@ -31,11 +32,6 @@ struct SchedulerOptions {
   std::string progress_label = "scoring";
 };
 
-struct PassStats {
-  uint64_t blocks = 0;
-  uint64_t bytes_streamed = 0;  // shard raw-block bytes the pass read
-  double seconds = 0;
-};
 
 inline int effective_tokens(const SchedulerOptions& o) {
   return o.blocks_in_flight > 0 ? o.blocks_in_flight : 2 * o.threads + 2;
@@ -97,6 +93,17 @@ PassStats stream_blocks(const ShardStore& store, const std::vector<BlockRef>& bl
   bar.finish();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
+}
+
+// The type-erased streamer feature spaces use (features/block_stream.h).
+inline BlockStreamer make_block_streamer(const ShardStore& store, const SchedulerOptions& options,
+                                         MemoryBudget& budget) {
+  return [&store, options, &budget](const std::vector<BlockRef>& blocks, const BlockTransform& transform,
+                                    const BlockConsume& consume, const std::string& label) {
+    SchedulerOptions o = options;
+    o.progress_label = label;
+    return stream_blocks<std::unique_ptr<BlockOutput>>(store, blocks, o, budget, transform, consume);
+  };
 }
 
 }  // namespace fgm

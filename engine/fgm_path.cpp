@@ -22,7 +22,7 @@ void validate_path_settings(const PathSettings& s) {
       throw Error(ErrorKind::kConfig, msg::out_of_range("", "path.features",
                                                         std::to_string(s.feature_counts[i]),
                                                         "strictly increasing feature counts"));
-  if (!s.feature_counts.empty() && !s.base.groups_path.empty())
+  if (!s.feature_counts.empty() && !s.base.space.groups_path.empty())
     throw Error(ErrorKind::kConfig, msg::out_of_range("", "path.features", "a list",
                                                       "not with features.groups (use path.B)"));
 }

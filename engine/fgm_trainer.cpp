@@ -7,8 +7,6 @@
 #include <memory>
 
 #include "cache/selected_features.h"
-#include "engine/worst_case_analysis.h"
-#include "features/feature_groups.h"
 
 namespace fgm {
 namespace {
@@ -28,19 +26,17 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   const int8_t* y = store.labels();
   const ApgOptions& apg = settings.apg;
 
-  std::unique_ptr<FeatureGroups> groups;
-  if (!settings.groups_path.empty())
-    groups = std::make_unique<FeatureGroups>(
-        read_feature_groups(settings.groups_path, info.n_features, info.index_base, budget));
-  const uint64_t candidates = groups ? groups->n_groups : info.n_features;
+  FeatureSpaceSettings space_settings = settings.space;
+  space_settings.index_base = info.index_base;
+  std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store, budget);
+  const bool single_columns = space->kind() != "group" && space->kind() != "hik" && space->kind() != "additive";
+  BlockStreamer streamer = make_block_streamer(store, settings.scheduler, budget);
 
   // Dual variables, decision values and a = α∘y: O(n) each.
   Reservation dual_mem = budget.reserve(3 * n * sizeof(double), "dual variables",
                                         "use fewer training rows");
   std::vector<double> alpha(n, apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
   std::vector<double> a(n), decision(n, 0.0);
-  Reservation excluded_mem = budget.reserve((candidates + 63) / 64 * 8, "selected-feature bitmap");
-  std::vector<uint64_t> excluded((candidates + 63) / 64, 0);
 
   SelectedFeatureCache cache(budget, n);
   std::vector<BlockRef> blocks = store.plan_blocks(settings.block_bytes);
@@ -50,9 +46,8 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   const double f0 = loss_value(apg.loss, apg.C, y, decision);
   out.objective_no_features = f0;
   double f_prev = f0;
-  std::vector<std::vector<uint64_t>> batch_candidates;  // candidate ids per batch (for the SIP check)
 
-  auto batch_violation_terms = [&](WorstCaseResult& wc) {
+  auto batch_violation_terms = [&](const SpaceScores& wc) {
     // ½ Σ_{j∈d_h} c_j² for each existing batch h, with the current α: the
     // cached columns give c_j exactly (same summation as the scoring pass).
     double best = 0;
@@ -87,14 +82,13 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     m.store_checksum = info.store_checksum;
     m.input_checksum = info.input_checksum;
     m.input_path = info.input_path;
-    m.feature_kind = groups ? "group" : "linear";
+    space->describe(m);
     m.objective = out.iterations.empty() ? f0 : out.iterations.back().objective;
     m.created_unix = static_cast<int64_t>(std::time(nullptr));
     for (size_t h = 0; h < cache.num_batches(); ++h) {
       for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
         ModelFeature f;
         f.key = cache.key(k);
-        if (groups) f.key.kind = FeatureKind::kGroup;
         f.weight = k < state.w.size() ? state.w[k] : 0.0;
         f.batch = static_cast<uint32_t>(h + 1);
         m.features.push_back(f);
@@ -110,11 +104,14 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
 
     auto t_score = std::chrono::steady_clock::now();
-    WorstCaseInput input;
-    input.weighted_labels = a.data();
-    input.excluded = &excluded;
-    input.groups = groups.get();
-    input.B = settings.B;
+    ScoringContext ctx;
+    ctx.store = &store;
+    ctx.blocks = &blocks;
+    ctx.stream = &streamer;
+    ctx.a = a.data();
+    ctx.B = settings.B;
+    ctx.threads = settings.scheduler.threads;
+    ctx.budget = &budget;
     {
       // Land exactly on the next checkpoint and never pass max_features.
       const uint64_t have = cache.num_columns();
@@ -123,14 +120,13 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
       uint64_t limit = UINT64_MAX;
       if (next_checkpoint < settings.checkpoints.size()) limit = settings.checkpoints[next_checkpoint];
       if (settings.max_features > 0) limit = std::min(limit, settings.max_features);
-      if (!groups && limit != UINT64_MAX) input.B = std::min<uint64_t>(settings.B, limit - have);
+      if (single_columns && limit != UINT64_MAX) ctx.B = std::min<uint64_t>(settings.B, limit - have);
     }
-    SchedulerOptions sched = settings.scheduler;
-    sched.progress_label = "scoring pass " + std::to_string(t);
-    WorstCaseResult wc = worst_case_analysis(store, blocks, input, sched, budget);
+    SpaceScores wc = space->score(ctx);
     rec.score_seconds = seconds_since(t_score);
     rec.bytes_streamed = wc.pass.bytes_streamed;
     rec.candidates_scored = wc.candidates_scored;
+    rec.pair_updates = wc.pair_updates;
     rec.sip_violation = batch_violation_terms(wc);
     out.total_bytes_streamed += wc.pass.bytes_streamed;
 
@@ -142,30 +138,10 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
 
     // Add the new batch to the selected-feature cache.
     cache.begin_batch();
-    std::vector<uint32_t> rows;
-    std::vector<float> vals;
-    std::vector<uint64_t> ids;
     for (const auto& c : wc.top) {
-      set_bit(excluded, c.id);
-      ids.push_back(c.id);
-      if (groups) {
-        for (uint64_t p = groups->member_ptr[c.id]; p < groups->member_ptr[c.id + 1]; ++p) {
-          uint64_t f = groups->members[p];
-          store.read_column(f, rows, vals);
-          FeatureKey key;
-          key.kind = FeatureKind::kLinear;
-          key.ids[0] = f;
-          key.group = c.id;
-          cache.add_column(key, rows, vals);
-        }
-      } else {
-        store.read_column(c.id, rows, vals);
-        FeatureKey key;
-        key.ids[0] = c.id;
-        cache.add_column(key, rows, vals);
-      }
+      space->mark_selected(c.id);
+      space->materialize(store, c.id, cache);
     }
-    batch_candidates.push_back(std::move(ids));
     rec.added = cache.batch_end(cache.num_batches() - 1) - cache.batch_begin(cache.num_batches() - 1);
 
     auto t_solve = std::chrono::steady_clock::now();
@@ -219,14 +195,15 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   if (settings.final_certificate && out.stop_reason != "no_new_features" && !out.iterations.empty()) {
     // One more pass for the SIP violation (37) of the final α: the certificate.
     for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
-    WorstCaseInput input;
-    input.weighted_labels = a.data();
-    input.excluded = &excluded;
-    input.groups = groups.get();
-    input.B = settings.B;
-    SchedulerOptions sched = settings.scheduler;
-    sched.progress_label = "final check";
-    WorstCaseResult wc = worst_case_analysis(store, blocks, input, sched, budget);
+    ScoringContext ctx;
+    ctx.store = &store;
+    ctx.blocks = &blocks;
+    ctx.stream = &streamer;
+    ctx.a = a.data();
+    ctx.B = settings.B;
+    ctx.threads = settings.scheduler.threads;
+    ctx.budget = &budget;
+    SpaceScores wc = space->score(ctx);
     out.total_bytes_streamed += wc.pass.bytes_streamed;
     out.final_sip_violation = batch_violation_terms(wc);
   }

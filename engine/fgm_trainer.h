@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/chunk_scheduler.h"
+#include "features/feature_space.h"
 #include "io/model_file.h"
 #include "io/shard_store.h"
 #include "solvers/apg.h"
@@ -29,7 +30,7 @@ struct TrainSettings {
   ApgOptions apg;                  // loss, C, bias, eps_inner, eta, threads
   SchedulerOptions scheduler;      // threads, blocks in flight, progress
   uint64_t block_bytes = 4 << 20;  // scoring block target
-  std::string groups_path;         // empty: linear features
+  FeatureSpaceSettings space;      // what the worst-case analysis searches
   uint64_t max_features = 0;       // 0: no cap; else stop once this many are selected
   // Feature counts at which a snapshot is taken (fgm path). The batch before a
   // checkpoint is shortened so the count lands on it exactly. Increasing.
@@ -47,7 +48,8 @@ struct IterationRecord {
   double solve_seconds = 0;
   uint64_t bytes_streamed = 0;
   uint64_t peak_rss_bytes = 0;
-  uint64_t candidates_scored = 0;
+  uint64_t candidates_scored = 0;  // generated features (or groups) scored by this pass
+  uint64_t pair_updates = 0;
   int apg_iterations = 0;
   int apg_line_search_steps = 0;
   int apg_gradient_evaluations = 0;

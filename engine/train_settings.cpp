@@ -21,7 +21,8 @@ TrainSettings train_settings_from_config(const Config& c) {
   s.scheduler.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
   s.scheduler.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
   s.block_bytes = c.get_bytes("engine.block_bytes");
-  s.groups_path = c.get_string("features.groups");
+  s.space.kind = c.get_string("features.kind");
+  s.space.groups_path = c.get_string("features.groups");
   s.max_features = static_cast<uint64_t>(c.get_int("fgm.max_features"));
   return s;
 }

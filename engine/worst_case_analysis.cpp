@@ -4,21 +4,6 @@
 
 namespace fgm {
 
-double column_dot(const uint32_t* rows, const float* values, uint64_t nnz, const double* a) {
-  // Four independent accumulators hide the gather latency; the summation
-  // order is fixed by the column, so the result is deterministic.
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  uint64_t k = 0;
-  for (; k + 4 <= nnz; k += 4) {
-    s0 += a[rows[k]] * static_cast<double>(values[k]);
-    s1 += a[rows[k + 1]] * static_cast<double>(values[k + 1]);
-    s2 += a[rows[k + 2]] * static_cast<double>(values[k + 2]);
-    s3 += a[rows[k + 3]] * static_cast<double>(values[k + 3]);
-  }
-  for (; k < nnz; ++k) s0 += a[rows[k]] * static_cast<double>(values[k]);
-  return (s0 + s1) + (s2 + s3);
-}
-
 namespace {
 
 // Per-block partial group scores: (group, Σ c_j² over the block's members).

@@ -1,3 +1,7 @@
+// DEPRECATED free-function form of the linear/group scoring pass, kept for
+// bench/bench_scoring.cpp until it moves to features/feature_space.h (the
+// engine itself scores through FeatureSpace). Same semantics as LinearSpace.
+//
 // Worst-case analysis (FGM Algorithm 2, Sections 4.1–4.3), streamed: one pass
 // over the column blocks computes c = Σ_i α_i y_i x_i block by block, scores
 // features s_j = c_j² (or groups s_g = ‖c_G‖²), and keeps the B best
@@ -32,8 +36,6 @@ WorstCaseResult worst_case_analysis(const ShardStore& store, const std::vector<B
                                     const WorstCaseInput& input, const SchedulerOptions& options,
                                     MemoryBudget& budget);
 
-// c_j = Σ_i a_i x_ij for one column (the kernel of the scoring pass).
-double column_dot(const uint32_t* rows, const float* values, uint64_t nnz, const double* a);
 
 inline bool bit_is_set(const std::vector<uint64_t>& bits, uint64_t i) {
   return (bits[i >> 6] >> (i & 63)) & 1u;

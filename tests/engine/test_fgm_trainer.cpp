@@ -125,7 +125,7 @@ TEST_CASE("group selection adds whole groups", "[engine][fgm][groups]") {
   MemoryBudget budget(128ull << 20);
   auto store = make_store(dir, path, budget);
   TrainSettings s = small_settings(1, 2, 2);
-  s.groups_path = groups;
+  s.space.groups_path = groups;
   TrainOutcome out = train_fgm(*store, s, budget);
   REQUIRE(out.model.feature_kind == "group");
   // The planted features 10,11,12 (0-based) are exactly group 0 (ids 11 12 13 in the file).

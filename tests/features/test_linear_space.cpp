@@ -4,7 +4,9 @@
 #include <random>
 
 #include "core/error.h"
-#include "engine/worst_case_analysis.h"
+#include "engine/chunk_scheduler.h"
+#include "features/feature_groups.h"
+#include "features/feature_space.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
@@ -45,7 +47,7 @@ struct Fixture {
 
 }  // namespace
 
-TEST_CASE("streamed worst-case analysis equals an in-memory full sort", "[engine][wca]") {
+TEST_CASE("streamed linear-space scoring equals an in-memory full sort", "[engine][wca]") {
   Fixture fx(700, 900, 0.03, 11);
   REQUIRE(fx.store->info().n_rows == 700);
   // Labels in the store match the text (larger label -> +1).
@@ -53,23 +55,30 @@ TEST_CASE("streamed worst-case analysis equals an in-memory full sort", "[engine
     REQUIRE(fx.store->labels()[i] == (fx.data.labels[i] > 0 ? 1 : -1));
   std::vector<double> c = fx.in_memory_c();
 
-  std::vector<uint64_t> excluded((900 + 63) / 64, 0);
-  for (uint64_t j : {3u, 50u, 51u, 899u}) set_bit(excluded, j);
+  const std::vector<uint64_t> excluded = {3, 50, 51, 899};
   std::vector<ScoredCandidate> oracle;
   for (uint64_t j = 0; j < c.size(); ++j)
-    if (!bit_is_set(excluded, j) && c[j] * c[j] > 0) oracle.push_back({c[j] * c[j], j});
+    if (std::find(excluded.begin(), excluded.end(), j) == excluded.end() && c[j] * c[j] > 0)
+      oracle.push_back({c[j] * c[j], j});
   std::sort(oracle.begin(), oracle.end(), ranks_before);
   oracle.resize(25);
 
   for (uint64_t block_bytes : {uint64_t{512}, uint64_t{8 << 10}, uint64_t{1 << 20}}) {
     for (int threads : {1, 2}) {
-      WorstCaseInput in;
-      in.weighted_labels = fx.a.data();
-      in.excluded = &excluded;
-      in.B = 25;
       SchedulerOptions so;
       so.threads = threads;
-      WorstCaseResult r = worst_case_analysis(*fx.store, fx.store->plan_blocks(block_bytes), in, so, fx.budget);
+      auto space = make_feature_space(FeatureSpaceSettings{}, *fx.store, fx.budget);
+      for (uint64_t j : excluded) space->mark_selected(j);
+      auto blocks = fx.store->plan_blocks(block_bytes);
+      BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
+      ScoringContext ctx;
+      ctx.store = fx.store.get();
+      ctx.blocks = &blocks;
+      ctx.stream = &streamer;
+      ctx.a = fx.a.data();
+      ctx.B = 25;
+      ctx.budget = &fx.budget;
+      SpaceScores r = space->score(ctx);
       REQUIRE(r.top.size() == 25);
       for (size_t k = 0; k < 25; ++k) {
         REQUIRE(r.top[k].id == oracle[k].id);
@@ -112,13 +121,21 @@ TEST_CASE("group scores equal brute-force ‖c_G‖² and select the top groups"
   std::sort(oracle.begin(), oracle.end(), ranks_before);
   oracle.resize(6);
   for (int threads : {1, 2}) {
-    WorstCaseInput in;
-    in.weighted_labels = fx.a.data();
-    in.groups = &groups;
-    in.B = 6;
     SchedulerOptions so;
     so.threads = threads;
-    WorstCaseResult r = worst_case_analysis(*fx.store, fx.store->plan_blocks(1024), in, so, fx.budget);
+    FeatureSpaceSettings fs;
+    fs.groups_path = gpath;
+    auto space = make_feature_space(fs, *fx.store, fx.budget);
+    auto blocks = fx.store->plan_blocks(1024);
+    BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
+    ScoringContext ctx;
+    ctx.store = fx.store.get();
+    ctx.blocks = &blocks;
+    ctx.stream = &streamer;
+    ctx.a = fx.a.data();
+    ctx.B = 6;
+    ctx.budget = &fx.budget;
+    SpaceScores r = space->score(ctx);
     REQUIRE(r.top.size() == 6);
     for (size_t k = 0; k < 6; ++k) {
       REQUIRE(r.top[k].id == oracle[k].id);

@@ -1,0 +1,18 @@
+#include "features/feature_space.h"
+
+#include "core/error.h"
+#include "core/messages.h"
+#include "features/linear_space.h"
+
+namespace fgm {
+
+std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
+                                                 const ShardStore& store, MemoryBudget& budget) {
+  if (settings.kind == "linear") {
+    if (!settings.groups_path.empty()) return std::make_unique<GroupSpace>(store, settings.groups_path, budget);
+    return std::make_unique<LinearSpace>(store, budget);
+  }
+  throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kind", settings.kind, "linear"));
+}
+
+}  // namespace fgm

@@ -1,0 +1,92 @@
+// Feature spaces: what the worst-case analysis (FGM Algorithm 2, and its
+// incremental form Algorithm 5) searches. A space enumerates its candidates
+// (features or groups of generated features) block by block through the
+// scheduler's BlockStreamer, scores them against a = α∘y, keeps the top-B
+// unselected ones, and materialises a selected candidate's columns for the
+// APG. Spaces: linear (base features), group (disjoint/overlapping/tree
+// groups of base features), poly2 (degree-2 polynomial map, Section 6.2),
+// hik and additive (kernel expansions, Section 6.1).
+//
+// Candidate ids are exact encodings (never hashes); ties in score are broken
+// by the smaller id so results do not depend on threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/selected_features.h"
+#include "cache/top_b_cache.h"
+#include "core/memory_budget.h"
+#include "features/block_stream.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+
+namespace fgm {
+
+struct ScoringContext {
+  const ShardStore* store = nullptr;
+  const std::vector<BlockRef>* blocks = nullptr;
+  const BlockStreamer* stream = nullptr;
+  const double* a = nullptr;  // α_i y_i, n entries
+  uint64_t B = 10;
+  int threads = 1;
+  MemoryBudget* budget = nullptr;
+};
+
+struct SpaceScores {
+  std::vector<ScoredCandidate> top;   // best first, scores > 0, unselected only
+  uint64_t candidates_scored = 0;     // generated features (or groups) whose score was computed
+  uint64_t pair_updates = 0;          // Σ_i a_i x_ij x_ik accumulations (poly2)
+  PassStats pass;                     // all streaming of this analysis
+};
+
+class FeatureSpace {
+ public:
+  virtual ~FeatureSpace() = default;
+  virtual std::string kind() const = 0;
+  // Number of candidates (generated features or groups); may exceed 10^14.
+  virtual double dimension() const = 0;
+
+  virtual SpaceScores score(const ScoringContext& context) = 0;
+  // Excludes a candidate from later passes.
+  virtual void mark_selected(uint64_t candidate) = 0;
+  // Appends the candidate's column(s) to the current batch of `cache`.
+  virtual void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) = 0;
+  // Writes the space's definition (kind, parameters, scaling) into the model.
+  virtual void describe(Model& model) const = 0;
+};
+
+struct FeatureSpaceSettings {
+  std::string kind = "linear";          // linear | poly2 | hik | additive
+  std::string groups_path;              // group file (kind linear)
+  std::string group_structure = "disjoint";  // disjoint | overlapping | tree
+  int index_base = 1;
+  double gamma = 1.0, coef0 = 1.0;      // poly2: (γ x'z + r)²
+  uint32_t levels = 100;                // hik
+  uint32_t order = 5;                   // additive: 2·order+1 components
+  double period = 0.5;                  // additive: sampling period L
+  std::string kernel = "chi2";          // additive: chi2 | intersection
+  uint64_t pair_block_features = 0;     // poly2: features per block of the pair stage (0: from budget)
+};
+
+std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
+                                                 const ShardStore& store, MemoryBudget& budget);
+
+// Bitset over candidates (linear and group spaces).
+class CandidateBitset {
+ public:
+  CandidateBitset() = default;
+  CandidateBitset(uint64_t size, MemoryBudget& budget)
+      : reservation_(budget.reserve((size + 63) / 64 * 8, "selected-candidate bitmap")),
+        bits_((size + 63) / 64, 0) {}
+  bool test(uint64_t i) const { return (bits_[i >> 6] >> (i & 63)) & 1u; }
+  void set(uint64_t i) { bits_[i >> 6] |= uint64_t{1} << (i & 63); }
+
+ private:
+  Reservation reservation_;
+  std::vector<uint64_t> bits_;
+};
+
+}  // namespace fgm

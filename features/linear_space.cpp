@@ -1,0 +1,121 @@
+// Linear and group feature spaces (FGM Sections 4.1–4.2, Algorithm 2): one
+// streamed pass computes c = Σ_i a_i x_i block by block; features score
+// s_j = c_j², disjoint groups s_g = ‖c_G‖².
+#include "features/linear_space.h"
+
+#include <utility>
+
+#include "features/feature_groups.h"
+
+namespace fgm {
+namespace {
+
+struct TopOutput : BlockOutput {
+  explicit TopOutput(size_t B) : top(B) {}
+  TopBCache top;
+};
+
+// Per-block partial group scores: (group, Σ c_j² over the block's members).
+struct GroupPartials : BlockOutput {
+  std::vector<std::pair<uint64_t, double>> partials;
+};
+
+}  // namespace
+
+LinearSpace::LinearSpace(const ShardStore& store, MemoryBudget& budget)
+    : n_features_(store.info().n_features), selected_(n_features_, budget) {}
+
+SpaceScores LinearSpace::score(const ScoringContext& ctx) {
+  SpaceScores out;
+  TopBCache global(ctx.B);
+  const double* a = ctx.a;
+  const uint64_t B = ctx.B;
+  out.pass = (*ctx.stream)(
+      *ctx.blocks,
+      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        auto local = std::make_unique<TopOutput>(B);
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          if (begin == end) continue;
+          double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
+          double s = c * c;
+          if (!(s > 0) || !local->top.may_admit(s)) continue;
+          uint64_t feature = block.first_column + k;
+          if (selected_.test(feature)) continue;
+          local->top.offer({s, feature});
+        }
+        return local;
+      },
+      [&](std::unique_ptr<BlockOutput> o) { global.merge(static_cast<TopOutput&>(*o).top); },
+      "scoring");
+  out.candidates_scored = n_features_;
+  out.top = global.sorted();
+  return out;
+}
+
+void LinearSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
+  store.read_column(candidate, rows_, values_);
+  FeatureKey key;
+  key.kind = FeatureKind::kLinear;
+  key.ids[0] = candidate;
+  cache.add_column(key, rows_, values_);
+}
+
+void LinearSpace::describe(Model& model) const { model.feature_kind = "linear"; }
+
+GroupSpace::GroupSpace(const ShardStore& store, const std::string& groups_path, MemoryBudget& budget)
+    : groups_(read_feature_groups(groups_path, store.info().n_features, store.info().index_base, budget)),
+      selected_(groups_.n_groups, budget) {}
+
+SpaceScores GroupSpace::score(const ScoringContext& ctx) {
+  SpaceScores out;
+  const double* a = ctx.a;
+  Reservation scores_mem = ctx.budget->reserve(groups_.n_groups * sizeof(double), "group scores",
+                                               "use fewer groups");
+  std::vector<double> group_score(groups_.n_groups, 0.0);
+  out.pass = (*ctx.stream)(
+      *ctx.blocks,
+      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        auto o = std::make_unique<GroupPartials>();
+        auto& partials = o->partials;
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          if (begin == end) continue;
+          double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
+          uint64_t g = groups_.group_of[block.first_column + k];
+          if (!partials.empty() && partials.back().first == g) partials.back().second += c * c;
+          else partials.emplace_back(g, c * c);
+        }
+        return o;
+      },
+      [&](std::unique_ptr<BlockOutput> o) {
+        // In block order, so each group's sum has a fixed order.
+        for (const auto& [g, s] : static_cast<GroupPartials&>(*o).partials) group_score[g] += s;
+      },
+      "scoring groups");
+  TopBCache global(ctx.B);
+  for (uint64_t g = 0; g < groups_.n_groups; ++g) {
+    double s = group_score[g];
+    if (!(s > 0) || selected_.test(g)) continue;
+    global.offer({s, g});
+  }
+  out.candidates_scored = groups_.n_groups;
+  out.top = global.sorted();
+  return out;
+}
+
+void GroupSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
+  for (uint64_t p = groups_.member_ptr[candidate]; p < groups_.member_ptr[candidate + 1]; ++p) {
+    uint64_t f = groups_.members[p];
+    store.read_column(f, rows_, values_);
+    FeatureKey key;
+    key.kind = FeatureKind::kGroup;
+    key.ids[0] = f;
+    key.group = candidate;
+    cache.add_column(key, rows_, values_);
+  }
+}
+
+void GroupSpace::describe(Model& model) const { model.feature_kind = "group"; }
+
+}  // namespace fgm

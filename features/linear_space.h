@@ -1,0 +1,44 @@
+// Private to features/: the linear and disjoint-group spaces.
+#pragma once
+
+#include "features/feature_groups.h"
+#include "features/feature_space.h"
+
+namespace fgm {
+
+class LinearSpace : public FeatureSpace {
+ public:
+  LinearSpace(const ShardStore& store, MemoryBudget& budget);
+  std::string kind() const override { return "linear"; }
+  double dimension() const override { return static_cast<double>(n_features_); }
+  SpaceScores score(const ScoringContext& context) override;
+  void mark_selected(uint64_t candidate) override { selected_.set(candidate); }
+  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  void describe(Model& model) const override;
+
+ private:
+  uint64_t n_features_;
+  CandidateBitset selected_;
+  std::vector<uint32_t> rows_;
+  std::vector<float> values_;
+};
+
+class GroupSpace : public FeatureSpace {
+ public:
+  GroupSpace(const ShardStore& store, const std::string& groups_path, MemoryBudget& budget);
+  std::string kind() const override { return "group"; }
+  double dimension() const override { return static_cast<double>(groups_.n_groups); }
+  SpaceScores score(const ScoringContext& context) override;
+  void mark_selected(uint64_t candidate) override { selected_.set(candidate); }
+  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  void describe(Model& model) const override;
+  const FeatureGroups& groups() const { return groups_; }
+
+ private:
+  FeatureGroups groups_;
+  CandidateBitset selected_;
+  std::vector<uint32_t> rows_;
+  std::vector<float> values_;
+};
+
+}  // namespace fgm
