@@ -338,6 +338,32 @@ TEST_CASE("ingest round trip: 10x the budget, spilled runs, many shards", "[io][
   CHECK(shard_files(dir / "store").size() == stats.shards);
   check_store_matches(*store, ref);
   CHECK(budget.peak() <= budget.limit());
+
+  // Streaming with release_block keeps resident memory near one block; without
+  // it, the whole mapped store becomes resident.
+  auto stream = [&](bool release) {
+    uint64_t base = current_rss_bytes(), peak = 0;
+    double sum = 0;
+    for (const auto& b : store->plan_blocks(1 << 20)) {
+      store->prefetch_block(b);
+      ColumnBlock c = store->map_block(b);
+      for (uint64_t e = c.col_ptr[0]; e < c.col_ptr[c.column_count]; ++e)
+        sum += c.values[e] + c.row_ids[e];
+      for (uint64_t k = 0; k < c.column_count; ++k) sum += c.col_min[k] + c.col_max[k];
+      uint64_t rss = current_rss_bytes();
+      peak = std::max(peak, rss > base ? rss - base : 0);
+      if (release) store->release_block(b);
+    }
+    CHECK(sum != 0);
+    return peak;
+  };
+  uint64_t shard_bytes = store->info().shard_bytes;
+  uint64_t with_release = stream(true);
+  uint64_t without_release = stream(false);
+  INFO("store " << shard_bytes << " B, resident growth " << with_release << " B with release, "
+                << without_release << " B without");
+  CHECK(with_release < 8 * 1024 * 1024);
+  CHECK(without_release > shard_bytes / 2);
 }
 
 TEST_CASE("gzip and xz input give the same store as plain text", "[io][store]") {
