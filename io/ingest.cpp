@@ -36,6 +36,7 @@
 #include "io/shard_store.h"
 #include "io/store_files.h"
 #include "io/store_format.h"
+#include "io/store_writer.h"
 
 namespace fs = std::filesystem;
 
@@ -45,6 +46,10 @@ namespace {
 using store::align_up;
 using store::FileReader;
 using store::FileWriter;
+using store::manifest_bytes;
+using store::ManifestFields;
+using store::shard_header_bytes;
+using store::ShardEntryInfo;
 using store::TempDir;
 
 constexpr uint64_t kKiB = 1024;
@@ -301,33 +306,6 @@ class RunWriterSink final : public ColumnSink {
 };
 
 // ------------------------------------------------------------------ shards
-
-struct ShardEntryInfo {
-  std::string file_name;
-  uint64_t first_column = 0, column_count = 0, nnz = 0, file_bytes = 0, checksum = 0;
-};
-
-// Preamble + size-prefixed ShardHeader. ForceDefaults keeps every field
-// present, so the size does not depend on the values (raw_offset is fixed).
-std::vector<uint8_t> shard_header_bytes(uint32_t index, uint64_t first, uint64_t count,
-                                        uint64_t nnz, uint64_t n_rows, uint64_t raw_offset,
-                                        const store::ShardLayout& layout, uint64_t raw_checksum) {
-  flatbuffers::FlatBufferBuilder fbb(512);
-  fbb.ForceDefaults(true);
-  auto header = schema::CreateShardHeader(
-      fbb, kStoreFormatVersion, index, first, count, nnz, n_rows, raw_offset, layout.raw_bytes,
-      layout.col_ptr, layout.row_ids, layout.values, layout.col_min, layout.col_max, raw_checksum);
-  schema::FinishSizePrefixedShardHeaderBuffer(fbb, header);
-  store::Preamble pre{};
-  std::memcpy(pre.magic, store::kShardMagic, 8);
-  pre.format_version = kStoreFormatVersion;
-  pre.flatbuffer_bytes = fbb.GetSize();
-  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
-  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
-  std::memcpy(bytes.data(), &pre, sizeof(pre));
-  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
-  return bytes;
-}
 
 uint64_t hash_file_range(const std::string& path, uint64_t offset, uint64_t bytes,
                          MemoryBudget& budget, uint64_t buffer_bytes) {
@@ -605,47 +583,6 @@ class ShardWriter {
 };
 
 // ------------------------------------------------------------------ manifest
-
-struct ManifestFields {
-  uint64_t n_rows = 0, n_features = 0, nnz = 0, n_positive = 0, n_negative = 0;
-  double positive_value = 1, negative_value = -1;
-  int index_base = 1;
-  uint64_t declared_features = 0;
-  std::string input_path;
-  uint64_t input_bytes = 0, input_checksum = 0, explicit_zeros = 0, shard_target_bytes = 0;
-  std::vector<ShardEntryInfo> shards;
-  uint64_t labels_offset = 0, labels_checksum = 0;
-};
-
-std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
-  flatbuffers::FlatBufferBuilder fbb(1024 + 128 * m.shards.size());
-  fbb.ForceDefaults(true);
-  std::vector<flatbuffers::Offset<schema::ShardEntry>> entries;
-  entries.reserve(m.shards.size());
-  for (const auto& s : m.shards)
-    entries.push_back(schema::CreateShardEntry(fbb, fbb.CreateString(s.file_name), s.first_column,
-                                               s.column_count, s.nnz, s.file_bytes, s.checksum));
-  auto shards = fbb.CreateVector(entries);
-  auto engine_version = fbb.CreateString(FGM_VERSION);
-  auto positive_text = fbb.CreateString(label_text(m.positive_value));
-  auto negative_text = fbb.CreateString(label_text(m.negative_value));
-  auto input_path = fbb.CreateString(m.input_path);
-  auto root = schema::CreateManifest(
-      fbb, kStoreFormatVersion, engine_version, m.n_rows, m.n_features, m.nnz, m.n_positive,
-      m.n_negative, m.positive_value, m.negative_value, positive_text, negative_text, m.index_base,
-      m.declared_features, input_path, m.input_bytes, m.input_checksum, m.explicit_zeros,
-      m.shard_target_bytes, shards, m.labels_offset, m.n_rows, m.labels_checksum);
-  schema::FinishSizePrefixedManifestBuffer(fbb, root);
-  store::Preamble pre{};
-  std::memcpy(pre.magic, store::kManifestMagic, 8);
-  pre.format_version = kStoreFormatVersion;
-  pre.flatbuffer_bytes = fbb.GetSize();
-  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
-  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
-  std::memcpy(bytes.data(), &pre, sizeof(pre));
-  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
-  return bytes;
-}
 
 // Maps label slots (labels.tmp) to +1/-1; each call streams the file once.
 template <class Out>

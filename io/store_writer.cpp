@@ -1,0 +1,63 @@
+#include "io/store_writer.h"
+
+#include <cstring>
+
+#include "core/hash.h"
+#include "io/libsvm_reader.h"
+#include "io/schema/manifest_generated.h"
+#include "io/schema/shard_generated.h"
+#include "io/shard_store.h"
+
+namespace fgm::store {
+
+std::vector<uint8_t> shard_header_bytes(uint32_t index, uint64_t first, uint64_t count,
+                                        uint64_t nnz, uint64_t n_rows, uint64_t raw_offset,
+                                        const ShardLayout& layout, uint64_t raw_checksum) {
+  flatbuffers::FlatBufferBuilder fbb(512);
+  fbb.ForceDefaults(true);
+  auto header = schema::CreateShardHeader(
+      fbb, kStoreFormatVersion, index, first, count, nnz, n_rows, raw_offset, layout.raw_bytes,
+      layout.col_ptr, layout.row_ids, layout.values, layout.col_min, layout.col_max, raw_checksum);
+  schema::FinishSizePrefixedShardHeaderBuffer(fbb, header);
+  Preamble pre{};
+  std::memcpy(pre.magic, kShardMagic, 8);
+  pre.format_version = kStoreFormatVersion;
+  pre.flatbuffer_bytes = fbb.GetSize();
+  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
+  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
+  std::memcpy(bytes.data(), &pre, sizeof(pre));
+  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
+  return bytes;
+}
+
+std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
+  flatbuffers::FlatBufferBuilder fbb(1024 + 128 * m.shards.size());
+  fbb.ForceDefaults(true);
+  std::vector<flatbuffers::Offset<schema::ShardEntry>> entries;
+  entries.reserve(m.shards.size());
+  for (const auto& s : m.shards)
+    entries.push_back(schema::CreateShardEntry(fbb, fbb.CreateString(s.file_name), s.first_column,
+                                               s.column_count, s.nnz, s.file_bytes, s.checksum));
+  auto shards = fbb.CreateVector(entries);
+  auto engine_version = fbb.CreateString(FGM_VERSION);
+  auto positive_text = fbb.CreateString(label_text(m.positive_value));
+  auto negative_text = fbb.CreateString(label_text(m.negative_value));
+  auto input_path = fbb.CreateString(m.input_path);
+  auto root = schema::CreateManifest(
+      fbb, kStoreFormatVersion, engine_version, m.n_rows, m.n_features, m.nnz, m.n_positive,
+      m.n_negative, m.positive_value, m.negative_value, positive_text, negative_text, m.index_base,
+      m.declared_features, input_path, m.input_bytes, m.input_checksum, m.explicit_zeros,
+      m.shard_target_bytes, shards, m.labels_offset, m.n_rows, m.labels_checksum);
+  schema::FinishSizePrefixedManifestBuffer(fbb, root);
+  Preamble pre{};
+  std::memcpy(pre.magic, kManifestMagic, 8);
+  pre.format_version = kStoreFormatVersion;
+  pre.flatbuffer_bytes = fbb.GetSize();
+  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
+  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
+  std::memcpy(bytes.data(), &pre, sizeof(pre));
+  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
+  return bytes;
+}
+
+}  // namespace fgm::store
