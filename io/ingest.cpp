@@ -136,6 +136,21 @@ class RunSpiller {
     return std::move(runs_);
   }
 
+  // When nothing was spilled: sorts the buffer and keeps it, so the final
+  // merge reads it from memory (no run file written and read back). Call
+  // inside the arena. Returns false (and does nothing) if runs exist.
+  bool finish_in_memory() {
+    wait_pending();
+    if (!runs_.empty()) return false;
+    if (sort(buffer_.data(), size_, max_column_) != buffer_.data()) std::swap(buffer_, scratch_);
+    spilling_ = {};
+    scratch_ = {};
+    return true;
+  }
+  const Triplet* sorted() const { return buffer_.data(); }
+  uint64_t sorted_size() const { return size_; }
+  void release() { buffer_ = {}; }
+
   // Waits for a spill in flight, ignoring its errors (we are unwinding one
   // already). Call inside the arena: with one thread, only we can run it.
   void abandon() noexcept {
@@ -292,6 +307,30 @@ void merge_runs(std::vector<std::unique_ptr<RunReader>>& runs, OnColumn&& on_col
     });
     for (uint32_t r : group)
       if (runs[r]->next_group()) heap.emplace(runs[r]->column(), r);
+  }
+}
+
+// The single-run case of merge_runs, from the sorted triplets in memory.
+template <class OnColumn>
+void merge_sorted(const Triplet* t, uint64_t n, OnColumn&& on_column) {
+  constexpr uint64_t kBatch = 2048;
+  uint32_t gathered[kBatch];
+  for (uint64_t i = 0; i < n;) {
+    uint64_t j = i;
+    while (j < n && t[j].column == t[i].column) ++j;
+    on_column(t[i].column, j - i, [&](ColumnSink& sink) {
+      for (uint64_t b = i; b < j; b += kBatch) {
+        uint64_t m = std::min(kBatch, j - b);
+        for (uint64_t k = 0; k < m; ++k) gathered[k] = t[b + k].row;
+        sink.rows(reinterpret_cast<const uint8_t*>(gathered), m);
+      }
+      for (uint64_t b = i; b < j; b += kBatch) {
+        uint64_t m = std::min(kBatch, j - b);
+        for (uint64_t k = 0; k < m; ++k) std::memcpy(&gathered[k], &t[b + k].value, 4);
+        sink.values(reinterpret_cast<const uint8_t*>(gathered), m);
+      }
+    });
+    i = j;
   }
 }
 
@@ -708,8 +747,9 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   uint64_t n_rows = 0, nnz = 0, width = 0, explicit_zeros = 0;
   std::vector<std::string> runs;
   const std::string slots_path = tmp.file("labels.tmp");
+  RunSpiller spiller(tmp, budget, triplet_capacity, io_bytes);
+  bool in_memory = false;  // one buffer held everything: no run files
   {
-    RunSpiller spiller(tmp, budget, triplet_capacity, io_bytes);
     FileWriter slots(slots_path, budget, label_buffer, "ingest label buffer");
     TokenPool pool(budget);
     bool source_failed = false;
@@ -779,7 +819,8 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
             tbb::make_filter<void, Token*>(tbb::filter_mode::serial_in_order, read_chunk) &
                 tbb::make_filter<Token*, Token*>(tbb::filter_mode::parallel, parse_chunk) &
                 tbb::make_filter<Token*, void>(tbb::filter_mode::serial_in_order, consume_chunk));
-        runs = spiller.finish();
+        in_memory = spiller.finish_in_memory();
+        if (!in_memory) runs = spiller.finish();
       } catch (...) {
         spiller.abandon();  // inside the arena: with one thread only we can run the spill
         throw;
@@ -873,19 +914,25 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
                   runs.size(), lap());
 
   // ---- pass 2b: final merge into shards
-  progress.phase(fmt::format("writing shards from {} runs", runs.size()));
+  progress.phase(fmt::format("writing shards from {} runs", in_memory ? 1 : runs.size()));
   std::vector<ShardEntryInfo> shards;
   {
     ShardWriter writer(tmp, budget, n_rows, shard_target, io_bytes);
-    auto readers = open_runs(runs, 2 * io_bytes + 64 * kKiB);
     uint64_t next_column = 0, merged = 0;
-    merge_runs(readers, [&](uint64_t column, uint64_t count, auto&& fill) {
+    auto on_column = [&](uint64_t column, uint64_t count, auto&& fill) {
       FGM_ASSERT(column >= next_column && column < n_features);
       writer.add_empty_columns(column - next_column);
       writer.add_column(count, fill);
       next_column = column + 1;
       merged += count;
-    });
+    };
+    if (in_memory) {
+      merge_sorted(spiller.sorted(), spiller.sorted_size(), on_column);
+      spiller.release();
+    } else {
+      auto readers = open_runs(runs, 2 * io_bytes + 64 * kKiB);
+      merge_runs(readers, on_column);
+    }
     FGM_ASSERT(merged == nnz);
     writer.add_empty_columns(n_features - next_column);
     shards = writer.finish();

@@ -61,7 +61,7 @@ struct IngestStats {
   uint64_t explicit_zeros = 0;
   uint64_t input_bytes = 0;       // on disk
   uint64_t text_bytes = 0;        // decompressed
-  uint64_t spilled_runs = 0;
+  uint64_t spilled_runs = 0;      // sorted runs written to disk (0: all fit in the sort buffer)
   uint64_t shards = 0;
   double seconds = 0;
 };
