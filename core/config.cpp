@@ -98,8 +98,14 @@ std::vector<ParamSpec> build_specs() {
       spec("features.groups", T::kPath, "",
            "group file: one line per group, whitespace-separated feature ids (as in the "
            "data, index_base applies); groups must be disjoint; selection is by group"),
-      choices(spec("features.kind", T::kEnum, "\"linear\"", "feature space to select from"),
-              {"linear"}),
+      choices(spec("features.kind", T::kEnum, "\"linear\"",
+                   "feature space to select from: base features, or generated on the fly "
+                   "(poly2: degree-2 polynomial map of Section 6.2)"),
+              {"linear", "poly2"}),
+      ranged(spec("features.gamma", T::kFloat, "1.0", "poly2: γ of the kernel (γ x'z + r)²"), 0, 1e12, true),
+      ranged(spec("features.coef0", T::kFloat, "1.0",
+                  "poly2: r of the kernel (γ x'z + r)²; 0 drops the linear features"),
+             0, 1e12),
       ranged(spec("path.features", T::kIntList, "[]",
                   "fgm path: feature counts to produce models at, in one run (increasing)"),
              1, 1e18),

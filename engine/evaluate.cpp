@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/messages.h"
+#include "features/model_scorer.h"
 
 namespace fgm {
 
@@ -93,7 +94,7 @@ LabeledRows load_labeled_rows(const std::string& path, const Model& model, Memor
 }
 
 EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores) {
-  LinearScorer scorer(model);
+  ModelScorer scorer(model);
   std::vector<double> scores(rows.rows());
   for (size_t i = 0; i < rows.rows(); ++i) {
     uint64_t b = rows.row_ptr[i], e = rows.row_ptr[i + 1];
@@ -108,7 +109,7 @@ EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_
 
 EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores) {
   LibsvmReader reader(path, reader_options_for(model));
-  LinearScorer scorer(model);
+  ModelScorer scorer(model);
   std::vector<double> scores;
   std::vector<int8_t> labels;
   SparseRow row;

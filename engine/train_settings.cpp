@@ -23,6 +23,8 @@ TrainSettings train_settings_from_config(const Config& c) {
   s.block_bytes = c.get_bytes("engine.block_bytes");
   s.space.kind = c.get_string("features.kind");
   s.space.groups_path = c.get_string("features.groups");
+  s.space.gamma = c.get_float("features.gamma");
+  s.space.coef0 = c.get_float("features.coef0");
   s.max_features = static_cast<uint64_t>(c.get_int("fgm.max_features"));
   return s;
 }

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "features/linear_space.h"
+#include "features/poly2_space.h"
 
 namespace fgm {
 
@@ -12,6 +13,7 @@ std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& set
     if (!settings.groups_path.empty()) return std::make_unique<GroupSpace>(store, settings.groups_path, budget);
     return std::make_unique<LinearSpace>(store, budget);
   }
+  if (settings.kind == "poly2") return std::make_unique<Poly2Space>(store, settings, budget);
   throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kind", settings.kind, "linear"));
 }
 

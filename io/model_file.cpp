@@ -121,31 +121,4 @@ Model read_model(const std::string& path) {
   return m;
 }
 
-LinearScorer::LinearScorer(const Model& model) : bias_(model.has_bias ? model.bias : 0.0) {
-  std::vector<std::pair<uint64_t, double>> w;
-  for (const auto& f : model.features) {
-    FGM_ASSERT(f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup);
-    w.emplace_back(f.key.ids[0], f.weight);
-  }
-  std::sort(w.begin(), w.end());
-  for (const auto& [id, weight] : w) {
-    ids_.push_back(id);
-    weights_.push_back(weight);
-  }
-}
-
-double LinearScorer::decision(const uint64_t* indices, const float* values, size_t nnz) const {
-  double s = 0;
-  if (ids_.empty()) return -bias_;
-  // Both sorted: merge walk, or binary search when the row is much longer.
-  size_t j = 0;
-  for (size_t i = 0; i < nnz && j < ids_.size(); ++i) {
-    uint64_t id = indices[i];
-    if (id < ids_[j]) continue;
-    j = static_cast<size_t>(std::lower_bound(ids_.begin() + j, ids_.end(), id) - ids_.begin());
-    if (j < ids_.size() && ids_[j] == id) s += weights_[j] * static_cast<double>(values[i]);
-  }
-  return s - bias_;
-}
-
 }  // namespace fgm

@@ -52,17 +52,4 @@ void write_model(const std::string& path, const Model& model);
 // it is not a valid model (bad magic, checksum, FlatBuffer, or version).
 Model read_model(const std::string& path);
 
-// Linear-model scorer over raw sparse rows (0-based ids); generated feature
-// kinds are evaluated by features/ (see features/feature_map.h).
-class LinearScorer {
- public:
-  explicit LinearScorer(const Model& model);
-  double decision(const uint64_t* indices, const float* values, size_t nnz) const;
-
- private:
-  std::vector<uint64_t> ids_;  // sorted
-  std::vector<double> weights_;
-  double bias_;
-};
-
 }  // namespace fgm

@@ -1,0 +1,68 @@
+#include "features/model_scorer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+
+namespace fgm {
+
+ModelScorer::ModelScorer(const Model& model) : model_(model), bias_(model.has_bias ? model.bias : 0.0) {
+  if (model.feature_kind == "poly2") {
+    linear_scale_ = std::sqrt(2.0 * model.gamma * model.coef0);
+    square_scale_ = model.gamma;
+    cross_scale_ = std::sqrt(2.0) * model.gamma;
+  }
+  std::map<uint64_t, double> linear;
+  for (size_t i = 0; i < model.features.size(); ++i) {
+    const ModelFeature& f = model.features[i];
+    if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup)
+      linear[f.key.ids[0]] += f.weight * linear_scale_;
+    else
+      other_.push_back(i);
+  }
+  for (const auto& [id, w] : linear) {
+    linear_ids_.push_back(id);
+    linear_weights_.push_back(w);
+  }
+}
+
+double ModelScorer::value_of(const uint64_t* indices, const float* values, size_t nnz, uint64_t id) const {
+  const uint64_t* it = std::lower_bound(indices, indices + nnz, id);
+  return (it != indices + nnz && *it == id) ? static_cast<double>(values[it - indices]) : 0.0;
+}
+
+double ModelScorer::decision(const uint64_t* indices, const float* values, size_t nnz) const {
+  double s = 0;
+  // Merge walk of two sorted lists.
+  size_t j = 0;
+  for (size_t i = 0; i < nnz && j < linear_ids_.size(); ++i) {
+    if (indices[i] < linear_ids_[j]) continue;
+    j = static_cast<size_t>(std::lower_bound(linear_ids_.begin() + j, linear_ids_.end(), indices[i]) -
+                            linear_ids_.begin());
+    if (j < linear_ids_.size() && linear_ids_[j] == indices[i]) s += linear_weights_[j] * values[i];
+  }
+  for (size_t k : other_) {
+    const ModelFeature& f = model_.features[k];
+    switch (f.key.kind) {
+      case FeatureKind::kSquare: {
+        double x = value_of(indices, values, nnz, f.key.ids[0]);
+        s += f.weight * square_scale_ * x * x;
+        break;
+      }
+      case FeatureKind::kCross: {
+        double x = value_of(indices, values, nnz, f.key.ids[0]);
+        if (x == 0) break;
+        s += f.weight * cross_scale_ * x * value_of(indices, values, nnz, f.key.ids[1]);
+        break;
+      }
+      default:
+        throw Error(ErrorKind::kInternal, std::string("prediction for feature kind ") +
+                                              feature_kind_name(f.key.kind) + " is not available");
+    }
+  }
+  return s - bias_;
+}
+
+}  // namespace fgm

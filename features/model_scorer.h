@@ -1,0 +1,30 @@
+// Decision values w'φ(x) − b of a model on raw rows: regenerates the selected
+// generated features (linear, square, cross pair, HIK/additive component)
+// from the row's base features, so predict never needs the expanded data.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "io/model_file.h"
+
+namespace fgm {
+
+class ModelScorer {
+ public:
+  explicit ModelScorer(const Model& model);
+  // `indices` 0-based and increasing.
+  double decision(const uint64_t* indices, const float* values, size_t nnz) const;
+
+ private:
+  double value_of(const uint64_t* indices, const float* values, size_t nnz, uint64_t id) const;
+  const Model& model_;
+  double bias_;
+  double linear_scale_ = 1.0, square_scale_ = 1.0, cross_scale_ = 1.0;
+  // Linear terms merged into one sorted weight list (the common, fast case).
+  std::vector<uint64_t> linear_ids_;
+  std::vector<double> linear_weights_;
+  std::vector<size_t> other_;  // indices of non-linear model features
+};
+
+}  // namespace fgm

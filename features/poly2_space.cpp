@@ -1,0 +1,479 @@
+// The degree-2 polynomial feature space of FGM Section 6.2,
+//   φ(x) = [√(2γr)·x_j, γ·x_j², √2·γ·x_j·x_k (j < k)]   ((γ x'z + r)² minus its constant r²,
+//                                                        which the bias absorbs),
+// searched by the incremental worst-case analysis of Algorithm 5 without ever
+// materialising the (m+1)(m+2)/2-dimensional expansion. Scores are the squares
+// of the c-values: linear 2γr·c_j², square γ²·q_j², cross 2γ²·p_jk², with
+// c_j = Σ a_i x_ij, q_j = Σ a_i x_ij², p_jk = Σ a_i x_ij x_ik (a = α∘y).
+//
+// The pair stage is exact and bounded:
+//  1. One streamed pass over the column blocks gives c_j, q_j and the bound
+//     u_j² = Σ |a_i| x_ij²; by Cauchy–Schwarz |p_jk| ≤ u_j·u_k.
+//  2. The top-B threshold θ is seeded with the linear and square scores and
+//     the exact scores of all pairs among the `seed_features_` largest u_j.
+//  3. Only pairs with 2γ²u_j²u_k² ≥ θ can enter the top B. The features that
+//     can take part in one (the active set H) are transposed into a row-major
+//     block (two streamed passes over their columns), rows sorted by
+//     decreasing u so a row's eligible partners of j form a prefix.
+//  4. Pairs of H are accumulated exactly, Σ_i in row order: dense active
+//     blocks by Eigen GEMM (X_Hᵀ diag(a) X_H over fixed row groups), sparse
+//     ones in open-addressing tables over j-partitions sized from the memory
+//     budget (Algorithm 5's block pairs). Every pair that could beat θ is
+//     scored exactly, so the top B equals that of the full expansion.
+// Results do not depend on the thread count: every sum has a fixed order and
+// the top-B merge is order-free (ties go to the smaller id).
+#include "features/poly2_space.h"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/messages.h"
+
+namespace fgm {
+namespace {
+
+constexpr uint32_t kNotActive = UINT32_MAX;
+
+struct Stage1Output : BlockOutput {
+  Stage1Output(size_t B, uint64_t first, uint64_t count)
+      : top(B), first_column(first), weights(count), nnz(count) {}
+  TopBCache top;
+  uint64_t first_column;
+  std::vector<double> weights;  // u_j² = Σ |a_i| x_ij²
+  std::vector<uint64_t> nnz;
+};
+
+struct ActiveColumns : BlockOutput {
+  struct Column {
+    uint32_t active_index;
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+  };
+  std::vector<Column> columns;
+};
+
+// Row-major view of the active features: per row, (active index, value) pairs
+// sorted by active index, i.e. by decreasing bound u.
+struct ActiveRows {
+  std::vector<uint64_t> row_ptr;
+  std::vector<uint32_t> index;
+  std::vector<float> value;
+};
+
+// Open-addressing accumulator for exact pair sums of one j-partition.
+class PairTable {
+ public:
+  PairTable(uint64_t expected, MemoryBudget& budget) {
+    uint64_t cap = 16;
+    while (cap < 2 * expected) cap <<= 1;
+    reservation_ = budget.reserve(cap * (sizeof(uint64_t) + sizeof(double)), "poly2 pair accumulators",
+                                  "lower engine.threads (fewer partitions in flight)");
+    keys_.assign(cap, kEmpty);
+    sums_.assign(cap, 0.0);
+    mask_ = cap - 1;
+  }
+  void add(uint64_t key, double v) {
+    uint64_t h = (key * 0x9E3779B97F4A7C15ULL) >> 20;
+    for (uint64_t s = h & mask_;; s = (s + 1) & mask_) {
+      if (keys_[s] == key) {
+        sums_[s] += v;
+        return;
+      }
+      if (keys_[s] == kEmpty) {
+        keys_[s] = key;
+        sums_[s] = v;
+        ++size_;
+        return;
+      }
+    }
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (uint64_t s = 0; s <= mask_; ++s)
+      if (keys_[s] != kEmpty) f(keys_[s], sums_[s]);
+  }
+  uint64_t size() const { return size_; }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  Reservation reservation_;
+  std::vector<uint64_t> keys_;
+  std::vector<double> sums_;
+  uint64_t mask_ = 0;
+  uint64_t size_ = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+Poly2Space::Poly2Space(const ShardStore& store, const FeatureSpaceSettings& settings, MemoryBudget& budget)
+    : n_features_(store.info().n_features),
+      n_rows_(store.info().n_rows),
+      gamma_(settings.gamma),
+      coef0_(settings.coef0) {
+  if (n_features_ >= (uint64_t{1} << 31))
+    throw Error(ErrorKind::kConfig,
+                msg::out_of_range("", "features.kind", "poly2",
+                                  fmt::format("at most 2^31-1 base features (the store has {})", n_features_)));
+  if (settings.pair_block_features > 0) seed_features_ = settings.pair_block_features;
+}
+
+double Poly2Space::dimension() const {
+  double m = static_cast<double>(n_features_);
+  return 2 * m + m * (m - 1) / 2;  // linear + square + cross (the constant is the bias)
+}
+
+SpaceScores Poly2Space::score(const ScoringContext& ctx) {
+  const ShardStore& store = *ctx.store;
+  MemoryBudget& budget = *ctx.budget;
+  const double* a = ctx.a;
+  const uint64_t B = ctx.B;
+  const uint64_t m = n_features_, n = n_rows_;
+  const double lin_scale = 2.0 * gamma_ * coef0_;   // (√(2γr))²
+  const double sq_scale = gamma_ * gamma_;          // γ²
+  const double cross_scale = 2.0 * gamma_ * gamma_; // (√2 γ)²
+  SpaceScores out;
+  stats_ = Poly2Stats{};
+  TopBCache top(B);
+
+  // --- Stage 1: linear and square scores, and the pair bounds u_j.
+  Reservation u_mem = budget.reserve(m * (sizeof(double) + sizeof(uint32_t)), "poly2 pair bounds",
+                                     "use fewer base features");
+  std::vector<double> u(m, 0.0);
+  std::vector<uint32_t> column_nnz(m, 0);
+  PassStats p1 = (*ctx.stream)(
+      *ctx.blocks,
+      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        auto o = std::make_unique<Stage1Output>(B, block.first_column, block.column_count);
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          double c = 0, q = 0, w = 0;
+          for (uint64_t e = begin; e < end; ++e) {
+            double x = block.values[e], ai = a[block.row_ids[e]];
+            c += ai * x;
+            q += ai * x * x;
+            w += std::fabs(ai) * x * x;
+          }
+          o->weights[k] = w;
+          o->nnz[k] = end - begin;
+          uint64_t j = block.first_column + k;
+          double sl = lin_scale * c * c, sq = sq_scale * q * q;
+          uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
+          if (sl > 0 && o->top.may_admit(sl) && !selected_.count(lid)) o->top.offer({sl, lid});
+          if (sq > 0 && o->top.may_admit(sq) && !selected_.count(qid)) o->top.offer({sq, qid});
+        }
+        return o;
+      },
+      [&](std::unique_ptr<BlockOutput> o) {
+        auto& s = static_cast<Stage1Output&>(*o);
+        top.merge(s.top);
+        for (size_t k = 0; k < s.weights.size(); ++k) {
+          u[s.first_column + k] = std::sqrt(s.weights[k]);
+          column_nnz[s.first_column + k] = static_cast<uint32_t>(s.nnz[k]);
+        }
+      },
+      "poly2 single features");
+  out.pass.blocks += p1.blocks;
+  out.pass.bytes_streamed += p1.bytes_streamed;
+  out.pass.seconds += p1.seconds;
+  out.candidates_scored += 2 * m;
+
+  // Features ordered by decreasing bound (ties: smaller id).
+  std::vector<uint32_t> order;
+  for (uint64_t j = 0; j < m; ++j)
+    if (u[j] > 0) order.push_back(static_cast<uint32_t>(j));
+  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return u[x] != u[y] ? u[x] > u[y] : x < y; });
+  const double u_max = order.empty() ? 0.0 : u[order[0]];
+
+  auto offer_pair = [&](TopBCache& cache, uint64_t j, uint64_t k, double p) {
+    if (j > k) std::swap(j, k);
+    double s = cross_scale * p * p;
+    if (!(s > 0) || !cache.may_admit(s)) return;
+    uint64_t id = poly2_id(kPoly2Cross, j, k);
+    if (selected_.count(id)) return;
+    cache.offer({s, id});
+  };
+
+  auto t_pairs = std::chrono::steady_clock::now();
+  // --- Stage 2: exact pairs among the heaviest features seed θ. The seed is
+  // capped by its nonzeros so popular columns cannot blow the budget.
+  size_t K = 0;
+  {
+    const uint64_t cap = std::min<uint64_t>(budget.available() / 4 / 12, uint64_t{32} << 20);
+    uint64_t seed_nnz = 0;
+    while (K < std::min<size_t>(seed_features_, order.size()) && seed_nnz + column_nnz[order[K]] <= cap)
+      seed_nnz += column_nnz[order[K++]];
+    std::vector<std::tuple<uint32_t, uint32_t, float>> entries;  // (row, seed index, value)
+    std::vector<uint32_t> rows;
+    std::vector<float> vals;
+    for (size_t s = 0; s < K; ++s) {
+      store.read_column(order[s], rows, vals);
+      for (size_t e = 0; e < rows.size(); ++e) entries.emplace_back(rows[e], static_cast<uint32_t>(s), vals[e]);
+    }
+    Reservation seed_mem = budget.reserve(entries.size() * 12 + K * K * 8, "poly2 seed pairs");
+    std::sort(entries.begin(), entries.end());
+    std::vector<double> acc(K * K, 0.0);
+    for (size_t b = 0; b < entries.size();) {
+      size_t e = b;
+      uint32_t row = std::get<0>(entries[b]);
+      while (e < entries.size() && std::get<0>(entries[e]) == row) ++e;
+      for (size_t p = b; p < e; ++p)
+        for (size_t q = p + 1; q < e; ++q)
+          acc[std::get<1>(entries[p]) * K + std::get<1>(entries[q])] +=
+              a[row] * static_cast<double>(std::get<2>(entries[p])) * static_cast<double>(std::get<2>(entries[q]));
+      out.pair_updates += (e - b) * (e - b - 1) / 2;
+      b = e;
+    }
+    for (size_t p = 0; p < K; ++p)
+      for (size_t q = p + 1; q < K; ++q) offer_pair(top, order[p], order[q], acc[p * K + q]);
+    out.candidates_scored += K * (K - 1) / 2;
+  }
+
+  // --- Stage 3: the active set and its row-major block.
+  const double theta = top.full() ? top.worst().score : 0.0;
+  const double t = pruning_ ? std::sqrt(theta / cross_scale) : 0.0;  // pair (j,k) eligible iff u_j u_k ≥ t
+  stats_.threshold = theta;
+  std::vector<uint32_t> active;  // base ids, by decreasing u
+  for (uint32_t j : order) {
+    if (u[j] * u_max < t) break;
+    active.push_back(j);
+  }
+  // Only features with a possible partner besides themselves.
+  while (active.size() >= 2 && u[active.back()] * u[active[0]] < t) active.pop_back();
+  if (active.size() < 2) active.clear();
+  stats_.active_features = active.size();
+  const uint32_t H = static_cast<uint32_t>(active.size());
+  std::vector<double> uh(H);
+  for (uint32_t h = 0; h < H; ++h) uh[h] = u[active[h]];
+
+  if (H >= 2) {
+    Reservation index_mem = budget.reserve(m * sizeof(uint32_t), "poly2 active-feature index");
+    std::vector<uint32_t> active_index(m, kNotActive);
+    for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
+    std::vector<BlockRef> blocks;
+    for (const auto& b : *ctx.blocks) {
+      bool any = false;
+      for (uint64_t j = b.first_column; j < b.first_column + b.column_count && !any; ++j)
+        any = active_index[j] != kNotActive;
+      if (any) blocks.push_back(b);
+    }
+    auto extract = [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+      auto o = std::make_unique<ActiveColumns>();
+      for (uint64_t k = 0; k < block.column_count; ++k) {
+        uint32_t h = active_index[block.first_column + k];
+        if (h == kNotActive) continue;
+        uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+        ActiveColumns::Column c;
+        c.active_index = h;
+        c.rows.assign(block.row_ids + begin, block.row_ids + end);
+        c.values.assign(block.values + begin, block.values + end);
+        o->columns.push_back(std::move(c));
+      }
+      return o;
+    };
+    // Count per row, then scatter (two passes over the active columns only).
+    Reservation rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows",
+                                          "raise engine.memory_budget");
+    ActiveRows R;
+    R.row_ptr.assign(n + 1, 0);
+    PassStats pc = (*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
+      for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
+        for (uint32_t r : c.rows) ++R.row_ptr[r + 1];
+    }, "poly2 active columns (count)");
+    for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
+    const uint64_t nnz_h = R.row_ptr[n];
+    rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
+    R.index.resize(nnz_h);
+    R.value.resize(nnz_h);
+    std::vector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
+    PassStats ps = (*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
+      for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
+        for (size_t e = 0; e < c.rows.size(); ++e) {
+          uint64_t pos = cursor[c.rows[e]]++;
+          R.index[pos] = c.active_index;
+          R.value[pos] = c.values[e];
+        }
+    }, "poly2 active columns (transpose)");
+    cursor = {};
+    for (const PassStats* p : {&pc, &ps}) {
+      out.pass.blocks += p->blocks;
+      out.pass.bytes_streamed += p->bytes_streamed;
+      out.pass.seconds += p->seconds;
+    }
+    // Sort each row by active index (= decreasing bound).
+    {
+      std::vector<std::pair<uint32_t, float>> tmp;
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        tmp.clear();
+        for (uint64_t p = b; p < e; ++p) tmp.emplace_back(R.index[p], R.value[p]);
+        std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        for (uint64_t p = b; p < e; ++p) {
+          R.index[p] = tmp[p - b].first;
+          R.value[p] = tmp[p - b].second;
+        }
+      }
+    }
+
+    tbb::task_arena arena(std::max(1, ctx.threads));
+    const double density = static_cast<double>(nnz_h) / (static_cast<double>(n) * H);
+    const uint64_t dense_bytes = uint64_t{H} * H * sizeof(double);
+    if (H <= 2048 && density >= 0.05 && dense_bytes * 9 < budget.available()) {
+      // Dense active block: G = X_Hᵀ diag(a) X_H by GEMM over fixed row groups,
+      // summed in group order (independent of the thread count).
+      stats_.dense_path = true;
+      constexpr int kGroups = 8;
+      constexpr uint64_t kChunk = 2048;
+      Reservation g_mem = budget.reserve(dense_bytes * (kGroups + 1) + 2 * kChunk * H * sizeof(double) * kGroups,
+                                         "poly2 dense pair block", "raise engine.memory_budget");
+      std::vector<Eigen::MatrixXd> partial(kGroups, Eigen::MatrixXd::Zero(H, H));
+      arena.execute([&] {
+        tbb::parallel_for(0, kGroups, [&](int g) {
+          uint64_t lo = n * g / kGroups, hi = n * (g + 1) / kGroups;
+          Eigen::MatrixXd X(kChunk, H), AX(kChunk, H);
+          for (uint64_t r0 = lo; r0 < hi; r0 += kChunk) {
+            uint64_t rows = std::min(kChunk, hi - r0);
+            X.setZero();
+            for (uint64_t i = r0; i < r0 + rows; ++i)
+              for (uint64_t p = R.row_ptr[i]; p < R.row_ptr[i + 1]; ++p) X(i - r0, R.index[p]) = R.value[p];
+            for (uint64_t i = 0; i < rows; ++i) AX.row(i) = a[r0 + i] * X.row(i);
+            partial[g].noalias() += X.topRows(rows).transpose() * AX.topRows(rows);
+          }
+        });
+      });
+      Eigen::MatrixXd G = partial[0];
+      for (int g = 1; g < kGroups; ++g) G += partial[g];
+      for (uint32_t p = 0; p < H; ++p)
+        for (uint32_t q = std::max<uint32_t>(p + 1, p < K ? static_cast<uint32_t>(K) : 0); q < H; ++q)
+          offer_pair(top, active[p], active[q], G(p, q));  // pairs inside the seed were offered in stage 2
+      stats_.dense_flops = 2.0 * static_cast<double>(n) * H * H;
+      out.pair_updates += static_cast<uint64_t>(n) * H * (H - 1) / 2;
+      out.candidates_scored += uint64_t{H} * (H - 1) / 2;
+      stats_.candidate_pairs = uint64_t{H} * (H - 1) / 2;
+    } else {
+      // Sparse: count eligible pair updates per first index, cut j-partitions
+      // that fit the budget, accumulate each exactly in row order.
+      std::vector<uint64_t> updates(H, 0);
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        for (uint64_t p = b; p < e; ++p) {
+          double need = t / uh[R.index[p]];
+          for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q) ++updates[R.index[p]];
+        }
+      }
+      const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
+      const int threads = std::max(1, ctx.threads);
+      const uint64_t slot_bytes = 2 * (sizeof(uint64_t) + sizeof(double));  // load factor ≤ ½
+      const uint64_t per_partition = std::max<uint64_t>(1024, budget.available() / 2 / threads / slot_bytes);
+      const uint64_t target = std::max<uint64_t>(1, std::min(per_partition, total_updates / threads + 1));
+      std::vector<uint32_t> cuts{0};
+      uint64_t run = 0;
+      for (uint32_t h = 0; h < H; ++h) {
+        if (run > 0 && run + updates[h] > target) {
+          cuts.push_back(h);
+          run = 0;
+        }
+        run += updates[h];
+      }
+      cuts.push_back(H);
+      const size_t parts = cuts.size() - 1;
+      stats_.partitions = parts;
+      std::vector<TopBCache> local(parts, TopBCache(B));
+      std::vector<uint64_t> distinct(parts, 0);
+      // Each partition's table is reserved before it runs; at most `threads` at once.
+      arena.execute([&] {
+        tbb::parallel_for(size_t{0}, parts, [&](size_t part) {
+          const uint32_t lo = cuts[part], hi = cuts[part + 1];
+          uint64_t expected = 0;
+          for (uint32_t h = lo; h < hi; ++h) expected += updates[h];
+          PairTable table(expected, budget);
+          for (uint64_t i = 0; i < n; ++i) {
+            uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+            const double ai = a[i];
+            for (uint64_t p = b; p < e; ++p) {
+              uint32_t hp = R.index[p];
+              if (hp < lo) continue;
+              if (hp >= hi) break;  // rows are sorted by active index
+              double need = t / uh[hp], xv = ai * static_cast<double>(R.value[p]);
+              for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q)
+                table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
+            }
+          }
+          distinct[part] = table.size();
+          table.for_each([&](uint64_t key, double sum) {
+            uint64_t hp = key >> 32, hq = key & 0xffffffffULL;
+            if (hp < K && hq < K) return;  // offered in stage 2 already
+            offer_pair(local[part], active[hp], active[hq], sum);
+          });
+        }, tbb::simple_partitioner());
+      });
+      for (const auto& l : local) top.merge(l);
+      for (uint64_t d : distinct) stats_.candidate_pairs += d;
+      out.pair_updates += total_updates;
+      out.candidates_scored += stats_.candidate_pairs;
+    }
+  }
+  stats_.pair_seconds = seconds_since(t_pairs);
+  out.top = top.sorted();
+  return out;
+}
+
+void Poly2Space::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
+  const uint64_t kind = poly2_kind(candidate), j = poly2_first(candidate), k = poly2_second(candidate);
+  FeatureKey key;
+  key.ids[0] = j;
+  rows_out_.clear();
+  vals_out_.clear();
+  store.read_column(j, rows_a_, vals_a_);
+  if (kind == kPoly2Linear) {
+    key.kind = FeatureKind::kLinear;
+    const float s = static_cast<float>(std::sqrt(2.0 * gamma_ * coef0_));
+    for (size_t e = 0; e < rows_a_.size(); ++e) {
+      rows_out_.push_back(rows_a_[e]);
+      vals_out_.push_back(s * vals_a_[e]);
+    }
+  } else if (kind == kPoly2Square) {
+    key.kind = FeatureKind::kSquare;
+    for (size_t e = 0; e < rows_a_.size(); ++e) {
+      rows_out_.push_back(rows_a_[e]);
+      vals_out_.push_back(static_cast<float>(gamma_ * vals_a_[e] * vals_a_[e]));
+    }
+  } else {
+    key.kind = FeatureKind::kCross;
+    key.ids[1] = k;
+    store.read_column(k, rows_b_, vals_b_);
+    const double s = std::sqrt(2.0) * gamma_;
+    size_t p = 0, q = 0;
+    while (p < rows_a_.size() && q < rows_b_.size()) {
+      if (rows_a_[p] < rows_b_[q]) ++p;
+      else if (rows_b_[q] < rows_a_[p]) ++q;
+      else {
+        rows_out_.push_back(rows_a_[p]);
+        vals_out_.push_back(static_cast<float>(s * vals_a_[p] * vals_b_[q]));
+        ++p;
+        ++q;
+      }
+    }
+  }
+  cache.add_column(key, rows_out_, vals_out_);
+}
+
+void Poly2Space::describe(Model& model) const {
+  model.feature_kind = "poly2";
+  model.gamma = gamma_;
+  model.coef0 = coef0_;
+}
+
+}  // namespace fgm

@@ -1,0 +1,52 @@
+// Private to features/: the degree-2 polynomial feature space (FGM Section 6.2,
+// Algorithm 5). See poly2_space.cpp.
+#pragma once
+
+#include <unordered_set>
+
+#include "features/feature_space.h"
+
+namespace fgm {
+
+// Candidate ids: kind in the top 2 bits, then two 31-bit base feature ids.
+// Exact pairs (j, k), j < k — never hashed. Base features must be < 2^31.
+inline constexpr uint64_t kPoly2Linear = 0, kPoly2Square = 1, kPoly2Cross = 2;
+inline uint64_t poly2_id(uint64_t kind, uint64_t j, uint64_t k = 0) { return (kind << 62) | (j << 31) | k; }
+inline uint64_t poly2_kind(uint64_t id) { return id >> 62; }
+inline uint64_t poly2_first(uint64_t id) { return (id >> 31) & 0x7fffffffULL; }
+inline uint64_t poly2_second(uint64_t id) { return id & 0x7fffffffULL; }
+
+struct Poly2Stats {
+  uint64_t active_features = 0;   // features whose bound admits at least one pair
+  uint64_t candidate_pairs = 0;   // distinct pairs accumulated exactly
+  uint64_t partitions = 0;        // j-partitions of the pair stage
+  bool dense_path = false;        // the active block went through Eigen GEMM
+  double dense_flops = 0;
+  double pair_seconds = 0;
+  double threshold = 0;           // score a pair had to reach to be enumerated
+};
+
+class Poly2Space : public FeatureSpace {
+ public:
+  Poly2Space(const ShardStore& store, const FeatureSpaceSettings& settings, MemoryBudget& budget);
+  std::string kind() const override { return "poly2"; }
+  double dimension() const override;
+  SpaceScores score(const ScoringContext& context) override;
+  void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
+  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  void describe(Model& model) const override;
+  const Poly2Stats& last_stats() const { return stats_; }
+
+ private:
+  uint64_t n_features_;
+  uint64_t n_rows_;
+  double gamma_, coef0_;
+  uint64_t seed_features_ = 256;
+  bool pruning_ = true;
+  std::unordered_set<uint64_t> selected_;
+  Poly2Stats stats_;
+  std::vector<uint32_t> rows_a_, rows_b_, rows_out_;
+  std::vector<float> vals_a_, vals_b_, vals_out_;
+};
+
+}  // namespace fgm
