@@ -284,8 +284,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       return o;
     };
     // Count per row, then scatter (two passes over the active columns only).
-    Reservation rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows",
-                                          "raise engine.memory_budget");
+    Reservation rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows");
     ActiveRows R;
     R.row_ptr.assign(n + 1, 0);
     PassStats pc = (*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
@@ -329,15 +328,17 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
 
     tbb::task_arena arena(std::max(1, ctx.threads));
     const double density = static_cast<double>(nnz_h) / (static_cast<double>(n) * H);
-    const uint64_t dense_bytes = uint64_t{H} * H * sizeof(double);
-    if (H <= 2048 && density >= 0.05 && dense_bytes * 9 < budget.available()) {
+    constexpr int kGroups = 8;
+    constexpr uint64_t kChunk = 2048;
+    const uint64_t dense_bytes = uint64_t{H} * H * sizeof(double) * (kGroups + 1) +
+                                 2 * kChunk * H * sizeof(double) * kGroups;
+    // GEMM beats hashed accumulation by far more than the wasted zero products
+    // once a fifth of the active block is nonzero.
+    if (H <= 2048 && density >= 0.2 && dense_bytes < budget.available() / 2) {
       // Dense active block: G = X_Hᵀ diag(a) X_H by GEMM over fixed row groups,
       // summed in group order (independent of the thread count).
       stats_.dense_path = true;
-      constexpr int kGroups = 8;
-      constexpr uint64_t kChunk = 2048;
-      Reservation g_mem = budget.reserve(dense_bytes * (kGroups + 1) + 2 * kChunk * H * sizeof(double) * kGroups,
-                                         "poly2 dense pair block", "raise engine.memory_budget");
+      Reservation g_mem = budget.reserve(dense_bytes, "poly2 dense pair block");
       std::vector<Eigen::MatrixXd> partial(kGroups, Eigen::MatrixXd::Zero(H, H));
       arena.execute([&] {
         tbb::parallel_for(0, kGroups, [&](int g) {

@@ -1,0 +1,262 @@
+// Poly-2 space (Algorithm 5) against an explicit, in-memory expansion.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "engine/chunk_scheduler.h"
+#include "engine/evaluate.h"
+#include "engine/fgm_trainer.h"
+#include "features/model_scorer.h"
+#include "features/poly2_space.h"
+#include "io/shard_store.h"
+#include "tests/test_util.h"
+
+using namespace fgm;
+
+namespace {
+
+struct Data {
+  test::TempDir dir{"fgm-poly2"};
+  test::InMemoryData rows;
+  MemoryBudget budget;
+  std::unique_ptr<ShardStore> store;
+  std::vector<double> a;
+  uint64_t m = 0;
+
+  Data(uint64_t n, uint64_t features, double density, uint64_t seed, uint64_t budget_bytes = 256ull << 20)
+      : budget(budget_bytes), m(features) {
+    std::string path = dir.write("train.svm", test::random_libsvm(n, features, density, seed));
+    rows = test::parse_libsvm_simple(path);
+    IngestOptions o;
+    o.reader.declared_features = features;
+    o.shard_target_bytes = 32 << 10;
+    MemoryBudget ingest_budget(256ull << 20);
+    ingest_libsvm(path, dir.file("store"), o, ingest_budget);
+    store = ShardStore::open(dir.file("store"), budget);
+    std::mt19937_64 rng(seed + 7);
+    std::uniform_real_distribution<double> unif(0.0, 2.0);
+    for (uint64_t i = 0; i < n; ++i) a.push_back(unif(rng) * store->labels()[i]);
+  }
+
+  // Oracle: every generated feature's score from the explicit expansion.
+  std::vector<ScoredCandidate> explicit_scores(double gamma, double r) const {
+    std::vector<double> c(m, 0), q(m, 0), p(m * m, 0);
+    for (size_t i = 0; i < rows.rows.size(); ++i) {
+      std::vector<std::pair<uint64_t, double>> e;
+      for (const auto& [j, v] : rows.rows[i]) e.emplace_back(j, static_cast<double>(static_cast<float>(v)));
+      for (size_t s = 0; s < e.size(); ++s) {
+        c[e[s].first] += a[i] * e[s].second;
+        q[e[s].first] += a[i] * e[s].second * e[s].second;
+        for (size_t t = s + 1; t < e.size(); ++t) p[e[s].first * m + e[t].first] += a[i] * e[s].second * e[t].second;
+      }
+    }
+    std::vector<ScoredCandidate> out;
+    for (uint64_t j = 0; j < m; ++j) {
+      double lin = std::sqrt(2 * gamma * r) * c[j], sq = gamma * q[j];
+      if (lin != 0) out.push_back({lin * lin, poly2_id(kPoly2Linear, j)});
+      if (sq != 0) out.push_back({sq * sq, poly2_id(kPoly2Square, j)});
+      for (uint64_t k = j + 1; k < m; ++k) {
+        double x = std::sqrt(2.0) * gamma * p[j * m + k];
+        if (x != 0) out.push_back({x * x, poly2_id(kPoly2Cross, j, k)});
+      }
+    }
+    std::sort(out.begin(), out.end(), ranks_before);
+    return out;
+  }
+
+  SpaceScores score(FeatureSpace& space, uint64_t B, int threads, uint64_t block_bytes) {
+    SchedulerOptions so;
+    so.threads = threads;
+    auto blocks = store->plan_blocks(block_bytes);
+    BlockStreamer streamer = make_block_streamer(*store, so, budget);
+    ScoringContext ctx;
+    ctx.store = store.get();
+    ctx.blocks = &blocks;
+    ctx.stream = &streamer;
+    ctx.a = a.data();
+    ctx.B = B;
+    ctx.threads = threads;
+    ctx.budget = &budget;
+    return space.score(ctx);
+  }
+};
+
+void require_same_top(const SpaceScores& got, const std::vector<ScoredCandidate>& oracle, size_t B) {
+  REQUIRE(got.top.size() == std::min(B, oracle.size()));
+  for (size_t k = 0; k < got.top.size(); ++k) {
+    CAPTURE(k, got.top[k].id, oracle[k].id);
+    REQUIRE(got.top[k].id == oracle[k].id);
+    REQUIRE(got.top[k].score == Approx(oracle[k].score).epsilon(1e-9));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("poly2 top-B equals the explicit expansion (sparse, pruned)", "[features][poly2]") {
+  Data d(600, 60, 0.08, 31);
+  for (double gamma : {1.0, 0.5}) {
+    auto oracle = d.explicit_scores(gamma, 1.0);
+    for (uint64_t B : {uint64_t{1}, uint64_t{10}, uint64_t{40}}) {
+      for (int threads : {1, 2}) {
+        for (uint64_t block : {uint64_t{2048}, uint64_t{1 << 20}}) {
+          FeatureSpaceSettings s;
+          s.kind = "poly2";
+          s.gamma = gamma;
+          s.pair_block_features = 4;  // tiny seed: the pruned enumeration does the work
+          Poly2Space space(*d.store, s, d.budget);
+          SpaceScores r = d.score(space, B, threads, block);
+          require_same_top(r, oracle, B);
+          REQUIRE(space.last_stats().active_features <= d.m);
+          REQUIRE_FALSE(space.last_stats().dense_path);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("poly2 pruning skips pairs that cannot reach the top B", "[features][poly2]") {
+  Data d(800, 150, 0.04, 5);
+  auto oracle = d.explicit_scores(1.0, 1.0);
+  FeatureSpaceSettings s;
+  s.kind = "poly2";
+  s.pair_block_features = 8;
+  Poly2Space space(*d.store, s, d.budget);
+  SpaceScores r = d.score(space, 5, 2, 4096);
+  require_same_top(r, oracle, 5);
+  // Fewer pairs were accumulated than the space holds.
+  CAPTURE(space.last_stats().candidate_pairs, space.last_stats().active_features, r.candidates_scored);
+  REQUIRE(space.last_stats().threshold > 0);
+  REQUIRE(space.last_stats().candidate_pairs < 150 * 149 / 2);
+}
+
+TEST_CASE("poly2 dense active block goes through GEMM and matches", "[features][poly2]") {
+  Data d(500, 18, 1.0, 12);
+  auto oracle = d.explicit_scores(1.0, 2.0);
+  for (int threads : {1, 2}) {
+    FeatureSpaceSettings s;
+    s.kind = "poly2";
+    s.coef0 = 2.0;
+    s.pair_block_features = 2;
+    Poly2Space space(*d.store, s, d.budget);
+    SpaceScores r = d.score(space, 12, threads, 4096);
+    REQUIRE(space.last_stats().dense_path);
+    require_same_top(r, oracle, 12);
+  }
+}
+
+TEST_CASE("poly2 with a small budget splits the pair stage into partitions", "[features][poly2]") {
+  Data d(1500, 80, 0.15, 77, 3ull << 20);
+  auto oracle = d.explicit_scores(1.0, 1.0);
+  FeatureSpaceSettings s;
+  s.kind = "poly2";
+  s.pair_block_features = 2;
+  Poly2Space space(*d.store, s, d.budget);
+  SpaceScores r = d.score(space, 400, 2, 8192);  // a large B keeps the threshold low
+  require_same_top(r, oracle, 400);
+  CAPTURE(space.last_stats().partitions, space.last_stats().candidate_pairs);
+  REQUIRE(space.last_stats().partitions >= 2);
+  REQUIRE(d.budget.used() < d.budget.limit());
+}
+
+TEST_CASE("poly2 excludes selected candidates and materialises exact columns", "[features][poly2]") {
+  Data d(400, 30, 0.2, 3);
+  auto oracle = d.explicit_scores(1.0, 1.0);
+  FeatureSpaceSettings s;
+  s.kind = "poly2";
+  Poly2Space space(*d.store, s, d.budget);
+  for (size_t k = 0; k < 3; ++k) space.mark_selected(oracle[k].id);
+  SpaceScores r = d.score(space, 5, 1, 4096);
+  std::vector<ScoredCandidate> rest(oracle.begin() + 3, oracle.end());
+  require_same_top(r, rest, 5);
+
+  SelectedFeatureCache cache(d.budget, d.rows.rows.size());
+  cache.begin_batch();
+  for (const auto& c : r.top) space.materialize(*d.store, c.id, cache);
+  for (size_t k = 0; k < r.top.size(); ++k) {
+    uint64_t id = r.top[k].id, j = poly2_first(id), kk = poly2_second(id);
+    SparseColumnView col = cache.column(k);
+    std::map<uint32_t, double> got;
+    for (uint64_t e = 0; e < col.nnz; ++e) got[col.rows[e]] = col.values[e];
+    for (size_t i = 0; i < d.rows.rows.size(); ++i) {
+      auto xj = d.rows.rows[i].count(j) ? static_cast<float>(d.rows.rows[i].at(j)) : 0.0f;
+      auto xk = d.rows.rows[i].count(kk) ? static_cast<float>(d.rows.rows[i].at(kk)) : 0.0f;
+      double want = poly2_kind(id) == kPoly2Linear ? std::sqrt(2.0) * xj
+                    : poly2_kind(id) == kPoly2Square ? double(xj) * xj
+                                                     : std::sqrt(2.0) * xj * xk;
+      double have = got.count(static_cast<uint32_t>(i)) ? got[static_cast<uint32_t>(i)] : 0.0;
+      REQUIRE(have == Approx(want).margin(1e-6).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("FGM on poly2 recovers a planted cross-feature model; predict regenerates features",
+          "[features][poly2][fgm]") {
+  test::TempDir dir("fgm-poly2-planted");
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> normal(0, 1);
+  auto make = [&](uint64_t n) {
+    std::ostringstream out;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::vector<double> x(40);
+      for (auto& v : x) v = normal(rng);
+      double margin = 2.0 * x[3] * x[17] - 1.5 * x[8] * x[30] + 0.5 * x[5];
+      out << (margin >= 0 ? "+1" : "-1");
+      for (size_t j = 0; j < x.size(); ++j) out << ' ' << j + 1 << ':' << static_cast<float>(x[j]);
+      out << '\n';
+    }
+    return out.str();
+  };
+  std::string train = dir.write("train.svm", make(3000));
+  std::string test_path = dir.write("test.svm", make(1000));
+  MemoryBudget budget(512ull << 20);
+  IngestOptions o;
+  ingest_libsvm(train, dir.file("store"), o, budget);
+  auto store = ShardStore::open(dir.file("store"), budget);
+  TrainSettings s;
+  s.B = 2;
+  s.max_iterations = 3;
+  s.eps_outer = 0;
+  s.apg.C = 1.0;
+  s.apg.bias = true;
+  s.apg.threads = s.scheduler.threads = 2;
+  s.space.kind = "poly2";
+  TrainOutcome out = train_fgm(*store, s, budget);
+  auto has_cross = [&](uint64_t j, uint64_t k) {
+    for (const auto& f : out.model.features)
+      if (f.key.kind == FeatureKind::kCross && f.key.ids[0] == j && f.key.ids[1] == k) return true;
+    return false;
+  };
+  REQUIRE(out.model.feature_kind == "poly2");
+  REQUIRE(has_cross(3, 17));
+  REQUIRE(has_cross(8, 30));
+  EvalResult ev = evaluate_file(test_path, out.model, true);
+  CAPTURE(ev.accuracy);
+  REQUIRE(ev.accuracy > 0.9);
+
+  // predict on raw rows == the explicit expansion's dot product.
+  write_model(dir.file("m.fgm"), out.model);
+  Model m = read_model(dir.file("m.fgm"));
+  ModelScorer scorer(m);
+  test::InMemoryData rows = test::parse_libsvm_simple(test_path);
+  for (size_t i = 0; i < 200; ++i) {
+    std::vector<uint64_t> idx;
+    std::vector<float> val;
+    for (const auto& [j, v] : rows.rows[i]) {
+      idx.push_back(j);
+      val.push_back(static_cast<float>(v));
+    }
+    double explicit_dot = -m.bias;
+    auto x = [&](uint64_t j) { return rows.rows[i].count(j) ? double(static_cast<float>(rows.rows[i].at(j))) : 0.0; };
+    for (const auto& f : m.features) {
+      double phi = f.key.kind == FeatureKind::kLinear   ? std::sqrt(2 * m.gamma * m.coef0) * x(f.key.ids[0])
+                   : f.key.kind == FeatureKind::kSquare ? m.gamma * x(f.key.ids[0]) * x(f.key.ids[0])
+                                                        : std::sqrt(2.0) * m.gamma * x(f.key.ids[0]) * x(f.key.ids[1]);
+      explicit_dot += f.weight * phi;
+    }
+    REQUIRE(scorer.decision(idx.data(), val.data(), idx.size()) == Approx(explicit_dot).epsilon(1e-9).margin(1e-12));
+    REQUIRE(ev.scores[i] == Approx(explicit_dot).epsilon(1e-9).margin(1e-12));
+  }
+}
