@@ -1,15 +1,18 @@
 // fgm ingest, fgm synth
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "core/memory_budget.h"
 #include "core/progress.h"
 #include "io/shard_store.h"
 #include "io/synthetic_data.h"
+#include "io/synthetic_sparse.h"
 
 namespace fgm::cli {
 
@@ -47,23 +50,105 @@ Command add_ingest(CLI::App& app) {
 
 Command add_synth(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "synth", "write Section 8.2 synthetic data: Gaussian X, planted sparse w, y = sign(Xw)");
+      "synth",
+      "write synthetic data with a planted truth: --kind gaussian (Section 8.2: Gaussian X, "
+      "planted sparse w, y = sign(Xw)) or --kind sparse (kddb-like: Zipf feature popularity, "
+      "~29 nonzeros per row, planted linear and cross terms)");
   auto o = std::make_shared<SynthOptions>();
-  auto out = std::make_shared<std::string>();
-  sub->add_option("--out", *out, "output directory (train.svm, test.svm, truth.txt)")->required();
+  auto sp = std::make_shared<SparseSynthOptions>();
+  struct Args {
+    std::string out, kind = "gaussian", values = "binary", budget = "256MB";
+  };
+  auto args = std::make_shared<Args>();
+  sub->add_option("--out", args->out, "output directory (train.svm or store/, test.svm, truth.txt)")
+      ->required();
+  sub->add_option("--kind", args->kind, "gaussian (default) or sparse")
+      ->check(CLI::IsMember({"gaussian", "sparse"}))
+      ->capture_default_str();
   sub->add_option("--rows", o->rows, "training rows")->capture_default_str();
   sub->add_option("--test-rows", o->test_rows, "test rows")->capture_default_str();
   sub->add_option("--features", o->features, "features m")->capture_default_str();
-  sub->add_option("--relevant", o->relevant, "planted relevant features")->capture_default_str();
   sub->add_option("--seed", o->seed, "random seed")->capture_default_str();
-  sub->add_option("--digits", o->digits, "significant digits per value")
+  // gaussian only
+  sub->add_option("--relevant", o->relevant, "gaussian: planted relevant features")
+      ->capture_default_str();
+  sub->add_option("--digits", o->digits, "gaussian: significant digits per value")
       ->check(CLI::Range(1, 17))
       ->capture_default_str();
-  return {sub, [o, out]() {
-            PlantedTruth t = write_gaussian_synthetic(*out, *o);
-            fmt::print("wrote {}/train.svm ({} rows), {}/test.svm ({} rows), {}/truth.txt ({} "
-                       "relevant of {} features)\n",
-                       *out, o->rows, *out, o->test_rows, *out, t.ids.size(), o->features);
+  // sparse only
+  const std::vector<std::string> sparse_only = {
+      "--nnz-per-row", "--zipf",          "--cooccur", "--group-size",      "--planted-linear",
+      "--planted-cross", "--min-term-frequency", "--values", "--label-noise", "--store",
+      "--gzip",        "--threads",       "--memory-budget", "--shard-target"};
+  sub->add_option("--nnz-per-row", sp->nnz_per_row, "sparse: mean nonzeros per row (Poisson)")
+      ->capture_default_str();
+  sub->add_option("--zipf", sp->zipf, "sparse: feature popularity exponent, P(rank r) ~ r^-s")
+      ->capture_default_str();
+  sub->add_option("--cooccur", sp->cooccur,
+                  "sparse: probability that a drawn feature brings a companion of similar "
+                  "popularity")
+      ->capture_default_str();
+  sub->add_option("--group-size", sp->group_size, "sparse: popularity group of companions")
+      ->capture_default_str();
+  sub->add_option("--planted-linear", sp->planted_linear, "sparse: planted linear features")
+      ->capture_default_str();
+  sub->add_option("--planted-cross", sp->planted_cross, "sparse: planted cross pairs x_j*x_k")
+      ->capture_default_str();
+  sub->add_option("--min-term-frequency", sp->min_term_frequency,
+                  "sparse: share of rows each planted term occurs in, at least")
+      ->capture_default_str();
+  sub->add_option("--values", args->values, "sparse: binary (1, as kddb) or real (k/1000)")
+      ->check(CLI::IsMember({"binary", "real"}))
+      ->capture_default_str();
+  sub->add_option("--label-noise", sp->label_noise, "sparse: probability of a flipped label")
+      ->capture_default_str();
+  sub->add_flag("--store", sp->store,
+                "sparse: write the training set as <out>/store (shard form, as fgm ingest) "
+                "instead of <out>/train.svm");
+  sub->add_flag("--gzip", sp->gzip, "sparse: gzip the text files (.svm.gz)");
+  sub->add_option("--threads", sp->threads, "sparse: generation threads (same output for any)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  sub->add_option("--memory-budget", args->budget, "sparse: peak memory, e.g. 256MB")
+      ->capture_default_str();
+  sub->add_option("--shard-target", sp->shard_target_bytes,
+                  "sparse --store: shard size in bytes (0: as fgm ingest)");
+  return {sub, [o, sp, args, sub, sparse_only]() {
+            auto misplaced = [&](const std::vector<std::string>& names, const char* kind) {
+              for (const auto& name : names)
+                if (sub->count(name) > 0)
+                  throw Error(ErrorKind::kConfig,
+                              fmt::format("synth: {} applies to --kind {} only", name, kind));
+            };
+            if (args->kind == "gaussian") {
+              misplaced(sparse_only, "sparse");
+              PlantedTruth t = write_gaussian_synthetic(args->out, *o);
+              fmt::print("wrote {}/train.svm ({} rows), {}/test.svm ({} rows), {}/truth.txt ({} "
+                         "relevant of {} features)\n",
+                         args->out, o->rows, args->out, o->test_rows, args->out, t.ids.size(),
+                         o->features);
+              return 0;
+            }
+            misplaced({"--relevant", "--digits"}, "gaussian");
+            sp->rows = o->rows;
+            sp->test_rows = o->test_rows;
+            sp->features = o->features;
+            sp->seed = o->seed;
+            sp->values = args->values == "real" ? SynthValues::kReal : SynthValues::kBinary;
+            MemoryBudget budget(parse_byte_size(args->budget, "--memory-budget"), "--memory-budget");
+            SparseSynthResult r = write_sparse_synthetic(args->out, *sp, budget);
+            fmt::print("wrote {} ({} rows, {} nonzeros, {} positive{}), {} ({} rows), {} ({} linear, "
+                       "{} cross terms)\n",
+                       r.train_path, sp->rows, r.train_nnz, r.train_positive,
+                       sp->store ? fmt::format(", {} shards", r.shards) : std::string(),
+                       r.test_path.empty() ? "no test set" : r.test_path, sp->test_rows,
+                       r.truth_path, r.truth.ids.size(), r.truth.cross_ids.size());
+            fmt::print("rows={} features={} nnz={} positive={} test_rows={} test_nnz={} shards={} "
+                       "output_bytes={} passes={} seconds={:.3f} budget_peak_bytes={} "
+                       "peak_rss_bytes={}\n",
+                       sp->rows, sp->features, r.train_nnz, r.train_positive, sp->test_rows,
+                       r.test_nnz, r.shards, r.output_bytes, r.generation_passes, r.seconds,
+                       budget.peak(), peak_rss_bytes());
             return 0;
           }};
 }

@@ -35,6 +35,7 @@ void write_iteration(JsonWriter& j, const IterationRecord& r) {
   j.key("bytes_streamed").value(r.bytes_streamed);
   j.key("peak_rss_bytes").value(r.peak_rss_bytes);
   j.key("candidates_scored").value(r.candidates_scored);
+  j.key("pair_updates").value(r.pair_updates);
   j.key("apg_iterations").value(r.apg_iterations);
   j.key("apg_line_search_steps").value(r.apg_line_search_steps);
   j.key("apg_gradient_evaluations").value(r.apg_gradient_evaluations);
@@ -69,14 +70,16 @@ Command add_train(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     const StoreInfo& info = data.store->info();
-    spdlog::info("training on {} rows x {} features ({} nonzeros), B={}, C={}, loss={}, threads={}",
-                 info.n_rows, info.n_features, info.nnz, settings.B, settings.apg.C,
+    spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
+                 info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
                  loss_name(settings.apg.loss), settings.apg.threads);
     TrainOutcome outcome = train_fgm(*data.store, settings, budget, [](const IterationRecord& r) {
       spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, "
-                   "sip_violation {:.4g}, score {:.3f}s, solve {:.3f}s ({} APG its), streamed {}",
+                   "sip_violation {:.4g}, scored {} candidates, score {:.3f}s, solve {:.3f}s ({} APG its), "
+                   "streamed {}",
                    r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation,
-                   r.score_seconds, r.solve_seconds, r.apg_iterations, format_bytes(r.bytes_streamed));
+                   r.candidates_scored, r.score_seconds, r.solve_seconds, r.apg_iterations,
+                   format_bytes(r.bytes_streamed));
     });
     spdlog::info("stopped: {} after {} iterations, {} features, final SIP violation {:.4g}",
                  outcome.stop_reason, outcome.iterations.size(), outcome.model.features.size(),

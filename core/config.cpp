@@ -98,14 +98,36 @@ std::vector<ParamSpec> build_specs() {
       spec("features.groups", T::kPath, "",
            "group file: one line per group, whitespace-separated feature ids (as in the "
            "data, index_base applies); groups must be disjoint; selection is by group"),
+      choices(spec("features.group_structure", T::kEnum, "\"disjoint\"",
+                   "structure of the groups in features.groups: disjoint, overlapping "
+                   "(augmented copies) or tree (nested groups, searched with Remark 2 pruning)"),
+              {"disjoint", "overlapping", "tree"}),
       choices(spec("features.kind", T::kEnum, "\"linear\"",
                    "feature space to select from: base features, or generated on the fly "
-                   "(poly2: degree-2 polynomial map of Section 6.2)"),
-              {"linear", "poly2"}),
+                   "(poly2: degree-2 polynomial map of Section 6.2; hik, additive: kernel "
+                   "expansions of Section 6.1, one group per base feature)"),
+              {"linear", "poly2", "hik", "additive"}),
       ranged(spec("features.gamma", T::kFloat, "1.0", "poly2: γ of the kernel (γ x'z + r)²"), 0, 1e12, true),
       ranged(spec("features.coef0", T::kFloat, "1.0",
                   "poly2: r of the kernel (γ x'z + r)²; 0 drops the linear features"),
              0, 1e12),
+      ranged(spec("features.levels", T::kInt, "100",
+                  "hik: generated features per base feature (r of Wu's expansion; "
+                  "|φ(x)'φ(z) − min(x,z)| ≤ 1/(4r) on the scaled values)"),
+             1, 1e6),
+      ranged(spec("features.order", T::kInt, "5",
+                  "additive: order n of the Vedaldi-Zisserman map, 2n+1 generated features "
+                  "per base feature"),
+             1, 50),
+      ranged(spec("features.period", T::kFloat, "0",
+                  "additive: sampling period L of the map; 0 picks the L with the smallest "
+                  "worst-case kernel error on [0,1]² for the kernel and order (0.377 for chi2, "
+                  "0.748 for intersection at order 5)"),
+             0, 100),
+      choices(spec("features.kernel", T::kEnum, "\"chi2\"",
+                   "additive: kernel approximated per feature, chi2 (2xz/(x+z)) or "
+                   "intersection (min(x,z))"),
+              {"chi2", "intersection"}),
       ranged(spec("path.features", T::kIntList, "[]",
                   "fgm path: feature counts to produce models at, in one run (increasing)"),
              1, 1e18),

@@ -23,8 +23,13 @@ TrainSettings train_settings_from_config(const Config& c) {
   s.block_bytes = c.get_bytes("engine.block_bytes");
   s.space.kind = c.get_string("features.kind");
   s.space.groups_path = c.get_string("features.groups");
+  s.space.group_structure = c.get_string("features.group_structure");
   s.space.gamma = c.get_float("features.gamma");
   s.space.coef0 = c.get_float("features.coef0");
+  s.space.levels = static_cast<uint32_t>(c.get_int("features.levels"));
+  s.space.order = static_cast<uint32_t>(c.get_int("features.order"));
+  s.space.period = c.get_float("features.period");
+  s.space.kernel = c.get_string("features.kernel");
   s.max_features = static_cast<uint64_t>(c.get_int("fgm.max_features"));
   return s;
 }

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/error.h"
+
 namespace fgm {
 
 namespace {
@@ -41,35 +43,7 @@ WorstCaseResult worst_case_analysis(const ShardStore& store, const std::vector<B
     for (const auto& b : blocks) scored += b.column_count;
     result.candidates_scored = scored;
   } else {
-    const FeatureGroups& groups = *input.groups;
-    Reservation scores_mem = budget.reserve(groups.n_groups * sizeof(double), "group scores",
-                                            "use fewer groups");
-    std::vector<double> group_score(groups.n_groups, 0.0);
-    result.pass = stream_blocks<GroupPartials>(
-        store, blocks, options, budget,
-        [&](const BlockRef& ref, const ColumnBlock& block) {
-          GroupPartials partials;
-          for (uint64_t k = 0; k < block.column_count; ++k) {
-            uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-            if (begin == end) continue;
-            double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
-            uint64_t g = groups.group_of[block.first_column + k];
-            if (!partials.empty() && partials.back().first == g) partials.back().second += c * c;
-            else partials.emplace_back(g, c * c);
-          }
-          return partials;
-        },
-        [&](GroupPartials&& partials) {
-          // In block order, so each group's sum has a fixed order.
-          for (const auto& [g, s] : partials) group_score[g] += s;
-        });
-    for (uint64_t g = 0; g < groups.n_groups; ++g) {
-      double s = group_score[g];
-      if (!(s > 0)) continue;
-      if (excluded && bit_is_set(*excluded, g)) continue;
-      global.offer({s, g});
-    }
-    result.candidates_scored = groups.n_groups;
+    throw Error(ErrorKind::kInternal, "worst_case_analysis: groups are scored by GroupSpace");
   }
   result.top = global.sorted();
   return result;

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/messages.h"
+#include "features/expansion_space.h"
 #include "features/linear_space.h"
 #include "features/poly2_space.h"
 
@@ -10,10 +11,14 @@ namespace fgm {
 std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
                                                  const ShardStore& store, MemoryBudget& budget) {
   if (settings.kind == "linear") {
-    if (!settings.groups_path.empty()) return std::make_unique<GroupSpace>(store, settings.groups_path, budget);
+    if (!settings.groups_path.empty())
+      return std::make_unique<GroupSpace>(store, settings.groups_path,
+                                          parse_group_structure(settings.group_structure), budget);
     return std::make_unique<LinearSpace>(store, budget);
   }
   if (settings.kind == "poly2") return std::make_unique<Poly2Space>(store, settings, budget);
+  if (settings.kind == "hik" || settings.kind == "additive")
+    return std::make_unique<ExpansionSpace>(store, settings, budget);
   throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kind", settings.kind, "linear"));
 }
 

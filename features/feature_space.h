@@ -66,7 +66,7 @@ struct FeatureSpaceSettings {
   double gamma = 1.0, coef0 = 1.0;      // poly2: (γ x'z + r)²
   uint32_t levels = 100;                // hik
   uint32_t order = 5;                   // additive: 2·order+1 components
-  double period = 0.5;                  // additive: sampling period L
+  double period = 0;                    // additive: sampling period L (0: additive_default_period)
   std::string kernel = "chi2";          // additive: chi2 | intersection
   uint64_t pair_block_features = 0;     // poly2: features per block of the pair stage (0: from budget)
 };

@@ -15,11 +15,6 @@ struct TopOutput : BlockOutput {
   TopBCache top;
 };
 
-// Per-block partial group scores: (group, Σ c_j² over the block's members).
-struct GroupPartials : BlockOutput {
-  std::vector<std::pair<uint64_t, double>> partials;
-};
-
 }  // namespace
 
 LinearSpace::LinearSpace(const ShardStore& store, MemoryBudget& budget)
@@ -63,44 +58,60 @@ void LinearSpace::materialize(const ShardStore& store, uint64_t candidate, Selec
 
 void LinearSpace::describe(Model& model) const { model.feature_kind = "linear"; }
 
-GroupSpace::GroupSpace(const ShardStore& store, const std::string& groups_path, MemoryBudget& budget)
-    : groups_(read_feature_groups(groups_path, store.info().n_features, store.info().index_base, budget)),
+GroupSpace::GroupSpace(const ShardStore& store, const std::string& groups_path, GroupStructure structure,
+                       MemoryBudget& budget)
+    : groups_(read_feature_groups(groups_path, store.info().n_features, store.info().index_base, budget,
+                                  structure)),
       selected_(groups_.n_groups, budget) {}
 
 SpaceScores GroupSpace::score(const ScoringContext& ctx) {
   SpaceScores out;
   const double* a = ctx.a;
-  Reservation scores_mem = ctx.budget->reserve(groups_.n_groups * sizeof(double), "group scores",
-                                               "use fewer groups");
-  std::vector<double> group_score(groups_.n_groups, 0.0);
+  const uint64_t m = ctx.store->info().n_features;
+  // c for every feature: each block writes only its own columns.
+  Reservation c_mem = ctx.budget->reserve(m * sizeof(double), "feature c-values for group scores",
+                                          "use fewer base features");
+  std::vector<double> c(m, 0.0);
   out.pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto o = std::make_unique<GroupPartials>();
-        auto& partials = o->partials;
         for (uint64_t k = 0; k < block.column_count; ++k) {
           uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          if (begin == end) continue;
-          double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
-          uint64_t g = groups_.group_of[block.first_column + k];
-          if (!partials.empty() && partials.back().first == g) partials.back().second += c * c;
-          else partials.emplace_back(g, c * c);
+          c[block.first_column + k] = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
         }
-        return o;
+        return nullptr;
       },
-      [&](std::unique_ptr<BlockOutput> o) {
-        // In block order, so each group's sum has a fixed order.
-        for (const auto& [g, s] : static_cast<GroupPartials&>(*o).partials) group_score[g] += s;
-      },
-      "scoring groups");
-  TopBCache global(ctx.B);
-  for (uint64_t g = 0; g < groups_.n_groups; ++g) {
-    double s = group_score[g];
-    if (!(s > 0) || selected_.test(g)) continue;
-    global.offer({s, g});
+      [&](std::unique_ptr<BlockOutput>) {}, "scoring groups");
+  auto group_score = [&](uint64_t g) {
+    double s = 0;
+    for (uint64_t p = groups_.member_ptr[g]; p < groups_.member_ptr[g + 1]; ++p) s += c[groups_.members[p]] * c[groups_.members[p]];
+    return s;
+  };
+  TopBCache top(ctx.B);
+  uint64_t evaluated = 0;
+  if (groups_.structure != GroupStructure::kTree) {
+    for (uint64_t g = 0; g < groups_.n_groups; ++g) {
+      double s = group_score(g);
+      ++evaluated;
+      if (s > 0 && !selected_.test(g)) top.offer({s, g});
+    }
+  } else {
+    // Remark 2: s_child ≤ s_parent, so a subtree whose root scores strictly
+    // below the B-th best cannot contribute (ties may still win on the id).
+    std::vector<uint64_t> stack(groups_.roots.rbegin(), groups_.roots.rend());
+    while (!stack.empty()) {
+      uint64_t g = stack.back();
+      stack.pop_back();
+      double s = group_score(g);
+      ++evaluated;
+      if (top.full() && s < top.worst().score) continue;
+      if (s > 0 && !selected_.test(g)) top.offer({s, g});
+      for (uint64_t q = groups_.child_ptr[g + 1]; q > groups_.child_ptr[g]; --q) stack.push_back(groups_.children[q - 1]);
+    }
   }
-  out.candidates_scored = groups_.n_groups;
-  out.top = global.sorted();
+  last_evaluated_ = evaluated;
+  out.candidates_scored = evaluated;
+  out.top = top.sorted();
   return out;
 }
 

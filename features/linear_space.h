@@ -25,7 +25,8 @@ class LinearSpace : public FeatureSpace {
 
 class GroupSpace : public FeatureSpace {
  public:
-  GroupSpace(const ShardStore& store, const std::string& groups_path, MemoryBudget& budget);
+  GroupSpace(const ShardStore& store, const std::string& groups_path, GroupStructure structure,
+             MemoryBudget& budget);
   std::string kind() const override { return "group"; }
   double dimension() const override { return static_cast<double>(groups_.n_groups); }
   SpaceScores score(const ScoringContext& context) override;
@@ -33,9 +34,11 @@ class GroupSpace : public FeatureSpace {
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
   void describe(Model& model) const override;
   const FeatureGroups& groups() const { return groups_; }
+  uint64_t last_evaluated() const { return last_evaluated_; }  // group scores computed by the last pass
 
  private:
   FeatureGroups groups_;
+  uint64_t last_evaluated_ = 0;
   CandidateBitset selected_;
   std::vector<uint32_t> rows_;
   std::vector<float> values_;
