@@ -39,7 +39,8 @@ void write_model(const std::string& path, const Model& m) {
       m.negative_label, m.store_checksum, m.input_checksum, fb.CreateString(m.input_path),
       fb.CreateString(m.feature_kind), fb.CreateVector(feats), m.gamma, m.coef0, m.levels, m.order,
       m.period, fb.CreateString(m.kernel), fb.CreateVector(m.scale_min),
-      fb.CreateVector(m.scale_max), fb.CreateVector(kvs), m.created_unix, m.objective);
+      fb.CreateVector(m.scale_max), fb.CreateVector(kvs), m.created_unix, m.objective,
+      fb.CreateVector(m.scale_ids));
   schema::FinishModelBuffer(fb, root);
 
   std::string out;
@@ -114,6 +115,10 @@ Model read_model(const std::string& path) {
   m.kernel = str(fm->kernel());
   if (fm->scale_min()) m.scale_min.assign(fm->scale_min()->begin(), fm->scale_min()->end());
   if (fm->scale_max()) m.scale_max.assign(fm->scale_max()->begin(), fm->scale_max()->end());
+  if (fm->scale_ids()) m.scale_ids.assign(fm->scale_ids()->begin(), fm->scale_ids()->end());
+  if (m.scale_min.size() != m.scale_max.size() ||
+      (!m.scale_ids.empty() && m.scale_ids.size() != m.scale_min.size()))
+    throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "scale arrays differ in length"));
   if (fm->config())
     for (const auto* kv : *fm->config()) m.config[str(kv->key())] = str(kv->value());
   m.created_unix = fm->created_unix();

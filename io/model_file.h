@@ -41,6 +41,9 @@ struct Model {
   double period = 0;
   std::string kernel;
   std::vector<float> scale_min, scale_max;
+  // scale_min[k]/scale_max[k] belong to base feature scale_ids[k]; when empty,
+  // to base feature k.
+  std::vector<uint64_t> scale_ids;
   std::map<std::string, std::string> config;
   int64_t created_unix = 0;
   double objective = 0;

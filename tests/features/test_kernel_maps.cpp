@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "features/kernel_maps.h"
 #include "io/model_file.h"
+#include "tests/test_util.h"
 
 using namespace fgm;
 
@@ -259,4 +260,51 @@ TEST_CASE("expansion_feature_value scales with the model and rounds like trainin
   REQUIRE(ev.scaled(1, 0.0) == 0.5);
   h.levels = 0;
   REQUIRE_THROWS_AS(ExpansionEvaluator(h), Error);
+}
+
+TEST_CASE("model file round-trips the expansion parameters and scale_ids", "[features]") {
+  test::TempDir dir("fgm-kmap");
+  Model m;
+  m.feature_kind = "additive";
+  m.order = 5;
+  m.period = 0.377;
+  m.kernel = "chi2";
+  m.n_features = 1000000;
+  m.scale_ids = {3, 17, 999999};
+  m.scale_min = {-1.5f, 0.0f, -0.25f};
+  m.scale_max = {2.0f, 7.5f, 0.0f};
+  ModelFeature f;
+  f.key.kind = FeatureKind::kAdditive;
+  f.key.ids[0] = 17;
+  f.key.level = 9;
+  f.key.group = 17;
+  f.weight = 0.125;
+  f.batch = 1;
+  m.features.push_back(f);
+  write_model(dir.file("m.fgm"), m);
+  Model r = read_model(dir.file("m.fgm"));
+  REQUIRE(r.feature_kind == "additive");
+  REQUIRE(r.order == 5);
+  REQUIRE(r.period == 0.377);
+  REQUIRE(r.kernel == "chi2");
+  REQUIRE(r.scale_ids == m.scale_ids);
+  REQUIRE(r.scale_min == m.scale_min);
+  REQUIRE(r.scale_max == m.scale_max);
+  REQUIRE(r.features.size() == 1);
+  REQUIRE(r.features[0].key == f.key);
+  REQUIRE(r.features[0].key.group == 17);
+  for (double raw : {0.0, 3.0, -1.0}) REQUIRE(expansion_feature_value(r, r.features[0], raw) ==
+                                              expansion_feature_value(m, f, raw));
+
+  // A model without scale_ids reads back with none (dense scaling).
+  Model d;
+  d.feature_kind = "hik";
+  d.levels = 4;
+  d.scale_min = {0.0f};
+  d.scale_max = {1.0f};
+  write_model(dir.file("d.fgm"), d);
+  Model rd = read_model(dir.file("d.fgm"));
+  REQUIRE(rd.scale_ids.empty());
+  REQUIRE(rd.levels == 4);
+  REQUIRE(rd.scale_max == d.scale_max);
 }
