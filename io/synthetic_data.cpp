@@ -114,18 +114,45 @@ PlantedTruth read_truth(const std::string& path) {
   PlantedTruth truth;
   std::string line;
   uint64_t line_no = 0;
+  auto bad = [&](const char* expected) {
+    throw Error(ErrorKind::kInvalidInput, msg::location(path, line_no, 1) + "expected " + expected);
+  };
+  auto read_id = [&](std::istringstream& ss, const char* expected) {
+    uint64_t id = 0;
+    if (!(ss >> id) || id == 0) bad(expected);
+    return id - 1;
+  };
   while (std::getline(in, line)) {
     ++line_no;
-    if (line.empty() || line[0] == '#') continue;
+    line = line.substr(0, line.find('#'));
     std::istringstream ss(line);
-    uint64_t id;
-    double w = 0;
-    if (!(ss >> id) || id == 0)
-      throw Error(ErrorKind::kInvalidInput,
-                  msg::location(path, line_no, 1) + "expected '<1-based feature id> <weight>'");
-    ss >> w;
-    truth.ids.push_back(id - 1);
-    truth.weights.push_back(w);
+    std::string first;
+    if (!(ss >> first)) continue;  // blank or comment
+    if (first == "linear") {
+      const char* expected = "'linear <1-based feature id> <weight>'";
+      uint64_t id = read_id(ss, expected);
+      double w = 0;
+      if (!(ss >> w)) bad(expected);
+      truth.ids.push_back(id);
+      truth.weights.push_back(w);
+    } else if (first == "cross") {
+      const char* expected = "'cross <1-based id> <1-based id> <weight>'";
+      uint64_t j = read_id(ss, expected), k = read_id(ss, expected);
+      double w = 0;
+      if (!(ss >> w) || j == k) bad(expected);
+      truth.cross_ids.emplace_back(std::min(j, k), std::max(j, k));
+      truth.cross_weights.push_back(w);
+    } else if (first == "bias") {
+      if (!(ss >> truth.bias)) bad("'bias <value>'");
+    } else {
+      // The dense generator's "<id> <weight>" (the weight may be missing).
+      std::istringstream legacy(line);
+      uint64_t id = read_id(legacy, "'<1-based feature id> <weight>'");
+      double w = 0;
+      legacy >> w;
+      truth.ids.push_back(id);
+      truth.weights.push_back(w);
+    }
   }
   return truth;
 }

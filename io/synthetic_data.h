@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fgm {
@@ -21,14 +22,21 @@ struct SynthOptions {
 };
 
 struct PlantedTruth {
-  std::vector<uint64_t> ids;  // 0-based, increasing
+  std::vector<uint64_t> ids;  // linear terms: 0-based, increasing
   std::vector<double> weights;
+  // Sparse generator (io/synthetic_sparse.h) only: cross terms x_j * x_k
+  // (0-based, first < second) and the bias of the planted model.
+  std::vector<std::pair<uint64_t, uint64_t>> cross_ids;
+  std::vector<double> cross_weights;
+  double bias = 0;
 };
 
 // Writes <dir>/train.svm, <dir>/test.svm, <dir>/truth.txt (each atomically).
 PlantedTruth write_gaussian_synthetic(const std::string& dir, const SynthOptions& options);
 
-// Reads truth.txt (1-based ids). Throws kInvalidInput with file:line on junk.
+// Reads truth.txt (1-based ids): "<id> <weight>" lines (this generator), or
+// "linear <id> <weight>", "cross <j> <k> <weight>" and "bias <b>" lines (the
+// sparse generator); '#' starts a comment. Throws kInvalidInput with file:line on junk.
 PlantedTruth read_truth(const std::string& path);
 
 }  // namespace fgm
