@@ -380,8 +380,8 @@ class ShardWriter {
     for (uint64_t i = 0; i < count; ++i) {
       if (used() + sizeof(Meta) > capacity_) flush();
       meta(count_++) = Meta{nnz_, 0.0f, 0.0f};
+      ++next_column_;  // before the next flush(), which derives the shard's first column from it
     }
-    next_column_ += count;
   }
 
   template <class Fill>
