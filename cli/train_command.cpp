@@ -97,15 +97,23 @@ Command add_train(CLI::App& app) {
                                                  outcome.model.n_features));
     }
     bool has_truth = !config.get_string("data.truth").empty();
-    uint64_t recovered = 0, planted = 0;
+    uint64_t recovered = 0, planted = 0, recovered_cross = 0, planted_cross = 0;
     if (has_truth) {
       PlantedTruth truth = read_truth(config.get_string("data.truth"));
       planted = truth.ids.size();
+      planted_cross = truth.cross_ids.size();
       std::vector<uint64_t> chosen;
-      for (const auto& f : outcome.model.features) chosen.push_back(f.key.ids[0]);
+      std::vector<std::pair<uint64_t, uint64_t>> chosen_cross;
+      for (const auto& f : outcome.model.features) {
+        if (f.key.kind == FeatureKind::kCross) chosen_cross.emplace_back(f.key.ids[0], f.key.ids[1]);
+        else if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup) chosen.push_back(f.key.ids[0]);
+      }
       std::sort(chosen.begin(), chosen.end());
+      std::sort(chosen_cross.begin(), chosen_cross.end());
       for (uint64_t id : truth.ids)
         if (std::binary_search(chosen.begin(), chosen.end(), id)) ++recovered;
+      for (const auto& pair : truth.cross_ids)
+        if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++recovered_cross;
     }
 
     std::filesystem::create_directories(out_dir);
@@ -166,12 +174,17 @@ Command add_train(CLI::App& app) {
       j.key("truth").begin_object();
       j.key("planted").value(planted);
       j.key("recovered").value(recovered);
+      j.key("planted_cross").value(planted_cross);
+      j.key("recovered_cross").value(recovered_cross);
       j.end_object();
     }
     j.end_object();
     write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
 
-    if (has_truth) fmt::print("recovered={}/{} ", recovered, planted);
+    if (has_truth) {
+      fmt::print("recovered={}/{} ", recovered, planted);
+      if (planted_cross > 0) fmt::print("recovered_cross={}/{} ", recovered_cross, planted_cross);
+    }
     fmt::print("selected={} iterations={} objective={:.6g}", outcome.model.features.size(),
                outcome.iterations.size(), outcome.model.objective);
     if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);

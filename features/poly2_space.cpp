@@ -69,21 +69,19 @@ struct ActiveRows {
   std::vector<float> value;
 };
 
-// Open-addressing accumulator for exact pair sums of one j-partition.
+// Open-addressing accumulator for exact pair sums of one j-partition. It
+// grows (doubling, load ≤ 0.7) as distinct pairs arrive, so repeated pairs of
+// popular features cost no memory; every growth is reserved from the budget.
 class PairTable {
  public:
-  PairTable(uint64_t expected, MemoryBudget& budget) {
-    uint64_t cap = 16;
-    while (cap < 2 * expected) cap <<= 1;
-    reservation_ = budget.reserve(cap * (sizeof(uint64_t) + sizeof(double)), "poly2 pair accumulators",
-                                  "lower engine.threads (fewer partitions in flight)");
-    keys_.assign(cap, kEmpty);
-    sums_.assign(cap, 0.0);
-    mask_ = cap - 1;
+  PairTable(uint64_t expected, MemoryBudget& budget) : budget_(budget) {
+    uint64_t cap = 1024;
+    while (cap < expected / 8 && cap < (uint64_t{1} << 20)) cap <<= 1;
+    allocate(cap);
   }
   void add(uint64_t key, double v) {
-    uint64_t h = (key * 0x9E3779B97F4A7C15ULL) >> 20;
-    for (uint64_t s = h & mask_;; s = (s + 1) & mask_) {
+    if (10 * (size_ + 1) > 7 * (mask_ + 1)) grow();
+    for (uint64_t s = slot(key);; s = (s + 1) & mask_) {
       if (keys_[s] == key) {
         sums_[s] += v;
         return;
@@ -105,6 +103,32 @@ class PairTable {
 
  private:
   static constexpr uint64_t kEmpty = ~uint64_t{0};
+  uint64_t slot(uint64_t key) const { return ((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask_; }
+  void allocate(uint64_t cap) {
+    uint64_t bytes = cap * (sizeof(uint64_t) + sizeof(double));
+    if (reservation_.bytes() == 0)
+      reservation_ = budget_.reserve(bytes, "poly2 pair accumulators",
+                                     "lower engine.threads (fewer pair partitions in flight)");
+    else
+      reservation_.resize(bytes + (mask_ + 1) * (sizeof(uint64_t) + sizeof(double)));  // old + new while rehashing
+    keys_.assign(cap, kEmpty);
+    sums_.assign(cap, 0.0);
+    mask_ = cap - 1;
+  }
+  void grow() {
+    std::vector<uint64_t> old_keys = std::move(keys_);
+    std::vector<double> old_sums = std::move(sums_);
+    allocate(2 * (mask_ + 1));
+    for (size_t i = 0; i < old_keys.size(); ++i) {
+      if (old_keys[i] == kEmpty) continue;
+      uint64_t s = slot(old_keys[i]);
+      while (keys_[s] != kEmpty) s = (s + 1) & mask_;
+      keys_[s] = old_keys[i];
+      sums_[s] = old_sums[i];
+    }
+    reservation_.resize((mask_ + 1) * (sizeof(uint64_t) + sizeof(double)));
+  }
+  MemoryBudget& budget_;
   Reservation reservation_;
   std::vector<uint64_t> keys_;
   std::vector<double> sums_;
@@ -376,8 +400,9 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       }
       const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
       const int threads = std::max(1, ctx.threads);
-      const uint64_t slot_bytes = 2 * (sizeof(uint64_t) + sizeof(double));  // load factor ≤ ½
-      const uint64_t per_partition = std::max<uint64_t>(1024, budget.available() / 2 / threads / slot_bytes);
+      // Worst case (no repeated pair) a table holds one slot per update at load
+      // ≥ 0.35, old and new arrays during growth: ~48 bytes per update.
+      const uint64_t per_partition = std::max<uint64_t>(1024, budget.available() / threads / 48);
       const uint64_t target = std::max<uint64_t>(1, std::min(per_partition, total_updates / threads + 1));
       std::vector<uint32_t> cuts{0};
       uint64_t run = 0;
