@@ -785,6 +785,28 @@ TEST_CASE("label maps, declared width, 0-based indices, label-only rows", "[io][
     st->read_column(5, rows, vals);
     CHECK(rows == std::vector<uint32_t>{0});
   }
+  SECTION("shards cut inside long runs of empty columns") {
+    std::string text;
+    for (int r = 0; r < 40; ++r)
+      text += fmt::format("{} 1:{} 3:1 2999:{} 3000:2\n", r % 2 ? "+1" : "-1", r + 1, -r - 1);
+    write_text(dir / "gaps.svm", text);
+    IngestOptions opt;
+    opt.reader.declared_features = 9000;  // 6000 trailing empty columns too
+    opt.shard_target_bytes = 4096;        // ~256 empty columns per shard
+    IngestStats stats = ingest_libsvm(dir / "gaps.svm", dir / "s", opt, budget);
+    CHECK(stats.shards > 30);
+    auto st = ShardStore::open(dir / "s", budget);  // checks that shards tile the columns
+    CHECK(st->info().n_features == 9000);
+    check_store_matches(*st, parse_reference(text));
+    std::vector<uint32_t> rows;
+    std::vector<float> vals;
+    st->read_column(2998, rows, vals);
+    CHECK(rows.size() == 40);
+    CHECK(vals[5] == -6);
+    st->read_column(5000, rows, vals);
+    CHECK(rows.empty());
+    CHECK(st->column_max(2999) == 2);
+  }
   SECTION("rows without features: no columns, no shards") {
     write_text(dir / "c.svm", "1\n-1\n");
     IngestStats stats = ingest_libsvm(dir / "c.svm", dir / "s", IngestOptions{}, budget);
