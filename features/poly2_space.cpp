@@ -235,9 +235,12 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
   // capped by its nonzeros so popular columns cannot blow the budget.
   size_t K = 0;
   {
+    // Memory: the seed's entries; work: at most (Σ nnz)·K pair products.
     const uint64_t cap = std::min<uint64_t>(budget.available() / 4 / 12, uint64_t{32} << 20);
+    constexpr uint64_t kSeedWork = uint64_t{1} << 27;
     uint64_t seed_nnz = 0;
-    while (K < std::min<size_t>(seed_features_, order.size()) && seed_nnz + column_nnz[order[K]] <= cap)
+    while (K < std::min<size_t>(seed_features_, order.size()) && seed_nnz + column_nnz[order[K]] <= cap &&
+           (seed_nnz + column_nnz[order[K]]) * (K + 1) <= kSeedWork)
       seed_nnz += column_nnz[order[K++]];
     std::vector<std::tuple<uint32_t, uint32_t, float>> entries;  // (row, seed index, value)
     std::vector<uint32_t> rows;
@@ -364,6 +367,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       stats_.dense_path = true;
       Reservation g_mem = budget.reserve(dense_bytes, "poly2 dense pair block");
       std::vector<Eigen::MatrixXd> partial(kGroups, Eigen::MatrixXd::Zero(H, H));
+      auto t_dense = std::chrono::steady_clock::now();
       arena.execute([&] {
         tbb::parallel_for(0, kGroups, [&](int g) {
           uint64_t lo = n * g / kGroups, hi = n * (g + 1) / kGroups;
@@ -378,6 +382,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
           }
         });
       });
+      stats_.dense_seconds = seconds_since(t_dense);
       Eigen::MatrixXd G = partial[0];
       for (int g = 1; g < kGroups; ++g) G += partial[g];
       for (uint32_t p = 0; p < H; ++p)
@@ -418,6 +423,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       stats_.partitions = parts;
       std::vector<TopBCache> local(parts, TopBCache(B));
       std::vector<uint64_t> distinct(parts, 0);
+      auto t_sparse = std::chrono::steady_clock::now();
       // Each partition's table is reserved before it runs; at most `threads` at once.
       arena.execute([&] {
         tbb::parallel_for(size_t{0}, parts, [&](size_t part) {
@@ -445,6 +451,8 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
           });
         }, tbb::simple_partitioner());
       });
+      stats_.sparse_seconds = seconds_since(t_sparse);
+      stats_.sparse_updates = total_updates;
       for (const auto& l : local) top.merge(l);
       for (uint64_t d : distinct) stats_.candidate_pairs += d;
       out.pair_updates += total_updates;

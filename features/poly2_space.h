@@ -22,7 +22,10 @@ struct Poly2Stats {
   uint64_t partitions = 0;        // j-partitions of the pair stage
   bool dense_path = false;        // the active block went through Eigen GEMM
   double dense_flops = 0;
-  double pair_seconds = 0;
+  double dense_seconds = 0;       // the GEMM of the dense path
+  double sparse_seconds = 0;      // the hashed accumulation of the sparse path
+  uint64_t sparse_updates = 0;    // a_i x_ij x_ik accumulations of the sparse path
+  double pair_seconds = 0;        // the whole pair stage (seed, transpose, accumulation)
   double threshold = 0;           // score a pair had to reach to be enumerated
 };
 
