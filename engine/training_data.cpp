@@ -49,6 +49,7 @@ TrainingData open_training_data(const std::string& path, const TrainingDataOptio
   ingest.reader.declared_features = options.declared_features;
   ingest.threads = options.threads;
   ingest.progress = options.progress;
+  ingest.input_checksum = hash;  // already computed for the cache key: no second read
   auto start = std::chrono::steady_clock::now();
   IngestStats stats = ingest_libsvm(path, dir, ingest, budget);
   out.ingest_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
