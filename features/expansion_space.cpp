@@ -118,10 +118,16 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
             }
           } else {
             std::fill(c.begin(), c.end(), 0.0);
+            float last = 0;  // φ of the previous entry's value is reused (binary, count data)
+            bool have_last = false;
             for (uint64_t p = begin; p < end; ++p) {
               const double ai = a[block.row_ids[p]];
               sum_entries += ai;
-              components(map_, scale_to_unit(block.values[p], lo, hi), 0, D, scratch.data(), phi.data());
+              if (!have_last || block.values[p] != last) {
+                components(map_, scale_to_unit(block.values[p], lo, hi), 0, D, scratch.data(), phi.data());
+                last = block.values[p];
+                have_last = true;
+              }
               for (uint32_t l = 0; l < D; ++l) c[l] += ai * phi[l];
             }
           }
