@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "tests/test_util.h"
@@ -210,4 +211,33 @@ TEST_CASE("fgm path writes path.csv with the documented schema and one model per
   r = run(dir, "path --config job.toml 'path.B=[2]'");
   REQUIRE(r.code == 2);
   REQUIRE(contains(r.err, "exactly one list"));
+}
+
+TEST_CASE("poly2 through the CLI: inspect lists cross pairs with 1-based ids", "[cli][poly2]") {
+  TempDir dir("fgm-cli");
+  std::ostringstream text;
+  std::mt19937_64 rng(4);
+  std::normal_distribution<double> normal(0, 1);
+  for (int i = 0; i < 1500; ++i) {
+    double x[10];
+    for (double& v : x) v = normal(rng);
+    text << (x[1] * x[6] >= 0 ? "+1" : "-1");  // planted cross (2, 7) in 1-based ids
+    for (int j = 0; j < 10; ++j) text << ' ' << j + 1 << ':' << static_cast<float>(x[j]);
+    text << '\n';
+  }
+  dir.write("train.svm", text.str());
+  RunResult r = run(dir, "train data.train=train.svm features.kind=poly2 fgm.B=1 fgm.max_iterations=1 "
+                         "output.dir=run engine.cache_dir=cache");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  r = run(dir, "inspect run/model.fgm");
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.out, "\"feature_kind\": \"poly2\""));
+  REQUIRE(contains(r.out, "\"kind\": \"cross\""));
+  REQUIRE(contains(r.out, "\"ids\": [\n        2,\n        7\n      ]"));
+  r = run(dir, "predict --model run/model.fgm train.svm");
+  REQUIRE(r.code == 0);
+  // The label is the sign of the selected cross feature itself.
+  double accuracy = std::stod(r.out.substr(r.out.find("accuracy=") + 9));
+  REQUIRE(accuracy > 0.99);
 }
