@@ -63,18 +63,8 @@ void MemoryBudget::adjust(const std::string& purpose, uint64_t old_bytes, uint64
   if (new_bytes > old_bytes) {
     uint64_t grow = new_bytes - old_bytes;
     if (used_ + grow > limit_) {
-      // Build the report without re-locking.
-      std::vector<std::pair<uint64_t, std::string>> uses;
-      for (const auto& [name, b] : by_purpose_) uses.emplace_back(b, name);
-      std::sort(uses.rbegin(), uses.rend());
-      std::string report;
-      for (const auto& [b, name] : uses) {
-        if (!report.empty()) report += ", ";
-        report += fmt::format("{} {}", name, format_bytes(b));
-      }
-      throw Error(ErrorKind::kOutOfMemory,
-                  msg::budget_exceeded(purpose, grow, limit_ - used_, limit_, limit_key_,
-                                       report.empty() ? "nothing" : report, remedy));
+      throw Error(ErrorKind::kOutOfMemory, msg::budget_exceeded(purpose, grow, limit_ - used_, limit_,
+                                                                limit_key_, report_locked(), remedy));
     }
     used_ += grow;
     by_purpose_[purpose] += grow;
@@ -105,6 +95,10 @@ uint64_t MemoryBudget::available() const {
 
 std::string MemoryBudget::usage_report() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  return report_locked();
+}
+
+std::string MemoryBudget::report_locked() const {
   std::vector<std::pair<uint64_t, std::string>> uses;
   for (const auto& [name, b] : by_purpose_) uses.emplace_back(b, name);
   std::sort(uses.rbegin(), uses.rend());

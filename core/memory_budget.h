@@ -62,6 +62,7 @@ class MemoryBudget {
   friend class Reservation;
   void adjust(const std::string& purpose, uint64_t old_bytes, uint64_t new_bytes,
               std::string_view remedy);
+  std::string report_locked() const;  // caller holds mutex_
 
   uint64_t limit_;
   std::string limit_key_;

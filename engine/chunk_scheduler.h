@@ -21,6 +21,7 @@
 #include "core/memory_budget.h"
 #include "core/progress.h"
 #include "features/block_stream.h"
+#include "features/feature_space.h"
 #include "io/shard_store.h"
 
 namespace fgm {
@@ -104,6 +105,21 @@ inline BlockStreamer make_block_streamer(const ShardStore& store, const Schedule
     o.progress_label = label;
     return stream_blocks<std::unique_ptr<BlockOutput>>(store, blocks, o, budget, transform, consume);
   };
+}
+
+// One worst-case analysis of `space` against a = α∘y over `blocks`.
+inline SpaceScores run_worst_case_analysis(FeatureSpace& space, const ShardStore& store,
+                                           const std::vector<BlockRef>& blocks, const BlockStreamer& streamer,
+                                           const double* a, uint64_t B, int threads, MemoryBudget& budget) {
+  ScoringContext ctx;
+  ctx.store = &store;
+  ctx.blocks = &blocks;
+  ctx.stream = &streamer;
+  ctx.a = a;
+  ctx.B = B;
+  ctx.threads = threads;
+  ctx.budget = &budget;
+  return space.score(ctx);
 }
 
 }  // namespace fgm

@@ -104,14 +104,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
 
     auto t_score = std::chrono::steady_clock::now();
-    ScoringContext ctx;
-    ctx.store = &store;
-    ctx.blocks = &blocks;
-    ctx.stream = &streamer;
-    ctx.a = a.data();
-    ctx.B = settings.B;
-    ctx.threads = settings.scheduler.threads;
-    ctx.budget = &budget;
+    uint64_t batch = settings.B;
     {
       // Land exactly on the next checkpoint and never pass max_features.
       const uint64_t have = cache.num_columns();
@@ -120,9 +113,10 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
       uint64_t limit = UINT64_MAX;
       if (next_checkpoint < settings.checkpoints.size()) limit = settings.checkpoints[next_checkpoint];
       if (settings.max_features > 0) limit = std::min(limit, settings.max_features);
-      if (single_columns && limit != UINT64_MAX) ctx.B = std::min<uint64_t>(settings.B, limit - have);
+      if (single_columns && limit != UINT64_MAX) batch = std::min<uint64_t>(settings.B, limit - have);
     }
-    SpaceScores wc = space->score(ctx);
+    SpaceScores wc = run_worst_case_analysis(*space, store, blocks, streamer, a.data(), batch,
+                                             settings.scheduler.threads, budget);
     rec.score_seconds = seconds_since(t_score);
     rec.bytes_streamed = wc.pass.bytes_streamed;
     rec.candidates_scored = wc.candidates_scored;
@@ -195,15 +189,8 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   if (settings.final_certificate && out.stop_reason != "no_new_features" && !out.iterations.empty()) {
     // One more pass for the SIP violation (37) of the final α: the certificate.
     for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
-    ScoringContext ctx;
-    ctx.store = &store;
-    ctx.blocks = &blocks;
-    ctx.stream = &streamer;
-    ctx.a = a.data();
-    ctx.B = settings.B;
-    ctx.threads = settings.scheduler.threads;
-    ctx.budget = &budget;
-    SpaceScores wc = space->score(ctx);
+    SpaceScores wc = run_worst_case_analysis(*space, store, blocks, streamer, a.data(), settings.B,
+                                             settings.scheduler.threads, budget);
     out.total_bytes_streamed += wc.pass.bytes_streamed;
     out.final_sip_violation = batch_violation_terms(wc);
   }

@@ -26,6 +26,11 @@ ModelScorer::ModelScorer(const Model& model) : model_(model), bias_(model.has_bi
     linear_ids_.push_back(id);
     linear_weights_.push_back(w);
   }
+  if (model.feature_kind == "hik" || model.feature_kind == "additive") {
+    expansion_ = std::make_unique<ExpansionEvaluator>(model);
+    absent_value_.assign(model.features.size(), 0.0);
+    for (size_t k : other_) absent_value_[k] = expansion_->value(model.features[k], 0.0);
+  }
 }
 
 double ModelScorer::value_of(const uint64_t* indices, const float* values, size_t nnz, uint64_t id) const {
@@ -55,6 +60,14 @@ double ModelScorer::decision(const uint64_t* indices, const float* values, size_
         double x = value_of(indices, values, nnz, f.key.ids[0]);
         if (x == 0) break;
         s += f.weight * cross_scale_ * x * value_of(indices, values, nnz, f.key.ids[1]);
+        break;
+      }
+      case FeatureKind::kHik:
+      case FeatureKind::kAdditive: {
+        FGM_ASSERT(expansion_ != nullptr);
+        const uint64_t* it = std::lower_bound(indices, indices + nnz, f.key.ids[0]);
+        bool present = it != indices + nnz && *it == f.key.ids[0];
+        s += f.weight * (present ? expansion_->value(f, values[it - indices]) : absent_value_[k]);
         break;
       }
       default:

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "features/kernel_maps.h"
 #include "io/model_file.h"
 
 namespace fgm {
@@ -25,6 +27,10 @@ class ModelScorer {
   std::vector<uint64_t> linear_ids_;
   std::vector<double> linear_weights_;
   std::vector<size_t> other_;  // indices of non-linear model features
+  // HIK/additive: the evaluator and each feature's value for an absent base
+  // feature (non-zero when the feature's minimum is negative).
+  std::unique_ptr<ExpansionEvaluator> expansion_;
+  std::vector<double> absent_value_;  // per model feature
 };
 
 }  // namespace fgm
