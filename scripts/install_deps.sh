@@ -8,6 +8,7 @@ packages=(
   libtbb-dev libflatbuffers-dev flatbuffers-compiler
   catch2 libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev
   liblinear-tools xz-utils bzip2 gzip python3 python3-matplotlib
+  time valgrind
 )
 missing=()
 for p in "${packages[@]}"; do

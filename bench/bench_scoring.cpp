@@ -1,0 +1,453 @@
+// fgm_bench_scoring: scoring-pass throughput next to the machine's memory read
+// bandwidth, measured side by side in one process (issue 2). Not a test.
+//
+// For every repetition and every thread count t (interleaved, so slow drift of
+// a shared machine hits both sides alike) it measures
+//   bandwidth  a >= 1 GiB uint64 array summed by t std::threads (vectorised
+//              sum over contiguous slices); bytes / second.
+//   pass       one scoring pass exactly as `fgm train` runs it: the linear
+//              FeatureSpace (features/feature_space.h) streamed by the chunk
+//              scheduler (engine/chunk_scheduler.h, make_block_streamer) with
+//              SchedulerOptions{threads = t}, a = α∘y with α ~ U(0, C) random,
+//              B = 10, nothing selected yet: PassStats.bytes_streamed / wall s.
+// and, as a breakdown of where pass time goes (1 thread),
+//   kernel_resident  column_dot over every column with the shard pages already
+//                    mapped and resident (no madvise, no TBB): the kernel alone.
+//   kernel_stream    the same loop, but with the engine's per-block
+//                    prefetch_block / release_block (madvise WILLNEED /
+//                    DONTNEED) and no TBB: kernel + page-fault cost.
+// One JSON line per measurement (every repetition), then one summary line per
+// kind and thread count with the medians and the pass/bandwidth ratios.
+//
+// --callgrind runs one 1-thread pass between CALLGRIND_START/STOP_INSTRUMENTATION
+// (run under `valgrind --tool=callgrind --instr-atstart=no`), for instructions
+// per nonzero.
+// The whole file builds at the project's Release flags (-O2); only the
+// bandwidth loop is hand-vectorised (SSE2), so the kernel measured here is
+// compiled exactly as the engine's.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/memory_budget.h"
+#include "engine/chunk_scheduler.h"
+#include "features/block_stream.h"
+#include "features/feature_space.h"
+#include "io/shard_store.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#define CALLGRIND_ZERO_STATS
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// "VmRSS", "RssAnon", "RssFile", "VmHWM" from /proc/self/status, in bytes.
+uint64_t status_bytes(const char* key) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  size_t n = std::strlen(key);
+  while (std::fgets(line, sizeof(line), f))
+    if (std::strncmp(line, key, n) == 0 && line[n] == ':') {
+      kb = std::strtoull(line + n + 1, nullptr, 10);
+      break;
+    }
+  std::fclose(f);
+  return kb * 1024;
+}
+
+std::string rss_json(const char* stage) {
+  return fmt::format("{{\"bench\":\"rss\",\"stage\":\"{}\",\"vm_rss\":{},\"rss_anon\":{},"
+                     "\"rss_file\":{},\"vm_hwm\":{}}}",
+                     stage, status_bytes("VmRSS"), status_bytes("RssAnon"), status_bytes("RssFile"),
+                     status_bytes("VmHWM"));
+}
+
+// Samples VmRSS / RssFile every `period` on a background thread: the peak
+// resident memory *during* a pass, and how much of it is mapped shard pages.
+class RssSampler {
+ public:
+  explicit RssSampler(std::chrono::microseconds period = std::chrono::microseconds(500))
+      : thread_([this, period] {
+          while (!stop_.load()) {
+            max_rss_ = std::max(max_rss_, status_bytes("VmRSS"));
+            max_file_ = std::max(max_file_, status_bytes("RssFile"));
+            ++samples_;
+            std::this_thread::sleep_for(period);
+          }
+        }) {}
+  ~RssSampler() { finish(); }
+  void finish() {
+    if (thread_.joinable()) {
+      stop_ = true;
+      thread_.join();
+    }
+  }
+  uint64_t max_rss() const { return max_rss_; }
+  uint64_t max_file() const { return max_file_; }
+  uint64_t samples() const { return samples_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  uint64_t max_rss_ = 0, max_file_ = 0, samples_ = 0;
+  std::thread thread_;
+};
+
+// User + system CPU seconds of the whole process (all threads) so far.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string loadavg() {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return "";
+  char buf[128] = {0};
+  if (!std::fgets(buf, sizeof(buf), f)) buf[0] = 0;
+  std::fclose(f);
+  std::string s(buf);
+  return s.substr(0, s.find(' '));  // 1-minute load average
+}
+
+uint64_t minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_minflt);
+}
+
+// Sum of 64-bit words, 4 x 16-byte loads per iteration into independent
+// accumulators (SSE2 is the x86-64 baseline, so no -march is needed).
+__attribute__((noinline)) uint64_t sum_slice(const uint64_t* p, size_t n) {
+  size_t i = 0;
+  uint64_t s = 0;
+#if defined(__SSE2__)
+  __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 8 <= n; i += 8) {
+    a0 = _mm_add_epi64(a0, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    a1 = _mm_add_epi64(a1, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 2)));
+    a2 = _mm_add_epi64(a2, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 4)));
+    a3 = _mm_add_epi64(a3, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 6)));
+  }
+  alignas(16) uint64_t lanes[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes),
+                  _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3)));
+  s = lanes[0] + lanes[1];
+#endif
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+volatile uint64_t g_sink = 0;
+
+// Reads the whole array once with `threads` threads (contiguous slices).
+double bandwidth_pass(const std::vector<uint64_t>& array, int threads) {
+  const size_t n = array.size();
+  std::vector<uint64_t> partial(static_cast<size_t>(threads) * 8, 0);  // padded
+  auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    size_t b = n * t / threads, e = n * (t + 1) / threads;
+    pool.emplace_back([&, b, e, t] { partial[t * 8] = sum_slice(array.data() + b, e - b); });
+  }
+  for (auto& th : pool) th.join();
+  double s = seconds_since(t0);
+  uint64_t total = 0;
+  for (int t = 0; t < threads; ++t) total += partial[t * 8];
+  g_sink = g_sink + total;
+  return s;
+}
+
+struct Kernel {
+  uint64_t nnz = 0;
+  uint64_t bytes = 0;
+  double checksum = 0;
+};
+
+// column_dot over every column of the given blocks, by `threads` std::threads
+// (thread k takes blocks k, k+threads, ...); with `stream`, the engine's
+// prefetch_block / release_block around each block, as the pipeline does.
+Kernel kernel_loop(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks,
+                   const double* a, bool stream, int threads) {
+  std::vector<Kernel> part(static_cast<size_t>(threads));
+  auto work = [&](int tid) {
+    Kernel& k = part[static_cast<size_t>(tid)];
+    for (size_t i = static_cast<size_t>(tid); i < blocks.size(); i += static_cast<size_t>(threads)) {
+      const fgm::BlockRef& ref = blocks[i];
+      if (stream && i + threads < blocks.size()) store.prefetch_block(blocks[i + threads]);
+      fgm::ColumnBlock block = store.map_block(ref);
+      double acc = 0;
+      for (uint64_t c = 0; c < block.column_count; ++c) {
+        uint64_t begin = block.col_ptr[c], end = block.col_ptr[c + 1];
+        if (begin == end) continue;
+        double d = fgm::column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
+        acc += d * d;
+      }
+      if (stream) store.release_block(ref);
+      k.checksum += acc;
+      k.nnz += ref.nnz;
+      k.bytes += ref.bytes;
+    }
+  };
+  if (threads == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(work, t);
+    for (auto& th : pool) th.join();
+  }
+  Kernel k;
+  for (const auto& p : part) {
+    k.nnz += p.nnz;
+    k.bytes += p.bytes;
+    k.checksum += p.checksum;
+  }
+  return k;
+}
+
+void release_all(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks) {
+  for (const auto& b : blocks) store.release_block(b);
+}
+
+std::string ids_of(const fgm::SpaceScores& r) {
+  std::string s;
+  for (const auto& c : r.top) s += fmt::format("{},", c.id);
+  return s;
+}
+
+// One scoring pass as the trainer runs it (engine/fgm_trainer.cpp).
+fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks,
+                              fgm::FeatureSpace& space, const double* a, uint64_t B, int threads,
+                              fgm::MemoryBudget& budget) {
+  fgm::SchedulerOptions o;
+  o.threads = threads;
+  fgm::BlockStreamer streamer = fgm::make_block_streamer(store, o, budget);
+  fgm::ScoringContext ctx;
+  ctx.store = &store;
+  ctx.blocks = &blocks;
+  ctx.stream = &streamer;
+  ctx.a = a;
+  ctx.B = B;
+  ctx.threads = threads;
+  ctx.budget = &budget;
+  return space.score(ctx);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fgm_bench_scoring: scoring-pass throughput vs memory read bandwidth (one process)"};
+  std::string store_dir, budget_text = "4GB", block_text = "4MB", bw_text = "1GiB";
+  std::vector<int> thread_counts = {1, 2};
+  int reps = 7;
+  uint64_t B = 10, seed = 1;
+  double C = 10.0;
+  bool callgrind = false, no_breakdown = false;
+  std::string label;
+  app.add_option("--store", store_dir, "store directory (fgm ingest --out)")->required();
+  app.add_option("--threads", thread_counts, "thread counts, e.g. --threads 1 2")->capture_default_str();
+  app.add_option("--reps", reps, "repetitions (>= 5 recommended)")->capture_default_str();
+  app.add_option("--bandwidth-bytes", bw_text, "size of the bandwidth array")->capture_default_str();
+  app.add_option("--block-bytes", block_text, "engine.block_bytes of the pass")->capture_default_str();
+  app.add_option("--memory-budget", budget_text, "budget the store is opened with")->capture_default_str();
+  app.add_option("--B", B, "top-B of the pass")->capture_default_str();
+  app.add_option("--C", C, "alpha ~ U(0, C)")->capture_default_str();
+  app.add_option("--seed", seed, "random seed for alpha")->capture_default_str();
+  app.add_option("--label", label, "free text copied into every JSON line");
+  app.add_flag("--callgrind", callgrind, "one instrumented 1-thread pass only (run under callgrind)");
+  app.add_flag("--no-breakdown", no_breakdown, "skip the kernel_resident / kernel_stream runs");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    fmt::print("{}\n", rss_json("start"));
+    fgm::MemoryBudget budget(fgm::parse_byte_size(budget_text, "--memory-budget"), "--memory-budget");
+    const uint64_t block_bytes = fgm::parse_byte_size(block_text, "--block-bytes");
+    auto store = fgm::ShardStore::open(store_dir, budget);
+    const fgm::StoreInfo& info = store->info();
+    fmt::print("{}\n", rss_json("store_opened"));
+    std::vector<fgm::BlockRef> blocks = store->plan_blocks(block_bytes);
+    fmt::print("{}\n", rss_json("blocks_planned"));
+    uint64_t pass_bytes = 0;
+    for (const auto& b : blocks) pass_bytes += b.bytes;
+
+    // a = α∘y, α ~ U(0, C): what the trainer feeds the pass after a solve.
+    std::vector<double> a(info.n_rows);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> unif(0.0, C);
+    for (uint64_t i = 0; i < info.n_rows; ++i) a[i] = unif(rng) * store->labels()[i];
+    fgm::FeatureSpaceSettings space_settings;  // kind "linear"
+    std::unique_ptr<fgm::FeatureSpace> space = fgm::make_feature_space(space_settings, *store, budget);
+
+    const std::string common = fmt::format(
+        "\"label\":\"{}\",\"store\":\"{}\",\"rows\":{},\"features\":{},\"nnz\":{},"
+        "\"blocks\":{},\"block_bytes\":{},\"pass_bytes\":{}",
+        label, store_dir, info.n_rows, info.n_features, info.nnz, blocks.size(), block_bytes,
+        pass_bytes);
+
+    if (callgrind) {
+      scoring_pass(*store, blocks, *space, a.data(), B, 1, budget);  // warm-up, not counted
+      CALLGRIND_ZERO_STATS;
+      CALLGRIND_START_INSTRUMENTATION;
+      fgm::SpaceScores r = scoring_pass(*store, blocks, *space, a.data(), B, 1, budget);
+      CALLGRIND_STOP_INSTRUMENTATION;
+      fmt::print("{{\"bench\":\"callgrind_pass\",{},\"threads\":1,\"top\":{}}}\n", common, r.top.size());
+      return 0;
+    }
+
+
+    std::map<int, std::vector<double>> bw_s, pass_s, ratio;
+    std::map<int, std::vector<double>> faults, bw_cpu, pass_cpu;
+    std::map<int, std::string> top_ids;
+    std::map<int, std::vector<double>> kres_s, kstream_s;
+
+    // Warm-up: page the store into the page cache, one pass per thread count
+    // (the resident-memory probes after them show what a pass leaves mapped
+    // and its high-water mark, before the bandwidth array exists).
+    for (int t : thread_counts) {
+      RssSampler sampler;
+      top_ids[t] = ids_of(scoring_pass(*store, blocks, *space, a.data(), B, t, budget));
+      sampler.finish();
+      fmt::print("{}\n", rss_json(fmt::format("after_pass_threads_{}", t).c_str()));
+      fmt::print("{{\"bench\":\"rss_during_pass\",\"threads\":{},\"max_vm_rss\":{},"
+                 "\"max_rss_file\":{},\"samples\":{}}}\n",
+                 t, sampler.max_rss(), sampler.max_file(), sampler.samples());
+    }
+    fmt::print("{{\"bench\":\"budget\",\"budget_peak_bytes\":{},\"budget_limit_bytes\":{}}}\n",
+               budget.peak(), budget.limit());
+
+    // Bandwidth array: initialised (touched) once, so reps read resident memory.
+    const uint64_t bw_bytes = fgm::parse_byte_size(bw_text, "--bandwidth-bytes");
+    std::vector<uint64_t> array(bw_bytes / sizeof(uint64_t));
+    for (size_t i = 0; i < array.size(); ++i) array[i] = i * 0x9E3779B97F4A7C15ull;
+    for (int t : thread_counts) bandwidth_pass(array, t);
+    bool deterministic = true;
+    for (const auto& [t, ids] : top_ids) deterministic = deterministic && ids == top_ids.begin()->second;
+
+    for (int rep = 0; rep < reps; ++rep) {
+      for (int t : thread_counts) {
+        double c0 = cpu_seconds();
+        double bs = bandwidth_pass(array, t);
+        double bc = cpu_seconds() - c0;
+        bw_s[t].push_back(bs);
+        bw_cpu[t].push_back(bc);
+        fmt::print("{{\"bench\":\"memory_read_bandwidth\",\"rep\":{},\"threads\":{},\"bytes\":{},"
+                   "\"seconds\":{:.6f},\"gb_per_s\":{:.3f},\"cpu_seconds\":{:.6f},\"loadavg\":\"{}\"}}\n",
+                   rep, t, bw_bytes, bs, bw_bytes / bs / 1e9, bc, loadavg());
+
+        uint64_t f0 = minor_faults();
+        double c1 = cpu_seconds();
+        auto t0 = Clock::now();
+        fgm::SpaceScores r = scoring_pass(*store, blocks, *space, a.data(), B, t, budget);
+        double ps = seconds_since(t0);
+        double pc = cpu_seconds() - c1;
+        uint64_t df = minor_faults() - f0;
+        pass_s[t].push_back(ps);
+        pass_cpu[t].push_back(pc);
+        faults[t].push_back(static_cast<double>(df));
+        ratio[t].push_back((r.pass.bytes_streamed / ps) / (bw_bytes / bs));
+        fmt::print("{{\"bench\":\"scoring_pass\",\"rep\":{},\"threads\":{},{},\"bytes_streamed\":{},"
+                   "\"seconds\":{:.6f},\"gb_per_s\":{:.3f},\"nnz_per_s\":{:.4g},"
+                   "\"ratio_to_bandwidth_same_rep\":{:.4f},\"minor_faults\":{},\"cpu_seconds\":{:.6f}}}\n",
+                   rep, t, common, r.pass.bytes_streamed, ps, r.pass.bytes_streamed / ps / 1e9,
+                   info.nnz / ps, ratio[t].back(), df, pc);
+      }
+      if (!no_breakdown) {
+        for (int t : thread_counts) {
+          // Kernel with resident pages: touch once (untimed), then time.
+          kernel_loop(*store, blocks, a.data(), false, t);
+          auto t0 = Clock::now();
+          Kernel k = kernel_loop(*store, blocks, a.data(), false, t);
+          double ks = seconds_since(t0);
+          kres_s[t].push_back(ks);
+          release_all(*store, blocks);  // back to the state a pass starts from
+          fmt::print("{{\"bench\":\"kernel_resident\",\"rep\":{},\"threads\":{},{},\"seconds\":{:.6f},"
+                     "\"gb_per_s\":{:.3f},\"ns_per_nnz\":{:.4f}}}\n",
+                     rep, t, common, ks, k.bytes / ks / 1e9, ks * 1e9 / k.nnz);
+          uint64_t f0 = minor_faults();
+          t0 = Clock::now();
+          kernel_loop(*store, blocks, a.data(), true, t);
+          ks = seconds_since(t0);
+          uint64_t df = minor_faults() - f0;
+          kstream_s[t].push_back(ks);
+          fmt::print("{{\"bench\":\"kernel_stream\",\"rep\":{},\"threads\":{},{},\"seconds\":{:.6f},"
+                     "\"gb_per_s\":{:.3f},\"ns_per_nnz\":{:.4f},\"minor_faults\":{}}}\n",
+                     rep, t, common, ks, k.bytes / ks / 1e9, ks * 1e9 / k.nnz, df);
+        }
+      }
+    }
+
+    for (int t : thread_counts) {
+      double bw = bw_bytes / median(bw_s[t]);
+      double ps = median(pass_s[t]);
+      double tp = pass_bytes / ps;
+      fmt::print("{{\"bench\":\"summary\",\"threads\":{},{},\"reps\":{},"
+                 "\"bandwidth_gb_per_s\":{:.3f},\"pass_seconds\":{:.6f},\"pass_gb_per_s\":{:.3f},"
+                 "\"pass_nnz_per_s\":{:.4g},\"ratio\":{:.4f},\"ratio_median_of_reps\":{:.4f},"
+                 "\"minor_faults_per_pass\":{:.0f},\"pages_per_pass\":{},\"deterministic_top\":{},"
+                 "\"bandwidth_cpu_seconds\":{:.6f},\"pass_cpu_seconds\":{:.6f},"
+                 "\"ratio_per_cpu_second\":{:.4f},\"loadavg_end\":\"{}\"}}\n",
+                 t, common, reps, bw / 1e9, ps, tp / 1e9, info.nnz / ps, tp / bw, median(ratio[t]),
+                 median(faults[t]), pass_bytes / 4096, deterministic ? "true" : "false",
+                 median(bw_cpu[t]), median(pass_cpu[t]),
+                 (pass_bytes / median(pass_cpu[t])) / (bw_bytes / median(bw_cpu[t])), loadavg());
+    }
+    if (!no_breakdown) {
+      for (int t : thread_counts) {
+        double kr = median(kres_s[t]), ks = median(kstream_s[t]);
+        double bw = bw_bytes / median(bw_s[t]);
+        double ps = median(pass_s[t]);
+        fmt::print("{{\"bench\":\"breakdown\",\"threads\":{},{},\"bandwidth_gb_per_s\":{:.3f},"
+                   "\"kernel_resident_seconds\":{:.6f},\"kernel_resident_gb_per_s\":{:.3f},"
+                   "\"kernel_resident_ns_per_nnz\":{:.4f},\"kernel_resident_ratio\":{:.4f},"
+                   "\"kernel_stream_seconds\":{:.6f},\"kernel_stream_gb_per_s\":{:.3f},"
+                   "\"kernel_stream_ratio\":{:.4f},\"pass_seconds\":{:.6f},\"pass_gb_per_s\":{:.3f},"
+                   "\"pass_ratio\":{:.4f}}}\n",
+                   t, common, bw / 1e9, kr, pass_bytes / kr / 1e9, kr * 1e9 * t / info.nnz,
+                   pass_bytes / kr / bw, ks, pass_bytes / ks / 1e9, pass_bytes / ks / bw, ps,
+                   pass_bytes / ps / 1e9, pass_bytes / ps / bw);
+      }
+    }
+  } catch (const fgm::Error& e) {
+    std::fprintf(stderr, "fgm_bench_scoring: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
