@@ -31,6 +31,9 @@ struct SchedulerOptions {
   int blocks_in_flight = 0;     // 0: 2·threads + 2
   bool progress = false;
   std::string progress_label = "scoring";
+  // Keep consumed pages mapped (the caller has reserved the whole store from
+  // the budget): later passes then fault nothing in.
+  bool keep_resident = false;
 };
 
 
@@ -53,10 +56,12 @@ PassStats stream_blocks(const ShardStore& store, const std::vector<BlockRef>& bl
     largest = std::max(largest, b.bytes);
     total += b.bytes;
   }
-  // Mapped pages of the blocks in flight are resident: count them.
-  Reservation in_flight = budget.reserve(largest * static_cast<uint64_t>(tokens + 1),
-                                         "scoring blocks in flight",
-                                         "lower engine.block_bytes or engine.blocks_in_flight");
+  // Mapped pages of the blocks in flight are resident: count them (unless the
+  // whole store is already reserved as resident).
+  Reservation in_flight;
+  if (!options.keep_resident)
+    in_flight = budget.reserve(largest * static_cast<uint64_t>(tokens + 1), "scoring blocks in flight",
+                               "lower engine.block_bytes or engine.blocks_in_flight");
   ProgressBar bar(options.progress_label, total, options.progress);
   size_t next = 0;
   tbb::task_arena arena(options.threads);
@@ -79,7 +84,7 @@ PassStats stream_blocks(const ShardStore& store, const std::vector<BlockRef>& bl
                   const BlockRef& ref = blocks[index];
                   ColumnBlock block = store.map_block(ref);
                   Result r = transform(ref, block);
-                  store.release_block(ref);
+                  if (!options.keep_resident) store.release_block(ref);
                   return std::pair<size_t, Result>(index, std::move(r));
                 }) &
             tbb::make_filter<std::pair<size_t, Result>, void>(

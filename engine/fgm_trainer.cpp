@@ -30,7 +30,15 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   space_settings.index_base = info.index_base;
   std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store, budget);
   const bool single_columns = space->kind() != "group" && space->kind() != "hik" && space->kind() != "additive";
-  BlockStreamer streamer = make_block_streamer(store, settings.scheduler, budget);
+  // A store that fits comfortably in the budget stays mapped between passes
+  // (reserved as such); a larger one is streamed and its pages released.
+  SchedulerOptions scheduler = settings.scheduler;
+  Reservation resident;
+  if (info.shard_bytes <= budget.available() / 2) {
+    resident = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
+    scheduler.keep_resident = true;
+  }
+  BlockStreamer streamer = make_block_streamer(store, scheduler, budget);
 
   // Dual variables, decision values and a = α∘y: O(n) each.
   Reservation dual_mem = budget.reserve(3 * n * sizeof(double), "dual variables",

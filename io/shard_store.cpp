@@ -105,6 +105,12 @@ class MappedShardStore final : public ShardStore {
         b.column_count = j - start;
         blocks.push_back(b);
       }
+      // Planning touched this shard's col_ptr through the mapping; hand the
+      // pages back so they are not resident outside the budget.
+      uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+      uintptr_t begin = (reinterpret_cast<uintptr_t>(cp) + page - 1) / page * page;
+      uintptr_t end = reinterpret_cast<uintptr_t>(cp + sh.column_count + 1) / page * page;
+      if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
     }
     return blocks;
   }
