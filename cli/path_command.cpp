@@ -24,7 +24,7 @@ namespace {
 std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
 
 const char* kCsvHeader =
-    "point,B,C,selected,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
+    "point,B,C,selected,nonzero,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
     "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc,"
     "seconds,apg_iterations\n";
 
@@ -80,7 +80,8 @@ Command add_path(CLI::App& app) {
     }
     std::string csv = kCsvHeader;
     for (const auto& p : outcome.points) {
-      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{}\n", p.point, p.B, p.C, p.selected,
+      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{}\n", p.point, p.B, p.C, p.selected,
+                         p.nonzero,
                          cell(p.train_objective), cell(p.test.accuracy), cell(p.test.auc),
                          cell(p.validation.accuracy), cell(p.validation.auc),
                          cell(p.test_debiased.accuracy), cell(p.test_debiased.auc),

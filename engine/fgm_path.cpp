@@ -56,6 +56,7 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
     p.B = B;
     p.C = C;
     p.selected = model.features.size();
+    for (const auto& f : model.features) p.nonzero += f.weight != 0.0;
     p.train_objective = objective;
     p.apg_iterations = apg_its;
     p.gradient_evaluations = grads;
@@ -64,7 +65,7 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
       ApgOptions o = settings.base.apg;
       if (settings.debias_C > 0) o.C = settings.debias_C;
       o.eps_inner = std::min(o.eps_inner, 1e-10);
-      o.max_iterations = std::max(o.max_iterations, 20000);
+      o.max_iterations = std::max(o.max_iterations, 3000);
       DebiasResult d = debias_refit(*cache, labels, model, o, budget);
       p.debiased = std::move(d.model);
       p.has_debiased = true;

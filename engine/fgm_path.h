@@ -35,6 +35,7 @@ struct PathPoint {
   uint64_t B = 0;
   double C = 0;
   uint64_t selected = 0;
+  uint64_t nonzero = 0;          // selected features whose weight is not 0
   double train_objective = 0;
   double seconds = 0;            // since the path started
   uint64_t apg_iterations = 0;   // APG iterations spent on this point's run so far

@@ -106,6 +106,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   };
 
   size_t next_checkpoint = 0;
+  uint64_t last_checkpoint_features = 0;
   for (int t = 1; t <= settings.max_iterations; ++t) {
     IterationRecord rec;
     rec.iter = t;
@@ -178,6 +179,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
       cp.cache = &cache;
       cp.labels = y;
       on_checkpoint(cp);
+      last_checkpoint_features = rec.selected;
     }
     if (settings.max_features > 0 && rec.selected >= settings.max_features) {
       out.stop_reason = "max_features";
@@ -192,6 +194,23 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
       break;
     }
     if (t == settings.max_iterations) out.stop_reason = "max_iterations";
+  }
+
+  // A path that ran out of new features before its next checkpoint still
+  // reports the model it reached.
+  if (on_checkpoint && next_checkpoint < settings.checkpoints.size() && !out.iterations.empty() &&
+      cache.num_columns() > last_checkpoint_features) {
+    Checkpoint cp;
+    cp.features = cache.num_columns();
+    cp.model = make_model();
+    cp.last = &out.iterations.back();
+    cp.seconds = seconds_since(start);
+    cp.apg_iterations = out.total_apg_iterations;
+    cp.line_search_steps = out.total_line_search_steps;
+    cp.gradient_evaluations = out.total_gradient_evaluations;
+    cp.cache = &cache;
+    cp.labels = y;
+    on_checkpoint(cp);
   }
 
   if (settings.final_certificate && out.stop_reason != "no_new_features" && !out.iterations.empty()) {

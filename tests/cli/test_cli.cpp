@@ -189,14 +189,14 @@ TEST_CASE("fgm path writes path.csv with the documented schema and one model per
   std::string header;
   std::getline(csv, header);
   REQUIRE(header ==
-          "point,B,C,selected,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
+          "point,B,C,selected,nonzero,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
           "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc,"
           "seconds,apg_iterations");
   int rows = 0;
   for (std::string line; std::getline(csv, line);) {
     ++rows;
     size_t commas = std::count(line.begin(), line.end(), ',');
-    REQUIRE(commas == 14);
+    REQUIRE(commas == 15);
     REQUIRE(line.rfind(std::to_string(rows) + ",4,10,", 0) == 0);
   }
   REQUIRE(rows == 3);
