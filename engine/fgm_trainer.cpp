@@ -105,6 +105,20 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     return m;
   };
 
+  auto emit_checkpoint = [&](uint64_t features) {
+    Checkpoint cp;
+    cp.features = features;
+    cp.model = make_model();
+    cp.last = &out.iterations.back();
+    cp.seconds = seconds_since(start);
+    cp.apg_iterations = out.total_apg_iterations;
+    cp.line_search_steps = out.total_line_search_steps;
+    cp.gradient_evaluations = out.total_gradient_evaluations;
+    cp.cache = &cache;
+    cp.labels = y;
+    on_checkpoint(cp);
+  };
+
   size_t next_checkpoint = 0;
   uint64_t last_checkpoint_features = 0;
   for (int t = 1; t <= settings.max_iterations; ++t) {
@@ -168,17 +182,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
 
     if (on_checkpoint && next_checkpoint < settings.checkpoints.size() &&
         rec.selected >= settings.checkpoints[next_checkpoint]) {
-      Checkpoint cp;
-      cp.features = settings.checkpoints[next_checkpoint];
-      cp.model = make_model();
-      cp.last = &out.iterations.back();
-      cp.seconds = seconds_since(start);
-      cp.apg_iterations = out.total_apg_iterations;
-      cp.line_search_steps = out.total_line_search_steps;
-      cp.gradient_evaluations = out.total_gradient_evaluations;
-      cp.cache = &cache;
-      cp.labels = y;
-      on_checkpoint(cp);
+      emit_checkpoint(settings.checkpoints[next_checkpoint]);
       last_checkpoint_features = rec.selected;
     }
     if (settings.max_features > 0 && rec.selected >= settings.max_features) {
@@ -200,17 +204,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   // reports the model it reached.
   if (on_checkpoint && next_checkpoint < settings.checkpoints.size() && !out.iterations.empty() &&
       cache.num_columns() > last_checkpoint_features) {
-    Checkpoint cp;
-    cp.features = cache.num_columns();
-    cp.model = make_model();
-    cp.last = &out.iterations.back();
-    cp.seconds = seconds_since(start);
-    cp.apg_iterations = out.total_apg_iterations;
-    cp.line_search_steps = out.total_line_search_steps;
-    cp.gradient_evaluations = out.total_gradient_evaluations;
-    cp.cache = &cache;
-    cp.labels = y;
-    on_checkpoint(cp);
+    emit_checkpoint(cache.num_columns());
   }
 
   if (settings.final_certificate && out.stop_reason != "no_new_features" && !out.iterations.empty()) {

@@ -136,15 +136,7 @@ struct Fixture {
     so.threads = threads;
     auto blocks = s.plan_blocks(block_bytes);
     BlockStreamer streamer = make_block_streamer(s, so, budget);
-    ScoringContext ctx;
-    ctx.store = &s;
-    ctx.blocks = &blocks;
-    ctx.stream = &streamer;
-    ctx.a = a.data();
-    ctx.B = B;
-    ctx.threads = threads;
-    ctx.budget = &budget;
-    return space.score(ctx);
+    return run_worst_case_analysis(space, s, blocks, streamer, a.data(), B, threads, budget);
   }
 };
 

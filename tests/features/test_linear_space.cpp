@@ -71,14 +71,7 @@ TEST_CASE("streamed linear-space scoring equals an in-memory full sort", "[engin
       for (uint64_t j : excluded) space->mark_selected(j);
       auto blocks = fx.store->plan_blocks(block_bytes);
       BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
-      ScoringContext ctx;
-      ctx.store = fx.store.get();
-      ctx.blocks = &blocks;
-      ctx.stream = &streamer;
-      ctx.a = fx.a.data();
-      ctx.B = 25;
-      ctx.budget = &fx.budget;
-      SpaceScores r = space->score(ctx);
+      SpaceScores r = run_worst_case_analysis(*space, *fx.store, blocks, streamer, fx.a.data(), 25, 1, fx.budget);
       REQUIRE(r.top.size() == 25);
       for (size_t k = 0; k < 25; ++k) {
         REQUIRE(r.top[k].id == oracle[k].id);
@@ -130,14 +123,7 @@ TEST_CASE("group scores equal brute-force ‖c_G‖² and select the top groups"
     auto space = make_feature_space(fs, *fx.store, fx.budget);
     auto blocks = fx.store->plan_blocks(1024);
     BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
-    ScoringContext ctx;
-    ctx.store = fx.store.get();
-    ctx.blocks = &blocks;
-    ctx.stream = &streamer;
-    ctx.a = fx.a.data();
-    ctx.B = 6;
-    ctx.budget = &fx.budget;
-    SpaceScores r = space->score(ctx);
+    SpaceScores r = run_worst_case_analysis(*space, *fx.store, blocks, streamer, fx.a.data(), 6, 1, fx.budget);
     REQUIRE(r.top.size() == 6);
     for (size_t k = 0; k < 6; ++k) {
       REQUIRE(r.top[k].id == oracle[k].id);
@@ -196,14 +182,7 @@ SpaceScores score_space(Fixture& fx, FeatureSpace& space, uint64_t B, int thread
   so.threads = threads;
   auto blocks = fx.store->plan_blocks(2048);
   BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
-  ScoringContext ctx;
-  ctx.store = fx.store.get();
-  ctx.blocks = &blocks;
-  ctx.stream = &streamer;
-  ctx.a = fx.a.data();
-  ctx.B = B;
-  ctx.budget = &fx.budget;
-  return space.score(ctx);
+  return run_worst_case_analysis(space, *fx.store, blocks, streamer, fx.a.data(), B, 1, fx.budget);
 }
 
 // Oracle: every group's ‖c_G‖² from the in-memory c, full sort.

@@ -72,15 +72,7 @@ struct Data {
     so.threads = threads;
     auto blocks = store->plan_blocks(block_bytes);
     BlockStreamer streamer = make_block_streamer(*store, so, budget);
-    ScoringContext ctx;
-    ctx.store = store.get();
-    ctx.blocks = &blocks;
-    ctx.stream = &streamer;
-    ctx.a = a.data();
-    ctx.B = B;
-    ctx.threads = threads;
-    ctx.budget = &budget;
-    return space.score(ctx);
+    return run_worst_case_analysis(space, *store, blocks, streamer, a.data(), B, threads, budget);
   }
 };
 
