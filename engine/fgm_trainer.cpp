@@ -217,6 +217,9 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   }
 
   out.model = make_model();
+  // Hand the resident store pages back with their reservation.
+  if (scheduler.keep_resident)
+    for (const auto& b : blocks) store.release_block(b);
   out.seconds = seconds_since(start);
   out.budget_peak = budget.peak();
   return out;
