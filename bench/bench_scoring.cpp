@@ -260,15 +260,7 @@ fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fg
   fgm::SchedulerOptions o;
   o.threads = threads;
   fgm::BlockStreamer streamer = fgm::make_block_streamer(store, o, budget);
-  fgm::ScoringContext ctx;
-  ctx.store = &store;
-  ctx.blocks = &blocks;
-  ctx.stream = &streamer;
-  ctx.a = a;
-  ctx.B = B;
-  ctx.threads = threads;
-  ctx.budget = &budget;
-  return space.score(ctx);
+  return fgm::run_worst_case_analysis(space, store, blocks, streamer, a, B, threads, budget);
 }
 
 }  // namespace

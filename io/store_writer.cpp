@@ -9,6 +9,22 @@
 #include "io/shard_store.h"
 
 namespace fgm::store {
+namespace {
+
+// Preamble (magic, version, FlatBuffer length and XXH64) followed by the buffer.
+std::vector<uint8_t> framed(const char (&magic)[8], const flatbuffers::FlatBufferBuilder& fbb) {
+  Preamble pre{};
+  std::memcpy(pre.magic, magic, 8);
+  pre.format_version = kStoreFormatVersion;
+  pre.flatbuffer_bytes = fbb.GetSize();
+  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
+  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
+  std::memcpy(bytes.data(), &pre, sizeof(pre));
+  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
+  return bytes;
+}
+
+}  // namespace
 
 std::vector<uint8_t> shard_header_bytes(uint32_t index, uint64_t first, uint64_t count,
                                         uint64_t nnz, uint64_t n_rows, uint64_t raw_offset,
@@ -19,15 +35,7 @@ std::vector<uint8_t> shard_header_bytes(uint32_t index, uint64_t first, uint64_t
       fbb, kStoreFormatVersion, index, first, count, nnz, n_rows, raw_offset, layout.raw_bytes,
       layout.col_ptr, layout.row_ids, layout.values, layout.col_min, layout.col_max, raw_checksum);
   schema::FinishSizePrefixedShardHeaderBuffer(fbb, header);
-  Preamble pre{};
-  std::memcpy(pre.magic, kShardMagic, 8);
-  pre.format_version = kStoreFormatVersion;
-  pre.flatbuffer_bytes = fbb.GetSize();
-  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
-  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
-  std::memcpy(bytes.data(), &pre, sizeof(pre));
-  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
-  return bytes;
+  return framed(kShardMagic, fbb);
 }
 
 std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
@@ -49,15 +57,7 @@ std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
       m.declared_features, input_path, m.input_bytes, m.input_checksum, m.explicit_zeros,
       m.shard_target_bytes, shards, m.labels_offset, m.n_rows, m.labels_checksum);
   schema::FinishSizePrefixedManifestBuffer(fbb, root);
-  Preamble pre{};
-  std::memcpy(pre.magic, kManifestMagic, 8);
-  pre.format_version = kStoreFormatVersion;
-  pre.flatbuffer_bytes = fbb.GetSize();
-  pre.flatbuffer_checksum = xxh64(fbb.GetBufferPointer(), fbb.GetSize());
-  std::vector<uint8_t> bytes(sizeof(pre) + fbb.GetSize());
-  std::memcpy(bytes.data(), &pre, sizeof(pre));
-  std::memcpy(bytes.data() + sizeof(pre), fbb.GetBufferPointer(), fbb.GetSize());
-  return bytes;
+  return framed(kManifestMagic, fbb);
 }
 
 }  // namespace fgm::store
