@@ -22,9 +22,6 @@ void validate_path_settings(const PathSettings& s) {
       throw Error(ErrorKind::kConfig, msg::out_of_range("", "path.features",
                                                         std::to_string(s.feature_counts[i]),
                                                         "strictly increasing feature counts"));
-  if (!s.feature_counts.empty() && !s.base.space.groups_path.empty())
-    throw Error(ErrorKind::kConfig, msg::out_of_range("", "path.features", "a list",
-                                                      "not with features.groups (use path.B)"));
 }
 
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
@@ -111,16 +108,15 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
       else s.apg.C = settings.C_values[i];
       TrainOutcome t = train_fgm(store, s, budget);
       account(t);
-      // The refit needs the selected columns: read them back from the store.
+      // The refit needs the selected columns: generate them again from the
+      // store through the space (a cross or expansion level is not a raw column).
       SelectedFeatureCache cache(budget, store.info().n_rows);
       if (settings.debias) {
+        FeatureSpaceSettings space_settings = s.space;
+        space_settings.index_base = store.info().index_base;
+        std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store, budget);
         cache.begin_batch();
-        std::vector<uint32_t> rows;
-        std::vector<float> values;
-        for (const auto& f : t.model.features) {
-          store.read_column(f.key.ids[0], rows, values);
-          cache.add_column(f.key, rows, values);
-        }
+        materialize_features(*space, store, t.model.features, cache);
       }
       add_point(t.model, s.B, s.apg.C, t.model.objective, t.total_apg_iterations,
                 t.total_gradient_evaluations, settings.debias ? &cache : nullptr, store.labels());

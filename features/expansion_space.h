@@ -19,6 +19,7 @@ class ExpansionSpace : public FeatureSpace {
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override;
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   void describe(Model& model) const override;
   const ExpansionMap& map() const { return map_; }
 

@@ -22,4 +22,17 @@ std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& set
   throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kind", settings.kind, "linear"));
 }
 
+void materialize_features(FeatureSpace& space, const ShardStore& store,
+                          const std::vector<ModelFeature>& features, SelectedFeatureCache& cache) {
+  const size_t first = cache.num_columns();
+  // A candidate's columns are consecutive in the model (one materialisation).
+  for (size_t k = 0; k < features.size(); ++k) {
+    const uint64_t candidate = space.candidate_of(features[k].key);
+    if (k > 0 && candidate == space.candidate_of(features[k - 1].key)) continue;
+    space.materialize(store, candidate, cache);
+  }
+  FGM_ASSERT(cache.num_columns() - first == features.size());
+  for (size_t k = 0; k < features.size(); ++k) FGM_ASSERT(cache.key(first + k) == features[k].key);
+}
+
 }  // namespace fgm

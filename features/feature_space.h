@@ -54,6 +54,8 @@ class FeatureSpace {
   virtual void mark_selected(uint64_t candidate) = 0;
   // Appends the candidate's column(s) to the current batch of `cache`.
   virtual void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) = 0;
+  // The candidate whose materialisation produced a column with this key.
+  virtual uint64_t candidate_of(const FeatureKey& key) const = 0;
   // Writes the space's definition (kind, parameters, scaling) into the model.
   virtual void describe(Model& model) const = 0;
 };
@@ -73,6 +75,12 @@ struct FeatureSpaceSettings {
 
 std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
                                                  const ShardStore& store, MemoryBudget& budget);
+
+// Appends the generated columns of `features` (a model's selected features, in
+// model order) to the current batch of `cache`, materialised by `space` exactly
+// as training did — never the raw base column of a generated feature.
+void materialize_features(FeatureSpace& space, const ShardStore& store,
+                          const std::vector<ModelFeature>& features, SelectedFeatureCache& cache);
 
 // Bitset over candidates (linear and group spaces).
 class CandidateBitset {

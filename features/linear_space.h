@@ -14,6 +14,7 @@ class LinearSpace : public FeatureSpace {
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override { selected_.set(candidate); }
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   void describe(Model& model) const override;
 
  private:
@@ -32,6 +33,7 @@ class GroupSpace : public FeatureSpace {
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override { selected_.set(candidate); }
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  uint64_t candidate_of(const FeatureKey& key) const override { return key.group; }
   void describe(Model& model) const override;
   const FeatureGroups& groups() const { return groups_; }
   uint64_t last_evaluated() const { return last_evaluated_; }  // group scores computed by the last pass

@@ -504,6 +504,11 @@ void Poly2Space::materialize(const ShardStore& store, uint64_t candidate, Select
   cache.add_column(key, rows_out_, vals_out_);
 }
 
+uint64_t Poly2Space::candidate_of(const FeatureKey& key) const {
+  if (key.kind == FeatureKind::kCross) return poly2_id(kPoly2Cross, key.ids[0], key.ids[1]);
+  return poly2_id(key.kind == FeatureKind::kSquare ? kPoly2Square : kPoly2Linear, key.ids[0]);
+}
+
 void Poly2Space::describe(Model& model) const {
   model.feature_kind = "poly2";
   model.gamma = gamma_;

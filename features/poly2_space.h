@@ -37,6 +37,7 @@ class Poly2Space : public FeatureSpace {
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  uint64_t candidate_of(const FeatureKey& key) const override;
   void describe(Model& model) const override;
   const Poly2Stats& last_stats() const { return stats_; }
 

@@ -1,12 +1,17 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <sstream>
 
 #include "engine/debias.h"
 #include "engine/fgm_path.h"
 #include "io/shard_store.h"
 #include "io/synthetic_data.h"
 #include "solvers/apg.h"
+#include "tests/engine/mixed_data.h"
+#include "tests/features/explicit_expansion.h"
 #include "tests/test_util.h"
 
 using namespace fgm;
@@ -157,4 +162,102 @@ TEST_CASE("B and C lists run one FGM per value", "[engine][path]") {
     REQUIRE(path.points[k].selected == single.model.features.size());
     REQUIRE(path.points[k].train_objective == Approx(single.model.objective).epsilon(1e-12));
   }
+}
+
+namespace {
+
+// Largest violation of the optimality conditions of the de-biased problem
+//   min ½‖w‖² + P(w, b)  (P with cost C), w_j = −∂P/∂w_j and ∂P/∂b = 0,
+// evaluated on explicitly expanded columns, relative to the size of the terms
+// (max(1, |w_j|, Σ_i |∂P/∂d_i · x_ij|)).
+double refit_violation(const Model& m, const test::ExplicitExpansion& oracle, const int8_t* y, uint64_t n,
+                       Loss loss, double C) {
+  std::vector<std::vector<double>> cols = oracle.columns(m);
+  std::vector<double> d(n, -m.bias);
+  for (size_t k = 0; k < cols.size(); ++k)
+    for (uint64_t i = 0; i < n; ++i) d[i] += m.features[k].weight * cols[k][i];
+  std::vector<double> dl(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    double yd = y[i] * d[i];
+    dl[i] = loss == Loss::kSquaredHinge ? -C * y[i] * std::max(0.0, 1 - yd) : -C * y[i] / (1 + std::exp(yd));
+  }
+  double worst = 0, scale = 1;
+  for (size_t k = 0; k < cols.size(); ++k) {
+    double g = 0, g_abs = 0;
+    for (uint64_t i = 0; i < n; ++i) g += dl[i] * cols[k][i], g_abs += std::fabs(dl[i] * cols[k][i]);
+    worst = std::max(worst, std::fabs(m.features[k].weight + g));
+    scale = std::max({scale, std::fabs(m.features[k].weight), g_abs});
+  }
+  double gb = 0, gb_abs = 0;
+  for (uint64_t i = 0; i < n; ++i) gb -= dl[i], gb_abs += std::fabs(dl[i]);
+  scale = std::max(scale, gb_abs);
+  return std::max(worst, std::fabs(gb)) / scale;
+}
+
+}  // namespace
+
+TEST_CASE("de-biased refits use the generated columns in every space and path mode",
+          "[engine][path][debias]") {
+  test::TempDir dir("fgm-path-kinds");
+  const uint64_t n = 300, m = 12;
+  std::string train = dir.write("train.svm", test::mixed_libsvm(n, m, 5));
+  std::string groups = dir.write("groups.txt", "1 2 3\n4 5 6\n7 8 9\n10 11 12\n");
+  test::InMemoryData rows = test::parse_libsvm_simple(train);
+  test::ExplicitExpansion oracle(rows, m);
+  MemoryBudget budget(256ull << 20);
+  IngestOptions o;
+  o.reader.declared_features = m;
+  ingest_libsvm(train, dir.file("store"), o, budget);
+  auto store = ShardStore::open(dir.file("store"), budget);
+
+  struct Kind {
+    std::string name;
+    FeatureSpaceSettings space;
+  };
+  std::vector<Kind> kinds(5);
+  kinds[0].name = "linear";
+  kinds[1].name = "group";
+  kinds[1].space.groups_path = groups;
+  kinds[2].name = "poly2";
+  kinds[2].space.kind = "poly2";
+  kinds[2].space.coef0 = 0.5;
+  kinds[3].name = "hik";
+  kinds[3].space.kind = "hik";
+  kinds[3].space.levels = 6;
+  kinds[4].name = "additive";
+  kinds[4].space.kind = "additive";
+  kinds[4].space.order = 2;
+  std::vector<FeatureKind> poly2_kinds_seen;
+  for (const Kind& kind : kinds) {
+    for (const std::string mode : {"features", "B", "C"}) {
+      PathSettings ps;
+      ps.base.B = 2;
+      ps.base.max_iterations = 3;
+      ps.base.eps_outer = 0;
+      ps.base.final_certificate = false;
+      ps.base.apg.C = 1.0;
+      ps.base.apg.bias = true;
+      ps.base.space = kind.space;
+      if (mode == "features") ps.feature_counts = {2, 4};
+      if (mode == "B") ps.B_values = {1, 3};
+      if (mode == "C") ps.C_values = {0.5, 4.0};
+      ps.debias = true;
+      ps.debias_C = 2.0;
+      PathOutcome path = run_fgm_path(*store, ps, budget);
+      REQUIRE(path.points.size() == 2);
+      for (const auto& p : path.points) {
+        INFO(kind.name << " path." << mode << " point " << p.point);
+        REQUIRE(p.has_debiased);
+        REQUIRE_FALSE(p.debiased.features.empty());
+        for (const auto& f : p.debiased.features)
+          if (kind.name == "poly2") poly2_kinds_seen.push_back(f.key.kind);
+        double v = refit_violation(p.debiased, oracle, store->labels(), n, Loss::kSquaredHinge, 2.0);
+        CAPTURE(v);
+        REQUIRE(v <= 1e-4);
+      }
+    }
+  }
+  // The poly-2 points cover all three generated kinds.
+  for (FeatureKind k : {FeatureKind::kLinear, FeatureKind::kSquare, FeatureKind::kCross})
+    REQUIRE(std::count(poly2_kinds_seen.begin(), poly2_kinds_seen.end(), k) > 0);
 }
