@@ -136,6 +136,24 @@ class PairTable {
   uint64_t size_ = 0;
 };
 
+// The bound threshold t for θ, lowered by a certified rounding slack so that
+// û_j·û_k ≥ t (as the pruning tests evaluate it) holds for every pair whose
+// computed score ŝ_jk can reach θ. With ε = 2^-53, γ_k = kε/(1−kε) and N ≤ n
+// the terms of a column sum (Higham, Accuracy and Stability, §3.1, §4.2):
+//  * every term a_i·x_ij·x_ik (and |a_i|·x_ij²) is rounded twice, and a sum of
+//    N terms in any order (row order, GEMM blocks, group partials) is off by
+//    ≤ γ_{N−1}Σ|terms|, so |p̂_jk| ≤ (1+γ_{n+1})·Σ_i |a_i x_ij x_ik|
+//    ≤ (1+γ_{n+1})·u_j·u_k (Cauchy–Schwarz in the |a|-weighted norm);
+//  * û_j = fl(√fl(Σ|a_i|x_ij²)) ≥ (1−ε)(1−γ_{n+1})^{1/2}·u_j;
+//  * ŝ_jk = fl(fl(cs·p̂)·p̂) ≤ (1+ε)²·cs·p̂², and t̂ = fl(√fl(θ/cs)) ≤ (1+ε)^{3/2}√(θ/cs).
+// So ŝ_jk ≥ θ implies û_j·û_k ≥ t̂·(1−2γ_{n+1}−5ε) to first order; the
+// comparisons fl(û_j·û_k) < t and û_k ≥ fl(t/û_j) each cost one ε more.
+// ρ = 4(n+8)ε covers all of it with room (ρ ≥ 2γ_{n+1} + 10ε for n < 2^48).
+double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
+  const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
+  return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -270,7 +288,9 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
 
   // --- Stage 3: the active set and its row-major block.
   const double theta = top.full() ? top.worst().score : 0.0;
-  const double t = pruning_ ? std::sqrt(theta / cross_scale) : 0.0;  // pair (j,k) eligible iff u_j u_k ≥ t
+  // Pair (j,k) is eligible iff u_j·u_k ≥ t: a pair whose computed score ties
+  // θ must stay eligible (it wins the tie on a smaller id).
+  const double t = pruning_ ? pair_bound_threshold(theta, cross_scale, n) : 0.0;
   stats_.threshold = theta;
   std::vector<uint32_t> active;  // base ids, by decreasing u
   for (uint32_t j : order) {

@@ -1,6 +1,7 @@
 // Poly-2 space (Algorithm 5) against an explicit, in-memory expansion.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -250,5 +251,179 @@ TEST_CASE("FGM on poly2 recovers a planted cross-feature model; predict regenera
     }
     REQUIRE(scorer.decision(idx.data(), val.data(), idx.size()) == Approx(explicit_dot).epsilon(1e-9).margin(1e-12));
     REQUIRE(ev.scores[i] == Approx(explicit_dot).epsilon(1e-9).margin(1e-12));
+  }
+}
+
+namespace {
+
+// Integer data (binary or small counts) with integer a = α∘y: every sum the
+// space forms is exact in double, so exact ties stay ties and the oracle below
+// ranks with exact integer scores (γ = 1, r = ½: linear c², square q², cross 2p²).
+struct IntegerData {
+  test::TempDir dir{"fgm-poly2-int"};
+  std::vector<std::vector<int>> X;  // n × m
+  std::vector<int> y, a;
+  MemoryBudget store_budget{64ull << 20};
+  std::unique_ptr<ShardStore> store;
+
+  IntegerData(std::vector<std::vector<int>> x, std::vector<int> labels, std::vector<int> weights)
+      : X(std::move(x)), y(std::move(labels)), a(std::move(weights)) {
+    std::ostringstream text;
+    for (size_t i = 0; i < X.size(); ++i) {
+      text << (y[i] > 0 ? "+1" : "-1");
+      for (size_t j = 0; j < X[i].size(); ++j)
+        if (X[i][j] != 0) text << ' ' << j + 1 << ':' << X[i][j];
+      text << '\n';
+    }
+    IngestOptions o;
+    o.reader.declared_features = X[0].size();
+    o.shard_target_bytes = 16 << 10;
+    MemoryBudget ingest_budget(256ull << 20);
+    ingest_libsvm(dir.write("train.svm", text.str()), dir.file("store"), o, ingest_budget);
+    store = ShardStore::open(dir.file("store"), store_budget);
+  }
+
+  std::vector<ScoredCandidate> oracle(size_t B) const {
+    const size_t n = X.size(), m = X[0].size();
+    std::vector<ScoredCandidate> all;
+    for (size_t j = 0; j < m; ++j) {
+      int64_t c = 0, q = 0;
+      for (size_t i = 0; i < n; ++i) c += int64_t{a[i]} * X[i][j], q += int64_t{a[i]} * X[i][j] * X[i][j];
+      if (c != 0) all.push_back({static_cast<double>(c * c), poly2_id(kPoly2Linear, j)});
+      if (q != 0) all.push_back({static_cast<double>(q * q), poly2_id(kPoly2Square, j)});
+      for (size_t k = j + 1; k < m; ++k) {
+        int64_t p = 0;
+        for (size_t i = 0; i < n; ++i) p += int64_t{a[i]} * X[i][j] * X[i][k];
+        if (p != 0) all.push_back({static_cast<double>(2 * p * p), poly2_id(kPoly2Cross, j, k)});
+      }
+    }
+    std::sort(all.begin(), all.end(), ranks_before);
+    if (all.size() > B) all.resize(B);
+    return all;
+  }
+
+  SpaceScores score(uint64_t B, int threads, uint64_t seed_features, MemoryBudget& budget, bool* dense) {
+    FeatureSpaceSettings s;
+    s.kind = "poly2";
+    s.coef0 = 0.5;
+    s.pair_block_features = seed_features;
+    Poly2Space space(*store, s, budget);
+    SchedulerOptions so;
+    so.threads = threads;
+    auto blocks = store->plan_blocks(4096);
+    BlockStreamer streamer = make_block_streamer(*store, so, budget);
+    std::vector<double> ad(a.begin(), a.end());
+    SpaceScores r = run_worst_case_analysis(space, *store, blocks, streamer, ad.data(), B, threads, budget);
+    if (dense) *dense = space.last_stats().dense_path;
+    return r;
+  }
+};
+
+// The issue's construction: features 0,1 share 13 positive rows; 2,3 share 13
+// positive rows plus one negative row each; `heavy` balanced features (7
+// positive, 7 negative rows each, disjoint) have the bound of 2,3, so the seed
+// holds 2, 3 and heavy ones but not 0, 1. cross(0,1) and cross(2,3) tie at 2·13².
+IntegerData tied_pairs_data(size_t heavy) {
+  const size_t m = 4 + heavy;
+  std::vector<std::vector<int>> X;
+  std::vector<int> y;
+  auto row = [&](int label, std::vector<size_t> on) {
+    X.emplace_back(m, 0);
+    for (size_t j : on) X.back()[j] = 1;
+    y.push_back(label);
+  };
+  for (int r = 0; r < 13; ++r) row(+1, {0, 1});
+  for (int r = 0; r < 13; ++r) row(+1, {2, 3});
+  row(-1, {2});
+  row(-1, {3});
+  for (size_t h = 0; h < heavy; ++h)
+    for (int r = 0; r < 14; ++r) row(r < 7 ? +1 : -1, {4 + h});
+  std::vector<int> a = y;  // α = 1
+  return IntegerData(std::move(X), y, a);
+}
+
+}  // namespace
+
+TEST_CASE("poly2 keeps a pair that ties the B-th score outside the seed (smaller id wins)",
+          "[features][poly2][ties]") {
+  IntegerData d = tied_pairs_data(254);
+  auto oracle = d.oracle(3);
+  REQUIRE(oracle[0].id == poly2_id(kPoly2Cross, 0, 1));
+  REQUIRE(oracle[1].id == poly2_id(kPoly2Cross, 2, 3));
+  REQUIRE(oracle[0].score == oracle[1].score);
+  for (uint64_t B : {uint64_t{1}, uint64_t{2}, uint64_t{3}})
+    for (int threads : {1, 2})
+      for (uint64_t seed : {uint64_t{0}, uint64_t{2}, uint64_t{300}}) {  // 0: the default 256
+        INFO("B " << B << " threads " << threads << " seed " << seed);
+        MemoryBudget budget(256ull << 20);
+        SpaceScores r = d.score(B, threads, seed, budget, nullptr);
+        REQUIRE(r.top.size() == B);
+        for (size_t k = 0; k < B; ++k) {
+          REQUIRE(r.top[k].id == oracle[k].id);
+          REQUIRE(r.top[k].score == oracle[k].score);
+        }
+      }
+}
+
+TEST_CASE("poly2 training with fgm.B=1 selects the tied pair with the smaller id", "[features][poly2][ties]") {
+  IntegerData d = tied_pairs_data(254);
+  MemoryBudget budget(256ull << 20);
+  TrainSettings s;
+  s.B = 1;
+  s.max_iterations = 1;
+  s.apg.C = 1.0;
+  s.final_certificate = false;
+  s.space.kind = "poly2";
+  s.space.coef0 = 0.5;
+  TrainOutcome out = train_fgm(*d.store, s, budget);
+  REQUIRE(out.model.features.size() == 1);
+  REQUIRE(out.model.features[0].key.kind == FeatureKind::kCross);
+  REQUIRE(out.model.features[0].key.ids[0] == 0);
+  REQUIRE(out.model.features[0].key.ids[1] == 1);
+}
+
+TEST_CASE("poly2 top-B equals an exhaustive oracle on binary and count data with ties, for any seed, "
+          "budget (dense or sparse) and thread count",
+          "[features][poly2][ties]") {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> unif(0, 1);
+  struct Case {
+    std::string name;
+    size_t n, m;
+    double density;
+    int max_value;
+  };
+  for (const Case& c : {Case{"binary", 240, 24, 0.3, 1}, Case{"counts", 200, 16, 0.6, 3}}) {
+    std::vector<std::vector<int>> X(c.n, std::vector<int>(c.m, 0));
+    std::vector<int> y(c.n), a(c.n);
+    for (size_t i = 0; i < c.n; ++i) {
+      for (size_t j = 0; j < c.m; ++j)
+        if (unif(rng) < c.density) X[i][j] = 1 + static_cast<int>(unif(rng) * c.max_value);
+      y[i] = unif(rng) < 0.5 ? 1 : -1;
+      a[i] = y[i] * (unif(rng) < 0.7 ? 1 : 2);  // small integer duals: many exact ties
+    }
+    IntegerData d(X, y, a);
+    for (uint64_t B : {uint64_t{1}, uint64_t{7}, uint64_t{30}}) {
+      auto oracle = d.oracle(B);
+      std::vector<bool> dense_seen;
+      for (uint64_t budget_bytes : {uint64_t{256} << 20, uint64_t{3} << 20})
+        for (uint64_t seed : {uint64_t{0}, uint64_t{3}})  // 0: the default seed size
+          for (int threads : {1, 2}) {
+            INFO(c.name << " B " << B << " budget " << budget_bytes << " seed " << seed << " threads " << threads);
+            MemoryBudget budget(budget_bytes);
+            bool dense = false;
+            SpaceScores r = d.score(B, threads, seed, budget, &dense);
+            dense_seen.push_back(dense);
+            REQUIRE(r.top.size() == oracle.size());
+            for (size_t k = 0; k < oracle.size(); ++k) {
+              REQUIRE(r.top[k].id == oracle[k].id);
+              REQUIRE(r.top[k].score == oracle[k].score);
+            }
+          }
+      if (c.name == "counts") {  // both accumulation paths were exercised
+        REQUIRE(std::count(dense_seen.begin(), dense_seen.end(), true) > 0);
+        REQUIRE(std::count(dense_seen.begin(), dense_seen.end(), false) > 0);
+      }
+    }
   }
 }
