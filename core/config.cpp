@@ -65,8 +65,10 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("fgm.max_iterations", T::kInt, "10", "outer iterations T (at most T·B features)"),
              1, 1e6),
       ranged(spec("fgm.max_features", T::kInt, "0",
-                  "stop once this many features are selected (0: no cap); the last batch is "
-                  "shortened to land on it exactly"),
+                  "stop once this many selection units are selected (0: no cap): features "
+                  "for linear and poly2, groups for features.groups, hik and additive (a "
+                  "group brings all its generated columns); the last batch is shortened to "
+                  "land on it exactly"),
              0, 1e18),
       ranged(spec("fgm.eps_outer", T::kFloat, "0.001",
                   "stop when the relative objective decrease (38) falls to this value"),
@@ -129,7 +131,8 @@ std::vector<ParamSpec> build_specs() {
                    "intersection (min(x,z))"),
               {"chi2", "intersection"}),
       ranged(spec("path.features", T::kIntList, "[]",
-                  "fgm path: feature counts to produce models at, in one run (increasing)"),
+                  "fgm path: counts to produce models at, in one run (increasing); counted "
+                  "as fgm.max_features counts (features, or groups for grouped spaces)"),
              1, 1e18),
       ranged(spec("path.B", T::kIntList, "[]", "fgm path: values of fgm.B, one run each"), 1, 1e9),
       ranged(spec("path.C", T::kFloatList, "[]", "fgm path: values of fgm.C, one run each"), 0,

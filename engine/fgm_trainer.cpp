@@ -29,7 +29,6 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   FeatureSpaceSettings space_settings = settings.space;
   space_settings.index_base = info.index_base;
   std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store, budget);
-  const bool single_columns = space->kind() != "group" && space->kind() != "hik" && space->kind() != "additive";
   // A store that fits comfortably in the budget stays mapped between passes
   // (reserved as such); a larger one is streamed and its pages released.
   SchedulerOptions scheduler = settings.scheduler;
@@ -119,6 +118,10 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     on_checkpoint(cp);
   };
 
+  // fgm.max_features and the checkpoints count selection units, what one
+  // top-B slot holds: a feature (linear, poly2) or a group (group, hik,
+  // additive), however many columns the group materialises.
+  uint64_t units = 0;
   size_t next_checkpoint = 0;
   uint64_t last_checkpoint_features = 0;
   for (int t = 1; t <= settings.max_iterations; ++t) {
@@ -130,13 +133,13 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     uint64_t batch = settings.B;
     {
       // Land exactly on the next checkpoint and never pass max_features.
-      const uint64_t have = cache.num_columns();
+      const uint64_t have = units;
       while (next_checkpoint < settings.checkpoints.size() && settings.checkpoints[next_checkpoint] <= have)
         ++next_checkpoint;
       uint64_t limit = UINT64_MAX;
       if (next_checkpoint < settings.checkpoints.size()) limit = settings.checkpoints[next_checkpoint];
       if (settings.max_features > 0) limit = std::min(limit, settings.max_features);
-      if (single_columns && limit != UINT64_MAX) batch = std::min<uint64_t>(settings.B, limit - have);
+      if (limit != UINT64_MAX) batch = std::min<uint64_t>(settings.B, limit - have);
     }
     SpaceScores wc = run_worst_case_analysis(*space, store, blocks, streamer, a.data(), batch,
                                              settings.scheduler.threads, budget);
@@ -159,6 +162,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
       space->mark_selected(c.id);
       space->materialize(store, c.id, cache);
     }
+    units += wc.top.size();
     rec.added = cache.batch_end(cache.num_batches() - 1) - cache.batch_begin(cache.num_batches() - 1);
 
     auto t_solve = std::chrono::steady_clock::now();
@@ -181,15 +185,15 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     if (on_iteration) on_iteration(rec);
 
     if (on_checkpoint && next_checkpoint < settings.checkpoints.size() &&
-        rec.selected >= settings.checkpoints[next_checkpoint]) {
+        units >= settings.checkpoints[next_checkpoint]) {
       emit_checkpoint(settings.checkpoints[next_checkpoint]);
-      last_checkpoint_features = rec.selected;
+      last_checkpoint_features = units;
     }
-    if (settings.max_features > 0 && rec.selected >= settings.max_features) {
+    if (settings.max_features > 0 && units >= settings.max_features) {
       out.stop_reason = "max_features";
       break;
     }
-    if (!settings.checkpoints.empty() && rec.selected >= settings.checkpoints.back()) {
+    if (!settings.checkpoints.empty() && units >= settings.checkpoints.back()) {
       out.stop_reason = "last_checkpoint";
       break;
     }
@@ -203,8 +207,8 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   // A path that ran out of new features before its next checkpoint still
   // reports the model it reached.
   if (on_checkpoint && next_checkpoint < settings.checkpoints.size() && !out.iterations.empty() &&
-      cache.num_columns() > last_checkpoint_features) {
-    emit_checkpoint(cache.num_columns());
+      units > last_checkpoint_features) {
+    emit_checkpoint(units);
   }
 
   if (settings.final_certificate && out.stop_reason != "no_new_features" && !out.iterations.empty()) {

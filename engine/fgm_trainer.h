@@ -31,9 +31,12 @@ struct TrainSettings {
   SchedulerOptions scheduler;      // threads, blocks in flight, progress
   uint64_t block_bytes = 4 << 20;  // scoring block target
   FeatureSpaceSettings space;      // what the worst-case analysis searches
-  uint64_t max_features = 0;       // 0: no cap; else stop once this many are selected
-  // Feature counts at which a snapshot is taken (fgm path). The batch before a
-  // checkpoint is shortened so the count lands on it exactly. Increasing.
+  // 0: no cap; else stop once this many selection units are selected — features
+  // (linear, poly2) or groups (group, hik, additive); the last batch is shortened.
+  uint64_t max_features = 0;
+  // Selection-unit counts (as max_features) at which a snapshot is taken (fgm
+  // path). The batch before a checkpoint is shortened so the count lands on it
+  // exactly. Increasing.
   std::vector<uint64_t> checkpoints;
 };
 
@@ -71,7 +74,7 @@ struct TrainOutcome {
 
 // The state of the run when a checkpoint count is reached.
 struct Checkpoint {
-  uint64_t features = 0;          // the checkpoint (selected count)
+  uint64_t features = 0;          // the checkpoint (selection units, as max_features)
   Model model;                    // the model at this point
   const IterationRecord* last = nullptr;
   double seconds = 0;             // since the start of train_fgm

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
 #include "io/shard_store.h"
 #include "io/synthetic_data.h"
+#include "tests/engine/mixed_data.h"
 #include "tests/test_util.h"
 
 using namespace fgm;
@@ -149,5 +151,50 @@ TEST_CASE("a budget too small for the run is a clear out-of-memory error", "[eng
   } catch (const Error& e) {
     REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
     REQUIRE(std::string(e.what()).find("engine.memory_budget") != std::string::npos);
+  }
+}
+
+TEST_CASE("fgm.max_features is exact in every space, counting features or groups", "[engine][fgm]") {
+  test::TempDir dir("fgm-max-features");
+  const uint64_t m = 12;
+  std::string train = dir.write("train.svm", test::mixed_libsvm(300, m, 11));
+  std::string groups = dir.write("groups.txt", "1 2 3\n4 5 6\n7 8 9\n10 11 12\n");
+  MemoryBudget budget(256ull << 20);
+  auto store = make_store(dir, train, budget);
+  struct Kind {
+    std::string name;
+    FeatureSpaceSettings space;
+    uint64_t max_units;
+  };
+  std::vector<Kind> kinds(5);
+  kinds[0] = {"linear", {}, 7};
+  kinds[1] = {"group", {}, 3};
+  kinds[1].space.groups_path = groups;
+  kinds[2] = {"poly2", {}, 7};
+  kinds[2].space.kind = "poly2";
+  kinds[3] = {"hik", {}, 7};
+  kinds[3].space.kind = "hik";
+  kinds[3].space.levels = 8;
+  kinds[4] = {"additive", {}, 7};
+  kinds[4].space.kind = "additive";
+  kinds[4].space.order = 2;
+  // Selection units of a model, counted from its feature keys.
+  auto units = [](const Model& model, const std::string& kind) -> uint64_t {
+    if (kind == "linear" || kind == "poly2") return model.features.size();
+    std::set<uint64_t> distinct;
+    for (const auto& f : model.features) distinct.insert(kind == "group" ? f.key.group : f.key.ids[0]);
+    return distinct.size();
+  };
+  for (const Kind& kind : kinds) {
+    for (uint64_t cap = 1; cap <= kind.max_units; cap += 2) {
+      INFO(kind.name << " fgm.max_features=" << cap);
+      TrainSettings s = small_settings(2, 1000, 1);
+      s.space = kind.space;
+      s.max_features = cap;
+      TrainOutcome out = train_fgm(*store, s, budget);
+      REQUIRE(out.stop_reason == "max_features");
+      REQUIRE(units(out.model, kind.name) == cap);
+      if (kind.name == "hik" || kind.name == "additive") REQUIRE(out.model.features.size() > cap);
+    }
   }
 }
