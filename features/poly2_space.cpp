@@ -22,6 +22,10 @@
 //     scored exactly, so the top B equals that of the full expansion.
 // Results do not depend on the thread count: every sum has a fixed order and
 // the top-B merge is order-free (ties go to the smaller id).
+// Memory: every array of the pair stage (per-feature bounds and order, seed
+// entries, active set, per-block column copies in flight, row-major block,
+// partition plan, pair tables, dense block) is reserved from the budget before
+// it is allocated; what is left is O(blocks + threads) bookkeeping.
 #include "features/poly2_space.h"
 
 #include <tbb/parallel_for.h>
@@ -44,15 +48,23 @@ namespace {
 constexpr uint32_t kNotActive = UINT32_MAX;
 
 struct Stage1Output : BlockOutput {
-  Stage1Output(size_t B, uint64_t first, uint64_t count)
-      : top(B), first_column(first), weights(count), nnz(count) {}
+  Stage1Output(size_t B, uint64_t first, uint64_t count, MemoryBudget& budget)
+      : memory(budget.reserve(count * (sizeof(double) + sizeof(uint64_t)), "poly2 per-block bounds")),
+        top(B),
+        first_column(first),
+        weights(count),
+        nnz(count) {}
+  Reservation memory;
   TopBCache top;
   uint64_t first_column;
   std::vector<double> weights;  // u_j² = Σ |a_i| x_ij²
   std::vector<uint64_t> nnz;
 };
 
+// A block's active columns, copied while the block is mapped; the copy is
+// reserved (at most the block's own entries, for each block in flight).
 struct ActiveColumns : BlockOutput {
+  Reservation memory;
   struct Column {
     uint32_t active_index;
     std::vector<uint32_t> rows;
@@ -191,14 +203,15 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
   TopBCache top(B);
 
   // --- Stage 1: linear and square scores, and the pair bounds u_j.
-  Reservation u_mem = budget.reserve(m * (sizeof(double) + sizeof(uint32_t)), "poly2 pair bounds",
+  // u, column_nnz and the bound order of the features.
+  Reservation u_mem = budget.reserve(m * (sizeof(double) + 2 * sizeof(uint32_t)), "poly2 pair bounds",
                                      "use fewer base features");
   std::vector<double> u(m, 0.0);
   std::vector<uint32_t> column_nnz(m, 0);
   PassStats p1 = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto o = std::make_unique<Stage1Output>(B, block.first_column, block.column_count);
+        auto o = std::make_unique<Stage1Output>(B, block.first_column, block.column_count, budget);
         for (uint64_t k = 0; k < block.column_count; ++k) {
           uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
           double c = 0, q = 0, w = 0;
@@ -234,6 +247,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
 
   // Features ordered by decreasing bound (ties: smaller id).
   std::vector<uint32_t> order;
+  order.reserve(m);
   for (uint64_t j = 0; j < m; ++j)
     if (u[j] > 0) order.push_back(static_cast<uint32_t>(j));
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return u[x] != u[y] ? u[x] > u[y] : x < y; });
@@ -260,14 +274,23 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
     while (K < std::min<size_t>(seed_features_, order.size()) && seed_nnz + column_nnz[order[K]] <= cap &&
            (seed_nnz + column_nnz[order[K]]) * (K + 1) <= kSeedWork)
       seed_nnz += column_nnz[order[K++]];
-    std::vector<std::tuple<uint32_t, uint32_t, float>> entries;  // (row, seed index, value)
+    using SeedEntry = std::tuple<uint32_t, uint32_t, float>;  // (row, seed index, value)
+    uint32_t widest = 0;
+    for (size_t s = 0; s < K; ++s) widest = std::max(widest, column_nnz[order[s]]);
+    // Entries (exactly sized), the pair sums and one column read buffer.
+    Reservation seed_mem = budget.reserve(seed_nnz * sizeof(SeedEntry) + K * K * sizeof(double) +
+                                              uint64_t{widest} * (sizeof(uint32_t) + sizeof(float)),
+                                          "poly2 seed pairs");
+    std::vector<SeedEntry> entries;
+    entries.reserve(seed_nnz);
     std::vector<uint32_t> rows;
     std::vector<float> vals;
+    rows.reserve(widest);
+    vals.reserve(widest);
     for (size_t s = 0; s < K; ++s) {
       store.read_column(order[s], rows, vals);
       for (size_t e = 0; e < rows.size(); ++e) entries.emplace_back(rows[e], static_cast<uint32_t>(s), vals[e]);
     }
-    Reservation seed_mem = budget.reserve(entries.size() * 12 + K * K * 8, "poly2 seed pairs");
     std::sort(entries.begin(), entries.end());
     std::vector<double> acc(K * K, 0.0);
     for (size_t b = 0; b < entries.size();) {
@@ -292,11 +315,14 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
   // θ must stay eligible (it wins the tie on a smaller id).
   const double t = pruning_ ? pair_bound_threshold(theta, cross_scale, n) : 0.0;
   stats_.threshold = theta;
-  std::vector<uint32_t> active;  // base ids, by decreasing u
+  uint64_t active_count = 0;  // the prefix of `order` with a possible partner
   for (uint32_t j : order) {
     if (u[j] * u_max < t) break;
-    active.push_back(j);
+    ++active_count;
   }
+  Reservation active_mem = budget.reserve(active_count * (sizeof(uint32_t) + sizeof(double)), "poly2 active set");
+  std::vector<uint32_t> active;  // base ids, by decreasing u
+  active.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(active_count));
   // Only features with a possible partner besides themselves.
   while (active.size() >= 2 && u[active.back()] * u[active[0]] < t) active.pop_back();
   if (active.size() < 2) active.clear();
@@ -318,6 +344,15 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
     }
     auto extract = [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
       auto o = std::make_unique<ActiveColumns>();
+      uint64_t copied = 0, columns = 0;
+      for (uint64_t k = 0; k < block.column_count; ++k)
+        if (active_index[block.first_column + k] != kNotActive) {
+          copied += block.col_ptr[k + 1] - block.col_ptr[k];
+          ++columns;
+        }
+      o->memory = budget.reserve(copied * (sizeof(uint32_t) + sizeof(float)) + columns * sizeof(ActiveColumns::Column),
+                                 "poly2 active columns in flight");
+      o->columns.reserve(columns);
       for (uint64_t k = 0; k < block.column_count; ++k) {
         uint32_t h = active_index[block.first_column + k];
         if (h == kNotActive) continue;
@@ -360,7 +395,11 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
     }
     // Sort each row by active index (= decreasing bound).
     {
+      uint64_t widest_row = 0;
+      for (uint64_t i = 0; i < n; ++i) widest_row = std::max(widest_row, R.row_ptr[i + 1] - R.row_ptr[i]);
+      Reservation tmp_mem = budget.reserve(widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
       std::vector<std::pair<uint32_t, float>> tmp;
+      tmp.reserve(widest_row);
       for (uint64_t i = 0; i < n; ++i) {
         uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
         tmp.clear();
@@ -415,6 +454,10 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
     } else {
       // Sparse: count eligible pair updates per first index, cut j-partitions
       // that fit the budget, accumulate each exactly in row order.
+      // Update counts and partition cuts (≤ H + 1), the per-partition counts.
+      Reservation plan_mem = budget.reserve(uint64_t{H} * (sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint64_t)) +
+                                                sizeof(uint32_t),
+                                            "poly2 pair partition plan");
       std::vector<uint64_t> updates(H, 0);
       for (uint64_t i = 0; i < n; ++i) {
         uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
@@ -429,7 +472,9 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       // ≥ 0.35, old and new arrays during growth: ~48 bytes per update.
       const uint64_t per_partition = std::max<uint64_t>(1024, budget.available() / threads / 48);
       const uint64_t target = std::max<uint64_t>(1, std::min(per_partition, total_updates / threads + 1));
-      std::vector<uint32_t> cuts{0};
+      std::vector<uint32_t> cuts;
+      cuts.reserve(uint64_t{H} + 1);
+      cuts.push_back(0);
       uint64_t run = 0;
       for (uint32_t h = 0; h < H; ++h) {
         if (run > 0 && run + updates[h] > target) {
