@@ -241,3 +241,36 @@ TEST_CASE("poly2 through the CLI: inspect lists cross pairs with 1-based ids", "
   double accuracy = std::stod(r.out.substr(r.out.find("accuracy=") + 9));
   REQUIRE(accuracy > 0.99);
 }
+
+TEST_CASE("fgm path with path.B de-biases a poly2 cross on its own column", "[cli][path][poly2]") {
+  TempDir dir("fgm-cli");
+  std::mt19937_64 rng(8);
+  std::normal_distribution<double> normal(0, 1);
+  auto rows = [&](int n) {
+    std::ostringstream text;
+    for (int i = 0; i < n; ++i) {
+      double x[10];
+      for (double& v : x) v = normal(rng);
+      text << (x[1] * x[6] >= 0 ? "+1" : "-1");  // y = sign(x2·x7), 1-based ids
+      for (int j = 0; j < 10; ++j) text << ' ' << j + 1 << ':' << static_cast<float>(x[j]);
+      text << '\n';
+    }
+    return text.str();
+  };
+  dir.write("train.svm", rows(1000));
+  dir.write("test.svm", rows(500));
+  RunResult r = run(dir, "path data.train=train.svm data.test=test.svm features.kind=poly2 'path.B=[1]' "
+                         "fgm.max_iterations=1 output.dir=run engine.cache_dir=cache");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  std::ifstream csv(dir.file("run/path.csv"));
+  std::string header, line;
+  std::getline(csv, header);
+  std::getline(csv, line);
+  std::vector<std::string> cells;
+  for (std::stringstream ss(line); std::getline(ss, cells.emplace_back(), ',');) {
+  }
+  CAPTURE(line);
+  REQUIRE(std::stod(cells[6]) > 0.95);   // test_accuracy
+  REQUIRE(std::stod(cells[10]) > 0.95);  // debiased_test_accuracy (0 when refitted on x2 alone)
+}
