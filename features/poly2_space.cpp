@@ -18,8 +18,11 @@
 //  4. Pairs of H are accumulated exactly, Σ_i in row order: dense active
 //     blocks by Eigen GEMM (X_Hᵀ diag(a) X_H over fixed row groups), sparse
 //     ones in open-addressing tables over j-partitions sized from the memory
-//     budget (Algorithm 5's block pairs). Every pair that could beat θ is
-//     scored exactly, so the top B equals that of the full expansion.
+//     budget (Algorithm 5's block pairs); a dense block's pairs that can
+//     reach the B-th best are summed again in row order, so every offered
+//     pair score is the same row-order sum on every path. Every pair that
+//     could reach θ (within a certified rounding slack) is scored exactly,
+//     so the top B equals that of the full expansion, ties included.
 // Results do not depend on the thread count: every sum has a fixed order and
 // the top-B merge is order-free (ties go to the smaller id).
 // Memory: every array of the pair stage (per-feature bounds and order, seed
@@ -164,6 +167,76 @@ class PairTable {
 double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
+}
+
+// The dense path's pairs. GEMM sums in another order than the seed and the
+// sparse partitions (row order, (a_i·x_ij)·x_ik), so its values may differ in
+// the last bits; to select the same pairs on either path, every pair whose
+// certified interval around its GEMM value can reach the B-th best is
+// rescored in row order, and only those exact sums are offered. With
+// |ĝ − p̂_row| ≤ 2γ_{n+1}·Σ|a_i x_ij x_ik| ≤ 2γ_{n+1}·u_j u_k (see
+// pair_bound_threshold), δ = 3(n+8)ε·û_j û_k bounds the difference. A pair
+// whose upper score is below the B-th best lower score (over the top so far
+// and every pair) ranks after B candidates on any path and is skipped.
+// `offer(p, q, sum)` offers a pair, `excluded(p, q)` says it is selected,
+// `pair_id(p, q)` is its candidate id (active indices p < q).
+template <class PairId, class Offer, class Excluded>
+void offer_dense_pairs(const Eigen::MatrixXd& G, const ActiveRows& R, const std::vector<double>& uh, uint64_t n,
+                       uint32_t seeded, const double* a, double cross_scale, const TopBCache& top,
+                       MemoryBudget& budget, PairId&& pair_id, Offer&& offer, Excluded&& excluded) {
+  const uint32_t H = static_cast<uint32_t>(uh.size());
+  const double eps = std::ldexp(1.0, -53);
+  const double rel = 3.0 * (static_cast<double>(n) + 8.0) * eps;
+  auto score_bounds = [&](uint32_t p, uint32_t q) {
+    const double d = rel * uh[p] * uh[q], g = std::fabs(G(p, q));
+    const double lo = std::max(0.0, g - d), hi = g + d;
+    return std::pair<double, double>(cross_scale * lo * lo * (1 - 4 * eps), cross_scale * hi * hi * (1 + 4 * eps));
+  };
+  // Pairs inside the seed were offered in stage 2.
+  auto first_partner = [&](uint32_t p) { return std::max<uint32_t>(p + 1, p < seeded ? seeded : 0); };
+  TopBCache floor = top;
+  for (uint32_t p = 0; p < H; ++p)
+    for (uint32_t q = first_partner(p); q < H; ++q) {
+      const double lo = score_bounds(p, q).first;
+      if (lo > 0 && floor.may_admit(lo) && !excluded(p, q)) floor.offer({lo, pair_id(p, q)});
+    }
+  const double floor_theta = floor.full() ? floor.worst().score : 0.0;
+
+  // Column-major copy of the block (rows ascending) for the row-order sums.
+  const uint64_t nnz = R.row_ptr[n];
+  Reservation columns_mem = budget.reserve((2 * uint64_t{H} + 1) * sizeof(uint64_t) +
+                                               nnz * (sizeof(uint32_t) + sizeof(float)),
+                                           "poly2 dense pair rescoring");
+  std::vector<uint64_t> col_ptr(uint64_t{H} + 1, 0);
+  for (uint64_t e = 0; e < nnz; ++e) ++col_ptr[R.index[e] + 1];
+  for (uint32_t h = 0; h < H; ++h) col_ptr[h + 1] += col_ptr[h];
+  std::vector<uint32_t> rows(nnz);
+  std::vector<float> vals(nnz);
+  std::vector<uint64_t> fill(col_ptr.begin(), col_ptr.end() - 1);
+  for (uint64_t i = 0; i < n; ++i)
+    for (uint64_t e = R.row_ptr[i]; e < R.row_ptr[i + 1]; ++e) {
+      const uint64_t pos = fill[R.index[e]]++;
+      rows[pos] = static_cast<uint32_t>(i);
+      vals[pos] = R.value[e];
+    }
+  for (uint32_t p = 0; p < H; ++p)
+    for (uint32_t q = first_partner(p); q < H; ++q) {
+      const double hi = score_bounds(p, q).second;
+      if (!(hi > 0) || hi < floor_theta) continue;
+      double sum = 0;
+      for (uint64_t x = col_ptr[p], y = col_ptr[q]; x < col_ptr[p + 1] && y < col_ptr[q + 1];) {
+        if (rows[x] < rows[y]) {
+          ++x;
+        } else if (rows[y] < rows[x]) {
+          ++y;
+        } else {
+          sum += a[rows[x]] * static_cast<double>(vals[x]) * static_cast<double>(vals[y]);
+          ++x;
+          ++y;
+        }
+      }
+      offer(p, q, sum);
+    }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -444,9 +517,14 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       stats_.dense_seconds = seconds_since(t_dense);
       Eigen::MatrixXd G = partial[0];
       for (int g = 1; g < kGroups; ++g) G += partial[g];
-      for (uint32_t p = 0; p < H; ++p)
-        for (uint32_t q = std::max<uint32_t>(p + 1, p < K ? static_cast<uint32_t>(K) : 0); q < H; ++q)
-          offer_pair(top, active[p], active[q], G(p, q));  // pairs inside the seed were offered in stage 2
+      partial.clear();
+      auto pair_id = [&](uint32_t p, uint32_t q) {
+        return poly2_id(kPoly2Cross, std::min(active[p], active[q]), std::max(active[p], active[q]));
+      };
+      offer_dense_pairs(
+          G, R, uh, n, static_cast<uint32_t>(K), a, cross_scale, top, budget,
+          pair_id, [&](uint32_t p, uint32_t q, double sum) { offer_pair(top, active[p], active[q], sum); },
+          [&](uint32_t p, uint32_t q) { return selected_.count(pair_id(p, q)) > 0; });
       stats_.dense_flops = 2.0 * static_cast<double>(n) * H * H;
       out.pair_updates += static_cast<uint64_t>(n) * H * (H - 1) / 2;
       out.candidates_scored += uint64_t{H} * (H - 1) / 2;
