@@ -49,6 +49,14 @@ namespace fgm {
 namespace {
 
 constexpr uint32_t kNotActive = UINT32_MAX;
+// Dense path: fixed row groups (summed in group order) of row chunks.
+constexpr int kDenseGroups = 8;
+constexpr uint64_t kDenseChunk = 2048;
+// The dense path's memory: the group partials and their sum, and each
+// group's chunk X and diag(a)·X.
+uint64_t dense_block_bytes(uint64_t H) {
+  return H * H * sizeof(double) * (kDenseGroups + 1) + 2 * kDenseChunk * H * sizeof(double) * kDenseGroups;
+}
 
 struct Stage1Output : BlockOutput {
   Stage1Output(size_t B, uint64_t first, uint64_t count, MemoryBudget& budget)
@@ -262,25 +270,82 @@ double Poly2Space::dimension() const {
   return 2 * m + m * (m - 1) / 2;  // linear + square + cross (the constant is the bias)
 }
 
+struct Poly2Space::Pass {
+  const ScoringContext& ctx;
+  const uint64_t m, n;
+  const double lin_scale, sq_scale, cross_scale;  // (√(2γr))², γ², (√2 γ)²
+  SpaceScores out;
+  TopBCache top;
+  Reservation bounds_mem;
+  std::vector<double> u;             // u_j, the pair bounds
+  std::vector<uint32_t> column_nnz;
+  std::vector<uint32_t> order;       // features with u_j > 0 by decreasing u (ties: smaller id)
+  size_t seeded = 0;                 // order[0, seeded) formed the seed
+  double t = 0;                      // pair (j,k) is eligible iff u_j·u_k ≥ t
+  Reservation active_mem;
+  std::vector<uint32_t> active;      // base ids of the active set H, by decreasing u
+  std::vector<double> uh;            // u of the active features
+  Reservation rows_mem;
+  ActiveRows R;                      // the active block, row-major
+
+  Pass(const ScoringContext& context, uint64_t features, uint64_t rows, double gamma, double coef0)
+      : ctx(context),
+        m(features),
+        n(rows),
+        lin_scale(2.0 * gamma * coef0),
+        sq_scale(gamma * gamma),
+        cross_scale(2.0 * gamma * gamma),
+        top(context.B) {}
+  void add(const PassStats& p) {
+    out.pass.blocks += p.blocks;
+    out.pass.bytes_streamed += p.bytes_streamed;
+    out.pass.seconds += p.seconds;
+  }
+};
+
+void Poly2Space::offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint64_t k, double p) const {
+  if (j > k) std::swap(j, k);
+  double s = pass.cross_scale * p * p;
+  if (!(s > 0) || !cache.may_admit(s)) return;
+  uint64_t id = poly2_id(kPoly2Cross, j, k);
+  if (selected_.count(id)) return;
+  cache.offer({s, id});
+}
+
 SpaceScores Poly2Space::score(const ScoringContext& ctx) {
-  const ShardStore& store = *ctx.store;
+  stats_ = Poly2Stats{};
+  Pass pass(ctx, n_features_, n_rows_, gamma_, coef0_);
+  score_single_features(pass);
+  auto t_pairs = std::chrono::steady_clock::now();
+  seed_pairs(pass);
+  select_active_features(pass);
+  if (pass.active.size() >= 2) {
+    transpose_active_features(pass);
+    const uint32_t H = static_cast<uint32_t>(pass.active.size());
+    const double density = static_cast<double>(pass.R.row_ptr[pass.n]) / (static_cast<double>(pass.n) * H);
+    // GEMM beats hashed accumulation by far more than the wasted zero products
+    // once a fifth of the active block is nonzero.
+    if (H <= 2048 && density >= 0.2 && dense_block_bytes(H) < ctx.budget->available() / 2)
+      accumulate_dense_pairs(pass);
+    else
+      accumulate_sparse_pairs(pass);
+  }
+  stats_.pair_seconds = seconds_since(t_pairs);
+  pass.out.top = pass.top.sorted();
+  return std::move(pass.out);
+}
+
+// Stage 1: linear and square scores, and the pair bounds u_j, in one pass.
+void Poly2Space::score_single_features(Pass& pass) {
+  const ScoringContext& ctx = pass.ctx;
   MemoryBudget& budget = *ctx.budget;
   const double* a = ctx.a;
-  const uint64_t B = ctx.B;
-  const uint64_t m = n_features_, n = n_rows_;
-  const double lin_scale = 2.0 * gamma_ * coef0_;   // (√(2γr))²
-  const double sq_scale = gamma_ * gamma_;          // γ²
-  const double cross_scale = 2.0 * gamma_ * gamma_; // (√2 γ)²
-  SpaceScores out;
-  stats_ = Poly2Stats{};
-  TopBCache top(B);
-
-  // --- Stage 1: linear and square scores, and the pair bounds u_j.
+  const uint64_t B = ctx.B, m = pass.m;
   // u, column_nnz and the bound order of the features.
-  Reservation u_mem = budget.reserve(m * (sizeof(double) + 2 * sizeof(uint32_t)), "poly2 pair bounds",
-                                     "use fewer base features");
-  std::vector<double> u(m, 0.0);
-  std::vector<uint32_t> column_nnz(m, 0);
+  pass.bounds_mem = budget.reserve(m * (sizeof(double) + 2 * sizeof(uint32_t)), "poly2 pair bounds",
+                                   "use fewer base features");
+  pass.u.assign(m, 0.0);
+  pass.column_nnz.assign(m, 0);
   PassStats p1 = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
@@ -297,7 +362,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
           o->weights[k] = w;
           o->nnz[k] = end - begin;
           uint64_t j = block.first_column + k;
-          double sl = lin_scale * c * c, sq = sq_scale * q * q;
+          double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
           if (sl > 0 && o->top.may_admit(sl) && !selected_.count(lid)) o->top.offer({sl, lid});
           if (sq > 0 && o->top.may_admit(sq) && !selected_.count(qid)) o->top.offer({sq, qid});
@@ -306,305 +371,311 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       },
       [&](std::unique_ptr<BlockOutput> o) {
         auto& s = static_cast<Stage1Output&>(*o);
-        top.merge(s.top);
+        pass.top.merge(s.top);
         for (size_t k = 0; k < s.weights.size(); ++k) {
-          u[s.first_column + k] = std::sqrt(s.weights[k]);
-          column_nnz[s.first_column + k] = static_cast<uint32_t>(s.nnz[k]);
+          pass.u[s.first_column + k] = std::sqrt(s.weights[k]);
+          pass.column_nnz[s.first_column + k] = static_cast<uint32_t>(s.nnz[k]);
         }
       },
       "poly2 single features");
-  out.pass.blocks += p1.blocks;
-  out.pass.bytes_streamed += p1.bytes_streamed;
-  out.pass.seconds += p1.seconds;
-  out.candidates_scored += 2 * m;
+  pass.add(p1);
+  pass.out.candidates_scored += 2 * m;
 
-  // Features ordered by decreasing bound (ties: smaller id).
-  std::vector<uint32_t> order;
-  order.reserve(m);
+  const std::vector<double>& u = pass.u;
+  pass.order.reserve(m);
   for (uint64_t j = 0; j < m; ++j)
-    if (u[j] > 0) order.push_back(static_cast<uint32_t>(j));
-  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return u[x] != u[y] ? u[x] > u[y] : x < y; });
-  const double u_max = order.empty() ? 0.0 : u[order[0]];
+    if (u[j] > 0) pass.order.push_back(static_cast<uint32_t>(j));
+  std::sort(pass.order.begin(), pass.order.end(),
+            [&](uint32_t x, uint32_t y) { return u[x] != u[y] ? u[x] > u[y] : x < y; });
+}
 
-  auto offer_pair = [&](TopBCache& cache, uint64_t j, uint64_t k, double p) {
-    if (j > k) std::swap(j, k);
-    double s = cross_scale * p * p;
-    if (!(s > 0) || !cache.may_admit(s)) return;
-    uint64_t id = poly2_id(kPoly2Cross, j, k);
-    if (selected_.count(id)) return;
-    cache.offer({s, id});
-  };
-
-  auto t_pairs = std::chrono::steady_clock::now();
-  // --- Stage 2: exact pairs among the heaviest features seed θ. The seed is
-  // capped by its nonzeros so popular columns cannot blow the budget.
+// Stage 2: exact pairs among the heaviest features seed θ. The seed is capped
+// by its nonzeros so popular columns cannot blow the budget.
+void Poly2Space::seed_pairs(Pass& pass) {
+  MemoryBudget& budget = *pass.ctx.budget;
+  const double* a = pass.ctx.a;
+  const std::vector<uint32_t>& order = pass.order;
+  const std::vector<uint32_t>& column_nnz = pass.column_nnz;
+  // Memory: the seed's entries; work: at most (Σ nnz)·K pair products.
+  const uint64_t cap = std::min<uint64_t>(budget.available() / 4 / 12, uint64_t{32} << 20);
+  constexpr uint64_t kSeedWork = uint64_t{1} << 27;
   size_t K = 0;
-  {
-    // Memory: the seed's entries; work: at most (Σ nnz)·K pair products.
-    const uint64_t cap = std::min<uint64_t>(budget.available() / 4 / 12, uint64_t{32} << 20);
-    constexpr uint64_t kSeedWork = uint64_t{1} << 27;
-    uint64_t seed_nnz = 0;
-    while (K < std::min<size_t>(seed_features_, order.size()) && seed_nnz + column_nnz[order[K]] <= cap &&
-           (seed_nnz + column_nnz[order[K]]) * (K + 1) <= kSeedWork)
-      seed_nnz += column_nnz[order[K++]];
-    using SeedEntry = std::tuple<uint32_t, uint32_t, float>;  // (row, seed index, value)
-    uint32_t widest = 0;
-    for (size_t s = 0; s < K; ++s) widest = std::max(widest, column_nnz[order[s]]);
-    // Entries (exactly sized), the pair sums and one column read buffer.
-    Reservation seed_mem = budget.reserve(seed_nnz * sizeof(SeedEntry) + K * K * sizeof(double) +
-                                              uint64_t{widest} * (sizeof(uint32_t) + sizeof(float)),
-                                          "poly2 seed pairs");
-    std::vector<SeedEntry> entries;
-    entries.reserve(seed_nnz);
-    std::vector<uint32_t> rows;
-    std::vector<float> vals;
-    rows.reserve(widest);
-    vals.reserve(widest);
-    for (size_t s = 0; s < K; ++s) {
-      store.read_column(order[s], rows, vals);
-      for (size_t e = 0; e < rows.size(); ++e) entries.emplace_back(rows[e], static_cast<uint32_t>(s), vals[e]);
-    }
-    std::sort(entries.begin(), entries.end());
-    std::vector<double> acc(K * K, 0.0);
-    for (size_t b = 0; b < entries.size();) {
-      size_t e = b;
-      uint32_t row = std::get<0>(entries[b]);
-      while (e < entries.size() && std::get<0>(entries[e]) == row) ++e;
-      for (size_t p = b; p < e; ++p)
-        for (size_t q = p + 1; q < e; ++q)
-          acc[std::get<1>(entries[p]) * K + std::get<1>(entries[q])] +=
-              a[row] * static_cast<double>(std::get<2>(entries[p])) * static_cast<double>(std::get<2>(entries[q]));
-      out.pair_updates += (e - b) * (e - b - 1) / 2;
-      b = e;
-    }
-    for (size_t p = 0; p < K; ++p)
-      for (size_t q = p + 1; q < K; ++q) offer_pair(top, order[p], order[q], acc[p * K + q]);
-    out.candidates_scored += K * (K - 1) / 2;
+  uint64_t seed_nnz = 0;
+  while (K < std::min<size_t>(seed_features_, order.size()) && seed_nnz + column_nnz[order[K]] <= cap &&
+         (seed_nnz + column_nnz[order[K]]) * (K + 1) <= kSeedWork)
+    seed_nnz += column_nnz[order[K++]];
+  pass.seeded = K;
+  using SeedEntry = std::tuple<uint32_t, uint32_t, float>;  // (row, seed index, value)
+  uint32_t widest = 0;
+  for (size_t s = 0; s < K; ++s) widest = std::max(widest, column_nnz[order[s]]);
+  // Entries (exactly sized), the pair sums and one column read buffer.
+  Reservation seed_mem = budget.reserve(seed_nnz * sizeof(SeedEntry) + K * K * sizeof(double) +
+                                            uint64_t{widest} * (sizeof(uint32_t) + sizeof(float)),
+                                        "poly2 seed pairs");
+  std::vector<SeedEntry> entries;
+  entries.reserve(seed_nnz);
+  std::vector<uint32_t> rows;
+  std::vector<float> vals;
+  rows.reserve(widest);
+  vals.reserve(widest);
+  for (size_t s = 0; s < K; ++s) {
+    pass.ctx.store->read_column(order[s], rows, vals);
+    for (size_t e = 0; e < rows.size(); ++e) entries.emplace_back(rows[e], static_cast<uint32_t>(s), vals[e]);
   }
+  std::sort(entries.begin(), entries.end());
+  std::vector<double> acc(K * K, 0.0);
+  for (size_t b = 0; b < entries.size();) {
+    size_t e = b;
+    uint32_t row = std::get<0>(entries[b]);
+    while (e < entries.size() && std::get<0>(entries[e]) == row) ++e;
+    for (size_t p = b; p < e; ++p)
+      for (size_t q = p + 1; q < e; ++q)
+        acc[std::get<1>(entries[p]) * K + std::get<1>(entries[q])] +=
+            a[row] * static_cast<double>(std::get<2>(entries[p])) * static_cast<double>(std::get<2>(entries[q]));
+    pass.out.pair_updates += (e - b) * (e - b - 1) / 2;
+    b = e;
+  }
+  for (size_t p = 0; p < K; ++p)
+    for (size_t q = p + 1; q < K; ++q) offer_pair(pass, pass.top, order[p], order[q], acc[p * K + q]);
+  pass.out.candidates_scored += K * (K - 1) / 2;
+}
 
-  // --- Stage 3: the active set and its row-major block.
-  const double theta = top.full() ? top.worst().score : 0.0;
-  // Pair (j,k) is eligible iff u_j·u_k ≥ t: a pair whose computed score ties
-  // θ must stay eligible (it wins the tie on a smaller id).
-  const double t = pruning_ ? pair_bound_threshold(theta, cross_scale, n) : 0.0;
+// Stage 3a: θ, the bound threshold t and the active set H (features that can
+// still have a partner reaching θ).
+void Poly2Space::select_active_features(Pass& pass) {
+  const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
+  // A pair whose computed score ties θ must stay eligible (it wins the tie on
+  // a smaller id): t carries the certified rounding slack.
+  pass.t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
   stats_.threshold = theta;
+  const std::vector<double>& u = pass.u;
+  const std::vector<uint32_t>& order = pass.order;
+  const double u_max = order.empty() ? 0.0 : u[order[0]];
   uint64_t active_count = 0;  // the prefix of `order` with a possible partner
   for (uint32_t j : order) {
-    if (u[j] * u_max < t) break;
+    if (u[j] * u_max < pass.t) break;
     ++active_count;
   }
-  Reservation active_mem = budget.reserve(active_count * (sizeof(uint32_t) + sizeof(double)), "poly2 active set");
-  std::vector<uint32_t> active;  // base ids, by decreasing u
+  pass.active_mem = pass.ctx.budget->reserve(active_count * (sizeof(uint32_t) + sizeof(double)),
+                                             "poly2 active set");
+  std::vector<uint32_t>& active = pass.active;
   active.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(active_count));
   // Only features with a possible partner besides themselves.
-  while (active.size() >= 2 && u[active.back()] * u[active[0]] < t) active.pop_back();
+  while (active.size() >= 2 && u[active.back()] * u[active[0]] < pass.t) active.pop_back();
   if (active.size() < 2) active.clear();
   stats_.active_features = active.size();
+  pass.uh.resize(active.size());
+  for (size_t h = 0; h < active.size(); ++h) pass.uh[h] = u[active[h]];
+}
+
+// Stage 3b: the active columns transposed into a row-major block (two
+// streamed passes over their blocks), each row sorted by active index.
+void Poly2Space::transpose_active_features(Pass& pass) {
+  const ScoringContext& ctx = pass.ctx;
+  MemoryBudget& budget = *ctx.budget;
+  const uint64_t m = pass.m, n = pass.n;
+  const std::vector<uint32_t>& active = pass.active;
   const uint32_t H = static_cast<uint32_t>(active.size());
-  std::vector<double> uh(H);
-  for (uint32_t h = 0; h < H; ++h) uh[h] = u[active[h]];
-
-  if (H >= 2) {
-    Reservation index_mem = budget.reserve(m * sizeof(uint32_t), "poly2 active-feature index");
-    std::vector<uint32_t> active_index(m, kNotActive);
-    for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
-    std::vector<BlockRef> blocks;
-    for (const auto& b : *ctx.blocks) {
-      bool any = false;
-      for (uint64_t j = b.first_column; j < b.first_column + b.column_count && !any; ++j)
-        any = active_index[j] != kNotActive;
-      if (any) blocks.push_back(b);
+  Reservation index_mem = budget.reserve(m * sizeof(uint32_t), "poly2 active-feature index");
+  std::vector<uint32_t> active_index(m, kNotActive);
+  for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
+  std::vector<BlockRef> blocks;
+  for (const auto& b : *ctx.blocks) {
+    bool any = false;
+    for (uint64_t j = b.first_column; j < b.first_column + b.column_count && !any; ++j)
+      any = active_index[j] != kNotActive;
+    if (any) blocks.push_back(b);
+  }
+  auto extract = [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+    auto o = std::make_unique<ActiveColumns>();
+    uint64_t copied = 0, columns = 0;
+    for (uint64_t k = 0; k < block.column_count; ++k)
+      if (active_index[block.first_column + k] != kNotActive) {
+        copied += block.col_ptr[k + 1] - block.col_ptr[k];
+        ++columns;
+      }
+    o->memory = budget.reserve(copied * (sizeof(uint32_t) + sizeof(float)) + columns * sizeof(ActiveColumns::Column),
+                               "poly2 active columns in flight");
+    o->columns.reserve(columns);
+    for (uint64_t k = 0; k < block.column_count; ++k) {
+      uint32_t h = active_index[block.first_column + k];
+      if (h == kNotActive) continue;
+      uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+      ActiveColumns::Column c;
+      c.active_index = h;
+      c.rows.assign(block.row_ids + begin, block.row_ids + end);
+      c.values.assign(block.values + begin, block.values + end);
+      o->columns.push_back(std::move(c));
     }
-    auto extract = [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-      auto o = std::make_unique<ActiveColumns>();
-      uint64_t copied = 0, columns = 0;
-      for (uint64_t k = 0; k < block.column_count; ++k)
-        if (active_index[block.first_column + k] != kNotActive) {
-          copied += block.col_ptr[k + 1] - block.col_ptr[k];
-          ++columns;
-        }
-      o->memory = budget.reserve(copied * (sizeof(uint32_t) + sizeof(float)) + columns * sizeof(ActiveColumns::Column),
-                                 "poly2 active columns in flight");
-      o->columns.reserve(columns);
-      for (uint64_t k = 0; k < block.column_count; ++k) {
-        uint32_t h = active_index[block.first_column + k];
-        if (h == kNotActive) continue;
-        uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-        ActiveColumns::Column c;
-        c.active_index = h;
-        c.rows.assign(block.row_ids + begin, block.row_ids + end);
-        c.values.assign(block.values + begin, block.values + end);
-        o->columns.push_back(std::move(c));
+    return o;
+  };
+  // Count per row, then scatter (two passes over the active columns only).
+  pass.rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows");
+  ActiveRows& R = pass.R;
+  R.row_ptr.assign(n + 1, 0);
+  pass.add((*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
+    for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
+      for (uint32_t r : c.rows) ++R.row_ptr[r + 1];
+  }, "poly2 active columns (count)"));
+  for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
+  const uint64_t nnz_h = R.row_ptr[n];
+  pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
+  R.index.resize(nnz_h);
+  R.value.resize(nnz_h);
+  std::vector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
+  pass.add((*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
+    for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
+      for (size_t e = 0; e < c.rows.size(); ++e) {
+        uint64_t pos = cursor[c.rows[e]]++;
+        R.index[pos] = c.active_index;
+        R.value[pos] = c.values[e];
       }
-      return o;
-    };
-    // Count per row, then scatter (two passes over the active columns only).
-    Reservation rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows");
-    ActiveRows R;
-    R.row_ptr.assign(n + 1, 0);
-    PassStats pc = (*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
-      for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
-        for (uint32_t r : c.rows) ++R.row_ptr[r + 1];
-    }, "poly2 active columns (count)");
-    for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
-    const uint64_t nnz_h = R.row_ptr[n];
-    rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
-    R.index.resize(nnz_h);
-    R.value.resize(nnz_h);
-    std::vector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
-    PassStats ps = (*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
-      for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
-        for (size_t e = 0; e < c.rows.size(); ++e) {
-          uint64_t pos = cursor[c.rows[e]]++;
-          R.index[pos] = c.active_index;
-          R.value[pos] = c.values[e];
-        }
-    }, "poly2 active columns (transpose)");
-    cursor = {};
-    for (const PassStats* p : {&pc, &ps}) {
-      out.pass.blocks += p->blocks;
-      out.pass.bytes_streamed += p->bytes_streamed;
-      out.pass.seconds += p->seconds;
-    }
-    // Sort each row by active index (= decreasing bound).
-    {
-      uint64_t widest_row = 0;
-      for (uint64_t i = 0; i < n; ++i) widest_row = std::max(widest_row, R.row_ptr[i + 1] - R.row_ptr[i]);
-      Reservation tmp_mem = budget.reserve(widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
-      std::vector<std::pair<uint32_t, float>> tmp;
-      tmp.reserve(widest_row);
-      for (uint64_t i = 0; i < n; ++i) {
-        uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-        tmp.clear();
-        for (uint64_t p = b; p < e; ++p) tmp.emplace_back(R.index[p], R.value[p]);
-        std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-        for (uint64_t p = b; p < e; ++p) {
-          R.index[p] = tmp[p - b].first;
-          R.value[p] = tmp[p - b].second;
-        }
-      }
-    }
-
-    tbb::task_arena arena(std::max(1, ctx.threads));
-    const double density = static_cast<double>(nnz_h) / (static_cast<double>(n) * H);
-    constexpr int kGroups = 8;
-    constexpr uint64_t kChunk = 2048;
-    const uint64_t dense_bytes = uint64_t{H} * H * sizeof(double) * (kGroups + 1) +
-                                 2 * kChunk * H * sizeof(double) * kGroups;
-    // GEMM beats hashed accumulation by far more than the wasted zero products
-    // once a fifth of the active block is nonzero.
-    if (H <= 2048 && density >= 0.2 && dense_bytes < budget.available() / 2) {
-      // Dense active block: G = X_Hᵀ diag(a) X_H by GEMM over fixed row groups,
-      // summed in group order (independent of the thread count).
-      stats_.dense_path = true;
-      Reservation g_mem = budget.reserve(dense_bytes, "poly2 dense pair block");
-      std::vector<Eigen::MatrixXd> partial(kGroups, Eigen::MatrixXd::Zero(H, H));
-      auto t_dense = std::chrono::steady_clock::now();
-      arena.execute([&] {
-        tbb::parallel_for(0, kGroups, [&](int g) {
-          uint64_t lo = n * g / kGroups, hi = n * (g + 1) / kGroups;
-          Eigen::MatrixXd X(kChunk, H), AX(kChunk, H);
-          for (uint64_t r0 = lo; r0 < hi; r0 += kChunk) {
-            uint64_t rows = std::min(kChunk, hi - r0);
-            X.setZero();
-            for (uint64_t i = r0; i < r0 + rows; ++i)
-              for (uint64_t p = R.row_ptr[i]; p < R.row_ptr[i + 1]; ++p) X(i - r0, R.index[p]) = R.value[p];
-            for (uint64_t i = 0; i < rows; ++i) AX.row(i) = a[r0 + i] * X.row(i);
-            partial[g].noalias() += X.topRows(rows).transpose() * AX.topRows(rows);
-          }
-        });
-      });
-      stats_.dense_seconds = seconds_since(t_dense);
-      Eigen::MatrixXd G = partial[0];
-      for (int g = 1; g < kGroups; ++g) G += partial[g];
-      partial.clear();
-      auto pair_id = [&](uint32_t p, uint32_t q) {
-        return poly2_id(kPoly2Cross, std::min(active[p], active[q]), std::max(active[p], active[q]));
-      };
-      offer_dense_pairs(
-          G, R, uh, n, static_cast<uint32_t>(K), a, cross_scale, top, budget,
-          pair_id, [&](uint32_t p, uint32_t q, double sum) { offer_pair(top, active[p], active[q], sum); },
-          [&](uint32_t p, uint32_t q) { return selected_.count(pair_id(p, q)) > 0; });
-      stats_.dense_flops = 2.0 * static_cast<double>(n) * H * H;
-      out.pair_updates += static_cast<uint64_t>(n) * H * (H - 1) / 2;
-      out.candidates_scored += uint64_t{H} * (H - 1) / 2;
-      stats_.candidate_pairs = uint64_t{H} * (H - 1) / 2;
-    } else {
-      // Sparse: count eligible pair updates per first index, cut j-partitions
-      // that fit the budget, accumulate each exactly in row order.
-      // Update counts and partition cuts (≤ H + 1), the per-partition counts.
-      Reservation plan_mem = budget.reserve(uint64_t{H} * (sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint64_t)) +
-                                                sizeof(uint32_t),
-                                            "poly2 pair partition plan");
-      std::vector<uint64_t> updates(H, 0);
-      for (uint64_t i = 0; i < n; ++i) {
-        uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-        for (uint64_t p = b; p < e; ++p) {
-          double need = t / uh[R.index[p]];
-          for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q) ++updates[R.index[p]];
-        }
-      }
-      const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
-      const int threads = std::max(1, ctx.threads);
-      // Worst case (no repeated pair) a table holds one slot per update at load
-      // ≥ 0.35, old and new arrays during growth: ~48 bytes per update.
-      const uint64_t per_partition = std::max<uint64_t>(1024, budget.available() / threads / 48);
-      const uint64_t target = std::max<uint64_t>(1, std::min(per_partition, total_updates / threads + 1));
-      std::vector<uint32_t> cuts;
-      cuts.reserve(uint64_t{H} + 1);
-      cuts.push_back(0);
-      uint64_t run = 0;
-      for (uint32_t h = 0; h < H; ++h) {
-        if (run > 0 && run + updates[h] > target) {
-          cuts.push_back(h);
-          run = 0;
-        }
-        run += updates[h];
-      }
-      cuts.push_back(H);
-      const size_t parts = cuts.size() - 1;
-      stats_.partitions = parts;
-      std::vector<TopBCache> local(parts, TopBCache(B));
-      std::vector<uint64_t> distinct(parts, 0);
-      auto t_sparse = std::chrono::steady_clock::now();
-      // Each partition's table is reserved before it runs; at most `threads` at once.
-      arena.execute([&] {
-        tbb::parallel_for(size_t{0}, parts, [&](size_t part) {
-          const uint32_t lo = cuts[part], hi = cuts[part + 1];
-          uint64_t expected = 0;
-          for (uint32_t h = lo; h < hi; ++h) expected += updates[h];
-          PairTable table(expected, budget);
-          for (uint64_t i = 0; i < n; ++i) {
-            uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-            const double ai = a[i];
-            for (uint64_t p = b; p < e; ++p) {
-              uint32_t hp = R.index[p];
-              if (hp < lo) continue;
-              if (hp >= hi) break;  // rows are sorted by active index
-              double need = t / uh[hp], xv = ai * static_cast<double>(R.value[p]);
-              for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q)
-                table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
-            }
-          }
-          distinct[part] = table.size();
-          table.for_each([&](uint64_t key, double sum) {
-            uint64_t hp = key >> 32, hq = key & 0xffffffffULL;
-            if (hp < K && hq < K) return;  // offered in stage 2 already
-            offer_pair(local[part], active[hp], active[hq], sum);
-          });
-        }, tbb::simple_partitioner());
-      });
-      stats_.sparse_seconds = seconds_since(t_sparse);
-      stats_.sparse_updates = total_updates;
-      for (const auto& l : local) top.merge(l);
-      for (uint64_t d : distinct) stats_.candidate_pairs += d;
-      out.pair_updates += total_updates;
-      out.candidates_scored += stats_.candidate_pairs;
+  }, "poly2 active columns (transpose)"));
+  cursor = {};
+  // Sort each row by active index (= decreasing bound).
+  uint64_t widest_row = 0;
+  for (uint64_t i = 0; i < n; ++i) widest_row = std::max(widest_row, R.row_ptr[i + 1] - R.row_ptr[i]);
+  Reservation tmp_mem = budget.reserve(widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
+  std::vector<std::pair<uint32_t, float>> tmp;
+  tmp.reserve(widest_row);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+    tmp.clear();
+    for (uint64_t p = b; p < e; ++p) tmp.emplace_back(R.index[p], R.value[p]);
+    std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (uint64_t p = b; p < e; ++p) {
+      R.index[p] = tmp[p - b].first;
+      R.value[p] = tmp[p - b].second;
     }
   }
-  stats_.pair_seconds = seconds_since(t_pairs);
-  out.top = top.sorted();
-  return out;
+}
+
+// Stage 4, dense active block: G = X_Hᵀ diag(a) X_H by GEMM over fixed row
+// groups, summed in group order (independent of the thread count), then the
+// pairs that can reach the B-th best summed again in row order.
+void Poly2Space::accumulate_dense_pairs(Pass& pass) {
+  const ActiveRows& R = pass.R;
+  const double* a = pass.ctx.a;
+  const uint64_t n = pass.n;
+  const std::vector<uint32_t>& active = pass.active;
+  const uint32_t H = static_cast<uint32_t>(active.size());
+  stats_.dense_path = true;
+  Reservation g_mem = pass.ctx.budget->reserve(dense_block_bytes(H), "poly2 dense pair block");
+  std::vector<Eigen::MatrixXd> partial(kDenseGroups, Eigen::MatrixXd::Zero(H, H));
+  auto t_dense = std::chrono::steady_clock::now();
+  tbb::task_arena arena(std::max(1, pass.ctx.threads));
+  arena.execute([&] {
+    tbb::parallel_for(0, kDenseGroups, [&](int g) {
+      uint64_t lo = n * g / kDenseGroups, hi = n * (g + 1) / kDenseGroups;
+      Eigen::MatrixXd X(kDenseChunk, H), AX(kDenseChunk, H);
+      for (uint64_t r0 = lo; r0 < hi; r0 += kDenseChunk) {
+        uint64_t rows = std::min(kDenseChunk, hi - r0);
+        X.setZero();
+        for (uint64_t i = r0; i < r0 + rows; ++i)
+          for (uint64_t p = R.row_ptr[i]; p < R.row_ptr[i + 1]; ++p) X(i - r0, R.index[p]) = R.value[p];
+        for (uint64_t i = 0; i < rows; ++i) AX.row(i) = a[r0 + i] * X.row(i);
+        partial[g].noalias() += X.topRows(rows).transpose() * AX.topRows(rows);
+      }
+    });
+  });
+  stats_.dense_seconds = seconds_since(t_dense);
+  Eigen::MatrixXd G = partial[0];
+  for (int g = 1; g < kDenseGroups; ++g) G += partial[g];
+  partial.clear();
+  auto pair_id = [&](uint32_t p, uint32_t q) {
+    return poly2_id(kPoly2Cross, std::min(active[p], active[q]), std::max(active[p], active[q]));
+  };
+  offer_dense_pairs(
+      G, R, pass.uh, n, static_cast<uint32_t>(pass.seeded), a, pass.cross_scale, pass.top, *pass.ctx.budget,
+      pair_id, [&](uint32_t p, uint32_t q, double sum) { offer_pair(pass, pass.top, active[p], active[q], sum); },
+      [&](uint32_t p, uint32_t q) { return selected_.count(pair_id(p, q)) > 0; });
+  stats_.dense_flops = 2.0 * static_cast<double>(n) * H * H;
+  pass.out.pair_updates += static_cast<uint64_t>(n) * H * (H - 1) / 2;
+  pass.out.candidates_scored += uint64_t{H} * (H - 1) / 2;
+  stats_.candidate_pairs = uint64_t{H} * (H - 1) / 2;
+}
+
+// Stage 4, sparse active block: count eligible pair updates per first index,
+// cut j-partitions that fit the budget, accumulate each exactly in row order.
+void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
+  MemoryBudget& budget = *pass.ctx.budget;
+  const ActiveRows& R = pass.R;
+  const double* a = pass.ctx.a;
+  const uint64_t n = pass.n;
+  const double t = pass.t;
+  const std::vector<double>& uh = pass.uh;
+  const std::vector<uint32_t>& active = pass.active;
+  const uint32_t H = static_cast<uint32_t>(active.size());
+  const size_t K = pass.seeded;
+  // Update counts and partition cuts (≤ H + 1), the per-partition counts.
+  Reservation plan_mem = budget.reserve(uint64_t{H} * (sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint64_t)) +
+                                            sizeof(uint32_t),
+                                        "poly2 pair partition plan");
+  std::vector<uint64_t> updates(H, 0);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+    for (uint64_t p = b; p < e; ++p) {
+      double need = t / uh[R.index[p]];
+      for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q) ++updates[R.index[p]];
+    }
+  }
+  const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
+  const int threads = std::max(1, pass.ctx.threads);
+  // Worst case (no repeated pair) a table holds one slot per update at load
+  // ≥ 0.35, old and new arrays during growth: ~48 bytes per update.
+  const uint64_t per_partition = std::max<uint64_t>(1024, budget.available() / threads / 48);
+  const uint64_t target = std::max<uint64_t>(1, std::min(per_partition, total_updates / threads + 1));
+  std::vector<uint32_t> cuts;
+  cuts.reserve(uint64_t{H} + 1);
+  cuts.push_back(0);
+  uint64_t run = 0;
+  for (uint32_t h = 0; h < H; ++h) {
+    if (run > 0 && run + updates[h] > target) {
+      cuts.push_back(h);
+      run = 0;
+    }
+    run += updates[h];
+  }
+  cuts.push_back(H);
+  const size_t parts = cuts.size() - 1;
+  stats_.partitions = parts;
+  std::vector<TopBCache> local(parts, TopBCache(pass.ctx.B));
+  std::vector<uint64_t> distinct(parts, 0);
+  auto t_sparse = std::chrono::steady_clock::now();
+  // Each partition's table is reserved before it runs; at most `threads` at once.
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_for(size_t{0}, parts, [&](size_t part) {
+      const uint32_t lo = cuts[part], hi = cuts[part + 1];
+      uint64_t expected = 0;
+      for (uint32_t h = lo; h < hi; ++h) expected += updates[h];
+      PairTable table(expected, budget);
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        const double ai = a[i];
+        for (uint64_t p = b; p < e; ++p) {
+          uint32_t hp = R.index[p];
+          if (hp < lo) continue;
+          if (hp >= hi) break;  // rows are sorted by active index
+          double need = t / uh[hp], xv = ai * static_cast<double>(R.value[p]);
+          for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q)
+            table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
+        }
+      }
+      distinct[part] = table.size();
+      table.for_each([&](uint64_t key, double sum) {
+        uint64_t hp = key >> 32, hq = key & 0xffffffffULL;
+        if (hp < K && hq < K) return;  // offered in stage 2 already
+        offer_pair(pass, local[part], active[hp], active[hq], sum);
+      });
+    }, tbb::simple_partitioner());
+  });
+  stats_.sparse_seconds = seconds_since(t_sparse);
+  stats_.sparse_updates = total_updates;
+  for (const auto& l : local) pass.top.merge(l);
+  for (uint64_t d : distinct) stats_.candidate_pairs += d;
+  pass.out.pair_updates += total_updates;
+  pass.out.candidates_scored += stats_.candidate_pairs;
 }
 
 void Poly2Space::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {

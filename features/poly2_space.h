@@ -42,6 +42,16 @@ class Poly2Space : public FeatureSpace {
   const Poly2Stats& last_stats() const { return stats_; }
 
  private:
+  // The steps of one score() call (Algorithm 5) and the state they share.
+  struct Pass;
+  void score_single_features(Pass& pass);
+  void seed_pairs(Pass& pass);
+  void select_active_features(Pass& pass);
+  void transpose_active_features(Pass& pass);
+  void accumulate_dense_pairs(Pass& pass);
+  void accumulate_sparse_pairs(Pass& pass);
+  void offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint64_t k, double p) const;
+
   uint64_t n_features_;
   uint64_t n_rows_;
   double gamma_, coef0_;
