@@ -35,6 +35,10 @@ class ExplicitExpansion {
     }
   }
 
+  // Column j's min and max over all rows, implicit zeros included.
+  double lo(uint64_t j) const { return lo_[j]; }
+  double hi(uint64_t j) const { return hi_[j]; }
+
   double raw(uint64_t i, uint64_t j) const {
     auto it = data_.rows[i].find(j);
     return it == data_.rows[i].end() ? 0.0 : static_cast<double>(static_cast<float>(it->second));

@@ -16,6 +16,7 @@
 #include "features/kernel_maps.h"
 #include "io/model_file.h"
 #include "io/shard_store.h"
+#include "tests/features/explicit_expansion.h"
 #include "tests/test_util.h"
 
 using namespace fgm;
@@ -67,9 +68,13 @@ struct Fixture {
   std::vector<float> lo, hi;                    // column min/max with implicit zeros
   std::vector<double> a;
 
+  test::InMemoryData data;
+  std::unique_ptr<test::ExplicitExpansion> oracle;
+
   Fixture(uint64_t rows, uint64_t features, uint64_t seed) : n(rows), m(features) {
     std::string path = dir.write("train.svm", expansion_libsvm(rows, features, seed));
-    test::InMemoryData data = test::parse_libsvm_simple(path);
+    data = test::parse_libsvm_simple(path);
+    oracle = std::make_unique<test::ExplicitExpansion>(data, m);
     IngestOptions o;
     o.reader.declared_features = features;
     o.shard_target_bytes = 16 << 10;  // several shards
@@ -82,20 +87,9 @@ struct Fixture {
         X[i][j] = static_cast<float>(v);
         present[i][j] = true;
       }
-    lo.assign(m, 0.0f);
-    hi.assign(m, 0.0f);
     for (uint64_t j = 0; j < m; ++j) {
-      bool first = true, missing = false;
-      for (uint64_t i = 0; i < n; ++i) {
-        if (!present[i][j]) {
-          missing = true;
-          continue;
-        }
-        lo[j] = first ? X[i][j] : std::min(lo[j], X[i][j]);
-        hi[j] = first ? X[i][j] : std::max(hi[j], X[i][j]);
-        first = false;
-      }
-      if (missing) lo[j] = std::min(lo[j], 0.0f), hi[j] = std::max(hi[j], 0.0f);
+      lo.push_back(static_cast<float>(oracle->lo(j)));
+      hi.push_back(static_cast<float>(oracle->hi(j)));
     }
     std::mt19937_64 rng(seed + 1);
     std::uniform_real_distribution<double> unif(0.0, 2.0);
@@ -103,12 +97,7 @@ struct Fixture {
   }
 
   // x' by the definition (independent of scale_to_unit).
-  double scaled(uint64_t i, uint64_t j) const {
-    double range = static_cast<double>(hi[j]) - lo[j];
-    if (!(range > 0)) return 0;
-    double x = (static_cast<double>(X[i][j]) - lo[j]) / range;
-    return x < 0 ? 0 : (x > 1 ? 1 : x);
-  }
+  double scaled(uint64_t i, uint64_t j) const { return oracle->scaled(i, j); }
 
   // Explicit expansion: value of generated feature (j, l) in row i, float32.
   float expanded(const ExpansionMap& map, uint64_t i, uint64_t j, uint32_t l) const {
