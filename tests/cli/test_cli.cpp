@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "tests/test_util.h"
@@ -273,4 +274,25 @@ TEST_CASE("fgm path with path.B de-biases a poly2 cross on its own column", "[cl
   CAPTURE(line);
   REQUIRE(std::stod(cells[6]) > 0.95);   // test_accuracy
   REQUIRE(std::stod(cells[10]) > 0.95);  // debiased_test_accuracy (0 when refitted on x2 alone)
+}
+
+TEST_CASE("fgm.max_features counts groups exactly for hik (not generated columns)", "[cli][hik]") {
+  TempDir dir("fgm-cli");
+  REQUIRE(run(dir, "synth --out data --rows 400 --test-rows 50 --features 40 --relevant 8 --seed 3").code == 0);
+  RunResult r = run(dir, "train data.train=data/train.svm features.kind=hik features.levels=10 "
+                         "fgm.max_features=5 fgm.B=4 output.dir=run engine.cache_dir=cache");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  r = run(dir, "inspect run/model.fgm");
+  REQUIRE(r.code == 0);
+  // Distinct base features among the selected columns ("ids": [j]).
+  std::set<std::string> groups;
+  int columns = 0;
+  for (size_t at = r.out.find("\"ids\": ["); at != std::string::npos; at = r.out.find("\"ids\": [", at + 1)) {
+    size_t close = r.out.find(']', at);
+    groups.insert(r.out.substr(at, close - at));
+    ++columns;
+  }
+  REQUIRE(groups.size() == 5);
+  REQUIRE(columns > 5);
 }
