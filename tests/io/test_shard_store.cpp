@@ -888,6 +888,25 @@ TEST_CASE("a second writer of the same output fails clearly", "[io][store]") {
   CHECK_FALSE(fs::exists(out + ".lock"));
 }
 
+TEST_CASE("ingest out-of-memory remedies name only real keys", "[io][store]") {
+  TestDir dir;
+  GenOptions g;
+  g.rows = 20000;
+  g.features = 2000;
+  g.seed = 3;
+  write_text(dir / "in.svm", generate_libsvm(g));
+  // A shard target beyond the budget leaves the merge no room: out of memory.
+  MemoryBudget budget(2 << 20);
+  IngestOptions opt;
+  opt.shard_target_bytes = 1 << 30;
+  Error e = expect_error([&] { ingest_libsvm(dir / "in.svm", dir / "s", opt, budget); });
+  INFO(e.what());
+  CHECK(e.kind() == ErrorKind::kOutOfMemory);
+  CHECK(contains(e.what(), "engine.memory_budget"));
+  CHECK_FALSE(contains(e.what(), "store.shard_target_bytes"));
+  CHECK_FALSE(temp_dirs_left(dir / "s"));
+}
+
 TEST_CASE("per-shard metadata is counted in the budget", "[io][store]") {
   // Many small shards: what the store keeps per shard (bookkeeping and the
   // piece table) is reserved, so it grows with the shard count.
