@@ -1,5 +1,7 @@
 // Private to the shard store: plain POSIX file access with budgeted buffers,
-// and the temporary output directory that ingest renames into place.
+// the temporary output directory that ingest renames into place, and the
+// locks and stale-temporary cleanup it shares with the ingest cache
+// (engine/training_data.cpp).
 #pragma once
 
 #include <cstdint>

@@ -442,3 +442,37 @@ TEST_CASE("peak RSS of fgm train does not grow with the number of shards",
   // and an open descriptor; mapped shards used to add ~1 MB here.
   REQUIRE(many <= few + 512);
 }
+
+TEST_CASE("one huge feature id is refused before the store is written", "[cli][store][robustness]") {
+  TempDir dir("fgm-huge");
+  dir.write("two.svm", "+1 1:1 4294967297:1\n-1 2:1\n");
+  std::string err;
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(run_fgm(dir.path, {"ingest", "two.svm", "--out", "s", "--max-store-bytes", "1GB"}, &err) == 3);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
+  CAPTURE(err);
+  CHECK(contains(err, "--max-store-bytes"));
+  CHECK(contains(err, "4294967297 features"));
+  CHECK_FALSE(fs::exists(dir.path / "s"));
+  // The cache ingest of fgm train: store.max_bytes, and data.features.
+  REQUIRE(run_fgm(dir.path, {"train", "data.train=two.svm", "engine.cache_dir=cache",
+                             "store.max_bytes=1GB", "engine.progress=off"},
+                  &err) == 3);
+  CHECK(contains(err, "store.max_bytes"));
+  dir.write("small.svm", "+1 1:1 3:1\n-1 2:1\n");
+  REQUIRE(run_fgm(dir.path, {"train", "data.train=small.svm", "engine.cache_dir=cache",
+                             "data.features=100000000", "store.max_bytes=1GB", "engine.progress=off"},
+                  &err) == 3);
+  CHECK(contains(err, "data.features"));
+  // Nothing of either attempt is left in the cache.
+  REQUIRE(leftovers(dir.path / "cache", {}).empty());
+}
+
+TEST_CASE("a directory without manifest.fgm as data.train says so", "[cli][store][robustness]") {
+  TempDir dir("fgm-nomanifest");
+  fs::create_directories(dir.path / "notastore");
+  std::string err;
+  REQUIRE(run_fgm(dir.path, {"train", "data.train=notastore", "engine.progress=off"}, &err) == 4);
+  CHECK(contains(err, "no manifest.fgm"));
+  CHECK_FALSE(contains(err, "Is a directory"));
+}
