@@ -19,7 +19,7 @@ namespace fgm::cli {
 Command add_ingest(CLI::App& app) {
   auto* sub = app.add_subcommand("ingest", "convert LIBSVM text (plain/gz/bz2/xz) into a column-block store");
   struct Args {
-    std::string input, out, budget = "256MB", progress = "auto";
+    std::string input, out, budget = "256MB", progress = "auto", max_store = "1TB";
     int index_base = 1, threads = 1;
     uint64_t features = 0;
   };
@@ -32,6 +32,10 @@ Command add_ingest(CLI::App& app) {
   sub->add_option("--threads", args->threads, "parser threads")->check(CLI::Range(1, 1024));
   sub->add_option("--progress", args->progress, "auto, on or off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  sub->add_option("--max-store-bytes", args->max_store,
+                  "refuse a store estimated larger than this (store.max_bytes); free space is "
+                  "always checked too")
+      ->capture_default_str();
   return {sub, [args]() {
             MemoryBudget budget(parse_byte_size(args->budget, "--memory-budget"), "--memory-budget");
             IngestOptions o;
@@ -39,6 +43,7 @@ Command add_ingest(CLI::App& app) {
             o.reader.declared_features = args->features;
             o.threads = args->threads;
             o.progress = progress_enabled(parse_progress_mode(args->progress));
+            o.max_store_bytes = parse_byte_size(args->max_store, "--max-store-bytes");
             IngestStats s = ingest_libsvm(args->input, args->out, o, budget);
             fmt::print("rows={} features={} nnz={} shards={} spilled_runs={} seconds={:.3f} "
                        "text_mb_per_s={:.1f}\n",

@@ -44,6 +44,16 @@ void write_file_atomic(const std::string& path, std::string_view data) {
     ::unlink(tmp.c_str());
     throw Error(ErrorKind::kIo, msg::cannot_write(path, std::strerror(err)));
   }
+  // The rename is durable only once the directory entry is: without this a
+  // crash right after returning can leave the old file (or none) in place.
+  std::string dir = target.parent_path().empty() ? "." : target.parent_path().string();
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || ::fsync(dir_fd) != 0) {
+    int err = errno;
+    if (dir_fd >= 0) ::close(dir_fd);
+    throw Error(ErrorKind::kIo, msg::cannot_write(path, std::strerror(err)));
+  }
+  ::close(dir_fd);
 }
 
 }  // namespace fgm

@@ -7,7 +7,8 @@
 
 namespace fgm {
 
-// Writes `data` to `path` atomically (temp file in the same directory, fsync, rename).
+// Writes `data` to `path` atomically (temp file in the same directory, fsync,
+// rename, fsync of the directory).
 void write_file_atomic(const std::string& path, std::string_view data);
 
 }  // namespace fgm

@@ -92,6 +92,9 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("engine.blocks_in_flight", T::kInt, "0",
                   "column blocks in flight in the scoring pipeline (0: 2·threads + 2)"),
              0, 1024),
+      spec("store.max_bytes", T::kBytes, "\"1TB\"",
+           "ingest (of data.train text into engine.cache_dir) refuses a store estimated larger "
+           "than this; the free space of the target file system is always checked too"),
       spec("engine.cache_dir", T::kPath, "\".fgm-cache\"",
            "where `fgm train` keeps stores ingested from raw text, keyed by the input's hash"),
       choices(spec("engine.progress", T::kEnum, "\"auto\"",

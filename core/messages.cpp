@@ -142,6 +142,30 @@ std::string store_inconsistent(std::string_view path, std::string_view detail) {
   return fmt::format("{}inconsistent store file ({}); delete the store and ingest again",
                      location(path), detail);
 }
+std::string store_changed(std::string_view path, std::string_view detail) {
+  return fmt::format("{}the store changed while fgm was reading it ({}); it was verified when "
+                     "opened. Do not modify, truncate or copy over a store while fgm uses it; "
+                     "rerun on an unchanged store, or ingest the data again",
+                     location(path), detail);
+}
+std::string no_manifest(std::string_view dir) {
+  return fmt::format("{}not an fgm store: the directory has no manifest.fgm (make a store with "
+                     "fgm ingest)",
+                     location(dir));
+}
+std::string store_too_big(std::string_view out_dir, uint64_t estimate, uint64_t n_features,
+                          uint64_t nnz, std::string_view limit_what, uint64_t limit,
+                          std::string_view remedy) {
+  return fmt::format("{}the store would take about {} ({} features, {} nonzeros; every feature id "
+                     "up to the largest costs 16 bytes even when empty), more than {} ({}). {}",
+                     location(out_dir), format_bytes(estimate), n_features, nnz, limit_what,
+                     format_bytes(limit), remedy);
+}
+std::string output_locked(std::string_view target, std::string_view lock_path) {
+  return fmt::format("{}another fgm process is writing this output (lock {} is held); wait for "
+                     "it to finish or choose another output",
+                     location(target), lock_path);
+}
 
 std::string unknown_key(std::string_view where, std::string_view key,
                         std::string_view suggestion) {

@@ -56,6 +56,15 @@ std::string manifest_mismatch(std::string_view manifest_path, std::string_view s
                               std::string_view field, std::string_view expected,
                               std::string_view actual);
 std::string store_inconsistent(std::string_view path, std::string_view detail);
+// A shard read after open no longer matches what open verified.
+std::string store_changed(std::string_view path, std::string_view detail);
+std::string no_manifest(std::string_view dir);
+// Ingest output size checks (store.max_bytes, free space).
+std::string store_too_big(std::string_view out_dir, uint64_t estimate, uint64_t n_features,
+                          uint64_t nnz, std::string_view limit_what, uint64_t limit,
+                          std::string_view remedy);
+// Another process holds the output (or cache entry) lock.
+std::string output_locked(std::string_view target, std::string_view lock_path);
 
 // --- configuration
 std::string unknown_key(std::string_view where, std::string_view key, std::string_view suggestion);

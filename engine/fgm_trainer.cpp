@@ -29,8 +29,9 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   FeatureSpaceSettings space_settings = settings.space;
   space_settings.index_base = info.index_base;
   std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store, budget);
-  // A store that fits comfortably in the budget stays mapped between passes
-  // (reserved as such); a larger one is streamed and its pages released.
+  // A store that fits comfortably in the budget stays in memory between passes
+  // (reserved as such; the streamer frees it before `resident` is released);
+  // a larger one is streamed block by block.
   SchedulerOptions scheduler = settings.scheduler;
   Reservation resident;
   if (info.shard_bytes <= budget.available() / 2) {
@@ -221,9 +222,6 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   }
 
   out.model = make_model();
-  // Hand the resident store pages back with their reservation.
-  if (scheduler.keep_resident)
-    for (const auto& b : blocks) store.release_block(b);
   out.seconds = seconds_since(start);
   out.budget_peak = budget.peak();
   return out;

@@ -15,6 +15,7 @@ struct TrainingDataOptions {
   int index_base = 1;
   uint64_t declared_features = 0;
   std::string cache_dir = ".fgm-cache";
+  uint64_t max_store_bytes = 0;  // store.max_bytes (0: no cap)
   int threads = 1;
   bool progress = false;
 };

@@ -346,11 +346,12 @@ class RunWriterSink final : public ColumnSink {
 
 // ------------------------------------------------------------------ shards
 
-uint64_t hash_file_range(const std::string& path, uint64_t offset, uint64_t bytes,
-                         MemoryBudget& budget, uint64_t buffer_bytes) {
+// Streams `bytes` of `path` from `offset` into h (an Xxh64 or a PieceHasher).
+template <class Hasher>
+void hash_file_range(const std::string& path, uint64_t offset, uint64_t bytes,
+                     MemoryBudget& budget, uint64_t buffer_bytes, Hasher& h) {
   FileReader in(path, budget, buffer_bytes, "ingest shard writer");
   in.seek(offset);
-  Xxh64 h;
   while (bytes > 0) {
     if (in.refill(std::min<uint64_t>(bytes, 1 << 20)) == 0)
       throw Error(ErrorKind::kIo, msg::read_failed(path, "file ends early"));
@@ -359,7 +360,20 @@ uint64_t hash_file_range(const std::string& path, uint64_t offset, uint64_t byte
     in.consume(n);
     bytes -= n;
   }
+}
+
+uint64_t hash_file_range(const std::string& path, uint64_t offset, uint64_t bytes,
+                         MemoryBudget& budget, uint64_t buffer_bytes) {
+  Xxh64 h;
+  hash_file_range(path, offset, bytes, budget, buffer_bytes, h);
   return h.digest();
+}
+
+std::vector<uint64_t> piece_checksums_of(const std::string& path, uint64_t offset, uint64_t bytes,
+                                         MemoryBudget& budget, uint64_t buffer_bytes) {
+  store::PieceHasher pieces;
+  hash_file_range(path, offset, bytes, budget, buffer_bytes, pieces);
+  return pieces.finish();
 }
 
 class ShardWriter {
@@ -369,11 +383,10 @@ class ShardWriter {
       : dir_(dir),
         budget_(budget),
         n_rows_(n_rows),
-        arena_(budget, std::max<uint64_t>(target_bytes / 8, 8), "ingest shard buffer",
-               "lower store.shard_target_bytes"),
+        arena_(budget, std::max<uint64_t>(target_bytes / 8, 8), "ingest shard buffer"),
         capacity_(arena_.size() * 8),
         io_bytes_(io_bytes) {
-    raw_offset_ = align_up(shard_header_bytes(0, 0, 0, 0, 0, 0, {}, 0).size());
+    raw_offset_ = store::shard_raw_offset();
   }
 
   void add_empty_columns(uint64_t count) {
@@ -498,17 +511,19 @@ class ShardWriter {
     emit(count_, [&](uint64_t j) -> float { return meta(j).min; });
     pad_to(l.col_max);
     emit(count_, [&](uint64_t j) -> float { return meta(j).max; });
-    FGM_ASSERT(at == l.raw_bytes);
+    FGM_ASSERT(at == l.data_bytes);
   }
 
   void flush() {
     store::ShardLayout layout = store::shard_layout(count_, nnz_);
-    Xxh64 raw_hash;
-    emit_raw(layout, [&](const void* p, uint64_t n) { raw_hash.update(p, n); });
+    store::PieceHasher pieces;
+    emit_raw(layout, [&](const void* p, uint64_t n) { pieces.update(p, n); });
+    std::vector<uint64_t> table = pieces.finish();
+    FGM_ASSERT(table.size() == layout.piece_count);
     uint32_t index = static_cast<uint32_t>(shards_.size());
     uint64_t first = next_column_ - count_;
     auto header = shard_header_bytes(index, first, count_, nnz_, n_rows_, raw_offset_, layout,
-                                     raw_hash.digest());
+                                     xxh64(table.data(), 8 * table.size()));
     FGM_ASSERT(align_up(header.size()) == raw_offset_);
     std::string name = store::shard_file_name(index);
     FileWriter out(dir_.file(name), budget_, io_bytes_, "ingest shard writer");
@@ -517,6 +532,8 @@ class ShardWriter {
     out.write(header.data(), header.size());
     out.pad_to(raw_offset_);
     emit_raw(layout, [&](const void* p, uint64_t n) { out.write(p, n); });
+    out.pad_to(raw_offset_ + layout.piece_table);
+    out.write(table.data(), 8 * table.size());
     uint64_t bytes = out.position();
     out.start_writeback();  // fsynced together at the end, overlapping the merge
     out.close(false);
@@ -595,10 +612,12 @@ class ShardWriter {
       }
       out.write_at(raw_offset_ + layout.col_min, &lo, 4);
       out.write_at(raw_offset_ + layout.col_max, &hi, 4);
-      uint64_t raw_checksum =
-          hash_file_range(path, raw_offset_, layout.raw_bytes, budget_, io_bytes_);
+      std::vector<uint64_t> table =
+          piece_checksums_of(path, raw_offset_, layout.data_bytes, budget_, io_bytes_);
+      FGM_ASSERT(table.size() == layout.piece_count);
+      out.write_at(raw_offset_ + layout.piece_table, table.data(), 8 * table.size());
       auto header = shard_header_bytes(index, next_column_, 1, nnz, n_rows_, raw_offset_, layout,
-                                       raw_checksum);
+                                       xxh64(table.data(), 8 * table.size()));
       FGM_ASSERT(align_up(header.size()) == raw_offset_);
       out.write_at(0, header.data(), header.size());
       out.start_writeback();
@@ -689,6 +708,41 @@ class TokenPool {
   std::vector<Token*> free_;
 };
 
+// Bytes of the store ingest would write: shards (16 bytes per column, empty or
+// not, 8 per nonzero, headers, alignment, piece tables) and the manifest.
+// Saturates instead of wrapping.
+uint64_t estimate_store_bytes(uint64_t n_rows, uint64_t n_features, uint64_t nnz,
+                              uint64_t shard_target) {
+  using Wide = unsigned __int128;
+  const Wide data = Wide{16} * n_features + Wide{8} * nnz;
+  const Wide shards = data / std::max<uint64_t>(shard_target, 1) + 1;
+  const Wide per_shard = 1024 + 5 * store::kAlign + 8;  // header, padding, table rounding
+  const Wide manifest = 4096 + Wide{n_rows} + shards * 160;
+  const Wide total = data + data / store::kPieceBytes * 8 + shards * per_shard + manifest;
+  return total > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(total);
+}
+
+// Refuses before anything big is written: the store must fit under
+// `max_bytes` (0: no cap) and in the free space of the target file system.
+void check_store_size(const std::string& out_dir, const std::string& on_fs, uint64_t estimate,
+                      uint64_t n_features, uint64_t nnz, uint64_t max_bytes, bool declared) {
+  const std::string remedy =
+      declared ? "Check the declared feature count (--features / data.features)."
+               : "Check the feature ids in the input (a stray huge index makes every id below "
+                 "it a stored column), or pass --index-base/--features as intended.";
+  if (max_bytes > 0 && estimate > max_bytes)
+    throw Error(ErrorKind::kInvalidInput,
+                msg::store_too_big(out_dir, estimate, n_features, nnz,
+                                   "store.max_bytes / --max-store-bytes", max_bytes,
+                                   remedy + " Raise store.max_bytes (--max-store-bytes) if the "
+                                            "size is intended."));
+  const uint64_t free_bytes = store::free_bytes_at(on_fs);
+  if (estimate > free_bytes)
+    throw Error(ErrorKind::kIo, msg::store_too_big(out_dir, estimate, n_features, nnz,
+                                                   "the free space of its file system",
+                                                   free_bytes, remedy));
+}
+
 }  // namespace
 
 IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_arg,
@@ -705,6 +759,18 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
                 msg::out_of_range("ingest", "threads", std::to_string(options.threads), ">= 1"));
   const std::string out_dir = normalized_dir(out_dir_arg);
   store::check_output_dir(out_dir);  // fail before the expensive part
+  // One writer per output: a second ingest into the same directory fails
+  // instead of silently replacing the first one's result.
+  store::FileLock out_lock(out_dir + ".lock", out_dir, /*wait=*/false);
+  {
+    fs::path target(out_dir);
+    std::string parent = target.parent_path().string();
+    int removed = store::remove_stale_temporaries(parent.empty() ? "." : parent,
+                                                  target.filename().string());
+    if (removed > 0)
+      spdlog::info("removed {} temporary directories left by interrupted ingests of {}", removed,
+                   out_dir);
+  }
 
   // Budget plan. Pass 1: half for the sort buffers (filling, spilling, radix
   // scratch), the rest for chunks in flight and file buffers. Pass 2: shard
@@ -732,6 +798,16 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   const uint64_t shard_target = options.shard_target_bytes
                                     ? options.shard_target_bytes
                                     : std::max<uint64_t>(std::min(64 * kMiB, avail / 8), 4 * kKiB);
+
+  // A declared width is known now: refuse an impossible store before reading.
+  const std::string out_parent = [&] {
+    std::string p = fs::path(out_dir).parent_path().string();
+    return p.empty() ? std::string(".") : p;
+  }();
+  if (options.reader.declared_features > 0)
+    check_store_size(out_dir, out_parent,
+                     estimate_store_bytes(0, options.reader.declared_features, 0, shard_target),
+                     options.reader.declared_features, 0, options.max_store_bytes, true);
 
   IngestStats stats;
   // The source keeps a chunk-sized carry buffer of its own.
@@ -845,6 +921,10 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   const uint64_t n_features =
       options.reader.declared_features ? options.reader.declared_features : width;
   stats.n_features = n_features;
+  // The sorted runs are on disk already (free space counts them); the store
+  // comes on top while they are merged.
+  check_store_size(out_dir, tmp.path(), estimate_store_bytes(n_rows, n_features, nnz, shard_target),
+                   n_features, nnz, options.max_store_bytes, options.reader.declared_features > 0);
 
   // ---- pass 2a: merge runs in consecutive groups until few enough remain
   auto fan_in_for = [&](uint64_t fixed) -> uint64_t {
@@ -854,8 +934,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
     if (options.merge_fan_in > 0) fan_in = std::min<uint64_t>(fan_in, options.merge_fan_in);
     if (fan_in < 2 && for_runs < 2 * kMinRunBuffer) {
       // Throws the budget's out-of-memory error, which names what holds memory.
-      budget.reserve(fixed + 2 * kMinRunBuffer, "ingest merge buffers",
-                     "lower store.shard_target_bytes");
+      budget.reserve(fixed + 2 * kMinRunBuffer, "ingest merge buffers");
     }
     return std::max<uint64_t>(fan_in, 2);
   };
@@ -984,6 +1063,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   fs::remove(slots_path);
 
   tmp.commit();
+  out_lock.release_and_remove();
   progress.finish();
   spdlog::debug("ingest {}: input hash, manifest and commit in {:.2f}s", input, lap());
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

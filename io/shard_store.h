@@ -7,10 +7,11 @@
 //                  hash, shard list with per-file checksums, format version)
 //                  followed by an aligned raw block with the labels (int8 ±1).
 //   shard-NNNNN.fgs  FlatBuffer header (column range, counts, offsets into the
-//                  raw block, raw-block checksum) followed by a 64-byte aligned
-//                  raw block: col_ptr (uint64, count+1), row ids (uint32),
-//                  values (float32), per-column min and max (float32; implicit
-//                  zeros included).
+//                  raw block, piece size and piece-table checksum) followed by a
+//                  64-byte aligned raw block: col_ptr (uint64, count+1), row ids
+//                  (uint32), values (float32), per-column min and max (float32;
+//                  implicit zeros included) -- the data region -- then the piece
+//                  table: XXH64 of every 16 KiB piece of the data region.
 // Both files start with a 24-byte preamble: magic ("FGMSHARD" / "FGMSTORE"),
 // uint32 format version, uint32 FlatBuffer length, uint64 XXH64 of the
 // FlatBuffer; then the size-prefixed FlatBuffer (schemas io/schema/shard.fbs,
@@ -26,8 +27,20 @@
 // The output is deterministic: the same input and options give byte-identical
 // files whatever the thread count or budget (shards depend on the shard target).
 // Ingest writes into a temporary directory beside the target and renames it
-// into place, so a failed ingest leaves nothing behind. Every file is verified
+// into place, so a failed or killed ingest leaves no store or a complete one.
+// It holds `<out>.lock` (a second writer of the same output fails), refuses
+// before writing when the estimated size exceeds IngestOptions::max_store_bytes
+// or the target's free space, and removes `<out>.tmp-*` left by dead
+// processes (store::remove_stale_temporaries). Every file is verified
 // when the store is opened (FlatBuffers verifier, sizes, version, checksums).
+// After that the engine never trusts the files: shards are read with pread()
+// into caller-owned buffers (never mmap, so a truncated file is a short read,
+// not SIGBUS), every piece a read touches is checked against the piece table
+// kept in memory since open, and column pointers and row ids are bounds-checked
+// before use. A store changed, shrunk or overwritten under a running engine
+// therefore gives Error(kCorruption) naming the file, or the unchanged data.
+// Format history: 1 had one raw-block checksum per shard (no piece table);
+// version 2 stores are required (older ones: "ingest the data again").
 #pragma once
 
 #include <cstdint>
@@ -41,9 +54,13 @@
 
 namespace fgm {
 
-inline constexpr uint32_t kStoreFormatVersion = 1;
+inline constexpr uint32_t kStoreFormatVersion = 2;
 
 struct IngestOptions {
+  // Refuse (before writing shards) when the store would exceed this many bytes
+  // (store.max_bytes, --max-store-bytes); 0: no fixed cap. The free space of
+  // the target file system is always checked.
+  uint64_t max_store_bytes = 0;
   ReaderOptions reader;
   uint64_t shard_target_bytes = 0;  // 0: automatic, min(64 MiB, budget / 8)
   int threads = 1;                  // parser threads (explicit, never implicit)
@@ -97,11 +114,29 @@ struct BlockRef {
   uint64_t column_count = 0;
   uint64_t nnz = 0;
   uint64_t bytes = 0;         // raw-block bytes covered (col_ptr + rows + values + min/max)
+  uint64_t nz_begin = 0;      // shard-local offset of the block's first nonzero
+  uint64_t read_bytes = 0;    // BlockBuffer bytes read_block needs (whole checksum pieces)
 };
 
-// Pointers into the mapped shard for a BlockRef. col_ptr is indexed by the
-// column's offset inside the block; entries are absolute nnz offsets into
-// row_ids/values (so row_ids[col_ptr[k]] .. row_ids[col_ptr[k+1]]).
+// Caller-owned, reusable memory that read_block reads into (64-byte aligned).
+// The caller accounts for it in the MemoryBudget (BlockRef::read_bytes).
+class BlockBuffer {
+ public:
+  uint8_t* get(uint64_t bytes);  // at least `bytes`; previous contents are not kept
+  uint64_t capacity() const { return capacity_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t[], Free> data_;
+  uint64_t capacity_ = 0;
+};
+
+// A block read into a BlockBuffer (valid while the buffer is unchanged).
+// col_ptr is indexed by the column's offset inside the block; entries are
+// offsets into row_ids/values starting at 0 (so row_ids[col_ptr[k]] ..
+// row_ids[col_ptr[k+1]]).
 struct ColumnBlock {
   uint64_t first_column = 0;
   uint64_t column_count = 0;
@@ -116,7 +151,9 @@ class ShardStore {
  public:
   // Opens and verifies the store (every file's checksum is checked, reading
   // with ordinary reads so verification does not inflate resident memory).
-  // Labels are loaded into memory, reserved from `budget`.
+  // Labels and per-shard metadata (piece tables) are kept in memory, reserved
+  // from `budget`. Every later read is verified again (see above) and throws
+  // Error(kCorruption) naming the shard if it changed.
   static std::unique_ptr<ShardStore> open(const std::string& dir, MemoryBudget& budget);
   virtual ~ShardStore() = default;
 
@@ -127,11 +164,12 @@ class ShardStore {
   // Partitions all columns into blocks of at most ~target_bytes (a column is
   // never split; a block never spans shards), in increasing column order.
   virtual std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const = 0;
-  virtual ColumnBlock map_block(const BlockRef& block) const = 0;
-  virtual void prefetch_block(const BlockRef& block) const = 0;  // madvise(WILLNEED)
-  virtual void release_block(const BlockRef& block) const = 0;   // madvise(DONTNEED)
+  // Reads and verifies `block` into `buffer` (which grows to block.read_bytes).
+  virtual ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const = 0;
+  // Hints the kernel to start reading the block (posix_fadvise WILLNEED).
+  virtual void prefetch_block(const BlockRef& block) const = 0;
 
-  // Copies one column out (for the selected-feature cache).
+  // Copies one column out (for the selected-feature cache), verified.
   virtual void read_column(uint64_t feature, std::vector<uint32_t>& rows,
                            std::vector<float>& values) const = 0;
   virtual float column_min(uint64_t feature) const = 0;

@@ -1,8 +1,11 @@
 #include "io/store_files.h"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +29,14 @@ uint64_t file_size_of(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0)
     throw Error(ErrorKind::kIo, msg::cannot_open(path, errno_text(errno)));
   return static_cast<uint64_t>(st.st_size);
+}
+
+uint64_t free_bytes_at(const std::string& path) {
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0)
+    throw Error(ErrorKind::kIo, msg::cannot_write(path, errno_text(errno)));
+  unsigned __int128 bytes = static_cast<unsigned __int128>(st.f_bavail) * st.f_frsize;
+  return bytes > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(bytes);
 }
 
 void fsync_directory(const std::string& dir) {
@@ -197,6 +208,91 @@ void FileReader::seek(uint64_t offset) {
 
 // --------------------------------------------------------------------- TempDir
 
+// ------------------------------------------------------------------- locks
+
+FileLock::FileLock(const std::string& path, const std::string& target, bool wait) : path_(path) {
+  for (;;) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error(ErrorKind::kIo, msg::cannot_write(path, errno_text(errno)));
+    int rc;
+    do rc = ::flock(fd_, wait ? LOCK_EX : LOCK_EX | LOCK_NB);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EWOULDBLOCK) throw Error(ErrorKind::kIo, msg::output_locked(target, path));
+      throw Error(ErrorKind::kIo, msg::cannot_write(path, errno_text(err)));
+    }
+    // The previous holder may have removed the file after we opened it: then
+    // our lock is on an orphan, and a third process could lock a new file.
+    struct stat held {}, named {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+        held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+      return;
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+FileLock::~FileLock() { release_and_remove(); }
+
+void FileLock::release_and_remove() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());
+  ::close(fd_);
+  fd_ = -1;
+}
+
+bool lock_is_free(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool free_lock = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);  // drops the lock again
+  return free_lock;
+}
+
+namespace {
+
+// pid from "...{.tmp-,.old-}<pid>-<hex>" at `at` (the position of the dot).
+bool pid_is_running(const std::string& name, size_t at) {
+  size_t begin = at + 5, end = name.find('-', begin);
+  if (end == std::string::npos || end == begin) return true;  // not ours: keep it
+  pid_t pid = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (name[i] < '0' || name[i] > '9') return true;
+    pid = pid * 10 + (name[i] - '0');
+  }
+  return pid <= 0 || ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+int remove_stale_temporaries(const std::string& dir, const std::string& prefix) {
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir.empty() ? "." : dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos) at = name.rfind(".old-");
+    // With a prefix (a target's name), only that target's temporaries.
+    if (at == std::string::npos || (prefix.empty() ? at == 0 : at != prefix.size())) continue;
+    std::error_code type_error;
+    if (!it->is_directory(type_error)) continue;
+    const std::string lock = (it->path() / kOwnerLockName).string();
+    const bool stale = fs::exists(lock, type_error) ? lock_is_free(lock) : !pid_is_running(name, at);
+    if (!stale) continue;
+    std::error_code remove_error;
+    fs::remove_all(it->path(), remove_error);
+    removed += !remove_error;
+  }
+  return removed;
+}
+
+// ------------------------------------------------------------------ TempDir
+
 TempDir::TempDir(const std::string& target) : target_(target) {
   std::random_device rd;
   for (int attempt = 0;; ++attempt) {
@@ -205,6 +301,15 @@ TempDir::TempDir(const std::string& target) : target_(target) {
     if (errno != EEXIST || attempt > 16)
       throw Error(ErrorKind::kIo, msg::cannot_write(path_, errno_text(errno)));
   }
+  const std::string lock = file(kOwnerLockName);
+  owner_lock_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (owner_lock_ < 0 || ::flock(owner_lock_, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    std::error_code ec;
+    if (owner_lock_ >= 0) ::close(owner_lock_);
+    fs::remove_all(path_, ec);
+    throw Error(ErrorKind::kIo, msg::cannot_write(lock, errno_text(err)));
+  }
 }
 
 TempDir::~TempDir() {
@@ -212,6 +317,7 @@ TempDir::~TempDir() {
     std::error_code ec;
     fs::remove_all(path_, ec);  // best effort: we are already unwinding an error
   }
+  if (owner_lock_ >= 0) ::close(owner_lock_);
 }
 
 void check_output_dir(const std::string& out_dir) {
@@ -230,6 +336,9 @@ void check_output_dir(const std::string& out_dir) {
 }
 
 void TempDir::commit() {
+  // The owner lock is not part of the store (we keep holding it: a cleaner
+  // that finds no lock file checks our pid, which is alive).
+  ::unlink(file(kOwnerLockName).c_str());
   fsync_directory(path_);
   check_output_dir(target_);  // it may have appeared while we were ingesting
   std::error_code ec;

@@ -1,5 +1,7 @@
 // Private to the shard store: plain POSIX file access with budgeted buffers,
-// and the temporary output directory that ingest renames into place.
+// the temporary output directory that ingest renames into place, and the
+// locks and stale-temporary cleanup it shares with the ingest cache
+// (engine/training_data.cpp).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,9 @@ namespace fgm::store {
 std::string errno_text(int err);
 uint64_t file_size_of(const std::string& path);  // throws kIo
 void fsync_directory(const std::string& dir);
+// Bytes an unprivileged process may still write on the file system holding
+// `path` (statvfs f_bavail · f_frsize); throws kIo if it cannot be queried.
+uint64_t free_bytes_at(const std::string& path);
 void fsync_file(const std::string& path);
 
 // Buffered sequential writer. Sequential bytes can be hashed on the way out.
@@ -104,8 +109,40 @@ class FileReader {
   uint64_t consumed_ = 0;  // file offset of buffer_[0]
 };
 
+// An exclusive flock(2) on `path` (created if missing), held until
+// destruction, which removes the file (while still holding the lock).
+// Acquisition re-checks that the path still names the locked file, so
+// removing a lock file never lets two holders in. After kill -9 the file
+// stays, unlocked, and the next holder removes it.
+class FileLock {
+ public:
+  // wait: block until free; otherwise throw kIo msg::output_locked(target, path).
+  FileLock(const std::string& path, const std::string& target, bool wait);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  // Removes the lock file (still holding the lock) and unlocks.
+  void release_and_remove();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// True if `path` (a lock file) exists and nobody holds a lock on it.
+bool lock_is_free(const std::string& path);
+
+// Removes temporaries left by dead fgm processes in `dir`: directories named
+// `<prefix>.tmp-<pid>-<hex>` (TempDir) or `<prefix>.old-<pid>-<hex>` whose
+// owner lock is free or, without one, whose pid is not running. An empty
+// prefix means every such entry (engine.cache_dir belongs to fgm). Returns
+// how many were removed.
+int remove_stale_temporaries(const std::string& dir, const std::string& prefix);
+
 // A temporary directory beside `target` (same file system, so the final
 // rename is atomic). Removed with its contents unless commit() succeeded.
+// While it exists it holds a lock on <path>/.owner.lock, which is how a later
+// run tells a live ingest from a killed one (remove_stale_temporaries).
 class TempDir {
  public:
   explicit TempDir(const std::string& target);
@@ -121,8 +158,11 @@ class TempDir {
  private:
   std::string target_;
   std::string path_;
+  int owner_lock_ = -1;
   bool committed_ = false;
 };
+
+inline constexpr const char* kOwnerLockName = ".owner.lock";
 
 // Throws Error(kIo) if `out_dir` exists and is not an fgm store (a file, or a
 // non-empty directory without manifest.fgm): ingest never overwrites it.

@@ -5,7 +5,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <string>
+#include <vector>
+
+#include "core/hash.h"
 
 namespace fgm::store {
 
@@ -28,21 +32,71 @@ struct Preamble {
 };
 static_assert(sizeof(Preamble) == 24);
 
+// The data region of a shard's raw block is checksummed in fixed pieces (XXH64
+// of bytes [i·piece, (i+1)·piece) of the raw block, the last one shorter); the
+// table of piece checksums follows the data region. Every read after open
+// verifies the pieces it touches, so a shard changed under a running engine is
+// an error, not a wrong result.
+inline constexpr uint64_t kPieceBytes = 16 << 10;
+inline constexpr uint64_t kMinPieceBytes = 4 << 10, kMaxPieceBytes = 16 << 20;
+
 // Byte offsets inside a shard's raw block; each array starts 64-byte aligned.
 struct ShardLayout {
-  uint64_t col_ptr = 0, row_ids = 0, values = 0, col_min = 0, col_max = 0, raw_bytes = 0;
+  uint64_t col_ptr = 0, row_ids = 0, values = 0, col_min = 0, col_max = 0;
+  uint64_t data_bytes = 0;   // end of col_max: the checksummed region
+  uint64_t piece_bytes = 0, piece_count = 0;
+  uint64_t piece_table = 0;  // uint64[piece_count]
+  uint64_t raw_bytes = 0;
 };
 
-inline ShardLayout shard_layout(uint64_t column_count, uint64_t nnz) {
+inline ShardLayout shard_layout(uint64_t column_count, uint64_t nnz,
+                                uint64_t piece_bytes = kPieceBytes) {
   ShardLayout l;
   l.col_ptr = 0;
   l.row_ids = align_up(8 * (column_count + 1));
   l.values = align_up(l.row_ids + 4 * nnz);
   l.col_min = align_up(l.values + 4 * nnz);
   l.col_max = align_up(l.col_min + 4 * column_count);
-  l.raw_bytes = l.col_max + 4 * column_count;
+  l.data_bytes = l.col_max + 4 * column_count;
+  l.piece_bytes = piece_bytes;
+  l.piece_count = (l.data_bytes + piece_bytes - 1) / piece_bytes;
+  l.piece_table = align_up(l.data_bytes);
+  l.raw_bytes = l.piece_table + 8 * l.piece_count;
   return l;
 }
+
+// Piece checksums of a data region streamed through update() in order.
+class PieceHasher {
+ public:
+  explicit PieceHasher(uint64_t piece_bytes = kPieceBytes) : piece_bytes_(piece_bytes) {}
+  void update(const void* data, uint64_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    while (n > 0) {
+      uint64_t k = std::min(n, piece_bytes_ - filled_);
+      hash_.update(p, k);
+      filled_ += k;
+      p += k;
+      n -= k;
+      if (filled_ == piece_bytes_) close_piece();
+    }
+  }
+  // The table, closing a last partial piece.
+  std::vector<uint64_t> finish() {
+    if (filled_ > 0) close_piece();
+    return std::move(table_);
+  }
+
+ private:
+  void close_piece() {
+    table_.push_back(hash_.digest());
+    hash_ = Xxh64();
+    filled_ = 0;
+  }
+  uint64_t piece_bytes_;
+  uint64_t filled_ = 0;
+  Xxh64 hash_;
+  std::vector<uint64_t> table_;
+};
 
 inline std::string shard_file_name(uint64_t index) {
   char name[32];

@@ -28,14 +28,20 @@ std::vector<uint8_t> framed(const char (&magic)[8], const flatbuffers::FlatBuffe
 
 std::vector<uint8_t> shard_header_bytes(uint32_t index, uint64_t first, uint64_t count,
                                         uint64_t nnz, uint64_t n_rows, uint64_t raw_offset,
-                                        const ShardLayout& layout, uint64_t raw_checksum) {
+                                        const ShardLayout& layout,
+                                        uint64_t piece_table_checksum) {
   flatbuffers::FlatBufferBuilder fbb(512);
   fbb.ForceDefaults(true);
   auto header = schema::CreateShardHeader(
       fbb, kStoreFormatVersion, index, first, count, nnz, n_rows, raw_offset, layout.raw_bytes,
-      layout.col_ptr, layout.row_ids, layout.values, layout.col_min, layout.col_max, raw_checksum);
+      layout.col_ptr, layout.row_ids, layout.values, layout.col_min, layout.col_max,
+      layout.piece_bytes, layout.piece_count, layout.piece_table, piece_table_checksum);
   schema::FinishSizePrefixedShardHeaderBuffer(fbb, header);
   return framed(kShardMagic, fbb);
+}
+
+uint64_t shard_raw_offset() {
+  return align_up(shard_header_bytes(0, 0, 0, 0, 0, 0, shard_layout(0, 0), 0).size());
 }
 
 std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {

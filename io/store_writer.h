@@ -19,9 +19,14 @@ struct ShardEntryInfo {
 
 // Preamble + size-prefixed ShardHeader. ForceDefaults keeps every field
 // present, so the size does not depend on the values (raw_offset is fixed).
+// `piece_table_checksum` is XXH64 of the piece table (see PieceHasher).
 std::vector<uint8_t> shard_header_bytes(uint32_t index, uint64_t first, uint64_t count,
                                         uint64_t nnz, uint64_t n_rows, uint64_t raw_offset,
-                                        const ShardLayout& layout, uint64_t raw_checksum);
+                                        const ShardLayout& layout, uint64_t piece_table_checksum);
+
+// Size of every shard header (ForceDefaults: it does not depend on the values),
+// rounded up to the raw block's alignment.
+uint64_t shard_raw_offset();
 
 struct ManifestFields {
   uint64_t n_rows = 0, n_features = 0, nnz = 0, n_positive = 0, n_negative = 0;

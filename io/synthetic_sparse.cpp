@@ -767,7 +767,7 @@ class StoreBuilder {
  public:
   StoreBuilder(const store::TempDir& dir, MemoryBudget& budget, uint64_t n_rows)
       : dir_(dir), budget_(budget), n_rows_(n_rows) {
-    raw_offset_ = store::align_up(store::shard_header_bytes(0, 0, 0, 0, 0, 0, {}, 0).size());
+    raw_offset_ = store::shard_raw_offset();
   }
 
   // Columns [first, first + count) of shard `index`: ends[j] is the end of
@@ -776,10 +776,11 @@ class StoreBuilder {
                    const uint32_t* rows, const float* values) {
     store::ShardLayout layout = store::shard_layout(s.count, s.nnz);
     Emitter e{*this, s, ends, base, rows + base, values ? values + base : nullptr, layout};
-    Xxh64 raw_hash;
-    e.emit([&](const void* p, uint64_t n) { raw_hash.update(p, n); });
+    store::PieceHasher pieces;
+    e.emit([&](const void* p, uint64_t n) { pieces.update(p, n); });
+    std::vector<uint64_t> table = pieces.finish();
     auto header = store::shard_header_bytes(index, s.first, s.count, s.nnz, n_rows_, raw_offset_,
-                                            layout, raw_hash.digest());
+                                            layout, xxh64(table.data(), 8 * table.size()));
     FGM_ASSERT(store::align_up(header.size()) == raw_offset_);
     std::string name = store::shard_file_name(index);
     store::FileWriter out(dir_.file(name), budget_, 1 * kMiB, "synth shard writer");
@@ -788,6 +789,8 @@ class StoreBuilder {
     out.write(header.data(), header.size());
     out.pad_to(raw_offset_);
     e.emit([&](const void* p, uint64_t n) { out.write(p, n); });
+    out.pad_to(raw_offset_ + layout.piece_table);
+    out.write(table.data(), 8 * table.size());
     uint64_t bytes = out.position();
     out.start_writeback();  // fsynced together at the end
     out.close(false);
@@ -864,7 +867,7 @@ class StoreBuilder {
       batched(s.count, [&](uint64_t j) -> float { return range(j).first; });
       pad_to(layout.col_max);
       batched(s.count, [&](uint64_t j) -> float { return range(j).second; });
-      FGM_ASSERT(at == layout.raw_bytes);
+      FGM_ASSERT(at == layout.data_bytes);
     }
   };
 
