@@ -1,6 +1,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +45,37 @@ void write_file_atomic(const std::string& path, std::string_view data) {
     ::unlink(tmp.c_str());
     throw Error(ErrorKind::kIo, msg::cannot_write(path, std::strerror(err)));
   }
+}
+
+namespace {
+
+// The pid of a write_file_atomic temporary (".<name>.tmp-<pid>"), or 0.
+pid_t temporary_owner(const std::string& name) {
+  const std::string marker = ".tmp-";
+  size_t at = name.rfind(marker);
+  if (name.empty() || name[0] != '.' || at == std::string::npos || at + marker.size() == name.size())
+    return 0;
+  uint64_t pid = 0;
+  for (size_t i = at + marker.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || pid > (1u << 30)) return 0;
+    pid = pid * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  return static_cast<pid_t>(pid);
+}
+
+bool process_is_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    pid_t owner = temporary_owner(entry.path().filename().string());
+    if (owner <= 0 || owner == ::getpid() || !entry.is_regular_file(ec) || !process_is_gone(owner)) continue;
+    if (std::filesystem::remove(entry.path(), ec)) removed.push_back(entry.path().string());
+  }
+  return removed;
 }
 
 }  // namespace fgm

@@ -28,7 +28,8 @@ void validate_path_settings(const PathSettings& s) {
 }
 
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
-                         const std::function<void(const PathPoint&)>& on_point) {
+                         const PathHooks& hooks) {
+  const auto& on_point = hooks.on_point;
   validate_path_settings(settings);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -48,6 +49,17 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
   if (!settings.validation_path.empty())
     validation = std::make_unique<LabeledRows>(
         load_labeled_rows(settings.validation_path, shape, budget, validation_mem));
+
+  auto evaluate_point = [&](PathPoint& p) {
+    if (test) {
+      p.test = evaluate_rows(*test, p.model, false);
+      if (p.has_debiased) p.test_debiased = evaluate_rows(*test, p.debiased, false);
+    }
+    if (validation) {
+      p.validation = evaluate_rows(*validation, p.model, false);
+      if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation, p.debiased, false);
+    }
+  };
 
   auto add_point = [&](const Model& model, uint64_t B, double C, double objective, uint64_t apg_its,
                        uint64_t grads, const SelectedFeatureCache* cache, const int8_t* labels) {
@@ -70,14 +82,7 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
       p.debiased = std::move(d.model);
       p.has_debiased = true;
     }
-    if (test) {
-      p.test = evaluate_rows(*test, p.model, false);
-      if (p.has_debiased) p.test_debiased = evaluate_rows(*test, p.debiased, false);
-    }
-    if (validation) {
-      p.validation = evaluate_rows(*validation, p.model, false);
-      if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation, p.debiased, false);
-    }
+    evaluate_point(p);
     p.seconds = elapsed();
     out.points.push_back(std::move(p));
     if (on_point) on_point(out.points.back());
@@ -88,6 +93,32 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
     out.total_gradient_evaluations += t.total_gradient_evaluations;
   };
 
+  // Points restored from a checkpoint: their models as they were emitted, the
+  // evaluations recomputed (the same rows give the same numbers).
+  uint64_t first_run = 0;
+  if (hooks.resume) {
+    for (auto& p : hooks.resume->points) {
+      p.selected = p.model.features.size();
+      p.nonzero = 0;
+      for (const auto& f : p.model.features) p.nonzero += f.weight != 0.0;
+      evaluate_point(p);
+      out.points.push_back(std::move(p));
+    }
+    first_run = hooks.resume->run;
+    out.total_apg_iterations = hooks.resume->total_apg_iterations;
+    out.total_gradient_evaluations = hooks.resume->total_gradient_evaluations;
+  }
+  auto report_progress = [&](uint64_t run, const TrainProgress* train) {
+    if (!hooks.on_progress) return;
+    PathProgress state;
+    state.run = run;
+    state.total_apg_iterations = out.total_apg_iterations;
+    state.total_gradient_evaluations = out.total_gradient_evaluations;
+    // The models are small next to the selected columns: copy them.
+    state.points = out.points;
+    hooks.on_progress(state, train);
+  };
+
   if (!settings.feature_counts.empty()) {
     out.mode = "features";
     TrainSettings s = settings.base;
@@ -96,20 +127,27 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
     s.eps_outer = 0;  // the counts decide where the path ends
     s.max_iterations = std::numeric_limits<int>::max();
     s.final_certificate = false;
-    TrainOutcome t = train_fgm(store, s, budget, {}, [&](const Checkpoint& cp) {
+    TrainHooks train_hooks;
+    train_hooks.on_checkpoint = [&](const Checkpoint& cp) {
       add_point(cp.model, s.B, s.apg.C, cp.last->objective, cp.apg_iterations, cp.gradient_evaluations,
                 cp.cache, cp.labels);
-    });
+    };
+    train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(0, &progress); };
+    train_hooks.resume = hooks.resume_train;
+    TrainOutcome t = train_fgm(store, s, budget, train_hooks);
     account(t);
   } else {
     const bool by_B = !settings.B_values.empty();
     out.mode = by_B ? "B" : "C";
     size_t count = by_B ? settings.B_values.size() : settings.C_values.size();
-    for (size_t i = 0; i < count; ++i) {
+    for (size_t i = first_run; i < count; ++i) {
       TrainSettings s = settings.base;
       if (by_B) s.B = settings.B_values[i];
       else s.apg.C = settings.C_values[i];
-      TrainOutcome t = train_fgm(store, s, budget);
+      TrainHooks train_hooks;
+      train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(i, &progress); };
+      if (i == first_run) train_hooks.resume = hooks.resume_train;
+      TrainOutcome t = train_fgm(store, s, budget, train_hooks);
       account(t);
       // The refit needs the selected columns: read them back from the store.
       SelectedFeatureCache cache(budget, store.info().n_rows);
@@ -124,6 +162,7 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
       }
       add_point(t.model, s.B, s.apg.C, t.model.objective, t.total_apg_iterations,
                 t.total_gradient_evaluations, settings.debias ? &cache : nullptr, store.labels());
+      report_progress(i + 1, nullptr);
     }
   }
 
