@@ -151,6 +151,9 @@ void write_checkpoint(const std::string& file, const RunIdentity& identity, cons
                                    "use fewer training rows");
 
   flatbuffers::FlatBufferBuilder fb(estimate);
+  // Scalars equal to their default are otherwise left out, and -0.0 == 0.0
+  // would come back as +0.0: a resumed run must see the very same bits.
+  fb.ForceDefaults(true);
   std::vector<flatbuffers::Offset<schema::ConfigEntry>> config;
   for (const auto& [k, v] : identity.config)
     config.push_back(schema::CreateConfigEntry(fb, fb.CreateString(k), fb.CreateString(v)));

@@ -21,16 +21,22 @@ namespace {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-void require_same_model(const Model& a, const Model& b) {
+// Restored path points went through the model file encoding, which (like
+// model.fgm) does not keep the sign of a zero weight.
+bool same_model_value(double a, double b, bool encoded) {
+  return same_bits(a, b) || (encoded && a == 0 && b == 0);
+}
+
+void require_same_model(const Model& a, const Model& b, bool encoded = false) {
   REQUIRE(a.features.size() == b.features.size());
   for (size_t j = 0; j < a.features.size(); ++j) {
     CAPTURE(j);
     REQUIRE(a.features[j].key == b.features[j].key);
     REQUIRE(a.features[j].batch == b.features[j].batch);
-    REQUIRE(same_bits(a.features[j].weight, b.features[j].weight));
+    REQUIRE(same_model_value(a.features[j].weight, b.features[j].weight, encoded));
   }
-  REQUIRE(same_bits(a.bias, b.bias));
-  REQUIRE(same_bits(a.objective, b.objective));
+  REQUIRE(same_model_value(a.bias, b.bias, encoded));
+  REQUIRE(same_model_value(a.objective, b.objective, encoded));
   REQUIRE(a.iterations == b.iterations);
   REQUIRE(a.feature_kind == b.feature_kind);
   REQUIRE(a.scale_ids == b.scale_ids);
@@ -209,9 +215,13 @@ TEST_CASE("a path resumed after any outer iteration equals the uninterrupted pat
       REQUIRE(resumed.points.size() == whole.points.size());
       for (size_t p = 0; p < whole.points.size(); ++p) {
         CAPTURE(p);
-        require_same_model(resumed.points[p].model, whole.points[p].model);
+        {
+          INFO("the selection model");
+          require_same_model(resumed.points[p].model, whole.points[p].model, true);
+        }
+        INFO("the de-biased model");
         REQUIRE(resumed.points[p].has_debiased == whole.points[p].has_debiased);
-        require_same_model(resumed.points[p].debiased, whole.points[p].debiased);
+        require_same_model(resumed.points[p].debiased, whole.points[p].debiased, true);
         REQUIRE(same_bits(resumed.points[p].train_objective, whole.points[p].train_objective));
         REQUIRE(resumed.points[p].apg_iterations == whole.points[p].apg_iterations);
       }
