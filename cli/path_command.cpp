@@ -76,7 +76,7 @@ Command add_path(CLI::App& app) {
                                 uint64_t{ps.C_values.size()}});
       spdlog::info("{}", msg::resuming_from(
                              session.file(), (run ? run->iterations.size() : 0) + 1,
-                             fmt::format("path run {} of {}, {} points done,", std::min(saved.run + 1, runs), runs,
+                             fmt::format("path run {} of {} with {} points done", std::min(saved.run + 1, runs), runs,
                                          saved.points.size()),
                              run ? run->apg.w.size() : 0));
     }

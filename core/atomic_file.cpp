@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/messages.h"
@@ -63,7 +65,15 @@ pid_t temporary_owner(const std::string& name) {
   return static_cast<pid_t>(pid);
 }
 
-bool process_is_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+// No such process, or a zombie (killed, not yet reaped by its parent).
+bool process_is_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');  // the command name may itself hold ')'
+  return paren != std::string::npos && paren + 2 < text.size() &&
+         (text[paren + 2] == 'Z' || text[paren + 2] == 'X');
+}
 
 }  // namespace
 

@@ -181,6 +181,7 @@ TEST_CASE("kill -9 at random points, then rerun: the model equals the uninterrup
   int interrupted = 0, resumed = 0, trials = 0;
   for (const auto& kind : kinds) {
     // The uninterrupted run, kept as the reference.
+    fs::remove_all(out);
     auto t0 = std::chrono::steady_clock::now();
     RunResult ref = run(job.dir, kind.args);
     auto wall = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
