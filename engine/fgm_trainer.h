@@ -6,6 +6,9 @@
 // warm-started. α⁰ = C·1; α^t from Theorem 3.
 // Stops when the relative objective decrease (38) ≤ eps_outer, after T
 // iterations, or when the worst-case analysis finds nothing new.
+// After every outer iteration the run's TrainProgress is handed out (for the
+// resume checkpoint, engine/resume_checkpoint.h); a run given one continues
+// from it exactly.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +72,8 @@ struct TrainOutcome {
   uint64_t budget_peak = 0;
 };
 
-// The state of the run when a checkpoint count is reached.
+// The state of the run when a checkpoint count is reached (a `fgm path`
+// point; not the resume checkpoint, which stores a TrainProgress).
 struct Checkpoint {
   uint64_t features = 0;          // the checkpoint (selected count)
   Model model;                    // the model at this point
