@@ -85,9 +85,11 @@ Command add_train(CLI::App& app) {
     uint64_t resumed_from = 0;
     if (TrainProgress* saved = session.train()) {
       resumed_from = saved->iterations.size();
-      spdlog::info("{}", msg::resuming_from(session.file(), resumed_from + 1,
-                                            fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations),
-                                            saved->apg.w.size()));
+      std::string of_what = fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations);
+      if (!saved->stop_reason.empty())
+        of_what += fmt::format(" — the run had stopped ({}); what is left is the final pass and the outputs",
+                               saved->stop_reason);
+      spdlog::info("{}", msg::resuming_from(session.file(), resumed_from + 1, of_what, saved->apg.w.size()));
     }
     TrainHooks hooks;
     hooks.resume = session.train();
@@ -161,7 +163,7 @@ Command add_train(CLI::App& app) {
     for (const auto& r : outcome.iterations) write_iteration(j, r);
     j.end_array();
     j.key("stop_reason").value(outcome.stop_reason);
-    j.key("resumed_from_iteration").value(resumed_from);
+    j.key("iterations_restored").value(resumed_from);
     j.key("final_sip_violation").value(outcome.final_sip_violation);
     j.key("objective_no_features").value(outcome.objective_no_features);
     j.key("selected_features").begin_array();

@@ -54,7 +54,9 @@ struct ResumeCheckpoint {
 // engine.progress, engine.cache_dir and output.dir (where things are kept),
 // data.train (the store checksum identifies the data, wherever it lives),
 // data.test, data.validation, data.truth (evaluated after selection; path
-// points are re-evaluated on resume).
+// points are re-evaluated on resume). Every other key is compared, including
+// engine.block_bytes: nothing promises that block boundaries leave every sum
+// in the same order.
 bool key_affects_result(const std::string& key);
 std::map<std::string, std::string> result_config(const std::map<std::string, std::string>& dump);
 
