@@ -1,5 +1,6 @@
 // fgm path: models at several feature counts (or B / C values) in one run;
 // writes <output.dir>/path.csv, path.json and one model per point.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/resume.h"
 #include "core/atomic_file.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -36,10 +38,13 @@ Command add_path(CLI::App& app) {
   struct Args {
     std::string config;
     std::vector<std::string> overrides;
+    bool restart = false;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--config", args->config, "TOML config file");
   sub->add_option("overrides", args->overrides, "key=value overrides (the command line wins)");
+  sub->add_flag("--restart", args->restart,
+                "ignore (and remove) the resume checkpoint in output.dir and start from scratch");
   return {sub, [args]() {
     Config config = Config::load(args->config, args->overrides);
     if (config.get_string("data.train").empty())
@@ -58,15 +63,36 @@ Command add_path(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     const std::string out_dir = config.get_string("output.dir");
-    std::filesystem::create_directories(out_dir);
     auto config_dump = config.dump();
-
-    PathOutcome outcome = run_fgm_path(*data.store, ps, budget, [&](const PathPoint& p) {
+    RunIdentity identity;
+    identity.command = "path";
+    identity.config = result_config(config_dump);
+    identity.store_checksum = data.store->info().store_checksum;
+    ResumeSession session(out_dir, identity, args->restart, "path.csv", budget);
+    if (session.resuming()) {
+      const PathProgress& saved = *session.path();
+      const TrainProgress* run = session.train();
+      uint64_t runs = std::max({ps.feature_counts.empty() ? 0 : uint64_t{1}, uint64_t{ps.B_values.size()},
+                                uint64_t{ps.C_values.size()}});
+      spdlog::info("{}", msg::resuming_from(
+                             session.file(), (run ? run->iterations.size() : 0) + 1,
+                             fmt::format("path run {} of {} with {} points done", std::min(saved.run + 1, runs), runs,
+                                         saved.points.size()),
+                             run ? run->apg.w.size() : 0));
+    }
+    PathHooks hooks;
+    hooks.resume = session.path();
+    hooks.resume_train = session.train();
+    hooks.on_progress = [&](const PathProgress& progress, const TrainProgress* train) {
+      session.save(train, &progress);
+    };
+    hooks.on_point = [&](const PathPoint& p) {
       spdlog::info("point {}: B={} C={} selected {} objective {:.6g} test acc {} (debiased {}) "
                    "valid acc {} at {:.2f}s",
                    p.point, p.B, p.C, p.selected, p.train_objective, cell(p.test.accuracy),
                    cell(p.test_debiased.accuracy), cell(p.validation.accuracy), p.seconds);
-    });
+    };
+    PathOutcome outcome = run_fgm_path(*data.store, ps, budget, hooks);
 
     // Models first (each atomic), then the table and log that name them.
     for (auto& p : outcome.points) {
@@ -105,6 +131,7 @@ Command add_path(CLI::App& app) {
     j.end_object();
     j.end_object();
     write_file_atomic(out_dir + "/path.json", j.str() + "\n");
+    session.finish();
 
     fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
     if (outcome.best >= 0) {

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/resume.h"
 #include "core/atomic_file.h"
 #include "core/config.h"
 #include "core/hash.h"
@@ -50,11 +51,14 @@ Command add_train(CLI::App& app) {
     std::string config;
     std::vector<std::string> overrides;
     bool help_config = false;
+    bool restart = false;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--config", args->config, "TOML config file (see configs/)");
   sub->add_option("overrides", args->overrides, "key=value overrides (the command line wins)");
   sub->add_flag("--help-config", args->help_config, "list every config key with type, default and range");
+  sub->add_flag("--restart", args->restart,
+                "ignore (and remove) the resume checkpoint in output.dir and start from scratch");
   return {sub, [args]() {
     if (args->help_config) {
       fmt::print("{}", describe_params());
@@ -73,14 +77,32 @@ Command add_train(CLI::App& app) {
     spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
                  info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
                  loss_name(settings.apg.loss), settings.apg.threads);
-    TrainOutcome outcome = train_fgm(*data.store, settings, budget, [](const IterationRecord& r) {
+    RunIdentity identity;
+    identity.command = "train";
+    identity.config = result_config(config.dump());
+    identity.store_checksum = info.store_checksum;
+    ResumeSession session(out_dir, identity, args->restart, "model.fgm", budget);
+    uint64_t resumed_from = 0;
+    if (TrainProgress* saved = session.train()) {
+      resumed_from = saved->iterations.size();
+      std::string of_what = fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations);
+      if (!saved->stop_reason.empty())
+        of_what += fmt::format(" — the run had stopped ({}); what is left is the final pass and the outputs",
+                               saved->stop_reason);
+      spdlog::info("{}", msg::resuming_from(session.file(), resumed_from + 1, of_what, saved->apg.w.size()));
+    }
+    TrainHooks hooks;
+    hooks.resume = session.train();
+    hooks.on_progress = [&](const TrainProgress& progress) { session.save(&progress, nullptr); };
+    hooks.on_iteration = [](const IterationRecord& r) {
       spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, "
                    "sip_violation {:.4g}, scored {} candidates, score {:.3f}s, solve {:.3f}s ({} APG its), "
                    "streamed {}",
                    r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation,
                    r.candidates_scored, r.score_seconds, r.solve_seconds, r.apg_iterations,
                    format_bytes(r.bytes_streamed));
-    });
+    };
+    TrainOutcome outcome = train_fgm(*data.store, settings, budget, hooks);
     spdlog::info("stopped: {} after {} iterations, {} features, final SIP violation {:.4g}",
                  outcome.stop_reason, outcome.iterations.size(), outcome.model.features.size(),
                  outcome.final_sip_violation);
@@ -141,6 +163,7 @@ Command add_train(CLI::App& app) {
     for (const auto& r : outcome.iterations) write_iteration(j, r);
     j.end_array();
     j.key("stop_reason").value(outcome.stop_reason);
+    j.key("iterations_restored").value(resumed_from);
     j.key("final_sip_violation").value(outcome.final_sip_violation);
     j.key("objective_no_features").value(outcome.objective_no_features);
     j.key("selected_features").begin_array();
@@ -180,6 +203,7 @@ Command add_train(CLI::App& app) {
     }
     j.end_object();
     write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+    session.finish();
 
     if (has_truth) {
       fmt::print("recovered={}/{} ", recovered, planted);

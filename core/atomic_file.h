@@ -4,11 +4,17 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fgm {
 
 // Writes `data` to `path` atomically (temp file in the same directory, fsync,
 // rename, fsync of the directory).
 void write_file_atomic(const std::string& path, std::string_view data);
+
+// Removes the temporaries write_file_atomic left in `dir` when its process was
+// killed (".<name>.tmp-<pid>" whose pid no longer runs); returns their paths.
+// Temporaries of live processes are left alone.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
 }  // namespace fgm

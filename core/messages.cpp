@@ -212,4 +212,40 @@ std::string wider_than_model(std::string_view path, uint64_t line, uint64_t inde
                      location(path, line), index, width);
 }
 
+std::string not_a_checkpoint(std::string_view path, std::string_view detail) {
+  return fmt::format("{}not a valid fgm resume checkpoint ({}); rerun with --restart to discard "
+                     "it and start from scratch",
+                     location(path), detail);
+}
+std::string checkpoint_mismatch(std::string_view path, std::string_view command,
+                                std::string_view differences) {
+  return fmt::format("{}refusing to resume: the checkpoint was written by a different run ({}). "
+                     "Rerun the original `fgm {}` command to resume it, or add --restart to "
+                     "discard it and start from scratch",
+                     location(path), differences, command);
+}
+std::string checkpoint_inconsistent(uint64_t weights, uint64_t columns, uint64_t duals,
+                                    uint64_t rows) {
+  return fmt::format("resume checkpoint does not fit the run: {} weights for {} selected columns, "
+                     "{} dual variables for {} rows; rerun with --restart",
+                     weights, columns, duals, rows);
+}
+std::string resuming_from(std::string_view path, uint64_t iteration, std::string_view of_what,
+                          uint64_t selected) {
+  return fmt::format("resuming from iteration {} of {} ({} features selected) using {}; "
+                     "--restart starts from scratch",
+                     iteration, of_what, selected, path);
+}
+std::string checkpoint_discarded(std::string_view path) {
+  return fmt::format("--restart: removed the resume checkpoint {}; starting from scratch", path);
+}
+std::string finished_run_redone(std::string_view dir, std::string_view output) {
+  return fmt::format("{} already holds {} of a finished run and no resume checkpoint (it is "
+                     "removed when a run succeeds); running again from the start and replacing it",
+                     dir, output);
+}
+std::string stale_temporary_removed(std::string_view path) {
+  return fmt::format("removed {}, a temporary file left by an interrupted run", path);
+}
+
 }  // namespace fgm::msg

@@ -86,4 +86,16 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
 std::string not_a_model(std::string_view path, std::string_view detail);
 std::string wider_than_model(std::string_view path, uint64_t line, uint64_t index, uint64_t width);
 
+// --- resume checkpoints of `fgm train` / `fgm path`
+std::string not_a_checkpoint(std::string_view path, std::string_view detail);
+std::string checkpoint_mismatch(std::string_view path, std::string_view command,
+                                std::string_view differences);
+std::string checkpoint_inconsistent(uint64_t weights, uint64_t columns, uint64_t duals,
+                                    uint64_t rows);
+std::string resuming_from(std::string_view path, uint64_t iteration, std::string_view of_what,
+                          uint64_t selected);
+std::string checkpoint_discarded(std::string_view path);
+std::string finished_run_redone(std::string_view dir, std::string_view output);
+std::string stale_temporary_removed(std::string_view path);
+
 }  // namespace fgm::msg

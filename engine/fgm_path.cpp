@@ -1,6 +1,8 @@
 #include "engine/fgm_path.h"
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -24,120 +26,210 @@ void validate_path_settings(const PathSettings& s) {
                                                         "strictly increasing feature counts"));
 }
 
-PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
-                         const std::function<void(const PathPoint&)>& on_point) {
-  validate_path_settings(settings);
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  PathOutcome out;
-  Reservation test_mem, validation_mem;
-  std::unique_ptr<LabeledRows> test, validation;
+namespace {
+
+// One `fgm path` run: the evaluation rows, the points so far, and the steps
+// of each mode.
+class PathRun {
+ public:
+  PathRun(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks);
+  PathOutcome run();
+
+ private:
+  void load_evaluation_rows();
+  void evaluate_point(PathPoint& p) const;
+  void add_point(const Model& model, uint64_t B, double C, double objective, uint64_t apg_its, uint64_t grads,
+                 const SelectedFeatureCache* cache, const int8_t* labels);
+  uint64_t restore();
+  void report_progress(uint64_t run, const TrainProgress* train);
+  void account(const TrainOutcome& t);
+  void run_feature_counts();
+  void run_value_list(uint64_t first_run);
+  void pick_best();
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+  const ShardStore& store_;
+  const PathSettings& settings_;
+  MemoryBudget& budget_;
+  const PathHooks& hooks_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  Reservation test_mem_, validation_mem_;
+  std::unique_ptr<LabeledRows> test_, validation_;
+  PathOutcome out_;
+};
+
+PathRun::PathRun(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
+                 const PathHooks& hooks)
+    : store_(store), settings_(settings), budget_(budget), hooks_(hooks) {}
+
+void PathRun::load_evaluation_rows() {
   // Label map and width come from the store; the rows are loaded once.
   Model shape;
-  shape.index_base = store.info().index_base;
-  shape.n_features = store.info().n_features;
-  shape.positive_label = store.info().positive_value;
-  shape.negative_label = store.info().negative_value;
-  if (!settings.test_path.empty())
-    test = std::make_unique<LabeledRows>(load_labeled_rows(settings.test_path, shape, budget, test_mem));
-  if (!settings.validation_path.empty())
-    validation = std::make_unique<LabeledRows>(
-        load_labeled_rows(settings.validation_path, shape, budget, validation_mem));
+  shape.index_base = store_.info().index_base;
+  shape.n_features = store_.info().n_features;
+  shape.positive_label = store_.info().positive_value;
+  shape.negative_label = store_.info().negative_value;
+  if (!settings_.test_path.empty())
+    test_ = std::make_unique<LabeledRows>(load_labeled_rows(settings_.test_path, shape, budget_, test_mem_));
+  if (!settings_.validation_path.empty())
+    validation_ = std::make_unique<LabeledRows>(
+        load_labeled_rows(settings_.validation_path, shape, budget_, validation_mem_));
+}
 
-  auto add_point = [&](const Model& model, uint64_t B, double C, double objective, uint64_t apg_its,
-                       uint64_t grads, const SelectedFeatureCache* cache, const int8_t* labels) {
-    PathPoint p;
-    p.point = static_cast<int>(out.points.size()) + 1;
-    p.B = B;
-    p.C = C;
-    p.selected = model.features.size();
-    for (const auto& f : model.features) p.nonzero += f.weight != 0.0;
-    p.train_objective = objective;
-    p.apg_iterations = apg_its;
-    p.gradient_evaluations = grads;
-    p.model = model;
-    if (settings.debias && cache != nullptr) {
-      ApgOptions o = settings.base.apg;
-      if (settings.debias_C > 0) o.C = settings.debias_C;
-      o.eps_inner = std::min(o.eps_inner, 1e-10);
-      o.max_iterations = std::max(o.max_iterations, 3000);
-      DebiasResult d = debias_refit(*cache, labels, model, o, budget);
-      p.debiased = std::move(d.model);
-      p.has_debiased = true;
-    }
-    if (test) {
-      p.test = evaluate_rows(*test, p.model, false);
-      if (p.has_debiased) p.test_debiased = evaluate_rows(*test, p.debiased, false);
-    }
-    if (validation) {
-      p.validation = evaluate_rows(*validation, p.model, false);
-      if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation, p.debiased, false);
-    }
-    p.seconds = elapsed();
-    out.points.push_back(std::move(p));
-    if (on_point) on_point(out.points.back());
+void PathRun::evaluate_point(PathPoint& p) const {
+  if (test_) {
+    p.test = evaluate_rows(*test_, p.model, false);
+    if (p.has_debiased) p.test_debiased = evaluate_rows(*test_, p.debiased, false);
+  }
+  if (validation_) {
+    p.validation = evaluate_rows(*validation_, p.model, false);
+    if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation_, p.debiased, false);
+  }
+}
+
+void PathRun::add_point(const Model& model, uint64_t B, double C, double objective, uint64_t apg_its,
+                        uint64_t grads, const SelectedFeatureCache* cache, const int8_t* labels) {
+  PathPoint p;
+  p.point = static_cast<int>(out_.points.size()) + 1;
+  p.B = B;
+  p.C = C;
+  p.selected = model.features.size();
+  for (const auto& f : model.features) p.nonzero += f.weight != 0.0;
+  p.train_objective = objective;
+  p.apg_iterations = apg_its;
+  p.gradient_evaluations = grads;
+  p.model = model;
+  if (settings_.debias && cache != nullptr) {
+    ApgOptions o = settings_.base.apg;
+    if (settings_.debias_C > 0) o.C = settings_.debias_C;
+    o.eps_inner = std::min(o.eps_inner, 1e-10);
+    o.max_iterations = std::max(o.max_iterations, 3000);
+    DebiasResult d = debias_refit(*cache, labels, model, o, budget_);
+    p.debiased = std::move(d.model);
+    p.has_debiased = true;
+  }
+  evaluate_point(p);
+  p.seconds = elapsed();
+  out_.points.push_back(std::move(p));
+  if (hooks_.on_point) hooks_.on_point(out_.points.back());
+}
+
+// Points restored from a checkpoint: their models as they were emitted, the
+// evaluations recomputed (the same rows give the same numbers). Returns the
+// B/C run to continue with.
+uint64_t PathRun::restore() {
+  if (!hooks_.resume) return 0;
+  for (auto& p : hooks_.resume->points) {
+    p.selected = p.model.features.size();
+    p.nonzero = 0;
+    for (const auto& f : p.model.features) p.nonzero += f.weight != 0.0;
+    evaluate_point(p);
+    out_.points.push_back(std::move(p));
+  }
+  out_.total_apg_iterations = hooks_.resume->total_apg_iterations;
+  out_.total_gradient_evaluations = hooks_.resume->total_gradient_evaluations;
+  return hooks_.resume->run;
+}
+
+void PathRun::report_progress(uint64_t run, const TrainProgress* train) {
+  if (!hooks_.on_progress) return;
+  PathProgress state;
+  state.run = run;
+  state.total_apg_iterations = out_.total_apg_iterations;
+  state.total_gradient_evaluations = out_.total_gradient_evaluations;
+  state.points = out_.points;  // the models are small next to the selected columns
+  hooks_.on_progress(state, train);
+}
+
+void PathRun::account(const TrainOutcome& t) {
+  out_.total_apg_iterations += t.total_apg_iterations;
+  out_.total_gradient_evaluations += t.total_gradient_evaluations;
+}
+
+// path.features: one FGM run with a point at each count.
+void PathRun::run_feature_counts() {
+  out_.mode = "features";
+  TrainSettings s = settings_.base;
+  s.checkpoints = settings_.feature_counts;
+  s.max_features = 0;
+  s.eps_outer = 0;  // the counts decide where the path ends
+  s.max_iterations = std::numeric_limits<int>::max();
+  s.final_certificate = false;
+  TrainHooks train_hooks;
+  train_hooks.on_checkpoint = [&](const Checkpoint& cp) {
+    add_point(cp.model, s.B, s.apg.C, cp.last->objective, cp.apg_iterations, cp.gradient_evaluations,
+              cp.cache, cp.labels);
   };
+  train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(0, &progress); };
+  train_hooks.resume = hooks_.resume_train;
+  account(train_fgm(store_, s, budget_, train_hooks));
+}
 
-  auto account = [&](const TrainOutcome& t) {
-    out.total_apg_iterations += t.total_apg_iterations;
-    out.total_gradient_evaluations += t.total_gradient_evaluations;
-  };
-
-  if (!settings.feature_counts.empty()) {
-    out.mode = "features";
-    TrainSettings s = settings.base;
-    s.checkpoints = settings.feature_counts;
-    s.max_features = 0;
-    s.eps_outer = 0;  // the counts decide where the path ends
-    s.max_iterations = std::numeric_limits<int>::max();
-    s.final_certificate = false;
-    TrainOutcome t = train_fgm(store, s, budget, {}, [&](const Checkpoint& cp) {
-      add_point(cp.model, s.B, s.apg.C, cp.last->objective, cp.apg_iterations, cp.gradient_evaluations,
-                cp.cache, cp.labels);
-    });
+// path.B / path.C: one FGM run per value, from `first_run` on.
+void PathRun::run_value_list(uint64_t first_run) {
+  const bool by_B = !settings_.B_values.empty();
+  out_.mode = by_B ? "B" : "C";
+  size_t count = by_B ? settings_.B_values.size() : settings_.C_values.size();
+  for (size_t i = first_run; i < count; ++i) {
+    TrainSettings s = settings_.base;
+    if (by_B) s.B = settings_.B_values[i];
+    else s.apg.C = settings_.C_values[i];
+    TrainHooks train_hooks;
+    train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(i, &progress); };
+    if (i == first_run) train_hooks.resume = hooks_.resume_train;
+    TrainOutcome t = train_fgm(store_, s, budget_, train_hooks);
     account(t);
-  } else {
-    const bool by_B = !settings.B_values.empty();
-    out.mode = by_B ? "B" : "C";
-    size_t count = by_B ? settings.B_values.size() : settings.C_values.size();
-    for (size_t i = 0; i < count; ++i) {
-      TrainSettings s = settings.base;
-      if (by_B) s.B = settings.B_values[i];
-      else s.apg.C = settings.C_values[i];
-      TrainOutcome t = train_fgm(store, s, budget);
-      account(t);
-      // The refit needs the selected columns: generate them again from the
-      // store through the space (a cross or expansion level is not a raw column).
-      SelectedFeatureCache cache(budget, store.info().n_rows);
-      if (settings.debias) {
-        FeatureSpaceSettings space_settings = s.space;
-        space_settings.index_base = store.info().index_base;
-        std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store, budget);
-        cache.begin_batch();
-        materialize_features(*space, store, t.model.features, cache);
-      }
-      add_point(t.model, s.B, s.apg.C, t.model.objective, t.total_apg_iterations,
-                t.total_gradient_evaluations, settings.debias ? &cache : nullptr, store.labels());
+    // The refit needs the selected columns: generate them again from the
+    // store through the space (a cross or expansion level is not a raw column).
+    SelectedFeatureCache cache(budget_, store_.info().n_rows);
+    if (settings_.debias) {
+      FeatureSpaceSettings space_settings = s.space;
+      space_settings.index_base = store_.info().index_base;
+      std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store_, budget_);
+      cache.begin_batch();
+      materialize_features(*space, store_, t.model.features, cache);
     }
+    add_point(t.model, s.B, s.apg.C, t.model.objective, t.total_apg_iterations, t.total_gradient_evaluations,
+              settings_.debias ? &cache : nullptr, store_.labels());
+    report_progress(i + 1, nullptr);
   }
+}
 
-  if (validation) {
-    for (size_t i = 0; i < out.points.size(); ++i) {
-      const auto& p = out.points[i];
-      if (out.best < 0) {
-        out.best = static_cast<int>(i);
-        continue;
-      }
-      const auto& b = out.points[static_cast<size_t>(out.best)];
-      if (p.validation.accuracy > b.validation.accuracy ||
-          (p.validation.accuracy == b.validation.accuracy && p.selected < b.selected))
-        out.best = static_cast<int>(i);
+// The highest validation accuracy; ties: fewer features.
+void PathRun::pick_best() {
+  if (!validation_) return;
+  for (size_t i = 0; i < out_.points.size(); ++i) {
+    const auto& p = out_.points[i];
+    if (out_.best < 0) {
+      out_.best = static_cast<int>(i);
+      continue;
     }
+    const auto& b = out_.points[static_cast<size_t>(out_.best)];
+    if (p.validation.accuracy > b.validation.accuracy ||
+        (p.validation.accuracy == b.validation.accuracy && p.selected < b.selected))
+      out_.best = static_cast<int>(i);
   }
-  out.seconds = elapsed();
-  return out;
+}
+
+PathOutcome PathRun::run() {
+  load_evaluation_rows();
+  uint64_t first_run = restore();
+  if (!settings_.feature_counts.empty()) run_feature_counts();
+  else run_value_list(first_run);
+  pick_best();
+  out_.seconds = elapsed();
+  return std::move(out_);
+}
+
+}  // namespace
+
+PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
+                         const PathHooks& hooks) {
+  validate_path_settings(settings);
+  PathRun run(store, settings, budget, hooks);
+  return run.run();
 }
 
 }  // namespace fgm

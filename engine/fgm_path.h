@@ -55,10 +55,38 @@ struct PathOutcome {
   std::string mode;  // "features", "B" or "C"
 };
 
+// The path-level state a resume restores, besides the FGM run in progress
+// (a TrainProgress): the points already emitted (their models; evaluations
+// are recomputed on restore) and, for B/C lists, which run is in progress.
+struct PathProgress {
+  std::vector<PathPoint> points;
+  uint64_t run = 0;  // B/C lists: index of the value being run
+  uint64_t total_apg_iterations = 0;        // of the runs before `run`
+  uint64_t total_gradient_evaluations = 0;
+};
+
+struct PathHooks {
+  std::function<void(const PathPoint&)> on_point;
+  // After each outer iteration (with that run's state) and after each
+  // finished B/C run (train == nullptr): the state to persist for a resume.
+  std::function<void(const PathProgress&, const TrainProgress* train)> on_progress;
+  // Restore from these (moved from); resume_train may be null.
+  PathProgress* resume = nullptr;
+  TrainProgress* resume_train = nullptr;
+};
+
 // Throws a config error unless exactly one of the lists is given and valid.
 void validate_path_settings(const PathSettings& settings);
 
-PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings,
-                         MemoryBudget& budget, const std::function<void(const PathPoint&)>& on_point = {});
+PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
+                         const PathHooks& hooks);
+
+inline PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings,
+                                MemoryBudget& budget,
+                                const std::function<void(const PathPoint&)>& on_point = {}) {
+  PathHooks hooks;
+  hooks.on_point = on_point;
+  return run_fgm_path(store, settings, budget, hooks);
+}
 
 }  // namespace fgm

@@ -7,6 +7,8 @@
 #include <memory>
 
 #include "cache/selected_features.h"
+#include "core/error.h"
+#include "core/messages.h"
 
 namespace fgm {
 namespace {
@@ -15,216 +17,317 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-}  // namespace
+// One run of Algorithm 1. The state that outlives an outer iteration lives in
+// `progress_` (what a resume restores); the rest is rebuilt from it.
+class FgmRun {
+ public:
+  FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+         const TrainHooks& hooks);
+  TrainOutcome run();
 
-TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
-                       MemoryBudget& budget, const IterationCallback& on_iteration,
-                       const CheckpointCallback& on_checkpoint) {
-  const auto start = std::chrono::steady_clock::now();
+ private:
+  void restore(TrainProgress& saved);
+  bool outer_iteration(int t);
+  uint64_t batch_size();
+  SpaceScores worst_case_analysis(uint64_t batch);
+  double batch_violation_terms(const SpaceScores& wc) const;
+  void add_batch(const SpaceScores& wc);
+  void record_solve(const ApgResult& r, IterationRecord& rec);
+  std::string stop_reason(const IterationRecord& rec, int t) const;
+  void final_certificate();
+  Model make_model() const;
+  void emit_path_point(uint64_t features);
+  uint64_t selected_units() const;
+
+  const ShardStore& store_;
+  const TrainSettings& settings_;
+  MemoryBudget& budget_;
+  const TrainHooks& hooks_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const uint64_t n_;
+  const int8_t* y_;
+  std::unique_ptr<FeatureSpace> space_;
+  SchedulerOptions scheduler_;
+  Reservation resident_;
+  BlockStreamer streamer_;
+  Reservation dual_mem_;
+  std::vector<double> a_, decision_;  // a = α∘y; d = w'x − b
+  SelectedFeatureCache cache_;
+  std::vector<BlockRef> blocks_;
+  TrainProgress progress_;
+  TrainOutcome out_;
+  double f0_ = 0, f_prev_ = 0;
+};
+
+FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+               const TrainHooks& hooks)
+    : store_(store),
+      settings_(settings),
+      budget_(budget),
+      hooks_(hooks),
+      n_(store.info().n_rows),
+      y_(store.labels()),
+      cache_(budget, store.info().n_rows) {
   const StoreInfo& info = store.info();
-  const uint64_t n = info.n_rows;
-  const int8_t* y = store.labels();
-  const ApgOptions& apg = settings.apg;
-
   FeatureSpaceSettings space_settings = settings.space;
   space_settings.index_base = info.index_base;
-  std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store, budget);
+  space_ = make_feature_space(space_settings, store, budget);
   // A store that fits comfortably in the budget stays in memory between passes
   // (reserved as such; the streamer frees it before `resident` is released);
   // a larger one is streamed block by block.
-  SchedulerOptions scheduler = settings.scheduler;
-  Reservation resident;
+  scheduler_ = settings.scheduler;
   if (info.shard_bytes <= budget.available() / 2) {
-    resident = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
-    scheduler.keep_resident = true;
+    resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
+    scheduler_.keep_resident = true;
   }
-  BlockStreamer streamer = make_block_streamer(store, scheduler, budget);
-
+  streamer_ = make_block_streamer(store, scheduler_, budget);
   // Dual variables, decision values and a = α∘y: O(n) each.
-  Reservation dual_mem = budget.reserve(3 * n * sizeof(double), "dual variables",
-                                        "use fewer training rows");
-  std::vector<double> alpha(n, apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
-  std::vector<double> a(n), decision(n, 0.0);
-
-  SelectedFeatureCache cache(budget, n);
-  std::vector<BlockRef> blocks = store.plan_blocks(settings.block_bytes);
-  ApgState state;
-  TrainOutcome out;
+  dual_mem_ = budget.reserve(3 * n_ * sizeof(double), "dual variables", "use fewer training rows");
+  progress_.alpha.assign(n_, settings.apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
+  a_.resize(n_);
+  decision_.assign(n_, 0.0);
+  blocks_ = store.plan_blocks(settings.block_bytes);
   // F_0: objective with no features (ω = 0, b = 0).
-  const double f0 = loss_value(apg.loss, apg.C, y, decision);
-  out.objective_no_features = f0;
-  double f_prev = f0;
+  f0_ = loss_value(settings.apg.loss, settings.apg.C, y_, decision_);
+  f_prev_ = f0_;
+  out_.objective_no_features = f0_;
+}
 
-  auto batch_violation_terms = [&](const SpaceScores& wc) {
-    // ½ Σ_{j∈d_h} c_j² for each existing batch h, with the current α: the
-    // cached columns give c_j exactly (same summation as the scoring pass).
-    double best = 0;
-    for (size_t h = 0; h < cache.num_batches(); ++h) {
-      double s = 0;
-      for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
-        SparseColumnView col = cache.column(k);
-        double c = column_dot(col.rows, col.values, col.nnz, a.data());
-        s += c * c;
-      }
-      best = std::max(best, 0.5 * s);
+// Rebuilds the run after iteration saved.iterations.size(): the batches are
+// re-selected and re-materialised in their order, so the space's exclusions
+// and the cache's columns are those of the uninterrupted run.
+void FgmRun::restore(TrainProgress& saved) {
+  for (const auto& batch : saved.batches) {
+    cache_.begin_batch();
+    for (uint64_t id : batch) {
+      space_->mark_selected(id);
+      space_->materialize(store_, id, cache_);
     }
-    double fresh = 0;
-    for (const auto& c : wc.top) fresh += c.score;
-    return 0.5 * fresh - best;
-  };
+  }
+  if (saved.apg.w.size() != cache_.num_columns() || saved.alpha.size() != n_ ||
+      saved.batches.size() != saved.iterations.size())
+    throw Error(ErrorKind::kCorruption,
+                msg::checkpoint_inconsistent(saved.apg.w.size(), cache_.num_columns(),
+                                             saved.alpha.size(), n_));
+  progress_ = std::move(saved);
+  if (!progress_.iterations.empty()) f_prev_ = progress_.iterations.back().objective;
+}
 
-  // The model of the current state (also used for checkpoints).
-  auto make_model = [&]() {
-    Model m;
-    m.engine_version = FGM_VERSION;
-    m.loss = loss_name(apg.loss);
-    m.C = apg.C;
-    m.B = settings.B;
-    m.iterations = static_cast<uint32_t>(out.iterations.size());
-    m.has_bias = apg.bias;
-    m.bias = apg.bias ? state.b : 0.0;
-    m.n_features = info.n_features;
-    m.index_base = info.index_base;
-    m.positive_label = info.positive_value;
-    m.negative_label = info.negative_value;
-    m.store_checksum = info.store_checksum;
-    m.input_checksum = info.input_checksum;
-    m.input_path = info.input_path;
-    space->describe(m);
-    m.objective = out.iterations.empty() ? f0 : out.iterations.back().objective;
-    m.created_unix = static_cast<int64_t>(std::time(nullptr));
-    for (size_t h = 0; h < cache.num_batches(); ++h) {
-      for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
-        ModelFeature f;
-        f.key = cache.key(k);
-        f.weight = k < state.w.size() ? state.w[k] : 0.0;
-        f.batch = static_cast<uint32_t>(h + 1);
-        m.features.push_back(f);
-      }
-    }
-    return m;
-  };
-
-  auto emit_checkpoint = [&](uint64_t features) {
-    Checkpoint cp;
-    cp.features = features;
-    cp.model = make_model();
-    cp.last = &out.iterations.back();
-    cp.seconds = seconds_since(start);
-    cp.apg_iterations = out.total_apg_iterations;
-    cp.line_search_steps = out.total_line_search_steps;
-    cp.gradient_evaluations = out.total_gradient_evaluations;
-    cp.cache = &cache;
-    cp.labels = y;
-    on_checkpoint(cp);
-  };
-
-  // fgm.max_features and the checkpoints count selection units, what one
-  // top-B slot holds: a feature (linear, poly2) or a group (group, hik,
-  // additive), however many columns the group materialises.
+// fgm.max_features and the path checkpoints count selection units, what one
+// top-B slot holds: a feature (linear, poly2) or a group (group, hik,
+// additive), however many columns the group materialises.
+uint64_t FgmRun::selected_units() const {
   uint64_t units = 0;
-  size_t next_checkpoint = 0;
-  uint64_t last_checkpoint_features = 0;
-  for (int t = 1; t <= settings.max_iterations; ++t) {
-    IterationRecord rec;
-    rec.iter = t;
-    for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
+  for (const auto& batch : progress_.batches) units += batch.size();
+  return units;
+}
 
-    auto t_score = std::chrono::steady_clock::now();
-    uint64_t batch = settings.B;
-    {
-      // Land exactly on the next checkpoint and never pass max_features.
-      const uint64_t have = units;
-      while (next_checkpoint < settings.checkpoints.size() && settings.checkpoints[next_checkpoint] <= have)
-        ++next_checkpoint;
-      uint64_t limit = UINT64_MAX;
-      if (next_checkpoint < settings.checkpoints.size()) limit = settings.checkpoints[next_checkpoint];
-      if (settings.max_features > 0) limit = std::min(limit, settings.max_features);
-      if (limit != UINT64_MAX) batch = std::min<uint64_t>(settings.B, limit - have);
-    }
-    SpaceScores wc = run_worst_case_analysis(*space, store, blocks, streamer, a.data(), batch,
-                                             settings.scheduler.threads, budget);
-    rec.score_seconds = seconds_since(t_score);
-    rec.bytes_streamed = wc.pass.bytes_streamed;
-    rec.candidates_scored = wc.candidates_scored;
-    rec.pair_updates = wc.pair_updates;
-    rec.sip_violation = batch_violation_terms(wc);
-    out.total_bytes_streamed += wc.pass.bytes_streamed;
+uint64_t FgmRun::batch_size() {
+  // Land exactly on the next checkpoint and never pass max_features.
+  const uint64_t have = selected_units();
+  const auto& points = settings_.checkpoints;
+  while (progress_.next_path_point < points.size() && points[progress_.next_path_point] <= have)
+    ++progress_.next_path_point;
+  uint64_t limit = UINT64_MAX;
+  if (progress_.next_path_point < points.size()) limit = points[progress_.next_path_point];
+  if (settings_.max_features > 0) limit = std::min(limit, settings_.max_features);
+  if (limit != UINT64_MAX) return std::min<uint64_t>(settings_.B, limit - have);
+  return settings_.B;
+}
 
-    if (wc.top.empty()) {
-      out.stop_reason = "no_new_features";
-      out.final_sip_violation = rec.sip_violation;
-      break;
-    }
+// Algorithm 2 against the current α: the top-`batch` unselected candidates.
+SpaceScores FgmRun::worst_case_analysis(uint64_t batch) {
+  for (uint64_t i = 0; i < n_; ++i) a_[i] = progress_.alpha[i] * y_[i];
+  SpaceScores wc = run_worst_case_analysis(*space_, store_, blocks_, streamer_, a_.data(), batch,
+                                           settings_.scheduler.threads, budget_);
+  progress_.total_bytes_streamed += wc.pass.bytes_streamed;
+  return wc;
+}
 
-    // Add the new batch to the selected-feature cache.
-    cache.begin_batch();
-    for (const auto& c : wc.top) {
-      space->mark_selected(c.id);
-      space->materialize(store, c.id, cache);
+// (37): ½ Σ_{j∈d_new} c_j² − max_h ½ Σ_{j∈d_h} c_j², with the current α. The
+// cached columns give c_j exactly (same summation as the scoring pass).
+double FgmRun::batch_violation_terms(const SpaceScores& wc) const {
+  double best = 0;
+  for (size_t h = 0; h < cache_.num_batches(); ++h) {
+    double s = 0;
+    for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
+      SparseColumnView col = cache_.column(k);
+      double c = column_dot(col.rows, col.values, col.nnz, a_.data());
+      s += c * c;
     }
-    units += wc.top.size();
-    rec.added = cache.batch_end(cache.num_batches() - 1) - cache.batch_begin(cache.num_batches() - 1);
+    best = std::max(best, 0.5 * s);
+  }
+  double fresh = 0;
+  for (const auto& c : wc.top) fresh += c.score;
+  return 0.5 * fresh - best;
+}
 
-    auto t_solve = std::chrono::steady_clock::now();
-    ApgResult r = solve_apg(cache, y, apg, state, decision, budget);
-    rec.solve_seconds = seconds_since(t_solve);
-    dual_from_decision(apg.loss, apg.C, y, decision, alpha);
+// Adds the new batch to the selected-feature cache (a new ω_h of (31)).
+void FgmRun::add_batch(const SpaceScores& wc) {
+  cache_.begin_batch();
+  progress_.batches.emplace_back();
+  for (const auto& c : wc.top) {
+    space_->mark_selected(c.id);
+    space_->materialize(store_, c.id, cache_);
+    progress_.batches.back().push_back(c.id);
+  }
+}
 
-    rec.selected = cache.num_columns();
-    rec.objective = r.objective;
-    rec.rel_decrease = f0 > 0 ? (f_prev - r.objective) / f0 : 0.0;
-    rec.apg_iterations = r.iterations;
-    rec.apg_line_search_steps = r.line_search_steps;
-    rec.apg_gradient_evaluations = r.gradient_evaluations;
-    rec.peak_rss_bytes = peak_rss_bytes();
-    out.total_apg_iterations += r.iterations;
-    out.total_line_search_steps += r.line_search_steps;
-    out.total_gradient_evaluations += r.gradient_evaluations;
-    f_prev = r.objective;
-    out.iterations.push_back(rec);
-    if (on_iteration) on_iteration(rec);
+void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
+  rec.selected = cache_.num_columns();
+  rec.objective = r.objective;
+  rec.rel_decrease = f0_ > 0 ? (f_prev_ - r.objective) / f0_ : 0.0;
+  rec.apg_iterations = r.iterations;
+  rec.apg_line_search_steps = r.line_search_steps;
+  rec.apg_gradient_evaluations = r.gradient_evaluations;
+  rec.peak_rss_bytes = peak_rss_bytes();
+  progress_.total_apg_iterations += r.iterations;
+  progress_.total_line_search_steps += r.line_search_steps;
+  progress_.total_gradient_evaluations += r.gradient_evaluations;
+  f_prev_ = r.objective;
+}
 
-    if (on_checkpoint && next_checkpoint < settings.checkpoints.size() &&
-        units >= settings.checkpoints[next_checkpoint]) {
-      emit_checkpoint(settings.checkpoints[next_checkpoint]);
-      last_checkpoint_features = units;
+// The outer stopping rules, in order; "" to go on.
+std::string FgmRun::stop_reason(const IterationRecord& rec, int t) const {
+  const uint64_t units = selected_units();
+  if (settings_.max_features > 0 && units >= settings_.max_features) return "max_features";
+  if (!settings_.checkpoints.empty() && units >= settings_.checkpoints.back())
+    return "last_checkpoint";
+  if (rec.rel_decrease <= settings_.eps_outer) return "eps_outer";
+  if (t == settings_.max_iterations) return "max_iterations";
+  return "";
+}
+
+// Outer iteration t: score, add the batch, solve (31) warm-started, update α.
+// Returns false when the loop ends.
+bool FgmRun::outer_iteration(int t) {
+  IterationRecord rec;
+  rec.iter = t;
+  auto t_score = std::chrono::steady_clock::now();
+  SpaceScores wc = worst_case_analysis(batch_size());
+  rec.score_seconds = seconds_since(t_score);
+  rec.bytes_streamed = wc.pass.bytes_streamed;
+  rec.candidates_scored = wc.candidates_scored;
+  rec.pair_updates = wc.pair_updates;
+  rec.sip_violation = batch_violation_terms(wc);
+  if (wc.top.empty()) {
+    progress_.stop_reason = "no_new_features";
+    out_.final_sip_violation = rec.sip_violation;
+    return false;
+  }
+
+  add_batch(wc);
+  rec.added = cache_.batch_end(cache_.num_batches() - 1) - cache_.batch_begin(cache_.num_batches() - 1);
+  auto t_solve = std::chrono::steady_clock::now();
+  ApgResult r = solve_apg(cache_, y_, settings_.apg, progress_.apg, decision_, budget_);
+  rec.solve_seconds = seconds_since(t_solve);
+  dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
+  record_solve(r, rec);
+  progress_.iterations.push_back(rec);
+  if (hooks_.on_iteration) hooks_.on_iteration(rec);
+
+  const auto& points = settings_.checkpoints;
+  if (hooks_.on_checkpoint && progress_.next_path_point < points.size() &&
+      selected_units() >= points[progress_.next_path_point]) {
+    emit_path_point(points[progress_.next_path_point]);
+    progress_.last_path_point_features = selected_units();
+  }
+  progress_.stop_reason = stop_reason(rec, t);
+  if (hooks_.on_progress) hooks_.on_progress(progress_);
+  return progress_.stop_reason.empty();
+}
+
+// One more pass for the SIP violation (37) of the final α: the certificate.
+void FgmRun::final_certificate() {
+  SpaceScores wc = worst_case_analysis(settings_.B);
+  out_.final_sip_violation = batch_violation_terms(wc);
+}
+
+// The model of the current state (also used for path points).
+Model FgmRun::make_model() const {
+  const StoreInfo& info = store_.info();
+  const ApgOptions& apg = settings_.apg;
+  const ApgState& state = progress_.apg;
+  Model m;
+  m.engine_version = FGM_VERSION;
+  m.loss = loss_name(apg.loss);
+  m.C = apg.C;
+  m.B = settings_.B;
+  m.iterations = static_cast<uint32_t>(progress_.iterations.size());
+  m.has_bias = apg.bias;
+  m.bias = apg.bias ? state.b : 0.0;
+  m.n_features = info.n_features;
+  m.index_base = info.index_base;
+  m.positive_label = info.positive_value;
+  m.negative_label = info.negative_value;
+  m.store_checksum = info.store_checksum;
+  m.input_checksum = info.input_checksum;
+  m.input_path = info.input_path;
+  space_->describe(m);
+  m.objective = progress_.iterations.empty() ? f0_ : progress_.iterations.back().objective;
+  m.created_unix = static_cast<int64_t>(std::time(nullptr));
+  for (size_t h = 0; h < cache_.num_batches(); ++h) {
+    for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
+      ModelFeature f;
+      f.key = cache_.key(k);
+      f.weight = k < state.w.size() ? state.w[k] : 0.0;
+      f.batch = static_cast<uint32_t>(h + 1);
+      m.features.push_back(f);
     }
-    if (settings.max_features > 0 && units >= settings.max_features) {
-      out.stop_reason = "max_features";
-      break;
-    }
-    if (!settings.checkpoints.empty() && units >= settings.checkpoints.back()) {
-      out.stop_reason = "last_checkpoint";
-      break;
-    }
-    if (rec.rel_decrease <= settings.eps_outer) {
-      out.stop_reason = "eps_outer";
-      break;
-    }
-    if (t == settings.max_iterations) out.stop_reason = "max_iterations";
+  }
+  return m;
+}
+
+void FgmRun::emit_path_point(uint64_t features) {
+  Checkpoint cp;
+  cp.features = features;
+  cp.model = make_model();
+  cp.last = &progress_.iterations.back();
+  cp.seconds = seconds_since(start_);
+  cp.apg_iterations = progress_.total_apg_iterations;
+  cp.line_search_steps = progress_.total_line_search_steps;
+  cp.gradient_evaluations = progress_.total_gradient_evaluations;
+  cp.cache = &cache_;
+  cp.labels = y_;
+  hooks_.on_checkpoint(cp);
+}
+
+TrainOutcome FgmRun::run() {
+  if (hooks_.resume) restore(*hooks_.resume);
+  if (progress_.stop_reason.empty()) {
+    for (int t = static_cast<int>(progress_.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
+      if (!outer_iteration(t)) break;
   }
 
   // A path that ran out of new features before its next checkpoint still
   // reports the model it reached.
-  if (on_checkpoint && next_checkpoint < settings.checkpoints.size() && !out.iterations.empty() &&
-      units > last_checkpoint_features) {
-    emit_checkpoint(units);
-  }
+  const auto& points = settings_.checkpoints;
+  if (hooks_.on_checkpoint && progress_.next_path_point < points.size() && !progress_.iterations.empty() &&
+      selected_units() > progress_.last_path_point_features)
+    emit_path_point(selected_units());
 
-  if (settings.final_certificate && out.stop_reason != "no_new_features" && !out.iterations.empty()) {
-    // One more pass for the SIP violation (37) of the final α: the certificate.
-    for (uint64_t i = 0; i < n; ++i) a[i] = alpha[i] * y[i];
-    SpaceScores wc = run_worst_case_analysis(*space, store, blocks, streamer, a.data(), settings.B,
-                                             settings.scheduler.threads, budget);
-    out.total_bytes_streamed += wc.pass.bytes_streamed;
-    out.final_sip_violation = batch_violation_terms(wc);
-  }
+  if (settings_.final_certificate && progress_.stop_reason != "no_new_features" &&
+      !progress_.iterations.empty())
+    final_certificate();
 
-  out.model = make_model();
-  out.seconds = seconds_since(start);
-  out.budget_peak = budget.peak();
-  return out;
+  out_.model = make_model();
+  out_.iterations = progress_.iterations;
+  out_.stop_reason = progress_.stop_reason;
+  out_.total_apg_iterations = progress_.total_apg_iterations;
+  out_.total_line_search_steps = progress_.total_line_search_steps;
+  out_.total_gradient_evaluations = progress_.total_gradient_evaluations;
+  out_.total_bytes_streamed = progress_.total_bytes_streamed;
+  out_.seconds = seconds_since(start_);
+  out_.budget_peak = budget_.peak();
+  return std::move(out_);
+}
+
+}  // namespace
+
+TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+                       const TrainHooks& hooks) {
+  FgmRun run(store, settings, budget, hooks);
+  return run.run();
 }
 
 }  // namespace fgm

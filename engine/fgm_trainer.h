@@ -6,6 +6,9 @@
 // warm-started. α⁰ = C·1; α^t from Theorem 3.
 // Stops when the relative objective decrease (38) ≤ eps_outer, after T
 // iterations, or when the worst-case analysis finds nothing new.
+// After every outer iteration the run's TrainProgress is handed out (for the
+// resume checkpoint, engine/resume_checkpoint.h); a run given one continues
+// from it exactly.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +75,8 @@ struct TrainOutcome {
   uint64_t budget_peak = 0;
 };
 
-// The state of the run when a checkpoint count is reached.
+// The state of the run when a checkpoint count is reached (a `fgm path`
+// point; not the resume checkpoint, which stores a TrainProgress).
 struct Checkpoint {
   uint64_t features = 0;          // the checkpoint (selection units, as max_features)
   Model model;                    // the model at this point
@@ -86,11 +90,53 @@ struct Checkpoint {
   const int8_t* labels = nullptr;
 };
 
+// Everything the next outer iteration reads, after iteration
+// `iterations.size()`: a run restored from it continues exactly as the
+// uninterrupted run would (engine/resume_checkpoint.h stores it on disk).
+struct TrainProgress {
+  // Candidate ids (FeatureSpace ids) selected by each outer iteration, in
+  // selection order: replaying mark_selected + materialize rebuilds the
+  // space's exclusions and the selected-feature cache column for column.
+  std::vector<std::vector<uint64_t>> batches;
+  ApgState apg;                       // ω (cache order), b, L_t
+  std::vector<double> alpha;          // α^t, n entries (α⁰ = C·1 when empty)
+  std::vector<IterationRecord> iterations;
+  std::string stop_reason;            // set when the last iteration ended the loop
+  // fgm path bookkeeping: index of the next feature-count checkpoint and the
+  // feature count at the last one emitted.
+  uint64_t next_path_point = 0;
+  uint64_t last_path_point_features = 0;
+  uint64_t total_apg_iterations = 0;
+  uint64_t total_line_search_steps = 0;
+  uint64_t total_gradient_evaluations = 0;
+  uint64_t total_bytes_streamed = 0;
+};
+
 using IterationCallback = std::function<void(const IterationRecord&)>;
 using CheckpointCallback = std::function<void(const Checkpoint&)>;
+using ProgressCallback = std::function<void(const TrainProgress&)>;
 
-TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
-                       MemoryBudget& budget, const IterationCallback& on_iteration = {},
-                       const CheckpointCallback& on_checkpoint = {});
+struct TrainHooks {
+  IterationCallback on_iteration;    // after each outer iteration, for logs
+  CheckpointCallback on_checkpoint;  // at each of settings.checkpoints (fgm path)
+  // After each outer iteration, once its path point (if any) was emitted and
+  // the stop decision was taken: the state to persist for a resume.
+  ProgressCallback on_progress;
+  // Start from this state instead of from scratch (it must come from a run of
+  // the same settings on the same store). Moved from.
+  TrainProgress* resume = nullptr;
+};
+
+TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+                       const TrainHooks& hooks);
+
+inline TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
+                              MemoryBudget& budget, const IterationCallback& on_iteration = {},
+                              const CheckpointCallback& on_checkpoint = {}) {
+  TrainHooks hooks;
+  hooks.on_iteration = on_iteration;
+  hooks.on_checkpoint = on_checkpoint;
+  return train_fgm(store, settings, budget, hooks);
+}
 
 }  // namespace fgm

@@ -21,7 +21,9 @@ constexpr size_t kPreamble = 8 + 8 + 8;
 
 }  // namespace
 
-void write_model(const std::string& path, const Model& m) {
+void write_model(const std::string& path, const Model& m) { write_file_atomic(path, encode_model(m)); }
+
+std::string encode_model(const Model& m) {
   flatbuffers::FlatBufferBuilder fb(1024 + m.features.size() * 64);
   std::vector<flatbuffers::Offset<schema::ModelFeature>> feats;
   feats.reserve(m.features.size());
@@ -51,13 +53,17 @@ void write_model(const std::string& path, const Model& m) {
   out.append(reinterpret_cast<const char*>(&len), 8);
   out.append(reinterpret_cast<const char*>(&sum), 8);
   out.append(reinterpret_cast<const char*>(fb.GetBufferPointer()), fb.GetSize());
-  write_file_atomic(path, out);
+  return out;
 }
 
 Model read_model(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(errno)));
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return decode_model(data, path);
+}
+
+Model decode_model(std::string_view data, const std::string& path) {
   if (data.size() < kPreamble || std::memcmp(data.data(), kMagic, 8) != 0)
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "no fgm model header"));
   uint64_t len, sum;

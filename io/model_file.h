@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/feature_key.h"
@@ -51,6 +52,10 @@ struct Model {
 
 // Atomic write (temporary name, then rename).
 void write_model(const std::string& path, const Model& model);
+// The bytes write_model writes, and their inverse (`path` names the source in
+// messages); used to embed models in resume checkpoints.
+std::string encode_model(const Model& model);
+Model decode_model(std::string_view bytes, const std::string& path);
 // Throws Error(kIo) if unreadable, Error(kCorruption) with msg::not_a_model if
 // it is not a valid model (bad magic, checksum, FlatBuffer, or version).
 Model read_model(const std::string& path);

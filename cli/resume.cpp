@@ -1,0 +1,60 @@
+#include "cli/resume.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include <spdlog/spdlog.h>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/messages.h"
+
+namespace fgm::cli {
+
+namespace fs = std::filesystem;
+
+ResumeSession::ResumeSession(const std::string& out_dir, RunIdentity identity, bool restart,
+                             const std::string& final_output, MemoryBudget& budget)
+    : file_((fs::path(out_dir) / kCheckpointFileName).string()), identity_(std::move(identity)), budget_(budget) {
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec || !fs::is_directory(out_dir))
+    throw Error(ErrorKind::kIo, msg::cannot_write(out_dir, ec ? ec.message() : "not a directory"));
+  for (const auto& path : remove_stale_temporaries(out_dir)) spdlog::info("{}", msg::stale_temporary_removed(path));
+
+  const bool exists = fs::exists(file_, ec);
+  if (restart) {
+    if (exists) {
+      if (!fs::remove(file_, ec) && ec) throw Error(ErrorKind::kIo, msg::cannot_write(file_, ec.message()));
+      spdlog::info("{}", msg::checkpoint_discarded(file_));
+    }
+    return;
+  }
+  if (!exists) {
+    if (fs::exists(fs::path(out_dir) / final_output, ec))
+      spdlog::warn("{}", msg::finished_run_redone(out_dir, final_output));
+    return;
+  }
+  ResumeCheckpoint saved = read_checkpoint(file_, budget);
+  std::vector<std::string> diffs = identity_differences(saved.identity, identity_);
+  if (!diffs.empty()) {
+    std::string joined;
+    for (const auto& d : diffs) joined += (joined.empty() ? "" : "; ") + d;
+    throw Error(ErrorKind::kConfig, msg::checkpoint_mismatch(file_, identity_.command, joined));
+  }
+  if (identity_.command == "train" && !saved.train)
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file_, "no training state"));
+  saved_ = std::move(saved);
+}
+
+void ResumeSession::save(const TrainProgress* train, const PathProgress* path) {
+  write_checkpoint(file_, identity_, train, path, budget_);
+}
+
+void ResumeSession::finish() {
+  std::error_code ec;
+  fs::remove(file_, ec);
+  if (ec) throw Error(ErrorKind::kIo, msg::cannot_write(file_, ec.message()));
+}
+
+}  // namespace fgm::cli

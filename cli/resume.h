@@ -1,0 +1,40 @@
+// The resume checkpoint of `fgm train` / `fgm path` in output.dir (see
+// engine/resume_checkpoint.h): opened before training, rewritten after every
+// outer iteration, removed once the run's outputs are written.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/memory_budget.h"
+#include "engine/resume_checkpoint.h"
+
+namespace fgm::cli {
+
+class ResumeSession {
+ public:
+  // Creates `out_dir`, removes temporaries left there by killed runs, then:
+  // with `restart` removes the checkpoint; otherwise reads it and throws a
+  // config error naming every difference if it belongs to another run.
+  // `final_output` (e.g. "model.fgm") tells a finished run apart.
+  ResumeSession(const std::string& out_dir, RunIdentity identity, bool restart,
+                const std::string& final_output, MemoryBudget& budget);
+
+  // The state to resume from (null: start from scratch). Moved from by the run.
+  TrainProgress* train() { return saved_ && saved_->train ? &*saved_->train : nullptr; }
+  PathProgress* path() { return saved_ ? &saved_->path : nullptr; }
+  bool resuming() const { return saved_.has_value(); }
+
+  void save(const TrainProgress* train, const PathProgress* path);
+  // The run's outputs are written: its checkpoint is no longer needed.
+  void finish();
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  RunIdentity identity_;
+  MemoryBudget& budget_;
+  std::optional<ResumeCheckpoint> saved_;
+};
+
+}  // namespace fgm::cli

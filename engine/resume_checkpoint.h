@@ -1,0 +1,74 @@
+// Resume checkpoints of `fgm train` and `fgm path`: <output.dir>/checkpoint.fgm,
+// rewritten atomically (temporary name, fsync, rename) after every outer
+// iteration with what the next iteration reads (io/schema/checkpoint.fbs):
+// the selected candidates per batch, ω, b, L_t, α, the iteration log, the path
+// points already emitted, and the identity of the run (command, engine
+// version, the config keys that decide the result, the store checksum).
+//
+// Design decisions:
+//  * α is stored itself (n doubles), not regenerated: a resumed run then
+//    repeats the uninterrupted run's arithmetic exactly, and so produces the
+//    same model bit for bit.
+//  * A checkpoint that fails verification (magic, length, checksum,
+//    FlatBuffer, version) is an error (exit 5 naming the file, remedy
+//    --restart), never silently replaced: the writes are atomic, so a crash
+//    cannot produce one — a bad checkpoint means damage worth reporting.
+//  * A checkpoint of another run (command, engine version, result keys or
+//    store) is refused (exit 2) naming every difference; --restart discards it.
+//  * A successful run removes its checkpoint after writing its outputs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/memory_budget.h"
+#include "engine/fgm_path.h"
+#include "engine/fgm_trainer.h"
+
+namespace fgm {
+
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+inline constexpr const char* kCheckpointFileName = "checkpoint.fgm";
+
+// What a checkpoint must share with the run that wants to resume it.
+struct RunIdentity {
+  std::string command;  // "train" or "path"
+  std::string engine_version = FGM_VERSION;
+  std::map<std::string, std::string> config;  // result_config() of the run's Config::dump()
+  uint64_t store_checksum = 0;
+};
+
+struct ResumeCheckpoint {
+  RunIdentity identity;
+  std::optional<TrainProgress> train;  // the FGM run in progress
+  PathProgress path;                   // fgm path only
+};
+
+// False for the keys that cannot change the model, so may differ on resume:
+// engine.threads, engine.blocks_in_flight (results do not depend on
+// scheduling), engine.memory_budget (the model is the same under any budget
+// that fits; a job killed for memory can be resumed with a different one),
+// engine.progress, engine.cache_dir and output.dir (where things are kept),
+// data.train (the store checksum identifies the data, wherever it lives),
+// data.test, data.validation, data.truth (evaluated after selection; path
+// points are re-evaluated on resume). Every other key is compared, including
+// engine.block_bytes: nothing promises that block boundaries leave every sum
+// in the same order.
+bool key_affects_result(const std::string& key);
+std::map<std::string, std::string> result_config(const std::map<std::string, std::string>& dump);
+
+// Empty when `saved` may be resumed by `current`; else one entry per
+// difference ("fgm.B: checkpoint 10, now 5", "store checksum …").
+std::vector<std::string> identity_differences(const RunIdentity& saved, const RunIdentity& current);
+
+// Atomic write. `train` and `path` may be null. The encoding buffers are
+// reserved from `budget`.
+void write_checkpoint(const std::string& file, const RunIdentity& identity, const TrainProgress* train,
+                      const PathProgress* path, MemoryBudget& budget);
+// Throws Error(kCorruption) with msg::not_a_checkpoint if it fails verification.
+ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget);
+
+}  // namespace fgm
