@@ -31,6 +31,17 @@ std::string bad_byte_size(std::string_view key, std::string_view text) {
                      key, text);
 }
 
+std::string byte_size_too_large(std::string_view key, std::string_view text, uint64_t max_bytes) {
+  return fmt::format("{}: '{}' is larger than the largest supported size ({} bytes); "
+                     "write a smaller size",
+                     key, text, max_bytes);
+}
+std::string byte_size_not_whole(std::string_view key, std::string_view text) {
+  return fmt::format("{}: '{}' is not a whole number of bytes (at least 1); write an integer "
+                     "byte count or use a larger unit, e.g. 256MB",
+                     key, text);
+}
+
 std::string cannot_open(std::string_view path, std::string_view reason) {
   return fmt::format("{}cannot open: {}", location(path), reason);
 }
@@ -62,7 +73,7 @@ std::string missing_colon(std::string_view path, uint64_t line, uint64_t column,
 }
 std::string index_below_base(std::string_view path, uint64_t line, uint64_t column,
                              std::string_view token, int index_base) {
-  return fmt::format("{}feature index in '{}' is below {} ; indices are {}-based here (use "
+  return fmt::format("{}feature index in '{}' is below {}; indices are {}-based here (use "
                      "--index-base 0 / data.index_base = 0 for 0-based files)",
                      location(path, line, column), token, index_base, index_base);
 }

@@ -17,6 +17,8 @@ std::string budget_exceeded(std::string_view purpose, uint64_t wanted, uint64_t 
                             uint64_t limit, std::string_view limit_key, std::string_view in_use,
                             std::string_view remedy);
 std::string bad_byte_size(std::string_view key, std::string_view text);
+std::string byte_size_too_large(std::string_view key, std::string_view text, uint64_t max_bytes);
+std::string byte_size_not_whole(std::string_view key, std::string_view text);
 
 // --- generic file access
 std::string cannot_open(std::string_view path, std::string_view reason);

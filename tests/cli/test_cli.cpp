@@ -241,3 +241,39 @@ TEST_CASE("poly2 through the CLI: inspect lists cross pairs with 1-based ids", "
   double accuracy = std::stod(r.out.substr(r.out.find("accuracy=") + 9));
   REQUIRE(accuracy > 0.99);
 }
+
+namespace {
+
+// Parses a JSON file with Python's json module (an independent validator).
+bool python_parses_json(const std::string& path) {
+  std::string cmd = "python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\"))' '" +
+                    path + "' 2>/dev/null";
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("paths with invalid UTF-8 still give valid JSON in run.json and inspect", "[cli][json]") {
+  TempDir dir("fgm-cli");
+  const std::string name = "d\xff\xc0-\xe2\x82.svm";  // not UTF-8
+  dir.write(name, "+1 1:1 2:0.5\n-1 2:1 3:1\n+1 1:0.5 3:0.25\n-1 3:1\n");
+  RunResult r = run(dir, "train 'data.train=" + name + "' fgm.B=1 fgm.max_iterations=2 output.dir=run "
+                         "engine.cache_dir=cache");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(python_parses_json(dir.file("run/run.json")));
+  REQUIRE(contains(slurp(dir.file("run/run.json")), "d\\ufffd\\ufffd-\\ufffd\\ufffd.svm"));
+  r = run(dir, "inspect run/model.fgm");
+  REQUIRE(r.code == 0);
+  dir.write("inspect.json", r.out);
+  REQUIRE(python_parses_json(dir.file("inspect.json")));
+}
+
+TEST_CASE("a feature index below the base is reported without a stray space", "[cli][errors]") {
+  TempDir dir("fgm-cli");
+  dir.write("zero.svm", "+1 1:1\n-1 0:1 2:1\n");
+  RunResult r = run(dir, "ingest zero.svm --out store");
+  REQUIRE(r.code == 3);
+  REQUIRE(contains(r.err, "zero.svm:2:4: feature index in '0:1' is below 1; indices are 1-based here"));
+}
