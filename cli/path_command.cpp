@@ -44,6 +44,7 @@ Command add_path(CLI::App& app) {
     Config config = Config::load(args->config, args->overrides);
     if (config.get_string("data.train").empty())
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
+    reject_ignored_keys(config, ConfigCommand::kPath);
     PathSettings ps;
     ps.base = train_settings_from_config(config);
     for (double v : config.get_list("path.features")) ps.feature_counts.push_back(static_cast<uint64_t>(v));

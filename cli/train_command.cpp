@@ -63,6 +63,7 @@ Command add_train(CLI::App& app) {
     Config config = Config::load(args->config, args->overrides);
     if (config.get_string("data.train").empty())
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data to select features from"));
+    reject_ignored_keys(config, ConfigCommand::kTrain);
     MemoryBudget budget(config.get_bytes("engine.memory_budget"));
     TrainSettings settings = train_settings_from_config(config);
     const std::string out_dir = config.get_string("output.dir");

@@ -183,6 +183,10 @@ std::string missing_required(std::string_view key, std::string_view why) {
   return fmt::format("key '{}' must be set: {}", key, why);
 }
 
+std::string ignored_key(std::string_view where, std::string_view key, std::string_view why) {
+  return fmt::format("{}key '{}' would be ignored: {}; remove it", where, key, why);
+}
+
 std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,
                            std::string_view detail) {
   return fmt::format("{}{}", location(path, line, column), detail);

@@ -70,6 +70,8 @@ std::string bad_enum(std::string_view where, std::string_view key, std::string_v
 std::string config_syntax(std::string_view where, std::string_view detail);
 std::string bad_override(std::string_view argument);
 std::string missing_required(std::string_view key, std::string_view why);
+// A key the user set that this command would silently ignore.
+std::string ignored_key(std::string_view where, std::string_view key, std::string_view why);
 
 // --- groups file
 std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,

@@ -8,6 +8,14 @@
 
 namespace fgm {
 
+enum class ConfigCommand { kTrain, kPath };
+
+// Keys the user set (file or command line, not defaults) that `command` would
+// accept and then ignore are configuration errors naming the key and why:
+// path.* and data.validation under `fgm train`, data.truth under `fgm path`,
+// text-parsing keys when data.train is a store, keys of another feature kind.
+void reject_ignored_keys(const Config& config, ConfigCommand command);
+
 TrainSettings train_settings_from_config(const Config& config);
 TrainingDataOptions training_data_options_from_config(const Config& config);
 

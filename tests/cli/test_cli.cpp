@@ -277,3 +277,63 @@ TEST_CASE("a feature index below the base is reported without a stray space", "[
   REQUIRE(r.code == 3);
   REQUIRE(contains(r.err, "zero.svm:2:4: feature index in '0:1' is below 1; indices are 1-based here"));
 }
+
+TEST_CASE("keys a command would ignore are errors naming the key, where it was set and why",
+          "[cli][errors][config]") {
+  TempDir dir("fgm-cli");
+  dir.write("t.svm", "+1 1:1 2:1\n-1 2:1 3:1\n+1 1:1 3:0.5\n-1 3:1\n");
+  dir.write("groups.txt", "1 2\n3\n");
+  REQUIRE(run(dir, "ingest t.svm --out store").code == 0);
+  const std::string base = "train data.train=t.svm output.dir=run engine.cache_dir=cache ";
+  struct Case {
+    std::string args, where_and_key, why;
+  };
+  const std::vector<Case> cases = {
+      {base + "'path.B=[1,2]'", "command line: key 'path.B' would be ignored", "`fgm path` only"},
+      {base + "path.debias=false", "command line: key 'path.debias' would be ignored", "`fgm path` only"},
+      {base + "data.validation=t.svm", "key 'data.validation' would be ignored", "validation set"},
+      {"train data.train=store output.dir=run data.index_base=0", "key 'data.index_base' would be ignored",
+       "store directory"},
+      {"train data.train=store output.dir=run data.features=10", "key 'data.features' would be ignored",
+       "store directory"},
+      {base + "features.kind=hik features.groups=groups.txt", "key 'features.groups' would be ignored",
+       "features.kind = linear only"},
+      {base + "features.kind=poly2 features.groups=groups.txt", "key 'features.groups' would be ignored",
+       "features.kind = linear only"},
+      {base + "features.group_structure=tree", "key 'features.group_structure' would be ignored",
+       "features.groups, which is not set"},
+      {base + "features.levels=5", "key 'features.levels' would be ignored", "features.kind = hik only"},
+      {base + "features.kind=hik features.coef0=0", "key 'features.coef0' would be ignored",
+       "features.kind = poly2 only"},
+      {"path data.train=t.svm output.dir=run engine.cache_dir=cache 'path.features=[1]' data.truth=t.svm",
+       "key 'data.truth' would be ignored", "`fgm train`"},
+      {"path data.train=t.svm output.dir=run engine.cache_dir=cache 'path.features=[1]' fgm.max_features=1",
+       "key 'fgm.max_features' would be ignored", "largest count"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = run(dir, c.args);
+    CAPTURE(c.args, r.err);
+    REQUIRE(r.code == 2);
+    REQUIRE(contains(r.err, c.where_and_key));
+    REQUIRE(contains(r.err, c.why));
+    REQUIRE_FALSE(fs::exists(dir.path / "run"));
+    REQUIRE_FALSE(fs::exists(dir.path / "cache"));  // rejected before any ingest
+  }
+  // The location of a key set in a file is file:line:column.
+  dir.write("job.toml", "[data]\ntrain = \"t.svm\"\nvalidation = \"t.svm\"\n");
+  RunResult r = run(dir, "train --config job.toml output.dir=run");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "job.toml:3:14: key 'data.validation' would be ignored"));
+
+  // Defaults and explicitly empty values are not "set": these runs work.
+  REQUIRE(run(dir, base + "data.validation= fgm.B=1 fgm.max_iterations=1").code == 0);
+  REQUIRE(run(dir, "train data.train=store output.dir=run2 fgm.B=1 fgm.max_iterations=1").code == 0);
+  REQUIRE(run(dir, base + "features.groups=groups.txt features.group_structure=disjoint fgm.B=1").code == 0);
+  REQUIRE(run(dir, base + "features.kind=hik features.levels=4 fgm.B=1 fgm.max_iterations=1").code == 0);
+
+  // The help text no longer claims groups must be disjoint.
+  r = run(dir, "train --help-config");
+  REQUIRE(r.code == 0);
+  REQUIRE_FALSE(contains(r.out, "must be disjoint"));
+  REQUIRE(contains(r.out, "Groups may be disjoint, overlap or nest"));
+}
