@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 #include "engine/fgm_path.h"
 #include "engine/train_settings.h"
 
@@ -45,6 +46,7 @@ Command add_path(CLI::App& app) {
     if (config.get_string("data.train").empty())
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
     reject_ignored_keys(config, ConfigCommand::kPath);
+    check_config_paths(config, ConfigCommand::kPath);
     PathSettings ps;
     ps.base = train_settings_from_config(config);
     for (double v : config.get_list("path.features")) ps.feature_counts.push_back(static_cast<uint64_t>(v));
@@ -59,7 +61,7 @@ Command add_path(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     const std::string out_dir = config.get_string("output.dir");
-    std::filesystem::create_directories(out_dir);
+    create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();
 
     PathOutcome outcome = run_fgm_path(*data.store, ps, budget, [&](const PathPoint& p) {

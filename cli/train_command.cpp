@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
 #include "io/synthetic_data.h"
@@ -64,6 +65,7 @@ Command add_train(CLI::App& app) {
     if (config.get_string("data.train").empty())
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data to select features from"));
     reject_ignored_keys(config, ConfigCommand::kTrain);
+    check_config_paths(config, ConfigCommand::kTrain);
     MemoryBudget budget(config.get_bytes("engine.memory_budget"));
     TrainSettings settings = train_settings_from_config(config);
     const std::string out_dir = config.get_string("output.dir");
@@ -117,7 +119,7 @@ Command add_train(CLI::App& app) {
         if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++recovered_cross;
     }
 
-    std::filesystem::create_directories(out_dir);
+    create_output_directory(out_dir, "output.dir");
     write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
 
     JsonWriter j;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 
 namespace fgm {
 namespace {
@@ -371,8 +372,7 @@ Config::Config() {
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
   Config config;
   if (!path.empty()) {
-    if (!std::filesystem::exists(path))
-      throw Error(ErrorKind::kIo, msg::cannot_open(path, "no such file"));
+    check_input_file(path, "--config");  // a directory would parse as an empty table
     toml::table table;
     try {
       table = toml::parse_file(path);

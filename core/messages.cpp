@@ -52,6 +52,18 @@ std::string read_failed(std::string_view path, std::string_view reason) {
   return fmt::format("{}read failed: {}", location(path), reason);
 }
 
+std::string unusable_input(std::string_view path, std::string_view key, std::string_view reason) {
+  return fmt::format("{}cannot read ({}): {}", location(path), key, reason);
+}
+std::string unusable_output(std::string_view path, std::string_view key, std::string_view reason) {
+  return fmt::format("{}cannot write ({}): {}", location(path), key, reason);
+}
+
+std::string filesystem_failed(std::string_view path, std::string_view reason, std::string_view what) {
+  if (path.empty()) return std::string(what);
+  return fmt::format("{}{} ({})", location(path), reason, what);
+}
+
 std::string empty_input(std::string_view path) {
   return fmt::format("{}the file holds no data rows (it is empty or only blank lines)",
                      location(path));

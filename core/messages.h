@@ -24,6 +24,12 @@ std::string byte_size_not_whole(std::string_view key, std::string_view text);
 std::string cannot_open(std::string_view path, std::string_view reason);
 std::string cannot_write(std::string_view path, std::string_view reason);
 std::string read_failed(std::string_view path, std::string_view reason);
+// A path given by `key` (config key or option) that cannot be used, found
+// before any work is done.
+std::string unusable_input(std::string_view path, std::string_view key, std::string_view reason);
+// A std::filesystem operation failed on `path` (what: the library's text).
+std::string filesystem_failed(std::string_view path, std::string_view reason, std::string_view what);
+std::string unusable_output(std::string_view path, std::string_view key, std::string_view reason);
 
 // --- LIBSVM text input (line and column are 1-based)
 std::string empty_input(std::string_view path);

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 #include "core/progress.h"
 
 namespace fgm {
@@ -56,6 +57,23 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
     if (kind != owner)
       reject_if_set(c, key,
                     fmt::format("it applies to features.kind = {} only (this run uses {})", owner, kind));
+}
+
+void check_config_paths(const Config& c, ConfigCommand command) {
+  auto input = [&](const char* key) {
+    if (c.set_by_user(key)) check_input_file(c.get_string(key), key);
+  };
+  const std::string train = c.get_string("data.train");
+  if (!train.empty()) check_input_file_or_directory(train, "data.train");
+  input("data.test");
+  input("features.groups");
+  input(command == ConfigCommand::kTrain ? "data.truth" : "data.validation");
+  check_output_directory(c.get_string("output.dir"), "output.dir");
+  if (!train.empty() && !is_store_directory(train)) {
+    const std::string cache_dir = c.get_string("engine.cache_dir");
+    create_output_directory(cache_dir, "engine.cache_dir");
+    check_output_directory(cache_dir, "engine.cache_dir");
+  }
 }
 
 TrainSettings train_settings_from_config(const Config& c) {

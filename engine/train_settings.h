@@ -16,6 +16,11 @@ enum class ConfigCommand { kTrain, kPath };
 // text-parsing keys when data.train is a store, keys of another feature kind.
 void reject_ignored_keys(const Config& config, ConfigCommand command);
 
+// Every path `command` will read or write is usable (exit 4 naming the path,
+// its key and the reason otherwise), checked before any ingest or scoring
+// pass. Creates engine.cache_dir when data.train is text (it will be needed).
+void check_config_paths(const Config& config, ConfigCommand command);
+
 TrainSettings train_settings_from_config(const Config& config);
 TrainingDataOptions training_data_options_from_config(const Config& config);
 

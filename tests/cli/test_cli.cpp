@@ -337,3 +337,65 @@ TEST_CASE("keys a command would ignore are errors naming the key, where it was s
   REQUIRE_FALSE(contains(r.out, "must be disjoint"));
   REQUIRE(contains(r.out, "Groups may be disjoint, overlap or nest"));
 }
+
+TEST_CASE("unusable input and output paths: exit 4 with path, key and reason, before any work",
+          "[cli][errors][paths]") {
+  TempDir dir("fgm-cli");
+  dir.write("t.svm", "+1 1:1 2:1\n-1 2:1 3:1\n+1 1:1 3:0.5\n-1 3:1\n");
+  dir.write("afile", "a regular file");
+  fs::create_directories(dir.path / "adir");
+  REQUIRE(run(dir, "train data.train=t.svm fgm.B=1 fgm.max_iterations=1 output.dir=run "
+                   "engine.cache_dir=cache").code == 0);
+  fs::remove_all(dir.path / "cache");
+  struct Case {
+    std::string args, message;
+  };
+  const std::string train = "train data.train=t.svm engine.cache_dir=cache ";
+  const std::vector<Case> cases = {
+      {"predict --model adir t.svm", "adir: cannot read (--model): it is a directory"},
+      {"predict --model run/model.fgm adir", "adir: cannot read (input): it is a directory"},
+      {"predict --model run/model.fgm t.svm --out afile/scores.txt",
+       "afile/scores.txt: cannot write (--out): afile is not a directory"},
+      {"predict --model run/model.fgm t.svm --out adir", "adir: cannot write (--out): it is a directory"},
+      {"inspect adir", "adir: cannot read (model): it is a directory"},
+      {"train --config adir", "adir: cannot read (--config): it is a directory"},
+      {train + "output.dir=afile/out", "afile/out: cannot write (output.dir): cannot create it: afile is a file"},
+      {train + "output.dir=afile", "afile: cannot write (output.dir): it exists and is not a directory"},
+      {train + "output.dir=o data.test=adir", "adir: cannot read (data.test): it is a directory"},
+      {train + "output.dir=o data.truth=missing.txt", "missing.txt: cannot read (data.truth): No such file"},
+      {train + "output.dir=o features.groups=adir", "adir: cannot read (features.groups): it is a directory"},
+      {"train data.train=t.svm output.dir=o engine.cache_dir=afile/cache",
+       "afile/cache: cannot write (engine.cache_dir): cannot create it: Not a directory"},
+      {"path data.train=t.svm engine.cache_dir=cache 'path.features=[1]' output.dir=afile/p",
+       "afile/p: cannot write (output.dir): cannot create it: afile is a file"},
+      {"path data.train=t.svm engine.cache_dir=cache 'path.features=[1]' output.dir=o data.validation=adir",
+       "adir: cannot read (data.validation): it is a directory"},
+      {"ingest t.svm --out afile/store", "afile/store: cannot write (--out): cannot create it: afile is a file"},
+      {"ingest adir --out store", "adir: cannot read (input): it is a directory"},
+      {"synth --out afile/syn --rows 10 --features 5 --relevant 2",
+       "afile/syn: cannot write (--out): cannot create it: afile is a file"},
+      {"synth --kind sparse --out afile/syn --rows 10 --features 50",
+       "afile/syn: cannot write (--out): cannot create it: afile is a file"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = run(dir, c.args);
+    CAPTURE(c.args, r.err);
+    REQUIRE(r.code == 4);
+    REQUIRE(contains(r.err, "fgm: I/O error: " + c.message));
+    REQUIRE_FALSE(contains(r.err, "iter "));      // failed before the first scoring pass
+    REQUIRE_FALSE(fs::exists(dir.path / "cache"));  // and before any ingest
+    REQUIRE_FALSE(fs::exists(dir.path / "o"));
+    REQUIRE_FALSE(fs::exists(dir.path / "store"));
+  }
+  if (::geteuid() != 0) {  // root writes through permission bits
+    fs::create_directories(dir.path / "locked");
+    fs::permissions(dir.path / "locked", fs::perms::owner_read | fs::perms::owner_exec);
+    RunResult r = run(dir, "train data.train=t.svm output.dir=o engine.cache_dir=locked/cache");
+    fs::permissions(dir.path / "locked", fs::perms::owner_all);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 4);
+    REQUIRE(contains(r.err, "locked/cache: cannot write (engine.cache_dir)"));
+    REQUIRE(contains(r.err, "Permission denied"));
+    REQUIRE_FALSE(contains(r.err, "tmp-"));
+  }
+}
