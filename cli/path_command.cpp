@@ -49,6 +49,8 @@ Command add_path(CLI::App& app) {
     check_config_paths(config, ConfigCommand::kPath);
     PathSettings ps;
     ps.base = train_settings_from_config(config);
+    RunWarnings warnings;
+    ps.base.warnings = &warnings;
     for (double v : config.get_list("path.features")) ps.feature_counts.push_back(static_cast<uint64_t>(v));
     for (double v : config.get_list("path.B")) ps.B_values.push_back(static_cast<uint64_t>(v));
     ps.C_values = config.get_list("path.C");
@@ -106,6 +108,7 @@ Command add_path(CLI::App& app) {
     j.key("config").begin_object();
     for (const auto& [k, v] : config_dump) j.key(k).value(v);
     j.end_object();
+    write_warnings(j, warnings);
     j.end_object();
     write_file_atomic(out_dir + "/path.json", j.str() + "\n");
 

@@ -204,6 +204,20 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
   return fmt::format("{}{}", location(path, line, column), detail);
 }
 
+std::string apg_iteration_cap(int outer_iteration, int apg_iterations) {
+  return fmt::format("outer iteration {}: APG stopped at apg.max_iterations = {} before its "
+                     "stopping rule (apg.eps_inner) held; this iteration's weights are not "
+                     "converged: raise apg.max_iterations",
+                     outer_iteration, apg_iterations);
+}
+std::string apg_stalled(int outer_iteration, int apg_iterations) {
+  return fmt::format("outer iteration {}: APG stalled after {} iterations (the line search found "
+                     "no step that decreases the objective: rounding floor reached) before its "
+                     "stopping rule held; the last iterate is used: a larger apg.eps_inner "
+                     "stops earlier",
+                     outer_iteration, apg_iterations);
+}
+
 std::string not_a_model(std::string_view path, std::string_view detail) {
   return fmt::format("{}not an fgm model file ({}); pass a model.fgm written by `fgm train`",
                      location(path), detail);

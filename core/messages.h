@@ -83,6 +83,10 @@ std::string ignored_key(std::string_view where, std::string_view key, std::strin
 std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,
                            std::string_view detail);
 
+// --- solver warnings (outer iteration t, APG iterations spent)
+std::string apg_iteration_cap(int outer_iteration, int apg_iterations);
+std::string apg_stalled(int outer_iteration, int apg_iterations);
+
 // --- model and prediction
 std::string not_a_model(std::string_view path, std::string_view detail);
 std::string wider_than_model(std::string_view path, uint64_t line, uint64_t index, uint64_t width);

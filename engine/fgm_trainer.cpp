@@ -7,12 +7,25 @@
 #include <memory>
 
 #include "cache/selected_features.h"
+#include "core/messages.h"
 
 namespace fgm {
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A solve that ended at the iteration cap or in a stall is not converged:
+// say so in the iteration record and as a run warning.
+void record_apg_stop(const ApgResult& r, IterationRecord& rec, RunWarnings* warnings) {
+  rec.apg_converged = r.converged;
+  rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
+  if (r.converged) return;
+  RunWarnings log_only;
+  RunWarnings& sink = warnings ? *warnings : log_only;
+  if (r.stalled) sink.add("apg_stalled", msg::apg_stalled(rec.iter, r.iterations));
+  else sink.add("apg_max_iterations", msg::apg_iteration_cap(rec.iter, r.iterations));
 }
 
 }  // namespace
@@ -172,6 +185,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     rec.apg_iterations = r.iterations;
     rec.apg_line_search_steps = r.line_search_steps;
     rec.apg_gradient_evaluations = r.gradient_evaluations;
+    record_apg_stop(r, rec, settings.warnings);
     rec.peak_rss_bytes = peak_rss_bytes();
     out.total_apg_iterations += r.iterations;
     out.total_line_search_steps += r.line_search_steps;

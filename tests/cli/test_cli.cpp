@@ -399,3 +399,58 @@ TEST_CASE("unusable input and output paths: exit 4 with path, key and reason, be
     REQUIRE_FALSE(contains(r.err, "tmp-"));
   }
 }
+
+namespace {
+
+// Runs a Python assertion script on a JSON file (loaded as `d`): true if it passes.
+bool python_check_json(const std::string& path, const std::string& assertions) {
+  std::string script = "import json,sys\nd = json.load(open(sys.argv[1], encoding='utf-8'))\n" + assertions;
+  std::string cmd = "python3 -c \"$FGM_PY\" '" + path + "'";
+  setenv("FGM_PY", script.c_str(), 1);
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per iteration",
+          "[cli][warnings]") {
+  TempDir dir("fgm-cli");
+  REQUIRE(run(dir, "synth --out data --rows 300 --test-rows 10 --features 60 --relevant 6 --seed 3").code == 0);
+  const std::string train = "train data.train=data/train.svm engine.cache_dir=cache fgm.B=3 fgm.max_iterations=3 ";
+  // One APG iteration cannot reach a relative decrease of 1e-12 on this data.
+  RunResult r = run(dir, train + "output.dir=capped apg.max_iterations=1 apg.eps_inner=1e-12");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.err, "warning: outer iteration 1: APG stopped at apg.max_iterations = 1"));
+  REQUIRE(python_check_json(dir.file("capped/run.json"),
+                            "its = d['iterations']\n"
+                            "assert len(its) >= 1\n"
+                            "assert all(i['apg_iterations'] == 1 and i['apg_converged'] is False and\n"
+                            "           i['apg_stop'] == 'max_iterations' for i in its)\n"
+                            "w = d['warnings']\n"
+                            "assert len(w) == len(its)\n"
+                            "for k, x in enumerate(w):\n"
+                            "  assert x['code'] == 'apg_max_iterations'\n"
+                            "  assert x['message'].startswith('outer iteration %d: APG stopped' % (k + 1))\n"));
+
+  // A solve that meets its stopping rule: converged, no warnings.
+  r = run(dir, train + "output.dir=ok");
+  REQUIRE(r.code == 0);
+  REQUIRE_FALSE(contains(r.err, "warning:"));
+  REQUIRE(python_check_json(dir.file("ok/run.json"),
+                            "its = d['iterations']\n"
+                            "assert all(i['apg_converged'] is True and i['apg_stop'] == 'converged' and\n"
+                            "           i['apg_iterations'] < 2000 for i in its)\n"
+                            "assert d['warnings'] == []\n"));
+
+  // fgm path collects the same warnings into path.json.
+  r = run(dir, "path data.train=data/train.svm engine.cache_dir=cache fgm.B=2 'path.features=[2,4]' "
+               "path.debias=false output.dir=p apg.max_iterations=1 apg.eps_inner=1e-12");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(python_check_json(dir.file("p/path.json"),
+                            "w = d['warnings']\n"
+                            "assert len(w) == 2, w\n"
+                            "assert all(x['code'] == 'apg_max_iterations' for x in w)\n"));
+}
