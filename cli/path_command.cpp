@@ -62,6 +62,7 @@ Command add_path(CLI::App& app) {
     MemoryBudget budget(config.get_bytes("engine.memory_budget"));
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
+    reject_store_mismatch(config, data.store->info());
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();

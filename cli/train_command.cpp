@@ -88,6 +88,7 @@ Command add_train(CLI::App& app) {
 
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
+    reject_store_mismatch(config, data.store->info());
     const StoreInfo& info = data.store->info();
     spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
                  info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,

@@ -199,6 +199,14 @@ std::string ignored_key(std::string_view where, std::string_view key, std::strin
   return fmt::format("{}key '{}' would be ignored: {}; remove it", where, key, why);
 }
 
+std::string store_key_mismatch(std::string_view where, std::string_view key, std::string_view value,
+                               std::string_view store, std::string_view store_value,
+                               std::string_view ingest_option) {
+  return fmt::format("{}key '{}' = {} would be ignored: data.train is the store {}, which `fgm "
+                     "ingest` built with {} {}; remove the key or ingest again with {} {}",
+                     where, key, value, store, ingest_option, store_value, ingest_option, value);
+}
+
 std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,
                            std::string_view detail) {
   return fmt::format("{}{}", location(path, line, column), detail);

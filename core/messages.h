@@ -78,6 +78,9 @@ std::string bad_override(std::string_view argument);
 std::string missing_required(std::string_view key, std::string_view why);
 // A key the user set that this command would silently ignore.
 std::string ignored_key(std::string_view where, std::string_view key, std::string_view why);
+std::string store_key_mismatch(std::string_view where, std::string_view key, std::string_view value,
+                               std::string_view store, std::string_view store_value,
+                               std::string_view ingest_option);
 
 // --- groups file
 std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,

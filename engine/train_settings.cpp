@@ -33,13 +33,6 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
       reject_if_set(c, "fgm.max_features",
                     "with path.features the path's largest count is where the run stops");
   }
-  const std::string train = c.get_string("data.train");
-  if (!train.empty() && is_store_directory(train)) {
-    const std::string why = "data.train is a store directory, whose indices and width were fixed "
-                            "by `fgm ingest` (pass --index-base / --features there)";
-    reject_if_set(c, "data.index_base", why);
-    reject_if_set(c, "data.features", why);
-  }
   const std::string kind = c.get_string("features.kind");
   if (kind != "linear")
     reject_if_set(c, "features.groups",
@@ -57,6 +50,24 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
     if (kind != owner)
       reject_if_set(c, key,
                     fmt::format("it applies to features.kind = {} only (this run uses {})", owner, kind));
+}
+
+void reject_store_mismatch(const Config& c, const StoreInfo& info) {
+  const std::string train = c.get_string("data.train");
+  if (train.empty() || !is_store_directory(train)) return;  // text: ingested with these keys
+  const int64_t index_base = c.get_int("data.index_base");
+  if (c.set_by_user("data.index_base") && index_base != info.index_base)
+    throw Error(ErrorKind::kConfig,
+                msg::store_key_mismatch(c.where_set("data.index_base"), "data.index_base",
+                                        std::to_string(index_base), train,
+                                        std::to_string(info.index_base), "--index-base"));
+  const uint64_t width = static_cast<uint64_t>(c.get_int("data.features"));
+  if (c.set_by_user("data.features") && width != 0 && width != info.n_features &&
+      width != info.declared_features)
+    throw Error(ErrorKind::kConfig,
+                msg::store_key_mismatch(c.where_set("data.features"), "data.features",
+                                        std::to_string(width), train,
+                                        std::to_string(info.n_features), "--features"));
 }
 
 void check_config_paths(const Config& c, ConfigCommand command) {

@@ -13,8 +13,14 @@ enum class ConfigCommand { kTrain, kPath };
 // Keys the user set (file or command line, not defaults) that `command` would
 // accept and then ignore are configuration errors naming the key and why:
 // path.* and data.validation under `fgm train`, data.truth under `fgm path`,
-// text-parsing keys when data.train is a store, keys of another feature kind.
+// keys of another feature kind.
 void reject_ignored_keys(const Config& config, ConfigCommand command);
+
+// When data.train is a store, its index base and width were fixed by
+// `fgm ingest`: data.index_base / data.features set to other values would be
+// ignored, and are configuration errors (equal values are accepted, so one
+// config serves the text file and its store).
+void reject_store_mismatch(const Config& config, const StoreInfo& info);
 
 // Every path `command` will read or write is usable (exit 4 naming the path,
 // its key and the reason otherwise), checked before any ingest or scoring

@@ -292,10 +292,11 @@ TEST_CASE("keys a command would ignore are errors naming the key, where it was s
       {base + "'path.B=[1,2]'", "command line: key 'path.B' would be ignored", "`fgm path` only"},
       {base + "path.debias=false", "command line: key 'path.debias' would be ignored", "`fgm path` only"},
       {base + "data.validation=t.svm", "key 'data.validation' would be ignored", "validation set"},
-      {"train data.train=store output.dir=run data.index_base=0", "key 'data.index_base' would be ignored",
-       "store directory"},
-      {"train data.train=store output.dir=run data.features=10", "key 'data.features' would be ignored",
-       "store directory"},
+      {"train data.train=store output.dir=run data.index_base=0",
+       "command line: key 'data.index_base' = 0 would be ignored: data.train is the store store",
+       "built with --index-base 1"},
+      {"path data.train=store output.dir=run data.features=10 'path.B=[1]'",
+       "command line: key 'data.features' = 10 would be ignored", "built with --features 3"},
       {base + "features.kind=hik features.groups=groups.txt", "key 'features.groups' would be ignored",
        "features.kind = linear only"},
       {base + "features.kind=poly2 features.groups=groups.txt", "key 'features.groups' would be ignored",
@@ -328,6 +329,8 @@ TEST_CASE("keys a command would ignore are errors naming the key, where it was s
   // Defaults and explicitly empty values are not "set": these runs work.
   REQUIRE(run(dir, base + "data.validation= fgm.B=1 fgm.max_iterations=1").code == 0);
   REQUIRE(run(dir, "train data.train=store output.dir=run2 fgm.B=1 fgm.max_iterations=1").code == 0);
+  // Values that agree with the store are not ignored: one config serves text and store.
+  REQUIRE(run(dir, "train data.train=store output.dir=run3 data.features=3 data.index_base=1 fgm.B=1").code == 0);
   REQUIRE(run(dir, base + "features.groups=groups.txt features.group_structure=disjoint fgm.B=1").code == 0);
   REQUIRE(run(dir, base + "features.kind=hik features.levels=4 fgm.B=1 fgm.max_iterations=1").code == 0);
 
