@@ -1,6 +1,8 @@
 #include "cli/cli.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <ios>
 #include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -8,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/messages.h"
 
 namespace fgm {
 
@@ -46,6 +49,14 @@ int run_cli(int argc, char** argv) {
   } catch (const Error& e) {
     std::fprintf(stderr, "fgm: %s: %s\n", error_kind_name(e.kind()), e.what());
     return exit_code(e.kind());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // An OS error on a path that no check caught first: I/O, not a bug in fgm.
+    std::fprintf(stderr, "fgm: %s: %s\n", error_kind_name(ErrorKind::kIo),
+                 msg::filesystem_failed(e.path1().string(), e.code().message(), e.what()).c_str());
+    return exit_code(ErrorKind::kIo);
+  } catch (const std::ios_base::failure& e) {
+    std::fprintf(stderr, "fgm: %s: %s\n", error_kind_name(ErrorKind::kIo), e.what());
+    return exit_code(ErrorKind::kIo);
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "fgm: out of memory: the system refused an allocation; lower "
                          "engine.memory_budget or free memory\n");

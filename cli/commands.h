@@ -5,6 +5,9 @@
 
 #include <functional>
 
+#include "core/json_writer.h"
+#include "core/run_warnings.h"
+
 namespace fgm::cli {
 
 // A registered subcommand and the action to run when it was chosen.
@@ -19,5 +22,8 @@ Command add_predict(CLI::App& app);
 Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_path(CLI::App& app);
+
+// The `warnings` array of run.json and path.json.
+void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 
 }  // namespace fgm::cli

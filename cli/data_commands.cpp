@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/memory_budget.h"
+#include "core/path_checks.h"
 #include "core/progress.h"
 #include "io/shard_store.h"
 #include "io/synthetic_data.h"
@@ -38,6 +39,8 @@ Command add_ingest(CLI::App& app) {
       ->capture_default_str();
   return {sub, [args]() {
             MemoryBudget budget(parse_byte_size(args->budget, "--memory-budget"), "--memory-budget");
+            check_input_file(args->input, "input");
+            check_output_directory(args->out, "--out");
             IngestOptions o;
             o.reader.index_base = args->index_base;
             o.reader.declared_features = args->features;
@@ -127,6 +130,7 @@ Command add_synth(CLI::App& app) {
             };
             if (args->kind == "gaussian") {
               misplaced(sparse_only, "sparse");
+              check_output_directory(args->out, "--out");
               PlantedTruth t = write_gaussian_synthetic(args->out, *o);
               fmt::print("wrote {}/train.svm ({} rows), {}/test.svm ({} rows), {}/truth.txt ({} "
                          "relevant of {} features)\n",
@@ -135,6 +139,7 @@ Command add_synth(CLI::App& app) {
               return 0;
             }
             misplaced({"--relevant", "--digits"}, "gaussian");
+            check_output_directory(args->out, "--out");
             sp->rows = o->rows;
             sp->test_rows = o->test_rows;
             sp->features = o->features;

@@ -10,6 +10,7 @@
 #include "core/hash.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 #include "engine/evaluate.h"
 #include "io/model_file.h"
 
@@ -25,6 +26,9 @@ Command add_predict(CLI::App& app) {
   sub->add_option("input", args->input, "LIBSVM/svmlight file (plain/gz/bz2/xz)")->required();
   sub->add_option("--out", args->out, "write one decision value per line here");
   return {sub, [args]() {
+            check_input_file(args->model, "--model");
+            check_input_file(args->input, "input");
+            if (!args->out.empty()) check_output_file(args->out, "--out");
             Model model = read_model(args->model);
             EvalResult r = evaluate_file(args->input, model, !args->out.empty());
             if (r.ignored_features > 0)
@@ -47,6 +51,7 @@ Command add_inspect(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   sub->add_option("model", *path, "model.fgm")->required();
   return {sub, [path]() {
+            check_input_file(*path, "model");
             Model m = read_model(*path);
             JsonWriter j;
             j.begin_object();

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 #include "engine/fgm_path.h"
 #include "engine/train_settings.h"
 
@@ -49,8 +50,12 @@ Command add_path(CLI::App& app) {
     Config config = Config::load(args->config, args->overrides);
     if (config.get_string("data.train").empty())
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
+    reject_ignored_keys(config, ConfigCommand::kPath);
+    check_config_paths(config, ConfigCommand::kPath);
     PathSettings ps;
     ps.base = train_settings_from_config(config);
+    RunWarnings warnings;
+    ps.base.warnings = &warnings;
     for (double v : config.get_list("path.features")) ps.feature_counts.push_back(static_cast<uint64_t>(v));
     for (double v : config.get_list("path.B")) ps.B_values.push_back(static_cast<uint64_t>(v));
     ps.C_values = config.get_list("path.C");
@@ -62,7 +67,9 @@ Command add_path(CLI::App& app) {
     MemoryBudget budget(config.get_bytes("engine.memory_budget"));
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
+    reject_store_mismatch(config, data.store->info());
     const std::string out_dir = config.get_string("output.dir");
+    create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();
     RunIdentity identity;
     identity.command = "path";
@@ -129,6 +136,7 @@ Command add_path(CLI::App& app) {
     j.key("config").begin_object();
     for (const auto& [k, v] : config_dump) j.key(k).value(v);
     j.end_object();
+    write_warnings(j, warnings);
     j.end_object();
     write_file_atomic(out_dir + "/path.json", j.str() + "\n");
     session.finish();

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
 #include "io/synthetic_data.h"
@@ -40,10 +41,24 @@ void write_iteration(JsonWriter& j, const IterationRecord& r) {
   j.key("apg_iterations").value(r.apg_iterations);
   j.key("apg_line_search_steps").value(r.apg_line_search_steps);
   j.key("apg_gradient_evaluations").value(r.apg_gradient_evaluations);
+  j.key("apg_converged").value(r.apg_converged);
+  j.key("apg_stop").value(r.apg_stop);
   j.end_object();
 }
 
 }  // namespace
+
+// The run's warnings as [{"code": ..., "message": ...}] (also used by fgm path).
+void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
+  j.key("warnings").begin_array();
+  for (const auto& w : warnings.list()) {
+    j.begin_object();
+    j.key("code").value(w.code);
+    j.key("message").value(w.message);
+    j.end_object();
+  }
+  j.end_array();
+}
 
 Command add_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train", "run FGM from a TOML config; writes model.fgm and run.json");
@@ -67,12 +82,17 @@ Command add_train(CLI::App& app) {
     Config config = Config::load(args->config, args->overrides);
     if (config.get_string("data.train").empty())
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data to select features from"));
+    reject_ignored_keys(config, ConfigCommand::kTrain);
+    check_config_paths(config, ConfigCommand::kTrain);
     MemoryBudget budget(config.get_bytes("engine.memory_budget"));
     TrainSettings settings = train_settings_from_config(config);
+    RunWarnings warnings;
+    settings.warnings = &warnings;
     const std::string out_dir = config.get_string("output.dir");
 
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
+    reject_store_mismatch(config, data.store->info());
     const StoreInfo& info = data.store->info();
     spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
                  info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
@@ -114,9 +134,10 @@ Command add_train(CLI::App& app) {
     if (has_test) {
       test = evaluate_file(config.get_string("data.test"), outcome.model, false);
       if (test.ignored_features > 0)
-        spdlog::warn("{}", msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                                 test.first_ignored_index + outcome.model.index_base,
-                                                 outcome.model.n_features));
+        warnings.add("test_features_beyond_model",
+                     msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
+                                           test.first_ignored_index + outcome.model.index_base,
+                                           outcome.model.n_features));
     }
     bool has_truth = !config.get_string("data.truth").empty();
     uint64_t recovered = 0, planted = 0, recovered_cross = 0, planted_cross = 0;
@@ -138,7 +159,7 @@ Command add_train(CLI::App& app) {
         if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++recovered_cross;
     }
 
-    std::filesystem::create_directories(out_dir);
+    create_output_directory(out_dir, "output.dir");
     write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
 
     JsonWriter j;
@@ -201,6 +222,7 @@ Command add_train(CLI::App& app) {
       j.key("recovered_cross").value(recovered_cross);
       j.end_object();
     }
+    write_warnings(j, warnings);
     j.end_object();
     write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
     session.finish();

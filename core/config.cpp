@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 
 namespace fgm {
 namespace {
@@ -102,7 +103,8 @@ std::vector<ParamSpec> build_specs() {
               {"auto", "on", "off"}),
       spec("features.groups", T::kPath, "",
            "group file: one line per group, whitespace-separated feature ids (as in the "
-           "data, index_base applies); groups must be disjoint; selection is by group"),
+           "data, index_base applies); selection is by group. Groups may be disjoint, "
+           "overlap or nest (features.group_structure); only with features.kind = linear"),
       choices(spec("features.group_structure", T::kEnum, "\"disjoint\"",
                    "structure of the groups in features.groups: disjoint, overlapping "
                    "(augmented copies) or tree (nested groups, searched with Remark 2 pruning)"),
@@ -376,8 +378,7 @@ Config::Config() {
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
   Config config;
   if (!path.empty()) {
-    if (!std::filesystem::exists(path))
-      throw Error(ErrorKind::kIo, msg::cannot_open(path, "no such file"));
+    check_input_file(path, "--config");  // a directory would parse as an empty table
     toml::table table;
     try {
       table = toml::parse_file(path);
@@ -428,6 +429,20 @@ bool Config::is_set(const std::string& key) const {
   auto it = values_.find(key);
   return it != values_.end() && it->second.set;
 }
+bool Config::set_by_user(const std::string& key) const {
+  auto it = values_.find(key);
+  FGM_ASSERT(it != values_.end());
+  const ParamValue& v = it->second;
+  if (!v.set || v.source == "default") return false;
+  switch (v.type) {
+    case ParamType::kString:
+    case ParamType::kPath: return !v.s.empty();
+    case ParamType::kIntList:
+    case ParamType::kFloatList: return !v.list.empty();
+    default: return true;
+  }
+}
+std::string Config::where_set(const std::string& key) const { return source(key) + ": "; }
 int64_t Config::get_int(const std::string& key) const { return value(key, ParamType::kInt).i; }
 double Config::get_float(const std::string& key) const { return value(key, ParamType::kFloat).f; }
 bool Config::get_bool(const std::string& key) const { return value(key, ParamType::kBool).b; }

@@ -56,6 +56,11 @@ class Config {
   void apply_override(const std::string& argument);
 
   bool is_set(const std::string& key) const;
+  // Set in the config file or on the command line (not a default), to a
+  // non-empty value (`data.test=` or `path.B=[]` explicitly mean "none").
+  bool set_by_user(const std::string& key) const;
+  // "file:line:column: " or "command line: " for a key the user set.
+  std::string where_set(const std::string& key) const;
   int64_t get_int(const std::string& key) const;
   double get_float(const std::string& key) const;
   bool get_bool(const std::string& key) const;

@@ -6,10 +6,53 @@
 
 namespace fgm {
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), or 0 if there is none.
+size_t utf8_sequence_length(const std::string& s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) len = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    if (c == 0xe0) lo = 0xa0;       // overlong
+    else if (c == 0xed) hi = 0x9f;  // U+D800..U+DFFF
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    if (c == 0xf0) lo = 0x90;       // overlong
+    else if (c == 0xf4) hi = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < len; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
+  return len;
+}
+
+}  // namespace
+
 std::string json_escape(const std::string& s) {
   std::string out;
   out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t len = utf8_sequence_length(s, i);
+    if (len == 0) {
+      out += "\\ufffd";  // a byte that starts no valid sequence
+      ++i;
+      continue;
+    }
+    if (len > 1) {
+      out.append(s, i, len);
+      i += len;
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -20,6 +63,7 @@ std::string json_escape(const std::string& s) {
         if (c < 0x20) out += fmt::format("\\u{:04x}", c);
         else out += static_cast<char>(c);
     }
+    ++i;
   }
   return out;
 }

@@ -34,6 +34,9 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+// The body of a JSON string literal for `s`. Valid UTF-8 passes through;
+// each byte that starts no well-formed UTF-8 sequence (paths on Linux are
+// arbitrary bytes) becomes \ufffd, so the output is always valid JSON.
 std::string json_escape(const std::string& s);
 
 }  // namespace fgm

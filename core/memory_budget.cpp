@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -139,7 +140,16 @@ uint64_t parse_byte_size(std::string_view text, std::string_view key) {
   if (!ok || scale == 0 || !std::isfinite(value) || value <= 0) {
     throw Error(ErrorKind::kConfig, msg::bad_byte_size(key, text));
   }
-  return static_cast<uint64_t>(std::llround(value * scale));
+  // Sizes are held as int64 in the config; 2^63 itself is already too large.
+  constexpr uint64_t kMaxBytes = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  const double bytes = value * scale;
+  if (!(bytes < 9223372036854775808.0))
+    throw Error(ErrorKind::kConfig, msg::byte_size_too_large(key, text, kMaxBytes));
+  // A byte count must be whole: "0.1B" or "1.5" name no size. With a larger
+  // unit ("0.3MB") the product is rounded to the nearest byte.
+  if (bytes < 1 || (scale == 1 && bytes != std::floor(bytes)))
+    throw Error(ErrorKind::kConfig, msg::byte_size_not_whole(key, text));
+  return std::min<uint64_t>(static_cast<uint64_t>(std::llround(bytes)), kMaxBytes);
 }
 
 std::string format_bytes(uint64_t bytes) {

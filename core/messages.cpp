@@ -31,6 +31,17 @@ std::string bad_byte_size(std::string_view key, std::string_view text) {
                      key, text);
 }
 
+std::string byte_size_too_large(std::string_view key, std::string_view text, uint64_t max_bytes) {
+  return fmt::format("{}: '{}' is larger than the largest supported size ({} bytes); "
+                     "write a smaller size",
+                     key, text, max_bytes);
+}
+std::string byte_size_not_whole(std::string_view key, std::string_view text) {
+  return fmt::format("{}: '{}' is not a whole number of bytes (at least 1); write an integer "
+                     "byte count or use a larger unit, e.g. 256MB",
+                     key, text);
+}
+
 std::string cannot_open(std::string_view path, std::string_view reason) {
   return fmt::format("{}cannot open: {}", location(path), reason);
 }
@@ -39,6 +50,18 @@ std::string cannot_write(std::string_view path, std::string_view reason) {
 }
 std::string read_failed(std::string_view path, std::string_view reason) {
   return fmt::format("{}read failed: {}", location(path), reason);
+}
+
+std::string unusable_input(std::string_view path, std::string_view key, std::string_view reason) {
+  return fmt::format("{}cannot read ({}): {}", location(path), key, reason);
+}
+std::string unusable_output(std::string_view path, std::string_view key, std::string_view reason) {
+  return fmt::format("{}cannot write ({}): {}", location(path), key, reason);
+}
+
+std::string filesystem_failed(std::string_view path, std::string_view reason, std::string_view what) {
+  if (path.empty()) return std::string(what);
+  return fmt::format("{}{} ({})", location(path), reason, what);
 }
 
 std::string empty_input(std::string_view path) {
@@ -62,7 +85,7 @@ std::string missing_colon(std::string_view path, uint64_t line, uint64_t column,
 }
 std::string index_below_base(std::string_view path, uint64_t line, uint64_t column,
                              std::string_view token, int index_base) {
-  return fmt::format("{}feature index in '{}' is below {} ; indices are {}-based here (use "
+  return fmt::format("{}feature index in '{}' is below {}; indices are {}-based here (use "
                      "--index-base 0 / data.index_base = 0 for 0-based files)",
                      location(path, line, column), token, index_base, index_base);
 }
@@ -196,9 +219,35 @@ std::string missing_required(std::string_view key, std::string_view why) {
   return fmt::format("key '{}' must be set: {}", key, why);
 }
 
+std::string ignored_key(std::string_view where, std::string_view key, std::string_view why) {
+  return fmt::format("{}key '{}' would be ignored: {}; remove it", where, key, why);
+}
+
+std::string store_key_mismatch(std::string_view where, std::string_view key, std::string_view value,
+                               std::string_view store, std::string_view store_value,
+                               std::string_view ingest_option) {
+  return fmt::format("{}key '{}' = {} would be ignored: data.train is the store {}, which `fgm "
+                     "ingest` built with {} {}; remove the key or ingest again with {} {}",
+                     where, key, value, store, ingest_option, store_value, ingest_option, value);
+}
+
 std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,
                            std::string_view detail) {
   return fmt::format("{}{}", location(path, line, column), detail);
+}
+
+std::string apg_iteration_cap(int outer_iteration, int apg_iterations) {
+  return fmt::format("outer iteration {}: APG stopped at apg.max_iterations = {} before its "
+                     "stopping rule (apg.eps_inner) held; this iteration's weights are not "
+                     "converged: raise apg.max_iterations",
+                     outer_iteration, apg_iterations);
+}
+std::string apg_stalled(int outer_iteration, int apg_iterations) {
+  return fmt::format("outer iteration {}: APG stalled after {} iterations (the line search found "
+                     "no step that decreases the objective: rounding floor reached) before its "
+                     "stopping rule held; the last iterate is used: a larger apg.eps_inner "
+                     "stops earlier",
+                     outer_iteration, apg_iterations);
 }
 
 std::string not_a_model(std::string_view path, std::string_view detail) {

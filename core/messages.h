@@ -17,11 +17,19 @@ std::string budget_exceeded(std::string_view purpose, uint64_t wanted, uint64_t 
                             uint64_t limit, std::string_view limit_key, std::string_view in_use,
                             std::string_view remedy);
 std::string bad_byte_size(std::string_view key, std::string_view text);
+std::string byte_size_too_large(std::string_view key, std::string_view text, uint64_t max_bytes);
+std::string byte_size_not_whole(std::string_view key, std::string_view text);
 
 // --- generic file access
 std::string cannot_open(std::string_view path, std::string_view reason);
 std::string cannot_write(std::string_view path, std::string_view reason);
 std::string read_failed(std::string_view path, std::string_view reason);
+// A path given by `key` (config key or option) that cannot be used, found
+// before any work is done.
+std::string unusable_input(std::string_view path, std::string_view key, std::string_view reason);
+// A std::filesystem operation failed on `path` (what: the library's text).
+std::string filesystem_failed(std::string_view path, std::string_view reason, std::string_view what);
+std::string unusable_output(std::string_view path, std::string_view key, std::string_view reason);
 
 // --- LIBSVM text input (line and column are 1-based)
 std::string empty_input(std::string_view path);
@@ -77,10 +85,19 @@ std::string bad_enum(std::string_view where, std::string_view key, std::string_v
 std::string config_syntax(std::string_view where, std::string_view detail);
 std::string bad_override(std::string_view argument);
 std::string missing_required(std::string_view key, std::string_view why);
+// A key the user set that this command would silently ignore.
+std::string ignored_key(std::string_view where, std::string_view key, std::string_view why);
+std::string store_key_mismatch(std::string_view where, std::string_view key, std::string_view value,
+                               std::string_view store, std::string_view store_value,
+                               std::string_view ingest_option);
 
 // --- groups file
 std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column,
                            std::string_view detail);
+
+// --- solver warnings (outer iteration t, APG iterations spent)
+std::string apg_iteration_cap(int outer_iteration, int apg_iterations);
+std::string apg_stalled(int outer_iteration, int apg_iterations);
 
 // --- model and prediction
 std::string not_a_model(std::string_view path, std::string_view detail);

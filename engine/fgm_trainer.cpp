@@ -17,6 +17,17 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// A solve that ended at the iteration cap or in a stall is not converged: a
+// run warning (also replayed for iterations restored from a checkpoint, so a
+// resumed run reports the same warnings).
+void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings) {
+  if (rec.apg_converged) return;
+  RunWarnings log_only;
+  RunWarnings& sink = warnings ? *warnings : log_only;
+  if (rec.apg_stop == "stalled") sink.add("apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
+  else sink.add("apg_max_iterations", msg::apg_iteration_cap(rec.iter, rec.apg_iterations));
+}
+
 // One run of Algorithm 1. The state that outlives an outer iteration lives in
 // `progress_` (what a resume restores); the rest is rebuilt from it.
 class FgmRun {
@@ -110,6 +121,7 @@ void FgmRun::restore(TrainProgress& saved) {
                 msg::checkpoint_inconsistent(saved.apg.w.size(), cache_.num_columns(),
                                              saved.alpha.size(), n_));
   progress_ = std::move(saved);
+  for (const auto& rec : progress_.iterations) warn_apg_stop(rec, settings_.warnings);
   if (!progress_.iterations.empty()) f_prev_ = progress_.iterations.back().objective;
 }
 
@@ -180,6 +192,9 @@ void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
   rec.apg_iterations = r.iterations;
   rec.apg_line_search_steps = r.line_search_steps;
   rec.apg_gradient_evaluations = r.gradient_evaluations;
+  rec.apg_converged = r.converged;
+  rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
+  warn_apg_stop(rec, settings_.warnings);
   rec.peak_rss_bytes = peak_rss_bytes();
   progress_.total_apg_iterations += r.iterations;
   progress_.total_line_search_steps += r.line_search_steps;

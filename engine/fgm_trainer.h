@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/run_warnings.h"
 #include "engine/chunk_scheduler.h"
 #include "features/feature_space.h"
 #include "io/model_file.h"
@@ -41,6 +42,8 @@ struct TrainSettings {
   // path). The batch before a checkpoint is shortened so the count lands on it
   // exactly. Increasing.
   std::vector<uint64_t> checkpoints;
+  // Where the run's warnings go (APG non-convergence, ...); null: logged only.
+  RunWarnings* warnings = nullptr;
 };
 
 struct IterationRecord {
@@ -59,6 +62,8 @@ struct IterationRecord {
   int apg_iterations = 0;
   int apg_line_search_steps = 0;
   int apg_gradient_evaluations = 0;
+  bool apg_converged = false;     // APG stopped by its rule (41), not by the cap or a stall
+  std::string apg_stop;           // "converged", "max_iterations" or "stalled"
 };
 
 struct TrainOutcome {

@@ -28,11 +28,13 @@ flatbuffers::Offset<schema::TrainState> encode_train(flatbuffers::FlatBufferBuil
   std::vector<flatbuffers::Offset<schema::SelectedBatch>> batches;
   for (const auto& b : t.batches) batches.push_back(schema::CreateSelectedBatch(fb, fb.CreateVector(b)));
   std::vector<flatbuffers::Offset<schema::OuterIteration>> its;
-  for (const auto& r : t.iterations)
+  for (const auto& r : t.iterations) {
+    auto apg_stop = fb.CreateString(r.apg_stop);
     its.push_back(schema::CreateOuterIteration(
         fb, r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation, r.score_seconds,
         r.solve_seconds, r.bytes_streamed, r.peak_rss_bytes, r.candidates_scored, r.pair_updates,
-        r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations));
+        r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations, r.apg_converged, apg_stop));
+  }
   return schema::CreateTrainState(fb, fb.CreateVector(batches), fb.CreateVector(t.apg.w), t.apg.b,
                                   t.apg.lipschitz, fb.CreateVector(t.alpha), fb.CreateVector(its),
                                   fb.CreateString(t.stop_reason), t.next_path_point,
@@ -70,6 +72,8 @@ TrainProgress decode_train(const schema::TrainState& s) {
       rec.apg_iterations = r->apg_iterations();
       rec.apg_line_search_steps = r->apg_line_search_steps();
       rec.apg_gradient_evaluations = r->apg_gradient_evaluations();
+      rec.apg_converged = r->apg_converged();
+      rec.apg_stop = r->apg_stop() ? r->apg_stop()->str() : "";
       t.iterations.push_back(rec);
     }
   }

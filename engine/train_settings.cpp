@@ -1,8 +1,91 @@
 #include "engine/train_settings.h"
 
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/messages.h"
+#include "core/path_checks.h"
 #include "core/progress.h"
 
 namespace fgm {
+
+namespace {
+
+void reject_if_set(const Config& c, const std::string& key, const std::string& why) {
+  if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
+}
+
+}  // namespace
+
+void reject_ignored_keys(const Config& c, ConfigCommand command) {
+  if (command == ConfigCommand::kTrain) {
+    for (const char* key : {"path.features", "path.B", "path.C", "path.debias", "path.debias_C"})
+      reject_if_set(c, key, "path.* keys are read by `fgm path` only (fgm train makes one model)");
+    reject_if_set(c, "data.validation",
+                  "only `fgm path` uses a validation set (to pick its best point); fgm train "
+                  "reports data.test");
+  } else {
+    reject_if_set(c, "data.truth", "only `fgm train` reports planted features recovered");
+    if (c.set_by_user("path.features"))
+      reject_if_set(c, "fgm.max_features",
+                    "with path.features the path's largest count is where the run stops");
+  }
+  const std::string kind = c.get_string("features.kind");
+  if (kind != "linear")
+    reject_if_set(c, "features.groups",
+                  fmt::format("features.kind = {} generates its own features; groups from a file "
+                              "apply to features.kind = linear only",
+                              kind));
+  if (!c.set_by_user("features.groups"))
+    reject_if_set(c, "features.group_structure",
+                  "it describes the groups of features.groups, which is not set");
+  const std::pair<const char*, const char*> kind_keys[] = {
+      {"features.gamma", "poly2"},    {"features.coef0", "poly2"},
+      {"features.levels", "hik"},     {"features.order", "additive"},
+      {"features.period", "additive"}, {"features.kernel", "additive"}};
+  for (const auto& [key, owner] : kind_keys)
+    if (kind != owner)
+      reject_if_set(c, key,
+                    fmt::format("it applies to features.kind = {} only (this run uses {})", owner, kind));
+}
+
+void reject_store_mismatch(const Config& c, const StoreInfo& info) {
+  const std::string train = c.get_string("data.train");
+  if (train.empty() || !is_store_directory(train)) return;  // text: ingested with these keys
+  const int64_t index_base = c.get_int("data.index_base");
+  if (c.set_by_user("data.index_base") && index_base != info.index_base)
+    throw Error(ErrorKind::kConfig,
+                msg::store_key_mismatch(c.where_set("data.index_base"), "data.index_base",
+                                        std::to_string(index_base), train,
+                                        std::to_string(info.index_base), "--index-base"));
+  const uint64_t width = static_cast<uint64_t>(c.get_int("data.features"));
+  if (c.set_by_user("data.features") && width != 0 && width != info.n_features &&
+      width != info.declared_features)
+    throw Error(ErrorKind::kConfig,
+                msg::store_key_mismatch(c.where_set("data.features"), "data.features",
+                                        std::to_string(width), train,
+                                        std::to_string(info.n_features), "--features"));
+}
+
+void check_config_paths(const Config& c, ConfigCommand command) {
+  auto input = [&](const char* key) {
+    if (c.set_by_user(key)) check_input_file(c.get_string(key), key);
+  };
+  const std::string train = c.get_string("data.train");
+  if (!train.empty()) check_input_file_or_directory(train, "data.train");
+  input("data.test");
+  input("features.groups");
+  input(command == ConfigCommand::kTrain ? "data.truth" : "data.validation");
+  check_output_directory(c.get_string("output.dir"), "output.dir");
+  if (!train.empty() && !is_store_directory(train)) {
+    const std::string cache_dir = c.get_string("engine.cache_dir");
+    create_output_directory(cache_dir, "engine.cache_dir");
+    check_output_directory(cache_dir, "engine.cache_dir");
+  }
+}
 
 TrainSettings train_settings_from_config(const Config& c) {
   TrainSettings s;

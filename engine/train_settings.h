@@ -8,6 +8,25 @@
 
 namespace fgm {
 
+enum class ConfigCommand { kTrain, kPath };
+
+// Keys the user set (file or command line, not defaults) that `command` would
+// accept and then ignore are configuration errors naming the key and why:
+// path.* and data.validation under `fgm train`, data.truth under `fgm path`,
+// keys of another feature kind.
+void reject_ignored_keys(const Config& config, ConfigCommand command);
+
+// When data.train is a store, its index base and width were fixed by
+// `fgm ingest`: data.index_base / data.features set to other values would be
+// ignored, and are configuration errors (equal values are accepted, so one
+// config serves the text file and its store).
+void reject_store_mismatch(const Config& config, const StoreInfo& info);
+
+// Every path `command` will read or write is usable (exit 4 naming the path,
+// its key and the reason otherwise), checked before any ingest or scoring
+// pass. Creates engine.cache_dir when data.train is text (it will be needed).
+void check_config_paths(const Config& config, ConfigCommand command);
+
 TrainSettings train_settings_from_config(const Config& config);
 TrainingDataOptions training_data_options_from_config(const Config& config);
 

@@ -296,3 +296,219 @@ TEST_CASE("fgm.max_features counts groups exactly for hik (not generated columns
   REQUIRE(groups.size() == 5);
   REQUIRE(columns > 5);
 }
+
+namespace {
+
+// Parses a JSON file with Python's json module (an independent validator).
+bool python_parses_json(const std::string& path) {
+  std::string cmd = "python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\"))' '" +
+                    path + "' 2>/dev/null";
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("paths with invalid UTF-8 still give valid JSON in run.json and inspect", "[cli][json]") {
+  TempDir dir("fgm-cli");
+  const std::string name = "d\xff\xc0-\xe2\x82.svm";  // not UTF-8
+  dir.write(name, "+1 1:1 2:0.5\n-1 2:1 3:1\n+1 1:0.5 3:0.25\n-1 3:1\n");
+  RunResult r = run(dir, "train 'data.train=" + name + "' fgm.B=1 fgm.max_iterations=2 output.dir=run "
+                         "engine.cache_dir=cache");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(python_parses_json(dir.file("run/run.json")));
+  REQUIRE(contains(slurp(dir.file("run/run.json")), "d\\ufffd\\ufffd-\\ufffd\\ufffd.svm"));
+  r = run(dir, "inspect run/model.fgm");
+  REQUIRE(r.code == 0);
+  dir.write("inspect.json", r.out);
+  REQUIRE(python_parses_json(dir.file("inspect.json")));
+}
+
+TEST_CASE("a feature index below the base is reported without a stray space", "[cli][errors]") {
+  TempDir dir("fgm-cli");
+  dir.write("zero.svm", "+1 1:1\n-1 0:1 2:1\n");
+  RunResult r = run(dir, "ingest zero.svm --out store");
+  REQUIRE(r.code == 3);
+  REQUIRE(contains(r.err, "zero.svm:2:4: feature index in '0:1' is below 1; indices are 1-based here"));
+}
+
+TEST_CASE("keys a command would ignore are errors naming the key, where it was set and why",
+          "[cli][errors][config]") {
+  TempDir dir("fgm-cli");
+  dir.write("t.svm", "+1 1:1 2:1\n-1 2:1 3:1\n+1 1:1 3:0.5\n-1 3:1\n");
+  dir.write("groups.txt", "1 2\n3\n");
+  REQUIRE(run(dir, "ingest t.svm --out store").code == 0);
+  const std::string base = "train data.train=t.svm output.dir=run engine.cache_dir=cache ";
+  struct Case {
+    std::string args, where_and_key, why;
+  };
+  const std::vector<Case> cases = {
+      {base + "'path.B=[1,2]'", "command line: key 'path.B' would be ignored", "`fgm path` only"},
+      {base + "path.debias=false", "command line: key 'path.debias' would be ignored", "`fgm path` only"},
+      {base + "data.validation=t.svm", "key 'data.validation' would be ignored", "validation set"},
+      {"train data.train=store output.dir=run data.index_base=0",
+       "command line: key 'data.index_base' = 0 would be ignored: data.train is the store store",
+       "built with --index-base 1"},
+      {"path data.train=store output.dir=run data.features=10 'path.B=[1]'",
+       "command line: key 'data.features' = 10 would be ignored", "built with --features 3"},
+      {base + "features.kind=hik features.groups=groups.txt", "key 'features.groups' would be ignored",
+       "features.kind = linear only"},
+      {base + "features.kind=poly2 features.groups=groups.txt", "key 'features.groups' would be ignored",
+       "features.kind = linear only"},
+      {base + "features.group_structure=tree", "key 'features.group_structure' would be ignored",
+       "features.groups, which is not set"},
+      {base + "features.levels=5", "key 'features.levels' would be ignored", "features.kind = hik only"},
+      {base + "features.kind=hik features.coef0=0", "key 'features.coef0' would be ignored",
+       "features.kind = poly2 only"},
+      {"path data.train=t.svm output.dir=run engine.cache_dir=cache 'path.features=[1]' data.truth=t.svm",
+       "key 'data.truth' would be ignored", "`fgm train`"},
+      {"path data.train=t.svm output.dir=run engine.cache_dir=cache 'path.features=[1]' fgm.max_features=1",
+       "key 'fgm.max_features' would be ignored", "largest count"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = run(dir, c.args);
+    CAPTURE(c.args, r.err);
+    REQUIRE(r.code == 2);
+    REQUIRE(contains(r.err, c.where_and_key));
+    REQUIRE(contains(r.err, c.why));
+    REQUIRE_FALSE(fs::exists(dir.path / "run"));
+    REQUIRE_FALSE(fs::exists(dir.path / "cache"));  // rejected before any ingest
+  }
+  // The location of a key set in a file is file:line:column.
+  dir.write("job.toml", "[data]\ntrain = \"t.svm\"\nvalidation = \"t.svm\"\n");
+  RunResult r = run(dir, "train --config job.toml output.dir=run");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "job.toml:3:14: key 'data.validation' would be ignored"));
+
+  // Defaults and explicitly empty values are not "set": these runs work.
+  REQUIRE(run(dir, base + "data.validation= fgm.B=1 fgm.max_iterations=1").code == 0);
+  REQUIRE(run(dir, "train data.train=store output.dir=run2 fgm.B=1 fgm.max_iterations=1").code == 0);
+  // Values that agree with the store are not ignored: one config serves text and store.
+  REQUIRE(run(dir, "train data.train=store output.dir=run3 data.features=3 data.index_base=1 fgm.B=1").code == 0);
+  REQUIRE(run(dir, base + "features.groups=groups.txt features.group_structure=disjoint fgm.B=1").code == 0);
+  REQUIRE(run(dir, base + "features.kind=hik features.levels=4 fgm.B=1 fgm.max_iterations=1").code == 0);
+
+  // The help text no longer claims groups must be disjoint.
+  r = run(dir, "train --help-config");
+  REQUIRE(r.code == 0);
+  REQUIRE_FALSE(contains(r.out, "must be disjoint"));
+  REQUIRE(contains(r.out, "Groups may be disjoint, overlap or nest"));
+}
+
+TEST_CASE("unusable input and output paths: exit 4 with path, key and reason, before any work",
+          "[cli][errors][paths]") {
+  TempDir dir("fgm-cli");
+  dir.write("t.svm", "+1 1:1 2:1\n-1 2:1 3:1\n+1 1:1 3:0.5\n-1 3:1\n");
+  dir.write("afile", "a regular file");
+  fs::create_directories(dir.path / "adir");
+  REQUIRE(run(dir, "train data.train=t.svm fgm.B=1 fgm.max_iterations=1 output.dir=run "
+                   "engine.cache_dir=cache").code == 0);
+  fs::remove_all(dir.path / "cache");
+  struct Case {
+    std::string args, message;
+  };
+  const std::string train = "train data.train=t.svm engine.cache_dir=cache ";
+  const std::vector<Case> cases = {
+      {"predict --model adir t.svm", "adir: cannot read (--model): it is a directory"},
+      {"predict --model run/model.fgm adir", "adir: cannot read (input): it is a directory"},
+      {"predict --model run/model.fgm t.svm --out afile/scores.txt",
+       "afile/scores.txt: cannot write (--out): afile is not a directory"},
+      {"predict --model run/model.fgm t.svm --out adir", "adir: cannot write (--out): it is a directory"},
+      {"inspect adir", "adir: cannot read (model): it is a directory"},
+      {"train --config adir", "adir: cannot read (--config): it is a directory"},
+      {train + "output.dir=afile/out", "afile/out: cannot write (output.dir): cannot create it: afile is a file"},
+      {train + "output.dir=afile", "afile: cannot write (output.dir): it exists and is not a directory"},
+      {train + "output.dir=o data.test=adir", "adir: cannot read (data.test): it is a directory"},
+      {train + "output.dir=o data.truth=missing.txt", "missing.txt: cannot read (data.truth): No such file"},
+      {train + "output.dir=o features.groups=adir", "adir: cannot read (features.groups): it is a directory"},
+      {"train data.train=t.svm output.dir=o engine.cache_dir=afile/cache",
+       "afile/cache: cannot write (engine.cache_dir): cannot create it: Not a directory"},
+      {"path data.train=t.svm engine.cache_dir=cache 'path.features=[1]' output.dir=afile/p",
+       "afile/p: cannot write (output.dir): cannot create it: afile is a file"},
+      {"path data.train=t.svm engine.cache_dir=cache 'path.features=[1]' output.dir=o data.validation=adir",
+       "adir: cannot read (data.validation): it is a directory"},
+      {"ingest t.svm --out afile/store", "afile/store: cannot write (--out): cannot create it: afile is a file"},
+      {"ingest adir --out store", "adir: cannot read (input): it is a directory"},
+      {"synth --out afile/syn --rows 10 --features 5 --relevant 2",
+       "afile/syn: cannot write (--out): cannot create it: afile is a file"},
+      {"synth --kind sparse --out afile/syn --rows 10 --features 50",
+       "afile/syn: cannot write (--out): cannot create it: afile is a file"},
+  };
+  for (const auto& c : cases) {
+    RunResult r = run(dir, c.args);
+    CAPTURE(c.args, r.err);
+    REQUIRE(r.code == 4);
+    REQUIRE(contains(r.err, "fgm: I/O error: " + c.message));
+    REQUIRE_FALSE(contains(r.err, "iter "));      // failed before the first scoring pass
+    REQUIRE_FALSE(fs::exists(dir.path / "cache"));  // and before any ingest
+    REQUIRE_FALSE(fs::exists(dir.path / "o"));
+    REQUIRE_FALSE(fs::exists(dir.path / "store"));
+  }
+  if (::geteuid() != 0) {  // root writes through permission bits
+    fs::create_directories(dir.path / "locked");
+    fs::permissions(dir.path / "locked", fs::perms::owner_read | fs::perms::owner_exec);
+    RunResult r = run(dir, "train data.train=t.svm output.dir=o engine.cache_dir=locked/cache");
+    fs::permissions(dir.path / "locked", fs::perms::owner_all);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 4);
+    REQUIRE(contains(r.err, "locked/cache: cannot write (engine.cache_dir)"));
+    REQUIRE(contains(r.err, "Permission denied"));
+    REQUIRE_FALSE(contains(r.err, "tmp-"));
+  }
+}
+
+namespace {
+
+// Runs a Python assertion script on a JSON file (loaded as `d`): true if it passes.
+bool python_check_json(const std::string& path, const std::string& assertions) {
+  std::string script = "import json,sys\nd = json.load(open(sys.argv[1], encoding='utf-8'))\n" + assertions;
+  std::string cmd = "python3 -c \"$FGM_PY\" '" + path + "'";
+  setenv("FGM_PY", script.c_str(), 1);
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per iteration",
+          "[cli][warnings]") {
+  TempDir dir("fgm-cli");
+  REQUIRE(run(dir, "synth --out data --rows 300 --test-rows 10 --features 60 --relevant 6 --seed 3").code == 0);
+  const std::string train = "train data.train=data/train.svm engine.cache_dir=cache fgm.B=3 fgm.max_iterations=3 ";
+  // One APG iteration cannot reach a relative decrease of 1e-12 on this data.
+  RunResult r = run(dir, train + "output.dir=capped apg.max_iterations=1 apg.eps_inner=1e-12");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.err, "warning: outer iteration 1: APG stopped at apg.max_iterations = 1"));
+  REQUIRE(python_check_json(dir.file("capped/run.json"),
+                            "its = d['iterations']\n"
+                            "assert len(its) >= 1\n"
+                            "assert all(i['apg_iterations'] == 1 and i['apg_converged'] is False and\n"
+                            "           i['apg_stop'] == 'max_iterations' for i in its)\n"
+                            "w = d['warnings']\n"
+                            "assert len(w) == len(its)\n"
+                            "for k, x in enumerate(w):\n"
+                            "  assert x['code'] == 'apg_max_iterations'\n"
+                            "  assert x['message'].startswith('outer iteration %d: APG stopped' % (k + 1))\n"));
+
+  // A solve that meets its stopping rule: converged, no warnings.
+  r = run(dir, train + "output.dir=ok");
+  REQUIRE(r.code == 0);
+  REQUIRE_FALSE(contains(r.err, "warning:"));
+  REQUIRE(python_check_json(dir.file("ok/run.json"),
+                            "its = d['iterations']\n"
+                            "assert all(i['apg_converged'] is True and i['apg_stop'] == 'converged' and\n"
+                            "           i['apg_iterations'] < 2000 for i in its)\n"
+                            "assert d['warnings'] == []\n"));
+
+  // fgm path collects the same warnings into path.json.
+  r = run(dir, "path data.train=data/train.svm engine.cache_dir=cache fgm.B=2 'path.features=[2,4]' "
+               "path.debias=false output.dir=p apg.max_iterations=1 apg.eps_inner=1e-12");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(python_check_json(dir.file("p/path.json"),
+                            "w = d['warnings']\n"
+                            "assert len(w) == 2, w\n"
+                            "assert all(x['code'] == 'apg_max_iterations' for x in w)\n"));
+}

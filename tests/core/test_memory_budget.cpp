@@ -42,6 +42,34 @@ TEST_CASE("byte sizes parse with binary units and reject junk", "[core][budget]"
   REQUIRE_THROWS_AS(parse_byte_size("-5MB", "k"), Error);
 }
 
+TEST_CASE("byte sizes that overflow or name no whole byte are errors naming the key",
+          "[core][budget]") {
+  auto message = [](const char* text) {
+    try {
+      parse_byte_size(text, "engine.memory_budget");
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kConfig);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // 99999999999 TiB ≈ 1.1e26 bytes: far beyond 2^63 (it used to wrap around).
+  REQUIRE(message("99999999999TB").find("engine.memory_budget: '99999999999TB' is larger") == 0);
+  // 2^23 TiB = 2^63 bytes is the first size that does not fit; one TiB less does.
+  REQUIRE(message("8388608TB").find("is larger than the largest supported size") != std::string::npos);
+  REQUIRE(parse_byte_size("8388607TB", "k") == (8388607ull << 40));
+  // Sizes that round to 0 bytes, and fractional byte counts.
+  for (const char* text : {"0.1B", "0.4", "1.5B", "2.25", "0.0000001KB"}) {
+    CAPTURE(text);
+    REQUIRE(message(text).find("is not a whole number of bytes") != std::string::npos);
+    REQUIRE(message(text).find("engine.memory_budget") == 0);
+  }
+  // With a larger unit the product is rounded to the nearest byte.
+  REQUIRE(parse_byte_size("0.5KB", "k") == 512);
+  REQUIRE(parse_byte_size("1B", "k") == 1);
+  REQUIRE(parse_byte_size("0.001KB", "k") == 1);  // 1.024 bytes -> 1
+}
+
 TEST_CASE("xxh64 matches the reference test vectors", "[core][hash]") {
   // Reference values of XXH64 with seed 0.
   REQUIRE(xxh64("", 0) == 0xef46db3751d8e999ULL);
