@@ -261,7 +261,9 @@ TEST_CASE("a store truncated or overwritten during fgm train ends in exit 5 nami
     REQUIRE(fx.scores_of("resident-ref") == reference);
     const fs::path shard = shard_paths(fx.dir.path / "store-resident")[1];
     for (int trial = 0; trial < 2; ++trial) {
-      Child run = train_with_change(fx, "store-resident", "resident", true, [&] {
+      // A fresh output.dir per trial: a failed trial leaves a resume checkpoint.
+      const std::string out = "resident-" + std::to_string(trial);
+      Child run = train_with_change(fx, "store-resident", out, true, [&] {
         if (trial == 0) {
           fs::resize_file(shard, fs::file_size(shard) / 2);
         } else {
@@ -273,7 +275,7 @@ TEST_CASE("a store truncated or overwritten during fgm train ends in exit 5 nami
       // Scoring passes use the blocks kept in memory; columns copied for the
       // solver are read (and verified) from the file again.
       if (run.code() == 0) {
-        REQUIRE(fx.scores_of("resident") == reference);
+        REQUIRE(fx.scores_of(out) == reference);
       } else {
         REQUIRE(run.code() == 5);
         REQUIRE(contains(run.err, shard.filename().string()));
