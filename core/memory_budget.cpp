@@ -57,6 +57,19 @@ Reservation MemoryBudget::reserve(uint64_t bytes, std::string_view purpose,
   return Reservation(this, bytes, std::move(name));
 }
 
+Reservation MemoryBudget::reserve_up_to(uint64_t max_bytes, uint64_t unit, std::string_view purpose) {
+  FGM_ASSERT(unit > 0);
+  std::string name(purpose);
+  std::lock_guard<std::mutex> lock(mutex_);  // measure and take in one step
+  const uint64_t bytes = std::min(max_bytes, limit_ - used_) / unit * unit;
+  if (bytes > 0) {
+    used_ += bytes;
+    by_purpose_[name] += bytes;
+    peak_ = std::max(peak_, used_);
+  }
+  return Reservation(this, bytes, std::move(name));
+}
+
 void MemoryBudget::adjust(const std::string& purpose, uint64_t old_bytes, uint64_t new_bytes,
                           std::string_view remedy) {
   std::lock_guard<std::mutex> lock(mutex_);

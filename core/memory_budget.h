@@ -50,6 +50,9 @@ class MemoryBudget {
   // Reserves `bytes` for `purpose` (a short noun phrase, e.g. "ingest sort buffer").
   // `remedy` says what besides the budget itself would shrink this use.
   Reservation reserve(uint64_t bytes, std::string_view purpose, std::string_view remedy = {});
+  // For caches, which shrink instead of failing: reserves the largest multiple
+  // of `unit` bytes that is at most `max_bytes` and fits now (possibly 0).
+  Reservation reserve_up_to(uint64_t max_bytes, uint64_t unit, std::string_view purpose);
 
   uint64_t limit() const { return limit_; }
   uint64_t used() const;
