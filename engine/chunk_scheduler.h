@@ -50,18 +50,26 @@ PassStats stream_blocks(const ShardStore& store, const std::vector<BlockRef>& bl
                         const std::function<void(Result&&)>& consume) {
   auto start = std::chrono::steady_clock::now();
   PassStats stats;
-  const int tokens = effective_tokens(options);
+  int tokens = effective_tokens(options);
   uint64_t largest = 0, total = 0;
   for (const auto& b : blocks) {
     largest = std::max(largest, b.bytes);
     total += b.bytes;
   }
-  // Mapped pages of the blocks in flight are resident: count them (unless the
-  // whole store is already reserved as resident).
+  // Mapped pages of the blocks in flight (and the one prefetched) are
+  // resident: count them, unless the whole store is already reserved as
+  // resident. A tight budget runs fewer blocks in flight, down to one.
   Reservation in_flight;
-  if (!options.keep_resident)
-    in_flight = budget.reserve(largest * static_cast<uint64_t>(tokens + 1), "scoring blocks in flight",
-                               "lower engine.block_bytes or engine.blocks_in_flight");
+  if (!options.keep_resident && largest > 0) {
+    in_flight = budget.reserve_up_to(largest * static_cast<uint64_t>(tokens + 1), largest,
+                                     "scoring blocks in flight");
+    const uint64_t fit = in_flight.bytes() / largest;  // blocks, one of them prefetched
+    if (fit < 2) {
+      in_flight.release();  // not even one: fail with the usual message
+      in_flight = budget.reserve(2 * largest, "scoring blocks in flight", "lower engine.block_bytes");
+    }
+    tokens = static_cast<int>(std::min<uint64_t>(tokens, std::max<uint64_t>(fit, 2) - 1));
+  }
   ProgressBar bar(options.progress_label, total, options.progress);
   size_t next = 0;
   tbb::task_arena arena(options.threads);

@@ -172,6 +172,7 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
     rec.apg_iterations = r.iterations;
     rec.apg_line_search_steps = r.line_search_steps;
     rec.apg_gradient_evaluations = r.gradient_evaluations;
+    rec.apg_recomputed_products = r.recomputed_products;
     rec.peak_rss_bytes = peak_rss_bytes();
     out.total_apg_iterations += r.iterations;
     out.total_line_search_steps += r.line_search_steps;

@@ -53,6 +53,7 @@ struct IterationRecord {
   int apg_iterations = 0;
   int apg_line_search_steps = 0;
   int apg_gradient_evaluations = 0;
+  uint64_t apg_recomputed_products = 0;  // inner-product cache misses (the budget had no room)
 };
 
 struct TrainOutcome {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "engine/evaluate.h"
@@ -149,5 +150,65 @@ TEST_CASE("a budget too small for the run is a clear out-of-memory error", "[eng
   } catch (const Error& e) {
     REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
     REQUIRE(std::string(e.what()).find("engine.memory_budget") != std::string::npos);
+  }
+}
+
+// A tight budget slows a run down but does not change it: the APG inner-product
+// cache shrinks, fewer scoring blocks are in flight, the store is not kept
+// resident. Every budget from ample down to the smallest that still completes
+// gives the same model, bit for bit; below that the run fails cleanly.
+TEST_CASE("the model is the same bits under any budget that fits the needed data",
+          "[engine][fgm][budget]") {
+  test::TempDir dir("fgm-tight");
+  // Binary-valued columns of a few densities (ties in the scores) and planted features.
+  std::string path = dir.write("train.svm", test::random_libsvm(3000, 120, 0.1, 23, {2, 9, 50, 77}));
+  {
+    MemoryBudget budget(256ull << 20);
+    IngestOptions o;
+    o.shard_target_bytes = 64 << 10;
+    ingest_libsvm(path, dir.file("store"), o, budget);
+  }
+  for (auto loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    CAPTURE(loss_name(loss));
+    TrainSettings s = small_settings(3, 4, 2);
+    s.apg.loss = loss;
+    s.apg.bias = true;
+    auto train = [&](uint64_t limit) {
+      MemoryBudget budget(limit);
+      auto store = ShardStore::open(dir.file("store"), budget);
+      TrainOutcome out = train_fgm(*store, s, budget);
+      REQUIRE(budget.peak() <= limit);
+      return out;
+    };
+    TrainOutcome ample = train(256ull << 20);
+    REQUIRE(ample.iterations.size() == 4);
+    for (const auto& r : ample.iterations) REQUIRE(r.apg_recomputed_products == 0);
+    uint64_t limit = ample.budget_peak, smallest = 0;
+    bool shrunk = false;
+    while (true) {
+      limit = limit * 9 / 10;
+      TrainOutcome tight;
+      try {
+        tight = train(limit);
+      } catch (const Error& e) {
+        REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+        break;
+      }
+      CAPTURE(limit);
+      smallest = limit;
+      for (const auto& r : tight.iterations) shrunk = shrunk || r.apg_recomputed_products > 0;
+      REQUIRE(tight.model.features.size() == ample.model.features.size());
+      for (size_t k = 0; k < ample.model.features.size(); ++k) {
+        REQUIRE(tight.model.features[k].key == ample.model.features[k].key);
+        REQUIRE(std::memcmp(&tight.model.features[k].weight, &ample.model.features[k].weight,
+                            sizeof(double)) == 0);
+      }
+      REQUIRE(std::memcmp(&tight.model.bias, &ample.model.bias, sizeof(double)) == 0);
+      REQUIRE(std::memcmp(&tight.model.objective, &ample.model.objective, sizeof(double)) == 0);
+    }
+    // The cache really shrank, and the run completed on well under the ample peak.
+    REQUIRE(shrunk);
+    REQUIRE(smallest > 0);
+    REQUIRE(smallest < ample.budget_peak / 2);
   }
 }
