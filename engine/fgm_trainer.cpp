@@ -47,7 +47,10 @@ TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
   std::vector<double> a(n), decision(n, 0.0);
 
   SelectedFeatureCache cache(budget, n);
-  std::vector<BlockRef> blocks = store.plan_blocks(settings.block_bytes);
+  // A small budget gets smaller blocks, so that several stay in flight
+  // (scores do not depend on how the columns are cut into blocks).
+  const uint64_t block_bytes = std::max<uint64_t>(64 << 10, std::min(settings.block_bytes, budget.limit() / 16));
+  std::vector<BlockRef> blocks = store.plan_blocks(block_bytes);
   ApgState state;
   TrainOutcome out;
   // F_0: objective with no features (ω = 0, b = 0).
