@@ -14,7 +14,10 @@
 namespace fgm {
 
 Reservation::Reservation(Reservation&& other) noexcept
-    : budget_(other.budget_), bytes_(other.bytes_), purpose_(std::move(other.purpose_)) {
+    : budget_(other.budget_),
+      bytes_(other.bytes_),
+      purpose_(std::move(other.purpose_)),
+      remedy_(std::move(other.remedy_)) {
   other.budget_ = nullptr;
   other.bytes_ = 0;
 }
@@ -25,6 +28,7 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
     budget_ = other.budget_;
     bytes_ = other.bytes_;
     purpose_ = std::move(other.purpose_);
+    remedy_ = std::move(other.remedy_);
     other.budget_ = nullptr;
     other.bytes_ = 0;
   }
@@ -35,7 +39,7 @@ Reservation::~Reservation() { release(); }
 
 void Reservation::resize(uint64_t new_bytes) {
   FGM_ASSERT(budget_ != nullptr);
-  budget_->adjust(purpose_, bytes_, new_bytes, {});
+  budget_->adjust(purpose_, bytes_, new_bytes, remedy_);
   bytes_ = new_bytes;
 }
 
@@ -54,7 +58,7 @@ Reservation MemoryBudget::reserve(uint64_t bytes, std::string_view purpose,
                                   std::string_view remedy) {
   std::string name(purpose);
   adjust(name, 0, bytes, remedy);
-  return Reservation(this, bytes, std::move(name));
+  return Reservation(this, bytes, std::move(name), std::string(remedy));
 }
 
 Reservation MemoryBudget::reserve_up_to(uint64_t max_bytes, uint64_t unit, std::string_view purpose) {

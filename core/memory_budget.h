@@ -33,11 +33,12 @@ class Reservation {
 
  private:
   friend class MemoryBudget;
-  Reservation(MemoryBudget* budget, uint64_t bytes, std::string purpose)
-      : budget_(budget), bytes_(bytes), purpose_(std::move(purpose)) {}
+  Reservation(MemoryBudget* budget, uint64_t bytes, std::string purpose, std::string remedy = {})
+      : budget_(budget), bytes_(bytes), purpose_(std::move(purpose)), remedy_(std::move(remedy)) {}
   MemoryBudget* budget_ = nullptr;
   uint64_t bytes_ = 0;
   std::string purpose_;
+  std::string remedy_;  // repeated when growing the reservation fails
 };
 
 class MemoryBudget {

@@ -212,3 +212,40 @@ TEST_CASE("the model is the same bits under any budget that fits the needed data
     REQUIRE(smallest < ample.budget_peak / 2);
   }
 }
+
+// Issue 7 item 7: fgm.B = 10^9 on a small store. Each scoring block's top-B
+// cache and the selected list hold at most the candidates there are, counted.
+TEST_CASE("B = 10^9 on a small store runs within the budget", "[engine][fgm][budget]") {
+  test::TempDir dir("fgm-huge-b");
+  std::string path = dir.write("train.svm", test::random_libsvm(400, 60, 0.2, 5, {1, 4}));
+  {
+    MemoryBudget budget(256ull << 20);
+    IngestOptions o;
+    ingest_libsvm(path, dir.file("store"), o, budget);
+  }
+  for (const char* kind : {"linear", "hik"}) {
+    CAPTURE(kind);
+    // hik selects every level of a base feature: its columns need more.
+    MemoryBudget budget(std::string(kind) == "linear" ? 8ull << 20 : 64ull << 20);
+    auto store = ShardStore::open(dir.file("store"), budget);
+    TrainSettings s = small_settings(1000000000ull, 1, 2);
+    s.space.kind = kind;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    REQUIRE(budget.peak() <= budget.limit());
+    // Every feature with a nonzero score enters at once (α⁰ = C·1, so the
+    // score is (C Σ_i y_i x_ij)²): the oracle counts those columns.
+    uint64_t scoring = 0;
+    for (uint64_t j = 0; j < 60; ++j) {
+      std::vector<uint32_t> rows;
+      std::vector<float> values;
+      store->read_column(j, rows, values);
+      long double c = 0;
+      for (size_t k = 0; k < rows.size(); ++k) c += store->labels()[rows[k]] * (long double)values[k];
+      scoring += c != 0 ? 1 : 0;
+    }
+    REQUIRE(out.iterations.size() == 1);
+    REQUIRE(scoring > 10);
+    if (std::string(kind) == "linear") REQUIRE(out.model.features.size() == scoring);
+    else REQUIRE(out.model.features.size() >= scoring);  // hik: one group of levels per base feature
+  }
+}
