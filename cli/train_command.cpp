@@ -90,7 +90,7 @@ Command add_train(CLI::App& app) {
     bool has_test = !config.get_string("data.test").empty();
     EvalResult test;
     if (has_test) {
-      test = evaluate_file(config.get_string("data.test"), outcome.model, false);
+      test = evaluate_file(config.get_string("data.test"), outcome.model, false, budget);
       if (test.ignored_features > 0)
         spdlog::warn("{}", msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
                                                  test.first_ignored_index + outcome.model.index_base,

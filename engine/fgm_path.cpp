@@ -71,12 +71,12 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
       p.has_debiased = true;
     }
     if (test) {
-      p.test = evaluate_rows(*test, p.model, false);
-      if (p.has_debiased) p.test_debiased = evaluate_rows(*test, p.debiased, false);
+      p.test = evaluate_rows(*test, p.model, false, budget);
+      if (p.has_debiased) p.test_debiased = evaluate_rows(*test, p.debiased, false, budget);
     }
     if (validation) {
-      p.validation = evaluate_rows(*validation, p.model, false);
-      if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation, p.debiased, false);
+      p.validation = evaluate_rows(*validation, p.model, false, budget);
+      if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation, p.debiased, false, budget);
     }
     p.seconds = elapsed();
     out.points.push_back(std::move(p));

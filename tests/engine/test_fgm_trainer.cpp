@@ -55,7 +55,7 @@ TEST_CASE("FGM recovers planted features of Section 8.2-style data", "[engine][f
     if (std::binary_search(truth.ids.begin(), truth.ids.end(), f.key.ids[0])) ++recovered;
   CAPTURE(recovered);
   REQUIRE(recovered >= 17);
-  EvalResult test = evaluate_file(dir.file("test.svm"), out.model, false);
+  EvalResult test = evaluate_file(dir.file("test.svm"), out.model, false, budget);
   CAPTURE(test.accuracy);
   REQUIRE(test.accuracy > 0.85);
   REQUIRE(test.auc > 0.9);
@@ -247,5 +247,33 @@ TEST_CASE("B = 10^9 on a small store runs within the budget", "[engine][fgm][bud
     REQUIRE(scoring > 10);
     if (std::string(kind) == "linear") REQUIRE(out.model.features.size() == scoring);
     else REQUIRE(out.model.features.size() >= scoring);  // hik: one group of levels per base feature
+  }
+}
+
+// Issue 7 item 7: evaluate_file's per-row vectors (labels, scores, the AUC
+// rank order) are reserved: the budget's peak covers them, and a budget too
+// small for the file is a clear out-of-memory error.
+TEST_CASE("evaluating a file reserves its per-row memory", "[engine][evaluate][budget]") {
+  test::TempDir dir("fgm-eval-budget");
+  const uint64_t rows = 20000;
+  std::string train = dir.write("train.svm", test::random_libsvm(300, 20, 0.3, 3, {1, 2}));
+  std::string test_file = dir.write("test.svm", test::random_libsvm(rows, 20, 0.3, 4, {1, 2}));
+  MemoryBudget budget(256ull << 20);
+  auto store = make_store(dir, train, budget);
+  TrainOutcome out = train_fgm(*store, small_settings(3, 1, 1), budget);
+  store.reset();
+  MemoryBudget eval_budget(64ull << 20);
+  EvalResult r = evaluate_file(test_file, out.model, true, eval_budget);
+  REQUIRE(r.rows == rows);
+  REQUIRE(eval_budget.used() == 0);
+  // scores (8) + labels (1) per row, plus the rank order (8) while AUC runs.
+  REQUIRE(eval_budget.peak() >= rows * (8 + 1 + 8));
+  MemoryBudget tiny(64 << 10);
+  try {
+    evaluate_file(test_file, out.model, false, tiny);
+    FAIL("expected out-of-memory");
+  } catch (const Error& e) {
+    REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+    REQUIRE(std::string(e.what()).find("evaluation scores") != std::string::npos);
   }
 }
