@@ -51,8 +51,8 @@ struct ApgResult {
   int gradient_evaluations = 0;  // ∇_ω P evaluations (one pass over the selected columns each)
   bool converged = false;        // stopped by (41) (or at an exact fixed point), not by the cap
   // Added by the solver:
-  int column_passes = 0;           // all passes over the selected columns (∇P, X_h g_h, exact
-                                   // X ω refreshes, final decision values): the APG work measure
+  int column_passes = 0;           // all passes over the selected columns (∇P, X_h g_h, X_h v_h,
+                                   // final decision values): the APG work measure
   int bias_line_search_steps = 0;  // Armijo (36) evaluations of the b-step
   int restarts = 0;                // momentum resets after F_k > F_{k−1}
   double lipschitz_max = 0;        // largest τ tried (L_t raised instead of capping τ)
