@@ -277,3 +277,37 @@ TEST_CASE("evaluating a file reserves its per-row memory", "[engine][evaluate][b
     REQUIRE(std::string(e.what()).find("evaluation scores") != std::string::npos);
   }
 }
+
+// A budget with room for fewer blocks than the token count runs fewer in
+// flight (same results, every block once); without room for two it fails.
+TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engine][scheduler][budget]") {
+  test::TempDir dir("fgm-tokens");
+  std::string path = dir.write("train.svm", test::random_libsvm(2000, 300, 0.2, 6));
+  MemoryBudget big(256ull << 20);
+  auto store = make_store(dir, path, big);
+  std::vector<BlockRef> blocks = store->plan_blocks(8 << 10);
+  REQUIRE(blocks.size() > 8);
+  uint64_t largest = 0;
+  for (const auto& b : blocks) largest = std::max(largest, b.bytes);
+  SchedulerOptions o;
+  o.threads = 2;  // 6 tokens
+  auto count_nnz = [&](MemoryBudget& budget) {
+    uint64_t nnz = 0;
+    std::function<uint64_t(const BlockRef&, const ColumnBlock&)> transform =
+        [](const BlockRef&, const ColumnBlock& b) { return b.col_ptr[b.column_count] - b.col_ptr[0]; };
+    std::function<void(uint64_t&&)> consume = [&](uint64_t&& k) { nnz += k; };
+    stream_blocks<uint64_t>(*store, blocks, o, budget, transform, consume);
+    return nnz;
+  };
+  MemoryBudget three(3 * largest);
+  REQUIRE(count_nnz(three) == store->info().nnz);
+  REQUIRE(three.peak() <= 3 * largest);
+  MemoryBudget one(largest + largest / 2);
+  try {
+    count_nnz(one);
+    FAIL("expected out-of-memory");
+  } catch (const Error& e) {
+    REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+    REQUIRE(std::string(e.what()).find("scoring blocks in flight") != std::string::npos);
+  }
+}
