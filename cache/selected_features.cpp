@@ -1,49 +1,73 @@
 #include "cache/selected_features.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace fgm {
 
+namespace {
+constexpr const char* kPurpose = "selected-feature cache";
+constexpr const char* kRemedy = "lower fgm.B or fgm.max_iterations (fewer selected columns)";
+}  // namespace
+
 SelectedFeatureCache::SelectedFeatureCache(MemoryBudget& budget, uint64_t n_rows)
     : budget_(budget), n_rows_(n_rows) {
-  reservation_ = budget_.reserve(0, "selected-feature cache",
-                                 "lower fgm.B or fgm.max_iterations (fewer selected columns)");
+  reservation_ = budget_.reserve(0, kPurpose, kRemedy);
 }
 
 SparseColumnView SelectedFeatureCache::column(size_t k) const {
   FGM_ASSERT(k < keys_.size());
-  SparseColumnView v;
-  v.rows = rows_.data() + col_ptr_[k];
-  v.values = values_.data() + col_ptr_[k];
-  v.nnz = col_ptr_[k + 1] - col_ptr_[k];
-  return v;
+  const Column& c = columns_[k];
+  return {c.rows.get(), c.values.get(), c.nnz};
+}
+
+uint64_t SelectedFeatureCache::index_bytes(size_t capacity) const {
+  return capacity * (sizeof(FeatureKey) + sizeof(Column) + sizeof(size_t));
 }
 
 uint64_t SelectedFeatureCache::bytes() const {
-  return rows_.capacity() * sizeof(uint32_t) + values_.capacity() * sizeof(float) +
-         col_ptr_.capacity() * sizeof(uint64_t) + keys_.capacity() * sizeof(FeatureKey);
+  return total_nnz_ * (sizeof(uint32_t) + sizeof(float)) + index_bytes(index_capacity_);
 }
 
-void SelectedFeatureCache::begin_batch() { batch_begin_.push_back(keys_.size()); }
+void SelectedFeatureCache::begin_batch() {
+  if (batch_begin_.size() == batch_begin_.capacity()) grow_index();
+  batch_begin_.push_back(keys_.size());
+}
 
-void SelectedFeatureCache::grow_reservation() {
-  uint64_t need = bytes();
-  if (need > reservation_.bytes()) reservation_.resize(need);
+void SelectedFeatureCache::grow_index() {
+  // batch_begin_ never has more entries than there are columns + 1, so it
+  // shares the index capacity.
+  const size_t capacity = std::max<size_t>(16, 2 * index_capacity_);
+  const uint64_t columns_bytes = total_nnz_ * (sizeof(uint32_t) + sizeof(float));
+  // The old vectors live until their contents are moved: count both.
+  reservation_.resize(columns_bytes + index_bytes(index_capacity_) + index_bytes(capacity));
+  keys_.reserve(capacity);
+  columns_.reserve(capacity);
+  batch_begin_.reserve(capacity + 1);
+  index_capacity_ = capacity;
+  reservation_.resize(bytes());
 }
 
 void SelectedFeatureCache::add_column(const FeatureKey& key, const std::vector<uint32_t>& rows,
                                       const std::vector<float>& values) {
   FGM_ASSERT(!batch_begin_.empty());
   FGM_ASSERT(rows.size() == values.size());
-  // Reserve before growing so the budget error fires before the allocation.
-  uint64_t after = (rows_.size() + rows.size()) * (sizeof(uint32_t) + sizeof(float)) +
-                   (col_ptr_.size() + 1) * sizeof(uint64_t) + (keys_.size() + 1) * sizeof(FeatureKey);
-  if (after > reservation_.bytes()) reservation_.resize(after + after / 2);
-  rows_.insert(rows_.end(), rows.begin(), rows.end());
-  values_.insert(values_.end(), values.begin(), values.end());
-  col_ptr_.push_back(rows_.size());
+  if (keys_.size() == index_capacity_) grow_index();
+  // Reserve before allocating, so the budget error fires first.
+  const uint64_t nnz = rows.size();
+  reservation_.resize(bytes() + nnz * (sizeof(uint32_t) + sizeof(float)));
+  Column c;
+  c.nnz = nnz;
+  if (nnz > 0) {
+    c.rows.reset(new uint32_t[nnz]);
+    c.values.reset(new float[nnz]);
+    std::copy(rows.begin(), rows.end(), c.rows.get());
+    std::copy(values.begin(), values.end(), c.values.get());
+  }
+  columns_.push_back(std::move(c));
   keys_.push_back(key);
-  grow_reservation();
+  total_nnz_ += nnz;
 }
 
 }  // namespace fgm

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ class SelectedFeatureCache {
   }
   const FeatureKey& key(size_t k) const { return keys_[k]; }
   SparseColumnView column(size_t k) const;
-  uint64_t total_nnz() const { return rows_.size(); }
+  uint64_t total_nnz() const { return total_nnz_; }
+  // Bytes allocated (capacities, not sizes): what the reservation covers.
   uint64_t bytes() const;
 
   // Starts a new batch (an outer iteration's ω_h); columns added next belong to it.
@@ -42,14 +44,25 @@ class SelectedFeatureCache {
                   const std::vector<float>& values);
 
  private:
-  void grow_reservation();
+  // Each column is its own allocation of exactly its nonzeros, so adding one
+  // never copies (or transiently doubles) the columns already held.
+  struct Column {
+    std::unique_ptr<uint32_t[]> rows;
+    std::unique_ptr<float[]> values;
+    uint64_t nnz = 0;
+  };
+  // Makes room for one more column in the per-column index vectors, reserving
+  // their new capacity (and the old one while it is copied) first.
+  void grow_index();
+  uint64_t index_bytes(size_t capacity) const;
+
   MemoryBudget& budget_;
   Reservation reservation_;
   uint64_t n_rows_;
+  uint64_t total_nnz_ = 0;
+  size_t index_capacity_ = 0;  // capacity of keys_ and columns_
   std::vector<FeatureKey> keys_;
-  std::vector<uint64_t> col_ptr_{0};
-  std::vector<uint32_t> rows_;
-  std::vector<float> values_;
+  std::vector<Column> columns_;
   std::vector<size_t> batch_begin_;
 };
 

@@ -20,24 +20,33 @@ Command add_predict(CLI::App& app) {
   auto* sub = app.add_subcommand("predict", "score LIBSVM text with a model; prints accuracy= and auc=");
   struct Args {
     std::string model, input, out;
+    std::string memory_budget = "1GB";
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--model", args->model, "model.fgm written by fgm train")->required();
   sub->add_option("input", args->input, "LIBSVM/svmlight file (plain/gz/bz2/xz)")->required();
   sub->add_option("--out", args->out, "write one decision value per line here");
+  sub->add_option("--memory-budget", args->memory_budget, "peak memory for scores, e.g. 256MB")
+      ->capture_default_str();
   return {sub, [args]() {
+            MemoryBudget budget(parse_byte_size(args->memory_budget, "--memory-budget"), "--memory-budget");
             check_input_file(args->model, "--model");
             check_input_file(args->input, "input");
             if (!args->out.empty()) check_output_file(args->out, "--out");
             Model model = read_model(args->model);
-            EvalResult r = evaluate_file(args->input, model, !args->out.empty());
+            Reservation scores_mem;
+            EvalResult r = evaluate_file(args->input, model, !args->out.empty(), budget, &scores_mem);
             if (r.ignored_features > 0)
               spdlog::warn("{}", msg::wider_than_model(args->input, r.first_ignored_line,
                                                        r.first_ignored_index + model.index_base,
                                                        model.n_features));
             if (!args->out.empty()) {
+              // "{:.9g}\n" is at most 17 characters ("-1.23456789e-100\n").
+              constexpr uint64_t kLineBytes = 17;
+              Reservation text_mem = budget.reserve(r.scores.size() * kLineBytes, "score file text",
+                                                    "write scores for a smaller test file");
               std::string text;
-              text.reserve(r.scores.size() * 12);
+              text.reserve(r.scores.size() * kLineBytes);
               for (double s : r.scores) text += fmt::format("{:.9g}\n", s);
               write_file_atomic(args->out, text);
             }

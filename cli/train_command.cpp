@@ -132,7 +132,7 @@ Command add_train(CLI::App& app) {
     bool has_test = !config.get_string("data.test").empty();
     EvalResult test;
     if (has_test) {
-      test = evaluate_file(config.get_string("data.test"), outcome.model, false);
+      test = evaluate_file(config.get_string("data.test"), outcome.model, false, budget);
       if (test.ignored_features > 0)
         warnings.add("test_features_beyond_model",
                      msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,

@@ -15,7 +15,10 @@
 namespace fgm {
 
 Reservation::Reservation(Reservation&& other) noexcept
-    : budget_(other.budget_), bytes_(other.bytes_), purpose_(std::move(other.purpose_)) {
+    : budget_(other.budget_),
+      bytes_(other.bytes_),
+      purpose_(std::move(other.purpose_)),
+      remedy_(std::move(other.remedy_)) {
   other.budget_ = nullptr;
   other.bytes_ = 0;
 }
@@ -26,6 +29,7 @@ Reservation& Reservation::operator=(Reservation&& other) noexcept {
     budget_ = other.budget_;
     bytes_ = other.bytes_;
     purpose_ = std::move(other.purpose_);
+    remedy_ = std::move(other.remedy_);
     other.budget_ = nullptr;
     other.bytes_ = 0;
   }
@@ -36,7 +40,7 @@ Reservation::~Reservation() { release(); }
 
 void Reservation::resize(uint64_t new_bytes) {
   FGM_ASSERT(budget_ != nullptr);
-  budget_->adjust(purpose_, bytes_, new_bytes, {});
+  budget_->adjust(purpose_, bytes_, new_bytes, remedy_);
   bytes_ = new_bytes;
 }
 
@@ -55,6 +59,19 @@ Reservation MemoryBudget::reserve(uint64_t bytes, std::string_view purpose,
                                   std::string_view remedy) {
   std::string name(purpose);
   adjust(name, 0, bytes, remedy);
+  return Reservation(this, bytes, std::move(name), std::string(remedy));
+}
+
+Reservation MemoryBudget::reserve_up_to(uint64_t max_bytes, uint64_t unit, std::string_view purpose) {
+  FGM_ASSERT(unit > 0);
+  std::string name(purpose);
+  std::lock_guard<std::mutex> lock(mutex_);  // measure and take in one step
+  const uint64_t bytes = std::min(max_bytes, limit_ - used_) / unit * unit;
+  if (bytes > 0) {
+    used_ += bytes;
+    by_purpose_[name] += bytes;
+    peak_ = std::max(peak_, used_);
+  }
   return Reservation(this, bytes, std::move(name));
 }
 

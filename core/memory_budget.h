@@ -33,11 +33,12 @@ class Reservation {
 
  private:
   friend class MemoryBudget;
-  Reservation(MemoryBudget* budget, uint64_t bytes, std::string purpose)
-      : budget_(budget), bytes_(bytes), purpose_(std::move(purpose)) {}
+  Reservation(MemoryBudget* budget, uint64_t bytes, std::string purpose, std::string remedy = {})
+      : budget_(budget), bytes_(bytes), purpose_(std::move(purpose)), remedy_(std::move(remedy)) {}
   MemoryBudget* budget_ = nullptr;
   uint64_t bytes_ = 0;
   std::string purpose_;
+  std::string remedy_;  // repeated when growing the reservation fails
 };
 
 class MemoryBudget {
@@ -50,6 +51,9 @@ class MemoryBudget {
   // Reserves `bytes` for `purpose` (a short noun phrase, e.g. "ingest sort buffer").
   // `remedy` says what besides the budget itself would shrink this use.
   Reservation reserve(uint64_t bytes, std::string_view purpose, std::string_view remedy = {});
+  // For caches, which shrink instead of failing: reserves the largest multiple
+  // of `unit` bytes that is at most `max_bytes` and fits now (possibly 0).
+  Reservation reserve_up_to(uint64_t max_bytes, uint64_t unit, std::string_view purpose);
 
   uint64_t limit() const { return limit_; }
   uint64_t used() const;

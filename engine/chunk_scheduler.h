@@ -130,18 +130,26 @@ PassStats stream_blocks(const ShardStore& store, const std::vector<BlockRef>& bl
                         ResidentBlocks* resident = nullptr) {
   auto start = std::chrono::steady_clock::now();
   PassStats stats;
-  const int tokens = effective_tokens(options);
+  int tokens = effective_tokens(options);
   uint64_t largest = 0, total = 0;
   for (const auto& b : blocks) {
     largest = std::max(largest, b.read_bytes);
     total += b.bytes;
   }
   // Read buffers of the blocks in flight: count them (unless every block is
-  // already resident, when nothing is read).
+  // already resident, when nothing is read). A tight budget runs fewer blocks
+  // in flight, down to one.
   Reservation in_flight;
-  if (!resident || !resident->holds_all(blocks))
-    in_flight = budget.reserve(largest * static_cast<uint64_t>(tokens), "scoring blocks in flight",
-                               "lower engine.block_bytes or engine.blocks_in_flight");
+  if ((!resident || !resident->holds_all(blocks)) && largest > 0) {
+    in_flight = budget.reserve_up_to(largest * static_cast<uint64_t>(tokens), largest,
+                                     "scoring blocks in flight");
+    const uint64_t fit = in_flight.bytes() / largest;
+    if (fit < 1) {
+      in_flight.release();  // not even one: fail with the usual message
+      in_flight = budget.reserve(largest, "scoring blocks in flight", "lower engine.block_bytes");
+    }
+    tokens = static_cast<int>(std::min<uint64_t>(tokens, std::max<uint64_t>(fit, 1)));
+  }
   BlockBufferPool buffers;
   ProgressBar bar(options.progress_label, total, options.progress);
   size_t next = 0;

@@ -55,8 +55,14 @@ ReaderOptions reader_options_for(const Model& model) {
   return opt;
 }
 
-EvalResult finish(std::vector<double>& scores, const std::vector<int8_t>& labels, bool keep_scores) {
+constexpr const char* kEvalPurpose = "evaluation scores";
+constexpr const char* kEvalRemedy = "evaluate a smaller test file";
+
+EvalResult finish(std::vector<double>& scores, const std::vector<int8_t>& labels, bool keep_scores,
+                  MemoryBudget& budget) {
   EvalResult r;
+  // area_under_roc sorts an index vector of n entries.
+  Reservation order_mem = budget.reserve(scores.size() * sizeof(size_t), "AUC rank order", kEvalRemedy);
   r.rows = scores.size();
   uint64_t correct = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
@@ -93,32 +99,47 @@ LabeledRows load_labeled_rows(const std::string& path, const Model& model, Memor
   return out;
 }
 
-EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores) {
+EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores,
+                         MemoryBudget& budget) {
   ModelScorer scorer(model);
+  Reservation scores_mem = budget.reserve(rows.rows() * sizeof(double), kEvalPurpose, kEvalRemedy);
   std::vector<double> scores(rows.rows());
   for (size_t i = 0; i < rows.rows(); ++i) {
     uint64_t b = rows.row_ptr[i], e = rows.row_ptr[i + 1];
     scores[i] = scorer.decision(rows.indices.data() + b, rows.values.data() + b, e - b);
   }
-  EvalResult r = finish(scores, rows.labels, keep_scores);
+  EvalResult r = finish(scores, rows.labels, keep_scores, budget);
   r.ignored_features = rows.ignored_features;
   r.first_ignored_line = rows.first_ignored_line;
   r.first_ignored_index = rows.first_ignored_index;
   return r;
 }
 
-EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores) {
+EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores,
+                         MemoryBudget& budget, Reservation* scores_memory) {
   LibsvmReader reader(path, reader_options_for(model));
   ModelScorer scorer(model);
+  Reservation mem = budget.reserve(0, kEvalPurpose, kEvalRemedy);
   std::vector<double> scores;
   std::vector<int8_t> labels;
+  constexpr uint64_t kRowBytes = sizeof(double) + sizeof(int8_t);
   SparseRow row;
   while (reader.next(row)) {
+    if (scores.size() == scores.capacity()) {
+      // Grow both by reserving first; the old buffers live while copied.
+      const uint64_t old_capacity = scores.capacity();
+      const uint64_t capacity = std::max<uint64_t>(4096, 2 * old_capacity);
+      mem.resize((old_capacity + capacity) * kRowBytes);
+      scores.reserve(capacity);
+      labels.reserve(capacity);
+      mem.resize(capacity * kRowBytes);
+    }
     labels.push_back(map_label(path, row, model));
     scores.push_back(scorer.decision(row.indices.data(), row.values.data(), row.indices.size()));
   }
   if (scores.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
-  EvalResult r = finish(scores, labels, keep_scores);
+  EvalResult r = finish(scores, labels, keep_scores, budget);
+  if (keep_scores && scores_memory) *scores_memory = std::move(mem);
   r.ignored_features = reader.beyond_declared();
   r.first_ignored_line = reader.first_beyond_line();
   r.first_ignored_index = reader.first_beyond_index();

@@ -40,10 +40,15 @@ struct LabeledRows {
 // Reads `path` with the label map and width of `model` (bytes reserved from budget).
 LabeledRows load_labeled_rows(const std::string& path, const Model& model, MemoryBudget& budget,
                               Reservation& reservation);
-EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores);
+// Scores and the AUC's rank order (16 bytes per row) are reserved from `budget`.
+EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores,
+                         MemoryBudget& budget);
 
 // Evaluates `path`. Features beyond model.n_features are ignored (counted; the
 // caller warns once). A label that is neither of the model's labels is an error.
-EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores);
+// Labels, scores and the AUC's rank order are reserved from `budget`; with
+// keep_scores, `scores_memory` (if given) keeps the reservation of r.scores.
+EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores,
+                         MemoryBudget& budget, Reservation* scores_memory = nullptr);
 
 }  // namespace fgm

@@ -80,12 +80,12 @@ void PathRun::load_evaluation_rows() {
 
 void PathRun::evaluate_point(PathPoint& p) const {
   if (test_) {
-    p.test = evaluate_rows(*test_, p.model, false);
-    if (p.has_debiased) p.test_debiased = evaluate_rows(*test_, p.debiased, false);
+    p.test = evaluate_rows(*test_, p.model, false, budget_);
+    if (p.has_debiased) p.test_debiased = evaluate_rows(*test_, p.debiased, false, budget_);
   }
   if (validation_) {
-    p.validation = evaluate_rows(*validation_, p.model, false);
-    if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation_, p.debiased, false);
+    p.validation = evaluate_rows(*validation_, p.model, false, budget_);
+    if (p.has_debiased) p.validation_debiased = evaluate_rows(*validation_, p.debiased, false, budget_);
   }
 }
 

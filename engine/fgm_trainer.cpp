@@ -97,7 +97,9 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   progress_.alpha.assign(n_, settings.apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
   a_.resize(n_);
   decision_.assign(n_, 0.0);
-  blocks_ = store.plan_blocks(settings.block_bytes);
+  // A small budget gets smaller blocks, so that several stay in flight
+  // (scores do not depend on how the columns are cut into blocks).
+  blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(settings.block_bytes, budget.limit() / 16)));
   // F_0: objective with no features (ω = 0, b = 0).
   f0_ = loss_value(settings.apg.loss, settings.apg.C, y_, decision_);
   f_prev_ = f0_;
@@ -192,6 +194,7 @@ void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
   rec.apg_iterations = r.iterations;
   rec.apg_line_search_steps = r.line_search_steps;
   rec.apg_gradient_evaluations = r.gradient_evaluations;
+  rec.apg_recomputed_products = r.recomputed_products;
   rec.apg_converged = r.converged;
   rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
   warn_apg_stop(rec, settings_.warnings);

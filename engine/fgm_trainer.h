@@ -64,6 +64,7 @@ struct IterationRecord {
   int apg_gradient_evaluations = 0;
   bool apg_converged = false;     // APG stopped by its rule (41), not by the cap or a stall
   std::string apg_stop;           // "converged", "max_iterations" or "stalled"
+  uint64_t apg_recomputed_products = 0;  // inner-product cache misses (the budget had no room)
 };
 
 struct TrainOutcome {

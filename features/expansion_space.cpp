@@ -22,7 +22,7 @@ namespace fgm {
 namespace {
 
 struct TopOutput : BlockOutput {
-  explicit TopOutput(size_t B) : top(B) {}
+  TopOutput(size_t B, MemoryBudget* budget) : top(B, budget) {}
   TopBCache top;
 };
 
@@ -74,7 +74,7 @@ void ExpansionSpace::mark_selected(uint64_t candidate) {
 
 SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
   SpaceScores out;
-  TopBCache global(ctx.B);
+  TopBCache global(ctx.B, ctx.budget);
   const double* a = ctx.a;
   const uint64_t B = ctx.B;
   const uint32_t D = map_.dim();
@@ -87,7 +87,7 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
   out.pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto local = std::make_unique<TopOutput>(B);
+        auto local = std::make_unique<TopOutput>(B, ctx.budget);
         std::vector<double> c(D), phi(D), scratch(D);
         // HIK: below[m] = Σ a_i over entries whose first m components are full;
         // partial[l] = Σ a_i·φ_l over entries whose component l is partial.
@@ -146,7 +146,7 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
       [&](std::unique_ptr<BlockOutput> o) { global.merge(static_cast<TopOutput&>(*o).top); },
       hik ? "scoring hik groups" : "scoring additive groups");
   out.candidates_scored = n_features_ * D;
-  out.top = global.sorted();
+  out.top = global.take_sorted(&out.top_memory);
   return out;
 }
 

@@ -37,6 +37,7 @@ struct ScoringContext {
 
 struct SpaceScores {
   std::vector<ScoredCandidate> top;   // best first, scores > 0, unselected only
+  Reservation top_memory;              // covers `top` (B may far exceed the candidates)
   uint64_t candidates_scored = 0;     // generated features (or groups) whose score was computed
   uint64_t pair_updates = 0;          // Σ_i a_i x_ij x_ik accumulations (poly2)
   PassStats pass;                     // all streaming of this analysis

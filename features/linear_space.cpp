@@ -11,7 +11,7 @@ namespace fgm {
 namespace {
 
 struct TopOutput : BlockOutput {
-  explicit TopOutput(size_t B) : top(B) {}
+  TopOutput(size_t B, MemoryBudget* budget) : top(B, budget) {}
   TopBCache top;
 };
 
@@ -22,13 +22,13 @@ LinearSpace::LinearSpace(const ShardStore& store, MemoryBudget& budget)
 
 SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   SpaceScores out;
-  TopBCache global(ctx.B);
+  TopBCache global(ctx.B, ctx.budget);
   const double* a = ctx.a;
   const uint64_t B = ctx.B;
   out.pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto local = std::make_unique<TopOutput>(B);
+        auto local = std::make_unique<TopOutput>(B, ctx.budget);
         for (uint64_t k = 0; k < block.column_count; ++k) {
           uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
           if (begin == end) continue;
@@ -44,7 +44,7 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
       [&](std::unique_ptr<BlockOutput> o) { global.merge(static_cast<TopOutput&>(*o).top); },
       "scoring");
   out.candidates_scored = n_features_;
-  out.top = global.sorted();
+  out.top = global.take_sorted(&out.top_memory);
   return out;
 }
 
@@ -87,7 +87,7 @@ SpaceScores GroupSpace::score(const ScoringContext& ctx) {
     for (uint64_t p = groups_.member_ptr[g]; p < groups_.member_ptr[g + 1]; ++p) s += c[groups_.members[p]] * c[groups_.members[p]];
     return s;
   };
-  TopBCache top(ctx.B);
+  TopBCache top(ctx.B, ctx.budget);
   uint64_t evaluated = 0;
   if (groups_.structure != GroupStructure::kTree) {
     for (uint64_t g = 0; g < groups_.n_groups; ++g) {
@@ -111,7 +111,7 @@ SpaceScores GroupSpace::score(const ScoringContext& ctx) {
   }
   last_evaluated_ = evaluated;
   out.candidates_scored = evaluated;
-  out.top = top.sorted();
+  out.top = top.take_sorted(&out.top_memory);
   return out;
 }
 

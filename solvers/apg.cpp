@@ -44,15 +44,23 @@
 //    by η per accepted first trial, so this costs at most log_{1/η}(τ₀/L)
 //    iterations.
 //
-// Section 5.5 inner-product cache: per batch h the solver keeps X_h v_h,
-// X_h g_h (g = ∇_ω P(v)) and X_h ω_h of the last iterate as n-vectors. A trial
-// step of the line search then costs O(n t): S_τ only rescales
-// u_h = v_h − g_h/τ, so X_h ω_h − X_h v_h = (scale_h(τ) − 1)·X_h v_h −
-// (scale_h(τ)/τ)·X_h g_h. Each iteration makes two passes over the selected
-// columns (g = X'∇_d P and the X_h g_h); X ω^k and X v^{k+1} follow from the
-// cache in one fused O(n t) sweep. Every kRefreshPeriod iterations X ω and X v
-// are recomputed exactly against drift of these recurrences, and the returned
-// decision values are always recomputed exactly.
+// Section 5.5 inner-product cache: per batch h the solver keeps X_h v_h and
+// X_h g_h (g = ∇_ω P(v)) as n-vectors. A trial step of the line search then
+// costs O(n t): S_τ only rescales u_h = v_h − g_h/τ, so X_h ω_h − X_h v_h =
+// (scale_h(τ) − 1)·X_h v_h − (scale_h(τ)/τ)·X_h g_h. Each iteration makes three
+// passes over the selected columns: g = X'∇_d P, X_h g_h, and X_h v_h at the
+// new v. X v is formed exactly rather than by the recurrence
+// X v^{k+1} = (1+β) X ω^k − β X ω^{k−1}, which would save one pass but drifts,
+// needs a third n-vector per batch, and could not be reproduced for a batch
+// whose vectors were not kept.
+//
+// The cache shrinks instead of failing: it keeps as many of the 2t vectors
+// as the budget has room for (batch by batch, X_h v_h before X_h g_h) and
+// recomputes the others from the batch's columns each time they are needed.
+// Cached and recomputed vectors come from the same routine and are added to
+// the sums in the same order, so the solution is bit-for-bit the same for any
+// cache size; a smaller cache costs time (two batch passes per line-search
+// trial for each batch not kept), not memory.
 //
 // Determinism: every sum has a fixed order independent of options.threads.
 // Columns are reduced one per task (a sequential dot product), X_h g_h one
@@ -85,7 +93,6 @@ const char* loss_name(Loss loss) {
 namespace {
 
 constexpr size_t kRowChunk = 8192;       // rows per task and per partial sum
-constexpr int kRefreshPeriod = 100;      // iterations between exact X ω, X v
 constexpr int kMaxLineSearchTrials = 200;  // τ grows by η^-200: only a stall gets here
 
 // Runs index loops on a task arena of exactly `threads` threads (or inline).
@@ -150,11 +157,18 @@ class ApgSolver {
         n_(cache.n_rows()),
         cols_(cache.num_columns()),
         t_(cache.num_batches()) {
-    // 3 n t for X ω, X v, X g; 6 n for decision values at v and ω, the trial
-    // step δ, margins, σ, ∇_d P; 5 per column for ω (now, previous, trial), v, g.
-    uint64_t doubles = 3 * uint64_t(n_) * t_ + 6 * uint64_t(n_) + 5 * uint64_t(cols_) + 4 * t_;
-    reservation_ = budget.reserve(doubles * sizeof(double), "APG inner-product cache",
-                                  "lower fgm.max_iterations or fgm.B");
+    // Required: 4 n for decision values at v and ω (the latter also the trial
+    // step δ), margins, ∇_d P (also the scratch for products not cached), and
+    // σ for the logistic loss; 5 per column for ω (now, previous, trial), v, g.
+    const uint64_t row_vectors = LossT::kNeedsSigmoid ? 5 : 4;
+    const uint64_t doubles = row_vectors * uint64_t(n_) + 5 * uint64_t(cols_) + 5 * uint64_t(t_);
+    reservation_ = budget.reserve(doubles * sizeof(double), "APG per-row vectors",
+                                  "use fewer training rows");
+    // Optional: the inner-product cache, 2 n-vectors per batch, as many as fit.
+    const uint64_t vector_bytes = std::max<uint64_t>(1, uint64_t(n_) * sizeof(double));
+    cache_reservation_ = budget.reserve_up_to(2 * uint64_t(t_) * vector_bytes, vector_bytes,
+                                              "APG inner-product cache");
+    cached_ = n_ == 0 ? 2 * t_ : cache_reservation_.bytes() / vector_bytes;
     for (size_t h = 0; h < t_; ++h) {
       FGM_ASSERT(cache.batch_begin(h) <= cache.batch_end(h));
     }
@@ -167,19 +181,94 @@ class ApgSolver {
   size_t begin(size_t h) const { return cache_.batch_begin(h); }
   size_t end(size_t h) const { return cache_.batch_end(h); }
 
-  // out_h = X_h x_h for every batch (one pass over the columns).
-  void multiply(const std::vector<double>& x, std::vector<double>& out) {
-    ex_.for_each(t_, [&](size_t h) {
-      double* o = out.data() + h * n_;
-      std::fill(o, o + n_, 0.0);
-      for (size_t j = begin(h); j < end(h); ++j) {
-        double xj = x[j];
-        if (xj == 0) continue;
-        SparseColumnView c = cache_.column(j);
-        for (uint64_t k = 0; k < c.nnz; ++k) o[c.rows[k]] += xj * double(c.values[k]);
-      }
-    });
+  // Which products the inner-product cache keeps: slot 2h + kind while it fits.
+  enum Product { kXv = 0, kXg = 1 };
+  bool is_cached(Product kind, size_t h) const { return 2 * h + kind < cached_; }
+  double* slot(Product kind, size_t h) { return products_.data() + (2 * h + kind) * n_; }
+
+  // out = X_h x_h, one pass over batch h's columns. Every product, cached or
+  // not, is formed here, so its bits do not depend on the cache size.
+  void batch_product(size_t h, const std::vector<double>& x, double* out) const {
+    std::fill(out, out + n_, 0.0);
+    for (size_t j = begin(h); j < end(h); ++j) {
+      double xj = x[j];
+      if (xj == 0) continue;
+      SparseColumnView c = cache_.column(j);
+      for (uint64_t k = 0; k < c.nnz; ++k) out[c.rows[k]] += xj * double(c.values[k]);
+    }
+  }
+
+  // Forms the cached products X_h x_h of `kind` (one task per batch); the
+  // others are formed on demand by product().
+  void refresh(Product kind, const std::vector<double>& x) {
+    size_t kept = 0;
+    while (kept < t_ && is_cached(kind, kept)) ++kept;
+    ex_.for_each(kept, [&](size_t h) { batch_product(h, x, slot(kind, h)); });
     ++column_passes_;
+  }
+
+  // X_h x_h: the cached vector (refreshed with this x) or, if the cache has
+  // no room for it, recomputed into the scratch vector (valid until the next call).
+  const double* product(Product kind, size_t h, const std::vector<double>& x) {
+    if (is_cached(kind, h)) return slot(kind, h);
+    batch_product(h, x, r_.data());
+    ++recomputed_products_;
+    return r_.data();
+  }
+
+  // out_i = Σ_h (X_h x_h)_i − b, batches added in order.
+  void sum_products(Product kind, const std::vector<double>& x, double b, std::vector<double>& out) {
+    ex_.for_rows(n_, [&](size_t lo, size_t hi) { std::fill(out.begin() + lo, out.begin() + hi, 0.0); });
+    for (size_t h = 0; h < t_; ++h) {
+      const double* p = product(kind, h, x);
+      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) out[i] += p[i];
+      });
+    }
+    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) out[i] -= b;
+    });
+  }
+
+  // δ = X(ω − v) = Σ_h coef_v_h X_h v_h − coef_g_h X_h g_h (added in batch
+  // order, v before g), then Σ_i of the loss's Bregman remainder at δ.
+  double trial_step(const std::vector<double>& v, const std::vector<double>& g,
+                    const std::vector<double>& coef_v, const std::vector<double>& coef_g,
+                    std::vector<double>& delta) {
+    const double C = opt_.C;
+    auto bregman_sum = [&](size_t lo, size_t hi) {
+      double acc = 0;
+      for (size_t i = lo; i < hi; ++i)
+        acc += LossT::bregman(C, m_[i], LossT::kNeedsSigmoid ? p_[i] : 0.0, double(y_[i]) * delta[i]);
+      return acc;
+    };
+    if (cached_ >= 2 * t_) {
+      // Everything cached: one fused sweep per row chunk (same order of operations).
+      return ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
+        std::fill(delta.begin() + lo, delta.begin() + hi, 0.0);
+        for (size_t h = 0; h < t_; ++h) {
+          const double cv = coef_v[h], cg = coef_g[h];
+          const double* xv = slot(kXv, h);
+          const double* xg = slot(kXg, h);
+          for (size_t i = lo; i < hi; ++i) delta[i] += cv * xv[i];
+          for (size_t i = lo; i < hi; ++i) delta[i] -= cg * xg[i];
+        }
+        return bregman_sum(lo, hi);
+      });
+    }
+    ex_.for_rows(n_, [&](size_t lo, size_t hi) { std::fill(delta.begin() + lo, delta.begin() + hi, 0.0); });
+    for (size_t h = 0; h < t_; ++h) {
+      const double cv = coef_v[h], cg = coef_g[h];
+      const double* xv = product(kXv, h, v);
+      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) delta[i] += cv * xv[i];
+      });
+      const double* xg = product(kXg, h, g);
+      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) delta[i] -= cg * xg[i];
+      });
+    }
+    return ex_.sum_rows(n_, bregman_sum);
   }
 
   // g_j = Σ_i r_i x_ij (one pass over the columns).
@@ -203,17 +292,6 @@ class ApgSolver {
       z += std::sqrt(s);
     }
     return 0.5 * z * z;
-  }
-
-  // d_i = Σ_h src_h[i] − b.
-  void sum_batches(const std::vector<double>& src, double b, std::vector<double>& d) {
-    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) {
-        double s = 0;
-        for (size_t h = 0; h < t_; ++h) s += src[h * n_ + i];
-        d[i] = s - b;
-      }
-    });
   }
 
   // Margins m_i = y_i d_i and (logistic) p_i = σ(−m_i); optionally r_i = ∂P/∂d_i.
@@ -240,8 +318,12 @@ class ApgSolver {
   Executor ex_;
   size_t n_, cols_, t_;
   Reservation reservation_;
-  std::vector<double> m_, p_, r_;
+  Reservation cache_reservation_;
+  size_t cached_ = 0;                // products kept (of 2t)
+  std::vector<double> products_;     // cached_ × n, slot 2h + kind
+  std::vector<double> m_, p_, r_;    // r_ doubles as the scratch of product()
   int column_passes_ = 0;
+  uint64_t recomputed_products_ = 0;
   int gradient_evaluations_ = 0;
 };
 
@@ -257,21 +339,20 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   double tau_prev = L;  // τ₀ = L_t
   double tau_b_prev = 0;
 
-  // Inner-product cache (t × n each, batch-major): X_h v_h, X_h g_h, and X_h ω_h
-  // of the last iterate (which the momentum step needs as ω^{k−1}).
-  std::vector<double> Xv(n_ * t_), Xg(n_ * t_), Xw(n_ * t_);
+  // Inner-product cache: the kept X_h v_h, X_h g_h (batch-major, slot 2h + kind).
+  products_.resize(cached_ * n_);
   std::vector<double> w_prev = w, v = w, g(cols_), w_trial(cols_);
-  std::vector<double> dv(n_), d(n_), delta(n_);
+  // dv: decision values at (v, v_b); d: the trial step δ, then those at (ω^k, b).
+  std::vector<double> dv(n_), d(n_);
   m_.resize(n_);
   r_.resize(n_);
   if constexpr (LossT::kNeedsSigmoid) p_.resize(n_);
   std::vector<double> norms(t_), scales(t_), coef_v(t_), coef_g(t_);
   std::vector<size_t> order;
 
-  multiply(w, Xw);
-  Xv = Xw;
   double b_prev = b, vb = b;
-  sum_batches(Xv, vb, dv);
+  refresh(kXv, v);
+  sum_products(kXv, v, vb, dv);
   double F_prev = regularizer(w) + sum_loss<LossT>(ex_, C, y_, dv.data(), n_);
   double rho = 1.0;
   bool calibrated = cols_ == 0;  // has the ω line search rejected a step yet?
@@ -282,7 +363,7 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
     // backtracking on τ using only the cached X_h v_h, X_h g_h.
     margins(dv, true);
     gradient(r_, g);
-    multiply(g, Xg);
+    refresh(kXg, g);
 
     double tau = eta * tau_prev;
     int trials = 0;
@@ -312,21 +393,8 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
         coef_v[h] = scales[h] - 1.0;
         coef_g[h] = scales[h] * s;
       }
-      // δ = X(ω − v), batch by batch within each row chunk (sequential streams).
-      double lhs = ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
-        std::fill(delta.begin() + lo, delta.begin() + hi, 0.0);
-        for (size_t h = 0; h < t_; ++h) {
-          const double cv = coef_v[h], cg = coef_g[h];
-          const double* xv = Xv.data() + h * n_;
-          const double* xg = Xg.data() + h * n_;
-          for (size_t i = lo; i < hi; ++i) delta[i] += cv * xv[i] - cg * xg[i];
-        }
-        double acc = 0;
-        for (size_t i = lo; i < hi; ++i)
-          acc += LossT::bregman(C, m_[i], LossT::kNeedsSigmoid ? p_[i] : 0.0,
-                                double(y_[i]) * delta[i]);
-        return acc;
-      });
+      // δ = X(ω − v) from the inner-product cache, and the F ≤ Q test.
+      const double lhs = trial_step(v, g, coef_v, coef_g, d);
       if (lhs <= 0.5 * tau * dist2) {
         accepted = true;
         dist2_accepted = dist2;
@@ -347,7 +415,7 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
     std::swap(w, w_trial);
     // Decision values of (ω^k, v_b): X ω^k = X v + δ.
     ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) d[i] = dv[i] + delta[i];
+      for (size_t i = lo; i < hi; ++i) d[i] = dv[i] + d[i];
     });
 
     // --- b-step: Armijo (36), gradient at (ω^k, v_b).
@@ -423,45 +491,23 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
     F_prev = F;
     for (size_t j = 0; j < cols_; ++j) v[j] = w[j] + beta * (w[j] - w_prev[j]);
     vb = b + beta * (b - b_prev);
-    if (k % kRefreshPeriod == 0) {
-      // Exact X ω, X v against drift of the recurrences below.
-      multiply(w, Xw);
-      multiply(v, Xv);
-      sum_batches(Xv, vb, dv);
-    } else {
-      // One fused sweep: X_h ω^k_h = scale_h X_h v_h − (scale_h/τ) X_h g_h,
-      // X_h v^{k+1}_h = X_h ω^k_h + β (X_h ω^k_h − X_h ω^{k−1}_h), and the
-      // decision values at (v^{k+1}, v_b).
-      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-        std::fill(dv.begin() + lo, dv.begin() + hi, 0.0);
-        for (size_t h = 0; h < t_; ++h) {
-          const double sc = scales[h], cg = coef_g[h];
-          double* xv = Xv.data() + h * n_;
-          double* xw = Xw.data() + h * n_;
-          const double* xg = Xg.data() + h * n_;
-          for (size_t i = lo; i < hi; ++i) {
-            double now = sc * xv[i] - cg * xg[i];
-            double next = now + beta * (now - xw[i]);
-            xw[i] = now;
-            xv[i] = next;
-            dv[i] += next;
-          }
-        }
-        for (size_t i = lo; i < hi; ++i) dv[i] -= vb;
-      });
-    }
+    // X_h v^{k+1}_h exactly, and the decision values at (v^{k+1}, v_b).
+    refresh(kXv, v);
+    sum_products(kXv, v, vb, dv);
   }
   if (F_prev == 0 && res.iterations == 0) res.converged = true;
 
   // Exact decision values and objective at the returned point.
-  multiply(w, Xg);
+  refresh(kXv, w);
   decision.assign(n_, 0.0);
-  sum_batches(Xg, b, decision);
+  sum_products(kXv, w, b, decision);
   res.regularizer = regularizer(w);
   res.loss = sum_loss<LossT>(ex_, C, y_, decision.data(), n_);
   res.objective = res.regularizer + res.loss;
   res.gradient_evaluations = gradient_evaluations_;
   res.column_passes = column_passes_;
+  res.recomputed_products = recomputed_products_;
+  res.cached_products = cached_;
   res.lipschitz_max = L;
   if (tau_k > 0) state.lipschitz = eta * tau_k;  // L_t = η τ_k for the next outer iteration
   else if (state.lipschitz <= 0) state.lipschitz = L;

@@ -51,20 +51,24 @@ struct ApgResult {
   int gradient_evaluations = 0;  // ∇_ω P evaluations (one pass over the selected columns each)
   bool converged = false;        // stopped by (41) (or at an exact fixed point), not by the cap
   // Added by the solver:
-  int column_passes = 0;           // all passes over the selected columns (∇P, X_h g_h, exact
-                                   // X ω refreshes, final decision values): the APG work measure
+  int column_passes = 0;           // all passes over the selected columns (∇P, X_h g_h, X_h v_h,
+                                   // final decision values): the APG work measure
   int bias_line_search_steps = 0;  // Armijo (36) evaluations of the b-step
   int restarts = 0;                // momentum resets after F_k > F_{k−1}
   double lipschitz_max = 0;        // largest τ tried (L_t raised instead of capping τ)
   bool stalled = false;            // the ω line search found no step within 200 τ ← τ/η
                                    // (rounding floor reached); the last iterate is returned
+  uint64_t cached_products = 0;      // X_h v_h, X_h g_h vectors the budget had room for (of 2t)
+  uint64_t recomputed_products = 0;  // batch products formed again because they were not kept
 };
 
 // Solves (31) over the columns in `cache`, warm-started from `state` (resized
 // to cache.num_columns() with zeros for new columns), writing the solution back
 // to `state`. `labels` holds n ±1 values. On return `decision` (n entries) holds
-// d_i = w'x_i − b at the solution. Working memory (the Section 5.5
-// inner-product cache: X_h v_h and X_h ∇_h P per batch) is reserved from `budget`.
+// d_i = w'x_i − b at the solution. Working memory is reserved from `budget`:
+// O(n) per-row vectors (an out-of-memory error if they do not fit), and as much
+// of the Section 5.5 inner-product cache (X_h v_h and X_h ∇_h P per batch) as
+// fits; the rest is recomputed, with a bit-identical result.
 ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
                     const ApgOptions& options, ApgState& state, std::vector<double>& decision,
                     MemoryBudget& budget);

@@ -512,3 +512,43 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
                             "assert len(w) == 2, w\n"
                             "assert all(x['code'] == 'apg_max_iterations' for x in w)\n"));
 }
+
+// Issue 7 item 6: a budget a fraction of the store's size slows training down
+// but neither fails it nor changes the model, and the process stays within
+// the budget plus a fixed allowance (binary, libraries, stacks).
+TEST_CASE("training under a budget a third of the store: same model, bounded peak RSS", "[cli][budget]") {
+  TempDir dir("fgm-cli-budget");
+  REQUIRE(run(dir, "synth --kind sparse --out data --rows 40000 --test-rows 200 --features 30000 "
+                   "--nnz-per-row 40 --zipf 0.9 --store --memory-budget 64MB")
+              .code == 0);
+  uint64_t store_bytes = 0;
+  for (const auto& e : fs::directory_iterator(dir.path / "data" / "store"))
+    if (e.is_regular_file()) store_bytes += e.file_size();
+  const uint64_t budget = 4ull << 20;
+  REQUIRE(store_bytes > 3 * budget);
+  const std::string common = "train data.train=data/store fgm.B=3 fgm.max_iterations=3 fgm.loss=logistic "
+                             "fgm.bias=true engine.threads=2 engine.progress=off ";
+  auto features_of = [&](const std::string& out_dir) {
+    RunResult r = run(dir, "inspect " + out_dir + "/model.fgm");
+    REQUIRE(r.code == 0);
+    size_t b = r.out.find("\"features\": ["), e = r.out.find("\"config\"");
+    REQUIRE(b != std::string::npos);
+    REQUIRE(e != std::string::npos);
+    return r.out.substr(b, e - b);
+  };
+  RunResult tight = run(dir, common + "engine.memory_budget=4MB output.dir=tight");
+  CAPTURE(tight.err);
+  REQUIRE(tight.code == 0);
+  RunResult ample = run(dir, common + "engine.memory_budget=1GB output.dir=ample");
+  REQUIRE(ample.code == 0);
+  REQUIRE(features_of("tight") == features_of("ample"));  // ids and weights, printed exactly
+
+  std::string log = slurp(dir.file("tight/run.json"));
+  const std::string key = "\"peak_rss_bytes\": ";
+  size_t at = log.rfind(key);  // the run's peak, after the per-iteration ones
+  REQUIRE(at != std::string::npos);
+  const uint64_t peak_rss = std::stoull(log.substr(at + key.size()));
+  CAPTURE(peak_rss, store_bytes);
+  REQUIRE(peak_rss > 0);
+  REQUIRE(peak_rss <= budget + (64ull << 20));
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <cstring>
 
 #include "core/error.h"
 #include "engine/evaluate.h"
@@ -56,7 +57,7 @@ TEST_CASE("FGM recovers planted features of Section 8.2-style data", "[engine][f
     if (std::binary_search(truth.ids.begin(), truth.ids.end(), f.key.ids[0])) ++recovered;
   CAPTURE(recovered);
   REQUIRE(recovered >= 17);
-  EvalResult test = evaluate_file(dir.file("test.svm"), out.model, false);
+  EvalResult test = evaluate_file(dir.file("test.svm"), out.model, false, budget);
   CAPTURE(test.accuracy);
   REQUIRE(test.accuracy > 0.85);
   REQUIRE(test.auc > 0.9);
@@ -196,5 +197,164 @@ TEST_CASE("fgm.max_features is exact in every space, counting features or groups
       REQUIRE(units(out.model, kind.name) == cap);
       if (kind.name == "hik" || kind.name == "additive") REQUIRE(out.model.features.size() > cap);
     }
+  }
+}
+
+// A tight budget slows a run down but does not change it: the APG inner-product
+// cache shrinks, fewer scoring blocks are in flight, the store is not kept
+// resident. Every budget from ample down to the smallest that still completes
+// gives the same model, bit for bit; below that the run fails cleanly.
+TEST_CASE("the model is the same bits under any budget that fits the needed data",
+          "[engine][fgm][budget]") {
+  test::TempDir dir("fgm-tight");
+  // Binary-valued columns of a few densities (ties in the scores) and planted features.
+  std::string path = dir.write("train.svm", test::random_libsvm(3000, 120, 0.1, 23, {2, 9, 50, 77}));
+  {
+    MemoryBudget budget(256ull << 20);
+    IngestOptions o;
+    o.shard_target_bytes = 64 << 10;
+    ingest_libsvm(path, dir.file("store"), o, budget);
+  }
+  for (auto loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    CAPTURE(loss_name(loss));
+    TrainSettings s = small_settings(3, 4, 2);
+    s.apg.loss = loss;
+    s.apg.bias = true;
+    auto train = [&](uint64_t limit) {
+      MemoryBudget budget(limit);
+      auto store = ShardStore::open(dir.file("store"), budget);
+      TrainOutcome out = train_fgm(*store, s, budget);
+      REQUIRE(budget.peak() <= limit);
+      return out;
+    };
+    TrainOutcome ample = train(256ull << 20);
+    REQUIRE(ample.iterations.size() == 4);
+    for (const auto& r : ample.iterations) REQUIRE(r.apg_recomputed_products == 0);
+    uint64_t limit = ample.budget_peak, smallest = 0;
+    bool shrunk = false;
+    while (true) {
+      limit = limit * 9 / 10;
+      TrainOutcome tight;
+      try {
+        tight = train(limit);
+      } catch (const Error& e) {
+        REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+        break;
+      }
+      CAPTURE(limit);
+      smallest = limit;
+      for (const auto& r : tight.iterations) shrunk = shrunk || r.apg_recomputed_products > 0;
+      REQUIRE(tight.model.features.size() == ample.model.features.size());
+      for (size_t k = 0; k < ample.model.features.size(); ++k) {
+        REQUIRE(tight.model.features[k].key == ample.model.features[k].key);
+        REQUIRE(std::memcmp(&tight.model.features[k].weight, &ample.model.features[k].weight,
+                            sizeof(double)) == 0);
+      }
+      REQUIRE(std::memcmp(&tight.model.bias, &ample.model.bias, sizeof(double)) == 0);
+      REQUIRE(std::memcmp(&tight.model.objective, &ample.model.objective, sizeof(double)) == 0);
+    }
+    // The cache really shrank, and the run completed on well under the ample peak.
+    REQUIRE(shrunk);
+    REQUIRE(smallest > 0);
+    REQUIRE(smallest < ample.budget_peak / 2);
+  }
+}
+
+// Issue 7 item 7: fgm.B = 10^9 on a small store. Each scoring block's top-B
+// cache and the selected list hold at most the candidates there are, counted.
+TEST_CASE("B = 10^9 on a small store runs within the budget", "[engine][fgm][budget]") {
+  test::TempDir dir("fgm-huge-b");
+  std::string path = dir.write("train.svm", test::random_libsvm(400, 60, 0.2, 5, {1, 4}));
+  {
+    MemoryBudget budget(256ull << 20);
+    IngestOptions o;
+    ingest_libsvm(path, dir.file("store"), o, budget);
+  }
+  for (const char* kind : {"linear", "hik"}) {
+    CAPTURE(kind);
+    // hik selects every level of a base feature: its columns need more.
+    MemoryBudget budget(std::string(kind) == "linear" ? 8ull << 20 : 64ull << 20);
+    auto store = ShardStore::open(dir.file("store"), budget);
+    TrainSettings s = small_settings(1000000000ull, 1, 2);
+    s.space.kind = kind;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    REQUIRE(budget.peak() <= budget.limit());
+    // Every feature with a nonzero score enters at once (α⁰ = C·1, so the
+    // score is (C Σ_i y_i x_ij)²): the oracle counts those columns.
+    uint64_t scoring = 0;
+    for (uint64_t j = 0; j < 60; ++j) {
+      std::vector<uint32_t> rows;
+      std::vector<float> values;
+      store->read_column(j, rows, values);
+      long double c = 0;
+      for (size_t k = 0; k < rows.size(); ++k) c += store->labels()[rows[k]] * (long double)values[k];
+      scoring += c != 0 ? 1 : 0;
+    }
+    REQUIRE(out.iterations.size() == 1);
+    REQUIRE(scoring > 10);
+    if (std::string(kind) == "linear") REQUIRE(out.model.features.size() == scoring);
+    else REQUIRE(out.model.features.size() >= scoring);  // hik: one group of levels per base feature
+  }
+}
+
+// Issue 7 item 7: evaluate_file's per-row vectors (labels, scores, the AUC
+// rank order) are reserved: the budget's peak covers them, and a budget too
+// small for the file is a clear out-of-memory error.
+TEST_CASE("evaluating a file reserves its per-row memory", "[engine][evaluate][budget]") {
+  test::TempDir dir("fgm-eval-budget");
+  const uint64_t rows = 20000;
+  std::string train = dir.write("train.svm", test::random_libsvm(300, 20, 0.3, 3, {1, 2}));
+  std::string test_file = dir.write("test.svm", test::random_libsvm(rows, 20, 0.3, 4, {1, 2}));
+  MemoryBudget budget(256ull << 20);
+  auto store = make_store(dir, train, budget);
+  TrainOutcome out = train_fgm(*store, small_settings(3, 1, 1), budget);
+  store.reset();
+  MemoryBudget eval_budget(64ull << 20);
+  EvalResult r = evaluate_file(test_file, out.model, true, eval_budget);
+  REQUIRE(r.rows == rows);
+  REQUIRE(eval_budget.used() == 0);
+  // scores (8) + labels (1) per row, plus the rank order (8) while AUC runs.
+  REQUIRE(eval_budget.peak() >= rows * (8 + 1 + 8));
+  MemoryBudget tiny(64 << 10);
+  try {
+    evaluate_file(test_file, out.model, false, tiny);
+    FAIL("expected out-of-memory");
+  } catch (const Error& e) {
+    REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+    REQUIRE(std::string(e.what()).find("evaluation scores") != std::string::npos);
+  }
+}
+
+// A budget with room for fewer blocks than the token count runs fewer in
+// flight (same results, every block once); without room for two it fails.
+TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engine][scheduler][budget]") {
+  test::TempDir dir("fgm-tokens");
+  std::string path = dir.write("train.svm", test::random_libsvm(2000, 300, 0.2, 6));
+  MemoryBudget big(256ull << 20);
+  auto store = make_store(dir, path, big);
+  std::vector<BlockRef> blocks = store->plan_blocks(8 << 10);
+  REQUIRE(blocks.size() > 8);
+  uint64_t largest = 0;
+  for (const auto& b : blocks) largest = std::max(largest, b.bytes);
+  SchedulerOptions o;
+  o.threads = 2;  // 6 tokens
+  auto count_nnz = [&](MemoryBudget& budget) {
+    uint64_t nnz = 0;
+    std::function<uint64_t(const BlockRef&, const ColumnBlock&)> transform =
+        [](const BlockRef&, const ColumnBlock& b) { return b.col_ptr[b.column_count] - b.col_ptr[0]; };
+    std::function<void(uint64_t&&)> consume = [&](uint64_t&& k) { nnz += k; };
+    stream_blocks<uint64_t>(*store, blocks, o, budget, transform, consume);
+    return nnz;
+  };
+  MemoryBudget three(3 * largest);
+  REQUIRE(count_nnz(three) == store->info().nnz);
+  REQUIRE(three.peak() <= 3 * largest);
+  MemoryBudget one(largest + largest / 2);
+  try {
+    count_nnz(one);
+    FAIL("expected out-of-memory");
+  } catch (const Error& e) {
+    REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+    REQUIRE(std::string(e.what()).find("scoring blocks in flight") != std::string::npos);
   }
 }

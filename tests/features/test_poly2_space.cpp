@@ -225,7 +225,7 @@ TEST_CASE("FGM on poly2 recovers a planted cross-feature model; predict regenera
   REQUIRE(out.model.feature_kind == "poly2");
   REQUIRE(has_cross(3, 17));
   REQUIRE(has_cross(8, 30));
-  EvalResult ev = evaluate_file(test_path, out.model, true);
+  EvalResult ev = evaluate_file(test_path, out.model, true, budget);
   CAPTURE(ev.accuracy);
   REQUIRE(ev.accuracy > 0.9);
 
