@@ -61,7 +61,7 @@ uint64_t dense_block_bytes(uint64_t H) {
 struct Stage1Output : BlockOutput {
   Stage1Output(size_t B, uint64_t first, uint64_t count, MemoryBudget& budget)
       : memory(budget.reserve(count * (sizeof(double) + sizeof(uint64_t)), "poly2 per-block bounds")),
-        top(B),
+        top(B, &budget),
         first_column(first),
         weights(count),
         nnz(count) {}
@@ -295,7 +295,7 @@ struct Poly2Space::Pass {
         lin_scale(2.0 * gamma * coef0),
         sq_scale(gamma * gamma),
         cross_scale(2.0 * gamma * gamma),
-        top(context.B) {}
+        top(context.B, context.budget) {}
   void add(const PassStats& p) {
     out.pass.blocks += p.blocks;
     out.pass.bytes_streamed += p.bytes_streamed;
@@ -331,7 +331,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
       accumulate_sparse_pairs(pass);
   }
   stats_.pair_seconds = seconds_since(t_pairs);
-  pass.out.top = pass.top.sorted();
+  pass.out.top = pass.top.take_sorted(&pass.out.top_memory);
   return std::move(pass.out);
 }
 
@@ -639,7 +639,7 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   cuts.push_back(H);
   const size_t parts = cuts.size() - 1;
   stats_.partitions = parts;
-  std::vector<TopBCache> local(parts, TopBCache(pass.ctx.B));
+  std::vector<TopBCache> local(parts, TopBCache(pass.ctx.B, pass.ctx.budget));
   std::vector<uint64_t> distinct(parts, 0);
   auto t_sparse = std::chrono::steady_clock::now();
   // Each partition's table is reserved before it runs; at most `threads` at once.

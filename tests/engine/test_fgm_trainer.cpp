@@ -326,7 +326,8 @@ TEST_CASE("evaluating a file reserves its per-row memory", "[engine][evaluate][b
 }
 
 // A budget with room for fewer blocks than the token count runs fewer in
-// flight (same results, every block once); without room for two it fails.
+// flight (same results, every block once), down to one; without room for one
+// block's read buffer it fails.
 TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engine][scheduler][budget]") {
   test::TempDir dir("fgm-tokens");
   std::string path = dir.write("train.svm", test::random_libsvm(2000, 300, 0.2, 6));
@@ -335,7 +336,7 @@ TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engi
   std::vector<BlockRef> blocks = store->plan_blocks(8 << 10);
   REQUIRE(blocks.size() > 8);
   uint64_t largest = 0;
-  for (const auto& b : blocks) largest = std::max(largest, b.bytes);
+  for (const auto& b : blocks) largest = std::max(largest, b.read_bytes);
   SchedulerOptions o;
   o.threads = 2;  // 6 tokens
   auto count_nnz = [&](MemoryBudget& budget) {
@@ -350,8 +351,11 @@ TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engi
   REQUIRE(count_nnz(three) == store->info().nnz);
   REQUIRE(three.peak() <= 3 * largest);
   MemoryBudget one(largest + largest / 2);
+  REQUIRE(count_nnz(one) == store->info().nnz);
+  REQUIRE(one.peak() <= largest + largest / 2);
+  MemoryBudget none(largest / 2);
   try {
-    count_nnz(one);
+    count_nnz(none);
     FAIL("expected out-of-memory");
   } catch (const Error& e) {
     REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
