@@ -4,8 +4,8 @@
 # timeout, out-of-memory, sanitizer report) and prints the reproducer's path.
 # Usage: fuzz/run_fuzzers.sh <build_dir> <seconds> [harness...]
 #   (harnesses: libsvm_reader config model_reader store_open; default all)
-# Environment: FUZZ_SEED (default 1), FUZZ_RSS_MB (2048), FUZZ_TIMEOUT (10 s
-# per input), FUZZ_NICE (niceness, default 0), FUZZ_NO_BUILD=1 (reuse an
+# Environment: FUZZ_SEED (default 1), FUZZ_RSS_MB (2048), FUZZ_TIMEOUT (25 s
+# per input: generous, shared CI machines are slow), FUZZ_NICE (niceness, default 0), FUZZ_NO_BUILD=1 (reuse an
 # existing build and seeds, e.g. for harnesses run in parallel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ harnesses=("$@")
 [ ${#harnesses[@]} -eq 0 ] && harnesses=(libsvm_reader config model_reader store_open)
 seed=${FUZZ_SEED:-1}
 rss_mb=${FUZZ_RSS_MB:-2048}
-timeout_s=${FUZZ_TIMEOUT:-10}
+timeout_s=${FUZZ_TIMEOUT:-25}
 niceness=${FUZZ_NICE:-0}
 
 seeds="$build_dir/fuzz-seeds"
