@@ -1,11 +1,13 @@
-# The two commands a user needs: `make demo` and `make test`.
+# The two commands a user needs: `make demo` and `make test` (`make fuzz` for the fuzzers).
 # Both install missing Debian packages first, then build Release into build/.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEMO_DIR ?= demo-out
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test demo bench fuzz clean
 
 all: build
 
@@ -27,5 +29,10 @@ demo: build
 bench: build
 	@bash bench/run_all.sh $(BUILD_DIR)/fgm
 
+# libFuzzer harnesses (clang, ASan + UBSan) in their own build dir, each run for
+# FUZZ_SECONDS; fails on any finding. See fuzz/run_fuzzers.sh and RELIABILITY.md.
+fuzz: deps
+	@bash fuzz/run_fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD_DIR) $(DEMO_DIR)
+	rm -rf $(BUILD_DIR) $(DEMO_DIR) $(FUZZ_BUILD_DIR)

@@ -44,6 +44,7 @@ Xxh64::Xxh64(uint64_t seed) : seed_(seed) {
 }
 
 void Xxh64::update(const void* data, size_t length) {
+  if (length == 0) return;  // data may be null (an empty vector's data()): memcpy must not see it
   const auto* p = static_cast<const unsigned char*>(data);
   const unsigned char* end = p + length;
   total_ += length;

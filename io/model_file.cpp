@@ -1,9 +1,12 @@
 #include "io/model_file.h"
 
-#include <algorithm>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <type_traits>
 
 #include <flatbuffers/flatbuffers.h>
 
@@ -56,24 +59,106 @@ std::string encode_model(const Model& m) {
   return out;
 }
 
-Model read_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(errno)));
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return decode_model(data, path);
+namespace {
+
+// Closes the descriptor on every path out of read_model_bytes.
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
+// Reads exactly n bytes (fewer only at end of file); throws kIo on a read error.
+size_t read_fully(int fd, void* dst, size_t n, const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = ::read(fd, static_cast<char*>(dst) + done, n - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw Error(ErrorKind::kIo, msg::read_failed(path, std::strerror(errno)));
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
 }
 
-Model decode_model(std::string_view data, const std::string& path) {
-  if (data.size() < kPreamble || std::memcmp(data.data(), kMagic, 8) != 0)
+// The FlatBuffer of a model file. The preamble is read and checked first (magic,
+// then the recorded length against the file size and the FlatBuffer limit), so
+// that a wrong file (a directory, /dev/zero, a huge unrelated file) is refused
+// before anything is allocated for it. The buffer is its own allocation, so it
+// is aligned for every scalar the FlatBuffer holds.
+std::vector<uint8_t> read_model_bytes(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(errno)));
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(ErrorKind::kIo, msg::read_failed(path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(EISDIR)));
+  const bool regular = S_ISREG(st.st_mode);
+
+  char preamble[kPreamble];
+  size_t got = read_fully(fd, preamble, kPreamble, path);
+  if (got < 8 || std::memcmp(preamble, kMagic, 8) != 0)
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "no fgm model header"));
+  if (got < kPreamble) throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "truncated"));
+  uint64_t len;
+  std::memcpy(&len, preamble + 8, 8);
+  if (len > FLATBUFFERS_MAX_BUFFER_SIZE)
+    throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "length field out of range"));
+  if (regular && len != static_cast<uint64_t>(st.st_size) - kPreamble)
+    throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "truncated"));
+
+  // A pipe or device has no size to check: read len bytes, then expect the end.
+  std::vector<uint8_t> buffer(len);
+  char extra;
+  if (read_fully(fd, buffer.data(), len, path) != len || read_fully(fd, &extra, 1, path) != 0)
+    throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "truncated"));
+  uint64_t sum;
+  std::memcpy(&sum, preamble + 16, 8);
+  if (xxh64(buffer.data(), len) != sum)
+    throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "checksum mismatch"));
+  return buffer;
+}
+
+// Copies a FlatBuffer vector of scalars. The verifier checks the alignment of
+// a vector's length field (4 bytes) but not of its elements, so 8-byte
+// elements may sit at any 4-byte boundary: copy bytes, never dereference.
+// (Files are little-endian, like every target of the engine.)
+template <class T>
+void copy_scalars(const flatbuffers::Vector<T>* v, std::vector<T>& out) {
+  static_assert(std::is_arithmetic_v<T>);
+  if (!v) return;
+  out.resize(v->size());
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+}
+
+}  // namespace
+
+// The model in a checked FlatBuffer (`buf` aligned for every scalar it holds).
+static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string& path);
+
+Model read_model(const std::string& path) {
+  const std::vector<uint8_t> data = read_model_bytes(path);
+  return decode_flatbuffer(data.data(), data.size(), path);
+}
+
+// A model file's bytes held in memory (e.g. embedded in a resume checkpoint).
+// The FlatBuffer is copied into its own allocation first, so its scalars are
+// aligned whatever the alignment of `data`.
+Model decode_model(std::string_view data, const std::string& path) {
+  if (data.size() < 8 || std::memcmp(data.data(), kMagic, 8) != 0)
+    throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "no fgm model header"));
+  if (data.size() < kPreamble) throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "truncated"));
   uint64_t len, sum;
   std::memcpy(&len, data.data() + 8, 8);
   std::memcpy(&sum, data.data() + 16, 8);
   if (len != data.size() - kPreamble)
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "truncated"));
-  const auto* buf = reinterpret_cast<const uint8_t*>(data.data() + kPreamble);
-  if (xxh64(buf, len) != sum)
+  std::vector<uint8_t> buffer(data.begin() + kPreamble, data.end());
+  if (xxh64(buffer.data(), len) != sum)
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "checksum mismatch"));
+  return decode_flatbuffer(buffer.data(), buffer.size(), path);
+}
+
+static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string& path) {
   flatbuffers::Verifier verifier(buf, len);
   if (!schema::VerifyModelBuffer(verifier))
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "invalid FlatBuffer"));
@@ -119,9 +204,9 @@ Model decode_model(std::string_view data, const std::string& path) {
   m.order = fm->order();
   m.period = fm->period();
   m.kernel = str(fm->kernel());
-  if (fm->scale_min()) m.scale_min.assign(fm->scale_min()->begin(), fm->scale_min()->end());
-  if (fm->scale_max()) m.scale_max.assign(fm->scale_max()->begin(), fm->scale_max()->end());
-  if (fm->scale_ids()) m.scale_ids.assign(fm->scale_ids()->begin(), fm->scale_ids()->end());
+  copy_scalars(fm->scale_min(), m.scale_min);
+  copy_scalars(fm->scale_max(), m.scale_max);
+  copy_scalars(fm->scale_ids(), m.scale_ids);
   if (m.scale_min.size() != m.scale_max.size() ||
       (!m.scale_ids.empty() && m.scale_ids.size() != m.scale_min.size()))
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "scale arrays differ in length"));

@@ -175,6 +175,26 @@ TEST_CASE("a file that is not a model: exit 5", "[cli][errors]") {
   REQUIRE(r.code == 4);
 }
 
+TEST_CASE("a directory or an endless device as the model: exit 4 / exit 5 naming it",
+          "[cli][errors]") {
+  TempDir dir("fgm-cli");
+  fs::create_directories(dir.path / "model_dir");
+  RunResult r = run(dir, "inspect model_dir");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 4);
+  REQUIRE(contains(r.err, "model_dir: cannot read (model): it is a directory"));
+  // Under a 1 GiB address-space limit: the magic is checked before anything
+  // is read into memory (reading /dev/zero whole used to end in exit 6).
+  std::string err = dir.file("stderr.txt");
+  std::string cmd = "ulimit -v 1048576; '" FGM_BINARY_PATH "' inspect /dev/zero 2>'" + err +
+                    "' </dev/null >/dev/null";
+  int status = std::system(("bash -c \"" + cmd + "\"").c_str());
+  CAPTURE(slurp(err));
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 5);
+  REQUIRE(contains(slurp(err), "/dev/zero: not an fgm model file (no fgm model header)"));
+}
+
 TEST_CASE("fgm path writes path.csv with the documented schema and one model per point", "[cli][path]") {
   TempDir dir("fgm-cli");
   REQUIRE(run(dir, "synth --out data --rows 400 --test-rows 200 --features 120 --relevant 8 --seed 6").code == 0);

@@ -1,0 +1,145 @@
+// Model file reading (io/model_file.*) on files that are not what they claim:
+// crafted FlatBuffers, directories, endless devices.
+#include <catch2/catch.hpp>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "io/model_file.h"
+#include "io/schema/model_generated.h"
+#include "tests/test_util.h"
+
+using fgm::test::TempDir;
+
+namespace {
+
+template <class T>
+void put(std::string& buf, size_t at, T value) {
+  if (buf.size() < at + sizeof(T)) buf.resize(at + sizeof(T), '\0');
+  std::memcpy(buf.data() + at, &value, sizeof(T));
+}
+
+// A Model FlatBuffer laid out by hand: format_version 1, scale_min {0.5},
+// scale_max {2}, scale_ids {ids_value}, with the scale_ids vector's length at
+// offset 112 so that its 8-byte element starts at 116, 4 bytes off alignment.
+// FlatBuffers' verifier checks a vector's length field (4-byte alignment),
+// not its elements, so the buffer verifies.
+std::string misaligned_scale_ids_buffer(uint64_t ids_value) {
+  namespace schema = fgm::schema;
+  std::string buf;
+  const size_t vtable = 8, table = 72;
+  const uint16_t fields = schema::Model::VT_SCALE_IDS / 2 - 1;  // entries up to scale_ids
+  put<uint32_t>(buf, 0, table);                                 // root table offset
+  buf.replace(4, 4, "FGMD");                                    // file identifier
+  put<uint16_t>(buf, vtable, static_cast<uint16_t>(4 + 2 * fields));  // vtable bytes
+  put<uint16_t>(buf, vtable + 2, 20);                                 // table bytes
+  for (uint16_t f = 0; f < fields; ++f) put<uint16_t>(buf, vtable + 4 + 2 * f, 0);
+  put<uint16_t>(buf, vtable + schema::Model::VT_FORMAT_VERSION, 4);
+  put<uint16_t>(buf, vtable + schema::Model::VT_SCALE_MIN, 8);
+  put<uint16_t>(buf, vtable + schema::Model::VT_SCALE_MAX, 12);
+  put<uint16_t>(buf, vtable + schema::Model::VT_SCALE_IDS, 16);
+  put<int32_t>(buf, table, static_cast<int32_t>(table - vtable));
+  put<uint32_t>(buf, table + 4, fgm::kModelFormatVersion);
+  put<uint32_t>(buf, table + 8, 92 - (table + 8));    // -> scale_min at 92
+  put<uint32_t>(buf, table + 12, 100 - (table + 12)); // -> scale_max at 100
+  put<uint32_t>(buf, table + 16, 112 - (table + 16)); // -> scale_ids at 112
+  put<uint32_t>(buf, 92, 1);
+  put<float>(buf, 96, 0.5f);
+  put<uint32_t>(buf, 100, 1);
+  put<float>(buf, 104, 2.0f);
+  put<uint32_t>(buf, 112, 1);
+  put<uint64_t>(buf, 116, ids_value);
+  return buf;
+}
+
+// Magic, length and XXH64 of `flatbuffer`, then the buffer: a valid preamble.
+std::string with_preamble(const std::string& flatbuffer) {
+  std::string file = "FGMMODL1";
+  put<uint64_t>(file, 8, flatbuffer.size());
+  put<uint64_t>(file, 16, fgm::xxh64(flatbuffer.data(), flatbuffer.size()));
+  return file + flatbuffer;
+}
+
+fgm::ErrorKind error_kind_of(const std::string& path, std::string* message) {
+  try {
+    fgm::read_model(path);
+  } catch (const fgm::Error& e) {
+    *message = e.what();
+    return e.kind();
+  }
+  FAIL("read_model accepted " << path);
+  return fgm::ErrorKind::kInternal;
+}
+
+}  // namespace
+
+TEST_CASE("read_model copies 8-byte vector elements that sit at a 4-byte boundary",
+          "[model_file]") {
+  // Under UBSan (the fuzz build) the old element-wise copy was a misaligned
+  // 8-byte load; here the values must come out exactly as laid down.
+  TempDir dir("fgm-model");
+  const uint64_t id = 0x0123456789abcdefull;
+  std::string path = dir.write("crafted.fgm", with_preamble(misaligned_scale_ids_buffer(id)));
+  fgm::Model m = fgm::read_model(path);
+  REQUIRE(m.scale_ids == std::vector<uint64_t>{id});
+  REQUIRE(m.scale_min == std::vector<float>{0.5f});
+  REQUIRE(m.scale_max == std::vector<float>{2.0f});
+  REQUIRE(m.features.empty());
+}
+
+TEST_CASE("read_model: a directory is an I/O error naming it", "[model_file]") {
+  TempDir dir("fgm-model");
+  std::string message;
+  REQUIRE(error_kind_of(dir.path.string(), &message) == fgm::ErrorKind::kIo);
+  REQUIRE_THAT(message, Catch::Contains(dir.path.string()));
+  REQUIRE_THAT(message, Catch::Contains("Is a directory"));
+}
+
+TEST_CASE("read_model checks the header before reading the rest", "[model_file]") {
+  TempDir dir("fgm-model");
+  std::string message;
+  SECTION("a length field past the FlatBuffer limit is refused before any allocation") {
+    std::string file = with_preamble(misaligned_scale_ids_buffer(1));
+    put<uint64_t>(file, 8, uint64_t{1} << 40);
+    std::string path = dir.write("huge.fgm", file);
+    REQUIRE(error_kind_of(path, &message) == fgm::ErrorKind::kCorruption);
+    REQUIRE_THAT(message, Catch::Contains(path));
+  }
+  SECTION("a file shorter than the length field says is truncated") {
+    std::string file = with_preamble(misaligned_scale_ids_buffer(1));
+    std::string path = dir.write("short.fgm", file.substr(0, file.size() - 3));
+    REQUIRE(error_kind_of(path, &message) == fgm::ErrorKind::kCorruption);
+    REQUIRE_THAT(message, Catch::Contains("truncated"));
+  }
+  SECTION("/dev/zero: refused by its magic, within a 1 GiB address-space limit") {
+    // In a child process with RLIMIT_AS, so that reading the endless device
+    // into memory (the old behaviour) fails fast instead of exhausting the host.
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      rlimit limit{1ull << 30, 1ull << 30};
+      ::setrlimit(RLIMIT_AS, &limit);
+      int code = 1;
+      try {
+        fgm::read_model("/dev/zero");
+      } catch (const fgm::Error& e) {
+        bool named = std::string(e.what()).find("/dev/zero: not an fgm model file") != std::string::npos;
+        code = e.kind() == fgm::ErrorKind::kCorruption && named ? 0 : 2;
+      } catch (...) {
+        code = 3;  // std::bad_alloc: the device was read before its magic was checked
+      }
+      ::_exit(code);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+  }
+}
