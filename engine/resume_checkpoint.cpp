@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
+#include "io/framed_file.h"
 #include "io/model_file.h"
 #include "io/schema/checkpoint_generated.h"
 
@@ -181,15 +182,7 @@ void write_checkpoint(const std::string& file, const RunIdentity& identity, cons
       path ? path->total_gradient_evaluations : 0);
   schema::FinishCheckpointBuffer(fb, root);
 
-  std::string out;
-  out.reserve(kPreamble + fb.GetSize());
-  out.append(kMagic, 8);
-  uint64_t len = fb.GetSize();
-  uint64_t sum = xxh64(fb.GetBufferPointer(), fb.GetSize());
-  out.append(reinterpret_cast<const char*>(&len), 8);
-  out.append(reinterpret_cast<const char*>(&sum), 8);
-  out.append(reinterpret_cast<const char*>(fb.GetBufferPointer()), fb.GetSize());
-  write_file_atomic(file, out);
+  write_file_atomic(file, frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize()));
 }
 
 ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget) {

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
+#include "io/framed_file.h"
 #include "io/schema/model_generated.h"
 
 namespace fgm {
@@ -48,15 +49,7 @@ std::string encode_model(const Model& m) {
       fb.CreateVector(m.scale_ids));
   schema::FinishModelBuffer(fb, root);
 
-  std::string out;
-  out.reserve(kPreamble + fb.GetSize());
-  out.append(kMagic, 8);
-  uint64_t len = fb.GetSize();
-  uint64_t sum = xxh64(fb.GetBufferPointer(), fb.GetSize());
-  out.append(reinterpret_cast<const char*>(&len), 8);
-  out.append(reinterpret_cast<const char*>(&sum), 8);
-  out.append(reinterpret_cast<const char*>(fb.GetBufferPointer()), fb.GetSize());
-  return out;
+  return frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize());
 }
 
 namespace {

@@ -12,40 +12,15 @@
 #include <set>
 #include <sstream>
 
+#include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 using fgm::test::TempDir;
-
-namespace {
-
-struct RunResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-RunResult run(const TempDir& dir, const std::string& args) {
-  std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  std::string cmd = "cd '" + dir.path.string() + "' && '" FGM_BINARY_PATH "' " + args + " >'" + out +
-                    "' 2>'" + err + "' </dev/null";
-  int status = std::system(cmd.c_str());
-  RunResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-}  // namespace
+using fgm::test::RunResult;
+using fgm::test::contains;
+using fgm::test::run;
+using fgm::test::slurp;
 
 TEST_CASE("every subcommand has --help", "[cli]") {
   TempDir dir("fgm-cli");

@@ -20,40 +20,20 @@
 #include <thread>
 
 #include "io/model_file.h"
+#include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
 
 extern char** environ;
 
 namespace fs = std::filesystem;
 using fgm::test::TempDir;
+using fgm::test::RunResult;
+using fgm::test::contains;
+using fgm::test::run;
+using fgm::test::slurp;
 
 namespace {
 
-struct RunResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-RunResult run(const TempDir& dir, const std::string& args) {
-  std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  std::string cmd = "cd '" + dir.path.string() + "' && '" FGM_BINARY_PATH "' " + args + " >'" + out +
-                    "' 2>'" + err + "' </dev/null";
-  int status = std::system(cmd.c_str());
-  RunResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Starts `fgm <args>` in `dir` (output discarded).
 pid_t spawn_fgm(const TempDir& dir, const std::vector<std::string>& args) {
