@@ -20,6 +20,7 @@ ResumeSession::ResumeSession(const std::string& out_dir, RunIdentity identity, b
   fs::create_directories(out_dir, ec);
   if (ec || !fs::is_directory(out_dir))
     throw Error(ErrorKind::kIo, msg::cannot_write(out_dir, ec ? ec.message() : "not a directory"));
+  lock_ = std::make_unique<store::FileLock>((fs::path(out_dir) / ".fgm-run.lock").string(), out_dir, false);
   for (const auto& path : remove_stale_temporaries(out_dir)) spdlog::info("{}", msg::stale_temporary_removed(path));
 
   const bool exists = fs::exists(file_, ec);

@@ -3,17 +3,21 @@
 // outer iteration, removed once the run's outputs are written.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "core/memory_budget.h"
 #include "engine/resume_checkpoint.h"
+#include "io/store_files.h"
 
 namespace fgm::cli {
 
 class ResumeSession {
  public:
-  // Creates `out_dir`, removes temporaries left there by killed runs, then:
+  // Creates `out_dir` and locks it for this run (a second run writing the same
+  // output.dir fails at once, exit 4), removes temporaries left there by
+  // killed runs, then:
   // with `restart` removes the checkpoint; otherwise reads it and throws a
   // config error naming every difference if it belongs to another run.
   // `final_output` (e.g. "model.fgm") tells a finished run apart.
@@ -31,6 +35,7 @@ class ResumeSession {
   const std::string& file() const { return file_; }
 
  private:
+  std::unique_ptr<store::FileLock> lock_;  // <out_dir>/.fgm-run.lock, held for the whole run
   std::string file_;
   RunIdentity identity_;
   MemoryBudget& budget_;

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "io/model_file.h"
+#include "io/store_files.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
 
@@ -280,4 +281,28 @@ TEST_CASE("a checkpoint of another config or store is refused; --restart discard
     REQUIRE(r.code == 0);
     REQUIRE(leftovers(job.dir.path / "out").empty());
   }
+}
+
+TEST_CASE("a second run writing the same output.dir fails at once; the lock goes with the run",
+          "[cli][resume][lock]") {
+  TempDir dir("fgm-outlock");
+  REQUIRE(run(dir, "synth --out data --rows 200 --test-rows 20 --features 50 --relevant 5 --seed 4").code == 0);
+  const std::string train = "train data.train=data/train.svm engine.cache_dir=cache fgm.B=2 output.dir=out";
+  fs::create_directories(dir.path / "out");
+  {
+    // Another process holding the run lock (as a running `fgm train` does).
+    fgm::store::FileLock other(dir.file("out/.fgm-run.lock"), dir.file("out"), false);
+    RunResult r = run(dir, train);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 4);
+    REQUIRE(contains(r.err, "another fgm process is writing this output"));
+    REQUIRE_FALSE(fs::exists(dir.path / "out" / "model.fgm"));
+    r = run(dir, "path data.train=data/train.svm engine.cache_dir=cache fgm.B=2 'path.features=[2]' output.dir=out");
+    REQUIRE(r.code == 4);
+  }
+  RunResult r = run(dir, train);
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(fs::exists(dir.path / "out" / "model.fgm"));
+  REQUIRE_FALSE(fs::exists(dir.path / "out" / ".fgm-run.lock"));
 }
