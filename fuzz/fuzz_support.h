@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -42,11 +43,20 @@ inline void write_bytes(const std::filesystem::path& path, std::string_view byte
 // A typed fgm::Error is the expected answer to bad input. kInternal (a failed
 // FGM_ASSERT) and any other exception (exit 70 in the CLI) are bugs: abort so
 // libFuzzer records the input. Memory errors and UB are caught by the sanitizers.
+// With FGM_FUZZ_VERBOSE set (replaying an input by hand), the outcome is
+// printed: which check rejected the input, or that it was accepted.
+inline bool verbose() {
+  static const bool on = std::getenv("FGM_FUZZ_VERBOSE") != nullptr;
+  return on;
+}
+
 template <class Fn>
 void expect_clean_outcome(Fn&& fn) {
   try {
     fn();
+    if (verbose()) std::fprintf(stderr, "fuzz input accepted\n");
   } catch (const Error& e) {
+    if (verbose()) std::fprintf(stderr, "fuzz input rejected: %s\n", e.what());
     if (e.kind() == ErrorKind::kInternal) {
       std::fprintf(stderr, "fgm internal error on fuzz input: %s\n", e.what());
       std::abort();

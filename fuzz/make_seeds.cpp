@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include "core/memory_budget.h"
 #include "io/model_file.h"
@@ -101,13 +102,25 @@ void write_store_seeds(const fs::path& dir, const fs::path& tmp) {
        "1 1:1 2:2 4:0 8:3.5\n"
        "-1.0 5:1e-3\n"
        "+1 3:7 6:1 8:-1\n");
+  // A store whose shard spans more than one checksum piece (16 KiB): 320 rows
+  // of 10 small-integer values (ties included), about 25 KiB of data.
+  const fs::path multi_piece = tmp / "multi_piece.svm";
+  std::string rows;
+  for (int r = 0; r < 320; ++r) {
+    rows += r % 3 == 0 ? "+1" : "-1";
+    for (int k = 0; k < 10; ++k)  // increasing indices k*6+1+(r mod 6)
+      rows += " " + std::to_string(6 * k + 1 + r % 6) + ":" + std::to_string(1 + (r + k) % 4);
+    rows += "\n";
+  }
+  spit(multi_piece, rows);
   int i = 0;
-  for (uint64_t shard_target : {uint64_t{0}, uint64_t{200}}) {
+  const std::pair<fs::path, uint64_t> stores[] = {{text, 0}, {text, 200}, {multi_piece, 0}};
+  for (const auto& [input, shard_target] : stores) {
     fgm::MemoryBudget budget(256ull << 20);
     fgm::IngestOptions options;
     options.shard_target_bytes = shard_target;
     const fs::path store = tmp / ("store" + std::to_string(i));
-    fgm::ingest_libsvm(text.string(), store.string(), options, budget);
+    fgm::ingest_libsvm(input.string(), store.string(), options, budget);
     spit(dir / ("store" + std::to_string(i++)), pack_store(store));
   }
 }

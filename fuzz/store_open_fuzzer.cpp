@@ -5,10 +5,14 @@
 //   then records  uint8 name length, name, uint32 (LE) data length, data
 // Names other than [A-Za-z0-9._-]+ are skipped. fuzz_make_seeds writes real
 // stores made by ingest in this form.
+#include <cctype>
+#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,7 +63,8 @@ void patch_u64(const T* table, flatbuffers::voffset_t field, uint64_t value) {
   if (at) std::memcpy(const_cast<uint8_t*>(at), &value, 8);
 }
 
-// The FlatBuffer of a file with a store preamble, or nullptr if it does not verify.
+// The FlatBuffer of a file with a store preamble, or nullptr if it is not
+// inside the file.
 uint8_t* header_of(std::string& file, const char* magic, uint32_t& fb_bytes) {
   if (file.size() < sizeof(fgm::store::Preamble) || std::memcmp(file.data(), magic, 8) != 0)
     return nullptr;
@@ -75,25 +80,48 @@ void repair_preamble(std::string& file, const uint8_t* fb, uint32_t fb_bytes) {
   std::memcpy(file.data() + offsetof(fgm::store::Preamble, flatbuffer_checksum), &sum, 8);
 }
 
-// Makes every checksum agree with the (mutated) bytes so that mutations reach
-// the consistency and bounds checks behind them: shard raw-block and header
-// checksums first, then the manifest's per-shard file checksums and sizes,
-// its labels checksum and its own header checksum.
-void repair_checksums(Files& files) {
+// Recomputes a shard's piece table from its data region as ingest does
+// (PieceHasher over the layout's data region, table at the layout's offset)
+// and returns the table's XXH64; nothing when the header's piece size is one
+// open() rejects anyway or the layout does not lie inside the file.
+std::optional<uint64_t> repair_piece_table(std::string& file, const fgm::schema::ShardHeader& h) {
+  namespace store = fgm::store;
+  const uint64_t piece_bytes = h.piece_bytes();
+  if (piece_bytes < store::kMinPieceBytes || piece_bytes > store::kMaxPieceBytes) return {};
+  // The layout open() checks the header against (fuzzed counts may wrap it).
+  const store::ShardLayout l = store::shard_layout(h.column_count(), h.nnz(), piece_bytes);
+  const uint64_t size = file.size(), raw = h.raw_offset();
+  if (raw > size || l.data_bytes > size - raw || l.piece_table > size - raw ||
+      l.piece_count > (size - raw - l.piece_table) / 8)
+    return {};
+  store::PieceHasher pieces(piece_bytes);
+  pieces.update(file.data() + raw, l.data_bytes);
+  const std::vector<uint64_t> table = pieces.finish();
+  if (table.size() != l.piece_count) return {};
+  std::memcpy(file.data() + raw + l.piece_table, table.data(), 8 * table.size());
+  return fgm::xxh64(table.data(), 8 * table.size());
+}
+
+// A shard file: its piece table, the table's checksum in the header, then the
+// header's checksum in the preamble.
+void repair_shard(std::string& file) {
   namespace schema = fgm::schema;
-  for (auto& [name, file] : files) {
-    uint32_t n = 0;
-    uint8_t* fb = header_of(file, fgm::store::kShardMagic, n);
-    if (!fb) continue;
-    flatbuffers::Verifier verifier(fb, n);
-    if (schema::VerifySizePrefixedShardHeaderBuffer(verifier)) {
-      const auto* h = schema::GetSizePrefixedShardHeader(fb);
-      if (h->raw_offset() <= file.size())
-        patch_u64(h, schema::ShardHeader::VT_RAW_CHECKSUM,
-                  fgm::xxh64(file.data() + h->raw_offset(), file.size() - h->raw_offset()));
-    }
-    repair_preamble(file, fb, n);
+  uint32_t n = 0;
+  uint8_t* fb = header_of(file, fgm::store::kShardMagic, n);
+  if (!fb) return;
+  flatbuffers::Verifier verifier(fb, n);
+  if (schema::VerifySizePrefixedShardHeaderBuffer(verifier)) {
+    const auto* h = schema::GetSizePrefixedShardHeader(fb);
+    if (auto table_checksum = repair_piece_table(file, *h))
+      patch_u64(h, schema::ShardHeader::VT_PIECE_TABLE_CHECKSUM, *table_checksum);
   }
+  repair_preamble(file, fb, n);
+}
+
+// The manifest, after the shards: each listed shard's file checksum and size,
+// the labels checksum, then its own header checksum.
+void repair_manifest(Files& files) {
+  namespace schema = fgm::schema;
   auto it = files.find(fgm::store::kManifestName);
   if (it == files.end()) return;
   std::string& manifest = it->second;
@@ -106,7 +134,7 @@ void repair_checksums(Files& files) {
     if (m->shards())
       for (const auto* e : *m->shards()) {
         auto shard = e->file_name() ? files.find(e->file_name()->str()) : files.end();
-        if (shard == files.end()) continue;
+        if (shard == files.end() || shard == it) continue;
         patch_u64(e, schema::ShardEntry::VT_CHECKSUM,
                   fgm::xxh64(shard->second.data(), shard->second.size()));
         patch_u64(e, schema::ShardEntry::VT_FILE_BYTES, shard->second.size());
@@ -119,31 +147,73 @@ void repair_checksums(Files& files) {
   repair_preamble(manifest, fb, n);
 }
 
+// Makes every checksum agree with the (mutated) bytes so that mutations reach
+// the consistency and bounds checks behind them (a crafted store can carry
+// valid checksums), in the order the writers compute them: every shard first
+// (pieces, piece-table checksum, header checksum), then the manifest.
+void repair_checksums(Files& files) {
+  for (auto& [name, file] : files)
+    if (name != fgm::store::kManifestName) repair_shard(file);
+  repair_manifest(files);
+}
+
+// The engine's assumptions about what it reads, beyond memory safety: a
+// violation means open() or a read let an inconsistency through.
+void require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "store_open fuzzer: %s\n", what);
+    std::abort();
+  }
+}
+
+// Every block of plan_blocks(target) through read_block, as the chunk
+// scheduler does (buffers from a small pool, reused and grown across blocks).
+uint64_t read_blocks(const fgm::ShardStore& store, uint64_t target) {
+  const auto& info = store.info();
+  fgm::BlockBuffer pool[2];
+  uint64_t checksum = 0, next_column = 0, nnz = 0, i = 0;
+  for (const auto& ref : store.plan_blocks(target)) {
+    require(ref.first_column == next_column && ref.column_count > 0,
+            "plan_blocks does not tile the columns");
+    next_column += ref.column_count;
+    nnz += ref.nnz;
+    store.prefetch_block(ref);
+    fgm::BlockBuffer& buffer = pool[i++ % 2];
+    fgm::ColumnBlock c = store.read_block(ref, buffer);
+    require(buffer.capacity() >= ref.read_bytes, "read_block buffer smaller than read_bytes");
+    require(c.first_column == ref.first_column && c.column_count == ref.column_count,
+            "read_block returned another block");
+    require(c.col_ptr[0] == 0 && c.col_ptr[c.column_count] == ref.nnz,
+            "column pointers do not span the block");
+    for (uint64_t k = 0; k < c.column_count; ++k) {
+      require(c.col_ptr[k] <= c.col_ptr[k + 1], "column pointers decrease");
+      for (uint64_t p = c.col_ptr[k]; p < c.col_ptr[k + 1]; ++p) {
+        require(c.row_ids[p] < info.n_rows, "row id out of range");
+        float v = c.values[p];
+        checksum += c.row_ids[p] + static_cast<uint64_t>(v != v);
+      }
+      checksum += static_cast<uint64_t>(c.col_min[k] <= c.col_max[k]);
+    }
+  }
+  require(next_column == info.n_features && nnz == info.nnz,
+          "plan_blocks does not cover the store");
+  return checksum;
+}
+
 // Everything the engine reads through an opened store, so that a verification
-// gap shows up as an out-of-bounds read here.
+// gap shows up as an out-of-bounds read or a failed requirement here.
 uint64_t read_everything(const fgm::ShardStore& store) {
   uint64_t checksum = 0;
   const auto& info = store.info();
   for (uint64_t r = 0; r < info.n_rows; ++r) checksum += static_cast<uint8_t>(store.labels()[r]);
-  for (uint64_t target : {uint64_t{64}, uint64_t{1} << 20}) {
-    for (const auto& block : store.plan_blocks(target)) {
-      fgm::ColumnBlock c = store.map_block(block);
-      for (uint64_t k = 0; k < c.column_count; ++k) {
-        for (uint64_t p = c.col_ptr[k]; p < c.col_ptr[k + 1]; ++p) {
-          if (c.row_ids[p] >= info.n_rows) std::abort();
-          float v = c.values[p];
-          checksum += c.row_ids[p] + static_cast<uint64_t>(v != v);
-        }
-        checksum += static_cast<uint64_t>(c.col_min[k] <= c.col_max[k]);
-      }
-      store.prefetch_block(block);
-      store.release_block(block);
-    }
-  }
+  for (uint64_t target : {uint64_t{64}, uint64_t{4096}, uint64_t{1} << 20})
+    checksum += read_blocks(store, target);
   std::vector<uint32_t> rows;
   std::vector<float> values;
   for (uint64_t j = 0; j < info.n_features && j < 4096; ++j) {
     store.read_column(j, rows, values);
+    require(rows.size() == values.size(), "read_column sizes differ");
+    for (uint32_t r : rows) require(r < info.n_rows, "read_column row id out of range");
     checksum += rows.size() + static_cast<uint64_t>(store.column_min(j) <= store.column_max(j));
   }
   return checksum;

@@ -368,6 +368,11 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
   if (piece_bytes < store::kMinPieceBytes || piece_bytes > store::kMaxPieceBytes ||
       piece_bytes % store::kAlign != 0)
     corrupt(msg::store_inconsistent(path, "bad checksum piece size"));
+  // Every column takes at least 16 bytes of the data region (col_ptr entry,
+  // min, max) and every nonzero 8: larger counts would wrap the layout's
+  // offsets into a small, self-consistent layout that lies about the arrays.
+  if (h->column_count() > in.size() / 16 || h->nnz() > in.size() / 8)
+    corrupt(msg::store_inconsistent(path, "the header's counts do not fit in the file"));
   const store::ShardLayout l = store::shard_layout(h->column_count(), h->nnz(), piece_bytes);
   const uint64_t header_end = sizeof(store::Preamble) + buffer.size();
   if (h->raw_offset() < header_end || h->raw_offset() % store::kAlign != 0 ||

@@ -26,9 +26,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/memory_budget.h"
 #include "io/libsvm_reader.h"
 #include "io/shard_store.h"
+#include "io/store_writer.h"
 
 using namespace fgm;
 namespace fs = std::filesystem;
@@ -761,6 +763,100 @@ TEST_CASE("a format-1 store asks to be ingested again", "[io][store]") {
   CHECK(e.kind() == ErrorKind::kCorruption);
   CHECK(contains(e.what(), "format version 1"));
   CHECK(contains(e.what(), "ingest the data again"));
+}
+
+namespace {
+
+// A one-shard store written byte by byte with the writers' own header and
+// manifest helpers and valid checksums everywhere (piece table, header,
+// file, labels): what a crafted file can look like. The shard's header
+// claims `column_count` columns and `nnz` nonzeros; its data region is the
+// one store::shard_layout gives for those counts (col_ptr, rows, values,
+// min, max as given; the rest zeros).
+struct CraftedShard {
+  uint64_t column_count = 1, nnz = 0;
+  std::vector<uint64_t> col_ptr;
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+};
+
+void write_crafted_store(const std::string& dir, const CraftedShard& c, uint64_t n_rows) {
+  fs::create_directories(dir);
+  const store::ShardLayout l = store::shard_layout(c.column_count, c.nnz);
+  REQUIRE(l.raw_bytes < (1 << 20));  // the counts are meant to wrap the layout
+  std::string raw(l.raw_bytes, '\0');
+  std::memcpy(raw.data() + l.col_ptr, c.col_ptr.data(), 8 * c.col_ptr.size());
+  std::memcpy(raw.data() + l.row_ids, c.rows.data(), 4 * c.rows.size());
+  std::memcpy(raw.data() + l.values, c.values.data(), 4 * c.values.size());
+  store::PieceHasher pieces;
+  pieces.update(raw.data(), l.data_bytes);
+  const std::vector<uint64_t> table = pieces.finish();
+  REQUIRE(table.size() == l.piece_count);
+  std::memcpy(raw.data() + l.piece_table, table.data(), 8 * table.size());
+  const uint64_t raw_offset = store::shard_raw_offset();
+  std::vector<uint8_t> header = store::shard_header_bytes(
+      0, 0, c.column_count, c.nnz, n_rows, raw_offset, l, xxh64(table.data(), 8 * table.size()));
+  std::string shard(header.begin(), header.end());
+  shard.resize(raw_offset, '\0');
+  shard += raw;
+  const std::string shard_name = store::shard_file_name(0);
+  write_text(dir + "/" + shard_name, shard);
+
+  store::ManifestFields m;
+  m.n_rows = n_rows;
+  m.n_features = c.column_count;
+  m.nnz = c.nnz;
+  std::string labels(n_rows, '\0');
+  for (uint64_t r = 0; r < n_rows; ++r) labels[r] = r % 2 == 0 ? 1 : -1;
+  m.n_positive = (n_rows + 1) / 2;
+  m.n_negative = n_rows / 2;
+  m.shards.push_back({shard_name, 0, c.column_count, c.nnz, shard.size(),
+                      xxh64(shard.data(), shard.size())});
+  m.labels_offset = store::align_up(store::manifest_bytes(m).size());
+  m.labels_checksum = xxh64(labels.data(), labels.size());
+  std::vector<uint8_t> bytes = store::manifest_bytes(m);
+  std::string manifest(bytes.begin(), bytes.end());
+  manifest.resize(m.labels_offset, '\0');
+  manifest += labels;
+  write_text(dir + "/" + store::kManifestName, manifest);
+}
+
+}  // namespace
+
+TEST_CASE("a shard whose counts overflow its layout is rejected at open", "[io][store]") {
+  TestDir dir;
+  SECTION("control: sane counts open and read back what was written") {
+    write_crafted_store(dir / "sane", {2, 3, {0, 2, 3}, {0, 3, 1}, {2.5f, -1.0f, 4.0f}}, 4);
+    MemoryBudget budget(64 << 20);
+    auto store = ShardStore::open(dir / "sane", budget);
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+    store->read_column(0, rows, values);
+    CHECK(rows == std::vector<uint32_t>{0, 3});
+    CHECK(values == std::vector<float>{2.5f, -1.0f});
+    store->read_column(1, rows, values);
+    CHECK(rows == std::vector<uint32_t>{1});
+    CHECK(values == std::vector<float>{4.0f});
+  }
+  // 8·(2^61 + 1) and 4·2^61 wrap: the layout is 72 bytes, col_ptr one entry.
+  // Opened, column_min read past the data region (an internal error, exit 70).
+  SECTION("2^61 columns") {
+    write_crafted_store(dir / "columns", {uint64_t{1} << 61, 0, {0}, {}, {}}, 4);
+    Error e = open_error(dir / "columns");
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(contains(e.what(), "shard-00000.fgs"));
+    CHECK(contains(e.what(), "counts do not fit"));
+  }
+  // 4·2^62 wraps to 0: no row ids or values in the file, col_ptr says 2^62.
+  // Opened, read_block checked 2^62 row ids of a 64-byte buffer (heap overflow).
+  SECTION("2^62 nonzeros") {
+    write_crafted_store(dir / "nonzeros", {1, uint64_t{1} << 62, {0, uint64_t{1} << 62}, {}, {}},
+                        4);
+    Error e = open_error(dir / "nonzeros");
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(contains(e.what(), "shard-00000.fgs"));
+    CHECK(contains(e.what(), "counts do not fit"));
+  }
 }
 
 TEST_CASE("ingest refuses a store larger than store.max_bytes or the free space", "[io][store]") {
