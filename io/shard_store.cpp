@@ -382,7 +382,7 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
       h->piece_count() != l.piece_count || h->piece_table_offset() != l.piece_table)
     corrupt(msg::store_inconsistent(path, "the header's array layout is wrong"));
   if (in.size() != shard.file_bytes) corrupt(msg::truncated_file(path, shard.file_bytes, in.size()));
-  if (h->raw_offset() + h->raw_bytes() != in.size())
+  if (h->raw_offset() > in.size() || h->raw_bytes() != in.size() - h->raw_offset())
     corrupt(msg::truncated_file(path, h->raw_offset() + h->raw_bytes(), in.size()));
   const uint64_t raw = h->raw_offset();
   shard.raw_offset = raw;
