@@ -75,6 +75,8 @@ pid_t temporary_owner(const std::string& name) {
   return static_cast<pid_t>(pid);
 }
 
+}  // namespace
+
 // No such process, or a zombie (killed, not yet reaped by its parent).
 bool process_is_gone(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
@@ -84,8 +86,6 @@ bool process_is_gone(pid_t pid) {
   return paren != std::string::npos && paren + 2 < text.size() &&
          (text[paren + 2] == 'Z' || text[paren + 2] == 'X');
 }
-
-}  // namespace
 
 std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
   std::vector<std::string> removed;

@@ -2,6 +2,8 @@
 // output file under the final name.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,5 +18,9 @@ void write_file_atomic(const std::string& path, std::string_view data);
 // killed (".<name>.tmp-<pid>" whose pid no longer runs); returns their paths.
 // Temporaries of live processes are left alone.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
+
+// True when no process `pid` runs: none exists, or it is a zombie (killed,
+// not yet reaped by its parent). The owner test of every stale temporary.
+bool process_is_gone(pid_t pid);
 
 }  // namespace fgm

@@ -15,6 +15,7 @@
 #include <random>
 #include <system_error>
 
+#include "core/atomic_file.h"
 #include "core/messages.h"
 #include "io/store_format.h"
 
@@ -263,7 +264,7 @@ bool pid_is_running(const std::string& name, size_t at) {
     if (name[i] < '0' || name[i] > '9') return true;
     pid = pid * 10 + (name[i] - '0');
   }
-  return pid <= 0 || ::kill(pid, 0) == 0 || errno == EPERM;
+  return pid <= 0 || !process_is_gone(pid);
 }
 
 }  // namespace
