@@ -192,7 +192,7 @@ void PathRun::run_value_list(uint64_t first_run) {
       materialize_features(*space, store_, t.model.features, cache);
     }
     add_point(t.model, s.B, s.apg.C, t.model.objective, t.total_apg_iterations, t.total_gradient_evaluations,
-              settings_.debias ? &cache : nullptr, store_.labels());
+              settings_.debias ? &cache : nullptr, s.labels ? s.labels : store_.labels());
     report_progress(i + 1, nullptr);
   }
 }

@@ -77,7 +77,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
       budget_(budget),
       hooks_(hooks),
       n_(store.info().n_rows),
-      y_(store.labels()),
+      y_(settings.labels ? settings.labels : store.labels()),
       cache_(budget, store.info().n_rows) {
   const StoreInfo& info = store.info();
   FeatureSpaceSettings space_settings = settings.space;
@@ -95,6 +95,8 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   // Dual variables, decision values and a = α∘y: O(n) each.
   dual_mem_ = budget.reserve(3 * n_ * sizeof(double), "dual variables", "use fewer training rows");
   progress_.alpha.assign(n_, settings.apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
+  for (uint64_t i = 0; i < n_; ++i)
+    if (y_[i] == 0) progress_.alpha[i] = 0;    // a row outside the fit
   a_.resize(n_);
   decision_.assign(n_, 0.0);
   // A small budget gets smaller blocks, so that several stay in flight

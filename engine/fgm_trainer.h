@@ -42,6 +42,10 @@ struct TrainSettings {
   // path). The batch before a checkpoint is shortened so the count lands on it
   // exactly. Increasing.
   std::vector<uint64_t> checkpoints;
+  // Training labels, n entries: ±1, or 0 for a row left out of this fit (a
+  // cross-validation fold, one-vs-rest relabelling). Null: the store's labels.
+  // The rows' α is 0, so they add nothing to scores, objective or gradients.
+  const int8_t* labels = nullptr;
   // Where the run's warnings go (APG non-convergence, ...); null: logged only.
   RunWarnings* warnings = nullptr;
 };

@@ -140,7 +140,8 @@ template <class LossT>
 double sum_loss(Executor& ex, double C, const int8_t* y, const double* d, size_t n) {
   return ex.sum_rows(n, [&](size_t b, size_t e) {
     double s = 0;
-    for (size_t i = b; i < e; ++i) s += LossT::value(C, double(y[i]) * d[i]);
+    for (size_t i = b; i < e; ++i)
+      if (y[i] != 0) s += LossT::value(C, double(y[i]) * d[i]);  // 0: row not in this fit
     return s;
   });
 }
@@ -524,7 +525,7 @@ ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
   FGM_ASSERT(options.C > 0);
   FGM_ASSERT(options.eta > 0 && options.eta < 1);
   FGM_ASSERT(options.threads >= 1);
-  for (uint64_t i = 0; i < cache.n_rows(); ++i) FGM_ASSERT(labels[i] == 1 || labels[i] == -1);
+  for (uint64_t i = 0; i < cache.n_rows(); ++i) FGM_ASSERT(labels[i] >= -1 && labels[i] <= 1);
   if (options.loss == Loss::kLogistic) {
     ApgSolver<detail::LogisticLoss> solver(cache, labels, options, budget);
     return solver.solve(state, decision);
@@ -538,8 +539,10 @@ void dual_from_decision(Loss loss, double C, const int8_t* labels,
   alpha.resize(decision.size());
   for (size_t i = 0; i < decision.size(); ++i) {
     double m = double(labels[i]) * decision[i];
-    // α_i = C ξ_i (ξ_i = max(1 − m, 0)) or C σ(ξ_i) with ξ_i = −m (Theorem 3).
-    alpha[i] = loss == Loss::kLogistic ? C * detail::sigmoid(-m) : C * std::max(1.0 - m, 0.0);
+    // α_i = C ξ_i (ξ_i = max(1 − m, 0)) or C σ(ξ_i) with ξ_i = −m (Theorem 3);
+    // a row outside the fit (label 0) has no constraint, so α_i = 0.
+    if (labels[i] == 0) alpha[i] = 0;
+    else alpha[i] = loss == Loss::kLogistic ? C * detail::sigmoid(-m) : C * std::max(1.0 - m, 0.0);
   }
 }
 

@@ -64,7 +64,8 @@ struct ApgResult {
 
 // Solves (31) over the columns in `cache`, warm-started from `state` (resized
 // to cache.num_columns() with zeros for new columns), writing the solution back
-// to `state`. `labels` holds n ±1 values. On return `decision` (n entries) holds
+// to `state`. `labels` holds n values: ±1, or 0 for a row outside this fit (a
+// held-out fold, a row of no concern): such a row adds nothing to P or ∇P. On return `decision` (n entries) holds
 // d_i = w'x_i − b at the solution. Working memory is reserved from `budget`:
 // O(n) per-row vectors (an out-of-memory error if they do not fit), and as much
 // of the Section 5.5 inner-product cache (X_h v_h and X_h ∇_h P per batch) as
