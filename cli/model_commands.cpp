@@ -12,9 +12,33 @@
 #include "core/messages.h"
 #include "core/path_checks.h"
 #include "engine/evaluate.h"
+#include "io/libsvm_reader.h"
 #include "io/model_file.h"
 
 namespace fgm::cli {
+namespace {
+
+void write_features(JsonWriter& j, const std::vector<ModelFeature>& features, uint64_t base) {
+  j.key("features").begin_array();
+  for (const auto& f : features) {
+    j.begin_object();
+    j.key("id").value(f.key.ids[0] + base);
+    j.key("kind").value(feature_kind_name(f.key.kind));
+    j.key("ids").begin_array();
+    j.value(f.key.ids[0] + base);
+    if (f.key.kind == FeatureKind::kCross) j.value(f.key.ids[1] + base);
+    j.end_array();
+    if (f.key.kind == FeatureKind::kHik || f.key.kind == FeatureKind::kAdditive)
+      j.key("level").value(static_cast<uint64_t>(f.key.level));
+    if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
+    j.key("weight").value(f.weight);
+    j.key("batch").value(static_cast<uint64_t>(f.batch));
+    j.end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace
 
 Command add_predict(CLI::App& app) {
   auto* sub = app.add_subcommand("predict", "score LIBSVM text with a model; prints accuracy= and auc=");
@@ -25,7 +49,8 @@ Command add_predict(CLI::App& app) {
   auto args = std::make_shared<Args>();
   sub->add_option("--model", args->model, "model.fgm written by fgm train")->required();
   sub->add_option("input", args->input, "LIBSVM/svmlight file (plain/gz/bz2/xz)")->required();
-  sub->add_option("--out", args->out, "write one decision value per line here");
+  sub->add_option("--out", args->out,
+                  "write one decision value per line here (a one-vs-rest model: the predicted label)");
   sub->add_option("--memory-budget", args->memory_budget, "peak memory for scores, e.g. 256MB")
       ->capture_default_str();
   return {sub, [args]() {
@@ -47,7 +72,9 @@ Command add_predict(CLI::App& app) {
                                                     "write scores for a smaller test file");
               std::string text;
               text.reserve(r.scores.size() * kLineBytes);
-              for (double s : r.scores) text += fmt::format("{:.9g}\n", s);
+              // A one-vs-rest model writes the predicted original label.
+              for (double s : r.scores)
+                text += model.multiclass() ? label_text(s) + "\n" : fmt::format("{:.9g}\n", s);
               write_file_atomic(args->out, text);
             }
             fmt::print("accuracy={:.6f} auc={:.6f} rows={}\n", r.accuracy, r.auc, r.rows);
@@ -85,24 +112,21 @@ Command add_inspect(CLI::App& app) {
             j.key("store_checksum").value(hex64(m.store_checksum));
             j.key("created_unix").value(m.created_unix);
             j.end_object();
-            j.key("features").begin_array();
             const uint64_t base = static_cast<uint64_t>(m.index_base);
-            for (const auto& f : m.features) {
-              j.begin_object();
-              j.key("id").value(f.key.ids[0] + base);
-              j.key("kind").value(feature_kind_name(f.key.kind));
-              j.key("ids").begin_array();
-              j.value(f.key.ids[0] + base);
-              if (f.key.kind == FeatureKind::kCross) j.value(f.key.ids[1] + base);
+            write_features(j, m.features, base);
+            if (m.multiclass()) {
+              j.key("classes").begin_array();
+              for (const auto& c : m.classes) {
+                j.begin_object();
+                j.key("label").value(c.label);
+                j.key("bias").value(c.bias);
+                j.key("objective").value(c.objective);
+                j.key("iterations").value(static_cast<uint64_t>(c.iterations));
+                write_features(j, c.features, base);
+                j.end_object();
+              }
               j.end_array();
-              if (f.key.kind == FeatureKind::kHik || f.key.kind == FeatureKind::kAdditive)
-                j.key("level").value(static_cast<uint64_t>(f.key.level));
-              if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
-              j.key("weight").value(f.weight);
-              j.key("batch").value(static_cast<uint64_t>(f.batch));
-              j.end_object();
             }
-            j.end_array();
             j.key("config").begin_object();
             for (const auto& [k, v] : m.config) j.key(k).value(v);
             j.end_object();

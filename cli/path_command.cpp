@@ -68,6 +68,9 @@ Command add_path(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     reject_store_mismatch(config, data.store->info());
+    if (data.store->info().classes() > 2)
+      throw Error(ErrorKind::kConfig,
+                  msg::multiclass_path_unsupported(data.store_dir, data.store->info().classes()));
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();

@@ -18,10 +18,14 @@
 #include "core/messages.h"
 #include "core/path_checks.h"
 #include "engine/evaluate.h"
+#include "engine/one_vs_rest.h"
 #include "engine/train_settings.h"
 #include "io/synthetic_data.h"
 
 namespace fgm::cli {
+
+void write_warnings(JsonWriter& j, const RunWarnings& warnings);
+
 namespace {
 
 void write_iteration(JsonWriter& j, const IterationRecord& r) {
@@ -44,6 +48,181 @@ void write_iteration(JsonWriter& j, const IterationRecord& r) {
   j.key("apg_converged").value(r.apg_converged);
   j.key("apg_stop").value(r.apg_stop);
   j.end_object();
+}
+
+struct TruthRecovery {
+  uint64_t recovered = 0, planted = 0, recovered_cross = 0, planted_cross = 0;
+};
+
+// How many planted features (data.truth) are among `features`.
+TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features) {
+  PlantedTruth truth = read_truth(truth_path);
+  TruthRecovery r;
+  r.planted = truth.ids.size();
+  r.planted_cross = truth.cross_ids.size();
+  std::vector<uint64_t> chosen;
+  std::vector<std::pair<uint64_t, uint64_t>> chosen_cross;
+  for (const auto& f : features) {
+    if (f.key.kind == FeatureKind::kCross) chosen_cross.emplace_back(f.key.ids[0], f.key.ids[1]);
+    else if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup) chosen.push_back(f.key.ids[0]);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  std::sort(chosen_cross.begin(), chosen_cross.end());
+  for (uint64_t id : truth.ids)
+    if (std::binary_search(chosen.begin(), chosen.end(), id)) ++r.recovered;
+  for (const auto& pair : truth.cross_ids)
+    if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++r.recovered_cross;
+  return r;
+}
+
+void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
+  j.key("selected_features").begin_array();
+  for (const auto& f : features) {
+    j.begin_object();
+    j.key("id").value(f.key.ids[0] + static_cast<uint64_t>(index_base));
+    j.key("kind").value(feature_kind_name(f.key.kind));
+    if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
+    j.key("weight").value(f.weight);
+    j.key("batch").value(static_cast<uint64_t>(f.batch));
+    j.end_object();
+  }
+  j.end_array();
+}
+
+void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data) {
+  const StoreInfo& info = data.store->info();
+  j.key("data").begin_object();
+  j.key("train").value(config.get_string("data.train"));
+  j.key("store").value(data.store_dir);
+  j.key("ingested_now").value(data.ingested_now);
+  j.key("ingest_seconds").value(data.ingest_seconds);
+  j.key("rows").value(info.n_rows);
+  j.key("features").value(info.n_features);
+  j.key("nnz").value(info.nnz);
+  j.key("positive_label").value(info.positive_value);
+  j.key("negative_label").value(info.negative_value);
+  if (info.classes() > 2) {
+    j.key("classes").begin_array();
+    for (size_t k = 0; k < info.classes(); ++k) {
+      j.begin_object();
+      j.key("label").value(info.class_values[k]);
+      j.key("rows").value(info.class_counts[k]);
+      j.end_object();
+    }
+    j.end_array();
+  }
+  j.key("store_checksum").value(hex64(info.store_checksum));
+  j.end_object();
+}
+
+// fgm train on a store with more than two labels (fgm.multiclass = "ovr"):
+// one binary run per class (engine/one_vs_rest.h). No resume checkpoints:
+// an interrupted multi-class run starts again.
+int train_multiclass(const Config& config, const TrainSettings& settings, const TrainingData& data,
+                     MemoryBudget& budget, RunWarnings& warnings, ResumeSession& session) {
+  const StoreInfo& info = data.store->info();
+  const std::string out_dir = config.get_string("output.dir");
+  spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr)", info.classes(),
+               info.classes());
+  OneVsRestOutcome outcome = train_one_vs_rest(
+      *data.store, settings, budget, [&](size_t c, const IterationRecord& r) {
+        spdlog::info("class {} iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, "
+                     "score {:.3f}s, solve {:.3f}s",
+                     label_text(info.class_values[c]), r.iter, r.selected, r.added, r.objective,
+                     r.rel_decrease, r.score_seconds, r.solve_seconds);
+      });
+  Model& model = outcome.model;
+  model.config = config.dump();
+  uint64_t selected = 0;
+  std::vector<ModelFeature> all_features;
+  for (const auto& c : model.classes) {
+    selected += c.features.size();
+    all_features.insert(all_features.end(), c.features.begin(), c.features.end());
+  }
+
+  bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) {
+    test = evaluate_file(config.get_string("data.test"), model, false, budget);
+    if (test.ignored_features > 0)
+      warnings.add("test_features_beyond_model",
+                   msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
+                                         test.first_ignored_index + model.index_base, model.n_features));
+  }
+  bool has_truth = !config.get_string("data.truth").empty();
+  TruthRecovery truth;
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
+
+  create_output_directory(out_dir, "output.dir");
+  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  JsonWriter j;
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  write_data_section(j, config, data);
+  j.key("config").begin_object();
+  for (const auto& [k, v] : model.config) j.key(k).value(v);
+  j.end_object();
+  j.key("multiclass").value("ovr");
+  j.key("iterations").begin_array().end_array();  // per class, below
+  j.key("classes").begin_array();
+  uint64_t total_apg = 0, total_bytes = 0;
+  for (size_t c = 0; c < outcome.classes.size(); ++c) {
+    const TrainOutcome& o = outcome.classes[c];
+    total_apg += o.total_apg_iterations;
+    total_bytes += o.total_bytes_streamed;
+    j.begin_object();
+    j.key("label").value(info.class_values[c]);
+    j.key("rows").value(info.class_counts[c]);
+    j.key("iterations").begin_array();
+    for (const auto& r : o.iterations) write_iteration(j, r);
+    j.end_array();
+    j.key("stop_reason").value(o.stop_reason);
+    j.key("final_sip_violation").value(o.final_sip_violation);
+    j.key("objective_no_features").value(o.objective_no_features);
+    j.key("objective").value(o.model.objective);
+    write_selected_features(j, o.model.features, model.index_base);
+    j.key("bias").value(o.model.bias);
+    j.key("total_apg_iterations").value(o.total_apg_iterations);
+    j.key("train_seconds").value(o.seconds);
+    if (has_test) j.key("test_auc").value(test.class_auc[c]);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("selected_total").value(selected);
+  j.key("iterations_restored").value(uint64_t{0});
+  j.key("total_apg_iterations").value(total_apg);
+  j.key("total_bytes_streamed").value(total_bytes);
+  j.key("memory_budget_bytes").value(budget.limit());
+  j.key("memory_budget_peak_bytes").value(outcome.budget_peak);
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  j.key("train_seconds").value(outcome.seconds);
+  j.key("total_seconds").value(outcome.seconds + data.ingest_seconds);
+  if (has_test) {
+    j.key("test").begin_object();
+    j.key("path").value(config.get_string("data.test"));
+    j.key("rows").value(test.rows);
+    j.key("accuracy").value(test.accuracy);
+    j.key("auc").value(test.auc);  // macro: mean one-vs-rest AUC
+    j.end_object();
+  }
+  if (has_truth) {
+    j.key("truth").begin_object();
+    j.key("planted").value(truth.planted);
+    j.key("recovered").value(truth.recovered);
+    j.key("planted_cross").value(truth.planted_cross);
+    j.key("recovered_cross").value(truth.recovered_cross);
+    j.end_object();
+  }
+  write_warnings(j, warnings);
+  j.end_object();
+  write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+  session.finish();
+
+  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
+  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
+  fmt::print(" model={}/model.fgm\n", out_dir);
+  return 0;
 }
 
 }  // namespace
@@ -102,6 +281,7 @@ Command add_train(CLI::App& app) {
     identity.config = result_config(config.dump());
     identity.store_checksum = info.store_checksum;
     ResumeSession session(out_dir, identity, args->restart, "model.fgm", budget);
+    if (info.classes() > 2) return train_multiclass(config, settings, data, budget, warnings, session);
     uint64_t resumed_from = 0;
     if (TrainProgress* saved = session.train()) {
       resumed_from = saved->iterations.size();
@@ -140,24 +320,10 @@ Command add_train(CLI::App& app) {
                                            outcome.model.n_features));
     }
     bool has_truth = !config.get_string("data.truth").empty();
-    uint64_t recovered = 0, planted = 0, recovered_cross = 0, planted_cross = 0;
-    if (has_truth) {
-      PlantedTruth truth = read_truth(config.get_string("data.truth"));
-      planted = truth.ids.size();
-      planted_cross = truth.cross_ids.size();
-      std::vector<uint64_t> chosen;
-      std::vector<std::pair<uint64_t, uint64_t>> chosen_cross;
-      for (const auto& f : outcome.model.features) {
-        if (f.key.kind == FeatureKind::kCross) chosen_cross.emplace_back(f.key.ids[0], f.key.ids[1]);
-        else if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup) chosen.push_back(f.key.ids[0]);
-      }
-      std::sort(chosen.begin(), chosen.end());
-      std::sort(chosen_cross.begin(), chosen_cross.end());
-      for (uint64_t id : truth.ids)
-        if (std::binary_search(chosen.begin(), chosen.end(), id)) ++recovered;
-      for (const auto& pair : truth.cross_ids)
-        if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++recovered_cross;
-    }
+    TruthRecovery truth;
+    if (has_truth) truth = recover_truth(config.get_string("data.truth"), outcome.model.features);
+    const uint64_t recovered = truth.recovered, planted = truth.planted;
+    const uint64_t recovered_cross = truth.recovered_cross, planted_cross = truth.planted_cross;
 
     create_output_directory(out_dir, "output.dir");
     write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
@@ -165,18 +331,7 @@ Command add_train(CLI::App& app) {
     JsonWriter j;
     j.begin_object();
     j.key("engine_version").value(FGM_VERSION);
-    j.key("data").begin_object();
-    j.key("train").value(config.get_string("data.train"));
-    j.key("store").value(data.store_dir);
-    j.key("ingested_now").value(data.ingested_now);
-    j.key("ingest_seconds").value(data.ingest_seconds);
-    j.key("rows").value(info.n_rows);
-    j.key("features").value(info.n_features);
-    j.key("nnz").value(info.nnz);
-    j.key("positive_label").value(info.positive_value);
-    j.key("negative_label").value(info.negative_value);
-    j.key("store_checksum").value(hex64(info.store_checksum));
-    j.end_object();
+    write_data_section(j, config, data);
     j.key("config").begin_object();
     for (const auto& [k, v] : outcome.model.config) j.key(k).value(v);
     j.end_object();
@@ -187,17 +342,7 @@ Command add_train(CLI::App& app) {
     j.key("iterations_restored").value(resumed_from);
     j.key("final_sip_violation").value(outcome.final_sip_violation);
     j.key("objective_no_features").value(outcome.objective_no_features);
-    j.key("selected_features").begin_array();
-    for (const auto& f : outcome.model.features) {
-      j.begin_object();
-      j.key("id").value(f.key.ids[0] + static_cast<uint64_t>(outcome.model.index_base));
-      j.key("kind").value(feature_kind_name(f.key.kind));
-      if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
-      j.key("weight").value(f.weight);
-      j.key("batch").value(static_cast<uint64_t>(f.batch));
-      j.end_object();
-    }
-    j.end_array();
+    write_selected_features(j, outcome.model.features, outcome.model.index_base);
     j.key("bias").value(outcome.model.bias);
     j.key("total_apg_iterations").value(outcome.total_apg_iterations);
     j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);

@@ -74,6 +74,10 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("fgm.eps_outer", T::kFloat, "0.001",
                   "stop when the relative objective decrease (38) falls to this value"),
              0, 1),
+      choices(spec("fgm.multiclass", T::kEnum, "\"ovr\"",
+                   "a store with more than two labels: one-vs-rest, one binary FGM run per class "
+                   "(that class +1, the rest -1; no effect on a two-label store)"),
+              {"ovr"}),
       spec("fgm.final_certificate", T::kBool, "true",
            "after the last solve, run one more scoring pass to report the final SIP violation (37)"),
       ranged(spec("apg.eps_inner", T::kFloat, "0.001",

@@ -112,14 +112,19 @@ std::string index_beyond_declared(std::string_view path, uint64_t line, uint64_t
                      location(path, line, column), index, declared);
 }
 std::string too_many_labels(std::string_view path, uint64_t line, uint64_t column,
-                            std::string_view first, std::string_view second,
-                            std::string_view third) {
-  return fmt::format("{}third distinct label '{}' (after '{}' and '{}'); fgm trains binary "
-                     "classifiers: map the classes to two labels first",
-                     location(path, line, column), third, first, second);
+                            int max_classes, std::string_view label) {
+  return fmt::format("{}label '{}' is beyond {} distinct labels; fgm trains classifiers (binary "
+                     "or one-vs-rest), not regression: map the targets to classes first",
+                     location(path, line, column), label, max_classes);
+}
+std::string multiclass_path_unsupported(std::string_view store, size_t classes) {
+  return fmt::format("{}the store holds {} classes; fgm path supports two-label stores only (a "
+                     "one-vs-rest path would need a feature count per class): use fgm train with "
+                     "fgm.max_features for each count",
+                     location(store), classes);
 }
 std::string single_label(std::string_view path, std::string_view label) {
-  return fmt::format("{}every row has label '{}'; a binary classifier needs two classes",
+  return fmt::format("{}every row has label '{}'; a classifier needs at least two classes",
                      location(path), label);
 }
 std::string truncated_stream(std::string_view path, std::string_view codec,

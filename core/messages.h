@@ -48,9 +48,9 @@ std::string non_finite_value(std::string_view path, uint64_t line, uint64_t colu
 std::string index_beyond_declared(std::string_view path, uint64_t line, uint64_t column,
                                   uint64_t index, uint64_t declared);
 std::string too_many_labels(std::string_view path, uint64_t line, uint64_t column,
-                            std::string_view first, std::string_view second,
-                            std::string_view third);
+                            int max_classes, std::string_view label);
 std::string single_label(std::string_view path, std::string_view label);
+std::string multiclass_path_unsupported(std::string_view store, size_t classes);
 std::string truncated_stream(std::string_view path, std::string_view codec, std::string_view detail);
 std::string too_many_rows(std::string_view path, uint64_t line);
 

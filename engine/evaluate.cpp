@@ -1,6 +1,7 @@
 #include "engine/evaluate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -33,6 +34,36 @@ double area_under_roc(const std::vector<double>& scores, const std::vector<int8_
   if (pos == 0 || neg == 0) return std::numeric_limits<double>::quiet_NaN();
   double p = static_cast<double>(pos);
   return (rank_sum - p * (p + 1) / 2.0) / (p * static_cast<double>(neg));
+}
+
+size_t argmax_class(const double* decisions, size_t classes) {
+  size_t best = 0;
+  for (size_t k = 1; k < classes; ++k)
+    if (decisions[k] > decisions[best]) best = k;
+  return best;
+}
+
+double macro_auc(const std::vector<double>& decisions, const std::vector<uint16_t>& truth,
+                 size_t classes, std::vector<double>* per_class) {
+  const size_t n = truth.size();
+  FGM_ASSERT(decisions.size() == n * classes);
+  std::vector<double> scores(n);
+  std::vector<int8_t> labels(n);
+  double sum = 0;
+  size_t counted = 0;
+  if (per_class) per_class->assign(classes, std::numeric_limits<double>::quiet_NaN());
+  for (size_t k = 0; k < classes; ++k) {
+    for (size_t i = 0; i < n; ++i) {
+      scores[i] = decisions[i * classes + k];
+      labels[i] = truth[i] == k ? 1 : -1;
+    }
+    double auc = area_under_roc(scores, labels);
+    if (per_class) (*per_class)[k] = auc;
+    if (std::isnan(auc)) continue;
+    sum += auc;
+    ++counted;
+  }
+  return counted ? sum / static_cast<double>(counted) : std::numeric_limits<double>::quiet_NaN();
 }
 
 namespace {
@@ -115,8 +146,74 @@ EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_
   return r;
 }
 
+namespace {
+
+uint16_t map_class(const std::string& path, const SparseRow& row, const Model& model) {
+  for (size_t k = 0; k < model.classes.size(); ++k)
+    if (row.label == model.classes[k].label) return static_cast<uint16_t>(k);
+  std::string known;
+  for (const auto& c : model.classes) known += (known.empty() ? "" : ", ") + label_text(c.label);
+  throw Error(ErrorKind::kInvalidInput,
+              msg::location(path, row.line, 1) +
+                  fmt::format("label {} is none of the model's classes ({})",
+                              label_text(row.label), known));
+}
+
+// One-vs-rest: K decision values per row (n·K doubles and the class of each
+// row reserved from the budget); the prediction is their argmax.
+EvalResult evaluate_multiclass_file(const std::string& path, const Model& model, bool keep_scores,
+                                    MemoryBudget& budget, Reservation* scores_memory) {
+  const size_t K = model.classes.size();
+  std::vector<Model> class_models;
+  for (size_t k = 0; k < K; ++k) class_models.push_back(class_model(model, k));
+  std::vector<ModelScorer> scorers;
+  for (const auto& m : class_models) scorers.emplace_back(m);
+  LibsvmReader reader(path, reader_options_for(model));
+  Reservation mem = budget.reserve(0, kEvalPurpose, kEvalRemedy);
+  const uint64_t row_bytes = K * sizeof(double) + sizeof(uint16_t);
+  std::vector<double> decisions;
+  std::vector<uint16_t> truth;
+  SparseRow row;
+  while (reader.next(row)) {
+    if (truth.size() == truth.capacity()) {
+      const uint64_t old_capacity = truth.capacity();
+      const uint64_t capacity = std::max<uint64_t>(4096, 2 * old_capacity);
+      mem.resize((old_capacity + capacity) * row_bytes);
+      decisions.reserve(capacity * K);
+      truth.reserve(capacity);
+      mem.resize(capacity * row_bytes);
+    }
+    truth.push_back(map_class(path, row, model));
+    for (const auto& scorer : scorers)
+      decisions.push_back(scorer.decision(row.indices.data(), row.values.data(), row.indices.size()));
+  }
+  if (truth.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+  EvalResult r;
+  r.rows = truth.size();
+  Reservation auc_mem = budget.reserve(r.rows * (sizeof(size_t) + sizeof(double) + 1),
+                                       "AUC rank order", kEvalRemedy);
+  uint64_t correct = 0;
+  if (keep_scores) r.scores.reserve(r.rows);
+  for (size_t i = 0; i < r.rows; ++i) {
+    size_t predicted = argmax_class(decisions.data() + i * K, K);
+    correct += predicted == truth[i];
+    if (keep_scores) r.scores.push_back(model.classes[predicted].label);
+  }
+  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.rows);
+  r.auc = macro_auc(decisions, truth, K, &r.class_auc);
+  if (keep_scores && scores_memory) *scores_memory = std::move(mem);
+  r.ignored_features = reader.beyond_declared();
+  r.first_ignored_line = reader.first_beyond_line();
+  r.first_ignored_index = reader.first_beyond_index();
+  return r;
+}
+
+}  // namespace
+
 EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores,
                          MemoryBudget& budget, Reservation* scores_memory) {
+  if (model.multiclass())
+    return evaluate_multiclass_file(path, model, keep_scores, budget, scores_memory);
   LibsvmReader reader(path, reader_options_for(model));
   ModelScorer scorer(model);
   Reservation mem = budget.reserve(0, kEvalPurpose, kEvalRemedy);

@@ -22,7 +22,22 @@ struct EvalResult {
   uint64_t ignored_features = 0;  // features beyond the model's width
   uint64_t first_ignored_line = 0, first_ignored_index = 0;
   std::vector<double> scores;     // decision values, when keep_scores
+  // One-vs-rest models: `auc` is the macro AUC (mean over classes of the AUC
+  // of class k's decision values, class k against the rest; classes absent
+  // from the file, or the only one present, are left out), `positives` 0,
+  // and with keep_scores `scores` holds the predicted original labels.
+  std::vector<double> class_auc;  // per class; NaN when left out of the mean
 };
+
+// The class with the largest decision value; a tie goes to the smaller class
+// index. `decisions` has `classes` entries.
+size_t argmax_class(const double* decisions, size_t classes);
+
+// Macro AUC of one-vs-rest decision values: `decisions` row-major n × K,
+// `truth` the class index of each row. Fills per_class (if given) with each
+// class's AUC (NaN when the class is absent or the only one present).
+double macro_auc(const std::vector<double>& decisions, const std::vector<uint16_t>& truth,
+                 size_t classes, std::vector<double>* per_class = nullptr);
 
 // AUC with ties counted as one half (Mann–Whitney), labels ±1.
 double area_under_roc(const std::vector<double>& scores, const std::vector<int8_t>& labels);
@@ -44,7 +59,7 @@ LabeledRows load_labeled_rows(const std::string& path, const Model& model, Memor
 EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores,
                          MemoryBudget& budget);
 
-// Evaluates `path`. Features beyond model.n_features are ignored (counted; the
+// Evaluates `path` (binary or one-vs-rest model). Features beyond model.n_features are ignored (counted; the
 // caller warns once). A label that is neither of the model's labels is an error.
 // Labels, scores and the AUC's rank order are reserved from `budget`; with
 // keep_scores, `scores_memory` (if given) keeps the reservation of r.scores.

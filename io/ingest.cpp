@@ -642,18 +642,35 @@ class ShardWriter {
 
 // ------------------------------------------------------------------ manifest
 
-// Maps label slots (labels.tmp) to +1/-1; each call streams the file once.
+// Streams the label slots (labels.tmp: uint16 per row, first-appearance
+// order) back as ±1 labels and class indices, out(signs, classes, n); each
+// call reads the file once.
 template <class Out>
 void map_labels(const std::string& slots_path, const LabelMap& labels, MemoryBudget& budget,
                 uint64_t buffer_bytes, Out&& out) {
   FileReader in(slots_path, budget, buffer_bytes, "ingest label buffer");
-  int8_t sign[2] = {labels.sign_of_slot(0), labels.sign_of_slot(1)};
-  int8_t mapped[4096];
-  while (in.refill(sizeof(mapped)) > 0) {
-    uint64_t n = std::min<uint64_t>(in.available(), sizeof(mapped));
-    for (uint64_t i = 0; i < n; ++i) mapped[i] = sign[in.data()[i] & 1];
-    in.consume(n);
-    out(mapped, n);
+  std::vector<int8_t> sign_of(labels.classes());
+  std::vector<uint16_t> class_of(labels.classes());
+  for (int slot = 0; slot < labels.classes(); ++slot) {
+    sign_of[slot] = labels.sign_of_slot(slot);
+    class_of[slot] = static_cast<uint16_t>(labels.class_of_slot(slot));
+  }
+  constexpr uint64_t kRows = 4096;
+  int8_t signs[kRows];
+  uint16_t classes[kRows];
+  while (in.refill(2 * kRows) > 0) {
+    if (in.available() % 2 != 0)
+      throw Error(ErrorKind::kIo, msg::read_failed(slots_path, "temporary label file ends early"));
+    uint64_t n = std::min<uint64_t>(in.available() / 2, kRows);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint16_t slot;
+      std::memcpy(&slot, in.data() + 2 * i, 2);
+      FGM_ASSERT(slot < sign_of.size());
+      signs[i] = sign_of[slot];
+      classes[i] = class_of[slot];
+    }
+    in.consume(2 * n);
+    out(signs, classes, n);
   }
 }
 
@@ -819,7 +836,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   IngestProgress progress(options.progress, stats.input_bytes);
 
   // ---- pass 1: parse, spill sorted runs, write label slots
-  LabelMap labels;
+  LabelMap labels(kMaxClasses);
   uint64_t n_rows = 0, nnz = 0, width = 0, explicit_zeros = 0;
   std::vector<std::string> runs;
   const std::string slots_path = tmp.file("labels.tmp");
@@ -877,7 +894,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
         if (n_rows == std::numeric_limits<uint32_t>::max())
           throw Error(ErrorKind::kInvalidInput, msg::too_many_rows(path, p.lines[r]));
         int slot = labels.observe(p.labels[r], path, p.lines[r], p.label_columns[r]);
-        slots.put<uint8_t>(static_cast<uint8_t>(slot));
+        slots.put<uint16_t>(static_cast<uint16_t>(slot));
         auto row = static_cast<uint32_t>(n_rows);
         for (uint64_t j = p.row_ptr[r]; j < p.row_ptr[r + 1]; ++j)
           spiller.add(p.indices[j], row, p.values[j]);
@@ -1040,13 +1057,21 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   m.explicit_zeros = explicit_zeros;
   m.shard_target_bytes = shard_target;
   m.shards = std::move(shards);
+  m.class_values = labels.class_values();
+  m.class_counts.assign(m.class_values.size(), 0);
   {
-    Xxh64 h;
-    map_labels(slots_path, labels, budget, io_bytes, [&](const int8_t* s, uint64_t n) {
-      h.update(s, n);
-      for (uint64_t i = 0; i < n; ++i) m.n_positive += s[i] > 0;
-    });
-    m.labels_checksum = h.digest();
+    Xxh64 label_hash, class_hash;
+    map_labels(slots_path, labels, budget, io_bytes,
+               [&](const int8_t* signs, const uint16_t* classes, uint64_t n) {
+                 label_hash.update(signs, n);
+                 class_hash.update(classes, 2 * n);
+                 for (uint64_t i = 0; i < n; ++i) {
+                   m.n_positive += signs[i] > 0;
+                   ++m.class_counts[classes[i]];
+                 }
+               });
+    m.labels_checksum = label_hash.digest();
+    m.classes_checksum = class_hash.digest();
     m.n_negative = n_rows - m.n_positive;
   }
   m.labels_offset = align_up(manifest_bytes(m).size());  // size does not depend on the value
@@ -1057,7 +1082,10 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
     out.write(header.data(), header.size());
     out.pad_to(m.labels_offset);
     map_labels(slots_path, labels, budget, io_bytes,
-               [&](const int8_t* s, uint64_t n) { out.write(s, n); });
+               [&](const int8_t* signs, const uint16_t*, uint64_t n) { out.write(signs, n); });
+    out.pad_to(store::classes_offset(m));
+    map_labels(slots_path, labels, budget, io_bytes,
+               [&](const int8_t*, const uint16_t* classes, uint64_t n) { out.write(classes, 2 * n); });
     out.close(true);
   }
   fs::remove(slots_path);

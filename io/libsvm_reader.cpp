@@ -412,29 +412,43 @@ uint64_t LibsvmReader::first_beyond_index() const { return impl_->first_beyond_i
 // ---------------------------------------------------------------- labels
 
 int LabelMap::observe(double label, const std::string& path, uint64_t line, uint64_t column) {
-  for (int slot = 0; slot < count_; ++slot)
-    if (values_[slot] == label) return slot;  // numeric: "+1", "1.0" and "1" are one label
-  if (count_ == 2)
+  // numeric: "+1", "1.0" and "1" are one label
+  if (last_slot_ < classes() && values_[last_slot_] == label) return last_slot_;
+  for (int slot = 0; slot < classes(); ++slot)
+    if (values_[slot] == label) return last_slot_ = slot;
+  if (classes() == max_classes_)
     throw Error(ErrorKind::kInvalidInput,
-                msg::too_many_labels(path, line, column, label_text(values_[0]),
-                                     label_text(values_[1]), label_text(label)));
-  values_[count_] = label;
-  return count_++;
+                msg::too_many_labels(path, line, column, max_classes_, label_text(label)));
+  values_.push_back(label);
+  return last_slot_ = classes() - 1;
 }
 
 double LabelMap::positive_value() const {
-  FGM_ASSERT(count_ == 2);
-  return std::max(values_[0], values_[1]);
+  FGM_ASSERT(classes() >= 2);
+  return *std::max_element(values_.begin(), values_.end());
 }
 
 double LabelMap::negative_value() const {
-  FGM_ASSERT(count_ == 2);
-  return std::min(values_[0], values_[1]);
+  FGM_ASSERT(classes() >= 2);
+  return *std::min_element(values_.begin(), values_.end());
 }
 
 int8_t LabelMap::sign_of_slot(int slot) const {
-  FGM_ASSERT(count_ == 2 && (slot == 0 || slot == 1));
+  FGM_ASSERT(classes() >= 2 && slot >= 0 && slot < classes());
   return values_[slot] == positive_value() ? 1 : -1;
+}
+
+int LabelMap::class_of_slot(int slot) const {
+  FGM_ASSERT(slot >= 0 && slot < classes());
+  int rank = 0;
+  for (double v : values_) rank += v < values_[slot];
+  return rank;
+}
+
+std::vector<double> LabelMap::class_values() const {
+  std::vector<double> sorted = values_;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
 }
 
 std::string label_text(double value) {

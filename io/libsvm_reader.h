@@ -109,24 +109,33 @@ class LibsvmReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// Two-class label bookkeeping in file order. The numerically larger label
-// becomes +1 (so 1/-1, 1/0 map 1 -> +1, and 1/2 maps 2 -> +1).
+// Label bookkeeping in file order. Slots are numbered in first-appearance
+// order; classes in increasing numeric order of the value (class k is the
+// k-th smallest label). The numerically largest label becomes +1, every other
+// -1 (so 1/-1, 1/0 map 1 -> +1, and 1/2 maps 2 -> +1).
 class LabelMap {
  public:
-  // Returns the class slot (0 = first label seen, 1 = second). Throws
-  // kInvalidInput naming path:line:column on a third distinct value.
+  // At most this many distinct labels (io/shard_store.h kMaxClasses).
+  explicit LabelMap(int max_classes = 1024) : max_classes_(max_classes) {}
+  // Returns the slot (0 = first label seen, 1 = second, ...). Throws
+  // kInvalidInput naming path:line:column on a label beyond max_classes.
   int observe(double label, const std::string& path, uint64_t line, uint64_t column);
-  int classes() const { return count_; }
-  double first() const { return values_[0]; }
-  double second() const { return values_[1]; }
-  double positive_value() const;  // requires classes()==2
-  double negative_value() const;
+  int classes() const { return static_cast<int>(values_.size()); }
+  double first() const { return values_.at(0); }
+  double second() const { return values_.at(1); }
+  double positive_value() const;  // the largest label; requires classes() >= 2
+  double negative_value() const;  // the smallest
   // +1/-1 for a slot from observe().
   int8_t sign_of_slot(int slot) const;
+  // The class index (rank in increasing value order) of a slot.
+  int class_of_slot(int slot) const;
+  // Label values by class index (increasing).
+  std::vector<double> class_values() const;
 
  private:
-  double values_[2] = {0, 0};
-  int count_ = 0;
+  std::vector<double> values_;  // by slot
+  int max_classes_;
+  int last_slot_ = 0;           // most rows repeat a recent label: checked first
 };
 
 // Canonical text of a label value (e.g. 1 -> "1", -1 -> "-1", 0.5 -> "0.5").

@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "core/messages.h"
 #include "io/framed_file.h"
+#include "io/libsvm_reader.h"
 #include "io/schema/model_generated.h"
 
 namespace fgm {
@@ -27,14 +28,50 @@ constexpr size_t kPreamble = 8 + 8 + 8;
 
 void write_model(const std::string& path, const Model& m) { write_file_atomic(path, encode_model(m)); }
 
-std::string encode_model(const Model& m) {
-  flatbuffers::FlatBufferBuilder fb(1024 + m.features.size() * 64);
+Model class_model(const Model& model, size_t k) {
+  FGM_ASSERT(k < model.classes.size());
+  Model m = model;
+  m.classes.clear();
+  const ClassModel& c = model.classes[k];
+  m.features = c.features;
+  m.bias = c.bias;
+  m.objective = c.objective;
+  m.iterations = c.iterations;
+  m.positive_label = c.label;
+  return m;
+}
+
+namespace {
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::ModelFeature>>> encode_features(
+    flatbuffers::FlatBufferBuilder& fb, const std::vector<ModelFeature>& features) {
   std::vector<flatbuffers::Offset<schema::ModelFeature>> feats;
-  feats.reserve(m.features.size());
-  for (const auto& f : m.features) {
+  feats.reserve(features.size());
+  for (const auto& f : features) {
     feats.push_back(schema::CreateModelFeature(fb, static_cast<uint8_t>(f.key.kind), f.key.ids[0],
                                                f.key.ids[1], f.key.level, f.key.group, f.weight,
                                                f.batch));
+  }
+  return fb.CreateVector(feats);
+}
+
+}  // namespace
+
+std::string encode_model(const Model& m) {
+  flatbuffers::FlatBufferBuilder fb(1024 + m.features.size() * 64);
+  auto feats = encode_features(fb, m.features);
+  // A binary model writes no classes vector at all: its bytes are those of
+  // a model written before classes existed.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::ClassModel>>> classes;
+  if (m.multiclass()) {
+    std::vector<flatbuffers::Offset<schema::ClassModel>> entries;
+    for (const auto& c : m.classes) {
+      auto cf = encode_features(fb, c.features);
+      auto text = fb.CreateString(label_text(c.label));
+      entries.push_back(
+          schema::CreateClassModel(fb, c.label, text, cf, c.bias, c.objective, c.iterations));
+    }
+    classes = fb.CreateVector(entries);
   }
   std::vector<flatbuffers::Offset<schema::KeyValue>> kvs;
   for (const auto& [k, v] : m.config)
@@ -43,10 +80,10 @@ std::string encode_model(const Model& m) {
       fb, kModelFormatVersion, fb.CreateString(m.engine_version), fb.CreateString(m.loss), m.C, m.B,
       m.iterations, m.has_bias, m.bias, m.n_features, m.index_base, m.positive_label,
       m.negative_label, m.store_checksum, m.input_checksum, fb.CreateString(m.input_path),
-      fb.CreateString(m.feature_kind), fb.CreateVector(feats), m.gamma, m.coef0, m.levels, m.order,
+      fb.CreateString(m.feature_kind), feats, m.gamma, m.coef0, m.levels, m.order,
       m.period, fb.CreateString(m.kernel), fb.CreateVector(m.scale_min),
       fb.CreateVector(m.scale_max), fb.CreateVector(kvs), m.created_unix, m.objective,
-      fb.CreateVector(m.scale_ids));
+      fb.CreateVector(m.scale_ids), classes);
   schema::FinishModelBuffer(fb, root);
 
   return frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize());
@@ -125,6 +162,25 @@ void copy_scalars(const flatbuffers::Vector<T>* v, std::vector<T>& out) {
 
 }  // namespace
 
+static void decode_features(
+    const flatbuffers::Vector<flatbuffers::Offset<schema::ModelFeature>>* features,
+    std::vector<ModelFeature>& out, const std::string& path) {
+  if (!features) return;
+  for (const auto* f : *features) {
+    ModelFeature mf;
+    if (f->kind() > static_cast<uint8_t>(FeatureKind::kGroup))
+      throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "unknown feature kind"));
+    mf.key.kind = static_cast<FeatureKind>(f->kind());
+    mf.key.ids[0] = f->id0();
+    mf.key.ids[1] = f->id1();
+    mf.key.level = f->level();
+    mf.key.group = f->group();
+    mf.weight = f->weight();
+    mf.batch = f->batch();
+    out.push_back(mf);
+  }
+}
+
 // The model in a checked FlatBuffer (`buf` aligned for every scalar it holds).
 static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string& path);
 
@@ -176,20 +232,21 @@ static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string
   m.input_checksum = fm->input_checksum();
   m.input_path = str(fm->input_path());
   m.feature_kind = str(fm->feature_kind());
-  if (fm->features()) {
-    for (const auto* f : *fm->features()) {
-      ModelFeature mf;
-      if (f->kind() > static_cast<uint8_t>(FeatureKind::kGroup))
-        throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "unknown feature kind"));
-      mf.key.kind = static_cast<FeatureKind>(f->kind());
-      mf.key.ids[0] = f->id0();
-      mf.key.ids[1] = f->id1();
-      mf.key.level = f->level();
-      mf.key.group = f->group();
-      mf.weight = f->weight();
-      mf.batch = f->batch();
-      m.features.push_back(mf);
+  decode_features(fm->features(), m.features, path);
+  if (fm->classes()) {
+    for (const auto* c : *fm->classes()) {
+      ClassModel cm;
+      cm.label = c->label();
+      decode_features(c->features(), cm.features, path);
+      cm.bias = c->bias();
+      cm.objective = c->objective();
+      cm.iterations = c->iterations();
+      if (!m.classes.empty() && !(cm.label > m.classes.back().label))
+        throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "class labels are not increasing"));
+      m.classes.push_back(std::move(cm));
     }
+    if (m.classes.size() == 1)
+      throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "a one-vs-rest model with one class"));
   }
   m.gamma = fm->gamma();
   m.coef0 = fm->coef0();

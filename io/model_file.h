@@ -20,6 +20,15 @@ struct ModelFeature {
   uint32_t batch = 0;
 };
 
+// One class of a one-vs-rest model (its decision value: w'x - bias).
+struct ClassModel {
+  double label = 0;  // the original label value
+  std::vector<ModelFeature> features;
+  double bias = 0;
+  double objective = 0;
+  uint32_t iterations = 0;
+};
+
 struct Model {
   std::string engine_version;
   std::string loss = "squared_hinge";
@@ -48,7 +57,15 @@ struct Model {
   std::map<std::string, std::string> config;
   int64_t created_unix = 0;
   double objective = 0;
+  // Non-empty: a one-vs-rest model, one entry per class in increasing label
+  // order (features and bias above are then unused). Empty: binary.
+  std::vector<ClassModel> classes;
+  bool multiclass() const { return !classes.empty(); }
 };
+
+// Class k of a one-vs-rest model as a binary model (label k → +1, the rest
+// → -1), sharing the feature-space parameters: what the scorer evaluates.
+Model class_model(const Model& model, size_t k);
 
 // Atomic write (temporary name, then rename).
 void write_model(const std::string& path, const Model& model);

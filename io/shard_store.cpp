@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <filesystem>
 #include <new>
 #include <limits>
@@ -158,6 +159,7 @@ class PreadShardStore final : public ShardStore {
   const StoreInfo& info() const override { return info_; }
   const std::string& dir() const override { return dir_; }
   const int8_t* labels() const override { return labels_.data(); }
+  const uint16_t* classes() const override { return classes_.data(); }
 
   std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const override;
   ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const override;
@@ -193,12 +195,16 @@ class PreadShardStore final : public ShardStore {
 
   void load_manifest(const std::string& path, std::vector<schema::ShardEntry const*>& entries,
                      std::vector<uint8_t>& buffer);
+  void load_class_table(const std::string& path, const schema::Manifest& m);
+  void read_label_blocks(const std::string& path, const schema::Manifest& m, FileReader& in,
+                         Xxh64& whole, uint64_t header_end);
   void verify(const std::string& manifest_path, Shard& shard);
 
   StoreInfo info_;
   std::string dir_;
   MemoryBudget& budget_;
   BudgetedArray<int8_t> labels_;
+  BudgetedArray<uint16_t> classes_;
   std::vector<Shard> shards_;
   std::vector<uint64_t> first_columns_;
   Reservation shard_metadata_;  // shards_, their paths and piece tables
@@ -299,44 +305,94 @@ void PreadShardStore::load_manifest(const std::string& path,
   info_.input_checksum = m->input_checksum();
   info_.explicit_zeros = m->explicit_zeros();
 
-  uint64_t header_end = sizeof(store::Preamble) + buffer.size();
-  if (m->labels_bytes() != info_.n_rows || m->labels_offset() < header_end ||
-      m->labels_offset() % store::kAlign != 0 ||
-      info_.n_rows > std::numeric_limits<uint32_t>::max() ||
-      info_.n_positive + info_.n_negative != info_.n_rows)
-    corrupt(msg::store_inconsistent(path, "bad label block description"));
-  uint64_t expected_size = m->labels_offset() + m->labels_bytes();
-  if (in.size() != expected_size) corrupt(msg::truncated_file(path, expected_size, in.size()));
-
-  // The padding, then the labels; everything goes through the whole-file hash.
-  uint8_t pad[store::kAlign];
-  uint64_t pad_bytes = m->labels_offset() - header_end;
-  while (pad_bytes > 0) {
-    uint64_t n = std::min<uint64_t>(pad_bytes, sizeof(pad));
-    in.read(pad, n);
-    whole.update(pad, n);
-    if (std::any_of(pad, pad + n, [](uint8_t b) { return b != 0; }))
-      corrupt(msg::store_inconsistent(path, "nonzero padding before the labels"));
-    pad_bytes -= n;
-  }
-  labels_ = BudgetedArray<int8_t>(budget_, info_.n_rows, "store labels");
-  if (in.read(labels_.data(), info_.n_rows) != info_.n_rows)
-    corrupt(msg::truncated_file(path, expected_size, in.size()));
-  whole.update(labels_.data(), info_.n_rows);
-  uint64_t labels_checksum = xxh64(labels_.data(), info_.n_rows);
-  if (labels_checksum != m->labels_checksum())
-    corrupt(msg::checksum_mismatch(path, "labels", m->labels_checksum(), labels_checksum));
-  uint64_t positive = 0;
-  for (int8_t y : labels_) {
-    if (y != 1 && y != -1) corrupt(msg::store_inconsistent(path, "a label is not +1 or -1"));
-    positive += y > 0;
-  }
-  if (positive != info_.n_positive)
-    corrupt(msg::store_inconsistent(path, "label counts disagree with the labels"));
+  load_class_table(path, *m);
+  read_label_blocks(path, *m, in, whole, sizeof(store::Preamble) + buffer.size());
   info_.store_checksum = whole.digest();
 
   if (m->shards())
     for (const auto* e : *m->shards()) entries.push_back(e);
+}
+
+// The class table (format 3): increasing label values, their counts adding up
+// to n, the binary label map at its ends.
+void PreadShardStore::load_class_table(const std::string& path, const schema::Manifest& m) {
+  const auto* values = m.class_values();
+  const auto* counts = m.class_counts();
+  const auto* texts = m.class_texts();
+  if (!values || !counts || !texts || values->size() < 2 || values->size() > kMaxClasses ||
+      counts->size() != values->size() || texts->size() != values->size())
+    corrupt(msg::store_inconsistent(path, "bad class table"));
+  uint64_t total = 0;
+  for (flatbuffers::uoffset_t k = 0; k < values->size(); ++k) {
+    double v = values->Get(k);  // Get() reads unaligned scalars safely
+    if (!std::isfinite(v) || (k > 0 && !(v > info_.class_values.back())))
+      corrupt(msg::store_inconsistent(path, "class values are not increasing"));
+    info_.class_values.push_back(v);
+    info_.class_counts.push_back(counts->Get(k));
+    total += counts->Get(k);
+  }
+  if (total != info_.n_rows || info_.class_values.back() != info_.positive_value ||
+      info_.class_values.front() != info_.negative_value ||
+      info_.class_counts.back() != info_.n_positive)
+    corrupt(msg::store_inconsistent(path, "class table disagrees with the label map"));
+}
+
+// The padding, the ±1 labels, the padding, the class indices; everything goes
+// through the whole-file hash, and each block has its own checksum.
+void PreadShardStore::read_label_blocks(const std::string& path, const schema::Manifest& m,
+                                        FileReader& in, Xxh64& whole, uint64_t header_end) {
+  const uint64_t n = info_.n_rows;
+  if (m.labels_bytes() != n || m.labels_offset() < header_end ||
+      m.labels_offset() % store::kAlign != 0 || n > std::numeric_limits<uint32_t>::max() ||
+      info_.n_positive + info_.n_negative != n)
+    corrupt(msg::store_inconsistent(path, "bad label block description"));
+  if (m.classes_offset() != store::align_up(m.labels_offset() + n) || m.classes_bytes() != 2 * n)
+    corrupt(msg::store_inconsistent(path, "bad class block description"));
+  uint64_t expected_size = m.classes_offset() + m.classes_bytes();
+  if (in.size() != expected_size) corrupt(msg::truncated_file(path, expected_size, in.size()));
+
+  auto skip_padding = [&](uint64_t pad_bytes) {
+    uint8_t pad[store::kAlign];
+    while (pad_bytes > 0) {
+      uint64_t k = std::min<uint64_t>(pad_bytes, sizeof(pad));
+      in.read(pad, k);
+      whole.update(pad, k);
+      if (std::any_of(pad, pad + k, [](uint8_t b) { return b != 0; }))
+        corrupt(msg::store_inconsistent(path, "nonzero padding before the labels"));
+      pad_bytes -= k;
+    }
+  };
+  skip_padding(m.labels_offset() - header_end);
+  labels_ = BudgetedArray<int8_t>(budget_, n, "store labels");
+  if (in.read(labels_.data(), n) != n) corrupt(msg::truncated_file(path, expected_size, in.size()));
+  whole.update(labels_.data(), n);
+  uint64_t labels_checksum = xxh64(labels_.data(), n);
+  if (labels_checksum != m.labels_checksum())
+    corrupt(msg::checksum_mismatch(path, "labels", m.labels_checksum(), labels_checksum));
+
+  skip_padding(m.classes_offset() - (m.labels_offset() + n));
+  classes_ = BudgetedArray<uint16_t>(budget_, n, "store class indices");
+  if (in.read(classes_.data(), 2 * n) != 2 * n)
+    corrupt(msg::truncated_file(path, expected_size, in.size()));
+  whole.update(classes_.data(), 2 * n);
+  uint64_t classes_checksum = xxh64(classes_.data(), 2 * n);
+  if (classes_checksum != m.classes_checksum())
+    corrupt(msg::checksum_mismatch(path, "class indices", m.classes_checksum(), classes_checksum));
+
+  // Labels and classes agree: +1 exactly for the largest class.
+  const uint64_t top = info_.classes() - 1;
+  std::vector<uint64_t> counts(info_.classes(), 0);
+  for (uint64_t i = 0; i < n; ++i) {
+    int8_t y = labels_[i];
+    uint16_t c = classes_[i];
+    if (y != 1 && y != -1) corrupt(msg::store_inconsistent(path, "a label is not +1 or -1"));
+    if (c > top) corrupt(msg::store_inconsistent(path, "a class index is beyond the class table"));
+    if ((y > 0) != (c == top))
+      corrupt(msg::store_inconsistent(path, "labels disagree with the class indices"));
+    ++counts[c];
+  }
+  if (counts != info_.class_counts)
+    corrupt(msg::store_inconsistent(path, "label counts disagree with the labels"));
 }
 
 // Checks a shard's header against the manifest, reads its piece table, and

@@ -3,9 +3,11 @@
 // `ingest_libsvm` transposes LIBSVM rows into column-major shards without
 // holding the data in memory (sorted runs spilled to temporary files, then a
 // k-way merge), within the MemoryBudget. A store directory holds:
-//   manifest.fgm   FlatBuffer (n, m, nnz, label map and counts, input size and
-//                  hash, shard list with per-file checksums, format version)
-//                  followed by an aligned raw block with the labels (int8 ±1).
+//   manifest.fgm   FlatBuffer (n, m, nnz, label map and counts, class table,
+//                  input size and hash, shard list with per-file checksums,
+//                  format version) followed by an aligned raw block with the
+//                  labels (int8 ±1) and an aligned block with each row's class
+//                  index (uint16), each with its own checksum.
 //   shard-NNNNN.fgs  FlatBuffer header (column range, counts, offsets into the
 //                  raw block, piece size and piece-table checksum) followed by a
 //                  64-byte aligned raw block: col_ptr (uint64, count+1), row ids
@@ -39,8 +41,14 @@
 // kept in memory since open, and column pointers and row ids are bounds-checked
 // before use. A store changed, shrunk or overwritten under a running engine
 // therefore gives Error(kCorruption) naming the file, or the unchanged data.
+// Classes: a label file may hold up to kMaxClasses distinct values. The class
+// table lists them in increasing numeric order (class k = k-th smallest), so
+// the same rows give the same class indices whatever the row order. The ±1
+// labels block maps the largest label to +1 and every other to -1 (for two
+// classes: the binary label map); multi-class training relabels per class.
 // Format history: 1 had one raw-block checksum per shard (no piece table);
-// version 2 stores are required (older ones: "ingest the data again").
+// 2 had no class table (two labels only); version 3 stores are required
+// (older ones: "ingest the data again").
 #pragma once
 
 #include <cstdint>
@@ -54,7 +62,10 @@
 
 namespace fgm {
 
-inline constexpr uint32_t kStoreFormatVersion = 2;
+inline constexpr uint32_t kStoreFormatVersion = 3;
+// Distinct labels a store may hold (a file with more is most likely a
+// regression target, which fgm does not fit).
+inline constexpr uint32_t kMaxClasses = 1024;
 
 struct IngestOptions {
   // Refuse (before writing shards) when the store would exceed this many bytes
@@ -95,8 +106,12 @@ struct StoreInfo {
   uint64_t nnz = 0;
   uint64_t n_positive = 0;
   uint64_t n_negative = 0;
-  double positive_value = 1;   // original label that maps to +1
-  double negative_value = -1;  // original label that maps to -1
+  double positive_value = 1;   // original label that maps to +1 (the largest)
+  double negative_value = -1;  // original label that maps to -1 (the smallest)
+  // The class table, in increasing label order (see above); size >= 2.
+  std::vector<double> class_values;
+  std::vector<uint64_t> class_counts;
+  size_t classes() const { return class_values.size(); }
   int index_base = 1;
   uint64_t declared_features = 0;
   std::string input_path;
@@ -160,6 +175,8 @@ class ShardStore {
   virtual const StoreInfo& info() const = 0;
   virtual const std::string& dir() const = 0;
   virtual const int8_t* labels() const = 0;  // n_rows entries of +1/-1
+  // n_rows class indices into info().class_values.
+  virtual const uint16_t* classes() const = 0;
 
   // Partitions all columns into blocks of at most ~target_bytes (a column is
   // never split; a block never spans shards), in increasing column order.

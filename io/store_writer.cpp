@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/error.h"
 #include "core/hash.h"
 #include "io/libsvm_reader.h"
 #include "io/schema/manifest_generated.h"
@@ -44,6 +45,12 @@ uint64_t shard_raw_offset() {
   return align_up(shard_header_bytes(0, 0, 0, 0, 0, 0, shard_layout(0, 0), 0).size());
 }
 
+std::vector<uint16_t> class_indices_of_signs(const int8_t* labels, uint64_t n) {
+  std::vector<uint16_t> classes(n);
+  for (uint64_t i = 0; i < n; ++i) classes[i] = labels[i] > 0 ? 1 : 0;
+  return classes;
+}
+
 std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
   flatbuffers::FlatBufferBuilder fbb(1024 + 128 * m.shards.size());
   fbb.ForceDefaults(true);
@@ -57,11 +64,18 @@ std::vector<uint8_t> manifest_bytes(const ManifestFields& m) {
   auto positive_text = fbb.CreateString(label_text(m.positive_value));
   auto negative_text = fbb.CreateString(label_text(m.negative_value));
   auto input_path = fbb.CreateString(m.input_path);
+  FGM_ASSERT(m.class_values.size() == m.class_counts.size());
+  auto class_values = fbb.CreateVector(m.class_values);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> texts;
+  for (double v : m.class_values) texts.push_back(fbb.CreateString(label_text(v)));
+  auto class_texts = fbb.CreateVector(texts);
+  auto class_counts = fbb.CreateVector(m.class_counts);
   auto root = schema::CreateManifest(
       fbb, kStoreFormatVersion, engine_version, m.n_rows, m.n_features, m.nnz, m.n_positive,
       m.n_negative, m.positive_value, m.negative_value, positive_text, negative_text, m.index_base,
       m.declared_features, input_path, m.input_bytes, m.input_checksum, m.explicit_zeros,
-      m.shard_target_bytes, shards, m.labels_offset, m.n_rows, m.labels_checksum);
+      m.shard_target_bytes, shards, m.labels_offset, m.n_rows, m.labels_checksum, class_values,
+      class_texts, class_counts, classes_offset(m), 2 * m.n_rows, m.classes_checksum);
   schema::FinishSizePrefixedManifestBuffer(fbb, root);
   return framed(kManifestMagic, fbb);
 }

@@ -37,10 +37,23 @@ struct ManifestFields {
   uint64_t input_bytes = 0, input_checksum = 0, explicit_zeros = 0, shard_target_bytes = 0;
   std::vector<ShardEntryInfo> shards;
   uint64_t labels_offset = 0, labels_checksum = 0;
+  // The class table (increasing label values) and the class block's checksum;
+  // the block starts at classes_offset(*this).
+  std::vector<double> class_values;
+  std::vector<uint64_t> class_counts;
+  uint64_t classes_checksum = 0;
 };
 
-// Preamble + size-prefixed Manifest (the labels block follows at labels_offset).
-// The size does not depend on labels_offset's value.
+// Where the class block starts: after the labels block, 64-byte aligned.
+inline uint64_t classes_offset(const ManifestFields& m) { return align_up(m.labels_offset + m.n_rows); }
+
+// Class indices of a two-class store from its ±1 labels (-1 → class 0, +1 →
+// class 1: the class table is in increasing label order).
+std::vector<uint16_t> class_indices_of_signs(const int8_t* labels, uint64_t n);
+
+// Preamble + size-prefixed Manifest (the labels block follows at labels_offset,
+// the class block at classes_offset). The size does not depend on the
+// offsets' or checksums' values, only on the shard list and the class count.
 std::vector<uint8_t> manifest_bytes(const ManifestFields& m);
 
 }  // namespace fgm::store

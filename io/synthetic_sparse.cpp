@@ -1013,6 +1013,11 @@ StoreOutcome write_store(ChunkRunner& runner, const RowGenerator& g, const Spars
   mf.shard_target_bytes = shard_target;
   mf.shards = std::move(shards);
   mf.labels_checksum = xxh64(labels.data(), n);
+  BudgetedArray<uint16_t> classes(budget, n, "synth class indices");
+  for (uint64_t i = 0; i < n; ++i) classes[i] = labels[i] > 0 ? 1 : 0;  // class table {-1, +1}
+  mf.class_values = {-1, 1};
+  mf.class_counts = {n - r.positive, r.positive};
+  mf.classes_checksum = xxh64(classes.data(), 2 * n);
   mf.labels_offset = store::align_up(store::manifest_bytes(mf).size());
   auto header = store::manifest_bytes(mf);
   FGM_ASSERT(store::align_up(header.size()) == mf.labels_offset);
@@ -1021,6 +1026,8 @@ StoreOutcome write_store(ChunkRunner& runner, const RowGenerator& g, const Spars
     out.write(header.data(), header.size());
     out.pad_to(mf.labels_offset);
     out.write(labels.data(), n);
+    out.pad_to(store::classes_offset(mf));
+    out.write(classes.data(), 2 * n);
     out.close(true);
   }
   tmp.commit();

@@ -1,0 +1,88 @@
+#include "engine/one_vs_rest.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace fgm {
+
+std::vector<int8_t> one_vs_rest_labels(const ShardStore& store, size_t c, const int8_t* mask) {
+  const uint64_t n = store.info().n_rows;
+  FGM_ASSERT(c < store.info().classes());
+  const uint16_t* classes = store.classes();
+  std::vector<int8_t> y(n);
+  for (uint64_t i = 0; i < n; ++i)
+    y[i] = mask && mask[i] == 0 ? 0 : (classes[i] == c ? 1 : -1);
+  return y;
+}
+
+Model combine_class_models(const std::vector<Model>& models, const std::vector<double>& labels) {
+  FGM_ASSERT(models.size() == labels.size() && models.size() >= 2);
+  Model m = models.front();
+  m.features.clear();
+  m.bias = 0;
+  m.objective = 0;
+  m.iterations = 0;
+  m.positive_label = labels.back();
+  m.negative_label = labels.front();
+  // Scalings of hik/additive groups are the store's column min/max: the same
+  // for every class, so the union by base feature id is consistent.
+  std::map<uint64_t, std::pair<float, float>> scales;
+  for (size_t k = 0; k < models.size(); ++k) {
+    const Model& c = models[k];
+    ClassModel cm;
+    cm.label = labels[k];
+    cm.features = c.features;
+    cm.bias = c.bias;
+    cm.objective = c.objective;
+    cm.iterations = c.iterations;
+    m.classes.push_back(std::move(cm));
+    m.objective += c.objective;
+    m.iterations = std::max(m.iterations, c.iterations);
+    m.created_unix = std::max(m.created_unix, c.created_unix);
+    for (size_t j = 0; j < c.scale_ids.size(); ++j)
+      scales[c.scale_ids[j]] = {c.scale_min[j], c.scale_max[j]};
+  }
+  if (!m.scale_ids.empty() || std::any_of(models.begin(), models.end(),
+                                          [](const Model& c) { return !c.scale_ids.empty(); })) {
+    m.scale_ids.clear();
+    m.scale_min.clear();
+    m.scale_max.clear();
+    for (const auto& [id, range] : scales) {
+      m.scale_ids.push_back(id);
+      m.scale_min.push_back(range.first);
+      m.scale_max.push_back(range.second);
+    }
+  }
+  return m;
+}
+
+OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings,
+                                   MemoryBudget& budget, const ClassIterationCallback& on_iteration) {
+  const auto start = std::chrono::steady_clock::now();
+  const StoreInfo& info = store.info();
+  OneVsRestOutcome out;
+  std::vector<Model> models;
+  for (size_t c = 0; c < info.classes(); ++c) {
+    // n bytes of labels per class problem, alive during its run.
+    Reservation labels_mem = budget.reserve(info.n_rows, "one-vs-rest labels", "use fewer training rows");
+    std::vector<int8_t> y = one_vs_rest_labels(store, c, settings.labels);
+    TrainSettings s = settings;
+    s.labels = y.data();
+    TrainOutcome o = train_fgm(store, s, budget, [&](const IterationRecord& r) {
+      if (on_iteration) on_iteration(c, r);
+    });
+    o.model.positive_label = info.class_values[c];
+    models.push_back(o.model);
+    out.budget_peak = std::max(out.budget_peak, o.budget_peak);
+    out.classes.push_back(std::move(o));
+  }
+  out.model = combine_class_models(models, info.class_values);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace fgm

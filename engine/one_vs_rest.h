@@ -1,0 +1,43 @@
+// One-vs-rest training on a multi-class store: for each class c (in the
+// store's class order, increasing label value), a binary FGM run on labels +1
+// for rows of class c and -1 for the rest (TrainSettings::labels), each from
+// scratch with the same settings. So class c's features, weights and bias are
+// exactly those of a binary run on the data relabelled by hand, for any
+// thread count.
+// The K runs are a sequence, each with its own scoring passes (the K dual
+// vectors are not yet scored in one stream over the data).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/fgm_trainer.h"
+
+namespace fgm {
+
+// Labels of the one-vs-rest problem of class `c`: +1 for rows of class c, -1
+// for the others; a row that `mask` leaves out (0) stays 0. n entries.
+std::vector<int8_t> one_vs_rest_labels(const ShardStore& store, size_t c,
+                                       const int8_t* mask = nullptr);
+
+struct OneVsRestOutcome {
+  Model model;                        // multi-class: model.classes, one per class
+  std::vector<TrainOutcome> classes;  // each class's binary run (its model too)
+  double seconds = 0;
+  uint64_t budget_peak = 0;
+};
+
+// on_iteration(c, record) after each outer iteration of class c's run.
+using ClassIterationCallback = std::function<void(size_t, const IterationRecord&)>;
+
+OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings,
+                                   MemoryBudget& budget,
+                                   const ClassIterationCallback& on_iteration = {});
+
+// The multi-class model of per-class binary models (same space and settings):
+// their features, biases and objectives per class, the union of their
+// expansion scalings. `labels` are the class values, increasing.
+Model combine_class_models(const std::vector<Model>& models, const std::vector<double>& labels);
+
+}  // namespace fgm
