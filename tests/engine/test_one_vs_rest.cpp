@@ -1,0 +1,209 @@
+// One-vs-rest training and multi-class evaluation against independent checks:
+// K binary runs on files relabelled by hand, argmax and tie rule by hand,
+// macro AUC by pair counting.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "engine/evaluate.h"
+#include "engine/one_vs_rest.h"
+#include "io/shard_store.h"
+#include "tests/test_util.h"
+
+using namespace fgm;
+
+namespace {
+
+// Three classes spelled "1", "2.0", "3" (and "+1", "3.000"), mixed Gaussian,
+// binary and small-integer columns; class k raises features 3k+1..3k+3.
+std::string three_class_text(uint64_t n, uint64_t m, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  std::uniform_real_distribution<double> unif(0, 1);
+  const char* spellings[3][2] = {{"1", "+1"}, {"2.0", "2"}, {"3", "3.000"}};
+  std::ostringstream out;
+  for (uint64_t i = 0; i < n; ++i) {
+    int c = static_cast<int>(unif(rng) * 3);
+    out << spellings[c][i % 2];
+    for (uint64_t j = 0; j < m; ++j) {
+      double v = 0;
+      if (j % 3 == 0) v = static_cast<float>(normal(rng));
+      else if (j % 3 == 1) v = unif(rng) < 0.3 ? 1 : 0;
+      else v = std::floor(4 * unif(rng) * unif(rng));
+      if (j / 3 == static_cast<uint64_t>(c) + 1) v += 1 + std::floor(2 * unif(rng));
+      if (v != 0) out << ' ' << j + 1 << ':' << static_cast<float>(v);
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+// The same text with class `value` -> +1 and every other label -> -1.
+std::string relabel(const std::string& text, double value) {
+  std::istringstream in(text);
+  std::ostringstream out;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto space = line.find(' ');
+    double label = std::stod(line.substr(0, space));
+    out << (label == value ? "+1" : "-1") << (space == std::string::npos ? "" : line.substr(space))
+        << '\n';
+  }
+  return out.str();
+}
+
+std::unique_ptr<ShardStore> ingest(const test::TempDir& dir, const std::string& name,
+                                   const std::string& text, MemoryBudget& budget) {
+  std::string path = dir.write(name + ".svm", text);
+  IngestOptions o;
+  o.shard_target_bytes = 8 << 10;  // several shards
+  ingest_libsvm(path, dir.file(name), o, budget);
+  return ShardStore::open(dir.file(name), budget);
+}
+
+TrainSettings settings_for(const std::string& kind, int threads) {
+  TrainSettings s;
+  s.B = 3;
+  s.max_iterations = 3;
+  s.eps_outer = 0;
+  s.apg.C = 5;
+  s.apg.bias = true;
+  s.apg.threads = threads;
+  s.scheduler.threads = threads;
+  s.block_bytes = 4 << 10;
+  s.space.kind = kind;
+  s.final_certificate = false;
+  return s;
+}
+
+void require_same_features(const std::vector<ModelFeature>& a, const std::vector<ModelFeature>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    CAPTURE(k);
+    REQUIRE(a[k].key == b[k].key);
+    REQUIRE(a[k].weight == b[k].weight);
+    REQUIRE(a[k].batch == b[k].batch);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("one-vs-rest equals K binary runs on files relabelled by hand",
+          "[engine][multiclass]") {
+  const std::string kind = GENERATE(std::string("linear"), std::string("poly2"));
+  CAPTURE(kind);
+  test::TempDir dir("fgm-ovr");
+  MemoryBudget budget(256ull << 20);
+  const std::string text = three_class_text(240, 15, 11);
+  auto store = ingest(dir, "multi", text, budget);
+  const StoreInfo& info = store->info();
+  REQUIRE(info.class_values == std::vector<double>{1, 2, 3});
+
+  OneVsRestOutcome one = train_one_vs_rest(*store, settings_for(kind, 1), budget);
+  OneVsRestOutcome two = train_one_vs_rest(*store, settings_for(kind, 2), budget);
+  REQUIRE(one.model.classes.size() == 3);
+  for (size_t c = 0; c < 3; ++c) {
+    CAPTURE(c);
+    const double value = info.class_values[c];
+    auto binary = ingest(dir, "class" + std::to_string(c), relabel(text, value), budget);
+    TrainOutcome ref = train_fgm(*binary, settings_for(kind, 1), budget);
+    REQUIRE(!ref.model.features.empty());
+    const ClassModel& got = one.model.classes[c];
+    REQUIRE(got.label == value);
+    require_same_features(got.features, ref.model.features);
+    REQUIRE(got.bias == ref.model.bias);
+    REQUIRE(got.objective == ref.model.objective);
+    // Any thread count: the same model.
+    require_same_features(two.model.classes[c].features, got.features);
+    REQUIRE(two.model.classes[c].bias == got.bias);
+  }
+}
+
+TEST_CASE("one-vs-rest labels keep rows a mask leaves out", "[engine][multiclass]") {
+  test::TempDir dir("fgm-ovr-mask");
+  MemoryBudget budget(64ull << 20);
+  auto store = ingest(dir, "multi", "1 1:1\n2 2:1\n3 3:1\n2 1:1\n1 2:1\n", budget);
+  const int8_t mask[5] = {1, 0, 1, 1, 0};
+  REQUIRE(one_vs_rest_labels(*store, 1) == std::vector<int8_t>{-1, 1, -1, 1, -1});
+  REQUIRE(one_vs_rest_labels(*store, 0, mask) == std::vector<int8_t>{1, 0, -1, -1, 0});
+}
+
+TEST_CASE("argmax picks the largest decision value; ties go to the smaller class",
+          "[engine][multiclass][evaluate]") {
+  const double a[] = {0.5, 2.0, -1.0};
+  REQUIRE(argmax_class(a, 3) == 1);
+  const double tie[] = {1.0, 3.0, 3.0};
+  REQUIRE(argmax_class(tie, 3) == 1);
+  const double zeros[] = {0.0, -0.0, 0.0};
+  REQUIRE(argmax_class(zeros, 3) == 0);
+  const double last[] = {-3.0, -2.0, -1.0};
+  REQUIRE(argmax_class(last, 3) == 2);
+}
+
+TEST_CASE("multi-class predict: argmax accuracy and predicted labels by hand",
+          "[engine][multiclass][evaluate]") {
+  test::TempDir dir("fgm-ovr-predict");
+  MemoryBudget budget(64ull << 20);
+  // Class k's model: weight 1 on feature k (1-based k+1), biases 0, 0.5, 0.
+  Model m;
+  m.n_features = 3;
+  m.has_bias = true;
+  const double biases[3] = {0, 0.5, 0};
+  for (int k = 0; k < 3; ++k) {
+    ClassModel c;
+    c.label = 10.0 * (k + 1);
+    ModelFeature f;
+    f.key.kind = FeatureKind::kLinear;
+    f.key.ids[0] = static_cast<uint64_t>(k);
+    f.weight = 1;
+    c.features.push_back(f);
+    c.bias = biases[k];
+    m.classes.push_back(c);
+  }
+  // Decisions (x_k - b_k), by hand:
+  //  row 1 (label 10): 2, -0.5, 0        -> class 0 (10)  correct
+  //  row 2 (label 20): 0, 1.5, 1         -> class 1 (20)  correct
+  //  row 3 (label 30): 0, -0.5, 0        -> tie 0/2: class 0 (10) wrong
+  //  row 4 (label 30): 1, 0.5, 1         -> tie 0/2: class 0 (10) wrong
+  //  row 5 (label 30): 0, -0.5, 0.25     -> class 2 (30)  correct
+  std::string path = dir.write("test.svm",
+                               "10 1:2\n20 2:2 3:1\n30\n30 1:1 2:1 3:1\n3e1 3:0.25\n");
+  EvalResult r = evaluate_file(path, m, true, budget);
+  REQUIRE(r.rows == 5);
+  REQUIRE(r.accuracy == Approx(3.0 / 5.0));
+  REQUIRE(r.scores == std::vector<double>{10, 20, 10, 10, 30});
+  // A label outside the model's classes is an error naming the line.
+  std::string bad = dir.write("bad.svm", "10 1:1\n40 1:1\n");
+  REQUIRE_THROWS_WITH(evaluate_file(bad, m, false, budget), Catch::Contains("bad.svm:2:1"));
+}
+
+TEST_CASE("macro AUC equals the mean of pair-counted one-vs-rest AUCs",
+          "[engine][multiclass][evaluate]") {
+  std::mt19937_64 rng(5);
+  const size_t n = 60, K = 4;
+  std::vector<double> decisions(n * K);
+  std::vector<uint16_t> truth(n);
+  for (size_t i = 0; i < n; ++i) {
+    truth[i] = static_cast<uint16_t>(rng() % 3);  // class 3 never occurs: left out
+    for (size_t k = 0; k < K; ++k)
+      decisions[i * K + k] = static_cast<double>(rng() % 5) + (truth[i] == k ? 1.0 : 0.0);  // ties
+  }
+  double sum = 0;
+  for (size_t k = 0; k < 3; ++k) {
+    double wins = 0, pairs = 0;
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        if (truth[i] != k || truth[j] == k) continue;
+        double a = decisions[i * K + k], b = decisions[j * K + k];
+        wins += a > b ? 1.0 : a == b ? 0.5 : 0.0;
+        pairs += 1;
+      }
+    sum += wins / pairs;
+  }
+  std::vector<double> per_class;
+  REQUIRE(macro_auc(decisions, truth, K, &per_class) == Approx(sum / 3).epsilon(1e-12));
+  REQUIRE(std::isnan(per_class[3]));
+}
