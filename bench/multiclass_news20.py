@@ -18,6 +18,7 @@ from `fgm predict` (argmax of the 20 decision values); non-zeros = features
 over all classes (fgm inspect).
 Matching: each fgm point's LIBLINEAR accuracy is interpolated linearly in
 log(non-zeros) between the bracketing LIBLINEAR points (interp_acc).
+fgm.B = max(1, min(B, k // 10)) (see fgm_point).
 Output: bench/results/multiclass_news20.csv (every point, both tools) and
 bench/results/multiclass_news20_matched.csv.
 """
@@ -71,11 +72,14 @@ def liblinear_point(train, test, C):
     return {"tool": "liblinear", "C": C, "k": "", "nnz": nnz, "accuracy": acc, "seconds": seconds}
 
 
-def fgm_point(fgm, cfg, train, test, k):
-    out = os.path.join(WORK, f"fgm-{k}")
-    B = min(int(cfg["fgm"]["B"]), k)
+def fgm_point(fgm, cfg, train, test, k, C):
+    out = os.path.join(WORK, f"fgm-{k}-{C:g}")
+    # At most a tenth of the count per batch: the first batch is scored with
+    # α⁰ = C·1, before the bias is fitted, which on a 1-in-20 class favours
+    # frequent words of the rest; later batches see the fitted duals.
+    B = max(1, min(int(cfg["fgm"]["B"]), k // 10))
     cmd = [fgm, "train", f"data.train={train}", f"output.dir={out}", f"fgm.max_features={k}",
-           f"fgm.B={B}", f"fgm.C={cfg['fgm']['C']}", f"fgm.bias={str(cfg['fgm']['bias']).lower()}",
+           f"fgm.B={B}", f"fgm.C={C}", f"fgm.bias={str(cfg['fgm']['bias']).lower()}",
            f"fgm.max_iterations={math.ceil(k / B) + 1}", "fgm.eps_outer=0", "engine.threads=2",
            "engine.memory_budget=1GB", f"engine.cache_dir={os.path.join(WORK, 'cache')}",
            f"data.features={WIDTH}"]
@@ -89,7 +93,7 @@ def fgm_point(fgm, cfg, train, test, k):
     info = json.loads(subprocess.run([fgm, "inspect", model], check=True, capture_output=True,
                                      text=True).stdout)
     nnz = sum(sum(1 for f in c["features"] if f["weight"] != 0) for c in info["classes"])
-    return {"tool": "fgm", "C": cfg["fgm"]["C"], "k": k, "nnz": nnz,
+    return {"tool": "fgm", "C": C, "k": k, "nnz": nnz,
             "accuracy": float(kv["accuracy"]), "auc": float(kv["auc"]), "seconds": seconds}
 
 
@@ -97,20 +101,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fgm", default=os.path.join(ROOT, "build", "fgm"))
     ap.add_argument("--counts", default="5,10,20,50,100,200")
-    ap.add_argument("--C", default="0.01,0.02,0.05,0.1,0.2,0.5,1,2")
+    ap.add_argument("--C", default="0.01,0.02,0.05,0.1,0.2,0.5,1,2", help="LIBLINEAR's C values")
+    ap.add_argument("--fgm-C", default="", help="fgm.C values (default: configs/news20.toml's)")
+    ap.add_argument("--no-liblinear", action="store_true")
     args = ap.parse_args()
     with open(os.path.join(ROOT, "configs", "news20.toml"), "rb") as f:
         cfg = tomllib.load(f)
     train, test = prepare()
     points = []
-    for C in [float(c) for c in args.C.split(",")]:
+    for C in ([] if args.no_liblinear else [float(c) for c in args.C.split(",")]):
         p = liblinear_point(train, test, C)
         log("liblinear", p)
         points.append(p)
-    for k in [int(c) for c in args.counts.split(",")]:
-        p = fgm_point(args.fgm, cfg, train, test, k)
-        log("fgm", p)
-        points.append(p)
+    fgm_cs = [float(c) for c in args.fgm_C.split(",")] if args.fgm_C else [float(cfg["fgm"]["C"])]
+    for C in fgm_cs:
+        for k in [int(c) for c in args.counts.split(",")]:
+            p = fgm_point(args.fgm, cfg, train, test, k, C)
+            log("fgm", p)
+            points.append(p)
     os.makedirs(RESULTS, exist_ok=True)
     fields = ["tool", "C", "k", "nnz", "accuracy", "auc", "seconds"]
     with open(os.path.join(RESULTS, "multiclass_news20.csv"), "w", newline="") as f:
@@ -120,13 +128,13 @@ def main():
     ll = [p for p in points if p["tool"] == "liblinear"]
     with open(os.path.join(RESULTS, "multiclass_news20_matched.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["fgm_features_per_class", "nnz", "fgm_accuracy", "liblinear_accuracy_interp",
+        w.writerow(["fgm_features_per_class", "fgm_C", "nnz", "fgm_accuracy", "liblinear_accuracy_interp",
                     "liblinear_nearest_C", "liblinear_nearest_nnz", "liblinear_nearest_accuracy"])
         for p in points:
             if p["tool"] != "fgm":
                 continue
-            near = nearest(ll, p["nnz"])
-            w.writerow([p["k"], p["nnz"], f"{p['accuracy']:.4f}",
+            near = nearest(ll, p["nnz"]) or {"C": "", "nnz": "", "accuracy": float("nan")}
+            w.writerow([p["k"], p["C"], p["nnz"], f"{p['accuracy']:.4f}",
                         f"{interp_acc(ll, p['nnz']):.4f}", near["C"], near["nnz"],
                         f"{near['accuracy']:.4f}"])
     print(open(os.path.join(RESULTS, "multiclass_news20_matched.csv")).read())

@@ -468,7 +468,7 @@ TEST_CASE("reader checks and ignores indices beyond the declared width", "[io][r
 
 // ---------------------------------------------------------------- labels
 
-TEST_CASE("label map compares numerically and rejects a third label", "[io][reader][labels]") {
+TEST_CASE("label map compares numerically and orders classes by value", "[io][reader][labels]") {
   LabelMap map;
   REQUIRE(map.observe(-1.0, "f", 1, 1) == 0);
   REQUIRE(map.classes() == 1);
@@ -481,9 +481,23 @@ TEST_CASE("label map compares numerically and rejects a third label", "[io][read
   REQUIRE(map.negative_value() == -1.0);
   REQUIRE(map.sign_of_slot(0) == -1);
   REQUIRE(map.sign_of_slot(1) == 1);
-  Error e = capture_error([&] { map.observe(2.0, "data.svm", 7, 3); });
+  // A third label is a third class (slot in appearance order, class by value).
+  REQUIRE(map.observe(0.5, "f", 4, 1) == 2);
+  REQUIRE(map.classes() == 3);
+  REQUIRE(map.class_values() == std::vector<double>{-1, 0.5, 1});
+  REQUIRE(map.class_of_slot(0) == 0);
+  REQUIRE(map.class_of_slot(1) == 2);
+  REQUIRE(map.class_of_slot(2) == 1);
+  REQUIRE(map.sign_of_slot(2) == -1);  // only the largest label maps to +1
+  REQUIRE(map.positive_value() == 1.0);
+
+  // Beyond the class cap: an error naming file:line:column.
+  LabelMap capped(3);
+  for (int k = 0; k < 3; ++k) capped.observe(k, "f", 1, 1);
+  REQUIRE(capped.observe(2, "f", 1, 1) == 2);
+  Error e = capture_error([&] { capped.observe(7.5, "data.svm", 7, 3); });
   REQUIRE(e.kind() == ErrorKind::kInvalidInput);
-  REQUIRE(std::string(e.what()) == msg::too_many_labels("data.svm", 7, 3, "-1", "1", "2"));
+  REQUIRE(std::string(e.what()) == msg::too_many_labels("data.svm", 7, 3, 3, "7.5"));
   REQUIRE(std::string(e.what()).find("data.svm:7:3: ") == 0);
 
   LabelMap zero_one;

@@ -143,3 +143,69 @@ TEST_CASE("read_model checks the header before reading the rest", "[model_file]"
     REQUIRE(WEXITSTATUS(status) == 0);
   }
 }
+
+namespace {
+
+fgm::ModelFeature linear_feature(uint64_t id, double weight, uint32_t batch) {
+  fgm::ModelFeature f;
+  f.key.kind = fgm::FeatureKind::kLinear;
+  f.key.ids[0] = id;
+  f.weight = weight;
+  f.batch = batch;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("one-vs-rest models round-trip; binary models carry no classes field",
+          "[model_file][multiclass]") {
+  fgm::Model binary;
+  binary.features = {linear_feature(3, 0.5, 1)};
+  binary.bias = 0.25;
+  binary.positive_label = 2;
+  binary.negative_label = 1;
+  const std::string bytes = fgm::encode_model(binary);
+  // The FlatBuffer of a binary model has no classes vector: what an older
+  // reader expects (fields added at the end of the table are absent).
+  std::vector<uint8_t> buf(bytes.begin() + 24, bytes.end());
+  REQUIRE(fgm::schema::GetModel(buf.data())->classes() == nullptr);
+  fgm::Model back = fgm::decode_model(bytes, "binary");
+  REQUIRE(!back.multiclass());
+  REQUIRE(back.features.size() == 1);
+  REQUIRE(back.bias == 0.25);
+
+  fgm::Model multi = binary;
+  multi.features.clear();
+  for (int k = 0; k < 3; ++k) {
+    fgm::ClassModel c;
+    c.label = 1.5 * k;
+    c.features = {linear_feature(k, -1.0 - k, 1), linear_feature(7, 0.125 * k, 2)};
+    c.bias = 0.5 * k;
+    c.objective = 10.0 + k;
+    c.iterations = static_cast<uint32_t>(2 + k);
+    multi.classes.push_back(c);
+  }
+  fgm::Model got = fgm::decode_model(fgm::encode_model(multi), "multi");
+  REQUIRE(got.classes.size() == 3);
+  for (int k = 0; k < 3; ++k) {
+    const auto& c = got.classes[k];
+    REQUIRE(c.label == 1.5 * k);
+    REQUIRE(c.bias == 0.5 * k);
+    REQUIRE(c.objective == 10.0 + k);
+    REQUIRE(c.iterations == static_cast<uint32_t>(2 + k));
+    REQUIRE(c.features.size() == 2);
+    REQUIRE(c.features[0].key.ids[0] == static_cast<uint64_t>(k));
+    REQUIRE(c.features[0].weight == -1.0 - k);
+    REQUIRE(c.features[1].batch == 2);
+  }
+  // class_model: class k as a binary model.
+  fgm::Model two = fgm::class_model(got, 2);
+  REQUIRE(!two.multiclass());
+  REQUIRE(two.bias == 1.0);
+  REQUIRE(two.positive_label == 3.0);
+  REQUIRE(two.features.size() == 2);
+
+  // Classes out of order are a corrupt model.
+  std::swap(multi.classes[0], multi.classes[1]);
+  REQUIRE_THROWS_AS(fgm::decode_model(fgm::encode_model(multi), "bad"), fgm::Error);
+}

@@ -231,6 +231,18 @@ void check_store_matches(const ShardStore& store, const Reference& ref) {
   }
   REQUIRE(info.n_positive == n_pos);
   REQUIRE(info.n_negative == ref.rows() - n_pos);
+  // Class indices: the rank of the row's label among the distinct labels.
+  std::vector<double> distinct = ref.labels;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  REQUIRE(info.class_values == distinct);
+  std::vector<uint64_t> counts(distinct.size(), 0);
+  for (uint64_t r = 0; r < ref.rows(); ++r) {
+    auto want = std::lower_bound(distinct.begin(), distinct.end(), ref.labels[r]) - distinct.begin();
+    if (store.classes()[r] != want) FAIL("class of row " << r);
+    ++counts[static_cast<size_t>(want)];
+  }
+  REQUIRE(info.class_counts == counts);
 }
 
 std::vector<std::string> store_files(const std::string& dir) {
@@ -582,11 +594,14 @@ TEST_CASE("a failed ingest leaves nothing behind", "[io][store]") {
     Error e3 =
         expect_error([&] { ingest_libsvm(dir / "nope.svm", dir / "o3", IngestOptions{}, budget); });
     CHECK(e3.kind() == ErrorKind::kIo);
-    write_text(dir / "three.svm", "1 1:2\n-1 3:4\n2 1:1\n");
+    // One label more than kMaxClasses (a regression target): refused at its line.
+    std::string many;
+    for (uint32_t k = 0; k <= kMaxClasses; ++k) many += fmt::format("{}.5 1:1\n", k);
+    write_text(dir / "many.svm", many);
     Error e4 = expect_error(
-        [&] { ingest_libsvm(dir / "three.svm", dir / "o4", IngestOptions{}, budget); });
+        [&] { ingest_libsvm(dir / "many.svm", dir / "o4", IngestOptions{}, budget); });
     CHECK(e4.kind() == ErrorKind::kInvalidInput);
-    CHECK(contains(e4.what(), "three.svm:3:1"));
+    CHECK(contains(e4.what(), fmt::format("many.svm:{}:1", kMaxClasses + 1)));
     for (const char* o : {"o1", "o2", "o3", "o4"}) {
       CHECK(!fs::exists(dir / o));
       CHECK(!temp_dirs_left(dir / o));
@@ -765,6 +780,54 @@ TEST_CASE("a format-1 store asks to be ingested again", "[io][store]") {
   CHECK(contains(e.what(), "ingest the data again"));
 }
 
+TEST_CASE("a format-2 store (no class table) asks to be ingested again", "[io][store]") {
+  SmallStore s;
+  std::string path = s.store + "/manifest.fgm";
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  uint32_t two = 2;
+  f.seekp(8);
+  f.write(reinterpret_cast<const char*>(&two), 4);
+  f.close();
+  Error e = open_error(s.store);
+  CHECK(e.kind() == ErrorKind::kCorruption);
+  CHECK(contains(e.what(), "format version 2"));
+  CHECK(contains(e.what(), "ingest the data again"));
+}
+
+TEST_CASE("multi-class input: class table in value order, class block checked", "[io][store]") {
+  TestDir dir;
+  MemoryBudget budget(16 << 20);
+  // scikit-learn's svmlight test files spell classes 1, 2, 3 with integer and
+  // float spellings, comments and qid tokens; first appearance is 2, 3, 1.
+  const std::string text =
+      "# comment line\n2.0 qid:1 1:0.5 3:2\n3 2:-1\n1 1:1\n2 3:4 # trailing\n"
+      "+1 2:2.5\n3.000 1:1 2:1\n1e0\n";
+  write_text(dir / "m.svm", text);
+  ingest_libsvm(dir / "m.svm", dir / "s", IngestOptions{}, budget);
+  auto st = ShardStore::open(dir / "s", budget);
+  const StoreInfo& info = st->info();
+  CHECK(info.classes() == 3);
+  CHECK(info.class_values == std::vector<double>{1, 2, 3});
+  CHECK(info.class_counts == std::vector<uint64_t>{3, 2, 2});
+  CHECK(std::vector<uint16_t>(st->classes(), st->classes() + 7) ==
+        std::vector<uint16_t>{1, 2, 0, 1, 0, 2, 0});
+  // ±1 labels: the largest label against the rest.
+  CHECK(std::vector<int8_t>(st->labels(), st->labels() + 7) ==
+        std::vector<int8_t>{-1, 1, -1, -1, -1, 1, -1});
+  CHECK(info.positive_value == 3);
+  CHECK(info.negative_value == 1);
+  CHECK(info.n_positive == 2);
+
+  // A flipped byte in the class block (the manifest's last bytes) is caught.
+  const std::string manifest = (dir / "s") + "/manifest.fgm";
+  std::string bytes = read_bytes(manifest);
+  bytes.back() ^= 1;
+  write_text(manifest, bytes);
+  Error e = open_error(dir / "s");
+  CHECK(e.kind() == ErrorKind::kCorruption);
+  CHECK(contains(e.what(), "class indices"));
+}
+
 namespace {
 
 // A one-shard store written byte by byte with the writers' own header and
@@ -812,12 +875,19 @@ void write_crafted_store(const std::string& dir, const CraftedShard& c, uint64_t
   m.n_negative = n_rows / 2;
   m.shards.push_back({shard_name, 0, c.column_count, c.nnz, shard.size(),
                       xxh64(shard.data(), shard.size())});
+  const std::vector<uint16_t> classes =
+      store::class_indices_of_signs(reinterpret_cast<const int8_t*>(labels.data()), n_rows);
+  m.class_values = {-1, 1};
+  m.class_counts = {m.n_negative, m.n_positive};
+  m.classes_checksum = xxh64(classes.data(), 2 * n_rows);
   m.labels_offset = store::align_up(store::manifest_bytes(m).size());
   m.labels_checksum = xxh64(labels.data(), labels.size());
   std::vector<uint8_t> bytes = store::manifest_bytes(m);
   std::string manifest(bytes.begin(), bytes.end());
   manifest.resize(m.labels_offset, '\0');
   manifest += labels;
+  manifest.resize(store::classes_offset(m), '\0');
+  manifest.append(reinterpret_cast<const char*>(classes.data()), 2 * n_rows);
   write_text(dir + "/" + store::kManifestName, manifest);
 }
 
