@@ -37,7 +37,8 @@ Model class_model(const Model& model, size_t k) {
   m.bias = c.bias;
   m.objective = c.objective;
   m.iterations = c.iterations;
-  m.positive_label = c.label;
+  m.positive_label = 1;  // the relabelled problem's labels
+  m.negative_label = -1;
   return m;
 }
 

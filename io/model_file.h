@@ -63,8 +63,9 @@ struct Model {
   bool multiclass() const { return !classes.empty(); }
 };
 
-// Class k of a one-vs-rest model as a binary model (label k → +1, the rest
-// → -1), sharing the feature-space parameters: what the scorer evaluates.
+// Class k of a one-vs-rest model as a binary model, sharing the feature-space
+// parameters: what the scorer evaluates. Its label map is that of the
+// relabelled problem (+1 for class k's rows, -1 for the rest).
 Model class_model(const Model& model, size_t k);
 
 // Atomic write (temporary name, then rename).

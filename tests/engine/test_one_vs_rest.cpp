@@ -93,7 +93,8 @@ void require_same_features(const std::vector<ModelFeature>& a, const std::vector
 
 TEST_CASE("one-vs-rest equals K binary runs on files relabelled by hand",
           "[engine][multiclass]") {
-  const std::string kind = GENERATE(std::string("linear"), std::string("poly2"));
+  const std::string kind =
+      GENERATE(std::string("linear"), std::string("poly2"), std::string("hik"));
   CAPTURE(kind);
   test::TempDir dir("fgm-ovr");
   MemoryBudget budget(256ull << 20);
@@ -116,6 +117,12 @@ TEST_CASE("one-vs-rest equals K binary runs on files relabelled by hand",
     require_same_features(got.features, ref.model.features);
     REQUIRE(got.bias == ref.model.bias);
     REQUIRE(got.objective == ref.model.objective);
+    // The multi-class model scores class c as the binary model does (the
+    // hik scalings of every class are merged into one table).
+    std::string relabelled = dir.write("class" + std::to_string(c) + "-test.svm", relabel(text, value));
+    EvalResult want = evaluate_file(relabelled, ref.model, true, budget);
+    EvalResult have = evaluate_file(relabelled, class_model(one.model, c), true, budget);
+    REQUIRE(have.scores == want.scores);
     // Any thread count: the same model.
     require_same_features(two.model.classes[c].features, got.features);
     REQUIRE(two.model.classes[c].bias == got.bias);

@@ -202,7 +202,8 @@ TEST_CASE("one-vs-rest models round-trip; binary models carry no classes field",
   fgm::Model two = fgm::class_model(got, 2);
   REQUIRE(!two.multiclass());
   REQUIRE(two.bias == 1.0);
-  REQUIRE(two.positive_label == 3.0);
+  REQUIRE(two.positive_label == 1.0);
+  REQUIRE(two.negative_label == -1.0);
   REQUIRE(two.features.size() == 2);
 
   // Classes out of order are a corrupt model.
