@@ -20,6 +20,7 @@
 #include "core/path_checks.h"
 #include "engine/fgm_path.h"
 #include "engine/train_settings.h"
+#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -139,6 +140,7 @@ Command add_path(CLI::App& app) {
     write_warnings(j, warnings);
     j.end_object();
     write_file_atomic(out_dir + "/path.json", j.str() + "\n");
+    if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
     session.finish();
 
     fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);

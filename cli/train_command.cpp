@@ -20,6 +20,7 @@
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
 #include "io/synthetic_data.h"
+#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -225,6 +226,7 @@ Command add_train(CLI::App& app) {
     write_warnings(j, warnings);
     j.end_object();
     write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+    if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
     session.finish();
 
     if (has_truth) {

@@ -55,6 +55,9 @@ std::vector<ParamSpec> build_specs() {
            "planted ground truth written by `fgm synth`; the run reports how many planted "
            "features were recovered"),
       spec("output.dir", T::kPath, "\"out\"", "directory for model.fgm and run.json"),
+      spec("output.report", T::kBool, "true",
+           "write output.dir/report.html at the end of fgm train / fgm path: charts and tables of the run, "
+           "self-contained (`fgm report` rewrites it)"),
       ranged(spec("fgm.B", T::kInt, "10",
                   "features (or groups) added per outer iteration"),
              1, 1e9),

@@ -6,11 +6,7 @@
 
 namespace fgm {
 
-namespace {
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or 0 if there is none.
-size_t utf8_sequence_length(const std::string& s, size_t i) {
+size_t utf8_sequence_length(std::string_view s, size_t i) {
   auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = byte(i);
   size_t len;
@@ -34,8 +30,6 @@ size_t utf8_sequence_length(const std::string& s, size_t i) {
     if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
   return len;
 }
-
-}  // namespace
 
 std::string json_escape(const std::string& s) {
   std::string out;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fgm {
@@ -38,5 +39,10 @@ class JsonWriter {
 // each byte that starts no well-formed UTF-8 sequence (paths on Linux are
 // arbitrary bytes) becomes \ufffd, so the output is always valid JSON.
 std::string json_escape(const std::string& s);
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), or 0 if there is
+// none. Shared with the HTML escaping of `fgm report`.
+size_t utf8_sequence_length(std::string_view s, size_t i);
 
 }  // namespace fgm

@@ -115,4 +115,12 @@ std::string checkpoint_discarded(std::string_view path);
 std::string finished_run_redone(std::string_view dir, std::string_view output);
 std::string stale_temporary_removed(std::string_view path);
 
+// --- run logs read back by `fgm report` (run.json, path.json, path.csv)
+std::string bad_json(std::string_view path, uint64_t line, uint64_t column, std::string_view expected,
+                     std::string_view found);
+// A field the report needs is missing or has the wrong type.
+std::string bad_run_log(std::string_view path, std::string_view field, std::string_view expected);
+std::string bad_csv(std::string_view path, uint64_t line, uint64_t column, std::string_view detail);
+std::string no_run_logs(std::string_view dir);
+
 }  // namespace fgm::msg
