@@ -50,7 +50,7 @@ th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .summary{columns:3 340px;column-gap:18px}.summary div{break-inside:avoid;padding:1px 0;font-size:13px}
 .summary .k{color:#555}.summary .v{font-family:ui-monospace,"DejaVu Sans Mono",monospace;word-break:break-all}
 .wbar{display:inline-block;height:9px;vertical-align:middle}.wbar.pos{background:#1f77b4}.wbar.neg{background:#d62728}
-.scroll{max-height:640px;overflow:auto;display:inline-block;border:1px solid #ddd}
+.scroll{max-height:640px;max-width:100%;overflow:auto;display:inline-block;border:1px solid #ddd}
 details{margin:.8em 0}summary{cursor:pointer;font-weight:600}
 )";
 
