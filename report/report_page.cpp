@@ -42,12 +42,12 @@ figure{margin:0;background:#fff;border:1px solid #ddd;border-radius:4px;padding:
 figcaption{font-weight:600;margin-bottom:4px}
 svg.chart{display:block;width:100%;height:auto;font-size:11px}
 svg .tick{fill:#444}svg .axis-title{fill:#222;font-size:12px}svg .empty{fill:#999;font-size:14px}svg .marker{fill:#333}
-.legend{font-size:12px;margin-top:4px}.key{margin-right:14px;white-space:nowrap;display:inline-block}
+.legend{font-size:12px;margin-top:4px}.note{font-size:12px;color:#555;margin-top:3px}.key{margin-right:14px;white-space:nowrap;display:inline-block}
 .swatch{display:inline-block;width:18px;height:10px;margin-right:5px;vertical-align:middle}
 table{border-collapse:collapse;background:#fff;font-size:13px}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.summary{columns:3 340px;column-gap:18px}.summary div{break-inside:avoid;padding:1px 0;font-size:13px}
+.summary{columns:3 340px;column-gap:18px;margin-bottom:12px}.summary div{break-inside:avoid;padding:1px 0;font-size:13px}
 .summary .k{color:#555}.summary .v{font-family:ui-monospace,"DejaVu Sans Mono",monospace;word-break:break-all}
 .wbar{display:inline-block;height:9px;vertical-align:middle}.wbar.pos{background:#1f77b4}.wbar.neg{background:#d62728}
 .scroll{max-height:640px;max-width:100%;overflow:auto;display:inline-block;border:1px solid #ddd}
@@ -132,6 +132,40 @@ std::vector<double> iteration_field(const TrainRunLog& log, double TrainIteratio
   return out;
 }
 
+// SIP violations span many decades and turn negative (no violated
+// constraint) once the cutting planes cover the data: a log scale for the
+// positive ones, the others named in a note.
+LineChart sip_chart(const TrainRunLog& log, const std::vector<double>& iters) {
+  LineChart sip;
+  sip.title = "SIP violation per outer iteration";
+  sip.x_label = "outer iteration";
+  sip.y_label = "SIP violation (37)";
+  sip.x_integer = true;
+  Series before = make_series("before the iteration's solve", kRed, iters,
+                              iteration_field(log, &TrainIterationLog::sip_violation));
+  Series after = make_series("after the last solve", kPurple, {iters.empty() ? 1.0 : iters.back() + 1},
+                             {log.final_sip_violation});
+  std::vector<double> positive;
+  for (const Series* s : {&before, &after})
+    for (double v : s->y)
+      if (v > 0) positive.push_back(v);
+  if (wants_log(positive)) {
+    sip.y_log = true;
+    std::string hidden;
+    for (Series* s : {&before, &after})
+      for (size_t i = 0; i < s->y.size(); ++i)
+        if (std::isfinite(s->y[i]) && s->y[i] <= 0) {
+          hidden += fmt::format("{}{} at iteration {}", hidden.empty() ? "" : ", ", format_number(s->y[i], 6),
+                                format_number(s->x[i]));
+          s->y[i] = kNaN;
+        }
+    if (!hidden.empty())
+      sip.note = "Not drawn on the log scale (\xe2\x89\xa4 0: no violated constraint): " + hidden + ".";
+  }
+  sip.series = {std::move(before), std::move(after)};
+  return sip;
+}
+
 std::string train_charts_html(const TrainRunLog& log) {
   std::vector<double> iters;
   for (const auto& it : log.iterations) iters.push_back(static_cast<double>(it.iter));
@@ -149,19 +183,7 @@ std::string train_charts_html(const TrainRunLog& log) {
   objective.y_log = wants_log(obj.y);
   objective.series.push_back(std::move(obj));
 
-  LineChart sip;
-  sip.title = "SIP violation per outer iteration";
-  sip.x_label = "outer iteration";
-  sip.y_label = "SIP violation (37)";
-  sip.x_integer = true;
-  Series violation = make_series("before the iteration's solve", kRed, iters,
-                                 iteration_field(log, &TrainIterationLog::sip_violation));
-  Series final_violation =
-      make_series("after the last solve", kPurple, {iters.empty() ? 1.0 : iters.back() + 1}, {log.final_sip_violation});
-  std::vector<double> all = violation.y;
-  all.push_back(log.final_sip_violation);
-  sip.y_log = wants_log(all);
-  sip.series = {std::move(violation), std::move(final_violation)};
+  LineChart sip = sip_chart(log, iters);
 
   BarChart time;
   time.title = "Time per outer iteration";

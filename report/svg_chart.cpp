@@ -256,8 +256,9 @@ std::string line_chart_svg(const LineChart& chart) {
 std::string line_chart_figure(const LineChart& chart) {
   std::vector<std::pair<const Series*, const BarStack*>> items;
   for (const auto& series : chart.series) items.emplace_back(&series, nullptr);
-  return fmt::format("<figure><figcaption>{}</figcaption>\n{}\n{}</figure>\n", html_escape(chart.title),
-                     line_chart_svg(chart), legend_html(items));
+  std::string note = chart.note.empty() ? "" : "<div class=\"note\">" + html_escape(chart.note) + "</div>";
+  return fmt::format("<figure><figcaption>{}</figcaption>\n{}\n{}{}</figure>\n", html_escape(chart.title),
+                     line_chart_svg(chart), legend_html(items), note);
 }
 
 std::string bar_chart_svg(const BarChart& chart) {

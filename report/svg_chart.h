@@ -66,6 +66,7 @@ struct LineChart {
   std::vector<VerticalMarker> markers;
   bool y_log = false;      // used only when every plotted y (and band) value is > 0
   bool x_integer = false;  // ticks at whole numbers only
+  std::string note;        // shown under the legend
   ChartFrame frame;
 };
 

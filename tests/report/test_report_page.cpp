@@ -135,6 +135,17 @@ TEST_CASE("train section: text from the logs is escaped", "[report][page]") {
   CHECK(has(html, "<title>objective: 2000 at 0</title>"));
   CHECK(has(html, "<title>objective: 380 at 2</title>"));
   CHECK(has(html, "<title>2 APG solve: 0.004</title>"));
+  CHECK_FALSE(has(html, "Not drawn on the log scale"));
+
+  // Violations over many decades get a log scale; one that is <= 0 is named instead of drawn.
+  std::string text = run_json("x", "w");
+  text.replace(text.find("\"sip_violation\": 5e5"), 20, "\"sip_violation\": 2e4");
+  text.replace(text.find("\"final_sip_violation\": null"), 27, "\"final_sip_violation\": -5");
+  dir.write("run.json", text);
+  const std::string logged = train_section_html(read_train_log(dir.file("run.json")), sample_model());
+  CHECK(has(logged, "Not drawn on the log scale (\xe2\x89\xa4 0: no violated constraint): -5 at iteration 3."));
+  CHECK(has(logged, ">1e7</text>"));  // log ticks up to 10^7 for 3.9e6
+  CHECK_FALSE(has(logged, "after the last solve: -5"));  // no dot for it
 }
 
 TEST_CASE("path section: the CV band when path.csv has it, nothing when not", "[report][page]") {
