@@ -305,7 +305,7 @@ std::string points_table_html(const NumericCsv& csv) {
   out += "</tr>\n";
   for (const auto& row : csv.rows) {
     out += "<tr>";
-    for (double v : row) out += "<td class=\"num\">" + format_number(v, 4) + "</td>";
+    for (double v : row) out += "<td class=\"num\">" + format_number(v, 6) + "</td>";
     out += "</tr>\n";
   }
   return out + "</table></div>\n";

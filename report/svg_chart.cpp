@@ -245,10 +245,13 @@ std::string line_chart_svg(const LineChart& chart) {
   for (const auto& m : chart.markers) {
     if (!std::isfinite(m.x)) continue;
     const double x = s.x(m.x);
+    // The label on the side with more room, so it stays inside the plot.
+    const bool right_half = x > (f.plot_left() + f.plot_right()) / 2;
     out += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#444\" "
-                       "stroke-dasharray=\"3 3\"/><text x=\"{3}\" y=\"{4}\" class=\"marker\">{5}</text>\n",
-                       px(x), px(f.plot_top()), px(f.plot_bottom()), px(x + 4), px(f.plot_top() + 12),
-                       html_escape(m.label));
+                       "stroke-dasharray=\"3 3\"/><text x=\"{3}\" y=\"{4}\" text-anchor=\"{5}\" "
+                       "class=\"marker\">{6}</text>\n",
+                       px(x), px(f.plot_top()), px(f.plot_bottom()), px(right_half ? x - 4 : x + 4),
+                       px(f.plot_top() + 12), right_half ? "end" : "start", html_escape(m.label));
   }
   return out + "</svg>";
 }
