@@ -20,6 +20,7 @@
 #include "core/path_checks.h"
 #include "engine/fgm_path.h"
 #include "engine/train_settings.h"
+#include "features/transformed_store.h"
 
 namespace fgm::cli {
 namespace {
@@ -68,6 +69,8 @@ Command add_path(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     reject_store_mismatch(config, data.store->info());
+    data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
+                                          budget, config.get_bytes("engine.block_bytes"));
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();
