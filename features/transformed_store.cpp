@@ -204,8 +204,10 @@ void TransformedStore::save_cache(size_t stage, MemoryBudget& budget) const {
     append_scalar<uint64_t>(out, s.factors.size());
     append_scalar<uint64_t>(out, p.size());
     out += p;
+    // Chained like load_cache reads it: XXH64 of the header, seeding the factors'.
+    const uint64_t sum = xxh64(s.factors.data(), data_bytes, xxh64(out.data(), out.size()));
     out.append(reinterpret_cast<const char*>(s.factors.data()), data_bytes);
-    append_scalar<uint64_t>(out, xxh64(out.data(), out.size()));
+    append_scalar<uint64_t>(out, sum);
     write_file_atomic(path, out);
   } catch (const Error& e) {
     // Only the cache is lost (a read-only store, a full disk, a small budget).

@@ -177,7 +177,9 @@ struct Case {
 
 void check_against_explicit(const Case& c) {
   CAPTURE(c.space, static_cast<int>(c.values));
-  for (const auto& s : c.stages) CAPTURE(s);
+  std::string stages;
+  for (const auto& s : c.stages) stages += s + " ";
+  CAPTURE(stages);
   test::TempDir dir("fgm-transform");
   const uint64_t width = 40;
   Data train = make_data(300, width, c.values, 11), test = make_data(120, width, c.values, 12);
