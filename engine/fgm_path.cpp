@@ -365,8 +365,11 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
                          const PathHooks& hooks) {
   validate_path_settings(settings);
   validate_folds(settings, store);
-  PathRun run(store, settings, budget, hooks);
-  PathOutcome out = run.run();
+  PathOutcome out;
+  {
+    PathRun run(store, settings, budget, hooks);  // frees its test/validation rows before the folds
+    out = run.run();
+  }
   // After the full-data path (which a resume continues): the folds are not
   // checkpointed, a resumed run redoes them all.
   if (settings.folds >= 2) {
