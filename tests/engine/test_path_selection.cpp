@@ -353,3 +353,42 @@ TEST_CASE("path.folds larger than the smaller class is a config error naming the
   PathOutcome out = run_fgm_path(*store, ps, budget);
   REQUIRE(out.folds.size() == 2);
 }
+
+TEST_CASE("validation selection: best accuracy and the one-SE rule with the binomial SE", "[engine][cv][select]") {
+  const uint64_t n = 300, m = 12;
+  int rule_mattered = 0;  // data sets where the one-SE point is simpler than the best one
+  for (uint64_t seed = 31; seed < 39; ++seed) {
+    CAPTURE(seed);
+    test::TempDir dir("fgm-cv-validation");
+    MemoryBudget budget(256 << 20);
+    auto full = ingest(dir, "full", join(make_rows("integer", n, m, seed)), m, budget);
+    std::string validation = dir.write("valid.svm", join(make_rows("integer", 150, m, seed + 100)));
+    PathSettings ps;
+    ps.base = small_settings(Loss::kSquaredHinge);
+    ps.feature_counts = {1, 2, 3, 5, 8};
+    ps.debias = false;
+    ps.validation_path = validation;
+    PathOutcome out = run_fgm_path(*full, ps, budget);
+    REQUIRE(out.points.size() == 5);
+    REQUIRE(out.selection.criterion == "validation");
+    REQUIRE(!out.selection.has_cv);
+    REQUIRE(out.selection.validation_rows == 150);
+    // Direct: each point's accuracy from its model on the validation text.
+    std::vector<double> acc;
+    for (const auto& p : out.points) acc.push_back(evaluate_file(validation, p.model, false, budget).accuracy);
+    size_t best = 0;
+    for (size_t p = 1; p < acc.size(); ++p)
+      if (acc[p] > acc[best]) best = p;  // points are in increasing feature counts: ties keep fewer
+    REQUIRE(out.selection.validation.best == int(best));
+    REQUIRE(out.best == int(best));
+    const double se = std::sqrt(acc[best] * (1 - acc[best]) / 150.0);
+    size_t one_se = 0;
+    while (acc[one_se] < acc[best] - se) ++one_se;
+    CAPTURE(acc, best, one_se, se);
+    REQUIRE(out.selection.validation.one_se == int(one_se));
+    REQUIRE(out.selection.chosen == int(one_se));
+    REQUIRE(out.selection.validation.threshold == Approx(acc[best] - se).margin(1e-15));
+    rule_mattered += one_se != best;
+  }
+  REQUIRE(rule_mattered > 0);
+}
