@@ -138,6 +138,7 @@ Command add_path(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     reject_store_mismatch(config, data.store->info());
+    validate_folds(ps, *data.store);  // before anything is written
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();

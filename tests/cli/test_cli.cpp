@@ -268,6 +268,12 @@ TEST_CASE("fgm path with path.folds: cv columns, the chosen point in path.json, 
   r = run(dir, "path --config job.toml path.folds=101");
   REQUIRE(r.code == 2);
   REQUIRE(contains(r.err, "path.folds"));
+  dir.write("tiny.svm", "+1 1:1\n-1 2:1\n-1 1:1 2:1\n+1 2:2\n-1 1:3\n");
+  r = run(dir, "path data.train=tiny.svm path.features=[1] path.folds=3 output.dir=tiny engine.cache_dir=cache");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "path.folds"));
+  REQUIRE(contains(r.err, "2 training rows of the smallest class"));
+  REQUIRE(!fs::exists(dir.path / "tiny"));
 }
 
 TEST_CASE("poly2 through the CLI: inspect lists cross pairs with 1-based ids", "[cli][poly2]") {
