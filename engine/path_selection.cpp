@@ -30,10 +30,12 @@ BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, ui
   BudgetedArray<uint16_t> folds(budget, n, "cross-validation folds", "use fewer training rows");
   folds.fill(kNoFold);
   BudgetedArray<uint64_t> rows(budget, n, "cross-validation fold shuffle", "use fewer training rows");
+  bool present[256] = {};
+  for (uint64_t i = 0; i < n; ++i) present[static_cast<uint8_t>(labels[i])] = true;
   uint64_t state = seed;
   uint64_t dealt = 0;
-  for (int label = -128; label <= 127; ++label) {
-    if (label == 0) continue;
+  for (int label = -128; label <= 127; ++label) {  // one pass per label present (2 for binary data)
+    if (label == 0 || !present[static_cast<uint8_t>(label)]) continue;
     uint64_t count = 0;
     for (uint64_t i = 0; i < n; ++i)
       if (labels[i] == label) rows[count++] = i;
