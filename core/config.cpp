@@ -158,6 +158,15 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("path.debias_C", T::kFloat, "0",
                   "C of the de-biasing refit (0: use fgm.C)"),
              0, 1e12),
+      ranged(spec("path.folds", T::kInt, "0",
+                  "fgm path: k-fold cross-validation over the path's points (0 or 1: off); "
+                  "stratified folds of the training rows, the chosen point by the "
+                  "one-standard-error rule on the mean held-out accuracy"),
+             0, 100),
+      ranged(spec("path.fold_seed", T::kInt, "1",
+                  "fgm path: seed of the cross-validation folds (the same seed gives the same "
+                  "folds)"),
+             0, 1e18),
   };
 }
 
