@@ -19,6 +19,7 @@
 #include "core/path_checks.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
+#include "features/transformed_store.h"
 #include "io/synthetic_data.h"
 #include "report/report_page.h"
 
@@ -94,6 +95,8 @@ Command add_train(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     reject_store_mismatch(config, data.store->info());
+    data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
+                                          budget, config.get_bytes("engine.block_bytes"));
     const StoreInfo& info = data.store->info();
     spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
                  info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,

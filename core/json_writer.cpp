@@ -74,9 +74,11 @@ void JsonWriter::before_value() {
     return;
   }
   if (!first_.empty()) {
-    if (!first_.back()) out_ += ',';
+    const bool first = first_.back();
+    if (!first) out_ += ',';
     first_.back() = false;
-    newline();
+    if (!one_line_.back()) newline();
+    else if (!first && pretty_) out_ += ' ';
   }
 }
 
@@ -84,25 +86,30 @@ JsonWriter& JsonWriter::begin_object() {
   before_value();
   out_ += '{';
   first_.push_back(true);
+  one_line_.push_back(false);
   return *this;
 }
 JsonWriter& JsonWriter::end_object() {
   bool empty = first_.back();
   first_.pop_back();
+  one_line_.pop_back();
   if (!empty) newline();
   out_ += '}';
   return *this;
 }
-JsonWriter& JsonWriter::begin_array() {
+JsonWriter& JsonWriter::begin_array(bool one_line) {
   before_value();
   out_ += '[';
   first_.push_back(true);
+  one_line_.push_back(one_line);
   return *this;
 }
 JsonWriter& JsonWriter::end_array() {
   bool empty = first_.back();
+  bool one_line = one_line_.back();
   first_.pop_back();
-  if (!empty) newline();
+  one_line_.pop_back();
+  if (!empty && !one_line) newline();
   out_ += ']';
   return *this;
 }

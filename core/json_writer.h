@@ -13,7 +13,8 @@ class JsonWriter {
   explicit JsonWriter(bool pretty = true) : pretty_(pretty) {}
   JsonWriter& begin_object();
   JsonWriter& end_object();
-  JsonWriter& begin_array();
+  // one_line: the elements (numbers, strings) on one line, for long columns.
+  JsonWriter& begin_array(bool one_line = false);
   JsonWriter& end_array();
   JsonWriter& key(const std::string& k);
   JsonWriter& value(const std::string& v);
@@ -31,7 +32,8 @@ class JsonWriter {
   void newline();
   bool pretty_;
   std::string out_;
-  std::vector<bool> first_;  // per open container: no element yet
+  std::vector<bool> first_;     // per open container: no element yet
+  std::vector<bool> one_line_;  // per open container: elements not on lines of their own
   bool after_key_ = false;
 };
 

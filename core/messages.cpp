@@ -209,6 +209,11 @@ std::string bad_enum(std::string_view where, std::string_view key, std::string_v
                      std::string_view allowed) {
   return fmt::format("{}key '{}' = '{}' is not one of: {}", where, key, value, allowed);
 }
+std::string bad_list_element(std::string_view where, std::string_view key, size_t index,
+                             std::string_view value, std::string_view allowed) {
+  return fmt::format("{}key '{}': element {} = '{}' is not one of: {}", where, key, index + 1, value,
+                     allowed);
+}
 std::string config_syntax(std::string_view where, std::string_view detail) {
   return fmt::format("{}TOML syntax error: {}", where, detail);
 }

@@ -80,6 +80,9 @@ std::string wrong_type(std::string_view where, std::string_view key, std::string
                        std::string_view got);
 std::string out_of_range(std::string_view where, std::string_view key, std::string_view value,
                          std::string_view range);
+// Element `index` (0-based; printed 1-based) of a list of choices.
+std::string bad_list_element(std::string_view where, std::string_view key, size_t index,
+                             std::string_view value, std::string_view allowed);
 std::string bad_enum(std::string_view where, std::string_view key, std::string_view value,
                      std::string_view allowed);
 std::string config_syntax(std::string_view where, std::string_view detail);
