@@ -228,7 +228,7 @@ bool any_finite(const std::vector<double>& v) {
 
 // Test / validation / de-biased / CV curves of one metric ("accuracy" or "auc").
 LineChart metric_chart(const PathRunLog& log, const std::string& metric, const std::string& title,
-                       const std::vector<size_t>& order, double best_x) {
+                       const std::vector<size_t>& order, const std::vector<VerticalMarker>& markers) {
   const NumericCsv& csv = log.points;
   LineChart chart;
   chart.title = title;
@@ -260,17 +260,23 @@ LineChart metric_chart(const PathRunLog& log, const std::string& metric, const s
     }
     chart.series.push_back(std::move(s));
   }
-  if (std::isfinite(best_x)) chart.markers.push_back({best_x, "best on validation"});
+  chart.markers = markers;
   return chart;
 }
 
 std::string path_charts_html(const PathRunLog& log) {
   const NumericCsv& csv = log.points;
   const std::vector<size_t> order = points_by_selected(csv);
-  double best_x = kNaN;
   const std::vector<double> points = csv.column("point"), selected = csv.column("selected");
-  for (size_t i = 0; i < points.size(); ++i)
-    if (points[i] == static_cast<double>(log.best_point)) best_x = selected[i];
+  auto selected_at = [&](int64_t point) {
+    for (size_t i = 0; i < points.size(); ++i)
+      if (points[i] == static_cast<double>(point)) return selected[i];
+    return kNaN;
+  };
+  std::vector<VerticalMarker> markers;
+  if (log.chosen_point >= 0) markers.push_back({selected_at(log.chosen_point), "chosen (" + log.criterion + ", one-SE)"});
+  if (log.best_point >= 0 && log.best_point != log.chosen_point)
+    markers.push_back({selected_at(log.best_point), "best on validation"});
 
   LineChart objective;
   objective.title = "Training objective against selected features";
@@ -294,8 +300,8 @@ std::string path_charts_html(const PathRunLog& log) {
   }
   time.stacks = {{"seconds (scoring and solving)", kOrange, per_point}};
 
-  return "<div class=\"charts\">\n" + line_chart_figure(metric_chart(log, "accuracy", "Accuracy against selected features", order, best_x)) +
-         line_chart_figure(metric_chart(log, "auc", "AUC against selected features", order, best_x)) +
+  return "<div class=\"charts\">\n" + line_chart_figure(metric_chart(log, "accuracy", "Accuracy against selected features", order, markers)) +
+         line_chart_figure(metric_chart(log, "auc", "AUC against selected features", order, markers)) +
          line_chart_figure(objective) + bar_chart_figure(time) + "</div>\n";
 }
 
@@ -337,16 +343,26 @@ std::string train_section_html(const TrainRunLog& log, const Model& model) {
   return out + "</section>\n";
 }
 
-std::string path_section_html(const PathRunLog& log, const Model& model, int64_t model_point) {
+int64_t featured_point(const PathRunLog& log) {
+  if (log.chosen_point >= 0) return log.chosen_point;
+  if (log.best_point >= 0) return log.best_point;
+  const std::vector<double> points = log.points.column("point");
+  if (points.empty()) throw Error(ErrorKind::kCorruption, msg::bad_csv(log.points.file, 0, 0, "no points"));
+  return static_cast<int64_t>(points.back());
+}
+
+std::string path_section_html(const PathRunLog& log, const Model& model) {
+  const int64_t model_point = featured_point(log);
+  const std::string why = model_point == log.chosen_point
+                              ? "chosen by the one-SE rule on " + log.criterion
+                              : model_point == log.best_point ? "the best on validation" : "the last point";
   std::string out = "<section id=\"path\">\n<h2>Path</h2>\n";
   out += fmt::format("<p class=\"source\">{} and {}</p>\n", html_escape(log.json_file), html_escape(log.points.file));
   out += warnings_html(log.warnings, log.json_file);
   out += summary_html(log.summary);
   out += path_charts_html(log);
   out += "<h3>Points (path.csv)</h3>\n" + points_table_html(log.points);
-  out += model_heading(fmt::format("point {} ({})", model_point,
-                                   model_point == log.best_point ? "the best on validation" : "the last point"),
-                       model);
+  out += model_heading(fmt::format("point {} ({})", model_point, why), model);
   out += feature_table_html(model);
   out += config_html(log.config);
   return out + "</section>\n";
@@ -373,14 +389,8 @@ std::string build_report_html(const std::string& dir, ReportSections sections) {
   }
   if (sections.path) {
     PathRunLog log = read_path_log((base / "path.json").string(), (base / "path.csv").string());
-    int64_t point = log.best_point;
-    if (point < 0) {
-      const std::vector<double> points = log.points.column("point");
-      if (points.empty()) throw Error(ErrorKind::kCorruption, msg::bad_csv(log.points.file, 0, 0, "no points"));
-      point = static_cast<int64_t>(points.back());
-    }
-    Model model = read_model((base / fmt::format("point-{}.fgm", point)).string());
-    body += path_section_html(log, model, point);
+    Model model = read_model((base / fmt::format("point-{}.fgm", featured_point(log))).string());
+    body += path_section_html(log, model);
     nav += "<a href=\"#path\">Path</a>";
   }
   return fmt::format(

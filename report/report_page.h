@@ -35,7 +35,10 @@ std::string write_report(const std::string& dir, ReportSections sections);
 // a note saying how many more the model has.
 std::string feature_table_html(const Model& model, size_t max_rows = 5000);
 std::string train_section_html(const TrainRunLog& log, const Model& model);
-// `model_point`: which point's model `model` is (the best on validation, else the last).
-std::string path_section_html(const PathRunLog& log, const Model& model, int64_t model_point);
+// The point whose features the path report lists: the chosen one (one-SE
+// rule), else the best on validation, else the last.
+int64_t featured_point(const PathRunLog& log);
+// `model` is featured_point(log)'s model.
+std::string path_section_html(const PathRunLog& log, const Model& model);
 
 }  // namespace fgm::report

@@ -79,19 +79,19 @@ std::string scalar_text(const JsonValue& v) {
   }
 }
 
-// Scalars at the top level and one level down, skipping the big parts the
-// report shows on their own.
+// Scalars at any depth of objects ("selection.cv.folds"), skipping arrays
+// and the big parts the report shows on their own.
+void add_summary_fields(const JsonValue& object, const std::string& prefix, SummaryFields& out) {
+  for (const auto& [k, v] : object.members()) {
+    if (prefix.empty() && (k == "config" || k == "warnings")) continue;
+    if (v.is_object()) add_summary_fields(v, prefix + k + ".", out);
+    else if (!v.is_array()) out.emplace_back(prefix + k, scalar_text(v));
+  }
+}
+
 SummaryFields summary_fields(const JsonValue& root) {
   SummaryFields out;
-  for (const auto& [k, v] : root.members()) {
-    if (k == "config" || k == "warnings" || k == "iterations" || k == "selected_features") continue;
-    if (v.is_object()) {
-      for (const auto& [k2, v2] : v.members())
-        if (!v2.is_object() && !v2.is_array()) out.emplace_back(k + "." + k2, scalar_text(v2));
-    } else if (!v.is_array()) {
-      out.emplace_back(k, scalar_text(v));
-    }
-  }
+  add_summary_fields(root, "", out);
   return out;
 }
 
@@ -219,6 +219,11 @@ PathRunLog read_path_log(const std::string& path_json_path, const std::string& p
   log.warnings = r.warnings(root);
   log.mode = r.string(root, "mode");
   log.best_point = static_cast<int64_t>(r.number(root, "best_point"));
+  if (root.find("selection")) {
+    const JsonValue& selection = r.field(root, "selection", JsonValue::Type::kObject, "an object");
+    log.criterion = r.string(selection, "criterion");
+    log.chosen_point = static_cast<int64_t>(r.number(selection, "chosen_point"));
+  }
   log.points = read_numeric_csv(path_csv_path);
   for (const char* needed : {"point", "selected"})
     if (!log.points.has_column(needed))

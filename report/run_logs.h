@@ -58,7 +58,11 @@ struct PathRunLog {
   std::vector<std::pair<std::string, std::string>> config;
   std::vector<LogWarning> warnings;
   std::string mode;        // "features", "B" or "C"
-  int64_t best_point = -1;  // -1: no validation data
+  int64_t best_point = -1;  // highest validation accuracy; -1: no validation data
+  // path.json "selection" (when present): the point chosen by the one-SE
+  // rule and the criterion that chose it ("cv", "validation" or "none").
+  int64_t chosen_point = -1;
+  std::string criterion;
   NumericCsv points;       // path.csv
 };
 PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path);

@@ -242,6 +242,7 @@ std::string line_chart_svg(const LineChart& chart) {
                        px((f.plot_left() + f.plot_right()) / 2), px((f.plot_top() + f.plot_bottom()) / 2));
   }
   for (const auto& series : chart.series) out += series_svg(series, s);
+  double label_y = f.plot_top() + 12;  // each marker's label one line below the previous one
   for (const auto& m : chart.markers) {
     if (!std::isfinite(m.x)) continue;
     const double x = s.x(m.x);
@@ -250,8 +251,9 @@ std::string line_chart_svg(const LineChart& chart) {
     out += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#444\" "
                        "stroke-dasharray=\"3 3\"/><text x=\"{3}\" y=\"{4}\" text-anchor=\"{5}\" "
                        "class=\"marker\">{6}</text>\n",
-                       px(x), px(f.plot_top()), px(f.plot_bottom()), px(right_half ? x - 4 : x + 4),
-                       px(f.plot_top() + 12), right_half ? "end" : "start", html_escape(m.label));
+                       px(x), px(f.plot_top()), px(f.plot_bottom()), px(right_half ? x - 4 : x + 4), px(label_y),
+                       right_half ? "end" : "start", html_escape(m.label));
+    label_y += 14;
   }
   return out + "</svg>";
 }

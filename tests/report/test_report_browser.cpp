@@ -112,7 +112,8 @@ TEST_CASE("report.html renders in headless Chromium with no console messages", "
   RunResult train = fgm::test::run(dir, "train" + common + " fgm.B=3 fgm.max_iterations=4");
   CAPTURE(train.err);
   REQUIRE(train.code == 0);
-  RunResult path = fgm::test::run(dir, "path" + common + " data.validation=data/test.svm 'path.features=[2,4,8,12]'");
+  RunResult path = fgm::test::run(dir, "path" + common + " data.validation=data/test.svm 'path.features=[2,4,8,12]' "
+                                                         "path.folds=3");
   CAPTURE(path.err);
   REQUIRE(path.code == 0);
   RunResult report = fgm::test::run(dir, "report run");
@@ -129,6 +130,7 @@ TEST_CASE("report.html renders in headless Chromium with no console messages", "
     REQUIRE_FALSE(contains(html, forbidden));
   }
   REQUIRE(contains(html, "Content-Security-Policy"));
+  REQUIRE(contains(html, "<polygon"));  // the CV band
 
   Rendering page = render(chromium, dir, html_path, "report");
   CAPTURE(page.log);

@@ -165,7 +165,7 @@ TEST_CASE("path section: the CV band when path.csv has it, nothing when not", "[
   PathRunLog plain = read_path_log(dir.file("path.json"), dir.file("plain.csv"));
   CHECK(plain.best_point == 2);
   CHECK(std::isnan(plain.points.column("debiased_test_auc")[0]));
-  const std::string without = path_section_html(plain, sample_model(), 2);
+  const std::string without = path_section_html(plain, sample_model());
   CHECK_FALSE(has(without, "cross-validation"));
   CHECK_FALSE(has(without, "<polygon"));
   CHECK(has(without, "best on validation"));
@@ -173,7 +173,7 @@ TEST_CASE("path section: the CV band when path.csv has it, nothing when not", "[
   CHECK_FALSE(has(without, "de-biased"));  // all-empty columns draw no curve
 
   PathRunLog cv = read_path_log(dir.file("path.json"), dir.file("cv.csv"));
-  const std::string with = path_section_html(cv, sample_model(), 2);
+  const std::string with = path_section_html(cv, sample_model());
   CHECK(has(with, "cross-validation mean (band: ± 1 SE)"));
   // Accuracy: a band over all 3 points; AUC: the SE is missing at point 2, so 2 points remain.
   std::regex polygon("<polygon points=\"([^\"]*)\"");
@@ -183,6 +183,20 @@ TEST_CASE("path section: the CV band when path.csv has it, nothing when not", "[
     corners.push_back(static_cast<size_t>(std::count(pts.begin(), pts.end(), ' ') + 1));
   }
   CHECK(corners == std::vector<size_t>{6, 4});
+
+  // With a "selection" (path.folds): the chosen point's features, both points marked.
+  dir.write("path.json", R"({"mode": "features", "points": 3, "best_point": 2,
+    "selection": {"criterion": "cv", "rule": "one_standard_error", "chosen_point": 1, "cv": {"folds": 5}},
+    "config": {}, "warnings": []})");
+  PathRunLog chosen = read_path_log(dir.file("path.json"), dir.file("cv.csv"));
+  CHECK(chosen.chosen_point == 1);
+  CHECK(chosen.criterion == "cv");
+  CHECK(featured_point(chosen) == 1);
+  const std::string html = path_section_html(chosen, sample_model());
+  CHECK(has(html, "point 1 (chosen by the one-SE rule on cv)"));
+  CHECK(has(html, "chosen (cv, one-SE)"));
+  CHECK(has(html, "best on validation"));
+  CHECK(has(html, "selection.cv.folds</span> = <span class=\"v\">5"));
 }
 
 TEST_CASE("path.csv: empty cells are NaN; a bad cell or row names line and column", "[report][page]") {
