@@ -41,7 +41,7 @@ nav a{margin-right:1em}
 figure{margin:0;background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px}
 figcaption{font-weight:600;margin-bottom:4px}
 svg.chart{display:block;width:100%;height:auto;font-size:11px}
-svg .tick{fill:#444}svg .axis-title{fill:#222;font-size:12px}svg .empty{fill:#999;font-size:14px}svg .marker{fill:#333}
+svg .tick{fill:#444}svg .axis-title{fill:#222;font-size:12px}svg .empty{fill:#999;font-size:14px}svg .marker{fill:#333;paint-order:stroke;stroke:#fff;stroke-width:3px}
 .legend{font-size:12px;margin-top:4px}.note{font-size:12px;color:#555;margin-top:3px}.key{margin-right:14px;white-space:nowrap;display:inline-block}
 .swatch{display:inline-block;width:18px;height:10px;margin-right:5px;vertical-align:middle}
 table{border-collapse:collapse;background:#fff;font-size:13px}
