@@ -9,6 +9,7 @@
 #include "cache/selected_features.h"
 #include "core/error.h"
 #include "core/messages.h"
+#include "features/transformed_store.h"
 
 namespace fgm {
 namespace {
@@ -295,6 +296,7 @@ Model FgmRun::make_model() const {
       m.features.push_back(f);
     }
   }
+  record_feature_transforms(store_, m);  // predict applies them to raw rows
   return m;
 }
 

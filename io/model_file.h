@@ -20,6 +20,19 @@ struct ModelFeature {
   uint32_t batch = 0;
 };
 
+// One recorded stage of features.transform (features/transforms.h applies them).
+struct ModelTransform {
+  std::string name;
+  // Per-feature stages: feature ids[k] is multiplied by factors[k], every other
+  // feature by absent_factor (ids increasing). Empty for the other stages.
+  std::vector<uint64_t> ids;
+  std::vector<double> factors;
+  double absent_factor = 1;
+  bool operator==(const ModelTransform& o) const {
+    return name == o.name && ids == o.ids && factors == o.factors && absent_factor == o.absent_factor;
+  }
+};
+
 // One class of a one-vs-rest model (its decision value: w'x - bias).
 struct ClassModel {
   double label = 0;  // the original label value
@@ -61,6 +74,8 @@ struct Model {
   // order (features and bias above are then unused). Empty: binary.
   std::vector<ClassModel> classes;
   bool multiclass() const { return !classes.empty(); }
+  // Applied to raw rows before scoring, in order (empty: none).
+  std::vector<ModelTransform> transforms;
 };
 
 // Class k of a one-vs-rest model as a binary model, sharing the feature-space

@@ -336,7 +336,11 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   std::vector<double> w = state.w;
   w.resize(cols_, 0.0);  // warm start ω⁰ = [ω_{t−1}; 0]
   double b = opt_.bias ? state.b : 0.0;
-  double L = state.lipschitz > 0 ? state.lipschitz : 0.01 * double(n_) * C;
+  // L_0 scales with the rows in the fit (label ±1), not with n: a row left out
+  // (label 0) must not change the iterates.
+  size_t fit_rows = 0;
+  for (size_t i = 0; i < n_; ++i) fit_rows += y_[i] != 0;
+  double L = state.lipschitz > 0 ? state.lipschitz : 0.01 * double(fit_rows) * C;
   double tau_prev = L;  // τ₀ = L_t
   double tau_b_prev = 0;
 
