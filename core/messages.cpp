@@ -238,8 +238,9 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
 
 std::string apg_iteration_cap(int outer_iteration, int apg_iterations) {
   return fmt::format("outer iteration {}: APG stopped at apg.max_iterations = {} before its "
-                     "stopping rule (relative duality gap <= apg.eps_inner) held; this "
-                     "iteration's weights are not converged: raise apg.max_iterations",
+                     "stopping rule (prox-gradient mapping down to apg.eps_inner of its first "
+                     "value) held; this iteration's weights are not converged: raise "
+                     "apg.max_iterations (run.json's apg_relative_gap bounds the error)",
                      outer_iteration, apg_iterations);
 }
 std::string apg_stalled(int outer_iteration, int apg_iterations) {

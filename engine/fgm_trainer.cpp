@@ -130,7 +130,9 @@ class FgmRun {
   double f0_ = 0, f_prev_ = 0;
   // Observes the first scoring pass of this process (null once checked).
   std::unique_ptr<ValueSpan> value_span_ = std::make_unique<ValueSpan>();
-  bool solved_ = false;  // decision_ holds the current model's values (not so after a bare resume)
+  // decision_ holds the current model's values: true for a fresh run (0, the
+  // empty model's) and after any solve; not after restoring a checkpoint.
+  bool solved_ = true;
 };
 
 FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
@@ -175,6 +177,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
 // re-selected and re-materialised in their order, so the space's exclusions
 // and the cache's columns are those of the uninterrupted run.
 void FgmRun::restore(TrainProgress& saved) {
+  solved_ = saved.iterations.empty();
   for (const auto& batch : saved.batches) {
     cache_.begin_batch();
     for (uint64_t id : batch) {

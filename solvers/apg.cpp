@@ -30,8 +30,8 @@
 // progress: on badly scaled data (raw counts, poly-2 squares of them) τ is
 // huge, every step is tiny and (41) held after one iteration with the model
 // far from the optimum; Δ_1/Δ_1 = 1 never stops a solve at once.
-// (On news20, ε_in = 0.3 gives the path objective and accuracy of a 100×
-// tighter solve at < 2× the time of (41) with 1e-3: bench/README.md.)
+// (On news20, ε_in = 0.1 gives the path objective of a 100× tighter solve at
+// 1.4× the time of (41) with 1e-3: bench/README.md, "Stopping rules".)
 //
 // The certificate reported with the result (not used to stop: it is
 // pessimistic far from ω*, so stopping on it cost 5–10× the time for the same
