@@ -6,7 +6,7 @@
 
 OLD_FGM is a build of the previous rule (commit 755b674: relative objective
 decrease (41), apg.eps_inner = 1e-3), NEW_FGM this branch (prox-gradient
-mapping, default apg.eps_inner = 0.1). The split files come from
+mapping, default apg.eps_inner = 0.15). The split files come from
 `bench/compare_liblinear.py --datasets news20` (configs/news20.toml: B = 20,
 C = 10, bias). Path points 50,100,200,400 features, path.debias=false, test
 file given. Timing runs of the old and new default are interleaved (same
@@ -64,8 +64,8 @@ def train_table(old, new, datasets, repeats):
     print("|---|---|---|---|---|---|")
     for ds in datasets:
         runs = [("old rule, eps_inner=1e-3 (old default)", old, ["apg.eps_inner=1e-3"], repeats),
-                ("new rule, eps_inner=0.1 (new default)", new, [], repeats),
-                ("new rule, eps_inner=1e-3 (tight reference)", new, ["apg.eps_inner=1e-3"], 1)]
+                ("new rule, eps_inner=0.15 (new default)", new, [], repeats),
+                ("new rule, eps_inner=1.5e-3 (tight reference)", new, ["apg.eps_inner=1.5e-3"], 1)]
         for name, fgm, extra, reps in runs:
             walls = []
             for _ in range(reps):
@@ -86,7 +86,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     run(new, "warmup", [])  # builds the store cache
     variants = {"old rule, eps_inner=1e-3 (old default)": (old, ["apg.eps_inner=1e-3"]),
-                "new rule, eps_inner=0.1 (new default)": (new, [])}
+                "new rule, eps_inner=0.15 (new default)": (new, [])}
     times = {k: [] for k in variants}
     result = {}
     for _ in range(repeats):
@@ -95,7 +95,7 @@ def main():
             times[name].append(r["wall"])
             result[name] = r
     once = {"old rule, eps_inner=1e-5": (old, ["apg.eps_inner=1e-5"]),
-            "new rule, eps_inner=1e-3 (tight reference)": (new, ["apg.eps_inner=1e-3"])}
+            "new rule, eps_inner=1.5e-3 (tight reference)": (new, ["apg.eps_inner=1.5e-3"])}
     for name, (fgm, extra) in once.items():
         r = run(fgm, "once-" + name.split("=")[1][:4], extra)
         times[name] = [r["wall"]]

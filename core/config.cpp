@@ -77,7 +77,7 @@ std::vector<ParamSpec> build_specs() {
              0, 1),
       spec("fgm.final_certificate", T::kBool, "true",
            "after the last solve, run one more scoring pass to report the final SIP violation (37)"),
-      ranged(spec("apg.eps_inner", T::kFloat, "0.1",
+      ranged(spec("apg.eps_inner", T::kFloat, "0.15",
                   "APG stop: the prox-gradient mapping norm falls to this fraction of its value "
                   "at the solve's first iteration (scale-free; run.json reports each solve's "
                   "certified relative duality gap)"),

@@ -75,7 +75,7 @@ struct IterationRecord {
   int apg_iterations = 0;
   int apg_line_search_steps = 0;
   int apg_gradient_evaluations = 0;
-  bool apg_converged = false;     // APG stopped by its gap rule, not by the cap or a stall
+  bool apg_converged = false;     // APG stopped by its rule (solvers/apg.cpp), not by the cap or a stall
   double apg_relative_gap = 0;    // certified (F − D)/F of this solve (solvers/apg.h)
   std::string apg_stop;           // "converged", "max_iterations" or "stalled"
   uint64_t apg_recomputed_products = 0;  // inner-product cache misses (the budget had no room)

@@ -32,8 +32,8 @@
 // far from the optimum; Δ_1/Δ_1 = 1 never stops a solve at once. The
 // reference Δ_1 is floored at 10^-10·F_k (relative to F, so still
 // scale-free), for solves that start at the optimum.
-// (On news20, ε_in = 0.1 gives the path objective of a 100× tighter solve at
-// 1.4× the time of (41) with 1e-3: bench/README.md, "Stopping rules".)
+// (On news20, ε_in = 0.15 gives the path objective of a 100× tighter solve
+// at ~1.6× the time of (41) with 1e-3: bench/README.md, "Stopping rules".)
 //
 // The certificate reported with the result (not used to stop: it is
 // pessimistic far from ω*, so stopping on it cost 5–10× the time for the same

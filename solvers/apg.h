@@ -29,7 +29,7 @@ struct ApgOptions {
   Loss loss = Loss::kSquaredHinge;
   double C = 10.0;
   bool bias = false;
-  double eps_inner = 0.1;      // stop when sqrt(Δ_k/Δ_1) ≤ eps_inner (prox-gradient mapping; apg.cpp)
+  double eps_inner = 0.15;     // stop when sqrt(Δ_k/Δ_1) ≤ eps_inner (prox-gradient mapping; apg.cpp)
   double eta = 0.5;            // line-search factor η ∈ (0,1)
   int max_iterations = 2000;   // inner iteration cap
   int threads = 1;             // explicit; results do not depend on it
