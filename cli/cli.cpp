@@ -37,7 +37,8 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<cli::Command> commands = {cli::add_ingest(app), cli::add_train(app),
                                         cli::add_predict(app), cli::add_inspect(app),
-                                        cli::add_synth(app), cli::add_path(app)};
+                                        cli::add_synth(app), cli::add_path(app),
+                                        cli::add_report(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -22,6 +22,7 @@ Command add_predict(CLI::App& app);
 Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_path(CLI::App& app);
+Command add_report(CLI::App& app);
 
 // The `warnings` array of run.json and path.json.
 void write_warnings(JsonWriter& j, const RunWarnings& warnings);

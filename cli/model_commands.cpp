@@ -85,6 +85,19 @@ Command add_inspect(CLI::App& app) {
             j.key("store_checksum").value(hex64(m.store_checksum));
             j.key("created_unix").value(m.created_unix);
             j.end_object();
+            if (!m.transforms.empty()) {  // features.transform, in the order applied
+              j.key("transforms").begin_array();
+              for (const auto& t : m.transforms) {
+                j.begin_object();
+                j.key("name").value(t.name);
+                if (!t.ids.empty() || t.absent_factor != 1.0) {
+                  j.key("recorded_factors").value(static_cast<uint64_t>(t.ids.size()));
+                  j.key("absent_factor").value(t.absent_factor);
+                }
+                j.end_object();
+              }
+              j.end_array();
+            }
             j.key("features").begin_array();
             const uint64_t base = static_cast<uint64_t>(m.index_base);
             for (const auto& f : m.features) {

@@ -20,6 +20,8 @@
 #include "core/path_checks.h"
 #include "engine/fgm_path.h"
 #include "engine/train_settings.h"
+#include "features/transformed_store.h"
+#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -29,7 +31,75 @@ std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) 
 const char* kCsvHeader =
     "point,B,C,selected,nonzero,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
     "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc,"
-    "seconds,apg_iterations\n";
+    "seconds,apg_iterations,cv_accuracy,cv_accuracy_se,cv_auc,cv_auc_se\n";
+
+int point_number(const PathOutcome& o, int index) { return index >= 0 ? o.points[size_t(index)].point : -1; }
+
+void write_choice(JsonWriter& j, const PathOutcome& o, const PointChoice& c) {
+  j.key("best_mean_point").value(static_cast<int64_t>(point_number(o, c.best)));
+  j.key("one_se_point").value(static_cast<int64_t>(point_number(o, c.one_se)));
+  j.key("best_mean").value(c.best_mean);
+  j.key("best_se").value(c.best_se);
+  j.key("threshold").value(c.threshold);
+}
+
+// "selection": the chosen point by the one-SE rule and by the best mean, for
+// each criterion present, and which criterion chose.
+void write_selection(JsonWriter& j, const PathOutcome& o, int folds) {
+  const PathSelection& s = o.selection;
+  j.key("selection").begin_object();
+  j.key("criterion").value(s.criterion);
+  j.key("rule").value("one_standard_error");
+  j.key("metric").value("accuracy");
+  j.key("chosen_point").value(static_cast<int64_t>(point_number(o, s.chosen)));
+  if (s.has_cv) {
+    j.key("cv").begin_object();
+    j.key("folds").value(static_cast<int64_t>(folds));
+    write_choice(j, o, s.cv);
+    j.end_object();
+  }
+  if (s.has_validation) {
+    j.key("validation").begin_object();
+    j.key("rows").value(s.validation_rows);
+    write_choice(j, o, s.validation);
+    j.end_object();
+  }
+  j.end_object();
+}
+
+// Each fold's run in columns: per outer iteration and per point.
+void write_folds(JsonWriter& j, const PathOutcome& o) {
+  j.key("cv_folds").begin_array();
+  for (const FoldRun& f : o.folds) {
+    j.begin_object();
+    j.key("fold").value(static_cast<int64_t>(f.fold));
+    j.key("training_rows").value(f.training_rows);
+    j.key("held_out_rows").value(f.held_out_rows);
+    j.key("seconds").value(f.seconds);
+    j.key("total_apg_iterations").value(f.total_apg_iterations);
+    j.key("iterations").begin_object();
+    j.key("selected").begin_array(true);
+    for (uint64_t v : f.selected) j.value(v);
+    j.end_array();
+    j.key("objective").begin_array(true);
+    for (double v : f.objective) j.value(v);
+    j.end_array();
+    j.key("apg_iterations").begin_array(true);
+    for (int v : f.apg_iterations) j.value(static_cast<int64_t>(v));
+    j.end_array();
+    j.end_object();
+    j.key("points").begin_object();
+    j.key("held_out_accuracy").begin_array(true);
+    for (const auto& p : f.points) j.value(p.accuracy);
+    j.end_array();
+    j.key("held_out_auc").begin_array(true);
+    for (const auto& p : f.points) j.value(p.auc);
+    j.end_array();
+    j.end_object();
+    j.end_object();
+  }
+  j.end_array();
+}
 
 }  // namespace
 
@@ -63,11 +133,16 @@ Command add_path(CLI::App& app) {
     ps.debias_C = config.get_float("path.debias_C");
     ps.test_path = config.get_string("data.test");
     ps.validation_path = config.get_string("data.validation");
+    ps.folds = static_cast<int>(config.get_int("path.folds"));
+    ps.fold_seed = static_cast<uint64_t>(config.get_int("path.fold_seed"));
     validate_path_settings(ps);
     MemoryBudget budget(config.get_bytes("engine.memory_budget"));
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     reject_store_mismatch(config, data.store->info());
+    validate_folds(ps, *data.store);  // before anything is written
+    data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
+                                          budget, config.get_bytes("engine.block_bytes"));
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();
@@ -99,6 +174,16 @@ Command add_path(CLI::App& app) {
                    p.point, p.B, p.C, p.selected, p.train_objective, cell(p.test.accuracy),
                    cell(p.test_debiased.accuracy), cell(p.validation.accuracy), p.seconds);
     };
+    hooks.on_fold_start = [](const FoldRun& f, int folds) {
+      spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows,
+                   f.held_out_rows);
+    };
+    hooks.on_fold_end = [](const FoldRun& f, int folds) {
+      std::string acc;
+      for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + cell(p.accuracy);
+      spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
+                   f.selected.size(), f.seconds, acc);
+    };
     PathOutcome outcome = run_fgm_path(*data.store, ps, budget, hooks);
 
     // Models first (each atomic), then the table and log that name them.
@@ -113,13 +198,15 @@ Command add_path(CLI::App& app) {
     }
     std::string csv = kCsvHeader;
     for (const auto& p : outcome.points) {
-      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{}\n", p.point, p.B, p.C, p.selected,
+      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", p.point, p.B, p.C,
+                         p.selected,
                          p.nonzero,
                          cell(p.train_objective), cell(p.test.accuracy), cell(p.test.auc),
                          cell(p.validation.accuracy), cell(p.validation.auc),
                          cell(p.test_debiased.accuracy), cell(p.test_debiased.auc),
                          cell(p.validation_debiased.accuracy), cell(p.validation_debiased.auc),
-                         p.seconds, p.apg_iterations);
+                         p.seconds, p.apg_iterations, cell(p.cv.accuracy.mean), cell(p.cv.accuracy.se),
+                         cell(p.cv.auc.mean), cell(p.cv.auc.se));
     }
     write_file_atomic(out_dir + "/path.csv", csv);
 
@@ -133,12 +220,15 @@ Command add_path(CLI::App& app) {
     j.key("seconds").value(outcome.seconds);
     j.key("ingest_seconds").value(data.ingest_seconds);
     j.key("peak_rss_bytes").value(peak_rss_bytes());
+    write_selection(j, outcome, ps.folds);
+    write_folds(j, outcome);
     j.key("config").begin_object();
     for (const auto& [k, v] : config_dump) j.key(k).value(v);
     j.end_object();
     write_warnings(j, warnings);
     j.end_object();
     write_file_atomic(out_dir + "/path.json", j.str() + "\n");
+    if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
     session.finish();
 
     fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
@@ -146,6 +236,13 @@ Command add_path(CLI::App& app) {
       const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
       fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
                  b.validation.accuracy);
+    }
+    if (outcome.selection.chosen >= 0) {
+      const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
+      fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
+                 c.selected);
+      if (outcome.selection.has_cv)
+        fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
     }
     fmt::print("\n");
     return 0;

@@ -19,7 +19,9 @@
 #include "core/path_checks.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
+#include "features/transformed_store.h"
 #include "io/synthetic_data.h"
+#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -94,6 +96,8 @@ Command add_train(CLI::App& app) {
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     reject_store_mismatch(config, data.store->info());
+    data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
+                                          budget, config.get_bytes("engine.block_bytes"));
     const StoreInfo& info = data.store->info();
     spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
                  info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
@@ -226,6 +230,7 @@ Command add_train(CLI::App& app) {
     write_warnings(j, warnings);
     j.end_object();
     write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+    if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
     session.finish();
 
     if (has_truth) {

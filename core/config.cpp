@@ -55,6 +55,9 @@ std::vector<ParamSpec> build_specs() {
            "planted ground truth written by `fgm synth`; the run reports how many planted "
            "features were recovered"),
       spec("output.dir", T::kPath, "\"out\"", "directory for model.fgm and run.json"),
+      spec("output.report", T::kBool, "true",
+           "write output.dir/report.html at the end of fgm train / fgm path: charts and tables of the run, "
+           "self-contained (`fgm report` rewrites it)"),
       ranged(spec("fgm.B", T::kInt, "10",
                   "features (or groups) added per outer iteration"),
              1, 1e9),
@@ -138,6 +141,16 @@ std::vector<ParamSpec> build_specs() {
                    "additive: kernel approximated per feature, chi2 (2xz/(x+z)) or "
                    "intersection (min(x,z))"),
               {"chi2", "intersection"}),
+      choices(spec("features.transform", T::kStringList, "[]",
+                   "transforms of the base feature values, applied in order while streaming "
+                   "(nothing is materialised) and recorded in the model so predict applies them "
+                   "to raw rows: log1p (sign(x)·log(1+|x|)), binary (x≠0 → 1), maxabs (x_ij / "
+                   "max_i |x_ij|, to [-1,1]), scale (x_ij / sqrt(Σ_i x_ij²/n), unit uncentred "
+                   "standard deviation, sparsity kept), tfidf (x_ij · (log((1+n)/(1+df_j)) + 1), "
+                   "df_j = rows where feature j is nonzero), row_l2 / row_l1 (each row divided by "
+                   "its ℓ2 / ℓ1 norm over all its features). Statistics are taken from the "
+                   "training store after the preceding stages and cached in the store directory"),
+              {"log1p", "binary", "maxabs", "scale", "tfidf", "row_l2", "row_l1"}),
       ranged(spec("path.features", T::kIntList, "[]",
                   "fgm path: counts to produce models at, in one run (increasing); counted "
                   "as fgm.max_features counts (features, or groups for grouped spaces)"),
@@ -151,6 +164,15 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("path.debias_C", T::kFloat, "0",
                   "C of the de-biasing refit (0: use fgm.C)"),
              0, 1e12),
+      ranged(spec("path.folds", T::kInt, "0",
+                  "fgm path: k-fold cross-validation over the path's points (0 or 1: off); "
+                  "stratified folds of the training rows, the chosen point by the "
+                  "one-standard-error rule on the mean held-out accuracy"),
+             0, 100),
+      ranged(spec("path.fold_seed", T::kInt, "1",
+                  "fgm path: seed of the cross-validation folds (the same seed gives the same "
+                  "folds)"),
+             0, 1e18),
   };
 }
 
@@ -165,6 +187,7 @@ std::string type_name(ParamType t) {
     case ParamType::kEnum: return "a string";
     case ParamType::kIntList: return "an array of integers";
     case ParamType::kFloatList: return "an array of numbers";
+    case ParamType::kStringList: return "an array of strings";
   }
   return "a value";
 }
@@ -308,6 +331,20 @@ ParamValue convert(const ParamSpec& s, const toml::node& node, const std::string
       }
       break;
     }
+    case ParamType::kStringList: {
+      const toml::array* arr = node.as_array();
+      if (!arr) fail_type();
+      std::string allowed;
+      for (const auto& c : s.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+      for (size_t k = 0; k < arr->size(); ++k) {
+        auto x = (*arr)[k].value_exact<std::string>();
+        if (!x) fail_type();
+        if (std::find(s.choices.begin(), s.choices.end(), *x) == s.choices.end())
+          throw Error(ErrorKind::kConfig, msg::bad_list_element(where, s.key, k, *x, allowed));
+        v.strings.push_back(*x);
+      }
+      break;
+    }
   }
   return v;
 }
@@ -442,6 +479,7 @@ bool Config::set_by_user(const std::string& key) const {
     case ParamType::kPath: return !v.s.empty();
     case ParamType::kIntList:
     case ParamType::kFloatList: return !v.list.empty();
+    case ParamType::kStringList: return !v.strings.empty();
     default: return true;
   }
 }
@@ -454,6 +492,9 @@ uint64_t Config::get_bytes(const std::string& key) const {
   return static_cast<uint64_t>(value(key, ParamType::kBytes).i);
 }
 std::vector<double> Config::get_list(const std::string& key) const { return value(key, ParamType::kIntList).list; }
+std::vector<std::string> Config::get_string_list(const std::string& key) const {
+  return value(key, ParamType::kStringList).strings;
+}
 const std::string& Config::source(const std::string& key) const { return value(key, ParamType::kString).source; }
 
 std::map<std::string, std::string> Config::dump() const {
@@ -469,6 +510,12 @@ std::map<std::string, std::string> Config::dump() const {
       case ParamType::kFloatList: {
         std::string s = "[";
         for (size_t i = 0; i < v.list.size(); ++i) s += (i ? ", " : "") + fmt::format("{}", v.list[i]);
+        out[k] = s + "]";
+        break;
+      }
+      case ParamType::kStringList: {
+        std::string s = "[";
+        for (size_t i = 0; i < v.strings.size(); ++i) s += (i ? ", \"" : "\"") + v.strings[i] + "\"";
         out[k] = s + "]";
         break;
       }

@@ -16,7 +16,8 @@
 
 namespace fgm {
 
-enum class ParamType { kInt, kFloat, kBool, kString, kPath, kBytes, kEnum, kIntList, kFloatList };
+enum class ParamType { kInt, kFloat, kBool, kString, kPath, kBytes, kEnum, kIntList, kFloatList,
+                       kStringList };  // kStringList: each element one of `choices`
 
 struct ParamSpec {
   std::string key;
@@ -25,7 +26,7 @@ struct ParamSpec {
   double min = 0, max = 0;    // numeric range (inclusive) when has_range
   bool has_range = false;
   bool min_exclusive = false;
-  std::vector<std::string> choices;  // kEnum
+  std::vector<std::string> choices;  // kEnum, kStringList (allowed elements)
   std::string description;
 };
 
@@ -42,6 +43,7 @@ struct ParamValue {
   bool b = false;
   std::string s;
   std::vector<double> list;
+  std::vector<std::string> strings;  // kStringList
   std::string source;  // "configs/a.toml:3:1", "command line", "default"
   bool set = false;
 };
@@ -67,6 +69,7 @@ class Config {
   std::string get_string(const std::string& key) const;  // also kPath, kEnum
   uint64_t get_bytes(const std::string& key) const;
   std::vector<double> get_list(const std::string& key) const;
+  std::vector<std::string> get_string_list(const std::string& key) const;
   const std::string& source(const std::string& key) const;
   // key -> TOML literal of every set parameter (for the run log).
   std::map<std::string, std::string> dump() const;

@@ -6,11 +6,7 @@
 
 namespace fgm {
 
-namespace {
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or 0 if there is none.
-size_t utf8_sequence_length(const std::string& s, size_t i) {
+size_t utf8_sequence_length(std::string_view s, size_t i) {
   auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = byte(i);
   size_t len;
@@ -34,8 +30,6 @@ size_t utf8_sequence_length(const std::string& s, size_t i) {
     if (byte(i + k) < 0x80 || byte(i + k) > 0xbf) return 0;
   return len;
 }
-
-}  // namespace
 
 std::string json_escape(const std::string& s) {
   std::string out;
@@ -80,9 +74,11 @@ void JsonWriter::before_value() {
     return;
   }
   if (!first_.empty()) {
-    if (!first_.back()) out_ += ',';
+    const bool first = first_.back();
+    if (!first) out_ += ',';
     first_.back() = false;
-    newline();
+    if (!one_line_.back()) newline();
+    else if (!first && pretty_) out_ += ' ';
   }
 }
 
@@ -90,25 +86,30 @@ JsonWriter& JsonWriter::begin_object() {
   before_value();
   out_ += '{';
   first_.push_back(true);
+  one_line_.push_back(false);
   return *this;
 }
 JsonWriter& JsonWriter::end_object() {
   bool empty = first_.back();
   first_.pop_back();
+  one_line_.pop_back();
   if (!empty) newline();
   out_ += '}';
   return *this;
 }
-JsonWriter& JsonWriter::begin_array() {
+JsonWriter& JsonWriter::begin_array(bool one_line) {
   before_value();
   out_ += '[';
   first_.push_back(true);
+  one_line_.push_back(one_line);
   return *this;
 }
 JsonWriter& JsonWriter::end_array() {
   bool empty = first_.back();
+  bool one_line = one_line_.back();
   first_.pop_back();
-  if (!empty) newline();
+  one_line_.pop_back();
+  if (!empty && !one_line) newline();
   out_ += ']';
   return *this;
 }

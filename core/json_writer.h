@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fgm {
@@ -12,7 +13,8 @@ class JsonWriter {
   explicit JsonWriter(bool pretty = true) : pretty_(pretty) {}
   JsonWriter& begin_object();
   JsonWriter& end_object();
-  JsonWriter& begin_array();
+  // one_line: the elements (numbers, strings) on one line, for long columns.
+  JsonWriter& begin_array(bool one_line = false);
   JsonWriter& end_array();
   JsonWriter& key(const std::string& k);
   JsonWriter& value(const std::string& v);
@@ -30,7 +32,8 @@ class JsonWriter {
   void newline();
   bool pretty_;
   std::string out_;
-  std::vector<bool> first_;  // per open container: no element yet
+  std::vector<bool> first_;     // per open container: no element yet
+  std::vector<bool> one_line_;  // per open container: elements not on lines of their own
   bool after_key_ = false;
 };
 
@@ -38,5 +41,10 @@ class JsonWriter {
 // each byte that starts no well-formed UTF-8 sequence (paths on Linux are
 // arbitrary bytes) becomes \ufffd, so the output is always valid JSON.
 std::string json_escape(const std::string& s);
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), or 0 if there is
+// none. Shared with the HTML escaping of `fgm report`.
+size_t utf8_sequence_length(std::string_view s, size_t i);
 
 }  // namespace fgm

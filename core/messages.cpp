@@ -209,6 +209,11 @@ std::string bad_enum(std::string_view where, std::string_view key, std::string_v
                      std::string_view allowed) {
   return fmt::format("{}key '{}' = '{}' is not one of: {}", where, key, value, allowed);
 }
+std::string bad_list_element(std::string_view where, std::string_view key, size_t index,
+                             std::string_view value, std::string_view allowed) {
+  return fmt::format("{}key '{}': element {} = '{}' is not one of: {}", where, key, index + 1, value,
+                     allowed);
+}
 std::string config_syntax(std::string_view where, std::string_view detail) {
   return fmt::format("{}TOML syntax error: {}", where, detail);
 }
@@ -323,6 +328,27 @@ std::string finished_run_redone(std::string_view dir, std::string_view output) {
 }
 std::string stale_temporary_removed(std::string_view path) {
   return fmt::format("removed {}, a temporary file left by an interrupted run", path);
+}
+
+std::string bad_json(std::string_view path, uint64_t line, uint64_t column, std::string_view expected,
+                     std::string_view found) {
+  return fmt::format("{}not valid JSON: expected {}, found {}; the file is damaged or was not "
+                     "written by fgm: rerun the command that writes it",
+                     location(path, line, column), expected, found);
+}
+std::string bad_run_log(std::string_view path, std::string_view field, std::string_view expected) {
+  return fmt::format("{}field \"{}\" is missing or is not {}; the file is damaged or was written "
+                     "by another fgm version: rerun the command that writes it",
+                     location(path), field, expected);
+}
+std::string bad_csv(std::string_view path, uint64_t line, uint64_t column, std::string_view detail) {
+  return fmt::format("{}{}; the file is damaged or was not written by `fgm path`: rerun it",
+                     location(path, line, column), detail);
+}
+std::string no_run_logs(std::string_view dir) {
+  return fmt::format("{}no run.json or path.json here: give the output.dir of an `fgm train` or "
+                     "`fgm path` run",
+                     location(dir));
 }
 
 }  // namespace fgm::msg

@@ -80,6 +80,9 @@ std::string wrong_type(std::string_view where, std::string_view key, std::string
                        std::string_view got);
 std::string out_of_range(std::string_view where, std::string_view key, std::string_view value,
                          std::string_view range);
+// Element `index` (0-based; printed 1-based) of a list of choices.
+std::string bad_list_element(std::string_view where, std::string_view key, size_t index,
+                             std::string_view value, std::string_view allowed);
 std::string bad_enum(std::string_view where, std::string_view key, std::string_view value,
                      std::string_view allowed);
 std::string config_syntax(std::string_view where, std::string_view detail);
@@ -119,5 +122,13 @@ std::string resuming_from(std::string_view path, uint64_t iteration, std::string
 std::string checkpoint_discarded(std::string_view path);
 std::string finished_run_redone(std::string_view dir, std::string_view output);
 std::string stale_temporary_removed(std::string_view path);
+
+// --- run logs read back by `fgm report` (run.json, path.json, path.csv)
+std::string bad_json(std::string_view path, uint64_t line, uint64_t column, std::string_view expected,
+                     std::string_view found);
+// A field the report needs is missing or has the wrong type.
+std::string bad_run_log(std::string_view path, std::string_view field, std::string_view expected);
+std::string bad_csv(std::string_view path, uint64_t line, uint64_t column, std::string_view detail);
+std::string no_run_logs(std::string_view dir);
 
 }  // namespace fgm::msg

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <numeric>
 
 #include <fmt/format.h>
 
@@ -26,13 +27,38 @@ void validate_path_settings(const PathSettings& s) {
                                                         "strictly increasing feature counts"));
 }
 
+void validate_folds(const PathSettings& s, const ShardStore& store) {
+  if (s.folds < 2) return;
+  const int8_t* labels = s.base.labels ? s.base.labels : store.labels();
+  uint64_t count[256] = {};
+  for (uint64_t i = 0; i < store.info().n_rows; ++i) ++count[static_cast<uint8_t>(labels[i])];
+  uint64_t smallest = std::numeric_limits<uint64_t>::max();
+  for (int v = 0; v < 256; ++v)
+    if (v != 0 && count[v] > 0) smallest = std::min(smallest, count[v]);
+  if (smallest == std::numeric_limits<uint64_t>::max()) smallest = 0;
+  if (smallest < static_cast<uint64_t>(s.folds))
+    throw Error(ErrorKind::kConfig,
+                msg::out_of_range("", "path.folds", std::to_string(s.folds),
+                                  fmt::format("at most the {} training rows of the smallest class, so that "
+                                              "every fold holds each class",
+                                              smallest)));
+}
+
 namespace {
+
+// A fold's run: which rows are held out, and their ±1 labels.
+struct FoldContext {
+  const BudgetedArray<uint16_t>* folds = nullptr;
+  int fold = 0;
+  const int8_t* labels = nullptr;
+};
 
 // One `fgm path` run: the evaluation rows, the points so far, and the steps
 // of each mode.
 class PathRun {
  public:
-  PathRun(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks);
+  PathRun(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks,
+          const FoldContext* fold = nullptr, IterationCallback on_iteration = {});
   PathOutcome run();
 
  private:
@@ -54,6 +80,8 @@ class PathRun {
   const PathSettings& settings_;
   MemoryBudget& budget_;
   const PathHooks& hooks_;
+  const FoldContext* fold_;
+  const IterationCallback on_iteration_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   Reservation test_mem_, validation_mem_;
   std::unique_ptr<LabeledRows> test_, validation_;
@@ -61,8 +89,13 @@ class PathRun {
 };
 
 PathRun::PathRun(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
-                 const PathHooks& hooks)
-    : store_(store), settings_(settings), budget_(budget), hooks_(hooks) {}
+                 const PathHooks& hooks, const FoldContext* fold, IterationCallback on_iteration)
+    : store_(store),
+      settings_(settings),
+      budget_(budget),
+      hooks_(hooks),
+      fold_(fold),
+      on_iteration_(std::move(on_iteration)) {}
 
 void PathRun::load_evaluation_rows() {
   // Label map and width come from the store; the rows are loaded once.
@@ -111,6 +144,7 @@ void PathRun::add_point(const Model& model, uint64_t B, double C, double objecti
     p.has_debiased = true;
   }
   evaluate_point(p);
+  if (fold_ != nullptr) p.held_out = evaluate_held_out(*cache, model, fold_->labels, *fold_->folds, fold_->fold, budget_);
   p.seconds = elapsed();
   out_.points.push_back(std::move(p));
   if (hooks_.on_point) hooks_.on_point(out_.points.back());
@@ -163,6 +197,7 @@ void PathRun::run_feature_counts() {
               cp.cache, cp.labels);
   };
   train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(0, &progress); };
+  train_hooks.on_iteration = on_iteration_;
   train_hooks.resume = hooks_.resume_train;
   account(train_fgm(store_, s, budget_, train_hooks));
 }
@@ -178,13 +213,16 @@ void PathRun::run_value_list(uint64_t first_run) {
     else s.apg.C = settings_.C_values[i];
     TrainHooks train_hooks;
     train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(i, &progress); };
+    train_hooks.on_iteration = on_iteration_;
     if (i == first_run) train_hooks.resume = hooks_.resume_train;
     TrainOutcome t = train_fgm(store_, s, budget_, train_hooks);
     account(t);
-    // The refit needs the selected columns: generate them again from the
-    // store through the space (a cross or expansion level is not a raw column).
+    // The refit and the held-out evaluation need the selected columns:
+    // generate them again from the store through the space (a cross or
+    // expansion level is not a raw column).
+    const bool need_columns = settings_.debias || fold_ != nullptr;
     SelectedFeatureCache cache(budget_, store_.info().n_rows);
-    if (settings_.debias) {
+    if (need_columns) {
       FeatureSpaceSettings space_settings = s.space;
       space_settings.index_base = store_.info().index_base;
       std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store_, budget_);
@@ -192,7 +230,7 @@ void PathRun::run_value_list(uint64_t first_run) {
       materialize_features(*space, store_, t.model.features, cache);
     }
     add_point(t.model, s.B, s.apg.C, t.model.objective, t.total_apg_iterations, t.total_gradient_evaluations,
-              settings_.debias ? &cache : nullptr, s.labels ? s.labels : store_.labels());
+              need_columns ? &cache : nullptr, s.labels ? s.labels : store_.labels());
     report_progress(i + 1, nullptr);
   }
 }
@@ -223,13 +261,125 @@ PathOutcome PathRun::run() {
   return std::move(out_);
 }
 
+// One fold of path.folds: the same path on the fold's training rows (no
+// de-biasing, no test or validation set, no resume state), each point
+// evaluated on the fold's held-out rows.
+FoldRun run_fold(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
+                 const FoldContext& context, const int8_t* training_labels, const PathHooks& hooks) {
+  FoldRun rec;
+  rec.fold = context.fold + 1;
+  for (uint64_t i = 0; i < store.info().n_rows; ++i) {
+    rec.training_rows += training_labels[i] != 0;
+    rec.held_out_rows += (*context.folds)[i] == context.fold;
+  }
+  if (hooks.on_fold_start) hooks.on_fold_start(rec, settings.folds);
+  PathSettings fs = settings;
+  fs.base.labels = training_labels;
+  fs.base.warnings = nullptr;  // the full-data run's warnings are the run's; a fold's are logged
+  fs.debias = false;
+  fs.test_path.clear();
+  fs.validation_path.clear();
+  fs.folds = 0;
+  PathHooks none;
+  PathRun run(store, fs, budget, none, &context, [&](const IterationRecord& it) {
+    rec.selected.push_back(it.selected);
+    rec.objective.push_back(it.objective);
+    rec.apg_iterations.push_back(it.apg_iterations);
+  });
+  PathOutcome o = run.run();
+  for (const auto& p : o.points) rec.points.push_back(p.held_out);
+  rec.total_apg_iterations = o.total_apg_iterations;
+  rec.seconds = o.seconds;
+  if (hooks.on_fold_end) hooks.on_fold_end(rec, settings.folds);
+  return rec;
+}
+
+std::vector<FoldRun> run_cross_validation(const ShardStore& store, const PathSettings& settings,
+                                          MemoryBudget& budget, const PathHooks& hooks) {
+  const uint64_t n = store.info().n_rows;
+  const int8_t* labels = settings.base.labels ? settings.base.labels : store.labels();
+  BudgetedArray<uint16_t> folds = assign_folds(labels, n, settings.folds, settings.fold_seed, budget);
+  BudgetedArray<int8_t> training_labels(budget, n, "fold training labels", "use fewer training rows");
+  std::vector<FoldRun> runs;
+  for (int f = 0; f < settings.folds; ++f) {
+    fold_training_labels(labels, folds, f, training_labels);
+    FoldContext context{&folds, f, labels};
+    runs.push_back(run_fold(store, settings, budget, context, training_labels.data(), hooks));
+  }
+  return runs;
+}
+
+// Point i of the full path against point i of each fold's path. A fold whose
+// path ran out of new features early has fewer points: its last model is its
+// model at every later point.
+void attach_cv_estimates(PathOutcome& out) {
+  for (size_t i = 0; i < out.points.size(); ++i) {
+    std::vector<double> accuracy, auc;
+    for (const FoldRun& f : out.folds) {
+      if (f.points.empty()) continue;
+      const HeldOutEval& e = f.points[std::min(i, f.points.size() - 1)];
+      accuracy.push_back(e.accuracy);
+      auc.push_back(e.auc);
+    }
+    out.points[i].cv.accuracy = mean_and_se(accuracy);
+    out.points[i].cv.auc = mean_and_se(auc);
+  }
+}
+
+// The one-SE choice by CV accuracy and by validation accuracy (binomial SE).
+void select_point(PathOutcome& out, bool has_validation) {
+  std::vector<uint64_t> selected, B;
+  std::vector<double> C, cv_mean, cv_se, val_mean, val_se;
+  for (const auto& p : out.points) {
+    selected.push_back(p.selected);
+    B.push_back(p.B);
+    C.push_back(p.C);
+    cv_mean.push_back(p.cv.accuracy.mean);
+    cv_se.push_back(p.cv.accuracy.se);
+    val_mean.push_back(p.validation.accuracy);
+    val_se.push_back(binomial_se(p.validation.accuracy, p.validation.rows));
+  }
+  const std::vector<int> order = simplicity_order(selected, B, C);
+  PathSelection& sel = out.selection;
+  if (!out.folds.empty()) {
+    sel.has_cv = true;
+    sel.cv = choose_point(cv_mean, cv_se, order);
+  }
+  if (has_validation && !out.points.empty()) {
+    sel.has_validation = true;
+    sel.validation = choose_point(val_mean, val_se, order);
+    sel.validation_rows = out.points.front().validation.rows;
+  }
+  if (sel.has_cv) {
+    sel.criterion = "cv";
+    sel.chosen = sel.cv.one_se;
+  } else if (sel.has_validation) {
+    sel.criterion = "validation";
+    sel.chosen = sel.validation.one_se;
+  }
+}
+
 }  // namespace
 
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
                          const PathHooks& hooks) {
   validate_path_settings(settings);
-  PathRun run(store, settings, budget, hooks);
-  return run.run();
+  validate_folds(settings, store);
+  PathOutcome out;
+  {
+    PathRun run(store, settings, budget, hooks);  // frees its test/validation rows before the folds
+    out = run.run();
+  }
+  // After the full-data path (which a resume continues): the folds are not
+  // checkpointed, a resumed run redoes them all.
+  if (settings.folds >= 2) {
+    out.folds = run_cross_validation(store, settings, budget, hooks);
+    attach_cv_estimates(out);
+    out.seconds += std::accumulate(out.folds.begin(), out.folds.end(), 0.0,
+                                   [](double s, const FoldRun& f) { return s + f.seconds; });
+  }
+  select_point(out, !settings.validation_path.empty());
+  return out;
 }
 
 }  // namespace fgm

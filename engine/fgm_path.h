@@ -7,6 +7,12 @@
 // Each point can be de-biased (Section 5.3) and is evaluated on the test and
 // validation sets; the best point is the one with the highest validation
 // accuracy (ties: fewer features).
+// With folds = k ≥ 2, the same path is also run k times on the training rows
+// of each stratified fold (row masks over the one store: TrainSettings::labels
+// with the fold's rows at 0) and each point is evaluated on the fold's held-out
+// rows; the points get the mean and standard error over folds, and a point is
+// chosen by the one-standard-error rule (engine/path_selection.h). The chosen
+// point's model is the one of the full-data path (the refit on all rows).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +23,7 @@
 
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
+#include "engine/path_selection.h"
 
 namespace fgm {
 
@@ -28,6 +35,13 @@ struct PathSettings {
   bool debias = true;
   double debias_C = 0;  // 0: base.apg.C
   std::string test_path, validation_path;
+  int folds = 0;  // 0 or 1: no cross-validation
+  uint64_t fold_seed = 1;
+};
+
+// Cross-validated accuracy and AUC of a point: mean and standard error over folds.
+struct CvEstimate {
+  MeanSe accuracy, auc;
 };
 
 struct PathPoint {
@@ -44,6 +58,32 @@ struct PathPoint {
   bool has_debiased = false;
   Model debiased;
   EvalResult test, validation, test_debiased, validation_debiased;
+  CvEstimate cv;          // when folds ≥ 2
+  HeldOutEval held_out;   // in a fold's run: the fold's held-out rows
+};
+
+// One fold's run, compactly: its outer iterations and its points' held-out
+// accuracy and AUC (index = point index of the fold's path).
+struct FoldRun {
+  int fold = 0;  // 1-based
+  uint64_t training_rows = 0, held_out_rows = 0;
+  double seconds = 0;
+  std::vector<uint64_t> selected;       // per outer iteration (all runs of a B/C list, in order)
+  std::vector<double> objective;
+  std::vector<int> apg_iterations;
+  std::vector<HeldOutEval> points;
+  uint64_t total_apg_iterations = 0;
+};
+
+// The chosen point: by the cross-validated accuracy when folds ≥ 2, else by
+// the validation accuracy (binomial SE), else none. Both are recorded when
+// both are present. Indices into PathOutcome::points.
+struct PathSelection {
+  std::string criterion = "none";  // "cv", "validation" or "none"
+  int chosen = -1;                 // the criterion's one-SE point
+  bool has_cv = false, has_validation = false;
+  PointChoice cv, validation;
+  uint64_t validation_rows = 0;
 };
 
 struct PathOutcome {
@@ -53,6 +93,8 @@ struct PathOutcome {
   uint64_t total_gradient_evaluations = 0;
   double seconds = 0;
   std::string mode;  // "features", "B" or "C"
+  std::vector<FoldRun> folds;
+  PathSelection selection;
 };
 
 // The path-level state a resume restores, besides the FGM run in progress
@@ -70,6 +112,8 @@ struct PathHooks {
   // After each outer iteration (with that run's state) and after each
   // finished B/C run (train == nullptr): the state to persist for a resume.
   std::function<void(const PathProgress&, const TrainProgress* train)> on_progress;
+  // Cross-validation progress: a fold's run starts / ends (for the terminal).
+  std::function<void(const FoldRun&, int folds)> on_fold_start, on_fold_end;
   // Restore from these (moved from); resume_train may be null.
   PathProgress* resume = nullptr;
   TrainProgress* resume_train = nullptr;
@@ -77,6 +121,10 @@ struct PathHooks {
 
 // Throws a config error unless exactly one of the lists is given and valid.
 void validate_path_settings(const PathSettings& settings);
+
+// Throws a config error naming path.folds when a label has fewer rows than
+// folds (a fold would hold none of it). Labels: base.labels or the store's.
+void validate_folds(const PathSettings& settings, const ShardStore& store);
 
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
                          const PathHooks& hooks);

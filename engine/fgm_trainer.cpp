@@ -12,6 +12,7 @@
 #include "cache/selected_features.h"
 #include "core/error.h"
 #include "core/messages.h"
+#include "features/transformed_store.h"
 
 namespace fgm {
 namespace {
@@ -418,6 +419,7 @@ Model FgmRun::make_model() const {
       m.features.push_back(f);
     }
   }
+  record_feature_transforms(store_, m);  // predict applies them to raw rows
   return m;
 }
 

@@ -106,7 +106,7 @@ Model decode_embedded_model(const flatbuffers::Vector<uint8_t>& bytes, const std
 bool key_affects_result(const std::string& key) {
   static const char* const kNeutral[] = {
       "engine.threads", "engine.blocks_in_flight", "engine.memory_budget", "engine.progress",
-      "engine.cache_dir", "output.dir", "data.train", "data.test", "data.validation", "data.truth"};
+      "engine.cache_dir", "output.dir", "output.report", "data.train", "data.test", "data.validation", "data.truth"};
   for (const char* k : kNeutral)
     if (key == k) return false;
   return true;

@@ -22,13 +22,16 @@ void reject_if_set(const Config& c, const std::string& key, const std::string& w
 
 void reject_ignored_keys(const Config& c, ConfigCommand command) {
   if (command == ConfigCommand::kTrain) {
-    for (const char* key : {"path.features", "path.B", "path.C", "path.debias", "path.debias_C"})
+    for (const char* key : {"path.features", "path.B", "path.C", "path.debias", "path.debias_C", "path.folds",
+                            "path.fold_seed"})
       reject_if_set(c, key, "path.* keys are read by `fgm path` only (fgm train makes one model)");
     reject_if_set(c, "data.validation",
                   "only `fgm path` uses a validation set (to pick its best point); fgm train "
                   "reports data.test");
   } else {
     reject_if_set(c, "data.truth", "only `fgm train` reports planted features recovered");
+    if (c.get_int("path.folds") < 2)
+      reject_if_set(c, "path.fold_seed", "it seeds the folds of path.folds, which is off (0 or 1)");
     if (c.set_by_user("path.features"))
       reject_if_set(c, "fgm.max_features",
                     "with path.features the path's largest count is where the run stops");

@@ -8,7 +8,8 @@
 
 namespace fgm {
 
-ModelScorer::ModelScorer(const Model& model) : model_(model), bias_(model.has_bias ? model.bias : 0.0) {
+ModelScorer::ModelScorer(const Model& model)
+    : model_(model), transformer_(model.transforms, "model"), bias_(model.has_bias ? model.bias : 0.0) {
   if (model.feature_kind == "poly2") {
     linear_scale_ = std::sqrt(2.0 * model.gamma * model.coef0);
     square_scale_ = model.gamma;
@@ -39,6 +40,13 @@ double ModelScorer::value_of(const uint64_t* indices, const float* values, size_
 }
 
 double ModelScorer::decision(const uint64_t* indices, const float* values, size_t nnz) const {
+  if (transformer_.empty()) return transformed_decision(indices, values, nnz);
+  std::vector<float> transformed;
+  transformer_.apply(indices, values, nnz, transformed);
+  return transformed_decision(indices, transformed.data(), nnz);
+}
+
+double ModelScorer::transformed_decision(const uint64_t* indices, const float* values, size_t nnz) const {
   double s = 0;
   // Merge walk of two sorted lists.
   size_t j = 0;

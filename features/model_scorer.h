@@ -1,6 +1,8 @@
 // Decision values w'φ(x) − b of a model on raw rows: regenerates the selected
 // generated features (linear, square, cross pair, HIK/additive component)
 // from the row's base features, so predict never needs the expanded data.
+// The model's feature transforms (features.transform) are applied to the raw
+// row first, exactly as training applied them to the store.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "features/kernel_maps.h"
+#include "features/transforms.h"
 #include "io/model_file.h"
 
 namespace fgm {
@@ -15,12 +18,14 @@ namespace fgm {
 class ModelScorer {
  public:
   explicit ModelScorer(const Model& model);
-  // `indices` 0-based and increasing.
+  // `indices` 0-based and increasing; `values` raw (before the transforms).
   double decision(const uint64_t* indices, const float* values, size_t nnz) const;
 
  private:
+  double transformed_decision(const uint64_t* indices, const float* values, size_t nnz) const;
   double value_of(const uint64_t* indices, const float* values, size_t nnz, uint64_t id) const;
   const Model& model_;
+  RowTransformer transformer_;
   double bias_;
   double linear_scale_ = 1.0, square_scale_ = 1.0, cross_scale_ = 1.0;
   // Linear terms merged into one sorted weight list (the common, fast case).

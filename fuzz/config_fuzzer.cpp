@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         case fgm::ParamType::kBytes: (void)config.get_bytes(spec.key); break;
         case fgm::ParamType::kIntList:
         case fgm::ParamType::kFloatList: (void)config.get_list(spec.key); break;
+        case fgm::ParamType::kStringList: (void)config.get_string_list(spec.key); break;
         default: (void)config.get_string(spec.key); break;
       }
     }

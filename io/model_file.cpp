@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -39,6 +41,11 @@ std::string encode_model(const Model& m) {
   std::vector<flatbuffers::Offset<schema::KeyValue>> kvs;
   for (const auto& [k, v] : m.config)
     kvs.push_back(schema::CreateKeyValue(fb, fb.CreateString(k), fb.CreateString(v)));
+  std::vector<flatbuffers::Offset<schema::FeatureTransform>> transforms;
+  for (const auto& t : m.transforms)
+    transforms.push_back(schema::CreateFeatureTransform(fb, fb.CreateString(t.name),
+                                                        fb.CreateVector(t.ids),
+                                                        fb.CreateVector(t.factors), t.absent_factor));
   auto root = schema::CreateModel(
       fb, kModelFormatVersion, fb.CreateString(m.engine_version), fb.CreateString(m.loss), m.C, m.B,
       m.iterations, m.has_bias, m.bias, m.n_features, m.index_base, m.positive_label,
@@ -46,7 +53,7 @@ std::string encode_model(const Model& m) {
       fb.CreateString(m.feature_kind), fb.CreateVector(feats), m.gamma, m.coef0, m.levels, m.order,
       m.period, fb.CreateString(m.kernel), fb.CreateVector(m.scale_min),
       fb.CreateVector(m.scale_max), fb.CreateVector(kvs), m.created_unix, m.objective,
-      fb.CreateVector(m.scale_ids));
+      fb.CreateVector(m.scale_ids), m.transforms.empty() ? 0 : fb.CreateVector(transforms));
   schema::FinishModelBuffer(fb, root);
 
   return frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize());
@@ -207,6 +214,23 @@ static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string
     for (const auto* kv : *fm->config()) m.config[str(kv->key())] = str(kv->value());
   m.created_unix = fm->created_unix();
   m.objective = fm->objective();
+  if (fm->transforms()) {
+    for (const auto* t : *fm->transforms()) {
+      ModelTransform mt;
+      mt.name = str(t->name());
+      copy_scalars(t->ids(), mt.ids);
+      copy_scalars(t->factors(), mt.factors);
+      mt.absent_factor = t->absent_factor();
+      bool finite = std::isfinite(mt.absent_factor);
+      for (double f : mt.factors) finite = finite && std::isfinite(f);
+      if (mt.ids.size() != mt.factors.size() || !finite ||
+          !std::is_sorted(mt.ids.begin(), mt.ids.end()) ||
+          std::adjacent_find(mt.ids.begin(), mt.ids.end()) != mt.ids.end())
+        throw Error(ErrorKind::kCorruption,
+                    msg::not_a_model(path, "transform '" + mt.name + "' has malformed statistics"));
+      m.transforms.push_back(std::move(mt));
+    }
+  }
   return m;
 }
 

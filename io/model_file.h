@@ -20,6 +20,19 @@ struct ModelFeature {
   uint32_t batch = 0;
 };
 
+// One recorded stage of features.transform (features/transforms.h applies them).
+struct ModelTransform {
+  std::string name;
+  // Per-feature stages: feature ids[k] is multiplied by factors[k], every other
+  // feature by absent_factor (ids increasing). Empty for the other stages.
+  std::vector<uint64_t> ids;
+  std::vector<double> factors;
+  double absent_factor = 1;
+  bool operator==(const ModelTransform& o) const {
+    return name == o.name && ids == o.ids && factors == o.factors && absent_factor == o.absent_factor;
+  }
+};
+
 struct Model {
   std::string engine_version;
   std::string loss = "squared_hinge";
@@ -48,6 +61,8 @@ struct Model {
   std::map<std::string, std::string> config;
   int64_t created_unix = 0;
   double objective = 0;
+  // Applied to raw rows before scoring, in order (empty: none).
+  std::vector<ModelTransform> transforms;
 };
 
 // Atomic write (temporary name, then rename).

@@ -10,6 +10,7 @@ packages=(
   liblinear-tools xz-utils bzip2 gzip python3 python3-matplotlib
   python3-liblinear python3-numpy python3-scipy python3-pil
   time valgrind
+  chromium
   clang libclang-rt-14-dev
 )
 missing=()

@@ -340,7 +340,10 @@ class ApgSolver {
       largest = std::max(largest, q);
     }
     const double curvature = (LossT::kNeedsSigmoid ? 0.25 : 1.0) * opt_.C * largest;
-    return curvature > 0 ? curvature : 0.01 * double(n_) * opt_.C;
+    if (curvature > 0) return curvature;
+    size_t fit_rows = 0;  // no column: the paper's 0.01nC over the rows in the fit
+    for (size_t i = 0; i < n_; ++i) fit_rows += y_[i] != 0;
+    return 0.01 * double(fit_rows) * opt_.C;
   }
 
   // ½(Σ_h ‖x_h‖)² for x in column space.
@@ -495,6 +498,8 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   std::vector<double> w = state.w;
   w.resize(cols_, 0.0);  // warm start ω⁰ = [ω_{t−1}; 0]
   double b = opt_.bias ? state.b : 0.0;
+  // L_0 depends only on the rows in the fit (label ±1): a row left out
+  // (label 0) must not change the iterates.
   double L = state.lipschitz > 0 ? state.lipschitz : initial_lipschitz();
   double tau_prev = L;  // τ₀ = L_t
   double tau_b_prev = 0;

@@ -39,7 +39,7 @@ struct ApgOptions {
 struct ApgState {
   std::vector<double> w;     // one weight per cache column (cache order); new columns start at 0
   double b = 0.0;
-  double lipschitz = 0.0;    // L_t; 0 means "use L_0 = 0.01 n C"
+  double lipschitz = 0.0;    // L_t; 0 means "use L_0 = 0.01 n C" (n: rows with label ±1)
 };
 
 struct ApgResult {

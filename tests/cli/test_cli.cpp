@@ -187,12 +187,13 @@ TEST_CASE("fgm path writes path.csv with the documented schema and one model per
   REQUIRE(header ==
           "point,B,C,selected,nonzero,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
           "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc,"
-          "seconds,apg_iterations");
+          "seconds,apg_iterations,cv_accuracy,cv_accuracy_se,cv_auc,cv_auc_se");
   int rows = 0;
   for (std::string line; std::getline(csv, line);) {
     ++rows;
     size_t commas = std::count(line.begin(), line.end(), ',');
-    REQUIRE(commas == 15);
+    REQUIRE(commas == 19);
+    REQUIRE(line.substr(line.size() - 4) == ",,,,");  // no folds: the cv columns are empty
     REQUIRE(line.rfind(std::to_string(rows) + ",4,10,", 0) == 0);
   }
   REQUIRE(rows == 3);
@@ -207,6 +208,72 @@ TEST_CASE("fgm path writes path.csv with the documented schema and one model per
   r = run(dir, "path --config job.toml 'path.B=[2]'");
   REQUIRE(r.code == 2);
   REQUIRE(contains(r.err, "exactly one list"));
+}
+
+TEST_CASE("fgm path with path.folds: cv columns, the chosen point in path.json, fold logs", "[cli][path][cv]") {
+  TempDir dir("fgm-cli");
+  REQUIRE(run(dir, "synth --out data --rows 400 --test-rows 200 --features 120 --relevant 8 --seed 6").code == 0);
+  dir.write("job.toml",
+            "[data]\ntrain = \"data/train.svm\"\ntest = \"data/test.svm\"\nvalidation = \"data/test.svm\"\n"
+            "[output]\ndir = \"path\"\n[fgm]\nB = 4\n[path]\nfeatures = [4, 8, 12]\nfolds = 3\ndebias = false\n"
+            "[engine]\ncache_dir = \"cache\"\n");
+  RunResult r = run(dir, "path --config job.toml");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.out, "chosen_by=cv"));
+  REQUIRE(contains(r.err, "cv fold 3/3"));
+  std::ifstream csv(dir.file("path/path.csv"));
+  std::string header;
+  std::getline(csv, header);
+  REQUIRE(header.substr(header.size() - 43) == "cv_accuracy,cv_accuracy_se,cv_auc,cv_auc_se");
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) {
+    ++rows;
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    REQUIRE(cells.size() == 20);
+    for (size_t k = 16; k < 20; ++k) {
+      CAPTURE(k);
+      double v = std::stod(cells[k]);
+      REQUIRE(v >= 0);
+      REQUIRE(v <= 1);
+    }
+  }
+  REQUIRE(rows == 3);
+  std::string json = slurp(dir.file("path/path.json"));
+  REQUIRE(contains(json, "\"selection\": {\n    \"criterion\": \"cv\""));
+  REQUIRE(contains(json, "\"one_se_point\": "));
+  REQUIRE(contains(json, "\"best_mean_point\": "));
+  REQUIRE(contains(json, "\"validation\": {\n      \"rows\": 200"));
+  REQUIRE(contains(json, "\"cv_folds\": ["));
+  REQUIRE(contains(json, "\"fold\": 3"));
+  REQUIRE(contains(json, "\"selected\": [4, 8, 12]"));
+
+  // Off: the criterion is the validation set's; no folds are logged.
+  r = run(dir, "path --config job.toml path.folds=0");
+  REQUIRE(r.code == 0);
+  json = slurp(dir.file("path/path.json"));
+  REQUIRE(contains(json, "\"criterion\": \"validation\""));
+  REQUIRE(contains(json, "\"cv_folds\": []"));
+  REQUIRE(!contains(json, "\"cv\": {"));
+
+  // Keys that would be ignored, and folds a class cannot fill, are errors naming the key.
+  r = run(dir, "path --config job.toml path.folds=0 path.fold_seed=3");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "path.fold_seed"));
+  r = run(dir, "train data.train=data/train.svm path.folds=3 output.dir=t engine.cache_dir=cache");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "path.folds"));
+  r = run(dir, "path --config job.toml path.folds=101");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "path.folds"));
+  dir.write("tiny.svm", "+1 1:1\n-1 2:1\n-1 1:1 2:1\n+1 2:2\n-1 1:3\n");
+  r = run(dir, "path data.train=tiny.svm path.features=[1] path.folds=3 output.dir=tiny engine.cache_dir=cache");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "path.folds"));
+  REQUIRE(contains(r.err, "2 training rows of the smallest class"));
+  REQUIRE(!fs::exists(dir.path / "tiny"));
 }
 
 TEST_CASE("poly2 through the CLI: inspect lists cross pairs with 1-based ids", "[cli][poly2]") {

@@ -25,3 +25,20 @@ TEST_CASE("json_escape keeps valid UTF-8 and replaces every invalid byte with U+
   REQUIRE(json_escape("\xe2\x82" "A") == R + R + "A");       // truncated before ASCII
   REQUIRE(json_escape("\xc3\xa9\xff\xc3\xa9") == "\xc3\xa9" + R + "\xc3\xa9");
 }
+
+TEST_CASE("one-line arrays keep their elements on one line inside pretty output", "[core][json]") {
+  fgm::JsonWriter j;
+  j.begin_object();
+  j.key("a").begin_array(true);
+  j.value(1.5).value(int64_t{2}).null();
+  j.end_array();
+  j.key("e").begin_array(true).end_array();
+  j.key("b").begin_array();
+  j.value(int64_t{3});
+  j.end_array();
+  j.end_object();
+  REQUIRE(j.str() == "{\n  \"a\": [1.5, 2, null],\n  \"e\": [],\n  \"b\": [\n    3\n  ]\n}");
+  fgm::JsonWriter compact(false);
+  compact.begin_array(true).value(int64_t{1}).value(int64_t{2}).end_array();
+  REQUIRE(compact.str() == "[1,2]");
+}

@@ -856,3 +856,75 @@ TEST_CASE("APG certificate: the dual bound is below the optimum, also far from i
     }
   }
 }
+
+
+TEST_CASE("rows with label 0 change nothing: the solve equals the solve on the other rows",
+          "[solvers][apg][labels]") {
+  // A loose stop (1e-4) so that the iterates themselves, not only the optimum,
+  // must agree: the same L₀, steps and stop as the run on the subset.
+  for (const char* kind : {"gaussian", "binary", "integer", "tied"}) {
+    for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+      CAPTURE(kind, loss_name(loss));
+      const size_t n = 160;
+      Problem p = random_problem(17, n, {3, 4}, 0.6, 0.1);
+      for (size_t i = 0; i < n; ++i)
+        for (size_t j = 0; j < p.cols; ++j) {
+          double& x = p.x[i * p.cols + j];
+          if (std::string(kind) == "binary") x = x > 0 ? 1 : 0;
+          else if (std::string(kind) == "integer") x = std::floor(std::fabs(2 * x));
+          else if (std::string(kind) == "tied") x = j == 4 ? p.at(i, 0) : std::round(x);  // column 4 = column 0
+        }
+      std::vector<int8_t> masked = p.y;
+      Problem q = p;  // the rows kept, alone
+      q.x.clear();
+      q.y.clear();
+      for (size_t i = 0; i < n; ++i) {
+        if (i % 4 == 1 || i % 9 == 0) {
+          masked[i] = 0;
+          continue;
+        }
+        q.y.push_back(p.y[i]);
+        for (size_t j = 0; j < p.cols; ++j) q.x.push_back(p.at(i, j));
+      }
+      q.n = q.y.size();
+      ApgOptions o = tight_options(loss, 0.7, true);
+      o.eps_inner = 1e-4;
+      o.max_iterations = 500;
+      MemoryBudget budget(kBudget);
+      SelectedFeatureCache full_cache(budget, n), sub_cache(budget, q.n);
+      ApgState full_state, sub_state;
+      std::vector<double> full_d, sub_d, full_alpha, sub_alpha;
+      for (size_t batches = 1; batches <= 2; ++batches) {  // a cold solve, then a warm start
+        CAPTURE(batches);
+        fill_cache(p, full_cache, batches);
+        fill_cache(q, sub_cache, batches);
+        ApgResult a = solve_apg(full_cache, masked.data(), o, full_state, full_d, budget);
+        ApgResult b = solve_apg(sub_cache, q.y.data(), o, sub_state, sub_d, budget);
+        REQUIRE(a.iterations == b.iterations);
+        REQUIRE(a.objective == Approx(b.objective).epsilon(1e-12));
+        REQUIRE(a.loss == Approx(b.loss).epsilon(1e-12));
+        // The objective of the subset problem, evaluated independently, at the masked solution.
+        REQUIRE(double(ld_objective(q, batches, loss, o.C, to_ld(full_state.w), full_state.b)) ==
+                Approx(a.objective).epsilon(1e-12));
+        REQUIRE(full_state.b == Approx(sub_state.b).margin(1e-9));
+        for (size_t j = 0; j < full_state.w.size(); ++j)
+          REQUIRE(full_state.w[j] == Approx(sub_state.w[j]).margin(1e-9));
+        // Decision values of every row (left-out ones too) are Xw − b.
+        std::vector<LD> d = ld_decision(p, full_cache.num_columns(), to_ld(full_state.w), full_state.b);
+        for (size_t i = 0; i < n; ++i) REQUIRE(std::fabs(double(d[i]) - full_d[i]) <= 1e-12);
+        // Dual variables: 0 for left-out rows; the gradient Σ α_i y_i x_ij of every
+        // column (the worst-case analysis score) equals the subset's.
+        dual_from_decision(loss, o.C, masked.data(), full_d, full_alpha);
+        dual_from_decision(loss, o.C, q.y.data(), sub_d, sub_alpha);
+        for (size_t i = 0; i < n; ++i)
+          if (masked[i] == 0) REQUIRE(full_alpha[i] == 0.0);
+        for (size_t j = 0; j < p.cols; ++j) {
+          double gf = 0, gs = 0;
+          for (size_t i = 0; i < n; ++i) gf += full_alpha[i] * masked[i] * p.at(i, j);
+          for (size_t i = 0; i < q.n; ++i) gs += sub_alpha[i] * q.y[i] * q.at(i, j);
+          REQUIRE(gf == Approx(gs).margin(1e-9));
+        }
+      }
+    }
+  }
+}

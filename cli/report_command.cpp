@@ -1,0 +1,31 @@
+// fgm report: the HTML report of an output directory (report/report_page.h).
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/messages.h"
+#include "report/report_page.h"
+
+namespace fgm::cli {
+
+Command add_report(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "report", "write OUTPUT_DIR/report.html: charts and tables of the run logs there (run.json, path.csv), "
+                "self-contained, for a browser");
+  auto dir = std::make_shared<std::string>();
+  sub->add_option("OUTPUT_DIR", *dir, "output.dir of an `fgm train` or `fgm path` run")->required();
+  return {sub, [dir]() {
+            std::error_code ec;
+            if (!std::filesystem::is_directory(*dir, ec))
+              throw Error(ErrorKind::kIo, msg::unusable_input(*dir, "OUTPUT_DIR", ec ? ec.message() : "not a directory"));
+            const std::string path = report::write_report(*dir, report::detect_sections(*dir));
+            fmt::print("report={}\n", path);
+            return 0;
+          }};
+}
+
+}  // namespace fgm::cli

@@ -1,0 +1,147 @@
+#include "engine/path_selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "engine/evaluate.h"
+
+namespace fgm {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, bound) (Lemire's multiply-shift; the bias is below 2^-40 for
+// any row count that fits in memory, and the result is the same everywhere).
+uint64_t below(uint64_t& state, uint64_t bound) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(splitmix64(state)) * bound) >> 64);
+}
+
+}  // namespace
+
+BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, uint64_t seed, MemoryBudget& budget) {
+  FGM_ASSERT(k >= 2 && k < kNoFold);
+  BudgetedArray<uint16_t> folds(budget, n, "cross-validation folds", "use fewer training rows");
+  folds.fill(kNoFold);
+  BudgetedArray<uint64_t> rows(budget, n, "cross-validation fold shuffle", "use fewer training rows");
+  bool present[256] = {};
+  for (uint64_t i = 0; i < n; ++i) present[static_cast<uint8_t>(labels[i])] = true;
+  uint64_t state = seed;
+  uint64_t dealt = 0;
+  for (int label = -128; label <= 127; ++label) {  // one pass per label present (2 for binary data)
+    if (label == 0 || !present[static_cast<uint8_t>(label)]) continue;
+    uint64_t count = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      if (labels[i] == label) rows[count++] = i;
+    for (uint64_t i = count; i > 1; --i) std::swap(rows[i - 1], rows[below(state, i)]);  // Fisher–Yates
+    for (uint64_t r = 0; r < count; ++r) folds[rows[r]] = static_cast<uint16_t>((dealt + r) % uint64_t(k));
+    dealt += count;
+  }
+  return folds;
+}
+
+void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& folds, int fold,
+                          BudgetedArray<int8_t>& out) {
+  FGM_ASSERT(out.size() == folds.size());
+  for (uint64_t i = 0; i < folds.size(); ++i)
+    out[i] = (folds[i] == kNoFold || folds[i] == fold) ? int8_t{0} : labels[i];
+}
+
+HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
+                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget) {
+  FGM_ASSERT(model.features.size() == cache.num_columns());
+  const uint64_t n = cache.n_rows();
+  BudgetedArray<double> decision(budget, n, "held-out decision values", "use fewer training rows");
+  decision.fill(model.has_bias ? -model.bias : 0.0);
+  for (size_t k = 0; k < cache.num_columns(); ++k) {
+    const double w = model.features[k].weight;
+    if (w == 0) continue;
+    SparseColumnView c = cache.column(k);
+    for (uint64_t e = 0; e < c.nnz; ++e) decision[c.rows[e]] += w * double(c.values[e]);
+  }
+  uint64_t held = 0;
+  for (uint64_t i = 0; i < n; ++i) held += folds[i] == fold;
+  // Scores, labels and the AUC's rank order.
+  Reservation held_mem = budget.reserve(held * (2 * sizeof(double) + 1), "held-out scores",
+                                        "use fewer training rows");
+  std::vector<double> scores;
+  std::vector<int8_t> y;
+  scores.reserve(held);
+  y.reserve(held);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (folds[i] != fold) continue;
+    scores.push_back(decision[i]);
+    y.push_back(labels[i]);
+  }
+  HeldOutEval r;
+  r.rows = scores.size();
+  if (r.rows == 0) return r;
+  uint64_t correct = 0;
+  for (size_t i = 0; i < scores.size(); ++i) correct += (scores[i] > 0 ? 1 : -1) == y[i];
+  r.accuracy = double(correct) / double(r.rows);
+  r.auc = area_under_roc(scores, y);
+  return r;
+}
+
+MeanSe mean_and_se(const std::vector<double>& values) {
+  MeanSe r;
+  double sum = 0;
+  for (double v : values)
+    if (std::isfinite(v)) {
+      sum += v;
+      ++r.count;
+    }
+  if (r.count == 0) return r;
+  r.mean = sum / r.count;
+  if (r.count < 2) return r;
+  double ss = 0;
+  for (double v : values)
+    if (std::isfinite(v)) ss += (v - r.mean) * (v - r.mean);
+  r.se = std::sqrt(ss / (r.count - 1)) / std::sqrt(double(r.count));
+  return r;
+}
+
+double binomial_se(double accuracy, uint64_t rows) {
+  if (rows == 0 || !std::isfinite(accuracy)) return std::numeric_limits<double>::quiet_NaN();
+  return std::sqrt(accuracy * (1 - accuracy) / double(rows));
+}
+
+PointChoice choose_point(const std::vector<double>& means, const std::vector<double>& ses,
+                         const std::vector<int>& simplest_first) {
+  FGM_ASSERT(means.size() == ses.size() && simplest_first.size() == means.size());
+  PointChoice c;
+  for (int i : simplest_first)  // strict >: an equal mean later in the order is not simpler
+    if (std::isfinite(means[i]) && (c.best < 0 || means[i] > c.best_mean)) {
+      c.best = i;
+      c.best_mean = means[i];
+    }
+  if (c.best < 0) return c;
+  c.best_se = ses[c.best];
+  c.threshold = c.best_mean - (std::isfinite(c.best_se) ? c.best_se : 0.0);
+  for (int i : simplest_first)
+    if (std::isfinite(means[i]) && means[i] >= c.threshold) {
+      c.one_se = i;
+      break;
+    }
+  return c;
+}
+
+std::vector<int> simplicity_order(const std::vector<uint64_t>& selected, const std::vector<uint64_t>& B,
+                                  const std::vector<double>& C) {
+  std::vector<int> order(selected.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (selected[a] != selected[b]) return selected[a] < selected[b];
+    if (B[a] != B[b]) return B[a] < B[b];
+    return C[a] < C[b];
+  });
+  return order;
+}
+
+}  // namespace fgm

@@ -1,0 +1,77 @@
+// Model selection over the points of `fgm path`: k-fold cross-validation
+// folds (row masks over one store), the held-out evaluation of a fold's
+// models, the mean and standard error over folds, and the one-standard-error
+// rule (Hastie, Tibshirani, Friedman, ESL 2nd ed., Section 7.10): among the
+// points whose mean is within one SE of the best mean, the simplest.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cache/selected_features.h"
+#include "core/memory_budget.h"
+#include "io/model_file.h"
+
+namespace fgm {
+
+constexpr uint16_t kNoFold = 0xffff;  // a row outside every fold (its label is 0)
+
+// Fold of each row (0..k-1, kNoFold for label 0), stratified: the rows of each
+// label value are shuffled by a fixed-seed generator (splitmix64, portable —
+// no std:: distribution) and dealt round-robin, the deal continuing from one
+// label to the next; so every fold holds ⌊n_c/k⌋ or ⌈n_c/k⌉ rows of each
+// label c and ⌊n/k⌋ or ⌈n/k⌉ rows in all. Depends on labels, k and seed only.
+BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, uint64_t seed, MemoryBudget& budget);
+
+// Training labels of fold `fold`: `labels` with the fold's rows (and rows
+// outside every fold) set to 0, i.e. left out of the fit.
+void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& folds, int fold,
+                          BudgetedArray<int8_t>& out);
+
+struct HeldOutEval {
+  uint64_t rows = 0;
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
+  double auc = std::numeric_limits<double>::quiet_NaN();  // NaN when the fold holds one class only
+};
+
+// Accuracy and AUC of `model` on the rows of fold `fold` (labels ±1 from
+// `labels`), its decision values w'x − b computed from the columns of `cache`
+// (which holds every row of each selected column; model.features[k] is
+// column k). A decision value > 0 predicts +1, as in engine/evaluate.
+HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
+                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget);
+
+struct MeanSe {
+  double mean = std::numeric_limits<double>::quiet_NaN();
+  double se = std::numeric_limits<double>::quiet_NaN();  // sample sd / √count; NaN below 2 values
+  int count = 0;                                          // finite values used
+};
+// Mean and standard error of the finite values (NaN ones, e.g. the AUC of a
+// one-class fold, are left out).
+MeanSe mean_and_se(const std::vector<double>& values);
+
+// Binomial standard error of an accuracy measured on `rows` rows: √(p(1−p)/rows).
+double binomial_se(double accuracy, uint64_t rows);
+
+struct PointChoice {
+  int best = -1;    // highest mean (ties: the simpler point); -1 when no mean is finite
+  int one_se = -1;  // simplest point with mean ≥ best mean − SE of the best
+  double best_mean = std::numeric_limits<double>::quiet_NaN();
+  double best_se = std::numeric_limits<double>::quiet_NaN();
+  double threshold = std::numeric_limits<double>::quiet_NaN();
+};
+
+// `simplest_first` lists the point indices from the simplest point to the most
+// complex one (see simplicity_order). NaN means are never chosen; a NaN SE
+// counts as 0.
+PointChoice choose_point(const std::vector<double>& means, const std::vector<double>& ses,
+                         const std::vector<int>& simplest_first);
+
+// Point indices ordered by fewer selected features, then (ties) smaller B and
+// smaller C (more regularisation), then the earlier point.
+std::vector<int> simplicity_order(const std::vector<uint64_t>& selected, const std::vector<uint64_t>& B,
+                                  const std::vector<double>& C);
+
+}  // namespace fgm

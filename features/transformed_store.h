@@ -1,0 +1,93 @@
+// A ShardStore that presents another store's values after features.transform
+// (features/transforms.h), computed while streaming: nothing transformed is
+// materialised. read_block transforms the values of the block it has just
+// read into the caller's buffer and recomputes col_min/col_max of the
+// transformed values (implicit zeros included), so every feature space, the
+// selected-feature cache, de-biasing and HIK/additive scaling see transformed
+// inputs through the ShardStore interface alone. Labels, info and the block
+// plan pass through.
+//
+// Statistics: each stage that needs them (maxabs, scale, tfidf: one number
+// per feature; row_l2, row_l1: one per row, over all features of the row)
+// takes one streamed pass over the store with the preceding stages applied,
+// and keeps its factors in memory (m or n doubles, reserved from the budget).
+// Each stage's factors are cached in the store directory as
+// transform-<key>.stats, key = XXH64 of the stage prefix ("log1p,row_l2") and
+// the store checksum; the file is checksummed and written atomically, and a
+// cache file that is corrupt, truncated or of another store or prefix is
+// recomputed (and rewritten), never trusted. A store directory that cannot be
+// written only loses the cache.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory_budget.h"
+#include "features/transforms.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+
+namespace fgm {
+
+struct TransformStatsReport {
+  uint64_t stages_computed = 0;   // streamed passes made
+  uint64_t stages_from_cache = 0; // stages whose factors came from a cache file
+};
+
+class TransformedStore : public ShardStore {
+ public:
+  // Loads or computes every stage's statistics (streaming blocks of about
+  // `block_bytes`).
+  TransformedStore(std::unique_ptr<ShardStore> inner, std::vector<TransformKind> stages,
+                   MemoryBudget& budget, uint64_t block_bytes);
+
+  const StoreInfo& info() const override { return inner_->info(); }
+  const std::string& dir() const override { return inner_->dir(); }
+  const int8_t* labels() const override { return inner_->labels(); }
+  std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const override {
+    return inner_->plan_blocks(target_bytes);
+  }
+  ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const override;
+  void prefetch_block(const BlockRef& block) const override { inner_->prefetch_block(block); }
+  void read_column(uint64_t feature, std::vector<uint32_t>& rows,
+                   std::vector<float>& values) const override;
+  float column_min(uint64_t feature) const override;
+  float column_max(uint64_t feature) const override;
+
+  // The stages with the statistics predict needs for `model`'s base features:
+  // a per-feature stage records the selected base features' factors, or every
+  // feature's (those whose factor is not the absent one) when a row stage
+  // follows it, since a row's norm runs over all of its features.
+  std::vector<ModelTransform> record_for(const Model& model) const;
+  const TransformStatsReport& stats_report() const { return report_; }
+  // The cache file of the statistics of stages [0, stage] (for tests).
+  std::string cache_file(size_t stage) const;
+
+ private:
+  struct Stage {
+    TransformKind kind;
+    std::vector<double> factors;  // per feature (m) or per row (n); empty: none needed
+    Reservation memory;
+  };
+  // Transforms value x of (row, feature) by stages [0, upto).
+  double transformed(size_t upto, uint32_t row, uint64_t feature, double x) const;
+  void transform_values(uint64_t feature, const uint32_t* rows, float* values, size_t count) const;
+  void compute_statistics(size_t stage, MemoryBudget& budget, uint64_t block_bytes);
+  bool load_cache(size_t stage);
+  void save_cache(size_t stage, MemoryBudget& budget) const;
+  std::string prefix(size_t stage) const;
+
+  std::unique_ptr<ShardStore> inner_;
+  std::vector<Stage> stages_;
+  TransformStatsReport report_;
+};
+
+// Wraps `store` in a TransformedStore when `names` is not empty.
+std::unique_ptr<ShardStore> apply_feature_transforms(std::unique_ptr<ShardStore> store,
+                                                     const std::vector<std::string>& names,
+                                                     MemoryBudget& budget, uint64_t block_bytes);
+// The model's transforms if `store` is a TransformedStore (else nothing).
+void record_feature_transforms(const ShardStore& store, Model& model);
+
+}  // namespace fgm

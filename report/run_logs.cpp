@@ -1,0 +1,234 @@
+#include "report/run_logs.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/json_reader.h"
+#include "core/messages.h"
+#include "report/html_text.h"
+
+namespace fgm::report {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Field access that names the file and the field when the log is not what
+// the writer writes.
+class LogReader {
+ public:
+  explicit LogReader(std::string file) : file_(std::move(file)) {}
+
+  const JsonValue& field(const JsonValue& object, const std::string& name, JsonValue::Type type,
+                         const char* expected) const {
+    const JsonValue* v = object.find(name);
+    if (!v || v->type() != type) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file_, name, expected));
+    return *v;
+  }
+  // A number; null (how the writer writes NaN) reads as NaN.
+  double number(const JsonValue& object, const std::string& name) const {
+    const JsonValue* v = object.find(name);
+    if (v && v->is_null()) return kNaN;
+    return field(object, name, JsonValue::Type::kNumber, "a number").number();
+  }
+  std::string string(const JsonValue& object, const std::string& name) const {
+    return field(object, name, JsonValue::Type::kString, "a string").string();
+  }
+  const JsonValue& array(const JsonValue& object, const std::string& name) const {
+    return field(object, name, JsonValue::Type::kArray, "an array");
+  }
+
+  std::vector<std::pair<std::string, std::string>> string_map(const JsonValue& root, const std::string& name) const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [k, v] : field(root, name, JsonValue::Type::kObject, "an object").members()) {
+      if (!v.is_string()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file_, name + "." + k, "a string"));
+      out.emplace_back(k, v.string());
+    }
+    return out;
+  }
+
+  // Optional: logs written before warnings were recorded have none.
+  std::vector<LogWarning> warnings(const JsonValue& root) const {
+    std::vector<LogWarning> out;
+    if (!root.find("warnings")) return out;
+    for (const auto& w : array(root, "warnings").items()) {
+      if (!w.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file_, "warnings", "a list of objects"));
+      out.push_back({string(w, "code"), string(w, "message")});
+    }
+    return out;
+  }
+
+ private:
+  std::string file_;
+};
+
+std::string scalar_text(const JsonValue& v) {
+  switch (v.type()) {
+    case JsonValue::Type::kNull: return "\xe2\x80\x93";
+    case JsonValue::Type::kBool: return v.boolean() ? "true" : "false";
+    case JsonValue::Type::kNumber: return format_number(v.number(), 6);
+    case JsonValue::Type::kString: return v.string();
+    default: return "";
+  }
+}
+
+// Scalars at any depth of objects ("selection.cv.folds"), skipping arrays
+// and the big parts the report shows on their own.
+void add_summary_fields(const JsonValue& object, const std::string& prefix, SummaryFields& out) {
+  for (const auto& [k, v] : object.members()) {
+    if (prefix.empty() && (k == "config" || k == "warnings")) continue;
+    if (v.is_object()) add_summary_fields(v, prefix + k + ".", out);
+    else if (!v.is_array()) out.emplace_back(prefix + k, scalar_text(v));
+  }
+}
+
+SummaryFields summary_fields(const JsonValue& root) {
+  SummaryFields out;
+  add_summary_fields(root, "", out);
+  return out;
+}
+
+JsonValue parse_json_file(const std::string& path) {
+  std::string text = read_text_file(path);
+  JsonValue root = parse_json(text, path);
+  if (!root.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(path, "(top level)", "an object"));
+  return root;
+}
+
+}  // namespace
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(ErrorKind::kIo, msg::read_failed(path, std::strerror(errno)));
+  return ss.str();
+}
+
+TrainRunLog read_train_log(const std::string& run_json_path) {
+  const JsonValue root = parse_json_file(run_json_path);
+  LogReader r(run_json_path);
+  TrainRunLog log;
+  log.file = run_json_path;
+  log.summary = summary_fields(root);
+  log.config = r.string_map(root, "config");
+  for (const auto& it : r.array(root, "iterations").items()) {
+    if (!it.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(run_json_path, "iterations", "a list of objects"));
+    TrainIterationLog rec;
+    rec.iter = static_cast<int64_t>(r.number(it, "iter"));
+    rec.selected = r.number(it, "selected");
+    rec.added = r.number(it, "added");
+    rec.objective = r.number(it, "objective");
+    rec.rel_decrease = r.number(it, "rel_decrease");
+    rec.sip_violation = r.number(it, "sip_violation");
+    rec.score_seconds = r.number(it, "score_seconds");
+    rec.solve_seconds = r.number(it, "solve_seconds");
+    rec.apg_iterations = r.number(it, "apg_iterations");
+    rec.apg_stop = r.string(it, "apg_stop");
+    log.iterations.push_back(std::move(rec));
+  }
+  log.objective_no_features = r.number(root, "objective_no_features");
+  log.final_sip_violation = r.number(root, "final_sip_violation");
+  log.warnings = r.warnings(root);
+  return log;
+}
+
+std::vector<double> NumericCsv::column(const std::string& name) const {
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c] != name) continue;
+    std::vector<double> out;
+    out.reserve(rows.size());
+    for (const auto& row : rows) out.push_back(row[c]);
+    return out;
+  }
+  return {};
+}
+
+bool NumericCsv::has_column(const std::string& name) const {
+  for (const auto& h : header)
+    if (h == name) return true;
+  return false;
+}
+
+NumericCsv read_numeric_csv(const std::string& path) {
+  const std::string text = read_text_file(path);
+  NumericCsv csv;
+  csv.file = path;
+  uint64_t line_number = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    pos = end + 1;
+    ++line_number;
+    if (line.empty()) continue;
+    std::vector<std::string_view> cells;
+    std::vector<size_t> columns;  // 1-based character column of each cell
+    for (size_t from = 0;;) {
+      size_t comma = line.find(',', from);
+      cells.push_back(line.substr(from, comma == std::string_view::npos ? std::string_view::npos : comma - from));
+      columns.push_back(from + 1);
+      if (comma == std::string_view::npos) break;
+      from = comma + 1;
+    }
+    if (csv.header.empty()) {
+      for (auto cell : cells) csv.header.emplace_back(cell);
+      continue;
+    }
+    if (cells.size() != csv.header.size())
+      throw Error(ErrorKind::kCorruption,
+                  msg::bad_csv(path, line_number, 0,
+                               fmt::format("{} cells where the header has {}", cells.size(), csv.header.size())));
+    std::vector<double> row;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      if (cells[c].empty()) {
+        row.push_back(kNaN);
+        continue;
+      }
+      double v = 0;
+      auto [p, ec] = std::from_chars(cells[c].data(), cells[c].data() + cells[c].size(), v);
+      if (ec != std::errc() || p != cells[c].data() + cells[c].size() || !std::isfinite(v))
+        throw Error(ErrorKind::kCorruption,
+                    msg::bad_csv(path, line_number, columns[c],
+                                 fmt::format("'{}' in column {} is not a number", cells[c], csv.header[c])));
+      row.push_back(v);
+    }
+    csv.rows.push_back(std::move(row));
+  }
+  if (csv.header.empty()) throw Error(ErrorKind::kCorruption, msg::bad_csv(path, 0, 0, "no header line"));
+  return csv;
+}
+
+PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path) {
+  const JsonValue root = parse_json_file(path_json_path);
+  LogReader r(path_json_path);
+  PathRunLog log;
+  log.json_file = path_json_path;
+  log.summary = summary_fields(root);
+  log.config = r.string_map(root, "config");
+  log.warnings = r.warnings(root);
+  log.mode = r.string(root, "mode");
+  log.best_point = static_cast<int64_t>(r.number(root, "best_point"));
+  if (root.find("selection")) {
+    const JsonValue& selection = r.field(root, "selection", JsonValue::Type::kObject, "an object");
+    log.criterion = r.string(selection, "criterion");
+    log.chosen_point = static_cast<int64_t>(r.number(selection, "chosen_point"));
+  }
+  log.points = read_numeric_csv(path_csv_path);
+  for (const char* needed : {"point", "selected"})
+    if (!log.points.has_column(needed))
+      throw Error(ErrorKind::kCorruption, msg::bad_csv(path_csv_path, 1, 0, fmt::format("no column '{}'", needed)));
+  return log;
+}
+
+}  // namespace fgm::report

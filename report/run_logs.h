@@ -1,0 +1,73 @@
+// The run logs `fgm report` reads back: run.json (fgm train), path.json and
+// path.csv (fgm path), as written by cli/train_command.cpp and
+// cli/path_command.cpp. A missing file is Error(kIo) naming it; a damaged one
+// (bad JSON, a needed field missing or of the wrong type, a CSV cell that is
+// not a number) is Error(kCorruption) naming the file and the field or
+// line:column.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fgm::report {
+
+struct LogWarning {
+  std::string code, message;
+};
+
+// A flat "key = value" list of a log's scalar fields (nested objects as
+// "data.rows"), in file order, for the report's summary tables.
+using SummaryFields = std::vector<std::pair<std::string, std::string>>;
+
+struct TrainIterationLog {
+  int64_t iter = 0;
+  double selected = 0, added = 0;
+  double objective = 0, rel_decrease = 0, sip_violation = 0;  // NaN when the log has null
+  double score_seconds = 0, solve_seconds = 0;
+  double apg_iterations = 0;
+  std::string apg_stop;
+};
+
+struct TrainRunLog {
+  std::string file;
+  SummaryFields summary;
+  std::vector<std::pair<std::string, std::string>> config;
+  std::vector<TrainIterationLog> iterations;
+  double objective_no_features = 0;  // F_0, NaN when null
+  double final_sip_violation = 0;
+  std::vector<LogWarning> warnings;
+};
+TrainRunLog read_train_log(const std::string& run_json_path);
+
+// A CSV of numbers with a header line; an empty cell is NaN.
+struct NumericCsv {
+  std::string file;
+  std::vector<std::string> header;
+  std::vector<std::vector<double>> rows;
+  // The column named `name`, or an empty vector when there is none.
+  std::vector<double> column(const std::string& name) const;
+  bool has_column(const std::string& name) const;
+};
+NumericCsv read_numeric_csv(const std::string& path);
+
+struct PathRunLog {
+  std::string json_file;
+  SummaryFields summary;
+  std::vector<std::pair<std::string, std::string>> config;
+  std::vector<LogWarning> warnings;
+  std::string mode;        // "features", "B" or "C"
+  int64_t best_point = -1;  // highest validation accuracy; -1: no validation data
+  // path.json "selection" (when present): the point chosen by the one-SE
+  // rule and the criterion that chose it ("cv", "validation" or "none").
+  int64_t chosen_point = -1;
+  std::string criterion;
+  NumericCsv points;       // path.csv
+};
+PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path);
+
+// The whole file; Error(kIo) naming it when it cannot be read.
+std::string read_text_file(const std::string& path);
+
+}  // namespace fgm::report
