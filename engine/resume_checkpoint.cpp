@@ -34,7 +34,8 @@ flatbuffers::Offset<schema::TrainState> encode_train(flatbuffers::FlatBufferBuil
     its.push_back(schema::CreateOuterIteration(
         fb, r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation, r.score_seconds,
         r.solve_seconds, r.bytes_streamed, r.peak_rss_bytes, r.candidates_scored, r.pair_updates,
-        r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations, r.apg_converged, apg_stop));
+        r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations, r.apg_converged, apg_stop,
+        r.apg_relative_gap));
   }
   return schema::CreateTrainState(fb, fb.CreateVector(batches), fb.CreateVector(t.apg.w), t.apg.b,
                                   t.apg.lipschitz, fb.CreateVector(t.alpha), fb.CreateVector(its),
@@ -75,6 +76,7 @@ TrainProgress decode_train(const schema::TrainState& s) {
       rec.apg_gradient_evaluations = r->apg_gradient_evaluations();
       rec.apg_converged = r->apg_converged();
       rec.apg_stop = r->apg_stop() ? r->apg_stop()->str() : "";
+      rec.apg_relative_gap = r->apg_relative_gap();
       t.iterations.push_back(rec);
     }
   }
