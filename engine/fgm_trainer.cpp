@@ -110,6 +110,7 @@ class FgmRun {
   uint64_t selected_units() const;
   void check_value_span();
   void check_chance_level();
+  void fit_without_features();
 
   const ShardStore& store_;
   const TrainSettings& settings_;
@@ -168,8 +169,24 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   // A small budget gets smaller blocks, so that several stay in flight
   // (scores do not depend on how the columns are cut into blocks).
   blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(settings.block_bytes, budget.limit() / 16)));
-  // F_0: objective with no features (ω = 0, b = 0).
-  f0_ = loss_value(settings.apg.loss, settings.apg.C, y_, decision_);
+  fit_without_features();
+}
+
+// F_0 and α⁰: the solution of (31) with no feature selected. Without a bias
+// that is ω = 0, b = 0, so α⁰ = C·1 (Algorithm 1). With a bias, b is fitted
+// first: on unbalanced labels (a small class against the rest) α = C·1 would
+// make the first worst-case analysis pick the features of the larger class —
+// the bias's job — instead of the ones that tell the classes apart. With the
+// fitted b, Σ_i α_i y_i = 0 (the optimality condition of b), so every score
+// measures what a feature adds beyond the class balance.
+void FgmRun::fit_without_features() {
+  if (settings_.apg.bias && n_ > 0) {
+    ApgResult r = solve_apg(cache_, y_, settings_.apg, progress_.apg, decision_, budget_);
+    dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
+    f0_ = r.objective;
+  } else {
+    f0_ = loss_value(settings_.apg.loss, settings_.apg.C, y_, decision_);
+  }
   f_prev_ = f0_;
   out_.objective_no_features = f0_;
 }

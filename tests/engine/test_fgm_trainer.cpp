@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <set>
 #include <cstring>
 
@@ -470,5 +471,59 @@ TEST_CASE("Scaling warnings fire on badly scaled data and not on well-scaled dat
     REQUIRE(out.majority_rate == 0.5);
     REQUIRE(has_warning(w, "chance_level_model"));
     REQUIRE(!has_warning(w, "feature_value_span"));
+  }
+}
+
+// Unbalanced labels (a one-vs-rest class): 5% positives. Feature 1 is in 90% of
+// the rows whatever the label (a frequent, useless word); feature 2 is in every
+// positive row and in 2% of the negatives (the informative one); feature 3 is
+// random noise in 30% of rows. With the bias fitted before the first scoring
+// pass, the first feature chosen is feature 2; and F_0 equals the minimum over b
+// of the bias-only loss, found by a brute-force search.
+TEST_CASE("with a bias, the first scoring pass uses the fitted bias-only model", "[engine][fgm][bias]") {
+  test::TempDir dir("fgm-bias0");
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int n = 2000;
+  std::vector<int> y(n);
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    y[i] = i % 20 == 0 ? 1 : -1;
+    text += y[i] > 0 ? "+1" : "-1";
+    if (u(rng) < 0.9) text += " 1:1";
+    if (y[i] > 0 || u(rng) < 0.02) text += " 2:1";
+    if (u(rng) < 0.3) text += " 3:" + std::to_string(1 + int(u(rng) * 3));  // integer counts, ties
+    text += "\n";
+  }
+  std::string path = dir.write("train.svm", text);
+  for (auto loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    CAPTURE(loss_name(loss));
+    MemoryBudget budget(256ull << 20);
+    auto store = make_store(dir, path, budget);
+    TrainSettings s = small_settings(1, 1, 1);
+    s.apg.loss = loss;
+    s.apg.bias = true;
+    s.apg.eps_inner = 1e-6;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    REQUIRE(out.model.features.size() == 1);
+    CHECK(out.model.features[0].key.ids[0] == 1);  // 0-based id of feature 2
+    // Brute force: P(b) = Σ loss(y_i · (−b)) over a fine grid, then golden refinement.
+    auto P = [&](double b) {
+      std::vector<double> d(n, -b);
+      std::vector<int8_t> lab(y.begin(), y.end());
+      return loss_value(loss, s.apg.C, lab.data(), d);
+    };
+    double lo = -3, hi = 3;
+    for (int k = 0; k < 200; ++k) {
+      double m1 = lo + (hi - lo) * 0.382, m2 = lo + (hi - lo) * 0.618;
+      if (P(m1) < P(m2)) hi = m2; else lo = m1;
+    }
+    const double best = P(0.5 * (lo + hi));
+    CHECK(out.objective_no_features == Approx(best).epsilon(1e-6));
+    CHECK(out.objective_no_features < P(0.0));  // strictly better than b = 0 on unbalanced labels
+    // Without a bias the run keeps α⁰ = C·1 and F_0 = P(0).
+    s.apg.bias = false;
+    TrainOutcome plain = train_fgm(*store, s, budget);
+    CHECK(plain.objective_no_features == Approx(P(0.0)).epsilon(1e-12));
   }
 }
