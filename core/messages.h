@@ -101,6 +101,7 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
 // --- solver warnings (outer iteration t, APG iterations spent)
 std::string apg_iteration_cap(int outer_iteration, int apg_iterations);
 std::string apg_stalled(int outer_iteration, int apg_iterations);
+std::string ovr_lockstep_fell_back(size_t classes, const std::string& budget_error);
 
 // --- model and prediction
 std::string not_a_model(std::string_view path, std::string_view detail);

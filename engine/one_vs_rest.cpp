@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/messages.h"
 
 namespace fgm {
 
@@ -80,9 +81,27 @@ void run_sequential(const ShardStore& store, const std::vector<TrainSettings>& s
   }
 }
 
-void run_lockstep(const ShardStore& store, const std::vector<TrainSettings>& settings, MemoryBudget& budget,
+// Lockstep keeps the K runs' state (duals, selected columns, APG) at once;
+// when that exceeds the budget, the K runs go one after another instead
+// (a run warning says so). The attempt's warnings are kept only if it succeeds.
+void run_lockstep(const ShardStore& store, std::vector<TrainSettings> settings, MemoryBudget& budget,
                   const std::vector<TrainHooks>& hooks, OneVsRestOutcome& out) {
-  LockstepOutcome o = train_fgm_lockstep(store, settings, budget, hooks);
+  RunWarnings* warnings = settings.front().warnings;
+  RunWarnings attempt_warnings;
+  for (auto& s : settings) s.warnings = &attempt_warnings;
+  LockstepOutcome o;
+  try {
+    o = train_fgm_lockstep(store, settings, budget, hooks);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kOutOfMemory) throw;
+    RunWarnings log_only;
+    (warnings ? *warnings : log_only).add("ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(settings.size(), e.what()));
+    for (auto& s : settings) s.warnings = warnings;
+    run_sequential(store, settings, budget, hooks, out);
+    return;
+  }
+  for (const RunWarning& w : attempt_warnings.list())
+    if (warnings) warnings->add(w.code, w.message);
   out.lockstep = true;
   out.scoring_passes = o.scoring_passes;
   out.bytes_streamed = o.bytes_streamed;

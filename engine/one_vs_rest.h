@@ -10,6 +10,9 @@
 // streamed max_c(passes of class c) times rather than the sum. poly2, hik and
 // additive run the K problems one after another, each with its own passes
 // (their scoring state — pair blocks, expansion tables — is per vector).
+// Lockstep holds the K runs' state at once; when that exceeds the budget the
+// K runs go one after another (run warning "ovr_lockstep_fell_back"; the
+// iterations of the abandoned attempt were already reported to on_iteration).
 // Either way the models are the same.
 #pragma once
 

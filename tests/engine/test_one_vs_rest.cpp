@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/error.h"
 #include "engine/evaluate.h"
 #include "engine/one_vs_rest.h"
 #include "io/shard_store.h"
@@ -300,4 +301,44 @@ TEST_CASE("lockstep one-vs-rest equals the sequential runs and streams max, not 
   REQUIRE(one_pass > 0);
   REQUIRE(seq.bytes_streamed == sum_passes * one_pass);
   REQUIRE(lock.bytes_streamed == max_passes * one_pass);
+}
+
+TEST_CASE("one-vs-rest falls back to one class after another when lockstep does not fit the budget",
+          "[engine][multiclass][lockstep]") {
+  test::TempDir dir("fgm-ovr-fallback");
+  MemoryBudget store_budget(256ull << 20);
+  auto store = ingest(dir, "multi", three_class_text(3000, 15, 5), store_budget);
+  TrainSettings s = settings_for("linear", 1);
+  MemoryBudget roomy(256ull << 20);
+  OneVsRestOutcome want = train_one_vs_rest(*store, s, roomy, {}, OneVsRestSchedule::kSequential);
+  REQUIRE(train_one_vs_rest(*store, s, roomy).lockstep);
+  // The smallest budget (in steps of 1/8) that holds the classes' runs one at
+  // a time: the three at once need more.
+  bool found = false;
+  for (uint64_t limit = 128 << 10; limit < (4 << 20) && !found; limit = limit * 9 / 8) {
+    CAPTURE(limit);
+    try {
+      MemoryBudget probe(limit);
+      train_one_vs_rest(*store, s, probe, {}, OneVsRestSchedule::kSequential);
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+      continue;
+    }
+    found = true;
+    MemoryBudget tight(limit);
+    RunWarnings warnings;
+    s.warnings = &warnings;
+    OneVsRestOutcome got = train_one_vs_rest(*store, s, tight);
+    REQUIRE(!got.lockstep);
+    REQUIRE(got.scoring_passes == want.scoring_passes);
+    const auto list = warnings.list();
+    REQUIRE(std::count_if(list.begin(), list.end(), [](const RunWarning& w) {
+              return w.code == "ovr_lockstep_fell_back";
+            }) == 1);
+    for (size_t c = 0; c < 3; ++c) {
+      CAPTURE(c);
+      require_same_run(got.classes[c], want.classes[c]);
+    }
+  }
+  REQUIRE(found);
 }
