@@ -438,7 +438,12 @@ LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSetti
                            MemoryBudget& budget, const std::vector<TrainHooks>& hooks)
     : store_(store), first_(settings.front()), budget_(budget) {
   FGM_ASSERT(settings.size() == hooks.size());
-  // As FgmRun would for itself, once for all runs.
+  for (size_t r = 0; r < settings.size(); ++r) {
+    runs_.push_back(std::make_unique<FgmRun>(store, settings[r], budget, hooks[r], true));
+    phase_.push_back(Phase::kIterating);
+  }
+  // As FgmRun does for itself, once for all runs, after their state: the
+  // store stays resident only if that leaves room.
   const StoreInfo& info = store.info();
   SchedulerOptions scheduler = first_.scheduler;
   if (info.shard_bytes <= budget.available() / 2) {
@@ -447,10 +452,6 @@ LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSetti
   }
   streamer_ = make_block_streamer(store, scheduler, budget);
   blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(first_.block_bytes, budget.limit() / 16)));
-  for (size_t r = 0; r < settings.size(); ++r) {
-    runs_.push_back(std::make_unique<FgmRun>(store, settings[r], budget, hooks[r], true));
-    phase_.push_back(Phase::kIterating);
-  }
 }
 
 // Run r's outer loop ended: its certificate joins the next pass, if it needs one.
