@@ -119,7 +119,8 @@ void write_data_section(JsonWriter& j, const Config& config, const TrainingData&
 }
 
 // fgm train on a store with more than two labels (fgm.multiclass = "ovr"):
-// one binary run per class (engine/one_vs_rest.h). No resume checkpoints:
+// one binary run per class, in lockstep where the space allows
+// (engine/one_vs_rest.h). No resume checkpoints:
 // an interrupted multi-class run starts again.
 int train_multiclass(const Config& config, const TrainSettings& settings, const TrainingData& data,
                      MemoryBudget& budget, RunWarnings& warnings, ResumeSession& session) {
@@ -134,6 +135,9 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
                      label_text(info.class_values[c]), r.iter, r.selected, r.added, r.objective,
                      r.rel_decrease, r.score_seconds, r.solve_seconds);
       });
+  spdlog::info("one-vs-rest: {} scoring passes ({}), {} streamed", outcome.scoring_passes,
+               outcome.lockstep ? "shared by the classes" : "one class after another",
+               format_bytes(outcome.bytes_streamed));
   Model& model = outcome.model;
   model.config = config.dump();
   uint64_t selected = 0;
@@ -168,11 +172,10 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   j.key("multiclass").value("ovr");
   j.key("iterations").begin_array().end_array();  // per class, below
   j.key("classes").begin_array();
-  uint64_t total_apg = 0, total_bytes = 0;
+  uint64_t total_apg = 0;
   for (size_t c = 0; c < outcome.classes.size(); ++c) {
     const TrainOutcome& o = outcome.classes[c];
     total_apg += o.total_apg_iterations;
-    total_bytes += o.total_bytes_streamed;
     j.begin_object();
     j.key("label").value(info.class_values[c]);
     j.key("rows").value(info.class_counts[c]);
@@ -194,7 +197,10 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   j.key("selected_total").value(selected);
   j.key("iterations_restored").value(uint64_t{0});
   j.key("total_apg_iterations").value(total_apg);
-  j.key("total_bytes_streamed").value(total_bytes);
+  // Lockstep classes share their passes: the store's actual streaming.
+  j.key("lockstep").value(outcome.lockstep);
+  j.key("scoring_passes").value(outcome.scoring_passes);
+  j.key("total_bytes_streamed").value(outcome.bytes_streamed);
   j.key("memory_budget_bytes").value(budget.limit());
   j.key("memory_budget_peak_bytes").value(outcome.budget_peak);
   j.key("peak_rss_bytes").value(peak_rss_bytes());

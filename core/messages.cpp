@@ -253,6 +253,12 @@ std::string apg_iteration_cap(int outer_iteration, int apg_iterations) {
                      "apg.max_iterations (run.json's apg_relative_gap bounds the error)",
                      outer_iteration, apg_iterations);
 }
+std::string ovr_lockstep_fell_back(size_t classes, const std::string& budget_error) {
+  return fmt::format("one-vs-rest: the {} classes' runs do not fit in engine.memory_budget together "
+                     "({}); trained one class after another instead (same models, {}x the "
+                     "scoring passes): raise engine.memory_budget to share the passes",
+                     classes, budget_error, classes);
+}
 std::string apg_stalled(int outer_iteration, int apg_iterations) {
   return fmt::format("outer iteration {}: APG stalled after {} iterations (the line search found "
                      "no step that decreases the objective: rounding floor reached) before its "

@@ -106,6 +106,7 @@ std::string feature_value_span(double span, double largest, double typical, int 
                                std::string_view space, double limit);
 std::string first_solve_no_progress(double relative_decrease, double limit);
 std::string chance_level_model(double train_accuracy, double majority_rate);
+std::string ovr_lockstep_fell_back(size_t classes, const std::string& budget_error);
 
 // --- model and prediction
 std::string not_a_model(std::string_view path, std::string_view detail);

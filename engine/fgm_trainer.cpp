@@ -89,16 +89,36 @@ class ValueSpan {
 
 // One run of Algorithm 1. The state that outlives an outer iteration lives in
 // `progress_` (what a resume restores); the rest is rebuilt from it.
+// run() = begin(); outer iterations while iterating(); end_iterations(); the
+// final certificate if needs_certificate(); finish(). An outer iteration is
+// scoring_request(), its scoring pass, after_scoring(): LockstepRuns makes
+// one pass for several runs' requests.
 class FgmRun {
  public:
+  // shared_stream: the store is streamed for this run by a LockstepRuns.
   FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-         const TrainHooks& hooks);
+         const TrainHooks& hooks, bool shared_stream = false);
   TrainOutcome run();
+
+  void begin();
+  bool iterating() const;
+  ScoreRequest scoring_request();
+  bool after_scoring(SpaceScores wc, double score_seconds);
+  void end_iterations();
+  bool needs_certificate() const;
+  ScoreRequest certificate_request();
+  void record_certificate(const SpaceScores& wc);
+  TrainOutcome finish();
+  // `streamer`, observing the values of this process's first pass (the value-
+  // span warning); after_first_pass() checks what it saw.
+  BlockStreamer observing_values(const BlockStreamer& streamer);
+  void after_first_pass();
 
  private:
   void restore(TrainProgress& saved);
   bool outer_iteration(int t);
   uint64_t batch_size();
+  void update_dual_product();
   SpaceScores worst_case_analysis(uint64_t batch);
   double batch_violation_terms(const SpaceScores& wc) const;
   void add_batch(const SpaceScores& wc);
@@ -138,7 +158,7 @@ class FgmRun {
 };
 
 FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-               const TrainHooks& hooks)
+               const TrainHooks& hooks, bool shared_stream)
     : store_(store),
       settings_(settings),
       budget_(budget),
@@ -154,11 +174,13 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   // (reserved as such; the streamer frees it before `resident` is released);
   // a larger one is streamed block by block.
   scheduler_ = settings.scheduler;
-  if (info.shard_bytes <= budget.available() / 2) {
-    resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
-    scheduler_.keep_resident = true;
+  if (!shared_stream) {
+    if (info.shard_bytes <= budget.available() / 2) {
+      resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
+      scheduler_.keep_resident = true;
+    }
+    streamer_ = make_block_streamer(store, scheduler_, budget);
   }
-  streamer_ = make_block_streamer(store, scheduler_, budget);
   // Dual variables, decision values and a = α∘y: O(n) each.
   dual_mem_ = budget.reserve(3 * n_ * sizeof(double), "dual variables", "use fewer training rows");
   progress_.alpha.assign(n_, settings.apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
@@ -235,27 +257,36 @@ uint64_t FgmRun::batch_size() {
   return settings_.B;
 }
 
+void FgmRun::update_dual_product() {
+  for (uint64_t i = 0; i < n_; ++i) a_[i] = progress_.alpha[i] * y_[i];
+}
+
 // Algorithm 2 against the current α: the top-`batch` unselected candidates.
 SpaceScores FgmRun::worst_case_analysis(uint64_t batch) {
-  for (uint64_t i = 0; i < n_; ++i) a_[i] = progress_.alpha[i] * y_[i];
-  BlockStreamer streamer = streamer_;
-  if (value_span_) {
-    // The first pass also measures the value span (what the space scores).
-    streamer = [this](const std::vector<BlockRef>& blocks, const BlockTransform& transform,
-                      const BlockConsume& consume, const std::string& label) {
-      ValueSpan& span = *value_span_;
-      BlockTransform observed = [&span, &transform](const BlockRef& ref, const ColumnBlock& block) {
-        span.observe(block);
-        return transform(ref, block);
-      };
-      return streamer_(blocks, observed, consume, label);
-    };
-  }
-  SpaceScores wc = run_worst_case_analysis(*space_, store_, blocks_, streamer, a_.data(), batch,
-                                           settings_.scheduler.threads, budget_);
-  progress_.total_bytes_streamed += wc.pass.bytes_streamed;
-  if (value_span_) check_value_span();
+  update_dual_product();
+  SpaceScores wc = run_worst_case_analysis(*space_, store_, blocks_, observing_values(streamer_), a_.data(),
+                                           batch, settings_.scheduler.threads, budget_);
+  after_first_pass();
   return wc;
+}
+
+// The first pass of this process also measures the value span (of what the
+// space scores); later passes stream as they are.
+BlockStreamer FgmRun::observing_values(const BlockStreamer& streamer) {
+  if (!value_span_) return streamer;
+  return [this, streamer](const std::vector<BlockRef>& blocks, const BlockTransform& transform,
+                          const BlockConsume& consume, const std::string& label) {
+    ValueSpan& span = *value_span_;
+    BlockTransform observed = [&span, &transform](const BlockRef& ref, const ColumnBlock& block) {
+      span.observe(block);
+      return transform(ref, block);
+    };
+    return streamer(blocks, observed, consume, label);
+  };
+}
+
+void FgmRun::after_first_pass() {
+  if (value_span_) check_value_span();
 }
 
 // Warns when the values the space scores span more than kValueSpanLimit:
@@ -353,11 +384,34 @@ std::string FgmRun::stop_reason(const IterationRecord& rec, int t) const {
 // Outer iteration t: score, add the batch, solve (31) warm-started, update α.
 // Returns false when the loop ends.
 bool FgmRun::outer_iteration(int t) {
-  IterationRecord rec;
-  rec.iter = t;
+  FGM_ASSERT(t == static_cast<int>(progress_.iterations.size()) + 1);
   auto t_score = std::chrono::steady_clock::now();
   SpaceScores wc = worst_case_analysis(batch_size());
-  rec.score_seconds = seconds_since(t_score);
+  return after_scoring(std::move(wc), seconds_since(t_score));
+}
+
+bool FgmRun::iterating() const {
+  return progress_.stop_reason.empty() &&
+         static_cast<int>(progress_.iterations.size()) < settings_.max_iterations;
+}
+
+// The next outer iteration's scoring: this run's a = α∘y and batch size.
+ScoreRequest FgmRun::scoring_request() {
+  ScoreRequest request;
+  request.space = space_.get();
+  request.B = batch_size();
+  update_dual_product();
+  request.a = a_.data();
+  return request;
+}
+
+// The rest of the outer iteration, given its worst-case analysis `wc`.
+bool FgmRun::after_scoring(SpaceScores wc, double score_seconds) {
+  const int t = static_cast<int>(progress_.iterations.size()) + 1;
+  progress_.total_bytes_streamed += wc.pass.bytes_streamed;
+  IterationRecord rec;
+  rec.iter = t;
+  rec.score_seconds = score_seconds;
   rec.bytes_streamed = wc.pass.bytes_streamed;
   rec.candidates_scored = wc.candidates_scored;
   rec.pair_updates = wc.pair_updates;
@@ -399,8 +453,25 @@ bool FgmRun::outer_iteration(int t) {
 }
 
 // One more pass for the SIP violation (37) of the final α: the certificate.
-void FgmRun::final_certificate() {
-  SpaceScores wc = worst_case_analysis(settings_.B);
+void FgmRun::final_certificate() { record_certificate(worst_case_analysis(settings_.B)); }
+
+bool FgmRun::needs_certificate() const {
+  // no_new_features and eps_outer measured the final α's violation already.
+  return settings_.final_certificate && progress_.stop_reason != "no_new_features" &&
+         progress_.stop_reason != "eps_outer" && !progress_.iterations.empty();
+}
+
+ScoreRequest FgmRun::certificate_request() {
+  ScoreRequest request;
+  request.space = space_.get();
+  request.B = settings_.B;
+  update_dual_product();
+  request.a = a_.data();
+  return request;
+}
+
+void FgmRun::record_certificate(const SpaceScores& wc) {
+  progress_.total_bytes_streamed += wc.pass.bytes_streamed;
   out_.final_sip_violation = batch_violation_terms(wc);
 }
 
@@ -455,24 +526,29 @@ void FgmRun::emit_path_point(uint64_t features) {
 }
 
 TrainOutcome FgmRun::run() {
-  if (hooks_.resume) restore(*hooks_.resume);
-  if (progress_.stop_reason.empty()) {
-    for (int t = static_cast<int>(progress_.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
-      if (!outer_iteration(t)) break;
-  }
+  begin();
+  while (iterating())
+    if (!outer_iteration(static_cast<int>(progress_.iterations.size()) + 1)) break;
+  end_iterations();
+  if (needs_certificate()) final_certificate();
+  return finish();
+}
 
+void FgmRun::begin() {
+  if (hooks_.resume) restore(*hooks_.resume);
+}
+
+void FgmRun::end_iterations() {
   // A path that ran out of new features before its next checkpoint still
   // reports the model it reached.
   const auto& points = settings_.checkpoints;
   if (hooks_.on_checkpoint && progress_.next_path_point < points.size() && !progress_.iterations.empty() &&
       selected_units() > progress_.last_path_point_features)
     emit_path_point(selected_units());
+}
 
-  if (settings_.final_certificate && progress_.stop_reason != "no_new_features" &&
-      progress_.stop_reason != "eps_outer" && !progress_.iterations.empty())
-    final_certificate();
+TrainOutcome FgmRun::finish() {
   check_chance_level();
-
   out_.model = make_model();
   out_.iterations = progress_.iterations;
   out_.stop_reason = progress_.stop_reason;
@@ -485,7 +561,112 @@ TrainOutcome FgmRun::run() {
   return std::move(out_);
 }
 
+// Runs that differ only in their labels, advanced together: each shared pass
+// scores every run still iterating (and the final certificates of the runs
+// that just stopped) with one stream over the store.
+class LockstepRuns {
+ public:
+  LockstepRuns(const ShardStore& store, const std::vector<TrainSettings>& settings, MemoryBudget& budget,
+               const std::vector<TrainHooks>& hooks);
+  LockstepOutcome run();
+
+ private:
+  enum class Phase { kIterating, kCertificate, kDone };
+  void leave_loop(size_t r);
+  bool shared_pass();
+
+  const ShardStore& store_;
+  const TrainSettings& first_;
+  MemoryBudget& budget_;
+  Reservation resident_;
+  BlockStreamer streamer_;
+  std::vector<BlockRef> blocks_;
+  std::vector<std::unique_ptr<FgmRun>> runs_;
+  std::vector<Phase> phase_;
+  LockstepOutcome out_;
+};
+
+LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSettings>& settings,
+                           MemoryBudget& budget, const std::vector<TrainHooks>& hooks)
+    : store_(store), first_(settings.front()), budget_(budget) {
+  FGM_ASSERT(settings.size() == hooks.size());
+  for (size_t r = 0; r < settings.size(); ++r) {
+    runs_.push_back(std::make_unique<FgmRun>(store, settings[r], budget, hooks[r], true));
+    phase_.push_back(Phase::kIterating);
+  }
+  // As FgmRun does for itself, once for all runs, after their state: the
+  // store stays resident only if that leaves room.
+  const StoreInfo& info = store.info();
+  SchedulerOptions scheduler = first_.scheduler;
+  if (info.shard_bytes <= budget.available() / 2) {
+    resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
+    scheduler.keep_resident = true;
+  }
+  streamer_ = make_block_streamer(store, scheduler, budget);
+  blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(first_.block_bytes, budget.limit() / 16)));
+}
+
+// Run r's outer loop ended: its certificate joins the next pass, if it needs one.
+void LockstepRuns::leave_loop(size_t r) {
+  runs_[r]->end_iterations();
+  phase_[r] = runs_[r]->needs_certificate() ? Phase::kCertificate : Phase::kDone;
+}
+
+// One stream over the store for every run that needs scoring; false when none does.
+bool LockstepRuns::shared_pass() {
+  std::vector<size_t> served;
+  std::vector<ScoreRequest> requests;
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    if (phase_[r] == Phase::kDone) continue;
+    served.push_back(r);
+    requests.push_back(phase_[r] == Phase::kIterating ? runs_[r]->scoring_request()
+                                                      : runs_[r]->certificate_request());
+  }
+  if (requests.empty()) return false;
+  ScoringContext ctx;
+  ctx.store = &store_;
+  ctx.blocks = &blocks_;
+  // The first run measures the value span of the first pass (one store, one warning).
+  const BlockStreamer streamer = runs_.front()->observing_values(streamer_);
+  ctx.stream = &streamer;
+  ctx.threads = first_.scheduler.threads;
+  ctx.budget = &budget_;
+  std::vector<SpaceScores> scores = score_many(ctx, requests);
+  runs_.front()->after_first_pass();
+  ++out_.scoring_passes;
+  out_.bytes_streamed += scores.front().pass.bytes_streamed;
+  for (size_t q = 0; q < served.size(); ++q) {
+    const size_t r = served[q];
+    if (phase_[r] == Phase::kCertificate) {
+      runs_[r]->record_certificate(scores[q]);
+      phase_[r] = Phase::kDone;
+      continue;
+    }
+    const double seconds = scores[q].pass.seconds;
+    if (!runs_[r]->after_scoring(std::move(scores[q]), seconds) || !runs_[r]->iterating()) leave_loop(r);
+  }
+  return true;
+}
+
+LockstepOutcome LockstepRuns::run() {
+  for (size_t r = 0; r < runs_.size(); ++r) {
+    runs_[r]->begin();
+    if (!runs_[r]->iterating()) leave_loop(r);
+  }
+  while (shared_pass()) {
+  }
+  for (auto& run : runs_) out_.runs.push_back(run->finish());
+  return std::move(out_);
+}
+
 }  // namespace
+
+LockstepOutcome train_fgm_lockstep(const ShardStore& store, const std::vector<TrainSettings>& settings,
+                                   MemoryBudget& budget, const std::vector<TrainHooks>& hooks) {
+  FGM_ASSERT(!settings.empty());
+  LockstepRuns runs(store, settings, budget, hooks);
+  return runs.run();
+}
 
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
                        const TrainHooks& hooks) {

@@ -159,6 +159,26 @@ struct TrainHooks {
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
                        const TrainHooks& hooks);
 
+struct LockstepOutcome {
+  std::vector<TrainOutcome> runs;  // as train_fgm's, in the order of the settings
+  uint64_t scoring_passes = 0;     // streams over the store, all runs together
+  uint64_t bytes_streamed = 0;     // what those passes read
+};
+
+// train_fgm for several runs that differ only in their labels (one-vs-rest),
+// advanced outer iteration by outer iteration together: each shared pass
+// streams the store once and scores the dual vector of every run still going
+// (features/feature_space.h score_many; the space must be one scores_many
+// serves). A run stops by its own rules and drops out; its final certificate
+// shares the next pass. So the store is streamed max over runs of (outer
+// iterations + certificate) times, not the sum. runs[r] equals train_fgm's
+// outcome for settings[r] and hooks[r] bit for bit (features, weights,
+// objectives, iteration records) except timings and budget figures; each
+// record's bytes_streamed is the shared pass it took part in. on_iteration
+// calls of different runs interleave.
+LockstepOutcome train_fgm_lockstep(const ShardStore& store, const std::vector<TrainSettings>& settings,
+                                   MemoryBudget& budget, const std::vector<TrainHooks>& hooks);
+
 inline TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
                               MemoryBudget& budget, const IterationCallback& on_iteration = {},
                               const CheckpointCallback& on_checkpoint = {}) {

@@ -4,8 +4,16 @@
 // scratch with the same settings. So class c's features, weights and bias are
 // exactly those of a binary run on the data relabelled by hand, for any
 // thread count.
-// The K runs are a sequence, each with its own scoring passes (the K dual
-// vectors are not yet scored in one stream over the data).
+// Linear and group spaces run the K problems in lockstep
+// (train_fgm_lockstep): each outer iteration streams the store once and
+// scores the dual vectors of all classes still running, so the store is
+// streamed max_c(passes of class c) times rather than the sum. poly2, hik and
+// additive run the K problems one after another, each with its own passes
+// (their scoring state — pair blocks, expansion tables — is per vector).
+// Lockstep holds the K runs' state at once; when that exceeds the budget the
+// K runs go one after another (run warning "ovr_lockstep_fell_back"; the
+// iterations of the abandoned attempt were already reported to on_iteration).
+// Either way the models are the same.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +34,14 @@ struct OneVsRestOutcome {
   std::vector<TrainOutcome> classes;  // each class's binary run (its model too)
   double seconds = 0;
   uint64_t budget_peak = 0;
+  bool lockstep = false;        // the classes shared their scoring passes
+  uint64_t scoring_passes = 0;  // streams over the store, all classes together
+  uint64_t bytes_streamed = 0;  // what those passes read
+};
+
+enum class OneVsRestSchedule {
+  kLockstepWherePossible,  // lockstep when the space supports it (scores_many)
+  kSequential,             // one class after another (the reference the tests compare with)
 };
 
 // on_iteration(c, record) after each outer iteration of class c's run.
@@ -33,7 +49,8 @@ using ClassIterationCallback = std::function<void(size_t, const IterationRecord&
 
 OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings,
                                    MemoryBudget& budget,
-                                   const ClassIterationCallback& on_iteration = {});
+                                   const ClassIterationCallback& on_iteration = {},
+                                   OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
 
 // The multi-class model of per-class binary models (same space and settings):
 // their features, biases and objectives per class, the union of their

@@ -45,4 +45,29 @@ inline double column_dot(const uint32_t* rows, const float* values, uint64_t nnz
   return (s0 + s1) + (s2 + s3);
 }
 
+// column_dot against K vectors at once, interleaved row by row (vector k's
+// entry i is a[i·K + k]), so one gather per nonzero serves all K: out[k]
+// equals column_dot(rows, values, nnz, a_k) bit for bit (the same four
+// accumulators, fed in the same order, summed the same way). `acc` is
+// scratch of 4·K doubles.
+inline void column_dot_many(const uint32_t* rows, const float* values, uint64_t nnz, const double* a,
+                            size_t K, double* acc, double* out) {
+  for (size_t k = 0; k < 4 * K; ++k) acc[k] = 0;
+  uint64_t p = 0;
+  for (; p + 4 <= nnz; p += 4) {
+    for (size_t q = 0; q < 4; ++q) {
+      const double* ar = a + static_cast<size_t>(rows[p + q]) * K;
+      const double v = static_cast<double>(values[p + q]);
+      double* s = acc + q * K;
+      for (size_t k = 0; k < K; ++k) s[k] += ar[k] * v;
+    }
+  }
+  for (; p < nnz; ++p) {
+    const double* ar = a + static_cast<size_t>(rows[p]) * K;
+    const double v = static_cast<double>(values[p]);
+    for (size_t k = 0; k < K; ++k) acc[k] += ar[k] * v;
+  }
+  for (size_t k = 0; k < K; ++k) out[k] = (acc[k] + acc[K + k]) + (acc[2 * K + k] + acc[3 * K + k]);
+}
+
 }  // namespace fgm

@@ -22,6 +22,14 @@ std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& set
   throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kind", settings.kind, "linear"));
 }
 
+bool scores_many(const FeatureSpaceSettings& settings) { return settings.kind == "linear"; }
+
+std::vector<SpaceScores> score_many(const ScoringContext& ctx, const std::vector<ScoreRequest>& requests) {
+  FGM_ASSERT(!requests.empty());
+  if (dynamic_cast<const GroupSpace*>(requests.front().space)) return GroupSpace::score_many(ctx, requests);
+  return LinearSpace::score_many(ctx, requests);
+}
+
 void materialize_features(FeatureSpace& space, const ShardStore& store,
                           const std::vector<ModelFeature>& features, SelectedFeatureCache& cache) {
   const size_t first = cache.num_columns();

@@ -83,6 +83,26 @@ std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& set
 void materialize_features(FeatureSpace& space, const ShardStore& store,
                           const std::vector<ModelFeature>& features, SelectedFeatureCache& cache);
 
+// One dual vector of a shared scoring pass (one-vs-rest lockstep): scored
+// against `space`'s own exclusions into its own top-`B`.
+struct ScoreRequest {
+  FeatureSpace* space = nullptr;
+  const double* a = nullptr;  // α_i y_i of this problem, n entries
+  uint64_t B = 10;
+};
+
+// Whether score_many can serve spaces made from these settings (linear and
+// group; the poly2 and expansion spaces score one vector per pass).
+bool scores_many(const FeatureSpaceSettings& settings);
+
+// Scores every request in ONE stream over the store: result r equals
+// requests[r].space->score() with a = requests[r].a and B = requests[r].B,
+// bit for bit, except that every result's `pass` is the one shared pass.
+// The spaces are all linear or all group (of one group file) on `context.store`; context.a and
+// context.B are unused. The K interleaved dual vectors (K·n doubles) and the
+// per-request heaps are reserved from context.budget.
+std::vector<SpaceScores> score_many(const ScoringContext& context, const std::vector<ScoreRequest>& requests);
+
 // Bitset over candidates (linear and group spaces).
 class CandidateBitset {
  public:

@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "core/error.h"
+
 #include "features/feature_groups.h"
 
 namespace fgm {
@@ -14,6 +16,43 @@ struct TopOutput : BlockOutput {
   TopOutput(size_t B, MemoryBudget* budget) : top(B, budget) {}
   TopBCache top;
 };
+
+// One block's top-B per request of a shared pass.
+struct ManyTopOutput : BlockOutput {
+  std::vector<TopBCache> tops;
+};
+
+// The requests' dual vectors interleaved row by row (a[i·K + r]) for
+// column_dot_many, reserved from the budget (K·n doubles).
+struct InterleavedDuals {
+  Reservation memory;
+  std::vector<double> a;
+  size_t K = 0;
+};
+
+InterleavedDuals interleave_duals(const ScoringContext& ctx, const std::vector<ScoreRequest>& requests) {
+  const uint64_t n = ctx.store->info().n_rows;
+  InterleavedDuals d;
+  d.K = requests.size();
+  d.memory = ctx.budget->reserve(n * d.K * sizeof(double), "dual vectors of a shared scoring pass",
+                                 "use fewer training rows or classes");
+  d.a.resize(n * d.K);
+  for (size_t r = 0; r < d.K; ++r)
+    for (uint64_t i = 0; i < n; ++i) d.a[i * d.K + r] = requests[r].a[i];
+  return d;
+}
+
+// The pass's result for every request: its own top, the shared PassStats.
+std::vector<SpaceScores> shared_pass_results(std::vector<TopBCache>& tops, const PassStats& pass,
+                                             uint64_t candidates_scored) {
+  std::vector<SpaceScores> out(tops.size());
+  for (size_t r = 0; r < tops.size(); ++r) {
+    out[r].pass = pass;
+    out[r].candidates_scored = candidates_scored;
+    out[r].top = tops[r].take_sorted(&out[r].top_memory);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -46,6 +85,44 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   out.candidates_scored = n_features_;
   out.top = global.take_sorted(&out.top_memory);
   return out;
+}
+
+std::vector<SpaceScores> LinearSpace::score_many(const ScoringContext& ctx,
+                                                const std::vector<ScoreRequest>& requests) {
+  std::vector<const LinearSpace*> spaces;
+  for (const auto& r : requests) spaces.push_back(&dynamic_cast<const LinearSpace&>(*r.space));
+  const InterleavedDuals duals = interleave_duals(ctx, requests);
+  const size_t K = duals.K;
+  std::vector<TopBCache> global;
+  for (const auto& r : requests) global.emplace_back(r.B, ctx.budget);
+  PassStats pass = (*ctx.stream)(
+      *ctx.blocks,
+      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        auto local = std::make_unique<ManyTopOutput>();
+        for (const auto& r : requests) local->tops.emplace_back(r.B, ctx.budget);
+        std::vector<double> scratch(5 * K);  // 4·K accumulators, then the K dot products
+        double* c = scratch.data() + 4 * K;
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          if (begin == end) continue;
+          column_dot_many(block.row_ids + begin, block.values + begin, end - begin, duals.a.data(), K,
+                          scratch.data(), c);
+          const uint64_t feature = block.first_column + k;
+          for (size_t r = 0; r < K; ++r) {
+            double s = c[r] * c[r];
+            if (!(s > 0) || !local->tops[r].may_admit(s)) continue;
+            if (spaces[r]->selected_.test(feature)) continue;
+            local->tops[r].offer({s, feature});
+          }
+        }
+        return local;
+      },
+      [&](std::unique_ptr<BlockOutput> o) {
+        auto& tops = static_cast<ManyTopOutput&>(*o).tops;
+        for (size_t r = 0; r < K; ++r) global[r].merge(tops[r]);
+      },
+      "scoring (shared)");
+  return shared_pass_results(global, pass, spaces.front()->n_features_);
 }
 
 void LinearSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
@@ -82,12 +159,22 @@ SpaceScores GroupSpace::score(const ScoringContext& ctx) {
         return nullptr;
       },
       [&](std::unique_ptr<BlockOutput>) {}, "scoring groups");
+  out.top = top_groups(c.data(), 1, ctx.B, ctx.budget, &out.top_memory);
+  out.candidates_scored = last_evaluated_;
+  return out;
+}
+
+std::vector<ScoredCandidate> GroupSpace::top_groups(const double* c, size_t stride, uint64_t B,
+                                                    MemoryBudget* budget, Reservation* top_memory) {
   auto group_score = [&](uint64_t g) {
     double s = 0;
-    for (uint64_t p = groups_.member_ptr[g]; p < groups_.member_ptr[g + 1]; ++p) s += c[groups_.members[p]] * c[groups_.members[p]];
+    for (uint64_t p = groups_.member_ptr[g]; p < groups_.member_ptr[g + 1]; ++p) {
+      const double cj = c[groups_.members[p] * stride];
+      s += cj * cj;
+    }
     return s;
   };
-  TopBCache top(ctx.B, ctx.budget);
+  TopBCache top(B, budget);
   uint64_t evaluated = 0;
   if (groups_.structure != GroupStructure::kTree) {
     for (uint64_t g = 0; g < groups_.n_groups; ++g) {
@@ -110,8 +197,39 @@ SpaceScores GroupSpace::score(const ScoringContext& ctx) {
     }
   }
   last_evaluated_ = evaluated;
-  out.candidates_scored = evaluated;
-  out.top = top.take_sorted(&out.top_memory);
+  return top.take_sorted(top_memory);
+}
+
+std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
+                                               const std::vector<ScoreRequest>& requests) {
+  std::vector<GroupSpace*> spaces;
+  for (const auto& r : requests) spaces.push_back(&dynamic_cast<GroupSpace&>(*r.space));
+  const InterleavedDuals duals = interleave_duals(ctx, requests);
+  const size_t K = duals.K;
+  const uint64_t m = ctx.store->info().n_features;
+  // c for every feature and request, interleaved (c[j·K + r]); each block
+  // writes only its own columns.
+  Reservation c_mem = ctx.budget->reserve(m * K * sizeof(double), "feature c-values for group scores",
+                                          "use fewer base features or classes");
+  std::vector<double> c(m * K, 0.0);
+  PassStats pass = (*ctx.stream)(
+      *ctx.blocks,
+      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        std::vector<double> acc(4 * K);
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          column_dot_many(block.row_ids + begin, block.values + begin, end - begin, duals.a.data(), K,
+                          acc.data(), &c[(block.first_column + k) * K]);
+        }
+        return nullptr;
+      },
+      [&](std::unique_ptr<BlockOutput>) {}, "scoring groups (shared)");
+  std::vector<SpaceScores> out(K);
+  for (size_t r = 0; r < K; ++r) {
+    out[r].pass = pass;
+    out[r].top = spaces[r]->top_groups(&c[r], K, requests[r].B, ctx.budget, &out[r].top_memory);
+    out[r].candidates_scored = spaces[r]->last_evaluated_;
+  }
   return out;
 }
 

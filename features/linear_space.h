@@ -16,6 +16,9 @@ class LinearSpace : public FeatureSpace {
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
   uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   void describe(Model& model) const override;
+  // score_many (feature_space.h) for requests on LinearSpaces.
+  static std::vector<SpaceScores> score_many(const ScoringContext& context,
+                                             const std::vector<ScoreRequest>& requests);
 
  private:
   uint64_t n_features_;
@@ -37,8 +40,15 @@ class GroupSpace : public FeatureSpace {
   void describe(Model& model) const override;
   const FeatureGroups& groups() const { return groups_; }
   uint64_t last_evaluated() const { return last_evaluated_; }  // group scores computed by the last pass
+  // score_many (feature_space.h) for requests on GroupSpaces of one group file.
+  static std::vector<SpaceScores> score_many(const ScoringContext& context,
+                                             const std::vector<ScoreRequest>& requests);
 
  private:
+  // The top-B unselected groups by s_g = Σ_{j∈g} c_j², c_j = c[j·stride].
+  std::vector<ScoredCandidate> top_groups(const double* c, size_t stride, uint64_t B, MemoryBudget* budget,
+                                          Reservation* top_memory);
+
   FeatureGroups groups_;
   uint64_t last_evaluated_ = 0;
   CandidateBitset selected_;

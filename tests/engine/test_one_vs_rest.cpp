@@ -6,8 +6,10 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
+#include "core/error.h"
 #include "engine/evaluate.h"
 #include "engine/one_vs_rest.h"
 #include "io/shard_store.h"
@@ -106,6 +108,9 @@ TEST_CASE("one-vs-rest equals K binary runs on files relabelled by hand",
   OneVsRestOutcome one = train_one_vs_rest(*store, settings_for(kind, 1), budget);
   OneVsRestOutcome two = train_one_vs_rest(*store, settings_for(kind, 2), budget);
   REQUIRE(one.model.classes.size() == 3);
+  // linear shares its scoring passes across the classes; poly2/hik do not.
+  REQUIRE(one.lockstep == (kind == "linear"));
+  REQUIRE(two.lockstep == one.lockstep);
   for (size_t c = 0; c < 3; ++c) {
     CAPTURE(c);
     const double value = info.class_values[c];
@@ -213,4 +218,128 @@ TEST_CASE("macro AUC equals the mean of pair-counted one-vs-rest AUCs",
   std::vector<double> per_class;
   REQUIRE(macro_auc(decisions, truth, K, &per_class) == Approx(sum / 3).epsilon(1e-12));
   REQUIRE(std::isnan(per_class[3]));
+}
+
+namespace {
+
+// The passes a binary run streams: one per outer iteration, one more when the
+// last found no new feature, and the final certificate.
+uint64_t passes_by_hand(const TrainOutcome& o, bool certificate) {
+  uint64_t passes = o.iterations.size();
+  // The pass that found nothing new, or whose violation met eps_outer, ended the loop.
+  if (o.stop_reason == "no_new_features" || o.stop_reason == "eps_outer") return passes + 1;
+  return passes + (certificate && !o.iterations.empty() ? 1 : 0);
+}
+
+void require_same_run(const TrainOutcome& got, const TrainOutcome& want) {
+  require_same_features(got.model.features, want.model.features);
+  REQUIRE(got.model.bias == want.model.bias);
+  REQUIRE(got.model.objective == want.model.objective);
+  REQUIRE(got.stop_reason == want.stop_reason);
+  REQUIRE(got.objective_no_features == want.objective_no_features);
+  // NaN (no certificate) compares unequal to itself.
+  REQUIRE((std::isnan(got.final_sip_violation) ? std::isnan(want.final_sip_violation)
+                                                : got.final_sip_violation == want.final_sip_violation));
+  REQUIRE(got.iterations.size() == want.iterations.size());
+  for (size_t t = 0; t < got.iterations.size(); ++t) {
+    CAPTURE(t);
+    const IterationRecord& g = got.iterations[t];
+    const IterationRecord& w = want.iterations[t];
+    REQUIRE(g.selected == w.selected);
+    REQUIRE(g.added == w.added);
+    REQUIRE(g.objective == w.objective);
+    REQUIRE(g.sip_violation == w.sip_violation);
+    REQUIRE(g.candidates_scored == w.candidates_scored);
+    REQUIRE(g.apg_iterations == w.apg_iterations);
+    REQUIRE(g.bytes_streamed == w.bytes_streamed);  // the one pass it took part in
+  }
+  REQUIRE(got.total_apg_iterations == want.total_apg_iterations);
+  REQUIRE(got.total_bytes_streamed == want.total_bytes_streamed);
+}
+
+}  // namespace
+
+TEST_CASE("lockstep one-vs-rest equals the sequential runs and streams max, not sum, of their passes",
+          "[engine][multiclass][lockstep]") {
+  const std::string space = GENERATE(std::string("linear"), std::string("group"));
+  const bool certificate = GENERATE(false, true);
+  const int threads = GENERATE(1, 2);
+  CAPTURE(space, certificate, threads);
+  test::TempDir dir("fgm-ovr-lockstep");
+  MemoryBudget budget(256ull << 20);
+  auto store = ingest(dir, "multi", three_class_text(240, 15, 5), budget);
+  TrainSettings s = settings_for("linear", threads);
+  if (space == "group") s.space.groups_path = dir.write("groups.txt", "1 2 3\n4 5 6\n7 8 9 10\n13 14\n");
+  s.final_certificate = certificate;
+  // Classes stop at different iterations: their own eps_outer (or the cap,
+  // or a feature cap that lands inside a batch).
+  s.max_iterations = 8;
+  s.eps_outer = 3.5e-2;
+  s.max_features = 20;
+
+  OneVsRestOutcome lock = train_one_vs_rest(*store, s, budget);
+  OneVsRestOutcome seq = train_one_vs_rest(*store, s, budget, {}, OneVsRestSchedule::kSequential);
+  REQUIRE(lock.lockstep);
+  REQUIRE(!seq.lockstep);
+  REQUIRE(lock.classes.size() == 3);
+  uint64_t max_passes = 0, sum_passes = 0;
+  std::set<size_t> lengths;
+  for (size_t c = 0; c < 3; ++c) {
+    CAPTURE(c);
+    require_same_run(lock.classes[c], seq.classes[c]);
+    REQUIRE(lock.model.classes[c].features.size() == seq.model.classes[c].features.size());
+    const uint64_t p = passes_by_hand(seq.classes[c], certificate);
+    max_passes = std::max(max_passes, p);
+    sum_passes += p;
+    lengths.insert(seq.classes[c].iterations.size());
+  }
+  REQUIRE(lengths.size() >= 2);  // the classes did stop at different iterations
+  REQUIRE(seq.scoring_passes == sum_passes);
+  REQUIRE(lock.scoring_passes == max_passes);
+  REQUIRE(lock.scoring_passes < seq.scoring_passes);
+  // Every pass reads the whole store: bytes = passes × one pass.
+  const uint64_t one_pass = seq.classes[0].iterations.front().bytes_streamed;
+  REQUIRE(one_pass > 0);
+  REQUIRE(seq.bytes_streamed == sum_passes * one_pass);
+  REQUIRE(lock.bytes_streamed == max_passes * one_pass);
+}
+
+TEST_CASE("one-vs-rest falls back to one class after another when lockstep does not fit the budget",
+          "[engine][multiclass][lockstep]") {
+  test::TempDir dir("fgm-ovr-fallback");
+  MemoryBudget store_budget(256ull << 20);
+  auto store = ingest(dir, "multi", three_class_text(3000, 15, 5), store_budget);
+  TrainSettings s = settings_for("linear", 1);
+  MemoryBudget roomy(256ull << 20);
+  OneVsRestOutcome want = train_one_vs_rest(*store, s, roomy, {}, OneVsRestSchedule::kSequential);
+  REQUIRE(train_one_vs_rest(*store, s, roomy).lockstep);
+  // The smallest budget (in steps of 1/8) that holds the classes' runs one at
+  // a time: the three at once need more.
+  bool found = false;
+  for (uint64_t limit = 128 << 10; limit < (4 << 20) && !found; limit = limit * 9 / 8) {
+    CAPTURE(limit);
+    try {
+      MemoryBudget probe(limit);
+      train_one_vs_rest(*store, s, probe, {}, OneVsRestSchedule::kSequential);
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+      continue;
+    }
+    found = true;
+    MemoryBudget tight(limit);
+    RunWarnings warnings;
+    s.warnings = &warnings;
+    OneVsRestOutcome got = train_one_vs_rest(*store, s, tight);
+    REQUIRE(!got.lockstep);
+    REQUIRE(got.scoring_passes == want.scoring_passes);
+    const auto list = warnings.list();
+    REQUIRE(std::count_if(list.begin(), list.end(), [](const RunWarning& w) {
+              return w.code == "ovr_lockstep_fell_back";
+            }) == 1);
+    for (size_t c = 0; c < 3; ++c) {
+      CAPTURE(c);
+      require_same_run(got.classes[c], want.classes[c]);
+    }
+  }
+  REQUIRE(found);
 }
