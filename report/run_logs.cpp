@@ -113,15 +113,13 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-TrainRunLog read_train_log(const std::string& run_json_path) {
-  const JsonValue root = parse_json_file(run_json_path);
-  LogReader r(run_json_path);
-  TrainRunLog log;
-  log.file = run_json_path;
-  log.summary = summary_fields(root);
-  log.config = r.string_map(root, "config");
-  for (const auto& it : r.array(root, "iterations").items()) {
-    if (!it.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(run_json_path, "iterations", "a list of objects"));
+namespace {
+
+std::vector<TrainIterationLog> read_iterations(const LogReader& r, const JsonValue& object, const std::string& file,
+                                               const std::string& where) {
+  std::vector<TrainIterationLog> out;
+  for (const auto& it : r.array(object, "iterations").items()) {
+    if (!it.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, where, "a list of objects"));
     TrainIterationLog rec;
     rec.iter = static_cast<int64_t>(r.number(it, "iter"));
     rec.selected = r.number(it, "selected");
@@ -133,10 +131,55 @@ TrainRunLog read_train_log(const std::string& run_json_path) {
     rec.solve_seconds = r.number(it, "solve_seconds");
     rec.apg_iterations = r.number(it, "apg_iterations");
     rec.apg_stop = r.string(it, "apg_stop");
-    log.iterations.push_back(std::move(rec));
+    out.push_back(std::move(rec));
   }
-  log.objective_no_features = r.number(root, "objective_no_features");
-  log.final_sip_violation = r.number(root, "final_sip_violation");
+  return out;
+}
+
+// A multi-class run.json's "classes": one binary run per class.
+std::vector<ClassRunLog> read_classes(const LogReader& r, const JsonValue& root, const std::string& file) {
+  std::vector<ClassRunLog> out;
+  for (const auto& c : r.array(root, "classes").items()) {
+    if (!c.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "classes", "a list of objects"));
+    ClassRunLog log;
+    log.label = r.number(c, "label");
+    log.rows = r.number(c, "rows");
+    log.iterations = read_iterations(r, c, file, "classes[].iterations");
+    log.stop_reason = r.string(c, "stop_reason");
+    log.objective_no_features = r.number(c, "objective_no_features");
+    log.final_sip_violation = r.number(c, "final_sip_violation");
+    log.objective = r.number(c, "objective");
+    log.train_seconds = r.number(c, "train_seconds");
+    log.test_auc = c.find("test_auc") ? r.number(c, "test_auc") : kNaN;
+    out.push_back(std::move(log));
+  }
+  if (out.empty()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "classes", "a non-empty list"));
+  return out;
+}
+
+}  // namespace
+
+TrainRunLog read_train_log(const std::string& run_json_path) {
+  const JsonValue root = parse_json_file(run_json_path);
+  LogReader r(run_json_path);
+  TrainRunLog log;
+  log.file = run_json_path;
+  log.summary = summary_fields(root);
+  log.config = r.string_map(root, "config");
+  log.iterations = read_iterations(r, root, run_json_path, "iterations");
+  if (root.find("classes")) {
+    log.classes = read_classes(r, root, run_json_path);
+    log.objective_no_features = log.final_sip_violation = kNaN;
+  } else {
+    log.objective_no_features = r.number(root, "objective_no_features");
+    log.final_sip_violation = r.number(root, "final_sip_violation");
+  }
+  log.test_accuracy = log.test_auc = kNaN;
+  if (root.find("test")) {
+    const JsonValue& test = r.field(root, "test", JsonValue::Type::kObject, "an object");
+    log.test_accuracy = r.number(test, "accuracy");
+    log.test_auc = r.number(test, "auc");
+  }
   log.warnings = r.warnings(root);
   return log;
 }

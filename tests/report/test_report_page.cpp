@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "io/model_file.h"
 #include "report/report_page.h"
@@ -272,5 +274,123 @@ TEST_CASE("missing or damaged logs: an error naming the file, and no report writ
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::kIo);
     CHECK(has(e.what(), "no run.json or path.json here"));
+  }
+}
+
+namespace {
+
+// A multi-class run.json in the shape cli/train_command.cpp writes for
+// one-vs-rest: an empty top-level "iterations" and one binary run per class.
+std::string multiclass_run_json() {
+  auto cls = [](const std::string& label, double f0, double obj1, double obj2, const std::string& sip2) {
+    return R"({"label": )" + label + R"(, "rows": 100, "iterations": [
+      {"iter": 1, "selected": 2, "added": 2, "objective": )" + fmt::format("{}", obj1) +
+           R"(, "rel_decrease": 0.5, "sip_violation": 40,
+       "score_seconds": 0.01, "solve_seconds": 0.02, "apg_iterations": 5, "apg_stop": "converged"},
+      {"iter": 2, "selected": 3, "added": 1, "objective": )" + fmt::format("{}", obj2) +
+           R"(, "rel_decrease": 0.1, "sip_violation": )" + sip2 + R"(,
+       "score_seconds": 0.03, "solve_seconds": 0.04, "apg_iterations": 6, "apg_stop": "converged"}],
+     "stop_reason": "max_iterations", "final_sip_violation": -1, "objective_no_features": )" +
+           fmt::format("{}", f0) + R"(, "objective": )" + fmt::format("{}", obj2) +
+           R"(, "selected_features": [], "bias": 0.5, "train_seconds": 0.1, "test_auc": 0.9})";
+  };
+  return R"({"engine_version": "0.1.0", "data": {"train": "t.svm", "rows": 300},
+  "config": {"fgm.B": "2"}, "multiclass": "ovr", "iterations": [],
+  "classes": [)" + cls("1", 200, 100, 50, "0.004") + ",\n" + cls("2", 400, 300, 100, "-2") + ",\n" +
+         cls("7", 1000, 250, 125, "null") + R"(],
+  "test": {"path": "test.svm", "rows": 90, "accuracy": 0.8125, "auc": 0.9375},
+  "warnings": []
+}
+)";
+}
+
+Model three_class_model() {
+  Model m;
+  m.index_base = 1;
+  m.feature_kind = "linear";
+  const double labels[] = {1, 2, 7};
+  for (int c = 0; c < 3; ++c) {
+    ClassModel cm;
+    cm.label = labels[c];
+    cm.bias = 0.25 * c;
+    for (int j = 0; j <= c + 1; ++j)  // 2, 3, 4 features: every table differs
+      cm.features.push_back(feature(FeatureKind::kLinear, uint64_t(10 * c + j), 0, (c + 1) * (j % 2 ? -0.5 : 1.25), j + 1));
+    m.classes.push_back(cm);
+  }
+  return m;
+}
+
+// The part of `html` from `from` up to the next `to` (or the end).
+std::string between(const std::string& html, const std::string& from, const std::string& to) {
+  size_t a = html.find(from);
+  if (a == std::string::npos) return "";
+  size_t b = html.find(to, a + from.size());
+  return html.substr(a, b == std::string::npos ? std::string::npos : b - a);
+}
+
+}  // namespace
+
+TEST_CASE("multi-class train section: one feature table per class, equal to the model's class", "[report][page]") {
+  TempDir dir("fgm-report-page");
+  dir.write("run.json", multiclass_run_json());
+  const TrainRunLog log = read_train_log(dir.file("run.json"));
+  REQUIRE(log.multiclass());
+  REQUIRE(log.classes.size() == 3);
+  CHECK(log.iterations.empty());
+  CHECK(log.classes[2].label == 7);
+  CHECK(std::isnan(log.classes[2].iterations[1].sip_violation));
+  CHECK(log.test_accuracy == 0.8125);
+  CHECK(log.test_auc == 0.9375);
+
+  const Model m = three_class_model();
+  const std::string html = train_section_html(log, m);
+  CHECK(has(html, "one-vs-rest over 3 classes"));
+  CHECK(has(html, "Test accuracy <b>0.8125</b> \xc2\xb7 macro AUC <b>0.9375</b>"));
+  CHECK(has(html, "9 features over 3 classes"));  // 2 + 3 + 4
+  for (size_t c = 0; c < 3; ++c) {
+    CAPTURE(c);
+    const std::string part = between(html, fmt::format("id=\"class-{}\"", c), "</details>");
+    REQUIRE_FALSE(part.empty());
+    const std::vector<Row> rows = table_rows(part);
+    const auto& features = m.classes[c].features;
+    REQUIRE(rows.size() == features.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      CHECK(rows[i].label == std::to_string(features[i].key.ids[0] + 1));
+      CHECK(std::stod(rows[i].weight) == features[i].weight);
+      CHECK(rows[i].iteration == std::to_string(features[i].batch));
+    }
+  }
+  // Objectives relative to each class's F_0, computed by hand: 100/200, 100/400, 125/1000.
+  CHECK(has(html, "<title>class 1: 0.25 at 2</title>"));
+  CHECK(has(html, "<title>class 2: 0.25 at 2</title>"));
+  CHECK(has(html, "<title>class 7: 0.125 at 2</title>"));
+  CHECK(has(html, "<title>class 7: 1 at 0</title>"));
+  // SIP: 0.004 .. 40 spans four decades, log scale; -2 is counted, not drawn.
+  CHECK(has(html, "1 value \xe2\x89\xa4 0 (no violated constraint) not drawn"));
+  CHECK_FALSE(has(html, "<title>class 2: -2 at 2</title>"));
+  // Time per outer iteration over all classes: 3 × 0.03 scoring at iteration 2.
+  CHECK(has(html, "<title>2 scoring passes: 0.09</title>"));
+  // Each class's own objective chart starts at its F_0.
+  CHECK(has(html, "<title>objective: 1000 at 0</title>"));
+
+  Model two = m;
+  two.classes.pop_back();
+  try {
+    train_section_html(log, two);
+    FAIL("no error for a model with fewer classes than run.json");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(has(e.what(), "classes"));
+  }
+
+  std::string damaged = multiclass_run_json();
+  damaged.replace(damaged.find("\"stop_reason\""), 13, "\"stopped_by\"");
+  dir.write("run.json", damaged);
+  try {
+    read_train_log(dir.file("run.json"));
+    FAIL("no error for a class without stop_reason");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(has(e.what(), "run.json: field \"stop_reason\" is missing or is not a string"));
   }
 }
