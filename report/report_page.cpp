@@ -209,6 +209,24 @@ std::string train_charts_html(const TrainRunLog& log) {
          line_chart_figure(selected) + "</div>\n";
 }
 
+// SIP violations of several series: a log scale when the positive ones span
+// two decades; the values <= 0 (no violated constraint) are then counted in
+// the note instead of drawn.
+void log_scale_for_violations(LineChart& chart, const std::vector<double>& positive) {
+  if (!wants_log(positive)) return;
+  chart.y_log = true;
+  size_t hidden = 0;
+  for (auto& series : chart.series)
+    for (double& v : series.y)
+      if (std::isfinite(v) && v <= 0) {
+        v = kNaN;
+        ++hidden;
+      }
+  if (hidden > 0)
+    chart.note = fmt::format("{} value{} \xe2\x89\xa4 0 (no violated constraint) not drawn on the log scale.", hidden,
+                             hidden == 1 ? "" : "s");
+}
+
 std::string class_name(double label) { return "class " + format_number(label, 15); }
 
 const char* class_colour(size_t c) { return kClassColours[c % std::size(kClassColours)]; }
@@ -263,19 +281,7 @@ LineChart class_sip_chart(const TrainRunLog& log) {
     }
     chart.series.push_back(make_series(class_name(log.classes[c].label), class_colour(c), x, y));
   }
-  if (wants_log(positive)) {
-    chart.y_log = true;
-    size_t hidden = 0;
-    for (auto& s : chart.series)
-      for (double& v : s.y)
-        if (std::isfinite(v) && v <= 0) {
-          v = kNaN;
-          ++hidden;
-        }
-    if (hidden > 0)
-      chart.note = fmt::format("{} value{} \xe2\x89\xa4 0 (no violated constraint) not drawn on the log scale.", hidden,
-                               hidden == 1 ? "" : "s");
-  }
+  log_scale_for_violations(chart, positive);
   return chart;
 }
 
@@ -436,6 +442,55 @@ LineChart metric_chart(const PathRunLog& log, const std::string& metric, const s
   return chart;
 }
 
+std::string run_name(const PathRunLog& log, const PathRunIterations& run) {
+  if (log.mode == "B") return "B=" + format_number(run.B, 15);
+  if (log.mode == "C") return "C=" + format_number(run.C, 15);
+  return "path";
+}
+
+// Objective, SIP violation and time per outer iteration of each path run
+// (path.json "runs"): a series per B/C value.
+std::string path_iteration_charts_html(const PathRunLog& log) {
+  LineChart objective;
+  objective.title = "Objective per outer iteration";
+  objective.x_label = "outer iteration";
+  objective.y_label = "objective F(w, b)";
+  objective.x_integer = true;
+  LineChart sip;
+  sip.title = "SIP violation per outer iteration";
+  sip.x_label = "outer iteration";
+  sip.y_label = "SIP violation (37)";
+  sip.x_integer = true;
+  BarChart time;
+  time.title = "Time per outer iteration";
+  time.x_label = log.runs.size() > 1 ? "run : outer iteration" : "outer iteration";
+  time.y_label = "seconds";
+  std::vector<double> score, solve, all_objectives, positive_sip;
+  for (size_t r = 0; r < log.runs.size(); ++r) {
+    const PathRunIterations& run = log.runs[r];
+    const std::string name = run_name(log, run);
+    std::vector<double> x, obj, viol;
+    for (const auto& it : run.iterations) {
+      x.push_back(static_cast<double>(it.iter));
+      obj.push_back(it.objective);
+      viol.push_back(it.sip_violation);
+      all_objectives.push_back(it.objective);
+      if (it.sip_violation > 0) positive_sip.push_back(it.sip_violation);
+      time.categories.push_back(log.runs.size() > 1 ? name + " : " + format_number(static_cast<double>(it.iter))
+                                                    : format_number(static_cast<double>(it.iter)));
+      score.push_back(it.score_seconds);
+      solve.push_back(it.solve_seconds);
+    }
+    const char* colour = kClassColours[r % std::size(kClassColours)];
+    objective.series.push_back(make_series(name, colour, x, obj));
+    sip.series.push_back(make_series(name, colour, x, viol));
+  }
+  objective.y_log = wants_log(all_objectives);
+  log_scale_for_violations(sip, positive_sip);
+  time.stacks = {{"scoring pass", kBlue, score}, {"APG solve", kOrange, solve}};
+  return line_chart_figure(objective) + line_chart_figure(sip) + bar_chart_figure(time);
+}
+
 std::string path_charts_html(const PathRunLog& log) {
   const NumericCsv& csv = log.points;
   const std::vector<size_t> order = points_by_selected(csv);
@@ -474,7 +529,8 @@ std::string path_charts_html(const PathRunLog& log) {
 
   return "<div class=\"charts\">\n" + line_chart_figure(metric_chart(log, "accuracy", "Accuracy against selected features", order, markers)) +
          line_chart_figure(metric_chart(log, "auc", "AUC against selected features", order, markers)) +
-         line_chart_figure(objective) + bar_chart_figure(time) + "</div>\n";
+         line_chart_figure(objective) + bar_chart_figure(time) +
+         (log.runs.empty() ? std::string() : path_iteration_charts_html(log)) + "</div>\n";
 }
 
 std::string points_table_html(const NumericCsv& csv) {

@@ -157,6 +157,55 @@ std::vector<ClassRunLog> read_classes(const LogReader& r, const JsonValue& root,
   return out;
 }
 
+// path.json "runs": each run's iterations as columns of equal length.
+std::vector<PathRunIterations> read_path_runs(const LogReader& r, const JsonValue& root, const std::string& file) {
+  std::vector<PathRunIterations> out;
+  for (const auto& run : r.array(root, "runs").items()) {
+    if (!run.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "runs", "a list of objects"));
+    PathRunIterations rec;
+    rec.B = r.number(run, "B");
+    rec.C = r.number(run, "C");
+    rec.stop_reason = r.string(run, "stop_reason");
+    const JsonValue& its = r.field(run, "iterations", JsonValue::Type::kObject, "an object");
+    const size_t n = r.array(its, "iter").items().size();
+    auto column = [&](const char* name) -> const std::vector<JsonValue>& {
+      const auto& items = r.array(its, name).items();
+      if (items.size() != n)
+        throw Error(ErrorKind::kCorruption,
+                    msg::bad_run_log(file, std::string("runs[].iterations.") + name,
+                                     fmt::format("an array of {} values, as \"iter\" has", n)));
+      return items;
+    };
+    auto number_at = [&](const char* name, size_t i) {
+      const JsonValue& v = column(name)[i];
+      if (v.is_null()) return kNaN;
+      if (v.type() != JsonValue::Type::kNumber)
+        throw Error(ErrorKind::kCorruption,
+                    msg::bad_run_log(file, std::string("runs[].iterations.") + name, "an array of numbers"));
+      return v.number();
+    };
+    for (size_t i = 0; i < n; ++i) {
+      TrainIterationLog it;
+      it.iter = static_cast<int64_t>(number_at("iter", i));
+      it.selected = number_at("selected", i);
+      it.added = number_at("added", i);
+      it.objective = number_at("objective", i);
+      it.rel_decrease = number_at("rel_decrease", i);
+      it.sip_violation = number_at("sip_violation", i);
+      it.score_seconds = number_at("score_seconds", i);
+      it.solve_seconds = number_at("solve_seconds", i);
+      it.apg_iterations = number_at("apg_iterations", i);
+      const JsonValue& stop = column("apg_stop")[i];
+      if (!stop.is_string())
+        throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "runs[].iterations.apg_stop", "an array of strings"));
+      it.apg_stop = stop.string();
+      rec.iterations.push_back(std::move(it));
+    }
+    out.push_back(std::move(rec));
+  }
+  return out;
+}
+
 }  // namespace
 
 TrainRunLog read_train_log(const std::string& run_json_path) {
@@ -267,6 +316,7 @@ PathRunLog read_path_log(const std::string& path_json_path, const std::string& p
     log.criterion = r.string(selection, "criterion");
     log.chosen_point = static_cast<int64_t>(r.number(selection, "chosen_point"));
   }
+  if (root.find("runs")) log.runs = read_path_runs(r, root, path_json_path);  // older logs have none
   log.points = read_numeric_csv(path_csv_path);
   for (const char* needed : {"point", "selected"})
     if (!log.points.has_column(needed))

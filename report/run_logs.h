@@ -69,6 +69,14 @@ struct NumericCsv {
 };
 NumericCsv read_numeric_csv(const std::string& path);
 
+// One FGM run of a path (path.json "runs"): the single run of path.features,
+// or one per B/C value.
+struct PathRunIterations {
+  double B = 0, C = 0;
+  std::string stop_reason;
+  std::vector<TrainIterationLog> iterations;
+};
+
 struct PathRunLog {
   std::string json_file;
   SummaryFields summary;
@@ -81,6 +89,7 @@ struct PathRunLog {
   int64_t chosen_point = -1;
   std::string criterion;
   NumericCsv points;       // path.csv
+  std::vector<PathRunIterations> runs;  // empty for a path.json written without them
 };
 PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path);
 

@@ -394,3 +394,52 @@ TEST_CASE("multi-class train section: one feature table per class, equal to the 
     CHECK(has(e.what(), "run.json: field \"stop_reason\" is missing or is not a string"));
   }
 }
+
+TEST_CASE("path section: objective, SIP violation and time per outer iteration of each run", "[report][page]") {
+  TempDir dir("fgm-report-page");
+  // path.json "runs" as cli/path_command.cpp writes them: one per B value, columns per field.
+  const std::string runs = R"({"mode": "B", "points": 2, "best_point": -1, "config": {}, "warnings": [],
+    "runs": [
+      {"B": 2, "C": 10, "stop_reason": "max_iterations", "iterations": {
+        "iter": [1, 2], "selected": [2, 4], "added": [2, 2], "objective": [160, 72.5],
+        "rel_decrease": [0.9, 0.05], "sip_violation": [2.5e6, 4e3], "score_seconds": [0.25, 0.125],
+        "solve_seconds": [0.5, 0.0625], "apg_iterations": [24, 23], "apg_stop": ["converged", "converged"],
+        "candidates_scored": [60, 60], "bytes_streamed": [100, 100]}},
+      {"B": 3, "C": 10, "stop_reason": "eps_outer", "iterations": {
+        "iter": [1, 2, 3], "selected": [3, 6, 9], "added": [3, 3, 3], "objective": [70, 54, 46.5],
+        "rel_decrease": [0.95, 0.01, 0.004], "sip_violation": [3e6, null, -7], "score_seconds": [0.5, 0.5, 0.5],
+        "solve_seconds": [1, 1, 1], "apg_iterations": [29, 5, 5], "apg_stop": ["converged", "stalled", "converged"],
+        "candidates_scored": [60, 60, 60], "bytes_streamed": [100, 100, 100]}}]})";
+  dir.write("path.json", runs);
+  dir.write("path.csv", "point,B,C,selected\n1,2,10,4\n2,3,10,9\n");
+  const PathRunLog log = read_path_log(dir.file("path.json"), dir.file("path.csv"));
+  REQUIRE(log.runs.size() == 2);
+  CHECK(log.runs[1].iterations.size() == 3);
+  CHECK(std::isnan(log.runs[1].iterations[1].sip_violation));
+  CHECK(log.runs[1].iterations[1].apg_stop == "stalled");
+  const std::string html = path_section_html(log, sample_model());
+  CHECK(has(html, "Objective per outer iteration"));
+  CHECK(has(html, "<title>B=2: 72.5 at 2</title>"));
+  CHECK(has(html, "<title>B=3: 46.5 at 3</title>"));
+  CHECK(has(html, "<title>B=3: 3000000 at 1</title>"));  // SIP, log scale (4e3 .. 3e6)
+  CHECK(has(html, "1 value \xe2\x89\xa4 0 (no violated constraint) not drawn"));
+  CHECK(has(html, "<title>B=2 : 2 APG solve: 0.0625</title>"));  // run : iteration, then the stack
+  CHECK(has(html, "<title>B=3 : 3 scoring pass: 0.5</title>"));
+
+  // A path.json without "runs" (written before they were logged): no such charts.
+  dir.write("old.json", R"({"mode": "features", "points": 2, "best_point": -1, "config": {}, "warnings": []})");
+  CHECK_FALSE(has(path_section_html(read_path_log(dir.file("old.json"), dir.file("path.csv")), sample_model()),
+                  "per outer iteration"));
+
+  // Columns of different lengths are damage, named.
+  std::string damaged = runs;
+  damaged.replace(damaged.find("\"objective\": [70, 54, 46.5]"), 27, "\"objective\": [70, 54]");
+  dir.write("path.json", damaged);
+  try {
+    read_path_log(dir.file("path.json"), dir.file("path.csv"));
+    FAIL("no error for a short column");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(has(e.what(), "runs[].iterations.objective"));
+  }
+}
