@@ -368,9 +368,12 @@ std::string multiclass_train_section_html(const TrainRunLog& log, const Model& m
   std::string out = "<section id=\"train\">\n<h2>Training run: one-vs-rest over " +
                     fmt::format("{} classes</h2>\n", log.classes.size());
   out += fmt::format("<p class=\"source\">{}</p>\n", html_escape(log.file));
-  out += fmt::format("<p class=\"headline\">Test accuracy <b>{}</b> \xc2\xb7 macro AUC <b>{}</b> (mean one-vs-rest AUC)"
-                     " \xc2\xb7 {} features over {} classes</p>\n",
-                     format_fixed(log.test_accuracy, 4), format_fixed(log.test_auc, 4), total, log.classes.size());
+  const std::string test = std::isnan(log.test_accuracy)
+                               ? std::string("No test data (data.test)")
+                               : fmt::format("Test accuracy <b>{}</b> \xc2\xb7 macro AUC <b>{}</b> (mean one-vs-rest AUC)",
+                                             format_fixed(log.test_accuracy, 4), format_fixed(log.test_auc, 4));
+  out += fmt::format("<p class=\"headline\">{} \xc2\xb7 {} features over {} classes</p>\n", test, total,
+                     log.classes.size());
   out += warnings_html(log.warnings, log.file);
   out += summary_html(log.summary);
   out += "<div class=\"charts\">\n" + line_chart_figure(relative_objective_chart(log)) +

@@ -443,3 +443,16 @@ TEST_CASE("path section: objective, SIP violation and time per outer iteration o
     CHECK(has(e.what(), "runs[].iterations.objective"));
   }
 }
+
+TEST_CASE("multi-class train section without test data says so", "[report][page]") {
+  TempDir dir("fgm-report-page");
+  std::string text = multiclass_run_json();
+  const size_t at = text.find("  \"test\":");
+  text.erase(at, text.find('\n', at) - at + 1);
+  dir.write("run.json", text);
+  const TrainRunLog log = read_train_log(dir.file("run.json"));
+  CHECK(std::isnan(log.test_accuracy));
+  const std::string html = train_section_html(log, three_class_model());
+  CHECK(has(html, "No test data (data.test) \xc2\xb7 9 features over 3 classes"));
+  CHECK_FALSE(has(html, "Test accuracy"));
+}
