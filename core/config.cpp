@@ -75,7 +75,8 @@ std::vector<ParamSpec> build_specs() {
                   "land on it exactly"),
              0, 1e18),
       ranged(spec("fgm.eps_outer", T::kFloat, "0.001",
-                  "stop when the relative objective decrease (38) falls to this value"),
+                  "stop when the SIP violation (37) of the last solve is at most this fraction of "
+                  "the objective (a relative gap of the cutting-plane relaxation; 0: never)"),
              0, 1),
       choices(spec("fgm.multiclass", T::kEnum, "\"ovr\"",
                    "a store with more than two labels: one-vs-rest, one binary FGM run per class "
@@ -83,8 +84,10 @@ std::vector<ParamSpec> build_specs() {
               {"ovr"}),
       spec("fgm.final_certificate", T::kBool, "true",
            "after the last solve, run one more scoring pass to report the final SIP violation (37)"),
-      ranged(spec("apg.eps_inner", T::kFloat, "0.001",
-                  "APG stop: relative objective decrease (41)"),
+      ranged(spec("apg.eps_inner", T::kFloat, "0.15",
+                  "APG stop: the prox-gradient mapping norm falls to this fraction of its value "
+                  "at the solve's first iteration (scale-free; run.json reports each solve's "
+                  "certified relative duality gap)"),
              0, 1, true),
       ranged(spec("apg.eta", T::kFloat, "0.5", "APG line-search factor η"), 0, 0.999, true),
       ranged(spec("apg.max_iterations", T::kInt, "2000", "APG iteration cap per outer iteration"),

@@ -248,8 +248,9 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
 
 std::string apg_iteration_cap(int outer_iteration, int apg_iterations) {
   return fmt::format("outer iteration {}: APG stopped at apg.max_iterations = {} before its "
-                     "stopping rule (apg.eps_inner) held; this iteration's weights are not "
-                     "converged: raise apg.max_iterations",
+                     "stopping rule (prox-gradient mapping down to apg.eps_inner of its first "
+                     "value) held; this iteration's weights are not converged: raise "
+                     "apg.max_iterations (run.json's apg_relative_gap bounds the error)",
                      outer_iteration, apg_iterations);
 }
 std::string apg_stalled(int outer_iteration, int apg_iterations) {
@@ -258,6 +259,33 @@ std::string apg_stalled(int outer_iteration, int apg_iterations) {
                      "stopping rule held; the last iterate is used: a larger apg.eps_inner "
                      "stops earlier",
                      outer_iteration, apg_iterations);
+}
+
+namespace {
+constexpr const char* kTransformHint =
+    "rescale the features, e.g. features.transform = [\"log1p\", \"row_l2\"] for counts or "
+    "[\"maxabs\"] for measurements in different units";
+}  // namespace
+
+std::string feature_value_span(double span, double largest, double typical, int degree,
+                               std::string_view space, double limit) {
+  return fmt::format("badly scaled features: the largest column's max |value| is {:.3g}, the "
+                     "typical (median) column's {:.3g}; in the {} space (values of degree {}) "
+                     "that is a span of {:.3g}, above {:.0e}. A few huge features dominate the "
+                     "scores and the solver's step size; {}",
+                     largest, typical, space, degree, span, limit, kTransformHint);
+}
+std::string first_solve_no_progress(double relative_decrease, double limit) {
+  return fmt::format("the first APG solve lowered the objective by only {:.3g} of its starting "
+                     "value (below {:.0e}): the selected features barely help, which usually "
+                     "means badly scaled data; {}",
+                     relative_decrease, limit, kTransformHint);
+}
+std::string chance_level_model(double train_accuracy, double majority_rate) {
+  return fmt::format("the final model is at chance level: training accuracy {:.4f} is no better "
+                     "than always predicting the majority class ({:.4f}). Check the labels and "
+                     "the scaling of the data; {}",
+                     train_accuracy, majority_rate, kTransformHint);
 }
 
 std::string not_a_model(std::string_view path, std::string_view detail) {

@@ -101,6 +101,11 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
 // --- solver warnings (outer iteration t, APG iterations spent)
 std::string apg_iteration_cap(int outer_iteration, int apg_iterations);
 std::string apg_stalled(int outer_iteration, int apg_iterations);
+// Badly scaled data (engine/fgm_trainer.cpp): each suggests features.transform.
+std::string feature_value_span(double span, double largest, double typical, int degree,
+                               std::string_view space, double limit);
+std::string first_solve_no_progress(double relative_decrease, double limit);
+std::string chance_level_model(double train_accuracy, double majority_rate);
 
 // --- model and prediction
 std::string not_a_model(std::string_view path, std::string_view detail);

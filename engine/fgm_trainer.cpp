@@ -1,10 +1,13 @@
 #include "engine/fgm_trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <memory>
+#include <mutex>
+#include <set>
 
 #include "cache/selected_features.h"
 #include "core/error.h"
@@ -18,16 +21,71 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// A solve that ended at the iteration cap or in a stall is not converged: a
-// run warning (also replayed for iterations restored from a checkpoint, so a
-// resumed run reports the same warnings).
-void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings) {
-  if (rec.apg_converged) return;
+void warn(RunWarnings* warnings, std::string code, std::string message) {
   RunWarnings log_only;
-  RunWarnings& sink = warnings ? *warnings : log_only;
-  if (rec.apg_stop == "stalled") sink.add("apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
-  else sink.add("apg_max_iterations", msg::apg_iteration_cap(rec.iter, rec.apg_iterations));
+  (warnings ? *warnings : log_only).add(std::move(code), std::move(message));
 }
+
+// The warnings an outer iteration's solve raises (also replayed for iterations
+// restored from a checkpoint, so a resumed run reports the same warnings): a
+// solve that ended at the iteration cap or in a stall is not converged; a
+// first solve that barely lowers F_0 (with a converged solve, the selected
+// features cannot fit the labels: usually a few huge features).
+void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
+  if (!rec.apg_converged) {
+    if (rec.apg_stop == "stalled") warn(warnings, "apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
+    else warn(warnings, "apg_max_iterations", msg::apg_iteration_cap(rec.iter, rec.apg_iterations));
+  }
+  if (rec.iter == 1 && rec.rel_decrease < kFirstSolveLimit)
+    warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
+}
+
+// Per-column max |value| over the columns present in the store, as streamed
+// (so a store that transforms values on the fly is seen transformed): the
+// largest, and the median to within a factor of 2 (a histogram of binary
+// exponents: O(1) memory at any width). Blocks seen twice count once.
+class ValueSpan {
+ public:
+  void observe(const ColumnBlock& block) {
+    std::array<uint64_t, kBins> local{};
+    double largest = 0;
+    for (uint64_t k = 0; k < block.column_count; ++k) {
+      float m = 0;
+      for (uint64_t e = block.col_ptr[k]; e < block.col_ptr[k + 1]; ++e)
+        m = std::max(m, std::fabs(block.values[e]));
+      if (!(m > 0)) continue;  // empty, explicit zeros only (or NaN)
+      int exponent;
+      std::frexp(m, &exponent);  // m ∈ [2^(exponent−1), 2^exponent)
+      ++local[std::clamp(exponent - kMinExponent, 0, kBins - 1)];
+      largest = std::max(largest, double(m));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!seen_.insert(block.first_column).second) return;
+    for (int b = 0; b < kBins; ++b) counts_[b] += local[b];
+    largest_ = std::max(largest_, largest);
+  }
+  double largest() const { return largest_; }
+  // Lower edge of the bin holding the median column (0 if no column).
+  double typical() const {
+    uint64_t total = 0;
+    for (uint64_t c : counts_) total += c;
+    if (total == 0) return 0;
+    uint64_t below = 0;
+    for (int b = 0; b < kBins; ++b) {
+      below += counts_[b];
+      if (2 * below >= total) return std::ldexp(1.0, b + kMinExponent - 1);
+    }
+    return 0;
+  }
+
+ private:
+  static constexpr int kMinExponent = -150;  // below the smallest float subnormal
+  static constexpr int kBins = 280;          // up to 2^129 > FLT_MAX
+  std::mutex mutex_;
+  std::set<uint64_t> seen_;
+  std::array<uint64_t, kBins> counts_{};
+  double largest_ = 0;
+};
 
 // One run of Algorithm 1. The state that outlives an outer iteration lives in
 // `progress_` (what a resume restores); the rest is rebuilt from it.
@@ -50,6 +108,9 @@ class FgmRun {
   Model make_model() const;
   void emit_path_point(uint64_t features);
   uint64_t selected_units() const;
+  void check_value_span();
+  void check_chance_level();
+  void fit_without_features();
 
   const ShardStore& store_;
   const TrainSettings& settings_;
@@ -69,6 +130,11 @@ class FgmRun {
   TrainProgress progress_;
   TrainOutcome out_;
   double f0_ = 0, f_prev_ = 0;
+  // Observes the first scoring pass of this process (null once checked).
+  std::unique_ptr<ValueSpan> value_span_ = std::make_unique<ValueSpan>();
+  // decision_ holds the current model's values: true for a fresh run (0, the
+  // empty model's) and after any solve; not after restoring a checkpoint.
+  bool solved_ = true;
 };
 
 FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
@@ -103,8 +169,24 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   // A small budget gets smaller blocks, so that several stay in flight
   // (scores do not depend on how the columns are cut into blocks).
   blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(settings.block_bytes, budget.limit() / 16)));
-  // F_0: objective with no features (ω = 0, b = 0).
-  f0_ = loss_value(settings.apg.loss, settings.apg.C, y_, decision_);
+  fit_without_features();
+}
+
+// F_0 and α⁰: the solution of (31) with no feature selected. Without a bias
+// that is ω = 0, b = 0, so α⁰ = C·1 (Algorithm 1). With a bias, b is fitted
+// first: on unbalanced labels (a small class against the rest) α = C·1 would
+// make the first worst-case analysis pick the features of the larger class —
+// the bias's job — instead of the ones that tell the classes apart. With the
+// fitted b, Σ_i α_i y_i = 0 (the optimality condition of b), so every score
+// measures what a feature adds beyond the class balance.
+void FgmRun::fit_without_features() {
+  if (settings_.apg.bias && n_ > 0) {
+    ApgResult r = solve_apg(cache_, y_, settings_.apg, progress_.apg, decision_, budget_);
+    dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
+    f0_ = r.objective;
+  } else {
+    f0_ = loss_value(settings_.apg.loss, settings_.apg.C, y_, decision_);
+  }
   f_prev_ = f0_;
   out_.objective_no_features = f0_;
 }
@@ -113,6 +195,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
 // re-selected and re-materialised in their order, so the space's exclusions
 // and the cache's columns are those of the uninterrupted run.
 void FgmRun::restore(TrainProgress& saved) {
+  solved_ = saved.iterations.empty();
   for (const auto& batch : saved.batches) {
     cache_.begin_batch();
     for (uint64_t id : batch) {
@@ -126,7 +209,7 @@ void FgmRun::restore(TrainProgress& saved) {
                 msg::checkpoint_inconsistent(saved.apg.w.size(), cache_.num_columns(),
                                              saved.alpha.size(), n_));
   progress_ = std::move(saved);
-  for (const auto& rec : progress_.iterations) warn_apg_stop(rec, settings_.warnings);
+  for (const auto& rec : progress_.iterations) warn_iteration(rec, settings_.warnings);
   if (!progress_.iterations.empty()) f_prev_ = progress_.iterations.back().objective;
 }
 
@@ -155,10 +238,58 @@ uint64_t FgmRun::batch_size() {
 // Algorithm 2 against the current α: the top-`batch` unselected candidates.
 SpaceScores FgmRun::worst_case_analysis(uint64_t batch) {
   for (uint64_t i = 0; i < n_; ++i) a_[i] = progress_.alpha[i] * y_[i];
-  SpaceScores wc = run_worst_case_analysis(*space_, store_, blocks_, streamer_, a_.data(), batch,
+  BlockStreamer streamer = streamer_;
+  if (value_span_) {
+    // The first pass also measures the value span (what the space scores).
+    streamer = [this](const std::vector<BlockRef>& blocks, const BlockTransform& transform,
+                      const BlockConsume& consume, const std::string& label) {
+      ValueSpan& span = *value_span_;
+      BlockTransform observed = [&span, &transform](const BlockRef& ref, const ColumnBlock& block) {
+        span.observe(block);
+        return transform(ref, block);
+      };
+      return streamer_(blocks, observed, consume, label);
+    };
+  }
+  SpaceScores wc = run_worst_case_analysis(*space_, store_, blocks_, streamer, a_.data(), batch,
                                            settings_.scheduler.threads, budget_);
   progress_.total_bytes_streamed += wc.pass.bytes_streamed;
+  if (value_span_) check_value_span();
   return wc;
+}
+
+// Warns when the values the space scores span more than kValueSpanLimit:
+// largest over typical per-column max |value|, squared for poly2 (its
+// generated features are products of two values).
+void FgmRun::check_value_span() {
+  const double largest = value_span_->largest(), typical = value_span_->typical();
+  value_span_.reset();
+  if (!(typical > 0)) return;
+  const int degree = space_->kind() == "poly2" ? 2 : 1;
+  const double span = std::pow(largest / typical, degree);
+  out_.value_span = span;
+  if (span > kValueSpanLimit)
+    warn(settings_.warnings, "feature_value_span",
+         msg::feature_value_span(span, largest, typical, degree, space_->kind(), kValueSpanLimit));
+}
+
+// Warns when the final model does no better on its own training rows than
+// always predicting the larger class: never report a chance-level model silently.
+void FgmRun::check_chance_level() {
+  if (!solved_) return;
+  uint64_t fit = 0, positive = 0, correct = 0;
+  for (uint64_t i = 0; i < n_; ++i) {
+    if (y_[i] == 0) continue;
+    ++fit;
+    positive += y_[i] > 0;
+    correct += (decision_[i] > 0) == (y_[i] > 0);
+  }
+  if (fit == 0) return;
+  out_.train_accuracy = double(correct) / double(fit);
+  out_.majority_rate = double(std::max(positive, fit - positive)) / double(fit);
+  if (out_.train_accuracy <= out_.majority_rate)
+    warn(settings_.warnings, "chance_level_model",
+         msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
 // (37): ½ Σ_{j∈d_new} c_j² − max_h ½ Σ_{j∈d_h} c_j², with the current α. The
@@ -199,8 +330,9 @@ void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
   rec.apg_gradient_evaluations = r.gradient_evaluations;
   rec.apg_recomputed_products = r.recomputed_products;
   rec.apg_converged = r.converged;
+  rec.apg_relative_gap = r.relative_gap;
   rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
-  warn_apg_stop(rec, settings_.warnings);
+  warn_iteration(rec, settings_.warnings);
   rec.peak_rss_bytes = peak_rss_bytes();
   progress_.total_apg_iterations += r.iterations;
   progress_.total_line_search_steps += r.line_search_steps;
@@ -214,7 +346,6 @@ std::string FgmRun::stop_reason(const IterationRecord& rec, int t) const {
   if (settings_.max_features > 0 && units >= settings_.max_features) return "max_features";
   if (!settings_.checkpoints.empty() && units >= settings_.checkpoints.back())
     return "last_checkpoint";
-  if (rec.rel_decrease <= settings_.eps_outer) return "eps_outer";
   if (t == settings_.max_iterations) return "max_iterations";
   return "";
 }
@@ -236,12 +367,21 @@ bool FgmRun::outer_iteration(int t) {
     out_.final_sip_violation = rec.sip_violation;
     return false;
   }
+  // The outer stop: α^{t−1}'s SIP violation relative to F_{t−1} (a relative
+  // gap of the cutting-plane relaxation; see the header). Tested here, where
+  // the violation of the last solve's α is known, so it costs no extra pass.
+  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * f_prev_) {
+    progress_.stop_reason = "eps_outer";
+    out_.final_sip_violation = rec.sip_violation;
+    return false;
+  }
 
   add_batch(wc);
   rec.added = cache_.batch_end(cache_.num_batches() - 1) - cache_.batch_begin(cache_.num_batches() - 1);
   auto t_solve = std::chrono::steady_clock::now();
   ApgResult r = solve_apg(cache_, y_, settings_.apg, progress_.apg, decision_, budget_);
   rec.solve_seconds = seconds_since(t_solve);
+  solved_ = true;
   dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
   record_solve(r, rec);
   progress_.iterations.push_back(rec);
@@ -329,8 +469,9 @@ TrainOutcome FgmRun::run() {
     emit_path_point(selected_units());
 
   if (settings_.final_certificate && progress_.stop_reason != "no_new_features" &&
-      !progress_.iterations.empty())
+      progress_.stop_reason != "eps_outer" && !progress_.iterations.empty())
     final_certificate();
+  check_chance_level();
 
   out_.model = make_model();
   out_.iterations = progress_.iterations;

@@ -3,9 +3,19 @@
 // iteration streams the store once (worst-case analysis, Algorithm 2), adds the
 // B most violating features (or groups) to the selected-feature cache, and
 // solves the ℓ2,1²-regularised subproblem (31) over them by APG (Algorithm 4),
-// warm-started. α⁰ = C·1; α^t from Theorem 3.
-// Stops when the relative objective decrease (38) ≤ eps_outer, after T
-// iterations, or when the worst-case analysis finds nothing new.
+// warm-started. α⁰ = C·1 without a bias; with one (FGM-SHIFT), α⁰ comes from the
+// fitted bias-only model (see FgmRun::fit_without_features). α^t from Theorem 3.
+// Stops when the SIP violation (37) of α^t is at most eps_outer times the
+// objective F_t (eps_outer = 0: never), after T iterations, or when the
+// worst-case analysis finds nothing new. The violation is the gap of the
+// cutting-plane relaxation (the new batch's ½‖c‖² over the best selected
+// batch's, which at the subproblem's optimum is ½(Σ_h‖ω_h‖)²), so the test is
+// a relative gap and does not depend on the scale of the data, unlike the
+// paper's (38), which badly scaled data (tiny APG steps) satisfied at once.
+// Warnings for badly scaled data go to settings.warnings: a feature value span
+// above kValueSpanLimit (first scoring pass), a first solve that lowers F_0 by
+// less than kFirstSolveLimit, and a final model at chance level on its
+// training rows.
 // After every outer iteration the run's TrainProgress is handed out (for the
 // resume checkpoint, engine/resume_checkpoint.h); a run given one continues
 // from it exactly.
@@ -29,7 +39,7 @@ namespace fgm {
 struct TrainSettings {
   uint64_t B = 10;
   int max_iterations = 10;
-  double eps_outer = 1e-3;
+  double eps_outer = 1e-3;         // relative SIP violation stop (0: off)
   bool final_certificate = true;
   ApgOptions apg;                  // loss, C, bias, eps_inner, eta, threads
   SchedulerOptions scheduler;      // threads, blocks in flight, progress
@@ -66,7 +76,8 @@ struct IterationRecord {
   int apg_iterations = 0;
   int apg_line_search_steps = 0;
   int apg_gradient_evaluations = 0;
-  bool apg_converged = false;     // APG stopped by its rule (41), not by the cap or a stall
+  bool apg_converged = false;     // APG stopped by its rule (solvers/apg.cpp), not by the cap or a stall
+  double apg_relative_gap = 0;    // certified (F − D)/F of this solve (solvers/apg.h)
   std::string apg_stop;           // "converged", "max_iterations" or "stalled"
   uint64_t apg_recomputed_products = 0;  // inner-product cache misses (the budget had no room)
 };
@@ -74,7 +85,7 @@ struct IterationRecord {
 struct TrainOutcome {
   Model model;
   std::vector<IterationRecord> iterations;
-  std::string stop_reason;  // "eps_outer", "max_iterations", "no_new_features"
+  std::string stop_reason;  // "eps_outer", "max_iterations", "no_new_features", ...
   double final_sip_violation = std::numeric_limits<double>::quiet_NaN();
   double objective_no_features = 0;  // F_0
   uint64_t total_apg_iterations = 0;
@@ -83,7 +94,15 @@ struct TrainOutcome {
   uint64_t total_bytes_streamed = 0;
   double seconds = 0;
   uint64_t budget_peak = 0;
+  // Scaling diagnostics (the warnings' inputs).
+  double value_span = 0;          // largest / median per-column max |value|, to the space's degree
+  double train_accuracy = 0;      // final model on the rows of this fit (decision > 0 → +1)
+  double majority_rate = 0;       // the larger class's share of those rows
 };
+
+// Warning thresholds (see the header comment; chosen in bench/README.md).
+constexpr double kValueSpanLimit = 1e4;
+constexpr double kFirstSolveLimit = 1e-3;
 
 // The state of the run when a checkpoint count is reached (a `fgm path`
 // point; not the resume checkpoint, which stores a TrainProgress).

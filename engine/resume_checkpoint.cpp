@@ -32,7 +32,8 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::OuterIterati
     its.push_back(schema::CreateOuterIteration(
         fb, r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation, r.score_seconds,
         r.solve_seconds, r.bytes_streamed, r.peak_rss_bytes, r.candidates_scored, r.pair_updates,
-        r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations, r.apg_converged, apg_stop));
+        r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations, r.apg_converged, apg_stop,
+        r.apg_relative_gap));
   }
   return fb.CreateVector(its);
 }
@@ -60,6 +61,7 @@ std::vector<IterationRecord> decode_iterations(
     rec.apg_gradient_evaluations = r->apg_gradient_evaluations();
     rec.apg_converged = r->apg_converged();
     rec.apg_stop = r->apg_stop() ? r->apg_stop()->str() : "";
+    rec.apg_relative_gap = r->apg_relative_gap();
     out.push_back(rec);
   }
   return out;

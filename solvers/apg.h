@@ -29,7 +29,7 @@ struct ApgOptions {
   Loss loss = Loss::kSquaredHinge;
   double C = 10.0;
   bool bias = false;
-  double eps_inner = 1e-3;     // relative decrease stop (41)
+  double eps_inner = 0.15;     // stop when sqrt(Δ_k/Δ_1) ≤ eps_inner (prox-gradient mapping; apg.cpp)
   double eta = 0.5;            // line-search factor η ∈ (0,1)
   int max_iterations = 2000;   // inner iteration cap
   int threads = 1;             // explicit; results do not depend on it
@@ -49,7 +49,11 @@ struct ApgResult {
   int iterations = 0;            // APG iterations (k)
   int line_search_steps = 0;     // F ≤ Q evaluations in total
   int gradient_evaluations = 0;  // ∇_ω P evaluations (one pass over the selected columns each)
-  bool converged = false;        // stopped by (41) (or at an exact fixed point), not by the cap
+  bool converged = false;        // stopped by the mapping rule (or at an exact fixed point), not by the cap
+  // The certificate of the returned point: D(α) ≤ min F for a dual-feasible α
+  // built from it, so objective − min F ≤ relative_gap·objective.
+  double dual_bound = 0;
+  double relative_gap = 0;
   // Added by the solver:
   int column_passes = 0;           // all passes over the selected columns (∇P, X_h g_h, X_h v_h,
                                    // final decision values): the APG work measure

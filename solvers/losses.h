@@ -34,6 +34,8 @@ struct SquaredHingeLoss {
     return 0.5 * C * a * a;
   }
   static double deriv(double C, double m) { return -C * std::max(1.0 - m, 0.0); }
+  // −φ*(−α), the dual's per-sample term: α − α²/(2C) for α ≥ 0.
+  static double dual_term(double C, double alpha) { return alpha - alpha * alpha / (2.0 * C); }
   // φ(m + Δ) − φ(m) − φ'(m)·Δ with a = 1 − m, a' = a − Δ:
   //   (C/2)·[(a'₊ − a₊)² + 2 a₊ (−a')₊],
   // a sum of non-negative terms; when a, a' > 0 the difference a'₊ − a₊ is
@@ -50,6 +52,12 @@ struct LogisticLoss {
   static constexpr bool kNeedsSigmoid = true;
   static double value(double C, double m) { return C * softplus(-m); }
   static double deriv(double C, double m) { return -C * sigmoid(-m); }
+  // −φ*(−α) = C·H(α/C), H the binary entropy in nats (0 at α = 0 or C).
+  static double dual_term(double C, double alpha) {
+    double q = alpha / C;
+    if (q <= 0 || q >= 1) return 0.0;
+    return -C * (q * std::log(q) + (1.0 - q) * std::log1p(-q));
+  }
   // Bregman remainder with p = σ(−m) precomputed. Using
   //   softplus(−m−Δ) − softplus(−m) = log1p(p·expm1(−Δ)),
   // the remainder is [log1p(q) − q] + p·[expm1(−Δ) + Δ], q = p·expm1(−Δ); both

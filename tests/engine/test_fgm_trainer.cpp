@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <set>
 #include <cstring>
 
@@ -105,13 +106,17 @@ TEST_CASE("outer stopping rules", "[engine][fgm]") {
     // Every feature with a nonzero column was selected before stopping.
     REQUIRE(out.model.features.size() >= 29);
   }
-  SECTION("relative decrease (38)") {
+  SECTION("relative SIP violation") {
+    // Stops before iteration t+1 once α^t's SIP violation (37) is at most
+    // eps_outer·F_t; iterations[t].sip_violation is α^t's (scored before
+    // iteration t+1's batch).
     TrainSettings s = small_settings(2, 20, 1);
     s.eps_outer = 0.05;
     TrainOutcome out = train_fgm(*store, s, budget);
     REQUIRE(out.stop_reason == "eps_outer");
-    REQUIRE(out.iterations.back().rel_decrease <= 0.05);
-    for (size_t t = 0; t + 1 < out.iterations.size(); ++t) REQUIRE(out.iterations[t].rel_decrease > 0.05);
+    REQUIRE(out.final_sip_violation <= 0.05 * out.iterations.back().objective);
+    for (size_t t = 1; t < out.iterations.size(); ++t)
+      REQUIRE(out.iterations[t].sip_violation > 0.05 * out.iterations[t - 1].objective);
   }
   SECTION("iteration cap") {
     TrainOutcome out = train_fgm(*store, small_settings(2, 3, 1), budget);
@@ -360,5 +365,165 @@ TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engi
   } catch (const Error& e) {
     REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
     REQUIRE(std::string(e.what()).find("scoring blocks in flight") != std::string::npos);
+  }
+}
+
+namespace {
+
+bool has_warning(const RunWarnings& w, const std::string& code) {
+  for (const auto& x : w.list())
+    if (x.code == code) return true;
+  return false;
+}
+
+// n rows of `columns` features: column 0 carries the label (value 1 + the
+// row's sign), the others noise in {0, 1, 2}; column `huge` (if any) is
+// multiplied by `factor`.
+std::string scaled_text(uint64_t n, int columns, int huge, double factor) {
+  std::string text;
+  uint64_t state = 12345;
+  auto next = [&] { state = state * 6364136223846793005ull + 1442695040888963407ull; return state >> 33; };
+  for (uint64_t i = 0; i < n; ++i) {
+    const int y = next() % 2 ? 1 : -1;
+    text += y > 0 ? "+1" : "-1";
+    for (int j = 1; j <= columns; ++j) {
+      double v = j == 1 ? 1.5 + 0.5 * y : double(next() % 3);
+      if (j == huge) v = (1 + next() % 3) * factor;
+      if (v != 0) text += " " + std::to_string(j) + ":" + std::to_string(v);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("Scaling warnings fire on badly scaled data and not on well-scaled data",
+          "[engine][fgm][warnings]") {
+  test::TempDir dir("fgm-warn");
+  MemoryBudget budget(256ull << 20);
+  TrainSettings s = small_settings(2, 2, 1);
+  SECTION("well scaled: no warning, a useful model") {
+    dir.write("ok.svm", scaled_text(200, 6, 0, 1));
+    auto store = make_store(dir, dir.file("ok.svm"), budget);
+    RunWarnings w;
+    s.warnings = &w;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    CAPTURE(out.value_span, out.train_accuracy, out.majority_rate);
+    REQUIRE(w.size() == 0);
+    REQUIRE(out.value_span <= 2.0);  // max 3 (column 3..6: {1,2}), median 2
+    REQUIRE(out.train_accuracy > out.majority_rate);
+  }
+  SECTION("one column 10^6 times the others: feature_value_span") {
+    dir.write("bad.svm", scaled_text(200, 6, 4, 1e6));
+    auto store = make_store(dir, dir.file("bad.svm"), budget);
+    RunWarnings w;
+    s.warnings = &w;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    CAPTURE(out.value_span);
+    // Largest 3e6; median column max 2 (rounded down to a power of 2: 2).
+    REQUIRE(out.value_span == Approx(1.5e6));
+    REQUIRE(has_warning(w, "feature_value_span"));
+    REQUIRE(w.list()[0].message.find("features.transform") != std::string::npos);
+  }
+  SECTION("poly2 squares the span") {
+    dir.write("mid.svm", scaled_text(200, 6, 4, 100));
+    auto store = make_store(dir, dir.file("mid.svm"), budget);
+    RunWarnings w;
+    s.warnings = &w;
+    TrainOutcome linear = train_fgm(*store, s, budget);
+    REQUIRE(linear.value_span == Approx(150));
+    REQUIRE(!has_warning(w, "feature_value_span"));
+    s.space.kind = "poly2";
+    TrainOutcome poly = train_fgm(*store, s, budget);
+    REQUIRE(poly.value_span == Approx(150.0 * 150.0));
+    REQUIRE(has_warning(w, "feature_value_span"));
+  }
+  SECTION("a first batch that explains one row: first_solve_no_progress") {
+    // Feature 1 is nonzero (and huge) on one row only: it scores highest, and
+    // the solve can lower F_0 by at most that row's loss, 1/2000 of it.
+    std::string text;
+    for (int i = 0; i < 2000; ++i) text += std::string(i % 2 ? "+1" : "-1") + (i == 0 ? " 1:1000000\n" : "\n");
+    dir.write("one.svm", text);
+    auto store = make_store(dir, dir.file("one.svm"), budget);
+    RunWarnings w;
+    s.warnings = &w;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    REQUIRE(out.iterations.size() == 1);
+    REQUIRE(out.iterations[0].rel_decrease < kFirstSolveLimit);
+    REQUIRE(has_warning(w, "first_solve_no_progress"));
+    REQUIRE(!has_warning(w, "feature_value_span"));  // one column: span 1
+    // Every other row has d = 0 (predicted −1): the model is at chance too.
+    REQUIRE(out.train_accuracy == 0.5);
+    REQUIRE(has_warning(w, "chance_level_model"));
+  }
+  SECTION("nothing to learn: chance_level_model") {
+    // One constant feature and balanced labels: it scores 0, nothing is
+    // selected, and the empty model predicts one class for every row.
+    std::string text;
+    for (int i = 0; i < 100; ++i) text += std::string(i % 2 ? "+1" : "-1") + " 1:1\n";
+    dir.write("flat.svm", text);
+    auto store = make_store(dir, dir.file("flat.svm"), budget);
+    RunWarnings w;
+    s.warnings = &w;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    REQUIRE(out.train_accuracy == 0.5);
+    REQUIRE(out.majority_rate == 0.5);
+    REQUIRE(has_warning(w, "chance_level_model"));
+    REQUIRE(!has_warning(w, "feature_value_span"));
+  }
+}
+
+// Unbalanced labels (a one-vs-rest class): 5% positives. Feature 1 is in 90% of
+// the rows whatever the label (a frequent, useless word); feature 2 is in every
+// positive row and in 2% of the negatives (the informative one); feature 3 is
+// random noise in 30% of rows. With the bias fitted before the first scoring
+// pass, the first feature chosen is feature 2; and F_0 equals the minimum over b
+// of the bias-only loss, found by a brute-force search.
+TEST_CASE("with a bias, the first scoring pass uses the fitted bias-only model", "[engine][fgm][bias]") {
+  test::TempDir dir("fgm-bias0");
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int n = 2000;
+  std::vector<int> y(n);
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    y[i] = i % 20 == 0 ? 1 : -1;
+    text += y[i] > 0 ? "+1" : "-1";
+    if (u(rng) < 0.9) text += " 1:1";
+    if (y[i] > 0 || u(rng) < 0.02) text += " 2:1";
+    if (u(rng) < 0.3) text += " 3:" + std::to_string(1 + int(u(rng) * 3));  // integer counts, ties
+    text += "\n";
+  }
+  std::string path = dir.write("train.svm", text);
+  for (auto loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    CAPTURE(loss_name(loss));
+    MemoryBudget budget(256ull << 20);
+    auto store = make_store(dir, path, budget);
+    TrainSettings s = small_settings(1, 1, 1);
+    s.apg.loss = loss;
+    s.apg.bias = true;
+    s.apg.eps_inner = 1e-6;
+    TrainOutcome out = train_fgm(*store, s, budget);
+    REQUIRE(out.model.features.size() == 1);
+    CHECK(out.model.features[0].key.ids[0] == 1);  // 0-based id of feature 2
+    // Brute force: P(b) = Σ loss(y_i · (−b)) over a fine grid, then golden refinement.
+    auto P = [&](double b) {
+      std::vector<double> d(n, -b);
+      std::vector<int8_t> lab(y.begin(), y.end());
+      return loss_value(loss, s.apg.C, lab.data(), d);
+    };
+    double lo = -3, hi = 3;
+    for (int k = 0; k < 200; ++k) {
+      double m1 = lo + (hi - lo) * 0.382, m2 = lo + (hi - lo) * 0.618;
+      if (P(m1) < P(m2)) hi = m2; else lo = m1;
+    }
+    const double best = P(0.5 * (lo + hi));
+    CHECK(out.objective_no_features == Approx(best).epsilon(1e-6));
+    CHECK(out.objective_no_features < P(0.0));  // strictly better than b = 0 on unbalanced labels
+    // Without a bias the run keeps α⁰ = C·1 and F_0 = P(0).
+    s.apg.bias = false;
+    TrainOutcome plain = train_fgm(*store, s, budget);
+    CHECK(plain.objective_no_features == Approx(P(0.0)).epsilon(1e-12));
   }
 }
