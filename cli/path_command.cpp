@@ -126,6 +126,7 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
     column("solve_seconds", [](const IterationRecord& it) { return it.solve_seconds; });
     column("apg_iterations", [](const IterationRecord& it) { return static_cast<int64_t>(it.apg_iterations); });
     column("apg_stop", [](const IterationRecord& it) { return it.apg_stop; });
+    column("apg_relative_gap", [](const IterationRecord& it) { return it.apg_relative_gap; });
     column("candidates_scored", [](const IterationRecord& it) { return it.candidates_scored; });
     column("bytes_streamed", [](const IterationRecord& it) { return it.bytes_streamed; });
     j.end_object();
