@@ -101,6 +101,40 @@ void write_folds(JsonWriter& j, const PathOutcome& o) {
   j.end_array();
 }
 
+// Each run's outer iterations (one run for path.features, one per B/C value)
+// in columns, one line per field.
+void write_runs(JsonWriter& j, const PathOutcome& o) {
+  j.key("runs").begin_array();
+  for (const PathRunRecord& r : o.runs) {
+    j.begin_object();
+    j.key("B").value(r.B);
+    j.key("C").value(r.C);
+    j.key("stop_reason").value(r.stop_reason);
+    j.key("iterations").begin_object();
+    auto column = [&](const char* name, auto field) {
+      j.key(name).begin_array(true);
+      for (const IterationRecord& it : r.iterations) j.value(field(it));
+      j.end_array();
+    };
+    column("iter", [](const IterationRecord& it) { return static_cast<int64_t>(it.iter); });
+    column("selected", [](const IterationRecord& it) { return it.selected; });
+    column("added", [](const IterationRecord& it) { return it.added; });
+    column("objective", [](const IterationRecord& it) { return it.objective; });
+    column("rel_decrease", [](const IterationRecord& it) { return it.rel_decrease; });
+    column("sip_violation", [](const IterationRecord& it) { return it.sip_violation; });
+    column("score_seconds", [](const IterationRecord& it) { return it.score_seconds; });
+    column("solve_seconds", [](const IterationRecord& it) { return it.solve_seconds; });
+    column("apg_iterations", [](const IterationRecord& it) { return static_cast<int64_t>(it.apg_iterations); });
+    column("apg_stop", [](const IterationRecord& it) { return it.apg_stop; });
+    column("apg_relative_gap", [](const IterationRecord& it) { return it.apg_relative_gap; });
+    column("candidates_scored", [](const IterationRecord& it) { return it.candidates_scored; });
+    column("bytes_streamed", [](const IterationRecord& it) { return it.bytes_streamed; });
+    j.end_object();
+    j.end_object();
+  }
+  j.end_array();
+}
+
 }  // namespace
 
 Command add_path(CLI::App& app) {
@@ -224,6 +258,7 @@ Command add_path(CLI::App& app) {
     j.key("ingest_seconds").value(data.ingest_seconds);
     j.key("peak_rss_bytes").value(peak_rss_bytes());
     write_selection(j, outcome, ps.folds);
+    write_runs(j, outcome);
     write_folds(j, outcome);
     j.key("config").begin_object();
     for (const auto& [k, v] : config_dump) j.key(k).value(v);

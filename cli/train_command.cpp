@@ -225,6 +225,7 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   write_warnings(j, warnings);
   j.end_object();
   write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
   session.finish();
 
   if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);

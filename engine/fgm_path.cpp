@@ -68,7 +68,7 @@ class PathRun {
                  const SelectedFeatureCache* cache, const int8_t* labels);
   uint64_t restore();
   void report_progress(uint64_t run, const TrainProgress* train);
-  void account(const TrainOutcome& t);
+  void account(const TrainOutcome& t, const TrainSettings& s);
   void run_feature_counts();
   void run_value_list(uint64_t first_run);
   void pick_best();
@@ -164,6 +164,7 @@ uint64_t PathRun::restore() {
   }
   out_.total_apg_iterations = hooks_.resume->total_apg_iterations;
   out_.total_gradient_evaluations = hooks_.resume->total_gradient_evaluations;
+  out_.runs = std::move(hooks_.resume->runs);
   return hooks_.resume->run;
 }
 
@@ -174,12 +175,16 @@ void PathRun::report_progress(uint64_t run, const TrainProgress* train) {
   state.total_apg_iterations = out_.total_apg_iterations;
   state.total_gradient_evaluations = out_.total_gradient_evaluations;
   state.points = out_.points;  // the models are small next to the selected columns
+  state.runs = out_.runs;
   hooks_.on_progress(state, train);
 }
 
-void PathRun::account(const TrainOutcome& t) {
+// A finished run: its totals and its iteration log (a resumed run's log
+// holds the restored iterations too).
+void PathRun::account(const TrainOutcome& t, const TrainSettings& s) {
   out_.total_apg_iterations += t.total_apg_iterations;
   out_.total_gradient_evaluations += t.total_gradient_evaluations;
+  out_.runs.push_back({s.B, s.apg.C, t.stop_reason, t.iterations});
 }
 
 // path.features: one FGM run with a point at each count.
@@ -199,7 +204,7 @@ void PathRun::run_feature_counts() {
   train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(0, &progress); };
   train_hooks.on_iteration = on_iteration_;
   train_hooks.resume = hooks_.resume_train;
-  account(train_fgm(store_, s, budget_, train_hooks));
+  account(train_fgm(store_, s, budget_, train_hooks), s);
 }
 
 // path.B / path.C: one FGM run per value, from `first_run` on.
@@ -216,7 +221,7 @@ void PathRun::run_value_list(uint64_t first_run) {
     train_hooks.on_iteration = on_iteration_;
     if (i == first_run) train_hooks.resume = hooks_.resume_train;
     TrainOutcome t = train_fgm(store_, s, budget_, train_hooks);
-    account(t);
+    account(t, s);
     // The refit and the held-out evaluation need the selected columns:
     // generate them again from the store through the space (a cross or
     // expansion level is not a raw column).

@@ -75,6 +75,15 @@ struct FoldRun {
   uint64_t total_apg_iterations = 0;
 };
 
+// One FGM run of the path (the single run of path.features, or one B/C
+// value): its outer-iteration log, for path.json and the report.
+struct PathRunRecord {
+  uint64_t B = 0;
+  double C = 0;
+  std::string stop_reason;
+  std::vector<IterationRecord> iterations;
+};
+
 // The chosen point: by the cross-validated accuracy when folds ≥ 2, else by
 // the validation accuracy (binomial SE), else none. Both are recorded when
 // both are present. Indices into PathOutcome::points.
@@ -95,6 +104,7 @@ struct PathOutcome {
   std::string mode;  // "features", "B" or "C"
   std::vector<FoldRun> folds;
   PathSelection selection;
+  std::vector<PathRunRecord> runs;  // the full-data path's runs, in order
 };
 
 // The path-level state a resume restores, besides the FGM run in progress
@@ -105,6 +115,7 @@ struct PathProgress {
   uint64_t run = 0;  // B/C lists: index of the value being run
   uint64_t total_apg_iterations = 0;        // of the runs before `run`
   uint64_t total_gradient_evaluations = 0;
+  std::vector<PathRunRecord> runs;  // the runs before `run`
 };
 
 struct PathHooks {

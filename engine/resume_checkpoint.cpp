@@ -24,12 +24,10 @@ namespace {
 constexpr char kMagic[8] = {'F', 'G', 'M', 'C', 'K', 'P', 'T', '1'};
 constexpr size_t kPreamble = 8 + 8 + 8;
 
-flatbuffers::Offset<schema::TrainState> encode_train(flatbuffers::FlatBufferBuilder& fb,
-                                                     const TrainProgress& t) {
-  std::vector<flatbuffers::Offset<schema::SelectedBatch>> batches;
-  for (const auto& b : t.batches) batches.push_back(schema::CreateSelectedBatch(fb, fb.CreateVector(b)));
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::OuterIteration>>> encode_iterations(
+    flatbuffers::FlatBufferBuilder& fb, const std::vector<IterationRecord>& iterations) {
   std::vector<flatbuffers::Offset<schema::OuterIteration>> its;
-  for (const auto& r : t.iterations) {
+  for (const auto& r : iterations) {
     auto apg_stop = fb.CreateString(r.apg_stop);
     its.push_back(schema::CreateOuterIteration(
         fb, r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation, r.score_seconds,
@@ -37,8 +35,45 @@ flatbuffers::Offset<schema::TrainState> encode_train(flatbuffers::FlatBufferBuil
         r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations, r.apg_converged, apg_stop,
         r.apg_relative_gap));
   }
+  return fb.CreateVector(its);
+}
+
+std::vector<IterationRecord> decode_iterations(
+    const flatbuffers::Vector<flatbuffers::Offset<schema::OuterIteration>>* iterations) {
+  std::vector<IterationRecord> out;
+  if (!iterations) return out;
+  for (const auto* r : *iterations) {
+    IterationRecord rec;
+    rec.iter = r->iter();
+    rec.selected = r->selected();
+    rec.added = r->added();
+    rec.objective = r->objective();
+    rec.rel_decrease = r->rel_decrease();
+    rec.sip_violation = r->sip_violation();
+    rec.score_seconds = r->score_seconds();
+    rec.solve_seconds = r->solve_seconds();
+    rec.bytes_streamed = r->bytes_streamed();
+    rec.peak_rss_bytes = r->peak_rss_bytes();
+    rec.candidates_scored = r->candidates_scored();
+    rec.pair_updates = r->pair_updates();
+    rec.apg_iterations = r->apg_iterations();
+    rec.apg_line_search_steps = r->apg_line_search_steps();
+    rec.apg_gradient_evaluations = r->apg_gradient_evaluations();
+    rec.apg_converged = r->apg_converged();
+    rec.apg_stop = r->apg_stop() ? r->apg_stop()->str() : "";
+    rec.apg_relative_gap = r->apg_relative_gap();
+    out.push_back(rec);
+  }
+  return out;
+}
+
+flatbuffers::Offset<schema::TrainState> encode_train(flatbuffers::FlatBufferBuilder& fb,
+                                                     const TrainProgress& t) {
+  std::vector<flatbuffers::Offset<schema::SelectedBatch>> batches;
+  for (const auto& b : t.batches) batches.push_back(schema::CreateSelectedBatch(fb, fb.CreateVector(b)));
+  auto its = encode_iterations(fb, t.iterations);
   return schema::CreateTrainState(fb, fb.CreateVector(batches), fb.CreateVector(t.apg.w), t.apg.b,
-                                  t.apg.lipschitz, fb.CreateVector(t.alpha), fb.CreateVector(its),
+                                  t.apg.lipschitz, fb.CreateVector(t.alpha), its,
                                   fb.CreateString(t.stop_reason), t.next_path_point,
                                   t.last_path_point_features, t.total_apg_iterations,
                                   t.total_line_search_steps, t.total_gradient_evaluations,
@@ -56,30 +91,7 @@ TrainProgress decode_train(const schema::TrainState& s) {
   t.apg.b = s.bias();
   t.apg.lipschitz = s.lipschitz();
   if (s.alpha()) t.alpha.assign(s.alpha()->begin(), s.alpha()->end());
-  if (s.iterations()) {
-    for (const auto* r : *s.iterations()) {
-      IterationRecord rec;
-      rec.iter = r->iter();
-      rec.selected = r->selected();
-      rec.added = r->added();
-      rec.objective = r->objective();
-      rec.rel_decrease = r->rel_decrease();
-      rec.sip_violation = r->sip_violation();
-      rec.score_seconds = r->score_seconds();
-      rec.solve_seconds = r->solve_seconds();
-      rec.bytes_streamed = r->bytes_streamed();
-      rec.peak_rss_bytes = r->peak_rss_bytes();
-      rec.candidates_scored = r->candidates_scored();
-      rec.pair_updates = r->pair_updates();
-      rec.apg_iterations = r->apg_iterations();
-      rec.apg_line_search_steps = r->apg_line_search_steps();
-      rec.apg_gradient_evaluations = r->apg_gradient_evaluations();
-      rec.apg_converged = r->apg_converged();
-      rec.apg_stop = r->apg_stop() ? r->apg_stop()->str() : "";
-      rec.apg_relative_gap = r->apg_relative_gap();
-      t.iterations.push_back(rec);
-    }
-  }
+  t.iterations = decode_iterations(s.iterations());
   t.stop_reason = s.stop_reason() ? s.stop_reason()->str() : "";
   t.next_path_point = s.next_path_point();
   t.last_path_point_features = s.last_path_point_features();
@@ -151,9 +163,11 @@ void write_checkpoint(const std::string& file, const RunIdentity& identity, cons
     estimate += 8 * (train->alpha.size() + train->apg.w.size()) + 128 * train->iterations.size();
   if (train)
     for (const auto& b : train->batches) estimate += 8 * b.size() + 16;
-  if (path)
+  if (path) {
     for (const auto& p : path->points)
       estimate += 64 * (p.model.features.size() + p.debiased.features.size()) + 4096;
+    for (const auto& r : path->runs) estimate += 128 * r.iterations.size() + 64;
+  }
   Reservation mem = budget.reserve(2 * estimate, "resume checkpoint encoding",
                                    "use fewer training rows");
 
@@ -177,11 +191,16 @@ void write_checkpoint(const std::string& file, const RunIdentity& identity, cons
           fb.CreateVector(reinterpret_cast<const uint8_t*>(debiased.data()), debiased.size())));
     }
   }
+  std::vector<flatbuffers::Offset<schema::PathRunState>> runs;
+  if (path)
+    for (const auto& r : path->runs)
+      runs.push_back(schema::CreatePathRunState(fb, r.B, r.C, fb.CreateString(r.stop_reason),
+                                                encode_iterations(fb, r.iterations)));
   auto root = schema::CreateCheckpoint(
       fb, kCheckpointFormatVersion, fb.CreateString(identity.command),
       fb.CreateString(identity.engine_version), fb.CreateVector(config), identity.store_checksum,
       train_state, fb.CreateVector(points), path ? path->run : 0, path ? path->total_apg_iterations : 0,
-      path ? path->total_gradient_evaluations : 0);
+      path ? path->total_gradient_evaluations : 0, fb.CreateVector(runs));
   schema::FinishCheckpointBuffer(fb, root);
 
   write_file_atomic(file, frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize()));
@@ -251,6 +270,9 @@ ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget) 
   out.path.run = c->path_run();
   out.path.total_apg_iterations = c->path_total_apg_iterations();
   out.path.total_gradient_evaluations = c->path_total_gradient_evaluations();
+  if (c->path_runs())
+    for (const auto* r : *c->path_runs())
+      out.path.runs.push_back({r->b_value(), r->c_value(), str(r->stop_reason()), decode_iterations(r->iterations())});
   return out;
 }
 

@@ -27,6 +27,10 @@ constexpr const char* kOrange = "#ff7f0e";
 constexpr const char* kGreen = "#2ca02c";
 constexpr const char* kRed = "#d62728";
 constexpr const char* kPurple = "#9467bd";
+// One colour per class of a multi-class run (tab20; repeats after 20).
+constexpr const char* kClassColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                                         "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+                                         "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"};
 
 constexpr const char* kStyle = R"(
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;max-width:1180px;padding:16px 20px 40px;color:#222;background:#fafafa}
@@ -37,6 +41,7 @@ nav a{margin-right:1em}
 .warnings{background:#fff4e5;border:1px solid #f0b35a;border-radius:4px;padding:6px 12px;margin:.6em 0}
 .warnings h3{margin:.3em 0;color:#8a4b00}.warnings li{margin:.3em 0}
 .ok{color:#2a7a2a}
+.headline{font-size:1.15em;margin:.4em 0 .8em}.headline b{font-variant-numeric:tabular-nums}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:12px}
 figure{margin:0;background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px}
 figcaption{font-weight:600;margin-bottom:4px}
@@ -204,6 +209,182 @@ std::string train_charts_html(const TrainRunLog& log) {
          line_chart_figure(selected) + "</div>\n";
 }
 
+// SIP violations of several series: a log scale when the positive ones span
+// two decades; the values <= 0 (no violated constraint) are then counted in
+// the note instead of drawn.
+void log_scale_for_violations(LineChart& chart, const std::vector<double>& positive) {
+  if (!wants_log(positive)) return;
+  chart.y_log = true;
+  size_t hidden = 0;
+  for (auto& series : chart.series)
+    for (double& v : series.y)
+      if (std::isfinite(v) && v <= 0) {
+        v = kNaN;
+        ++hidden;
+      }
+  if (hidden > 0)
+    chart.note = fmt::format("{} value{} \xe2\x89\xa4 0 (no violated constraint) not drawn on the log scale.", hidden,
+                             hidden == 1 ? "" : "s");
+}
+
+std::string class_name(double label) { return "class " + format_number(label, 15); }
+
+const char* class_colour(size_t c) { return kClassColours[c % std::size(kClassColours)]; }
+
+// One class's binary run in the shape train_charts_html draws.
+TrainRunLog class_train_log(const ClassRunLog& c) {
+  TrainRunLog log;
+  log.iterations = c.iterations;
+  log.objective_no_features = c.objective_no_features;
+  log.final_sip_violation = c.final_sip_violation;
+  return log;
+}
+
+// Objectives differ by orders of magnitude between classes: each class's
+// objective relative to its F_0 (1 at iteration 0), so all share one axis.
+LineChart relative_objective_chart(const TrainRunLog& log) {
+  LineChart chart;
+  chart.title = "Objective relative to no features, per class";
+  chart.x_label = "outer iteration (0: no features)";
+  chart.y_label = "F(w, b) / F\xe2\x82\x80";
+  chart.x_integer = true;
+  for (size_t c = 0; c < log.classes.size(); ++c) {
+    const ClassRunLog& run = log.classes[c];
+    Series s = make_series(class_name(run.label), class_colour(c), {0.0}, {1.0});
+    for (const auto& it : run.iterations) {
+      s.x.push_back(static_cast<double>(it.iter));
+      s.y.push_back(it.objective / run.objective_no_features);
+    }
+    chart.series.push_back(std::move(s));
+  }
+  std::vector<double> all;
+  for (const auto& s : chart.series) all.insert(all.end(), s.y.begin(), s.y.end());
+  chart.y_log = wants_log(all);
+  return chart;
+}
+
+// SIP violation before each solve, a series per class; on a log scale the
+// values <= 0 (no violated constraint) are counted in a note instead.
+LineChart class_sip_chart(const TrainRunLog& log) {
+  LineChart chart;
+  chart.title = "SIP violation per outer iteration, per class";
+  chart.x_label = "outer iteration";
+  chart.y_label = "SIP violation (37)";
+  chart.x_integer = true;
+  std::vector<double> positive;
+  for (size_t c = 0; c < log.classes.size(); ++c) {
+    std::vector<double> x, y;
+    for (const auto& it : log.classes[c].iterations) {
+      x.push_back(static_cast<double>(it.iter));
+      y.push_back(it.sip_violation);
+      if (it.sip_violation > 0) positive.push_back(it.sip_violation);
+    }
+    chart.series.push_back(make_series(class_name(log.classes[c].label), class_colour(c), x, y));
+  }
+  log_scale_for_violations(chart, positive);
+  return chart;
+}
+
+// Scoring and solving seconds of all classes at each outer iteration.
+BarChart class_time_per_iteration_chart(const TrainRunLog& log) {
+  size_t longest = 0;
+  for (const auto& c : log.classes) longest = std::max(longest, c.iterations.size());
+  BarChart chart;
+  chart.title = "Time per outer iteration, all classes";
+  chart.x_label = "outer iteration";
+  chart.y_label = "seconds";
+  std::vector<double> score(longest, 0.0), solve(longest, 0.0);
+  for (const auto& c : log.classes)
+    for (size_t i = 0; i < c.iterations.size(); ++i) {
+      score[i] += c.iterations[i].score_seconds;
+      solve[i] += c.iterations[i].solve_seconds;
+    }
+  for (size_t i = 0; i < longest; ++i) chart.categories.push_back(fmt::format("{}", i + 1));
+  chart.stacks = {{"scoring passes", kBlue, score}, {"APG solves", kOrange, solve}};
+  return chart;
+}
+
+BarChart class_time_chart(const TrainRunLog& log) {
+  BarChart chart;
+  chart.title = "Time per class";
+  chart.x_label = "class";
+  chart.y_label = "seconds";
+  std::vector<double> score, solve;
+  for (const auto& c : log.classes) {
+    chart.categories.push_back(format_number(c.label, 15));
+    double a = 0, b = 0;
+    for (const auto& it : c.iterations) {
+      a += it.score_seconds;
+      b += it.solve_seconds;
+    }
+    score.push_back(a);
+    solve.push_back(b);
+  }
+  chart.stacks = {{"scoring passes", kBlue, score}, {"APG solves", kOrange, solve}};
+  return chart;
+}
+
+std::string classes_table_html(const TrainRunLog& log, const Model& model) {
+  std::string out =
+      "<div class=\"scroll\"><table class=\"classes\">\n<tr><th>class</th><th>rows</th><th>outer iterations</th>"
+      "<th>stop</th><th>features</th><th>bias</th><th>objective</th><th>F\xe2\x82\x80</th>"
+      "<th>final SIP violation</th><th>test AUC</th><th>seconds</th></tr>\n";
+  for (size_t c = 0; c < log.classes.size(); ++c) {
+    const ClassRunLog& run = log.classes[c];
+    out += fmt::format(
+        "<tr><td><a href=\"#class-{}\">{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+        c, html_escape(format_number(run.label, 15)), format_number(run.rows, 15), run.iterations.size(),
+        html_escape(run.stop_reason), model.classes[c].features.size(), format_number(model.classes[c].bias, 6),
+        format_number(run.objective, 6), format_number(run.objective_no_features, 6),
+        format_number(run.final_sip_violation, 4), format_fixed(run.test_auc, 4), format_number(run.train_seconds, 4));
+  }
+  return out + "</table></div>\n";
+}
+
+// Each class's own charts and feature table, folded (the first one open).
+std::string class_details_html(const TrainRunLog& log, const Model& model) {
+  std::string out;
+  for (size_t c = 0; c < log.classes.size(); ++c) {
+    const ClassModel& cm = model.classes[c];
+    out += fmt::format("<details class=\"class\" id=\"class-{}\"{}><summary>{}: {} feature{}, bias {}</summary>\n", c,
+                       c == 0 ? " open" : "", html_escape(class_name(cm.label)), cm.features.size(),
+                       cm.features.size() == 1 ? "" : "s", format_number(cm.bias, 6));
+    out += train_charts_html(class_train_log(log.classes[c]));
+    out += feature_table_html(cm.features, model.index_base);
+    out += "</details>\n";
+  }
+  return out;
+}
+
+std::string multiclass_train_section_html(const TrainRunLog& log, const Model& model) {
+  if (model.classes.size() != log.classes.size())
+    throw Error(ErrorKind::kCorruption,
+                msg::bad_run_log(log.file, "classes",
+                                 fmt::format("one entry per class of the model ({})", model.classes.size())));
+  size_t total = 0;
+  for (const auto& c : model.classes) total += c.features.size();
+  std::string out = "<section id=\"train\">\n<h2>Training run: one-vs-rest over " +
+                    fmt::format("{} classes</h2>\n", log.classes.size());
+  out += fmt::format("<p class=\"source\">{}</p>\n", html_escape(log.file));
+  const std::string test = std::isnan(log.test_accuracy)
+                               ? std::string("No test data (data.test)")
+                               : fmt::format("Test accuracy <b>{}</b> \xc2\xb7 macro AUC <b>{}</b> (mean one-vs-rest AUC)",
+                                             format_fixed(log.test_accuracy, 4), format_fixed(log.test_auc, 4));
+  out += fmt::format("<p class=\"headline\">{} \xc2\xb7 {} features over {} classes</p>\n", test, total,
+                     log.classes.size());
+  out += warnings_html(log.warnings, log.file);
+  out += summary_html(log.summary);
+  out += "<div class=\"charts\">\n" + line_chart_figure(relative_objective_chart(log)) +
+         line_chart_figure(class_sip_chart(log)) + bar_chart_figure(class_time_per_iteration_chart(log)) +
+         bar_chart_figure(class_time_chart(log)) + "</div>\n";
+  out += "<h3>Classes</h3>\n" + classes_table_html(log, model);
+  out += "<h3>Each class: its run and selected features</h3>\n" + class_details_html(log, model);
+  out += config_html(log.config);
+  return out + "</section>\n";
+}
+
 // Points sorted by selected features (then point), so lines run left to right.
 std::vector<size_t> points_by_selected(const NumericCsv& csv) {
   const std::vector<double> selected = csv.column("selected"), point = csv.column("point");
@@ -264,6 +445,55 @@ LineChart metric_chart(const PathRunLog& log, const std::string& metric, const s
   return chart;
 }
 
+std::string run_name(const PathRunLog& log, const PathRunIterations& run) {
+  if (log.mode == "B") return "B=" + format_number(run.B, 15);
+  if (log.mode == "C") return "C=" + format_number(run.C, 15);
+  return "path";
+}
+
+// Objective, SIP violation and time per outer iteration of each path run
+// (path.json "runs"): a series per B/C value.
+std::string path_iteration_charts_html(const PathRunLog& log) {
+  LineChart objective;
+  objective.title = "Objective per outer iteration";
+  objective.x_label = "outer iteration";
+  objective.y_label = "objective F(w, b)";
+  objective.x_integer = true;
+  LineChart sip;
+  sip.title = "SIP violation per outer iteration";
+  sip.x_label = "outer iteration";
+  sip.y_label = "SIP violation (37)";
+  sip.x_integer = true;
+  BarChart time;
+  time.title = "Time per outer iteration";
+  time.x_label = log.runs.size() > 1 ? "run : outer iteration" : "outer iteration";
+  time.y_label = "seconds";
+  std::vector<double> score, solve, all_objectives, positive_sip;
+  for (size_t r = 0; r < log.runs.size(); ++r) {
+    const PathRunIterations& run = log.runs[r];
+    const std::string name = run_name(log, run);
+    std::vector<double> x, obj, viol;
+    for (const auto& it : run.iterations) {
+      x.push_back(static_cast<double>(it.iter));
+      obj.push_back(it.objective);
+      viol.push_back(it.sip_violation);
+      all_objectives.push_back(it.objective);
+      if (it.sip_violation > 0) positive_sip.push_back(it.sip_violation);
+      time.categories.push_back(log.runs.size() > 1 ? name + " : " + format_number(static_cast<double>(it.iter))
+                                                    : format_number(static_cast<double>(it.iter)));
+      score.push_back(it.score_seconds);
+      solve.push_back(it.solve_seconds);
+    }
+    const char* colour = kClassColours[r % std::size(kClassColours)];
+    objective.series.push_back(make_series(name, colour, x, obj));
+    sip.series.push_back(make_series(name, colour, x, viol));
+  }
+  objective.y_log = wants_log(all_objectives);
+  log_scale_for_violations(sip, positive_sip);
+  time.stacks = {{"scoring pass", kBlue, score}, {"APG solve", kOrange, solve}};
+  return line_chart_figure(objective) + line_chart_figure(sip) + bar_chart_figure(time);
+}
+
 std::string path_charts_html(const PathRunLog& log) {
   const NumericCsv& csv = log.points;
   const std::vector<size_t> order = points_by_selected(csv);
@@ -302,7 +532,8 @@ std::string path_charts_html(const PathRunLog& log) {
 
   return "<div class=\"charts\">\n" + line_chart_figure(metric_chart(log, "accuracy", "Accuracy against selected features", order, markers)) +
          line_chart_figure(metric_chart(log, "auc", "AUC against selected features", order, markers)) +
-         line_chart_figure(objective) + bar_chart_figure(time) + "</div>\n";
+         line_chart_figure(objective) + bar_chart_figure(time) +
+         (log.runs.empty() ? std::string() : path_iteration_charts_html(log)) + "</div>\n";
 }
 
 std::string points_table_html(const NumericCsv& csv) {
@@ -325,13 +556,18 @@ std::string model_heading(const std::string& what, const Model& model) {
 
 }  // namespace
 
-std::string feature_table_html(const Model& model, size_t max_rows) {
+std::string feature_table_html(const std::vector<ModelFeature>& features, int index_base, size_t max_rows) {
   return "<div class=\"scroll\"><table class=\"features\">\n<tr><th>#</th><th>feature</th><th>kind</th><th>group</th>"
          "<th>weight</th><th>|weight|</th><th>iteration</th></tr>\n" +
-         feature_rows_html(model.features, model.index_base, max_rows) + "</table></div>\n";
+         feature_rows_html(features, index_base, max_rows) + "</table></div>\n";
+}
+
+std::string feature_table_html(const Model& model, size_t max_rows) {
+  return feature_table_html(model.features, model.index_base, max_rows);
 }
 
 std::string train_section_html(const TrainRunLog& log, const Model& model) {
+  if (log.multiclass()) return multiclass_train_section_html(log, model);
   std::string out = "<section id=\"train\">\n<h2>Training run</h2>\n";
   out += fmt::format("<p class=\"source\">{}</p>\n", html_escape(log.file));
   out += warnings_html(log.warnings, log.file);

@@ -34,6 +34,10 @@ std::string write_report(const std::string& dir, ReportSections sections);
 // (#, feature, kind, group, weight, iteration). At most `max_rows` rows, then
 // a note saying how many more the model has.
 std::string feature_table_html(const Model& model, size_t max_rows = 5000);
+// The same for one list of features (a class of a one-vs-rest model).
+std::string feature_table_html(const std::vector<ModelFeature>& features, int index_base, size_t max_rows = 5000);
+// A multi-class run (log.classes non-empty) gets one part per class: its
+// charts and its features from model.classes, in the same order.
 std::string train_section_html(const TrainRunLog& log, const Model& model);
 // The point whose features the path report lists: the chosen one (one-SE
 // rule), else the best on validation, else the last.

@@ -113,15 +113,13 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-TrainRunLog read_train_log(const std::string& run_json_path) {
-  const JsonValue root = parse_json_file(run_json_path);
-  LogReader r(run_json_path);
-  TrainRunLog log;
-  log.file = run_json_path;
-  log.summary = summary_fields(root);
-  log.config = r.string_map(root, "config");
-  for (const auto& it : r.array(root, "iterations").items()) {
-    if (!it.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(run_json_path, "iterations", "a list of objects"));
+namespace {
+
+std::vector<TrainIterationLog> read_iterations(const LogReader& r, const JsonValue& object, const std::string& file,
+                                               const std::string& where) {
+  std::vector<TrainIterationLog> out;
+  for (const auto& it : r.array(object, "iterations").items()) {
+    if (!it.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, where, "a list of objects"));
     TrainIterationLog rec;
     rec.iter = static_cast<int64_t>(r.number(it, "iter"));
     rec.selected = r.number(it, "selected");
@@ -133,10 +131,104 @@ TrainRunLog read_train_log(const std::string& run_json_path) {
     rec.solve_seconds = r.number(it, "solve_seconds");
     rec.apg_iterations = r.number(it, "apg_iterations");
     rec.apg_stop = r.string(it, "apg_stop");
-    log.iterations.push_back(std::move(rec));
+    out.push_back(std::move(rec));
   }
-  log.objective_no_features = r.number(root, "objective_no_features");
-  log.final_sip_violation = r.number(root, "final_sip_violation");
+  return out;
+}
+
+// A multi-class run.json's "classes": one binary run per class.
+std::vector<ClassRunLog> read_classes(const LogReader& r, const JsonValue& root, const std::string& file) {
+  std::vector<ClassRunLog> out;
+  for (const auto& c : r.array(root, "classes").items()) {
+    if (!c.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "classes", "a list of objects"));
+    ClassRunLog log;
+    log.label = r.number(c, "label");
+    log.rows = r.number(c, "rows");
+    log.iterations = read_iterations(r, c, file, "classes[].iterations");
+    log.stop_reason = r.string(c, "stop_reason");
+    log.objective_no_features = r.number(c, "objective_no_features");
+    log.final_sip_violation = r.number(c, "final_sip_violation");
+    log.objective = r.number(c, "objective");
+    log.train_seconds = r.number(c, "train_seconds");
+    log.test_auc = c.find("test_auc") ? r.number(c, "test_auc") : kNaN;
+    out.push_back(std::move(log));
+  }
+  if (out.empty()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "classes", "a non-empty list"));
+  return out;
+}
+
+// path.json "runs": each run's iterations as columns of equal length.
+std::vector<PathRunIterations> read_path_runs(const LogReader& r, const JsonValue& root, const std::string& file) {
+  std::vector<PathRunIterations> out;
+  for (const auto& run : r.array(root, "runs").items()) {
+    if (!run.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "runs", "a list of objects"));
+    PathRunIterations rec;
+    rec.B = r.number(run, "B");
+    rec.C = r.number(run, "C");
+    rec.stop_reason = r.string(run, "stop_reason");
+    const JsonValue& its = r.field(run, "iterations", JsonValue::Type::kObject, "an object");
+    const size_t n = r.array(its, "iter").items().size();
+    auto column = [&](const char* name) -> const std::vector<JsonValue>& {
+      const auto& items = r.array(its, name).items();
+      if (items.size() != n)
+        throw Error(ErrorKind::kCorruption,
+                    msg::bad_run_log(file, std::string("runs[].iterations.") + name,
+                                     fmt::format("an array of {} values, as \"iter\" has", n)));
+      return items;
+    };
+    auto number_at = [&](const char* name, size_t i) {
+      const JsonValue& v = column(name)[i];
+      if (v.is_null()) return kNaN;
+      if (v.type() != JsonValue::Type::kNumber)
+        throw Error(ErrorKind::kCorruption,
+                    msg::bad_run_log(file, std::string("runs[].iterations.") + name, "an array of numbers"));
+      return v.number();
+    };
+    for (size_t i = 0; i < n; ++i) {
+      TrainIterationLog it;
+      it.iter = static_cast<int64_t>(number_at("iter", i));
+      it.selected = number_at("selected", i);
+      it.added = number_at("added", i);
+      it.objective = number_at("objective", i);
+      it.rel_decrease = number_at("rel_decrease", i);
+      it.sip_violation = number_at("sip_violation", i);
+      it.score_seconds = number_at("score_seconds", i);
+      it.solve_seconds = number_at("solve_seconds", i);
+      it.apg_iterations = number_at("apg_iterations", i);
+      const JsonValue& stop = column("apg_stop")[i];
+      if (!stop.is_string())
+        throw Error(ErrorKind::kCorruption, msg::bad_run_log(file, "runs[].iterations.apg_stop", "an array of strings"));
+      it.apg_stop = stop.string();
+      rec.iterations.push_back(std::move(it));
+    }
+    out.push_back(std::move(rec));
+  }
+  return out;
+}
+
+}  // namespace
+
+TrainRunLog read_train_log(const std::string& run_json_path) {
+  const JsonValue root = parse_json_file(run_json_path);
+  LogReader r(run_json_path);
+  TrainRunLog log;
+  log.file = run_json_path;
+  log.summary = summary_fields(root);
+  log.config = r.string_map(root, "config");
+  log.iterations = read_iterations(r, root, run_json_path, "iterations");
+  if (root.find("classes")) {
+    log.classes = read_classes(r, root, run_json_path);
+    log.objective_no_features = log.final_sip_violation = kNaN;
+  } else {
+    log.objective_no_features = r.number(root, "objective_no_features");
+    log.final_sip_violation = r.number(root, "final_sip_violation");
+  }
+  log.test_accuracy = log.test_auc = kNaN;
+  if (root.find("test")) {
+    const JsonValue& test = r.field(root, "test", JsonValue::Type::kObject, "an object");
+    log.test_accuracy = r.number(test, "accuracy");
+    log.test_auc = r.number(test, "auc");
+  }
   log.warnings = r.warnings(root);
   return log;
 }
@@ -224,6 +316,7 @@ PathRunLog read_path_log(const std::string& path_json_path, const std::string& p
     log.criterion = r.string(selection, "criterion");
     log.chosen_point = static_cast<int64_t>(r.number(selection, "chosen_point"));
   }
+  if (root.find("runs")) log.runs = read_path_runs(r, root, path_json_path);  // older logs have none
   log.points = read_numeric_csv(path_csv_path);
   for (const char* needed : {"point", "selected"})
     if (!log.points.has_column(needed))

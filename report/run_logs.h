@@ -30,13 +30,30 @@ struct TrainIterationLog {
   std::string apg_stop;
 };
 
+// One class of a multi-class (one-vs-rest) run.json: that class's binary run.
+struct ClassRunLog {
+  double label = 0;
+  double rows = 0;
+  std::vector<TrainIterationLog> iterations;
+  std::string stop_reason;
+  double objective_no_features = 0, final_sip_violation = 0;  // NaN when null
+  double objective = 0, train_seconds = 0;
+  double test_auc = 0;  // NaN when the run had no test data
+};
+
 struct TrainRunLog {
   std::string file;
   SummaryFields summary;
   std::vector<std::pair<std::string, std::string>> config;
+  // Binary runs: the outer iterations, F_0 and the last SIP violation.
+  // Multi-class runs leave them empty / NaN and fill `classes` instead.
   std::vector<TrainIterationLog> iterations;
   double objective_no_features = 0;  // F_0, NaN when null
   double final_sip_violation = 0;
+  std::vector<ClassRunLog> classes;  // non-empty: a one-vs-rest run
+  bool multiclass() const { return !classes.empty(); }
+  // run.json "test" (NaN when the run had no test data); macro AUC for multi-class.
+  double test_accuracy = 0, test_auc = 0;
   std::vector<LogWarning> warnings;
 };
 TrainRunLog read_train_log(const std::string& run_json_path);
@@ -52,6 +69,14 @@ struct NumericCsv {
 };
 NumericCsv read_numeric_csv(const std::string& path);
 
+// One FGM run of a path (path.json "runs"): the single run of path.features,
+// or one per B/C value.
+struct PathRunIterations {
+  double B = 0, C = 0;
+  std::string stop_reason;
+  std::vector<TrainIterationLog> iterations;
+};
+
 struct PathRunLog {
   std::string json_file;
   SummaryFields summary;
@@ -64,6 +89,7 @@ struct PathRunLog {
   int64_t chosen_point = -1;
   std::string criterion;
   NumericCsv points;       // path.csv
+  std::vector<PathRunIterations> runs;  // empty for a path.json written without them
 };
 PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path);
 

@@ -145,6 +145,12 @@ struct Job {
     return "path data.train=" + dir.file("store") + " data.validation=" + dir.file("data/test.svm") +
            " fgm.B=3 path.features=[3,7,12,20,30] output.dir=" + dir.file("out") + " " + extra;
   }
+  // One FGM run per B value: a kill between runs or inside one; path.json's
+  // "runs" must hold every run's iterations either way.
+  std::string path_B_args() const {
+    return "path data.train=" + dir.file("store") + " data.validation=" + dir.file("data/test.svm") +
+           " path.B=[2,4,6] fgm.max_iterations=5 fgm.eps_outer=0 output.dir=" + dir.file("out");
+  }
 };
 
 }  // namespace
@@ -166,6 +172,7 @@ TEST_CASE("kill -9 at random points, then rerun: the model equals the uninterrup
   const std::vector<Kind> kinds = {{"train", job.train_args(), 8},
                                    {"train logistic hik", job.train_args("fgm.loss=logistic features.kind=hik features.levels=6 fgm.max_iterations=6"), 3},
                                    {"path", job.path_args(), 8},
+                                   {"path B list", job.path_B_args(), 3},
                                    // The folds are not checkpointed: a resumed run redoes them.
                                    {"path folds", job.path_args("path.folds=3 path.debias=false"), 3}};
   int interrupted = 0, resumed = 0, trials = 0;

@@ -226,7 +226,41 @@ TEST_CASE("a path resumed after any outer iteration equals the uninterrupted pat
         REQUIRE(resumed.points[p].apg_iterations == whole.points[p].apg_iterations);
       }
       REQUIRE(resumed.total_apg_iterations == whole.total_apg_iterations);
+      // The runs' iteration logs (path.json "runs"), timings aside: one run
+      // for the feature counts, one per B value, each whole.
+      REQUIRE(resumed.runs.size() == (mode == 0 ? 1u : 2u));
+      REQUIRE(resumed.runs.size() == whole.runs.size());
+      for (size_t r = 0; r < whole.runs.size(); ++r) {
+        CAPTURE(r);
+        REQUIRE(resumed.runs[r].B == whole.runs[r].B);
+        REQUIRE(resumed.runs[r].stop_reason == whole.runs[r].stop_reason);
+        REQUIRE(resumed.runs[r].iterations.size() == whole.runs[r].iterations.size());
+        for (size_t i = 0; i < whole.runs[r].iterations.size(); ++i) {
+          const IterationRecord &a = resumed.runs[r].iterations[i], &b = whole.runs[r].iterations[i];
+          REQUIRE(a.iter == b.iter);
+          REQUIRE(a.selected == b.selected);
+          REQUIRE(same_bits(a.objective, b.objective));
+          REQUIRE(same_bits(a.sip_violation, b.sip_violation));
+          REQUIRE(a.apg_iterations == b.apg_iterations);
+          REQUIRE(a.apg_stop == b.apg_stop);
+        }
+      }
     }
+  }
+  // A B list: one run per value, in order, each ending at its point's model.
+  PathSettings ps;
+  ps.base = settings_for("linear", Loss::kSquaredHinge);
+  ps.base.max_iterations = 2;
+  ps.B_values = {3, 2};
+  PathOutcome two = run_fgm_path(*fx.store, ps, fx.budget);
+  REQUIRE(two.runs.size() == 2);
+  for (size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(two.runs[r].B == ps.B_values[r]);
+    REQUIRE_FALSE(two.runs[r].iterations.empty());
+    CHECK(two.runs[r].iterations.size() <= 2);
+    CHECK(two.runs[r].iterations.back().selected == two.points[r].selected);
+    CHECK(same_bits(two.runs[r].iterations.back().objective, two.points[r].train_objective));
   }
 }
 

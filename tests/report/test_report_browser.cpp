@@ -1,5 +1,6 @@
 // The report in a real browser: a small `fgm train` and `fgm path` into one
-// directory, `fgm report`, then headless Chromium renders report.html to a
+// directory, `fgm report`, and a small multi-class `fgm train` (its own
+// report.html); headless Chromium renders each report.html to a
 // PNG. Checked: the PNG is a non-blank image showing the charts' colours, and
 // Chromium logged no console message (the report has no scripts, so any is a
 // failure). A negative control (a blank page with a script error) shows that
@@ -141,6 +142,33 @@ TEST_CASE("report.html renders in headless Chromium with no console messages", "
   CAPTURE(picture.error, picture.width, picture.height, picture.colours, picture.chart_blue);
   CHECK(looks_rendered(picture));
   CHECK(page.console_lines.empty());
+
+  // A multi-class (one-vs-rest) run: its own page, rendered the same way.
+  std::string classes;
+  for (int i = 0; i < 150; ++i) {
+    const int c = i % 3;  // labels 1, 2, 3; class c raises features 4c+1..4c+4
+    classes += std::to_string(c + 1);
+    for (int j = 0; j < 4; ++j) classes += " " + std::to_string(4 * c + j + 1) + ":" + std::to_string(1 + (i + j) % 4);
+    classes += " " + std::to_string(13 + i % 5) + ":1\n";
+  }
+  dir.write("classes.svm", classes);
+  RunResult multiclass = fgm::test::run(dir, "train data.train=classes.svm data.test=classes.svm output.dir=mc "
+                                             "engine.cache_dir=cache engine.progress=off fgm.B=2 fgm.max_iterations=3");
+  CAPTURE(multiclass.err);
+  REQUIRE(multiclass.code == 0);
+  const std::string mc_html = slurp(dir.file("mc/report.html"));
+  REQUIRE(contains(mc_html, "one-vs-rest over 3 classes"));
+  for (const char* forbidden : {"http:", "https:", "<script", "src=", "<link", "url("}) {
+    CAPTURE(forbidden);
+    REQUIRE_FALSE(contains(mc_html, forbidden));
+  }
+  Rendering mc_page = render(chromium, dir, dir.file("mc/report.html"), "multiclass");
+  CAPTURE(mc_page.log);
+  REQUIRE(mc_page.code == 0);
+  PictureCheck mc_picture = inspect_png(mc_page.png);
+  CAPTURE(mc_picture.error, mc_picture.width, mc_picture.height, mc_picture.colours, mc_picture.chart_blue);
+  CHECK(looks_rendered(mc_picture));
+  CHECK(mc_page.console_lines.empty());
 
   // Negative control: a blank page whose script throws. Both checks must fire.
   const std::string bad = dir.write("bad.html",

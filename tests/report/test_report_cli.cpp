@@ -21,6 +21,19 @@ const char* kCommon = " data.train=data/train.svm data.test=data/test.svm engine
 void make_data(const TempDir& dir) {
   REQUIRE(run(dir, "synth --out data --rows 300 --test-rows 100 --features 60 --relevant 5 --seed 9").code == 0);
 }
+
+// Labels 1, 2, 5 in turn; class k's rows carry features 3k+1..3k+3, plus one noise feature.
+std::string three_classes(int rows) {
+  std::string out;
+  const int labels[] = {1, 2, 5};
+  for (int i = 0; i < rows; ++i) {
+    const int c = i % 3;
+    out += std::to_string(labels[c]);
+    for (int j = 0; j < 3; ++j) out += " " + std::to_string(3 * c + j + 1) + ":" + std::to_string(1 + (i + j) % 3);
+    out += " " + std::to_string(10 + i % 7) + ":1\n";
+  }
+  return out;
+}
 }  // namespace
 
 TEST_CASE("fgm train and fgm path write report.html unless output.report = false", "[report][cli]") {
@@ -104,4 +117,39 @@ TEST_CASE("fgm report escapes the directory name and draws the CV band of path.f
   CHECK(contains(html, "<polygon"));
   CHECK(contains(html, "chosen (cv, one-SE)"));
   CHECK(contains(html, "(chosen by the one-SE rule on cv)"));
+}
+
+TEST_CASE("multi-class train writes report.html with a part per class; fgm report reads its run.json",
+          "[report][cli]") {
+  TempDir dir("fgm-report-cli");
+  dir.write("train.svm", three_classes(120));
+  dir.write("test.svm", three_classes(30));
+  const std::string common =
+      " data.train=train.svm data.test=test.svm engine.cache_dir=cache engine.progress=off fgm.B=1 "
+      "fgm.max_iterations=2";
+  RunResult r = run(dir, "train" + common + " output.dir=mc");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.out, "classes=3"));
+  const std::string html = slurp(dir.file("mc/report.html"));
+  CHECK(contains(html, "one-vs-rest over 3 classes"));
+  for (const char* part : {"id=\"class-0\"", "id=\"class-1\"", "id=\"class-2\"", "class 5: "}) {
+    CAPTURE(part);
+    CHECK(contains(html, part));
+  }
+  // The headline is run.json's test accuracy, printed by train too.
+  const size_t at = r.out.find("accuracy=");
+  REQUIRE(at != std::string::npos);
+  CHECK(contains(html, "Test accuracy <b>" + r.out.substr(at + 9, 6) + "</b>"));
+
+  r = run(dir, "train" + common + " output.dir=quiet output.report=false");
+  REQUIRE(r.code == 0);
+  CHECK_FALSE(fs::exists(dir.file("quiet/report.html")));
+  r = run(dir, "report quiet");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_FALSE(contains(r.err, "objective_no_features"));
+  const std::string rewritten = slurp(dir.file("quiet/report.html"));
+  CHECK(contains(rewritten, "one-vs-rest over 3 classes"));
+  CHECK(contains(rewritten, "id=\"class-2\""));
 }

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "io/model_file.h"
 #include "report/report_page.h"
@@ -273,4 +275,184 @@ TEST_CASE("missing or damaged logs: an error naming the file, and no report writ
     CHECK(e.kind() == ErrorKind::kIo);
     CHECK(has(e.what(), "no run.json or path.json here"));
   }
+}
+
+namespace {
+
+// A multi-class run.json in the shape cli/train_command.cpp writes for
+// one-vs-rest: an empty top-level "iterations" and one binary run per class.
+std::string multiclass_run_json() {
+  auto cls = [](const std::string& label, double f0, double obj1, double obj2, const std::string& sip2) {
+    return R"({"label": )" + label + R"(, "rows": 100, "iterations": [
+      {"iter": 1, "selected": 2, "added": 2, "objective": )" + fmt::format("{}", obj1) +
+           R"(, "rel_decrease": 0.5, "sip_violation": 40,
+       "score_seconds": 0.01, "solve_seconds": 0.02, "apg_iterations": 5, "apg_stop": "converged"},
+      {"iter": 2, "selected": 3, "added": 1, "objective": )" + fmt::format("{}", obj2) +
+           R"(, "rel_decrease": 0.1, "sip_violation": )" + sip2 + R"(,
+       "score_seconds": 0.03, "solve_seconds": 0.04, "apg_iterations": 6, "apg_stop": "converged"}],
+     "stop_reason": "max_iterations", "final_sip_violation": -1, "objective_no_features": )" +
+           fmt::format("{}", f0) + R"(, "objective": )" + fmt::format("{}", obj2) +
+           R"(, "selected_features": [], "bias": 0.5, "train_seconds": 0.1, "test_auc": 0.9})";
+  };
+  return R"({"engine_version": "0.1.0", "data": {"train": "t.svm", "rows": 300},
+  "config": {"fgm.B": "2"}, "multiclass": "ovr", "iterations": [],
+  "classes": [)" + cls("1", 200, 100, 50, "0.004") + ",\n" + cls("2", 400, 300, 100, "-2") + ",\n" +
+         cls("7", 1000, 250, 125, "null") + R"(],
+  "test": {"path": "test.svm", "rows": 90, "accuracy": 0.8125, "auc": 0.9375},
+  "warnings": []
+}
+)";
+}
+
+Model three_class_model() {
+  Model m;
+  m.index_base = 1;
+  m.feature_kind = "linear";
+  const double labels[] = {1, 2, 7};
+  for (int c = 0; c < 3; ++c) {
+    ClassModel cm;
+    cm.label = labels[c];
+    cm.bias = 0.25 * c;
+    for (int j = 0; j <= c + 1; ++j)  // 2, 3, 4 features: every table differs
+      cm.features.push_back(feature(FeatureKind::kLinear, uint64_t(10 * c + j), 0, (c + 1) * (j % 2 ? -0.5 : 1.25), j + 1));
+    m.classes.push_back(cm);
+  }
+  return m;
+}
+
+// The part of `html` from `from` up to the next `to` (or the end).
+std::string between(const std::string& html, const std::string& from, const std::string& to) {
+  size_t a = html.find(from);
+  if (a == std::string::npos) return "";
+  size_t b = html.find(to, a + from.size());
+  return html.substr(a, b == std::string::npos ? std::string::npos : b - a);
+}
+
+}  // namespace
+
+TEST_CASE("multi-class train section: one feature table per class, equal to the model's class", "[report][page]") {
+  TempDir dir("fgm-report-page");
+  dir.write("run.json", multiclass_run_json());
+  const TrainRunLog log = read_train_log(dir.file("run.json"));
+  REQUIRE(log.multiclass());
+  REQUIRE(log.classes.size() == 3);
+  CHECK(log.iterations.empty());
+  CHECK(log.classes[2].label == 7);
+  CHECK(std::isnan(log.classes[2].iterations[1].sip_violation));
+  CHECK(log.test_accuracy == 0.8125);
+  CHECK(log.test_auc == 0.9375);
+
+  const Model m = three_class_model();
+  const std::string html = train_section_html(log, m);
+  CHECK(has(html, "one-vs-rest over 3 classes"));
+  CHECK(has(html, "Test accuracy <b>0.8125</b> \xc2\xb7 macro AUC <b>0.9375</b>"));
+  CHECK(has(html, "9 features over 3 classes"));  // 2 + 3 + 4
+  for (size_t c = 0; c < 3; ++c) {
+    CAPTURE(c);
+    const std::string part = between(html, fmt::format("id=\"class-{}\"", c), "</details>");
+    REQUIRE_FALSE(part.empty());
+    const std::vector<Row> rows = table_rows(part);
+    const auto& features = m.classes[c].features;
+    REQUIRE(rows.size() == features.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      CHECK(rows[i].label == std::to_string(features[i].key.ids[0] + 1));
+      CHECK(std::stod(rows[i].weight) == features[i].weight);
+      CHECK(rows[i].iteration == std::to_string(features[i].batch));
+    }
+  }
+  // Objectives relative to each class's F_0, computed by hand: 100/200, 100/400, 125/1000.
+  CHECK(has(html, "<title>class 1: 0.25 at 2</title>"));
+  CHECK(has(html, "<title>class 2: 0.25 at 2</title>"));
+  CHECK(has(html, "<title>class 7: 0.125 at 2</title>"));
+  CHECK(has(html, "<title>class 7: 1 at 0</title>"));
+  // SIP: 0.004 .. 40 spans four decades, log scale; -2 is counted, not drawn.
+  CHECK(has(html, "1 value \xe2\x89\xa4 0 (no violated constraint) not drawn"));
+  CHECK_FALSE(has(html, "<title>class 2: -2 at 2</title>"));
+  // Time per outer iteration over all classes: 3 × 0.03 scoring at iteration 2.
+  CHECK(has(html, "<title>2 scoring passes: 0.09</title>"));
+  // Each class's own objective chart starts at its F_0.
+  CHECK(has(html, "<title>objective: 1000 at 0</title>"));
+
+  Model two = m;
+  two.classes.pop_back();
+  try {
+    train_section_html(log, two);
+    FAIL("no error for a model with fewer classes than run.json");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(has(e.what(), "classes"));
+  }
+
+  std::string damaged = multiclass_run_json();
+  damaged.replace(damaged.find("\"stop_reason\""), 13, "\"stopped_by\"");
+  dir.write("run.json", damaged);
+  try {
+    read_train_log(dir.file("run.json"));
+    FAIL("no error for a class without stop_reason");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(has(e.what(), "run.json: field \"stop_reason\" is missing or is not a string"));
+  }
+}
+
+TEST_CASE("path section: objective, SIP violation and time per outer iteration of each run", "[report][page]") {
+  TempDir dir("fgm-report-page");
+  // path.json "runs" as cli/path_command.cpp writes them: one per B value, columns per field.
+  const std::string runs = R"({"mode": "B", "points": 2, "best_point": -1, "config": {}, "warnings": [],
+    "runs": [
+      {"B": 2, "C": 10, "stop_reason": "max_iterations", "iterations": {
+        "iter": [1, 2], "selected": [2, 4], "added": [2, 2], "objective": [160, 72.5],
+        "rel_decrease": [0.9, 0.05], "sip_violation": [2.5e6, 4e3], "score_seconds": [0.25, 0.125],
+        "solve_seconds": [0.5, 0.0625], "apg_iterations": [24, 23], "apg_stop": ["converged", "converged"],
+        "candidates_scored": [60, 60], "bytes_streamed": [100, 100]}},
+      {"B": 3, "C": 10, "stop_reason": "eps_outer", "iterations": {
+        "iter": [1, 2, 3], "selected": [3, 6, 9], "added": [3, 3, 3], "objective": [70, 54, 46.5],
+        "rel_decrease": [0.95, 0.01, 0.004], "sip_violation": [3e6, null, -7], "score_seconds": [0.5, 0.5, 0.5],
+        "solve_seconds": [1, 1, 1], "apg_iterations": [29, 5, 5], "apg_stop": ["converged", "stalled", "converged"],
+        "candidates_scored": [60, 60, 60], "bytes_streamed": [100, 100, 100]}}]})";
+  dir.write("path.json", runs);
+  dir.write("path.csv", "point,B,C,selected\n1,2,10,4\n2,3,10,9\n");
+  const PathRunLog log = read_path_log(dir.file("path.json"), dir.file("path.csv"));
+  REQUIRE(log.runs.size() == 2);
+  CHECK(log.runs[1].iterations.size() == 3);
+  CHECK(std::isnan(log.runs[1].iterations[1].sip_violation));
+  CHECK(log.runs[1].iterations[1].apg_stop == "stalled");
+  const std::string html = path_section_html(log, sample_model());
+  CHECK(has(html, "Objective per outer iteration"));
+  CHECK(has(html, "<title>B=2: 72.5 at 2</title>"));
+  CHECK(has(html, "<title>B=3: 46.5 at 3</title>"));
+  CHECK(has(html, "<title>B=3: 3000000 at 1</title>"));  // SIP, log scale (4e3 .. 3e6)
+  CHECK(has(html, "1 value \xe2\x89\xa4 0 (no violated constraint) not drawn"));
+  CHECK(has(html, "<title>B=2 : 2 APG solve: 0.0625</title>"));  // run : iteration, then the stack
+  CHECK(has(html, "<title>B=3 : 3 scoring pass: 0.5</title>"));
+
+  // A path.json without "runs" (written before they were logged): no such charts.
+  dir.write("old.json", R"({"mode": "features", "points": 2, "best_point": -1, "config": {}, "warnings": []})");
+  CHECK_FALSE(has(path_section_html(read_path_log(dir.file("old.json"), dir.file("path.csv")), sample_model()),
+                  "per outer iteration"));
+
+  // Columns of different lengths are damage, named.
+  std::string damaged = runs;
+  damaged.replace(damaged.find("\"objective\": [70, 54, 46.5]"), 27, "\"objective\": [70, 54]");
+  dir.write("path.json", damaged);
+  try {
+    read_path_log(dir.file("path.json"), dir.file("path.csv"));
+    FAIL("no error for a short column");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(has(e.what(), "runs[].iterations.objective"));
+  }
+}
+
+TEST_CASE("multi-class train section without test data says so", "[report][page]") {
+  TempDir dir("fgm-report-page");
+  std::string text = multiclass_run_json();
+  const size_t at = text.find("  \"test\":");
+  text.erase(at, text.find('\n', at) - at + 1);
+  dir.write("run.json", text);
+  const TrainRunLog log = read_train_log(dir.file("run.json"));
+  CHECK(std::isnan(log.test_accuracy));
+  const std::string html = train_section_html(log, three_class_model());
+  CHECK(has(html, "No test data (data.test) \xc2\xb7 9 features over 3 classes"));
+  CHECK_FALSE(has(html, "Test accuracy"));
 }
