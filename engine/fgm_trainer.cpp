@@ -308,6 +308,8 @@ void FgmRun::check_value_span() {
 // always predicting the larger class: never report a chance-level model silently.
 void FgmRun::check_chance_level() {
   if (!solved_) return;
+  if (hooks_.on_final_decision) hooks_.on_final_decision(decision_);
+  if (!settings_.check_chance_level) return;
   uint64_t fit = 0, positive = 0, correct = 0;
   for (uint64_t i = 0; i < n_; ++i) {
     if (y_[i] == 0) continue;

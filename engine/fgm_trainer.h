@@ -56,6 +56,10 @@ struct TrainSettings {
   // cross-validation fold, one-vs-rest relabelling). Null: the store's labels.
   // The rows' α is 0, so they add nothing to scores, objective or gradients.
   const int8_t* labels = nullptr;
+  // Warn (chance_level_model) when the final model's training accuracy is no
+  // better than the majority class. One-vs-rest turns it off for its class
+  // runs and checks the multi-class model instead.
+  bool check_chance_level = true;
   // Where the run's warnings go (APG non-convergence, ...); null: logged only.
   RunWarnings* warnings = nullptr;
 };
@@ -151,6 +155,9 @@ struct TrainHooks {
   // After each outer iteration, once its path point (if any) was emitted and
   // the stop decision was taken: the state to persist for a resume.
   ProgressCallback on_progress;
+  // At the end of the run: the final model's decision values d = w'x − b, n
+  // entries (not called when a finished run is restored from a checkpoint).
+  std::function<void(const std::vector<double>&)> on_final_decision;
   // Start from this state instead of from scratch (it must come from a run of
   // the same settings on the same store). Moved from.
   TrainProgress* resume = nullptr;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -72,6 +73,60 @@ uint64_t passes_of(const TrainOutcome& o, const TrainSettings& settings) {
   return o.iterations.size() + (ended_in_pass ? 1 : 0) + (certificate ? 1 : 0);
 }
 
+// The multi-class model's predictions on its training rows, built as the
+// class runs finish (in any order): the largest decision value, a tie to the
+// smaller class index (as argmax_class), for the chance-level check.
+class TrainingArgmax {
+ public:
+  TrainingArgmax(uint64_t n, MemoryBudget& budget)
+      : memory_(budget.reserve(n * (sizeof(double) + sizeof(uint16_t)), "one-vs-rest training predictions",
+                               "use fewer training rows")),
+        best_(n, -std::numeric_limits<double>::infinity()),
+        best_class_(n, std::numeric_limits<uint16_t>::max()) {}
+
+  // A class may report twice (a lockstep attempt that fell back reruns it):
+  // the same values, so the second changes nothing.
+  void add(size_t c, const std::vector<double>& decision) {
+    if (c >= seen_.size()) seen_.resize(c + 1, false);
+    seen_[c] = true;
+    for (size_t i = 0; i < best_.size(); ++i)
+      if (decision[i] > best_[i] || (decision[i] == best_[i] && c < best_class_[i])) {
+        best_[i] = decision[i];
+        best_class_[i] = static_cast<uint16_t>(c);
+      }
+  }
+
+  // Warns when the training accuracy is no better than always predicting the
+  // largest class. Skipped unless every class reported (a restored run).
+  void check(const ShardStore& store, const int8_t* mask, size_t K, RunWarnings* warnings,
+             OneVsRestOutcome& out) const {
+    if (seen_.size() != K || std::find(seen_.begin(), seen_.end(), false) != seen_.end()) return;
+    const uint16_t* truth = store.classes();
+    std::vector<uint64_t> count(K, 0);
+    uint64_t fit = 0, correct = 0;
+    for (size_t i = 0; i < best_.size(); ++i) {
+      if (mask && mask[i] == 0) continue;
+      ++fit;
+      ++count[truth[i]];
+      correct += best_class_[i] == truth[i];
+    }
+    if (fit == 0) return;
+    out.train_accuracy = double(correct) / double(fit);
+    out.majority_rate = double(*std::max_element(count.begin(), count.end())) / double(fit);
+    if (out.train_accuracy <= out.majority_rate) {
+      RunWarnings log_only;
+      (warnings ? *warnings : log_only)
+          .add("chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
+    }
+  }
+
+ private:
+  Reservation memory_;
+  std::vector<double> best_;
+  std::vector<uint16_t> best_class_;
+  std::vector<bool> seen_;
+};
+
 void run_sequential(const ShardStore& store, const std::vector<TrainSettings>& settings, MemoryBudget& budget,
                     const std::vector<TrainHooks>& hooks, OneVsRestOutcome& out) {
   for (size_t c = 0; c < settings.size(); ++c) {
@@ -127,6 +182,11 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
     class_settings[c].labels = labels[c].data();
     if (on_iteration) hooks[c].on_iteration = [&on_iteration, c](const IterationRecord& r) { on_iteration(c, r); };
   }
+  TrainingArgmax argmax(info.n_rows, budget);
+  for (size_t c = 0; c < K; ++c) {
+    class_settings[c].check_chance_level = false;  // a class against the rest is no multi-class model
+    hooks[c].on_final_decision = [&argmax, c](const std::vector<double>& d) { argmax.add(c, d); };
+  }
   OneVsRestOutcome out;
   if (schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space))
     run_lockstep(store, class_settings, budget, hooks, out);
@@ -140,6 +200,7 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
   }
   out.budget_peak = budget.peak();
   out.model = combine_class_models(models, info.class_values);
+  argmax.check(store, settings.labels, K, settings.warnings, out);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "engine/fgm_trainer.h"
@@ -37,6 +38,10 @@ struct OneVsRestOutcome {
   bool lockstep = false;        // the classes shared their scoring passes
   uint64_t scoring_passes = 0;  // streams over the store, all classes together
   uint64_t bytes_streamed = 0;  // what those passes read
+  // The multi-class model on its training rows (argmax of the classes'
+  // decision values) and the largest class's share: the chance-level check.
+  double train_accuracy = std::numeric_limits<double>::quiet_NaN();
+  double majority_rate = std::numeric_limits<double>::quiet_NaN();
 };
 
 enum class OneVsRestSchedule {

@@ -3,6 +3,7 @@
 // macro AUC by pair counting.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <random>
@@ -342,4 +343,61 @@ TEST_CASE("one-vs-rest falls back to one class after another when lockstep does 
     }
   }
   REQUIRE(found);
+}
+
+// The chance-level check of a one-vs-rest run looks at the multi-class model
+// (argmax over the classes on the training rows), not at each class against
+// the rest: a small class's binary model may never say "yes" and still rank
+// its rows first. Checked against the accuracy computed here from the model.
+TEST_CASE("one-vs-rest checks the multi-class model for chance level, once", "[engine][multiclass][warnings]") {
+  test::TempDir dir("fgm-ovr-chance");
+  MemoryBudget budget(256ull << 20);
+  // Informative features: well above the largest class's share, no warning.
+  auto good = ingest(dir, "good", three_class_text(300, 15, 7), budget);
+  RunWarnings warnings;
+  TrainSettings s = settings_for("linear", 1);
+  s.warnings = &warnings;
+  OneVsRestOutcome out = train_one_vs_rest(*good, s, budget);
+  const uint16_t* truth = good->classes();
+  const uint64_t n = good->info().n_rows;
+  // Decision values from the model itself: store columns, class weights, bias.
+  std::vector<std::vector<double>> d(3, std::vector<double>(n));
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  for (size_t c = 0; c < 3; ++c) {
+    std::fill(d[c].begin(), d[c].end(), -out.model.classes[c].bias);
+    for (const auto& f : out.model.classes[c].features) {
+      good->read_column(f.key.ids[0], rows, values);
+      for (size_t k = 0; k < rows.size(); ++k) d[c][rows[k]] += f.weight * values[k];
+    }
+  }
+  std::vector<uint64_t> count(3, 0);
+  uint64_t correct = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    ++count[truth[i]];
+    double di[3] = {d[0][i], d[1][i], d[2][i]};
+    correct += argmax_class(di, 3) == truth[i];
+  }
+  const double accuracy = double(correct) / double(n);
+  CHECK(out.train_accuracy == Approx(accuracy).margin(1e-12));
+  CHECK(out.majority_rate == Approx(double(*std::max_element(count.begin(), count.end())) /
+                                    double(n)));
+  CHECK(out.train_accuracy > out.majority_rate);
+  auto count_code = [](const RunWarnings& w, const std::string& code) {
+    size_t k = 0;
+    for (const auto& x : w.list()) k += x.code == code;
+    return k;
+  };
+  CHECK(count_code(warnings, "chance_level_model") == 0);
+
+  // Labels independent of the features (one constant feature): at most the
+  // largest class's share — one warning for the model, none per class.
+  std::string text;
+  for (int i = 0; i < 90; ++i) text += std::to_string(1 + i % 3) + " 1:1\n";
+  auto noise = ingest(dir, "noise", text, budget);
+  RunWarnings noise_warnings;
+  s.warnings = &noise_warnings;
+  OneVsRestOutcome bad = train_one_vs_rest(*noise, s, budget);
+  CHECK(bad.train_accuracy <= bad.majority_rate);
+  CHECK(count_code(noise_warnings, "chance_level_model") == 1);
 }
