@@ -78,6 +78,34 @@ TruthRecovery recover_truth(const std::string& truth_path, const std::vector<Mod
   return r;
 }
 
+// The end of run.json shared by binary and multi-class runs: resources, the
+// test metrics (macro AUC for multi-class) and the planted-truth recovery.
+void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak,
+                                double train_seconds, double ingest_seconds, const Config& config,
+                                const EvalResult* test, const TruthRecovery* truth) {
+  j.key("memory_budget_bytes").value(budget.limit());
+  j.key("memory_budget_peak_bytes").value(budget_peak);
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  j.key("train_seconds").value(train_seconds);
+  j.key("total_seconds").value(train_seconds + ingest_seconds);
+  if (test) {
+    j.key("test").begin_object();
+    j.key("path").value(config.get_string("data.test"));
+    j.key("rows").value(test->rows);
+    j.key("accuracy").value(test->accuracy);
+    j.key("auc").value(test->auc);
+    j.end_object();
+  }
+  if (truth) {
+    j.key("truth").begin_object();
+    j.key("planted").value(truth->planted);
+    j.key("recovered").value(truth->recovered);
+    j.key("planted_cross").value(truth->planted_cross);
+    j.key("recovered_cross").value(truth->recovered_cross);
+    j.end_object();
+  }
+}
+
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
   j.key("selected_features").begin_array();
   for (const auto& f : features) {
@@ -201,27 +229,8 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   j.key("lockstep").value(outcome.lockstep);
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.bytes_streamed);
-  j.key("memory_budget_bytes").value(budget.limit());
-  j.key("memory_budget_peak_bytes").value(outcome.budget_peak);
-  j.key("peak_rss_bytes").value(peak_rss_bytes());
-  j.key("train_seconds").value(outcome.seconds);
-  j.key("total_seconds").value(outcome.seconds + data.ingest_seconds);
-  if (has_test) {
-    j.key("test").begin_object();
-    j.key("path").value(config.get_string("data.test"));
-    j.key("rows").value(test.rows);
-    j.key("accuracy").value(test.accuracy);
-    j.key("auc").value(test.auc);  // macro: mean one-vs-rest AUC
-    j.end_object();
-  }
-  if (has_truth) {
-    j.key("truth").begin_object();
-    j.key("planted").value(truth.planted);
-    j.key("recovered").value(truth.recovered);
-    j.key("planted_cross").value(truth.planted_cross);
-    j.key("recovered_cross").value(truth.recovered_cross);
-    j.end_object();
-  }
+  write_resources_test_truth(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
+                             has_test ? &test : nullptr, has_truth ? &truth : nullptr);
   write_warnings(j, warnings);
   j.end_object();
   write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
@@ -358,27 +367,8 @@ Command add_train(CLI::App& app) {
     j.key("bias").value(outcome.model.bias);
     j.key("total_apg_iterations").value(outcome.total_apg_iterations);
     j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-    j.key("memory_budget_bytes").value(budget.limit());
-    j.key("memory_budget_peak_bytes").value(outcome.budget_peak);
-    j.key("peak_rss_bytes").value(peak_rss_bytes());
-    j.key("train_seconds").value(outcome.seconds);
-    j.key("total_seconds").value(outcome.seconds + data.ingest_seconds);
-    if (has_test) {
-      j.key("test").begin_object();
-      j.key("path").value(config.get_string("data.test"));
-      j.key("rows").value(test.rows);
-      j.key("accuracy").value(test.accuracy);
-      j.key("auc").value(test.auc);
-      j.end_object();
-    }
-    if (has_truth) {
-      j.key("truth").begin_object();
-      j.key("planted").value(planted);
-      j.key("recovered").value(recovered);
-      j.key("planted_cross").value(planted_cross);
-      j.key("recovered_cross").value(recovered_cross);
-      j.end_object();
-    }
+    write_resources_test_truth(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
+                               has_test ? &test : nullptr, has_truth ? &truth : nullptr);
     write_warnings(j, warnings);
     j.end_object();
     write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
