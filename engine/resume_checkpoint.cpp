@@ -84,13 +84,11 @@ TrainProgress decode_train(const schema::TrainState& s) {
   TrainProgress t;
   if (s.batches())
     for (const auto* b : *s.batches())
-      t.batches.emplace_back(b->candidates() ? std::vector<uint64_t>(b->candidates()->begin(),
-                                                                     b->candidates()->end())
-                                             : std::vector<uint64_t>());
-  if (s.weights()) t.apg.w.assign(s.weights()->begin(), s.weights()->end());
+      t.batches.push_back(copy_scalars(b->candidates()));
+  t.apg.w = copy_scalars(s.weights());
   t.apg.b = s.bias();
   t.apg.lipschitz = s.lipschitz();
-  if (s.alpha()) t.alpha.assign(s.alpha()->begin(), s.alpha()->end());
+  t.alpha = copy_scalars(s.alpha());
   t.iterations = decode_iterations(s.iterations());
   t.stop_reason = s.stop_reason() ? s.stop_reason()->str() : "";
   t.next_path_point = s.next_path_point();

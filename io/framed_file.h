@@ -6,7 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
+#include <vector>
+
+#include <flatbuffers/flatbuffers.h>
 
 #include "core/hash.h"
 
@@ -24,6 +29,18 @@ inline std::string frame_flatbuffer(const char (&magic)[8], const uint8_t* data,
   out.append(reinterpret_cast<const char*>(&len), 8);
   out.append(reinterpret_cast<const char*>(&sum), 8);
   out.append(reinterpret_cast<const char*>(data), size);
+  return out;
+}
+
+// Copies a FlatBuffer vector of scalars. The verifier checks the alignment of
+// a vector's length field (4 bytes) but not of its elements, so in a crafted
+// file 8-byte elements may sit at any 4-byte boundary: copy bytes, never
+// dereference (Vector::Get and its iterators would). Little-endian, as above.
+template <class T>
+std::vector<T> copy_scalars(const flatbuffers::Vector<T>* v) {
+  static_assert(std::is_arithmetic_v<T>);
+  std::vector<T> out(v ? v->size() : 0);
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
   return out;
 }
 

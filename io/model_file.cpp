@@ -157,17 +157,6 @@ std::vector<uint8_t> read_model_bytes(const std::string& path) {
   return buffer;
 }
 
-// Copies a FlatBuffer vector of scalars. The verifier checks the alignment of
-// a vector's length field (4 bytes) but not of its elements, so 8-byte
-// elements may sit at any 4-byte boundary: copy bytes, never dereference.
-// (Files are little-endian, like every target of the engine.)
-template <class T>
-void copy_scalars(const flatbuffers::Vector<T>* v, std::vector<T>& out) {
-  static_assert(std::is_arithmetic_v<T>);
-  if (!v) return;
-  out.resize(v->size());
-  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
-}
 
 }  // namespace
 
@@ -263,9 +252,9 @@ static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string
   m.order = fm->order();
   m.period = fm->period();
   m.kernel = str(fm->kernel());
-  copy_scalars(fm->scale_min(), m.scale_min);
-  copy_scalars(fm->scale_max(), m.scale_max);
-  copy_scalars(fm->scale_ids(), m.scale_ids);
+  m.scale_min = copy_scalars(fm->scale_min());
+  m.scale_max = copy_scalars(fm->scale_max());
+  m.scale_ids = copy_scalars(fm->scale_ids());
   if (m.scale_min.size() != m.scale_max.size() ||
       (!m.scale_ids.empty() && m.scale_ids.size() != m.scale_min.size()))
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "scale arrays differ in length"));
@@ -277,8 +266,8 @@ static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string
     for (const auto* t : *fm->transforms()) {
       ModelTransform mt;
       mt.name = str(t->name());
-      copy_scalars(t->ids(), mt.ids);
-      copy_scalars(t->factors(), mt.factors);
+      mt.ids = copy_scalars(t->ids());
+      mt.factors = copy_scalars(t->factors());
       mt.absent_factor = t->absent_factor();
       bool finite = std::isfinite(mt.absent_factor);
       for (double f : mt.factors) finite = finite && std::isfinite(f);

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
+#include "io/framed_file.h"
 #include "io/schema/manifest_generated.h"
 #include "io/schema/shard_generated.h"
 #include "io/store_files.h"
@@ -322,14 +323,17 @@ void PreadShardStore::load_class_table(const std::string& path, const schema::Ma
   if (!values || !counts || !texts || values->size() < 2 || values->size() > kMaxClasses ||
       counts->size() != values->size() || texts->size() != values->size())
     corrupt(msg::store_inconsistent(path, "bad class table"));
+  // Copied, not read in place: 8-byte elements may be misaligned (copy_scalars).
+  const std::vector<double> class_values = copy_scalars(values);
+  const std::vector<uint64_t> class_counts = copy_scalars(counts);
   uint64_t total = 0;
-  for (flatbuffers::uoffset_t k = 0; k < values->size(); ++k) {
-    double v = values->Get(k);  // Get() reads unaligned scalars safely
+  for (size_t k = 0; k < class_values.size(); ++k) {
+    const double v = class_values[k];
     if (!std::isfinite(v) || (k > 0 && !(v > info_.class_values.back())))
       corrupt(msg::store_inconsistent(path, "class values are not increasing"));
     info_.class_values.push_back(v);
-    info_.class_counts.push_back(counts->Get(k));
-    total += counts->Get(k);
+    info_.class_counts.push_back(class_counts[k]);
+    total += class_counts[k];
   }
   if (total != info_.n_rows || info_.class_values.back() != info_.positive_value ||
       info_.class_values.front() != info_.negative_value ||
