@@ -266,6 +266,7 @@ SpaceScores FgmRun::worst_case_analysis(uint64_t batch) {
   update_dual_product();
   SpaceScores wc = run_worst_case_analysis(*space_, store_, blocks_, observing_values(streamer_), a_.data(),
                                            batch, settings_.scheduler.threads, budget_);
+  ++out_.scoring_passes;
   after_first_pass();
   return wc;
 }

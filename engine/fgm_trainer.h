@@ -96,6 +96,10 @@ struct TrainOutcome {
   uint64_t total_line_search_steps = 0;
   uint64_t total_gradient_evaluations = 0;
   uint64_t total_bytes_streamed = 0;
+  // Streams over the store this run made by itself (0 when a LockstepRuns
+  // streamed for it): outer iterations, the pass that ended the loop, the
+  // final certificate. Not restored from a checkpoint.
+  uint64_t scoring_passes = 0;
   double seconds = 0;
   uint64_t budget_peak = 0;
   // Scaling diagnostics (the warnings' inputs).

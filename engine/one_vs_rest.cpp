@@ -64,15 +64,6 @@ Model combine_class_models(const std::vector<Model>& models, const std::vector<d
 
 namespace {
 
-// The passes a run streamed by itself: its outer iterations, the pass that
-// ended the loop without an iteration (no new feature, or the eps_outer test,
-// which reads the violation of that pass), the final certificate.
-uint64_t passes_of(const TrainOutcome& o, const TrainSettings& settings) {
-  const bool ended_in_pass = o.stop_reason == "no_new_features" || o.stop_reason == "eps_outer";
-  const bool certificate = settings.final_certificate && !ended_in_pass && !o.iterations.empty();
-  return o.iterations.size() + (ended_in_pass ? 1 : 0) + (certificate ? 1 : 0);
-}
-
 // The multi-class model's predictions on its training rows, built as the
 // class runs finish (in any order): the largest decision value, a tie to the
 // smaller class index (as argmax_class), for the chance-level check.
@@ -131,7 +122,7 @@ void run_sequential(const ShardStore& store, const std::vector<TrainSettings>& s
                     const std::vector<TrainHooks>& hooks, OneVsRestOutcome& out) {
   for (size_t c = 0; c < settings.size(); ++c) {
     TrainOutcome o = train_fgm(store, settings[c], budget, hooks[c]);
-    out.scoring_passes += passes_of(o, settings[c]);
+    out.scoring_passes += o.scoring_passes;
     out.bytes_streamed += o.total_bytes_streamed;
     out.classes.push_back(std::move(o));
   }
