@@ -69,16 +69,35 @@
 //    10^6 times too short.
 //  * APG is not monotone: if F_k > F_{k−1} the momentum is reset (ϱ = 1,
 //    v = ω^k; O'Donoghue & Candès' adaptive restart).
+//  * The Section 5.5 inner-product cache is held sparsely, and rows that no
+//    selected column touches are handled in aggregate (below). Same iterates
+//    in exact arithmetic; sums are associated differently from a dense sweep
+//    over all n rows, so the last bits differ from the dense solver (kept as a
+//    test twin: tests/solvers/dense_apg_twin.cpp).
 //
-// Section 5.5 inner-product cache: per batch h the solver keeps X_h v_h and
-// X_h g_h (g = ∇_ω P(v)) as n-vectors. A trial step of the line search then
-// costs O(n t): S_τ only rescales u_h = v_h − g_h/τ, so X_h ω_h − X_h v_h =
-// (scale_h(τ) − 1)·X_h v_h − (scale_h(τ)/τ)·X_h g_h. Each iteration makes three
-// passes over the selected columns: g = X'∇_d P, X_h g_h, and X_h v_h at the
-// new v. X v is formed exactly rather than by the recurrence
-// X v^{k+1} = (1+β) X ω^k − β X ω^{k−1}, which would save one pass but drifts,
-// needs a third n-vector per batch, and could not be reproduced for a batch
-// whose vectors were not kept.
+// Where the work goes (the layout: apg_layout.h). Only the rows some selected
+// column touches ("touched", R) are swept row by row. Every other row has
+// d_i = −b whatever ω is, so its loss, its share of ∂P/∂b and its Bregman
+// terms depend on its label and b alone: the solver keeps two counts (label
+// +1 and −1 among the untouched rows) and adds count·φ(∓b) etc., exactly. In
+// the ω line search their step X(ω − v) is 0, so they add nothing.
+//
+// Section 5.5 inner-product cache, sparse: per batch h the solver keeps
+// X_h v_h and X_h g_h (g = ∇_ω P(v)) only on R_h, the rows batch h touches
+// (|R_h| ≤ nnz_h entries each). A trial step of the line search then costs
+// O(Σ_h |R_h| + |R|), not a pass over the columns: S_τ only rescales
+// u_h = v_h − g_h/τ, so X_h ω_h − X_h v_h = (scale_h(τ) − 1)·X_h v_h −
+// (scale_h(τ)/τ)·X_h g_h. Each iteration makes three passes over the selected
+// columns: g = X'∇_d P, X_h g_h, and X_h v_h at the new v. X v is formed
+// exactly rather than by the recurrence X v^{k+1} = (1+β) X ω^k − β X ω^{k−1},
+// which would save one pass but drifts, needs a third vector per batch, and
+// could not be reproduced for a batch whose vectors were not kept.
+//
+// Cost per iteration: O(nnz + Σ_h |R_h| + |R|) ≤ O(nnz + |R|) per pass
+// (Σ_h |R_h| ≤ nnz), with (line-search trials + b-step trials + a few) passes
+// over R; no O(n) work at all. Per solve: one pass over the n labels (the
+// untouched counts), an n-bit bitmap to find R, and the n-entry `decision`
+// output. (The dense form swept 3·n·t doubles per iteration.)
 //
 // The cache shrinks instead of failing: it keeps as many of the 2t vectors
 // as the budget has room for (batch by batch, X_h v_h before X_h g_h) and
@@ -89,21 +108,27 @@
 // trial for each batch not kept), not memory.
 //
 // Determinism: every sum has a fixed order independent of options.threads.
-// Columns are reduced one per task (a sequential dot product), X_h g_h one
-// batch per task in column order, and sums over samples in fixed chunks of
-// kRowChunk rows whose partial sums are added in chunk order.
+// Columns are reduced one per task (a sequential dot product), X_h x_h one
+// batch per task in column order, and sums over the touched rows in fixed
+// chunks of kLayoutRowChunk compact rows whose partial sums are added in chunk
+// order, then the untouched rows' terms. The hot loops are the small kernels
+// of apg_kernels.h.
 #include "solvers/apg.h"
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <utility>
 
 #include "core/error.h"
+#include "solvers/apg_kernels.h"
+#include "solvers/apg_layout.h"
 #include "solvers/losses.h"
 #include "solvers/moreau_projection.h"
 
@@ -119,9 +144,13 @@ const char* loss_name(Loss loss) {
 
 namespace {
 
-constexpr size_t kRowChunk = 8192;       // rows per task and per partial sum
-constexpr int kMaxLineSearchTrials = 200;
-constexpr double kReferenceFloor = 1e-10;  // smallest reference Δ_1 of the stop rule, relative to F  // τ grows by η^-200: only a stall gets here
+using detail::ApgLayout;
+using detail::UntouchedRows;
+
+constexpr size_t kRowChunk = 8192;         // rows per partial sum of loss_value
+constexpr int kMaxLineSearchTrials = 200;  // τ grows by η^-200: only a stall gets here
+constexpr double kReferenceFloor = 1e-10;  // smallest reference Δ_1 of the stop rule, relative to F
+constexpr size_t kColumnTaskNnz = 16384;   // nonzeros per column task (results do not depend on it)
 
 // Runs index loops on a task arena of exactly `threads` threads (or inline).
 class Executor {
@@ -130,33 +159,33 @@ class Executor {
     if (threads > 1) arena_.emplace(threads);
   }
 
+  // f(i) for i in [0, count), `grain` indices per task. Each f(i) writes only
+  // its own outputs, so the split does not change any result.
   template <class F>
-  void for_each(size_t count, const F& f) {
-    if (!arena_ || count <= 1) {
+  void for_each(size_t count, const F& f, size_t grain = 1) {
+    if (!arena_ || count <= grain) {
       for (size_t i = 0; i < count; ++i) f(i);
       return;
     }
-    arena_->execute([&] { tbb::parallel_for(size_t{0}, count, [&](size_t i) { f(i); }); });
-  }
-
-  // f(begin, end) over fixed row chunks of [0, n).
-  template <class F>
-  void for_rows(size_t n, const F& f) {
-    size_t chunks = (n + kRowChunk - 1) / kRowChunk;
-    for_each(chunks, [&](size_t c) { f(c * kRowChunk, std::min(n, (c + 1) * kRowChunk)); });
-  }
-
-  // Σ of f(begin, end) over fixed row chunks, added in chunk order.
-  template <class F>
-  double sum_rows(size_t n, const F& f) {
-    size_t chunks = (n + kRowChunk - 1) / kRowChunk;
-    partial_.assign(chunks, 0.0);
-    for_each(chunks, [&](size_t c) {
-      partial_[c] = f(c * kRowChunk, std::min(n, (c + 1) * kRowChunk));
+    arena_->execute([&] {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, count, grain), [&](const tbb::blocked_range<size_t>& r) {
+        for (size_t i = r.begin(); i != r.end(); ++i) f(i);
+      });
     });
-    double s = 0;
-    for (double p : partial_) s += p;
-    return s;
+  }
+
+  // Σ_c f(c) over `count` chunks, component-wise, partial sums added in chunk order.
+  template <size_t K, class F>
+  std::array<double, K> sum(size_t count, const F& f) {
+    partial_.assign(count * K, 0.0);
+    for_each(count, [&](size_t c) {
+      const std::array<double, K> part = f(c);
+      for (size_t k = 0; k < K; ++k) partial_[c * K + k] = part[k];
+    });
+    std::array<double, K> total{};
+    for (size_t c = 0; c < count; ++c)
+      for (size_t k = 0; k < K; ++k) total[k] += partial_[c * K + k];
+    return total;
   }
 
  private:
@@ -164,14 +193,56 @@ class Executor {
   std::vector<double> partial_;
 };
 
+// The untouched rows' terms: d_i = −β for all of them, so a row of label +1
+// has margin −β and one of label −1 margin β; each term is a count times the
+// per-row value (a class with no rows adds nothing, also when the value is inf).
+template <class LossT>
+class UntouchedTerms {
+ public:
+  UntouchedTerms(const UntouchedRows& rows, double C)
+      : positive_(double(rows.positive)), negative_(double(rows.negative)), C_(C) {}
+
+  bool empty() const { return positive_ == 0 && negative_ == 0; }
+  double positive() const { return positive_; }
+  double negative() const { return negative_; }
+
+  // Σ φ(m_i).
+  double loss(double beta) const {
+    return weighted(LossT::value(C_, -beta), LossT::value(C_, beta));
+  }
+  // Σ φ'(m_i)·y_i = Σ ∂P/∂d_i.
+  double derivative(double beta) const {
+    return weighted(LossT::deriv(C_, -beta), -LossT::deriv(C_, beta));
+  }
+  // Σ D_φ(m_i, −y_i·step): the b-step moves every d_i by −step.
+  double bias_bregman(double beta, double step) const {
+    return weighted(LossT::bregman(C_, -beta, sigma(beta), -step),
+                    LossT::bregman(C_, beta, sigma(-beta), step));
+  }
+  // α_i = −φ'(m_i) (Theorem 3) of a row of label +1 and −1.
+  double alpha_positive(double beta) const { return -LossT::deriv(C_, -beta); }
+  double alpha_negative(double beta) const { return -LossT::deriv(C_, beta); }
+
+ private:
+  // p = σ(−m) for the logistic Bregman term (unused by the squared hinge).
+  static double sigma(double z) { return LossT::kNeedsSigmoid ? detail::sigmoid(z) : 0.0; }
+  double weighted(double positive_term, double negative_term) const {
+    double s = 0;
+    if (positive_ > 0) s += positive_ * positive_term;
+    if (negative_ > 0) s += negative_ * negative_term;
+    return s;
+  }
+
+  double positive_, negative_, C_;
+};
+
 template <class LossT>
 double sum_loss(Executor& ex, double C, const int8_t* y, const double* d, size_t n) {
-  return ex.sum_rows(n, [&](size_t b, size_t e) {
-    double s = 0;
-    for (size_t i = b; i < e; ++i)
-      if (y[i] != 0) s += LossT::value(C, double(y[i]) * d[i]);  // 0: row not in this fit
-    return s;
-  });
+  const size_t chunks = (n + kRowChunk - 1) / kRowChunk;
+  return ex.sum<1>(chunks, [&](size_t c) {
+    const size_t lo = c * kRowChunk, hi = std::min(n, lo + kRowChunk);
+    return std::array<double, 1>{kernels::loss_sum<LossT>(C, y + lo, d + lo, hi - lo)};
+  })[0];
 }
 
 template <class LossT>
@@ -179,51 +250,64 @@ class ApgSolver {
  public:
   ApgSolver(const SelectedFeatureCache& cache, const int8_t* labels, const ApgOptions& options,
             MemoryBudget& budget)
-      : cache_(cache),
-        y_(labels),
+      : layout_(cache, labels, budget),
+        untouched_(layout_.untouched(), options.C),
+        y_(layout_.labels()),
         opt_(options),
         ex_(options.threads),
-        n_(cache.n_rows()),
+        rows_(layout_.touched()),
         cols_(cache.num_columns()),
         t_(cache.num_batches()) {
-    // Required: 4 n for decision values at v and ω (the latter also the trial
-    // step δ), margins, ∇_d P (also the scratch for products not cached), and
-    // σ for the logistic loss; 6 per column for ω (now, previous, trial), v, g, g⁺.
+    for (size_t h = 0; h < t_; ++h) FGM_ASSERT(cache.batch_begin(h) <= cache.batch_end(h));
+    FGM_ASSERT(t_ == 0 ? cols_ == 0 : cache.batch_begin(0) == 0);
+    batch_begin_.resize(t_ + 1);
+    for (size_t h = 0; h < t_; ++h) batch_begin_[h] = cache.batch_begin(h);
+    batch_begin_[t_] = cols_;
+    // Required: 4 vectors over the touched rows for decision values at v and
+    // ω (the latter also the trial step δ), margins, ∇_d P (also the scratch
+    // for products not cached), and σ for the logistic loss; 6 per column for
+    // ω (now, previous, trial), v, g, g⁺; 5 per batch.
     const uint64_t row_vectors = LossT::kNeedsSigmoid ? 5 : 4;
-    const uint64_t doubles = row_vectors * uint64_t(n_) + 6 * uint64_t(cols_) + 5 * uint64_t(t_);
+    const uint64_t doubles = row_vectors * uint64_t(rows_) + 6 * uint64_t(cols_) + 5 * uint64_t(t_);
     reservation_ = budget.reserve(doubles * sizeof(double), "APG per-row vectors",
                                   "use fewer training rows");
-    // Optional: the inner-product cache, 2 n-vectors per batch, as many as fit.
-    const uint64_t vector_bytes = std::max<uint64_t>(1, uint64_t(n_) * sizeof(double));
-    cache_reservation_ = budget.reserve_up_to(2 * uint64_t(t_) * vector_bytes, vector_bytes,
-                                              "APG inner-product cache");
-    cached_ = n_ == 0 ? 2 * t_ : cache_reservation_.bytes() / vector_bytes;
-    for (size_t h = 0; h < t_; ++h) {
-      FGM_ASSERT(cache.batch_begin(h) <= cache.batch_end(h));
+    // Optional: the inner-product cache, 2 vectors per batch (|R_h| entries
+    // each), slot 2h + kind, as many leading slots as fit.
+    cache_reservation_ = budget.reserve_up_to(2 * layout_.total_batch_rows() * sizeof(double),
+                                              sizeof(double), "APG inner-product cache");
+    slot_offset_.assign(2 * t_ + 1, 0);
+    uint64_t kept = 0;
+    for (size_t s = 0; s < 2 * t_; ++s) {
+      const uint64_t size = layout_.batch_rows(s / 2);
+      if ((kept + size) * sizeof(double) > cache_reservation_.bytes()) break;
+      kept += size;
+      slot_offset_[++cached_] = kept;
     }
-    FGM_ASSERT(t_ == 0 ? cols_ == 0 : cache.batch_begin(0) == 0);
+    cache_reservation_.resize(kept * sizeof(double));
+    column_grain_ = std::max<size_t>(1, kColumnTaskNnz / std::max<uint64_t>(1, layout_.nnz() / std::max<size_t>(1, cols_)));
   }
 
   ApgResult solve(ApgState& state, std::vector<double>& decision);
 
  private:
-  size_t begin(size_t h) const { return cache_.batch_begin(h); }
-  size_t end(size_t h) const { return cache_.batch_end(h); }
+  size_t begin(size_t h) const { return batch_begin_[h]; }
+  size_t end(size_t h) const { return batch_begin_[h + 1]; }
+  size_t chunks() const { return layout_.num_chunks(); }
+  double* p_at(size_t lo) { return LossT::kNeedsSigmoid ? p_.data() + lo : nullptr; }
 
   // Which products the inner-product cache keeps: slot 2h + kind while it fits.
   enum Product { kXv = 0, kXg = 1 };
   bool is_cached(Product kind, size_t h) const { return 2 * h + kind < cached_; }
-  double* slot(Product kind, size_t h) { return products_.data() + (2 * h + kind) * n_; }
+  double* slot(Product kind, size_t h) { return products_.data() + slot_offset_[2 * h + kind]; }
 
-  // out = X_h x_h, one pass over batch h's columns. Every product, cached or
-  // not, is formed here, so its bits do not depend on the cache size.
+  // out = X_h x_h on R_h, one pass over batch h's columns. Every product,
+  // cached or not, is formed here, so its bits do not depend on the cache size.
   void batch_product(size_t h, const std::vector<double>& x, double* out) const {
-    std::fill(out, out + n_, 0.0);
+    std::fill(out, out + layout_.batch_rows(h), 0.0);
     for (size_t j = begin(h); j < end(h); ++j) {
-      double xj = x[j];
-      if (xj == 0) continue;
-      SparseColumnView c = cache_.column(j);
-      for (uint64_t k = 0; k < c.nnz; ++k) out[c.rows[k]] += xj * double(c.values[k]);
+      if (x[j] == 0) continue;
+      kernels::scatter_axpy(x[j], layout_.column_local(j), layout_.column_values(j),
+                            layout_.column_size(j), out);
     }
   }
 
@@ -245,84 +329,109 @@ class ApgSolver {
     return r_.data();
   }
 
-  // out_i = Σ_h (X_h x_h)_i − b, batches added in order.
+  // The part of batch h's R_h that falls in chunk c: [first, first + count).
+  struct Span {
+    size_t first, count;
+  };
+  Span span(size_t h, size_t c) const {
+    const size_t a = layout_.batch_chunk(h, c);
+    return {a, layout_.batch_chunk(h, c + 1) - a};
+  }
+  const uint32_t* batch_rows(size_t h) const { return layout_.batch_row_list(h); }
+
+  // out_i = Σ_h (X_h x_h)_i − b on the touched rows, batches added in order.
   void sum_products(Product kind, const std::vector<double>& x, double b, std::vector<double>& out) {
-    ex_.for_rows(n_, [&](size_t lo, size_t hi) { std::fill(out.begin() + lo, out.begin() + hi, 0.0); });
+    const bool all_cached = t_ == 0 || is_cached(kind, t_ - 1);
+    if (all_cached) {  // one sweep per chunk, same order of operations
+      ex_.for_each(chunks(), [&](size_t c) {
+        const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+        std::fill(out.begin() + lo, out.begin() + hi, 0.0);
+        for (size_t h = 0; h < t_; ++h) {
+          const Span s = span(h, c);
+          kernels::scatter_add(batch_rows(h) + s.first, slot(kind, h) + s.first, s.count, out.data());
+        }
+        kernels::subtract_scalar(b, hi - lo, out.data() + lo);
+      });
+      return;
+    }
+    std::fill(out.begin(), out.end(), 0.0);
     for (size_t h = 0; h < t_; ++h) {
       const double* p = product(kind, h, x);
-      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) out[i] += p[i];
+      ex_.for_each(chunks(), [&](size_t c) {
+        const Span s = span(h, c);
+        kernels::scatter_add(batch_rows(h) + s.first, p + s.first, s.count, out.data());
       });
     }
-    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) out[i] -= b;
+    ex_.for_each(chunks(), [&](size_t c) {
+      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      kernels::subtract_scalar(b, hi - lo, out.data() + lo);
     });
   }
 
-  // δ = X(ω − v) = Σ_h coef_v_h X_h v_h − coef_g_h X_h g_h (added in batch
-  // order, v before g), then Σ_i of the loss's Bregman remainder at δ.
+  // δ = X(ω − v) = Σ_h coef_v_h X_h v_h − coef_g_h X_h g_h on the touched rows
+  // (added in batch order, v before g), then Σ_i of the loss's Bregman
+  // remainder at δ. Untouched rows have δ_i = 0 and add exactly 0.
   double trial_step(const std::vector<double>& v, const std::vector<double>& g,
                     const std::vector<double>& coef_v, const std::vector<double>& coef_g,
                     std::vector<double>& delta) {
     const double C = opt_.C;
-    auto bregman_sum = [&](size_t lo, size_t hi) {
-      double acc = 0;
-      for (size_t i = lo; i < hi; ++i)
-        acc += LossT::bregman(C, m_[i], LossT::kNeedsSigmoid ? p_[i] : 0.0, double(y_[i]) * delta[i]);
-      return acc;
+    auto bregman = [&](size_t c) {
+      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      return std::array<double, 1>{
+          kernels::bregman_sum<LossT>(C, y_ + lo, m_.data() + lo, p_at(lo), delta.data() + lo, hi - lo)};
     };
     if (cached_ >= 2 * t_) {
       // Everything cached: one fused sweep per row chunk (same order of operations).
-      return ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
-        std::fill(delta.begin() + lo, delta.begin() + hi, 0.0);
+      return ex_.sum<1>(chunks(), [&](size_t c) {
+        std::fill(delta.begin() + layout_.chunk_begin(c), delta.begin() + layout_.chunk_end(c), 0.0);
         for (size_t h = 0; h < t_; ++h) {
-          const double cv = coef_v[h], cg = coef_g[h];
-          const double* xv = slot(kXv, h);
-          const double* xg = slot(kXg, h);
-          for (size_t i = lo; i < hi; ++i) delta[i] += cv * xv[i];
-          for (size_t i = lo; i < hi; ++i) delta[i] -= cg * xg[i];
+          const Span s = span(h, c);
+          kernels::scatter_trial_step(coef_v[h], slot(kXv, h) + s.first, -coef_g[h],
+                                      slot(kXg, h) + s.first, batch_rows(h) + s.first, s.count,
+                                      delta.data());
         }
-        return bregman_sum(lo, hi);
-      });
+        return bregman(c);
+      })[0];
     }
-    ex_.for_rows(n_, [&](size_t lo, size_t hi) { std::fill(delta.begin() + lo, delta.begin() + hi, 0.0); });
+    std::fill(delta.begin(), delta.end(), 0.0);
     for (size_t h = 0; h < t_; ++h) {
-      const double cv = coef_v[h], cg = coef_g[h];
-      const double* xv = product(kXv, h, v);
-      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) delta[i] += cv * xv[i];
-      });
-      const double* xg = product(kXg, h, g);
-      ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) delta[i] -= cg * xg[i];
-      });
+      for (Product kind : {kXv, kXg}) {
+        const double coef = kind == kXv ? coef_v[h] : -coef_g[h];
+        const double* p = product(kind, h, kind == kXv ? v : g);
+        ex_.for_each(chunks(), [&](size_t c) {
+          const Span s = span(h, c);
+          kernels::scatter_scaled_add(coef, batch_rows(h) + s.first, p + s.first, s.count, delta.data());
+        });
+      }
     }
-    return ex_.sum_rows(n_, bregman_sum);
+    return ex_.sum<1>(chunks(), bregman)[0];
   }
 
   // g_j = Σ_i r_i x_ij (one pass over the columns). With `positive_part`
   // and a bias also the positive rows' part g⁺_j (for dual_bound).
   void gradient(const std::vector<double>& r, std::vector<double>& g, bool positive_part = false) {
     ex_.for_each(cols_, [&](size_t j) {
-      SparseColumnView c = cache_.column(j);
-      double s = 0, sp = 0;
+      const uint32_t* rows = layout_.column_compact(j);
+      const float* values = layout_.column_values(j);
+      const size_t count = layout_.column_size(j);
       if (opt_.bias && positive_part) {
-        for (uint64_t k = 0; k < c.nnz; ++k) {
-          const double t = r[c.rows[k]] * double(c.values[k]);
+        double s = 0, sp = 0;
+        for (size_t k = 0; k < count; ++k) {
+          const double t = r[rows[k]] * double(values[k]);
           s += t;
-          sp += y_[c.rows[k]] > 0 ? t : 0.0;
+          sp += y_[rows[k]] > 0 ? t : 0.0;
         }
         g_pos_[j] = sp;
+        g[j] = s;
       } else {
-        for (uint64_t k = 0; k < c.nnz; ++k) s += r[c.rows[k]] * double(c.values[k]);
+        g[j] = kernels::gather_dot(rows, values, count, r.data());
       }
-      g[j] = s;
-    });
+    }, column_grain_);
     ++column_passes_;
     ++gradient_evaluations_;
   }
 
-  double dual_bound(const std::vector<double>& g);
+  double dual_bound(const std::vector<double>& g, double b);
 
   // L₀ when no L_t is carried over: the largest diagonal entry of ∇²P's bound
   // C·X'X (C/4·X'X for the logistic loss), max_j C·‖x_j‖², a lower bound on
@@ -333,17 +442,17 @@ class ApgSolver {
   double initial_lipschitz() const {
     double largest = 0;
     for (size_t j = 0; j < cols_; ++j) {
-      SparseColumnView c = cache_.column(j);
+      const uint32_t* rows = layout_.column_compact(j);
+      const float* values = layout_.column_values(j);
       double q = 0;
-      for (uint64_t k = 0; k < c.nnz; ++k)
-        if (y_[c.rows[k]] != 0) q += double(c.values[k]) * double(c.values[k]);
+      for (size_t k = 0; k < layout_.column_size(j); ++k)
+        if (y_[rows[k]] != 0) q += double(values[k]) * double(values[k]);
       largest = std::max(largest, q);
     }
     const double curvature = (LossT::kNeedsSigmoid ? 0.25 : 1.0) * opt_.C * largest;
     if (curvature > 0) return curvature;
-    size_t fit_rows = 0;  // no column: the paper's 0.01nC over the rows in the fit
-    for (size_t i = 0; i < n_; ++i) fit_rows += y_[i] != 0;
-    return 0.01 * double(fit_rows) * opt_.C;
+    // No column: the paper's 0.01nC over the rows in the fit.
+    return 0.01 * double(layout_.fit_rows()) * opt_.C;
   }
 
   // ½(Σ_h ‖x_h‖)² for x in column space.
@@ -357,42 +466,56 @@ class ApgSolver {
     return 0.5 * z * z;
   }
 
-  // Margins m_i = y_i d_i and (logistic) p_i = σ(−m_i); optionally r_i = ∂P/∂d_i.
-  void margins(const std::vector<double>& d, bool with_r) {
+  // P at decision values d on the touched rows and bias b (untouched rows: −b).
+  double loss(const std::vector<double>& d, double b) {
     const double C = opt_.C;
-    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) {
-        double m = double(y_[i]) * d[i];
-        m_[i] = m;
-        if constexpr (LossT::kNeedsSigmoid) p_[i] = detail::sigmoid(-m);
-        if (with_r) {
-          if constexpr (LossT::kNeedsSigmoid)
-            r_[i] = -C * p_[i] * double(y_[i]);
-          else
-            r_[i] = LossT::deriv(C, m) * double(y_[i]);
-        }
-      }
+    const double touched = ex_.sum<1>(chunks(), [&](size_t c) {
+      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      return std::array<double, 1>{kernels::loss_sum<LossT>(C, y_ + lo, d.data() + lo, hi - lo)};
+    })[0];
+    return touched + untouched_.loss(b);
+  }
+
+  // Margins m_i = y_i d_i and (logistic) p_i = σ(−m_i) on the touched rows;
+  // optionally r_i = ∂P/∂d_i.
+  void margins(const std::vector<double>& d, bool with_r) {
+    ex_.for_each(chunks(), [&](size_t c) {
+      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      kernels::margins<LossT>(opt_.C, y_ + lo, d.data() + lo, hi - lo, m_.data() + lo, p_at(lo),
+                              r_.data() + lo, with_r);
     });
   }
 
-  const SelectedFeatureCache& cache_;
-  const int8_t* y_;
+  // The b-step (Armijo (36)) at (ω^k, v_b), whose decision values on the
+  // touched rows are in d: returns b − v_b and updates d; sets the b part
+  // (∂P/∂b)²/τ_b of Δ_k and remembers τ_b.
+  double bias_step(std::vector<double>& d, double vb, double tau_k, double& model_decrease,
+                   ApgResult& res);
+
+  ApgLayout layout_;
+  UntouchedTerms<LossT> untouched_;
+  const int8_t* y_;  // labels of the touched rows
   ApgOptions opt_;
   Executor ex_;
-  size_t n_, cols_, t_;
+  size_t rows_, cols_, t_;
+  std::vector<size_t> batch_begin_;
+  size_t column_grain_ = 1;
   Reservation reservation_;
   Reservation cache_reservation_;
   size_t cached_ = 0;                // products kept (of 2t)
-  std::vector<double> products_;     // cached_ × n, slot 2h + kind
+  std::vector<uint64_t> slot_offset_;  // slot s starts at products_[slot_offset_[s]]
+  std::vector<double> products_;     // the kept slots, back to back
   std::vector<double> m_, p_, r_;    // r_ doubles as the scratch of product()
   std::vector<double> g_pos_;        // positive rows' part of ∇_ω P (bias only)
+  double tau_b_prev_ = 0;
   int column_passes_ = 0;
   uint64_t recomputed_products_ = 0;
   int gradient_evaluations_ = 0;
 };
 
-// A lower bound on min F from Theorem 3's α at the point where r_ (= −α∘y)
-// and g = X'r were formed: α is made feasible for the bias constraint
+// A lower bound on min F from Theorem 3's α at the point where r_ (= −α∘y on
+// the touched rows) and g = X'r were formed, with bias b (the untouched rows'
+// α follow from it): α is made feasible for the bias constraint
 // Σ_i α_i y_i = 0 by scaling the larger class's α down, then D(θα) is
 // maximised over the scalar θ ("dual scaling"; the best multiple of a dual
 // point, which keeps the bound close to F while v is still far from ω*; θα
@@ -401,19 +524,24 @@ class ApgSolver {
 //   logistic       D(θα) = Σ_i C·H(θα_i/C) − θ²M/2 on 0 < θ < C/max α_i,
 //                  concave: a few safeguarded Newton steps from θ = 1.
 template <class LossT>
-double ApgSolver<LossT>::dual_bound(const std::vector<double>& g) {
+double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, double b) {
   const double C = opt_.C;
+  const size_t n_chunks = chunks();
+  auto range = [&](size_t c) { return std::make_pair(layout_.chunk_begin(c), layout_.chunk_end(c)); };
+  const double alpha_pos = untouched_.alpha_positive(b), alpha_neg = untouched_.alpha_negative(b);
   double scale_pos = 1.0, scale_neg = 1.0;
   if (opt_.bias) {
-    auto class_total = [&](int sign) {
-      return ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
-        double s = 0;
-        for (size_t i = lo; i < hi; ++i)
-          if (y_[i] == sign) s -= r_[i] * sign;  // α_i
-        return s;
-      });
-    };
-    const double pos = class_total(1), neg = class_total(-1);
+    const auto totals = ex_.sum<2>(n_chunks, [&](size_t c) {
+      auto [lo, hi] = range(c);
+      std::array<double, 2> s{};
+      for (size_t i = lo; i < hi; ++i) {
+        if (y_[i] > 0) s[0] -= r_[i];  // α_i = −r_i y_i
+        if (y_[i] < 0) s[1] += r_[i];
+      }
+      return s;
+    });
+    const double pos = totals[0] + (untouched_.positive() > 0 ? untouched_.positive() * alpha_pos : 0.0);
+    const double neg = totals[1] + (untouched_.negative() > 0 ? untouched_.negative() * alpha_neg : 0.0);
     const double common = std::min(pos, neg);
     if (pos > 0) scale_pos = common / pos;
     if (neg > 0) scale_neg = common / neg;
@@ -422,6 +550,9 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g) {
   auto alpha = [&](size_t i) {
     return y_[i] == 0 ? 0.0 : -r_[i] * double(y_[i]) * (y_[i] > 0 ? scale_pos : scale_neg);
   };
+  // The untouched rows' α by label, and how many rows carry each.
+  const std::array<double, 2> class_alpha{alpha_pos * scale_pos, alpha_neg * scale_neg};
+  const std::array<double, 2> class_rows{untouched_.positive(), untouched_.negative()};
   // M: X_h'(α∘y) = −(scale₊ g⁺_h + scale₋ (g_h − g⁺_h)).
   double M = 0;
   for (size_t h = 0; h < t_; ++h) {
@@ -433,50 +564,53 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g) {
     M = std::max(M, q);
   }
   if constexpr (!LossT::kNeedsSigmoid) {
-    double A = 0, S = 0;
-    size_t chunks = (n_ + kRowChunk - 1) / kRowChunk;
-    std::vector<double> a_part(chunks), s_part(chunks);
-    ex_.for_each(chunks, [&](size_t c) {
-      double a = 0, q = 0;
-      for (size_t i = c * kRowChunk; i < std::min(n_, (c + 1) * kRowChunk); ++i) {
+    auto AS = ex_.sum<2>(n_chunks, [&](size_t c) {
+      auto [lo, hi] = range(c);
+      std::array<double, 2> s{};
+      for (size_t i = lo; i < hi; ++i) {
         const double x = alpha(i);
-        a += x;
-        q += x * x;
+        s[0] += x;
+        s[1] += x * x;
       }
-      a_part[c] = a;
-      s_part[c] = q;
+      return s;
     });
-    for (size_t c = 0; c < chunks; ++c) A += a_part[c], S += s_part[c];
+    for (size_t k = 0; k < 2; ++k) {
+      if (class_rows[k] == 0) continue;
+      AS[0] += class_rows[k] * class_alpha[k];
+      AS[1] += class_rows[k] * (class_alpha[k] * class_alpha[k]);
+    }
+    const double A = AS[0], S = AS[1];
     const double curvature = S / C + M;
     return curvature > 0 ? 0.5 * A * A / curvature : A;  // D(θ*α)
   } else {
     double largest = 0;
-    for (size_t i = 0; i < n_; ++i) largest = std::max(largest, alpha(i));
+    for (size_t i = 0; i < rows_; ++i) largest = std::max(largest, alpha(i));
+    for (size_t k = 0; k < 2; ++k)
+      if (class_rows[k] > 0) largest = std::max(largest, class_alpha[k]);
     if (!(largest > 0)) return 0.0;
     const double theta_max = C / largest;
-    // value, first and second derivative of D(θα) in θ.
+    // The terms of one α_i at θ: value, first and second derivative of D(θα) in θ.
+    auto terms = [&](double x, double theta, std::array<double, 3>& s, double weight) {
+      const double u = theta * x;
+      if (!(x > 0)) return;
+      s[0] += weight * LossT::dual_term(C, u);
+      if (u < C) {
+        s[1] += weight * (x * std::log((C - u) / u));
+        s[2] -= weight * (x * x * C / (u * (C - u)));
+      }
+    };
     auto at = [&](double theta, double& d1, double& d2) {
-      size_t chunks = (n_ + kRowChunk - 1) / kRowChunk;
-      std::vector<double> v(chunks), a(chunks), b(chunks);
-      ex_.for_each(chunks, [&](size_t c) {
-        double sv = 0, s1 = 0, s2 = 0;
-        for (size_t i = c * kRowChunk; i < std::min(n_, (c + 1) * kRowChunk); ++i) {
-          const double x = alpha(i), u = theta * x;
-          if (!(x > 0)) continue;
-          sv += LossT::dual_term(C, u);
-          if (u < C) {
-            s1 += x * std::log((C - u) / u);
-            s2 -= x * x * C / (u * (C - u));
-          }
-        }
-        v[c] = sv, a[c] = s1, b[c] = s2;
+      std::array<double, 3> s = ex_.sum<3>(n_chunks, [&](size_t c) {
+        auto [lo, hi] = range(c);
+        std::array<double, 3> part{};
+        for (size_t i = lo; i < hi; ++i) terms(alpha(i), theta, part, 1.0);
+        return part;
       });
-      double value = 0;
-      d1 = 0, d2 = 0;
-      for (size_t c = 0; c < chunks; ++c) value += v[c], d1 += a[c], d2 += b[c];
-      d1 -= theta * M;
-      d2 -= M;
-      return value - 0.5 * theta * theta * M;
+      for (size_t k = 0; k < 2; ++k)
+        if (class_rows[k] > 0) terms(class_alpha[k], theta, s, class_rows[k]);
+      d1 = s[1] - theta * M;
+      d2 = s[2] - M;
+      return s[0] - 0.5 * theta * theta * M;
     };
     double theta = std::min(1.0, theta_max), d1, d2;
     double best = at(theta, d1, d2);
@@ -491,8 +625,53 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g) {
 }
 
 template <class LossT>
+double ApgSolver<LossT>::bias_step(std::vector<double>& d, double vb, double tau_k,
+                                   double& model_decrease, ApgResult& res) {
+  const double C = opt_.C;
+  model_decrease = 0;
+  margins(d, false);
+  const double derivatives = ex_.sum<1>(chunks(), [&](size_t c) {
+    const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+    return std::array<double, 1>{kernels::derivative_sum<LossT>(C, y_ + lo, m_.data() + lo, p_at(lo), hi - lo)};
+  })[0];
+  const double gb = -(derivatives + untouched_.derivative(vb));  // ∂P/∂b = −Σ_i ∂P/∂d_i
+  if (gb == 0) return 0.0;
+  // The paper starts at τ_b = η τ_k. The curvature in b (≈ C·#active
+  // samples) is usually far above τ_k, so that costs ~log_{1/η} of the
+  // ratio trials every iteration; remembering τ_b like τ does not.
+  // It may also be far below τ_k (b and ω have different units: data
+  // scaled by s moves τ_k by s² relative to τ_b), so it is not floored at τ_k.
+  const double eta = opt_.eta;
+  double tau_b = eta * (tau_b_prev_ > 0 ? tau_b_prev_ : tau_k);
+  double step = 0;
+  for (int j = 0; j < kMaxLineSearchTrials; ++j) {
+    ++res.bias_line_search_steps;
+    step = -gb / tau_b;  // b − v_b; decision values move by −step
+    const double touched = ex_.sum<1>(chunks(), [&](size_t c) {
+      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      return std::array<double, 1>{
+          kernels::bias_bregman_sum<LossT>(C, y_ + lo, m_.data() + lo, p_at(lo), step, hi - lo)};
+    })[0];
+    const double lhs = touched + untouched_.bias_bregman(vb, step);
+    // (36) ⟺ P(b) − P(v_b) − ∇_b P·(b − v_b) ≤ τ_b/2 (b − v_b)²
+    if (lhs <= 0.5 * tau_b * step * step) break;
+    tau_b /= eta;
+    if (j + 1 == kMaxLineSearchTrials) step = 0;  // no descent found: keep v_b
+  }
+  tau_b_prev_ = tau_b;
+  model_decrease = gb * gb / tau_b;
+  if (step != 0) {
+    ex_.for_each(chunks(), [&](size_t c) {
+      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      kernels::subtract_scalar(step, hi - lo, d.data() + lo);
+    });
+  }
+  return step;
+}
+
+template <class LossT>
 ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision) {
-  const double C = opt_.C, eta = opt_.eta;
+  const double eta = opt_.eta;
   ApgResult res;
 
   std::vector<double> w = state.w;
@@ -502,16 +681,16 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   // (label 0) must not change the iterates.
   double L = state.lipschitz > 0 ? state.lipschitz : initial_lipschitz();
   double tau_prev = L;  // τ₀ = L_t
-  double tau_b_prev = 0;
 
   // Inner-product cache: the kept X_h v_h, X_h g_h (batch-major, slot 2h + kind).
-  products_.resize(cached_ * n_);
+  products_.resize(slot_offset_[cached_]);
   std::vector<double> w_prev = w, v = w, g(cols_), w_trial(cols_);
-  // dv: decision values at (v, v_b); d: the trial step δ, then those at (ω^k, b).
-  std::vector<double> dv(n_), d(n_);
-  m_.resize(n_);
-  r_.resize(n_);
-  if constexpr (LossT::kNeedsSigmoid) p_.resize(n_);
+  // dv: decision values at (v, v_b); d: the trial step δ, then those at
+  // (ω^k, b) — both on the touched rows only.
+  std::vector<double> dv(rows_), d(rows_);
+  m_.resize(rows_);
+  r_.resize(rows_);
+  if constexpr (LossT::kNeedsSigmoid) p_.resize(rows_);
   if (opt_.bias) g_pos_.resize(cols_);
   std::vector<double> norms(t_), scales(t_), coef_v(t_), coef_g(t_);
   std::vector<size_t> order;
@@ -519,7 +698,7 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   double b_prev = b, vb = b;
   refresh(kXv, v);
   sum_products(kXv, v, vb, dv);
-  double F_prev = regularizer(w) + sum_loss<LossT>(ex_, C, y_, dv.data(), n_);
+  double F_prev = regularizer(w) + loss(dv, vb);
   double rho = 1.0;
   double tau_k = 0;
   double first_mapping = 0;
@@ -579,62 +758,19 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
     std::swap(w_prev, w);
     std::swap(w, w_trial);
     // Decision values of (ω^k, v_b): X ω^k = X v + δ.
-    ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) d[i] = dv[i] + d[i];
+    ex_.for_each(chunks(), [&](size_t c) {
+      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      kernels::add(dv.data() + lo, d.data() + lo, hi - lo, d.data() + lo);
     });
 
     // --- b-step: Armijo (36), gradient at (ω^k, v_b).
-    double b_new = vb;
     double b_model_decrease = 0;  // (∂P/∂b)²/τ_b at (ω^k, v_b): the b part of Δ_k
-    if (opt_.bias) {
-      margins(d, false);
-      double gb = -ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
-        double s = 0;
-        for (size_t i = lo; i < hi; ++i) {
-          if constexpr (LossT::kNeedsSigmoid)
-            s -= C * p_[i] * double(y_[i]);  // φ'(m) = −C σ(−m), σ(−m) cached
-          else
-            s += LossT::deriv(C, m_[i]) * double(y_[i]);
-        }
-        return s;
-      });
-      if (gb != 0) {
-        // The paper starts at τ_b = η τ_k. The curvature in b (≈ C·#active
-        // samples) is usually far above τ_k, so that costs ~log_{1/η} of the
-        // ratio O(n) trials every iteration; remembering τ_b like τ does not.
-        // It may also be far below τ_k (b and ω have different units: data
-        // scaled by s moves τ_k by s² relative to τ_b), so it is not floored at τ_k.
-        double tau_b = eta * (tau_b_prev > 0 ? tau_b_prev : tau_k);
-        double step = 0;
-        for (int j = 0; j < kMaxLineSearchTrials; ++j) {
-          ++res.bias_line_search_steps;
-          step = -gb / tau_b;  // b − v_b; decision values move by −step
-          double lhs = ex_.sum_rows(n_, [&](size_t lo, size_t hi) {
-            double acc = 0;
-            for (size_t i = lo; i < hi; ++i)
-              acc += LossT::bregman(C, m_[i], LossT::kNeedsSigmoid ? p_[i] : 0.0,
-                                    -double(y_[i]) * step);
-            return acc;
-          });
-          // (36) ⟺ P(b) − P(v_b) − ∇_b P·(b − v_b) ≤ τ_b/2 (b − v_b)²
-          if (lhs <= 0.5 * tau_b * step * step) break;
-          tau_b /= eta;
-          if (j + 1 == kMaxLineSearchTrials) step = 0;  // no descent found: keep v_b
-        }
-        tau_b_prev = tau_b;
-        b_model_decrease = gb * gb / tau_b;
-        b_new = vb + step;
-        if (step != 0) {
-          ex_.for_rows(n_, [&](size_t lo, size_t hi) {
-            for (size_t i = lo; i < hi; ++i) d[i] -= step;
-          });
-        }
-      }
-    }
+    const double b_step = opt_.bias ? bias_step(d, vb, tau_k, b_model_decrease, res) : 0.0;
+    const double b_new = vb + b_step;
     b_prev = b;
     b = b_new;
 
-    const double F = regularizer(w) + sum_loss<LossT>(ex_, C, y_, d.data(), n_);
+    const double F = regularizer(w) + loss(d, b);
     res.iterations = k;
     const double decrease = F_prev - F;
     const bool decreased = decrease >= 0;
@@ -673,17 +809,20 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   }
   if (F_prev == 0 && res.iterations == 0) res.converged = true;
 
-  // Exact decision values and objective at the returned point.
+  // Exact decision values and objective at the returned point: X_h ω_h on
+  // the touched rows, 0 − b on every other row.
   refresh(kXv, w);
-  decision.assign(n_, 0.0);
-  sum_products(kXv, w, b, decision);
+  sum_products(kXv, w, b, d);
+  decision.assign(layout_.n_rows(), 0.0 - b);
+  const uint32_t* rows = layout_.rows();
+  for (size_t c = 0; c < rows_; ++c) decision[rows[c]] = d[c];
   res.regularizer = regularizer(w);
-  res.loss = sum_loss<LossT>(ex_, C, y_, decision.data(), n_);
+  res.loss = loss(d, b);
   res.objective = res.regularizer + res.loss;
   // The certificate of the returned point: one more gradient pass, at ω.
-  margins(decision, true);
+  margins(d, true);
   gradient(r_, g, true);
-  const double dual = dual_bound(g);
+  const double dual = dual_bound(g, b);
   res.dual_bound = dual;
   res.relative_gap = res.objective > 0 ? std::max(res.objective - dual, 0.0) / res.objective : 0.0;
   res.gradient_evaluations = gradient_evaluations_;
@@ -728,7 +867,7 @@ void dual_from_decision(Loss loss, double C, const int8_t* labels,
 }
 
 double loss_value(Loss loss, double C, const int8_t* labels, const std::vector<double>& decision) {
-  // Same chunked summation as the solver, so result.loss == loss_value(decision).
+  // Summed over all rows in fixed chunks: equals the solver's P up to rounding.
   Executor ex(1);
   if (loss == Loss::kLogistic)
     return sum_loss<detail::LogisticLoss>(ex, C, labels, decision.data(), decision.size());

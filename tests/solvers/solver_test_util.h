@@ -76,6 +76,34 @@ inline void fill_cache(const Problem& p, SelectedFeatureCache& cache, size_t bat
   }
 }
 
+// Rows the first `batches` batches touch (a nonzero in some column), and per
+// batch the rows that batch touches: the sizes of the solver's sparse vectors.
+struct TouchedRows {
+  uint64_t count = 0;
+  std::vector<uint64_t> batch;
+  uint64_t total_batch_rows() const {
+    uint64_t s = 0;
+    for (uint64_t b : batch) s += b;
+    return s;
+  }
+};
+inline TouchedRows touched_rows(const Problem& p, size_t batches) {
+  TouchedRows t;
+  std::vector<bool> any(p.n, false);
+  for (size_t h = 0; h < batches; ++h) {
+    uint64_t rows = 0;
+    for (size_t i = 0; i < p.n; ++i) {
+      bool in_batch = false;
+      for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) in_batch = in_batch || p.at(i, j) != 0;
+      rows += in_batch;
+      if (in_batch) any[i] = true;
+    }
+    t.batch.push_back(rows);
+  }
+  for (bool a : any) t.count += a;
+  return t;
+}
+
 using LD = long double;
 
 inline LD ld_softplus(LD z) { return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z)); }

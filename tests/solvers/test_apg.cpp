@@ -219,7 +219,9 @@ TEST_CASE("APG reaches the optimum of (31) found by long-double proximal gradien
         // Decision values are d = Xw − b at the returned point.
         std::vector<LD> d = ld_decision(p, p.cols, to_ld(state.w), state.b);
         for (size_t i = 0; i < n; ++i) REQUIRE(std::fabs(double(d[i]) - decision[i]) <= 1e-12);
-        REQUIRE(res.loss == loss_value(loss, C, p.y.data(), decision));
+        // P summed over all rows equals the solver's (touched rows plus the
+        // untouched ones in aggregate) up to rounding.
+        REQUIRE(res.loss == Approx(loss_value(loss, C, p.y.data(), decision)).epsilon(1e-14));
         // Optimality conditions of (31).
         Kkt k = kkt_of(p, t, loss, C, state.w, state.b);
         CAPTURE(double(k.active_residual), double(k.inactive_excess), double(k.bias_gradient),
@@ -577,25 +579,83 @@ TEST_CASE("APG reserves its working memory from the budget", "[solvers][apg][bud
   MemoryBudget big(kBudget);
   SelectedFeatureCache cache(big, n);
   fill_cache(p, cache, 2);
-  MemoryBudget small(3 * n * sizeof(double));  // less than the per-row vectors alone
+  const TouchedRows touched = touched_rows(p, 2);
+  const uint64_t cache_bytes = 2 * touched.total_batch_rows() * sizeof(double);
+  uint64_t before = big.used();
   ApgState s;
   std::vector<double> decision;
-  try {
-    solve_apg(cache, p.y.data(), ApgOptions{}, s, decision, small);
-    FAIL("expected out-of-memory");
-  } catch (const Error& e) {
-    REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
-    std::string m = e.what();
-    REQUIRE(m.find("APG per-row vectors") != std::string::npos);
-    REQUIRE(m.find("fewer training rows") != std::string::npos);
-  }
-  REQUIRE(small.used() == 0);
-  uint64_t before = big.used();
   ApgResult r = solve_apg(cache, p.y.data(), ApgOptions{}, s, decision, big);
   REQUIRE(big.used() == before);  // released on return
-  // 4 per-row vectors and the whole 2 n t inner-product cache.
+  // The whole inner-product cache (2 vectors of |R_h| entries per batch) and
+  // 4 vectors over the touched rows.
   REQUIRE(r.cached_products == 4);
-  REQUIRE(big.peak() >= before + (4 + 4) * n * sizeof(double));
+  const uint64_t peak = big.peak() - before;
+  REQUIRE(peak >= cache_bytes + 4 * touched.count * sizeof(double));
+  // Too small for the re-indexed columns: the error names them and the remedy.
+  auto fails_with = [&](uint64_t limit, const char* purpose, const char* remedy) {
+    MemoryBudget small(limit);
+    ApgState st;
+    try {
+      solve_apg(cache, p.y.data(), ApgOptions{}, st, decision, small);
+      FAIL("expected out-of-memory");
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+      std::string m = e.what();
+      CAPTURE(m);
+      REQUIRE(m.find(purpose) != std::string::npos);
+      REQUIRE(m.find(remedy) != std::string::npos);
+    }
+    REQUIRE(small.used() == 0);
+  };
+  fails_with(1024, "APG touched-row layout", "fewer selected columns");
+  // Room for everything but the per-row vectors' last byte: they fail; with
+  // that byte the solve runs, with no inner-product cache at all.
+  const uint64_t without_cache = peak - cache_bytes;
+  fails_with(without_cache - 1, "APG per-row vectors", "fewer training rows");
+  MemoryBudget exact(without_cache);
+  ApgState st;
+  ApgResult none = solve_apg(cache, p.y.data(), ApgOptions{}, st, decision, exact);
+  REQUIRE(none.cached_products == 0);
+  REQUIRE(none.recomputed_products > 0);
+  REQUIRE(std::memcmp(&none.objective, &r.objective, sizeof(double)) == 0);
+}
+
+TEST_CASE("APG memory does not grow with the rows no selected column touches",
+          "[solvers][apg][budget]") {
+  // 200,000 rows, 3 batches touching ~1% of them: the solver holds no
+  // n-vector of doubles (the dense form held 4 + 2t of them); its only
+  // per-row structure over all n rows is a bitmap.
+  const size_t n = 200000;
+  std::mt19937_64 rng(8);
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, n);
+  std::vector<int8_t> y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = rng() % 3 == 0 ? 1 : -1;
+  for (size_t h = 0; h < 3; ++h) {
+    cache.begin_batch();
+    for (size_t j = 0; j < 4; ++j) {
+      std::vector<uint32_t> rows;
+      std::vector<float> values;
+      for (size_t i = 0; i < n; i += 400 + rng() % 200) {
+        rows.push_back(uint32_t(i));
+        values.push_back(float(1 + rng() % 3) * (y[i] > 0 ? 1.0f : 0.5f));
+      }
+      cache.add_column(FeatureKey{}, rows, values);
+    }
+  }
+  const uint64_t before = budget.used();
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    ApgOptions o;
+    o.loss = loss;
+    o.bias = true;
+    ApgState s;
+    std::vector<double> decision;
+    ApgResult r = solve_apg(cache, y.data(), o, s, decision, budget);
+    CAPTURE(loss_name(loss), budget.peak() - before);
+    REQUIRE(r.converged);
+    REQUIRE(decision.size() == n);
+    REQUIRE(budget.peak() - before < n * sizeof(double));
+  }
 }
 
 // The inner-product cache shrinks to what the budget allows, and the solution
@@ -614,7 +674,12 @@ TEST_CASE("APG gives the same bits for any inner-product cache size", "[solvers]
   MemoryBudget holder(kBudget);
   SelectedFeatureCache cache(holder, n);
   fill_cache(p, cache, 3);
-  const uint64_t vector_bytes = n * sizeof(double);
+  // Slot 2h + kind of the cache holds |R_h| doubles (R_h: rows batch h touches).
+  const TouchedRows touched = touched_rows(p, 3);
+  std::vector<uint64_t> slot_bytes;
+  for (size_t h = 0; h < 3; ++h)
+    for (int kind = 0; kind < 2; ++kind) slot_bytes.push_back(touched.batch[h] * sizeof(double));
+  const uint64_t all_slots = 2 * touched.total_batch_rows() * sizeof(double);
   for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
     for (bool bias : {false, true}) {
       ApgOptions o = tight_options(loss, 0.5, bias);
@@ -625,7 +690,7 @@ TEST_CASE("APG gives the same bits for any inner-product cache size", "[solvers]
       REQUIRE(ref_result.cached_products == 6);
       REQUIRE(ref_result.recomputed_products == 0);
       // What the solver needs beyond the cache (its peak minus the 6 cached vectors).
-      const uint64_t required = full.peak() - 6 * vector_bytes;
+      const uint64_t required = full.peak() - all_slots;
       // The reference is the optimum of (31): its optimality conditions hold.
       REQUIRE(ref_result.converged);
       CAPTURE(ref_result.iterations);
@@ -638,7 +703,9 @@ TEST_CASE("APG gives the same bits for any inner-product cache size", "[solvers]
         for (int threads : {1, 2}) {
           CAPTURE(loss_name(loss), bias, kept, threads);
           o.threads = threads;
-          MemoryBudget tight(required + kept * vector_bytes + vector_bytes / 2);
+          uint64_t room = 0;
+          for (uint64_t k = 0; k < kept; ++k) room += slot_bytes[k];
+          MemoryBudget tight(required + room + slot_bytes[kept] / 2);
           ApgState s;
           std::vector<double> d;
           ApgResult r = solve_apg(cache, p.y.data(), o, s, d, tight);

@@ -1,0 +1,128 @@
+// The hot loops of the APG solver (apg.cpp), one small function each, so that
+// a runtime-dispatched SIMD version can replace any of them without touching
+// the solver. Private to solvers/.
+//
+// Contract every replacement must keep (the solver's determinism and its
+// tests depend on it): each output element is produced by the same sequence
+// of floating-point operations as the scalar loop here, and a sum is taken
+// in index order — or, where a kernel is allowed to reassociate, the order
+// must still not depend on the thread count (the solver calls kernels on
+// fixed row chunks and on whole columns, never on ranges a scheduler picks).
+//
+// Indices are uint32: compact row indices (rows some selected column touches,
+// apg_layout.h) or positions inside one batch's row list. Values are the
+// cache's float column values, widened to double before use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "solvers/losses.h"
+
+namespace fgm::kernels {
+
+// Σ_k x[index[k]]·value[k], in k order: one column's part of ∇_ω P = X'r.
+inline double gather_dot(const uint32_t* index, const float* value, size_t count, const double* x) {
+  double s = 0;
+  for (size_t k = 0; k < count; ++k) s += x[index[k]] * double(value[k]);
+  return s;
+}
+
+// out[index[k]] += a·value[k]: one column's part of X_h x_h.
+inline void scatter_axpy(double a, const uint32_t* index, const float* value, size_t count,
+                         double* out) {
+  for (size_t k = 0; k < count; ++k) out[index[k]] += a * double(value[k]);
+}
+
+// out[index[k]] += a·x[k]: one batch's product, scaled, added at its rows.
+inline void scatter_scaled_add(double a, const uint32_t* index, const double* x, size_t count,
+                               double* out) {
+  for (size_t k = 0; k < count; ++k) out[index[k]] += a * x[k];
+}
+
+// out[index[k]] += x[k]: one batch's product added at its rows (a = 1 exactly).
+inline void scatter_add(const uint32_t* index, const double* x, size_t count, double* out) {
+  for (size_t k = 0; k < count; ++k) out[index[k]] += x[k];
+}
+
+// δ[index[k]] += cv·xv[k], then δ[index[k]] += cg·xg[k]: one batch's part of a
+// line-search trial step X_h(ω_h − v_h) from the two cached products.
+inline void scatter_trial_step(double cv, const double* xv, double cg, const double* xg,
+                               const uint32_t* index, size_t count, double* delta) {
+  for (size_t k = 0; k < count; ++k) {
+    double& e = delta[index[k]];
+    e += cv * xv[k];
+    e += cg * xg[k];
+  }
+}
+
+// out[i] = a[i] + b[i]
+inline void add(const double* a, const double* b, size_t count, double* out) {
+  for (size_t i = 0; i < count; ++i) out[i] = a[i] + b[i];
+}
+
+// x[i] −= c
+inline void subtract_scalar(double c, size_t count, double* x) {
+  for (size_t i = 0; i < count; ++i) x[i] -= c;
+}
+
+// m_i = y_i d_i and (logistic) p_i = σ(−m_i); with `with_r` also r_i = ∂P/∂d_i.
+template <class LossT>
+void margins(double C, const int8_t* y, const double* d, size_t count, double* m, double* p,
+             double* r, bool with_r) {
+  for (size_t i = 0; i < count; ++i) {
+    const double mi = double(y[i]) * d[i];
+    m[i] = mi;
+    if constexpr (LossT::kNeedsSigmoid) p[i] = detail::sigmoid(-mi);
+    if (with_r) {
+      if constexpr (LossT::kNeedsSigmoid)
+        r[i] = -C * p[i] * double(y[i]);
+      else
+        r[i] = LossT::deriv(C, mi) * double(y[i]);
+    }
+  }
+}
+
+// Σ_i φ(y_i d_i) over rows with a label (0: row not in this fit).
+template <class LossT>
+double loss_sum(double C, const int8_t* y, const double* d, size_t count) {
+  double s = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (y[i] != 0) s += LossT::value(C, double(y[i]) * d[i]);
+  return s;
+}
+
+// Σ_i D_φ(m_i, y_i δ_i): the ω line search's side of F ≤ Q.
+template <class LossT>
+double bregman_sum(double C, const int8_t* y, const double* m, const double* p, const double* delta,
+                   size_t count) {
+  double s = 0;
+  for (size_t i = 0; i < count; ++i)
+    s += LossT::bregman(C, m[i], LossT::kNeedsSigmoid ? p[i] : 0.0, double(y[i]) * delta[i]);
+  return s;
+}
+
+// Σ_i D_φ(m_i, −y_i·step): the b line search's side of Armijo (36).
+template <class LossT>
+double bias_bregman_sum(double C, const int8_t* y, const double* m, const double* p, double step,
+                        size_t count) {
+  double s = 0;
+  for (size_t i = 0; i < count; ++i)
+    s += LossT::bregman(C, m[i], LossT::kNeedsSigmoid ? p[i] : 0.0, -double(y[i]) * step);
+  return s;
+}
+
+// Σ_i φ'(m_i)·y_i = Σ_i ∂P/∂d_i (so ∂P/∂b = −this).
+template <class LossT>
+double derivative_sum(double C, const int8_t* y, const double* m, const double* p, size_t count) {
+  double s = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if constexpr (LossT::kNeedsSigmoid)
+      s -= C * p[i] * double(y[i]);  // φ'(m) = −C σ(−m), σ(−m) cached
+    else
+      s += LossT::deriv(C, m[i]) * double(y[i]);
+  }
+  return s;
+}
+
+}  // namespace fgm::kernels
