@@ -138,7 +138,8 @@ inline LD ld_objective(const Problem& p, size_t batches, Loss loss, LD C, const 
   size_t cols = batches == 0 ? 0 : p.batch_end(batches - 1);
   std::vector<LD> d = ld_decision(p, cols, w, b);
   LD P = 0;
-  for (size_t i = 0; i < p.n; ++i) P += ld_loss(loss, C, p.y[i], d[i]);
+  for (size_t i = 0; i < p.n; ++i)
+    if (p.y[i] != 0) P += ld_loss(loss, C, p.y[i], d[i]);  // label 0: row not in the fit
   LD z = 0;
   for (size_t h = 0; h < batches; ++h) {
     LD s = 0;
