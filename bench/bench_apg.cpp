@@ -35,6 +35,7 @@
 #include "cache/selected_features.h"
 #include "core/error.h"
 #include "core/memory_budget.h"
+#include "engine/resume_checkpoint.h"
 #include "features/feature_space.h"
 #include "io/shard_store.h"
 #include "solvers/apg.h"
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   int iterations = 20, reps = 3, threads = 2;
   double C = 1.0;
   bool bias = true, skip_dense = false;
-  std::string budget_text = "4GB";
+  std::string pick = "spread", checkpoint, space_kind = "linear";
   app.add_option("--store", store_dir, "store directory")->required();
   app.add_option("--features", features, "selected base features (default 40)");
   app.add_option("--batches", batches, "batches they are split into (default 4)");
@@ -97,21 +98,36 @@ int main(int argc, char** argv) {
   app.add_option("--loss", loss_name, "squared_hinge or logistic");
   app.add_option("--bias", bias, "fit the bias (default true)");
   app.add_flag("--skip-dense", skip_dense, "time the sparse solver only");
+  app.add_option("--pick", pick, "spread (evenly spaced ids, default) or first (the lowest ids)")
+      ->check(CLI::IsMember({"spread", "first"}));
+  app.add_option("--checkpoint", checkpoint,
+                 "take the selected candidates from a train checkpoint (checkpoint.fgm) instead");
+  app.add_option("--space", space_kind, "feature space of --checkpoint's candidates (default linear)");
   CLI11_PARSE(app, argc, argv);
   try {
     fgm::MemoryBudget budget(uint64_t(4) << 30);
     auto store = fgm::ShardStore::open(store_dir, budget);
     const uint64_t n = store->info().n_rows, m = store->info().n_features;
     fgm::FeatureSpaceSettings fs;
-    fs.kind = "linear";
+    fs.kind = checkpoint.empty() ? "linear" : space_kind;
     auto space = fgm::make_feature_space(fs, *store, budget);
     fgm::SelectedFeatureCache cache(budget, n);
-    // Evenly spaced ids (an empty column gives way to the next id).
+    if (!checkpoint.empty()) {  // the batches of a real run, materialised as training did
+      const fgm::ResumeCheckpoint saved = fgm::read_checkpoint(checkpoint, budget);
+      if (!saved.train) throw fgm::Error(fgm::ErrorKind::kInvalidInput, checkpoint + ": no train progress");
+      for (const auto& batch : saved.train->batches) {
+        cache.begin_batch();
+        for (uint64_t id : batch) space->materialize(*store, id, cache);
+      }
+      features = 0;
+    }
+    // Evenly spaced ids or the lowest ones (an empty column gives way to the next id;
+    // with "first" an id may repeat a skipped one's successor: fine for timing).
     const uint64_t per_batch = (features + batches - 1) / batches;
     std::vector<uint32_t> rows;
     std::vector<float> values;
     for (uint64_t k = 0; k < features; ++k) {
-      uint64_t id = k * (m / features);
+      uint64_t id = pick == "first" ? k : k * (m / features);
       for (store->read_column(id, rows, values); rows.empty() && id + 1 < m; ++id)
         store->read_column(id + 1, rows, values);
       if (k % per_batch == 0) cache.begin_batch();
@@ -158,10 +174,11 @@ int main(int argc, char** argv) {
         fmt::print("{{\"measure\":\"apg_solve\",\"solver\":\"{}\",\"rep\":{},\"iterations\":{},\"seconds\":{:.4f},"
                    "\"seconds_per_iteration\":{:.6f},\"cpu_seconds_per_iteration\":{:.6f},\"marginal_per_iteration\":{:.6f},"
                    "\"line_search_steps\":{},"
-                   "\"bias_line_search_steps\":{},\"objective\":{:.12g}}}\n",
+                   "\"bias_line_search_steps\":{},\"touched_rows\":{},\"product_entries\":{},\"objective\":{:.12g}}}\n",
                    dense ? "dense" : "sparse", r, once.result.iterations, once.seconds, per,
                    once.cpu / once.result.iterations, extra,
-                   once.result.line_search_steps, once.result.bias_line_search_steps, once.result.objective);
+                   once.result.line_search_steps, once.result.bias_line_search_steps, once.result.touched_rows,
+                   once.result.product_entries, once.result.objective);
         std::fflush(stdout);
         if (reference == 0) reference = once.result.objective;
         if (std::fabs(once.result.objective - reference) > 1e-9 * reference)

@@ -7,6 +7,8 @@
 #   3. a full `fgm train` (features.kind=poly2, T=10, B=10, engine.memory_budget=1GB)
 #      under /usr/bin/time -v: wall time, peak RSS, planted terms recovered.
 # Usage: bash bench/run_poly2_scale.sh [build-dir] [work-dir]
+# BENCH_TRAIN_ONLY=1 skips steps 1 and 2 (only the train run, e.g. to compare
+# two builds' training time).
 set -euo pipefail
 build=${1:-build}
 work=${2:-bench/work/poly2}
@@ -17,12 +19,14 @@ if [ ! -f "$work/big/store/manifest.fgm" ]; then
   "$fgm" synth --kind sparse --rows 1000000 --test-rows 100000 --features 15000000 --store --threads 2 \
     --seed 3 --out "$work/big" >&2
 fi
-if [ ! -f "$work/dense/store/manifest.fgm" ]; then
+train_only=${BENCH_TRAIN_ONLY:-0}
+if [ "$train_only" != 1 ] && [ ! -f "$work/dense/store/manifest.fgm" ]; then
   "$fgm" synth --out "$work/dense" --rows 60000 --test-rows 1000 --features 256 --relevant 20 --seed 2 >&2
   "$fgm" ingest "$work/dense/train.svm" --out "$work/dense/store" --threads 2 --memory-budget 512MB >&2
 fi
 {
   echo "{\"measure\":\"machine\",\"nproc\":$(nproc),\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+  [ "$train_only" = 1 ] && exit 0
   "$build/fgm_bench_poly2" --store "$work/big/store" --threads 2 --reps 3 --alpha first
   "$build/fgm_bench_poly2" --store "$work/big/store" --threads 1 --reps 3 --alpha first | grep summary
   "$build/fgm_bench_poly2" --store "$work/dense/store" --threads 2 --reps 3 --alpha random | grep -E "summary|dgemm"

@@ -411,20 +411,22 @@ class ApgSolver {
   // and a bias also the positive rows' part g⁺_j (for dual_bound).
   void gradient(const std::vector<double>& r, std::vector<double>& g, bool positive_part = false) {
     ex_.for_each(cols_, [&](size_t j) {
-      const uint32_t* rows = layout_.column_compact(j);
+      const uint32_t* position = layout_.column_local(j);
+      const uint32_t* rows = batch_rows(layout_.column_batch(j));
       const float* values = layout_.column_values(j);
       const size_t count = layout_.column_size(j);
       if (opt_.bias && positive_part) {
         double s = 0, sp = 0;
         for (size_t k = 0; k < count; ++k) {
-          const double t = r[rows[k]] * double(values[k]);
+          const uint32_t i = rows[position[k]];
+          const double t = r[i] * double(values[k]);
           s += t;
-          sp += y_[rows[k]] > 0 ? t : 0.0;
+          sp += y_[i] > 0 ? t : 0.0;
         }
         g_pos_[j] = sp;
         g[j] = s;
       } else {
-        g[j] = kernels::gather_dot(rows, values, count, r.data());
+        g[j] = kernels::gather_dot(position, rows, values, count, r.data());
       }
     }, column_grain_);
     ++column_passes_;
@@ -442,11 +444,12 @@ class ApgSolver {
   double initial_lipschitz() const {
     double largest = 0;
     for (size_t j = 0; j < cols_; ++j) {
-      const uint32_t* rows = layout_.column_compact(j);
+      const uint32_t* position = layout_.column_local(j);
+      const uint32_t* rows = batch_rows(layout_.column_batch(j));
       const float* values = layout_.column_values(j);
       double q = 0;
       for (size_t k = 0; k < layout_.column_size(j); ++k)
-        if (y_[rows[k]] != 0) q += double(values[k]) * double(values[k]);
+        if (y_[rows[position[k]]] != 0) q += double(values[k]) * double(values[k]);
       largest = std::max(largest, q);
     }
     const double curvature = (LossT::kNeedsSigmoid ? 0.25 : 1.0) * opt_.C * largest;
@@ -829,6 +832,8 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   res.column_passes = column_passes_;
   res.recomputed_products = recomputed_products_;
   res.cached_products = cached_;
+  res.touched_rows = rows_;
+  res.product_entries = layout_.total_batch_rows();
   res.lipschitz_max = L;
   if (tau_k > 0) state.lipschitz = eta * tau_k;  // L_t = η τ_k for the next outer iteration
   else if (state.lipschitz <= 0) state.lipschitz = L;

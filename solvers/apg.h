@@ -64,16 +64,25 @@ struct ApgResult {
                                    // (rounding floor reached); the last iterate is returned
   uint64_t cached_products = 0;      // X_h v_h, X_h g_h vectors the budget had room for (of 2t)
   uint64_t recomputed_products = 0;  // batch products formed again because they were not kept
+  uint64_t touched_rows = 0;         // |R|: rows some selected column touches (swept row by row)
+  uint64_t product_entries = 0;      // Σ_h |R_h|: entries of one X_h x_h per batch
 };
 
 // Solves (31) over the columns in `cache`, warm-started from `state` (resized
 // to cache.num_columns() with zeros for new columns), writing the solution back
 // to `state`. `labels` holds n values: ±1, or 0 for a row outside this fit (a
 // held-out fold, a row of no concern): such a row adds nothing to P or ∇P. On return `decision` (n entries) holds
-// d_i = w'x_i − b at the solution. Working memory is reserved from `budget`:
-// O(n) per-row vectors (an out-of-memory error if they do not fit), and as much
-// of the Section 5.5 inner-product cache (X_h v_h and X_h ∇_h P per batch) as
-// fits; the rest is recomputed, with a bit-identical result.
+// d_i = w'x_i − b at the solution.
+// Cost: per iteration O(nnz + |R|) for the nnz nonzeros of the selected
+// columns and the |R| rows they touch — nothing proportional to n; the rows
+// no selected column touches enter as two counts (apg.cpp). Per solve, O(n)
+// for the labels and the `decision` output.
+// Working memory is reserved from `budget`: the columns re-indexed by the
+// touched rows and per-row vectors over them, O(nnz + |R|) (an out-of-memory
+// error if they do not fit), an n-bit bitmap while the layout is built, and
+// as much of the Section 5.5 inner-product cache (X_h v_h and X_h ∇_h P per
+// batch, on the rows batch h touches) as fits; the rest is recomputed, with
+// a bit-identical result.
 ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
                     const ApgOptions& options, ApgState& state, std::vector<double>& decision,
                     MemoryBudget& budget);

@@ -21,10 +21,12 @@
 
 namespace fgm::kernels {
 
-// Σ_k x[index[k]]·value[k], in k order: one column's part of ∇_ω P = X'r.
-inline double gather_dot(const uint32_t* index, const float* value, size_t count, const double* x) {
+// Σ_k x[rows[position[k]]]·value[k], in k order: one column's part of
+// ∇_ω P = X'r (position: the entry's place in its batch's row list `rows`).
+inline double gather_dot(const uint32_t* position, const uint32_t* rows, const float* value,
+                         size_t count, const double* x) {
   double s = 0;
-  for (size_t k = 0; k < count; ++k) s += x[index[k]] * double(value[k]);
+  for (size_t k = 0; k < count; ++k) s += x[rows[position[k]]] * double(value[k]);
   return s;
 }
 

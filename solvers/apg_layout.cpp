@@ -52,11 +52,10 @@ class RankedBitmap {
 }  // namespace
 
 ApgLayout::ApgLayout(const SelectedFeatureCache& cache, const int8_t* labels, MemoryBudget& budget)
-    : n_rows_(cache.n_rows()) {
+    : cache_(cache), n_rows_(cache.n_rows()) {
   FGM_ASSERT(cache.n_rows() <= std::numeric_limits<uint32_t>::max());
   count_labels(labels);
-  find_touched_rows(cache, labels, budget);
-  index_batches(cache, budget);
+  index_rows(labels, budget);
 }
 
 // The one O(n) step: rows per label, for the untouched rows' counts.
@@ -71,23 +70,38 @@ void ApgLayout::count_labels(const int8_t* labels) {
   untouched_.negative = negative;
 }
 
-// Marks every row a selected column touches, numbers them (compact indices,
-// increasing row order) and re-indexes each column's entries by them.
-void ApgLayout::find_touched_rows(const SelectedFeatureCache& cache, const int8_t* labels,
-                                  MemoryBudget& budget) {
-  const size_t cols = cache.num_columns();
-  Reservation scratch = budget.reserve(RankedBitmap::bytes(n_rows_), kScratchPurpose, kRemedy);
-  RankedBitmap touched(n_rows_);
-  uint64_t nnz = 0;
-  for (size_t j = 0; j < cols; ++j) {
-    SparseColumnView c = cache.column(j);
-    for (uint64_t k = 0; k < c.nnz; ++k) touched.set(c.rows[k]);
-    nnz += c.nnz;
+// Two n-bit bitmaps: `touched` (rows any selected column touches; its rank
+// is the compact index) and `in_batch` (rows of one batch; its rank is the
+// position in R_h). Sweep 1 marks both and counts |R_h|; sweep 2 marks the
+// batch again to list R_h; sweep 3 writes each entry's position.
+void ApgLayout::index_rows(const int8_t* labels, MemoryBudget& budget) {
+  const SelectedFeatureCache& cache = cache_;
+  const size_t cols = cache.num_columns(), t = cache.num_batches();
+  Reservation scratch = budget.reserve(2 * RankedBitmap::bytes(n_rows_), kScratchPurpose, kRemedy);
+  RankedBitmap touched(n_rows_), in_batch(n_rows_);
+  auto mark_batch = [&](size_t h, bool also_touched) {
+    in_batch.clear();
+    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) {
+      SparseColumnView c = cache.column(j);
+      for (uint64_t k = 0; k < c.nnz; ++k) in_batch.set(c.rows[k]);
+      if (also_touched)
+        for (uint64_t k = 0; k < c.nnz; ++k) touched.set(c.rows[k]);
+    }
+    return in_batch.build_rank();
+  };
+  std::vector<uint64_t> batch_sizes(t);
+  uint64_t nnz = 0, batch_rows = 0;
+  for (size_t h = 0; h < t; ++h) {
+    batch_sizes[h] = mark_batch(h, true);
+    batch_rows += batch_sizes[h];
   }
+  for (size_t j = 0; j < cols; ++j) nnz += cache.column(j).nnz;
   const uint64_t count = touched.build_rank();
+  chunks_ = (count + kLayoutRowChunk - 1) / kLayoutRowChunk;
   reservation_ = budget.reserve(count * (sizeof(uint32_t) + sizeof(int8_t)) +
-                                    (cols + 1) * sizeof(uint64_t) +
-                                    nnz * (2 * sizeof(uint32_t) + sizeof(float)),
+                                    (cols + 1) * sizeof(uint64_t) + cols * sizeof(uint32_t) +
+                                    nnz * sizeof(uint32_t) + (t + 1) * sizeof(uint64_t) +
+                                    batch_rows * sizeof(uint32_t) + t * (chunks_ + 1) * sizeof(uint32_t),
                                 kPurpose, kRemedy);
   rows_.resize(count);
   labels_.resize(count);
@@ -100,57 +114,34 @@ void ApgLayout::find_touched_rows(const SelectedFeatureCache& cache, const int8_
     ++next;
   });
   column_begin_.resize(cols + 1);
-  compact_.resize(nnz);
+  column_batch_.resize(cols);
   local_.resize(nnz);
-  values_.resize(nnz);
+  batch_row_begin_.assign(t + 1, 0);
+  for (size_t h = 0; h < t; ++h) batch_row_begin_[h + 1] = batch_row_begin_[h] + batch_sizes[h];
+  batch_rows_.resize(batch_rows);
+  batch_chunk_.resize(t * (chunks_ + 1));
   uint64_t at = 0;
-  for (size_t j = 0; j < cols; ++j) {
-    column_begin_[j] = at;
-    SparseColumnView c = cache.column(j);
-    for (uint64_t k = 0; k < c.nnz; ++k, ++at) {
-      compact_[at] = touched.rank(c.rows[k]);
-      values_[at] = c.values[k];
+  for (size_t h = 0; h < t; ++h) {
+    mark_batch(h, false);
+    uint32_t* list = batch_rows_.data() + batch_row_begin_[h];
+    uint32_t* chunk_start = batch_chunk_.data() + h * (chunks_ + 1);
+    size_t position = 0, chunk = 0;
+    in_batch.for_each_set([&](size_t row) {
+      const uint32_t compact = touched.rank(row);
+      // Positions where compact chunks begin: the first entry at or past each boundary.
+      while (chunk < chunks_ && compact >= chunk * kLayoutRowChunk) chunk_start[chunk++] = uint32_t(position);
+      list[position++] = compact;
+    });
+    while (chunk <= chunks_) chunk_start[chunk++] = uint32_t(position);
+    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) {
+      SparseColumnView c = cache.column(j);
+      column_begin_[j] = at;
+      column_batch_[j] = uint32_t(h);
+      for (uint64_t k = 0; k < c.nnz; ++k) local_[at + k] = in_batch.rank(c.rows[k]);
+      at += c.nnz;
     }
   }
   column_begin_[cols] = at;
-}
-
-// R_h per batch (increasing compact rows, from a bitmap over the touched
-// rows), each entry's position in its batch's R_h, and the chunk offsets.
-void ApgLayout::index_batches(const SelectedFeatureCache& cache, MemoryBudget& budget) {
-  const size_t t = cache.num_batches(), count = touched();
-  chunks_ = (count + kLayoutRowChunk - 1) / kLayoutRowChunk;
-  Reservation scratch = budget.reserve(RankedBitmap::bytes(count), kScratchPurpose, kRemedy);
-  RankedBitmap in_batch(count);
-  auto mark_batch = [&](size_t h) {
-    in_batch.clear();
-    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) {
-      const uint32_t* c = column_compact(j);
-      for (size_t k = 0; k < column_size(j); ++k) in_batch.set(c[k]);
-    }
-    return in_batch.build_rank();
-  };
-  reservation_.resize(reservation_.bytes() + (t + 1) * sizeof(uint64_t));
-  batch_row_begin_.assign(t + 1, 0);
-  for (size_t h = 0; h < t; ++h) batch_row_begin_[h + 1] = batch_row_begin_[h] + mark_batch(h);
-  reservation_.resize(reservation_.bytes() + batch_row_begin_[t] * sizeof(uint32_t) +
-                      t * (chunks_ + 1) * sizeof(uint32_t));
-  batch_rows_.resize(batch_row_begin_[t]);
-  batch_chunk_.resize(t * (chunks_ + 1));
-  for (size_t h = 0; h < t; ++h) {
-    mark_batch(h);
-    uint32_t* list = batch_rows_.data() + batch_row_begin_[h];
-    size_t next = 0;
-    in_batch.for_each_set([&](size_t c) { list[next++] = uint32_t(c); });
-    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) {
-      const uint32_t* c = column_compact(j);
-      uint32_t* local = local_.data() + column_begin_[j];
-      for (size_t k = 0; k < column_size(j); ++k) local[k] = in_batch.rank(c[k]);
-    }
-    for (size_t chunk = 0; chunk < chunks_; ++chunk)
-      batch_chunk_[h * (chunks_ + 1) + chunk] = in_batch.rank(chunk * kLayoutRowChunk);
-    batch_chunk_[h * (chunks_ + 1) + chunks_] = uint32_t(next);
-  }
 }
 
 }  // namespace fgm::detail

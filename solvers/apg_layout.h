@@ -7,14 +7,18 @@
 // counts (UntouchedRows) instead of row by row. Private to solvers/.
 //
 // Per batch h the layout lists the compact rows the batch touches (R_h,
-// increasing), and per column its entries twice indexed: by compact row (for
-// ∇_ω P = X'r) and by position in R_h (for the batch product X_h x_h, which
-// the solver keeps as a |R_h|-vector: Section 5.5's cache, held sparsely).
+// increasing), and per column the position of each entry's row in R_h (for
+// the batch product X_h x_h, which the solver keeps as a |R_h|-vector:
+// Section 5.5's cache, held sparsely; an entry's compact row is
+// R_h[position], for ∇_ω P = X'r). Values are read from the cache itself.
 // For parallel sweeps the compact rows are cut into fixed chunks of
 // kLayoutRowChunk, and each batch records where each chunk starts in R_h.
 //
-// Built once per solve in O(nnz + n/64) time from the cache (plus one pass
-// over the n labels to count them); its memory is reserved from the budget.
+// Built once per solve: three sweeps over the row indices of the selected
+// columns (bit marking and rank lookups in n-bit bitmaps), O(n/64) per batch
+// to clear and rank a bitmap, and one pass over the n labels to count them.
+// Its memory (4 bytes per nonzero, 4 per entry of an R_h, 5 per touched row,
+// and two n-bit bitmaps while it is built) is reserved from the budget.
 #pragma once
 
 #include <algorithm>
@@ -49,12 +53,13 @@ class ApgLayout {
 
   size_t num_columns() const { return column_begin_.size() - 1; }
   size_t num_batches() const { return batch_row_begin_.size() - 1; }
-  // Column j's entries.
+  // Column j's entries: their values, and their rows as positions in R_h
+  // (h = column_batch(j)).
   size_t column_size(size_t j) const { return column_begin_[j + 1] - column_begin_[j]; }
-  const uint32_t* column_compact(size_t j) const { return compact_.data() + column_begin_[j]; }
   const uint32_t* column_local(size_t j) const { return local_.data() + column_begin_[j]; }
-  const float* column_values(size_t j) const { return values_.data() + column_begin_[j]; }
-  uint64_t nnz() const { return values_.size(); }
+  const float* column_values(size_t j) const { return cache_.column(j).values; }
+  size_t column_batch(size_t j) const { return column_batch_[j]; }
+  uint64_t nnz() const { return local_.size(); }
 
   // R_h: the compact rows batch h touches, increasing.
   size_t batch_rows(size_t h) const { return batch_row_begin_[h + 1] - batch_row_begin_[h]; }
@@ -70,9 +75,9 @@ class ApgLayout {
 
  private:
   void count_labels(const int8_t* labels);
-  void find_touched_rows(const SelectedFeatureCache& cache, const int8_t* labels, MemoryBudget& budget);
-  void index_batches(const SelectedFeatureCache& cache, MemoryBudget& budget);
+  void index_rows(const int8_t* labels, MemoryBudget& budget);
 
+  const SelectedFeatureCache& cache_;
   size_t n_rows_;
   uint64_t fit_rows_ = 0;
   UntouchedRows untouched_;
@@ -81,8 +86,8 @@ class ApgLayout {
   std::vector<uint32_t> rows_;
   std::vector<int8_t> labels_;
   std::vector<uint64_t> column_begin_;
-  std::vector<uint32_t> compact_, local_;
-  std::vector<float> values_;
+  std::vector<uint32_t> column_batch_;
+  std::vector<uint32_t> local_;
   std::vector<uint64_t> batch_row_begin_;
   std::vector<uint32_t> batch_rows_;
   std::vector<uint32_t> batch_chunk_;

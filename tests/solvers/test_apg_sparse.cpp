@@ -182,7 +182,7 @@ TEST_CASE("APG layout: touched rows, per-batch row lists and positions, untouche
           const double x = p.at(rows[c], j);
           if (x == 0) continue;
           REQUIRE(k < layout.column_size(j));
-          REQUIRE(layout.column_compact(j)[k] == c);
+          REQUIRE(layout.column_batch(j) == h);
           REQUIRE(expected[layout.column_local(j)[k]] == c);
           REQUIRE(double(layout.column_values(j)[k]) == x);
           ++k;
