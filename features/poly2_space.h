@@ -20,9 +20,9 @@ struct Poly2Stats {
   uint64_t active_features = 0;   // features whose bound admits at least one pair
   uint64_t candidate_pairs = 0;   // distinct pairs accumulated exactly
   uint64_t partitions = 0;        // j-partitions of the pair stage
-  bool dense_path = false;        // the active block went through Eigen GEMM
+  bool dense_path = false;        // the seed or the active block went through the dense GEMM path
   double dense_flops = 0;
-  double dense_seconds = 0;       // the GEMM of the dense path
+  double dense_seconds = 0;       // the GEMMs of the dense path
   double sparse_seconds = 0;      // the hashed accumulation of the sparse path
   uint64_t sparse_updates = 0;    // a_i x_ij x_ik accumulations of the sparse path
   double pair_seconds = 0;        // the whole pair stage (seed, transpose, accumulation)
@@ -48,6 +48,8 @@ class Poly2Space : public FeatureSpace {
   void seed_pairs(Pass& pass);
   void select_active_features(Pass& pass);
   void transpose_active_features(Pass& pass);
+  bool dense_block_chosen(const Pass& pass, uint64_t nnz, uint64_t columns) const;
+  void offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip);
   void accumulate_dense_pairs(Pass& pass);
   void accumulate_sparse_pairs(Pass& pass);
   void offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint64_t k, double p) const;
