@@ -30,14 +30,14 @@ constexpr uint64_t kTileQ = 96;  // ...and of every NR (4, 6, 12)
 uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
 // Packs rows [r0, r0 + rows) of the columns of panel `panel` (`width`
-// columns) row-interleaved into out + panel·kKc·width, weighted by a when `a`
+// columns) of the first `cols` columns row-interleaved into out + panel·kKc·width, weighted by a when `a`
 // is given; zero beyond X.cols and beyond `rows`. Every element is written.
-void pack_panel(const DenseFeatureBlock& X, const double* a, uint64_t r0, uint64_t rows, uint64_t width,
+void pack_panel(const DenseFeatureBlock& X, uint64_t cols, const double* a, uint64_t r0, uint64_t rows, uint64_t width,
                 uint64_t panel, double* out) {
   double* dst = out + panel * kKc * width;
   for (uint64_t c = 0; c < width; ++c) {
     const uint64_t h = panel * width + c;
-    if (h >= X.cols) {
+    if (h >= cols) {
       for (uint64_t i = 0; i < kKc; ++i) dst[i * width + c] = 0.0;
       continue;
     }
@@ -109,11 +109,11 @@ void append_dense_columns(const ScoringContext& ctx, const uint32_t* ids, uint32
   }
 }
 
-DensePairProducts dense_pair_products(const DenseFeatureBlock& X, const double* a, uint32_t skip, int threads,
+DensePairProducts dense_pair_products(const DenseFeatureBlock& X, uint32_t cols, const double* a, uint32_t skip, int threads,
                                       MemoryBudget& budget, const simd::Kernels& kernels) {
-  const uint64_t n = X.rows, H = X.cols, MR = kernels.gemm_mr, NR = kernels.gemm_nr;
+  const uint64_t n = X.rows, H = std::min(cols, X.cols), MR = kernels.gemm_mr, NR = kernels.gemm_nr;
   DensePairProducts G;
-  G.cols = X.cols;
+  G.cols = static_cast<uint32_t>(H);
   G.ld = round_up(H, kTileP);
   const uint64_t gq = round_up(H, kTileQ);
   const uint64_t a_cols = round_up(H, MR), b_cols = round_up(H, NR);
@@ -135,9 +135,9 @@ DensePairProducts dense_pair_products(const DenseFeatureBlock& X, const double* 
       const uint64_t kc = std::min(kKc, n - r0);
       tbb::parallel_for(uint64_t{0}, a_panels + b_panels, [&](uint64_t c) {
         if (c < a_panels)
-          pack_panel(X, a, r0, kc, MR, c, A.get());
+          pack_panel(X, H, a, r0, kc, MR, c, A.get());
         else
-          pack_panel(X, nullptr, r0, kc, NR, c - a_panels, B.get());
+          pack_panel(X, H, nullptr, r0, kc, NR, c - a_panels, B.get());
       });
       tbb::parallel_for(size_t{0}, tiles.size(), [&](size_t t) {
         const Tile& tile = tiles[t];
@@ -175,14 +175,14 @@ double row_order_pair_sum(const DenseFeatureBlock& X, const double* a, uint32_t 
 // (pair_bound_threshold in poly2_space.cpp), δ = 3(n+8)ε·û_j û_k bounds the
 // difference. A pair whose upper score is below the B-th best lower score
 // (over the top so far and every pair) ranks after B candidates on any path.
-DensePairStats offer_dense_block_pairs(const DenseFeatureBlock& X, const double* a, const std::vector<double>& uh,
+DensePairStats offer_dense_block_pairs(const DenseFeatureBlock& X, uint32_t cols, const double* a, const std::vector<double>& uh,
                                        uint32_t skip, double cross_scale, const TopBCache& top, int threads,
                                        MemoryBudget& budget, const DensePairCallbacks& cb,
                                        const simd::Kernels& kernels) {
   DensePairStats stats;
-  const uint32_t H = X.cols;
+  const uint32_t H = std::min(cols, X.cols);
   auto t0 = std::chrono::steady_clock::now();
-  const DensePairProducts G = dense_pair_products(X, a, skip, threads, budget, kernels);
+  const DensePairProducts G = dense_pair_products(X, H, a, skip, threads, budget, kernels);
   stats.gemm_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats.gemm_flops = static_cast<double>(X.rows) * H * H;  // the upper triangle of 2·n·H² flops
   const double eps = std::ldexp(1.0, -53);
@@ -203,7 +203,7 @@ DensePairStats offer_dense_block_pairs(const DenseFeatureBlock& X, const double*
   for (uint32_t p = 0; p < H; ++p)
     for (uint32_t q = first_partner(p); q < H; ++q) {
       const double hi = score_bounds(p, q).second;
-      if (!(hi > 0) || hi < floor_theta) continue;
+      if (!(hi > 0) || hi < floor_theta || cb.excluded(p, q)) continue;
       cb.offer(p, q, row_order_pair_sum(X, a, p, q));
       ++stats.rescored;
     }

@@ -36,6 +36,7 @@ void append_dense_columns(const ScoringContext& ctx, const uint32_t* ids, uint32
 // Bytes the dense path needs for a rows × cols block (block, G, packed panels).
 uint64_t dense_pair_bytes(uint64_t rows, uint64_t cols);
 
+// The functions below use the first `cols` columns of X (cols ≤ X.cols).
 // G = Xᵀ diag(a) X on the upper triangle p ≤ q (column-major, ld = ld); entries
 // below the diagonal and pairs with p, q < skip (already scored) are not
 // computed. Each output tile is summed by one thread with the rows in a fixed
@@ -48,7 +49,7 @@ struct DensePairProducts {
   std::vector<double> g;
   double at(uint32_t p, uint32_t q) const { return g[q * ld + p]; }
 };
-DensePairProducts dense_pair_products(const DenseFeatureBlock& X, const double* a, uint32_t skip, int threads,
+DensePairProducts dense_pair_products(const DenseFeatureBlock& X, uint32_t cols, const double* a, uint32_t skip, int threads,
                                       MemoryBudget& budget, const simd::Kernels& kernels = simd::kernels());
 
 // Σ_i (a_i·x_ip)·x_iq in increasing i: the value the sparse path offers for (p, q).
@@ -70,7 +71,7 @@ struct DensePairStats {
 // G(p, q) can reach the B-th best of `top` and of the other pairs' lower
 // bounds. uh[h] is the computed bound û of column h (|p̂| ≤ û_p û_q up to the
 // rounding slack of pair_bound_threshold in poly2_space.cpp).
-DensePairStats offer_dense_block_pairs(const DenseFeatureBlock& X, const double* a, const std::vector<double>& uh,
+DensePairStats offer_dense_block_pairs(const DenseFeatureBlock& X, uint32_t cols, const double* a, const std::vector<double>& uh,
                                        uint32_t skip, double cross_scale, const TopBCache& top, int threads,
                                        MemoryBudget& budget, const DensePairCallbacks& callbacks,
                                        const simd::Kernels& kernels = simd::kernels());

@@ -331,6 +331,7 @@ void Poly2Space::seed_pairs(Pass& pass) {
     seed_nnz += column_nnz[order[K++]];
   pass.seeded = K;
   if (dense_block_chosen(pass, seed_nnz, K)) {
+    read_dense_reach(pass, K);
     offer_dense_pairs(pass, static_cast<uint32_t>(K), 0);
     return;
   }
@@ -480,7 +481,7 @@ void Poly2Space::transpose_active_features(Pass& pass) {
 // products and the packed panels fit in half of what the budget has left.
 bool Poly2Space::dense_block_chosen(const Pass& pass, uint64_t nnz, uint64_t columns) const {
   const double density = static_cast<double>(nnz) / (static_cast<double>(pass.n) * static_cast<double>(columns));
-  return columns >= 2 && density >= kDenseDensity &&
+  return dense_allowed_ && columns >= 2 && density >= kDenseDensity &&
          dense_pair_bytes(pass.n, columns) < pass.ctx.budget->available() / 2;
 }
 
@@ -491,9 +492,11 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
   if (count <= skip) return;  // every pair was offered with the seed
   DenseFeatureBlock& X = pass.dense;
   X.rows = pass.n;
-  PassStats streamed;
-  append_dense_columns(pass.ctx, pass.order.data() + X.cols, count - X.cols, X, &streamed);
-  pass.add(streamed);
+  if (X.cols < count) {
+    PassStats streamed;
+    append_dense_columns(pass.ctx, pass.order.data() + X.cols, count - X.cols, X, &streamed);
+    pass.add(streamed);
+  }
   const uint32_t* ids = pass.order.data();
   auto pair_id = [&](uint32_t p, uint32_t q) {
     return poly2_id(kPoly2Cross, std::min(ids[p], ids[q]), std::max(ids[p], ids[q]));
@@ -504,7 +507,7 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
   cb.offer = [&](uint32_t p, uint32_t q, double sum) { offer_pair(pass, pass.top, ids[p], ids[q], sum); };
   std::vector<double> uh(count);
   for (uint32_t h = 0; h < count; ++h) uh[h] = pass.u[ids[h]];
-  const DensePairStats d = offer_dense_block_pairs(X, pass.ctx.a, uh, skip, pass.cross_scale, pass.top,
+  const DensePairStats d = offer_dense_block_pairs(X, count, pass.ctx.a, uh, skip, pass.cross_scale, pass.top,
                                                    pass.ctx.threads, *pass.ctx.budget, cb);
   stats_.dense_path = true;
   stats_.dense_seconds += d.gemm_seconds;
@@ -514,6 +517,24 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
   pass.out.pair_updates += pass.n * pairs;
   pass.out.candidates_scored += pairs;
   stats_.candidate_pairs += pairs;
+}
+
+// With a dense seed, the dense block is read for every column the active set
+// can still contain — u_j·u_max ≥ t for the θ of the linear and square scores
+// (θ only grows) — as far as the budget allows, so that the seed and the
+// active set share one streamed pass.
+void Poly2Space::read_dense_reach(Pass& pass, size_t seeded) {
+  const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
+  const double t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
+  const std::vector<uint32_t>& order = pass.order;
+  const double u_max = order.empty() ? 0.0 : pass.u[order[0]];
+  uint64_t reach = simd::kernels().prefix_scaled_at_least(pass.u.data(), order.data(), order.size(), u_max, t);
+  while (reach > seeded && dense_pair_bytes(pass.n, reach) >= pass.ctx.budget->available() / 2) reach = reach * 3 / 4;
+  reach = std::max<uint64_t>(reach, seeded);
+  pass.dense.rows = pass.n;
+  PassStats streamed;
+  append_dense_columns(pass.ctx, order.data(), static_cast<uint32_t>(reach), pass.dense, &streamed);
+  pass.add(streamed);
 }
 
 // Stage 4, dense active block (the active set is a prefix of the bound order

@@ -40,6 +40,9 @@ class Poly2Space : public FeatureSpace {
   uint64_t candidate_of(const FeatureKey& key) const override;
   void describe(Model& model) const override;
   const Poly2Stats& last_stats() const { return stats_; }
+  // Lets dense blocks take the GEMM path (default); tests and benchmarks turn
+  // it off to compare the two paths on the same data.
+  void set_dense_path(bool allowed) { dense_allowed_ = allowed; }
 
  private:
   // The steps of one score() call (Algorithm 5) and the state they share.
@@ -49,6 +52,7 @@ class Poly2Space : public FeatureSpace {
   void select_active_features(Pass& pass);
   void transpose_active_features(Pass& pass);
   bool dense_block_chosen(const Pass& pass, uint64_t nnz, uint64_t columns) const;
+  void read_dense_reach(Pass& pass, size_t seeded);
   void offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip);
   void accumulate_dense_pairs(Pass& pass);
   void accumulate_sparse_pairs(Pass& pass);
@@ -59,6 +63,7 @@ class Poly2Space : public FeatureSpace {
   double gamma_, coef0_;
   uint64_t seed_features_ = 256;
   bool pruning_ = true;
+  bool dense_allowed_ = true;
   std::unordered_set<uint64_t> selected_;
   Poly2Stats stats_;
   std::vector<uint32_t> rows_a_, rows_b_, rows_out_;

@@ -302,12 +302,14 @@ struct IntegerData {
     return all;
   }
 
-  SpaceScores score(uint64_t B, int threads, uint64_t seed_features, MemoryBudget& budget, bool* dense) {
+  SpaceScores score(uint64_t B, int threads, uint64_t seed_features, MemoryBudget& budget, bool* dense,
+                    bool allow_dense = true) {
     FeatureSpaceSettings s;
     s.kind = "poly2";
     s.coef0 = 0.5;
     s.pair_block_features = seed_features;
     Poly2Space space(*store, s, budget);
+    space.set_dense_path(allow_dense);
     SchedulerOptions so;
     so.threads = threads;
     auto blocks = store->plan_blocks(4096);
@@ -408,11 +410,13 @@ TEST_CASE("poly2 top-B equals an exhaustive oracle on binary and count data with
       std::vector<bool> dense_seen;
       for (uint64_t budget_bytes : {uint64_t{256} << 20, uint64_t{3} << 20})
         for (uint64_t seed : {uint64_t{0}, uint64_t{3}})  // 0: the default seed size
-          for (int threads : {1, 2}) {
-            INFO(c.name << " B " << B << " budget " << budget_bytes << " seed " << seed << " threads " << threads);
+          for (int threads : {1, 2})
+            for (bool allow_dense : {true, false}) {
+            INFO(c.name << " B " << B << " budget " << budget_bytes << " seed " << seed << " threads " << threads
+                        << " dense allowed " << allow_dense);
             MemoryBudget budget(budget_bytes);
             bool dense = false;
-            SpaceScores r = d.score(B, threads, seed, budget, &dense);
+            SpaceScores r = d.score(B, threads, seed, budget, &dense, allow_dense);
             dense_seen.push_back(dense);
             REQUIRE(r.top.size() == oracle.size());
             for (size_t k = 0; k < oracle.size(); ++k) {
@@ -434,14 +438,15 @@ TEST_CASE("poly2 dense (GEMM) and sparse paths select the same pairs with bit-id
     Data d(500, 18, 1.0, seed);  // Gaussian, every entry present
     std::vector<ScoredCandidate> reference;
     std::vector<bool> dense_seen;
-    for (uint64_t budget_bytes : {uint64_t{256} << 20, uint64_t{3} << 20})
-      for (int threads : {1, 2}) {
-        INFO("data " << seed << " budget " << budget_bytes << " threads " << threads);
-        MemoryBudget budget(budget_bytes);
+    for (bool allow_dense : {true, false})
+      for (int threads : {1, 2, 4}) {
+        INFO("data " << seed << " dense allowed " << allow_dense << " threads " << threads);
+        MemoryBudget budget(uint64_t{256} << 20);
         FeatureSpaceSettings s;
         s.kind = "poly2";
         s.pair_block_features = 2;
         Poly2Space space(*d.store, s, budget);
+        space.set_dense_path(allow_dense);
         SchedulerOptions so;
         so.threads = threads;
         auto blocks = d.store->plan_blocks(4096);
