@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kUnset = -1;
 std::atomic<int> g_active{kUnset};
+std::atomic<const Kernels*> g_table{nullptr};  // the active target's table (kernels() fast path)
 std::once_flag g_env_once;
 
 std::string supported_list() {
@@ -72,6 +73,7 @@ void set_active_target(Target target) {
   if (!cpu_supports(target))
     throw Error(ErrorKind::kConfig, msg::simd_target_unsupported(target_name(target), supported_list()));
   g_active.store(static_cast<int>(target));
+  g_table.store(&kernels_for(target));
 }
 
 Target active_target() {
@@ -83,6 +85,7 @@ Target active_target() {
       return;
     }
     g_active.store(static_cast<int>(best_supported()));
+    g_table.store(&kernels_for(best_supported()));
   });
   return static_cast<Target>(g_active.load());
 }
@@ -98,6 +101,9 @@ const Kernels& kernels_for(Target target) {
   return scalar_kernels();
 }
 
-const Kernels& kernels() { return kernels_for(active_target()); }
+const Kernels& kernels() {
+  if (const Kernels* k = g_table.load(std::memory_order_acquire)) return *k;
+  return kernels_for(active_target());
+}
 
 }  // namespace fgm::simd
