@@ -175,6 +175,18 @@ double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
 }
 
+// Algorithm 5's threshold test on a row: the length of the prefix of
+// idx[0, len) with u[idx] ≥ need. Sparse rows mostly stop within a few
+// entries, so the first 8 are tested inline and only longer scans go to the
+// SIMD kernel (same result either way).
+inline uint64_t eligible_prefix(const double* u, const uint32_t* idx, uint64_t len, double need,
+                                decltype(simd::Kernels::prefix_scaled_at_least) kernel) {
+  uint64_t q = 0;
+  for (; q < len && q < 8; ++q)
+    if (!(u[idx[q]] >= need)) return q;
+  return q == len ? q : q + kernel(u, idx + q, len - q, 1.0, need);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -566,7 +578,7 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
     for (uint64_t p = b; p < e; ++p)
-      updates[R.index[p]] += eligible(uh.data(), R.index.data() + p + 1, e - p - 1, 1.0, t / uh[R.index[p]]);
+      updates[R.index[p]] += eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
   }
   const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
   const int threads = std::max(1, pass.ctx.threads);
@@ -607,7 +619,7 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
           if (hp < lo) continue;
           if (hp >= hi) break;  // rows are sorted by active index
           const double xv = ai * static_cast<double>(R.value[p]);
-          const uint64_t last = p + 1 + eligible(uh.data(), R.index.data() + p + 1, e - p - 1, 1.0, t / uh[hp]);
+          const uint64_t last = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[hp], eligible);
           for (uint64_t q = p + 1; q < last; ++q)
             table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
         }
