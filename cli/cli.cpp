@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/messages.h"
+#include "core/simd/simd.h"
 
 namespace fgm {
 
@@ -45,6 +46,7 @@ int run_cli(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
+    simd::active_target();  // a bad FGM_SIMD fails here, before any work
     for (auto& c : commands)
       if (c.sub->parsed()) return c.run();
   } catch (const Error& e) {

@@ -17,6 +17,7 @@
 #include "core/json_writer.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
+#include "core/simd/simd.h"
 #include "engine/evaluate.h"
 #include "engine/one_vs_rest.h"
 #include "engine/train_settings.h"
@@ -86,6 +87,7 @@ void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint6
   j.key("memory_budget_bytes").value(budget.limit());
   j.key("memory_budget_peak_bytes").value(budget_peak);
   j.key("peak_rss_bytes").value(peak_rss_bytes());
+  j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
   j.key("train_seconds").value(train_seconds);
   j.key("total_seconds").value(train_seconds + ingest_seconds);
   if (test) {

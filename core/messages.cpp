@@ -206,6 +206,11 @@ std::string wrong_type(std::string_view where, std::string_view key, std::string
                        std::string_view got) {
   return fmt::format("{}key '{}' must be {}, got {}", where, key, expected, got);
 }
+std::string simd_target_unsupported(std::string_view target, std::string_view supported) {
+  return fmt::format("FGM_SIMD={}: this CPU does not support that instruction set; supported here: {} "
+                     "(unset FGM_SIMD to use the best one)",
+                     target, supported);
+}
 std::string out_of_range(std::string_view where, std::string_view key, std::string_view value,
                          std::string_view range) {
   return fmt::format("{}key '{}' = {} is out of range; allowed: {}", where, key, value, range);

@@ -20,6 +20,10 @@ std::string bad_byte_size(std::string_view key, std::string_view text);
 std::string byte_size_too_large(std::string_view key, std::string_view text, uint64_t max_bytes);
 std::string byte_size_not_whole(std::string_view key, std::string_view text);
 
+// --- SIMD dispatch (FGM_SIMD environment variable)
+// A target the CPU cannot run; `supported` lists the ones it can.
+std::string simd_target_unsupported(std::string_view target, std::string_view supported);
+
 // --- generic file access
 std::string cannot_open(std::string_view path, std::string_view reason);
 std::string cannot_write(std::string_view path, std::string_view reason);

@@ -16,7 +16,8 @@
 //     block (two streamed passes over their columns), rows sorted by
 //     decreasing u so a row's eligible partners of j form a prefix.
 //  4. Pairs of H are accumulated exactly, Σ_i in row order: dense active
-//     blocks by Eigen GEMM (X_Hᵀ diag(a) X_H over fixed row groups), sparse
+//     blocks (and a dense seed) by the dispatched GEMM of
+//     poly2_dense_pairs.h (X_Hᵀ diag(a) X_H, upper triangle), sparse
 //     ones in open-addressing tables over j-partitions sized from the memory
 //     budget (Algorithm 5's block pairs); a dense block's pairs that can
 //     reach the B-th best are summed again in row order, so every offered
@@ -34,7 +35,6 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include <Eigen/Dense>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,19 +44,17 @@
 
 #include "core/error.h"
 #include "core/messages.h"
+#include "core/simd/simd.h"
+#include "features/poly2_dense_pairs.h"
 
 namespace fgm {
 namespace {
 
 constexpr uint32_t kNotActive = UINT32_MAX;
-// Dense path: fixed row groups (summed in group order) of row chunks.
-constexpr int kDenseGroups = 8;
-constexpr uint64_t kDenseChunk = 2048;
-// The dense path's memory: the group partials and their sum, and each
-// group's chunk X and diag(a)·X.
-uint64_t dense_block_bytes(uint64_t H) {
-  return H * H * sizeof(double) * (kDenseGroups + 1) + 2 * kDenseChunk * H * sizeof(double) * kDenseGroups;
-}
+// A block whose measured density is at least this goes through the dense
+// path (poly2_dense_pairs.h): GEMM beats hashed accumulation by far more than
+// the wasted zero products once a fifth of the block is nonzero.
+constexpr double kDenseDensity = 0.2;
 
 struct Stage1Output : BlockOutput {
   Stage1Output(size_t B, uint64_t first, uint64_t count, MemoryBudget& budget)
@@ -177,74 +175,16 @@ double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
 }
 
-// The dense path's pairs. GEMM sums in another order than the seed and the
-// sparse partitions (row order, (a_i·x_ij)·x_ik), so its values may differ in
-// the last bits; to select the same pairs on either path, every pair whose
-// certified interval around its GEMM value can reach the B-th best is
-// rescored in row order, and only those exact sums are offered. With
-// |ĝ − p̂_row| ≤ 2γ_{n+1}·Σ|a_i x_ij x_ik| ≤ 2γ_{n+1}·u_j u_k (see
-// pair_bound_threshold), δ = 3(n+8)ε·û_j û_k bounds the difference. A pair
-// whose upper score is below the B-th best lower score (over the top so far
-// and every pair) ranks after B candidates on any path and is skipped.
-// `offer(p, q, sum)` offers a pair, `excluded(p, q)` says it is selected,
-// `pair_id(p, q)` is its candidate id (active indices p < q).
-template <class PairId, class Offer, class Excluded>
-void offer_dense_pairs(const Eigen::MatrixXd& G, const ActiveRows& R, const std::vector<double>& uh, uint64_t n,
-                       uint32_t seeded, const double* a, double cross_scale, const TopBCache& top,
-                       MemoryBudget& budget, PairId&& pair_id, Offer&& offer, Excluded&& excluded) {
-  const uint32_t H = static_cast<uint32_t>(uh.size());
-  const double eps = std::ldexp(1.0, -53);
-  const double rel = 3.0 * (static_cast<double>(n) + 8.0) * eps;
-  auto score_bounds = [&](uint32_t p, uint32_t q) {
-    const double d = rel * uh[p] * uh[q], g = std::fabs(G(p, q));
-    const double lo = std::max(0.0, g - d), hi = g + d;
-    return std::pair<double, double>(cross_scale * lo * lo * (1 - 4 * eps), cross_scale * hi * hi * (1 + 4 * eps));
-  };
-  // Pairs inside the seed were offered in stage 2.
-  auto first_partner = [&](uint32_t p) { return std::max<uint32_t>(p + 1, p < seeded ? seeded : 0); };
-  TopBCache floor = top;
-  for (uint32_t p = 0; p < H; ++p)
-    for (uint32_t q = first_partner(p); q < H; ++q) {
-      const double lo = score_bounds(p, q).first;
-      if (lo > 0 && floor.may_admit(lo) && !excluded(p, q)) floor.offer({lo, pair_id(p, q)});
-    }
-  const double floor_theta = floor.full() ? floor.worst().score : 0.0;
-
-  // Column-major copy of the block (rows ascending) for the row-order sums.
-  const uint64_t nnz = R.row_ptr[n];
-  Reservation columns_mem = budget.reserve((2 * uint64_t{H} + 1) * sizeof(uint64_t) +
-                                               nnz * (sizeof(uint32_t) + sizeof(float)),
-                                           "poly2 dense pair rescoring");
-  std::vector<uint64_t> col_ptr(uint64_t{H} + 1, 0);
-  for (uint64_t e = 0; e < nnz; ++e) ++col_ptr[R.index[e] + 1];
-  for (uint32_t h = 0; h < H; ++h) col_ptr[h + 1] += col_ptr[h];
-  std::vector<uint32_t> rows(nnz);
-  std::vector<float> vals(nnz);
-  std::vector<uint64_t> fill(col_ptr.begin(), col_ptr.end() - 1);
-  for (uint64_t i = 0; i < n; ++i)
-    for (uint64_t e = R.row_ptr[i]; e < R.row_ptr[i + 1]; ++e) {
-      const uint64_t pos = fill[R.index[e]]++;
-      rows[pos] = static_cast<uint32_t>(i);
-      vals[pos] = R.value[e];
-    }
-  for (uint32_t p = 0; p < H; ++p)
-    for (uint32_t q = first_partner(p); q < H; ++q) {
-      const double hi = score_bounds(p, q).second;
-      if (!(hi > 0) || hi < floor_theta) continue;
-      double sum = 0;
-      for (uint64_t x = col_ptr[p], y = col_ptr[q]; x < col_ptr[p + 1] && y < col_ptr[q + 1];) {
-        if (rows[x] < rows[y]) {
-          ++x;
-        } else if (rows[y] < rows[x]) {
-          ++y;
-        } else {
-          sum += a[rows[x]] * static_cast<double>(vals[x]) * static_cast<double>(vals[y]);
-          ++x;
-          ++y;
-        }
-      }
-      offer(p, q, sum);
-    }
+// Algorithm 5's threshold test on a row: the length of the prefix of
+// idx[0, len) with u[idx] ≥ need. Sparse rows mostly stop within a few
+// entries, so the first 8 are tested inline and only longer scans go to the
+// SIMD kernel (same result either way).
+inline uint64_t eligible_prefix(const double* u, const uint32_t* idx, uint64_t len, double need,
+                                decltype(simd::Kernels::prefix_scaled_at_least) kernel) {
+  uint64_t q = 0;
+  for (; q < len && q < 8; ++q)
+    if (!(u[idx[q]] >= need)) return q;
+  return q == len ? q : q + kernel(u, idx + q, len - q, 1.0, need);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -286,7 +226,8 @@ struct Poly2Space::Pass {
   std::vector<uint32_t> active;      // base ids of the active set H, by decreasing u
   std::vector<double> uh;            // u of the active features
   Reservation rows_mem;
-  ActiveRows R;                      // the active block, row-major
+  ActiveRows R;                      // the active block, row-major (sparse path)
+  DenseFeatureBlock dense;           // columns order[0, dense.cols) (dense path)
 
   Pass(const ScoringContext& context, uint64_t features, uint64_t rows, double gamma, double coef0)
       : ctx(context),
@@ -320,15 +261,14 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
   seed_pairs(pass);
   select_active_features(pass);
   if (pass.active.size() >= 2) {
-    transpose_active_features(pass);
-    const uint32_t H = static_cast<uint32_t>(pass.active.size());
-    const double density = static_cast<double>(pass.R.row_ptr[pass.n]) / (static_cast<double>(pass.n) * H);
-    // GEMM beats hashed accumulation by far more than the wasted zero products
-    // once a fifth of the active block is nonzero.
-    if (H <= 2048 && density >= 0.2 && dense_block_bytes(H) < ctx.budget->available() / 2)
+    uint64_t nnz = 0;
+    for (uint32_t j : pass.active) nnz += pass.column_nnz[j];
+    if (dense_block_chosen(pass, nnz, pass.active.size())) {
       accumulate_dense_pairs(pass);
-    else
+    } else {
+      transpose_active_features(pass);
       accumulate_sparse_pairs(pass);
+    }
   }
   stats_.pair_seconds = seconds_since(t_pairs);
   pass.out.top = pass.top.take_sorted(&pass.out.top_memory);
@@ -346,19 +286,16 @@ void Poly2Space::score_single_features(Pass& pass) {
                                    "use fewer base features");
   pass.u.assign(m, 0.0);
   pass.column_nnz.assign(m, 0);
+  const simd::Kernels& simd_kernels = simd::kernels();
   PassStats p1 = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
         auto o = std::make_unique<Stage1Output>(B, block.first_column, block.column_count, budget);
         for (uint64_t k = 0; k < block.column_count; ++k) {
           uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          double c = 0, q = 0, w = 0;
-          for (uint64_t e = begin; e < end; ++e) {
-            double x = block.values[e], ai = a[block.row_ids[e]];
-            c += ai * x;
-            q += ai * x * x;
-            w += std::fabs(ai) * x * x;
-          }
+          double moments[3];  // c_j, q_j, u_j² (fixed lane order: the same on every SIMD target)
+          simd_kernels.gather_moments(a, block.row_ids + begin, block.values + begin, end - begin, moments);
+          const double c = moments[0], q = moments[1], w = moments[2];
           o->weights[k] = w;
           o->nnz[k] = end - begin;
           uint64_t j = block.first_column + k;
@@ -405,6 +342,11 @@ void Poly2Space::seed_pairs(Pass& pass) {
          (seed_nnz + column_nnz[order[K]]) * (K + 1) <= kSeedWork)
     seed_nnz += column_nnz[order[K++]];
   pass.seeded = K;
+  if (dense_block_chosen(pass, seed_nnz, K)) {
+    read_dense_reach(pass, K);
+    offer_dense_pairs(pass, static_cast<uint32_t>(K), 0);
+    return;
+  }
   using SeedEntry = std::tuple<uint32_t, uint32_t, float>;  // (row, seed index, value)
   uint32_t widest = 0;
   for (size_t s = 0; s < K; ++s) widest = std::max(widest, column_nnz[order[s]]);
@@ -451,11 +393,8 @@ void Poly2Space::select_active_features(Pass& pass) {
   const std::vector<double>& u = pass.u;
   const std::vector<uint32_t>& order = pass.order;
   const double u_max = order.empty() ? 0.0 : u[order[0]];
-  uint64_t active_count = 0;  // the prefix of `order` with a possible partner
-  for (uint32_t j : order) {
-    if (u[j] * u_max < pass.t) break;
-    ++active_count;
-  }
+  // The prefix of `order` with a possible partner: u_j·u_max ≥ t.
+  const uint64_t active_count = simd::kernels().prefix_scaled_at_least(u.data(), order.data(), order.size(), u_max, pass.t);
   pass.active_mem = pass.ctx.budget->reserve(active_count * (sizeof(uint32_t) + sizeof(double)),
                                              "poly2 active set");
   std::vector<uint32_t>& active = pass.active;
@@ -550,49 +489,70 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   }
 }
 
-// Stage 4, dense active block: G = X_Hᵀ diag(a) X_H by GEMM over fixed row
-// groups, summed in group order (independent of the thread count), then the
-// pairs that can reach the B-th best summed again in row order.
-void Poly2Space::accumulate_dense_pairs(Pass& pass) {
-  const ActiveRows& R = pass.R;
-  const double* a = pass.ctx.a;
-  const uint64_t n = pass.n;
-  const std::vector<uint32_t>& active = pass.active;
-  const uint32_t H = static_cast<uint32_t>(active.size());
-  stats_.dense_path = true;
-  Reservation g_mem = pass.ctx.budget->reserve(dense_block_bytes(H), "poly2 dense pair block");
-  std::vector<Eigen::MatrixXd> partial(kDenseGroups, Eigen::MatrixXd::Zero(H, H));
-  auto t_dense = std::chrono::steady_clock::now();
-  tbb::task_arena arena(std::max(1, pass.ctx.threads));
-  arena.execute([&] {
-    tbb::parallel_for(0, kDenseGroups, [&](int g) {
-      uint64_t lo = n * g / kDenseGroups, hi = n * (g + 1) / kDenseGroups;
-      Eigen::MatrixXd X(kDenseChunk, H), AX(kDenseChunk, H);
-      for (uint64_t r0 = lo; r0 < hi; r0 += kDenseChunk) {
-        uint64_t rows = std::min(kDenseChunk, hi - r0);
-        X.setZero();
-        for (uint64_t i = r0; i < r0 + rows; ++i)
-          for (uint64_t p = R.row_ptr[i]; p < R.row_ptr[i + 1]; ++p) X(i - r0, R.index[p]) = R.value[p];
-        for (uint64_t i = 0; i < rows; ++i) AX.row(i) = a[r0 + i] * X.row(i);
-        partial[g].noalias() += X.topRows(rows).transpose() * AX.topRows(rows);
-      }
-    });
-  });
-  stats_.dense_seconds = seconds_since(t_dense);
-  Eigen::MatrixXd G = partial[0];
-  for (int g = 1; g < kDenseGroups; ++g) G += partial[g];
-  partial.clear();
+// Dense blocks (seed or active set) by measured density, if the block, its
+// products and the packed panels fit in half of what the budget has left.
+bool Poly2Space::dense_block_chosen(const Pass& pass, uint64_t nnz, uint64_t columns) const {
+  const double density = static_cast<double>(nnz) / (static_cast<double>(pass.n) * static_cast<double>(columns));
+  return dense_allowed_ && columns >= 2 && density >= kDenseDensity &&
+         dense_pair_bytes(pass.n, columns) < pass.ctx.budget->available() / 2;
+}
+
+// Pairs of the columns order[0, count) — a prefix of the bound order, so
+// column h of the block is active index h — by the dense path, offered to
+// pass.top; pairs with both indices < skip were offered before.
+void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
+  if (count <= skip) return;  // every pair was offered with the seed
+  DenseFeatureBlock& X = pass.dense;
+  X.rows = pass.n;
+  if (X.cols < count) {
+    PassStats streamed;
+    append_dense_columns(pass.ctx, pass.order.data() + X.cols, count - X.cols, X, &streamed);
+    pass.add(streamed);
+  }
+  const uint32_t* ids = pass.order.data();
   auto pair_id = [&](uint32_t p, uint32_t q) {
-    return poly2_id(kPoly2Cross, std::min(active[p], active[q]), std::max(active[p], active[q]));
+    return poly2_id(kPoly2Cross, std::min(ids[p], ids[q]), std::max(ids[p], ids[q]));
   };
-  offer_dense_pairs(
-      G, R, pass.uh, n, static_cast<uint32_t>(pass.seeded), a, pass.cross_scale, pass.top, *pass.ctx.budget,
-      pair_id, [&](uint32_t p, uint32_t q, double sum) { offer_pair(pass, pass.top, active[p], active[q], sum); },
-      [&](uint32_t p, uint32_t q) { return selected_.count(pair_id(p, q)) > 0; });
-  stats_.dense_flops = 2.0 * static_cast<double>(n) * H * H;
-  pass.out.pair_updates += static_cast<uint64_t>(n) * H * (H - 1) / 2;
-  pass.out.candidates_scored += uint64_t{H} * (H - 1) / 2;
-  stats_.candidate_pairs = uint64_t{H} * (H - 1) / 2;
+  DensePairCallbacks cb;
+  cb.pair_id = pair_id;
+  cb.excluded = [&](uint32_t p, uint32_t q) { return selected_.count(pair_id(p, q)) > 0; };
+  cb.offer = [&](uint32_t p, uint32_t q, double sum) { offer_pair(pass, pass.top, ids[p], ids[q], sum); };
+  std::vector<double> uh(count);
+  for (uint32_t h = 0; h < count; ++h) uh[h] = pass.u[ids[h]];
+  const DensePairStats d = offer_dense_block_pairs(X, count, pass.ctx.a, uh, skip, pass.cross_scale, pass.top,
+                                                   pass.ctx.threads, *pass.ctx.budget, cb);
+  stats_.dense_path = true;
+  stats_.dense_seconds += d.gemm_seconds;
+  stats_.dense_flops += d.gemm_flops;
+  const uint64_t done = std::min(skip, count);  // pairs inside the seed were counted in stage 2
+  const uint64_t pairs = uint64_t{count} * (count - 1) / 2 - (done > 0 ? done * (done - 1) / 2 : 0);
+  pass.out.pair_updates += pass.n * pairs;
+  pass.out.candidates_scored += pairs;
+  stats_.candidate_pairs += pairs;
+}
+
+// With a dense seed, the dense block is read for every column the active set
+// can still contain — u_j·u_max ≥ t for the θ of the linear and square scores
+// (θ only grows) — as far as the budget allows, so that the seed and the
+// active set share one streamed pass.
+void Poly2Space::read_dense_reach(Pass& pass, size_t seeded) {
+  const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
+  const double t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
+  const std::vector<uint32_t>& order = pass.order;
+  const double u_max = order.empty() ? 0.0 : pass.u[order[0]];
+  uint64_t reach = simd::kernels().prefix_scaled_at_least(pass.u.data(), order.data(), order.size(), u_max, t);
+  while (reach > seeded && dense_pair_bytes(pass.n, reach) >= pass.ctx.budget->available() / 2) reach = reach * 3 / 4;
+  reach = std::max<uint64_t>(reach, seeded);
+  pass.dense.rows = pass.n;
+  PassStats streamed;
+  append_dense_columns(pass.ctx, order.data(), static_cast<uint32_t>(reach), pass.dense, &streamed);
+  pass.add(streamed);
+}
+
+// Stage 4, dense active block (the active set is a prefix of the bound order
+// that contains the seed).
+void Poly2Space::accumulate_dense_pairs(Pass& pass) {
+  offer_dense_pairs(pass, static_cast<uint32_t>(pass.active.size()), static_cast<uint32_t>(pass.seeded));
 }
 
 // Stage 4, sparse active block: count eligible pair updates per first index,
@@ -612,12 +572,13 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
                                             sizeof(uint32_t),
                                         "poly2 pair partition plan");
   std::vector<uint64_t> updates(H, 0);
+  // Row i's eligible partners of entry p are the prefix of the entries after
+  // it with û ≥ t/û_p (rows are sorted by decreasing û).
+  const auto eligible = simd::kernels().prefix_scaled_at_least;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-    for (uint64_t p = b; p < e; ++p) {
-      double need = t / uh[R.index[p]];
-      for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q) ++updates[R.index[p]];
-    }
+    for (uint64_t p = b; p < e; ++p)
+      updates[R.index[p]] += eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
   }
   const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
   const int threads = std::max(1, pass.ctx.threads);
@@ -657,8 +618,9 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
           uint32_t hp = R.index[p];
           if (hp < lo) continue;
           if (hp >= hi) break;  // rows are sorted by active index
-          double need = t / uh[hp], xv = ai * static_cast<double>(R.value[p]);
-          for (uint64_t q = p + 1; q < e && uh[R.index[q]] >= need; ++q)
+          const double xv = ai * static_cast<double>(R.value[p]);
+          const uint64_t last = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[hp], eligible);
+          for (uint64_t q = p + 1; q < last; ++q)
             table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
         }
       }

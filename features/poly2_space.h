@@ -20,9 +20,9 @@ struct Poly2Stats {
   uint64_t active_features = 0;   // features whose bound admits at least one pair
   uint64_t candidate_pairs = 0;   // distinct pairs accumulated exactly
   uint64_t partitions = 0;        // j-partitions of the pair stage
-  bool dense_path = false;        // the active block went through Eigen GEMM
+  bool dense_path = false;        // the seed or the active block went through the dense GEMM path
   double dense_flops = 0;
-  double dense_seconds = 0;       // the GEMM of the dense path
+  double dense_seconds = 0;       // the GEMMs of the dense path
   double sparse_seconds = 0;      // the hashed accumulation of the sparse path
   uint64_t sparse_updates = 0;    // a_i x_ij x_ik accumulations of the sparse path
   double pair_seconds = 0;        // the whole pair stage (seed, transpose, accumulation)
@@ -40,6 +40,9 @@ class Poly2Space : public FeatureSpace {
   uint64_t candidate_of(const FeatureKey& key) const override;
   void describe(Model& model) const override;
   const Poly2Stats& last_stats() const { return stats_; }
+  // Lets dense blocks take the GEMM path (default); tests and benchmarks turn
+  // it off to compare the two paths on the same data.
+  void set_dense_path(bool allowed) { dense_allowed_ = allowed; }
 
  private:
   // The steps of one score() call (Algorithm 5) and the state they share.
@@ -48,6 +51,9 @@ class Poly2Space : public FeatureSpace {
   void seed_pairs(Pass& pass);
   void select_active_features(Pass& pass);
   void transpose_active_features(Pass& pass);
+  bool dense_block_chosen(const Pass& pass, uint64_t nnz, uint64_t columns) const;
+  void read_dense_reach(Pass& pass, size_t seeded);
+  void offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip);
   void accumulate_dense_pairs(Pass& pass);
   void accumulate_sparse_pairs(Pass& pass);
   void offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint64_t k, double p) const;
@@ -57,6 +63,7 @@ class Poly2Space : public FeatureSpace {
   double gamma_, coef0_;
   uint64_t seed_features_ = 256;
   bool pruning_ = true;
+  bool dense_allowed_ = true;
   std::unordered_set<uint64_t> selected_;
   Poly2Stats stats_;
   std::vector<uint32_t> rows_a_, rows_b_, rows_out_;

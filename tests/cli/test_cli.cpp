@@ -57,7 +57,7 @@ TEST_CASE("synth, train, predict, inspect end to end", "[cli][e2e]") {
   for (const char* key : {"\"iterations\"", "\"iter\"", "\"selected\"", "\"objective\"", "\"rel_decrease\"",
                           "\"sip_violation\"", "\"score_seconds\"", "\"solve_seconds\"", "\"bytes_streamed\"",
                           "\"peak_rss_bytes\"", "\"selected_features\"", "\"total_seconds\"", "\"test\"",
-                          "\"accuracy\"", "\"auc\""})
+                          "\"accuracy\"", "\"auc\"", "\"simd_target\""})
     REQUIRE(contains(log, key));
   REQUIRE(contains(log, "\"fgm.B\": \"4\""));  // the override is what ran
 
@@ -90,6 +90,26 @@ TEST_CASE("synth, train, predict, inspect end to end", "[cli][e2e]") {
   REQUIRE(contains(r.err, "wide.svm:1: feature index 250 is beyond the 200 features"));
   size_t first = r.err.find("beyond");
   REQUIRE(r.err.find("beyond", first + 1) == std::string::npos);
+}
+
+TEST_CASE("FGM_SIMD forces the SIMD target recorded in run.json; a bad value is exit 2 before any work",
+          "[cli][simd]") {
+  TempDir dir("fgm-cli-simd");
+  REQUIRE(run(dir, "synth --out data --rows 200 --features 50 --relevant 5 --seed 4").code == 0);
+  dir.write("job.toml",
+            "[data]\ntrain = \"data/train.svm\"\n[output]\ndir = \"run\"\n[fgm]\nB = 3\nmax_iterations = 1\n"
+            "[engine]\nthreads = 2\nmemory_budget = \"64MB\"\ncache_dir = \"cache\"\n");
+  ::setenv("FGM_SIMD", "scalar", 1);
+  RunResult r = run(dir, "train --config job.toml engine.progress=off");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(slurp(dir.file("run/run.json")), "\"simd_target\": \"scalar\""));
+  ::setenv("FGM_SIMD", "sse9", 1);
+  r = run(dir, "train --config job.toml engine.progress=off output.dir=bad");
+  ::unsetenv("FGM_SIMD");
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "FGM_SIMD"));
+  REQUIRE_FALSE(fs::exists(dir.path / "bad"));
 }
 
 TEST_CASE("bad configuration: exit 2, key named, nothing written", "[cli][errors]") {

@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/simd/simd.h"
 #include "engine/chunk_scheduler.h"
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
@@ -302,12 +303,14 @@ struct IntegerData {
     return all;
   }
 
-  SpaceScores score(uint64_t B, int threads, uint64_t seed_features, MemoryBudget& budget, bool* dense) {
+  SpaceScores score(uint64_t B, int threads, uint64_t seed_features, MemoryBudget& budget, bool* dense,
+                    bool allow_dense = true) {
     FeatureSpaceSettings s;
     s.kind = "poly2";
     s.coef0 = 0.5;
     s.pair_block_features = seed_features;
     Poly2Space space(*store, s, budget);
+    space.set_dense_path(allow_dense);
     SchedulerOptions so;
     so.threads = threads;
     auto blocks = store->plan_blocks(4096);
@@ -408,18 +411,20 @@ TEST_CASE("poly2 top-B equals an exhaustive oracle on binary and count data with
       std::vector<bool> dense_seen;
       for (uint64_t budget_bytes : {uint64_t{256} << 20, uint64_t{3} << 20})
         for (uint64_t seed : {uint64_t{0}, uint64_t{3}})  // 0: the default seed size
-          for (int threads : {1, 2}) {
-            INFO(c.name << " B " << B << " budget " << budget_bytes << " seed " << seed << " threads " << threads);
-            MemoryBudget budget(budget_bytes);
-            bool dense = false;
-            SpaceScores r = d.score(B, threads, seed, budget, &dense);
-            dense_seen.push_back(dense);
-            REQUIRE(r.top.size() == oracle.size());
-            for (size_t k = 0; k < oracle.size(); ++k) {
-              REQUIRE(r.top[k].id == oracle[k].id);
-              REQUIRE(r.top[k].score == oracle[k].score);
+          for (int threads : {1, 2})
+            for (bool allow_dense : {true, false}) {
+              INFO(c.name << " B " << B << " budget " << budget_bytes << " seed " << seed << " threads " << threads
+                          << " dense allowed " << allow_dense);
+              MemoryBudget budget(budget_bytes);
+              bool dense = false;
+              SpaceScores r = d.score(B, threads, seed, budget, &dense, allow_dense);
+              dense_seen.push_back(dense);
+              REQUIRE(r.top.size() == oracle.size());
+              for (size_t k = 0; k < oracle.size(); ++k) {
+                REQUIRE(r.top[k].id == oracle[k].id);
+                REQUIRE(r.top[k].score == oracle[k].score);
+              }
             }
-          }
       if (c.name == "counts") {  // both accumulation paths were exercised
         REQUIRE(std::count(dense_seen.begin(), dense_seen.end(), true) > 0);
         REQUIRE(std::count(dense_seen.begin(), dense_seen.end(), false) > 0);
@@ -428,36 +433,42 @@ TEST_CASE("poly2 top-B equals an exhaustive oracle on binary and count data with
   }
 }
 
-TEST_CASE("poly2 dense (GEMM) and sparse paths select the same pairs with bit-identical scores",
+TEST_CASE("poly2 dense (GEMM) and sparse paths select the same pairs with bit-identical scores, on every SIMD target",
           "[features][poly2][ties]") {
   for (uint64_t seed : {uint64_t{12}, uint64_t{13}}) {
     Data d(500, 18, 1.0, seed);  // Gaussian, every entry present
     std::vector<ScoredCandidate> reference;
     std::vector<bool> dense_seen;
-    for (uint64_t budget_bytes : {uint64_t{256} << 20, uint64_t{3} << 20})
-      for (int threads : {1, 2}) {
-        INFO("data " << seed << " budget " << budget_bytes << " threads " << threads);
-        MemoryBudget budget(budget_bytes);
-        FeatureSpaceSettings s;
-        s.kind = "poly2";
-        s.pair_block_features = 2;
-        Poly2Space space(*d.store, s, budget);
-        SchedulerOptions so;
-        so.threads = threads;
-        auto blocks = d.store->plan_blocks(4096);
-        BlockStreamer streamer = make_block_streamer(*d.store, so, budget);
-        SpaceScores r = run_worst_case_analysis(space, *d.store, blocks, streamer, d.a.data(), 25, threads, budget);
-        dense_seen.push_back(space.last_stats().dense_path);
-        if (reference.empty()) {
-          reference = r.top;
-          require_same_top(r, d.explicit_scores(1.0, 1.0), 25);
+    const simd::Target before = simd::active_target();
+    for (simd::Target target : simd::supported_targets())  // and on every SIMD target
+      for (bool allow_dense : {true, false})
+        for (int threads : {1, 2, 4}) {
+          INFO("data " << seed << " target " << simd::target_name(target) << " dense allowed " << allow_dense
+                       << " threads " << threads);
+          simd::set_active_target(target);
+          MemoryBudget budget(uint64_t{256} << 20);
+          FeatureSpaceSettings s;
+          s.kind = "poly2";
+          s.pair_block_features = 2;
+          Poly2Space space(*d.store, s, budget);
+          space.set_dense_path(allow_dense);
+          SchedulerOptions so;
+          so.threads = threads;
+          auto blocks = d.store->plan_blocks(4096);
+          BlockStreamer streamer = make_block_streamer(*d.store, so, budget);
+          SpaceScores r = run_worst_case_analysis(space, *d.store, blocks, streamer, d.a.data(), 25, threads, budget);
+          dense_seen.push_back(space.last_stats().dense_path);
+          if (reference.empty()) {
+            reference = r.top;
+            require_same_top(r, d.explicit_scores(1.0, 1.0), 25);
+          }
+          REQUIRE(r.top.size() == reference.size());
+          for (size_t k = 0; k < reference.size(); ++k) {
+            REQUIRE(r.top[k].id == reference[k].id);
+            REQUIRE(r.top[k].score == reference[k].score);  // bitwise: the same row-order sums
+          }
         }
-        REQUIRE(r.top.size() == reference.size());
-        for (size_t k = 0; k < reference.size(); ++k) {
-          REQUIRE(r.top[k].id == reference[k].id);
-          REQUIRE(r.top[k].score == reference[k].score);  // bitwise: the same row-order sums
-        }
-      }
+    simd::set_active_target(before);
     REQUIRE(dense_seen.front());
     REQUIRE_FALSE(dense_seen.back());
   }
