@@ -592,7 +592,7 @@ def issue9_figures(d):
     def add(key, shape, figure, value, unit, target, command, note=""):
         rows.append({"key": key, "shape": shape, "figure": figure,
                      "value": "" if value is None else value, "unit": unit, "target": target,
-                     "command": command, "note": note})
+                     "command": command, "note": note[:400]})
 
     def failed(lines):
         f = [j for j in lines if j.get("bench") == "step_failed" or j.get("measure") == "step_failed"]
@@ -702,7 +702,7 @@ def issue9_figures(d):
     shape = (f"weak-signal sparse set {ws['rows']:,} x {ws['features']:,}, poly-2" if ws else "weak-signal sparse set, poly-2")
     note = failed(wk)
     cmd = "fgm train features.kind=poly2 fgm.B=10 fgm.max_iterations=5 (step weak; run.json pair_updates)"
-    add("weak_pairs_s", shape, "pair updates / second of scoring (fgm train, all passes)",
+    add("weak_pairs_s", shape, "pair updates / s of scoring wall time (fgm train: Σ pair_updates / Σ score_seconds)",
         tr and tr["pair_updates_per_second"], "pairs/s", "", cmd, note)
     add("weak_pair_updates", shape, "pair updates, whole run", tr and tr["pair_updates"], "", "", cmd, note)
     add("weak_wall", shape, "whole fgm train wall s", tr and tr["wall_seconds"], "s", "", cmd, note)
@@ -722,7 +722,9 @@ def issue9_figures(d):
     p = jsonl(os.path.join(d, "poly2_scale.jsonl"))
     pt = next((j for j in p if j.get("measure") == "poly2_train"), None)
     pp = next((j for j in p if j.get("measure") == "poly2_train_passes"), None)
-    shape = "poly-2 scale run 10^6 x 1.5·10^7 (1.1·10^14 dims), T=10 B=10, budget 1GB"
+    ps = next((j for j in p if j.get("measure") == "poly2_summary"), None)
+    shape = (f"poly-2 scale run {ps['rows']:,} x {ps['features']:,}, T=10 B=10, budget 1GB" if ps else
+             "poly-2 scale run, T=10 B=10, budget 1GB")
     cmd = "bash bench/run_poly2_scale.sh (step poly2)"
     note = failed(p)
     add("poly2_wall", shape, "whole fgm train wall s", pt and wall_seconds(pt["wall"]), "s", "<= 30", cmd, note)
@@ -733,7 +735,7 @@ def issue9_figures(d):
     rss = pt and pt["peak_rss_kb"] * 1024 / 2**20
     add("poly2_rss", shape, "peak RSS MiB (limit: budget 1024 + 64)", rss, "MiB", "<= 1088", cmd, note)
     if pp and pp.get("pair_updates") and all(x is not None for x in pp["pair_updates"]):
-        add("poly2_pairs_s", shape, "pair updates / second of scoring", sum(pp["pair_updates"]) / sum(pp["score_seconds"]),
+        add("poly2_pairs_s", shape, "pair updates / s of scoring wall time (Σ pair_updates / Σ score_seconds)", sum(pp["pair_updates"]) / sum(pp["score_seconds"]),
             "pairs/s", "", cmd, note)
     tru = pp and pp.get("truth") or {}
     add("poly2_found", shape, "planted found: linear+cross (cross)",
@@ -770,6 +772,12 @@ def fmt9(value, unit):
     return fmt(value)
 
 
+def short(note):
+    """A table cell's note: the failure's gist (full text in issue9.csv)."""
+    note = re.sub(r"fgm: [\w ]+: \S+: ", "", note.replace("|", "/"))
+    return note if len(note) <= 110 else note[:107] + "…"
+
+
 def issue9_section(d):
     rows = issue9_figures(d)
     with open(os.path.join(d, "issue9.csv"), "w", newline="") as f:
@@ -781,11 +789,12 @@ def issue9_section(d):
     out, shape = [], None
     for r in rows:
         b = before.get(r["key"], {})
-        bval = fmt9(b.get("value"), r["unit"]) if b.get("value") else ("–" + (f" ({b['note']})" if b.get("note") else "")
+        bval = fmt9(b.get("value"), r["unit"]) if b.get("value") else ("–" + (f" ({short(b['note'])})" if b.get("note") else "")
                                                                        if b else "")
-        val = fmt9(r["value"], r["unit"]) + (f" ({r['note']})" if r["note"] else "")
+        val = fmt9(r["value"], r["unit"]) + (f" ({short(r['note'])})" if r["note"] else "")
+        failed_now = r["target"] and r["value"] in ("", None) and r["note"].startswith(("exit", "failed"))
         out.append([r["shape"] if r["shape"] != shape else "″", r["figure"], bval, val, r["target"],
-                    met(r["value"], r["target"])])
+                    "**no** (failed)" if failed_now else met(r["value"], r["target"])])
         shape = r["shape"]
     title = "## Issue 9: tall, hashed, dense and weak-signal shapes"
     src = f" (before: `{before_path}`)" if before else ""

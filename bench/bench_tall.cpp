@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
       top_matches = naive_top(csc, c, pass_ids.size()) == pass_ids;
     }
 
-    const uint64_t bw_bytes = fgm::parse_byte_size(bw_text, "--bandwidth-bytes");
+    const uint64_t bw_bytes = bw_text == "0" ? 0 : fgm::parse_byte_size(bw_text, "--bandwidth-bytes");
     std::vector<uint64_t> array(bw_bytes / sizeof(uint64_t));
     for (size_t i = 0; i < array.size(); ++i) array[i] = i * 0x9E3779B97F4A7C15ull;
     if (!array.empty()) bandwidth_pass(array, threads);

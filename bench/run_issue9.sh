@@ -10,9 +10,11 @@
 #   BENCH_TALL_REPS (5)       BENCH_TALL_STORE (use this store, not bench/work/tall)
 #   BENCH_HASH_ROWS (1000000) BENCH_HASH_NNZ (10) BENCH_HASH_VOCAB (200000)
 #   BENCH_APG_B (40)          BENCH_APG_REPS (3)  BENCH_APG_MAX_ITERS (200)
+#   BENCH_APG_EPS (0.001: apg.eps_inner, tighter than the default 0.15 so that a
+#                 solve runs enough iterations for a per-iteration figure)
 #   BENCH_MADELON_REPS (5)
 #   BENCH_WEAK_ROWS (300000)  BENCH_WEAK_FEATURES (1000000) BENCH_WEAK_NNZ (20)
-#   BENCH_WEAK_NOISE (0.3)    BENCH_WEAK_T (5)
+#   BENCH_WEAK_NOISE (0.47)   BENCH_WEAK_T (5)
 #   BENCH_POLY2_ROWS / BENCH_POLY2_FEATURES (passed to run_poly2_scale.sh)
 
 TALL_ROWS=${BENCH_TALL_ROWS:-3000000}
@@ -25,11 +27,12 @@ HASH_VOCAB=${BENCH_HASH_VOCAB:-200000}
 APG_B=${BENCH_APG_B:-40}
 APG_REPS=${BENCH_APG_REPS:-3}
 APG_MAX_ITERS=${BENCH_APG_MAX_ITERS:-200}
+APG_EPS=${BENCH_APG_EPS:-0.001}
 MADELON_REPS=${BENCH_MADELON_REPS:-5}
 WEAK_ROWS=${BENCH_WEAK_ROWS:-300000}
 WEAK_FEATURES=${BENCH_WEAK_FEATURES:-1000000}
 WEAK_NNZ=${BENCH_WEAK_NNZ:-20}
-WEAK_NOISE=${BENCH_WEAK_NOISE:-0.3}
+WEAK_NOISE=${BENCH_WEAK_NOISE:-0.47}
 WEAK_T=${BENCH_WEAK_T:-5}
 
 # One JSON line {"bench":"step_failed",...} in FILE for a command that failed.
@@ -149,10 +152,10 @@ if has_step apg; then
   echo "rep,threads,B,exit,wall_seconds,peak_rss_bytes,score_seconds,solve_seconds,apg_iterations,apg_stop,seconds_per_apg_iteration,selected,error" > "$R/apg_tall.csv"
   if tall_store; then
     for rep in $(seq 1 "$APG_REPS"); do
-      log "apg: shape tall store ($TALL_ROWS x $TALL_FEATURES, $TALL_NNZ nnz/row), fgm train B=$APG_B T=1 (2 threads), rep $rep: APG seconds per iteration"
+      log "apg: shape tall store ($TALL_ROWS x $TALL_FEATURES, $TALL_NNZ nnz/row), fgm train B=$APG_B T=1 apg.eps_inner=$APG_EPS (2 threads), rep $rep: APG seconds per iteration"
       out=$W/apg/run; rm -rf "$out"; rc=0
       /usr/bin/time -v -o "$W/tmp/time.txt" "$FGM" train "data.train=$TALL_STORE" "fgm.B=$APG_B" fgm.max_iterations=1 \
-        "apg.max_iterations=$APG_MAX_ITERS" engine.threads=2 engine.memory_budget=8GB engine.progress=off \
+        "apg.max_iterations=$APG_MAX_ITERS" "apg.eps_inner=$APG_EPS" engine.threads=2 engine.memory_budget=8GB engine.progress=off \
         "output.dir=$out" "engine.cache_dir=$W/apg/cache" > "$W/tmp/apg.out" 2> "$W/tmp/apg.err" || rc=$?
       wall=0; rss=0; read -r wall rss _ _ < <($LIB timev "$W/tmp/time.txt") || true
       if [ "$rc" -eq 0 ] && [ -f "$out/run.json" ]; then
@@ -170,15 +173,15 @@ fi
 # ------------------------------------------------------------------ weak
 if has_step weak; then
   wdir=$W/weak
-  wstamp="rows=$WEAK_ROWS features=$WEAK_FEATURES nnz_per_row=$WEAK_NNZ label_noise=$WEAK_NOISE planted_linear=5 planted_cross=5 min_term_frequency=0.002 seed=4"
+  wstamp="rows=$WEAK_ROWS features=$WEAK_FEATURES nnz_per_row=$WEAK_NNZ label_noise=$WEAK_NOISE planted_linear=2 planted_cross=5 min_term_frequency=0.001 seed=4"
   : > "$R/weak_poly2.jsonl"
   if [ ! -f "$wdir/store/manifest.fgm" ] || [ "$(cat "$wdir/.params" 2>/dev/null)" != "$wstamp" ] ||
      ! "$TALL_BIN" --store "$wdir/store" --open-only > /dev/null 2>&1; then
-    log "weak: fgm synth --kind sparse $WEAK_ROWS x $WEAK_FEATURES, label noise $WEAK_NOISE, 5 linear + 5 cross planted terms"
+    log "weak: fgm synth --kind sparse $WEAK_ROWS x $WEAK_FEATURES, label noise $WEAK_NOISE, 2 linear + 5 cross planted terms in >= 0.1% of rows"
     rm -rf "$wdir"; mkdir -p "$wdir"
     if "$FGM" synth --kind sparse --rows "$WEAK_ROWS" --test-rows 20000 --features "$WEAK_FEATURES" \
-        --nnz-per-row "$WEAK_NNZ" --label-noise "$WEAK_NOISE" --planted-linear 5 --planted-cross 5 \
-        --min-term-frequency 0.002 --seed 4 --out "$wdir" --store --threads 2 > "$wdir/synth.out" 2> "$wdir/synth.err"; then
+        --nnz-per-row "$WEAK_NNZ" --label-noise "$WEAK_NOISE" --planted-linear 2 --planted-cross 5 \
+        --min-term-frequency 0.001 --seed 4 --out "$wdir" --store --threads 2 > "$wdir/synth.out" 2> "$wdir/synth.err"; then
       echo "$wstamp" > "$wdir/.params"
     else
       record_failure "$R/weak_poly2.jsonl" weak_synth $? "$wdir/synth.err"
