@@ -9,7 +9,7 @@
 #   BENCH_TALL_ROWS (3000000) BENCH_TALL_FEATURES (1000000) BENCH_TALL_NNZ (20)
 #   BENCH_TALL_REPS (5)       BENCH_TALL_STORE (use this store, not bench/work/tall)
 #   BENCH_HASH_ROWS (1000000) BENCH_HASH_NNZ (10) BENCH_HASH_VOCAB (200000)
-#   BENCH_APG_B (40)          BENCH_APG_REPS (3)  BENCH_APG_MAX_ITERS (200)
+#   BENCH_APG_B (40)          BENCH_APG_REPS (3)  BENCH_APG_MAX_ITERS (100)
 #   BENCH_APG_EPS (0.001: apg.eps_inner, tighter than the default 0.15 so that a
 #                 solve runs enough iterations for a per-iteration figure)
 #   BENCH_MADELON_REPS (5)
@@ -26,7 +26,7 @@ HASH_NNZ=${BENCH_HASH_NNZ:-10}
 HASH_VOCAB=${BENCH_HASH_VOCAB:-200000}
 APG_B=${BENCH_APG_B:-40}
 APG_REPS=${BENCH_APG_REPS:-3}
-APG_MAX_ITERS=${BENCH_APG_MAX_ITERS:-200}
+APG_MAX_ITERS=${BENCH_APG_MAX_ITERS:-100}
 APG_EPS=${BENCH_APG_EPS:-0.001}
 MADELON_REPS=${BENCH_MADELON_REPS:-5}
 WEAK_ROWS=${BENCH_WEAK_ROWS:-300000}
@@ -200,7 +200,7 @@ if has_step weak; then
     wall=0; rss=0; read -r wall rss _ _ < <($LIB timev "$W/tmp/time.txt") || true
     if [ "$rc" -eq 0 ] && [ -f "$out/run.json" ]; then
       $LIB poly2json "$out/run.json" weak_train "$wall" "$rss" >> "$R/weak_poly2.jsonl"
-      tail -1 "$R/weak_poly2.jsonl" | $PY -c 'import json,sys; j=json.loads(sys.stdin.read()); print("weak: wall %.1f s, %.3g pair updates in %.1f s of scoring = %.3g pairs/s; recovered %s/%s (cross %s/%s)" % (j["wall_seconds"], j["pair_updates"], j["score_seconds"], j["pair_updates_per_second"], j["recovered"], j["planted"], j["recovered_cross"], j["planted_cross"]))' >&2
+      tail -1 "$R/weak_poly2.jsonl" | $PY -c 'import json,sys; j=json.loads(sys.stdin.read()); print("weak: wall %.1f s, %.3g pair updates in %.1f s of scoring = %.3g pairs/s; planted found: linear %s/%s, cross %s/%s" % (j["wall_seconds"], j["pair_updates"], j["score_seconds"], j["pair_updates_per_second"], j["recovered"], j["planted"], j["recovered_cross"], j["planted_cross"]))' >&2
     else
       record_failure "$R/weak_poly2.jsonl" weak_train "$rc" "$W/tmp/weak.err"
     fi
@@ -210,9 +210,14 @@ fi
 # ----------------------------------------------------------------- poly2
 if has_step poly2; then
   log "poly2: bash bench/run_poly2_scale.sh (shape ${BENCH_POLY2_ROWS:-1000000} x ${BENCH_POLY2_FEATURES:-15000000}, ~29 nnz/row, poly-2 1.1e14 dims; T=10 B=10 budget 1GB)"
+  rm -f "$R/poly2_scale.jsonl"
   if ! BENCH_RESULTS="$R" bash bench/run_poly2_scale.sh "$BUILD_DIR" "$W/poly2" > "$W/tmp/poly2.out" 2> "$W/tmp/poly2.err"; then
-    log "poly2 FAILED: $(tail -1 "$W/tmp/poly2.err")"
-    $PY -c 'import json,sys; print(json.dumps({"measure":"step_failed","error":sys.argv[1]}))' "$(tail -1 "$W/tmp/poly2.err")" \
-      > "$R/poly2_scale.jsonl"
+    if [ -f "$R/poly2_scale.jsonl" ]; then   # the script got to fgm train, which failed: recorded there
+      log "poly2: fgm train FAILED: $(grep '^fgm:' "$W/poly2/train.err" | tail -1 | cut -c1-300)"
+    else
+      log "poly2 FAILED: $(tail -1 "$W/tmp/poly2.err")"
+      $PY -c 'import json,sys; print(json.dumps({"measure":"step_failed","error":sys.argv[1]}))' "$(tail -1 "$W/tmp/poly2.err")" \
+        > "$R/poly2_scale.jsonl"
+    fi
   fi
 fi

@@ -39,26 +39,51 @@ fi
   "$build/fgm_bench_poly2" --store "$work/big/store" --threads 1 --reps 3 --alpha first | grep summary
   "$build/fgm_bench_poly2" --store "$work/dense/store" --threads 2 --reps 3 --alpha random | grep -E "summary|dgemm"
 } | tee "$out.tmp"
+rm -rf "$work/train"
+rc=0
 /usr/bin/time -v -o "$work/time.txt" "$fgm" train "data.train=$work/big/store" "data.test=$work/big/test.svm" \
   "data.truth=$work/big/truth.txt" features.kind=poly2 fgm.B=10 fgm.max_iterations=10 fgm.eps_outer=0 \
   fgm.bias=true fgm.C=1 engine.memory_budget=1GB engine.threads=2 engine.progress=off \
-  "output.dir=$work/train" "engine.cache_dir=$work/cache" > "$work/train.out" 2> "$work/train.err"
-wall=$(grep "Elapsed (wall clock)" "$work/time.txt" | awk '{print $NF}')
-rss=$(grep "Maximum resident set size" "$work/time.txt" | awk '{print $NF}')
-echo "{\"measure\":\"poly2_train\",\"T\":10,\"B\":10,\"budget\":\"1GB\",\"wall\":\"$wall\",\"peak_rss_kb\":$rss,\"result\":\"$(cat "$work/train.out")\"}" | tee -a "$out.tmp"
-/usr/bin/python3 - "$work/train/run.json" >> "$out.tmp" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-its = r["iterations"]
-print(json.dumps({"measure": "poly2_train_passes",
-                  "score_seconds": [round(i["score_seconds"], 3) for i in its],
-                  "solve_seconds": [round(i["solve_seconds"], 3) for i in its],
-                  "apg_iterations": [i.get("apg_iterations") for i in its],
-                  "pair_updates": [i.get("pair_updates") for i in its],
-                  "candidates_scored": [i["candidates_scored"] for i in its],
-                  "train_seconds": r["train_seconds"], "peak_rss_bytes": r.get("peak_rss_bytes"),
-                  "memory_budget_bytes": r.get("memory_budget_bytes"),
-                  "test": r.get("test"), "truth": r.get("truth")}))
+  "output.dir=$work/train" "engine.cache_dir=$work/cache" > "$work/train.out" 2> "$work/train.err" || rc=$?
+# A failed run (exit rc) is recorded too: its error line, and the passes its
+# "info: iter" lines report (run.json is written only by a run that ends).
+/usr/bin/python3 - "$work" "$rc" >> "$out.tmp" <<'PY'
+import json, os, re, sys
+work, rc = sys.argv[1], int(sys.argv[2])
+wall, rss = "", 0
+for line in open(os.path.join(work, "time.txt")):
+    if "Elapsed (wall clock)" in line:
+        wall = line.split()[-1]
+    elif "Maximum resident set size" in line:
+        rss = int(line.split()[-1])
+err = [l.strip() for l in open(os.path.join(work, "train.err")) if l.startswith("fgm:")]
+print(json.dumps({"measure": "poly2_train", "T": 10, "B": 10, "budget": "1GB", "exit": rc, "wall": wall,
+                  "peak_rss_kb": rss, "result": open(os.path.join(work, "train.out")).read().strip(),
+                  "error": err[-1] if err else ""}))
+run = os.path.join(work, "train", "run.json")
+if rc == 0 and os.path.exists(run):
+    r = json.load(open(run))
+    its = r["iterations"]
+    print(json.dumps({"measure": "poly2_train_passes",
+                      "score_seconds": [round(i["score_seconds"], 3) for i in its],
+                      "solve_seconds": [round(i["solve_seconds"], 3) for i in its],
+                      "apg_iterations": [i.get("apg_iterations") for i in its],
+                      "pair_updates": [i.get("pair_updates") for i in its],
+                      "candidates_scored": [i["candidates_scored"] for i in its],
+                      "train_seconds": r["train_seconds"], "peak_rss_bytes": r.get("peak_rss_bytes"),
+                      "memory_budget_bytes": r.get("memory_budget_bytes"),
+                      "test": r.get("test"), "truth": r.get("truth")}))
+else:
+    its = [re.search(r"scored (\d+) candidates, score ([\d.]+)s, solve ([\d.]+)s \((\d+) APG its\)", l)
+           for l in open(os.path.join(work, "train.err")) if l.startswith("info: iter")]
+    its = [m for m in its if m]
+    print(json.dumps({"measure": "poly2_train_passes", "source": "train.err info lines (the run failed)",
+                      "score_seconds": [float(m.group(2)) for m in its],
+                      "solve_seconds": [float(m.group(3)) for m in its],
+                      "apg_iterations": [int(m.group(4)) for m in its],
+                      "candidates_scored": [int(m.group(1)) for m in its],
+                      "train_seconds": None}))
 PY
-tail -1 "$out.tmp"
+tail -2 "$out.tmp"
 mv "$out.tmp" "$out"
+exit "$rc"
