@@ -795,12 +795,16 @@ def issue9_section(d):
     rows = read_csv_rows(os.path.join(d, "issue9.csv"))
     before_path = os.path.join(d, "before", "issue9.csv")
     before = {r["key"]: r for r in csv.DictReader(open(before_path))} if os.path.exists(before_path) else {}
-    out, shape = [], None
+    out, shape, last_note, last_bnote = [], None, None, None
     for r in rows:
         b = before.get(r["key"], {})
-        bval = fmt9(b.get("value"), r["unit"]) if b.get("value") else ("–" + (f" ({short(b['note'])})" if b.get("note") else "")
-                                                                       if b else "")
-        val = fmt9(r["value"], r["unit"]) + (f" ({short(r['note'])})" if r["note"] else "")
+        bnote = b.get("note", "")
+        bval = (fmt9(b["value"], r["unit"]) if b.get("value") else "–" if b else "") + (
+            (" (as above)" if bnote == last_bnote else f" ({short(bnote)})") if bnote else "")
+        last_bnote = bnote
+        val = fmt9(r["value"], r["unit"]) + ((" (as above)" if r["note"] == last_note else f" ({short(r['note'])})")
+                                             if r["note"] else "")
+        last_note = r["note"]
         failed_now = r["target"] and r["value"] in ("", None) and r["note"].startswith(("exit", "failed"))
         out.append([r["shape"] if r["shape"] != shape else "″", r["figure"], bval, val, r["target"],
                     "**no** (failed)" if failed_now else met(r["value"], r["target"])])
@@ -857,7 +861,8 @@ def existing_before_after(d):
                              ratio(o, n)])
             o, n = med(r["peak_rss_bytes"] for r in rs) / 2**20, med(r["peak_rss_bytes"] for r in ns) / 2**20 if ns else None
             w_o, w_n = med(r["wall_seconds"] for r in rs), med(r["wall_seconds"] for r in ns) if ns else None
-            rows.append([f"{label} {k[0]}, {k[1]} thr", "wall s (median)", fmt(w_o), fmt(w_n) if w_n else "–",
+            rows.append(["″" if name == "ingest.csv" else f"{label} {k[0]}, {k[1]} thr", "wall s (median)",
+                         fmt(w_o), fmt(w_n) if w_n else "–",
                          ratio(w_o, w_n)])
             rows.append(["″", "peak RSS MiB (median)", fmt(o), fmt(n) if n else "–", ratio(o, n)])
     old, new = load(b, "e2e.csv"), {r["dataset"]: r for r in load(d, "e2e.csv")}
