@@ -209,7 +209,7 @@ fi
 
 # ----------------------------------------------------------------- poly2
 if has_step poly2; then
-  log "poly2: bash bench/run_poly2_scale.sh (shape ${BENCH_POLY2_ROWS:-1000000} x ${BENCH_POLY2_FEATURES:-15000000}, ~29 nnz/row, poly-2 1.1e14 dims; T=10 B=10 budget 1GB)"
+  log "poly2: bash bench/run_poly2_scale.sh (shape ${BENCH_POLY2_ROWS:-1000000} x ${BENCH_POLY2_FEATURES:-15000000}, ~29 nnz/row, fgm synth --kind sparse; the default is the issue 3 scale run, 1.1e14 poly-2 dims; T=10 B=10 budget 1GB)"
   rm -f "$R/poly2_scale.jsonl"
   if ! BENCH_RESULTS="$R" bash bench/run_poly2_scale.sh "$BUILD_DIR" "$W/poly2" > "$W/tmp/poly2.out" 2> "$W/tmp/poly2.err"; then
     if [ -f "$R/poly2_scale.jsonl" ]; then   # the script got to fgm train, which failed: recorded there
