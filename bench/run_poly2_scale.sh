@@ -7,6 +7,8 @@
 #   3. a full `fgm train` (features.kind=poly2, T=10, B=10, engine.memory_budget=1GB)
 #      under /usr/bin/time -v: wall time, peak RSS, planted terms recovered.
 # Usage: bash bench/run_poly2_scale.sh [build-dir] [work-dir]   (results: $BENCH_RESULTS, default bench/results)
+# BENCH_TRAIN_ONLY=1 skips steps 1 and 2 (only the train run, e.g. to compare
+# two builds' training time).
 # Knobs (for quick checks of the script; the figures above use the defaults):
 # BENCH_POLY2_ROWS (1000000), BENCH_POLY2_TEST_ROWS (100000), BENCH_POLY2_FEATURES
 # (15000000). A store is made again when these change or when this build cannot
@@ -28,13 +30,15 @@ if ! opens "$work/big/store" || [ "$(cat "$work/big/.params" 2>/dev/null)" != "$
     --seed 3 --out "$work/big" >&2
   echo "$stamp" > "$work/big/.params"
 fi
-if ! opens "$work/dense/store"; then
+train_only=${BENCH_TRAIN_ONLY:-0}
+if [ "$train_only" != 1 ] && ! opens "$work/dense/store"; then
   rm -rf "$work/dense"
   "$fgm" synth --out "$work/dense" --rows 60000 --test-rows 1000 --features 256 --relevant 20 --seed 2 >&2
   "$fgm" ingest "$work/dense/train.svm" --out "$work/dense/store" --threads 2 --memory-budget 512MB >&2
 fi
 {
   echo "{\"measure\":\"machine\",\"nproc\":$(nproc),\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}"
+  [ "$train_only" = 1 ] && exit 0
   "$build/fgm_bench_poly2" --store "$work/big/store" --threads 2 --reps 3 --alpha first
   "$build/fgm_bench_poly2" --store "$work/big/store" --threads 1 --reps 3 --alpha first | grep summary
   "$build/fgm_bench_poly2" --store "$work/dense/store" --threads 2 --reps 3 --alpha random | grep -E "summary|dgemm"
