@@ -77,7 +77,7 @@ if has_step tall; then
     log "tall: shape $TALL_ROWS rows x $TALL_FEATURES features, $TALL_NNZ nnz/row ($TALL_STORE); fgm_bench_tall: linear pass 2 threads vs naive CSC gather 1 thread vs read bandwidth, $TALL_REPS reps"
     if "$TALL_BIN" --store "$TALL_STORE" --threads 2 --naive-threads 1 --reps "$TALL_REPS" --label tall \
         >> "$R/tall.jsonl" 2> "$W/tmp/tall.err"; then
-      grep tall_summary "$R/tall.jsonl" | $PY -c 'import json,sys; j=json.loads(sys.stdin.read()); print("tall: pass %.3f s = %.3g nnz/s; naive gather %.3f s = %.3g nnz/s; pass/naive speed %.2fx (target >= 3); read BW %.1f GB/s; top-B equal: %s" % (j["pass_seconds"], j["pass_nnz_per_s"], j["naive_seconds"], j["naive_nnz_per_s"], j["speedup_over_naive"], j["bandwidth_gb_per_s"], j["top_matches_naive"]))' >&2
+      grep tall_summary "$R/tall.jsonl" | $PY -c 'import json,sys; j=json.loads(sys.stdin.read()); print("tall: pass %.3f s = %.3g nnz/s; naive gather %.3f s = %.3g nnz/s; pass/naive speed %.2fx (target >= 3); read BW %.1f GB/s; top-B equal: %s" % (j["pass_seconds"], j["pass_nnz_per_s"], j["naive_seconds"], j["naive_nnz_per_s"], j["speedup_over_naive"], j["bandwidth_gb_per_s"], j["top_matches_naive"]))' >&2 || true
     else
       record_failure "$R/tall.jsonl" tall $? "$W/tmp/tall.err"
     fi
@@ -199,8 +199,9 @@ if has_step weak; then
       "output.dir=$out" "engine.cache_dir=$wdir/cache" > "$W/tmp/weak.out" 2> "$W/tmp/weak.err" || rc=$?
     wall=0; rss=0; read -r wall rss _ _ < <($LIB timev "$W/tmp/time.txt") || true
     if [ "$rc" -eq 0 ] && [ -f "$out/run.json" ]; then
-      $LIB poly2json "$out/run.json" weak_train "$wall" "$rss" >> "$R/weak_poly2.jsonl"
-      tail -1 "$R/weak_poly2.jsonl" | $PY -c 'import json,sys; j=json.loads(sys.stdin.read()); print("weak: wall %.1f s, %.3g pair updates in %.1f s of scoring = %.3g pairs/s; planted found: linear %s/%s, cross %s/%s" % (j["wall_seconds"], j["pair_updates"], j["score_seconds"], j["pair_updates_per_second"], j["recovered"], j["planted"], j["recovered_cross"], j["planted_cross"]))' >&2
+      $LIB poly2json "$out/run.json" weak_train "$wall" "$rss" >> "$R/weak_poly2.jsonl" 2> "$W/tmp/weak.err" ||
+        record_failure "$R/weak_poly2.jsonl" weak_parse $? "$W/tmp/weak.err"
+      tail -1 "$R/weak_poly2.jsonl" | $PY -c 'import json,sys; j=json.loads(sys.stdin.read()); print("weak: wall %.1f s, %.3g pair updates in %.1f s of scoring = %.3g pairs/s; planted found: linear %s/%s, cross %s/%s" % (j["wall_seconds"], j["pair_updates"], j["score_seconds"], j["pair_updates_per_second"], j["recovered"], j["planted"], j["recovered_cross"], j["planted_cross"]))' >&2 || true
     else
       record_failure "$R/weak_poly2.jsonl" weak_train "$rc" "$W/tmp/weak.err"
     fi
