@@ -606,164 +606,181 @@ def issue9_figures(d):
         f = [j for j in lines if j.get("bench") == "step_failed" or j.get("measure") == "step_failed"]
         return ("failed: " + f[0].get("error", "")[:160]) if f else ""
 
-    # tall
-    t = jsonl(os.path.join(d, "tall.jsonl"))
-    s = next((j for j in t if j.get("bench") == "tall_summary"), None)
-    shape = (f"tall store {s['rows']:,} x {s['features']:,}, {s['nnz']:,} nnz, format {s['format']}"
-             if s else "tall store")
-    cmd = "fgm_bench_tall --store <tall> --threads 2 --naive-threads 1 (run_all.sh step tall)"
-    note = failed(t)
-    add("tall_pass_s", shape, "linear scoring pass, 2 threads (median s)", s and s["pass_seconds"], "s", "", cmd, note)
-    add("tall_pass_nnz_s", shape, "scoring pass nonzeros/s", s and s["pass_nnz_per_s"], "nnz/s", "", cmd, note)
-    add("tall_naive_s", shape, "naive CSC gather, 1 thread (median s)", s and s["naive_seconds"], "s", "", cmd, note)
-    add("tall_naive_nnz_s", shape, "naive CSC gather nonzeros/s", s and s["naive_nnz_per_s"], "nnz/s", "", cmd, note)
-    add("tall_speedup", shape, "pass speed / naive speed (median of per-rep ratios)", s and s["speedup_over_naive"],
-        "x", ">= 3", cmd, note if note else ("" if not s or s["top_matches_naive"] else "top-B differs from naive"))
-    add("tall_bw", shape, "memory read bandwidth, 2 threads", s and s["bandwidth_gb_per_s"], "GB/s", "", cmd, note)
-    add("tall_pass_bw", shape, "pass shard bytes/s / read bandwidth", s and s["pass_over_bandwidth"], "x", "", cmd, note)
+    def step_tall():
+        # tall
+        t = jsonl(os.path.join(d, "tall.jsonl"))
+        s = next((j for j in t if j.get("bench") == "tall_summary"), None)
+        shape = (f"tall store {s['rows']:,} x {s['features']:,}, {s['nnz']:,} nnz, format {s['format']}"
+                 if s else "tall store")
+        cmd = "fgm_bench_tall --store <tall> --threads 2 --naive-threads 1 (run_all.sh step tall)"
+        note = failed(t)
+        add("tall_pass_s", shape, "linear scoring pass, 2 threads (median s)", s and s["pass_seconds"], "s", "", cmd, note)
+        add("tall_pass_nnz_s", shape, "scoring pass nonzeros/s", s and s["pass_nnz_per_s"], "nnz/s", "", cmd, note)
+        add("tall_naive_s", shape, "naive CSC gather, 1 thread (median s)", s and s["naive_seconds"], "s", "", cmd, note)
+        add("tall_naive_nnz_s", shape, "naive CSC gather nonzeros/s", s and s["naive_nnz_per_s"], "nnz/s", "", cmd, note)
+        add("tall_speedup", shape, "pass speed / naive speed (median of per-rep ratios)", s and s["speedup_over_naive"],
+            "x", ">= 3", cmd, note if note else ("" if not s or s["top_matches_naive"] else "top-B differs from naive"))
+        add("tall_bw", shape, "memory read bandwidth, 2 threads", s and s["bandwidth_gb_per_s"], "GB/s", "", cmd, note)
+        add("tall_pass_bw", shape, "pass shard bytes/s / read bandwidth", s and s["pass_over_bandwidth"], "x", "", cmd, note)
 
-    # hashed
-    hc = os.path.join(d, "hashed.csv")
-    h = {r["input"]: r for r in csv.DictReader(open(hc))} if os.path.exists(hc) else {}
-    cmd = "fgm ingest <file> --max-store-bytes 1GB|4GB --threads 2 (step hashed)"
+    def step_hashed():
+        # hashed
+        hc = os.path.join(d, "hashed.csv")
+        h = {r["input"]: r for r in csv.DictReader(open(hc))} if os.path.exists(hc) else {}
+        cmd = "fgm ingest <file> --max-store-bytes 1GB|4GB --threads 2 (step hashed)"
 
-    def ingest_fig(name):
-        r = h.get(name)
-        if not r:
-            return None, None, ""
-        if r["exit"] != "0":
-            return None, None, f"exit {r['exit']}: {r['error'][:200]}"
-        return float(r["wall_seconds"]), int(r["store_bytes"]), ""
-    w, b, note = ingest_fig("two")
-    add("two_ingest_s", "2 rows, feature index 4,294,967,297", "ingest wall s", w, "s", "< 1", cmd, note)
-    add("two_store_bytes", "2 rows, feature index 4,294,967,297", "store bytes", b, "bytes", "< 1e6", cmd, note)
-    hw, hb, hnote = ingest_fig("hashed")
-    dw, db, dnote = ingest_fig("dense")
-    hshape = (f"{int(h['dense']['rows']):,} rows, {int(h['dense']['nnz']):,} nnz, "
-              f"{int(h['dense']['features']):,} distinct ids" if h.get("dense") and h["dense"]["rows"] else "hashed ids")
-    add("hashed_store_bytes", hshape + ", ids in [0, 2^40)", "store bytes (hashed ids)", hb, "bytes", "", cmd, hnote)
-    add("dense_store_bytes", hshape + ", dense ids", "store bytes (dense ids)", db, "bytes", "", cmd, dnote)
-    add("hashed_ratio", hshape, "store bytes hashed / dense", hb / db if hb and db else None, "x", "<= 1.5", cmd,
-        hnote or dnote)
-    add("hashed_ingest_s", hshape + ", ids in [0, 2^40)", "ingest wall s (hashed ids)", hw, "s", "", cmd, hnote)
-    add("dense_ingest_s", hshape + ", dense ids", "ingest wall s (dense ids)", dw, "s", "", cmd, dnote)
-    hp = jsonl(os.path.join(d, "hashed_pass.jsonl"))
-    for name in ("hashed", "dense"):
-        s = next((j for j in hp if j.get("bench") == "tall_summary" and j.get("label") == name), None)
-        add(f"{name}_pass_s", hshape + (", ids in [0, 2^40)" if name == "hashed" else ", dense ids"),
-            f"linear scoring pass on the {name} store, 2 threads (median s)", s and s["pass_seconds"], "s", "",
-            f"fgm_bench_tall --store <{name} store> --bandwidth-bytes 0 (step hashed)",
-            "" if s else (hnote if name == "hashed" else dnote) or failed(hp))
+        def ingest_fig(name):
+            r = h.get(name)
+            if not r:
+                return None, None, ""
+            if r["exit"] != "0":
+                return None, None, f"exit {r['exit']}: {r['error'][:200]}"
+            return float(r["wall_seconds"]), int(r["store_bytes"]), ""
+        w, b, note = ingest_fig("two")
+        add("two_ingest_s", "2 rows, feature index 4,294,967,297", "ingest wall s", w, "s", "< 1", cmd, note)
+        add("two_store_bytes", "2 rows, feature index 4,294,967,297", "store bytes", b, "bytes", "< 1e6", cmd, note)
+        hw, hb, hnote = ingest_fig("hashed")
+        dw, db, dnote = ingest_fig("dense")
+        hshape = (f"{int(h['dense']['rows']):,} rows, {int(h['dense']['nnz']):,} nnz, "
+                  f"{int(h['dense']['features']):,} distinct ids" if h.get("dense") and h["dense"]["rows"] else "hashed ids")
+        add("hashed_store_bytes", hshape + ", ids in [0, 2^40)", "store bytes (hashed ids)", hb, "bytes", "", cmd, hnote)
+        add("dense_store_bytes", hshape + ", dense ids", "store bytes (dense ids)", db, "bytes", "", cmd, dnote)
+        add("hashed_ratio", hshape, "store bytes hashed / dense", hb / db if hb and db else None, "x", "<= 1.5", cmd,
+            hnote or dnote)
+        add("hashed_ingest_s", hshape + ", ids in [0, 2^40)", "ingest wall s (hashed ids)", hw, "s", "", cmd, hnote)
+        add("dense_ingest_s", hshape + ", dense ids", "ingest wall s (dense ids)", dw, "s", "", cmd, dnote)
+        hp = jsonl(os.path.join(d, "hashed_pass.jsonl"))
+        for name in ("hashed", "dense"):
+            s = next((j for j in hp if j.get("bench") == "tall_summary" and j.get("label") == name), None)
+            add(f"{name}_pass_s", hshape + (", ids in [0, 2^40)" if name == "hashed" else ", dense ids"),
+                f"linear scoring pass on the {name} store, 2 threads (median s)", s and s["pass_seconds"], "s", "",
+                f"fgm_bench_tall --store <{name} store> --bandwidth-bytes 0 (step hashed)",
+                "" if s else (hnote if name == "hashed" else dnote) or failed(hp))
 
-    # madelon poly-2
-    m = jsonl(os.path.join(d, "madelon_poly2.jsonl"))
-    summ = next((j for j in m if j.get("measure") == "poly2_summary"), None)
-    passes = [j for j in m if j.get("measure") == "poly2_pass"]
-    peak = next((j for j in m if j.get("measure") == "dgemm_peak"), None)
-    # The GEMM of the same active block: fgm_bench_poly2's "poly2_dense_vs_gemm"
-    # lines (one per SIMD target; the summary's target is the one fgm uses),
-    # else any other line naming a block GEMM with a seconds field.
-    vs = [j for j in m if j.get("measure") == "poly2_dense_vs_gemm"]
-    own = next((j for j in vs if summ and j.get("simd") == summ.get("simd")), vs[-1] if vs else None)
-    gemm_s = own and own.get("eigen_native_gemm_seconds")
-    if gemm_s is None:
-        other = [j for j in m if "gemm" in str(j.get("measure", "")) and j.get("measure") != "dgemm_peak"
-                 and any(k in j for k in ("seconds", "median_seconds", "gemm_seconds"))]
-        if other:
-            g = other[-1]
-            gemm_s = g.get("median_seconds", g.get("gemm_seconds", g.get("seconds")))
-    shape = "madelon 2,000 x 500, features.kind=poly2"
-    cmd = "fgm_bench_poly2 --store <madelon> --threads 2 --alpha random (step madelon)"
-    note = failed(m)
-    pass_s = (own and own.get("pass_seconds")) or (summ and summ["median_pass_seconds"])
-    simd = f", SIMD target {summ['simd']}" if summ and summ.get("simd") else ""
-    add("madelon_pass_s", shape, f"poly-2 scoring pass, 2 threads (median s{simd})", pass_s, "s", "", cmd, note)
-    active = passes[-1].get("active_features") if passes else None
-    add("madelon_active", shape, "active features of the pass", active, "", "", cmd, note)
-    add("madelon_gemm_s", shape, "one Eigen GEMM (-march=native) of the same active block, 2 threads (s)", gemm_s,
-        "s", "", cmd, note or ("" if gemm_s else "fgm_bench_poly2 reports no block GEMM in this build"))
-    if own and own.get("fgm_gemm_seconds") is not None:
-        add("madelon_fgm_gemm_s", shape, "fgm's dispatched GEMM kernel of the same block, 2 threads (s)",
-            own["fgm_gemm_seconds"], "s", "", cmd, note)
-    est = None
-    if peak and active and passes:
-        n = 2000
-        est = 2.0 * n * active * active / (peak["gflops_per_core"] * 1e9 * 2)
-    add("madelon_gemm_est_s", shape, "GEMM-equivalent s: 2·n·k² flops at the 1024² dgemm peak of 2 cores", est, "s",
-        "", cmd, "estimate, not a measurement")
-    ref = gemm_s or est
-    add("madelon_ratio", shape, "poly-2 pass / GEMM" + ("" if gemm_s else " (vs the estimate)"),
-        pass_s / ref if pass_s and ref else None, "x", "<= 2", cmd, note)
-    if len(vs) > 1:
-        add("madelon_ratio_targets", shape, "pass / Eigen GEMM per SIMD target",
-            ", ".join(f"{j.get('simd')} {j['pass_seconds'] / j['eigen_native_gemm_seconds']:.2f}×" for j in vs
-                      if j.get("eigen_native_gemm_seconds")), "", "", cmd, note)
+    def step_madelon():
+        # madelon poly-2
+        m = jsonl(os.path.join(d, "madelon_poly2.jsonl"))
+        summ = next((j for j in m if j.get("measure") == "poly2_summary"), None)
+        passes = [j for j in m if j.get("measure") == "poly2_pass"]
+        peak = next((j for j in m if j.get("measure") == "dgemm_peak"), None)
+        # The GEMM of the same active block: fgm_bench_poly2's "poly2_dense_vs_gemm"
+        # lines (one per SIMD target; the summary's target is the one fgm uses),
+        # else any other line naming a block GEMM with a seconds field.
+        vs = [j for j in m if j.get("measure") == "poly2_dense_vs_gemm"]
+        own = next((j for j in vs if summ and j.get("simd") == summ.get("simd")), vs[-1] if vs else None)
+        gemm_s = own and own.get("eigen_native_gemm_seconds")
+        if gemm_s is None:
+            other = [j for j in m if "gemm" in str(j.get("measure", "")) and j.get("measure") != "dgemm_peak"
+                     and any(k in j for k in ("seconds", "median_seconds", "gemm_seconds"))]
+            if other:
+                g = other[-1]
+                gemm_s = g.get("median_seconds", g.get("gemm_seconds", g.get("seconds")))
+        shape = "madelon 2,000 x 500, features.kind=poly2"
+        cmd = "fgm_bench_poly2 --store <madelon> --threads 2 --alpha random (step madelon)"
+        note = failed(m)
+        pass_s = (own and own.get("pass_seconds")) or (summ and summ["median_pass_seconds"])
+        simd = f", SIMD target {summ['simd']}" if summ and summ.get("simd") else ""
+        add("madelon_pass_s", shape, f"poly-2 scoring pass, 2 threads (median s{simd})", pass_s, "s", "", cmd, note)
+        active = passes[-1].get("active_features") if passes else None
+        add("madelon_active", shape, "active features of the pass", active, "", "", cmd, note)
+        add("madelon_gemm_s", shape, "one Eigen GEMM (-march=native) of the same active block, 2 threads (s)", gemm_s,
+            "s", "", cmd, note or ("" if gemm_s else "fgm_bench_poly2 reports no block GEMM in this build"))
+        if own and own.get("fgm_gemm_seconds") is not None:
+            add("madelon_fgm_gemm_s", shape, "fgm's dispatched GEMM kernel of the same block, 2 threads (s)",
+                own["fgm_gemm_seconds"], "s", "", cmd, note)
+        est = None
+        if peak and active and passes:
+            n = 2000
+            est = 2.0 * n * active * active / (peak["gflops_per_core"] * 1e9 * 2)
+        add("madelon_gemm_est_s", shape, "GEMM-equivalent s: 2·n·k² flops at the 1024² dgemm peak of 2 cores", est, "s",
+            "", cmd, "estimate, not a measurement")
+        ref = gemm_s or est
+        add("madelon_ratio", shape, "poly-2 pass / GEMM" + ("" if gemm_s else " (vs the estimate)"),
+            pass_s / ref if pass_s and ref else None, "x", "<= 2", cmd, note)
+        if len(vs) > 1:
+            add("madelon_ratio_targets", shape, "pass / Eigen GEMM per SIMD target",
+                ", ".join(f"{j.get('simd')} {j['pass_seconds'] / j['eigen_native_gemm_seconds']:.2f}×" for j in vs
+                          if j.get("eigen_native_gemm_seconds")), "", "", cmd, note)
 
-    # APG on the tall store
-    ac = os.path.join(d, "apg_tall.csv")
-    a = list(csv.DictReader(open(ac))) if os.path.exists(ac) else []
-    ok = [r for r in a if r["exit"] == "0" and r["seconds_per_apg_iteration"] not in ("", "nan")]
-    shape = "tall store, fgm train B=40, T=1, 2 threads"
-    cmd = "fgm train data.train=<tall> fgm.B=40 fgm.max_iterations=1 engine.threads=2 (step apg; run.json)"
-    note = "" if ok or not a else f"exit {a[0]['exit']}: {a[0]['error'][:200]}"
-    add("apg_s_per_it", shape, "APG seconds per iteration (solve_seconds / apg_iterations, median)",
-        med(r["seconds_per_apg_iteration"] for r in ok) if ok else None, "s", "<= 0.030", cmd, note)
-    add("apg_iterations", shape, "APG iterations", ok[0]["apg_iterations"] if ok else None, "", "", cmd, note)
-    add("apg_wall", shape, "whole fgm train wall s (median)", med(r["wall_seconds"] for r in ok) if ok else None,
-        "s", "", cmd, note)
-    add("apg_rss", shape, "peak RSS MiB (max)", max(float(r["peak_rss_bytes"]) for r in ok) / 2**20 if ok else None,
-        "MiB", "", cmd, note)
+    def step_apg():
+        # APG on the tall store
+        ac = os.path.join(d, "apg_tall.csv")
+        a = list(csv.DictReader(open(ac))) if os.path.exists(ac) else []
+        ok = [r for r in a if r["exit"] == "0" and r["seconds_per_apg_iteration"] not in ("", "nan")]
+        shape = "tall store, fgm train B=40, T=1, 2 threads"
+        cmd = ("fgm train data.train=<tall> fgm.B=40 fgm.max_iterations=1 apg.eps_inner=0.001 apg.max_iterations=100 "
+               "engine.threads=2 (step apg; run.json)")
+        note = "" if ok or not a else f"exit {a[0]['exit']}: {a[0]['error'][:200]}"
+        add("apg_s_per_it", shape, "APG seconds per iteration (solve_seconds / apg_iterations, median)",
+            med(r["seconds_per_apg_iteration"] for r in ok) if ok else None, "s", "<= 0.030", cmd, note)
+        add("apg_iterations", shape, "APG iterations", ok[0]["apg_iterations"] if ok else None, "", "", cmd, note)
+        add("apg_wall", shape, "whole fgm train wall s (median)", med(r["wall_seconds"] for r in ok) if ok else None,
+            "s", "", cmd, note)
+        add("apg_rss", shape, "peak RSS MiB (max)", max(float(r["peak_rss_bytes"]) for r in ok) / 2**20 if ok else None,
+            "MiB", "", cmd, note)
 
-    # weak-signal poly-2
-    wk = jsonl(os.path.join(d, "weak_poly2.jsonl"))
-    tr = next((j for j in wk if j.get("bench") == "weak_train"), None)
-    ws = next((j for j in wk if j.get("measure") == "poly2_summary"), None)
-    wp = [j for j in wk if j.get("measure") == "poly2_pass"]
-    shape = (f"weak-signal sparse set {ws['rows']:,} x {ws['features']:,}, poly-2" if ws else "weak-signal sparse set, poly-2")
-    note = failed(wk)
-    cmd = "fgm train features.kind=poly2 fgm.B=10 fgm.max_iterations=5 (step weak; run.json pair_updates)"
-    add("weak_pairs_s", shape, "pair updates / s of scoring wall time (fgm train: Σ pair_updates / Σ score_seconds)",
-        tr and tr["pair_updates_per_second"], "pairs/s", "", cmd, note)
-    add("weak_pair_updates", shape, "pair updates, whole run", tr and tr["pair_updates"], "", "", cmd, note)
-    add("weak_wall", shape, "whole fgm train wall s", tr and tr["wall_seconds"], "s", "", cmd, note)
-    add("weak_apg_share", shape, "APG share of train seconds",
-        tr and tr["train_seconds"] and tr["solve_seconds"] / tr["train_seconds"], "", "", cmd, note)
-    add("weak_found", shape, "planted terms found: linear, cross (truth.txt)",
-        tr and f"{tr['recovered']}/{tr['planted']}, {tr['recovered_cross']}/{tr['planted_cross']}", "", "", cmd, note)
-    add("weak_test_acc", shape, "test accuracy", tr and tr["test_accuracy"], "", "", cmd, note)
-    add("weak_candidate_pairs", shape, "candidate pairs left by pruning (fgm_bench_poly2, alpha = C·1)",
-        wp[-1].get("candidate_pairs") if wp else None, "", "", "fgm_bench_poly2 --store <weak> --alpha first", note)
-    add("weak_bench_pass_s", shape, "one poly-2 pass (fgm_bench_poly2, median s)",
-        ws and ws["median_pass_seconds"], "s", "", "fgm_bench_poly2 --store <weak> --alpha first", note)
-    add("weak_bench_pairs_core", shape, "pair updates / s / core (fgm_bench_poly2 sparse path)",
-        ws and ws["pair_updates_per_second_per_core"], "pairs/s", "", "fgm_bench_poly2 --store <weak> --alpha first", note)
+    def step_weak():
+        # weak-signal poly-2
+        wk = jsonl(os.path.join(d, "weak_poly2.jsonl"))
+        tr = next((j for j in wk if j.get("bench") == "weak_train"), None)
+        ws = next((j for j in wk if j.get("measure") == "poly2_summary"), None)
+        wp = [j for j in wk if j.get("measure") == "poly2_pass"]
+        shape = (f"weak-signal sparse set {ws['rows']:,} x {ws['features']:,}, poly-2" if ws else "weak-signal sparse set, poly-2")
+        note = failed(wk)
+        cmd = "fgm train features.kind=poly2 fgm.B=10 fgm.max_iterations=5 (step weak; run.json pair_updates)"
+        add("weak_pairs_s", shape, "pair updates / s of scoring wall time (fgm train: Σ pair_updates / Σ score_seconds)",
+            tr and tr["pair_updates_per_second"], "pairs/s", "", cmd, note)
+        add("weak_pair_updates", shape, "pair updates, whole run", tr and tr["pair_updates"], "", "", cmd, note)
+        add("weak_wall", shape, "whole fgm train wall s", tr and tr["wall_seconds"], "s", "", cmd, note)
+        add("weak_apg_share", shape, "APG share of train seconds",
+            tr and tr["train_seconds"] and tr["solve_seconds"] / tr["train_seconds"], "", "", cmd, note)
+        add("weak_found", shape, "planted terms found: linear, cross (truth.txt)",
+            tr and f"{tr['recovered']}/{tr['planted']}, {tr['recovered_cross']}/{tr['planted_cross']}", "", "", cmd, note)
+        add("weak_test_acc", shape, "test accuracy", tr and tr["test_accuracy"], "", "", cmd, note)
+        add("weak_candidate_pairs", shape, "candidate pairs left by pruning (fgm_bench_poly2, alpha = C·1)",
+            wp[-1].get("candidate_pairs") if wp else None, "", "", "fgm_bench_poly2 --store <weak> --alpha first", note)
+        add("weak_bench_pass_s", shape, "one poly-2 pass (fgm_bench_poly2, median s)",
+            ws and ws["median_pass_seconds"], "s", "", "fgm_bench_poly2 --store <weak> --alpha first", note)
+        add("weak_bench_pairs_core", shape, "pair updates / s / core (fgm_bench_poly2 sparse path)",
+            ws and ws["pair_updates_per_second_per_core"], "pairs/s", "", "fgm_bench_poly2 --store <weak> --alpha first", note)
 
-    # poly-2 scale run
-    p = jsonl(os.path.join(d, "poly2_scale.jsonl"))
-    pt = next((j for j in p if j.get("measure") == "poly2_train"), None)
-    pp = next((j for j in p if j.get("measure") == "poly2_train_passes"), None)
-    ps = next((j for j in p if j.get("measure") == "poly2_summary"), None)
-    shape = (f"poly-2 scale run {ps['rows']:,} x {ps['features']:,}, T=10 B=10, budget 1GB" if ps else
-             "poly-2 scale run, T=10 B=10, budget 1GB")
-    cmd = "bash bench/run_poly2_scale.sh (step poly2)"
-    note = failed(p) or (f"exit {pt['exit']}: {pt.get('error', '')}" if pt and pt.get("exit") else "")
-    wall = pt and pt.get("wall") and wall_seconds(pt["wall"])
-    add("poly2_wall", shape, "whole fgm train wall s" + (" (until it failed)" if note else ""), wall, "s", "<= 30",
-        cmd, note)
-    total = pp and (pp.get("train_seconds") or wall)
-    add("poly2_apg_share", shape, "APG share (Σ solve_seconds / train_seconds)",
-        pp and total and sum(pp["solve_seconds"]) / total, "", "", cmd, note)
-    add("poly2_score_s", shape, "Σ score_seconds", pp and sum(pp["score_seconds"]), "s", "", cmd, note)
-    add("poly2_solve_s", shape, "Σ solve_seconds", pp and sum(pp["solve_seconds"]), "s", "", cmd, note)
-    rss = pt and pt["peak_rss_kb"] * 1024 / 2**20
-    add("poly2_rss", shape, "peak RSS MiB (limit: budget 1024 + 64)", rss, "MiB", "<= 1088", cmd, note)
-    if pp and pp.get("pair_updates") and all(x is not None for x in pp["pair_updates"]):
-        add("poly2_pairs_s", shape, "pair updates / s of scoring wall time (Σ pair_updates / Σ score_seconds)", sum(pp["pair_updates"]) / sum(pp["score_seconds"]),
-            "pairs/s", "", cmd, note)
-    tru = pp and pp.get("truth") or {}
-    add("poly2_found", shape, "planted terms found: linear, cross (truth.txt)",
-        f"{tru.get('recovered')}/{tru.get('planted')}, {tru.get('recovered_cross')}/{tru.get('planted_cross')}"
-        if tru else None, "", "", cmd, note)
+    def step_poly2():
+        # poly-2 scale run
+        p = jsonl(os.path.join(d, "poly2_scale.jsonl"))
+        pt = next((j for j in p if j.get("measure") == "poly2_train"), None)
+        pp = next((j for j in p if j.get("measure") == "poly2_train_passes"), None)
+        ps = next((j for j in p if j.get("measure") == "poly2_summary"), None)
+        shape = (f"poly-2 scale run {ps['rows']:,} x {ps['features']:,}, T=10 B=10, budget 1GB" if ps else
+                 "poly-2 scale run, T=10 B=10, budget 1GB")
+        cmd = "bash bench/run_poly2_scale.sh (step poly2)"
+        note = failed(p) or (f"exit {pt['exit']}: {pt.get('error', '')}" if pt and pt.get("exit") else "")
+        wall = pt and pt.get("wall") and wall_seconds(pt["wall"])
+        add("poly2_wall", shape, "whole fgm train wall s" + (" (until it failed)" if note else ""), wall, "s", "<= 30",
+            cmd, note)
+        total = pp and (pp.get("train_seconds") or wall)
+        add("poly2_apg_share", shape, "APG share (Σ solve_seconds / train_seconds)",
+            pp and total and sum(pp["solve_seconds"]) / total, "", "", cmd, note)
+        add("poly2_score_s", shape, "Σ score_seconds", pp and sum(pp["score_seconds"]), "s", "", cmd, note)
+        add("poly2_solve_s", shape, "Σ solve_seconds", pp and sum(pp["solve_seconds"]), "s", "", cmd, note)
+        rss = pt and pt["peak_rss_kb"] * 1024 / 2**20
+        add("poly2_rss", shape, "peak RSS MiB (limit: budget 1024 + 64)", rss, "MiB", "<= 1088", cmd, note)
+        if pp and pp.get("pair_updates") and all(x is not None for x in pp["pair_updates"]):
+            add("poly2_pairs_s", shape, "pair updates / s of scoring wall time (Σ pair_updates / Σ score_seconds)", sum(pp["pair_updates"]) / sum(pp["score_seconds"]),
+                "pairs/s", "", cmd, note)
+        tru = pp and pp.get("truth") or {}
+        add("poly2_found", shape, "planted terms found: linear, cross (truth.txt)",
+            f"{tru.get('recovered')}/{tru.get('planted')}, {tru.get('recovered_cross')}/{tru.get('planted_cross')}"
+            if tru else None, "", "", cmd, note)
+
+    # One step's lines in a shape its parser does not expect cost that step's
+    # rows (a "parse failed" row in their place), not the table.
+    for name, step in [("tall", step_tall), ("hashed", step_hashed), ("madelon", step_madelon),
+                       ("apg", step_apg), ("weak", step_weak), ("poly2", step_poly2)]:
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001
+            add(f"{name}_parse", name, "results of this step", None, "", "", f"bench_lib.py issue9_figures ({name})",
+                f"parse failed: {e!r}")
     return rows
 
 
