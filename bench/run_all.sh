@@ -18,33 +18,54 @@
 #             configs (BENCH_CONFIGS), vs LIBLINEAR -s 5 / -s 6 at the same
 #             number of features
 #   recovery  planted recovery on s82: FGM B=30, T=1..10 vs LIBLINEAR -s 5 C grid
-#   summary   bench/results/summary.md
+# Issue 9 (bench/run_issue9.sh; each step prints its shape; a failing step is
+# recorded in its results, not fatal):
+#   tall      tall store (BENCH_TALL_ROWS x BENCH_TALL_FEATURES, BENCH_TALL_NNZ
+#             per row): fgm_bench_tall, linear scoring pass (2 threads) vs a
+#             naive single-loop CSC gather vs read bandwidth, one process
+#   hashed    the 2-row file with index 4,294,967,297 (ingest s, store bytes);
+#             BENCH_HASH_ROWS rows with ids from [0, 2^40) vs the same nonzeros
+#             with dense ids (store bytes); one scoring pass on each store
+#   madelon   madelon poly-2 (fgm_bench_poly2): pass s vs the GEMM reference
+#   apg       `fgm train` on the tall store, B = BENCH_APG_B, T = 1: APG s/iteration
+#   weak      poly-2 `fgm train` on a weakly planted sparse set: pair updates/s,
+#             wall s, planted terms found (and fgm_bench_poly2 on that store)
+#   poly2     bench/run_poly2_scale.sh: whole-run s, APG share, RSS vs budget
+#   summary   bench/results/summary.md (with before/after tables if
+#             bench/results/before/ holds a "before" run)
 # Knobs: BENCH_REPS (3) runs per timed measurement, BENCH_SCORING_REPS (7),
-# BENCH_BIG_ROWS (24000), BENCH_BUDGET (64MB), FGM_SHARED_DATA (../shared/data).
+# BENCH_BIG_ROWS (24000), BENCH_BUDGET (64MB), FGM_SHARED_DATA (../shared/data),
+# BENCH_WORK (bench/work), BENCH_RESULTS (bench/results);
+# issue 9: BENCH_TALL_*, BENCH_HASH_*, BENCH_APG_*, BENCH_WEAK_*, BENCH_POLY2_*
+# (bench/run_issue9.sh and bench/README.md, "Issue 9").
 set -euo pipefail
 
 fgm_arg=${1:-build/fgm}
 FGM="$(cd "$(dirname "$fgm_arg")" && pwd)/$(basename "$fgm_arg")"
-BENCH_BIN="$(dirname "$FGM")/fgm_bench_scoring"
+BUILD_DIR="$(dirname "$FGM")"
+BENCH_BIN="$BUILD_DIR/fgm_bench_scoring"
+TALL_BIN="$BUILD_DIR/fgm_bench_tall"
+POLY2_BIN="$BUILD_DIR/fgm_bench_poly2"
+PY=/usr/bin/python3
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-W=bench/work
-R=bench/results
-LIB="python3 bench/bench_lib.py"
+W=${BENCH_WORK:-bench/work}
+R=${BENCH_RESULTS:-bench/results}
+LIB="$PY bench/bench_lib.py"
 REPS=${BENCH_REPS:-3}
 SREPS=${BENCH_SCORING_REPS:-7}
 BIG_ROWS=${BENCH_BIG_ROWS:-24000}
 BUDGET=${BENCH_BUDGET:-64MB}
 DATA=${FGM_SHARED_DATA:-$ROOT/../shared/data}
-STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery summary}
+STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 summary}
 # The configs of issue 2 (configs/*.toml other than demo at the time); add
 # others by name, e.g. BENCH_CONFIGS="a9a news20".
 CONFIGS=${BENCH_CONFIGS:-a9a w8a ijcnn1 leu colon-cancer madelon arcene}
 
-for tool in "$FGM" "$BENCH_BIN"; do
+for tool in "$FGM" "$BENCH_BIN" "$TALL_BIN" "$POLY2_BIN"; do
   [ -x "$tool" ] || { echo "run_all.sh: $tool not found; build first (make build)" >&2; exit 2; }
 done
-for tool in /usr/bin/time liblinear-train liblinear-predict python3; do
+for tool in /usr/bin/time liblinear-train liblinear-predict "$PY"; do
   command -v "$tool" >/dev/null || { echo "run_all.sh: $tool missing (scripts/install_deps.sh)" >&2; exit 2; }
 done
 mkdir -p "$W/tmp" "$W/stores" "$R"
@@ -109,7 +130,7 @@ if has_step scoring; then
   # readahead, so its pages sit in smaller page-cache folios than right after
   # ingest, and every pass takes more minor faults (see README).
   log "scoring pass vs memory bandwidth: s82 store read back from disk ($SREPS reps)"
-  python3 -c "
+  $PY -c "
 import glob, os
 for p in glob.glob('$W/stores/s82/*'):
     fd = os.open(p, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)"
@@ -120,7 +141,7 @@ for p in glob.glob('$W/stores/s82/*'):
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/callgrind.out" \
       "$BENCH_BIN" --store "$W/stores/small" --callgrind --label small > "$W/tmp/cg.json" 2> "$W/tmp/cg.err"
     rm -f "$R/callgrind.csv"
-    $LIB callgrind "$W/callgrind.out" "$(grep callgrind_pass "$W/tmp/cg.json" | python3 -c "import json,sys;print(json.load(sys.stdin)['nnz'])")" \
+    $LIB callgrind "$W/callgrind.out" "$(grep callgrind_pass "$W/tmp/cg.json" | $PY -c "import json,sys;print(json.load(sys.stdin)['nnz'])")" \
       "$R/callgrind.csv" small >&2
   else
     log "valgrind not installed: no instructions-per-nonzero figure"
@@ -132,7 +153,10 @@ if has_step memory; then
   # The same big text ingested with an 8MB budget: 1 MiB shards, ~800 of them.
   # Training on it with the same 64MB budget shows how resident memory depends
   # on the number of shards (see README, "plan_blocks").
-  if [ ! -f "$W/stores/big-many-shards/manifest.fgm" ]; then
+  # (made again when this build cannot open it, e.g. after a store format change)
+  if [ ! -f "$W/stores/big-many-shards/manifest.fgm" ] ||
+     ! "$TALL_BIN" --store "$W/stores/big-many-shards" --open-only > /dev/null 2>&1; then
+    rm -rf "$W/stores/big-many-shards"
     log "ingest big text with --memory-budget 8MB (many small shards)"
     "$FGM" ingest "$W/big/train.svm" --out "$W/stores/big-many-shards" --memory-budget 8MB \
       --threads 2 --progress off > /dev/null
@@ -229,11 +253,15 @@ if has_step recovery; then
   # 14 values of C, log-spaced over [1.4e-3, 7e-3]: ~15 .. ~500 nonzero weights
   # on this data (a wider grid, 1e-3 .. 1, only adds points far beyond FGM's
   # 30 .. 300 features; each fit parses the 216 MB text, ~10 s).
-  cs=$(python3 -c "print(' '.join(f'{1.4e-3 * 5 ** (i / 13):.4g}' for i in range(14)))")
+  cs=$($PY -c "print(' '.join(f'{1.4e-3 * 5 ** (i / 13):.4g}' for i in range(14)))")
   log "recovery: LIBLINEAR -s 5 over 14 C in [1.4e-3, 7e-3] (two fits at a time)"
   $LIB llgrid "$W/s82/train.svm" "$W/s82/test.svm" "$W/s82/truth.txt" 5 "$R/recovery_liblinear.csv" "$W/rec/ll" $cs
   $LIB recovery "$R/recovery_fgm.csv" "$R/recovery_liblinear.csv" "$R/recovery.csv"
 fi
+
+# ---------------------------------------------------------------- issue 9
+# tall, hashed, madelon, apg, weak, poly2: shapes of issue 9 (own file, same shell).
+. bench/run_issue9.sh
 
 # --------------------------------------------------------------- summary
 if has_step summary; then

@@ -1,0 +1,362 @@
+// fgm_bench_tall: the engine's linear scoring pass on a tall store next to a
+// naive single-loop CSC gather over the same nonzeros and the machine's
+// memory read bandwidth, measured side by side in one process (issue 9).
+// Not a test.
+//
+// Before the timed repetitions (untimed) every block of the store is read once
+// (ShardStore::read_block) and its columns are appended to plain CSC arrays
+// (col_ptr, row_ids, values) held in memory: the block itself on store format
+// 3, csc_columns() of each block on format 4 (io/column_block.h). Then, per
+// repetition, interleaved so that the drift of a shared machine hits all alike:
+//   bandwidth  a --bandwidth-bytes uint64 array summed by --threads std::threads
+//              (SSE2, 4 accumulators, contiguous slices); bytes / second.
+//   pass       one scoring pass exactly as `fgm train` runs it: the linear
+//              FeatureSpace streamed by the chunk scheduler with --threads
+//              threads, B = 10, a = α∘y with α ~ U(0, C); nonzeros / second.
+//   naive      for every column j: c_j = Σ_k a[row[k]]·value[k] over the
+//              in-memory CSC arrays, one plain loop, --naive-threads threads
+//              (1 by default: "a plain C loop"); nonzeros / second.
+// The naive loop's top-B columns by c_j² are checked against the pass's top B
+// (same ids, or the figure is flagged). One JSON line per measurement, then a
+// "tall_summary" line with the medians and speedup = naive seconds / pass
+// seconds (median of the per-repetition ratios).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/memory_budget.h"
+#include "features/feature_space.h"
+// The scoring pass as `fgm train` runs it: through the chunk scheduler's
+// streamer function on main, through the typed block stream (BlockStream in
+// features/) once that replaces it; this file builds against either.
+#if __has_include("engine/chunk_scheduler.h")
+#include "engine/chunk_scheduler.h"
+#define FGM_BENCH_STREAMER_FUNCTION 1
+#else
+#include "features/block_stream.h"
+#endif
+#include "io/shard_store.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+// Store format 4 returns the tiled block of io/column_block.h from read_block
+// and declares csc_columns() beside it; format 3 returns the plain CSC block of
+// io/shard_store.h. The declaration below only names the scratch type, so this
+// file builds against either (see append_block).
+namespace fgm {
+struct CscScratch;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string loadavg() {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return "";
+  char buf[128] = {0};
+  if (!std::fgets(buf, sizeof(buf), f)) buf[0] = 0;
+  std::fclose(f);
+  std::string s(buf);
+  return s.substr(0, s.find(' '));
+}
+
+// ---------------------------------------------------------------- bandwidth
+__attribute__((noinline)) uint64_t sum_slice(const uint64_t* p, size_t n) {
+  size_t i = 0;
+  uint64_t s = 0;
+#if defined(__SSE2__)
+  __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
+  for (; i + 8 <= n; i += 8) {
+    a0 = _mm_add_epi64(a0, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    a1 = _mm_add_epi64(a1, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 2)));
+    a2 = _mm_add_epi64(a2, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 4)));
+    a3 = _mm_add_epi64(a3, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 6)));
+  }
+  alignas(16) uint64_t lanes[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3)));
+  s = lanes[0] + lanes[1];
+#endif
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+volatile uint64_t g_sink = 0;
+volatile double g_dsink = 0;
+
+double bandwidth_pass(const std::vector<uint64_t>& array, int threads) {
+  const size_t n = array.size();
+  std::vector<uint64_t> partial(static_cast<size_t>(threads) * 8, 0);
+  auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    size_t b = n * t / threads, e = n * (t + 1) / threads;
+    pool.emplace_back([&, b, e, t] { partial[t * 8] = sum_slice(array.data() + b, e - b); });
+  }
+  for (auto& th : pool) th.join();
+  double s = seconds_since(t0);
+  uint64_t total = 0;
+  for (int t = 0; t < threads; ++t) total += partial[t * 8];
+  g_sink = g_sink + total;
+  return s;
+}
+
+// ------------------------------------------------------- plain CSC of a store
+struct PlainCsc {
+  std::vector<uint64_t> col_ptr{0};
+  std::vector<uint64_t> column_ids;
+  std::vector<uint32_t> row_ids;
+  std::vector<float> values;
+  void append(uint64_t id, const uint32_t* rows, const float* vals, uint64_t nnz) {
+    column_ids.push_back(id);
+    row_ids.insert(row_ids.end(), rows, rows + nnz);
+    values.insert(values.end(), vals, vals + nnz);
+    col_ptr.push_back(row_ids.size());
+  }
+};
+
+template <class Block, class = void>
+struct IsTiledBlock : std::false_type {};
+template <class Block>
+struct IsTiledBlock<Block, std::void_t<decltype(std::declval<const Block&>().cell_ptr)>> : std::true_type {};
+
+// T, but spelled so that it depends on Block: only instantiated on format 4.
+template <class Block, class T>
+using DependentOn = std::conditional_t<sizeof(Block) != 0, T, T>;
+
+template <class Block>
+void append_block(const Block& block, PlainCsc& out) {
+  if constexpr (IsTiledBlock<Block>::value) {
+    // Store format 4: merge the row tiles column by column (csc_columns,
+    // found by argument-dependent lookup in namespace fgm).
+    static DependentOn<Block, fgm::CscScratch> scratch;
+    auto csc = csc_columns(block, scratch);
+    for (uint64_t c = 0; c < csc.column_count; ++c)
+      out.append(csc.column_ids[c], csc.row_ids + csc.col_ptr[c], csc.values + csc.col_ptr[c],
+                 csc.col_ptr[c + 1] - csc.col_ptr[c]);
+  } else {
+    // Store format 3: the block is plain CSC over [first_column, +column_count).
+    for (uint64_t c = 0; c < block.column_count; ++c) {
+      uint64_t begin = block.col_ptr[c], end = block.col_ptr[c + 1];
+      if (begin == end) continue;
+      out.append(block.first_column + c, block.row_ids + begin, block.values + begin, end - begin);
+    }
+  }
+}
+
+PlainCsc read_plain_csc(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks) {
+  PlainCsc csc;
+  csc.row_ids.reserve(store.info().nnz);
+  csc.values.reserve(store.info().nnz);
+  fgm::BlockBuffer buffer;
+  for (const auto& ref : blocks) append_block(store.read_block(ref, buffer), csc);
+  return csc;
+}
+
+// The naive gather: one plain loop per column, columns split evenly over
+// `threads` std::threads (1: no thread is started).
+__attribute__((noinline)) void naive_columns(const PlainCsc& m, const double* a, double* c, uint64_t begin,
+                                             uint64_t end) {
+  const uint64_t* ptr = m.col_ptr.data();
+  const uint32_t* rows = m.row_ids.data();
+  const float* vals = m.values.data();
+  for (uint64_t j = begin; j < end; ++j) {
+    double s = 0;
+    for (uint64_t k = ptr[j]; k < ptr[j + 1]; ++k) s += a[rows[k]] * static_cast<double>(vals[k]);
+    c[j] = s;
+  }
+}
+
+double naive_pass(const PlainCsc& m, const double* a, std::vector<double>& c, int threads) {
+  const uint64_t cols = m.column_ids.size();
+  auto t0 = Clock::now();
+  if (threads == 1) {
+    naive_columns(m, a, c.data(), 0, cols);
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back(naive_columns, std::cref(m), a, c.data(), cols * t / threads, cols * (t + 1) / threads);
+    for (auto& th : pool) th.join();
+  }
+  double s = seconds_since(t0);
+  g_dsink = g_dsink + c[cols / 2];
+  return s;
+}
+
+// Column ids of the naive scores' top B by c², as a sorted list.
+std::vector<uint64_t> naive_top(const PlainCsc& m, const std::vector<double>& c, uint64_t B) {
+  std::vector<uint64_t> idx(c.size());
+  for (uint64_t j = 0; j < idx.size(); ++j) idx[j] = j;
+  B = std::min<uint64_t>(B, idx.size());
+  std::partial_sort(idx.begin(), idx.begin() + B, idx.end(),
+                    [&](uint64_t x, uint64_t y) { return c[x] * c[x] > c[y] * c[y]; });
+  std::vector<uint64_t> ids;
+  for (uint64_t k = 0; k < B; ++k) ids.push_back(m.column_ids[idx[k]]);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks,
+                              fgm::FeatureSpace& space, const double* a, uint64_t B, int threads,
+                              fgm::MemoryBudget& budget) {
+  fgm::SchedulerOptions o;
+  o.threads = threads;
+#ifdef FGM_BENCH_STREAMER_FUNCTION
+  fgm::BlockStreamer streamer = fgm::make_block_streamer(store, o, budget);
+  return fgm::run_worst_case_analysis(space, store, blocks, streamer, a, B, threads, budget);
+#else
+  fgm::BlockStream stream(store, o, budget);
+  return fgm::run_worst_case_analysis(space, stream, blocks, a, B, budget);
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fgm_bench_tall: linear scoring pass vs a naive CSC gather vs read bandwidth (one process)"};
+  std::string store_dir, budget_text = "8GB", block_text = "4MB", bw_text = "1GiB", label;
+  int threads = 2, naive_threads = 1, reps = 5;
+  uint64_t B = 10, seed = 1;
+  double C = 10.0;
+  bool no_naive = false, open_only = false;
+  app.add_option("--store", store_dir, "store directory")->required();
+  app.add_option("--threads", threads, "threads of the pass and the bandwidth read")->capture_default_str();
+  app.add_option("--naive-threads", naive_threads, "threads of the naive loop")->capture_default_str();
+  app.add_option("--reps", reps, "repetitions")->capture_default_str();
+  app.add_option("--bandwidth-bytes", bw_text, "size of the bandwidth array (0: no bandwidth read)")
+      ->capture_default_str();
+  app.add_option("--block-bytes", block_text, "engine.block_bytes of the pass")->capture_default_str();
+  app.add_option("--memory-budget", budget_text, "budget the store is opened with")->capture_default_str();
+  app.add_option("--B", B, "top-B of the pass")->capture_default_str();
+  app.add_option("--C", C, "alpha ~ U(0, C)")->capture_default_str();
+  app.add_option("--seed", seed, "random seed for alpha")->capture_default_str();
+  app.add_option("--label", label, "free text copied into every JSON line");
+  app.add_flag("--no-naive", no_naive, "pass (and bandwidth) only: no in-memory CSC copy");
+  app.add_flag("--open-only", open_only, "open the store, print its shape, exit (0: this build reads it)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    fgm::MemoryBudget budget(fgm::parse_byte_size(budget_text, "--memory-budget"), "--memory-budget");
+    const uint64_t block_bytes = fgm::parse_byte_size(block_text, "--block-bytes");
+    auto t_open = Clock::now();
+    auto store = fgm::ShardStore::open(store_dir, budget);
+    const double open_seconds = seconds_since(t_open);
+    const fgm::StoreInfo& info = store->info();
+    if (open_only) {
+      fmt::print("{{\"bench\":\"tall_open\",\"store\":\"{}\",\"format\":{},\"rows\":{},\"features\":{},"
+                 "\"nnz\":{},\"open_seconds\":{:.4f}}}\n",
+                 store_dir, info.format_version, info.n_rows, info.n_features, info.nnz, open_seconds);
+      return 0;
+    }
+    std::vector<fgm::BlockRef> blocks = store->plan_blocks(block_bytes);
+    uint64_t pass_bytes = 0;
+    for (const auto& b : blocks) pass_bytes += b.bytes;
+
+    std::vector<double> a(info.n_rows);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> unif(0.0, C);
+    for (uint64_t i = 0; i < info.n_rows; ++i) a[i] = unif(rng) * store->labels()[i];
+    fgm::FeatureSpaceSettings space_settings;  // kind "linear"
+    std::unique_ptr<fgm::FeatureSpace> space = fgm::make_feature_space(space_settings, *store, budget);
+
+    const std::string common = fmt::format(
+        "\"label\":\"{}\",\"store\":\"{}\",\"format\":{},\"rows\":{},\"features\":{},\"nnz\":{},"
+        "\"blocks\":{},\"block_bytes\":{},\"pass_bytes\":{},\"threads\":{},\"naive_threads\":{}",
+        label, store_dir, info.format_version, info.n_rows, info.n_features, info.nnz, blocks.size(),
+        block_bytes, pass_bytes, threads, naive_threads);
+
+    PlainCsc csc;
+    std::vector<double> c;
+    double csc_seconds = 0;
+    if (!no_naive) {
+      auto t0 = Clock::now();
+      csc = read_plain_csc(*store, blocks);
+      csc_seconds = seconds_since(t0);
+      c.assign(csc.column_ids.size(), 0.0);
+      if (csc.row_ids.size() != info.nnz)
+        throw std::runtime_error(fmt::format("the blocks hold {} nonzeros, the store says {}",
+                                     csc.row_ids.size(), info.nnz));
+    }
+    fmt::print("{{\"bench\":\"tall_setup\",{},\"open_seconds\":{:.4f},\"csc_build_seconds\":{:.4f},"
+               "\"nonempty_columns\":{}}}\n",
+               common, open_seconds, csc_seconds, csc.column_ids.size());
+
+    // Warm-up: the store into the page cache, the CSC arrays and `a` touched.
+    fgm::SpaceScores warm = scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
+    std::vector<uint64_t> pass_ids;
+    for (const auto& cand : warm.top) pass_ids.push_back(cand.id);
+    std::sort(pass_ids.begin(), pass_ids.end());
+    bool top_matches = true;
+    if (!no_naive) {
+      naive_pass(csc, a.data(), c, naive_threads);
+      top_matches = naive_top(csc, c, pass_ids.size()) == pass_ids;
+    }
+
+    const uint64_t bw_bytes = bw_text == "0" ? 0 : fgm::parse_byte_size(bw_text, "--bandwidth-bytes");
+    std::vector<uint64_t> array(bw_bytes / sizeof(uint64_t));
+    for (size_t i = 0; i < array.size(); ++i) array[i] = i * 0x9E3779B97F4A7C15ull;
+    if (!array.empty()) bandwidth_pass(array, threads);
+
+    std::vector<double> bw_s, pass_s, naive_s, speedup, pass_over_bw;
+    for (int rep = 0; rep < reps; ++rep) {
+      double bs = array.empty() ? 0 : bandwidth_pass(array, threads);
+      auto t0 = Clock::now();
+      fgm::SpaceScores r = scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
+      double ps = seconds_since(t0);
+      double ns = no_naive ? 0 : naive_pass(csc, a.data(), c, naive_threads);
+      pass_s.push_back(ps);
+      if (bs > 0) {
+        bw_s.push_back(bs);
+        pass_over_bw.push_back((pass_bytes / ps) / (bw_bytes / bs));
+      }
+      if (ns > 0) {
+        naive_s.push_back(ns);
+        speedup.push_back(ns / ps);
+      }
+      fmt::print("{{\"bench\":\"tall_rep\",{},\"rep\":{},\"bandwidth_seconds\":{:.6f},\"pass_seconds\":{:.6f},"
+                 "\"naive_seconds\":{:.6f},\"pass_bytes_streamed\":{},\"loadavg\":\"{}\"}}\n",
+                 common, rep, bs, ps, ns, r.pass.bytes_streamed, loadavg());
+    }
+    const double pass_med = median(pass_s), naive_med = median(naive_s), bw_med = median(bw_s);
+    const double nnz = static_cast<double>(info.nnz);
+    fmt::print(
+        "{{\"bench\":\"tall_summary\",{},\"reps\":{},\"pass_seconds\":{:.6f},\"pass_nnz_per_s\":{:.4g},"
+        "\"pass_gb_per_s\":{:.4g},\"naive_seconds\":{:.6f},\"naive_nnz_per_s\":{:.4g},"
+        "\"speedup_over_naive\":{:.3f},\"speedup_ratio_of_medians\":{:.3f},\"bandwidth_gb_per_s\":{:.4g},"
+        "\"pass_over_bandwidth\":{:.3f},\"top_matches_naive\":{},\"loadavg_end\":\"{}\"}}\n",
+        common, reps, pass_med, nnz / pass_med, pass_bytes / pass_med / 1e9, naive_med,
+        naive_med > 0 ? nnz / naive_med : 0.0, median(speedup), naive_med > 0 ? naive_med / pass_med : 0.0,
+        bw_med > 0 ? bw_bytes / bw_med / 1e9 : 0.0, median(pass_over_bw), top_matches ? "true" : "false",
+        loadavg());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fgm_bench_tall: %s\n", e.what());
+    return 1;
+  }
+}
