@@ -275,6 +275,7 @@ void PreadShardStore::load() {
     info_.shard_bytes += shards_[i].file_bytes;
     first_columns_.push_back(shards_[i].first_column);
   }
+  info_.tile_rows = static_cast<uint32_t>(std::clamp<uint64_t>(info_.n_rows, 1, UINT32_MAX));  // interim: one tile
 }
 
 void PreadShardStore::load_manifest(const std::string& path,
@@ -679,14 +680,40 @@ ColumnBlock PreadShardStore::read_block(const BlockRef& block, BlockBuffer& buff
   }
   const auto* rows = reinterpret_cast<const uint32_t*>(array[1]);
   check_rows(sh, rows, block.nnz);
+  // Interim: re-express the format-3 block as a one-tile ColumnBlock (only
+  // non-empty columns listed; min/max compacted in place).
+  auto* mins = reinterpret_cast<float*>(array[3]);
+  auto* maxs = reinterpret_cast<float*>(array[4]);
+  std::vector<uint64_t>& ids = buffer.interim_ids;
+  ids.clear();
+  std::vector<uint32_t> ptr{0};
+  for (uint64_t k = 0; k < count; ++k) {
+    if (col_ptr[k + 1] == col_ptr[k]) continue;
+    mins[ids.size()] = mins[k];
+    maxs[ids.size()] = maxs[k];
+    ids.push_back(block.first_column + k);
+    ptr.push_back(static_cast<uint32_t>(col_ptr[k + 1]));
+  }
+  const uint32_t kk = static_cast<uint32_t>(ids.size());
+  std::vector<uint32_t>& u = buffer.interim_u32;
+  u.assign(2 + kk + kk + 1, 0);
+  u[1] = kk;
+  for (uint32_t k = 0; k < kk; ++k) u[2 + k] = k;
+  std::copy(ptr.begin(), ptr.end(), u.begin() + 2 + kk);
   ColumnBlock c;
   c.first_column = block.first_column;
-  c.column_count = count;
-  c.col_ptr = col_ptr;
+  c.end_column = block.first_column + count;
+  c.column_count = kk;
+  c.column_ids = ids.data();
+  c.col_min = mins;
+  c.col_max = maxs;
+  c.tile_rows = info_.tile_rows;
+  c.tile_count = info_.n_rows == 0 ? 0 : 1;
+  c.tile_cells = u.data();
+  c.cell_column = u.data() + 2;
+  c.cell_ptr = u.data() + 2 + kk;
   c.row_ids = rows;
   c.values = reinterpret_cast<const float*>(array[2]);
-  c.col_min = reinterpret_cast<const float*>(array[3]);
-  c.col_max = reinterpret_cast<const float*>(array[4]);
   return c;
 }
 

@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "core/memory_budget.h"
+#include "io/column_block.h"
 #include "io/libsvm_reader.h"
 
 namespace fgm {
@@ -120,6 +121,7 @@ struct StoreInfo {
   uint64_t explicit_zeros = 0;
   uint64_t store_checksum = 0;  // XXH64 of manifest.fgm: identifies the store in models
   uint64_t shard_bytes = 0;     // total bytes of shard files
+  uint32_t tile_rows = 0;       // rows per tile of every block (io/column_block.h)
 };
 
 // A contiguous run of columns inside one shard: the unit the scheduler streams.
@@ -146,20 +148,12 @@ class BlockBuffer {
   };
   std::unique_ptr<uint8_t[], Free> data_;
   uint64_t capacity_ = 0;
-};
 
-// A block read into a BlockBuffer (valid while the buffer is unchanged).
-// col_ptr is indexed by the column's offset inside the block; entries are
-// offsets into row_ids/values starting at 0 (so row_ids[col_ptr[k]] ..
-// row_ids[col_ptr[k+1]]).
-struct ColumnBlock {
-  uint64_t first_column = 0;
-  uint64_t column_count = 0;
-  const uint64_t* col_ptr = nullptr;
-  const uint32_t* row_ids = nullptr;
-  const float* values = nullptr;
-  const float* col_min = nullptr;
-  const float* col_max = nullptr;
+ public:
+  // Interim (until the format-4 reader): the format-3 block re-expressed as a
+  // one-tile ColumnBlock.
+  std::vector<uint64_t> interim_ids;
+  std::vector<uint32_t> interim_u32;
 };
 
 class ShardStore {

@@ -346,10 +346,10 @@ TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engi
   o.threads = 2;  // 6 tokens
   auto count_nnz = [&](MemoryBudget& budget) {
     uint64_t nnz = 0;
-    std::function<uint64_t(const BlockRef&, const ColumnBlock&)> transform =
-        [](const BlockRef&, const ColumnBlock& b) { return b.col_ptr[b.column_count] - b.col_ptr[0]; };
-    std::function<void(uint64_t&&)> consume = [&](uint64_t&& k) { nnz += k; };
-    stream_blocks<uint64_t>(*store, blocks, o, budget, transform, consume);
+    BlockStream stream(*store, o, budget);
+    stream_blocks<uint64_t>(
+        stream, blocks, "count", [](const BlockRef&, const ColumnBlock& b) { return b.nnz(); },
+        [&](uint64_t&& k) { nnz += k; });
     return nnz;
   };
   MemoryBudget three(3 * largest);
