@@ -9,8 +9,9 @@
 #include "core/error.h"
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
-#include "io/synthetic_data.h"
+#include "synth/synthetic_data.h"
 #include "tests/engine/mixed_data.h"
 #include "tests/test_util.h"
 

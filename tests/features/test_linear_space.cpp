@@ -7,6 +7,7 @@
 #include "engine/chunk_scheduler.h"
 #include "features/feature_groups.h"
 #include "features/feature_space.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

@@ -12,6 +12,7 @@
 #include "engine/fgm_trainer.h"
 #include "features/model_scorer.h"
 #include "features/poly2_space.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
