@@ -64,7 +64,7 @@ class ResidentBlocks {
     std::vector<uint64_t> words;  // 8-byte aligned storage of the arrays
     ColumnBlock view;
   };
-  static std::pair<uint64_t, uint64_t> key(const BlockRef& r) { return {r.first_column, r.column_count}; }
+  static std::pair<uint64_t, uint64_t> key(const BlockRef& r) { return {r.first_column, r.end_column}; }
   mutable std::mutex mutex_;
   std::map<std::pair<uint64_t, uint64_t>, Entry> blocks_;
   uint64_t capacity_;

@@ -484,12 +484,13 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   Reservation index_mem = budget.reserve(m * sizeof(uint32_t), "poly2 active-feature index");
   std::vector<uint32_t> active_index(m, kNotActive);
   for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
+  // The blocks whose id range holds an active feature.
+  std::vector<uint32_t> active_ids(active);
+  std::sort(active_ids.begin(), active_ids.end());
   std::vector<BlockRef> blocks;
   for (const auto& b : *ctx.blocks) {
-    bool any = false;
-    for (uint64_t j = b.first_column; j < b.first_column + b.column_count && !any; ++j)
-      any = active_index[j] != kNotActive;
-    if (any) blocks.push_back(b);
+    auto it = std::lower_bound(active_ids.begin(), active_ids.end(), b.first_column);
+    if (it != active_ids.end() && *it < b.end_column) blocks.push_back(b);
   }
   auto extract = [&](const BlockRef&, const ColumnBlock& block) {
     CscScratch scratch;

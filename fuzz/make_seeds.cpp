@@ -12,6 +12,7 @@
 
 #include "core/memory_budget.h"
 #include "io/model_file.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 
 namespace fs = std::filesystem;

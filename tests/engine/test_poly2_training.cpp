@@ -10,6 +10,7 @@
 #include "features/model_scorer.h"
 #include "features/poly2_space.h"
 #include "io/model_file.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

@@ -20,6 +20,7 @@
 #include "engine/fgm_trainer.h"
 #include "features/transformed_store.h"
 #include "io/model_file.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

@@ -15,6 +15,7 @@
 #include "features/feature_space.h"
 #include "features/kernel_maps.h"
 #include "io/model_file.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/features/explicit_expansion.h"
 #include "tests/test_util.h"

@@ -8,6 +8,7 @@
 #include "features/block_stream.h"
 #include "features/feature_groups.h"
 #include "features/feature_space.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
@@ -29,6 +30,8 @@ struct Fixture {
     IngestOptions o;
     o.reader.declared_features = features;
     o.shard_target_bytes = 64 << 10;  // several shards
+    o.block_bytes = 512;              // many stored blocks
+    o.tile_rows = 64;                 // many tiles
     ingest_libsvm(path, dir.file("store"), o, budget);
     store = ShardStore::open(dir.file("store"), budget);
     std::mt19937_64 rng(seed + 1);

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "features/block_stream.h"
 #include "features/poly2_space.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

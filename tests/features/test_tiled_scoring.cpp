@@ -355,8 +355,9 @@ TEST_CASE("typed stream: results reach consume in block order through the token 
         REQUIRE(seen[q][1] == blocks[q].nnz);
         for (size_t k = 2; k < seen[q].size(); ++k) {
           REQUIRE(seen[q][k] >= blocks[q].first_column);
-          REQUIRE(seen[q][k] < blocks[q].first_column + blocks[q].column_count);
+          REQUIRE(seen[q][k] < blocks[q].end_column);
         }
+        REQUIRE(seen[q].size() == 2 + blocks[q].column_count);
         nnz += seen[q][1];
       }
       REQUIRE(nnz == d.triplets.size());

@@ -145,25 +145,25 @@ class TiledMemoryStore : public ShardStore {
       while (q < triplets_.size() && triplets_[q].column == triplets_[p].column) ++q;
       const uint64_t bytes = 24 + 8 * (q - p);
       if (cur.bytes > 0 && cur.bytes + bytes > target_bytes) {
-        cur.column_count = triplets_[p].column - cur.first_column;
+        cur.end_column = triplets_[p].column;
         out.push_back(cur);
         cur = BlockRef();
         cur.first_column = triplets_[p].column;
       }
       cur.bytes += bytes;
       cur.nnz += q - p;
+      cur.column_count += 1;
       p = q;
     }
-    cur.column_count = info_.n_features - cur.first_column;
+    cur.end_column = info_.n_features;
     out.push_back(cur);
     return out;
   }
   ColumnBlock read_block(const BlockRef& ref, BlockBuffer&) const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto& block = blocks_[{ref.first_column, ref.column_count}];
+    auto& block = blocks_[{ref.first_column, ref.end_column}];
     if (!block)
-      block = build_tiled_block(triplets_, info_.n_rows, info_.tile_rows, ref.first_column,
-                                ref.first_column + ref.column_count);
+      block = build_tiled_block(triplets_, info_.n_rows, info_.tile_rows, ref.first_column, ref.end_column);
     return block->view;
   }
   void prefetch_block(const BlockRef&) const override {}

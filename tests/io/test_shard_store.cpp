@@ -29,6 +29,7 @@
 #include "core/hash.h"
 #include "core/memory_budget.h"
 #include "io/libsvm_reader.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "io/store_writer.h"
 

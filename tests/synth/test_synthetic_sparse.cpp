@@ -21,9 +21,10 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "io/libsvm_reader.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
-#include "io/synthetic_data.h"
-#include "io/synthetic_sparse.h"
+#include "synth/synthetic_data.h"
+#include "synth/synthetic_sparse.h"
 #include "tests/test_util.h"
 
 using namespace fgm;
