@@ -230,7 +230,7 @@ Kernel kernel_loop(const fgm::ShardStore& store, const std::vector<fgm::BlockRef
       double acc = 0;
       std::vector<double> c(block.column_count);
       fgm::block_column_dots(block, a, c.data());
-      for (double d : c) acc += d * d;
+      for (uint64_t k = 0; k < block.column_count; ++k) acc += c[k] * c[k];
       k.checksum += acc;
       k.nnz += ref.nnz;
       k.bytes += ref.bytes;

@@ -386,3 +386,33 @@ TEST_CASE("hik, additive and poly2 scores do not depend on the tile size or thre
     }
   }
 }
+
+TEST_CASE("tiled scores on wide tiles: short cells in several chunks, long cells, exact against brute force",
+          "[features][tiled]") {
+  for (Kind kind : {Kind::kInteger, Kind::kTied}) {
+    Data d(640, 400, kind, true, 99);
+    const std::vector<double> c = d.dense_c(d.a);
+    for (uint32_t tile_rows : {64u, 160u}) {
+      auto block = test::build_tiled_block(d.triplets, d.n, tile_rows, 0, d.id_space);
+      const ColumnBlock& b = block->view;
+      // The walk must cut short cells into chunks, and meet long cells too.
+      uint64_t widest_tile = 0, long_cells = 0;
+      for (uint32_t t = 0; t < b.tile_count; ++t)
+        widest_tile = std::max<uint64_t>(widest_tile, b.cell_ptr[b.tile_cells[t + 1]] - b.cell_ptr[b.tile_cells[t]]);
+      for (uint32_t q = 0; q < b.cell_count(); ++q) long_cells += b.cell_ptr[q + 1] - b.cell_ptr[q] >= kMultiAccumulatorCell;
+      REQUIRE(widest_tile > 2 * detail::kChunkNnz);
+      REQUIRE(long_cells > 0);
+      std::vector<double> got(b.column_count);
+      block_column_dots(b, d.a.data(), got.data());
+      auto store = d.store(tile_rows);
+      std::vector<uint32_t> rows;
+      std::vector<float> values;
+      for (uint64_t k = 0; k < b.column_count; ++k) {
+        CAPTURE(kind_name(kind), tile_rows, k);
+        REQUIRE(got[k] == c[d.dense_index(b.column_ids[k])]);
+        store->read_column(b.column_ids[k], rows, values);
+        REQUIRE(tiled_column_dot(rows.data(), values.data(), rows.size(), d.a.data(), tile_rows) == got[k]);
+      }
+    }
+  }
+}
