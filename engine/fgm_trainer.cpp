@@ -41,6 +41,18 @@ void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
     warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
 }
 
+// The block target of the scoring passes. A small budget gets smaller blocks,
+// so that several stay in flight. A store kept resident is scored in blocks of
+// about 16·n bytes (~2n nonzeros) when that is larger: a tile's dual slice
+// (tile_rows·8 bytes) is then reused by ~16 nonzeros per cache line within a
+// block, where 4 MB blocks of a tall store (n = 3·10^6) touch each line about
+// once. Scores do not depend on how the columns are cut into blocks.
+uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
+  uint64_t target = std::min(block_bytes, budget.limit() / 16);
+  if (resident) target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / 16));
+  return std::max<uint64_t>(64 << 10, target);
+}
+
 // Per-column max |value| over the columns present in the store, as streamed
 // (so a store that transforms values on the fly is seen transformed): the
 // largest, and the median to within a factor of 2 (a histogram of binary
@@ -192,9 +204,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
     if (y_[i] == 0) progress_.alpha[i] = 0;    // a row outside the fit
   a_.resize(n_);
   decision_.assign(n_, 0.0);
-  // A small budget gets smaller blocks, so that several stay in flight
-  // (scores do not depend on how the columns are cut into blocks).
-  blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(settings.block_bytes, budget.limit() / 16)));
+  blocks_ = store.plan_blocks(scoring_block_bytes(settings.block_bytes, budget, n_, scheduler_.keep_resident));
   fit_without_features();
 }
 
@@ -605,7 +615,8 @@ LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSetti
     scheduler.keep_resident = true;
   }
   stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
-  blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(first_.block_bytes, budget.limit() / 16)));
+  blocks_ = store.plan_blocks(
+      scoring_block_bytes(first_.block_bytes, budget, store.info().n_rows, scheduler.keep_resident));
 }
 
 // Run r's outer loop ended: its certificate joins the next pass, if it needs one.
