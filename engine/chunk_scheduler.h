@@ -57,8 +57,8 @@ class ResidentBlocks {
     std::lock_guard<std::mutex> lock(mutex_);
     if (used_ + ref.bytes > capacity_ || blocks_.count(key(ref))) return;
     Entry& e = blocks_[key(ref)];
-    const uint64_t n = c.col_ptr[c.column_count], count = c.column_count;
-    e.words.resize((8 * (count + 1) + 8 * n + 8 * count + 7) / 8);
+    const uint64_t n = c.nnz(), count = c.column_count, cells = c.cell_count(), T = c.tile_count;
+    e.words.resize((8 * count + 8 * count + 4 * (T + 1) + 4 * cells + 4 * (cells + 1) + 8 * n + 7) / 8);
     auto* at = reinterpret_cast<uint8_t*>(e.words.data());
     auto copy = [&](const void* src, uint64_t bytes) {
       std::memcpy(at, src, bytes);
@@ -67,11 +67,15 @@ class ResidentBlocks {
       return begin;
     };
     e.view = c;
-    e.view.col_ptr = reinterpret_cast<const uint64_t*>(copy(c.col_ptr, 8 * (count + 1)));
-    e.view.row_ids = reinterpret_cast<const uint32_t*>(copy(c.row_ids, 4 * n));
-    e.view.values = reinterpret_cast<const float*>(copy(c.values, 4 * n));
+    // 8-byte ids first, then the 4-byte arrays.
+    e.view.column_ids = reinterpret_cast<const uint64_t*>(copy(c.column_ids, 8 * count));
     e.view.col_min = reinterpret_cast<const float*>(copy(c.col_min, 4 * count));
     e.view.col_max = reinterpret_cast<const float*>(copy(c.col_max, 4 * count));
+    e.view.tile_cells = reinterpret_cast<const uint32_t*>(copy(c.tile_cells, 4 * (T + 1)));
+    e.view.cell_column = reinterpret_cast<const uint32_t*>(copy(c.cell_column, 4 * cells));
+    e.view.cell_ptr = reinterpret_cast<const uint32_t*>(copy(c.cell_ptr, 4 * (cells + 1)));
+    e.view.row_ids = reinterpret_cast<const uint32_t*>(copy(c.row_ids, 4 * n));
+    e.view.values = reinterpret_cast<const float*>(copy(c.values, 4 * n));
     used_ += ref.bytes;
   }
   bool holds_all(const std::vector<BlockRef>& blocks) const {
@@ -82,7 +86,7 @@ class ResidentBlocks {
 
  private:
   struct Entry {
-    std::vector<uint64_t> words;  // 8-byte aligned storage of the five arrays
+    std::vector<uint64_t> words;  // 8-byte aligned storage of the block's arrays
     ColumnBlock view;
   };
   static std::pair<uint64_t, uint64_t> key(const BlockRef& r) {

@@ -49,10 +49,12 @@ class ValueSpan {
   void observe(const ColumnBlock& block) {
     std::array<uint64_t, kBins> local{};
     double largest = 0;
-    for (uint64_t k = 0; k < block.column_count; ++k) {
+    CscScratch scratch;
+    const CscColumns cols = csc_columns(block, scratch);
+    for (uint64_t k = 0; k < cols.column_count; ++k) {
       float m = 0;
-      for (uint64_t e = block.col_ptr[k]; e < block.col_ptr[k + 1]; ++e)
-        m = std::max(m, std::fabs(block.values[e]));
+      for (uint64_t e = cols.col_ptr[k]; e < cols.col_ptr[k + 1]; ++e)
+        m = std::max(m, std::fabs(cols.values[e]));
       if (!(m > 0)) continue;  // empty, explicit zeros only (or NaN)
       int exponent;
       std::frexp(m, &exponent);  // m ∈ [2^(exponent−1), 2^exponent)

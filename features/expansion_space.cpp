@@ -87,15 +87,17 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
   out.pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        CscScratch csc_scratch;
+        const CscColumns cols = csc_columns(block, csc_scratch);
         auto local = std::make_unique<TopOutput>(B, ctx.budget);
         std::vector<double> c(D), phi(D), scratch(D);
         // HIK: below[m] = Σ a_i over entries whose first m components are full;
         // partial[l] = Σ a_i·φ_l over entries whose component l is partial.
         std::vector<double> below(hik ? D + 1 : 0), partial(hik ? D : 0);
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          const uint64_t j = block.first_column + k;
-          const uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          const double lo = block.col_min[k], hi = block.col_max[k];
+          const uint64_t j = cols.column_ids[k];
+          const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
+          const double lo = cols.col_min[k], hi = cols.col_max[k];
           const double x0 = scale_to_unit(0.0, lo, hi);
           const bool implicit = x0 > 0 && end - begin < n;
           if (begin == end && !implicit) continue;
@@ -105,9 +107,9 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
             std::fill(below.begin(), below.end(), 0.0);
             std::fill(partial.begin(), partial.end(), 0.0);
             for (uint64_t p = begin; p < end; ++p) {
-              const double ai = a[block.row_ids[p]];
+              const double ai = a[cols.row_ids[p]];
               sum_entries += ai;
-              ExpansionMap::HikSplit s = map_.hik_split(scale_to_unit(block.values[p], lo, hi));
+              ExpansionMap::HikSplit s = map_.hik_split(scale_to_unit(cols.values[p], lo, hi));
               below[s.full] += ai;
               if (s.full < D) partial[s.full] += ai * f32(s.partial);
             }
@@ -121,11 +123,11 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
             float last = 0;  // φ of the previous entry's value is reused (binary, count data)
             bool have_last = false;
             for (uint64_t p = begin; p < end; ++p) {
-              const double ai = a[block.row_ids[p]];
+              const double ai = a[cols.row_ids[p]];
               sum_entries += ai;
-              if (!have_last || block.values[p] != last) {
-                components(map_, scale_to_unit(block.values[p], lo, hi), 0, D, scratch.data(), phi.data());
-                last = block.values[p];
+              if (!have_last || cols.values[p] != last) {
+                components(map_, scale_to_unit(cols.values[p], lo, hi), 0, D, scratch.data(), phi.data());
+                last = cols.values[p];
                 have_last = true;
               }
               for (uint32_t l = 0; l < D; ++l) c[l] += ai * phi[l];

@@ -67,14 +67,16 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   out.pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        CscScratch csc_scratch;
+        const CscColumns cols = csc_columns(block, csc_scratch);
         auto local = std::make_unique<TopOutput>(B, ctx.budget);
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
           if (begin == end) continue;
-          double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
+          double c = column_dot(cols.row_ids + begin, cols.values + begin, end - begin, a);
           double s = c * c;
           if (!(s > 0) || !local->top.may_admit(s)) continue;
-          uint64_t feature = block.first_column + k;
+          uint64_t feature = cols.column_ids[k];
           if (selected_.test(feature)) continue;
           local->top.offer({s, feature});
         }
@@ -98,16 +100,18 @@ std::vector<SpaceScores> LinearSpace::score_many(const ScoringContext& ctx,
   PassStats pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        CscScratch csc_scratch;
+        const CscColumns cols = csc_columns(block, csc_scratch);
         auto local = std::make_unique<ManyTopOutput>();
         for (const auto& r : requests) local->tops.emplace_back(r.B, ctx.budget);
         std::vector<double> scratch(5 * K);  // 4·K accumulators, then the K dot products
         double* c = scratch.data() + 4 * K;
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
           if (begin == end) continue;
-          column_dot_many(block.row_ids + begin, block.values + begin, end - begin, duals.a.data(), K,
+          column_dot_many(cols.row_ids + begin, cols.values + begin, end - begin, duals.a.data(), K,
                           scratch.data(), c);
-          const uint64_t feature = block.first_column + k;
+          const uint64_t feature = cols.column_ids[k];
           for (size_t r = 0; r < K; ++r) {
             double s = c[r] * c[r];
             if (!(s > 0) || !local->tops[r].may_admit(s)) continue;
@@ -152,9 +156,11 @@ SpaceScores GroupSpace::score(const ScoringContext& ctx) {
   out.pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        CscScratch csc_scratch;
+        const CscColumns cols = csc_columns(block, csc_scratch);
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          c[block.first_column + k] = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
+          uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
+          c[cols.column_ids[k]] = column_dot(cols.row_ids + begin, cols.values + begin, end - begin, a);
         }
         return nullptr;
       },
@@ -215,11 +221,13 @@ std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
   PassStats pass = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+        CscScratch csc_scratch;
+        const CscColumns cols = csc_columns(block, csc_scratch);
         std::vector<double> acc(4 * K);
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          column_dot_many(block.row_ids + begin, block.values + begin, end - begin, duals.a.data(), K,
-                          acc.data(), &c[(block.first_column + k) * K]);
+          uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
+          column_dot_many(cols.row_ids + begin, cols.values + begin, end - begin, duals.a.data(), K,
+                          acc.data(), &c[(cols.column_ids[k]) * K]);
         }
         return nullptr;
       },

@@ -59,15 +59,15 @@ uint64_t dense_block_bytes(uint64_t H) {
 }
 
 struct Stage1Output : BlockOutput {
-  Stage1Output(size_t B, uint64_t first, uint64_t count, MemoryBudget& budget)
-      : memory(budget.reserve(count * (sizeof(double) + sizeof(uint64_t)), "poly2 per-block bounds")),
+  Stage1Output(size_t B, const uint64_t* column_ids, uint64_t count, MemoryBudget& budget)
+      : memory(budget.reserve(count * (sizeof(double) + 2 * sizeof(uint64_t)), "poly2 per-block bounds")),
         top(B, &budget),
-        first_column(first),
+        ids(column_ids, column_ids + count),
         weights(count),
         nnz(count) {}
   Reservation memory;
   TopBCache top;
-  uint64_t first_column;
+  std::vector<uint64_t> ids;  // the block's column ids
   std::vector<double> weights;  // u_j² = Σ |a_i| x_ij²
   std::vector<uint64_t> nnz;
 };
@@ -349,19 +349,21 @@ void Poly2Space::score_single_features(Pass& pass) {
   PassStats p1 = (*ctx.stream)(
       *ctx.blocks,
       [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto o = std::make_unique<Stage1Output>(B, block.first_column, block.column_count, budget);
+        CscScratch csc_scratch;
+        const CscColumns cols = csc_columns(block, csc_scratch);
+        auto o = std::make_unique<Stage1Output>(B, cols.column_ids, cols.column_count, budget);
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
           double c = 0, q = 0, w = 0;
           for (uint64_t e = begin; e < end; ++e) {
-            double x = block.values[e], ai = a[block.row_ids[e]];
+            double x = cols.values[e], ai = a[cols.row_ids[e]];
             c += ai * x;
             q += ai * x * x;
             w += std::fabs(ai) * x * x;
           }
           o->weights[k] = w;
           o->nnz[k] = end - begin;
-          uint64_t j = block.first_column + k;
+          uint64_t j = cols.column_ids[k];
           double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
           if (sl > 0 && o->top.may_admit(sl) && !selected_.count(lid)) o->top.offer({sl, lid});
@@ -373,8 +375,8 @@ void Poly2Space::score_single_features(Pass& pass) {
         auto& s = static_cast<Stage1Output&>(*o);
         pass.top.merge(s.top);
         for (size_t k = 0; k < s.weights.size(); ++k) {
-          pass.u[s.first_column + k] = std::sqrt(s.weights[k]);
-          pass.column_nnz[s.first_column + k] = static_cast<uint32_t>(s.nnz[k]);
+          pass.u[s.ids[k]] = std::sqrt(s.weights[k]);
+          pass.column_nnz[s.ids[k]] = static_cast<uint32_t>(s.nnz[k]);
         }
       },
       "poly2 single features");
@@ -482,29 +484,31 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   std::vector<BlockRef> blocks;
   for (const auto& b : *ctx.blocks) {
     bool any = false;
-    for (uint64_t j = b.first_column; j < b.first_column + b.column_count && !any; ++j)
+    for (uint64_t j = b.first_column; j < b.end_column && !any; ++j)
       any = active_index[j] != kNotActive;
     if (any) blocks.push_back(b);
   }
   auto extract = [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
+    CscScratch csc_scratch;
+    const CscColumns cols = csc_columns(block, csc_scratch);
     auto o = std::make_unique<ActiveColumns>();
     uint64_t copied = 0, columns = 0;
     for (uint64_t k = 0; k < block.column_count; ++k)
-      if (active_index[block.first_column + k] != kNotActive) {
-        copied += block.col_ptr[k + 1] - block.col_ptr[k];
+      if (active_index[cols.column_ids[k]] != kNotActive) {
+        copied += cols.col_ptr[k + 1] - cols.col_ptr[k];
         ++columns;
       }
     o->memory = budget.reserve(copied * (sizeof(uint32_t) + sizeof(float)) + columns * sizeof(ActiveColumns::Column),
                                "poly2 active columns in flight");
     o->columns.reserve(columns);
     for (uint64_t k = 0; k < block.column_count; ++k) {
-      uint32_t h = active_index[block.first_column + k];
+      uint32_t h = active_index[cols.column_ids[k]];
       if (h == kNotActive) continue;
-      uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+      uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
       ActiveColumns::Column c;
       c.active_index = h;
-      c.rows.assign(block.row_ids + begin, block.row_ids + end);
-      c.values.assign(block.values + begin, block.values + end);
+      c.rows.assign(cols.row_ids + begin, cols.row_ids + end);
+      c.values.assign(cols.values + begin, cols.values + end);
       o->columns.push_back(std::move(c));
     }
     return o;

@@ -76,17 +76,28 @@ ColumnBlock TransformedStore::read_block(const BlockRef& block, BlockBuffer& buf
   auto* col_min = const_cast<float*>(c.col_min);
   auto* col_max = const_cast<float*>(c.col_max);
   const uint64_t n = info().n_rows;
+  // Cell by cell (each cell: one column's rows inside one tile).
+  std::vector<uint64_t> nnz(c.column_count, 0);
   for (uint64_t k = 0; k < c.column_count; ++k) {
-    const uint64_t b = c.col_ptr[k], e = c.col_ptr[k + 1];
-    transform_values(c.first_column + k, c.row_ids + b, values + b, e - b);
-    float lo = e - b < n ? 0.0f : std::numeric_limits<float>::infinity();
-    float hi = e - b < n ? 0.0f : -std::numeric_limits<float>::infinity();
+    col_min[k] = std::numeric_limits<float>::infinity();
+    col_max[k] = -std::numeric_limits<float>::infinity();
+  }
+  for (uint64_t x = 0; x < c.cell_count(); ++x) {
+    const uint32_t k = c.cell_column[x];
+    const uint64_t b = c.cell_ptr[x], e = c.cell_ptr[x + 1];
+    transform_values(c.column_ids[k], c.row_ids + b, values + b, e - b);
     for (uint64_t i = b; i < e; ++i) {
-      lo = std::min(lo, values[i]);
-      hi = std::max(hi, values[i]);
+      col_min[k] = std::min(col_min[k], values[i]);
+      col_max[k] = std::max(col_max[k], values[i]);
     }
-    col_min[k] = n == 0 ? 0.0f : lo;
-    col_max[k] = n == 0 ? 0.0f : hi;
+    nnz[k] += e - b;
+  }
+  for (uint64_t k = 0; k < c.column_count; ++k) {
+    if (nnz[k] < n) {
+      col_min[k] = std::min(col_min[k], 0.0f);
+      col_max[k] = std::max(col_max[k], 0.0f);
+    }
+    if (n == 0) col_min[k] = col_max[k] = 0.0f;
   }
   return c;
 }
@@ -130,9 +141,11 @@ void TransformedStore::compute_statistics(size_t stage, MemoryBudget& budget, ui
                                              "lower engine.block_bytes or raise engine.memory_budget");
   BlockBuffer buffer;
   for (const BlockRef& ref : blocks) {
-    ColumnBlock c = inner_->read_block(ref, buffer);
+    const ColumnBlock block = inner_->read_block(ref, buffer);
+    CscScratch scratch;
+    const CscColumns c = csc_columns(block, scratch);
     for (uint64_t k = 0; k < c.column_count; ++k) {
-      const uint64_t feature = c.first_column + k;
+      const uint64_t feature = c.column_ids[k];
       for (uint64_t e = c.col_ptr[k]; e < c.col_ptr[k + 1]; ++e) {
         const uint32_t row = c.row_ids[e];
         const double term = statistic_term(s.kind, transformed(stage, row, feature, c.values[e]));

@@ -29,6 +29,7 @@ struct Fixture {
     IngestOptions o;
     o.reader.declared_features = features;
     o.shard_target_bytes = 64 << 10;  // several shards
+    o.block_bytes = 512;              // many small stored blocks (grouped by plan_blocks)
     ingest_libsvm(path, dir.file("store"), o, budget);
     store = ShardStore::open(dir.file("store"), budget);
     std::mt19937_64 rng(seed + 1);
