@@ -71,13 +71,14 @@ struct Meta {
 };
 static_assert(sizeof(Pair) == 8 && sizeof(Meta) == 32);
 
-// One cell of a block being laid out: `count` nonzeros of block column `column`
-// in tile `tile`, starting at pair `source` of the staged shard.
+// One cell of a block being laid out: `count` nonzeros of block column
+// `column`, starting at pair `source` of the staged shard (its tile is where
+// it sits in the tile-major order).
 struct Cell {
-  uint32_t tile, column;
+  uint32_t column, count;
   uint64_t source;
-  uint64_t count;
 };
+static_assert(sizeof(Cell) == 16);
 
 // Counts the tiles a sequence of increasing rows touches, span by span.
 struct TileCounter {
@@ -107,10 +108,19 @@ class StoreWriter::Impl {
         arena_(budget, std::max<uint64_t>(o.shard_target_bytes / 8, 8), "store writer shard buffer",
                "lower store.shard_target_bytes or raise engine.memory_budget"),
         capacity_(arena_.size() * 8),
-        cells_memory_(budget.reserve(0, "store writer block layout")),
         raw_offset_(shard_raw_offset()) {
     FGM_ASSERT(o.tile_rows > 0);
     FGM_ASSERT(o.n_rows <= std::numeric_limits<uint32_t>::max());
+    // The cell layout of one block, reserved up front: a cell costs at least
+    // 16 of the block target's bytes, and a column bigger than the target
+    // (a block of its own) has at most one cell per tile.
+    const uint64_t cells = std::max(std::min(o.block_target_bytes, capacity_) / 16, tiles_);
+    cells_memory_ = budget.reserve(sizeof(Cell) * cells + 16 * (tiles_ + 1),
+                                   "store writer block layout",
+                                   "lower store.block_bytes or raise engine.memory_budget");
+    sorted_.resize(cells);
+    tile_starts_.resize(tiles_ + 1);
+    fill_.resize(tiles_ + 1);
   }
 
   void add_column(uint64_t id, uint64_t nnz, const ColumnFill& fill) {
@@ -144,10 +154,9 @@ class StoreWriter::Impl {
   WrittenShards finish() {
     if (count_ > 0) flush();
     arena_ = {};
-    cells_.clear();
-    cells_.shrink_to_fit();
-    sorted_.clear();
-    sorted_.shrink_to_fit();
+    sorted_ = {};
+    tile_starts_ = {};
+    fill_ = {};
     cells_memory_.release();
     for (const auto& s : out_.shards) fsync_file(dir_.file(s.file_name));
     return std::move(out_);
@@ -212,31 +221,33 @@ class StoreWriter::Impl {
     return blocks;
   }
 
-  // The block's cells in tile-major order (stable: columns increase inside a
-  // tile) into sorted_.
+  // The block's cells in tile-major order (columns increase inside a tile)
+  // into sorted_: count the cells of each tile, then place them.
   void lay_out_cells(const StagedBlock& b) {
-    cells_.clear();
-    for (uint64_t j = b.begin; j < b.end; ++j) {
-      const uint64_t begin = begin_of(j), end = meta(j).end;
-      for (uint64_t p = begin; p < end;) {
-        const uint32_t tile = pairs()[p].row / o_.tile_rows;
-        FGM_ASSERT(tile < tiles_);
-        const uint64_t tile_end = uint64_t{tile + 1} * o_.tile_rows;
-        uint64_t q = p + 1;
-        while (q < end && pairs()[q].row < tile_end) ++q;
-        cells_.push_back(Cell{tile, static_cast<uint32_t>(j - b.begin), p, q - p});
-        p = q;
+    auto for_each_cell = [&](auto&& fn) {
+      for (uint64_t j = b.begin; j < b.end; ++j) {
+        const uint64_t begin = begin_of(j), end = meta(j).end;
+        for (uint64_t p = begin; p < end;) {
+          const uint32_t tile = pairs()[p].row / o_.tile_rows;
+          FGM_ASSERT(tile < tiles_);
+          const uint64_t tile_end = uint64_t{tile + 1} * o_.tile_rows;
+          uint64_t q = p + 1;
+          while (q < end && pairs()[q].row < tile_end) ++q;
+          fn(tile, Cell{static_cast<uint32_t>(j - b.begin), static_cast<uint32_t>(q - p), p});
+          p = q;
+        }
       }
-    }
-    FGM_ASSERT(cells_.size() == b.cells);
-    tile_starts_.assign(tiles_ + 1, 0);
-    for (const Cell& c : cells_) ++tile_starts_[c.tile + 1];
+    };
+    std::fill(tile_starts_.begin(), tile_starts_.end(), 0);
+    for_each_cell([&](uint32_t tile, const Cell&) { ++tile_starts_[tile + 1]; });
     for (uint64_t t = 0; t < tiles_; ++t) tile_starts_[t + 1] += tile_starts_[t];
-    sorted_.resize(cells_.size());
-    fill_.assign(tile_starts_.begin(), tile_starts_.end() - 1);
-    for (const Cell& c : cells_) sorted_[fill_[c.tile]++] = c;
-    cells_memory_.resize(sizeof(Cell) * (cells_.capacity() + sorted_.capacity()) +
-                         8 * (tile_starts_.capacity() + fill_.capacity()));
+    FGM_ASSERT(tile_starts_[tiles_] == b.cells);
+    if (b.cells > sorted_.size()) {
+      cells_memory_.resize(sizeof(Cell) * b.cells + 16 * (tiles_ + 1));
+      sorted_.resize(b.cells);
+    }
+    std::copy(tile_starts_.begin(), tile_starts_.end() - 1, fill_.begin());
+    for_each_cell([&](uint32_t tile, const Cell& c) { sorted_[fill_[tile]++] = c; });
   }
 
   // Streams the staged block `b` (its layout) into out(data, bytes).
@@ -520,7 +531,7 @@ class StoreWriter::Impl {
   BudgetedArray<uint64_t> arena_;
   uint64_t capacity_;
   Reservation cells_memory_;
-  std::vector<Cell> cells_, sorted_;
+  std::vector<Cell> sorted_;
   std::vector<uint64_t> tile_starts_, fill_;
   uint64_t raw_offset_;
   uint64_t count_ = 0, nnz_ = 0;
