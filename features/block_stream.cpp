@@ -93,13 +93,14 @@ class BlockBufferPool {
   std::vector<std::unique_ptr<BlockBuffer>> free_;
 };
 
-// Read buffers of the blocks in flight (none when every block is resident).
-// A tight budget runs fewer tokens, down to one. Returns the token count.
-int reserve_in_flight(const std::vector<BlockRef>& blocks, bool all_resident, int tokens, MemoryBudget& budget,
-                      Reservation& in_flight) {
+// Read buffers of the blocks in flight (none when every block is resident)
+// and each transform's scratch. A tight budget runs fewer tokens, down to
+// one. Returns the token count.
+int reserve_in_flight(const std::vector<BlockRef>& blocks, bool all_resident, int tokens,
+                      const BlockStages& stages, MemoryBudget& budget, Reservation& in_flight) {
   uint64_t largest = 0;
-  for (const auto& b : blocks) largest = std::max(largest, b.read_bytes);
-  if (all_resident || largest == 0) return tokens;
+  for (const auto& b : blocks) largest = std::max(largest, (all_resident ? 0 : b.read_bytes) + stages.scratch_bytes(b));
+  if (largest == 0) return tokens;
   in_flight = budget.reserve_up_to(largest * static_cast<uint64_t>(tokens), largest, "scoring blocks in flight");
   const uint64_t fit = in_flight.bytes() / largest;
   if (fit < 1) {
@@ -125,7 +126,7 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
   ResidentBlocks* resident = resident_.get();
   Reservation in_flight;
   const int tokens = reserve_in_flight(blocks, resident && resident->holds_all(blocks), effective_tokens(options_),
-                                       budget_, in_flight);
+                                       stages, budget_, in_flight);
   stages.open(static_cast<size_t>(tokens));
   uint64_t total = 0;
   for (const auto& b : blocks) total += b.bytes;

@@ -56,6 +56,9 @@ inline int effective_tokens(const SchedulerOptions& o) {
 class BlockStages {
  public:
   virtual ~BlockStages() = default;
+  // Bytes the transform allocates for one block beyond the block itself (its
+  // result, scratch): reserved with the block's buffer, per token.
+  virtual uint64_t scratch_bytes(const BlockRef&) const { return 0; }
   virtual void open(size_t slots) = 0;
   virtual void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) = 0;
   virtual void consume(size_t slot) = 0;
@@ -88,23 +91,31 @@ class BlockStream {
   std::function<void(const ColumnBlock&)> observer_;
 };
 
-// The block's columns (csc_columns); merging tiles into `scratch` is
-// reserved from `budget` into `memory` first (a one-tile block is a view).
-inline CscColumns reserved_csc_columns(const ColumnBlock& block, CscScratch& scratch, MemoryBudget& budget,
-                                       Reservation& memory) {
-  if (block.tile_count > 1)
-    memory = budget.reserve(CscScratch::bytes_for(block), "a block's columns merged from its tiles",
-                            "lower engine.block_bytes");
-  return csc_columns(block, scratch);
-}
+// The scratch of csc_columns for a block (CscScratch::bytes_for, from its
+// BlockRef; nothing when the store has one tile: the view is the block): the
+// stream_blocks scratch of transforms that need whole columns.
+struct CscBytes {
+  explicit CscBytes(const StoreInfo& info) : tiled(info.n_rows > info.tile_rows) {}
+  bool tiled;
+  uint64_t operator()(const BlockRef& ref) const { return tiled ? 4 * (ref.column_count + 1) + 8 * ref.nnz : 0; }
+};
+
+// What a transform allocates per block beyond the block: nothing.
+struct NoScratch {
+  uint64_t operator()(const BlockRef&) const { return 0; }
+};
 
 // One pass over `blocks`: transform(const BlockRef&, const ColumnBlock&) ->
 // Result in parallel, consume(Result&&) serially in block order.
-template <class Result, class Transform, class Consume>
+// scratch(const BlockRef&) -> bytes bounds what one transform allocates; the
+// stream reserves it for every block in flight.
+template <class Result, class Transform, class Consume, class Scratch = NoScratch>
 PassStats stream_blocks(const BlockStream& stream, const std::vector<BlockRef>& blocks,
-                        const std::string& label, Transform&& transform, Consume&& consume) {
+                        const std::string& label, Transform&& transform, Consume&& consume,
+                        Scratch scratch = Scratch()) {
   struct Stages final : BlockStages {
-    Stages(Transform& t, Consume& c) : transform_fn(t), consume_fn(c) {}
+    Stages(Transform& t, Consume& c, Scratch& s) : transform_fn(t), consume_fn(c), scratch_fn(s) {}
+    uint64_t scratch_bytes(const BlockRef& ref) const override { return scratch_fn(ref); }
     void open(size_t slots) override { results.resize(slots); }
     void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) override {
       results[slot].emplace(transform_fn(ref, block));
@@ -116,9 +127,10 @@ PassStats stream_blocks(const BlockStream& stream, const std::vector<BlockRef>& 
     }
     Transform& transform_fn;
     Consume& consume_fn;
+    Scratch& scratch_fn;
     std::vector<std::optional<Result>> results;
   };
-  Stages stages(transform, consume);
+  Stages stages(transform, consume, scratch);
   return stream.run(blocks, label, stages);
 }
 

@@ -81,9 +81,8 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
   out.pass = stream_blocks<TopBCache>(
       *ctx.stream, *ctx.blocks, hik ? "scoring hik groups" : "scoring additive groups",
       [&](const BlockRef&, const ColumnBlock& tiled) {
-        CscScratch merged;
-        Reservation merged_mem;
-        const CscColumns block = reserved_csc_columns(tiled, merged, *ctx.budget, merged_mem);
+        CscScratch merged;  // reserved by the stream (CscBytes)
+        const CscColumns block = csc_columns(tiled, merged);
         TopBCache local(B, ctx.budget);
         std::vector<double> c(D), phi(D), scratch(D);
         // HIK: below[m] = Σ a_i over entries whose first m components are full;
@@ -140,7 +139,7 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
         }
         return local;
       },
-      [&](TopBCache&& local) { global.merge(local); });
+      [&](TopBCache&& local) { global.merge(local); }, CscBytes(ctx.store->info()));
   out.candidates_scored = n_features_ * D;
   out.top = global.take_sorted(&out.top_memory);
   return out;

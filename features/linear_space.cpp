@@ -36,15 +36,19 @@ InterleavedDuals interleave_duals(const ScoringContext& ctx, const std::vector<S
   return d;
 }
 
-// A block's score array (column_count·K doubles), reserved while it lives.
+// A block's score array (column_count·K doubles) and kernel scratch; the
+// stream reserves them with the block (score_bytes).
 struct BlockScores {
-  BlockScores(const ColumnBlock& block, size_t K, MemoryBudget& budget)
-      : memory(budget.reserve((block.column_count * K + 5 * K) * sizeof(double), "scores of a block in flight")),
-        c(block.column_count * K),
-        scratch(5 * K) {}
-  Reservation memory;
+  BlockScores(const ColumnBlock& block, size_t K) : c(block.column_count * K), scratch(5 * K) {}
   std::vector<double> c;
   std::vector<double> scratch;
+};
+
+// What BlockScores and the block's result (a top-B per request, or the listed
+// features' c-values) take for a block of `ref.column_count` columns.
+struct ScoreBytes {
+  size_t K;
+  uint64_t operator()(const BlockRef& ref) const { return (ref.column_count * (K + 1) + 5 * K) * sizeof(double); }
 };
 
 // The pass's result for every request: its own top, the shared PassStats.
@@ -73,7 +77,7 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
       *ctx.stream, *ctx.blocks, "scoring",
       [&](const BlockRef&, const ColumnBlock& block) {
         TopBCache local(B, ctx.budget);
-        BlockScores scores(block, 1, *ctx.budget);
+        BlockScores scores(block, 1);
         block_column_dots(block, a, scores.c.data());
         for (uint64_t k = 0; k < block.column_count; ++k) {
           const double s = scores.c[k] * scores.c[k];
@@ -84,7 +88,7 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
         }
         return local;
       },
-      [&](TopBCache&& local) { global.merge(local); });
+      [&](TopBCache&& local) { global.merge(local); }, ScoreBytes{1});
   out.candidates_scored = n_features_;
   out.top = global.take_sorted(&out.top_memory);
   return out;
@@ -103,7 +107,7 @@ std::vector<SpaceScores> LinearSpace::score_many(const ScoringContext& ctx,
       [&](const BlockRef&, const ColumnBlock& block) {
         std::vector<TopBCache> tops;
         for (const auto& r : requests) tops.emplace_back(r.B, ctx.budget);
-        BlockScores scores(block, K, *ctx.budget);
+        BlockScores scores(block, K);
         block_column_dots_many(block, duals.a.data(), K, scores.scratch.data(), scores.c.data());
         for (uint64_t k = 0; k < block.column_count; ++k) {
           const uint64_t feature = block.column_ids[k];
@@ -119,7 +123,8 @@ std::vector<SpaceScores> LinearSpace::score_many(const ScoringContext& ctx,
       },
       [&](std::vector<TopBCache>&& tops) {
         for (size_t r = 0; r < K; ++r) global[r].merge(tops[r]);
-      });
+      },
+      ScoreBytes{K});
   return shared_pass_results(global, pass, spaces.front()->n_features_);
 }
 
@@ -221,7 +226,7 @@ std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
       [&](const BlockRef&, const ColumnBlock& block) {
         GroupBlockScores out;
         for (const auto& r : requests) out.singles.emplace_back(r.B, ctx.budget);
-        BlockScores scores(block, K, *ctx.budget);
+        BlockScores scores(block, K);
         block_column_dots_many(block, a, K, scores.scratch.data(), scores.c.data());
         for (uint64_t k = 0; k < block.column_count; ++k) {
           const uint64_t feature = block.column_ids[k];
@@ -245,7 +250,8 @@ std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
         for (size_t q = 0; q < block.listed.size(); ++q)
           std::copy_n(&block.listed_c[q * K], K, &listed_c[block.listed[q] * K]);
         for (size_t r = 0; r < K; ++r) singles[r].merge(block.singles[r]);
-      });
+      },
+      ScoreBytes{K});
   std::vector<SpaceScores> out(K);
   for (size_t r = 0; r < K; ++r) {
     out[r].pass = pass;

@@ -352,9 +352,8 @@ void Poly2Space::score_single_features(Pass& pass) {
   PassStats p1 = stream_blocks<Stage1Output>(
       *ctx.stream, *ctx.blocks, "poly2 single features",
       [&](const BlockRef&, const ColumnBlock& block) {
-        CscScratch scratch;
-        Reservation scratch_mem;
-        const CscColumns cols = reserved_csc_columns(block, scratch, budget, scratch_mem);
+        CscScratch scratch;  // reserved by the stream (CscBytes)
+        const CscColumns cols = csc_columns(block, scratch);
         Stage1Output o(B, cols.column_count, budget);
         for (uint64_t k = 0; k < cols.column_count; ++k) {
           const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
@@ -382,7 +381,8 @@ void Poly2Space::score_single_features(Pass& pass) {
           pass.u[s.ids[k]] = std::sqrt(s.weights[k]);
           pass.column_nnz[s.ids[k]] = static_cast<uint32_t>(s.nnz[k]);
         }
-      });
+      },
+      CscBytes(ctx.store->info()));
   pass.add(p1);
   pass.out.candidates_scored += 2 * m;
 
@@ -493,9 +493,8 @@ void Poly2Space::transpose_active_features(Pass& pass) {
     if (it != active_ids.end() && *it < b.end_column) blocks.push_back(b);
   }
   auto extract = [&](const BlockRef&, const ColumnBlock& block) {
-    CscScratch scratch;
-    Reservation scratch_mem;
-    const CscColumns cols = reserved_csc_columns(block, scratch, budget, scratch_mem);
+    CscScratch scratch;  // reserved by the stream (CscBytes)
+    const CscColumns cols = csc_columns(block, scratch);
     ActiveColumns o;
     uint64_t copied = 0, columns = 0;
     for (uint64_t k = 0; k < cols.column_count; ++k)
@@ -526,7 +525,8 @@ void Poly2Space::transpose_active_features(Pass& pass) {
                                         [&](ActiveColumns&& o) {
                                           for (const auto& c : o.columns)
                                             for (uint32_t r : c.rows) ++R.row_ptr[r + 1];
-                                        }));
+                                        },
+                                        CscBytes(ctx.store->info())));
   for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
   const uint64_t nnz_h = R.row_ptr[n];
   pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
@@ -541,7 +541,8 @@ void Poly2Space::transpose_active_features(Pass& pass) {
                                               R.index[pos] = c.active_index;
                                               R.value[pos] = c.values[e];
                                             }
-                                        }));
+                                        },
+                                        CscBytes(ctx.store->info())));
   cursor = {};
   // Sort each row by active index (= decreasing bound).
   uint64_t widest_row = 0;
