@@ -25,7 +25,7 @@ Command add_ingest(CLI::App& app) {
     int index_base = 1, threads = 1;
     uint64_t features = 0;
     uint32_t tile_rows = kDefaultTileRows;
-    std::string block_bytes = "4MB";
+    std::string block_bytes = "16MB";
   };
   auto args = std::make_shared<Args>();
   sub->add_option("input", args->input, "LIBSVM/svmlight file")->required();

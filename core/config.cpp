@@ -112,7 +112,7 @@ std::vector<ParamSpec> build_specs() {
                   "ingest (of data.train text into engine.cache_dir): rows per tile of the "
                   "stored column blocks; the scoring pass keeps 8 bytes per tile row in L2"),
              1, 2147483647),
-      spec("store.block_bytes", T::kBytes, "\"4MB\"",
+      spec("store.block_bytes", T::kBytes, "\"16MB\"",
            "ingest (of data.train text into engine.cache_dir): target size of a stored column "
            "block (a column bigger than it is a block of its own)"),
       spec("engine.cache_dir", T::kPath, "\".fgm-cache\"",
