@@ -833,27 +833,52 @@ int64_t PreadShardStore::column_index(const Shard& sh, const store::BlockEntry& 
   return it - ids.begin();
 }
 
+// Reads only what one column needs: the block's column ids, its tile
+// directory and cell columns (to find the column's cells), then those cells'
+// pointers, rows and values; every piece verified, every value bounded.
 void PreadShardStore::read_column(uint64_t feature, std::vector<uint32_t>& rows,
                                   std::vector<float>& values) const {
   rows.clear();
   values.clear();
   const Located at = locate(feature);
   if (!at.shard) return;
-  const uint32_t shard = static_cast<uint32_t>(at.shard - shards_.data());
-  BlockBuffer buffer;
-  const ColumnBlock c = read_block(ref_of(shard, at.block, 1), buffer);
-  auto it = std::lower_bound(c.column_ids, c.column_ids + c.column_count, feature);
-  if (it == c.column_ids + c.column_count || *it != feature) return;
-  const auto k = static_cast<uint32_t>(it - c.column_ids);
-  // Its cells, one per tile at most; cell columns increase inside a tile.
-  for (uint32_t t = 0; t < c.tile_count; ++t) {
-    const uint32_t* first = c.cell_column + c.tile_cells[t];
-    const uint32_t* last = c.cell_column + c.tile_cells[t + 1];
+  const Shard& sh = *at.shard;
+  const store::BlockEntry& e = sh.blocks[at.block];
+  const int64_t found = column_index(sh, e, feature);
+  if (found < 0) return;
+  const auto k = static_cast<uint32_t>(found);
+  const store::BlockLayout l = layout_of(e);
+  const uint64_t T = e.tile_count, cells = e.cell_count;
+  std::vector<uint32_t> tile_cells(T + 1), cell_column(cells);
+  read_exact(sh, e.offset + l.tile_cells, e.offset + l.tile_cells + 4 * (T + 1), tile_cells.data());
+  read_exact(sh, e.offset + l.cell_column, e.offset + l.cell_column + 4 * cells, cell_column.data());
+  if (tile_cells[0] != 0 || tile_cells[T] != cells)
+    corrupt(msg::store_changed(sh.path, "tile directory out of range"));
+  for (uint64_t t = 0; t < T; ++t) {
+    if (tile_cells[t + 1] < tile_cells[t] || tile_cells[t + 1] > cells)
+      corrupt(msg::store_changed(sh.path, "tile directory out of range"));
+    // Cell columns increase inside a tile (checked as far as the search goes).
+    const uint32_t* first = cell_column.data() + tile_cells[t];
+    const uint32_t* last = cell_column.data() + tile_cells[t + 1];
     const uint32_t* x = std::lower_bound(first, last, k);
     if (x == last || *x != k) continue;
-    const uint64_t cell = static_cast<uint64_t>(x - c.cell_column);
-    rows.insert(rows.end(), c.row_ids + c.cell_ptr[cell], c.row_ids + c.cell_ptr[cell + 1]);
-    values.insert(values.end(), c.values + c.cell_ptr[cell], c.values + c.cell_ptr[cell + 1]);
+    const uint64_t cell = static_cast<uint64_t>(x - cell_column.data());
+    uint32_t ptr[2];
+    read_exact(sh, e.offset + l.cell_ptr + 4 * cell, e.offset + l.cell_ptr + 4 * (cell + 2), ptr);
+    if (ptr[1] <= ptr[0] || ptr[1] > e.nnz)
+      corrupt(msg::store_changed(sh.path, "cell pointers out of range"));
+    const uint64_t n = ptr[1] - ptr[0], old = rows.size();
+    rows.resize(old + n);
+    values.resize(old + n);
+    read_exact(sh, e.offset + l.row_ids + 4 * uint64_t{ptr[0]}, e.offset + l.row_ids + 4 * uint64_t{ptr[1]},
+               rows.data() + old);
+    read_exact(sh, e.offset + l.values + 4 * uint64_t{ptr[0]}, e.offset + l.values + 4 * uint64_t{ptr[1]},
+               values.data() + old);
+    const uint64_t row_begin = t * uint64_t{info_.tile_rows};
+    const uint64_t row_end = std::min<uint64_t>(row_begin + info_.tile_rows, info_.n_rows);
+    for (uint64_t i = old; i < old + n; ++i)
+      if (rows[i] < row_begin || rows[i] >= row_end || (i > old && rows[i] <= rows[i - 1]))
+        corrupt(msg::store_changed(sh.path, "row ids outside their tile or not increasing"));
   }
 }
 
