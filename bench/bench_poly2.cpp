@@ -23,8 +23,8 @@
 #include <fmt/format.h>
 
 #include "core/memory_budget.h"
-#include "engine/chunk_scheduler.h"
 #include "core/simd/simd.h"
+#include "features/block_stream.h"
 #include "features/poly2_dense_pairs.h"
 #include "features/poly2_space.h"
 #include "io/shard_store.h"
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   fgm::SchedulerOptions so;
   so.threads = threads;
   auto blocks = store->plan_blocks(4 << 20);
-  fgm::BlockStreamer streamer = fgm::make_block_streamer(*store, so, budget);
+  fgm::BlockStream streamer(*store, so, budget);
   fgm::ScoringContext ctx;
   ctx.store = store.get();
   ctx.blocks = &blocks;

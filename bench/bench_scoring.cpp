@@ -47,7 +47,8 @@
 
 #include "core/error.h"
 #include "core/memory_budget.h"
-#include "engine/chunk_scheduler.h"
+#include "features/block_scores.h"
+#include "features/block_stream.h"
 #include "features/block_stream.h"
 #include "features/feature_space.h"
 #include "io/shard_store.h"
@@ -225,14 +226,13 @@ Kernel kernel_loop(const fgm::ShardStore& store, const std::vector<fgm::BlockRef
     for (size_t i = static_cast<size_t>(tid); i < blocks.size(); i += static_cast<size_t>(threads)) {
       const fgm::BlockRef& ref = blocks[i];
       if (stream && i + threads < blocks.size()) store.prefetch_block(blocks[i + threads]);
-      fgm::ColumnBlock block = stream ? store.read_block(ref, buffer) : read->views[i];
+      fgm::ColumnBlock tiled = stream ? store.read_block(ref, buffer) : read->views[i];
+      fgm::CscScratch csc_scratch;
+      const fgm::CscColumns block = fgm::csc_columns(tiled, csc_scratch);
       double acc = 0;
-      for (uint64_t c = 0; c < block.column_count; ++c) {
-        uint64_t begin = block.col_ptr[c], end = block.col_ptr[c + 1];
-        if (begin == end) continue;
-        double d = fgm::column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
-        acc += d * d;
-      }
+      std::vector<double> c(block.column_count);
+      fgm::block_column_dots(block, a, c.data());
+      for (uint64_t k = 0; k < block.column_count; ++k) acc += c[k] * c[k];
       k.checksum += acc;
       k.nnz += ref.nnz;
       k.bytes += ref.bytes;
@@ -266,8 +266,8 @@ fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fg
                               fgm::MemoryBudget& budget) {
   fgm::SchedulerOptions o;
   o.threads = threads;
-  fgm::BlockStreamer streamer = fgm::make_block_streamer(store, o, budget);
-  return fgm::run_worst_case_analysis(space, store, blocks, streamer, a, B, threads, budget);
+  fgm::BlockStream streamer(store, o, budget);
+  return fgm::run_worst_case_analysis(space, streamer, blocks, a, B, budget);
 }
 
 }  // namespace

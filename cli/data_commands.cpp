@@ -11,9 +11,10 @@
 #include "core/memory_budget.h"
 #include "core/path_checks.h"
 #include "core/progress.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
-#include "io/synthetic_data.h"
-#include "io/synthetic_sparse.h"
+#include "synth/synthetic_data.h"
+#include "synth/synthetic_sparse.h"
 
 namespace fgm::cli {
 
@@ -23,6 +24,8 @@ Command add_ingest(CLI::App& app) {
     std::string input, out, budget = "256MB", progress = "auto", max_store = "1TB";
     int index_base = 1, threads = 1;
     uint64_t features = 0;
+    uint32_t tile_rows = kDefaultTileRows;
+    std::string block_bytes = "16MB";
   };
   auto args = std::make_shared<Args>();
   sub->add_option("input", args->input, "LIBSVM/svmlight file")->required();
@@ -37,6 +40,13 @@ Command add_ingest(CLI::App& app) {
                   "refuse a store estimated larger than this (store.max_bytes); free space is "
                   "always checked too")
       ->capture_default_str();
+  sub->add_option("--tile-rows", args->tile_rows,
+                  "rows per tile of the stored column blocks (store.tile_rows)")
+      ->check(CLI::Range(1u, 2147483647u))
+      ->capture_default_str();
+  sub->add_option("--block-bytes", args->block_bytes,
+                  "target size of a stored column block (store.block_bytes)")
+      ->capture_default_str();
   return {sub, [args]() {
             MemoryBudget budget(parse_byte_size(args->budget, "--memory-budget"), "--memory-budget");
             check_input_file(args->input, "input");
@@ -47,10 +57,13 @@ Command add_ingest(CLI::App& app) {
             o.threads = args->threads;
             o.progress = progress_enabled(parse_progress_mode(args->progress));
             o.max_store_bytes = parse_byte_size(args->max_store, "--max-store-bytes");
+            o.tile_rows = args->tile_rows;
+            o.block_bytes = parse_byte_size(args->block_bytes, "--block-bytes");
             IngestStats s = ingest_libsvm(args->input, args->out, o, budget);
-            fmt::print("rows={} features={} nnz={} shards={} spilled_runs={} seconds={:.3f} "
-                       "text_mb_per_s={:.1f}\n",
-                       s.n_rows, s.n_features, s.nnz, s.shards, s.spilled_runs, s.seconds,
+            fmt::print("rows={} features={} nnz={} shards={} blocks={} nonempty_columns={} "
+                       "spilled_runs={} seconds={:.3f} text_mb_per_s={:.1f}\n",
+                       s.n_rows, s.n_features, s.nnz, s.shards, s.blocks, s.nonempty_columns,
+                       s.spilled_runs, s.seconds,
                        s.seconds > 0 ? s.text_bytes / 1e6 / s.seconds : 0.0);
             return 0;
           }};
@@ -86,7 +99,7 @@ Command add_synth(CLI::App& app) {
   // sparse only
   const std::vector<std::string> sparse_only = {
       "--nnz-per-row", "--zipf",          "--cooccur", "--group-size",      "--planted-linear",
-      "--planted-cross", "--min-term-frequency", "--values", "--label-noise", "--store",
+      "--planted-cross", "--min-term-frequency", "--values", "--label-noise", "--store", "--tile-rows", "--block-bytes",
       "--gzip",        "--threads",       "--memory-budget", "--shard-target"};
   sub->add_option("--nnz-per-row", sp->nnz_per_row, "sparse: mean nonzeros per row (Poisson)")
       ->capture_default_str();
@@ -121,6 +134,12 @@ Command add_synth(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--shard-target", sp->shard_target_bytes,
                   "sparse --store: shard size in bytes (0: as fgm ingest)");
+  sub->add_option("--tile-rows", sp->tile_rows,
+                  "sparse --store: rows per tile of the stored blocks (as fgm ingest --tile-rows)")
+      ->check(CLI::Range(1u, 2147483647u))
+      ->capture_default_str();
+  sub->add_option("--block-bytes", sp->block_bytes,
+                  "sparse --store: stored block target in bytes (0: as fgm ingest)");
   return {sub, [o, sp, args, sub, sparse_only]() {
             auto misplaced = [&](const std::vector<std::string>& names, const char* kind) {
               for (const auto& name : names)

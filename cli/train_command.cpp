@@ -22,7 +22,7 @@
 #include "engine/one_vs_rest.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
-#include "io/synthetic_data.h"
+#include "synth/synthetic_data.h"
 #include "report/report_page.h"
 
 namespace fgm::cli {

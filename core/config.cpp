@@ -99,13 +99,22 @@ std::vector<ParamSpec> build_specs() {
            "memory budget for every large allocation (ingest buffers, labels, dual "
            "variables, caches, blocks in flight)"),
       spec("engine.block_bytes", T::kBytes, "\"4MB\"",
-           "target size of a column block streamed by the scoring pass"),
+           "target size of the unit the scoring pass streams: consecutive stored blocks of a "
+           "shard are grouped up to it (a stored block bigger than it is read whole; its "
+           "size was chosen at ingest, store.block_bytes)"),
       ranged(spec("engine.blocks_in_flight", T::kInt, "0",
                   "column blocks in flight in the scoring pipeline (0: 2·threads + 2)"),
              0, 1024),
       spec("store.max_bytes", T::kBytes, "\"1TB\"",
            "ingest (of data.train text into engine.cache_dir) refuses a store estimated larger "
            "than this; the free space of the target file system is always checked too"),
+      ranged(spec("store.tile_rows", T::kInt, "65536",
+                  "ingest (of data.train text into engine.cache_dir): rows per tile of the "
+                  "stored column blocks; the scoring pass keeps 8 bytes per tile row in L2"),
+             1, 2147483647),
+      spec("store.block_bytes", T::kBytes, "\"16MB\"",
+           "ingest (of data.train text into engine.cache_dir): target size of a stored column "
+           "block (a column bigger than it is a block of its own)"),
       spec("engine.cache_dir", T::kPath, "\".fgm-cache\"",
            "where `fgm train` keeps stores ingested from raw text, keyed by the input's hash"),
       choices(spec("engine.progress", T::kEnum, "\"auto\"",

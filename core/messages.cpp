@@ -89,6 +89,12 @@ std::string index_below_base(std::string_view path, uint64_t line, uint64_t colu
                      "--index-base 0 / data.index_base = 0 for 0-based files)",
                      location(path, line, column), token, index_base, index_base);
 }
+std::string index_too_large(std::string_view path, uint64_t line, uint64_t column,
+                            std::string_view token, uint64_t largest) {
+  return fmt::format("{}feature index in '{}' is too large: indices go up to {} (feature ids "
+                     "are below 2^63); check the file or its --index-base",
+                     location(path, line, column), token, largest);
+}
 std::string index_not_increasing(std::string_view path, uint64_t line, uint64_t column,
                                  uint64_t index, uint64_t previous) {
   return fmt::format("{}feature index {} follows {}; indices in a row must be strictly "

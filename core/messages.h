@@ -44,6 +44,8 @@ std::string missing_colon(std::string_view path, uint64_t line, uint64_t column,
                           std::string_view token);
 std::string index_below_base(std::string_view path, uint64_t line, uint64_t column,
                              std::string_view token, int index_base);
+std::string index_too_large(std::string_view path, uint64_t line, uint64_t column,
+                            std::string_view token, uint64_t largest);
 std::string index_not_increasing(std::string_view path, uint64_t line, uint64_t column,
                                  uint64_t index, uint64_t previous);
 std::string duplicate_index(std::string_view path, uint64_t line, uint64_t column, uint64_t index);

@@ -12,6 +12,7 @@
 #include "cache/selected_features.h"
 #include "core/error.h"
 #include "core/messages.h"
+#include "features/block_scores.h"
 #include "features/transformed_store.h"
 
 namespace fgm {
@@ -40,6 +41,18 @@ void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
     warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
 }
 
+// The block target of the scoring passes. A small budget gets smaller blocks,
+// so that several stay in flight. A store kept resident is scored in blocks of
+// about 16·n bytes (~2n nonzeros) when that is larger: a tile's dual slice
+// (tile_rows·8 bytes) is then reused by ~16 nonzeros per cache line within a
+// block, where 4 MB blocks of a tall store (n = 3·10^6) touch each line about
+// once. Scores do not depend on how the columns are cut into blocks.
+uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
+  uint64_t target = std::min(block_bytes, budget.limit() / 16);
+  if (resident) target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / 16));
+  return std::max<uint64_t>(64 << 10, target);
+}
+
 // Per-column max |value| over the columns present in the store, as streamed
 // (so a store that transforms values on the fly is seen transformed): the
 // largest, and the median to within a factor of 2 (a histogram of binary
@@ -49,11 +62,14 @@ class ValueSpan {
   void observe(const ColumnBlock& block) {
     std::array<uint64_t, kBins> local{};
     double largest = 0;
-    for (uint64_t k = 0; k < block.column_count; ++k) {
-      float m = 0;
-      for (uint64_t e = block.col_ptr[k]; e < block.col_ptr[k + 1]; ++e)
+    std::vector<float> column_max(block.column_count, 0.0f);
+    for (uint32_t cell = 0; cell < block.cell_count(); ++cell) {
+      float& m = column_max[block.cell_column[cell]];
+      for (uint32_t e = block.cell_ptr[cell]; e < block.cell_ptr[cell + 1]; ++e)
         m = std::max(m, std::fabs(block.values[e]));
-      if (!(m > 0)) continue;  // empty, explicit zeros only (or NaN)
+    }
+    for (float m : column_max) {
+      if (!(m > 0)) continue;  // explicit zeros only (or NaN)
       int exponent;
       std::frexp(m, &exponent);  // m ∈ [2^(exponent−1), 2^exponent)
       ++local[std::clamp(exponent - kMinExponent, 0, kBins - 1)];
@@ -109,10 +125,10 @@ class FgmRun {
   ScoreRequest certificate_request();
   void record_certificate(const SpaceScores& wc);
   TrainOutcome finish();
-  // `streamer`, observing the values of this process's first pass (the value-
-  // span warning); after_first_pass() checks what it saw.
-  BlockStreamer observing_values(const BlockStreamer& streamer);
-  void after_first_pass();
+  // Makes `stream` observe the values of this process's first pass (the
+  // value-span warning); after_first_pass() checks what it saw and stops it.
+  void observe_values(BlockStream& stream);
+  void after_first_pass(BlockStream& stream);
 
  private:
   void restore(TrainProgress& saved);
@@ -142,7 +158,7 @@ class FgmRun {
   std::unique_ptr<FeatureSpace> space_;
   SchedulerOptions scheduler_;
   Reservation resident_;
-  BlockStreamer streamer_;
+  std::unique_ptr<BlockStream> stream_;  // null when a LockstepRuns streams for this run
   Reservation dual_mem_;
   std::vector<double> a_, decision_;  // a = α∘y; d = w'x − b
   SelectedFeatureCache cache_;
@@ -179,7 +195,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
       resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
       scheduler_.keep_resident = true;
     }
-    streamer_ = make_block_streamer(store, scheduler_, budget);
+    stream_ = std::make_unique<BlockStream>(store, scheduler_, budget);
   }
   // Dual variables, decision values and a = α∘y: O(n) each.
   dual_mem_ = budget.reserve(3 * n_ * sizeof(double), "dual variables", "use fewer training rows");
@@ -188,9 +204,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
     if (y_[i] == 0) progress_.alpha[i] = 0;    // a row outside the fit
   a_.resize(n_);
   decision_.assign(n_, 0.0);
-  // A small budget gets smaller blocks, so that several stay in flight
-  // (scores do not depend on how the columns are cut into blocks).
-  blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(settings.block_bytes, budget.limit() / 16)));
+  blocks_ = store.plan_blocks(scoring_block_bytes(settings.block_bytes, budget, n_, scheduler_.keep_resident));
   fit_without_features();
 }
 
@@ -264,30 +278,25 @@ void FgmRun::update_dual_product() {
 // Algorithm 2 against the current α: the top-`batch` unselected candidates.
 SpaceScores FgmRun::worst_case_analysis(uint64_t batch) {
   update_dual_product();
-  SpaceScores wc = run_worst_case_analysis(*space_, store_, blocks_, observing_values(streamer_), a_.data(),
-                                           batch, settings_.scheduler.threads, budget_);
+  observe_values(*stream_);
+  SpaceScores wc = run_worst_case_analysis(*space_, *stream_, blocks_, a_.data(), batch, budget_);
   ++out_.scoring_passes;
-  after_first_pass();
+  after_first_pass(*stream_);
   return wc;
 }
 
 // The first pass of this process also measures the value span (of what the
 // space scores); later passes stream as they are.
-BlockStreamer FgmRun::observing_values(const BlockStreamer& streamer) {
-  if (!value_span_) return streamer;
-  return [this, streamer](const std::vector<BlockRef>& blocks, const BlockTransform& transform,
-                          const BlockConsume& consume, const std::string& label) {
-    ValueSpan& span = *value_span_;
-    BlockTransform observed = [&span, &transform](const BlockRef& ref, const ColumnBlock& block) {
-      span.observe(block);
-      return transform(ref, block);
-    };
-    return streamer(blocks, observed, consume, label);
-  };
+void FgmRun::observe_values(BlockStream& stream) {
+  if (!value_span_) return;
+  ValueSpan* span = value_span_.get();
+  stream.set_observer([span](const ColumnBlock& block) { span->observe(block); });
 }
 
-void FgmRun::after_first_pass() {
-  if (value_span_) check_value_span();
+void FgmRun::after_first_pass(BlockStream& stream) {
+  if (!value_span_) return;
+  stream.set_observer({});
+  check_value_span();
 }
 
 // Warns when the values the space scores span more than kValueSpanLimit:
@@ -334,7 +343,7 @@ double FgmRun::batch_violation_terms(const SpaceScores& wc) const {
     double s = 0;
     for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
       SparseColumnView col = cache_.column(k);
-      double c = column_dot(col.rows, col.values, col.nnz, a_.data());
+      double c = tiled_column_dot(col.rows, col.values, col.nnz, a_.data(), store_.info().tile_rows);
       s += c * c;
     }
     best = std::max(best, 0.5 * s);
@@ -582,7 +591,7 @@ class LockstepRuns {
   const TrainSettings& first_;
   MemoryBudget& budget_;
   Reservation resident_;
-  BlockStreamer streamer_;
+  std::unique_ptr<BlockStream> stream_;
   std::vector<BlockRef> blocks_;
   std::vector<std::unique_ptr<FgmRun>> runs_;
   std::vector<Phase> phase_;
@@ -605,8 +614,9 @@ LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSetti
     resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
     scheduler.keep_resident = true;
   }
-  streamer_ = make_block_streamer(store, scheduler, budget);
-  blocks_ = store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(first_.block_bytes, budget.limit() / 16)));
+  stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
+  blocks_ = store.plan_blocks(
+      scoring_block_bytes(first_.block_bytes, budget, store.info().n_rows, scheduler.keep_resident));
 }
 
 // Run r's outer loop ended: its certificate joins the next pass, if it needs one.
@@ -630,12 +640,12 @@ bool LockstepRuns::shared_pass() {
   ctx.store = &store_;
   ctx.blocks = &blocks_;
   // The first run measures the value span of the first pass (one store, one warning).
-  const BlockStreamer streamer = runs_.front()->observing_values(streamer_);
-  ctx.stream = &streamer;
+  runs_.front()->observe_values(*stream_);
+  ctx.stream = stream_.get();
   ctx.threads = first_.scheduler.threads;
   ctx.budget = &budget_;
   std::vector<SpaceScores> scores = score_many(ctx, requests);
-  runs_.front()->after_first_pass();
+  runs_.front()->after_first_pass(*stream_);
   ++out_.scoring_passes;
   out_.bytes_streamed += scores.front().pass.bytes_streamed;
   for (size_t q = 0; q < served.size(); ++q) {

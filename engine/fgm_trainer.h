@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "core/run_warnings.h"
-#include "engine/chunk_scheduler.h"
+#include "features/block_stream.h"
 #include "features/feature_space.h"
 #include "io/model_file.h"
 #include "io/shard_store.h"

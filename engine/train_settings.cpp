@@ -126,6 +126,8 @@ TrainingDataOptions training_data_options_from_config(const Config& c) {
   o.declared_features = static_cast<uint64_t>(c.get_int("data.features"));
   o.cache_dir = c.get_string("engine.cache_dir");
   o.max_store_bytes = c.get_bytes("store.max_bytes");
+  o.tile_rows = static_cast<uint32_t>(c.get_int("store.tile_rows"));
+  o.block_bytes = c.get_bytes("store.block_bytes");
   o.threads = static_cast<int>(c.get_int("engine.threads"));
   o.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
   return o;

@@ -53,6 +53,10 @@ TrainingData open_training_data(const std::string& path, const TrainingDataOptio
   if (std::filesystem::is_directory(path, ec)) throw Error(ErrorKind::kIo, msg::no_manifest(path));
   uint64_t hash = hash_file(path);
   std::string key = fmt::format("{}-b{}-m{}", hex64(hash), options.index_base, options.declared_features);
+  // The layout options change the store's bytes (not its data): own entries
+  // only when they differ from the defaults.
+  if (options.tile_rows != kDefaultTileRows || options.block_bytes != kDefaultBlockBytes)
+    key += fmt::format("-t{}-k{}", options.tile_rows, options.block_bytes);
   std::string dir = (std::filesystem::path(options.cache_dir) / key).string();
   out.store_dir = dir;
   if (auto cached = open_cached(dir, path, budget)) {
@@ -80,6 +84,8 @@ TrainingData open_training_data(const std::string& path, const TrainingDataOptio
   ingest.progress = options.progress;
   ingest.input_checksum = hash;  // already computed for the cache key: no second read
   ingest.max_store_bytes = options.max_store_bytes;
+  ingest.tile_rows = options.tile_rows;
+  ingest.block_bytes = options.block_bytes;
   auto start = std::chrono::steady_clock::now();
   IngestStats stats = ingest_libsvm(path, dir, ingest, budget);
   out.ingest_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "io/ingest.h"
 #include "io/shard_store.h"
 
 namespace fgm {
@@ -16,6 +17,8 @@ struct TrainingDataOptions {
   uint64_t declared_features = 0;
   std::string cache_dir = ".fgm-cache";
   uint64_t max_store_bytes = 0;  // store.max_bytes (0: no cap)
+  uint32_t tile_rows = kDefaultTileRows;  // store.tile_rows
+  uint64_t block_bytes = kDefaultBlockBytes;  // store.block_bytes
   int threads = 1;
   bool progress = false;
 };

@@ -1,14 +1,32 @@
-// What a feature space needs from the chunk scheduler (engine/) to stream the
-// store: a function that runs `transform` on every column block in parallel
-// and `consume` on the results serially, in block order. The engine provides
-// it (make_block_streamer); feature spaces only see this type-erased form.
+// Streaming a store's column blocks to a feature space, typed: a pass is two
+// named stages over a list of blocks (the shape of oneTBB's parallel_pipeline
+// examples), a parallel `transform(ref, block) -> Result` and a serial, in
+// block order, `consume(Result&&)`:
+//
+//   PassStats s = stream_blocks<TopBCache>(stream, blocks, "scoring",
+//       [&](const BlockRef&, const ColumnBlock& b) { ...; return top; },
+//       [&](TopBCache&& top) { global.merge(top); });
+//
+// BlockStream (implemented in features/block_stream.cpp over oneTBB, so no
+// engine/ code is needed to stream) reads each block (verified, see
+// ShardStore::read_block) into one of at most `tokens` buffers reserved from
+// the budget, so the data in flight is bounded by the token count; the source
+// stage hints the kernel to read ahead as many blocks as there are tokens
+// (the prefetch depth). A Result lives in one of `tokens` slots between its
+// two stages (block i in slot i mod tokens: the tokens keep at most that many
+// blocks between the source and the in-order sink). Exceptions thrown by a
+// stage are carried to the caller of stream_blocks.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "core/memory_budget.h"
 #include "io/shard_store.h"
 
 namespace fgm {
@@ -19,55 +37,101 @@ struct PassStats {
   double seconds = 0;
 };
 
-// A block's partial result; each feature space defines its own subclass.
-struct BlockOutput {
-  virtual ~BlockOutput() = default;
+struct SchedulerOptions {
+  int threads = 1;              // explicit, never the TBB default
+  int blocks_in_flight = 0;     // tokens; 0: 2·threads + 2
+  bool progress = false;
+  // Keep verified blocks in memory between passes (the caller has reserved
+  // the whole store, info().shard_bytes, from the budget).
+  bool keep_resident = false;
 };
 
-using BlockTransform = std::function<std::unique_ptr<BlockOutput>(const BlockRef&, const ColumnBlock&)>;
-using BlockConsume = std::function<void(std::unique_ptr<BlockOutput>)>;
-using BlockStreamer = std::function<PassStats(const std::vector<BlockRef>& blocks, const BlockTransform&,
-                                              const BlockConsume&, const std::string& label)>;
-
-// c_j = Σ_i a_i x_ij for one column: the kernel of every scoring pass.
-// Four accumulators hide the gather latency; the order is fixed by the column,
-// so the result does not depend on threads.
-inline double column_dot(const uint32_t* rows, const float* values, uint64_t nnz, const double* a) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  uint64_t k = 0;
-  for (; k + 4 <= nnz; k += 4) {
-    s0 += a[rows[k]] * static_cast<double>(values[k]);
-    s1 += a[rows[k + 1]] * static_cast<double>(values[k + 1]);
-    s2 += a[rows[k + 2]] * static_cast<double>(values[k + 2]);
-    s3 += a[rows[k + 3]] * static_cast<double>(values[k + 3]);
-  }
-  for (; k < nnz; ++k) s0 += a[rows[k]] * static_cast<double>(values[k]);
-  return (s0 + s1) + (s2 + s3);
+inline int effective_tokens(const SchedulerOptions& o) {
+  return o.blocks_in_flight > 0 ? o.blocks_in_flight : 2 * o.threads + 2;
 }
 
-// column_dot against K vectors at once, interleaved row by row (vector k's
-// entry i is a[i·K + k]), so one gather per nonzero serves all K: out[k]
-// equals column_dot(rows, values, nnz, a_k) bit for bit (the same four
-// accumulators, fed in the same order, summed the same way). `acc` is
-// scratch of 4·K doubles.
-inline void column_dot_many(const uint32_t* rows, const float* values, uint64_t nnz, const double* a,
-                            size_t K, double* acc, double* out) {
-  for (size_t k = 0; k < 4 * K; ++k) acc[k] = 0;
-  uint64_t p = 0;
-  for (; p + 4 <= nnz; p += 4) {
-    for (size_t q = 0; q < 4; ++q) {
-      const double* ar = a + static_cast<size_t>(rows[p + q]) * K;
-      const double v = static_cast<double>(values[p + q]);
-      double* s = acc + q * K;
-      for (size_t k = 0; k < K; ++k) s[k] += ar[k] * v;
+// The two stages of one pass, untyped (stream_blocks adds the types): the
+// stream calls open(slots) once, then transform on the blocks in parallel
+// (each into its slot) and consume on the slots in block order.
+class BlockStages {
+ public:
+  virtual ~BlockStages() = default;
+  // Bytes the transform allocates for one block beyond the block itself (its
+  // result, scratch): reserved with the block's buffer, per token.
+  virtual uint64_t scratch_bytes(const BlockRef&) const { return 0; }
+  virtual void open(size_t slots) = 0;
+  virtual void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) = 0;
+  virtual void consume(size_t slot) = 0;
+};
+
+class ResidentBlocks;
+
+class BlockStream {
+ public:
+  // Streams `store` (which must outlive the stream) with `options`; buffers
+  // and resident copies are reserved from `budget`.
+  BlockStream(const ShardStore& store, const SchedulerOptions& options, MemoryBudget& budget);
+  ~BlockStream();
+  BlockStream(const BlockStream&) = delete;
+  BlockStream& operator=(const BlockStream&) = delete;
+
+  const ShardStore& store() const { return store_; }
+  int threads() const { return options_.threads; }
+  // Called on every block of the following passes before its transform (in
+  // parallel); an empty function removes it.
+  void set_observer(std::function<void(const ColumnBlock&)> observer) { observer_ = std::move(observer); }
+
+  PassStats run(const std::vector<BlockRef>& blocks, const std::string& label, BlockStages& stages) const;
+
+ private:
+  const ShardStore& store_;
+  SchedulerOptions options_;
+  MemoryBudget& budget_;
+  std::unique_ptr<ResidentBlocks> resident_;  // keep_resident only
+  std::function<void(const ColumnBlock&)> observer_;
+};
+
+// The scratch of csc_columns for a block (CscScratch::bytes_for, from its
+// BlockRef; nothing when the store has one tile: the view is the block): the
+// stream_blocks scratch of transforms that need whole columns.
+struct CscBytes {
+  explicit CscBytes(const StoreInfo& info) : tiled(info.n_rows > info.tile_rows) {}
+  bool tiled;
+  uint64_t operator()(const BlockRef& ref) const { return tiled ? 4 * (ref.column_count + 1) + 8 * ref.nnz : 0; }
+};
+
+// What a transform allocates per block beyond the block: nothing.
+struct NoScratch {
+  uint64_t operator()(const BlockRef&) const { return 0; }
+};
+
+// One pass over `blocks`: transform(const BlockRef&, const ColumnBlock&) ->
+// Result in parallel, consume(Result&&) serially in block order.
+// scratch(const BlockRef&) -> bytes bounds what one transform allocates; the
+// stream reserves it for every block in flight.
+template <class Result, class Transform, class Consume, class Scratch = NoScratch>
+PassStats stream_blocks(const BlockStream& stream, const std::vector<BlockRef>& blocks,
+                        const std::string& label, Transform&& transform, Consume&& consume,
+                        Scratch scratch = Scratch()) {
+  struct Stages final : BlockStages {
+    Stages(Transform& t, Consume& c, Scratch& s) : transform_fn(t), consume_fn(c), scratch_fn(s) {}
+    uint64_t scratch_bytes(const BlockRef& ref) const override { return scratch_fn(ref); }
+    void open(size_t slots) override { results.resize(slots); }
+    void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) override {
+      results[slot].emplace(transform_fn(ref, block));
     }
-  }
-  for (; p < nnz; ++p) {
-    const double* ar = a + static_cast<size_t>(rows[p]) * K;
-    const double v = static_cast<double>(values[p]);
-    for (size_t k = 0; k < K; ++k) acc[k] += ar[k] * v;
-  }
-  for (size_t k = 0; k < K; ++k) out[k] = (acc[k] + acc[K + k]) + (acc[2 * K + k] + acc[3 * K + k]);
+    void consume(size_t slot) override {
+      Result r = std::move(*results[slot]);
+      results[slot].reset();
+      consume_fn(std::move(r));
+    }
+    Transform& transform_fn;
+    Consume& consume_fn;
+    Scratch& scratch_fn;
+    std::vector<std::optional<Result>> results;
+  };
+  Stages stages(transform, consume, scratch);
+  return stream.run(blocks, label, stages);
 }
 
 }  // namespace fgm

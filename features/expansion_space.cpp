@@ -21,11 +21,6 @@
 namespace fgm {
 namespace {
 
-struct TopOutput : BlockOutput {
-  TopOutput(size_t B, MemoryBudget* budget) : top(B, budget) {}
-  TopBCache top;
-};
-
 ExpansionMap map_from_settings(const FeatureSpaceSettings& s) {
   if (s.kind == "hik") return ExpansionMap::hik(s.levels);
   auto kernel = parse_additive_kernel(s.kernel);
@@ -58,7 +53,7 @@ ExpansionSpace::ExpansionSpace(const ShardStore& store, const FeatureSpaceSettin
       map_(map_from_settings(settings)),
       n_features_(store.info().n_features),
       n_rows_(store.info().n_rows),
-      selected_(n_features_, budget) {}
+      selected_(&budget) {}
 
 std::string ExpansionSpace::kind() const { return map_.kind() == FeatureKind::kHik ? "hik" : "additive"; }
 
@@ -67,8 +62,7 @@ double ExpansionSpace::dimension() const {
 }
 
 void ExpansionSpace::mark_selected(uint64_t candidate) {
-  if (selected_.test(candidate)) return;
-  selected_.set(candidate);
+  if (!selected_.insert(candidate)) return;
   selected_ids_.push_back(candidate);
 }
 
@@ -84,16 +78,18 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
   for (uint64_t i = 0; i < n; ++i) sum_a += a[i];
   const double unit = f32(map_.hik_unit());
 
-  out.pass = (*ctx.stream)(
-      *ctx.blocks,
-      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto local = std::make_unique<TopOutput>(B, ctx.budget);
+  out.pass = stream_blocks<TopBCache>(
+      *ctx.stream, *ctx.blocks, hik ? "scoring hik groups" : "scoring additive groups",
+      [&](const BlockRef&, const ColumnBlock& tiled) {
+        CscScratch merged;  // reserved by the stream (CscBytes)
+        const CscColumns block = csc_columns(tiled, merged);
+        TopBCache local(B, ctx.budget);
         std::vector<double> c(D), phi(D), scratch(D);
         // HIK: below[m] = Σ a_i over entries whose first m components are full;
         // partial[l] = Σ a_i·φ_l over entries whose component l is partial.
         std::vector<double> below(hik ? D + 1 : 0), partial(hik ? D : 0);
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          const uint64_t j = block.first_column + k;
+          const uint64_t j = block.column_ids[k];
           const uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
           const double lo = block.col_min[k], hi = block.col_max[k];
           const double x0 = scale_to_unit(0.0, lo, hi);
@@ -138,13 +134,12 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
           }
           double s = 0;
           for (uint32_t l = 0; l < D; ++l) s += c[l] * c[l];
-          if (!(s > 0) || !local->top.may_admit(s)) continue;
-          local->top.offer({s, j});
+          if (!(s > 0) || !local.may_admit(s)) continue;
+          local.offer({s, j});
         }
         return local;
       },
-      [&](std::unique_ptr<BlockOutput> o) { global.merge(static_cast<TopOutput&>(*o).top); },
-      hik ? "scoring hik groups" : "scoring additive groups");
+      [&](TopBCache&& local) { global.merge(local); }, CscBytes(ctx.store->info()));
   out.candidates_scored = n_features_ * D;
   out.top = global.take_sorted(&out.top_memory);
   return out;

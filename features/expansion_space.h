@@ -28,7 +28,7 @@ class ExpansionSpace : public FeatureSpace {
   ExpansionMap map_;
   uint64_t n_features_;
   uint64_t n_rows_;
-  CandidateBitset selected_;
+  CandidateSet selected_;
   std::vector<uint64_t> selected_ids_;
   std::vector<uint32_t> rows_;
   std::vector<float> values_;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <fstream>
 #include <numeric>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -22,20 +23,20 @@ namespace {
 
 // Builds the tree of a laminar family: parent = smallest strict superset.
 void build_tree(FeatureGroups& g, const std::string& path) {
-  const uint64_t p = g.n_groups;
+  const uint64_t p = g.listed_groups;
   // Larger groups first; a group's parent is the last-seen strict superset
   // containing its first member, found by walking the chain of supersets.
   std::vector<uint64_t> order(p);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](uint64_t a, uint64_t b) { return g.size(a) > g.size(b); });
-  const uint64_t m = g.members.empty() ? 0 : *std::max_element(g.members.begin(), g.members.end()) + 1;
-  std::vector<uint64_t> owner(m, UINT64_MAX);  // smallest group seen so far containing the feature
+  // Smallest group seen so far containing each listed feature (by listed index).
+  std::vector<uint64_t> owner(g.listed_features.size(), UINT64_MAX);
   std::vector<uint64_t> parent(p, UINT64_MAX);
   for (uint64_t gid : order) {
-    uint64_t first = g.members[g.member_ptr[gid]];
+    uint64_t first = g.listed_index(g.members[g.member_ptr[gid]]);
     uint64_t par = owner[first];
     for (uint64_t q = g.member_ptr[gid]; q < g.member_ptr[gid + 1]; ++q) {
-      uint64_t f = g.members[q];
+      uint64_t f = g.listed_index(g.members[q]);
       if (owner[f] != par) {
         // Two groups that overlap without nesting: not a tree.
         uint64_t other = owner[f] != UINT64_MAX ? owner[f] : par;
@@ -56,7 +57,7 @@ void build_tree(FeatureGroups& g, const std::string& path) {
                                                   par < g.line.size() ? g.line[par] : 0)));
     }
     parent[gid] = par;
-    for (uint64_t q = g.member_ptr[gid]; q < g.member_ptr[gid + 1]; ++q) owner[g.members[q]] = gid;
+    for (uint64_t q = g.member_ptr[gid]; q < g.member_ptr[gid + 1]; ++q) owner[g.listed_index(g.members[q])] = gid;
   }
   std::vector<std::vector<uint64_t>> kids(p);
   for (uint64_t gid = 0; gid < p; ++gid) {
@@ -78,9 +79,11 @@ FeatureGroups read_feature_groups(const std::string& path, uint64_t n_features, 
   if (!in) throw Error(ErrorKind::kIo, msg::cannot_open(path, "no such file or not readable"));
   FeatureGroups g;
   g.structure = structure;
-  Reservation listed_mem = budget.reserve(n_features * sizeof(uint64_t), "feature-to-group map",
-                                          "use fewer base features");
-  std::vector<uint64_t> first_group(n_features, UINT64_MAX);  // for disjointness and singletons
+  g.n_features = n_features;
+  // For disjointness: the first group listing each feature (grows with the
+  // file, counted as it grows).
+  std::unordered_map<uint64_t, uint64_t> first_group;
+  Reservation listed_mem;
   std::vector<std::vector<uint64_t>> listed;
   std::string text;
   uint64_t line_no = 0;
@@ -110,13 +113,19 @@ FeatureGroups read_feature_groups(const std::string& path, uint64_t n_features, 
       if (std::find(ids.begin(), ids.end(), f) != ids.end())
         throw Error(ErrorKind::kInvalidInput,
                     msg::bad_group_line(path, line_no, pos + 1, fmt::format("feature id {} appears twice in this group", tok)));
-      if (first_group[f] != UINT64_MAX && structure == GroupStructure::kDisjoint)
+      const auto seen = first_group.find(f);
+      if (seen != first_group.end() && structure == GroupStructure::kDisjoint)
         throw Error(ErrorKind::kInvalidInput,
                     msg::bad_group_line(path, line_no, pos + 1,
                                         fmt::format("feature id {} is already in another group; groups must be "
                                                     "disjoint (or set features.group_structure)",
                                                     tok)));
-      if (first_group[f] == UINT64_MAX) first_group[f] = listed.size();
+      if (seen == first_group.end()) {
+        first_group.emplace(f, listed.size());
+        if (first_group.size() * 64 > listed_mem.bytes())
+          listed_mem = budget.reserve(2 * first_group.size() * 64, "feature-to-group map of the group file",
+                                      "list fewer features in the group file");
+      }
       ids.push_back(f);
       pos = end;
     }
@@ -132,17 +141,37 @@ FeatureGroups read_feature_groups(const std::string& path, uint64_t n_features, 
     g.members.insert(g.members.end(), ids.begin(), ids.end());
     g.member_ptr.push_back(g.members.size());
   }
-  uint64_t next = listed.size();
-  for (uint64_t f = 0; f < n_features; ++f) {
-    if (first_group[f] == UINT64_MAX) {
-      ++next;
-      g.members.push_back(f);
-      g.member_ptr.push_back(g.members.size());
-    }
-  }
-  g.n_groups = next;
+  g.listed_features.reserve(first_group.size());
+  for (const auto& entry : first_group) g.listed_features.push_back(entry.first);
+  std::sort(g.listed_features.begin(), g.listed_features.end());
+  g.n_groups = g.listed_groups + (n_features - g.listed_features.size());
   if (structure == GroupStructure::kTree) build_tree(g, path);
   return g;
+}
+
+uint64_t FeatureGroups::listed_index(uint64_t feature) const {
+  auto it = std::lower_bound(listed_features.begin(), listed_features.end(), feature);
+  return it != listed_features.end() && *it == feature ? static_cast<uint64_t>(it - listed_features.begin())
+                                                       : UINT64_MAX;
+}
+
+uint64_t FeatureGroups::singleton_group(uint64_t feature) const {
+  const auto below = std::lower_bound(listed_features.begin(), listed_features.end(), feature) -
+                     listed_features.begin();
+  return listed_groups + feature - static_cast<uint64_t>(below);
+}
+
+uint64_t FeatureGroups::singleton_feature(uint64_t group) const {
+  // The t-th unlisted feature is t + (listed features below it); listed[i] − i
+  // is nondecreasing and counts the unlisted features below listed[i].
+  const uint64_t t = group - listed_groups;
+  uint64_t lo = 0, hi = listed_features.size();
+  while (lo < hi) {
+    const uint64_t mid = (lo + hi) / 2;
+    if (listed_features[mid] - mid <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return t + lo;
 }
 
 }  // namespace fgm

@@ -1,7 +1,7 @@
 // Feature spaces: what the worst-case analysis (FGM Algorithm 2, and its
 // incremental form Algorithm 5) searches. A space enumerates its candidates
-// (features or groups of generated features) block by block through the
-// scheduler's BlockStreamer, scores them against a = α∘y, keeps the top-B
+// (features or groups of generated features) block by block through a typed
+// BlockStream (features/block_stream.h), scores them against a = α∘y, keeps the top-B
 // unselected ones, and materialises a selected candidate's columns for the
 // APG. Spaces: linear (base features), group (disjoint/overlapping/tree
 // groups of base features), poly2 (degree-2 polynomial map, Section 6.2),
@@ -11,6 +11,7 @@
 // by the smaller id so results do not depend on threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,7 +29,7 @@ namespace fgm {
 struct ScoringContext {
   const ShardStore* store = nullptr;
   const std::vector<BlockRef>* blocks = nullptr;
-  const BlockStreamer* stream = nullptr;
+  const BlockStream* stream = nullptr;
   const double* a = nullptr;  // α_i y_i, n entries
   uint64_t B = 10;
   int threads = 1;
@@ -103,19 +104,50 @@ bool scores_many(const FeatureSpaceSettings& settings);
 // per-request heaps are reserved from context.budget.
 std::vector<SpaceScores> score_many(const ScoringContext& context, const std::vector<ScoreRequest>& requests);
 
-// Bitset over candidates (linear and group spaces).
-class CandidateBitset {
+// The selected candidates of a space (linear, group, expansion): sized by
+// the selection, never by the id space (hashed ids reach 2^63). Written
+// between passes only; test() is read by the parallel scoring stage.
+class CandidateSet {
  public:
-  CandidateBitset() = default;
-  CandidateBitset(uint64_t size, MemoryBudget& budget)
-      : reservation_(budget.reserve((size + 63) / 64 * 8, "selected-candidate bitmap")),
-        bits_((size + 63) / 64, 0) {}
-  bool test(uint64_t i) const { return (bits_[i >> 6] >> (i & 63)) & 1u; }
-  void set(uint64_t i) { bits_[i >> 6] |= uint64_t{1} << (i & 63); }
+  explicit CandidateSet(MemoryBudget* budget = nullptr) : budget_(budget) {}
+  bool test(uint64_t id) const { return std::binary_search(ids_.begin(), ids_.end(), id); }
+  // False if `id` was already in the set.
+  bool insert(uint64_t id) {
+    auto at = std::lower_bound(ids_.begin(), ids_.end(), id);
+    if (at != ids_.end() && *at == id) return false;
+    if (budget_ && ids_.size() == ids_.capacity()) {
+      const size_t grown = std::max<size_t>(16, 2 * ids_.capacity());
+      Reservation next = budget_->reserve(grown * sizeof(uint64_t), "selected-candidate set");
+      const size_t offset = static_cast<size_t>(at - ids_.begin());
+      ids_.reserve(grown);
+      at = ids_.begin() + static_cast<std::ptrdiff_t>(offset);
+      memory_ = std::move(next);
+    }
+    ids_.insert(at, id);
+    return true;
+  }
+  size_t size() const { return ids_.size(); }
 
  private:
-  Reservation reservation_;
-  std::vector<uint64_t> bits_;
+  MemoryBudget* budget_;
+  Reservation memory_;
+  std::vector<uint64_t> ids_;  // increasing
 };
+
+// One worst-case analysis (FGM Algorithm 2) of `space` against a = α∘y over
+// `blocks`: the top-B unselected candidates.
+inline SpaceScores run_worst_case_analysis(FeatureSpace& space, const BlockStream& stream,
+                                           const std::vector<BlockRef>& blocks, const double* a, uint64_t B,
+                                           MemoryBudget& budget) {
+  ScoringContext ctx;
+  ctx.store = &stream.store();
+  ctx.blocks = &blocks;
+  ctx.stream = &stream;
+  ctx.a = a;
+  ctx.B = B;
+  ctx.threads = stream.threads();
+  ctx.budget = &budget;
+  return space.score(ctx);
+}
 
 }  // namespace fgm

@@ -1,29 +1,23 @@
 // Linear and group feature spaces (FGM Sections 4.1–4.2, Algorithm 2): one
-// streamed pass computes c = Σ_i a_i x_i block by block; features score
-// s_j = c_j², disjoint groups s_g = ‖c_G‖².
+// streamed pass computes c = Σ_i a_i x_i block by block (tile by tile inside
+// a block, features/block_scores.h); features score s_j = c_j², groups
+// s_g = ‖c_G‖². Nothing on the scoring path is sized by the id space: a
+// block's scores live in an array of its non-empty columns, the selection in a
+// CandidateSet, and only features some group lists keep a c-value past their
+// block.
 #include "features/linear_space.h"
 
 #include <utility>
 
 #include "core/error.h"
-
+#include "features/block_scores.h"
 #include "features/feature_groups.h"
 
 namespace fgm {
 namespace {
 
-struct TopOutput : BlockOutput {
-  TopOutput(size_t B, MemoryBudget* budget) : top(B, budget) {}
-  TopBCache top;
-};
-
-// One block's top-B per request of a shared pass.
-struct ManyTopOutput : BlockOutput {
-  std::vector<TopBCache> tops;
-};
-
 // The requests' dual vectors interleaved row by row (a[i·K + r]) for
-// column_dot_many, reserved from the budget (K·n doubles).
+// block_column_dots_many, reserved from the budget (K·n doubles).
 struct InterleavedDuals {
   Reservation memory;
   std::vector<double> a;
@@ -42,6 +36,21 @@ InterleavedDuals interleave_duals(const ScoringContext& ctx, const std::vector<S
   return d;
 }
 
+// A block's score array (column_count·K doubles) and kernel scratch; the
+// stream reserves them with the block (score_bytes).
+struct BlockScores {
+  BlockScores(const ColumnBlock& block, size_t K) : c(block.column_count * K), scratch(5 * K) {}
+  std::vector<double> c;
+  std::vector<double> scratch;
+};
+
+// What BlockScores and the block's result (a top-B per request, or the listed
+// features' c-values) take for a block of `ref.column_count` columns.
+struct ScoreBytes {
+  size_t K;
+  uint64_t operator()(const BlockRef& ref) const { return (ref.column_count * (K + 1) + 5 * K) * sizeof(double); }
+};
+
 // The pass's result for every request: its own top, the shared PassStats.
 std::vector<SpaceScores> shared_pass_results(std::vector<TopBCache>& tops, const PassStats& pass,
                                              uint64_t candidates_scored) {
@@ -57,31 +66,29 @@ std::vector<SpaceScores> shared_pass_results(std::vector<TopBCache>& tops, const
 }  // namespace
 
 LinearSpace::LinearSpace(const ShardStore& store, MemoryBudget& budget)
-    : n_features_(store.info().n_features), selected_(n_features_, budget) {}
+    : n_features_(store.info().n_features), selected_(&budget) {}
 
 SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   SpaceScores out;
   TopBCache global(ctx.B, ctx.budget);
   const double* a = ctx.a;
   const uint64_t B = ctx.B;
-  out.pass = (*ctx.stream)(
-      *ctx.blocks,
-      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto local = std::make_unique<TopOutput>(B, ctx.budget);
+  out.pass = stream_blocks<TopBCache>(
+      *ctx.stream, *ctx.blocks, "scoring",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        TopBCache local(B, ctx.budget);
+        BlockScores scores(block, 1);
+        block_column_dots(block, a, scores.c.data());
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          if (begin == end) continue;
-          double c = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
-          double s = c * c;
-          if (!(s > 0) || !local->top.may_admit(s)) continue;
-          uint64_t feature = block.first_column + k;
+          const double s = scores.c[k] * scores.c[k];
+          if (!(s > 0) || !local.may_admit(s)) continue;
+          const uint64_t feature = block.column_ids[k];
           if (selected_.test(feature)) continue;
-          local->top.offer({s, feature});
+          local.offer({s, feature});
         }
         return local;
       },
-      [&](std::unique_ptr<BlockOutput> o) { global.merge(static_cast<TopOutput&>(*o).top); },
-      "scoring");
+      [&](TopBCache&& local) { global.merge(local); }, ScoreBytes{1});
   out.candidates_scored = n_features_;
   out.top = global.take_sorted(&out.top_memory);
   return out;
@@ -95,33 +102,29 @@ std::vector<SpaceScores> LinearSpace::score_many(const ScoringContext& ctx,
   const size_t K = duals.K;
   std::vector<TopBCache> global;
   for (const auto& r : requests) global.emplace_back(r.B, ctx.budget);
-  PassStats pass = (*ctx.stream)(
-      *ctx.blocks,
-      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto local = std::make_unique<ManyTopOutput>();
-        for (const auto& r : requests) local->tops.emplace_back(r.B, ctx.budget);
-        std::vector<double> scratch(5 * K);  // 4·K accumulators, then the K dot products
-        double* c = scratch.data() + 4 * K;
+  PassStats pass = stream_blocks<std::vector<TopBCache>>(
+      *ctx.stream, *ctx.blocks, "scoring (shared)",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        std::vector<TopBCache> tops;
+        for (const auto& r : requests) tops.emplace_back(r.B, ctx.budget);
+        BlockScores scores(block, K);
+        block_column_dots_many(block, duals.a.data(), K, scores.scratch.data(), scores.c.data());
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          if (begin == end) continue;
-          column_dot_many(block.row_ids + begin, block.values + begin, end - begin, duals.a.data(), K,
-                          scratch.data(), c);
-          const uint64_t feature = block.first_column + k;
+          const uint64_t feature = block.column_ids[k];
+          const double* c = &scores.c[k * K];
           for (size_t r = 0; r < K; ++r) {
-            double s = c[r] * c[r];
-            if (!(s > 0) || !local->tops[r].may_admit(s)) continue;
+            const double s = c[r] * c[r];
+            if (!(s > 0) || !tops[r].may_admit(s)) continue;
             if (spaces[r]->selected_.test(feature)) continue;
-            local->tops[r].offer({s, feature});
+            tops[r].offer({s, feature});
           }
         }
-        return local;
+        return tops;
       },
-      [&](std::unique_ptr<BlockOutput> o) {
-        auto& tops = static_cast<ManyTopOutput&>(*o).tops;
+      [&](std::vector<TopBCache>&& tops) {
         for (size_t r = 0; r < K; ++r) global[r].merge(tops[r]);
       },
-      "scoring (shared)");
+      ScoreBytes{K});
   return shared_pass_results(global, pass, spaces.front()->n_features_);
 }
 
@@ -139,45 +142,33 @@ GroupSpace::GroupSpace(const ShardStore& store, const std::string& groups_path, 
                        MemoryBudget& budget)
     : groups_(read_feature_groups(groups_path, store.info().n_features, store.info().index_base, budget,
                                   structure)),
-      selected_(groups_.n_groups, budget) {}
+      selected_(&budget) {}
 
 SpaceScores GroupSpace::score(const ScoringContext& ctx) {
-  SpaceScores out;
-  const double* a = ctx.a;
-  const uint64_t m = ctx.store->info().n_features;
-  // c for every feature: each block writes only its own columns.
-  Reservation c_mem = ctx.budget->reserve(m * sizeof(double), "feature c-values for group scores",
-                                          "use fewer base features");
-  std::vector<double> c(m, 0.0);
-  out.pass = (*ctx.stream)(
-      *ctx.blocks,
-      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          c[block.first_column + k] = column_dot(block.row_ids + begin, block.values + begin, end - begin, a);
-        }
-        return nullptr;
-      },
-      [&](std::unique_ptr<BlockOutput>) {}, "scoring groups");
-  out.top = top_groups(c.data(), 1, ctx.B, ctx.budget, &out.top_memory);
-  out.candidates_scored = last_evaluated_;
-  return out;
+  ScoreRequest request;
+  request.space = this;
+  request.a = ctx.a;
+  request.B = ctx.B;
+  return std::move(score_many(ctx, {request}).front());
 }
 
-std::vector<ScoredCandidate> GroupSpace::top_groups(const double* c, size_t stride, uint64_t B,
+// The top-B unselected groups: the listed ones by s_g = Σ_{j∈g} c_j² with
+// c_j = listed_c[listed_index(j)·stride], merged with `singles`, the top of the
+// singleton groups the pass offered.
+std::vector<ScoredCandidate> GroupSpace::top_groups(const double* listed_c, size_t stride, TopBCache& singles,
                                                     MemoryBudget* budget, Reservation* top_memory) {
   auto group_score = [&](uint64_t g) {
     double s = 0;
     for (uint64_t p = groups_.member_ptr[g]; p < groups_.member_ptr[g + 1]; ++p) {
-      const double cj = c[groups_.members[p] * stride];
+      const double cj = listed_c[groups_.listed_index(groups_.members[p]) * stride];
       s += cj * cj;
     }
     return s;
   };
-  TopBCache top(B, budget);
+  TopBCache top(singles.capacity(), budget);
   uint64_t evaluated = 0;
   if (groups_.structure != GroupStructure::kTree) {
-    for (uint64_t g = 0; g < groups_.n_groups; ++g) {
+    for (uint64_t g = 0; g < groups_.listed_groups; ++g) {
       double s = group_score(g);
       ++evaluated;
       if (s > 0 && !selected_.test(g)) top.offer({s, g});
@@ -196,46 +187,83 @@ std::vector<ScoredCandidate> GroupSpace::top_groups(const double* c, size_t stri
       for (uint64_t q = groups_.child_ptr[g + 1]; q > groups_.child_ptr[g]; --q) stack.push_back(groups_.children[q - 1]);
     }
   }
-  last_evaluated_ = evaluated;
+  // Every singleton group is a root without children: each was evaluated.
+  last_evaluated_ = evaluated + (groups_.n_groups - groups_.listed_groups);
+  top.merge(singles);
   return top.take_sorted(top_memory);
 }
+
+namespace {
+
+// One block's part of a group pass: the top singleton groups per request and
+// the c-values of the listed features in the block (K each, by listed index).
+struct GroupBlockScores {
+  std::vector<TopBCache> singles;
+  std::vector<uint64_t> listed;  // listed indices
+  std::vector<double> listed_c;  // K per listed index
+};
+
+}  // namespace
 
 std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
                                                const std::vector<ScoreRequest>& requests) {
   std::vector<GroupSpace*> spaces;
   for (const auto& r : requests) spaces.push_back(&dynamic_cast<GroupSpace&>(*r.space));
-  const InterleavedDuals duals = interleave_duals(ctx, requests);
-  const size_t K = duals.K;
-  const uint64_t m = ctx.store->info().n_features;
-  // c for every feature and request, interleaved (c[j·K + r]); each block
-  // writes only its own columns.
-  Reservation c_mem = ctx.budget->reserve(m * K * sizeof(double), "feature c-values for group scores",
-                                          "use fewer base features or classes");
-  std::vector<double> c(m * K, 0.0);
-  PassStats pass = (*ctx.stream)(
-      *ctx.blocks,
-      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        std::vector<double> acc(4 * K);
+  const FeatureGroups& groups = spaces.front()->groups_;
+  InterleavedDuals duals;
+  if (requests.size() > 1) duals = interleave_duals(ctx, requests);
+  const size_t K = requests.size();
+  const double* a = K > 1 ? duals.a.data() : requests.front().a;
+  // c of every listed feature and request, interleaved (c[l·K + r]).
+  const uint64_t L = groups.listed_features.size();
+  Reservation c_mem = ctx.budget->reserve(L * K * sizeof(double), "c-values of the group file's features",
+                                          "list fewer features in the group file or use fewer classes");
+  std::vector<double> listed_c(L * K, 0.0);
+  std::vector<TopBCache> singles;
+  for (const auto& r : requests) singles.emplace_back(r.B, ctx.budget);
+  PassStats pass = stream_blocks<GroupBlockScores>(
+      *ctx.stream, *ctx.blocks, K > 1 ? "scoring groups (shared)" : "scoring groups",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        GroupBlockScores out;
+        for (const auto& r : requests) out.singles.emplace_back(r.B, ctx.budget);
+        BlockScores scores(block, K);
+        block_column_dots_many(block, a, K, scores.scratch.data(), scores.c.data());
         for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          column_dot_many(block.row_ids + begin, block.values + begin, end - begin, duals.a.data(), K,
-                          acc.data(), &c[(block.first_column + k) * K]);
+          const uint64_t feature = block.column_ids[k];
+          const double* c = &scores.c[k * K];
+          const uint64_t l = L == 0 ? UINT64_MAX : groups.listed_index(feature);
+          if (l != UINT64_MAX) {
+            out.listed.push_back(l);
+            out.listed_c.insert(out.listed_c.end(), c, c + K);
+            continue;
+          }
+          const uint64_t g = groups.singleton_group(feature);
+          for (size_t r = 0; r < K; ++r) {
+            const double s = c[r] * c[r];
+            if (!(s > 0) || !out.singles[r].may_admit(s) || spaces[r]->selected_.test(g)) continue;
+            out.singles[r].offer({s, g});
+          }
         }
-        return nullptr;
+        return out;
       },
-      [&](std::unique_ptr<BlockOutput>) {}, "scoring groups (shared)");
+      [&](GroupBlockScores&& block) {
+        for (size_t q = 0; q < block.listed.size(); ++q)
+          std::copy_n(&block.listed_c[q * K], K, &listed_c[block.listed[q] * K]);
+        for (size_t r = 0; r < K; ++r) singles[r].merge(block.singles[r]);
+      },
+      ScoreBytes{K});
   std::vector<SpaceScores> out(K);
   for (size_t r = 0; r < K; ++r) {
     out[r].pass = pass;
-    out[r].top = spaces[r]->top_groups(&c[r], K, requests[r].B, ctx.budget, &out[r].top_memory);
+    out[r].top = spaces[r]->top_groups(listed_c.data() + r, K, singles[r], ctx.budget, &out[r].top_memory);
     out[r].candidates_scored = spaces[r]->last_evaluated_;
   }
   return out;
 }
 
 void GroupSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
-  for (uint64_t p = groups_.member_ptr[candidate]; p < groups_.member_ptr[candidate + 1]; ++p) {
-    uint64_t f = groups_.members[p];
+  for (uint64_t p = 0; p < groups_.size(candidate); ++p) {
+    const uint64_t f = groups_.member(candidate, p);
     store.read_column(f, rows_, values_);
     FeatureKey key;
     key.kind = FeatureKind::kGroup;

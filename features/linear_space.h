@@ -12,7 +12,7 @@ class LinearSpace : public FeatureSpace {
   std::string kind() const override { return "linear"; }
   double dimension() const override { return static_cast<double>(n_features_); }
   SpaceScores score(const ScoringContext& context) override;
-  void mark_selected(uint64_t candidate) override { selected_.set(candidate); }
+  void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
   uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   void describe(Model& model) const override;
@@ -22,7 +22,7 @@ class LinearSpace : public FeatureSpace {
 
  private:
   uint64_t n_features_;
-  CandidateBitset selected_;
+  CandidateSet selected_;
   std::vector<uint32_t> rows_;
   std::vector<float> values_;
 };
@@ -34,7 +34,7 @@ class GroupSpace : public FeatureSpace {
   std::string kind() const override { return "group"; }
   double dimension() const override { return static_cast<double>(groups_.n_groups); }
   SpaceScores score(const ScoringContext& context) override;
-  void mark_selected(uint64_t candidate) override { selected_.set(candidate); }
+  void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
   void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
   uint64_t candidate_of(const FeatureKey& key) const override { return key.group; }
   void describe(Model& model) const override;
@@ -45,13 +45,12 @@ class GroupSpace : public FeatureSpace {
                                              const std::vector<ScoreRequest>& requests);
 
  private:
-  // The top-B unselected groups by s_g = Σ_{j∈g} c_j², c_j = c[j·stride].
-  std::vector<ScoredCandidate> top_groups(const double* c, size_t stride, uint64_t B, MemoryBudget* budget,
-                                          Reservation* top_memory);
+  std::vector<ScoredCandidate> top_groups(const double* listed_c, size_t stride, TopBCache& singles,
+                                          MemoryBudget* budget, Reservation* top_memory);
 
   FeatureGroups groups_;
   uint64_t last_evaluated_ = 0;
-  CandidateBitset selected_;
+  CandidateSet selected_;
   std::vector<uint32_t> rows_;
   std::vector<float> values_;
 };

@@ -87,21 +87,26 @@ void append_dense_columns(const ScoringContext& ctx, const uint32_t* ids, uint32
   std::vector<BlockRef> blocks;
   for (const BlockRef& b : *ctx.blocks) {
     auto it = begin_of(b.first_column);
-    if (it != wanted.end() && it->first < b.first_column + b.column_count) blocks.push_back(b);
+    if (it != wanted.end() && it->first < b.end_column) blocks.push_back(b);
   }
   // Each column belongs to one block: the workers scatter into disjoint columns.
-  PassStats p = (*ctx.stream)(
-      blocks,
-      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        for (auto it = begin_of(block.first_column);
-             it != wanted.end() && it->first < block.first_column + block.column_count; ++it) {
-          const uint64_t k = it->first - block.first_column;
+  struct Done {};
+  PassStats p = stream_blocks<Done>(
+      *ctx.stream, blocks, "poly2 dense pair block",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;  // reserved by the stream (CscBytes)
+        const CscColumns cols = csc_columns(block, scratch);
+        auto it = begin_of(block.first_column);
+        for (uint64_t k = 0; k < cols.column_count && it != wanted.end(); ++k) {
+          while (it != wanted.end() && it->first < cols.column_ids[k]) ++it;  // empty: stays zero
+          if (it == wanted.end() || it->first != cols.column_ids[k]) continue;
           float* col = X.values.data() + uint64_t{it->second} * n;
-          for (uint64_t e = block.col_ptr[k]; e < block.col_ptr[k + 1]; ++e) col[block.row_ids[e]] = block.values[e];
+          for (uint64_t e = cols.col_ptr[k]; e < cols.col_ptr[k + 1]; ++e) col[cols.row_ids[e]] = cols.values[e];
+          ++it;
         }
-        return std::make_unique<BlockOutput>();
+        return Done{};
       },
-      [](std::unique_ptr<BlockOutput>) {}, "poly2 dense pair block");
+      [](Done&&) {}, CscBytes(ctx.store->info()));
   if (pass) {
     pass->blocks += p.blocks;
     pass->bytes_streamed += p.bytes_streamed;

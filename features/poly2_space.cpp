@@ -56,23 +56,23 @@ constexpr uint32_t kNotActive = UINT32_MAX;
 // the wasted zero products once a fifth of the block is nonzero.
 constexpr double kDenseDensity = 0.2;
 
-struct Stage1Output : BlockOutput {
-  Stage1Output(size_t B, uint64_t first, uint64_t count, MemoryBudget& budget)
-      : memory(budget.reserve(count * (sizeof(double) + sizeof(uint64_t)), "poly2 per-block bounds")),
+struct Stage1Output {
+  Stage1Output(size_t B, uint64_t count, MemoryBudget& budget)
+      : memory(budget.reserve(count * (sizeof(double) + 2 * sizeof(uint64_t)), "poly2 per-block bounds")),
         top(B, &budget),
-        first_column(first),
+        ids(count),
         weights(count),
         nnz(count) {}
   Reservation memory;
   TopBCache top;
-  uint64_t first_column;
+  std::vector<uint64_t> ids;    // the block's non-empty columns
   std::vector<double> weights;  // u_j² = Σ |a_i| x_ij²
   std::vector<uint64_t> nnz;
 };
 
 // A block's active columns, copied while the block is mapped; the copy is
 // reserved (at most the block's own entries, for each block in flight).
-struct ActiveColumns : BlockOutput {
+struct ActiveColumns {
   Reservation memory;
   struct Column {
     uint32_t active_index;
@@ -201,7 +201,9 @@ Poly2Space::Poly2Space(const ShardStore& store, const FeatureSpaceSettings& sett
   if (n_features_ >= (uint64_t{1} << 31))
     throw Error(ErrorKind::kConfig,
                 msg::out_of_range("", "features.kind", "poly2",
-                                  fmt::format("at most 2^31-1 base features (the store has {})", n_features_)));
+                                  fmt::format("at most 2^31-1 base features (the store's id space has {}; poly2 keeps "
+                                              "per-feature bounds over the whole id space)",
+                                              n_features_)));
   if (settings.pair_block_features > 0) seed_features_ = settings.pair_block_features;
 }
 
@@ -287,34 +289,36 @@ void Poly2Space::score_single_features(Pass& pass) {
   pass.u.assign(m, 0.0);
   pass.column_nnz.assign(m, 0);
   const simd::Kernels& simd_kernels = simd::kernels();
-  PassStats p1 = (*ctx.stream)(
-      *ctx.blocks,
-      [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-        auto o = std::make_unique<Stage1Output>(B, block.first_column, block.column_count, budget);
-        for (uint64_t k = 0; k < block.column_count; ++k) {
-          uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+  PassStats p1 = stream_blocks<Stage1Output>(
+      *ctx.stream, *ctx.blocks, "poly2 single features",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;  // reserved by the stream (CscBytes)
+        const CscColumns cols = csc_columns(block, scratch);
+        Stage1Output o(B, cols.column_count, budget);
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
           double moments[3];  // c_j, q_j, u_j² (fixed lane order: the same on every SIMD target)
-          simd_kernels.gather_moments(a, block.row_ids + begin, block.values + begin, end - begin, moments);
+          simd_kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, moments);
           const double c = moments[0], q = moments[1], w = moments[2];
-          o->weights[k] = w;
-          o->nnz[k] = end - begin;
-          uint64_t j = block.first_column + k;
+          const uint64_t j = cols.column_ids[k];
+          o.ids[k] = j;
+          o.weights[k] = w;
+          o.nnz[k] = end - begin;
           double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
-          if (sl > 0 && o->top.may_admit(sl) && !selected_.count(lid)) o->top.offer({sl, lid});
-          if (sq > 0 && o->top.may_admit(sq) && !selected_.count(qid)) o->top.offer({sq, qid});
+          if (sl > 0 && o.top.may_admit(sl) && !selected_.count(lid)) o.top.offer({sl, lid});
+          if (sq > 0 && o.top.may_admit(sq) && !selected_.count(qid)) o.top.offer({sq, qid});
         }
         return o;
       },
-      [&](std::unique_ptr<BlockOutput> o) {
-        auto& s = static_cast<Stage1Output&>(*o);
+      [&](Stage1Output&& s) {
         pass.top.merge(s.top);
         for (size_t k = 0; k < s.weights.size(); ++k) {
-          pass.u[s.first_column + k] = std::sqrt(s.weights[k]);
-          pass.column_nnz[s.first_column + k] = static_cast<uint32_t>(s.nnz[k]);
+          pass.u[s.ids[k]] = std::sqrt(s.weights[k]);
+          pass.column_nnz[s.ids[k]] = static_cast<uint32_t>(s.nnz[k]);
         }
       },
-      "poly2 single features");
+      CscBytes(ctx.store->info()));
   pass.add(p1);
   pass.out.candidates_scored += 2 * m;
 
@@ -418,33 +422,36 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   Reservation index_mem = budget.reserve(m * sizeof(uint32_t), "poly2 active-feature index");
   std::vector<uint32_t> active_index(m, kNotActive);
   for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
+  // The blocks whose id range holds an active feature.
+  std::vector<uint32_t> active_ids(active);
+  std::sort(active_ids.begin(), active_ids.end());
   std::vector<BlockRef> blocks;
   for (const auto& b : *ctx.blocks) {
-    bool any = false;
-    for (uint64_t j = b.first_column; j < b.first_column + b.column_count && !any; ++j)
-      any = active_index[j] != kNotActive;
-    if (any) blocks.push_back(b);
+    auto it = std::lower_bound(active_ids.begin(), active_ids.end(), b.first_column);
+    if (it != active_ids.end() && *it < b.end_column) blocks.push_back(b);
   }
-  auto extract = [&](const BlockRef&, const ColumnBlock& block) -> std::unique_ptr<BlockOutput> {
-    auto o = std::make_unique<ActiveColumns>();
+  auto extract = [&](const BlockRef&, const ColumnBlock& block) {
+    CscScratch scratch;  // reserved by the stream (CscBytes)
+    const CscColumns cols = csc_columns(block, scratch);
+    ActiveColumns o;
     uint64_t copied = 0, columns = 0;
-    for (uint64_t k = 0; k < block.column_count; ++k)
-      if (active_index[block.first_column + k] != kNotActive) {
-        copied += block.col_ptr[k + 1] - block.col_ptr[k];
+    for (uint64_t k = 0; k < cols.column_count; ++k)
+      if (active_index[cols.column_ids[k]] != kNotActive) {
+        copied += cols.col_ptr[k + 1] - cols.col_ptr[k];
         ++columns;
       }
-    o->memory = budget.reserve(copied * (sizeof(uint32_t) + sizeof(float)) + columns * sizeof(ActiveColumns::Column),
-                               "poly2 active columns in flight");
-    o->columns.reserve(columns);
-    for (uint64_t k = 0; k < block.column_count; ++k) {
-      uint32_t h = active_index[block.first_column + k];
+    o.memory = budget.reserve(copied * (sizeof(uint32_t) + sizeof(float)) + columns * sizeof(ActiveColumns::Column),
+                              "poly2 active columns in flight");
+    o.columns.reserve(columns);
+    for (uint64_t k = 0; k < cols.column_count; ++k) {
+      uint32_t h = active_index[cols.column_ids[k]];
       if (h == kNotActive) continue;
-      uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+      uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
       ActiveColumns::Column c;
       c.active_index = h;
-      c.rows.assign(block.row_ids + begin, block.row_ids + end);
-      c.values.assign(block.values + begin, block.values + end);
-      o->columns.push_back(std::move(c));
+      c.rows.assign(cols.row_ids + begin, cols.row_ids + end);
+      c.values.assign(cols.values + begin, cols.values + end);
+      o.columns.push_back(std::move(c));
     }
     return o;
   };
@@ -452,24 +459,28 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   pass.rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows");
   ActiveRows& R = pass.R;
   R.row_ptr.assign(n + 1, 0);
-  pass.add((*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
-    for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
-      for (uint32_t r : c.rows) ++R.row_ptr[r + 1];
-  }, "poly2 active columns (count)"));
+  pass.add(stream_blocks<ActiveColumns>(*ctx.stream, blocks, "poly2 active columns (count)", extract,
+                                        [&](ActiveColumns&& o) {
+                                          for (const auto& c : o.columns)
+                                            for (uint32_t r : c.rows) ++R.row_ptr[r + 1];
+                                        },
+                                        CscBytes(ctx.store->info())));
   for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
   const uint64_t nnz_h = R.row_ptr[n];
   pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
   R.index.resize(nnz_h);
   R.value.resize(nnz_h);
   std::vector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
-  pass.add((*ctx.stream)(blocks, extract, [&](std::unique_ptr<BlockOutput> o) {
-    for (const auto& c : static_cast<ActiveColumns&>(*o).columns)
-      for (size_t e = 0; e < c.rows.size(); ++e) {
-        uint64_t pos = cursor[c.rows[e]]++;
-        R.index[pos] = c.active_index;
-        R.value[pos] = c.values[e];
-      }
-  }, "poly2 active columns (transpose)"));
+  pass.add(stream_blocks<ActiveColumns>(*ctx.stream, blocks, "poly2 active columns (transpose)", extract,
+                                        [&](ActiveColumns&& o) {
+                                          for (const auto& c : o.columns)
+                                            for (size_t e = 0; e < c.rows.size(); ++e) {
+                                              uint64_t pos = cursor[c.rows[e]]++;
+                                              R.index[pos] = c.active_index;
+                                              R.value[pos] = c.values[e];
+                                            }
+                                        },
+                                        CscBytes(ctx.store->info())));
   cursor = {};
   // Sort each row by active index (= decreasing bound).
   uint64_t widest_row = 0;

@@ -15,7 +15,8 @@
 namespace fgm {
 namespace {
 
-constexpr char kStatsMagic[8] = {'F', 'G', 'M', 'T', 'R', 'S', 'T', '1'};
+// Version 2: per-feature factors are stored with their column ids.
+constexpr char kStatsMagic[8] = {'F', 'G', 'M', 'T', 'R', 'S', 'T', '2'};
 constexpr const char* kStatsRemedy = "raise engine.memory_budget or drop a transform stage";
 
 template <typename T>
@@ -32,12 +33,15 @@ TransformedStore::TransformedStore(std::unique_ptr<ShardStore> inner, std::vecto
   for (TransformKind k : stages) {
     Stage s;
     s.kind = k;
-    if (needs_statistics(k)) {
-      const uint64_t count = is_row_norm(k) ? info.n_rows : info.n_features;
-      s.memory = budget.reserve(count * sizeof(double),
+    if (is_row_norm(k)) {
+      s.memory = budget.reserve(info.n_rows * sizeof(double),
                                 std::string("statistics of feature transform ") + transform_name(k),
                                 kStatsRemedy);
-      s.factors.assign(count, 0.0);
+      s.factors.assign(info.n_rows, 0.0);
+    } else if (is_per_feature(k)) {
+      s.memory = budget.reserve(0, std::string("statistics of feature transform ") + transform_name(k),
+                                kStatsRemedy);
+      s.absent_factor = transform_factor(k, 0.0, info.n_rows);
     }
     stages_.push_back(std::move(s));
   }
@@ -53,40 +57,59 @@ TransformedStore::TransformedStore(std::unique_ptr<ShardStore> inner, std::vecto
   }
 }
 
-double TransformedStore::transformed(size_t upto, uint32_t row, uint64_t feature, double x) const {
+double TransformedStore::transformed(size_t upto, uint32_t row, const double* feature_factor, double x) const {
   for (size_t k = 0; k < upto; ++k) {
     const Stage& s = stages_[k];
     if (is_row_norm(s.kind)) x *= s.factors[row];
-    else if (is_per_feature(s.kind)) x *= s.factors[feature];
+    else if (is_per_feature(s.kind)) x *= feature_factor[k];
     else x = apply_elementwise(s.kind, x);
   }
   return x;
 }
 
-void TransformedStore::transform_values(uint64_t feature, const uint32_t* rows, float* values,
-                                        size_t count) const {
-  for (size_t e = 0; e < count; ++e)
-    values[e] = static_cast<float>(transformed(stages_.size(), rows[e], feature, values[e]));
+void TransformedStore::factors_of(uint64_t feature, double* out) const {
+  for (size_t k = 0; k < stages_.size(); ++k)
+    out[k] = is_per_feature(stages_[k].kind) ? stages_[k].factor_of(feature) : 1.0;
 }
 
+void TransformedStore::transform_values(uint64_t feature, const uint32_t* rows, float* values,
+                                        size_t count) const {
+  std::vector<double> factor(stages_.size());
+  factors_of(feature, factor.data());
+  for (size_t e = 0; e < count; ++e)
+    values[e] = static_cast<float>(transformed(stages_.size(), rows[e], factor.data(), values[e]));
+}
+
+// The values are transformed cell by cell (tile by tile) in the caller's
+// buffer; each column's min/max then covers its cells and, when it has fewer
+// than n entries, the implicit zeros.
 ColumnBlock TransformedStore::read_block(const BlockRef& block, BlockBuffer& buffer) const {
   ColumnBlock c = inner_->read_block(block, buffer);
-  // The arrays live in the caller's buffer: transform them in place.
   auto* values = const_cast<float*>(c.values);
   auto* col_min = const_cast<float*>(c.col_min);
   auto* col_max = const_cast<float*>(c.col_max);
-  const uint64_t n = info().n_rows;
-  for (uint64_t k = 0; k < c.column_count; ++k) {
-    const uint64_t b = c.col_ptr[k], e = c.col_ptr[k + 1];
-    transform_values(c.first_column + k, c.row_ids + b, values + b, e - b);
-    float lo = e - b < n ? 0.0f : std::numeric_limits<float>::infinity();
-    float hi = e - b < n ? 0.0f : -std::numeric_limits<float>::infinity();
-    for (uint64_t i = b; i < e; ++i) {
-      lo = std::min(lo, values[i]);
-      hi = std::max(hi, values[i]);
+  const uint64_t n = info().n_rows, k_count = c.column_count, S = stages_.size();
+  std::vector<double> factor(k_count * S);
+  for (uint64_t k = 0; k < k_count; ++k) factors_of(c.column_ids[k], &factor[k * S]);
+  std::vector<uint64_t> entries(k_count, 0);
+  for (uint64_t k = 0; k < k_count; ++k) {
+    col_min[k] = std::numeric_limits<float>::infinity();
+    col_max[k] = -std::numeric_limits<float>::infinity();
+  }
+  for (uint32_t cell = 0; cell < c.cell_count(); ++cell) {
+    const uint32_t k = c.cell_column[cell];
+    for (uint32_t e = c.cell_ptr[cell]; e < c.cell_ptr[cell + 1]; ++e) {
+      values[e] = static_cast<float>(transformed(S, c.row_ids[e], &factor[k * S], values[e]));
+      col_min[k] = std::min(col_min[k], values[e]);
+      col_max[k] = std::max(col_max[k], values[e]);
     }
-    col_min[k] = n == 0 ? 0.0f : lo;
-    col_max[k] = n == 0 ? 0.0f : hi;
+    entries[k] += c.cell_ptr[cell + 1] - c.cell_ptr[cell];
+  }
+  for (uint64_t k = 0; k < k_count; ++k) {
+    if (entries[k] < n) {
+      col_min[k] = std::min(col_min[k], 0.0f);
+      col_max[k] = std::max(col_max[k], 0.0f);
+    }
   }
   return c;
 }
@@ -122,23 +145,40 @@ float TransformedStore::column_max(uint64_t feature) const {
 void TransformedStore::compute_statistics(size_t stage, MemoryBudget& budget, uint64_t block_bytes) {
   Stage& s = stages_[stage];
   const bool per_row = is_row_norm(s.kind), use_max = statistic_is_max(s.kind);
+  const size_t S = stages_.size();
   std::fill(s.factors.begin(), s.factors.end(), 0.0);
+  if (!per_row) {
+    s.ids.clear();
+    s.factors.clear();
+  }
   std::vector<BlockRef> blocks = inner_->plan_blocks(block_bytes);
   uint64_t buffer_bytes = 0;
   for (const auto& b : blocks) buffer_bytes = std::max(buffer_bytes, b.read_bytes);
   Reservation buffer_memory = budget.reserve(buffer_bytes, "feature transform statistics pass (one block)",
                                              "lower engine.block_bytes or raise engine.memory_budget");
   BlockBuffer buffer;
+  std::vector<double> factor, column_stat;
   for (const BlockRef& ref : blocks) {
     ColumnBlock c = inner_->read_block(ref, buffer);
-    for (uint64_t k = 0; k < c.column_count; ++k) {
-      const uint64_t feature = c.first_column + k;
-      for (uint64_t e = c.col_ptr[k]; e < c.col_ptr[k + 1]; ++e) {
+    factor.assign(c.column_count * S, 1.0);
+    for (uint64_t k = 0; k < c.column_count; ++k) factors_of(c.column_ids[k], &factor[k * S]);
+    column_stat.assign(per_row ? 0 : c.column_count, 0.0);
+    // Cells in storage order: each column's terms, and each row's, arrive in
+    // the order of a column-by-column walk (rows increasing, columns increasing).
+    for (uint32_t cell = 0; cell < c.cell_count(); ++cell) {
+      const uint32_t k = c.cell_column[cell];
+      for (uint32_t e = c.cell_ptr[cell]; e < c.cell_ptr[cell + 1]; ++e) {
         const uint32_t row = c.row_ids[e];
-        const double term = statistic_term(s.kind, transformed(stage, row, feature, c.values[e]));
-        double& acc = s.factors[per_row ? row : feature];
+        const double term = statistic_term(s.kind, transformed(stage, row, &factor[k * S], c.values[e]));
+        double& acc = per_row ? s.factors[row] : column_stat[k];
         acc = use_max ? std::max(acc, term) : acc + term;
       }
+    }
+    if (per_row) continue;
+    s.memory.resize((s.ids.size() + c.column_count) * 2 * sizeof(double));
+    for (uint64_t k = 0; k < c.column_count; ++k) {
+      s.ids.push_back(c.column_ids[k]);
+      s.factors.push_back(column_stat[k]);
     }
   }
   const uint64_t n = info().n_rows;
@@ -158,54 +198,74 @@ std::string TransformedStore::cache_file(size_t stage) const {
       .string();
 }
 
+// Cache file: magic, store checksum, factor count, prefix length, prefix,
+// the ids (per-feature stages: count uint64), the factors (count doubles),
+// XXH64 of everything before it.
 bool TransformedStore::load_cache(size_t stage) {
   Stage& s = stages_[stage];
+  const bool per_row = is_row_norm(s.kind);
   const std::string path = cache_file(stage), want_prefix = prefix(stage);
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
-  const uint64_t data_bytes = s.factors.size() * sizeof(double);
-  const uint64_t expect = 8 + 8 + 8 + 8 + want_prefix.size() + data_bytes + 8;
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
   auto reject = [&](const char* why) {
     spdlog::warn("transform statistics cache {} is {}; computing them again", path, why);
     return false;
   };
-  if (ec || size != expect) return reject("of the wrong size");
   std::string head(8 + 8 + 8 + 8 + want_prefix.size(), '\0');
   if (!in.read(head.data(), static_cast<std::streamsize>(head.size()))) return reject("unreadable");
-  if (!in.read(reinterpret_cast<char*>(s.factors.data()), static_cast<std::streamsize>(data_bytes)))
-    return reject("unreadable");
-  uint64_t stored_sum = 0;
-  if (!in.read(reinterpret_cast<char*>(&stored_sum), 8)) return reject("unreadable");
-  uint64_t sum = xxh64(head.data(), head.size());
-  sum = xxh64(s.factors.data(), data_bytes, sum);
   uint64_t checksum = 0, count = 0, prefix_len = 0;
   std::memcpy(&checksum, head.data() + 8, 8);
   std::memcpy(&count, head.data() + 16, 8);
   std::memcpy(&prefix_len, head.data() + 24, 8);
-  if (std::memcmp(head.data(), kStatsMagic, 8) != 0 || sum != stored_sum) return reject("corrupt");
-  if (checksum != info().store_checksum || count != s.factors.size() || prefix_len != want_prefix.size() ||
-      head.compare(32, std::string::npos, want_prefix) != 0)
+  if (std::memcmp(head.data(), kStatsMagic, 8) != 0) return reject("corrupt");
+  if (checksum != info().store_checksum || prefix_len != want_prefix.size() ||
+      head.compare(32, std::string::npos, want_prefix) != 0 || (per_row && count != info().n_rows))
     return reject("of another store or transform list");
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  const uint64_t id_bytes = per_row ? 0 : count * sizeof(uint64_t);
+  if (ec || count > size || size != head.size() + id_bytes + count * sizeof(double) + 8)
+    return reject("of the wrong size");
+  if (!per_row) {
+    s.memory.resize(count * 2 * sizeof(double));
+    s.ids.resize(count);
+    s.factors.resize(count);
+  }
+  if (!in.read(reinterpret_cast<char*>(s.ids.data()), static_cast<std::streamsize>(id_bytes)) ||
+      !in.read(reinterpret_cast<char*>(s.factors.data()), static_cast<std::streamsize>(count * sizeof(double))))
+    return reject("unreadable");
+  uint64_t stored_sum = 0;
+  if (!in.read(reinterpret_cast<char*>(&stored_sum), 8)) return reject("unreadable");
+  uint64_t sum = xxh64(head.data(), head.size());
+  sum = xxh64(s.ids.data(), id_bytes, sum);
+  sum = xxh64(s.factors.data(), count * sizeof(double), sum);
+  bool increasing = true;
+  for (size_t i = 1; i < s.ids.size(); ++i) increasing &= s.ids[i - 1] < s.ids[i];
+  if (sum != stored_sum || !increasing) {
+    s.ids.clear();
+    if (!per_row) s.factors.clear();
+    return reject("corrupt");
+  }
   return true;
 }
 
 void TransformedStore::save_cache(size_t stage, MemoryBudget& budget) const {
   const Stage& s = stages_[stage];
   const std::string path = cache_file(stage), p = prefix(stage);
-  const uint64_t data_bytes = s.factors.size() * sizeof(double);
+  const uint64_t id_bytes = s.ids.size() * sizeof(uint64_t), data_bytes = s.factors.size() * sizeof(double);
   try {
-    Reservation copy = budget.reserve(data_bytes + p.size() + 40, "transform statistics cache file", kStatsRemedy);
+    Reservation copy = budget.reserve(id_bytes + data_bytes + p.size() + 40, "transform statistics cache file",
+                                      kStatsRemedy);
     std::string out;
-    out.reserve(data_bytes + p.size() + 40);
+    out.reserve(id_bytes + data_bytes + p.size() + 40);
     out.append(kStatsMagic, 8);
     append_scalar<uint64_t>(out, info().store_checksum);
     append_scalar<uint64_t>(out, s.factors.size());
     append_scalar<uint64_t>(out, p.size());
     out += p;
-    // Chained like load_cache reads it: XXH64 of the header, seeding the factors'.
-    const uint64_t sum = xxh64(s.factors.data(), data_bytes, xxh64(out.data(), out.size()));
+    // Chained like load_cache reads it: XXH64 of the header, seeding the ids', then the factors'.
+    const uint64_t sum = xxh64(s.factors.data(), data_bytes, xxh64(s.ids.data(), id_bytes, xxh64(out.data(), out.size())));
+    out.append(reinterpret_cast<const char*>(s.ids.data()), id_bytes);
     out.append(reinterpret_cast<const char*>(s.factors.data()), data_bytes);
     append_scalar<uint64_t>(out, sum);
     write_file_atomic(path, out);
@@ -232,16 +292,16 @@ std::vector<ModelTransform> TransformedStore::record_for(const Model& model) con
       t.absent_factor = transform_factor(s.kind, 0.0, info().n_rows);
       bool row_follows = false;
       for (size_t later = k + 1; later < stages_.size(); ++later) row_follows |= is_row_norm(stages_[later].kind);
-      auto record = [&](uint64_t j) {
-        if (j < s.factors.size() && s.factors[j] != t.absent_factor) {
+      auto record = [&](uint64_t j, double factor) {
+        if (factor != t.absent_factor) {
           t.ids.push_back(j);
-          t.factors.push_back(s.factors[j]);
+          t.factors.push_back(factor);
         }
       };
       if (row_follows) {
-        for (uint64_t j = 0; j < s.factors.size(); ++j) record(j);
+        for (size_t q = 0; q < s.ids.size(); ++q) record(s.ids[q], s.factors[q]);
       } else {
-        for (uint64_t j : needed) record(j);
+        for (uint64_t j : needed) record(j, s.factor_of(j));
       }
     }
     out.push_back(std::move(t));

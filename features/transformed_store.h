@@ -10,7 +10,9 @@
 // Statistics: each stage that needs them (maxabs, scale, tfidf: one number
 // per feature; row_l2, row_l1: one per row, over all features of the row)
 // takes one streamed pass over the store with the preceding stages applied,
-// and keeps its factors in memory (m or n doubles, reserved from the budget).
+// and keeps its factors in memory (one per non-empty column, with its id, or
+// n per-row doubles; reserved from the budget): a hashed id space costs
+// nothing for its empty columns, whose factor is the absent one.
 // Each stage's factors are cached in the store directory as
 // transform-<key>.stats, key = XXH64 of the stage prefix ("log1p,row_l2") and
 // the store checksum; the file is checksummed and written atomically, and a
@@ -19,6 +21,7 @@
 // written only loses the cache.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,11 +71,20 @@ class TransformedStore : public ShardStore {
  private:
   struct Stage {
     TransformKind kind;
-    std::vector<double> factors;  // per feature (m) or per row (n); empty: none needed
+    std::vector<uint64_t> ids;    // per-feature stages: the non-empty columns, increasing
+    std::vector<double> factors;  // per id, or per row (n); empty: none needed
+    double absent_factor = 1;     // per-feature stages: the factor of a column not in `ids`
     Reservation memory;
+    double factor_of(uint64_t feature) const {
+      auto it = std::lower_bound(ids.begin(), ids.end(), feature);
+      return it != ids.end() && *it == feature ? factors[static_cast<size_t>(it - ids.begin())] : absent_factor;
+    }
   };
-  // Transforms value x of (row, feature) by stages [0, upto).
-  double transformed(size_t upto, uint32_t row, uint64_t feature, double x) const;
+  // Transforms value x of (row, feature) by stages [0, upto); feature_factor[k]
+  // is stage k's factor of the feature (per-feature stages).
+  double transformed(size_t upto, uint32_t row, const double* feature_factor, double x) const;
+  // Every per-feature stage's factor of `feature` (one per stage).
+  void factors_of(uint64_t feature, double* out) const;
   void transform_values(uint64_t feature, const uint32_t* rows, float* values, size_t count) const;
   void compute_statistics(size_t stage, MemoryBudget& budget, uint64_t block_bytes);
   bool load_cache(size_t stage);

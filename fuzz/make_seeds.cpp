@@ -12,6 +12,7 @@
 
 #include "core/memory_budget.h"
 #include "io/model_file.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 
 namespace fs = std::filesystem;
@@ -114,11 +115,21 @@ void write_store_seeds(const fs::path& dir, const fs::path& tmp) {
   }
   spit(multi_piece, rows);
   int i = 0;
-  const std::pair<fs::path, uint64_t> stores[] = {{text, 0}, {text, 200}, {multi_piece, 0}};
-  for (const auto& [input, shard_target] : stores) {
+  // (input, shard target, rows per tile, stored block target): one tile, and
+  // tiles of 2 and 64 rows with several stored blocks per shard.
+  struct Seed {
+    fs::path input;
+    uint64_t shard_target;
+    uint32_t tile_rows;
+    uint64_t block_bytes;
+  };
+  const Seed stores[] = {{text, 0, 65536, 0}, {text, 200, 2, 128}, {multi_piece, 0, 64, 2048}};
+  for (const auto& [input, shard_target, tile_rows, block_bytes] : stores) {
     fgm::MemoryBudget budget(256ull << 20);
     fgm::IngestOptions options;
     options.shard_target_bytes = shard_target;
+    options.tile_rows = tile_rows;
+    options.block_bytes = block_bytes;
     const fs::path store = tmp / ("store" + std::to_string(i));
     fgm::ingest_libsvm(input.string(), store.string(), options, budget);
     spit(dir / ("store" + std::to_string(i++)), pack_store(store));

@@ -89,8 +89,10 @@ std::optional<uint64_t> repair_piece_table(std::string& file, const fgm::schema:
   const uint64_t piece_bytes = h.piece_bytes();
   if (piece_bytes < store::kMinPieceBytes || piece_bytes > store::kMaxPieceBytes) return {};
   // The layout open() checks the header against (fuzzed counts may wrap it).
-  const store::ShardLayout l = store::shard_layout(h.column_count(), h.nnz(), piece_bytes);
   const uint64_t size = file.size(), raw = h.raw_offset();
+  if (h.block_count() > size / sizeof(store::BlockEntry) || h.block_table_offset() > size) return {};
+  const store::ShardLayout l =
+      store::shard_layout(h.block_table_offset(), h.block_count(), piece_bytes);
   if (raw > size || l.data_bytes > size - raw || l.piece_table > size - raw ||
       l.piece_count > (size - raw - l.piece_table) / 8)
     return {};
@@ -167,35 +169,53 @@ void require(bool ok, const char* what) {
 }
 
 // Every block of plan_blocks(target) through read_block, as the chunk
-// scheduler does (buffers from a small pool, reused and grown across blocks).
+// scheduler does (buffers from a small pool, reused and grown across blocks),
+// and every array of the tiled view walked the way consumers walk it.
 uint64_t read_blocks(const fgm::ShardStore& store, uint64_t target) {
   const auto& info = store.info();
   fgm::BlockBuffer pool[2];
-  uint64_t checksum = 0, next_column = 0, nnz = 0, i = 0;
+  uint64_t checksum = 0, next_column = 0, nnz = 0, columns = 0, i = 0;
   for (const auto& ref : store.plan_blocks(target)) {
-    require(ref.first_column == next_column && ref.column_count > 0,
-            "plan_blocks does not tile the columns");
-    next_column += ref.column_count;
+    require(ref.first_column >= next_column && ref.end_column > ref.first_column &&
+                ref.end_column <= info.n_features && ref.column_count > 0,
+            "plan_blocks ranges overlap or leave the id space");
+    next_column = ref.end_column;
     nnz += ref.nnz;
+    columns += ref.column_count;
     store.prefetch_block(ref);
     fgm::BlockBuffer& buffer = pool[i++ % 2];
     fgm::ColumnBlock c = store.read_block(ref, buffer);
     require(buffer.capacity() >= ref.read_bytes, "read_block buffer smaller than read_bytes");
-    require(c.first_column == ref.first_column && c.column_count == ref.column_count,
+    require(c.first_column == ref.first_column && c.end_column == ref.end_column &&
+                c.column_count == ref.column_count && c.nnz() == ref.nnz,
             "read_block returned another block");
-    require(c.col_ptr[0] == 0 && c.col_ptr[c.column_count] == ref.nnz,
-            "column pointers do not span the block");
     for (uint64_t k = 0; k < c.column_count; ++k) {
-      require(c.col_ptr[k] <= c.col_ptr[k + 1], "column pointers decrease");
-      for (uint64_t p = c.col_ptr[k]; p < c.col_ptr[k + 1]; ++p) {
-        require(c.row_ids[p] < info.n_rows, "row id out of range");
-        float v = c.values[p];
-        checksum += c.row_ids[p] + static_cast<uint64_t>(v != v);
-      }
+      require(c.column_ids[k] >= c.first_column && c.column_ids[k] < c.end_column &&
+                  (k == 0 || c.column_ids[k] > c.column_ids[k - 1]),
+              "column ids out of order");
       checksum += static_cast<uint64_t>(c.col_min[k] <= c.col_max[k]);
     }
+    require(c.tile_cells[0] == 0, "tile directory does not start at 0");
+    for (uint32_t t = 0; t < c.tile_count; ++t) {
+      require(c.tile_cells[t] <= c.tile_cells[t + 1], "tile directory decreases");
+      for (uint32_t x = c.tile_cells[t]; x < c.tile_cells[t + 1]; ++x) {
+        require(c.cell_column[x] < c.column_count, "cell column out of range");
+        require(c.cell_ptr[x] < c.cell_ptr[x + 1] && c.cell_ptr[x + 1] <= c.nnz(),
+                "cell pointers out of range");
+        for (uint32_t p = c.cell_ptr[x]; p < c.cell_ptr[x + 1]; ++p) {
+          require(c.row_ids[p] < info.n_rows && c.row_ids[p] / c.tile_rows == t,
+                  "row id outside its tile");
+          float v = c.values[p];
+          checksum += c.row_ids[p] + static_cast<uint64_t>(v != v);
+        }
+      }
+    }
+    fgm::CscScratch scratch;
+    const fgm::CscColumns cols = fgm::csc_columns(c, scratch);
+    for (uint64_t k = 0; k < cols.column_count; ++k)
+      for (uint32_t p = cols.col_ptr[k]; p < cols.col_ptr[k + 1]; ++p) checksum += cols.row_ids[p];
   }
-  require(next_column == info.n_features && nnz == info.nnz,
+  require(nnz == info.nnz && columns == info.nonempty_columns,
           "plan_blocks does not cover the store");
   return checksum;
 }

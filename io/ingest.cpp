@@ -33,6 +33,7 @@
 #include "core/messages.h"
 #include "io/schema/manifest_generated.h"
 #include "io/schema/shard_generated.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "io/store_files.h"
 #include "io/store_format.h"
@@ -44,11 +45,10 @@ namespace fgm {
 namespace {
 
 using store::align_up;
+using store::ColumnSink;
 using store::FileReader;
 using store::FileWriter;
-using store::manifest_bytes;
 using store::ManifestFields;
-using store::shard_header_bytes;
 using store::ShardEntryInfo;
 using store::TempDir;
 
@@ -232,15 +232,6 @@ class RunSpiller {
   bool pending_ = false;
 };
 
-// Receives one column's entries: all row ids first, then all values, each as
-// a sequence of spans (n 4-byte elements, not necessarily aligned).
-class ColumnSink {
- public:
-  virtual ~ColumnSink() = default;
-  virtual void rows(const uint8_t* data, uint64_t n) = 0;
-  virtual void values(const uint8_t* data, uint64_t n) = 0;
-};
-
 class RunReader {
  public:
   RunReader(const std::string& path, MemoryBudget& budget, uint64_t buffer_bytes)
@@ -344,302 +335,6 @@ class RunWriterSink final : public ColumnSink {
   FileWriter& out_;
 };
 
-// ------------------------------------------------------------------ shards
-
-// Streams `bytes` of `path` from `offset` into h (an Xxh64 or a PieceHasher).
-template <class Hasher>
-void hash_file_range(const std::string& path, uint64_t offset, uint64_t bytes,
-                     MemoryBudget& budget, uint64_t buffer_bytes, Hasher& h) {
-  FileReader in(path, budget, buffer_bytes, "ingest shard writer");
-  in.seek(offset);
-  while (bytes > 0) {
-    if (in.refill(std::min<uint64_t>(bytes, 1 << 20)) == 0)
-      throw Error(ErrorKind::kIo, msg::read_failed(path, "file ends early"));
-    uint64_t n = std::min(bytes, in.available());
-    h.update(in.data(), n);
-    in.consume(n);
-    bytes -= n;
-  }
-}
-
-uint64_t hash_file_range(const std::string& path, uint64_t offset, uint64_t bytes,
-                         MemoryBudget& budget, uint64_t buffer_bytes) {
-  Xxh64 h;
-  hash_file_range(path, offset, bytes, budget, buffer_bytes, h);
-  return h.digest();
-}
-
-std::vector<uint64_t> piece_checksums_of(const std::string& path, uint64_t offset, uint64_t bytes,
-                                         MemoryBudget& budget, uint64_t buffer_bytes) {
-  store::PieceHasher pieces;
-  hash_file_range(path, offset, bytes, budget, buffer_bytes, pieces);
-  return pieces.finish();
-}
-
-class ShardWriter {
- public:
-  ShardWriter(const TempDir& dir, MemoryBudget& budget, uint64_t n_rows, uint64_t target_bytes,
-              uint64_t io_bytes)
-      : dir_(dir),
-        budget_(budget),
-        n_rows_(n_rows),
-        arena_(budget, std::max<uint64_t>(target_bytes / 8, 8), "ingest shard buffer"),
-        capacity_(arena_.size() * 8),
-        io_bytes_(io_bytes) {
-    raw_offset_ = store::shard_raw_offset();
-  }
-
-  void add_empty_columns(uint64_t count) {
-    for (uint64_t i = 0; i < count; ++i) {
-      if (used() + sizeof(Meta) > capacity_) flush();
-      meta(count_++) = Meta{nnz_, 0.0f, 0.0f};
-      ++next_column_;  // before the next flush(), which derives the shard's first column from it
-    }
-  }
-
-  template <class Fill>
-  void add_column(uint64_t nnz, Fill&& fill) {
-    uint64_t need = sizeof(Meta) + sizeof(Pair) * nnz;
-    if (count_ > 0 && used() + need > capacity_) flush();
-    if (need > capacity_) {
-      // Bigger than the shard target alone: its own shard, streamed to disk.
-      write_single_column_shard(nnz, fill);
-    } else {
-      ArenaSink sink(pairs() + nnz_);
-      fill(sink);
-      FGM_ASSERT(sink.rows_seen == nnz && sink.values_seen == nnz);
-      nnz_ += nnz;
-      auto [lo, hi] = range_with_zeros(sink.min, sink.max, nnz);
-      meta(count_++) = Meta{nnz_, lo, hi};
-    }
-    ++next_column_;
-  }
-
-  std::vector<ShardEntryInfo> finish() {
-    if (count_ > 0) flush();
-    arena_ = {};
-    for (const auto& s : shards_) store::fsync_file(dir_.file(s.file_name));
-    return std::move(shards_);
-  }
-
- private:
-  struct Pair {
-    uint32_t row;
-    float value;
-  };
-  struct Meta {
-    uint64_t end;  // shard-local nnz offset after this column
-    float min, max;
-  };
-  static_assert(sizeof(Pair) == 8 && sizeof(Meta) == 16);
-
-  // Pairs grow up from the start of the arena, per-column metadata down from its end.
-  Pair* pairs() { return reinterpret_cast<Pair*>(arena_.data()); }
-  Meta& meta(uint64_t j) {
-    return reinterpret_cast<Meta*>(reinterpret_cast<uint8_t*>(arena_.data()) +
-                                   capacity_)[-1 - static_cast<int64_t>(j)];
-  }
-  uint64_t used() const { return sizeof(Pair) * nnz_ + sizeof(Meta) * count_; }
-
-  struct MinMax {
-    float min = std::numeric_limits<float>::infinity();
-    float max = -std::numeric_limits<float>::infinity();
-    void add(const uint8_t* data, uint64_t n) {
-      for (uint64_t i = 0; i < n; ++i) {
-        float v;
-        std::memcpy(&v, data + 4 * i, 4);
-        min = std::min(min, v);
-        max = std::max(max, v);
-      }
-    }
-  };
-
-  std::pair<float, float> range_with_zeros(float lo, float hi, uint64_t nnz) const {
-    if (nnz == 0) return {0.0f, 0.0f};
-    if (nnz < n_rows_) return {std::min(lo, 0.0f), std::max(hi, 0.0f)};
-    return {lo, hi};
-  }
-
-  struct ArenaSink final : ColumnSink {
-    explicit ArenaSink(Pair* out) : out(out) {}
-    void rows(const uint8_t* data, uint64_t n) override {
-      for (uint64_t i = 0; i < n; ++i) std::memcpy(&out[rows_seen + i].row, data + 4 * i, 4);
-      rows_seen += n;
-    }
-    void values(const uint8_t* data, uint64_t n) override {
-      for (uint64_t i = 0; i < n; ++i) {
-        float v;
-        std::memcpy(&v, data + 4 * i, 4);
-        out[values_seen + i].value = v;
-        min = std::min(min, v);
-        max = std::max(max, v);
-      }
-      values_seen += n;
-    }
-    Pair* out;
-    uint64_t rows_seen = 0, values_seen = 0;
-    float min = std::numeric_limits<float>::infinity();
-    float max = -std::numeric_limits<float>::infinity();
-  };
-
-  // Streams the raw block of the staged shard into out(data, bytes).
-  template <class Out>
-  void emit_raw(const store::ShardLayout& l, Out&& out) {
-    static const uint8_t kZeros[store::kAlign] = {};
-    uint64_t at = 0;
-    auto pad_to = [&](uint64_t offset) {
-      out(kZeros, offset - at);
-      at = offset;
-    };
-    auto emit = [&](uint64_t n, auto get) {
-      using T = decltype(get(uint64_t{0}));
-      constexpr uint64_t kBatch = sizeof(scratch_) / sizeof(T);
-      for (uint64_t i = 0; i < n; i += kBatch) {
-        uint64_t m = std::min(kBatch, n - i);
-        T* s = reinterpret_cast<T*>(scratch_);
-        for (uint64_t k = 0; k < m; ++k) s[k] = get(i + k);
-        out(scratch_, m * sizeof(T));
-      }
-      at += n * sizeof(T);
-    };
-    emit(count_ + 1, [&](uint64_t j) -> uint64_t { return j == 0 ? 0 : meta(j - 1).end; });
-    pad_to(l.row_ids);
-    emit(nnz_, [&](uint64_t i) -> uint32_t { return pairs()[i].row; });
-    pad_to(l.values);
-    emit(nnz_, [&](uint64_t i) -> float { return pairs()[i].value; });
-    pad_to(l.col_min);
-    emit(count_, [&](uint64_t j) -> float { return meta(j).min; });
-    pad_to(l.col_max);
-    emit(count_, [&](uint64_t j) -> float { return meta(j).max; });
-    FGM_ASSERT(at == l.data_bytes);
-  }
-
-  void flush() {
-    store::ShardLayout layout = store::shard_layout(count_, nnz_);
-    store::PieceHasher pieces;
-    emit_raw(layout, [&](const void* p, uint64_t n) { pieces.update(p, n); });
-    std::vector<uint64_t> table = pieces.finish();
-    FGM_ASSERT(table.size() == layout.piece_count);
-    uint32_t index = static_cast<uint32_t>(shards_.size());
-    uint64_t first = next_column_ - count_;
-    auto header = shard_header_bytes(index, first, count_, nnz_, n_rows_, raw_offset_, layout,
-                                     xxh64(table.data(), 8 * table.size()));
-    FGM_ASSERT(align_up(header.size()) == raw_offset_);
-    std::string name = store::shard_file_name(index);
-    FileWriter out(dir_.file(name), budget_, io_bytes_, "ingest shard writer");
-    Xxh64 file_hash;
-    out.hash_into(&file_hash);
-    out.write(header.data(), header.size());
-    out.pad_to(raw_offset_);
-    emit_raw(layout, [&](const void* p, uint64_t n) { out.write(p, n); });
-    out.pad_to(raw_offset_ + layout.piece_table);
-    out.write(table.data(), 8 * table.size());
-    uint64_t bytes = out.position();
-    out.start_writeback();  // fsynced together at the end, overlapping the merge
-    out.close(false);
-    shards_.push_back({name, first, count_, nnz_, bytes, file_hash.digest()});
-    count_ = 0;
-    nnz_ = 0;
-  }
-
-  // Writes rows and values straight into their regions of the shard file.
-  struct RegionSink final : ColumnSink {
-    RegionSink(FileWriter& file, MemoryBudget& budget, uint64_t buffer_bytes, uint64_t rows_at,
-               uint64_t values_at)
-        : file(file),
-          rows_buffer(budget, buffer_bytes, "ingest shard writer"),
-          values_buffer(budget, buffer_bytes, "ingest shard writer"),
-          rows_at(rows_at),
-          values_at(values_at) {}
-    void rows(const uint8_t* data, uint64_t n) override {
-      append(rows_buffer, rows_fill, rows_at, data, 4 * n);
-      rows_seen += n;
-    }
-    void values(const uint8_t* data, uint64_t n) override {
-      append(values_buffer, values_fill, values_at, data, 4 * n);
-      range.add(data, n);
-      values_seen += n;
-    }
-    void append(BudgetedArray<uint8_t>& buffer, uint64_t& fill, uint64_t& at, const uint8_t* data,
-                uint64_t bytes) {
-      while (bytes > 0) {
-        uint64_t k = std::min(bytes, buffer.size() - fill);
-        std::memcpy(buffer.data() + fill, data, k);
-        fill += k;
-        data += k;
-        bytes -= k;
-        if (fill == buffer.size()) drain(buffer, fill, at);
-      }
-    }
-    void drain(BudgetedArray<uint8_t>& buffer, uint64_t& fill, uint64_t& at) {
-      file.write_at(at, buffer.data(), fill);
-      at += fill;
-      fill = 0;
-    }
-    void flush() {
-      drain(rows_buffer, rows_fill, rows_at);
-      drain(values_buffer, values_fill, values_at);
-    }
-    FileWriter& file;
-    BudgetedArray<uint8_t> rows_buffer, values_buffer;
-    uint64_t rows_at, values_at, rows_fill = 0, values_fill = 0;
-    uint64_t rows_seen = 0, values_seen = 0;
-    MinMax range;
-  };
-
-  template <class Fill>
-  void write_single_column_shard(uint64_t nnz, Fill&& fill) {
-    store::ShardLayout layout = store::shard_layout(1, nnz);
-    uint32_t index = static_cast<uint32_t>(shards_.size());
-    std::string name = store::shard_file_name(index);
-    std::string path = dir_.file(name);
-    uint64_t total = raw_offset_ + layout.raw_bytes;
-    float lo = 0, hi = 0;
-    {
-      FileWriter out(path, budget_, 4096, "ingest shard writer");
-      // Sized up front: the gaps between the arrays read back as zeros.
-      if (::ftruncate(out.fd(), static_cast<off_t>(total)) != 0)
-        throw Error(ErrorKind::kIo, msg::cannot_write(path, store::errno_text(errno)));
-      uint64_t col_ptr[2] = {0, nnz};
-      out.write_at(raw_offset_ + layout.col_ptr, col_ptr, sizeof(col_ptr));
-      {
-        RegionSink sink(out, budget_, io_bytes_, raw_offset_ + layout.row_ids,
-                        raw_offset_ + layout.values);
-        fill(sink);
-        sink.flush();
-        FGM_ASSERT(sink.rows_seen == nnz && sink.values_seen == nnz);
-        std::tie(lo, hi) = range_with_zeros(sink.range.min, sink.range.max, nnz);
-      }
-      out.write_at(raw_offset_ + layout.col_min, &lo, 4);
-      out.write_at(raw_offset_ + layout.col_max, &hi, 4);
-      std::vector<uint64_t> table =
-          piece_checksums_of(path, raw_offset_, layout.data_bytes, budget_, io_bytes_);
-      FGM_ASSERT(table.size() == layout.piece_count);
-      out.write_at(raw_offset_ + layout.piece_table, table.data(), 8 * table.size());
-      auto header = shard_header_bytes(index, next_column_, 1, nnz, n_rows_, raw_offset_, layout,
-                                       xxh64(table.data(), 8 * table.size()));
-      FGM_ASSERT(align_up(header.size()) == raw_offset_);
-      out.write_at(0, header.data(), header.size());
-      out.start_writeback();
-      out.close(false);
-    }
-    uint64_t checksum = hash_file_range(path, 0, total, budget_, io_bytes_);
-    shards_.push_back({name, next_column_, 1, nnz, total, checksum});
-  }
-
-  const TempDir& dir_;
-  MemoryBudget& budget_;
-  uint64_t n_rows_;
-  BudgetedArray<uint64_t> arena_;
-  uint64_t capacity_;
-  uint64_t io_bytes_;
-  uint64_t raw_offset_ = 0;
-  uint64_t next_column_ = 0;  // global id of the next column added
-  uint64_t count_ = 0, nnz_ = 0;
-  alignas(64) uint8_t scratch_[16 * kKiB];
-  std::vector<ShardEntryInfo> shards_;
-};
-
 // ------------------------------------------------------------------ manifest
 
 // Streams the label slots (labels.tmp: uint16 per row, first-appearance
@@ -725,17 +420,23 @@ class TokenPool {
   std::vector<Token*> free_;
 };
 
-// Bytes of the store ingest would write: shards (16 bytes per column, empty or
-// not, 8 per nonzero, headers, alignment, piece tables) and the manifest.
-// Saturates instead of wrapping.
-uint64_t estimate_store_bytes(uint64_t n_rows, uint64_t n_features, uint64_t nnz,
-                              uint64_t shard_target) {
+// Bytes of the store ingest would write, an upper bound that depends on the
+// nonzeros only (empty columns are not stored): per nonzero 8 bytes (row id,
+// value), at most one listed column (16 bytes) and one cell (8 bytes); per
+// stored block its tile directory (4 bytes per tile) and alignment; per shard
+// header and tables; and the manifest. Saturates instead of wrapping.
+uint64_t estimate_store_bytes(uint64_t n_rows, uint64_t nnz, uint64_t tile_rows,
+                              uint64_t block_target, uint64_t shard_target) {
   using Wide = unsigned __int128;
-  const Wide data = Wide{16} * n_features + Wide{8} * nnz;
+  const Wide data = Wide{32} * nnz;
+  const Wide tiles = store::tile_count_of(n_rows, tile_rows);
+  const Wide blocks = data / std::max<uint64_t>(block_target, 1) + data / std::max<uint64_t>(shard_target, 1) + 1;
   const Wide shards = data / std::max<uint64_t>(shard_target, 1) + 1;
-  const Wide per_shard = 1024 + 5 * store::kAlign + 8;  // header, padding, table rounding
-  const Wide manifest = 4096 + Wide{n_rows} + shards * 160;
-  const Wide total = data + data / store::kPieceBytes * 8 + shards * per_shard + manifest;
+  const Wide per_block = 4 * (tiles + 1) + 9 * store::kAlign + sizeof(store::BlockEntry);
+  const Wide per_shard = 1024 + 3 * store::kAlign + 8;  // header, padding, table rounding
+  const Wide manifest = 4096 + Wide{3} * n_rows + 3 * store::kAlign + shards * 200;
+  const Wide stored = data + blocks * per_block;
+  const Wide total = stored + stored / store::kMinPieceBytes * 8 + shards * per_shard + manifest;
   return total > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(total);
 }
 
@@ -743,10 +444,10 @@ uint64_t estimate_store_bytes(uint64_t n_rows, uint64_t n_features, uint64_t nnz
 // `max_bytes` (0: no cap) and in the free space of the target file system.
 void check_store_size(const std::string& out_dir, const std::string& on_fs, uint64_t estimate,
                       uint64_t n_features, uint64_t nnz, uint64_t max_bytes, bool declared) {
+  (void)declared;
   const std::string remedy =
-      declared ? "Check the declared feature count (--features / data.features)."
-               : "Check the feature ids in the input (a stray huge index makes every id below "
-                 "it a stored column), or pass --index-base/--features as intended.";
+      "The size depends on the nonzeros only (empty columns are not stored): free space on the "
+      "target or choose another output directory.";
   if (max_bytes > 0 && estimate > max_bytes)
     throw Error(ErrorKind::kInvalidInput,
                 msg::store_too_big(out_dir, estimate, n_features, nnz,
@@ -816,15 +517,9 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
                                     ? options.shard_target_bytes
                                     : std::max<uint64_t>(std::min(64 * kMiB, avail / 8), 4 * kKiB);
 
-  // A declared width is known now: refuse an impossible store before reading.
-  const std::string out_parent = [&] {
-    std::string p = fs::path(out_dir).parent_path().string();
-    return p.empty() ? std::string(".") : p;
-  }();
-  if (options.reader.declared_features > 0)
-    check_store_size(out_dir, out_parent,
-                     estimate_store_bytes(0, options.reader.declared_features, 0, shard_target),
-                     options.reader.declared_features, 0, options.max_store_bytes, true);
+  if (options.tile_rows == 0)
+    throw Error(ErrorKind::kConfig, msg::out_of_range("ingest", "tile_rows", "0", ">= 1"));
+  const uint64_t block_target = options.block_bytes ? options.block_bytes : kDefaultBlockBytes;
 
   IngestStats stats;
   // The source keeps a chunk-sized carry buffer of its own.
@@ -940,7 +635,8 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   stats.n_features = n_features;
   // The sorted runs are on disk already (free space counts them); the store
   // comes on top while they are merged.
-  check_store_size(out_dir, tmp.path(), estimate_store_bytes(n_rows, n_features, nnz, shard_target),
+  check_store_size(out_dir, tmp.path(),
+                   estimate_store_bytes(n_rows, nnz, options.tile_rows, block_target, shard_target),
                    n_features, nnz, options.max_store_bytes, options.reader.declared_features > 0);
 
   // ---- pass 2a: merge runs in consecutive groups until few enough remain
@@ -1011,15 +707,19 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
 
   // ---- pass 2b: final merge into shards
   progress.phase(fmt::format("writing shards from {} runs", in_memory ? 1 : runs.size()));
-  std::vector<ShardEntryInfo> shards;
+  store::WrittenShards written;
   {
-    ShardWriter writer(tmp, budget, n_rows, shard_target, io_bytes);
-    uint64_t next_column = 0, merged = 0;
+    store::StoreWriterOptions wo;
+    wo.n_rows = n_rows;
+    wo.tile_rows = options.tile_rows;
+    wo.shard_target_bytes = shard_target;
+    wo.block_target_bytes = block_target;
+    wo.io_bytes = io_bytes;
+    store::StoreWriter writer(tmp, budget, wo);
+    uint64_t merged = 0;
     auto on_column = [&](uint64_t column, uint64_t count, auto&& fill) {
-      FGM_ASSERT(column >= next_column && column < n_features);
-      writer.add_empty_columns(column - next_column);
-      writer.add_column(count, fill);
-      next_column = column + 1;
+      FGM_ASSERT(column < n_features);
+      writer.add_column(column, count, [&](ColumnSink& sink) { fill(sink); });
       merged += count;
     };
     if (in_memory) {
@@ -1030,12 +730,14 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
       merge_runs(readers, on_column);
     }
     FGM_ASSERT(merged == nnz);
-    writer.add_empty_columns(n_features - next_column);
-    shards = writer.finish();
+    written = writer.finish();
   }
   for (const auto& p : runs) fs::remove(p);
-  stats.shards = shards.size();
-  spdlog::debug("ingest {}: wrote {} shards in {:.2f}s", input, shards.size(), lap());
+  stats.shards = written.shards.size();
+  stats.nonempty_columns = written.nonempty_columns;
+  stats.blocks = written.block_count;
+  spdlog::debug("ingest {}: wrote {} shards ({} blocks) in {:.2f}s", input, written.shards.size(),
+                written.block_count, lap());
 
   // ---- manifest: FlatBuffer, then the labels block
   progress.phase("writing manifest");
@@ -1056,7 +758,11 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   m.input_checksum = options.input_checksum ? *options.input_checksum : hash_file(input);
   m.explicit_zeros = explicit_zeros;
   m.shard_target_bytes = shard_target;
-  m.shards = std::move(shards);
+  m.tile_rows = options.tile_rows;
+  m.nonempty_columns = written.nonempty_columns;
+  m.block_bytes = block_target;
+  m.block_count = written.block_count;
+  m.shards = std::move(written.shards);
   m.class_values = labels.class_values();
   m.class_counts.assign(m.class_values.size(), 0);
   {
@@ -1074,20 +780,16 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
     m.classes_checksum = class_hash.digest();
     m.n_negative = n_rows - m.n_positive;
   }
-  m.labels_offset = align_up(manifest_bytes(m).size());  // size does not depend on the value
-  auto header = manifest_bytes(m);
-  FGM_ASSERT(align_up(header.size()) == m.labels_offset);
-  {
-    FileWriter out(tmp.file(store::kManifestName), budget, io_bytes, "ingest manifest writer");
-    out.write(header.data(), header.size());
-    out.pad_to(m.labels_offset);
-    map_labels(slots_path, labels, budget, io_bytes,
-               [&](const int8_t* signs, const uint16_t*, uint64_t n) { out.write(signs, n); });
-    out.pad_to(store::classes_offset(m));
-    map_labels(slots_path, labels, budget, io_bytes,
-               [&](const int8_t*, const uint16_t* classes, uint64_t n) { out.write(classes, 2 * n); });
-    out.close(true);
-  }
+  store::write_manifest(
+      tmp, m, budget, io_bytes,
+      [&](FileWriter& out) {
+        map_labels(slots_path, labels, budget, io_bytes,
+                   [&](const int8_t* signs, const uint16_t*, uint64_t n) { out.write(signs, n); });
+      },
+      [&](FileWriter& out) {
+        map_labels(slots_path, labels, budget, io_bytes, [&](const int8_t*, const uint16_t* classes,
+                                                             uint64_t n) { out.write(classes, 2 * n); });
+      });
   fs::remove(slots_path);
 
   tmp.commit();

@@ -231,9 +231,11 @@ class ChunkParser {
         return fail(msg::index_below_base(path_, line, column(line_begin, token),
                                           shown(token, value_end), static_cast<int>(base_)));
       uint64_t index0 = index - base_;
-      if (index0 == std::numeric_limits<uint64_t>::max())  // width would overflow
-        return fail(msg::non_numeric_token(path_, line, column(line_begin, token),
-                                           shown(token, value_end)));
+      // Feature ids are below 2^63 (n_features = largest id + 1 stays a
+      // positive int64 for every consumer).
+      if (index0 >= kMaxFeatureIdEnd)
+        return fail(msg::index_too_large(path_, line, column(line_begin, token),
+                                         shown(token, value_end), kMaxFeatureIdEnd - 1 + base_));
       if (has_previous && index0 <= previous) {
         if (index0 == previous)
           return fail(msg::duplicate_index(path_, line, column(line_begin, token), index));

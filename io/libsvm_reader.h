@@ -25,6 +25,9 @@
 
 namespace fgm {
 
+// Feature ids (0-based) are below this: 2^63.
+inline constexpr uint64_t kMaxFeatureIdEnd = uint64_t{1} << 63;
+
 enum class Compression { kNone, kGzip, kBzip2, kXz };
 const char* compression_name(Compression c);
 // Reads the first bytes of `path`; throws an I/O error if it cannot be opened.

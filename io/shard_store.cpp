@@ -67,11 +67,13 @@ std::vector<uint8_t> read_preamble_and_header(FileReader& in, const char* magic,
 
 struct Shard {
   std::string path;
-  uint64_t first_column = 0, column_count = 0, nnz = 0, file_bytes = 0;
+  uint64_t first_column = 0, end_column = 0, column_count = 0, nnz = 0, block_count = 0;
+  uint64_t file_bytes = 0;
   uint64_t checksum = 0;  // XXH64 of the whole file, from the manifest
   uint64_t raw_offset = 0;
   store::ShardLayout layout;
-  std::vector<uint64_t> pieces;  // piece checksums, verified at open
+  std::vector<uint64_t> pieces;            // piece checksums, verified at open
+  std::vector<store::BlockEntry> blocks;   // the block table, verified at open
   int fd = -1;  // open since verification (-1: opened per read, too many shards)
 };
 
@@ -120,31 +122,71 @@ PieceExtent piece_extent(const store::ShardLayout& l, uint64_t begin, uint64_t e
   return {begin / p * p, std::min((end + p - 1) / p * p, l.data_bytes)};
 }
 
-// The five arrays a block reads: raw-block byte ranges, in buffer order.
-struct BlockRanges {
-  uint64_t begin[5], end[5];
-};
-
-BlockRanges block_ranges(const store::ShardLayout& l, uint64_t local, uint64_t count,
-                         uint64_t nz_begin, uint64_t nnz) {
-  BlockRanges r{};
-  r.begin[0] = l.col_ptr + 8 * local;
-  r.end[0] = r.begin[0] + 8 * (count + 1);
-  r.begin[1] = l.row_ids + 4 * nz_begin;
-  r.end[1] = r.begin[1] + 4 * nnz;
-  r.begin[2] = l.values + 4 * nz_begin;
-  r.end[2] = r.begin[2] + 4 * nnz;
-  r.begin[3] = l.col_min + 4 * local;
-  r.end[3] = r.begin[3] + 4 * count;
-  r.begin[4] = l.col_max + 4 * local;
-  r.end[4] = r.begin[4] + 4 * count;
-  return r;
+// Raw-block bytes [begin, end) of stored blocks [first, first + count) of a shard.
+std::pair<uint64_t, uint64_t> blocks_extent(const Shard& sh, uint64_t first, uint64_t count) {
+  const store::BlockEntry& last = sh.blocks[first + count - 1];
+  return {sh.blocks[first].offset, last.offset + last.bytes};
 }
 
-uint64_t block_read_bytes(const store::ShardLayout& l, const BlockRanges& r) {
-  uint64_t total = 0;
-  for (int a = 0; a < 5; ++a) total += store::align_up(piece_extent(l, r.begin[a], r.end[a]).bytes());
-  return total;
+// The layout of a stored block from its table entry.
+store::BlockLayout layout_of(const store::BlockEntry& e) {
+  return store::block_layout(e.column_count, e.cell_count, e.nnz, e.tile_count);
+}
+
+// A view of a stored block whose bytes start at `base`.
+ColumnBlock view_of(const store::BlockEntry& e, uint32_t tile_rows, uint8_t* base) {
+  const store::BlockLayout l = layout_of(e);
+  ColumnBlock c;
+  c.first_column = e.first_column;
+  c.end_column = e.end_column;
+  c.column_count = e.column_count;
+  c.column_ids = reinterpret_cast<const uint64_t*>(base + l.column_ids);
+  c.col_min = reinterpret_cast<const float*>(base + l.col_min);
+  c.col_max = reinterpret_cast<const float*>(base + l.col_max);
+  c.tile_rows = tile_rows;
+  c.tile_count = e.tile_count;
+  c.tile_cells = reinterpret_cast<const uint32_t*>(base + l.tile_cells);
+  c.cell_column = reinterpret_cast<const uint32_t*>(base + l.cell_column);
+  c.cell_ptr = reinterpret_cast<const uint32_t*>(base + l.cell_ptr);
+  c.row_ids = reinterpret_cast<const uint32_t*>(base + l.row_ids);
+  c.values = reinterpret_cast<const float*>(base + l.values);
+  return c;
+}
+
+// Bounds of everything read_block hands out, checked before use (the pieces
+// matched, but nothing read from a file indexes memory unchecked). Returns
+// what is wrong, or nullptr.
+const char* check_block(const ColumnBlock& c, const store::BlockEntry& e, uint64_t n_rows) {
+  const uint64_t k = e.column_count, cells = e.cell_count, T = e.tile_count;
+  for (uint64_t j = 0; j < k; ++j) {
+    const uint64_t id = c.column_ids[j];
+    if (id < e.first_column || id >= e.end_column || (j > 0 && id <= c.column_ids[j - 1]))
+      return "column ids out of order or outside the block's range";
+  }
+  if (c.tile_cells[0] != 0 || c.tile_cells[T] != cells) return "tile directory out of range";
+  if (c.cell_ptr[0] != 0 || c.cell_ptr[cells] != e.nnz) return "cell pointers out of range";
+  for (uint64_t t = 0; t < T; ++t) {
+    const uint32_t begin = c.tile_cells[t], end = c.tile_cells[t + 1];
+    if (end < begin || end > cells) return "tile directory out of range";
+    const uint64_t row_begin = t * uint64_t{c.tile_rows};
+    const uint64_t row_end = std::min<uint64_t>(row_begin + c.tile_rows, n_rows);
+    for (uint32_t x = begin; x < end; ++x) {
+      if (c.cell_column[x] >= k || (x > begin && c.cell_column[x] <= c.cell_column[x - 1]))
+        return "cell columns out of range";
+      const uint32_t p0 = c.cell_ptr[x], p1 = c.cell_ptr[x + 1];
+      if (p1 <= p0 || p1 > e.nnz) return "cell pointers out of range";
+      for (uint32_t p = p0; p < p1; ++p) {
+        const uint32_t r = c.row_ids[p];
+        if (r < row_begin || r >= row_end || (p > p0 && r <= c.row_ids[p - 1]))
+          return "row ids outside their tile or not increasing";
+      }
+    }
+  }
+  // One tile: csc_columns reads cell c as column c.
+  if (T == 1)
+    for (uint64_t x = 0; x < cells; ++x)
+      if (c.cell_column[x] != x) return "cell columns out of range";
+  return nullptr;
 }
 
 class PreadShardStore final : public ShardStore {
@@ -174,25 +216,25 @@ class PreadShardStore final : public ShardStore {
   const Shard& shard_of(const BlockRef& block) const {
     FGM_ASSERT(block.shard < shards_.size());
     const Shard& sh = shards_[block.shard];
-    FGM_ASSERT(block.first_column >= sh.first_column &&
-               block.first_column + block.column_count <= sh.first_column + sh.column_count &&
-               block.nz_begin + block.nnz <= sh.nnz);
+    FGM_ASSERT(block.block_count > 0 && block.first_block + block.block_count <= sh.blocks.size());
     return sh;
   }
-  const Shard& shard_of_feature(uint64_t feature) const {
-    FGM_ASSERT(feature < info_.n_features);
-    auto it = std::upper_bound(first_columns_.begin(), first_columns_.end(), feature);
-    return shards_[static_cast<size_t>(it - first_columns_.begin()) - 1];
-  }
+  // The stored block whose id range holds `feature`, if any.
+  struct Located {
+    const Shard* shard = nullptr;
+    uint64_t block = 0;
+  };
+  Located locate(uint64_t feature) const;
+  BlockRef ref_of(uint32_t shard, uint64_t first, uint64_t count) const;
+  // Position of `feature` among the listed columns of a stored block (-1: empty).
+  int64_t column_index(const Shard& sh, const store::BlockEntry& e, uint64_t feature) const;
 
   int open_shard(const Shard& sh, Fd& fd) const;
   void read_pieces(const Shard& sh, int fd, const PieceExtent& e, uint8_t* dst) const;
   template <class Fn>
   void for_each_verified(const Shard& sh, uint64_t begin, uint64_t end, Fn&& fn) const;
   void read_exact(const Shard& sh, uint64_t begin, uint64_t end, void* dst) const;
-  std::pair<uint64_t, uint64_t> column_range(const Shard& sh, uint64_t local) const;
   float column_float(uint64_t feature, bool min) const;
-  void check_rows(const Shard& sh, const uint32_t* rows, uint64_t count) const;
 
   void load_manifest(const std::string& path, std::vector<schema::ShardEntry const*>& entries,
                      std::vector<uint8_t>& buffer);
@@ -200,6 +242,7 @@ class PreadShardStore final : public ShardStore {
   void read_label_blocks(const std::string& path, const schema::Manifest& m, FileReader& in,
                          Xxh64& whole, uint64_t header_end);
   void verify(const std::string& manifest_path, Shard& shard);
+  void load_block_table(Shard& shard);
 
   StoreInfo info_;
   std::string dir_;
@@ -207,8 +250,10 @@ class PreadShardStore final : public ShardStore {
   BudgetedArray<int8_t> labels_;
   BudgetedArray<uint16_t> classes_;
   std::vector<Shard> shards_;
-  std::vector<uint64_t> first_columns_;
-  Reservation shard_metadata_;  // shards_, their paths and piece tables
+  // Every stored block in id order: its first id, shard and shard-local index.
+  std::vector<uint64_t> block_first_;
+  std::vector<std::pair<uint32_t, uint64_t>> block_at_;
+  Reservation shard_metadata_;  // shards_, their paths, piece and block tables
   uint64_t verify_buffer_ = 0;
 };
 
@@ -227,36 +272,45 @@ void PreadShardStore::load() {
   shard_metadata_ = budget_.reserve(entries.size() * (sizeof(Shard) + sizeof(uint64_t) + 64),
                                     "store shard metadata",
                                     "raise the shard size (fewer, larger shards) when ingesting");
-  // Shards must tile [0, n_features) in order.
-  uint64_t next = 0, nnz = 0, metadata = shard_metadata_.bytes();
+  // Shards cover increasing, disjoint id ranges inside [0, n_features).
+  uint64_t next = 0, nnz = 0, columns = 0, blocks = 0, metadata = shard_metadata_.bytes();
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto* e = entries[i];
     std::string name = e->file_name() ? e->file_name()->str() : "";
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
       corrupt(
           msg::store_inconsistent(manifest_path, fmt::format("shard {} has a bad file name", i)));
-    if (e->first_column() != next || e->column_count() == 0)
+    if (e->first_column() < next || e->end_column() <= e->first_column() ||
+        e->end_column() > info_.n_features || e->column_count() == 0 ||
+        e->column_count() > e->end_column() - e->first_column() || e->block_count() == 0 ||
+        e->nnz() < e->column_count())
       corrupt(msg::store_inconsistent(
-          manifest_path,
-          fmt::format("shard {} starts at column {}, expected {}", name, e->first_column(), next)));
+          manifest_path, fmt::format("shard {} covers ids {}..{}, after {}: out of order or "
+                                     "inconsistent counts",
+                                     name, e->first_column(), e->end_column(), next)));
     Shard s;
     s.path = dir_ + "/" + name;
     metadata += s.path.size();
     s.first_column = e->first_column();
+    s.end_column = e->end_column();
     s.column_count = e->column_count();
     s.nnz = e->nnz();
+    s.block_count = e->block_count();
     s.file_bytes = e->file_bytes();
     s.checksum = e->checksum();
-    next += s.column_count;
+    next = s.end_column;
     nnz += s.nnz;
+    columns += s.column_count;
+    blocks += s.block_count;
     shards_.push_back(std::move(s));
   }
   shard_metadata_.resize(metadata);
-  if (next != info_.n_features || nnz != info_.nnz)
+  if (nnz != info_.nnz || columns != info_.nonempty_columns || blocks != info_.block_count)
     corrupt(msg::store_inconsistent(
-        manifest_path, fmt::format("the shards hold {} columns and {} nonzeros, the manifest "
-                                   "says {} and {}",
-                                   next, nnz, info_.n_features, info_.nnz)));
+        manifest_path, fmt::format("the shards hold {} columns, {} nonzeros and {} blocks, the "
+                                   "manifest says {}, {} and {}",
+                                   columns, nnz, blocks, info_.nonempty_columns, info_.nnz,
+                                   info_.block_count)));
 
   entries.clear();
   buffer = {};
@@ -272,8 +326,12 @@ void PreadShardStore::load() {
                     msg::cannot_open(shards_[i].path, store::errno_text(errno)));
     }
     verify(manifest_path, shards_[i]);
+    load_block_table(shards_[i]);
     info_.shard_bytes += shards_[i].file_bytes;
-    first_columns_.push_back(shards_[i].first_column);
+    for (uint64_t b = 0; b < shards_[i].blocks.size(); ++b) {
+      block_first_.push_back(shards_[i].blocks[b].first_column);
+      block_at_.emplace_back(static_cast<uint32_t>(i), b);
+    }
   }
 }
 
@@ -305,6 +363,13 @@ void PreadShardStore::load_manifest(const std::string& path,
   info_.input_bytes = m->input_bytes();
   info_.input_checksum = m->input_checksum();
   info_.explicit_zeros = m->explicit_zeros();
+  info_.tile_rows = m->tile_rows();
+  info_.nonempty_columns = m->nonempty_columns();
+  info_.block_bytes = m->block_bytes();
+  info_.block_count = m->block_count();
+  if (info_.tile_rows == 0 || info_.nonempty_columns > info_.nnz ||
+      info_.nonempty_columns > info_.n_features || info_.n_features > (uint64_t{1} << 63))
+    corrupt(msg::store_inconsistent(path, "bad tile size or column counts"));
 
   load_class_table(path, *m);
   read_label_blocks(path, *m, in, whole, sizeof(store::Preamble) + buffer.size());
@@ -420,26 +485,29 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
       corrupt(msg::manifest_mismatch(manifest_path, path, field, num(want), num(got)));
   };
   check("first column", shard.first_column, h->first_column());
+  check("end column", shard.end_column, h->end_column());
   check("column count", shard.column_count, h->column_count());
   check("nnz", shard.nnz, h->nnz());
+  check("block count", shard.block_count, h->block_count());
   check("row count", info_.n_rows, h->n_rows());
+  check("tile rows", info_.tile_rows, h->tile_rows());
 
   const uint64_t piece_bytes = h->piece_bytes();
   if (piece_bytes < store::kMinPieceBytes || piece_bytes > store::kMaxPieceBytes ||
       piece_bytes % store::kAlign != 0)
     corrupt(msg::store_inconsistent(path, "bad checksum piece size"));
-  // Every column takes at least 16 bytes of the data region (col_ptr entry,
-  // min, max) and every nonzero 8: larger counts would wrap the layout's
-  // offsets into a small, self-consistent layout that lies about the arrays.
-  if (h->column_count() > in.size() / 16 || h->nnz() > in.size() / 8)
+  // Every block takes at least 64 bytes of table and every nonzero 8 bytes:
+  // larger counts would wrap the layout's offsets into a small,
+  // self-consistent layout that lies about the arrays.
+  if (h->block_count() > in.size() / sizeof(store::BlockEntry) || h->nnz() > in.size() / 8 ||
+      h->block_table_offset() > in.size() || h->block_table_offset() % store::kAlign != 0)
     corrupt(msg::store_inconsistent(path, "the header's counts do not fit in the file"));
-  const store::ShardLayout l = store::shard_layout(h->column_count(), h->nnz(), piece_bytes);
+  const store::ShardLayout l =
+      store::shard_layout(h->block_table_offset(), h->block_count(), piece_bytes);
   const uint64_t header_end = sizeof(store::Preamble) + buffer.size();
   if (h->raw_offset() < header_end || h->raw_offset() % store::kAlign != 0 ||
-      h->raw_bytes() != l.raw_bytes || h->col_ptr_offset() != l.col_ptr ||
-      h->row_ids_offset() != l.row_ids || h->values_offset() != l.values ||
-      h->col_min_offset() != l.col_min || h->col_max_offset() != l.col_max ||
-      h->piece_count() != l.piece_count || h->piece_table_offset() != l.piece_table)
+      h->raw_bytes() != l.raw_bytes || h->piece_count() != l.piece_count ||
+      h->piece_table_offset() != l.piece_table)
     corrupt(msg::store_inconsistent(path, "the header's array layout is wrong"));
   if (in.size() != shard.file_bytes) corrupt(msg::truncated_file(path, shard.file_bytes, in.size()));
   if (h->raw_offset() > in.size() || h->raw_bytes() != in.size() - h->raw_offset())
@@ -457,21 +525,18 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
   if (table_checksum != h->piece_table_checksum())
     corrupt(msg::checksum_mismatch(path, "piece table", h->piece_table_checksum(), table_checksum));
 
-  const uint64_t cp_begin = raw + l.col_ptr, cp_end = cp_begin + 8 * (h->column_count() + 1);
-  const uint64_t rows_begin = raw + l.row_ids, rows_end = rows_begin + 4 * h->nnz();
+  // One sequential pass: the whole-file hash and every piece's checksum.
   const uint64_t data_end = raw + l.data_bytes;
   in.seek(0);
   Xxh64 whole, piece;
-  uint64_t off = 0, previous = 0, piece_index = 0, piece_fill = 0;
-  bool bounds_ok = true;
+  uint64_t off = 0, piece_index = 0, piece_fill = 0;
   const uint64_t size = in.size();
   while (off < size) {
     uint64_t avail = in.refill(verify_buffer_);
     if (avail == 0) corrupt(msg::truncated_file(path, size, off));
-    uint64_t n = off + avail >= size ? avail : avail / 8 * 8;
+    uint64_t n = avail;
     const uint8_t* p = in.data();
     whole.update(p, n);
-    // Piece checksums of the data region.
     for (uint64_t a = std::max(off, raw); a < std::min(off + n, data_end);) {
       uint64_t k = std::min({off + n - a, data_end - a, piece_bytes - piece_fill});
       piece.update(p + (a - off), k);
@@ -486,20 +551,6 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
         ++piece_index;
       }
     }
-    for (uint64_t a = std::max(off, cp_begin); a + 8 <= std::min(off + n, cp_end); a += 8) {
-      uint64_t v;
-      std::memcpy(&v, p + (a - off), 8);
-      if (a == cp_begin ? v != 0 : v < previous) bounds_ok = false;
-      previous = v;
-    }
-    uint64_t lo = std::max(off, rows_begin), hi = std::min(off + n, rows_end);
-    uint32_t max_row = 0;
-    for (uint64_t a = lo; a + 4 <= hi; a += 4) {
-      uint32_t v;
-      std::memcpy(&v, p + (a - off), 4);
-      max_row = std::max(max_row, v);
-    }
-    if (lo < hi && max_row >= info_.n_rows) bounds_ok = false;
     in.consume(n);
     off += n;
   }
@@ -508,8 +559,41 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
     corrupt(msg::checksum_mismatch(path, "shard file", shard.checksum, file_checksum));
   if (piece_index != l.piece_count)
     corrupt(msg::store_inconsistent(path, "the piece table does not cover the data"));
-  if (!bounds_ok || previous != h->nnz())
-    corrupt(msg::store_inconsistent(path, "column pointers or row ids out of range"));
+}
+
+// Reads the block table (verified pieces) and checks it: blocks packed from
+// offset 0 up to the table, each laid out as its counts say, id ranges
+// increasing inside the shard's, counts adding up to the shard's.
+void PreadShardStore::load_block_table(Shard& sh) {
+  const store::ShardLayout& l = sh.layout;
+  shard_metadata_.resize(shard_metadata_.bytes() + sizeof(store::BlockEntry) * sh.block_count);
+  sh.blocks.resize(sh.block_count);
+  read_exact(sh, l.block_table, l.data_bytes, sh.blocks.data());
+  const uint64_t tiles = store::tile_count_of(info_.n_rows, info_.tile_rows);
+  uint64_t offset = 0, next = sh.first_column, columns = 0, nnz = 0;
+  for (uint64_t b = 0; b < sh.blocks.size(); ++b) {
+    const store::BlockEntry& e = sh.blocks[b];
+    const bool counts_ok =
+        e.column_count >= 1 && e.nnz >= e.column_count &&
+        e.nnz <= std::numeric_limits<uint32_t>::max() && e.cell_count >= e.column_count &&
+        e.cell_count <= e.nnz && e.tile_count == tiles &&
+        (tiles != 1 || e.cell_count == e.column_count) && e.nnz <= l.block_table / 8 &&
+        e.column_count <= l.block_table / 16;
+    if (!counts_ok || e.first_column < next || e.end_column <= e.first_column ||
+        e.end_column > sh.end_column || e.column_count > e.end_column - e.first_column ||
+        (b == 0 && e.first_column != sh.first_column) || e.offset != offset ||
+        e.bytes != layout_of(e).bytes || e.bytes > l.block_table - offset || e.reserved != 0)
+      corrupt(msg::store_inconsistent(sh.path, fmt::format("block {} of the block table is "
+                                                           "inconsistent",
+                                                           b)));
+    offset += e.bytes;
+    next = e.end_column;
+    columns += e.column_count;
+    nnz += e.nnz;
+  }
+  if (store::align_up(offset) != l.block_table || next != sh.end_column ||
+      columns != sh.column_count || nnz != sh.nnz)
+    corrupt(msg::store_inconsistent(sh.path, "the block table does not add up to the shard"));
 }
 
 // ---------------------------------------------------------------- reads
@@ -583,141 +667,231 @@ void PreadShardStore::read_exact(const Shard& sh, uint64_t begin, uint64_t end, 
   });
 }
 
-void PreadShardStore::check_rows(const Shard& sh, const uint32_t* rows, uint64_t count) const {
-  uint32_t max_row = 0;
-  for (uint64_t i = 0; i < count; ++i) max_row = std::max(max_row, rows[i]);
-  if (count > 0 && max_row >= info_.n_rows)
-    corrupt(msg::store_changed(sh.path, fmt::format("row id {} is not below {}", max_row,
-                                                    info_.n_rows)));
-}
-
-// Shard-local [begin, end) nonzero range of one column, verified.
-std::pair<uint64_t, uint64_t> PreadShardStore::column_range(const Shard& sh, uint64_t local) const {
-  uint64_t cp[2];
-  read_exact(sh, sh.layout.col_ptr + 8 * local, sh.layout.col_ptr + 8 * (local + 2), cp);
-  if (cp[0] > cp[1] || cp[1] > sh.nnz)
-    corrupt(msg::store_changed(sh.path, "column pointers out of range"));
-  return {cp[0], cp[1]};
+BlockRef PreadShardStore::ref_of(uint32_t shard, uint64_t first, uint64_t count) const {
+  const Shard& sh = shards_[shard];
+  BlockRef r;
+  r.shard = shard;
+  r.first_block = first;
+  r.block_count = count;
+  r.first_column = sh.blocks[first].first_column;
+  r.end_column = sh.blocks[first + count - 1].end_column;
+  uint64_t cells = 0;
+  const uint64_t tiles = sh.blocks[first].tile_count;
+  for (uint64_t b = first; b < first + count; ++b) {
+    const store::BlockEntry& e = sh.blocks[b];
+    r.column_count += e.column_count;
+    r.nnz += e.nnz;
+    cells += e.cell_count;
+  }
+  r.bytes = store::block_array_bytes(r.column_count, cells, r.nnz, tiles);
+  auto [begin, end] = blocks_extent(sh, first, count);
+  r.read_bytes = store::align_up(piece_extent(sh.layout, begin, end).bytes());
+  // Several stored blocks are merged into one view after the read.
+  if (count > 1) r.read_bytes += store::block_layout(r.column_count, cells, r.nnz, tiles).bytes;
+  return r;
 }
 
 std::vector<BlockRef> PreadShardStore::plan_blocks(uint64_t target_bytes) const {
-  std::vector<BlockRef> blocks;
+  std::vector<BlockRef> refs;
   for (uint32_t s = 0; s < shards_.size(); ++s) {
     const Shard& sh = shards_[s];
-    BlockRef b;
-    uint64_t entry = 0, previous = 0;  // col_ptr entries seen; the last one
-    auto start_block = [&](uint64_t local) {
-      b = BlockRef{};
-      b.shard = s;
-      b.first_column = sh.first_column + local;
-      b.bytes = 8;  // the closing col_ptr entry
-      b.nz_begin = previous;
-    };
-    auto finish_block = [&] {
-      b.read_bytes = block_read_bytes(
-          sh.layout, block_ranges(sh.layout, b.first_column - sh.first_column, b.column_count,
-                                  b.nz_begin, b.nnz));
-      blocks.push_back(b);
-    };
-    // Entry k of col_ptr is the end of column k-1; streamed in verified chunks.
-    const uint64_t cp = sh.layout.col_ptr;
-    for_each_verified(sh, cp, cp + 8 * (sh.column_count + 1), [&](const uint8_t* p, uint64_t n) {
-      FGM_ASSERT(n % 8 == 0);
-      for (uint64_t i = 0; i < n; i += 8, ++entry) {
-        uint64_t end;
-        std::memcpy(&end, p + i, 8);
-        if (entry == 0) {
-          if (end != 0) corrupt(msg::store_changed(sh.path, "column pointers out of range"));
-          start_block(0);
-          continue;
-        }
-        if (end < previous || end > sh.nnz)
-          corrupt(msg::store_changed(sh.path, "column pointers out of range"));
-        const uint64_t col_bytes = 16 + 8 * (end - previous);
-        if (b.column_count > 0 && b.bytes + col_bytes > target_bytes) {
-          finish_block();
-          start_block(entry - 1);
-        }
-        b.bytes += col_bytes;
-        b.nnz += end - previous;
-        ++b.column_count;
-        previous = end;
+    for (uint64_t b = 0; b < sh.blocks.size();) {
+      uint64_t end = b + 1;
+      uint64_t bytes = ref_of(s, b, 1).bytes;
+      while (end < sh.blocks.size()) {
+        const uint64_t more = ref_of(s, end, 1).bytes;
+        if (bytes + more > target_bytes) break;
+        bytes += more;
+        ++end;
       }
-    });
-    if (previous != sh.nnz) corrupt(msg::store_changed(sh.path, "column pointers out of range"));
-    finish_block();
+      refs.push_back(ref_of(s, b, end - b));
+      b = end;
+    }
   }
-  return blocks;
+  return refs;
 }
+
+namespace {
+
+// Concatenates the stored blocks `parts` (consecutive, same tiles) into one
+// block laid out at `out`: tile by tile, each part's cells in part order, so
+// columns stay increasing inside a tile.
+ColumnBlock merge_blocks(const std::vector<ColumnBlock>& parts, uint8_t* out) {
+  uint64_t k = 0, cells = 0, nnz = 0;
+  for (const auto& p : parts) {
+    k += p.column_count;
+    cells += p.cell_count();
+    nnz += p.nnz();
+  }
+  const uint32_t T = parts[0].tile_count;
+  const store::BlockLayout l = store::block_layout(k, cells, nnz, T);
+  auto* column_ids = reinterpret_cast<uint64_t*>(out + l.column_ids);
+  auto* col_min = reinterpret_cast<float*>(out + l.col_min);
+  auto* col_max = reinterpret_cast<float*>(out + l.col_max);
+  auto* tile_cells = reinterpret_cast<uint32_t*>(out + l.tile_cells);
+  auto* cell_column = reinterpret_cast<uint32_t*>(out + l.cell_column);
+  auto* cell_ptr = reinterpret_cast<uint32_t*>(out + l.cell_ptr);
+  auto* row_ids = reinterpret_cast<uint32_t*>(out + l.row_ids);
+  auto* values = reinterpret_cast<float*>(out + l.values);
+  uint64_t at = 0;
+  for (const auto& p : parts) {
+    std::memcpy(column_ids + at, p.column_ids, 8 * p.column_count);
+    std::memcpy(col_min + at, p.col_min, 4 * p.column_count);
+    std::memcpy(col_max + at, p.col_max, 4 * p.column_count);
+    at += p.column_count;
+  }
+  uint32_t cell = 0, nz = 0;
+  tile_cells[0] = 0;
+  cell_ptr[0] = 0;
+  for (uint32_t t = 0; t < T; ++t) {
+    uint32_t column_base = 0;
+    for (const auto& p : parts) {
+      for (uint32_t x = p.tile_cells[t]; x < p.tile_cells[t + 1]; ++x) {
+        const uint32_t b = p.cell_ptr[x], e = p.cell_ptr[x + 1];
+        std::memcpy(row_ids + nz, p.row_ids + b, 4 * (e - b));
+        std::memcpy(values + nz, p.values + b, 4 * (e - b));
+        nz += e - b;
+        cell_column[cell] = column_base + p.cell_column[x];
+        cell_ptr[++cell] = nz;
+      }
+      column_base += static_cast<uint32_t>(p.column_count);
+    }
+    tile_cells[t + 1] = cell;
+  }
+  ColumnBlock c = parts[0];
+  c.end_column = parts.back().end_column;
+  c.column_count = k;
+  c.column_ids = column_ids;
+  c.col_min = col_min;
+  c.col_max = col_max;
+  c.tile_cells = tile_cells;
+  c.cell_column = cell_column;
+  c.cell_ptr = cell_ptr;
+  c.row_ids = row_ids;
+  c.values = values;
+  return c;
+}
+
+}  // namespace
 
 ColumnBlock PreadShardStore::read_block(const BlockRef& block, BlockBuffer& buffer) const {
   const Shard& sh = shard_of(block);
-  const store::ShardLayout& l = sh.layout;
-  const uint64_t local = block.first_column - sh.first_column, count = block.column_count;
-  const BlockRanges r = block_ranges(l, local, count, block.nz_begin, block.nnz);
-  uint8_t* base = buffer.get(block_read_bytes(l, r));
+  auto [begin, end] = blocks_extent(sh, block.first_block, block.block_count);
+  const PieceExtent e = piece_extent(sh.layout, begin, end);
+  uint64_t merged_bytes = 0;
+  if (block.block_count > 1) {
+    uint64_t k = 0, cells = 0, nnz = 0;
+    for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b) {
+      k += sh.blocks[b].column_count;
+      cells += sh.blocks[b].cell_count;
+      nnz += sh.blocks[b].nnz;
+    }
+    merged_bytes = store::block_layout(k, cells, nnz, sh.blocks[block.first_block].tile_count).bytes;
+  }
+  uint8_t* base = buffer.get(store::align_up(e.bytes()) + merged_bytes);
   Fd fd(sh);
   open_shard(sh, fd);
-  // Each array: read its whole pieces into the buffer, verify, point inside.
-  uint8_t* at = base;
-  uint8_t* array[5];
-  for (int a = 0; a < 5; ++a) {
-    PieceExtent e = piece_extent(l, r.begin[a], r.end[a]);
-    read_pieces(sh, fd.fd, e, at);
-    array[a] = at + (r.begin[a] - e.begin);
-    at += store::align_up(e.bytes());
+  read_pieces(sh, fd.fd, e, base);
+  std::vector<ColumnBlock> parts;
+  for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b) {
+    const store::BlockEntry& entry = sh.blocks[b];
+    ColumnBlock c = view_of(entry, info_.tile_rows, base + (entry.offset - e.begin));
+    if (const char* wrong = check_block(c, entry, info_.n_rows))
+      corrupt(msg::store_changed(sh.path, wrong));
+    parts.push_back(c);
   }
-  // Bounds before use: the pieces matched, but nothing read from a file
-  // indexes memory unchecked.
-  auto* col_ptr = reinterpret_cast<uint64_t*>(array[0]);
-  if (col_ptr[0] != block.nz_begin || col_ptr[count] != block.nz_begin + block.nnz)
-    corrupt(msg::store_changed(sh.path, "column pointers differ from the block plan"));
-  for (uint64_t k = 0; k <= count; ++k) {
-    col_ptr[k] -= block.nz_begin;
-    if (k > 0 && col_ptr[k] < col_ptr[k - 1])
-      corrupt(msg::store_changed(sh.path, "column pointers out of range"));
-  }
-  const auto* rows = reinterpret_cast<const uint32_t*>(array[1]);
-  check_rows(sh, rows, block.nnz);
-  ColumnBlock c;
-  c.first_column = block.first_column;
-  c.column_count = count;
-  c.col_ptr = col_ptr;
-  c.row_ids = rows;
-  c.values = reinterpret_cast<const float*>(array[2]);
-  c.col_min = reinterpret_cast<const float*>(array[3]);
-  c.col_max = reinterpret_cast<const float*>(array[4]);
-  return c;
+  if (parts.size() == 1) return parts[0];
+  return merge_blocks(parts, base + store::align_up(e.bytes()));
 }
 
 void PreadShardStore::prefetch_block(const BlockRef& block) const {
   const Shard& sh = shard_of(block);
-  const BlockRanges r = block_ranges(sh.layout, block.first_column - sh.first_column,
-                                     block.column_count, block.nz_begin, block.nnz);
+  auto [begin, end] = blocks_extent(sh, block.first_block, block.block_count);
   Fd fd(sh);
   if (fd.fd < 0) return;  // only a hint: read_block reports the error
-  for (int a = 0; a < 5; ++a)
-    if (r.end[a] > r.begin[a])
-      ::posix_fadvise(fd.fd, static_cast<off_t>(sh.raw_offset + r.begin[a]),
-                      static_cast<off_t>(r.end[a] - r.begin[a]), POSIX_FADV_WILLNEED);
+  ::posix_fadvise(fd.fd, static_cast<off_t>(sh.raw_offset + begin),
+                  static_cast<off_t>(end - begin), POSIX_FADV_WILLNEED);
 }
 
+PreadShardStore::Located PreadShardStore::locate(uint64_t feature) const {
+  FGM_ASSERT(feature < info_.n_features);
+  auto it = std::upper_bound(block_first_.begin(), block_first_.end(), feature);
+  if (it == block_first_.begin()) return {};
+  const auto [shard, b] = block_at_[static_cast<size_t>(it - block_first_.begin()) - 1];
+  if (feature >= shards_[shard].blocks[b].end_column) return {};
+  return {&shards_[shard], b};
+}
+
+int64_t PreadShardStore::column_index(const Shard& sh, const store::BlockEntry& e,
+                                      uint64_t feature) const {
+  const store::BlockLayout l = layout_of(e);
+  const uint64_t ids_at = e.offset + l.column_ids;
+  std::vector<uint64_t> ids(e.column_count);
+  read_exact(sh, ids_at, ids_at + 8 * e.column_count, ids.data());
+  auto it = std::lower_bound(ids.begin(), ids.end(), feature);
+  if (it == ids.end() || *it != feature) return -1;
+  return it - ids.begin();
+}
+
+// Reads only what one column needs: the block's column ids, its tile
+// directory and cell columns (to find the column's cells), then those cells'
+// pointers, rows and values; every piece verified, every value bounded.
 void PreadShardStore::read_column(uint64_t feature, std::vector<uint32_t>& rows,
                                   std::vector<float>& values) const {
-  const Shard& sh = shard_of_feature(feature);
-  auto [b, e] = column_range(sh, feature - sh.first_column);
-  rows.resize(e - b);
-  values.resize(e - b);
-  read_exact(sh, sh.layout.row_ids + 4 * b, sh.layout.row_ids + 4 * e, rows.data());
-  read_exact(sh, sh.layout.values + 4 * b, sh.layout.values + 4 * e, values.data());
-  check_rows(sh, rows.data(), rows.size());
+  rows.clear();
+  values.clear();
+  const Located at = locate(feature);
+  if (!at.shard) return;
+  const Shard& sh = *at.shard;
+  const store::BlockEntry& e = sh.blocks[at.block];
+  const int64_t found = column_index(sh, e, feature);
+  if (found < 0) return;
+  const auto k = static_cast<uint32_t>(found);
+  const store::BlockLayout l = layout_of(e);
+  const uint64_t T = e.tile_count, cells = e.cell_count;
+  std::vector<uint32_t> tile_cells(T + 1), cell_column(cells);
+  read_exact(sh, e.offset + l.tile_cells, e.offset + l.tile_cells + 4 * (T + 1), tile_cells.data());
+  read_exact(sh, e.offset + l.cell_column, e.offset + l.cell_column + 4 * cells, cell_column.data());
+  if (tile_cells[0] != 0 || tile_cells[T] != cells)
+    corrupt(msg::store_changed(sh.path, "tile directory out of range"));
+  for (uint64_t t = 0; t < T; ++t) {
+    if (tile_cells[t + 1] < tile_cells[t] || tile_cells[t + 1] > cells)
+      corrupt(msg::store_changed(sh.path, "tile directory out of range"));
+    // Cell columns increase inside a tile (checked as far as the search goes).
+    const uint32_t* first = cell_column.data() + tile_cells[t];
+    const uint32_t* last = cell_column.data() + tile_cells[t + 1];
+    const uint32_t* x = std::lower_bound(first, last, k);
+    if (x == last || *x != k) continue;
+    const uint64_t cell = static_cast<uint64_t>(x - cell_column.data());
+    uint32_t ptr[2];
+    read_exact(sh, e.offset + l.cell_ptr + 4 * cell, e.offset + l.cell_ptr + 4 * (cell + 2), ptr);
+    if (ptr[1] <= ptr[0] || ptr[1] > e.nnz)
+      corrupt(msg::store_changed(sh.path, "cell pointers out of range"));
+    const uint64_t n = ptr[1] - ptr[0], old = rows.size();
+    rows.resize(old + n);
+    values.resize(old + n);
+    read_exact(sh, e.offset + l.row_ids + 4 * uint64_t{ptr[0]}, e.offset + l.row_ids + 4 * uint64_t{ptr[1]},
+               rows.data() + old);
+    read_exact(sh, e.offset + l.values + 4 * uint64_t{ptr[0]}, e.offset + l.values + 4 * uint64_t{ptr[1]},
+               values.data() + old);
+    const uint64_t row_begin = t * uint64_t{info_.tile_rows};
+    const uint64_t row_end = std::min<uint64_t>(row_begin + info_.tile_rows, info_.n_rows);
+    for (uint64_t i = old; i < old + n; ++i)
+      if (rows[i] < row_begin || rows[i] >= row_end || (i > old && rows[i] <= rows[i - 1]))
+        corrupt(msg::store_changed(sh.path, "row ids outside their tile or not increasing"));
+  }
 }
 
 float PreadShardStore::column_float(uint64_t feature, bool min) const {
-  const Shard& sh = shard_of_feature(feature);
-  const uint64_t at = (min ? sh.layout.col_min : sh.layout.col_max) + 4 * (feature - sh.first_column);
+  const Located at = locate(feature);
+  if (!at.shard) return 0.0f;
+  const store::BlockEntry& e = at.shard->blocks[at.block];
+  const int64_t k = column_index(*at.shard, e, feature);
+  if (k < 0) return 0.0f;
+  const store::BlockLayout l = layout_of(e);
+  const uint64_t v_at = e.offset + (min ? l.col_min : l.col_max) + 4 * static_cast<uint64_t>(k);
   float v;
-  read_exact(sh, at, at + 4, &v);
+  read_exact(*at.shard, v_at, v_at + 4, &v);
   return v;
 }
 

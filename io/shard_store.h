@@ -1,54 +1,60 @@
-// Column-block shard store: the on-disk form of a training set.
-//
-// `ingest_libsvm` transposes LIBSVM rows into column-major shards without
-// holding the data in memory (sorted runs spilled to temporary files, then a
-// k-way merge), within the MemoryBudget. A store directory holds:
+// Column-block shard store (format 4): the on-disk form of a training set,
+// written by io/store_writer.h (ingest, io/ingest.h, and the synthetic
+// generator feed it) and read here. A store directory holds:
 //   manifest.fgm   FlatBuffer (n, m, nnz, label map and counts, class table,
-//                  input size and hash, shard list with per-file checksums,
+//                  input size and hash, tile_rows, non-empty column count,
+//                  stored block target, shard list with per-file checksums,
 //                  format version) followed by an aligned raw block with the
 //                  labels (int8 ±1) and an aligned block with each row's class
 //                  index (uint16), each with its own checksum.
-//   shard-NNNNN.fgs  FlatBuffer header (column range, counts, offsets into the
-//                  raw block, piece size and piece-table checksum) followed by a
-//                  64-byte aligned raw block: col_ptr (uint64, count+1), row ids
-//                  (uint32), values (float32), per-column min and max (float32;
-//                  implicit zeros included) -- the data region -- then the piece
-//                  table: XXH64 of every 16 KiB piece of the data region.
+//   shard-NNNNN.fgs  FlatBuffer header (id range, counts, tile_rows, offsets,
+//                  piece size and piece-table checksum) followed by a 64-byte
+//                  aligned raw block: the shard's stored column blocks one
+//                  after the other, then the block table (store::BlockEntry
+//                  per block: id range, counts, offset) -- the data region --
+//                  then the piece table: XXH64 of every 16 KiB piece of the
+//                  data region.
+// A stored column block is laid out as io/column_block.h describes: row tiles
+// of tile_rows rows, doubly compressed (only non-empty columns are listed,
+// and inside a tile only columns with nonzeros there have a cell); each array
+// starts 64-byte aligned (io/store_format.h, block_layout). Only non-empty
+// columns are stored anywhere: the size of a store depends on its nonzeros,
+// not on the width of its id space (ids up to 2^63-1). A block covers the id
+// range [its first listed id, its last listed id + 1); blocks and shards are
+// in increasing id order; ids between them are empty columns.
 // Both files start with a 24-byte preamble: magic ("FGMSHARD" / "FGMSTORE"),
 // uint32 format version, uint32 FlatBuffer length, uint64 XXH64 of the
 // FlatBuffer; then the size-prefixed FlatBuffer (schemas io/schema/shard.fbs,
-// manifest.fbs), zero padding to 64 bytes, the raw block. Every raw array
-// starts 64-byte aligned; bulk data is never inside a FlatBuffer (whose
-// offsets stop at 2 GiB). Shards tile the columns [0, n_features) in order;
-// a shard is cut when it reaches the shard target, at a column boundary (a
-// column bigger than the target is a shard of its own, never split). Empty
-// columns are stored (col_ptr entries, min = max = 0).
-// Values are stored as float32 (half the bytes of float64 on the scoring pass;
-// LIBSVM text rarely carries more than 7 significant digits). Row ids are
-// uint32: a store holds at most 2^32-1 rows. Feature ids and nnz are 64-bit.
+// manifest.fbs), zero padding to 64 bytes, the raw block. Bulk data is never
+// inside a FlatBuffer (whose offsets stop at 2 GiB).
+// Cut rules (store writer): a block is cut when its arrays would pass the
+// stored block target (8 bytes per nonzero, 16 per column, 8 per cell); a
+// shard when its staged columns pass the shard target (8 bytes per nonzero,
+// 32 per column). A column is never split: one bigger than a target is a
+// block (or shard) of its own.
+// Values are stored as float32; row ids are uint32 (a store holds at most
+// 2^32-1 rows); cell pointers are block-local uint32.
 // The output is deterministic: the same input and options give byte-identical
-// files whatever the thread count or budget (shards depend on the shard target).
-// Ingest writes into a temporary directory beside the target and renames it
-// into place, so a failed or killed ingest leaves no store or a complete one.
-// It holds `<out>.lock` (a second writer of the same output fails), refuses
-// before writing when the estimated size exceeds IngestOptions::max_store_bytes
-// or the target's free space, and removes `<out>.tmp-*` left by dead
-// processes (store::remove_stale_temporaries). Every file is verified
-// when the store is opened (FlatBuffers verifier, sizes, version, checksums).
-// After that the engine never trusts the files: shards are read with pread()
-// into caller-owned buffers (never mmap, so a truncated file is a short read,
-// not SIGBUS), every piece a read touches is checked against the piece table
-// kept in memory since open, and column pointers and row ids are bounds-checked
-// before use. A store changed, shrunk or overwritten under a running engine
-// therefore gives Error(kCorruption) naming the file, or the unchanged data.
+// files whatever the thread count or budget.
+// Every file is verified when the store is opened (FlatBuffers verifier,
+// sizes, version, checksums, the block tables). After that the engine never
+// trusts the files: shards are read with pread() into caller-owned buffers
+// (never mmap, so a truncated file is a short read, not SIGBUS), every piece
+// a read touches is checked against the piece table kept in memory since
+// open, and every array of a block is bounds-checked before use (cell
+// columns, cell pointers, tile directory, row ids inside their tile and
+// increasing inside a cell, column ids increasing inside the block's range).
+// A store changed, shrunk or overwritten under a running engine therefore
+// gives Error(kCorruption) naming the file, or the unchanged data.
 // Classes: a label file may hold up to kMaxClasses distinct values. The class
 // table lists them in increasing numeric order (class k = k-th smallest), so
 // the same rows give the same class indices whatever the row order. The ±1
 // labels block maps the largest label to +1 and every other to -1 (for two
 // classes: the binary label map); multi-class training relabels per class.
 // Format history: 1 had one raw-block checksum per shard (no piece table);
-// 2 had no class table (two labels only); version 3 stores are required
-// (older ones: "ingest the data again").
+// 2 had no class table (two labels only); 3 stored every column of
+// [0, n_features) in plain CSC; version 4 stores are required (older ones:
+// "ingest the data again").
 #pragma once
 
 #include <cstdint>
@@ -58,46 +64,15 @@
 #include <vector>
 
 #include "core/memory_budget.h"
+#include "io/column_block.h"
 #include "io/libsvm_reader.h"
 
 namespace fgm {
 
-inline constexpr uint32_t kStoreFormatVersion = 3;
+inline constexpr uint32_t kStoreFormatVersion = 4;
 // Distinct labels a store may hold (a file with more is most likely a
 // regression target, which fgm does not fit).
 inline constexpr uint32_t kMaxClasses = 1024;
-
-struct IngestOptions {
-  // Refuse (before writing shards) when the store would exceed this many bytes
-  // (store.max_bytes, --max-store-bytes); 0: no fixed cap. The free space of
-  // the target file system is always checked.
-  uint64_t max_store_bytes = 0;
-  ReaderOptions reader;
-  uint64_t shard_target_bytes = 0;  // 0: automatic, min(64 MiB, budget / 8)
-  int threads = 1;                  // parser threads (explicit, never implicit)
-  bool progress = false;            // progress bar on stderr
-  uint32_t merge_fan_in = 0;        // max runs merged at once; 0: as many as the budget allows
-  // hash_file(input) if the caller already has it (e.g. a cache key): saves
-  // ingest a second read of the input.
-  std::optional<uint64_t> input_checksum;
-};
-
-struct IngestStats {
-  uint64_t n_rows = 0;
-  uint64_t n_features = 0;
-  uint64_t nnz = 0;
-  uint64_t explicit_zeros = 0;
-  uint64_t input_bytes = 0;       // on disk
-  uint64_t text_bytes = 0;        // decompressed
-  uint64_t spilled_runs = 0;      // sorted runs written to disk (0: all fit in the sort buffer)
-  uint64_t shards = 0;
-  double seconds = 0;
-};
-
-// Reads `input` and writes a store at `out_dir` (which must not exist yet, or is
-// replaced if it is a store). Throws Error on bad input; leaves no partial output.
-IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir,
-                          const IngestOptions& options, MemoryBudget& budget);
 
 struct StoreInfo {
   uint32_t format_version = 0;
@@ -120,17 +95,25 @@ struct StoreInfo {
   uint64_t explicit_zeros = 0;
   uint64_t store_checksum = 0;  // XXH64 of manifest.fgm: identifies the store in models
   uint64_t shard_bytes = 0;     // total bytes of shard files
+  uint32_t tile_rows = 0;       // rows per tile of every block
+  uint64_t nonempty_columns = 0;  // columns with at least one nonzero (the others are not stored)
+  uint64_t block_bytes = 0;     // the stored block target chosen at ingest
+  uint64_t block_count = 0;     // stored blocks
 };
 
-// A contiguous run of columns inside one shard: the unit the scheduler streams.
+// Consecutive stored blocks of one shard: the unit the scheduler streams
+// (plan_blocks). A stored block is never split.
 struct BlockRef {
   uint32_t shard = 0;
-  uint64_t first_column = 0;  // global feature id (0-based)
-  uint64_t column_count = 0;
+  uint64_t first_block = 0;   // shard-local index of the first stored block
+  uint64_t block_count = 0;   // stored blocks grouped (>= 1)
+  uint64_t first_column = 0;  // the id range [first_column, end_column) covered
+  uint64_t end_column = 0;
+  uint64_t column_count = 0;  // non-empty columns listed
   uint64_t nnz = 0;
-  uint64_t bytes = 0;         // raw-block bytes covered (col_ptr + rows + values + min/max)
-  uint64_t nz_begin = 0;      // shard-local offset of the block's first nonzero
-  uint64_t read_bytes = 0;    // BlockBuffer bytes read_block needs (whole checksum pieces)
+  uint64_t bytes = 0;         // bytes of the block's arrays (a compact copy of the ColumnBlock)
+  uint64_t read_bytes = 0;    // BlockBuffer bytes read_block needs (whole checksum pieces,
+                              // plus the merged arrays when several stored blocks are grouped)
 };
 
 // Caller-owned, reusable memory that read_block reads into (64-byte aligned).
@@ -146,20 +129,6 @@ class BlockBuffer {
   };
   std::unique_ptr<uint8_t[], Free> data_;
   uint64_t capacity_ = 0;
-};
-
-// A block read into a BlockBuffer (valid while the buffer is unchanged).
-// col_ptr is indexed by the column's offset inside the block; entries are
-// offsets into row_ids/values starting at 0 (so row_ids[col_ptr[k]] ..
-// row_ids[col_ptr[k+1]]).
-struct ColumnBlock {
-  uint64_t first_column = 0;
-  uint64_t column_count = 0;
-  const uint64_t* col_ptr = nullptr;
-  const uint32_t* row_ids = nullptr;
-  const float* values = nullptr;
-  const float* col_min = nullptr;
-  const float* col_max = nullptr;
 };
 
 class ShardStore {
@@ -178,17 +147,22 @@ class ShardStore {
   // n_rows class indices into info().class_values.
   virtual const uint16_t* classes() const = 0;
 
-  // Partitions all columns into blocks of at most ~target_bytes (a column is
-  // never split; a block never spans shards), in increasing column order.
+  // Partitions the stored blocks, in increasing id order, into BlockRefs:
+  // consecutive stored blocks of a shard are grouped while their bytes stay
+  // within target_bytes; a stored block is never split, so one bigger than
+  // the target is a BlockRef of its own.
   virtual std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const = 0;
-  // Reads and verifies `block` into `buffer` (which grows to block.read_bytes).
+  // Reads and verifies `block` into `buffer` (which grows to block.read_bytes);
+  // the view (io/column_block.h) points into the buffer.
   virtual ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const = 0;
   // Hints the kernel to start reading the block (posix_fadvise WILLNEED).
   virtual void prefetch_block(const BlockRef& block) const = 0;
 
-  // Copies one column out (for the selected-feature cache), verified.
+  // Copies one column out (for the selected-feature cache), verified; any id
+  // in [0, n_features): an empty column gives no rows. Rows increase.
   virtual void read_column(uint64_t feature, std::vector<uint32_t>& rows,
                            std::vector<float>& values) const = 0;
+  // Over all n rows, implicit zeros included (an empty column: 0 and 0).
   virtual float column_min(uint64_t feature) const = 0;
   virtual float column_max(uint64_t feature) const = 0;
 };

@@ -40,29 +40,85 @@ static_assert(sizeof(Preamble) == 24);
 inline constexpr uint64_t kPieceBytes = 16 << 10;
 inline constexpr uint64_t kMinPieceBytes = 4 << 10, kMaxPieceBytes = 16 << 20;
 
-// Byte offsets inside a shard's raw block; each array starts 64-byte aligned.
+// Format 4. A shard's raw block is a sequence of stored column blocks (each
+// 64-byte aligned, laid out by block_layout), then the block table (one
+// BlockEntry per block): together the data region, checksummed in pieces;
+// then the piece table.
+//
+// Inside a stored block (offsets from the block's start, each 64-byte
+// aligned; see io/column_block.h for the meaning):
+//   row_ids  uint32[nnz]    values   float32[nnz]      (bulk first: a column
+//   column_ids uint64[k]    col_min  float32[k]         bigger than the shard
+//   col_max  float32[k]     tile_cells uint32[T+1]      target streams its rows
+//   cell_column uint32[cells]  cell_ptr uint32[cells+1] before its cells are known)
+struct BlockLayout {
+  uint64_t row_ids = 0, values = 0, column_ids = 0, col_min = 0, col_max = 0;
+  uint64_t tile_cells = 0, cell_column = 0, cell_ptr = 0;
+  uint64_t end = 0;    // end of cell_ptr
+  uint64_t bytes = 0;  // end rounded up to the alignment: the next block starts here
+};
+
+inline BlockLayout block_layout(uint64_t column_count, uint64_t cells, uint64_t nnz,
+                                uint64_t tile_count) {
+  BlockLayout l;
+  l.row_ids = 0;
+  l.values = align_up(4 * nnz);
+  l.column_ids = align_up(l.values + 4 * nnz);
+  l.col_min = align_up(l.column_ids + 8 * column_count);
+  l.col_max = align_up(l.col_min + 4 * column_count);
+  l.tile_cells = align_up(l.col_max + 4 * column_count);
+  l.cell_column = align_up(l.tile_cells + 4 * (tile_count + 1));
+  l.cell_ptr = align_up(l.cell_column + 4 * cells);
+  l.end = l.cell_ptr + 4 * (cells + 1);
+  l.bytes = align_up(l.end);
+  return l;
+}
+
+// The bytes of a block's arrays without padding (BlockRef::bytes: what a
+// compact in-memory copy takes).
+inline uint64_t block_array_bytes(uint64_t column_count, uint64_t cells, uint64_t nnz,
+                                  uint64_t tile_count) {
+  return 16 * column_count + 4 * (tile_count + 1) + 4 * cells + 4 * (cells + 1) + 8 * nnz;
+}
+
+// One entry of a shard's block table (little-endian, 64 bytes).
+struct BlockEntry {
+  uint64_t first_column;  // the id range [first_column, end_column) the block covers
+  uint64_t end_column;
+  uint64_t column_count;  // non-empty columns listed
+  uint64_t nnz;
+  uint64_t offset;        // raw-block offset of the block (64-byte aligned)
+  uint64_t bytes;         // block_layout(...).bytes
+  uint32_t cell_count;
+  uint32_t tile_count;
+  uint64_t reserved;      // zero
+};
+static_assert(sizeof(BlockEntry) == 64);
+
+// Byte offsets inside a shard's raw block.
 struct ShardLayout {
-  uint64_t col_ptr = 0, row_ids = 0, values = 0, col_min = 0, col_max = 0;
-  uint64_t data_bytes = 0;   // end of col_max: the checksummed region
+  uint64_t block_table = 0;  // BlockEntry[block_count], after the blocks
+  uint64_t data_bytes = 0;   // end of the block table: the checksummed region
   uint64_t piece_bytes = 0, piece_count = 0;
   uint64_t piece_table = 0;  // uint64[piece_count]
   uint64_t raw_bytes = 0;
 };
 
-inline ShardLayout shard_layout(uint64_t column_count, uint64_t nnz,
+inline ShardLayout shard_layout(uint64_t blocks_bytes, uint64_t block_count,
                                 uint64_t piece_bytes = kPieceBytes) {
   ShardLayout l;
-  l.col_ptr = 0;
-  l.row_ids = align_up(8 * (column_count + 1));
-  l.values = align_up(l.row_ids + 4 * nnz);
-  l.col_min = align_up(l.values + 4 * nnz);
-  l.col_max = align_up(l.col_min + 4 * column_count);
-  l.data_bytes = l.col_max + 4 * column_count;
+  l.block_table = align_up(blocks_bytes);
+  l.data_bytes = l.block_table + sizeof(BlockEntry) * block_count;
   l.piece_bytes = piece_bytes;
   l.piece_count = (l.data_bytes + piece_bytes - 1) / piece_bytes;
   l.piece_table = align_up(l.data_bytes);
   l.raw_bytes = l.piece_table + 8 * l.piece_count;
   return l;
+}
+
+// Tiles of a store with n rows.
+inline uint64_t tile_count_of(uint64_t n_rows, uint64_t tile_rows) {
+  return tile_rows == 0 ? 0 : (n_rows + tile_rows - 1) / tile_rows;
 }
 
 // Piece checksums of a data region streamed through update() in order.

@@ -601,7 +601,9 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
 TEST_CASE("training under a budget a third of the store: same model, bounded peak RSS", "[cli][budget]") {
   TempDir dir("fgm-cli-budget");
   REQUIRE(run(dir, "synth --kind sparse --out data --rows 40000 --test-rows 200 --features 30000 "
-                   "--nnz-per-row 40 --zipf 0.9 --store --memory-budget 64MB")
+                   "--nnz-per-row 40 --zipf 0.9 --store --memory-budget 64MB "
+                   // Stored blocks are read whole: small ones, so that several fit 4 MB.
+                   "--block-bytes 262144")
               .code == 0);
   uint64_t store_bytes = 0;
   for (const auto& e : fs::directory_iterator(dir.path / "data" / "store"))

@@ -445,29 +445,25 @@ TEST_CASE("peak RSS of fgm train does not grow with the number of shards",
   REQUIRE(many <= few + 512);
 }
 
-TEST_CASE("one huge feature id is refused before the store is written", "[cli][store][robustness]") {
+TEST_CASE("one huge feature id costs nothing: a small store, quickly", "[cli][store][robustness]") {
+  // Store format 4 keeps only non-empty columns: the width of the id space
+  // (4,294,967,297 here) does not enter the store's size.
   TempDir dir("fgm-huge");
   dir.write("two.svm", "+1 1:1 4294967297:1\n-1 2:1\n");
   std::string err;
   auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(run_fgm(dir.path, {"ingest", "two.svm", "--out", "s", "--max-store-bytes", "1GB"}, &err) == 3);
+  REQUIRE(run_fgm(dir.path, {"ingest", "two.svm", "--out", "s", "--max-store-bytes", "1MB"}, &err) == 0);
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
-  CAPTURE(err);
-  CHECK(contains(err, "--max-store-bytes"));
-  CHECK(contains(err, "4294967297 features"));
-  CHECK_FALSE(fs::exists(dir.path / "s"));
-  // The cache ingest of fgm train: store.max_bytes, and data.features.
-  REQUIRE(run_fgm(dir.path, {"train", "data.train=two.svm", "engine.cache_dir=cache",
-                             "store.max_bytes=1GB", "engine.progress=off"},
-                  &err) == 3);
-  CHECK(contains(err, "store.max_bytes"));
+  uint64_t bytes = 0;
+  for (const auto& e : fs::directory_iterator(dir.path / "s")) bytes += fs::file_size(e.path());
+  CHECK(bytes < (1 << 20));
+  // The cache ingest of fgm train, with a declared width far beyond the ids.
   dir.write("small.svm", "+1 1:1 3:1\n-1 2:1\n");
   REQUIRE(run_fgm(dir.path, {"train", "data.train=small.svm", "engine.cache_dir=cache",
-                             "data.features=100000000", "store.max_bytes=1GB", "engine.progress=off"},
-                  &err) == 3);
-  CHECK(contains(err, "data.features"));
-  // Nothing of either attempt is left in the cache.
-  REQUIRE(leftovers(dir.path / "cache", {}).empty());
+                             "data.features=100000000", "store.max_bytes=1MB", "engine.progress=off",
+                             "fgm.B=1", "fgm.max_iterations=1", "output.dir=out"},
+                  &err) == 0);
+  CAPTURE(err);
 }
 
 TEST_CASE("a directory without manifest.fgm as data.train says so", "[cli][store][robustness]") {

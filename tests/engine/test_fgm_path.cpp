@@ -7,8 +7,9 @@
 
 #include "engine/debias.h"
 #include "engine/fgm_path.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
-#include "io/synthetic_data.h"
+#include "synth/synthetic_data.h"
 #include "solvers/apg.h"
 #include "tests/engine/mixed_data.h"
 #include "tests/features/explicit_expansion.h"

@@ -9,8 +9,9 @@
 #include "core/error.h"
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
-#include "io/synthetic_data.h"
+#include "synth/synthetic_data.h"
 #include "tests/engine/mixed_data.h"
 #include "tests/test_util.h"
 
@@ -22,6 +23,8 @@ std::unique_ptr<ShardStore> make_store(const test::TempDir& dir, const std::stri
                                        MemoryBudget& budget, uint64_t shard_bytes = 0) {
   IngestOptions o;
   o.shard_target_bytes = shard_bytes;
+  o.block_bytes = 4 << 10;  // many stored blocks (plan_blocks groups whole ones)
+  o.tile_rows = 256;        // many tiles
   ingest_libsvm(text_path, dir.file("store"), o, budget);
   return ShardStore::open(dir.file("store"), budget);
 }
@@ -346,10 +349,10 @@ TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engi
   o.threads = 2;  // 6 tokens
   auto count_nnz = [&](MemoryBudget& budget) {
     uint64_t nnz = 0;
-    std::function<uint64_t(const BlockRef&, const ColumnBlock&)> transform =
-        [](const BlockRef&, const ColumnBlock& b) { return b.col_ptr[b.column_count] - b.col_ptr[0]; };
-    std::function<void(uint64_t&&)> consume = [&](uint64_t&& k) { nnz += k; };
-    stream_blocks<uint64_t>(*store, blocks, o, budget, transform, consume);
+    BlockStream stream(*store, o, budget);
+    stream_blocks<uint64_t>(
+        stream, blocks, "count", [](const BlockRef&, const ColumnBlock& b) { return b.nnz(); },
+        [&](uint64_t&& k) { nnz += k; });
     return nnz;
   };
   MemoryBudget three(3 * largest);

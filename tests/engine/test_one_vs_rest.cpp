@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "engine/evaluate.h"
 #include "engine/one_vs_rest.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

@@ -13,6 +13,7 @@
 #include "engine/evaluate.h"
 #include "engine/fgm_path.h"
 #include "engine/path_selection.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

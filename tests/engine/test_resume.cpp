@@ -12,6 +12,7 @@
 #include "engine/fgm_path.h"
 #include "engine/fgm_trainer.h"
 #include "engine/resume_checkpoint.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

@@ -11,10 +11,11 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "engine/chunk_scheduler.h"
+#include "features/block_stream.h"
 #include "features/feature_space.h"
 #include "features/kernel_maps.h"
 #include "io/model_file.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/features/explicit_expansion.h"
 #include "tests/test_util.h"
@@ -124,8 +125,8 @@ struct Fixture {
     SchedulerOptions so;
     so.threads = threads;
     auto blocks = s.plan_blocks(block_bytes);
-    BlockStreamer streamer = make_block_streamer(s, so, budget);
-    return run_worst_case_analysis(space, s, blocks, streamer, a.data(), B, threads, budget);
+    fgm::BlockStream streamer(s, so, budget);
+    return run_worst_case_analysis(space, streamer, blocks, a.data(), B, budget);
   }
 };
 

@@ -4,9 +4,11 @@
 #include <random>
 
 #include "core/error.h"
-#include "engine/chunk_scheduler.h"
+#include "features/block_scores.h"
+#include "features/block_stream.h"
 #include "features/feature_groups.h"
 #include "features/feature_space.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
@@ -28,6 +30,8 @@ struct Fixture {
     IngestOptions o;
     o.reader.declared_features = features;
     o.shard_target_bytes = 64 << 10;  // several shards
+    o.block_bytes = 512;              // many stored blocks
+    o.tile_rows = 64;                 // many tiles
     ingest_libsvm(path, dir.file("store"), o, budget);
     store = ShardStore::open(dir.file("store"), budget);
     std::mt19937_64 rng(seed + 1);
@@ -70,8 +74,8 @@ TEST_CASE("streamed linear-space scoring equals an in-memory full sort", "[engin
       auto space = make_feature_space(FeatureSpaceSettings{}, *fx.store, fx.budget);
       for (uint64_t j : excluded) space->mark_selected(j);
       auto blocks = fx.store->plan_blocks(block_bytes);
-      BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
-      SpaceScores r = run_worst_case_analysis(*space, *fx.store, blocks, streamer, fx.a.data(), 25, 1, fx.budget);
+      fgm::BlockStream streamer(*fx.store, so, fx.budget);
+      SpaceScores r = run_worst_case_analysis(*space, streamer, blocks, fx.a.data(), 25, fx.budget);
       REQUIRE(r.top.size() == 25);
       for (size_t k = 0; k < 25; ++k) {
         REQUIRE(r.top[k].id == oracle[k].id);
@@ -90,7 +94,7 @@ TEST_CASE("streamed c matches Xᵀ(α∘y) column by column", "[engine][wca]") {
   std::vector<float> vals;
   for (uint64_t j = 0; j < 200; ++j) {
     fx.store->read_column(j, rows, vals);
-    double got = column_dot(rows.data(), vals.data(), rows.size(), fx.a.data());
+    double got = tiled_column_dot(rows.data(), vals.data(), rows.size(), fx.a.data(), fx.store->info().tile_rows);
     REQUIRE(got == Approx(c[j]).margin(1e-12).epsilon(1e-12));
   }
 }
@@ -108,8 +112,7 @@ TEST_CASE("group scores equal brute-force ‖c_G‖² and select the top groups"
   REQUIRE(groups.n_groups == 3 + (120 - 10 - 10 - 3));
   std::vector<double> oracle_score(groups.n_groups, 0.0);
   for (uint64_t g = 0; g < groups.n_groups; ++g)
-    for (uint64_t p = groups.member_ptr[g]; p < groups.member_ptr[g + 1]; ++p)
-      oracle_score[g] += c[groups.members[p]] * c[groups.members[p]];
+    for (uint64_t p = 0; p < groups.size(g); ++p) oracle_score[g] += c[groups.member(g, p)] * c[groups.member(g, p)];
   std::vector<ScoredCandidate> oracle;
   for (uint64_t g = 0; g < groups.n_groups; ++g)
     if (oracle_score[g] > 0) oracle.push_back({oracle_score[g], g});
@@ -122,8 +125,8 @@ TEST_CASE("group scores equal brute-force ‖c_G‖² and select the top groups"
     fs.groups_path = gpath;
     auto space = make_feature_space(fs, *fx.store, fx.budget);
     auto blocks = fx.store->plan_blocks(1024);
-    BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
-    SpaceScores r = run_worst_case_analysis(*space, *fx.store, blocks, streamer, fx.a.data(), 6, 1, fx.budget);
+    fgm::BlockStream streamer(*fx.store, so, fx.budget);
+    SpaceScores r = run_worst_case_analysis(*space, streamer, blocks, fx.a.data(), 6, fx.budget);
     REQUIRE(r.top.size() == 6);
     for (size_t k = 0; k < 6; ++k) {
       REQUIRE(r.top[k].id == oracle[k].id);
@@ -160,8 +163,9 @@ TEST_CASE("an exception in a scoring worker reaches the caller", "[engine][sched
     so.threads = threads;
     uint64_t consumed = 0;
     auto run = [&] {
+      BlockStream stream(*fx.store, so, fx.budget);
       stream_blocks<int>(
-          *fx.store, blocks, so, fx.budget,
+          stream, blocks, "failing",
           [&](const BlockRef& ref, const ColumnBlock&) -> int {
             if (ref.first_column == blocks[3].first_column)
               throw Error(ErrorKind::kIo, "simulated read failure in block 3");
@@ -181,8 +185,8 @@ SpaceScores score_space(Fixture& fx, FeatureSpace& space, uint64_t B, int thread
   SchedulerOptions so;
   so.threads = threads;
   auto blocks = fx.store->plan_blocks(2048);
-  BlockStreamer streamer = make_block_streamer(*fx.store, so, fx.budget);
-  return run_worst_case_analysis(space, *fx.store, blocks, streamer, fx.a.data(), B, 1, fx.budget);
+  fgm::BlockStream streamer(*fx.store, so, fx.budget);
+  return run_worst_case_analysis(space, streamer, blocks, fx.a.data(), B, fx.budget);
 }
 
 // Oracle: every group's ‖c_G‖² from the in-memory c, full sort.
@@ -190,7 +194,7 @@ std::vector<ScoredCandidate> brute_force(const FeatureGroups& g, const std::vect
   std::vector<ScoredCandidate> all;
   for (uint64_t q = 0; q < g.n_groups; ++q) {
     double s = 0;
-    for (uint64_t p = g.member_ptr[q]; p < g.member_ptr[q + 1]; ++p) s += c[g.members[p]] * c[g.members[p]];
+    for (uint64_t p = 0; p < g.size(q); ++p) s += c[g.member(q, p)] * c[g.member(q, p)];
     if (s > 0) all.push_back({s, q});
   }
   std::sort(all.begin(), all.end(), ranks_before);

@@ -13,8 +13,9 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "engine/chunk_scheduler.h"
+#include "features/block_stream.h"
 #include "features/poly2_space.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
@@ -108,8 +109,8 @@ TEST_CASE("poly2 scoring allocates no more than it reserves; a tight budget fits
     g_peak.store(live_before);
     try {
       Poly2Space space(*store, s, budget);
-      BlockStreamer streamer = make_block_streamer(*store, so, budget);
-      SpaceScores r = run_worst_case_analysis(space, *store, blocks, streamer, a.data(), 20, 2, budget);
+      fgm::BlockStream streamer(*store, so, budget);
+      SpaceScores r = run_worst_case_analysis(space, streamer, blocks, a.data(), 20, budget);
       if (reference.empty()) reference = r.top;
       REQUIRE(r.top.size() == reference.size());
       for (size_t k = 0; k < r.top.size(); ++k) REQUIRE(r.top[k].id == reference[k].id);

@@ -48,10 +48,13 @@
 //   bias <b>
 //   linear <id> <weight>        # <rows>   (1-based ids; rows = training rows
 //   cross <j> <k> <weight>      # <rows>    containing the term)
-// Memory: the store path holds 4 bytes per feature (column counts), 1 byte per
-// row (labels), a column buffer (4 bytes per nonzero for binary values, 8 for
-// real) of whatever the budget leaves, and small per-thread row chunks; the
-// text path only the row chunks. Everything is reserved from the MemoryBudget.
+// The store goes through the one store writer (io/store_writer.h), as ingest's
+// does: columns in id order, blocks and shards cut by the same rules.
+// Memory: the store path holds 4 bytes per feature (column counts: the
+// generator draws from all m ids, so this is its own width, not a hashed id
+// space), 1 byte per row (labels), the writer's shard buffer, a column buffer
+// (4 bytes per nonzero for binary values, 8 for real) of whatever the budget
+// leaves, and small per-thread row chunks; the text path only the row chunks. Everything is reserved from the MemoryBudget.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +62,7 @@
 #include <vector>
 
 #include "core/memory_budget.h"
-#include "io/synthetic_data.h"
+#include "synth/synthetic_data.h"
 
 namespace fgm {
 
@@ -83,6 +86,8 @@ struct SparseSynthOptions {
   bool gzip = false;                 // .svm.gz text
   int threads = 1;                   // generation threads (the output does not depend on it)
   uint64_t shard_target_bytes = 0;   // store: 0 = as ingest, min(64 MiB, budget / 8)
+  uint32_t tile_rows = 65536;        // store: rows per tile (as ingest's --tile-rows)
+  uint64_t block_bytes = 0;          // store: stored block target (0: as ingest)
   uint64_t pilot_rows = 50000;       // rows used to choose the planted terms and the bias
   uint64_t column_buffer_bytes = 0;  // store: cap on the column buffer (0: what the budget
                                      // leaves); a smaller one means more generation passes

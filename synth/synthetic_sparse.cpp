@@ -11,7 +11,7 @@
 //     buffer a pass that regenerates the rows and scatters the group's entries
 //     (rows arrive in order, so every column's row ids come out sorted);
 //  3. test rows (text), truth.txt.
-#include "io/synthetic_sparse.h"
+#include "synth/synthetic_sparse.h"
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_pipeline.h>
@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "io/store_files.h"
 #include "io/store_format.h"
@@ -731,153 +732,6 @@ double choose_bias(ChunkRunner& runner, const RowGenerator& g, uint64_t pilot) {
 
 // ------------------------------------------------------------------ store
 
-struct ShardPlan {
-  uint64_t first = 0, count = 0, nnz = 0;
-};
-
-// ingest's ShardWriter cut rule: a shard holds 16 bytes per column and 8 per
-// nonzero up to the target; a column bigger than the target is its own shard.
-std::vector<ShardPlan> plan_shards(const uint32_t* counts, uint64_t m, uint64_t target) {
-  const uint64_t capacity = std::max<uint64_t>(target / 8, 8) * 8;
-  std::vector<ShardPlan> shards;
-  ShardPlan cur;
-  uint64_t used = 0;
-  auto cut = [&] {
-    shards.push_back(cur);
-    cur = ShardPlan{cur.first + cur.count, 0, 0};
-    used = 0;
-  };
-  for (uint64_t j = 0; j < m; ++j) {
-    uint64_t need = 16 + 8 * uint64_t{counts[j]};
-    if (cur.count > 0 && used + need > capacity) cut();
-    if (need > capacity) {
-      cur = ShardPlan{j, 1, counts[j]};
-      cut();
-      continue;
-    }
-    cur.count++;
-    cur.nnz += counts[j];
-    used += need;
-  }
-  if (cur.count > 0) shards.push_back(cur);
-  return shards;
-}
-
-class StoreBuilder {
- public:
-  StoreBuilder(const store::TempDir& dir, MemoryBudget& budget, uint64_t n_rows)
-      : dir_(dir), budget_(budget), n_rows_(n_rows) {
-    raw_offset_ = store::shard_raw_offset();
-  }
-
-  // Columns [first, first + count) of shard `index`: ends[j] is the end of
-  // column first + j in rows/values (relative to `base`).
-  void write_shard(uint32_t index, const ShardPlan& s, const uint32_t* ends, uint64_t base,
-                   const uint32_t* rows, const float* values) {
-    store::ShardLayout layout = store::shard_layout(s.count, s.nnz);
-    Emitter e{*this, s, ends, base, rows + base, values ? values + base : nullptr, layout};
-    store::PieceHasher pieces;
-    e.emit([&](const void* p, uint64_t n) { pieces.update(p, n); });
-    std::vector<uint64_t> table = pieces.finish();
-    auto header = store::shard_header_bytes(index, s.first, s.count, s.nnz, n_rows_, raw_offset_,
-                                            layout, xxh64(table.data(), 8 * table.size()));
-    FGM_ASSERT(store::align_up(header.size()) == raw_offset_);
-    std::string name = store::shard_file_name(index);
-    store::FileWriter out(dir_.file(name), budget_, 1 * kMiB, "synth shard writer");
-    Xxh64 file_hash;
-    out.hash_into(&file_hash);
-    out.write(header.data(), header.size());
-    out.pad_to(raw_offset_);
-    e.emit([&](const void* p, uint64_t n) { out.write(p, n); });
-    out.pad_to(raw_offset_ + layout.piece_table);
-    out.write(table.data(), 8 * table.size());
-    uint64_t bytes = out.position();
-    out.start_writeback();  // fsynced together at the end
-    out.close(false);
-    shards_.push_back({name, s.first, s.count, s.nnz, bytes, file_hash.digest()});
-  }
-
-  std::vector<store::ShardEntryInfo> finish() {
-    for (const auto& s : shards_) store::fsync_file(dir_.file(s.file_name));
-    return std::move(shards_);
-  }
-
- private:
-  // Streams a shard's raw block (see store::shard_layout) into out(data, bytes).
-  struct Emitter {
-    StoreBuilder& b;
-    const ShardPlan& s;
-    const uint32_t* ends;
-    uint64_t base;
-    const uint32_t* rows;
-    const float* values;
-    store::ShardLayout layout;
-
-    uint64_t begin_of(uint64_t j) const { return j == 0 ? 0 : ends[j - 1] - base; }
-    uint64_t end_of(uint64_t j) const { return ends[j] - base; }
-    // Column range including implicit zeros (as ingest computes it).
-    std::pair<float, float> range(uint64_t j) const {
-      uint64_t lo_i = begin_of(j), hi_i = end_of(j), nnz = hi_i - lo_i;
-      if (nnz == 0) return {0.0f, 0.0f};
-      float lo = 1.0f, hi = 1.0f;
-      if (values) {
-        lo = std::numeric_limits<float>::infinity();
-        hi = -lo;
-        for (uint64_t i = lo_i; i < hi_i; ++i) {
-          lo = std::min(lo, values[i]);
-          hi = std::max(hi, values[i]);
-        }
-      }
-      if (nnz < b.n_rows_) return {std::min(lo, 0.0f), std::max(hi, 0.0f)};
-      return {lo, hi};
-    }
-
-    template <class Out>
-    void emit(Out&& out) const {
-      static const uint8_t kZeros[store::kAlign] = {};
-      uint64_t at = 0;
-      auto pad_to = [&](uint64_t offset) {
-        out(kZeros, offset - at);
-        at = offset;
-      };
-      alignas(64) uint8_t scratch[16 * kKiB];
-      auto batched = [&](uint64_t n, auto get) {
-        using T = decltype(get(uint64_t{0}));
-        constexpr uint64_t kBatch = sizeof(scratch) / sizeof(T);
-        T* buf = reinterpret_cast<T*>(scratch);
-        for (uint64_t i = 0; i < n; i += kBatch) {
-          uint64_t m = std::min(kBatch, n - i);
-          for (uint64_t k = 0; k < m; ++k) buf[k] = get(i + k);
-          out(scratch, m * sizeof(T));
-        }
-        at += n * sizeof(T);
-      };
-      batched(s.count + 1, [&](uint64_t j) -> uint64_t { return j == 0 ? 0 : end_of(j - 1); });
-      pad_to(layout.row_ids);
-      out(rows, 4 * s.nnz);
-      at += 4 * s.nnz;
-      pad_to(layout.values);
-      if (values) {
-        out(values, 4 * s.nnz);
-        at += 4 * s.nnz;
-      } else {
-        batched(s.nnz, [](uint64_t) -> float { return 1.0f; });
-      }
-      pad_to(layout.col_min);
-      batched(s.count, [&](uint64_t j) -> float { return range(j).first; });
-      pad_to(layout.col_max);
-      batched(s.count, [&](uint64_t j) -> float { return range(j).second; });
-      FGM_ASSERT(at == layout.data_bytes);
-    }
-  };
-
-  const store::TempDir& dir_;
-  MemoryBudget& budget_;
-  uint64_t n_rows_;
-  uint64_t raw_offset_ = 0;
-  std::vector<store::ShardEntryInfo> shards_;
-};
-
 struct StoreOutcome {
   uint64_t nnz = 0, positive = 0, shards = 0, bytes = 0, passes = 0;
   std::vector<uint64_t> term_rows;
@@ -917,14 +771,23 @@ StoreOutcome write_store(ChunkRunner& runner, const RowGenerator& g, const Spars
                 fmt::format("synth: all {} training rows got the label {} (the planted terms are "
                             "too rare in the first rows); raise --rows or --min-term-frequency",
                             n, r.positive ? "+1" : "-1"));
-  std::vector<ShardPlan> plan = plan_shards(counts.data(), m, shard_target);
-  spdlog::debug("synth store: counted {} nonzeros in {:.2f}s; {} shards", r.nnz, lap(), plan.size());
+  spdlog::debug("synth store: counted {} nonzeros in {:.2f}s", r.nnz, lap());
 
-  // The column buffer: as much as the budget leaves (minus room for writers),
-  // at least the largest shard.
+  // The one store writer cuts blocks and shards exactly as ingest does.
+  store::TempDir tmp(out_dir);
+  store::StoreWriterOptions wo;
+  wo.n_rows = n;
+  wo.tile_rows = o.tile_rows;
+  wo.shard_target_bytes = shard_target;
+  wo.block_target_bytes = o.block_bytes ? o.block_bytes : kDefaultBlockBytes;
+  wo.io_bytes = 1 * kMiB;
+  store::StoreWriter writer(tmp, budget, wo);
+
+  // The column buffer: as much as the budget leaves (minus room for file
+  // buffers), at least the largest column.
   const uint64_t entry_bytes = binary ? 4 : 8;
   uint64_t largest = 0;
-  for (const auto& s : plan) largest = std::max(largest, s.nnz);
+  for (uint64_t j = 0; j < m; ++j) largest = std::max<uint64_t>(largest, counts[j]);
   const uint64_t slack = 4 * kMiB;
   uint64_t avail = budget.available() > slack ? budget.available() - slack : 0;
   if (o.column_buffer_bytes > 0) avail = std::min(avail, o.column_buffer_bytes);
@@ -934,15 +797,11 @@ StoreOutcome write_store(ChunkRunner& runner, const RowGenerator& g, const Spars
   BudgetedArray<float> values;
   if (!binary) values = BudgetedArray<float>(budget, capacity, "synth column buffer");
 
-  store::TempDir tmp(out_dir);
-  StoreBuilder builder(tmp, budget, n);
-  for (size_t s0 = 0; s0 < plan.size();) {
-    // A group of consecutive shards that fits the buffer.
-    size_t s1 = s0;
-    uint64_t group_nnz = 0;
-    while (s1 < plan.size() && group_nnz + plan[s1].nnz <= capacity) group_nnz += plan[s1++].nnz;
-    FGM_ASSERT(s1 > s0);
-    const uint64_t c0 = plan[s0].first, c1 = plan[s1 - 1].first + plan[s1 - 1].count;
+  for (uint64_t c0 = 0; c0 < m;) {
+    // A range of consecutive columns whose nonzeros fit the buffer.
+    uint64_t c1 = c0, group_nnz = 0;
+    while (c1 < m && group_nnz + counts[c1] <= capacity) group_nnz += counts[c1++];
+    FGM_ASSERT(c1 > c0);
     // counts -> start offsets inside the group; after the scatter, end offsets.
     uint64_t offset = 0;
     for (uint64_t j = c0; j < c1; ++j) {
@@ -975,22 +834,21 @@ StoreOutcome write_store(ChunkRunner& runner, const RowGenerator& g, const Spars
           });
       ++r.passes;
     }
-    uint64_t base = 0;
-    for (size_t s = s0; s < s1; ++s) {
-      const ShardPlan& sh = plan[s];
-      builder.write_shard(static_cast<uint32_t>(s), sh, counts.data() + sh.first, base, rows.data(),
-                          binary ? nullptr : values.data());
-      base += sh.nnz;
+    for (uint64_t j = c0, begin = 0; j < c1; ++j) {
+      const uint64_t end = counts[j];
+      if (end > begin)
+        writer.add_column(j, rows.data() + begin, binary ? nullptr : values.data() + begin,
+                          end - begin);
+      begin = end;
     }
-    FGM_ASSERT(base == group_nnz);
-    spdlog::debug("synth store: shards {}..{} (columns {}..{}, {} nonzeros) in {:.2f}s", s0, s1 - 1,
-                  c0, c1 - 1, group_nnz, lap());
-    s0 = s1;
+    spdlog::debug("synth store: columns {}..{} ({} nonzeros) in {:.2f}s", c0, c1 - 1, group_nnz,
+                  lap());
+    c0 = c1;
   }
   rows = {};
   values = {};
-  std::vector<store::ShardEntryInfo> shards = builder.finish();
-  r.shards = shards.size();
+  store::WrittenShards written = writer.finish();
+  r.shards = written.shards.size();
 
   // Manifest: as ingest writes it; the "input" is the generator's settings.
   store::ManifestFields mf;
@@ -1011,25 +869,20 @@ StoreOutcome write_store(ChunkRunner& runner, const RowGenerator& g, const Spars
   mf.input_bytes = 0;
   mf.input_checksum = xxh64(mf.input_path.data(), mf.input_path.size());
   mf.shard_target_bytes = shard_target;
-  mf.shards = std::move(shards);
+  mf.tile_rows = wo.tile_rows;
+  mf.nonempty_columns = written.nonempty_columns;
+  mf.block_bytes = wo.block_target_bytes;
+  mf.block_count = written.block_count;
+  mf.shards = std::move(written.shards);
   mf.labels_checksum = xxh64(labels.data(), n);
   BudgetedArray<uint16_t> classes(budget, n, "synth class indices");
   for (uint64_t i = 0; i < n; ++i) classes[i] = labels[i] > 0 ? 1 : 0;  // class table {-1, +1}
   mf.class_values = {-1, 1};
   mf.class_counts = {n - r.positive, r.positive};
   mf.classes_checksum = xxh64(classes.data(), 2 * n);
-  mf.labels_offset = store::align_up(store::manifest_bytes(mf).size());
-  auto header = store::manifest_bytes(mf);
-  FGM_ASSERT(store::align_up(header.size()) == mf.labels_offset);
-  {
-    store::FileWriter out(tmp.file(store::kManifestName), budget, 1 * kMiB, "synth manifest writer");
-    out.write(header.data(), header.size());
-    out.pad_to(mf.labels_offset);
-    out.write(labels.data(), n);
-    out.pad_to(store::classes_offset(mf));
-    out.write(classes.data(), 2 * n);
-    out.close(true);
-  }
+  store::write_manifest(
+      tmp, mf, budget, 1 * kMiB, [&](store::FileWriter& out) { out.write(labels.data(), n); },
+      [&](store::FileWriter& out) { out.write(classes.data(), 2 * n); });
   tmp.commit();
   for (const auto& e : fs::directory_iterator(out_dir))
     if (e.is_regular_file()) r.bytes += e.file_size();

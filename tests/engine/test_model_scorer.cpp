@@ -7,6 +7,7 @@
 #include "engine/fgm_trainer.h"
 #include "features/kernel_maps.h"
 #include "features/model_scorer.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 

@@ -21,9 +21,10 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "io/libsvm_reader.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
-#include "io/synthetic_data.h"
-#include "io/synthetic_sparse.h"
+#include "synth/synthetic_data.h"
+#include "synth/synthetic_sparse.h"
 #include "tests/test_util.h"
 
 using namespace fgm;
@@ -88,6 +89,8 @@ TEST_CASE("sparse synth: the direct store equals ingesting the text", "[io][synt
   SparseSynthOptions o = small_options();
   o.values = values;
   o.shard_target_bytes = 64 * 1024;  // many shards
+  o.tile_rows = 97;                  // many tiles
+  o.block_bytes = 8 * 1024;          // several stored blocks per shard
   SparseSynthResult text = write_sparse_synthetic(dir.file("text"), o, budget);
   o.store = true;
   o.column_buffer_bytes = 96 * 1024;  // several groups of shards, one pass each
@@ -105,6 +108,8 @@ TEST_CASE("sparse synth: the direct store equals ingesting the text", "[io][synt
   IngestOptions io;
   io.reader.declared_features = o.features;  // the highest ids may not occur
   io.shard_target_bytes = o.shard_target_bytes;
+  io.tile_rows = o.tile_rows;
+  io.block_bytes = o.block_bytes;
   io.threads = 2;
   IngestStats s = ingest_libsvm(text.train_path, dir.file("ingested"), io, budget);
   CHECK(s.shards == direct.shards);
@@ -125,6 +130,10 @@ TEST_CASE("sparse synth: the direct store equals ingesting the text", "[io][synt
   CHECK(ia.index_base == ib.index_base);
   CHECK(ia.declared_features == ib.declared_features);
   CHECK(ia.shard_bytes == ib.shard_bytes);
+  CHECK(ia.tile_rows == 97);
+  CHECK(ia.block_count == ib.block_count);
+  CHECK(ia.block_count > 2 * direct.shards);
+  CHECK(ia.nonempty_columns == ib.nonempty_columns);
   CHECK(std::equal(a->labels(), a->labels() + ia.n_rows, b->labels()));
 
   std::vector<uint32_t> ra, rb;
@@ -412,13 +421,14 @@ TEST_CASE("sparse synth: gzip text reads back as the plain text", "[io][synth]")
 }
 
 TEST_CASE("sparse synth: a store bigger than the budget is written within it", "[io][synth]") {
-  // 100k rows x 2M features: ~55 MB of shards from a 32 MB budget (column
-  // counts 8 MB, row chunks, and a column buffer that takes several passes).
+  // 160k rows x 2M features: ~57 MB of shards (format 4: empty columns are
+  // not stored) from a 32 MB budget (column counts 8 MB, row chunks, the
+  // writer's shard buffer, and a column buffer that takes several passes).
   test::TempDir dir("fgm-synth");
   const uint64_t limit = 32 * kMiB;
   MemoryBudget budget(limit);
   SparseSynthOptions o;
-  o.rows = 100000;
+  o.rows = 160000;
   o.test_rows = 1000;
   o.features = 2000000;
   o.threads = 2;

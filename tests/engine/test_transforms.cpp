@@ -20,6 +20,7 @@
 #include "engine/fgm_trainer.h"
 #include "features/transformed_store.h"
 #include "io/model_file.h"
+#include "io/ingest.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
@@ -252,9 +253,11 @@ TEST_CASE("transformed blocks carry the transformed column min and max", "[featu
   TransformedStore t(std::move(raw), parse_transforms({"maxabs", "row_l2"}), budget, 2 << 10);
   BlockBuffer buffer;
   for (const BlockRef& ref : t.plan_blocks(2 << 10)) {
-    ColumnBlock c = t.read_block(ref, buffer);
+    ColumnBlock tiled = t.read_block(ref, buffer);
+    CscScratch scratch;
+    const CscColumns c = csc_columns(tiled, scratch);
     for (uint64_t k = 0; k < c.column_count; ++k) {
-      const uint64_t j = c.first_column + k;
+      const uint64_t j = c.column_ids[k];
       std::vector<uint32_t> rows;
       std::vector<float> values;
       t.read_column(j, rows, values);

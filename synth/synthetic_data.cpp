@@ -1,4 +1,4 @@
-#include "io/synthetic_data.h"
+#include "synth/synthetic_data.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,0 +1,184 @@
+// The BlockStream pipeline over oneTBB: a serial in-order source (which also
+// hints the kernel to read ahead), a parallel transform stage, a serial
+// in-order consume stage; the token count bounds the blocks in flight.
+#include "features/block_stream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+
+#include "core/progress.h"
+
+namespace fgm {
+
+// Verified blocks kept between passes (keep_resident): compact copies of the
+// block's arrays, at most `capacity` bytes in all (BlockRef::bytes each; a
+// block list other than the first one streamed is read from the store again).
+class ResidentBlocks {
+ public:
+  explicit ResidentBlocks(uint64_t capacity) : capacity_(capacity) {}
+  const ColumnBlock* find(const BlockRef& ref) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(key(ref));
+    return it == blocks_.end() ? nullptr : &it->second.view;
+  }
+  void keep(const BlockRef& ref, const ColumnBlock& c) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (used_ + ref.bytes > capacity_ || blocks_.count(key(ref))) return;
+    Entry& e = blocks_[key(ref)];
+    const uint64_t k = c.column_count, cells = c.cell_count(), nnz = c.nnz();
+    const uint64_t tiles = c.tile_count == 0 ? 0 : c.tile_count + 1;
+    const uint64_t bytes = 8 * k + 8 * k + 4 * tiles + 4 * cells + 4 * (c.tile_count ? cells + 1 : 0) + 8 * nnz;
+    e.words.resize((bytes + 8 * 8) / 8);  // each array rounded up to 8 bytes
+    auto* at = reinterpret_cast<uint8_t*>(e.words.data());
+    auto copy = [&](const void* src, uint64_t size) {
+      if (size) std::memcpy(at, src, size);
+      const uint8_t* begin = at;
+      at += (size + 7) / 8 * 8;
+      return begin;
+    };
+    e.view = c;
+    e.view.column_ids = reinterpret_cast<const uint64_t*>(copy(c.column_ids, 8 * k));
+    e.view.col_min = reinterpret_cast<const float*>(copy(c.col_min, 4 * k));
+    e.view.col_max = reinterpret_cast<const float*>(copy(c.col_max, 4 * k));
+    e.view.tile_cells = reinterpret_cast<const uint32_t*>(copy(c.tile_cells, 4 * tiles));
+    e.view.cell_column = reinterpret_cast<const uint32_t*>(copy(c.cell_column, 4 * cells));
+    e.view.cell_ptr = reinterpret_cast<const uint32_t*>(copy(c.cell_ptr, c.tile_count ? 4 * (cells + 1) : 0));
+    e.view.row_ids = reinterpret_cast<const uint32_t*>(copy(c.row_ids, 4 * nnz));
+    e.view.values = reinterpret_cast<const float*>(copy(c.values, 4 * nnz));
+    used_ += ref.bytes;
+  }
+  bool holds_all(const std::vector<BlockRef>& blocks) const {
+    for (const auto& b : blocks)
+      if (!find(b)) return false;
+    return true;
+  }
+
+ private:
+  struct Entry {
+    std::vector<uint64_t> words;  // 8-byte aligned storage of the arrays
+    ColumnBlock view;
+  };
+  static std::pair<uint64_t, uint64_t> key(const BlockRef& r) { return {r.first_column, r.end_column}; }
+  mutable std::mutex mutex_;
+  std::map<std::pair<uint64_t, uint64_t>, Entry> blocks_;
+  uint64_t capacity_;
+  uint64_t used_ = 0;
+};
+
+namespace {
+
+// BlockBuffers for the blocks in flight, reused across blocks of a pass.
+class BlockBufferPool {
+ public:
+  std::unique_ptr<BlockBuffer> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<BlockBuffer>();
+    auto b = std::move(free_.back());
+    free_.pop_back();
+    return b;
+  }
+  void give(std::unique_ptr<BlockBuffer> b) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(b));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<BlockBuffer>> free_;
+};
+
+// Read buffers of the blocks in flight (none when every block is resident)
+// and each transform's scratch. A tight budget runs fewer tokens, down to
+// one. Returns the token count.
+int reserve_in_flight(const std::vector<BlockRef>& blocks, bool all_resident, int tokens,
+                      const BlockStages& stages, MemoryBudget& budget, Reservation& in_flight) {
+  uint64_t largest = 0;
+  for (const auto& b : blocks) largest = std::max(largest, (all_resident ? 0 : b.read_bytes) + stages.scratch_bytes(b));
+  if (largest == 0) return tokens;
+  in_flight = budget.reserve_up_to(largest * static_cast<uint64_t>(tokens), largest, "scoring blocks in flight");
+  const uint64_t fit = in_flight.bytes() / largest;
+  if (fit < 1) {
+    in_flight.release();  // not even one: fail with the usual message
+    in_flight = budget.reserve(largest, "scoring blocks in flight", "lower engine.block_bytes");
+  }
+  return static_cast<int>(std::min<uint64_t>(tokens, std::max<uint64_t>(fit, 1)));
+}
+
+}  // namespace
+
+BlockStream::BlockStream(const ShardStore& store, const SchedulerOptions& options, MemoryBudget& budget)
+    : store_(store), options_(options), budget_(budget) {
+  if (options.keep_resident) resident_ = std::make_unique<ResidentBlocks>(store.info().shard_bytes);
+}
+
+BlockStream::~BlockStream() = default;
+
+PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::string& label,
+                           BlockStages& stages) const {
+  const auto start = std::chrono::steady_clock::now();
+  PassStats stats;
+  ResidentBlocks* resident = resident_.get();
+  Reservation in_flight;
+  const int tokens = reserve_in_flight(blocks, resident && resident->holds_all(blocks), effective_tokens(options_),
+                                       stages, budget_, in_flight);
+  stages.open(static_cast<size_t>(tokens));
+  uint64_t total = 0;
+  for (const auto& b : blocks) total += b.bytes;
+  BlockBufferPool buffers;
+  ProgressBar bar(label, total, options_.progress);
+  size_t next = 0, prefetched = 0;
+  // Read-ahead: the blocks the tokens will hold next.
+  auto prefetch_until = [&](size_t end) {
+    for (end = std::min(end, blocks.size()); prefetched < end; ++prefetched)
+      if (!(resident && resident->find(blocks[prefetched]))) store_.prefetch_block(blocks[prefetched]);
+  };
+  auto source = [&](tbb::flow_control& fc) -> size_t {
+    if (next >= blocks.size()) {
+      fc.stop();
+      return 0;
+    }
+    prefetch_until(next + static_cast<size_t>(tokens) + 1);
+    return next++;
+  };
+  auto transform = [&](size_t index) {
+    const BlockRef& ref = blocks[index];
+    const size_t slot = index % static_cast<size_t>(tokens);
+    if (const ColumnBlock* kept = resident ? resident->find(ref) : nullptr) {
+      if (observer_) observer_(*kept);
+      stages.transform(slot, ref, *kept);
+      return index;
+    }
+    std::unique_ptr<BlockBuffer> buffer = buffers.take();
+    ColumnBlock block = store_.read_block(ref, *buffer);
+    if (resident) resident->keep(ref, block);
+    if (observer_) observer_(block);
+    stages.transform(slot, ref, block);
+    buffers.give(std::move(buffer));
+    return index;
+  };
+  auto consume = [&](size_t index) {
+    const BlockRef& ref = blocks[index];
+    stats.blocks += 1;
+    stats.bytes_streamed += ref.bytes;
+    bar.add(ref.bytes);
+    stages.consume(index % static_cast<size_t>(tokens));
+  };
+  tbb::task_arena arena(options_.threads);
+  arena.execute([&] {
+    tbb::parallel_pipeline(static_cast<size_t>(tokens),
+                           tbb::make_filter<void, size_t>(tbb::filter_mode::serial_in_order, source) &
+                               tbb::make_filter<size_t, size_t>(tbb::filter_mode::parallel, transform) &
+                               tbb::make_filter<size_t, void>(tbb::filter_mode::serial_in_order, consume));
+  });
+  bar.finish();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace fgm

@@ -1,0 +1,563 @@
+// Store format 4 against an in-memory twin: the LIBSVM text parsed into
+// triplets independently (tests/test_util.h), every stored block rebuilt from
+// them tile by tile and compared array by array; sparse id spaces; crafted
+// blocks that break each bound read_block checks.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/memory_budget.h"
+#include "io/ingest.h"
+#include "io/shard_store.h"
+#include "io/store_format.h"
+#include "io/store_writer.h"
+#include "tests/test_util.h"
+
+using namespace fgm;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The twin: column id -> (row, value) in row order, from the text alone.
+struct Twin {
+  uint64_t n_rows = 0, n_features = 0;
+  std::map<uint64_t, std::vector<std::pair<uint32_t, float>>> columns;
+};
+
+Twin twin_of(const std::string& path, uint64_t declared = 0) {
+  test::InMemoryData d = test::parse_libsvm_simple(path);
+  Twin t;
+  t.n_rows = d.labels.size();
+  for (size_t r = 0; r < d.rows.size(); ++r)
+    for (auto [j, v] : d.rows[r]) {
+      const float f = static_cast<float>(v);
+      if (f == 0) continue;  // explicit zeros are not stored
+      t.columns[j].push_back({static_cast<uint32_t>(r), f});
+      t.n_features = std::max(t.n_features, j + 1);
+    }
+  if (declared) t.n_features = declared;
+  return t;
+}
+
+std::pair<float, float> twin_range(const Twin& t, uint64_t j) {
+  auto it = t.columns.find(j);
+  if (it == t.columns.end()) return {0.0f, 0.0f};
+  float lo = it->second[0].second, hi = lo;
+  for (auto [r, v] : it->second) {
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  if (it->second.size() < t.n_rows) {
+    lo = std::min(lo, 0.0f);
+    hi = std::max(hi, 0.0f);
+  }
+  return {lo, hi};
+}
+
+// The block the twin says a store must hold for `ids` (tile-major cells).
+void check_block_against_twin(const ColumnBlock& c, const Twin& t, uint32_t tile_rows) {
+  const uint64_t k = c.column_count;
+  REQUIRE(k >= 1);
+  REQUIRE(c.tile_rows == tile_rows);
+  REQUIRE(c.tile_count == (t.n_rows + tile_rows - 1) / tile_rows);
+  std::vector<uint32_t> tile_cells{0}, cell_column, cell_ptr{0}, rows;
+  std::vector<float> values;
+  for (uint64_t x = 0; x < k; ++x) {
+    const uint64_t id = c.column_ids[x];
+    REQUIRE(t.columns.count(id) == 1);  // only non-empty columns are listed
+    REQUIRE(id >= c.first_column);
+    REQUIRE(id < c.end_column);
+    if (x > 0) REQUIRE(id > c.column_ids[x - 1]);
+    auto [lo, hi] = twin_range(t, id);
+    REQUIRE(c.col_min[x] == lo);
+    REQUIRE(c.col_max[x] == hi);
+  }
+  for (uint32_t tile = 0; tile < c.tile_count; ++tile) {
+    const uint64_t begin = uint64_t{tile} * tile_rows, end = begin + tile_rows;
+    for (uint64_t x = 0; x < k; ++x) {
+      bool any = false;
+      for (auto [r, v] : t.columns.at(c.column_ids[x]))
+        if (r >= begin && r < end) {
+          rows.push_back(r);
+          values.push_back(v);
+          any = true;
+        }
+      if (any) {
+        cell_column.push_back(static_cast<uint32_t>(x));
+        cell_ptr.push_back(static_cast<uint32_t>(rows.size()));
+      }
+    }
+    tile_cells.push_back(static_cast<uint32_t>(cell_column.size()));
+  }
+  REQUIRE(std::vector<uint32_t>(c.tile_cells, c.tile_cells + c.tile_count + 1) == tile_cells);
+  REQUIRE(c.cell_count() == cell_column.size());
+  REQUIRE(std::vector<uint32_t>(c.cell_column, c.cell_column + c.cell_count()) == cell_column);
+  REQUIRE(std::vector<uint32_t>(c.cell_ptr, c.cell_ptr + c.cell_count() + 1) == cell_ptr);
+  REQUIRE(c.nnz() == rows.size());
+  REQUIRE(std::vector<uint32_t>(c.row_ids, c.row_ids + c.nnz()) == rows);
+  REQUIRE(std::vector<float>(c.values, c.values + c.nnz()) == values);
+}
+
+// Every block (alone and grouped), and the column and range of every id (of
+// the ids the twin lists and those around them, when the id space is huge).
+void check_store_against_twin(const ShardStore& store, const Twin& t, uint32_t tile_rows) {
+  const StoreInfo& info = store.info();
+  REQUIRE(info.n_rows == t.n_rows);
+  REQUIRE(info.n_features == t.n_features);
+  REQUIRE(info.nonempty_columns == t.columns.size());
+  REQUIRE(info.tile_rows == tile_rows);
+  uint64_t listed = 0;
+  for (uint64_t target : {uint64_t{1}, uint64_t{2048}, uint64_t{1} << 30}) {
+    listed = 0;
+    BlockBuffer buffer;
+    for (const BlockRef& ref : store.plan_blocks(target)) {
+      ColumnBlock c = store.read_block(ref, buffer);
+      check_block_against_twin(c, t, tile_rows);
+      listed += c.column_count;
+    }
+    REQUIRE(listed == t.columns.size());
+  }
+  std::vector<uint64_t> ids;
+  if (t.n_features <= 100000) {
+    for (uint64_t j = 0; j < t.n_features; ++j) ids.push_back(j);
+  } else {
+    for (const auto& [j, column] : t.columns)
+      for (uint64_t d : {uint64_t{0}, uint64_t{1}, uint64_t{2}})
+        for (uint64_t id : {j - d, j + d})
+          if (id < t.n_features) ids.push_back(id);
+    ids.push_back(0);
+    ids.push_back(t.n_features - 1);
+  }
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  for (uint64_t j : ids) {
+    INFO("column " << j);
+    store.read_column(j, rows, values);
+    auto it = t.columns.find(j);
+    const size_t n = it == t.columns.end() ? 0 : it->second.size();
+    REQUIRE(rows.size() == n);
+    REQUIRE(values.size() == n);
+    for (size_t e = 0; e < n; ++e) {
+      REQUIRE(rows[e] == it->second[e].first);
+      REQUIRE(values[e] == it->second[e].second);
+    }
+    auto [lo, hi] = twin_range(t, j);
+    REQUIRE(store.column_min(j) == lo);
+    REQUIRE(store.column_max(j) == hi);
+  }
+}
+
+enum class Kind { kBinary, kInteger, kTied, kNegative };
+
+// Random rows with empty rows, an empty id range and a column in every row.
+std::string random_text(Kind kind, uint64_t rows, uint64_t width, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string text;
+  for (uint64_t r = 0; r < rows; ++r) {
+    text += rng() % 2 ? "+1" : "-1";
+    if (r % 11 == 4) {  // an empty row
+      text += "\n";
+      continue;
+    }
+    std::vector<uint64_t> ids{1};
+    for (int e = 0; e < 6; ++e) {
+      uint64_t j = 2 + rng() % width;
+      if (j >= width / 3 && j < width / 2) continue;  // never used: empty columns
+      ids.push_back(j);
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    for (uint64_t j : ids) {
+      std::string v;
+      switch (kind) {
+        case Kind::kBinary: v = "1"; break;
+        case Kind::kInteger: v = std::to_string(1 + rng() % 9); break;
+        case Kind::kTied: v = rng() % 2 ? "2.5" : "0.5"; break;
+        case Kind::kNegative: v = fmt::format("{}", -static_cast<double>(1 + rng() % 64) / 8); break;
+      }
+      text += fmt::format(" {}:{}", j, v);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+uint64_t dir_bytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  for (const auto& f : fs::directory_iterator(dir)) bytes += fs::file_size(f.path());
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("format 4 blocks, columns and ranges equal an in-memory twin", "[io][store][format4]") {
+  test::TempDir dir("fgm-format4");
+  MemoryBudget budget(64 << 20);
+  const uint32_t tile_rows = GENERATE(1u, 3u, 64u, kDefaultTileRows);
+  const Kind kind = GENERATE(Kind::kBinary, Kind::kInteger, Kind::kTied, Kind::kNegative);
+  CAPTURE(tile_rows, static_cast<int>(kind));
+  const std::string path =
+      dir.write("t.svm", random_text(kind, tile_rows == 1 ? 60 : 300, 90, 11 + tile_rows));
+  const uint64_t declared = 120;  // trailing empty columns too
+  IngestOptions o;
+  o.tile_rows = tile_rows;
+  o.block_bytes = 1024;  // several stored blocks
+  o.shard_target_bytes = 8 << 10;
+  o.reader.declared_features = declared;
+  ingest_libsvm(path, dir.file("s"), o, budget);
+  auto store = ShardStore::open(dir.file("s"), budget);
+  CHECK(store->info().block_count > 1);
+  check_store_against_twin(*store, twin_of(path, declared), tile_rows);
+}
+
+TEST_CASE("a store of one tall column bigger than the shard buffer equals the twin",
+          "[io][store][format4]") {
+  // The writer streams such a column straight to disk; its cells are found
+  // on the way.
+  test::TempDir dir("fgm-format4");
+  MemoryBudget budget(64 << 20);
+  std::string text;
+  for (int r = 0; r < 3000; ++r) text += fmt::format("{} 2:{} {}:1\n", r % 2 ? "+1" : "-1", r % 7 + 1, 5 + r % 4);
+  const std::string path = dir.write("tall.svm", text);
+  IngestOptions o;
+  o.tile_rows = 100;
+  o.shard_target_bytes = 4096;  // column 2 (24 KB) is a shard of its own
+  o.block_bytes = 1024;
+  IngestStats st = ingest_libsvm(path, dir.file("s"), o, budget);
+  CHECK(st.shards >= 2);
+  auto store = ShardStore::open(dir.file("s"), budget);
+  check_store_against_twin(*store, twin_of(path), 100);
+}
+
+TEST_CASE("a hashed id 2^32+1 costs nothing: two rows, a store under 1 MB", "[io][store][format4]") {
+  test::TempDir dir("fgm-format4");
+  MemoryBudget budget(64 << 20);
+  const std::string path = dir.write("hashed.svm", "+1 1:0.5 4294967297:2\n-1 3:1\n");
+  auto t0 = std::chrono::steady_clock::now();
+  IngestStats st = ingest_libsvm(path, dir.file("s"), IngestOptions{}, budget);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const uint64_t bytes = dir_bytes(dir.file("s"));
+  INFO("ingest " << seconds << " s, store " << bytes << " bytes");
+  CHECK(st.n_features == 4294967297ull);
+  CHECK(st.nonempty_columns == 3);
+  CHECK(bytes < (1 << 20));
+  auto store = ShardStore::open(dir.file("s"), budget);
+  check_store_against_twin(*store, twin_of(path), kDefaultTileRows);
+  // Spot checks at the ends of the hashed range.
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  store->read_column(4294967296ull, rows, values);
+  CHECK(rows == std::vector<uint32_t>{0});
+  CHECK(values == std::vector<float>{2});
+  store->read_column(4294967295ull, rows, values);
+  CHECK(rows.empty());
+  CHECK(store->column_max(4294967296ull) == 2);
+  CHECK(store->column_min(4294967296ull) == 0);
+  CHECK(store->column_max(12345678) == 0);
+}
+
+TEST_CASE("ids up to 2^63-1 are stored; larger ones are an error naming the place",
+          "[io][store][format4]") {
+  test::TempDir dir("fgm-format4");
+  MemoryBudget budget(64 << 20);
+  const uint64_t top = (uint64_t{1} << 63) - 1;  // the largest id
+  SECTION("1-based: index 2^63 is id 2^63-1") {
+    const std::string path =
+        dir.write("top.svm", "+1 1:1 9223372036854775807:3 9223372036854775808:4\n-1 2:1\n");
+    IngestStats st = ingest_libsvm(path, dir.file("s"), IngestOptions{}, budget);
+    CHECK(st.n_features == top + 1);
+    auto store = ShardStore::open(dir.file("s"), budget);
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+    store->read_column(top, rows, values);
+    CHECK(values == std::vector<float>{4});
+    store->read_column(top - 1, rows, values);
+    CHECK(values == std::vector<float>{3});
+    store->read_column(top - 2, rows, values);
+    CHECK(rows.empty());
+    CHECK(store->column_min(top) == 0);
+    CHECK(store->column_max(top) == 4);
+    CHECK(dir_bytes(dir.file("s")) < (1 << 20));
+  }
+  SECTION("1-based: index 2^63+1 is refused") {
+    const std::string path = dir.write("over.svm", "+1 1:1\n-1 2:1 9223372036854775809:1\n");
+    try {
+      ingest_libsvm(path, dir.file("s"), IngestOptions{}, budget);
+      FAIL("ingested an id of 2^63");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kInvalidInput);
+      CHECK(std::string(e.what()).find("over.svm:2:8") != std::string::npos);
+      CHECK(std::string(e.what()).find("too large") != std::string::npos);
+    }
+    CHECK_FALSE(fs::exists(dir.file("s")));
+  }
+  SECTION("0-based: index 2^63-1 is stored, 2^63 refused") {
+    IngestOptions o;
+    o.reader.index_base = 0;
+    const std::string ok = dir.write("ok0.svm", "+1 0:1 9223372036854775807:2\n-1 1:1\n");
+    IngestStats st = ingest_libsvm(ok, dir.file("s0"), o, budget);
+    CHECK(st.n_features == top + 1);
+    const std::string bad = dir.write("bad0.svm", "+1 0:1 9223372036854775808:2\n-1 1:1\n");
+    try {
+      ingest_libsvm(bad, dir.file("s1"), o, budget);
+      FAIL("ingested an id of 2^63");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kInvalidInput);
+      CHECK(std::string(e.what()).find("bad0.svm:1:8") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("ids drawn from [0, 2^40) store within 1.5x of the same nonzeros with dense ids",
+          "[io][store][format4]") {
+  test::TempDir dir("fgm-format4");
+  MemoryBudget budget(256 << 20);
+  // 20,000 rows x ~10 nonzeros over 50,000 distinct ids: hashed ids spread
+  // over 2^40, dense ids their ranks (same rows, same values, same order).
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> hashed(50000);
+  for (auto& h : hashed) h = 1 + rng() % (uint64_t{1} << 40);
+  std::vector<uint64_t> sorted = hashed;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::string wide, dense;
+  for (int r = 0; r < 20000; ++r) {
+    std::vector<uint64_t> picks;
+    for (int e = 0; e < 10; ++e) picks.push_back(hashed[rng() % hashed.size()]);
+    std::sort(picks.begin(), picks.end());
+    picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
+    const std::string label = r % 3 ? "+1" : "-1";
+    wide += label;
+    dense += label;
+    for (uint64_t h : picks) {
+      const uint64_t rank = std::lower_bound(sorted.begin(), sorted.end(), h) - sorted.begin() + 1;
+      const int v = 1 + static_cast<int>(h % 5);
+      wide += fmt::format(" {}:{}", h, v);
+      dense += fmt::format(" {}:{}", rank, v);
+    }
+    wide += "\n";
+    dense += "\n";
+  }
+  IngestStats a = ingest_libsvm(dir.write("wide.svm", wide), dir.file("wide"), IngestOptions{}, budget);
+  IngestStats b = ingest_libsvm(dir.write("dense.svm", dense), dir.file("dense"), IngestOptions{}, budget);
+  REQUIRE(a.nnz == b.nnz);
+  REQUIRE(a.nonempty_columns == b.nonempty_columns);
+  const uint64_t wide_bytes = dir_bytes(dir.file("wide")), dense_bytes = dir_bytes(dir.file("dense"));
+  INFO("2^40 ids: " << wide_bytes << " bytes, dense ids: " << dense_bytes << " bytes");
+  CHECK(a.n_features > (uint64_t{1} << 39));
+  CHECK(wide_bytes <= dense_bytes * 3 / 2);
+  CHECK(wide_bytes >= dense_bytes);  // the same arrays; only the ids' values differ
+}
+
+// ----------------------------------------------------------------- crafted
+
+namespace {
+
+// One shard with one stored block, written with the writer's own header and
+// manifest helpers and valid checksums everywhere: what a crafted file can
+// look like. The block table entry is derived from the arrays' sizes.
+struct CraftedBlock {
+  uint64_t n_rows = 4;
+  uint32_t tile_rows = 2;
+  std::vector<uint64_t> column_ids{0, 1};
+  std::vector<float> col_min{-1, 0}, col_max{2.5f, 4};
+  std::vector<uint32_t> tile_cells{0, 2, 3};  // tile 0: columns 0, 1; tile 1: column 0
+  std::vector<uint32_t> cell_column{0, 1, 0};
+  std::vector<uint32_t> cell_ptr{0, 1, 2, 3};
+  std::vector<uint32_t> rows{0, 1, 3};
+  std::vector<float> values{2.5f, 4, -1};
+  uint64_t n_features = 2;
+  uint64_t entry_nnz = 0;  // nonzero: what the block table entry claims instead
+  uint64_t shard_nnz = 0;  // nonzero: what the header and manifest claim instead
+};
+
+void write_crafted_store(const std::string& dir, const CraftedBlock& c) {
+  fs::create_directories(dir);
+  const uint64_t k = c.column_ids.size(), cells = c.cell_column.size(), nnz = c.rows.size();
+  const uint64_t T = c.tile_cells.size() - 1;
+  const store::BlockLayout bl = store::block_layout(k, cells, nnz, T);
+  const store::ShardLayout l = store::shard_layout(bl.bytes, 1);
+  std::string raw(l.raw_bytes, '\0');
+  auto put = [&](uint64_t at, const auto& v) {
+    std::memcpy(raw.data() + at, v.data(), sizeof(v[0]) * v.size());
+  };
+  put(bl.row_ids, c.rows);
+  put(bl.values, c.values);
+  put(bl.column_ids, c.column_ids);
+  put(bl.col_min, c.col_min);
+  put(bl.col_max, c.col_max);
+  put(bl.tile_cells, c.tile_cells);
+  put(bl.cell_column, c.cell_column);
+  put(bl.cell_ptr, c.cell_ptr);
+  store::BlockEntry e{};
+  e.first_column = c.column_ids.front();
+  e.end_column = c.column_ids.back() + 1;
+  if (e.end_column <= e.first_column) e.end_column = e.first_column + k;
+  e.column_count = k;
+  e.nnz = c.entry_nnz ? c.entry_nnz : nnz;
+  e.offset = 0;
+  e.bytes = bl.bytes;
+  e.cell_count = static_cast<uint32_t>(cells);
+  e.tile_count = static_cast<uint32_t>(T);
+  std::memcpy(raw.data() + l.block_table, &e, sizeof(e));
+  store::PieceHasher pieces;
+  pieces.update(raw.data(), l.data_bytes);
+  const std::vector<uint64_t> table = pieces.finish();
+  std::memcpy(raw.data() + l.piece_table, table.data(), 8 * table.size());
+  store::ShardHeaderFields h;
+  h.first_column = e.first_column;
+  h.end_column = e.end_column;
+  h.column_count = k;
+  h.nnz = c.shard_nnz ? c.shard_nnz : nnz;
+  h.n_rows = c.n_rows;
+  h.tile_rows = c.tile_rows;
+  h.block_count = 1;
+  h.raw_offset = store::shard_raw_offset();
+  h.piece_table_checksum = xxh64(table.data(), 8 * table.size());
+  std::vector<uint8_t> header = store::shard_header_bytes(h, l);
+  std::string shard(header.begin(), header.end());
+  shard.resize(h.raw_offset, '\0');
+  shard += raw;
+  const std::string shard_name = store::shard_file_name(0);
+  std::ofstream(dir + "/" + shard_name, std::ios::binary) << shard;
+
+  store::ManifestFields m;
+  m.n_rows = c.n_rows;
+  m.n_features = std::max(c.n_features, e.end_column);
+  m.nnz = h.nnz;
+  m.tile_rows = c.tile_rows;
+  m.nonempty_columns = k;
+  m.block_bytes = 1 << 20;
+  m.block_count = 1;
+  std::string labels(c.n_rows, '\0');
+  for (uint64_t r = 0; r < c.n_rows; ++r) labels[r] = r % 2 == 0 ? 1 : -1;
+  m.n_positive = (c.n_rows + 1) / 2;
+  m.n_negative = c.n_rows / 2;
+  m.shards.push_back({shard_name, e.first_column, e.end_column, k, h.nnz, 1, shard.size(),
+                      xxh64(shard.data(), shard.size())});
+  const std::vector<uint16_t> classes =
+      store::class_indices_of_signs(reinterpret_cast<const int8_t*>(labels.data()), c.n_rows);
+  m.class_values = {-1, 1};
+  m.class_counts = {m.n_negative, m.n_positive};
+  m.classes_checksum = xxh64(classes.data(), 2 * c.n_rows);
+  m.labels_offset = store::align_up(store::manifest_bytes(m).size());
+  m.labels_checksum = xxh64(labels.data(), labels.size());
+  std::vector<uint8_t> bytes = store::manifest_bytes(m);
+  std::string manifest(bytes.begin(), bytes.end());
+  manifest.resize(m.labels_offset, '\0');
+  manifest += labels;
+  manifest.resize(store::classes_offset(m), '\0');
+  manifest.append(reinterpret_cast<const char*>(classes.data()), 2 * c.n_rows);
+  std::ofstream(dir + "/" + store::kManifestName, std::ios::binary) << manifest;
+}
+
+// Opens the crafted store and reads its block; returns the error text ("" if none).
+std::string crafted_error(const std::string& dir) {
+  MemoryBudget budget(64 << 20);
+  try {
+    auto store = ShardStore::open(dir, budget);
+    BlockBuffer buffer;
+    for (const auto& ref : store->plan_blocks(1 << 20)) store->read_block(ref, buffer);
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+    store->read_column(0, rows, values);
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::kCorruption);
+    CHECK(std::string(e.what()).find("shard-00000.fgs") != std::string::npos);
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("read_block checks every bound of a crafted block before use", "[io][store][format4]") {
+  test::TempDir dir("fgm-format4-crafted");
+  SECTION("control: a sane crafted block reads back") {
+    write_crafted_store(dir.file("sane"), CraftedBlock{});
+    MemoryBudget budget(64 << 20);
+    auto store = ShardStore::open(dir.file("sane"), budget);
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+    store->read_column(0, rows, values);
+    CHECK(rows == std::vector<uint32_t>{0, 3});
+    CHECK(values == std::vector<float>{2.5f, -1});
+    store->read_column(1, rows, values);
+    CHECK(rows == std::vector<uint32_t>{1});
+    CHECK(crafted_error(dir.file("sane")).empty());
+  }
+  auto broken = [&](const char* name, auto&& edit, const char* expected) {
+    CraftedBlock c;
+    edit(c);
+    write_crafted_store(dir.file(name), c);
+    const std::string error = crafted_error(dir.file(name));
+    INFO(name << ": " << error);
+    CHECK(error.find(expected) != std::string::npos);
+  };
+  broken("cell-column", [](CraftedBlock& c) { c.cell_column[2] = 2; }, "cell columns out of range");
+  broken("cell-column-order", [](CraftedBlock& c) { c.cell_column = {1, 0, 0}; },
+         "cell columns out of range");
+  broken("cell-ptr", [](CraftedBlock& c) { c.cell_ptr = {0, 2, 1, 3}; }, "cell pointers out of range");
+  broken("cell-ptr-end", [](CraftedBlock& c) { c.cell_ptr = {0, 1, 2, 2}; },
+         "cell pointers out of range");
+  broken("row-outside-tile", [](CraftedBlock& c) { c.rows = {2, 1, 3}; },
+         "row ids outside their tile");
+  broken("row-beyond-n", [](CraftedBlock& c) { c.rows = {0, 1, 4}; }, "row ids outside their tile");
+  broken("rows-not-increasing", [](CraftedBlock& c) {
+    c.cell_ptr = {0, 2, 2, 3};  // cell 1 empty: also refused
+    c.rows = {1, 0, 3};
+  }, "row ids outside their tile or not increasing");
+  broken("rows-repeated", [](CraftedBlock& c) {
+    c.cell_column = {0, 1, 0};
+    c.cell_ptr = {0, 1, 2, 4};
+    c.rows = {0, 1, 3, 3};
+    c.values = {2.5f, 4, -1, 1};
+  }, "not increasing");
+  broken("tile-cells", [](CraftedBlock& c) { c.tile_cells = {0, 3, 2}; }, "out of range");
+  broken("tile-cells-start", [](CraftedBlock& c) { c.tile_cells = {1, 2, 3}; },
+         "tile directory out of range");
+  broken("column-ids", [](CraftedBlock& c) { c.column_ids = {1, 0}; }, "column ids out of order");
+  broken("column-ids-equal", [](CraftedBlock& c) {
+    c.column_ids = {0, 0};  // a range of one id cannot list two columns
+    c.n_features = 5;
+  }, "inconsistent");
+}
+
+TEST_CASE("counts that overflow the file are rejected at open", "[io][store][format4]") {
+  test::TempDir dir("fgm-format4-crafted");
+  auto open_error = [&](const std::string& name) -> std::string {
+    MemoryBudget budget(64 << 20);
+    try {
+      ShardStore::open(dir.file(name), budget);
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kCorruption);
+      return e.what();
+    }
+    return "";
+  };
+  SECTION("the block table entry claims 2^40 nonzeros") {
+    CraftedBlock c;
+    c.entry_nnz = uint64_t{1} << 40;
+    write_crafted_store(dir.file("entry"), c);
+    CHECK(open_error("entry").find("block 0 of the block table is inconsistent") !=
+          std::string::npos);
+  }
+  SECTION("the shard header, manifest and entry all claim 2^61 nonzeros") {
+    CraftedBlock c;
+    c.entry_nnz = uint64_t{1} << 61;
+    c.shard_nnz = uint64_t{1} << 61;
+    write_crafted_store(dir.file("all"), c);
+    CHECK(open_error("all").find("counts do not fit") != std::string::npos);
+  }
+}
