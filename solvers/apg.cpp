@@ -270,11 +270,12 @@ class ApgSolver {
     batch_begin_.resize(t_ + 1);
     for (size_t h = 0; h < t_; ++h) batch_begin_[h] = cache.batch_begin(h);
     batch_begin_[t_] = cols_;
-    // Required: 4 vectors over the touched rows for decision values at v and
-    // ω (the latter also the trial step δ), margins, ∇_d P (also the scratch
-    // for products not cached), and σ for the logistic loss; 6 per column for
-    // ω (now, previous, trial), v, g, g⁺; 5 per batch.
-    const uint64_t row_vectors = LossT::kNeedsSigmoid ? 5 : 4;
+    // Required: 3 vectors over the touched rows for decision values at v and
+    // ω (the latter also the trial step δ) and ∇_d P (also the scratch for
+    // products not cached), and σ for the logistic loss (margins are formed
+    // again where needed); 6 per column for ω (now, previous, trial), v, g,
+    // g⁺; 5 per batch.
+    const uint64_t row_vectors = LossT::kNeedsSigmoid ? 4 : 3;
     const uint64_t doubles = row_vectors * uint64_t(rows_) + 6 * uint64_t(cols_) + 5 * uint64_t(t_);
     reservation_ = budget.reserve(doubles * sizeof(double), "APG per-row vectors",
                                   "use fewer training rows");
@@ -378,14 +379,15 @@ class ApgSolver {
   // δ = X(ω − v) = Σ_h coef_v_h X_h v_h − coef_g_h X_h g_h on the touched rows
   // (added in batch order, v before g), then Σ_i of the loss's Bregman
   // remainder at δ. Untouched rows have δ_i = 0 and add exactly 0.
+  // dv: decision values at (v, v_b), where the margins and p were formed.
   double trial_step(const std::vector<double>& v, const std::vector<double>& g,
                     const std::vector<double>& coef_v, const std::vector<double>& coef_g,
-                    std::vector<double>& delta) {
+                    const std::vector<double>& dv, std::vector<double>& delta) {
     const double C = opt_.C;
     auto bregman = [&](size_t c) {
       const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
       return std::array<double, 1>{
-          kernels::bregman_sum<LossT>(C, y_ + lo, m_.data() + lo, p_at(lo), delta.data() + lo, hi - lo)};
+          kernels::bregman_sum<LossT>(C, y_ + lo, dv.data() + lo, p_at(lo), delta.data() + lo, hi - lo)};
     };
     if (cached_ >= 2 * t_) {
       // Everything cached: one fused sweep per row chunk (same order of operations).
@@ -486,13 +488,13 @@ class ApgSolver {
     return touched + untouched_.loss(b);
   }
 
-  // Margins m_i = y_i d_i and (logistic) p_i = σ(−m_i) on the touched rows;
+  // On the touched rows, with margins m_i = y_i d_i: (logistic) p_i = σ(−m_i),
   // optionally r_i = ∂P/∂d_i.
   void margins(const std::vector<double>& d, bool with_r) {
+    if (!with_r && !LossT::kNeedsSigmoid) return;  // nothing to store
     ex_.for_each(chunks(), [&](size_t c) {
       const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-      kernels::margins<LossT>(opt_.C, y_ + lo, d.data() + lo, hi - lo, m_.data() + lo, p_at(lo),
-                              r_.data() + lo, with_r);
+      kernels::margins<LossT>(opt_.C, y_ + lo, d.data() + lo, hi - lo, p_at(lo), r_.data() + lo, with_r);
     });
   }
 
@@ -515,7 +517,7 @@ class ApgSolver {
   size_t cached_ = 0;                // products kept (of 2t)
   std::vector<uint64_t> slot_offset_;  // slot s starts at products_[slot_offset_[s]]
   std::vector<double> products_;     // the kept slots, back to back
-  std::vector<double> m_, p_, r_;    // r_ doubles as the scratch of product()
+  std::vector<double> p_, r_;        // r_ doubles as the scratch of product()
   std::vector<double> g_pos_;        // positive rows' part of ∇_ω P (bias only)
   double tau_b_prev_ = 0;
   int column_passes_ = 0;
@@ -642,7 +644,7 @@ double ApgSolver<LossT>::bias_step(std::vector<double>& d, double vb, double tau
   margins(d, false);
   const double derivatives = ex_.sum<1>(chunks(), [&](size_t c) {
     const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-    return std::array<double, 1>{kernels::derivative_sum<LossT>(C, y_ + lo, m_.data() + lo, p_at(lo), hi - lo)};
+    return std::array<double, 1>{kernels::derivative_sum<LossT>(C, y_ + lo, d.data() + lo, p_at(lo), hi - lo)};
   })[0];
   const double gb = -(derivatives + untouched_.derivative(vb));  // ∂P/∂b = −Σ_i ∂P/∂d_i
   if (gb == 0) return 0.0;
@@ -660,7 +662,7 @@ double ApgSolver<LossT>::bias_step(std::vector<double>& d, double vb, double tau
     const double touched = ex_.sum<1>(chunks(), [&](size_t c) {
       const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
       return std::array<double, 1>{
-          kernels::bias_bregman_sum<LossT>(C, y_ + lo, m_.data() + lo, p_at(lo), step, hi - lo)};
+          kernels::bias_bregman_sum<LossT>(C, y_ + lo, d.data() + lo, p_at(lo), step, hi - lo)};
     })[0];
     const double lhs = touched + untouched_.bias_bregman(vb, step);
     // (36) ⟺ P(b) − P(v_b) − ∇_b P·(b − v_b) ≤ τ_b/2 (b − v_b)²
@@ -698,7 +700,6 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   // dv: decision values at (v, v_b); d: the trial step δ, then those at
   // (ω^k, b) — both on the touched rows only.
   std::vector<double> dv(rows_), d(rows_);
-  m_.resize(rows_);
   r_.resize(rows_);
   if constexpr (LossT::kNeedsSigmoid) p_.resize(rows_);
   if (opt_.bias) g_pos_.resize(cols_);
@@ -749,7 +750,7 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
         coef_g[h] = scales[h] * s;
       }
       // δ = X(ω − v) from the inner-product cache, and the F ≤ Q test.
-      const double lhs = trial_step(v, g, coef_v, coef_g, d);
+      const double lhs = trial_step(v, g, coef_v, coef_g, dv, d);
       if (lhs <= 0.5 * tau * dist2) {
         accepted = true;
         dist2_accepted = dist2;

@@ -68,13 +68,14 @@ inline void subtract_scalar(double c, size_t count, double* x) {
   for (size_t i = 0; i < count; ++i) x[i] -= c;
 }
 
-// m_i = y_i d_i and (logistic) p_i = σ(−m_i); with `with_r` also r_i = ∂P/∂d_i.
+// With margins m_i = y_i d_i: (logistic) p_i = σ(−m_i), and with `with_r`
+// also r_i = ∂P/∂d_i. The margins themselves are not stored: each kernel
+// below forms y_i·d_i again (one exact multiply; a vector less per row).
 template <class LossT>
-void margins(double C, const int8_t* y, const double* d, size_t count, double* m, double* p,
-             double* r, bool with_r) {
+void margins(double C, const int8_t* y, const double* d, size_t count, double* p, double* r,
+             bool with_r) {
   for (size_t i = 0; i < count; ++i) {
     const double mi = double(y[i]) * d[i];
-    m[i] = mi;
     if constexpr (LossT::kNeedsSigmoid) p[i] = detail::sigmoid(-mi);
     if (with_r) {
       if constexpr (LossT::kNeedsSigmoid)
@@ -94,35 +95,37 @@ double loss_sum(double C, const int8_t* y, const double* d, size_t count) {
   return s;
 }
 
-// Σ_i D_φ(m_i, y_i δ_i): the ω line search's side of F ≤ Q.
+// Σ_i D_φ(m_i, y_i δ_i), m_i = y_i d_i: the ω line search's side of F ≤ Q.
 template <class LossT>
-double bregman_sum(double C, const int8_t* y, const double* m, const double* p, const double* delta,
+double bregman_sum(double C, const int8_t* y, const double* d, const double* p, const double* delta,
                    size_t count) {
   double s = 0;
   for (size_t i = 0; i < count; ++i)
-    s += LossT::bregman(C, m[i], LossT::kNeedsSigmoid ? p[i] : 0.0, double(y[i]) * delta[i]);
+    s += LossT::bregman(C, double(y[i]) * d[i], LossT::kNeedsSigmoid ? p[i] : 0.0,
+                        double(y[i]) * delta[i]);
   return s;
 }
 
-// Σ_i D_φ(m_i, −y_i·step): the b line search's side of Armijo (36).
+// Σ_i D_φ(m_i, −y_i·step), m_i = y_i d_i: the b line search's side of Armijo (36).
 template <class LossT>
-double bias_bregman_sum(double C, const int8_t* y, const double* m, const double* p, double step,
+double bias_bregman_sum(double C, const int8_t* y, const double* d, const double* p, double step,
                         size_t count) {
   double s = 0;
   for (size_t i = 0; i < count; ++i)
-    s += LossT::bregman(C, m[i], LossT::kNeedsSigmoid ? p[i] : 0.0, -double(y[i]) * step);
+    s += LossT::bregman(C, double(y[i]) * d[i], LossT::kNeedsSigmoid ? p[i] : 0.0,
+                        -double(y[i]) * step);
   return s;
 }
 
-// Σ_i φ'(m_i)·y_i = Σ_i ∂P/∂d_i (so ∂P/∂b = −this).
+// Σ_i φ'(m_i)·y_i = Σ_i ∂P/∂d_i (so ∂P/∂b = −this), m_i = y_i d_i.
 template <class LossT>
-double derivative_sum(double C, const int8_t* y, const double* m, const double* p, size_t count) {
+double derivative_sum(double C, const int8_t* y, const double* d, const double* p, size_t count) {
   double s = 0;
   for (size_t i = 0; i < count; ++i) {
     if constexpr (LossT::kNeedsSigmoid)
       s -= C * p[i] * double(y[i]);  // φ'(m) = −C σ(−m), σ(−m) cached
     else
-      s += LossT::deriv(C, m[i]) * double(y[i]);
+      s += LossT::deriv(C, double(y[i]) * d[i]) * double(y[i]);
   }
   return s;
 }
