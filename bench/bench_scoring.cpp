@@ -226,9 +226,7 @@ Kernel kernel_loop(const fgm::ShardStore& store, const std::vector<fgm::BlockRef
     for (size_t i = static_cast<size_t>(tid); i < blocks.size(); i += static_cast<size_t>(threads)) {
       const fgm::BlockRef& ref = blocks[i];
       if (stream && i + threads < blocks.size()) store.prefetch_block(blocks[i + threads]);
-      fgm::ColumnBlock tiled = stream ? store.read_block(ref, buffer) : read->views[i];
-      fgm::CscScratch csc_scratch;
-      const fgm::CscColumns block = fgm::csc_columns(tiled, csc_scratch);
+      const fgm::ColumnBlock block = stream ? store.read_block(ref, buffer) : read->views[i];
       double acc = 0;
       std::vector<double> c(block.column_count);
       fgm::block_column_dots(block, a, c.data());

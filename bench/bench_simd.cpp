@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "core/simd/simd.h"
-#include "features/block_stream.h"
+#include "features/block_scores.h"
 
 namespace {
 
@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
                "\"elements_per_second\":{:.4g}}}\n",
                kernel, target, secs, double(elements) / secs);
   };
-  line("gather_dot", "column_dot (baseline)", median_seconds(reps, [&] {
-         g_sink = fgm::column_dot(idx.data(), vals.data(), nnz, a.data());
+  line("gather_dot", "cell_dot (baseline)", median_seconds(reps, [&] {
+         g_sink = fgm::cell_dot(idx.data(), vals.data(), static_cast<uint32_t>(nnz), a.data());
        }), nnz);
   line("logistic_sweep", "std::exp loop (baseline)", median_seconds(reps, [&] {
          double s = 0;
