@@ -7,11 +7,11 @@
 //              sum over contiguous slices); bytes / second.
 //   pass       one scoring pass exactly as `fgm train` runs it: the linear
 //              FeatureSpace (features/feature_space.h) streamed by the chunk
-//              scheduler (engine/chunk_scheduler.h, make_block_streamer) with
+//              typed block stream (features/block_stream.h, BlockStream) with
 //              SchedulerOptions{threads = t}, a = α∘y with α ~ U(0, C) random,
 //              B = 10, nothing selected yet: PassStats.bytes_streamed / wall s.
 // and, as a breakdown of where pass time goes (1 thread),
-//   kernel_resident  column_dot over every column of blocks already read into
+//   kernel_resident  block_column_dots over every column of blocks already read into
 //                    memory (read_block once, untimed; no TBB): the kernel alone.
 //   kernel_stream    the same loop, but each block read (pread + piece checksum
 //                    verification + bounds checks, ShardStore::read_block) into a
@@ -214,7 +214,7 @@ struct ReadBlocks {
   }
 };
 
-// column_dot over every column of the given blocks, by `threads` std::threads
+// block_column_dots over every column of the given blocks, by `threads` std::threads
 // (thread k takes blocks k, k+threads, ...); with `stream`, each block is read
 // (prefetch_block, read_block) as the pipeline does, else taken from `read`.
 Kernel kernel_loop(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks,

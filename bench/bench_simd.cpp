@@ -2,7 +2,7 @@
 // supports, next to the loop it would replace, single thread, one JSON line
 // per kernel and target (median of --reps).
 //   gather_dot   Σ a[rows[e]]·values[e] over --nnz random rows of an --rows vector,
-//                vs features/block_stream.h column_dot (today's scoring kernel)
+//                vs features/block_scores.h cell_dot (today's scoring kernel)
 //   dot, axpy    over --rows doubles
 //   squared_hinge_sweep, logistic_sweep   margins, r (and σ) of --rows rows,
 //                vs the scalar loop with std::exp / std::log1p

@@ -39,15 +39,8 @@
 #include "core/error.h"
 #include "core/memory_budget.h"
 #include "features/feature_space.h"
-// The scoring pass as `fgm train` runs it: through the chunk scheduler's
-// streamer function on main, through the typed block stream (BlockStream in
-// features/) once that replaces it; this file builds against either.
-#if __has_include("engine/chunk_scheduler.h")
-#include "engine/chunk_scheduler.h"
-#define FGM_BENCH_STREAMER_FUNCTION 1
-#else
+// The scoring pass as `fgm train` runs it: through the typed block stream.
 #include "features/block_stream.h"
-#endif
 #include "io/shard_store.h"
 
 #if defined(__SSE2__)
@@ -227,13 +220,8 @@ fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fg
                               fgm::MemoryBudget& budget) {
   fgm::SchedulerOptions o;
   o.threads = threads;
-#ifdef FGM_BENCH_STREAMER_FUNCTION
-  fgm::BlockStreamer streamer = fgm::make_block_streamer(store, o, budget);
-  return fgm::run_worst_case_analysis(space, store, blocks, streamer, a, B, threads, budget);
-#else
   fgm::BlockStream stream(store, o, budget);
   return fgm::run_worst_case_analysis(space, stream, blocks, a, B, budget);
-#endif
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ struct SynthOptions {
 struct PlantedTruth {
   std::vector<uint64_t> ids;  // linear terms: 0-based, increasing
   std::vector<double> weights;
-  // Sparse generator (io/synthetic_sparse.h) only: cross terms x_j * x_k
+  // Sparse generator (synth/synthetic_sparse.h) only: cross terms x_j * x_k
   // (0-based, first < second) and the bias of the planted model.
   std::vector<std::pair<uint64_t, uint64_t>> cross_ids;
   std::vector<double> cross_weights;

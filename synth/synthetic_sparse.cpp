@@ -1,4 +1,4 @@
-// Sparse synthetic generator: see io/synthetic_sparse.h for the model.
+// Sparse synthetic generator: see synth/synthetic_sparse.h for the model.
 //
 // Passes (each over row chunks in a oneTBB pipeline: serial source ->
 // parallel generation -> serial in-order consumer, so the output does not

@@ -1,4 +1,4 @@
-// The sparse synthetic generator (io/synthetic_sparse.h): the direct store is
+// The sparse synthetic generator (synth/synthetic_sparse.h): the direct store is
 // the store ingest makes from the text, the text is LIBSVM whose labels follow
 // the planted model in truth.txt, popularity is Zipf-like, output depends on
 // the seed only, memory stays within the budget.
