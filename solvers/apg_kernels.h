@@ -9,6 +9,11 @@
 // must still not depend on the thread count (the solver calls kernels on
 // fixed row chunks and on whole columns, never on ranges a scheduler picks).
 //
+// The row sweeps of both losses (margins, r, p and the loss sum) run on the
+// run-time dispatched SIMD kernels of core/simd/ (8 fixed lanes: the same bits
+// on every target and thread count); the scatter/gather loops stay scalar (on
+// this hardware gathers by scalar loads are as fast as vector gathers).
+//
 // Indices are uint32: compact row indices (rows some selected column touches,
 // apg_layout.h) or positions inside one batch's row list. Values are the
 // cache's float column values, widened to double before use.
@@ -17,6 +22,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <type_traits>
+
+#include "core/simd/simd.h"
 #include "solvers/losses.h"
 
 namespace fgm::kernels {
@@ -74,25 +82,23 @@ inline void subtract_scalar(double c, size_t count, double* x) {
 template <class LossT>
 void margins(double C, const int8_t* y, const double* d, size_t count, double* p, double* r,
              bool with_r) {
-  for (size_t i = 0; i < count; ++i) {
-    const double mi = double(y[i]) * d[i];
-    if constexpr (LossT::kNeedsSigmoid) p[i] = detail::sigmoid(-mi);
-    if (with_r) {
-      if constexpr (LossT::kNeedsSigmoid)
-        r[i] = -C * p[i] * double(y[i]);
-      else
-        r[i] = LossT::deriv(C, mi) * double(y[i]);
-    }
-  }
+  static_assert(std::is_same_v<LossT, detail::SquaredHingeLoss> || std::is_same_v<LossT, detail::LogisticLoss>);
+  const simd::Kernels& k = simd::kernels();
+  if constexpr (LossT::kNeedsSigmoid)
+    k.logistic_sweep(y, d, C, nullptr, p, with_r ? r : nullptr, count);
+  else if (with_r)
+    k.squared_hinge_sweep(y, d, C, nullptr, r, count);
 }
 
 // Σ_i φ(y_i d_i) over rows with a label (0: row not in this fit).
 template <class LossT>
 double loss_sum(double C, const int8_t* y, const double* d, size_t count) {
-  double s = 0;
-  for (size_t i = 0; i < count; ++i)
-    if (y[i] != 0) s += LossT::value(C, double(y[i]) * d[i]);
-  return s;
+  static_assert(std::is_same_v<LossT, detail::SquaredHingeLoss> || std::is_same_v<LossT, detail::LogisticLoss>);
+  const simd::Kernels& k = simd::kernels();
+  if constexpr (LossT::kNeedsSigmoid)
+    return k.logistic_sweep(y, d, C, nullptr, nullptr, nullptr, count);
+  else
+    return k.squared_hinge_sweep(y, d, C, nullptr, nullptr, count);
 }
 
 // Σ_i D_φ(m_i, y_i δ_i), m_i = y_i d_i: the ω line search's side of F ≤ Q.
