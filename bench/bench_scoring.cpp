@@ -49,13 +49,10 @@
 #include "core/memory_budget.h"
 #include "features/block_scores.h"
 #include "features/block_stream.h"
-#include "features/block_stream.h"
 #include "features/feature_space.h"
 #include "io/shard_store.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "bench/bench_common.h"
 
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -67,18 +64,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using namespace bench;  // bench_common.h
 
 // "VmRSS", "RssAnon", "RssFile", "VmHWM" from /proc/self/status, in bytes.
 uint64_t status_bytes(const char* key) {
@@ -140,62 +126,11 @@ double cpu_seconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-std::string loadavg() {
-  FILE* f = std::fopen("/proc/loadavg", "r");
-  if (!f) return "";
-  char buf[128] = {0};
-  if (!std::fgets(buf, sizeof(buf), f)) buf[0] = 0;
-  std::fclose(f);
-  std::string s(buf);
-  return s.substr(0, s.find(' '));  // 1-minute load average
-}
 
 uint64_t minor_faults() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<uint64_t>(u.ru_minflt);
-}
-
-// Sum of 64-bit words, 4 x 16-byte loads per iteration into independent
-// accumulators (SSE2 is the x86-64 baseline, so no -march is needed).
-__attribute__((noinline)) uint64_t sum_slice(const uint64_t* p, size_t n) {
-  size_t i = 0;
-  uint64_t s = 0;
-#if defined(__SSE2__)
-  __m128i a0 = _mm_setzero_si128(), a1 = a0, a2 = a0, a3 = a0;
-  for (; i + 8 <= n; i += 8) {
-    a0 = _mm_add_epi64(a0, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
-    a1 = _mm_add_epi64(a1, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 2)));
-    a2 = _mm_add_epi64(a2, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 4)));
-    a3 = _mm_add_epi64(a3, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 6)));
-  }
-  alignas(16) uint64_t lanes[2];
-  _mm_store_si128(reinterpret_cast<__m128i*>(lanes),
-                  _mm_add_epi64(_mm_add_epi64(a0, a1), _mm_add_epi64(a2, a3)));
-  s = lanes[0] + lanes[1];
-#endif
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
-
-volatile uint64_t g_sink = 0;
-
-// Reads the whole array once with `threads` threads (contiguous slices).
-double bandwidth_pass(const std::vector<uint64_t>& array, int threads) {
-  const size_t n = array.size();
-  std::vector<uint64_t> partial(static_cast<size_t>(threads) * 8, 0);  // padded
-  auto t0 = Clock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    size_t b = n * t / threads, e = n * (t + 1) / threads;
-    pool.emplace_back([&, b, e, t] { partial[t * 8] = sum_slice(array.data() + b, e - b); });
-  }
-  for (auto& th : pool) th.join();
-  double s = seconds_since(t0);
-  uint64_t total = 0;
-  for (int t = 0; t < threads; ++t) total += partial[t * 8];
-  g_sink = g_sink + total;
-  return s;
 }
 
 struct Kernel {
