@@ -662,7 +662,13 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   };
   // Each level merges consecutive runs (row order must be kept), only as many
   // as needed to get down to what the final merge can open at once.
-  const uint64_t final_fixed = shard_target + 2 * io_bytes + 64 * kKiB;
+  store::StoreWriterOptions writer_options;
+  writer_options.n_rows = n_rows;
+  writer_options.tile_rows = options.tile_rows;
+  writer_options.shard_target_bytes = shard_target;
+  writer_options.block_target_bytes = block_target;
+  writer_options.io_bytes = io_bytes;
+  const uint64_t final_fixed = store::StoreWriter::peak_bytes(writer_options) + io_bytes + 64 * kKiB;
   uint64_t merge_level = 0;
   for (uint64_t final_fan_in; runs.size() > (final_fan_in = fan_in_for(final_fixed));) {
     const uint64_t fan_in = fan_in_for(io_bytes + 64 * kKiB);
@@ -709,13 +715,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   progress.phase(fmt::format("writing shards from {} runs", in_memory ? 1 : runs.size()));
   store::WrittenShards written;
   {
-    store::StoreWriterOptions wo;
-    wo.n_rows = n_rows;
-    wo.tile_rows = options.tile_rows;
-    wo.shard_target_bytes = shard_target;
-    wo.block_target_bytes = block_target;
-    wo.io_bytes = io_bytes;
-    store::StoreWriter writer(tmp, budget, wo);
+    store::StoreWriter writer(tmp, budget, writer_options);
     uint64_t merged = 0;
     auto on_column = [&](uint64_t column, uint64_t count, auto&& fill) {
       FGM_ASSERT(column < n_features);
@@ -726,6 +726,8 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
       merge_sorted(spiller.sorted(), spiller.sorted_size(), on_column);
       spiller.release();
     } else {
+      // The writer holds its buffers already; its shard file's write buffer
+      // comes when the first shard is written.
       auto readers = open_runs(runs, 2 * io_bytes + 64 * kKiB);
       merge_runs(readers, on_column);
     }

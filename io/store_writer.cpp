@@ -98,6 +98,17 @@ struct TileCounter {
 
 // ---------------------------------------------------------------- StoreWriter
 
+// The shard buffer (uint64 words), and the cell layout of one block: a cell
+// costs at least 16 of the block target's bytes, and a column bigger than the
+// target (a block of its own) has at most one cell per tile.
+uint64_t shard_buffer_words(const StoreWriterOptions& o) { return std::max<uint64_t>(o.shard_target_bytes / 8, 8); }
+uint64_t layout_cells(const StoreWriterOptions& o) {
+  return std::max(std::min(o.block_target_bytes, shard_buffer_words(o) * 8) / 16, tile_count_of(o.n_rows, o.tile_rows));
+}
+uint64_t layout_bytes(const StoreWriterOptions& o) {
+  return sizeof(Cell) * layout_cells(o) + 16 * (tile_count_of(o.n_rows, o.tile_rows) + 1);
+}
+
 class StoreWriter::Impl {
  public:
   Impl(const TempDir& dir, MemoryBudget& budget, const StoreWriterOptions& o)
@@ -105,17 +116,14 @@ class StoreWriter::Impl {
         budget_(budget),
         o_(o),
         tiles_(tile_count_of(o.n_rows, o.tile_rows)),
-        arena_(budget, std::max<uint64_t>(o.shard_target_bytes / 8, 8), "store writer shard buffer",
+        arena_(budget, shard_buffer_words(o), "store writer shard buffer",
                "lower store.shard_target_bytes or raise engine.memory_budget"),
         capacity_(arena_.size() * 8),
         raw_offset_(shard_raw_offset()) {
     FGM_ASSERT(o.tile_rows > 0);
     FGM_ASSERT(o.n_rows <= std::numeric_limits<uint32_t>::max());
-    // The cell layout of one block, reserved up front: a cell costs at least
-    // 16 of the block target's bytes, and a column bigger than the target
-    // (a block of its own) has at most one cell per tile.
-    const uint64_t cells = std::max(std::min(o.block_target_bytes, capacity_) / 16, tiles_);
-    cells_memory_ = budget.reserve(sizeof(Cell) * cells + 16 * (tiles_ + 1),
+    const uint64_t cells = layout_cells(o);  // reserved up front (see layout_cells)
+    cells_memory_ = budget.reserve(layout_bytes(o),
                                    "store writer block layout",
                                    "lower store.block_bytes or raise engine.memory_budget");
     sorted_.resize(cells);
@@ -546,6 +554,10 @@ class StoreWriter::Impl {
 StoreWriter::StoreWriter(const TempDir& dir, MemoryBudget& budget, const StoreWriterOptions& options)
     : impl_(std::make_unique<Impl>(dir, budget, options)) {}
 StoreWriter::~StoreWriter() = default;
+
+uint64_t StoreWriter::peak_bytes(const StoreWriterOptions& options) {
+  return shard_buffer_words(options) * 8 + layout_bytes(options) + options.io_bytes;
+}
 
 void StoreWriter::add_column(uint64_t id, uint64_t nnz, const ColumnFill& fill) {
   impl_->add_column(id, nnz, fill);

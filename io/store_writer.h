@@ -58,6 +58,10 @@ class StoreWriter {
   ~StoreWriter();
   StoreWriter(const StoreWriter&) = delete;
   StoreWriter& operator=(const StoreWriter&) = delete;
+  // What a writer with these options reserves from the budget at its peak
+  // (shard buffer, block layout, the shard file's write buffer), so a caller
+  // can leave room for it before handing the rest to its own buffers.
+  static uint64_t peak_bytes(const StoreWriterOptions& options);
 
   // Adds the non-empty column `id` (ids strictly increasing across calls,
   // nnz > 0, rows below n_rows and increasing); fill(sink) streams exactly nnz

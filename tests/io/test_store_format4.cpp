@@ -561,3 +561,42 @@ TEST_CASE("counts that overflow the file are rejected at open", "[io][store][for
     CHECK(open_error("all").find("counts do not fit") != std::string::npos);
   }
 }
+
+// Ingest leaves room for the writer before it sizes the final merge's run
+// buffers (an 8 MB ingest of many runs failed when the block layout was not
+// counted): peak_bytes must cover every reservation the writer makes, through
+// shards written and finished, for tile counts from one to many.
+TEST_CASE("StoreWriter::peak_bytes covers what the writer reserves", "[io][store][budget]") {
+  test::TempDir dir("fgm-writer-peak");
+  for (uint32_t tile_rows : {3u, 64u, 65536u}) {
+    CAPTURE(tile_rows);
+    store::StoreWriterOptions o;
+    o.n_rows = 5000;
+    o.tile_rows = tile_rows;
+    o.shard_target_bytes = 64 << 10;
+    o.block_target_bytes = 16 << 10;
+    o.io_bytes = 16 << 10;
+    MemoryBudget budget(64 << 20);
+    const std::string target = dir.file(fmt::format("store-{}", tile_rows));
+    {
+      store::TempDir tmp(target);
+      store::StoreWriter writer(tmp, budget, o);
+      std::mt19937_64 rng(tile_rows);
+      std::vector<uint32_t> rows;
+      std::vector<float> values;
+      for (uint64_t id = 0; id < 3000; id += 1 + rng() % 3) {
+        rows.clear();
+        values.clear();
+        for (uint32_t r = static_cast<uint32_t>(rng() % 7); r < o.n_rows; r += 1 + static_cast<uint32_t>(rng() % 400)) {
+          rows.push_back(r);
+          values.push_back(static_cast<float>(rng() % 4));  // binary, integer and tied values
+        }
+        if (!rows.empty()) writer.add_column(id, rows.data(), values.data(), rows.size());
+      }
+      store::WrittenShards w = writer.finish();
+      REQUIRE(w.shards.size() > 3);  // several shard files were written
+    }
+    REQUIRE(budget.peak() <= store::StoreWriter::peak_bytes(o));
+    REQUIRE(budget.used() == 0);
+  }
+}
