@@ -3,13 +3,16 @@
 //
 // The block is walked tile by tile: while tile t is summed, every nonzero of
 // every column of the block gathers from the same slice a[t·tile_rows,
-// (t+1)·tile_rows), which stays in cache (the reason for tiles), and the
-// slice of tile t + 1 is prefetched (detail::SlicePrefetch). Each cell is
-// summed on its own (cell_dot) and its partial added to c[column]: column k's
-// sum is c_k = ((0 + p_1) + p_2) + … over its cells p_t in tile order, decided
-// by its own cells alone: the same for any thread count and any grouping of
-// columns into blocks. Most cells of tall sparse data hold one or two
-// nonzeros; those are summed without a branch on their length.
+// (t+1)·tile_rows), which stays in cache (the reason for tiles). Inside a
+// tile, nonzeros of short cells (fewer than kMultiAccumulatorCell, the usual
+// case on tall sparse data: one or two entries) are added straight into
+// c[column] in storage order, the column of each nonzero found without a
+// branch per cell (detail::walk_tile); a long cell is
+// summed with four accumulators (which hide the gather latency) and its
+// partial added to c[column]. So column k's sum is a fixed sequence of adds
+// over its tiles in row order, decided by its own cells alone: the same for
+// any thread count and any grouping of columns into blocks. While a tile is
+// walked, the next tile's dual slice is prefetched (detail::SlicePrefetch).
 #pragma once
 
 #include <algorithm>
@@ -23,14 +26,11 @@ namespace fgm {
 
 inline constexpr uint32_t kMultiAccumulatorCell = 16;
 
-// Σ_p a[rows[p]]·values[p] over one cell (or one whole column): left to right
-// from the first product, or with four accumulators (which hide the gather
-// latency) for a long cell.
+// Σ_p a[rows[p]]·values[p] over one cell (or one whole column).
 inline double cell_dot(const uint32_t* rows, const float* values, uint32_t nnz, const double* a) {
-  if (nnz == 0) return 0;
   if (nnz < kMultiAccumulatorCell) {
-    double s = a[rows[0]] * static_cast<double>(values[0]);
-    for (uint32_t k = 1; k < nnz; ++k) s += a[rows[k]] * static_cast<double>(values[k]);
+    double s = 0;
+    for (uint32_t k = 0; k < nnz; ++k) s += a[rows[k]] * static_cast<double>(values[k]);
     return s;
   }
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -46,6 +46,15 @@ inline double cell_dot(const uint32_t* rows, const float* values, uint32_t nnz, 
 }
 
 namespace detail {
+
+// The cells [c0, c1) of one tile in storage order: on_short(q, k) for every
+// nonzero q of a short cell (of listed column k), in storage order, and
+// on_long(cell) for every long cell. Short cells go in chunks of at most
+// kChunkNnz nonzeros (fixed scratch on the stack); inside a chunk the column
+// of each nonzero is found without a branch per cell (cell starts marked, then
+// counted). A column has one cell per tile, so the order of long and short
+// cells inside a tile does not change any column's sum.
+inline constexpr uint32_t kChunkNnz = 2048;
 
 // Prefetches the dual slice of the next tile, one cache line per cell walked,
 // so that it is in cache when that tile starts: each tile of a block reads a
@@ -76,33 +85,51 @@ inline SlicePrefetch next_tile_slice(const ColumnBlock& block, uint32_t t, const
   return SlicePrefetch(a + uint64_t{t + 1} * block.tile_rows * K, uint64_t{block.tile_rows} * K);
 }
 
+template <class Short, class Long>
+inline void walk_tile(const ColumnBlock& block, uint32_t c0, uint32_t c1, SlicePrefetch prefetch, Short&& on_short,
+                      Long&& on_long) {
+  uint8_t start[kChunkNnz];
+  uint32_t column[kChunkNnz + 1];
+  const uint32_t* ptr = block.cell_ptr;
+  uint32_t cell = c0;
+  while (cell < c1) {
+    if (ptr[cell + 1] - ptr[cell] >= kMultiAccumulatorCell) {
+      prefetch.step();
+      on_long(cell++);
+      continue;
+    }
+    const uint32_t first = cell, base = ptr[cell];
+    while (cell < c1 && ptr[cell + 1] - ptr[cell] < kMultiAccumulatorCell && ptr[cell + 1] - base <= kChunkNnz)
+      ++cell;
+    const uint32_t end = ptr[cell];
+    std::fill(start, start + (end - base), uint8_t{0});
+    for (uint32_t q = first; q < cell; ++q) {
+      start[ptr[q] - base] = 1;
+      column[q - first + 1] = block.cell_column[q];
+      prefetch.step();
+    }
+    uint32_t k = 0;
+    for (uint32_t q = base; q < end; ++q) {
+      k += start[q - base];
+      on_short(q, column[k]);
+    }
+  }
+}
+
 }  // namespace detail
 
 // c[k] = Σ_i a_i x_ik for k < block.column_count (c has column_count entries).
-// A cell of one or two nonzeros is summed without a branch on its length (the
-// second product is read from the first when absent); its partial equals
-// cell_dot's.
 inline void block_column_dots(const ColumnBlock& block, const double* a, double* c) {
   for (uint64_t k = 0; k < block.column_count; ++k) c[k] = 0;
-  const uint32_t* ptr = block.cell_ptr;
-  const uint32_t* rows = block.row_ids;
-  const float* values = block.values;
-  const uint32_t* column = block.cell_column;
-  for (uint32_t t = 0; t < block.tile_count; ++t) {
-    detail::SlicePrefetch prefetch = detail::next_tile_slice(block, t, a, 1);
-    for (uint32_t q = block.tile_cells[t]; q < block.tile_cells[t + 1]; ++q) {
-      prefetch.step();
-      const uint32_t p = ptr[q], nnz = ptr[q + 1] - p;
-      if (nnz <= 2) {
-        const double x0 = a[rows[p]] * static_cast<double>(values[p]);
-        const uint32_t p1 = nnz == 2 ? p + 1 : p;
-        const double x1 = a[rows[p1]] * static_cast<double>(values[p1]);
-        c[column[q]] += nnz == 2 ? x0 + x1 : x0;
-      } else {
-        c[column[q]] += cell_dot(rows + p, values + p, nnz, a);
-      }
-    }
-  }
+  for (uint32_t t = 0; t < block.tile_count; ++t)
+    detail::walk_tile(
+        block, block.tile_cells[t], block.tile_cells[t + 1], detail::next_tile_slice(block, t, a, 1),
+        [&](uint32_t q, uint32_t k) { c[k] += a[block.row_ids[q]] * static_cast<double>(block.values[q]); },
+        [&](uint32_t cell) {
+          const uint32_t begin = block.cell_ptr[cell];
+          c[block.cell_column[cell]] +=
+              cell_dot(block.row_ids + begin, block.values + begin, block.cell_ptr[cell + 1] - begin, a);
+        });
 }
 
 // cell_dot against K dual vectors interleaved row by row (vector r's entry i
@@ -111,35 +138,27 @@ inline void block_column_dots(const ColumnBlock& block, const double* a, double*
 // order). `acc` is scratch of 4·K doubles.
 inline void cell_dot_many(const uint32_t* rows, const float* values, uint32_t nnz, const double* a, size_t K,
                           double* acc, double* out) {
-  if (nnz < kMultiAccumulatorCell) {
-    if (nnz == 0) {
-      for (size_t r = 0; r < K; ++r) out[r] = 0;
-      return;
-    }
-    const double* a0 = a + static_cast<size_t>(rows[0]) * K;
-    const double v0 = static_cast<double>(values[0]);
-    for (size_t r = 0; r < K; ++r) out[r] = a0[r] * v0;
-    for (uint32_t p = 1; p < nnz; ++p) {
-      const double* ar = a + static_cast<size_t>(rows[p]) * K;
-      const double v = static_cast<double>(values[p]);
-      for (size_t r = 0; r < K; ++r) out[r] += ar[r] * v;
-    }
-    return;
-  }
-  for (size_t k = 0; k < 4 * K; ++k) acc[k] = 0;
+  const size_t lanes = nnz < kMultiAccumulatorCell ? 1 : 4;
+  for (size_t k = 0; k < lanes * K; ++k) acc[k] = 0;
   uint32_t p = 0;
-  for (; p + 4 <= nnz; p += 4) {
-    for (size_t q = 0; q < 4; ++q) {
-      const double* ar = a + static_cast<size_t>(rows[p + q]) * K;
-      const double v = static_cast<double>(values[p + q]);
-      double* s = acc + q * K;
-      for (size_t r = 0; r < K; ++r) s[r] += ar[r] * v;
+  if (lanes == 4) {
+    for (; p + 4 <= nnz; p += 4) {
+      for (size_t q = 0; q < 4; ++q) {
+        const double* ar = a + static_cast<size_t>(rows[p + q]) * K;
+        const double v = static_cast<double>(values[p + q]);
+        double* s = acc + q * K;
+        for (size_t r = 0; r < K; ++r) s[r] += ar[r] * v;
+      }
     }
   }
   for (; p < nnz; ++p) {
     const double* ar = a + static_cast<size_t>(rows[p]) * K;
     const double v = static_cast<double>(values[p]);
     for (size_t r = 0; r < K; ++r) acc[r] += ar[r] * v;
+  }
+  if (lanes == 1) {
+    for (size_t r = 0; r < K; ++r) out[r] = acc[r];
+    return;
   }
   for (size_t r = 0; r < K; ++r) out[r] = (acc[r] + acc[K + r]) + (acc[2 * K + r] + acc[3 * K + r]);
 }
@@ -150,16 +169,22 @@ inline void cell_dot_many(const uint32_t* rows, const float* values, uint32_t nn
 inline void block_column_dots_many(const ColumnBlock& block, const double* a, size_t K, double* acc, double* c) {
   for (uint64_t k = 0; k < block.column_count * K; ++k) c[k] = 0;
   double* partial = acc + 4 * K;
-  for (uint32_t t = 0; t < block.tile_count; ++t) {
-    detail::SlicePrefetch prefetch = detail::next_tile_slice(block, t, a, K);
-    for (uint32_t q = block.tile_cells[t]; q < block.tile_cells[t + 1]; ++q) {
-      prefetch.step();
-      const uint32_t begin = block.cell_ptr[q];
-      cell_dot_many(block.row_ids + begin, block.values + begin, block.cell_ptr[q + 1] - begin, a, K, acc, partial);
-      double* ck = c + static_cast<size_t>(block.cell_column[q]) * K;
-      for (size_t r = 0; r < K; ++r) ck[r] += partial[r];
-    }
-  }
+  for (uint32_t t = 0; t < block.tile_count; ++t)
+    detail::walk_tile(
+        block, block.tile_cells[t], block.tile_cells[t + 1], detail::next_tile_slice(block, t, a, K),
+        [&](uint32_t q, uint32_t k) {
+          const double* ar = a + static_cast<size_t>(block.row_ids[q]) * K;
+          const double v = static_cast<double>(block.values[q]);
+          double* ck = c + static_cast<size_t>(k) * K;
+          for (size_t r = 0; r < K; ++r) ck[r] += ar[r] * v;
+        },
+        [&](uint32_t cell) {
+          const uint32_t begin = block.cell_ptr[cell];
+          cell_dot_many(block.row_ids + begin, block.values + begin, block.cell_ptr[cell + 1] - begin, a, K, acc,
+                        partial);
+          double* ck = c + static_cast<size_t>(block.cell_column[cell]) * K;
+          for (size_t r = 0; r < K; ++r) ck[r] += partial[r];
+        });
 }
 
 // c_j from a whole column (rows increasing), summed exactly as
@@ -172,7 +197,11 @@ inline double tiled_column_dot(const uint32_t* rows, const float* values, uint64
     const uint64_t tile_end = tile_rows == 0 ? UINT64_MAX : (uint64_t{rows[begin]} / tile_rows + 1) * tile_rows;
     uint64_t end = begin + 1;
     while (end < nnz && rows[end] < tile_end) ++end;
-    c += cell_dot(rows + begin, values + begin, static_cast<uint32_t>(end - begin), a);
+    if (end - begin >= kMultiAccumulatorCell) {
+      c += cell_dot(rows + begin, values + begin, static_cast<uint32_t>(end - begin), a);
+    } else {
+      for (uint64_t p = begin; p < end; ++p) c += a[rows[p]] * static_cast<double>(values[p]);
+    }
     begin = end;
   }
   return c;

@@ -122,11 +122,6 @@ TEST_CASE("tiled block scores equal a dense brute force (tile_rows 1, 3, 64; den
         auto block = test::build_tiled_block(d.triplets, d.n, tile_rows, 0, d.id_space);
         const ColumnBlock& b = block->view;
         REQUIRE(b.tile_count == (d.n + tile_rows - 1) / tile_rows);
-        if (tile_rows == 3) {  // cells of two nonzeros: the kernel's branch-free pair path
-          uint64_t pairs = 0;
-          for (uint32_t q = 0; q < b.cell_count(); ++q) pairs += b.cell_ptr[q + 1] - b.cell_ptr[q] == 2;
-          REQUIRE(pairs > 0);
-        }
         std::vector<double> got(b.column_count);
         block_column_dots(b, d.a.data(), got.data());
         for (uint64_t k = 0; k < b.column_count; ++k) {
@@ -392,7 +387,7 @@ TEST_CASE("hik, additive and poly2 scores do not depend on the tile size or thre
   }
 }
 
-TEST_CASE("tiled scores on wide tiles: cells of 1, 2, 3-15 and 16+ nonzeros, exact against brute force",
+TEST_CASE("tiled scores on wide tiles: short cells in several chunks, long cells, exact against brute force",
           "[features][tiled]") {
   for (Kind kind : {Kind::kInteger, Kind::kTied}) {
     Data d(640, 400, kind, true, 99);
@@ -400,19 +395,12 @@ TEST_CASE("tiled scores on wide tiles: cells of 1, 2, 3-15 and 16+ nonzeros, exa
     for (uint32_t tile_rows : {64u, 160u}) {
       auto block = test::build_tiled_block(d.triplets, d.n, tile_rows, 0, d.id_space);
       const ColumnBlock& b = block->view;
-      // Every path of the kernel is met: one or two nonzeros (no branch on
-      // the length; tile_rows 3 above gives pairs too), 3-15 (one
-      // accumulator), 16+ (four accumulators).
-      uint64_t single = 0, pair = 0, short_cells = 0, long_cells = 0;
-      for (uint32_t q = 0; q < b.cell_count(); ++q) {
-        const uint32_t len = b.cell_ptr[q + 1] - b.cell_ptr[q];
-        single += len == 1;
-        pair += len == 2;
-        short_cells += len > 2 && len < kMultiAccumulatorCell;
-        long_cells += len >= kMultiAccumulatorCell;
-      }
-      REQUIRE(single + pair > 0);
-      REQUIRE(short_cells > 0);
+      // The walk must cut short cells into chunks, and meet long cells too.
+      uint64_t widest_tile = 0, long_cells = 0;
+      for (uint32_t t = 0; t < b.tile_count; ++t)
+        widest_tile = std::max<uint64_t>(widest_tile, b.cell_ptr[b.tile_cells[t + 1]] - b.cell_ptr[b.tile_cells[t]]);
+      for (uint32_t q = 0; q < b.cell_count(); ++q) long_cells += b.cell_ptr[q + 1] - b.cell_ptr[q] >= kMultiAccumulatorCell;
+      REQUIRE(widest_tile > 2 * detail::kChunkNnz);
       REQUIRE(long_cells > 0);
       std::vector<double> got(b.column_count);
       block_column_dots(b, d.a.data(), got.data());
