@@ -11,7 +11,8 @@
 // summed with four accumulators (which hide the gather latency) and its
 // partial added to c[column]. So column k's sum is a fixed sequence of adds
 // over its tiles in row order, decided by its own cells alone: the same for
-// any thread count and any grouping of columns into blocks.
+// any thread count and any grouping of columns into blocks. While a tile is
+// walked, the next tile's dual slice is prefetched (detail::SlicePrefetch).
 #pragma once
 
 #include <algorithm>
@@ -55,14 +56,45 @@ namespace detail {
 // cells inside a tile does not change any column's sum.
 inline constexpr uint32_t kChunkNnz = 2048;
 
+// Prefetches the dual slice of the next tile, one cache line per cell walked,
+// so that it is in cache when that tile starts: each tile of a block reads a
+// slice that the previous block evicted, and without this the first touch of
+// each of its lines is a demand miss (measured: a third of the kernel's time
+// on a tall store). Only reads ahead; sums are unchanged.
+class SlicePrefetch {
+ public:
+  SlicePrefetch() = default;
+  // Addresses are kept as integers: the last tile's slice may end past the
+  // dual vector (a prefetch never faults, but a pointer there would be invalid).
+  SlicePrefetch(const double* slice, uint64_t doubles)
+      : next_(reinterpret_cast<uintptr_t>(slice)), end_(next_ + doubles * sizeof(double)) {}
+  void step() {
+    if (next_ >= end_) return;
+    __builtin_prefetch(reinterpret_cast<const void*>(next_), 0, 2);
+    next_ += 64;
+  }
+
+ private:
+  uintptr_t next_ = 0;
+  uintptr_t end_ = 0;
+};
+
+// The slice of tile t + 1 (K interleaved doubles per row); none after the last tile.
+inline SlicePrefetch next_tile_slice(const ColumnBlock& block, uint32_t t, const double* a, size_t K) {
+  if (t + 1 >= block.tile_count) return {};
+  return SlicePrefetch(a + uint64_t{t + 1} * block.tile_rows * K, uint64_t{block.tile_rows} * K);
+}
+
 template <class Short, class Long>
-inline void walk_tile(const ColumnBlock& block, uint32_t c0, uint32_t c1, Short&& on_short, Long&& on_long) {
+inline void walk_tile(const ColumnBlock& block, uint32_t c0, uint32_t c1, SlicePrefetch prefetch, Short&& on_short,
+                      Long&& on_long) {
   uint8_t start[kChunkNnz];
   uint32_t column[kChunkNnz + 1];
   const uint32_t* ptr = block.cell_ptr;
   uint32_t cell = c0;
   while (cell < c1) {
     if (ptr[cell + 1] - ptr[cell] >= kMultiAccumulatorCell) {
+      prefetch.step();
       on_long(cell++);
       continue;
     }
@@ -74,6 +106,7 @@ inline void walk_tile(const ColumnBlock& block, uint32_t c0, uint32_t c1, Short&
     for (uint32_t q = first; q < cell; ++q) {
       start[ptr[q] - base] = 1;
       column[q - first + 1] = block.cell_column[q];
+      prefetch.step();
     }
     uint32_t k = 0;
     for (uint32_t q = base; q < end; ++q) {
@@ -90,7 +123,7 @@ inline void block_column_dots(const ColumnBlock& block, const double* a, double*
   for (uint64_t k = 0; k < block.column_count; ++k) c[k] = 0;
   for (uint32_t t = 0; t < block.tile_count; ++t)
     detail::walk_tile(
-        block, block.tile_cells[t], block.tile_cells[t + 1],
+        block, block.tile_cells[t], block.tile_cells[t + 1], detail::next_tile_slice(block, t, a, 1),
         [&](uint32_t q, uint32_t k) { c[k] += a[block.row_ids[q]] * static_cast<double>(block.values[q]); },
         [&](uint32_t cell) {
           const uint32_t begin = block.cell_ptr[cell];
@@ -138,7 +171,7 @@ inline void block_column_dots_many(const ColumnBlock& block, const double* a, si
   double* partial = acc + 4 * K;
   for (uint32_t t = 0; t < block.tile_count; ++t)
     detail::walk_tile(
-        block, block.tile_cells[t], block.tile_cells[t + 1],
+        block, block.tile_cells[t], block.tile_cells[t + 1], detail::next_tile_slice(block, t, a, K),
         [&](uint32_t q, uint32_t k) {
           const double* ar = a + static_cast<size_t>(block.row_ids[q]) * K;
           const double v = static_cast<double>(block.values[q]);
