@@ -101,7 +101,9 @@ std::vector<ParamSpec> build_specs() {
       spec("engine.block_bytes", T::kBytes, "\"4MB\"",
            "target size of the unit the scoring pass streams: consecutive stored blocks of a "
            "shard are grouped up to it (a stored block bigger than it is read whole; its "
-           "size was chosen at ingest, store.block_bytes)"),
+           "size was chosen at ingest, store.block_bytes); a store kept resident in memory is "
+           "scored in units of up to 16 bytes per row (at most engine.memory_budget / 16), so "
+           "each tile's slice of the dual vector serves more columns"),
       ranged(spec("engine.blocks_in_flight", T::kInt, "0",
                   "column blocks in flight in the scoring pipeline (0: 2·threads + 2)"),
              0, 1024),

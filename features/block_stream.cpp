@@ -105,7 +105,9 @@ int reserve_in_flight(const std::vector<BlockRef>& blocks, bool all_resident, in
   const uint64_t fit = in_flight.bytes() / largest;
   if (fit < 1) {
     in_flight.release();  // not even one: fail with the usual message
-    in_flight = budget.reserve(largest, "scoring blocks in flight", "lower engine.block_bytes");
+    in_flight = budget.reserve(largest, "scoring blocks in flight",
+                               "lower engine.block_bytes (or, when one stored block is larger than it, ingest "
+                               "again with a smaller store.block_bytes)");
   }
   return static_cast<int>(std::min<uint64_t>(tokens, std::max<uint64_t>(fit, 1)));
 }
