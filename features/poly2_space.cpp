@@ -268,6 +268,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
     if (dense_block_chosen(pass, nnz, pass.active.size())) {
       accumulate_dense_pairs(pass);
     } else {
+      release_dense_stage(pass);
       transpose_active_features(pass);
       accumulate_sparse_pairs(pass);
     }
@@ -411,16 +412,30 @@ void Poly2Space::select_active_features(Pass& pass) {
   for (size_t h = 0; h < active.size(); ++h) pass.uh[h] = u[active[h]];
 }
 
+// Before the sparse stages: the dense block the seed read (its reach may
+// exceed the seed) and the bound order are not used by them, and the column
+// counts' array becomes the active-feature index. Held, they would sit beside
+// the transposed rows for the whole pair stage (see the OOM of issue 9's
+// scale run: a 172 MiB dense seed block beside 107 MiB of active rows).
+void Poly2Space::release_dense_stage(Pass& pass) {
+  std::vector<float>().swap(pass.dense.values);
+  pass.dense.memory.release();
+  pass.dense.cols = 0;
+  std::vector<uint32_t>().swap(pass.order);
+  pass.bounds_mem.resize(pass.m * (sizeof(double) + sizeof(uint32_t)));  // u and column_nnz
+}
+
 // Stage 3b: the active columns transposed into a row-major block (two
 // streamed passes over their blocks), each row sorted by active index.
 void Poly2Space::transpose_active_features(Pass& pass) {
   const ScoringContext& ctx = pass.ctx;
   MemoryBudget& budget = *ctx.budget;
-  const uint64_t m = pass.m, n = pass.n;
+  const uint64_t n = pass.n;
   const std::vector<uint32_t>& active = pass.active;
   const uint32_t H = static_cast<uint32_t>(active.size());
-  Reservation index_mem = budget.reserve(m * sizeof(uint32_t), "poly2 active-feature index");
-  std::vector<uint32_t> active_index(m, kNotActive);
+  // The index takes over column_nnz's array (and its share of bounds_mem).
+  std::vector<uint32_t> active_index = std::move(pass.column_nnz);
+  std::fill(active_index.begin(), active_index.end(), kNotActive);
   for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
   // The blocks whose id range holds an active feature.
   std::vector<uint32_t> active_ids(active);

@@ -50,6 +50,7 @@ class Poly2Space : public FeatureSpace {
   void score_single_features(Pass& pass);
   void seed_pairs(Pass& pass);
   void select_active_features(Pass& pass);
+  void release_dense_stage(Pass& pass);
   void transpose_active_features(Pass& pass);
   bool dense_block_chosen(const Pass& pass, uint64_t nnz, uint64_t columns) const;
   void read_dense_reach(Pass& pass, size_t seeded);
