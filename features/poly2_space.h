@@ -48,6 +48,7 @@ class Poly2Space : public FeatureSpace {
   // The steps of one score() call (Algorithm 5) and the state they share.
   struct Pass;
   void score_single_features(Pass& pass);
+  void order_by_bound(Pass& pass) const;
   void seed_pairs(Pass& pass);
   void select_active_features(Pass& pass);
   void release_dense_stage(Pass& pass);
