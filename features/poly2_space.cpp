@@ -32,6 +32,7 @@
 // it is allocated; what is left is O(blocks + threads) bookkeeping.
 #include "features/poly2_space.h"
 
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -70,16 +71,15 @@ struct Stage1Output {
   std::vector<uint64_t> nnz;
 };
 
-// A block's active columns, copied while the block is mapped; the copy is
-// reserved (at most the block's own entries, for each block in flight).
-struct ActiveColumns {
+// A block's active entries, copied cell by cell (tile order) while the block
+// is mapped: no whole-block column conversion, since the rows are sorted by
+// active index afterwards anyway. The count pass copies row ids only. The
+// copy is reserved (at most the block's own entries, per block in flight).
+struct ActiveEntries {
   Reservation memory;
-  struct Column {
-    uint32_t active_index;
-    std::vector<uint32_t> rows;
-    std::vector<float> values;
-  };
-  std::vector<Column> columns;
+  std::vector<uint32_t> rows;
+  std::vector<uint32_t> index;  // active index of each entry (scatter pass only)
+  std::vector<float> values;    // (scatter pass only)
 };
 
 // Row-major view of the active features: per row, (active index, value) pairs
@@ -268,6 +268,7 @@ SpaceScores Poly2Space::score(const ScoringContext& ctx) {
     if (dense_block_chosen(pass, nnz, pass.active.size())) {
       accumulate_dense_pairs(pass);
     } else {
+      release_dense_stage(pass);
       transpose_active_features(pass);
       accumulate_sparse_pairs(pass);
     }
@@ -322,12 +323,44 @@ void Poly2Space::score_single_features(Pass& pass) {
   pass.add(p1);
   pass.out.candidates_scored += 2 * m;
 
+  order_by_bound(pass);
+}
+
+// pass.order: the features by decreasing u (ties: smaller id), but only the
+// prefix any later stage reads — the features that can still have a partner
+// under the threshold of the linear and square scores (θ only grows, so the
+// seed's reach and the active set stay inside it), and at least the seed's
+// candidates. Sorting all m bounds (15·10^6 at the issue's scale) cost more
+// than the rest of stage 1.
+void Poly2Space::order_by_bound(Pass& pass) const {
   const std::vector<double>& u = pass.u;
-  pass.order.reserve(m);
-  for (uint64_t j = 0; j < m; ++j)
-    if (u[j] > 0) pass.order.push_back(static_cast<uint32_t>(j));
-  std::sort(pass.order.begin(), pass.order.end(),
-            [&](uint32_t x, uint32_t y) { return u[x] != u[y] ? u[x] > u[y] : x < y; });
+  const uint64_t m = pass.m;
+  std::vector<uint32_t>& order = pass.order;
+  const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
+  const double t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
+  double u_max = 0;
+  uint64_t positive = 0;
+  for (uint64_t j = 0; j < m; ++j) {
+    u_max = std::max(u_max, u[j]);
+    positive += u[j] > 0;
+  }
+  // The same test as the prefix kernel's (u_j·u_max ≥ t).
+  auto reachable = [&](uint64_t j) { return u[j] > 0 && u[j] * u_max >= t; };
+  uint64_t reach = 0;
+  for (uint64_t j = 0; j < m; ++j) reach += reachable(j);
+  const uint64_t seed = std::min<uint64_t>(seed_features_, positive);
+  auto before = [&](uint32_t x, uint32_t y) { return u[x] != u[y] ? u[x] > u[y] : x < y; };
+  order.reserve(reach >= seed ? reach : positive);
+  if (reach >= seed) {
+    for (uint64_t j = 0; j < m; ++j)
+      if (reachable(j)) order.push_back(static_cast<uint32_t>(j));
+  } else {
+    for (uint64_t j = 0; j < m; ++j)
+      if (u[j] > 0) order.push_back(static_cast<uint32_t>(j));
+    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(seed), order.end(), before);
+    order.resize(seed);
+  }
+  std::sort(order.begin(), order.end(), before);
 }
 
 // Stage 2: exact pairs among the heaviest features seed θ. The seed is capped
@@ -411,16 +444,30 @@ void Poly2Space::select_active_features(Pass& pass) {
   for (size_t h = 0; h < active.size(); ++h) pass.uh[h] = u[active[h]];
 }
 
+// Before the sparse stages: the dense block the seed read (its reach may
+// exceed the seed) and the bound order are not used by them, and the column
+// counts' array becomes the active-feature index. Held, they would sit beside
+// the transposed rows for the whole pair stage (see the OOM of issue 9's
+// scale run: a 172 MiB dense seed block beside 107 MiB of active rows).
+void Poly2Space::release_dense_stage(Pass& pass) {
+  std::vector<float>().swap(pass.dense.values);
+  pass.dense.memory.release();
+  pass.dense.cols = 0;
+  std::vector<uint32_t>().swap(pass.order);
+  pass.bounds_mem.resize(pass.m * (sizeof(double) + sizeof(uint32_t)));  // u and column_nnz
+}
+
 // Stage 3b: the active columns transposed into a row-major block (two
 // streamed passes over their blocks), each row sorted by active index.
 void Poly2Space::transpose_active_features(Pass& pass) {
   const ScoringContext& ctx = pass.ctx;
   MemoryBudget& budget = *ctx.budget;
-  const uint64_t m = pass.m, n = pass.n;
+  const uint64_t n = pass.n;
   const std::vector<uint32_t>& active = pass.active;
   const uint32_t H = static_cast<uint32_t>(active.size());
-  Reservation index_mem = budget.reserve(m * sizeof(uint32_t), "poly2 active-feature index");
-  std::vector<uint32_t> active_index(m, kNotActive);
+  // The index takes over column_nnz's array (and its share of bounds_mem).
+  std::vector<uint32_t> active_index = std::move(pass.column_nnz);
+  std::fill(active_index.begin(), active_index.end(), kNotActive);
   for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
   // The blocks whose id range holds an active feature.
   std::vector<uint32_t> active_ids(active);
@@ -430,28 +477,29 @@ void Poly2Space::transpose_active_features(Pass& pass) {
     auto it = std::lower_bound(active_ids.begin(), active_ids.end(), b.first_column);
     if (it != active_ids.end() && *it < b.end_column) blocks.push_back(b);
   }
-  auto extract = [&](const BlockRef&, const ColumnBlock& block) {
-    CscScratch scratch;  // reserved by the stream (CscBytes)
-    const CscColumns cols = csc_columns(block, scratch);
-    ActiveColumns o;
-    uint64_t copied = 0, columns = 0;
-    for (uint64_t k = 0; k < cols.column_count; ++k)
-      if (active_index[cols.column_ids[k]] != kNotActive) {
-        copied += cols.col_ptr[k + 1] - cols.col_ptr[k];
-        ++columns;
-      }
-    o.memory = budget.reserve(copied * (sizeof(uint32_t) + sizeof(float)) + columns * sizeof(ActiveColumns::Column),
+  auto extract = [&](const ColumnBlock& block, bool with_values) {
+    ActiveEntries o;
+    const uint32_t cells = block.cell_count();
+    uint64_t copied = 0;
+    for (uint32_t c = 0; c < cells; ++c)
+      if (active_index[block.column_ids[block.cell_column[c]]] != kNotActive)
+        copied += block.cell_ptr[c + 1] - block.cell_ptr[c];
+    o.memory = budget.reserve(copied * (with_values ? 3 * sizeof(uint32_t) : sizeof(uint32_t)),
                               "poly2 active columns in flight");
-    o.columns.reserve(columns);
-    for (uint64_t k = 0; k < cols.column_count; ++k) {
-      uint32_t h = active_index[cols.column_ids[k]];
+    o.rows.reserve(copied);
+    if (with_values) {
+      o.index.reserve(copied);
+      o.values.reserve(copied);
+    }
+    for (uint32_t c = 0; c < cells; ++c) {
+      const uint32_t h = active_index[block.column_ids[block.cell_column[c]]];
       if (h == kNotActive) continue;
-      uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
-      ActiveColumns::Column c;
-      c.active_index = h;
-      c.rows.assign(cols.row_ids + begin, cols.row_ids + end);
-      c.values.assign(cols.values + begin, cols.values + end);
-      o.columns.push_back(std::move(c));
+      const uint32_t begin = block.cell_ptr[c], end = block.cell_ptr[c + 1];
+      o.rows.insert(o.rows.end(), block.row_ids + begin, block.row_ids + end);
+      if (with_values) {
+        o.index.insert(o.index.end(), end - begin, h);
+        o.values.insert(o.values.end(), block.values + begin, block.values + end);
+      }
     }
     return o;
   };
@@ -459,45 +507,52 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   pass.rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows");
   ActiveRows& R = pass.R;
   R.row_ptr.assign(n + 1, 0);
-  pass.add(stream_blocks<ActiveColumns>(*ctx.stream, blocks, "poly2 active columns (count)", extract,
-                                        [&](ActiveColumns&& o) {
-                                          for (const auto& c : o.columns)
-                                            for (uint32_t r : c.rows) ++R.row_ptr[r + 1];
-                                        },
-                                        CscBytes(ctx.store->info())));
+  pass.add(stream_blocks<ActiveEntries>(
+      *ctx.stream, blocks, "poly2 active columns (count)",
+      [&](const BlockRef&, const ColumnBlock& block) { return extract(block, false); },
+      [&](ActiveEntries&& o) {
+        for (uint32_t r : o.rows) ++R.row_ptr[r + 1];
+      }));
   for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
   const uint64_t nnz_h = R.row_ptr[n];
   pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
   R.index.resize(nnz_h);
   R.value.resize(nnz_h);
   std::vector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
-  pass.add(stream_blocks<ActiveColumns>(*ctx.stream, blocks, "poly2 active columns (transpose)", extract,
-                                        [&](ActiveColumns&& o) {
-                                          for (const auto& c : o.columns)
-                                            for (size_t e = 0; e < c.rows.size(); ++e) {
-                                              uint64_t pos = cursor[c.rows[e]]++;
-                                              R.index[pos] = c.active_index;
-                                              R.value[pos] = c.values[e];
-                                            }
-                                        },
-                                        CscBytes(ctx.store->info())));
+  pass.add(stream_blocks<ActiveEntries>(
+      *ctx.stream, blocks, "poly2 active columns (transpose)",
+      [&](const BlockRef&, const ColumnBlock& block) { return extract(block, true); },
+      [&](ActiveEntries&& o) {
+        for (size_t e = 0; e < o.rows.size(); ++e) {
+          const uint64_t pos = cursor[o.rows[e]]++;
+          R.index[pos] = o.index[e];
+          R.value[pos] = o.values[e];
+        }
+      }));
   cursor = {};
   // Sort each row by active index (= decreasing bound).
   uint64_t widest_row = 0;
   for (uint64_t i = 0; i < n; ++i) widest_row = std::max(widest_row, R.row_ptr[i + 1] - R.row_ptr[i]);
-  Reservation tmp_mem = budget.reserve(widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
-  std::vector<std::pair<uint32_t, float>> tmp;
-  tmp.reserve(widest_row);
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-    tmp.clear();
-    for (uint64_t p = b; p < e; ++p) tmp.emplace_back(R.index[p], R.value[p]);
-    std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-    for (uint64_t p = b; p < e; ++p) {
-      R.index[p] = tmp[p - b].first;
-      R.value[p] = tmp[p - b].second;
-    }
-  }
+  // Rows are independent: sorted in parallel, one buffer per thread.
+  const int threads = std::max(1, ctx.threads);
+  Reservation tmp_mem = budget.reserve(uint64_t(threads) * widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 4096), [&](const tbb::blocked_range<uint64_t>& range) {
+      std::vector<std::pair<uint32_t, float>> tmp;
+      tmp.reserve(widest_row);
+      for (uint64_t i = range.begin(); i < range.end(); ++i) {
+        const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        tmp.clear();
+        for (uint64_t p = b; p < e; ++p) tmp.emplace_back(R.index[p], R.value[p]);
+        std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        for (uint64_t p = b; p < e; ++p) {
+          R.index[p] = tmp[p - b].first;
+          R.value[p] = tmp[p - b].second;
+        }
+      }
+    });
+  });
 }
 
 // Dense blocks (seed or active set) by measured density, if the block, its
@@ -582,17 +637,34 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   Reservation plan_mem = budget.reserve(uint64_t{H} * (sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint64_t)) +
                                             sizeof(uint32_t),
                                         "poly2 pair partition plan");
-  std::vector<uint64_t> updates(H, 0);
-  // Row i's eligible partners of entry p are the prefix of the entries after
-  // it with û ≥ t/û_p (rows are sorted by decreasing û).
-  const auto eligible = simd::kernels().prefix_scaled_at_least;
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-    for (uint64_t p = b; p < e; ++p)
-      updates[R.index[p]] += eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
-  }
-  const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
   const int threads = std::max(1, pass.ctx.threads);
+  // Row i's eligible partners of entry p are the prefix of the entries after
+  // it with û ≥ t/û_p (rows are sorted by decreasing û). Counted over row
+  // ranges in parallel, one count array per range (integer sums: the same
+  // for any thread count).
+  const auto eligible = simd::kernels().prefix_scaled_at_least;
+  Reservation count_mem = budget.reserve(uint64_t(threads - 1) * H * sizeof(uint64_t), "poly2 pair update counts");
+  std::vector<std::vector<uint64_t>> range_updates(static_cast<size_t>(threads));
+  tbb::task_arena count_arena(threads);
+  count_arena.execute([&] {
+    tbb::parallel_for(0, threads, [&](int r) {
+      std::vector<uint64_t>& counts = range_updates[static_cast<size_t>(r)];
+      counts.assign(H, 0);
+      const uint64_t first = n * static_cast<uint64_t>(r) / threads, last = n * static_cast<uint64_t>(r + 1) / threads;
+      for (uint64_t i = first; i < last; ++i) {
+        const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        for (uint64_t p = b; p < e; ++p)
+          counts[R.index[p]] += eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
+      }
+    });
+  });
+  std::vector<uint64_t> updates = std::move(range_updates[0]);
+  for (size_t r = 1; r < range_updates.size(); ++r) {
+    for (uint32_t h = 0; h < H; ++h) updates[h] += range_updates[r][h];
+    std::vector<uint64_t>().swap(range_updates[r]);
+  }
+  count_mem.release();
+  const uint64_t total_updates = std::accumulate(updates.begin(), updates.end(), uint64_t{0});
   // Worst case (no repeated pair) a table holds one slot per update at load
   // ≥ 0.35, old and new arrays during growth: ~48 bytes per update.
   const uint64_t per_partition = std::max<uint64_t>(1024, budget.available() / threads / 48);

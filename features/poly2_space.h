@@ -48,8 +48,10 @@ class Poly2Space : public FeatureSpace {
   // The steps of one score() call (Algorithm 5) and the state they share.
   struct Pass;
   void score_single_features(Pass& pass);
+  void order_by_bound(Pass& pass) const;
   void seed_pairs(Pass& pass);
   void select_active_features(Pass& pass);
+  void release_dense_stage(Pass& pass);
   void transpose_active_features(Pass& pass);
   bool dense_block_chosen(const Pass& pass, uint64_t nnz, uint64_t columns) const;
   void read_dense_reach(Pass& pass, size_t seeded);
