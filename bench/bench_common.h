@@ -11,6 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "core/memory_budget.h"
+#include "features/block_stream.h"
+#include "features/feature_space.h"
+#include "io/shard_store.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -77,6 +82,17 @@ inline double bandwidth_pass(const std::vector<uint64_t>& array, int threads) {
   for (int t = 0; t < threads; ++t) total += partial[t * 8];
   g_sink = g_sink + total;
   return s;
+}
+
+// One scoring pass as the trainer runs it (engine/fgm_trainer.cpp): the space
+// streamed by the typed block stream with `threads` threads.
+inline fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks,
+                                     fgm::FeatureSpace& space, const double* a, uint64_t B, int threads,
+                                     fgm::MemoryBudget& budget) {
+  fgm::SchedulerOptions o;
+  o.threads = threads;
+  fgm::BlockStream stream(store, o, budget);
+  return fgm::run_worst_case_analysis(space, stream, blocks, a, B, budget);
 }
 
 }  // namespace bench

@@ -193,16 +193,6 @@ std::string ids_of(const fgm::SpaceScores& r) {
   return s;
 }
 
-// One scoring pass as the trainer runs it (engine/fgm_trainer.cpp).
-fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks,
-                              fgm::FeatureSpace& space, const double* a, uint64_t B, int threads,
-                              fgm::MemoryBudget& budget) {
-  fgm::SchedulerOptions o;
-  o.threads = threads;
-  fgm::BlockStream streamer(store, o, budget);
-  return fgm::run_worst_case_analysis(space, streamer, blocks, a, B, budget);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -153,15 +153,6 @@ std::vector<uint64_t> naive_top(const PlainCsc& m, const std::vector<double>& c,
   return ids;
 }
 
-fgm::SpaceScores scoring_pass(const fgm::ShardStore& store, const std::vector<fgm::BlockRef>& blocks,
-                              fgm::FeatureSpace& space, const double* a, uint64_t B, int threads,
-                              fgm::MemoryBudget& budget) {
-  fgm::SchedulerOptions o;
-  o.threads = threads;
-  fgm::BlockStream stream(store, o, budget);
-  return fgm::run_worst_case_analysis(space, stream, blocks, a, B, budget);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
