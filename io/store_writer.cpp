@@ -126,7 +126,10 @@ class StoreWriter::Impl {
     cells_memory_ = budget.reserve(layout_bytes(o),
                                    "store writer block layout",
                                    "lower store.block_bytes or raise engine.memory_budget");
-    sorted_.resize(cells);
+    // Capacity only: the pages are touched as blocks need them (a zero-filled
+    // 16 MiB layout cost small ingests a tenth of a second of page faults).
+    sorted_.reserve(cells);
+    reserved_cells_ = cells;
     tile_starts_.resize(tiles_ + 1);
     fill_.resize(tiles_ + 1);
   }
@@ -251,7 +254,10 @@ class StoreWriter::Impl {
     for (uint64_t t = 0; t < tiles_; ++t) tile_starts_[t + 1] += tile_starts_[t];
     FGM_ASSERT(tile_starts_[tiles_] == b.cells);
     if (b.cells > sorted_.size()) {
-      cells_memory_.resize(sizeof(Cell) * b.cells + 16 * (tiles_ + 1));
+      if (b.cells > reserved_cells_) {
+        cells_memory_.resize(sizeof(Cell) * b.cells + 16 * (tiles_ + 1));
+        reserved_cells_ = b.cells;
+      }
       sorted_.resize(b.cells);
     }
     std::copy(tile_starts_.begin(), tile_starts_.end() - 1, fill_.begin());
@@ -540,6 +546,7 @@ class StoreWriter::Impl {
   uint64_t capacity_;
   Reservation cells_memory_;
   std::vector<Cell> sorted_;
+  uint64_t reserved_cells_ = 0;  // what cells_memory_ covers
   std::vector<uint64_t> tile_starts_, fill_;
   uint64_t raw_offset_;
   uint64_t count_ = 0, nnz_ = 0;
