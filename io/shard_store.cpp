@@ -156,6 +156,14 @@ ColumnBlock view_of(const store::BlockEntry& e, uint32_t tile_rows, uint8_t* bas
 // Bounds of everything read_block hands out, checked before use (the pieces
 // matched, but nothing read from a file indexes memory unchecked). Returns
 // what is wrong, or nullptr.
+// Branch-free (one OR per entry, which the compiler vectorises): the check
+// runs on every nonzero of every block read.
+bool strictly_increasing(const uint32_t* v, uint64_t n) {
+  uint32_t bad = 0;
+  for (uint64_t i = 1; i < n; ++i) bad |= static_cast<uint32_t>(v[i] <= v[i - 1]);
+  return bad == 0;
+}
+
 const char* check_block(const ColumnBlock& c, const store::BlockEntry& e, uint64_t n_rows) {
   const uint64_t k = e.column_count, cells = e.cell_count, T = e.tile_count;
   for (uint64_t j = 0; j < k; ++j) {
@@ -175,11 +183,9 @@ const char* check_block(const ColumnBlock& c, const store::BlockEntry& e, uint64
         return "cell columns out of range";
       const uint32_t p0 = c.cell_ptr[x], p1 = c.cell_ptr[x + 1];
       if (p1 <= p0 || p1 > e.nnz) return "cell pointers out of range";
-      for (uint32_t p = p0; p < p1; ++p) {
-        const uint32_t r = c.row_ids[p];
-        if (r < row_begin || r >= row_end || (p > p0 && r <= c.row_ids[p - 1]))
-          return "row ids outside their tile or not increasing";
-      }
+      // Strictly increasing, first and last inside the tile: then every row is.
+      if (c.row_ids[p0] < row_begin || c.row_ids[p1 - 1] >= row_end || !strictly_increasing(c.row_ids + p0, p1 - p0))
+        return "row ids outside their tile or not increasing";
     }
   }
   // One tile: csc_columns reads cell c as column c.
