@@ -108,6 +108,19 @@ void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint6
   }
 }
 
+// The end of every train run (binary and multi-class): the shared tail of
+// run.json, the file written atomically, the report, the resume session closed.
+void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
+                double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
+                const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session) {
+  write_resources_test_truth(j, budget, budget_peak, train_seconds, ingest_seconds, config, test, truth);
+  write_warnings(j, warnings);
+  j.end_object();
+  write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
+  session.finish();
+}
+
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
   j.key("selected_features").begin_array();
   for (const auto& f : features) {
@@ -231,13 +244,8 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   j.key("lockstep").value(outcome.lockstep);
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.bytes_streamed);
-  write_resources_test_truth(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
-                             has_test ? &test : nullptr, has_truth ? &truth : nullptr);
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
-  session.finish();
+  finish_run(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
+             has_test ? &test : nullptr, has_truth ? &truth : nullptr, warnings, out_dir, session);
 
   if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
   fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
@@ -369,13 +377,8 @@ Command add_train(CLI::App& app) {
     j.key("bias").value(outcome.model.bias);
     j.key("total_apg_iterations").value(outcome.total_apg_iterations);
     j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-    write_resources_test_truth(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
-                               has_test ? &test : nullptr, has_truth ? &truth : nullptr);
-    write_warnings(j, warnings);
-    j.end_object();
-    write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
-    if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
-    session.finish();
+    finish_run(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
+               has_test ? &test : nullptr, has_truth ? &truth : nullptr, warnings, out_dir, session);
 
     if (has_truth) {
       fmt::print("recovered={}/{} ", recovered, planted);
