@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <random>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -82,6 +83,15 @@ inline double bandwidth_pass(const std::vector<uint64_t>& array, int threads) {
   for (int t = 0; t < threads; ++t) total += partial[t * 8];
   g_sink = g_sink + total;
   return s;
+}
+
+// a = α∘y with α ~ U(0, C): what the trainer feeds a pass after a solve.
+inline std::vector<double> random_duals(const fgm::ShardStore& store, double C, uint64_t seed) {
+  std::vector<double> a(store.info().n_rows);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unif(0.0, C);
+  for (uint64_t i = 0; i < a.size(); ++i) a[i] = unif(rng) * store.labels()[i];
+  return a;
 }
 
 // One scoring pass as the trainer runs it (engine/fgm_trainer.cpp): the space

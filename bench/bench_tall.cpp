@@ -195,10 +195,7 @@ int main(int argc, char** argv) {
     uint64_t pass_bytes = 0;
     for (const auto& b : blocks) pass_bytes += b.bytes;
 
-    std::vector<double> a(info.n_rows);
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> unif(0.0, C);
-    for (uint64_t i = 0; i < info.n_rows; ++i) a[i] = unif(rng) * store->labels()[i];
+    const std::vector<double> a = random_duals(*store, C, seed);  // a = α∘y, α ~ U(0, C)
     fgm::FeatureSpaceSettings space_settings;  // kind "linear"
     std::unique_ptr<fgm::FeatureSpace> space = fgm::make_feature_space(space_settings, *store, budget);
 
