@@ -110,6 +110,11 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm) {
   reject_unsupported(config, settings);
+  // Every rank must train the same thing: the first rank that differs is named.
+  std::string settings_text;
+  for (const auto& [key, value] : config.dump())
+    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
+  check_same_on_all_ranks(comm, "configuration", settings_text);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   if (comm.rank() == 0)

@@ -50,10 +50,13 @@ void check_same_on_all_ranks(Communicator& comm, const std::string& what, const 
   for (size_t r = 0; r < sizes.size(); ++r) {
     const std::string theirs(reinterpret_cast<const char*>(all.data()) + at, sizes[r]);
     at += sizes[r];
-    if (theirs != value)
-      throw Error(ErrorKind::kConfig, "rank " + std::to_string(r) + " has a different " + what + " (\"" + theirs +
-                                            "\") than rank " + std::to_string(comm.rank()) + " (\"" + value +
-                                            "\"): every rank must run the same command on the same files");
+    if (theirs == value) continue;
+    size_t first = 0;  // where they first differ, shown with some context
+    while (first < theirs.size() && first < value.size() && theirs[first] == value[first]) ++first;
+    auto around = [&](const std::string& s) { return s.substr(first > 40 ? first - 40 : 0, 80); };
+    throw Error(ErrorKind::kConfig, "rank " + std::to_string(r) + " has a different " + what + " (\"" +
+                                        around(theirs) + "\") than rank " + std::to_string(comm.rank()) + " (\"" +
+                                        around(value) + "\"): every rank must run the same command on the same files");
   }
 }
 

@@ -305,7 +305,8 @@ DistributedOutcome DistributedRun::run() {
     rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
     rec.peak_rss_bytes = peak_rss_bytes();
     out_.iterations.push_back(rec);
-    spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
+    if (comm_.rank() == 0)
+      spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
                  "{:.3f}s ({} APG its), communicated {} B",
                  t, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds, rec.solve_seconds,
                  rec.apg_iterations, out_.communication.back().comm.bytes + out_.communication.end()[-2].comm.bytes);

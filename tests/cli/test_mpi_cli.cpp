@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "core/json_reader.h"
 #include "io/model_file.h"
 #include "io/partitioned_store.h"
 #include "tests/cli/cli_test_util.h"
@@ -127,6 +128,9 @@ TEST_CASE("a linear model on 2 and 4 ranks is the 1-process model bit for bit", 
   write_config(dir);
   RunResult one = run(dir, "train --config c.toml output.dir=o1");
   REQUIRE(one.code == 0);
+  // Without mpirun nothing is communicated.
+  for (const auto& pass : parse_json(slurp(dir.file("o1/run.json")), "run.json").find("distributed")->find("passes")->items())
+    CHECK(pass.find("bytes")->number() == 0);
   for (int np : {2, 4}) {
     INFO("np = " << np);
     RunResult r = run_mpi(dir, np, "train --config c.toml output.dir=o" + std::to_string(np) + " engine.threads=" +
@@ -134,10 +138,21 @@ TEST_CASE("a linear model on 2 and 4 ranks is the 1-process model bit for bit", 
     REQUIRE(r.code == 0);
     CHECK(contains(r.out, "ranks=" + std::to_string(np)));
     require_same_model(dir.file("o1/model.fgm"), dir.file("o" + std::to_string(np) + "/model.fgm"));
-    // run.json records each phase's communication.
-    const std::string run_json = slurp(dir.file("o" + std::to_string(np) + "/run.json"));
-    CHECK(contains(run_json, "\"ranks\": " + std::to_string(np)));
-    CHECK(contains(run_json, "\"phase\": \"scoring\""));
+    // run.json records each phase's communication: a scoring pass gathers one
+    // tree node (2 + m doubles) from each rank, plus the K sizes (4 bytes each).
+    const JsonValue run_json = parse_json(slurp(dir.file("o" + std::to_string(np) + "/run.json")), "run.json");
+    const JsonValue* distributed = run_json.find("distributed");
+    REQUIRE(distributed);
+    CHECK(distributed->find("ranks")->number() == np);
+    const double m = static_cast<double>(read_model(dir.file("o1/model.fgm")).n_features);
+    int scoring_passes = 0;
+    for (const auto& pass : distributed->find("passes")->items())
+      if (pass.find("phase")->string() == "scoring") {
+        ++scoring_passes;
+        CHECK(pass.find("bytes")->number() == np * (2 + m) * 8 + 4 * np);
+        CHECK(pass.find("collectives")->number() == 1);
+      }
+    CHECK(scoring_passes == 5);  // 4 iterations and the pass that ends the loop
   }
   // The logistic loss too, 1 against 4 ranks.
   REQUIRE(run(dir, "train --config c.toml output.dir=l1 fgm.loss=logistic").code == 0);
