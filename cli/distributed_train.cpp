@@ -28,7 +28,6 @@ void reject_unsupported(const Config& config, const TrainSettings& settings) {
   if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
     refuse("solver", "solver = " + std::string(solver_name(solver)));
   if (settings.space.kind != "linear") refuse("features.kind", "features.kind = " + settings.space.kind);
-  if (!settings.space.groups_path.empty()) refuse("features.groups", "feature groups");
   if (settings.apg.bias) refuse("fgm.bias", "a bias (fgm.bias = true)");
   if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
   if (settings.max_features != 0) refuse("fgm.max_features", "a feature cap");

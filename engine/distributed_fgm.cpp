@@ -12,6 +12,7 @@
 #include "core/partition_sum.h"
 #include "features/block_scores.h"
 #include "features/block_stream.h"
+#include "features/feature_groups.h"
 #include "solvers/distributed_apg.h"
 
 namespace fgm {
@@ -58,6 +59,8 @@ class DistributedRun {
   std::vector<double> scores();
   void add_batch(const std::vector<ScoredCandidate>& top);
   void update_duals();
+  std::vector<ScoredCandidate> top_candidates(const std::vector<double>& c, const std::vector<char>& is_selected,
+                                              Reservation& memory);
   Model make_model(double objective) const;
   void record(int iteration, const char* phase, const CommunicationStats& before) {
     out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
@@ -74,6 +77,8 @@ class DistributedRun {
   Reservation score_memory_, row_memory_, column_memory_;
   std::vector<std::vector<double>> a_;  // α∘y per own partition
   std::vector<uint64_t> selected_;       // feature ids, cache order
+  std::vector<uint64_t> column_group_;   // group of each selected column (group spaces)
+  std::unique_ptr<FeatureGroups> groups_;  // features.groups; null: linear features
   std::vector<double> w_;
   double lipschitz_ = 0;
   double positive_ = 1, negative_ = -1;
@@ -182,14 +187,22 @@ std::vector<double> DistributedRun::scores() {
 void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
   std::vector<uint32_t> rows;
   std::vector<float> values;
-  for (const auto& c : top) {
-    selected_.push_back(c.id);
+  auto add_column = [&](uint64_t feature, uint64_t group) {
+    selected_.push_back(feature);
+    column_group_.push_back(group);
     for (size_t q = 0; q < own_.size(); ++q) {
-      own_[q].store->read_column(c.id, rows, values);
+      own_[q].store->read_column(feature, rows, values);
       column_bytes_ += rows.size() * (sizeof(uint32_t) + sizeof(float));
       problem_.parts[q].rows.push_back(rows);
       problem_.parts[q].values.push_back(values);
     }
+  };
+  for (const auto& c : top) {
+    if (!groups_) {
+      add_column(c.id, 0);
+      continue;
+    }
+    for (uint64_t p = 0; p < groups_->size(c.id); ++p) add_column(groups_->member(c.id, p), c.id);
   }
   column_memory_ = budget_.reserve(column_bytes_, "this rank's rows of the selected columns",
                                    "use more ranks or a smaller fgm.B / fgm.max_iterations");
@@ -206,6 +219,31 @@ void DistributedRun::update_duals() {
   }
 }
 
+// The top-B unselected candidates by the global c, the same on every rank:
+// features by s_j = c_j², or groups by s_g = Σ_{j∈g} c_j² (members in
+// increasing order; every group is evaluated, which picks what the
+// single-store pass picks with its tree pruning).
+std::vector<ScoredCandidate> DistributedRun::top_candidates(const std::vector<double>& c,
+                                                            const std::vector<char>& is_selected, Reservation& memory) {
+  TopBCache top(settings_.B, &budget_);
+  auto offer = [&](double s, uint64_t id) {
+    if (s > 0 && !is_selected[id] && top.may_admit(s)) top.offer({s, id});
+  };
+  if (!groups_) {
+    for (uint64_t j = 0; j < c.size(); ++j) offer(c[j] * c[j], j);
+    return top.take_sorted(&memory);
+  }
+  for (uint64_t g = 0; g < groups_->listed_groups; ++g) {
+    double s = 0;
+    for (uint64_t p = groups_->member_ptr[g]; p < groups_->member_ptr[g + 1]; ++p)
+      s += c[groups_->members[p]] * c[groups_->members[p]];
+    offer(s, g);
+  }
+  for (uint64_t j = 0; j < c.size(); ++j)
+    if (groups_->listed_index(j) == UINT64_MAX) offer(c[j] * c[j], groups_->singleton_group(j));
+  return top.take_sorted(&memory);
+}
+
 Model DistributedRun::make_model(double objective) const {
   Model model;
   model.engine_version = FGM_VERSION;
@@ -220,15 +258,16 @@ Model DistributedRun::make_model(double objective) const {
   model.negative_label = negative_;
   model.input_checksum = out_.manifest.input_checksum;
   model.input_path = out_.manifest.input_path;
-  model.feature_kind = "linear";
+  model.feature_kind = groups_ ? "group" : "linear";
   model.objective = objective;
   for (size_t h = 0; h + 1 < problem_.batch_begin.size(); ++h)
     for (size_t j = problem_.batch_begin[h]; j < problem_.batch_begin[h + 1]; ++j) {
       ModelFeature f;
-      f.key.kind = FeatureKind::kLinear;
+      f.key.kind = groups_ ? FeatureKind::kGroup : FeatureKind::kLinear;
       f.key.ids[0] = selected_[j];
+      if (groups_) f.key.group = column_group_[j];
       f.weight = w_[j];
-      f.batch = static_cast<uint32_t>(h);
+      f.batch = static_cast<uint32_t>(h + 1);  // outer iterations count from 1, as in engine/fgm_trainer.cpp
       model.features.push_back(f);
     }
   return model;
@@ -245,7 +284,11 @@ DistributedOutcome DistributedRun::run() {
       "score vectors of a distributed scoring pass", "use fewer features or more memory per rank");
   problem_.batch_begin = {0};
   double objective = 0;
-  std::vector<char> is_selected(out_.manifest.n_features, 0);
+  if (!settings_.space.groups_path.empty())
+    groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
+        settings_.space.groups_path, out_.manifest.n_features, out_.manifest.index_base, budget_,
+        parse_group_structure(settings_.space.group_structure)));
+  std::vector<char> is_selected(groups_ ? groups_->n_groups : out_.manifest.n_features, 0);
   for (int t = 1;; ++t) {
     IterationRecord rec;
     rec.iter = t;
@@ -253,13 +296,8 @@ DistributedOutcome DistributedRun::run() {
     before = comm_.stats();
     bytes_streamed_ = 0;
     const std::vector<double> c = scores();
-    TopBCache top(settings_.B, &budget_);
-    for (uint64_t j = 0; j < c.size(); ++j) {
-      const double s = c[j] * c[j];
-      if (s > 0 && !is_selected[j] && top.may_admit(s)) top.offer({s, j});
-    }
     Reservation top_memory;
-    const std::vector<ScoredCandidate> fresh = top.take_sorted(&top_memory);
+    const std::vector<ScoredCandidate> fresh = top_candidates(c, is_selected, top_memory);
     // (37): ½Σ_{j∈new} c_j² − max_h ½Σ_{j∈d_h} c_j², with the current α.
     double best = 0, fresh_sum = 0;
     for (size_t h = 0; h + 1 < problem_.batch_begin.size(); ++h) {
@@ -269,7 +307,7 @@ DistributedOutcome DistributedRun::run() {
     }
     for (const auto& f : fresh) fresh_sum += f.score;
     rec.sip_violation = 0.5 * fresh_sum - best;
-    rec.candidates_scored = out_.manifest.n_features;
+    rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
     rec.score_seconds = seconds_since(phase_start);
     rec.bytes_streamed = bytes_streamed_;
     record(t, "scoring", before);

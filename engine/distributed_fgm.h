@@ -10,8 +10,9 @@
 //   3. the subproblem is solved by solvers/distributed_apg.h;
 //   4. each rank forms α (Theorem 3) on its own rows.
 // Same store and settings give the same model bit for bit for every rank
-// count dividing the partition count and any engine.threads. Linear features,
-// binary labels, no bias in this first version (other settings are refused
+// count dividing the partition count and any engine.threads. Linear features
+// and groups of them (features.groups, any structure), binary labels, no bias
+// in this first version (other settings are refused
 // by the CLI, naming the key).
 #pragma once
 

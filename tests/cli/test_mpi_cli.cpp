@@ -177,6 +177,42 @@ TEST_CASE("the distributed model solves the same problem as the single-store tra
   CHECK(d.objective == Approx(s.objective).epsilon(1e-4));
 }
 
+TEST_CASE("a group model on 2 and 4 ranks is the 1-process model, and picks the single-store trainer's groups",
+          "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi");
+  dir.write("in.txt", planted_libsvm(600, 40, 6, 7));
+  // Groups over the planted features and others; unlisted features are singletons.
+  dir.write("disjoint.txt", "1 2 3\n4 5 6\n10 11 12 13\n20 21\n");
+  dir.write("tree.txt", "1 2 3 4 5 6\n1 2 3\n4 5\n10 11 12 13\n10 11\n");
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 64").code == 0);
+  REQUIRE(run(dir, "ingest in.txt --out plain --tile-rows 64").code == 0);
+  for (const std::string structure : {"disjoint", "tree"}) {
+    INFO("structure " << structure);
+    const std::string groups = structure == "tree" ? "tree.txt" : "disjoint.txt";
+    dir.write("g.toml", "[data]\ntrain = \"store\"\n[features]\ngroups = \"" + groups +
+                            "\"\ngroup_structure = \"" + structure + "\"\n[fgm]\nB = 2\nmax_iterations = 3\n");
+    REQUIRE(run(dir, "train --config g.toml output.dir=g1" + structure).code == 0);
+    for (int np : {2, 4}) {
+      REQUIRE(run_mpi(dir, np, "train --config g.toml output.dir=g" + std::to_string(np) + structure).code == 0);
+      require_same_model(dir.file("g1" + structure + "/model.fgm"),
+                         dir.file("g" + std::to_string(np) + structure + "/model.fgm"));
+    }
+    const Model m = read_model(dir.file("g1" + structure + "/model.fgm"));
+    CHECK(m.feature_kind == "group");
+    // First batch (α⁰ = C·1 in both trainers): the same groups, members and batch numbers.
+    REQUIRE(run(dir, "train --config g.toml data.train=plain fgm.max_iterations=1 output.dir=s" + structure).code == 0);
+    REQUIRE(run(dir, "train --config g.toml fgm.max_iterations=1 output.dir=d" + structure).code == 0);
+    const Model s = read_model(dir.file("s" + structure + "/model.fgm"));
+    const Model d = read_model(dir.file("d" + structure + "/model.fgm"));
+    REQUIRE(s.features.size() == d.features.size());
+    for (size_t k = 0; k < s.features.size(); ++k) {
+      CHECK(s.features[k].key.group == d.features[k].key.group);
+      CHECK(s.features[k].key.ids[0] == d.features[k].key.ids[0]);
+      CHECK(s.features[k].batch == d.features[k].batch);
+    }
+  }
+}
+
 TEST_CASE("a rank count that does not divide the partitions is refused with what to do", "[.mpi][mpi]") {
   TempDir dir("fgm-mpi");
   dir.write("in.txt", planted_libsvm(100, 20, 4, 5));
