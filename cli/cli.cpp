@@ -56,6 +56,12 @@ int run_cli(int argc, char** argv) {
     simd::active_target();  // a bad FGM_SIMD fails here, before any work
     for (auto& c : commands)
       if (c.sub->parsed()) {
+        // Several ranks running ingest (or any other command) would all write the same output.
+        if (world.size() > 1 && c.sub->get_name() != "train")
+          throw Error(ErrorKind::kConfig,
+                      fmt::format("fgm {} runs on one process: only fgm train is distributed over mpirun ranks "
+                                  "(docs/distributed.md); run fgm {} without mpirun",
+                                  c.sub->get_name(), c.sub->get_name()));
         code = c.run();
         break;
       }

@@ -230,6 +230,11 @@ TEST_CASE("a rank count that does not divide the partitions is refused with what
   CHECK(r.code == 2);
   CHECK(contains(r.err, "is not a partitioned store"));
   CHECK(contains(r.err, "--partitions 2"));
+  // Only train is distributed: two ranks ingesting would write one output twice.
+  r = run_mpi(dir, 2, "ingest in.txt --out twice");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "fgm ingest runs on one process"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("twice")));
 }
 
 TEST_CASE("a rank killed mid-run ends the whole job within seconds", "[.mpi][mpi]") {
