@@ -14,6 +14,7 @@
 #include "engine/evaluate.h"
 #include "engine/solver_choice.h"
 #include "io/partitioned_store.h"
+#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -71,6 +72,7 @@ void write_run_json(const std::string& path, const Config& config, const Distrib
     j.key("selected").value(r.selected);
     j.key("added").value(r.added);
     j.key("objective").value(r.objective);
+    j.key("rel_decrease").value(r.rel_decrease);
     j.key("sip_violation").value(r.sip_violation);
     j.key("score_seconds").value(r.score_seconds);
     j.key("solve_seconds").value(r.solve_seconds);
@@ -84,6 +86,8 @@ void write_run_json(const std::string& path, const Config& config, const Distrib
   j.end_array();
   j.key("stop_reason").value(o.stop_reason);
   j.key("objective").value(objective);
+  j.key("objective_no_features").value(o.objective_no_features);
+  j.key("final_sip_violation").value(o.final_sip_violation);
   write_selected_features(j, o.model.features, o.model.index_base);
   j.key("seconds").value(o.seconds);
   if (test) {
@@ -131,6 +135,7 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
   write_run_json((std::filesystem::path(out_dir) / "run.json").string(), config, outcome, has_test ? &test : nullptr,
                  outcome.model.objective);
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
   fmt::print("selected={} iterations={} objective={:.6g} ranks={}", outcome.model.features.size(),
              outcome.iterations.size(), outcome.model.objective, comm.size());
   if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);

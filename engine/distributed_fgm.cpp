@@ -283,7 +283,15 @@ DistributedOutcome DistributedRun::run() {
       out_.manifest.n_features * (sizeof(double) * (range_.count + static_cast<uint64_t>(comm_.size()) + 2) + 1),
       "score vectors of a distributed scoring pass", "use fewer features or more memory per rank");
   problem_.batch_begin = {0};
-  double objective = 0;
+  // F_0 = P(0): the objective without features (no bias), reduced like every row sum.
+  {
+    std::vector<std::vector<double>> local;
+    for (const auto& part : problem_.parts)
+      local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, part.y.data(), std::vector<double>(part.n, 0.0))});
+    out_.objective_no_features =
+        allreduce_partition_sums(comm_, problem_.partitions, problem_.first_partition, local, 1).front();
+  }
+  double objective = out_.objective_no_features;
   if (!settings_.space.groups_path.empty())
     groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
         settings_.space.groups_path, out_.manifest.n_features, out_.manifest.index_base, budget_,
@@ -311,6 +319,7 @@ DistributedOutcome DistributedRun::run() {
     rec.score_seconds = seconds_since(phase_start);
     rec.bytes_streamed = bytes_streamed_;
     record(t, "scoring", before);
+    out_.final_sip_violation = rec.sip_violation;
     if (fresh.empty()) {
       out_.stop_reason = "no_new_features";
       break;
@@ -333,7 +342,7 @@ DistributedOutcome DistributedRun::run() {
     record(t, "solve", before);
     rec.selected = selected_.size();
     rec.added = fresh.size();
-    rec.rel_decrease = objective > 0 ? (objective - r.objective) / objective : 0;
+    rec.rel_decrease = out_.objective_no_features > 0 ? (objective - r.objective) / out_.objective_no_features : 0;  // (38)
     objective = r.objective;
     rec.objective = r.objective;
     rec.apg_iterations = r.iterations;

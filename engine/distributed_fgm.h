@@ -39,6 +39,8 @@ struct DistributedOutcome {
   std::vector<IterationRecord> iterations;
   std::vector<CommunicationRecord> communication;
   std::string stop_reason;
+  double objective_no_features = 0;  // F_0 = P(0)
+  double final_sip_violation = 0;    // (37) of the last scoring pass (the one that ended the loop)
   PartitionManifest manifest;
   int ranks = 1;
   uint32_t first_partition = 0, own_partitions = 0;

@@ -153,6 +153,9 @@ TEST_CASE("a linear model on 2 and 4 ranks is the 1-process model bit for bit", 
         CHECK(pass.find("collectives")->number() == 1);
       }
     CHECK(scoring_passes == 5);  // 4 iterations and the pass that ends the loop
+    // Rank 0 wrote the report page; `fgm report` reads the run again.
+    CHECK(std::filesystem::exists(dir.file("o" + std::to_string(np) + "/report.html")));
+    CHECK(run(dir, "report o" + std::to_string(np)).code == 0);
   }
   // The logistic loss too, 1 against 4 ranks.
   REQUIRE(run(dir, "train --config c.toml output.dir=l1 fgm.loss=logistic").code == 0);
