@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -196,6 +197,9 @@ PartitionedIngestStats ingest_partitioned(const std::string& input, const std::s
     std::string line;
     uint64_t row = 0, line_no = 0;
     uint32_t p = 0;
+    // The distinct labels of each partition, up to two: a partition is a store
+    // of its own and needs both classes.
+    std::vector<std::vector<std::string>> labels(partitions);
     std::FILE* out = nullptr;
     auto open_part = [&](uint32_t q) {
       if (out && std::fclose(out) != 0) throw Error(ErrorKind::kIo, "cannot write partition text");
@@ -209,11 +213,23 @@ PartitionedIngestStats ingest_partitioned(const std::string& input, const std::s
       if (is_row(line)) {
         while (p + 1 < partitions && row >= m.first_row[p + 1]) open_part(++p);
         ++row;
+        const size_t begin = line.find_first_not_of(" \t");
+        const std::string label = line.substr(begin, line.find_first_of(" \t#\r", begin) - begin);
+        auto& seen = labels[p];
+        if (seen.size() < 2 && std::find(seen.begin(), seen.end(), label) == seen.end()) seen.push_back(label);
       }
       if (std::fwrite(line.data(), 1, line.size(), out) != line.size() || std::fputc('\n', out) == EOF)
         throw Error(ErrorKind::kIo, "cannot write partition text in " + tmp.string());
     }
     if (out && std::fclose(out) != 0) throw Error(ErrorKind::kIo, "cannot write partition text");
+    for (uint32_t q = 0; q < partitions; ++q)
+      if (labels[q].size() < 2)
+        throw Error(ErrorKind::kInvalidInput,
+                    fmt::format("{}: partition {} of {} (rows {}..{}, from line {}) has only label '{}'; each "
+                                "partition is a store of its own and needs both classes: shuffle the rows of "
+                                "the input or use fewer partitions",
+                                input, q, partitions, m.first_row[q] + 1, m.first_row[q + 1], m.first_line[q],
+                                labels[q].empty() ? "" : labels[q].front()));
   }
   // Every partition declares the input's width, so ids agree across partitions.
   IngestOptions part_options = options;

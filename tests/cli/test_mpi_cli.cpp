@@ -216,6 +216,33 @@ TEST_CASE("a group model on 2 and 4 ranks is the 1-process model, and picks the 
   }
 }
 
+TEST_CASE("a partition holding one class only is refused at ingest, naming it", "[.mpi][mpi]") {
+  // Rows sorted by label: partition 0 has only the positive rows.
+  TempDir dir("fgm-mpi");
+  std::string text = planted_libsvm(400, 30, 5, 8), pos, neg;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) (line[0] == '+' ? pos : neg) += line + "\n";
+  dir.write("sorted.txt", pos + neg);
+  RunResult r = run(dir, "ingest sorted.txt --out store --partitions 4");
+  CHECK(r.code == 3);
+  CHECK(contains(r.err, "partition 0 of 4 (rows 1..100, from line 1) has only label '+1'"));
+  CHECK(contains(r.err, "shuffle the rows"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("store")));
+}
+
+TEST_CASE("a damaged partition manifest is named", "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi");
+  dir.write("in.txt", planted_libsvm(60, 10, 3, 9));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 2").code == 0);
+  std::string manifest = slurp(dir.file("store/partitions.json"));
+  manifest.replace(manifest.find("\"n_rows\": 60"), 12, "\"n_rows\": 61");
+  dir.write("store/partitions.json", manifest);
+  write_config(dir);
+  RunResult r = run(dir, "train --config c.toml output.dir=o");
+  CHECK(r.code == 5);
+  CHECK(contains(r.err, "partitions.json: inconsistent partition table"));
+}
+
 TEST_CASE("a rank count that does not divide the partitions is refused with what to do", "[.mpi][mpi]") {
   TempDir dir("fgm-mpi");
   dir.write("in.txt", planted_libsvm(100, 20, 4, 5));
