@@ -57,9 +57,10 @@ void evaluate_point(const ShardStore& store, const KtaSettings& settings, const 
     out.train_accuracy = e.train_accuracy;
     return;
   }
-  const Model model = fit_kta_linear_model(store, settings, run.alignments, point, budget);
-  if (rows.test) out.test = evaluate_rows(*rows.test, model, false, budget);
-  if (rows.validation) out.validation = evaluate_rows(*rows.validation, model, false, budget);
+  out.model = fit_kta_linear_model(store, settings, run.alignments, point, budget);
+  out.has_model = true;
+  if (rows.test) out.test = evaluate_rows(*rows.test, out.model, false, budget);
+  if (rows.validation) out.validation = evaluate_rows(*rows.validation, out.model, false, budget);
 }
 
 }  // namespace
@@ -122,7 +123,7 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
   const uint64_t n = info.n_rows;
   Model m = model_shape(info);
   m.engine_version = FGM_VERSION;
-  // m.solver = "pnorm_kta";  // TODO-merge
+  m.solver = "pnorm_kta";
   m.loss = loss_name(Loss::kSquaredHinge);
   m.C = settings.C;
   m.has_bias = true;

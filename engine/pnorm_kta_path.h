@@ -58,6 +58,8 @@ struct KtaPoint {
   uint64_t newton_steps = 0, bisection_steps = 0;
   EvalResult test, validation;  // accuracy NaN when the file is not set
   double train_accuracy = std::numeric_limits<double>::quiet_NaN();
+  bool has_model = false;  // linear kernel with evaluate: the point's linear SVM
+  Model model;
 };
 
 struct KtaRun {
