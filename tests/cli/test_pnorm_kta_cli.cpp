@@ -159,3 +159,18 @@ TEST_CASE("solver = pnorm_kta: bad and ignored keys are errors naming the key, n
   REQUIRE(missing.code != 0);
   REQUIRE(contains(missing.err, "nope.svm"));
 }
+
+TEST_CASE("solver = pnorm_kta with an RBF kernel refuses a kernel the budget cannot hold", "[kta][cli]") {
+  KtaFiles f;
+  // 400 rows: the LIBSVM training kernel needs 400 x 402 x 16 bytes = 2.5 MiB.
+  const RunResult small = run(f.dir, "path --config kta.toml kta.kernel=rbf kta.p_step=0.5 "
+                                     "engine.memory_budget=2MB output.dir=small");
+  REQUIRE(small.code == 6);
+  REQUIRE(contains(small.err, "400 x 400"));
+  REQUIRE(contains(small.err, "engine.memory_budget"));
+  REQUIRE_FALSE(std::filesystem::exists(f.dir.file("small/path.csv")));
+  const RunResult enough = run(f.dir, "path --config kta.toml kta.kernel=rbf kta.p_step=0.5 "
+                                      "engine.memory_budget=4MB output.dir=enough");
+  INFO(enough.err);
+  REQUIRE(enough.code == 0);
+}
