@@ -13,6 +13,13 @@
 // over its tiles in row order, decided by its own cells alone: the same for
 // any thread count and any grouping of columns into blocks. While a tile is
 // walked, the next tile's dual slice is prefetched (detail::SlicePrefetch).
+//
+// A block that carries a RowOrder (io/column_block.h; blocks kept in memory
+// between passes, built once by build_row_order) is summed from it instead:
+// the short cells' nonzeros tile by tile in row order, c[column] += a_i·x, and
+// each long cell with cell_dot as above. A column has one cell per tile, so
+// its sum is the same sequence of adds as the cell walk's: both kernels give
+// bit-identical c.
 #pragma once
 
 #include <algorithm>
@@ -118,8 +125,62 @@ inline void walk_tile(const ColumnBlock& block, uint32_t c0, uint32_t c1, SliceP
 
 }  // namespace detail
 
+// The arrays behind a RowOrder (built by build_row_order; view points into them).
+struct RowOrderArrays {
+  std::vector<uint32_t> tile_entries, column, tile_long, long_cells;
+  std::vector<uint16_t> row;
+  std::vector<float> value;
+  RowOrder view;
+  uint64_t bytes() const {
+    return 4 * (tile_entries.size() + column.size() + tile_long.size() + long_cells.size()) + 2 * row.size() +
+           4 * value.size();
+  }
+};
+
+// Whether a block gains from a row order: several tiles of at most 2^16 rows
+// and cells of fewer than 4 nonzeros on average (the cell walk's branch per
+// cell dominates; blocks of long cells are summed well by cell_dot).
+bool wants_row_order(const ColumnBlock& block);
+
+// At most the bytes of a row order over `nnz` nonzeros in `tiles` tiles
+// (RowOrderArrays::bytes never exceeds it).
+inline uint64_t row_order_bytes_bound(uint64_t nnz, uint64_t tiles) {
+  return 10 * nnz + nnz / kMultiAccumulatorCell * 4 + 8 * (tiles + 1);
+}
+
+// The row order of `block` (which must satisfy tile_rows ≤ 2^16) into `out`;
+// out.view points into out's arrays (so `out` must not be copied afterwards).
+void build_row_order(const ColumnBlock& block, RowOrderArrays& out);
+
+namespace detail {
+
+// block_column_dots from the block's row order (see the header comment).
+inline void row_order_dots(const ColumnBlock& block, const double* a, double* c) {
+  const RowOrder& o = *block.row_order;
+  for (uint64_t k = 0; k < block.column_count; ++k) c[k] = 0;
+  const uint32_t* column = o.column;
+  const uint16_t* row = o.row;
+  const float* value = o.value;
+  for (uint32_t t = 0; t < block.tile_count; ++t) {
+    const double* slice = a + uint64_t{t} * block.tile_rows;
+    for (uint32_t e = o.tile_entries[t]; e < o.tile_entries[t + 1]; ++e)
+      c[column[e]] += slice[row[e]] * static_cast<double>(value[e]);
+    for (uint32_t l = o.tile_long[t]; l < o.tile_long[t + 1]; ++l) {
+      const uint32_t cell = o.long_cells[l], begin = block.cell_ptr[cell];
+      c[block.cell_column[cell]] +=
+          cell_dot(block.row_ids + begin, block.values + begin, block.cell_ptr[cell + 1] - begin, a);
+    }
+  }
+}
+
+}  // namespace detail
+
 // c[k] = Σ_i a_i x_ik for k < block.column_count (c has column_count entries).
 inline void block_column_dots(const ColumnBlock& block, const double* a, double* c) {
+  if (block.row_order) {
+    detail::row_order_dots(block, a, c);
+    return;
+  }
   for (uint64_t k = 0; k < block.column_count; ++k) c[k] = 0;
   for (uint32_t t = 0; t < block.tile_count; ++t)
     detail::walk_tile(
