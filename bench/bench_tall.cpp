@@ -29,7 +29,11 @@
 // (same ids, or the figure is flagged), and so is the streamed pass's. One
 // JSON line per measurement, then a "tall_summary" line with the medians and
 // speedup = naive seconds / pass seconds (median of the per-repetition
-// ratios; streamed_speedup likewise).
+// ratios; streamed_speedup likewise). CPU seconds (getrusage, whole process)
+// are reported beside: speedup_per_cpu = naive CPU / (pass CPU / threads), the
+// ratio that would hold on two idle cores when the pass's threads are busy
+// alike; on a loaded machine it is the one that does not depend on how long
+// the pass's threads waited for a core.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -42,6 +46,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -68,6 +74,14 @@ namespace {
 
 using namespace bench;  // bench_common.h
 volatile double g_dsink = 0;
+
+// CPU seconds of the whole process (every thread): on a shared machine a pass
+// whose threads wait for a core loses wall time but not CPU time.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 // ------------------------------------------------------- plain CSC of a store
 struct PlainCsc {
@@ -273,16 +287,29 @@ int main(int argc, char** argv) {
     if (!array.empty()) bandwidth_pass(array, threads);
 
     std::vector<double> bw_s, pass_s, naive_s, speedup, pass_over_bw, streamed_s, streamed_speedup;
+    std::vector<double> pass_cpu, naive_cpu, streamed_cpu, speedup_cpu;
     for (int rep = 0; rep < reps; ++rep) {
       double bs = array.empty() ? 0 : bandwidth_pass(array, threads);
+      double cpu0 = process_cpu_seconds();
       auto t0 = Clock::now();
       fgm::SpaceScores r = trainer_pass();
       double ps = seconds_since(t0);
+      const double pc = process_cpu_seconds() - cpu0;
+      cpu0 = process_cpu_seconds();
       double ns = no_naive ? 0 : naive_pass(csc, a.data(), c, naive_threads);
+      const double nc = process_cpu_seconds() - cpu0;
+      cpu0 = process_cpu_seconds();
       t0 = Clock::now();
       scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
       const double ss = seconds_since(t0);
+      const double sc = process_cpu_seconds() - cpu0;
       streamed_s.push_back(ss);
+      pass_cpu.push_back(pc);
+      streamed_cpu.push_back(sc);
+      if (ns > 0) {
+        naive_cpu.push_back(nc);
+        speedup_cpu.push_back(nc / (pc / threads));
+      }
       pass_s.push_back(ps);
       if (bs > 0) {
         bw_s.push_back(bs);
@@ -294,9 +321,10 @@ int main(int argc, char** argv) {
         streamed_speedup.push_back(ns / ss);
       }
       fmt::print("{{\"bench\":\"tall_rep\",{},\"rep\":{},\"bandwidth_seconds\":{:.6f},\"pass_seconds\":{:.6f},"
-                 "\"naive_seconds\":{:.6f},\"streamed_pass_seconds\":{:.6f},\"pass_bytes_streamed\":{},"
+                 "\"naive_seconds\":{:.6f},\"streamed_pass_seconds\":{:.6f},\"pass_cpu_seconds\":{:.6f},"
+                 "\"naive_cpu_seconds\":{:.6f},\"streamed_cpu_seconds\":{:.6f},\"pass_bytes_streamed\":{},"
                  "\"loadavg\":\"{}\"}}\n",
-                 common, rep, bs, ps, ns, ss, r.pass.bytes_streamed, loadavg());
+                 common, rep, bs, ps, ns, ss, pc, nc, sc, r.pass.bytes_streamed, loadavg());
     }
     const double pass_med = median(pass_s), naive_med = median(naive_s), bw_med = median(bw_s);
     const double nnz = static_cast<double>(info.nnz);
@@ -305,11 +333,14 @@ int main(int argc, char** argv) {
         "\"pass_gb_per_s\":{:.4g},\"naive_seconds\":{:.6f},\"naive_nnz_per_s\":{:.4g},"
         "\"speedup_over_naive\":{:.3f},\"speedup_ratio_of_medians\":{:.3f},\"bandwidth_gb_per_s\":{:.4g},"
         "\"pass_over_bandwidth\":{:.3f},\"top_matches_naive\":{},\"first_pass_seconds\":{:.4f},"
-        "\"streamed_pass_seconds\":{:.6f},\"streamed_speedup_over_naive\":{:.3f},\"loadavg_end\":\"{}\"}}\n",
+        "\"streamed_pass_seconds\":{:.6f},\"streamed_speedup_over_naive\":{:.3f},\"pass_cpu_seconds\":{:.6f},"
+        "\"naive_cpu_seconds\":{:.6f},\"streamed_cpu_seconds\":{:.6f},\"speedup_per_cpu\":{:.3f},"
+        "\"loadavg_end\":\"{}\"}}\n",
         common, reps, pass_med, nnz / pass_med, pass_bytes / pass_med / 1e9, naive_med,
         naive_med > 0 ? nnz / naive_med : 0.0, median(speedup), naive_med > 0 ? naive_med / pass_med : 0.0,
         bw_med > 0 ? bw_bytes / bw_med / 1e9 : 0.0, median(pass_over_bw), top_matches ? "true" : "false",
-        first_pass_seconds, median(streamed_s), median(streamed_speedup), loadavg());
+        first_pass_seconds, median(streamed_s), median(streamed_speedup), median(pass_cpu), median(naive_cpu),
+        median(streamed_cpu), median(speedup_cpu), loadavg());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fgm_bench_tall: %s\n", e.what());

@@ -125,32 +125,30 @@ inline void walk_tile(const ColumnBlock& block, uint32_t c0, uint32_t c1, SliceP
 
 }  // namespace detail
 
-// The arrays behind a RowOrder (built by build_row_order; view points into them).
-struct RowOrderArrays {
-  std::vector<uint32_t> tile_entries, column, tile_long, long_cells;
-  std::vector<uint16_t> row;
-  std::vector<float> value;
-  RowOrder view;
-  uint64_t bytes() const {
-    return 4 * (tile_entries.size() + column.size() + tile_long.size() + long_cells.size()) + 2 * row.size() +
-           4 * value.size();
-  }
-};
-
 // Whether a block gains from a row order: several tiles of at most 2^16 rows
 // and cells of fewer than 4 nonzeros on average (the cell walk's branch per
 // cell dominates; blocks of long cells are summed well by cell_dot).
 bool wants_row_order(const ColumnBlock& block);
 
-// At most the bytes of a row order over `nnz` nonzeros in `tiles` tiles
-// (RowOrderArrays::bytes never exceeds it).
+// The sizes of a block's row order, and the bytes of its arrays (each array
+// 8-byte aligned) in caller memory.
+struct RowOrderSize {
+  uint64_t tiles = 0, entries = 0, long_cells = 0;
+  uint64_t bytes() const {
+    auto up8 = [](uint64_t b) { return (b + 7) / 8 * 8; };
+    return 2 * up8(4 * (tiles + 1)) + up8(4 * entries) + up8(2 * entries) + up8(4 * entries) + up8(4 * long_cells);
+  }
+};
+RowOrderSize row_order_size(const ColumnBlock& block);
+
+// At most RowOrderSize::bytes of a block of `nnz` nonzeros in `tiles` tiles.
 inline uint64_t row_order_bytes_bound(uint64_t nnz, uint64_t tiles) {
-  return 10 * nnz + nnz / kMultiAccumulatorCell * 4 + 8 * (tiles + 1);
+  return 10 * nnz + nnz / kMultiAccumulatorCell * 4 + 8 * (tiles + 1) + 48;
 }
 
-// The row order of `block` (which must satisfy tile_rows ≤ 2^16) into `out`;
-// out.view points into out's arrays (so `out` must not be copied afterwards).
-void build_row_order(const ColumnBlock& block, RowOrderArrays& out);
+// The row order of `block` (tile_rows ≤ 2^16) built in `memory`, which holds
+// row_order_size(block).bytes() bytes, 8-byte aligned; the view points into it.
+RowOrder build_row_order(const ColumnBlock& block, uint8_t* memory);
 
 namespace detail {
 

@@ -442,24 +442,31 @@ TEST_CASE("row order: c equals the cell walk bit for bit and a dense brute force
       CAPTURE(kind_name(kind), tile_rows);
       auto block = test::build_tiled_block(triplets, d.n, tile_rows, 0, d.id_space);
       const ColumnBlock& cells = block->view;
-      RowOrderArrays order;
-      build_row_order(cells, order);
-      REQUIRE(order.bytes() <= row_order_bytes_bound(cells.nnz(), cells.tile_count));
+      const RowOrderSize size = row_order_size(cells);
+      REQUIRE(size.bytes() <= row_order_bytes_bound(cells.nnz(), cells.tile_count));
+      std::vector<uint64_t> memory(size.bytes() / 8 + 1, ~uint64_t{0});  // garbage-filled: all of it is written
+      const RowOrder order = build_row_order(cells, reinterpret_cast<uint8_t*>(memory.data()));
+      REQUIRE(memory.back() == ~uint64_t{0});  // nothing written past size.bytes()
       // Every nonzero once: the short cells' in the entries, rows increasing per tile.
+      const uint32_t T = cells.tile_count;
+      REQUIRE(order.tile_entries[0] == 0);
+      REQUIRE(order.tile_long[0] == 0);
+      REQUIRE(order.tile_entries[T] == size.entries);
+      REQUIRE(order.tile_long[T] == size.long_cells);
       uint64_t long_nnz = 0;
-      for (uint32_t l = 0; l < order.long_cells.size(); ++l) {
+      for (uint32_t l = 0; l < size.long_cells; ++l) {
         const uint32_t cell = order.long_cells[l];
         REQUIRE(cells.cell_ptr[cell + 1] - cells.cell_ptr[cell] >= kMultiAccumulatorCell);
         long_nnz += cells.cell_ptr[cell + 1] - cells.cell_ptr[cell];
       }
-      REQUIRE(order.column.size() + long_nnz == cells.nnz());
-      for (uint32_t t = 0; t < cells.tile_count; ++t)
+      REQUIRE(size.entries + long_nnz == cells.nnz());
+      for (uint32_t t = 0; t < T; ++t)
         for (uint32_t e = order.tile_entries[t] + 1; e < order.tile_entries[t + 1]; ++e)
           REQUIRE(order.row[e - 1] <= order.row[e]);
       if (tile_rows == 64) REQUIRE(order.tile_entries[1] == order.tile_entries[2]);  // rows 64..127: empty
-      if (tile_rows == 64) REQUIRE(!order.long_cells.empty());
+      if (tile_rows == 64) REQUIRE(size.long_cells > 0);
       ColumnBlock by_row = cells;
-      by_row.row_order = &order.view;
+      by_row.row_order = &order;
       std::vector<double> walked(cells.column_count), summed(cells.column_count);
       block_column_dots(cells, d.a.data(), walked.data());
       block_column_dots(by_row, d.a.data(), summed.data());
