@@ -224,10 +224,18 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
     }
     std::unique_ptr<BlockBuffer> buffer = buffers.take();
     ColumnBlock block = store_.read_block(ref, *buffer);
-    if (resident) resident->keep(ref, block);
-    if (observer_) observer_(block);
-    stages.transform(slot, ref, block);
-    buffers.give(std::move(buffer));
+    // A block just kept is transformed from its copy (with its row order), and
+    // the read buffer goes back to the pool at once.
+    const ColumnBlock* kept = nullptr;
+    if (resident) {
+      resident->keep(ref, block);
+      kept = resident->find(ref);
+    }
+    if (kept) buffers.give(std::move(buffer));
+    const ColumnBlock& use = kept ? *kept : block;
+    if (observer_) observer_(use);
+    stages.transform(slot, ref, use);
+    if (!kept) buffers.give(std::move(buffer));
     return index;
   };
   auto consume = [&](size_t index) {
