@@ -61,18 +61,24 @@ class ResidentBlocks {
   }
 
  private:
-  // Anonymous memory for one kept block, in transparent huge pages where the
-  // kernel allows (madvise): a tall store's first pass writes gigabytes of
-  // fresh pages, and 4 KiB faults cost more than the copy (measured: ~3 s of
-  // system time for 1.4 GB on this VM). Not zero-filled by us.
+  // Memory for one kept block, not zero-filled by us. From 2 MiB on it is an
+  // anonymous mapping in transparent huge pages where the kernel allows
+  // (madvise): a tall store's first pass writes gigabytes of fresh pages, and
+  // 4 KiB faults cost more than the copy (measured: ~3 s of system time for
+  // 1.4 GB on this VM). Smaller blocks come from the heap (a store of many
+  // small shards must not use up the process's mappings).
   class LargeBuffer {
    public:
     LargeBuffer() = default;
     explicit LargeBuffer(uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 1)) {
+      if (bytes_ < kMapBytes) {
+        data_ = static_cast<uint8_t*>(::operator new(bytes_));
+        return;
+      }
       void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
-      if (bytes_ >= (2u << 20)) ::madvise(p, bytes_, MADV_HUGEPAGE);
+      ::madvise(p, bytes_, MADV_HUGEPAGE);
 #endif
       data_ = static_cast<uint8_t*>(p);
     }
@@ -83,11 +89,14 @@ class ResidentBlocks {
       return *this;
     }
     ~LargeBuffer() {
-      if (data_) ::munmap(data_, bytes_);
+      if (!data_) return;
+      if (bytes_ < kMapBytes) ::operator delete(data_);
+      else ::munmap(data_, bytes_);
     }
     uint8_t* data() const { return data_; }
 
    private:
+    static constexpr uint64_t kMapBytes = uint64_t{2} << 20;
     uint8_t* data_ = nullptr;
     uint64_t bytes_ = 0;
   };
