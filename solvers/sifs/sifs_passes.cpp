@@ -220,7 +220,7 @@ ReducedMatrix SifsData::extract(const std::vector<uint8_t>& keep_column, const s
           const uint64_t need = (triplets.size() + kept.size()) * sizeof(ExtractTriplet);
           if (need > triplet_memory.bytes()) {
             if (triplet_memory.bytes() == 0)
-              triplet_memory = budget_.reserve(std::max<uint64_t>(need, 1 << 16), "SIFS reduced problem (assembly)");
+              triplet_memory = budget_.reserve(std::max<uint64_t>(need, 4096), "SIFS reduced problem (assembly)");
             else
               triplet_memory.resize(std::max<uint64_t>(need, triplet_memory.bytes() * 3 / 2));
           }
