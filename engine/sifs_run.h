@@ -1,0 +1,35 @@
+// The SIFS driver (solver = "sifs", solvers/sifs/): config -> settings, the
+// store -> the problem's layout and streamed data, solutions -> linear models
+// that `fgm predict` / `fgm inspect` read like FGM's (binary: w'x, decision
+// > 0 is the positive label; multi-class: one class model per weight block,
+// the largest w_k'x wins; no bias — problem (P) has none).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/config.h"
+#include "features/block_stream.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+#include "solvers/sifs/sifs_path.h"
+
+namespace fgm {
+
+SifsSettings sifs_settings_from_config(const Config& config);
+
+// Binary on a store with two classes, multi-class (Section 5) with more.
+SifsLayout sifs_layout_of(const ShardStore& store);
+
+// The streamed data of a run: stream and block plan from engine.* keys.
+struct SifsRun {
+  SifsLayout layout;
+  std::unique_ptr<BlockStream> stream;
+  std::unique_ptr<SifsData> data;
+};
+std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& config, MemoryBudget& budget);
+
+// The model of a solution (weights w: K·m over the data's columns).
+Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective);
+
+}  // namespace fgm
