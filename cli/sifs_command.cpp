@@ -31,10 +31,6 @@
 namespace fgm::cli {
 namespace {
 
-void reject_if_set(const Config& c, const char* key, const std::string& why) {
-  if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -91,8 +87,6 @@ PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget&
 
 int train_sifs(SolverCommand& cmd) {
   const Config& config = cmd.config;
-  for (const char* key : {"sifs.beta_max_ratio", "sifs.beta_min_ratio", "sifs.beta_points", "sifs.alpha_min_ratio"})
-    reject_if_set(config, key, "it sets the grid of `fgm path`; fgm train solves sifs.beta_ratio, sifs.alpha_ratio");
   const SifsSettings settings = sifs_settings_from_config(config);
   const ShardStore& store = *cmd.data.store;
   const auto t0 = std::chrono::steady_clock::now();
@@ -164,10 +158,6 @@ int train_sifs(SolverCommand& cmd) {
 
 int path_sifs(SolverCommand& cmd) {
   const Config& config = cmd.config;
-  for (const char* key : {"sifs.beta_ratio", "sifs.alpha_ratio"})
-    reject_if_set(config, key, "it sets the one model of `fgm train`; fgm path solves the grid of sifs.beta_* x sifs.alpha_*");
-  reject_if_set(config, "data.validation",
-                "solver = sifs reports every grid point (with data.test accuracy); it picks no point");
   const SifsSettings settings = sifs_settings_from_config(config);
   const ShardStore& store = *cmd.data.store;
   const bool has_test = !config.get_string("data.test").empty();

@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "core/error.h"
+#include "core/messages.h"
 #include "core/progress.h"
 #include "features/transformed_store.h"
 
@@ -24,6 +25,21 @@ SifsSettings sifs_settings_from_config(const Config& c) {
                 : mode == "none" ? SifsScreening::kNone
                                  : SifsScreening::kSifs;
   return s;
+}
+
+void reject_sifs_ignored_keys(const Config& c, bool train) {
+  auto reject = [&](const char* key, const char* why) {
+    if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
+  };
+  if (train) {
+    for (const char* key : {"sifs.beta_max_ratio", "sifs.beta_min_ratio", "sifs.beta_points", "sifs.alpha_min_ratio",
+                            "sifs.compare"})
+      reject(key, "it sets the grid of `fgm path`; fgm train solves one point (sifs.beta_ratio, sifs.alpha_ratio)");
+  } else {
+    for (const char* key : {"sifs.beta_ratio", "sifs.alpha_ratio"})
+      reject(key, "it sets the one model of `fgm train`; fgm path solves the grid of sifs.beta_* x sifs.alpha_*");
+    reject("data.validation", "solver = sifs reports every grid point (with data.test accuracy); it picks no point");
+  }
 }
 
 SifsLayout sifs_layout_of(const ShardStore& store) {

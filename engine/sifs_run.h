@@ -18,6 +18,10 @@ namespace fgm {
 
 SifsSettings sifs_settings_from_config(const Config& config);
 
+// sifs.* keys the command would ignore (the grid keys in fgm train, the one
+// point's keys in fgm path; data.validation in fgm path) are errors naming the key.
+void reject_sifs_ignored_keys(const Config& config, bool train);
+
 // Binary on a store with two classes, multi-class (Section 5) with more.
 SifsLayout sifs_layout_of(const ShardStore& store);
 
