@@ -60,6 +60,7 @@ struct PathTotals {
   std::vector<SifsPoint> points;
   double seconds = 0, screening = 0, extract = 0, solve = 0;
   uint64_t not_converged = 0;
+  uint64_t weights = 0, coordinates = 0;  // K·m entries of w, valid dual coordinates
   SifsPassCounters passes;
 };
 
@@ -80,6 +81,8 @@ PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget&
   });
   totals.seconds = seconds_since(t0);
   totals.passes = run->data->counters();
+  totals.weights = run->data->weights();
+  totals.coordinates = run->layout.valid_coordinates();
   return totals;
 }
 
@@ -239,6 +242,8 @@ int path_sifs(SolverCommand& cmd) {
     j.key("bytes_streamed").value(t.passes.bytes_streamed);
     j.end_object();
   };
+  j.key("weights").value(screened.weights);
+  j.key("coordinates").value(screened.coordinates);
   j.key("totals");
   totals(screened);
   if (baseline) {

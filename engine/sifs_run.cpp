@@ -51,11 +51,15 @@ SifsLayout sifs_layout_of(const ShardStore& store) {
 }
 
 std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c, MemoryBudget& budget) {
-  auto run = std::make_unique<SifsRun>(SifsRun{sifs_layout_of(store), nullptr, nullptr});
+  auto run = std::make_unique<SifsRun>(SifsRun{sifs_layout_of(store), Reservation(), nullptr, nullptr});
   SchedulerOptions so;
   so.threads = static_cast<int>(c.get_int("engine.threads"));
   so.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
   so.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
+  if (store.info().shard_bytes <= budget.available() / 2) {
+    run->resident = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
+    so.keep_resident = true;
+  }
   run->stream = std::make_unique<BlockStream>(store, so, budget);
   run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
                                          run->layout, budget);

@@ -26,8 +26,11 @@ void reject_sifs_ignored_keys(const Config& config, bool train);
 SifsLayout sifs_layout_of(const ShardStore& store);
 
 // The streamed data of a run: stream and block plan from engine.* keys.
+// A store that fits in half the free budget stays in memory between the
+// passes (as FGM's does); a larger one is streamed block by block each pass.
 struct SifsRun {
   SifsLayout layout;
+  Reservation resident;  // before stream: the stream releases its blocks first
   std::unique_ptr<BlockStream> stream;
   std::unique_ptr<SifsData> data;
 };
