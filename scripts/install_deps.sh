@@ -12,6 +12,7 @@ packages=(
   time valgrind
   chromium
   clang libclang-rt-14-dev
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do
