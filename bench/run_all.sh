@@ -34,6 +34,9 @@
 # Issue 10:
 #   kta       bench/run_kta.sh: the p-norm KTA path (solver = "pnorm_kta") on
 #             madelon and arcene vs the paper's Tables 2 and 4 and vs `fgm path`
+#   sifs      bench/run_sifs.sh: SIFS screening (solver = sifs) on syn1-3, a9a,
+#             w8a, news20 binary and 20-class: rejection ratios and the speedup
+#             against sifs.screening = none (bench/results/sifs.{csv,md})
 #   summary   bench/results/summary.md (with before/after tables if
 #             bench/results/before/ holds a "before" run)
 # Knobs: BENCH_REPS (3) runs per timed measurement, BENCH_SCORING_REPS (7),
@@ -60,7 +63,7 @@ SREPS=${BENCH_SCORING_REPS:-7}
 BIG_ROWS=${BENCH_BIG_ROWS:-24000}
 BUDGET=${BENCH_BUDGET:-64MB}
 DATA=${FGM_SHARED_DATA:-$ROOT/../shared/data}
-STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta summary}
+STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta sifs summary}
 # The configs of issue 2 (configs/*.toml other than demo at the time); add
 # others by name, e.g. BENCH_CONFIGS="a9a news20".
 CONFIGS=${BENCH_CONFIGS:-a9a w8a ijcnn1 leu colon-cancer madelon arcene}
@@ -271,6 +274,10 @@ if has_step kta; then
   log "kta: p-norm KTA path on madelon and arcene (bench/run_kta.sh)"
   BENCH_RESULTS="$R" BENCH_WORK="$W" bash bench/run_kta.sh "$BUILD_DIR" ||
     log "kta step failed (see bench/work/kta/*.log)"
+fi
+if has_step sifs; then
+  log "sifs: bench/run_sifs.sh (grid subset and knobs in its header)"
+  BENCH_WORK="$W" BENCH_RESULTS="$R" FGM_SHARED_DATA="$DATA" bash bench/run_sifs.sh "$FGM" || log "sifs: failed"
 fi
 
 # --------------------------------------------------------------- summary

@@ -12,6 +12,8 @@ int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
   switch (solver) {
     case SolverKind::kPnormKta:
       return train_pnorm_kta(command);
+    case SolverKind::kSifs:
+      return train_sifs(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm train: solver '{}' has no train command", solver_name(solver)));
@@ -22,6 +24,8 @@ int dispatch_solver_path(SolverKind solver, SolverCommand& command) {
   switch (solver) {
     case SolverKind::kPnormKta:
       return path_pnorm_kta(command);
+    case SolverKind::kSifs:
+      return path_sifs(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm path: solver '{}' has no path command", solver_name(solver)));

@@ -42,7 +42,7 @@ std::vector<ParamSpec> build_specs() {
       choices(spec("solver", T::kEnum, "\"fgm\"",
                    "the method (engine/solver_choice.h): fgm = Feature Generating Machine; each other "
                    "solver reads its own section, and keys of another solver's section are errors"),
-              {"fgm", "pnorm_kta"}),
+              {"fgm", "pnorm_kta", "sifs"}),
       spec("data.train", T::kPath, "",
            "training data: a LIBSVM/svmlight file (plain, gzip, bzip2 or xz) or a store "
            "directory written by `fgm ingest`"),
@@ -222,6 +222,46 @@ std::vector<ParamSpec> build_specs() {
                   "pnorm_kta: loss weight C of the SVM on the selected features (linear: squared "
                   "hinge by APG; rbf: LIBSVM C-SVC); the combined kernel has mean diagonal 1"),
              0, 1e12, true),
+      // SIFS (solvers/sifs/, seed 003): grid of fgm path, point of fgm train.
+      ranged(spec("sifs.beta_max_ratio", T::kFloat, "1",
+                  "fgm path, solver = sifs: largest beta / beta_max of the grid"),
+             0, 1, true),
+      ranged(spec("sifs.beta_min_ratio", T::kFloat, "0.05",
+                  "fgm path, solver = sifs: smallest beta / beta_max of the grid"),
+             0, 1, true),
+      ranged(spec("sifs.beta_points", T::kInt, "10",
+                  "fgm path, solver = sifs: log-spaced beta values from beta_max_ratio to beta_min_ratio"),
+             1, 1e6),
+      ranged(spec("sifs.alpha_min_ratio", T::kFloat, "0.01",
+                  "fgm path, solver = sifs: smallest alpha / alpha_max(beta) of each beta's path"),
+             0, 1, true),
+      ranged(spec("sifs.alpha_points", T::kInt, "100",
+                  "fgm path, solver = sifs: log-spaced alpha values per beta, from alpha_max(beta) "
+                  "(the closed form) down to alpha_min_ratio"),
+             1, 1e6),
+      ranged(spec("sifs.beta_ratio", T::kFloat, "0.5",
+                  "fgm train, solver = sifs: beta / beta_max of the one model"),
+             0, 1, true),
+      ranged(spec("sifs.alpha_ratio", T::kFloat, "0.1",
+                  "fgm train, solver = sifs: alpha / alpha_max(beta) of the one model (solved from the "
+                  "closed form at alpha_max(beta) in sifs.alpha_points log-spaced steps)"),
+             0, 1, true),
+      ranged(spec("sifs.gamma", T::kFloat, "0.05", "solver = sifs: smoothing gamma of the smoothed hinge"),
+             0, 1, true),
+      ranged(spec("sifs.tol", T::kFloat, "1e-9",
+                  "solver = sifs: duality gap every solve reaches (absolute, on the objective of (P))"),
+             0, 1, true),
+      ranged(spec("sifs.max_epochs", T::kInt, "20000",
+                  "solver = sifs: SDCA epochs per grid point before the point is reported as not "
+                  "converged (with its gap)"),
+             1, 1e9),
+      spec("sifs.compare", T::kBool, "false",
+           "fgm path, solver = sifs: also solve the grid with sifs.screening = none and record the "
+           "speedup in path.json"),
+      choices(spec("sifs.screening", T::kEnum, "\"sifs\"",
+                   "solver = sifs: screening rules: sifs = IFS and ISS alternated, ifs = features only, "
+                   "iss = samples only, none = the same solver on the whole problem"),
+              {"sifs", "ifs", "iss", "none"}),
   };
 }
 

@@ -1,5 +1,6 @@
 #include "engine/train_settings.h"
 #include "engine/solver_choice.h"
+#include "engine/sifs_run.h"
 
 #include <string>
 #include <utility>
@@ -23,6 +24,7 @@ void reject_if_set(const Config& c, const std::string& key, const std::string& w
 
 void reject_ignored_keys(const Config& c, ConfigCommand command) {
   reject_other_solver_keys(c);  // first: its message names the solver the key belongs to
+  if (solver_from_config(c) == SolverKind::kSifs) reject_sifs_ignored_keys(c, command == ConfigCommand::kTrain);
   if (command == ConfigCommand::kTrain) {
     for (const char* key : {"path.features", "path.B", "path.C", "path.debias", "path.debias_C", "path.folds",
                             "path.fold_seed"})

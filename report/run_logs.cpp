@@ -219,9 +219,11 @@ TrainRunLog read_train_log(const std::string& run_json_path) {
   if (root.find("classes")) {
     log.classes = read_classes(r, root, run_json_path);
     log.objective_no_features = log.final_sip_violation = kNaN;
-  } else {
+  } else if (root.find("final_sip_violation")) {
     log.objective_no_features = r.number(root, "objective_no_features");
     log.final_sip_violation = r.number(root, "final_sip_violation");
+  } else {  // solvers without the FGM cutting plane (run.json "solver" other than fgm)
+    log.objective_no_features = log.final_sip_violation = kNaN;
   }
   log.test_accuracy = log.test_auc = kNaN;
   if (root.find("test")) {

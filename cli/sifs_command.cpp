@@ -1,0 +1,276 @@
+// fgm train / fgm path with solver = "sifs" (engine/sifs_run.h).
+//
+// fgm train: one model at β = sifs.beta_ratio·β_max, α = sifs.alpha_ratio·α_max(β),
+// reached from the closed form at α_max(β) in sifs.alpha_points log-spaced α
+// steps (each the next one's screening reference); writes model.fgm and run.json.
+// fgm path: the grid of Algorithm 1 (sifs.beta_* × sifs.alpha_*); path.csv has
+// one row per point, path.json the totals, point-<k>.fgm the model of the
+// featured point (best test accuracy, else the last); with sifs.compare the same grid is
+// solved again with screening = none and path.json records the speedup and
+// the largest objective difference between the two.
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/run_output.h"
+#include "cli/solver_commands.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/json_writer.h"
+#include "core/messages.h"
+#include "core/path_checks.h"
+#include "engine/evaluate.h"
+#include "engine/sifs_run.h"
+#include "report/report_page.h"
+
+namespace fgm::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void write_point(JsonWriter& j, const SifsPoint& p) {
+  j.begin_object();
+  j.key("beta").value(p.beta);
+  j.key("alpha").value(p.alpha);
+  j.key("closed_form").value(p.closed_form);
+  j.key("nonzeros").value(p.nonzeros);
+  j.key("objective").value(p.objective);
+  j.key("gap").value(p.gap);
+  j.key("converged").value(p.converged);
+  j.key("epochs").value(static_cast<int64_t>(p.epochs));
+  j.key("features_screened").value(p.weights_screened);
+  j.key("samples_screened_R").value(p.samples_in_R);
+  j.key("samples_screened_L").value(p.samples_in_L);
+  j.key("reduced_features").value(p.reduced_features);
+  j.key("reduced_samples").value(p.reduced_samples);
+  j.key("screening_seconds").value(p.screening_seconds);
+  j.key("extract_seconds").value(p.extract_seconds);
+  j.key("solve_seconds").value(p.solve_seconds);
+  j.end_object();
+}
+
+struct PathTotals {
+  std::vector<SifsPoint> points;
+  double seconds = 0, screening = 0, extract = 0, solve = 0;
+  uint64_t not_converged = 0;
+  uint64_t weights = 0, coordinates = 0;  // K·m entries of w, valid dual coordinates
+  SifsPassCounters passes;
+};
+
+// The grid with `settings`; on_point gets each point and its solution.
+PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget& budget, const SifsSettings& settings,
+                    const std::function<void(const SifsPoint&, const SifsData&, const SifsReference&)>& on_point) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = open_sifs_run(store, config, budget);
+  SifsSolver solver(*run->data, settings);
+  PathTotals totals;
+  solver.run_path([&](const SifsPoint& p, const SifsReference& sol) {
+    totals.points.push_back(p);
+    totals.screening += p.screening_seconds;
+    totals.extract += p.extract_seconds;
+    totals.solve += p.solve_seconds;
+    totals.not_converged += !p.converged;
+    if (on_point) on_point(p, *run->data, sol);
+  });
+  totals.seconds = seconds_since(t0);
+  totals.passes = run->data->counters();
+  totals.weights = run->data->weights();
+  totals.coordinates = run->layout.valid_coordinates();
+  return totals;
+}
+
+}  // namespace
+
+int train_sifs(SolverCommand& cmd) {
+  const Config& config = cmd.config;
+  const SifsSettings settings = sifs_settings_from_config(config);
+  const ShardStore& store = *cmd.data.store;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = open_sifs_run(store, config, cmd.budget);
+  SifsSolver solver(*run->data, settings);
+  const double beta = config.get_float("sifs.beta_ratio") * solver.beta_max();
+  SifsReference solution = solver.closed_form(beta);
+  const double alpha_max = solution.alpha;
+  SifsPoint last;
+  last.closed_form = true;
+  last.beta = beta;
+  last.alpha = alpha_max;
+  last.objective = solver.closed_form_objective(solution);
+  if (alpha_max > 0) {
+    for (double ratio : log_spaced(1.0, config.get_float("sifs.alpha_ratio"), std::max(2, settings.alpha_points))) {
+      if (ratio == 1.0) continue;
+      SifsReference next;
+      last = solver.solve(solution, ratio * alpha_max, next);
+      solution = std::move(next);
+    }
+  }
+  const double train_seconds = seconds_since(t0);
+  if (!last.converged)
+    cmd.warnings.add("sifs_not_converged",
+                     fmt::format("the solve stopped at sifs.max_epochs = {} with duality gap {:.3g} > sifs.tol = {:.3g}",
+                                 settings.max_epochs, last.gap, settings.tol));
+  Model model = sifs_model(store, *run->data, solution, last.objective);
+  model.config = config.dump();
+
+  const bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) {
+    test = evaluate_file(config.get_string("data.test"), model, false, cmd.budget);
+    if (test.ignored_features > 0)
+      cmd.warnings.add("test_features_beyond_model",
+                       msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
+                                             test.first_ignored_index + model.index_base, model.n_features));
+  }
+  const bool has_truth = !config.get_string("data.truth").empty() && !model.multiclass();
+  TruthRecovery truth;
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
+
+  create_output_directory(cmd.out_dir, "output.dir");
+  write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
+  JsonWriter j;
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value("sifs");
+  write_data_section(j, config, cmd.data);
+  write_config_section(j, model.config);
+  j.key("iterations").begin_array().end_array();
+  j.key("sifs").begin_object();
+  j.key("beta_max").value(solver.beta_max());
+  j.key("alpha_max").value(alpha_max);
+  j.key("classes").value(static_cast<uint64_t>(run->layout.is_multiclass() ? run->layout.blocks() : 2));
+  j.key("point");
+  write_point(j, last);
+  j.end_object();
+  j.key("objective").value(last.objective);
+  if (!model.multiclass()) write_selected_features(j, model.features, model.index_base);
+  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
+             has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
+  fmt::print("solver=sifs beta={:.6g} alpha={:.6g} nonzeros={} objective={:.6g} gap={:.3g}", beta, last.alpha,
+             last.nonzeros, last.objective, last.gap);
+  if (has_test) fmt::print(" accuracy={:.4f}", test.accuracy);
+  fmt::print(" model={}/model.fgm\n", cmd.out_dir);
+  return 0;
+}
+
+int path_sifs(SolverCommand& cmd) {
+  const Config& config = cmd.config;
+  const SifsSettings settings = sifs_settings_from_config(config);
+  const ShardStore& store = *cmd.data.store;
+  const bool has_test = !config.get_string("data.test").empty();
+  Reservation test_memory;
+  std::optional<LabeledRows> test_rows;
+  std::vector<double> accuracy;
+  // The featured point's model (the report shows it; `fgm predict` reads it):
+  // the best test accuracy, or the last point without data.test.
+  Model featured;
+  int64_t best = -1;
+  PathTotals screened = run_grid(store, config, cmd.budget, settings,
+                                 [&](const SifsPoint& p, const SifsData& data, const SifsReference& sol) {
+    Model model = sifs_model(store, data, sol, p.objective);
+    const int64_t k = static_cast<int64_t>(accuracy.size());
+    if (has_test) {
+      if (!test_rows) test_rows = load_labeled_rows(config.get_string("data.test"), model, cmd.budget, test_memory);
+      accuracy.push_back(evaluate_rows(*test_rows, model, false, cmd.budget).accuracy);
+      if (best >= 0 && !(accuracy.back() > accuracy[static_cast<size_t>(best)])) return;
+    } else {
+      accuracy.push_back(NAN);
+    }
+    best = k;
+    featured = std::move(model);
+  });
+  featured.config = config.dump();
+  std::optional<PathTotals> baseline;
+  if (config.get_bool("sifs.compare") && settings.screening != SifsScreening::kNone) {
+    SifsSettings none = settings;
+    none.screening = SifsScreening::kNone;
+    baseline = run_grid(store, config, cmd.budget, none, nullptr);
+  }
+  if (screened.not_converged > 0)
+    cmd.warnings.add("sifs_not_converged",
+                     fmt::format("{} grid points stopped at sifs.max_epochs = {} above sifs.tol = {:.3g} (path.csv: "
+                                 "converged = 0)",
+                                 screened.not_converged, settings.max_epochs, settings.tol));
+
+  // path.csv: one row per point (point and selected are the report's x axes; seconds accumulate).
+  std::string csv =
+      "point,beta,alpha,beta_ratio,alpha_ratio,closed_form,selected,train_objective,gap,converged,epochs,"
+      "features_screened,samples_screened_R,samples_screened_L,reduced_features,reduced_samples,"
+      "screening_seconds,extract_seconds,solve_seconds,seconds";
+  if (has_test) csv += ",test_accuracy";
+  csv += "\n";
+  double cumulative = 0;
+  for (size_t k = 0; k < screened.points.size(); ++k) {
+    const SifsPoint& p = screened.points[k];
+    cumulative += p.screening_seconds + p.extract_seconds + p.solve_seconds;
+    csv += fmt::format("{},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{:.17g},{:.6g},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f}",
+                       k, p.beta, p.alpha, p.beta_ratio, p.alpha_ratio, p.closed_form ? 1 : 0, p.nonzeros,
+                       p.objective, p.gap, p.converged ? 1 : 0, p.epochs, p.weights_screened, p.samples_in_R,
+                       p.samples_in_L, p.reduced_features, p.reduced_samples, p.screening_seconds,
+                       p.extract_seconds, p.solve_seconds, cumulative);
+    if (has_test) csv += fmt::format(",{:.6f}", accuracy[k]);
+    csv += "\n";
+  }
+
+  JsonWriter j;
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value("sifs");
+  j.key("mode").value("sifs");
+  // The largest test accuracy (an oracle figure: chosen on the test set), -1 without data.test.
+  j.key("best_point").value(has_test ? best : int64_t{-1});
+  write_data_section(j, config, cmd.data);
+  write_config_section(j, config.dump());
+  auto totals = [&](const PathTotals& t) {
+    j.begin_object();
+    j.key("screening").value(screening_name(&t == &screened ? settings.screening : SifsScreening::kNone));
+    j.key("points").value(static_cast<uint64_t>(t.points.size()));
+    j.key("seconds").value(t.seconds);
+    j.key("screening_seconds").value(t.screening);
+    j.key("extract_seconds").value(t.extract);
+    j.key("solve_seconds").value(t.solve);
+    j.key("not_converged").value(t.not_converged);
+    j.key("column_passes").value(static_cast<int64_t>(t.passes.column_passes));
+    j.key("row_passes").value(static_cast<int64_t>(t.passes.row_passes));
+    j.key("extract_passes").value(static_cast<int64_t>(t.passes.extract_passes));
+    j.key("bytes_streamed").value(t.passes.bytes_streamed);
+    j.end_object();
+  };
+  j.key("weights").value(screened.weights);
+  j.key("coordinates").value(screened.coordinates);
+  j.key("totals");
+  totals(screened);
+  if (baseline) {
+    j.key("baseline");
+    totals(*baseline);
+    double worst = 0;
+    for (size_t k = 0; k < screened.points.size(); ++k)
+      worst = std::max(worst, std::abs(screened.points[k].objective - baseline->points[k].objective) -
+                                  screened.points[k].gap - baseline->points[k].gap);
+    j.key("speedup").value(baseline->seconds / screened.seconds);
+    j.key("solve_speedup").value((baseline->extract + baseline->solve) /
+                                 (screened.screening + screened.extract + screened.solve));
+    j.key("max_objective_excess_over_gaps").value(worst);
+  }
+  write_warnings(j, cmd.warnings);
+  j.end_object();
+
+  create_output_directory(cmd.out_dir, "output.dir");
+  write_model(fmt::format("{}/point-{}.fgm", cmd.out_dir, best), featured);
+  write_file_atomic(cmd.out_dir + "/path.csv", csv);
+  write_file_atomic(cmd.out_dir + "/path.json", j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(cmd.out_dir, {.train = false, .path = true});
+  cmd.session->finish();
+  fmt::print("solver=sifs points={} seconds={:.3f}", screened.points.size(), screened.seconds);
+  if (baseline) fmt::print(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds, baseline->seconds / screened.seconds);
+  fmt::print(" path={}/path.csv\n", cmd.out_dir);
+  return 0;
+}
+
+}  // namespace fgm::cli

@@ -1,0 +1,117 @@
+#include "engine/sifs_run.h"
+
+#include <ctime>
+
+#include "core/error.h"
+#include "core/messages.h"
+#include "core/progress.h"
+#include "features/transformed_store.h"
+
+namespace fgm {
+
+SifsSettings sifs_settings_from_config(const Config& c) {
+  SifsSettings s;
+  s.beta_max_ratio = c.get_float("sifs.beta_max_ratio");
+  s.beta_min_ratio = c.get_float("sifs.beta_min_ratio");
+  s.beta_points = static_cast<int>(c.get_int("sifs.beta_points"));
+  s.alpha_min_ratio = c.get_float("sifs.alpha_min_ratio");
+  s.alpha_points = static_cast<int>(c.get_int("sifs.alpha_points"));
+  s.gamma = c.get_float("sifs.gamma");
+  s.tol = c.get_float("sifs.tol");
+  s.max_epochs = static_cast<int>(c.get_int("sifs.max_epochs"));
+  const std::string mode = c.get_string("sifs.screening");
+  s.screening = mode == "ifs" ? SifsScreening::kIfs
+                : mode == "iss" ? SifsScreening::kIss
+                : mode == "none" ? SifsScreening::kNone
+                                 : SifsScreening::kSifs;
+  return s;
+}
+
+void reject_sifs_ignored_keys(const Config& c, bool train) {
+  auto reject = [&](const char* key, const char* why) {
+    if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
+  };
+  if (train) {
+    for (const char* key : {"sifs.beta_max_ratio", "sifs.beta_min_ratio", "sifs.beta_points", "sifs.alpha_min_ratio",
+                            "sifs.compare"})
+      reject(key, "it sets the grid of `fgm path`; fgm train solves one point (sifs.beta_ratio, sifs.alpha_ratio)");
+  } else {
+    for (const char* key : {"sifs.beta_ratio", "sifs.alpha_ratio"})
+      reject(key, "it sets the one model of `fgm train`; fgm path solves the grid of sifs.beta_* x sifs.alpha_*");
+    reject("data.validation", "solver = sifs reports every grid point (with data.test accuracy); it picks no point");
+  }
+}
+
+SifsLayout sifs_layout_of(const ShardStore& store) {
+  const StoreInfo& info = store.info();
+  if (info.classes() <= 2)
+    return SifsLayout::binary(std::vector<int8_t>(store.labels(), store.labels() + info.n_rows));
+  return SifsLayout::multiclass(std::vector<uint16_t>(store.classes(), store.classes() + info.n_rows),
+                                static_cast<uint32_t>(info.classes()));
+}
+
+std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c, MemoryBudget& budget) {
+  auto run = std::make_unique<SifsRun>(SifsRun{sifs_layout_of(store), Reservation(), nullptr, nullptr});
+  SchedulerOptions so;
+  so.threads = static_cast<int>(c.get_int("engine.threads"));
+  so.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
+  so.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
+  if (store.info().shard_bytes <= budget.available() / 2) {
+    run->resident = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
+    so.keep_resident = true;
+  }
+  run->stream = std::make_unique<BlockStream>(store, so, budget);
+  run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
+                                         run->layout, budget);
+  return run;
+}
+
+Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective) {
+  const StoreInfo& info = store.info();
+  Model m;
+  m.engine_version = FGM_VERSION;
+  m.solver = "sifs";
+  m.loss = "smoothed_hinge";
+  m.C = 0;
+  m.has_bias = false;
+  m.n_features = info.n_features;
+  m.index_base = info.index_base;
+  m.positive_label = info.positive_value;
+  m.negative_label = info.negative_value;
+  m.store_checksum = info.store_checksum;
+  m.input_checksum = info.input_checksum;
+  m.input_path = info.input_path;
+  m.objective = objective;
+  m.created_unix = static_cast<int64_t>(std::time(nullptr));
+  const uint64_t cols = data.columns();
+  auto block_features = [&](uint32_t k) {
+    std::vector<ModelFeature> out;
+    for (uint64_t j = 0; j < cols; ++j) {
+      const double w = solution.w[k * cols + j];
+      if (w == 0) continue;
+      ModelFeature f;
+      f.key.kind = FeatureKind::kLinear;
+      f.key.ids[0] = data.column_id(j);
+      f.weight = w;
+      f.batch = 1;
+      out.push_back(f);
+    }
+    return out;
+  };
+  if (!data.layout().is_multiclass()) {
+    m.features = block_features(0);
+  } else {
+    for (uint32_t k = 0; k < data.layout().blocks(); ++k) {
+      ClassModel cm;
+      cm.label = info.class_values[k];
+      cm.features = block_features(k);
+      m.classes.push_back(std::move(cm));
+    }
+    m.positive_label = info.class_values.back();
+    m.negative_label = info.class_values.front();
+  }
+  record_feature_transforms(store, m);
+  return m;
+}
+
+}  // namespace fgm

@@ -1,0 +1,42 @@
+// The SIFS driver (solver = "sifs", solvers/sifs/): config -> settings, the
+// store -> the problem's layout and streamed data, solutions -> linear models
+// that `fgm predict` / `fgm inspect` read like FGM's (binary: w'x, decision
+// > 0 is the positive label; multi-class: one class model per weight block,
+// the largest w_k'x wins; no bias — problem (P) has none).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/config.h"
+#include "features/block_stream.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+#include "solvers/sifs/sifs_path.h"
+
+namespace fgm {
+
+SifsSettings sifs_settings_from_config(const Config& config);
+
+// sifs.* keys the command would ignore (the grid keys in fgm train, the one
+// point's keys in fgm path; data.validation in fgm path) are errors naming the key.
+void reject_sifs_ignored_keys(const Config& config, bool train);
+
+// Binary on a store with two classes, multi-class (Section 5) with more.
+SifsLayout sifs_layout_of(const ShardStore& store);
+
+// The streamed data of a run: stream and block plan from engine.* keys.
+// A store that fits in half the free budget stays in memory between the
+// passes (as FGM's does); a larger one is streamed block by block each pass.
+struct SifsRun {
+  SifsLayout layout;
+  Reservation resident;  // before stream: the stream releases its blocks first
+  std::unique_ptr<BlockStream> stream;
+  std::unique_ptr<SifsData> data;
+};
+std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& config, MemoryBudget& budget);
+
+// The model of a solution (weights w: K·m over the data's columns).
+Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective);
+
+}  // namespace fgm

@@ -1,0 +1,92 @@
+// The streamed passes of SIFS over a column-block store (features/block_stream.h):
+// everything that touches the n × m data goes through one of them, so the
+// data never has to fit in memory — only per-sample and per-column vectors
+// (n·K and m·K doubles) and the reduced problem do.
+//
+//   column_pass: per weight entry (k, j): Σ_i x_ij G_ik and Σ_i x_ij² H_ik
+//                (IFS: ⟨x̄^j, θ⟩ and ‖x̄^j‖ over the free samples; β_max; the
+//                reference's dual correlation). Gather per column, tile by tile.
+//   row_pass:    per sample and block: Σ_j x_ij c_(k,j) and Σ_j x_ij² mask_(k,j)
+//                (ISS: ⟨x̄_i, c⟩ and ‖x̄_i‖ over the free features; α_max).
+//                Each block returns its rows' partial sums, added in block order.
+//   extract:     the kept columns × kept rows as a row-major matrix (the reduced
+//                problem), reserved from the budget as it grows.
+//
+// Every sum is a fixed sequence of adds decided by the block plan (column
+// sums in tile order; row sums in block order), so results do not depend on
+// engine.threads.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "core/memory_budget.h"
+#include "features/block_stream.h"
+#include "solvers/sifs/sifs_problem.h"
+
+namespace fgm {
+
+// Kept rows × kept columns, row-major (rows in increasing sample order,
+// columns of a row in increasing reduced index).
+struct ReducedMatrix {
+  std::vector<uint64_t> row_sample;   // reduced row -> sample i
+  std::vector<uint32_t> column_dense; // reduced column -> dense column j
+  std::vector<uint64_t> row_ptr;      // rows + 1
+  std::vector<uint32_t> col;          // reduced column index
+  std::vector<float> val;
+  Reservation memory;
+  uint64_t nnz() const { return col.size(); }
+};
+
+struct SifsPassCounters {
+  int column_passes = 0;
+  int row_passes = 0;
+  int extract_passes = 0;
+  double seconds = 0;
+  uint64_t bytes_streamed = 0;
+  void add(const PassStats& s) {
+    seconds += s.seconds;
+    bytes_streamed += s.bytes_streamed;
+  }
+};
+
+class SifsData {
+ public:
+  // One pass lists the non-empty columns (the weight space).
+  SifsData(const BlockStream& stream, std::vector<BlockRef> blocks, const SifsLayout& layout,
+           MemoryBudget& budget);
+
+  const SifsLayout& layout() const { return layout_; }
+  uint64_t columns() const { return column_ids_.size(); }  // m
+  uint64_t weights() const { return columns() * layout_.blocks(); }  // K·m
+  uint64_t column_id(uint64_t j) const { return column_ids_[j]; }
+  MemoryBudget& budget() const { return budget_; }
+  SifsPassCounters& counters() { return counters_; }
+
+  // dots[k·m + j] = Σ_i x_ij G[i·K + k]; squares (when H is given) likewise with x_ij².
+  void column_pass(const std::vector<double>& G, const std::vector<double>* H, std::vector<double>& dots,
+                   std::vector<double>* squares);
+  // M[i·K + k] = Σ_j x_ij c[k·m + j]; N (when mask is given) = Σ_j x_ij² mask[k·m + j].
+  void row_pass(const std::vector<double>& c, const std::vector<uint8_t>* mask, std::vector<double>& M,
+                std::vector<double>* N);
+  // The kept columns (keep_column[j]) of the kept rows (keep_row[i]). Throws
+  // kOutOfMemory naming the sizes and engine.memory_budget when it does not fit.
+  ReducedMatrix extract(const std::vector<uint8_t>& keep_column, const std::vector<uint8_t>& keep_row);
+
+ private:
+  uint64_t offset_of(const BlockRef& ref) const;
+
+  const BlockStream& stream_;
+  std::vector<BlockRef> blocks_;
+  const SifsLayout& layout_;
+  MemoryBudget& budget_;
+  std::vector<uint64_t> column_ids_;
+  Reservation ids_memory_;
+  std::map<uint64_t, uint64_t> block_offset_;  // BlockRef first_column -> its first dense column
+  uint32_t accumulator_rows_ = 0;  // rows of a row-pass tile accumulator: min(tile_rows, n)
+  SifsPassCounters counters_;
+};
+
+}  // namespace fgm

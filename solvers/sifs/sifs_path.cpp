@@ -1,0 +1,208 @@
+#include "solvers/sifs/sifs_path.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace fgm {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SifsSolver::SifsSolver(SifsData& data, const SifsSettings& settings) : data_(data), settings_(settings) {
+  const SifsLayout& layout = data.layout();
+  const uint64_t nK = layout.coordinates();
+  const uint64_t Km = data.weights();
+  // θ, q, h, G, H, M, N, the reference θ (n·K each) and the w-side vectors
+  // (z(1), centres, dots, squares, two references' w; K·m each).
+  vectors_memory_ = data.budget().reserve((9 * nK + 8 * Km) * sizeof(double), "SIFS per-sample and per-feature vectors",
+                                          "use fewer training rows or classes");
+  std::vector<double> q(nK, 0.0), G;
+  for (uint64_t d = 0; d < nK; ++d)
+    if (layout.valid(d)) q[d] = 1;
+  layout.column_coefficients(q, G);
+  std::vector<double> dots;
+  data.column_pass(G, nullptr, dots, nullptr);
+  const double n = static_cast<double>(layout.samples());
+  z_one_.resize(Km);
+  for (uint64_t e = 0; e < Km; ++e) {
+    z_one_[e] = -dots[e] / n;
+    beta_max_ = std::max(beta_max_, std::abs(z_one_[e]));
+  }
+}
+
+double SifsSolver::alpha_max(double beta) {
+  if (beta == cached_beta_) return cached_alpha_max_;
+  std::vector<double> S(z_one_.size());
+  bool any = false;
+  for (uint64_t e = 0; e < S.size(); ++e) S[e] = soft_threshold(z_one_[e], beta), any |= S[e] != 0;
+  double best = 0;
+  if (any) {
+    std::vector<double> M;
+    data_.row_pass(S, nullptr, M, nullptr);
+    const SifsLayout& layout = data_.layout();
+    best = -INFINITY;
+    for (uint64_t d = 0; d < layout.coordinates(); ++d)
+      if (layout.valid(d)) best = std::max(best, -layout.coordinate_dot(d, M));
+    best /= (1 - settings_.gamma);
+  }
+  cached_beta_ = beta;
+  cached_alpha_max_ = std::max(best, 0.0);
+  return cached_alpha_max_;
+}
+
+SifsReference SifsSolver::closed_form(double beta) {
+  SifsReference ref;
+  ref.beta = beta;
+  ref.alpha = alpha_max(beta);
+  ref.gap = 0;
+  ref.w.assign(z_one_.size(), 0.0);
+  if (ref.alpha > 0)
+    for (uint64_t e = 0; e < z_one_.size(); ++e) ref.w[e] = soft_threshold(z_one_[e], beta) / ref.alpha;
+  const SifsLayout& layout = data_.layout();
+  ref.theta.assign(layout.coordinates(), 0.0);
+  for (uint64_t d = 0; d < layout.coordinates(); ++d)
+    if (layout.valid(d)) ref.theta[d] = 1;
+  return ref;
+}
+
+double SifsSolver::closed_form_objective(const SifsReference& ref) const {
+  // Every coordinate is in L: loss = Σ_d (1 + ⟨a_d, w⟩ − γ/2) = V(1 − γ/2) − n⟨z(1), w⟩.
+  const double n = static_cast<double>(data_.layout().samples());
+  const double V = static_cast<double>(data_.layout().valid_coordinates());
+  double zw = 0, sq = 0, l1 = 0;
+  for (uint64_t e = 0; e < ref.w.size(); ++e) zw += z_one_[e] * ref.w[e], sq += ref.w[e] * ref.w[e], l1 += std::abs(ref.w[e]);
+  const double alpha = ref.alpha > 0 ? ref.alpha : 0;
+  return (V * (1 - settings_.gamma / 2) - n * zw) / n + alpha / 2 * sq + ref.beta * l1;
+}
+
+ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha, double beta) {
+  const SifsLayout& layout = data_.layout();
+  const uint32_t K = layout.blocks();
+  const uint64_t m = data_.columns(), n = layout.samples();
+  ReducedProblem p;
+  p.layout = &layout;
+  p.alpha = alpha, p.beta = beta, p.gamma = settings_.gamma;
+  std::vector<uint8_t> keep_column(m, 0), keep_row(n, 0);
+  for (uint32_t k = 0; k < K; ++k)
+    for (uint64_t j = 0; j < m; ++j) keep_column[j] |= sets.weight_free[k * m + j];
+  for (uint64_t d = 0; d < layout.coordinates(); ++d)
+    if (sets.coordinate[d] == CoordinateStatus::kFree) keep_row[d / K] = 1;
+  p.X = data_.extract(keep_column, keep_row);
+  const uint64_t cols = p.X.column_dense.size();
+  p.memory = data_.budget().reserve(K * cols * 9 + p.X.row_sample.size() * K * 12, "SIFS reduced problem (vectors)");
+  p.free_weight.assign(K * cols, 0);
+  for (uint32_t k = 0; k < K; ++k)
+    for (uint64_t c = 0; c < cols; ++c) p.free_weight[k * cols + c] = sets.weight_free[k * m + p.X.column_dense[c]];
+  p.z_offset.assign(K * cols, 0.0);
+  p.in_L = sets.in_L;
+  if (sets.in_L > 0) {
+    std::vector<double> q(layout.coordinates(), 0.0), G, dots;
+    for (uint64_t d = 0; d < layout.coordinates(); ++d)
+      if (sets.coordinate[d] == CoordinateStatus::kL) q[d] = 1;
+    layout.column_coefficients(q, G);
+    data_.column_pass(G, nullptr, dots, nullptr);
+    for (uint32_t k = 0; k < K; ++k)
+      for (uint64_t c = 0; c < cols; ++c)
+        p.z_offset[k * cols + c] = -dots[k * m + p.X.column_dense[c]] / static_cast<double>(n);
+  }
+  for (uint64_t r = 0; r < p.X.row_sample.size(); ++r) {
+    const uint64_t i = p.X.row_sample[r];
+    for (uint32_t k = 0; k < K; ++k)
+      if (sets.coordinate[i * K + k] == CoordinateStatus::kFree)
+        p.coordinate.push_back(i * K + k), p.coordinate_row.push_back(static_cast<uint32_t>(r));
+  }
+  return p;
+}
+
+SifsPoint SifsSolver::solve(const SifsReference& ref, double alpha, SifsReference& next) {
+  const SifsLayout& layout = data_.layout();
+  const uint32_t K = layout.blocks();
+  const uint64_t m = data_.columns();
+  SifsPoint pt;
+  pt.beta = ref.beta;
+  pt.alpha = alpha;
+  auto t0 = std::chrono::steady_clock::now();
+  ScreenedSets sets = screen(data_, ref, alpha, settings_.gamma, settings_.screening);
+  pt.screening_seconds = seconds_since(t0);
+  pt.weights_screened = sets.weights_screened;
+  pt.samples_in_R = sets.in_R;
+  pt.samples_in_L = sets.in_L;
+  pt.triggers = sets.triggers;
+
+  t0 = std::chrono::steady_clock::now();
+  ReducedProblem* problem;
+  std::optional<ReducedProblem> local;
+  if (settings_.screening == SifsScreening::kNone) {
+    if (!full_problem_) full_problem_ = build_reduced(sets, alpha, ref.beta);
+    full_problem_->alpha = alpha, full_problem_->beta = ref.beta;
+    problem = &*full_problem_;
+  } else {
+    local = build_reduced(sets, alpha, ref.beta);
+    problem = &*local;
+  }
+  pt.extract_seconds = seconds_since(t0);
+  pt.reduced_features = problem->X.column_dense.size();
+  pt.reduced_samples = problem->X.row_sample.size();
+  pt.reduced_nnz = problem->X.nnz();
+
+  t0 = std::chrono::steady_clock::now();
+  std::vector<double> theta0(problem->coordinate.size());
+  for (size_t q = 0; q < theta0.size(); ++q) theta0[q] = ref.theta[problem->coordinate[q]];
+  SdcaResult r = solve_reduced(*problem, std::move(theta0), settings_.tol, settings_.max_epochs);
+  pt.solve_seconds = seconds_since(t0);
+  pt.objective = r.primal;
+  pt.gap = r.gap;
+  pt.converged = r.converged;
+  pt.epochs = r.epochs;
+
+  next.alpha = alpha;
+  next.beta = ref.beta;
+  next.gap = std::max(r.gap, 0.0);
+  next.w.assign(K * m, 0.0);
+  const uint64_t cols = problem->X.column_dense.size();
+  for (uint32_t k = 0; k < K; ++k)
+    for (uint64_t c = 0; c < cols; ++c) next.w[k * m + problem->X.column_dense[c]] = r.w[k * cols + c];
+  next.theta.assign(layout.coordinates(), 0.0);
+  for (uint64_t d = 0; d < layout.coordinates(); ++d)
+    if (sets.coordinate[d] == CoordinateStatus::kL) next.theta[d] = 1;
+  for (size_t q = 0; q < r.theta.size(); ++q) next.theta[problem->coordinate[q]] = r.theta[q];
+  for (double v : next.w) pt.nonzeros += v != 0;
+  return pt;
+}
+
+void SifsSolver::run_path(const std::function<void(const SifsPoint&, const SifsReference&)>& on_point) {
+  const auto beta_ratios = log_spaced(settings_.beta_max_ratio, settings_.beta_min_ratio, settings_.beta_points);
+  const auto alpha_ratios = log_spaced(1.0, settings_.alpha_min_ratio, settings_.alpha_points);
+  for (double br : beta_ratios) {
+    const double beta = br * beta_max_;
+    SifsReference ref = closed_form(beta);
+    const bool degenerate = ref.alpha <= 0;  // β ≥ β_max: w* = 0 at every α
+    for (double ar : alpha_ratios) {
+      SifsPoint pt;
+      if (degenerate || ar == 1.0) {
+        pt.beta = beta;
+        pt.alpha = degenerate ? 0.0 : ref.alpha;
+        pt.closed_form = true;
+        pt.objective = closed_form_objective(ref);
+        for (double v : ref.w) pt.nonzeros += v != 0;
+        pt.beta_ratio = br, pt.alpha_ratio = ar;
+        on_point(pt, ref);
+        continue;
+      }
+      SifsReference next;
+      pt = solve(ref, ar * alpha_max(beta), next);
+      pt.beta_ratio = br, pt.alpha_ratio = ar;
+      on_point(pt, next);
+      ref = std::move(next);
+    }
+  }
+}
+
+}  // namespace fgm
