@@ -11,11 +11,11 @@
 namespace fgm::exclusive {
 
 InMemoryDesign::InMemoryDesign(uint64_t rows, std::vector<uint64_t> ids, std::vector<uint64_t> column_ptr,
-                               std::vector<uint32_t> row_ids, std::vector<double> values, MemoryBudget& budget)
+                               std::vector<uint32_t> row_ids, std::vector<float> values, MemoryBudget& budget)
     : rows_(rows), ids_(std::move(ids)), column_ptr_(std::move(column_ptr)), row_ids_(std::move(row_ids)),
       values_(std::move(values)) {
   FGM_ASSERT(column_ptr_.size() == ids_.size() + 1 && row_ids_.size() == values_.size());
-  memory_ = budget.reserve(ids_.size() * 16 + row_ids_.size() * 12, "exclusive: columns held in memory",
+  memory_ = budget.reserve(ids_.size() * 16 + row_ids_.size() * 8, "exclusive: columns held in memory",
                            "lower exclusive.working_set_growth or use fewer features");
 }
 
@@ -23,13 +23,14 @@ InMemoryDesign InMemoryDesign::from_dense(uint64_t rows, uint64_t cols, const st
                                           MemoryBudget& budget) {
   std::vector<uint64_t> ids(cols), ptr{0};
   std::vector<uint32_t> row_ids;
-  std::vector<double> values;
+  std::vector<float> values;
   for (uint64_t j = 0; j < cols; ++j) {
     ids[j] = j;
     for (uint64_t i = 0; i < rows; ++i)
       if (dense[i * cols + j] != 0) {
         row_ids.push_back(static_cast<uint32_t>(i));
-        values.push_back(dense[i * cols + j]);
+        FGM_ASSERT(double(float(dense[i * cols + j])) == dense[i * cols + j]);
+        values.push_back(float(dense[i * cols + j]));
       }
     ptr.push_back(row_ids.size());
   }
@@ -40,7 +41,7 @@ void InMemoryDesign::multiply(const double* x, double* z) {
   std::fill(z, z + rows_, 0.0);
   for (uint64_t k = 0; k < ids_.size(); ++k) {
     if (x[k] == 0) continue;
-    for (uint64_t q = column_ptr_[k]; q < column_ptr_[k + 1]; ++q) z[row_ids_[q]] += x[k] * values_[q];
+    for (uint64_t q = column_ptr_[k]; q < column_ptr_[k + 1]; ++q) z[row_ids_[q]] += x[k] * static_cast<double>(values_[q]);
   }
   ++passes_;
 }
@@ -48,7 +49,7 @@ void InMemoryDesign::multiply(const double* x, double* z) {
 void InMemoryDesign::multiply_transposed(const double* r, double* g) {
   for (uint64_t k = 0; k < ids_.size(); ++k) {
     double s = 0;
-    for (uint64_t q = column_ptr_[k]; q < column_ptr_[k + 1]; ++q) s += r[row_ids_[q]] * values_[q];
+    for (uint64_t q = column_ptr_[k]; q < column_ptr_[k + 1]; ++q) s += r[row_ids_[q]] * static_cast<double>(values_[q]);
     g[k] = s;
   }
   ++passes_;
@@ -147,7 +148,7 @@ namespace {
 struct GatheredColumns {
   std::vector<uint64_t> lengths;
   std::vector<uint32_t> rows;
-  std::vector<double> values;
+  std::vector<float> values;
 };
 
 }  // namespace
@@ -155,7 +156,7 @@ struct GatheredColumns {
 InMemoryDesign StreamedDesign::gather(const std::vector<uint64_t>& sorted_columns) {
   std::vector<uint64_t> ids, ptr{0};
   std::vector<uint32_t> rows;
-  std::vector<double> values;
+  std::vector<float> values;
   ids.reserve(sorted_columns.size());
   for (uint64_t k : sorted_columns) ids.push_back(ids_[k]);
   std::vector<BlockRef> wanted_blocks;  // only blocks holding a wanted column
@@ -190,7 +191,7 @@ InMemoryDesign StreamedDesign::gather(const std::vector<uint64_t>& sorted_column
         rows.insert(rows.end(), cols.rows.begin(), cols.rows.end());
         values.insert(values.end(), cols.values.begin(), cols.values.end());
       },
-      [&](const BlockRef& ref) { return csc_bytes(ref) + ref.nnz * 12; });
+      [&](const BlockRef& ref) { return csc_bytes(ref) + ref.nnz * 8; });
   ++passes_;
   return InMemoryDesign(rows_, std::move(ids), std::move(ptr), std::move(rows), std::move(values), budget_);
 }

@@ -50,13 +50,14 @@ class Design {
   uint64_t passes_ = 0;
 };
 
-// Plain CSC in memory (double values), reserved from the budget.
+// Plain CSC in memory, reserved from the budget. Values are floats, as in the
+// store (the working set's columns are copies of stored columns).
 class InMemoryDesign final : public Design {
  public:
   // Columns given as (column_ptr, row ids, values); ids[k] is column k's feature id.
   InMemoryDesign(uint64_t rows, std::vector<uint64_t> ids, std::vector<uint64_t> column_ptr,
-                 std::vector<uint32_t> row_ids, std::vector<double> values, MemoryBudget& budget);
-  // A dense row-major n × p matrix (tests); zeros are not stored.
+                 std::vector<uint32_t> row_ids, std::vector<float> values, MemoryBudget& budget);
+  // A dense row-major n × p matrix (tests; values must be floats); zeros are not stored.
   static InMemoryDesign from_dense(uint64_t rows, uint64_t cols, const std::vector<double>& dense,
                                    MemoryBudget& budget);
 
@@ -71,7 +72,7 @@ class InMemoryDesign final : public Design {
   uint64_t rows_ = 0;
   std::vector<uint64_t> ids_, column_ptr_;
   std::vector<uint32_t> row_ids_;
-  std::vector<double> values_;
+  std::vector<float> values_;
 };
 
 // The store's non-empty columns, streamed block by block. Construction makes

@@ -419,10 +419,12 @@ class LicpSolver {
   double f_bar_ = 0, gap_ = 0, primal_ = 0;
 };
 
+// `norm_squared`: ‖X‖² estimated before the solver's vectors are reserved
+// (the power iteration's own vectors are released by then).
 template <class Solver>
-void run_fista(Solver& s, Design& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o,
-               MemoryBudget& budget, FistaResult& out) {
-  double L = o.lipschitz > 0 ? o.lipschitz : s.initial_lipschitz(estimate_norm_squared(X, o.power_iterations, budget));
+void run_fista(Solver& s, double norm_squared, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o,
+               FistaResult& out) {
+  double L = o.lipschitz > 0 ? o.lipschitz : s.initial_lipschitz(norm_squared);
   if (!(L > 0)) L = 1.0;  // an all-zero design: any step is exact
   double t = 1;
   for (int k = 1; k <= o.max_iterations; ++k) {
@@ -492,20 +494,21 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
   if (!warm_dual.empty()) FGM_ASSERT(warm_dual.size() == X.rows());
   FistaResult out;
   const uint64_t passes_before = X.passes();
+  const double norm_squared = options.lipschitz > 0 ? 0.0 : estimate_norm_squared(X, options.power_iterations, budget);
   switch (options.algorithm) {
     case Algorithm::kPcp: {
       PcpSolver s(X, y, groups, options, budget, warm_w);
-      run_fista(s, X, y, groups, options, budget, out);
+      run_fista(s, norm_squared, y, groups, options, out);
       break;
     }
     case Algorithm::kLocp: {
       LocpSolver s(X, y, groups, options, budget, warm_w);
-      run_fista(s, X, y, groups, options, budget, out);
+      run_fista(s, norm_squared, y, groups, options, out);
       break;
     }
     case Algorithm::kLicp: {
       LicpSolver s(X, y, groups, options, budget, warm_dual);
-      run_fista(s, X, y, groups, options, budget, out);
+      run_fista(s, norm_squared, y, groups, options, out);
       out.dual = s.dual_u();
       out.duality_gap = s.gap();
       break;
