@@ -25,6 +25,10 @@ struct SolverCommand {
   ResumeSession* session;   // closed by the solver's finish (finish_run does it)
 };
 
+// solver = "exclusive" (cli/exclusive_command.cpp).
+int train_exclusive(SolverCommand& command);
+int path_exclusive(SolverCommand& command);
+
 // Run `solver` (not kFgm) for `fgm train` / `fgm path`; the process exit code.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command);
 int dispatch_solver_path(SolverKind solver, SolverCommand& command);

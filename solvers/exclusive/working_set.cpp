@@ -1,6 +1,7 @@
 #include "solvers/exclusive/working_set.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/error.h"
@@ -42,6 +43,16 @@ std::vector<Violator> find_violators(const ExclusiveGroups& G, const std::vector
   return out;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+uint64_t count_nonzeros(const std::vector<double>& w) {
+  uint64_t c = 0;
+  for (double v : w) c += v != 0;
+  return c;
+}
+
 }  // namespace
 
 ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
@@ -49,8 +60,22 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
   ExclusiveFit fit;
   const uint64_t passes_before = X.passes();
   const uint64_t n = X.rows(), p = X.columns();
+  {
+    const std::vector<double> zeros(n, 0.0);
+    fit.objective_at_zero = exclusive_objective(fista.loss, y, zeros.data(), groups, std::vector<double>(p, 0.0).data(),
+                                                fista.lambda, fista.ridge);
+  }
   if (!ws.enabled) {
+    const auto start = std::chrono::steady_clock::now();
     fit.last_solve = solve_exclusive(X, y, groups, fista, budget);
+    WorkingSetRound r;
+    r.working_set = p;
+    r.nonzeros = count_nonzeros(fit.last_solve.w);
+    r.objective = fit.last_solve.objective;
+    r.fista_iterations = fit.last_solve.iterations;
+    r.converged = fit.last_solve.converged;
+    r.solve_seconds = seconds_since(start);
+    fit.round_log.push_back(r);
     fit.w = fit.last_solve.w;
     fit.margins = fit.last_solve.margins;
     fit.working_set = p;
@@ -66,6 +91,7 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
   std::vector<uint64_t> W;  // sorted compact columns
   double scale = 0;
   for (int round = 0;; ++round) {
+    auto start = std::chrono::steady_clock::now();
     row_derivative(fista, y, fit.margins, dual, rho);
     X.multiply_transposed(rho.data(), gradient.data());
     if (round == 0) {
@@ -81,6 +107,11 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
     if (round >= ws.max_rounds) break;
     // Add the largest violators; W stays sorted.
     const uint64_t add = std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
+    WorkingSetRound log;
+    log.added = add;
+    log.violation = fit.max_violation;
+    log.check_seconds = seconds_since(start);
+    start = std::chrono::steady_clock::now();
     for (uint64_t q = 0; q < add; ++q) W.push_back(violators[q].column);
     std::sort(W.begin(), W.end());
     // Restricted solve, warm-started from the current weights (and dual).
@@ -97,6 +128,13 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
     for (size_t q = 0; q < W.size(); ++q) fit.w[W[q]] = fit.last_solve.w[q];
     fit.margins = fit.last_solve.margins;
     dual = fit.last_solve.dual;
+    log.working_set = W.size();
+    log.nonzeros = count_nonzeros(fit.w);
+    log.objective = fit.last_solve.objective;
+    log.fista_iterations = fit.last_solve.iterations;
+    log.converged = fit.last_solve.converged;
+    log.solve_seconds = seconds_since(start);
+    fit.round_log.push_back(log);
   }
   fit.working_set = W.size();
   fit.full_passes = X.passes() - passes_before;

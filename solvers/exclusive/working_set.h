@@ -34,6 +34,19 @@ struct WorkingSetOptions {
   int max_rounds = 100;
 };
 
+// One working-set round: the verification pass that found `added` violators
+// (largest excess `violation`, relative) and the restricted solve that followed.
+struct WorkingSetRound {
+  uint64_t working_set = 0;  // |W| solved in this round
+  uint64_t added = 0;
+  uint64_t nonzeros = 0;
+  double violation = 0;
+  double objective = 0;
+  int fista_iterations = 0;
+  bool converged = false;
+  double check_seconds = 0, solve_seconds = 0;
+};
+
 struct ExclusiveFit {
   std::vector<double> w;        // one per design column
   std::vector<double> margins;  // Xw
@@ -44,6 +57,8 @@ struct ExclusiveFit {
   uint64_t full_passes = 0;     // passes over the store (census excluded)
   double max_violation = 0;     // of the last verification, relative
   bool converged = false;       // inner solve converged and (with W) no violator left
+  double objective_at_zero = 0; // the objective at w = 0 (the loss alone)
+  std::vector<WorkingSetRound> round_log;  // one per restricted solve (one entry without W)
 };
 
 ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
