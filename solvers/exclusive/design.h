@@ -36,7 +36,7 @@ class Design {
   // g (columns()) = Xᵀ r (rows()).
   virtual void multiply_transposed(const double* r, double* g) = 0;
   // g = Xᵀr; update(first, end) over all columns; z = Xx. Two passes unless
-  // the layout fuses them (StreamedDesign: one pass).
+  // the layout fuses them (StreamedDesign: one pass). r must not alias z.
   virtual void transposed_update_multiply(const double* r, double* g, const ColumnUpdate& update, const double* x,
                                           double* z) {
     multiply_transposed(r, g);

@@ -84,8 +84,8 @@ bool decrease_holds(double f_new, double f_bar, double linear, double L, double 
 double estimate_norm_squared(Design& X, int iterations, MemoryBudget& budget) {
   const uint64_t n = X.rows(), p = X.columns();
   if (p == 0 || n == 0) return 0;
-  Reservation memory = budget.reserve((2 * p + n) * sizeof(double), "exclusive: power iteration vectors");
-  Vec v(p), g(p), z(n);
+  Reservation memory = budget.reserve((2 * p + 2 * n) * sizeof(double), "exclusive: power iteration vectors");
+  Vec v(p), g(p), z(n), r(n);  // r: the pass's input, apart from its output z (a pass zeroes z first)
   std::mt19937_64 rng(0x5eed);
   std::uniform_real_distribution<double> unif(0.5, 1.5);
   for (auto& e : v) e = unif(rng);
@@ -95,8 +95,9 @@ double estimate_norm_squared(Design& X, int iterations, MemoryBudget& budget) {
     const double vv = dot(v, v);
     estimate = vv > 0 ? dot(z, z) / vv : 0;
     if (!(estimate > 0)) break;
+    r = z;
     X.transposed_update_multiply(
-        z.data(), g.data(), [&](uint64_t first, uint64_t end) { std::copy(g.begin() + first, g.begin() + end, v.begin() + first); },
+        r.data(), g.data(), [&](uint64_t first, uint64_t end) { std::copy(g.begin() + first, g.begin() + end, v.begin() + first); },
         v.data(), z.data());
     const double norm = std::sqrt(dot(v, v));
     if (!(norm > 0)) break;
