@@ -18,6 +18,8 @@
 #             configs (BENCH_CONFIGS), vs LIBLINEAR -s 5 / -s 6 at the same
 #             number of features
 #   recovery  planted recovery on s82: FGM B=30, T=1..10 vs LIBLINEAR -s 5 C grid
+#   exclusive seed 002 (bench/run_exclusive.sh): E-LASSO synthetic, a9a/w8a with
+#             random groups vs LIBLINEAR -s 6, streamed FISTA iteration vs scoring pass
 # Issue 9 (bench/run_issue9.sh; each step prints its shape; a failing step is
 # recorded in its results, not fatal):
 #   tall      tall store (BENCH_TALL_ROWS x BENCH_TALL_FEATURES, BENCH_TALL_NNZ
@@ -63,7 +65,7 @@ SREPS=${BENCH_SCORING_REPS:-7}
 BIG_ROWS=${BENCH_BIG_ROWS:-24000}
 BUDGET=${BENCH_BUDGET:-64MB}
 DATA=${FGM_SHARED_DATA:-$ROOT/../shared/data}
-STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta sifs summary}
+STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta sifs exclusive summary}
 # The configs of issue 2 (configs/*.toml other than demo at the time); add
 # others by name, e.g. BENCH_CONFIGS="a9a news20".
 CONFIGS=${BENCH_CONFIGS:-a9a w8a ijcnn1 leu colon-cancer madelon arcene}
@@ -278,6 +280,13 @@ fi
 if has_step sifs; then
   log "sifs: bench/run_sifs.sh (grid subset and knobs in its header)"
   BENCH_WORK="$W" BENCH_RESULTS="$R" FGM_SHARED_DATA="$DATA" bash bench/run_sifs.sh "$FGM" || log "sifs: failed"
+fi
+# ------------------------------------------------------------ exclusive
+# Seed 002 (solver = "exclusive"): E-LASSO synthetic, a9a/w8a vs LIBLINEAR -s 6,
+# streamed FISTA iteration vs a scoring pass (bench/run_exclusive.sh).
+if has_step exclusive; then
+  log "exclusive: bench/run_exclusive.sh"
+  bash bench/run_exclusive.sh "$FGM" || log "exclusive: failed (see bench/results/exclusive/)"
 fi
 
 # --------------------------------------------------------------- summary

@@ -14,6 +14,8 @@ int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
       return train_pnorm_kta(command);
     case SolverKind::kSifs:
       return train_sifs(command);
+    case SolverKind::kExclusive:
+      return train_exclusive(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm train: solver '{}' has no train command", solver_name(solver)));
@@ -26,6 +28,8 @@ int dispatch_solver_path(SolverKind solver, SolverCommand& command) {
       return path_pnorm_kta(command);
     case SolverKind::kSifs:
       return path_sifs(command);
+    case SolverKind::kExclusive:
+      return path_exclusive(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm path: solver '{}' has no path command", solver_name(solver)));

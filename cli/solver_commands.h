@@ -28,6 +28,9 @@ struct SolverCommand {
 // solver = "sifs" (cli/sifs_command.cpp).
 int train_sifs(SolverCommand& command);
 int path_sifs(SolverCommand& command);
+// solver = "exclusive" (cli/exclusive_command.cpp).
+int train_exclusive(SolverCommand& command);
+int path_exclusive(SolverCommand& command);
 
 // Run `solver` (not kFgm) for `fgm train` / `fgm path`; the process exit code.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command);

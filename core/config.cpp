@@ -42,7 +42,7 @@ std::vector<ParamSpec> build_specs() {
       choices(spec("solver", T::kEnum, "\"fgm\"",
                    "the method (engine/solver_choice.h): fgm = Feature Generating Machine; each other "
                    "solver reads its own section, and keys of another solver's section are errors"),
-              {"fgm", "pnorm_kta", "sifs"}),
+              {"fgm", "pnorm_kta", "sifs", "exclusive"}),
       spec("data.train", T::kPath, "",
            "training data: a LIBSVM/svmlight file (plain, gzip, bzip2 or xz) or a store "
            "directory written by `fgm ingest`"),
@@ -262,6 +262,49 @@ std::vector<ParamSpec> build_specs() {
                    "solver = sifs: screening rules: sifs = IFS and ISS alternated, ifs = features only, "
                    "iss = samples only, none = the same solver on the whole problem"),
               {"sifs", "ifs", "iss", "none"}),
+      // solver = "exclusive" (seed 002, solvers/exclusive/): (λ/2)‖w‖_e² with groups.
+      choices(spec("exclusive.algorithm", T::kEnum, "\"pcp\"",
+                   "exclusive: Fista-pcp (any groups, squared or logistic loss), Fista-locp (disjoint "
+                   "groups, squared or logistic), Fista-licp (E-SVM: hinge loss + (ridge/2)|w|^2, any groups)"),
+              {"pcp", "locp", "licp"}),
+      choices(spec("exclusive.loss", T::kEnum, "\"logistic\"",
+                   "exclusive: loss summed over the rows (no bias): squared ½(w'x − y)², logistic "
+                   "log(1 + exp(−y w'x)), hinge max(0, 1 − y w'x) (licp only)"),
+              {"squared", "logistic", "hinge"}),
+      ranged(spec("exclusive.lambda", T::kFloat, "1.0",
+                  "exclusive: λ of (λ/2)‖w‖_e², ‖w‖_e² = Σ_g ‖w_g‖₁² (β of E-SVM (10))"),
+             0, 1e15, true),
+      ranged(spec("exclusive.ridge", T::kFloat, "1.0", "exclusive: α of E-SVM (10), (α/2)‖w‖² (licp only)"),
+             0, 1e15, true),
+      ranged(spec("exclusive.random_groups", T::kInt, "0",
+                  "exclusive: split the features uniformly at random into this many groups of equal "
+                  "size (±1) (0: features.groups or exclusive.expected_relevant decide)"),
+             0, 1e15),
+      ranged(spec("exclusive.expected_relevant", T::kInt, "0",
+                  "exclusive: s, the expected number of relevant features: random groups, "
+                  "m = round(s / ln s) of them (Theorem 5)"),
+             0, 1e15),
+      ranged(spec("exclusive.group_seed", T::kInt, "1", "exclusive: seed of the random groups"), 0, 1e18),
+      ranged(spec("exclusive.tolerance", T::kFloat, "1e-6",
+                  "exclusive: stop FISTA when ‖x_k − x_(k−1)‖ ≤ tolerance·‖x_k‖ (pcp, locp) or the "
+                  "duality gap of (10) ≤ tolerance·max(1, P) (licp)"),
+             0, 1, true),
+      ranged(spec("exclusive.max_iterations", T::kInt, "10000", "exclusive: FISTA iterations per solve"), 1,
+             1e9),
+      spec("exclusive.working_set", T::kBool, "true",
+           "exclusive: iterate on the features that can be nonzero, verify with a full streamed pass "
+           "and add violators (false: every FISTA iteration streams the store)"),
+      ranged(spec("exclusive.working_set_growth", T::kInt, "100",
+                  "exclusive: features added per working-set round (at most max(this, |W|))"),
+             1, 1e12),
+      ranged(spec("exclusive.kkt_tolerance", T::kFloat, "1e-4",
+                  "exclusive: a zero weight violates optimality when |gradient| exceeds its "
+                  "threshold by more than this times the largest |gradient| at w = 0"),
+             0, 1, true),
+      ranged(spec("exclusive.path_lambda", T::kFloatList, "[]",
+                  "exclusive, fgm path: values of exclusive.lambda, one model each, solved "
+                  "independently in the order given"),
+             0, 1e15, true),
   };
 }
 

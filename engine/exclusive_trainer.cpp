@@ -1,0 +1,194 @@
+#include "engine/exclusive_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/messages.h"
+#include "features/block_stream.h"
+#include "features/feature_groups.h"
+#include "features/transformed_store.h"
+#include "solvers/exclusive/design.h"
+#include "solvers/exclusive/exclusive_groups.h"
+
+namespace fgm {
+namespace {
+
+using exclusive::Algorithm;
+using exclusive::ExclusiveLoss;
+
+void reject(const Config& c, const std::string& key, const std::string& why) {
+  if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
+}
+
+Algorithm algorithm_from(const std::string& name) {
+  return name == "locp" ? Algorithm::kLocp : name == "licp" ? Algorithm::kLicp : Algorithm::kPcp;
+}
+
+ExclusiveLoss loss_from(const std::string& name) {
+  return name == "squared" ? ExclusiveLoss::kSquared : name == "hinge" ? ExclusiveLoss::kHinge : ExclusiveLoss::kLogistic;
+}
+
+}  // namespace
+
+ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand command) {
+  ExclusiveSettings s;
+  s.fista.algorithm = algorithm_from(c.get_string("exclusive.algorithm"));
+  // licp solves only the hinge loss: its default loss follows the algorithm.
+  s.fista.loss = loss_from(c.get_string("exclusive.loss"));
+  if (s.fista.algorithm == Algorithm::kLicp && !c.set_by_user("exclusive.loss")) s.fista.loss = ExclusiveLoss::kHinge;
+  const bool hinge = s.fista.loss == ExclusiveLoss::kHinge, licp = s.fista.algorithm == Algorithm::kLicp;
+  if (hinge != licp)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}exclusive.loss = \"{}\" does not go with exclusive.algorithm = \"{}\": licp solves "
+                            "the hinge loss (E-SVM), pcp and locp the squared and logistic losses",
+                            c.where_set(c.set_by_user("exclusive.loss") ? "exclusive.loss" : "exclusive.algorithm"),
+                            exclusive::loss_name(s.fista.loss), exclusive::algorithm_name(s.fista.algorithm)));
+  s.fista.lambda = c.get_float("exclusive.lambda");
+  s.fista.ridge = c.get_float("exclusive.ridge");
+  if (!licp) reject(c, "exclusive.ridge", "it is the α of E-SVM, read by exclusive.algorithm = \"licp\" only");
+  s.fista.tolerance = c.get_float("exclusive.tolerance");
+  s.fista.max_iterations = static_cast<int>(c.get_int("exclusive.max_iterations"));
+  s.working_set.enabled = c.get_bool("exclusive.working_set");
+  s.working_set.growth = static_cast<uint64_t>(c.get_int("exclusive.working_set_growth"));
+  s.working_set.kkt_tolerance = c.get_float("exclusive.kkt_tolerance");
+  if (!s.working_set.enabled) {
+    reject(c, "exclusive.working_set_growth", "exclusive.working_set is false");
+    reject(c, "exclusive.kkt_tolerance", "exclusive.working_set is false");
+  }
+  s.groups_path = c.get_string("features.groups");
+  s.group_structure = c.get_string("features.group_structure");
+  s.random_groups = static_cast<uint64_t>(c.get_int("exclusive.random_groups"));
+  s.expected_relevant = static_cast<uint64_t>(c.get_int("exclusive.expected_relevant"));
+  s.group_seed = static_cast<uint64_t>(c.get_int("exclusive.group_seed"));
+  if (!s.groups_path.empty()) {
+    reject(c, "exclusive.random_groups", "features.groups gives the groups");
+    reject(c, "exclusive.expected_relevant", "features.groups gives the groups");
+    reject(c, "exclusive.group_seed", "features.groups gives the groups (nothing is random)");
+  } else if (s.random_groups > 0) {
+    reject(c, "exclusive.expected_relevant", "exclusive.random_groups sets the number of groups");
+  } else if (s.expected_relevant > 0) {
+    s.random_groups = exclusive::default_group_count(s.expected_relevant);
+  } else {
+    throw Error(ErrorKind::kConfig,
+                "solver = \"exclusive\" needs groups: set features.groups (a group file), exclusive.random_groups "
+                "(m random groups) or exclusive.expected_relevant (s: m = s / ln s random groups)");
+  }
+  s.path_lambda = c.get_list("exclusive.path_lambda");
+  if (command == ConfigCommand::kTrain)
+    reject(c, "exclusive.path_lambda", "exclusive.path_lambda is read by `fgm path` only (fgm train makes one model)");
+  else if (s.path_lambda.empty())
+    throw Error(ErrorKind::kConfig, "fgm path with solver = \"exclusive\" needs exclusive.path_lambda (a list of λ)");
+  if (command == ConfigCommand::kPath) {
+    reject(c, "exclusive.lambda", "fgm path takes its values from exclusive.path_lambda");
+    reject(c, "data.validation", "the exclusive path reports data.test for every λ; it picks no point");
+  }
+  s.threads = static_cast<int>(c.get_int("engine.threads"));
+  s.block_bytes = c.get_bytes("engine.block_bytes");
+  return s;
+}
+
+namespace {
+
+// What both commands share: the stream, the design, the labels, the groups.
+struct ExclusiveProblem {
+  ExclusiveProblem(const ShardStore& store, const ExclusiveSettings& s, MemoryBudget& budget)
+      : stream(store, scheduler(s), budget),
+        design(stream, store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(s.block_bytes, budget.limit() / 16))),
+               budget) {
+    const StoreInfo& info = store.info();
+    if (info.classes() > 2)
+      throw Error(ErrorKind::kConfig,
+                  fmt::format("solver = \"exclusive\" trains binary models; the store {} has {} classes",
+                              store.dir(), info.classes()));
+    labels_memory = budget.reserve(info.n_rows * sizeof(double), "exclusive: labels");
+    y.resize(info.n_rows);
+    for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = store.labels()[i];
+    if (!s.groups_path.empty()) {
+      const FeatureGroups file = read_feature_groups(s.groups_path, info.n_features, info.index_base, budget,
+                                                     parse_group_structure(s.group_structure));
+      groups = exclusive::groups_from_file(file, design.column_ids(), budget);
+      source = "file";
+    } else {
+      groups = exclusive::random_groups(design.columns(), s.random_groups, s.group_seed, budget);
+      source = "random";
+    }
+  }
+  static SchedulerOptions scheduler(const ExclusiveSettings& s) {
+    SchedulerOptions o;
+    o.threads = s.threads;
+    return o;
+  }
+  BlockStream stream;
+  exclusive::StreamedDesign design;
+  Reservation labels_memory;
+  std::vector<double> y;
+  exclusive::ExclusiveGroups groups;
+  std::string source;
+};
+
+ExclusiveOutcome fit_one(const ShardStore& store, ExclusiveProblem& problem, const ExclusiveSettings& s,
+                         double lambda, MemoryBudget& budget) {
+  const auto start = std::chrono::steady_clock::now();
+  exclusive::FistaOptions fista = s.fista;
+  fista.lambda = lambda;
+  ExclusiveOutcome out;
+  out.fit = exclusive::fit_exclusive(problem.design, problem.y, problem.groups, fista, s.working_set, budget);
+  out.group_source = problem.source;
+  out.group_count = problem.groups.count();
+  out.groups_disjoint = problem.groups.disjoint;
+  out.columns = problem.design.columns();
+  const StoreInfo& info = store.info();
+  Model& m = out.model;
+  m.engine_version = FGM_VERSION;
+  m.solver = "exclusive";
+  m.loss = exclusive::loss_name(fista.loss);
+  m.C = lambda;  // the model's regularisation parameter (λ); the full config is in m.config
+  m.iterations = static_cast<uint32_t>(out.fit.fista_iterations);
+  m.has_bias = false;
+  m.n_features = info.n_features;
+  m.index_base = info.index_base;
+  m.positive_label = info.positive_value;
+  m.negative_label = info.negative_value;
+  m.store_checksum = info.store_checksum;
+  m.input_checksum = info.input_checksum;
+  m.input_path = info.input_path;
+  m.feature_kind = "linear";
+  m.objective = out.fit.last_solve.objective;
+  m.created_unix = static_cast<int64_t>(std::time(nullptr));
+  for (uint64_t k = 0; k < out.fit.w.size(); ++k) {
+    if (out.fit.w[k] == 0) continue;
+    ModelFeature f;
+    f.key.kind = FeatureKind::kLinear;
+    f.key.ids[0] = problem.design.column_id(k);
+    f.weight = out.fit.w[k];
+    f.batch = 1;
+    m.features.push_back(f);
+  }
+  record_feature_transforms(store, m);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.budget_peak = budget.peak();
+  return out;
+}
+
+}  // namespace
+
+ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
+                                       MemoryBudget& budget) {
+  ExclusiveProblem problem(store, settings, budget);
+  return fit_one(store, problem, settings, settings.fista.lambda, budget);
+}
+
+std::vector<ExclusiveOutcome> train_exclusive_path(const ShardStore& store, const ExclusiveSettings& settings,
+                                                   MemoryBudget& budget) {
+  ExclusiveProblem problem(store, settings, budget);
+  std::vector<ExclusiveOutcome> out;
+  for (double lambda : settings.path_lambda) out.push_back(fit_one(store, problem, settings, lambda, budget));
+  return out;
+}
+
+}  // namespace fgm

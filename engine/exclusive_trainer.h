@@ -1,0 +1,59 @@
+// The driver of solver = "exclusive" (seed 002): config → settings, the store
+// → StreamedDesign, the groups (features.groups, or random), the working-set
+// fit (solvers/exclusive/working_set.h) → a linear model (no bias) that
+// `fgm predict` and `fgm inspect` read like any other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/memory_budget.h"
+#include "engine/train_settings.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+#include "solvers/exclusive/fista_exclusive.h"
+#include "solvers/exclusive/working_set.h"
+
+namespace fgm {
+
+struct ExclusiveSettings {
+  exclusive::FistaOptions fista;
+  exclusive::WorkingSetOptions working_set;
+  std::string groups_path;          // features.groups (empty: random groups)
+  std::string group_structure = "disjoint";
+  uint64_t random_groups = 0;       // m (resolved from expected_relevant when that is set)
+  uint64_t expected_relevant = 0;
+  uint64_t group_seed = 1;
+  std::vector<double> path_lambda;  // fgm path
+  int threads = 1;
+  uint64_t block_bytes = 4 << 20;
+};
+
+// Reads the exclusive.* keys (and engine.threads, engine.block_bytes,
+// features.groups); rejects keys this command and algorithm would ignore,
+// naming the key and where it was set.
+ExclusiveSettings exclusive_settings_from_config(const Config& config, ConfigCommand command);
+
+struct ExclusiveOutcome {
+  Model model;
+  exclusive::ExclusiveFit fit;
+  std::string group_source;  // "file" or "random"
+  uint64_t group_count = 0;
+  bool groups_disjoint = true;
+  uint64_t columns = 0;      // non-empty columns of the store (the design's p)
+  double seconds = 0;
+  uint64_t budget_peak = 0;
+};
+
+// One fit at settings.fista.lambda. The store must be binary (labels ±1).
+ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
+                                       MemoryBudget& budget);
+
+// One fit per λ of settings.path_lambda, in order, sharing the stream, the
+// design and the groups.
+std::vector<ExclusiveOutcome> train_exclusive_path(const ShardStore& store, const ExclusiveSettings& settings,
+                                                   MemoryBudget& budget);
+
+}  // namespace fgm

@@ -1,0 +1,199 @@
+#include "solvers/exclusive/design.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "core/error.h"
+#include "features/block_scores.h"
+#include "io/column_block.h"
+
+namespace fgm::exclusive {
+
+InMemoryDesign::InMemoryDesign(uint64_t rows, std::vector<uint64_t> ids, std::vector<uint64_t> column_ptr,
+                               std::vector<uint32_t> row_ids, std::vector<float> values, MemoryBudget& budget)
+    : rows_(rows), ids_(std::move(ids)), column_ptr_(std::move(column_ptr)), row_ids_(std::move(row_ids)),
+      values_(std::move(values)) {
+  FGM_ASSERT(column_ptr_.size() == ids_.size() + 1 && row_ids_.size() == values_.size());
+  memory_ = budget.reserve(ids_.size() * 16 + row_ids_.size() * 8, "exclusive: columns held in memory",
+                           "lower exclusive.working_set_growth or use fewer features");
+}
+
+InMemoryDesign InMemoryDesign::from_dense(uint64_t rows, uint64_t cols, const std::vector<double>& dense,
+                                          MemoryBudget& budget) {
+  std::vector<uint64_t> ids(cols), ptr{0};
+  std::vector<uint32_t> row_ids;
+  std::vector<float> values;
+  for (uint64_t j = 0; j < cols; ++j) {
+    ids[j] = j;
+    for (uint64_t i = 0; i < rows; ++i)
+      if (dense[i * cols + j] != 0) {
+        row_ids.push_back(static_cast<uint32_t>(i));
+        FGM_ASSERT(double(float(dense[i * cols + j])) == dense[i * cols + j]);
+        values.push_back(float(dense[i * cols + j]));
+      }
+    ptr.push_back(row_ids.size());
+  }
+  return InMemoryDesign(rows, std::move(ids), std::move(ptr), std::move(row_ids), std::move(values), budget);
+}
+
+void InMemoryDesign::multiply(const double* x, double* z) {
+  std::fill(z, z + rows_, 0.0);
+  for (uint64_t k = 0; k < ids_.size(); ++k) {
+    if (x[k] == 0) continue;
+    for (uint64_t q = column_ptr_[k]; q < column_ptr_[k + 1]; ++q) z[row_ids_[q]] += x[k] * static_cast<double>(values_[q]);
+  }
+  ++passes_;
+}
+
+void InMemoryDesign::multiply_transposed(const double* r, double* g) {
+  for (uint64_t k = 0; k < ids_.size(); ++k) {
+    double s = 0;
+    for (uint64_t q = column_ptr_[k]; q < column_ptr_[k + 1]; ++q) s += r[row_ids_[q]] * static_cast<double>(values_[q]);
+    g[k] = s;
+  }
+  ++passes_;
+}
+
+namespace {
+
+// One block's part of z = Xx: (row, x_k·value) for the nonzeros of the
+// columns with x_k ≠ 0, in storage order (added to z in block order).
+struct BlockProducts {
+  std::vector<uint32_t> rows;
+  std::vector<double> values;
+};
+
+void append_products(const ColumnBlock& block, const double* x, BlockProducts& out) {
+  for (uint32_t t = 0; t < block.tile_count; ++t)
+    for (uint32_t c = block.tile_cells[t]; c < block.tile_cells[t + 1]; ++c) {
+      const double xk = x[block.cell_column[c]];
+      if (xk == 0) continue;
+      for (uint32_t q = block.cell_ptr[c]; q < block.cell_ptr[c + 1]; ++q) {
+        out.rows.push_back(block.row_ids[q]);
+        out.values.push_back(xk * static_cast<double>(block.values[q]));
+      }
+    }
+}
+
+}  // namespace
+
+StreamedDesign::StreamedDesign(const BlockStream& stream, std::vector<BlockRef> blocks, MemoryBudget& budget)
+    : stream_(stream), blocks_(std::move(blocks)), budget_(budget), rows_(stream.store().info().n_rows) {
+  FGM_ASSERT(std::is_sorted(blocks_.begin(), blocks_.end(), [](const BlockRef& a, const BlockRef& b) {
+    return std::tie(a.shard, a.first_block) < std::tie(b.shard, b.first_block);
+  }));
+  uint64_t p = 0;
+  offsets_.reserve(blocks_.size());
+  for (const auto& b : blocks_) {
+    offsets_.push_back(p);
+    p += b.column_count;
+  }
+  memory_ = budget.reserve(p * sizeof(uint64_t) + blocks_.size() * sizeof(uint64_t),
+                           "exclusive: ids of the store's non-empty columns");
+  ids_.reserve(p);
+  stream_blocks<std::vector<uint64_t>>(
+      stream_, blocks_, "exclusive census",
+      [](const BlockRef&, const ColumnBlock& block) {
+        return std::vector<uint64_t>(block.column_ids, block.column_ids + block.column_count);
+      },
+      [&](std::vector<uint64_t>&& ids) { ids_.insert(ids_.end(), ids.begin(), ids.end()); },
+      [](const BlockRef& ref) { return ref.column_count * sizeof(uint64_t); });
+  if (ids_.size() != p) throw_error(ErrorKind::kCorruption, "store " + stream.store().dir() +
+                                                                ": block directory disagrees with its blocks");
+}
+
+void StreamedDesign::pass(const double* r, double* g, const ColumnUpdate* update, const double* x, double* z,
+                          const char* label) {
+  // The block's compact offset, found from its position in the plan.
+  auto offset_of = [&](const BlockRef& ref) {
+    auto it = std::lower_bound(blocks_.begin(), blocks_.end(), ref, [](const BlockRef& a, const BlockRef& b) {
+      return std::tie(a.shard, a.first_block) < std::tie(b.shard, b.first_block);
+    });
+    FGM_ASSERT(it != blocks_.end() && it->shard == ref.shard && it->first_block == ref.first_block);
+    return offsets_[static_cast<size_t>(it - blocks_.begin())];
+  };
+  if (z) std::fill(z, z + rows_, 0.0);
+  const bool want_products = z != nullptr;
+  stream_blocks<BlockProducts>(
+      stream_, blocks_, label,
+      [&](const BlockRef& ref, const ColumnBlock& block) {
+        const uint64_t first = offset_of(ref);
+        if (g) block_column_dots(block, r, g + first);
+        if (update) (*update)(first, first + block.column_count);
+        BlockProducts out;
+        if (want_products) append_products(block, x + first, out);
+        return out;
+      },
+      [&](BlockProducts&& products) {
+        for (size_t q = 0; q < products.rows.size(); ++q) z[products.rows[q]] += products.values[q];
+      },
+      [want_products](const BlockRef& ref) { return want_products ? ref.nnz * 12 : 0; });
+  ++passes_;
+}
+
+void StreamedDesign::multiply(const double* x, double* z) { pass(nullptr, nullptr, nullptr, x, z, "exclusive Xw"); }
+
+void StreamedDesign::multiply_transposed(const double* r, double* g) {
+  pass(r, g, nullptr, nullptr, nullptr, "exclusive X'r");
+}
+
+void StreamedDesign::transposed_update_multiply(const double* r, double* g, const ColumnUpdate& update,
+                                                const double* x, double* z) {
+  pass(r, g, &update, x, z, "exclusive X'r + Xw");
+}
+
+namespace {
+
+struct GatheredColumns {
+  std::vector<uint64_t> lengths;
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+};
+
+}  // namespace
+
+InMemoryDesign StreamedDesign::gather(const std::vector<uint64_t>& sorted_columns) {
+  std::vector<uint64_t> ids, ptr{0};
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  ids.reserve(sorted_columns.size());
+  for (uint64_t k : sorted_columns) ids.push_back(ids_[k]);
+  std::vector<BlockRef> wanted_blocks;  // only blocks holding a wanted column
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    auto lo = std::lower_bound(sorted_columns.begin(), sorted_columns.end(), offsets_[b]);
+    if (lo != sorted_columns.end() && *lo < offsets_[b] + blocks_[b].column_count) wanted_blocks.push_back(blocks_[b]);
+  }
+  CscBytes csc_bytes(stream_.store().info());
+  stream_blocks<GatheredColumns>(
+      stream_, wanted_blocks, "exclusive gather",
+      [&](const BlockRef& ref, const ColumnBlock& block) {
+        auto it = std::lower_bound(blocks_.begin(), blocks_.end(), ref, [](const BlockRef& a, const BlockRef& b) {
+          return std::tie(a.shard, a.first_block) < std::tie(b.shard, b.first_block);
+        });
+        const uint64_t first = offsets_[static_cast<size_t>(it - blocks_.begin())];
+        CscScratch scratch;
+        const CscColumns cols = csc_columns(block, scratch);
+        GatheredColumns out;
+        for (auto w = std::lower_bound(sorted_columns.begin(), sorted_columns.end(), first);
+             w != sorted_columns.end() && *w < first + block.column_count; ++w) {
+          const uint64_t k = *w - first;
+          out.lengths.push_back(cols.col_ptr[k + 1] - cols.col_ptr[k]);
+          for (uint32_t q = cols.col_ptr[k]; q < cols.col_ptr[k + 1]; ++q) {
+            out.rows.push_back(cols.row_ids[q]);
+            out.values.push_back(cols.values[q]);
+          }
+        }
+        return out;
+      },
+      [&](GatheredColumns&& cols) {
+        for (uint64_t len : cols.lengths) ptr.push_back(ptr.back() + len);
+        rows.insert(rows.end(), cols.rows.begin(), cols.rows.end());
+        values.insert(values.end(), cols.values.begin(), cols.values.end());
+      },
+      [&](const BlockRef& ref) { return csc_bytes(ref) + ref.nnz * 8; });
+  ++passes_;
+  return InMemoryDesign(rows_, std::move(ids), std::move(ptr), std::move(rows), std::move(values), budget_);
+}
+
+}  // namespace fgm::exclusive

@@ -1,0 +1,109 @@
+// The data matrix X (n rows × p columns) as the exclusive-sparsity solvers see
+// it: the two products every FISTA iteration needs, z = Xx and g = Xᵀr, and
+// one fused pass "g = Xᵀr, then x from g column range by column range, then
+// z = Xx" for the algorithms whose prox acts on each column alone (Fista-pcp's
+// positive-part projection, Fista-licp's q = Zu − V). Columns are a compact
+// index 0..p−1 over the non-empty columns; column_id() maps back to feature ids.
+//
+// Two layouts: InMemoryDesign (CSC, for tests and for the working set's
+// restricted problems) and StreamedDesign (the store, one stream_blocks pass
+// per product, within the MemoryBudget). Both give results independent of the
+// thread count: a column's dot product is summed in a fixed order, and z is
+// accumulated block by block in block order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/memory_budget.h"
+#include "features/block_stream.h"
+
+namespace fgm::exclusive {
+
+// Writes x[first, end) from g[first, end) (and the caller's own state) only;
+// called for disjoint ranges, possibly in parallel.
+using ColumnUpdate = std::function<void(uint64_t first, uint64_t end)>;
+
+class Design {
+ public:
+  virtual ~Design() = default;
+  virtual uint64_t rows() const = 0;
+  virtual uint64_t columns() const = 0;
+  virtual uint64_t column_id(uint64_t k) const = 0;
+  // z (rows()) = X x (columns()).
+  virtual void multiply(const double* x, double* z) = 0;
+  // g (columns()) = Xᵀ r (rows()).
+  virtual void multiply_transposed(const double* r, double* g) = 0;
+  // g = Xᵀr; update(first, end) over all columns; z = Xx. Two passes unless
+  // the layout fuses them (StreamedDesign: one pass). r must not alias z.
+  virtual void transposed_update_multiply(const double* r, double* g, const ColumnUpdate& update, const double* x,
+                                          double* z) {
+    multiply_transposed(r, g);
+    update(0, columns());
+    multiply(x, z);
+  }
+  // Passes over the data so far (a fused pass counts once).
+  uint64_t passes() const { return passes_; }
+
+ protected:
+  uint64_t passes_ = 0;
+};
+
+// Plain CSC in memory, reserved from the budget. Values are floats, as in the
+// store (the working set's columns are copies of stored columns).
+class InMemoryDesign final : public Design {
+ public:
+  // Columns given as (column_ptr, row ids, values); ids[k] is column k's feature id.
+  InMemoryDesign(uint64_t rows, std::vector<uint64_t> ids, std::vector<uint64_t> column_ptr,
+                 std::vector<uint32_t> row_ids, std::vector<float> values, MemoryBudget& budget);
+  // A dense row-major n × p matrix (tests; values must be floats); zeros are not stored.
+  static InMemoryDesign from_dense(uint64_t rows, uint64_t cols, const std::vector<double>& dense,
+                                   MemoryBudget& budget);
+
+  uint64_t rows() const override { return rows_; }
+  uint64_t columns() const override { return ids_.size(); }
+  uint64_t column_id(uint64_t k) const override { return ids_[k]; }
+  void multiply(const double* x, double* z) override;
+  void multiply_transposed(const double* r, double* g) override;
+
+ private:
+  Reservation memory_;
+  uint64_t rows_ = 0;
+  std::vector<uint64_t> ids_, column_ptr_;
+  std::vector<uint32_t> row_ids_;
+  std::vector<float> values_;
+};
+
+// The store's non-empty columns, streamed block by block. Construction makes
+// one census pass (the column ids, 8 bytes per non-empty column, reserved).
+class StreamedDesign final : public Design {
+ public:
+  StreamedDesign(const BlockStream& stream, std::vector<BlockRef> blocks, MemoryBudget& budget);
+
+  uint64_t rows() const override { return rows_; }
+  uint64_t columns() const override { return ids_.size(); }
+  uint64_t column_id(uint64_t k) const override { return ids_[k]; }
+  const std::vector<uint64_t>& column_ids() const { return ids_; }
+  void multiply(const double* x, double* z) override;
+  void multiply_transposed(const double* r, double* g) override;
+  void transposed_update_multiply(const double* r, double* g, const ColumnUpdate& update, const double* x,
+                                  double* z) override;
+  // The columns `sorted_columns` (compact indices, increasing) copied into
+  // memory in one pass: the working set's restricted design.
+  InMemoryDesign gather(const std::vector<uint64_t>& sorted_columns);
+
+ private:
+  // One pass: optional g = Xᵀr, optional update, optional z = Xx.
+  void pass(const double* r, double* g, const ColumnUpdate* update, const double* x, double* z, const char* label);
+
+  const BlockStream& stream_;
+  std::vector<BlockRef> blocks_;
+  std::vector<uint64_t> offsets_;  // compact index of each block's first column
+  MemoryBudget& budget_;
+  Reservation memory_;
+  uint64_t rows_ = 0;
+  std::vector<uint64_t> ids_;
+};
+
+}  // namespace fgm::exclusive

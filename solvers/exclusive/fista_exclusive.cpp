@@ -1,0 +1,522 @@
+// The three FISTA solvers of seed 002 (see the header for the problems, the
+// ERRATA corrections and the stopping rules). Each algorithm is a class with
+// the same four steps, driven by one loop (run_fista):
+//   trial(L, first)     x' = prox_{H/L}(x̄ − ∇F(x̄)/L) and its linear images
+//                       (first: ∇F(x̄) too; later trials reuse it)
+//   sufficient_decrease F(x') ≤ F(x̄) + ⟨∇F(x̄), x' − x̄⟩ + (L/2)‖x' − x̄‖²
+//   accept(β)           x_old ← x, x ← x', x̄ ← x + β(x − x_old) (images too)
+//   converged(tol)      the stopping rule
+#include "solvers/exclusive/fista_exclusive.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "solvers/exclusive/cone_projection.h"
+#include "solvers/losses.h"
+
+namespace fgm::exclusive {
+
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kPcp: return "pcp";
+    case Algorithm::kLocp: return "locp";
+    case Algorithm::kLicp: return "licp";
+  }
+  return "?";
+}
+
+const char* loss_name(ExclusiveLoss l) {
+  switch (l) {
+    case ExclusiveLoss::kSquared: return "squared";
+    case ExclusiveLoss::kLogistic: return "logistic";
+    case ExclusiveLoss::kHinge: return "hinge";
+  }
+  return "?";
+}
+
+namespace {
+
+using Vec = std::vector<double>;
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+double squared_distance(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
+  return s;
+}
+
+// x̄ = x + β(x − x_old) after x_old ← x, x ← x_new.
+void shift_and_extrapolate(Vec& x_old, Vec& x, Vec& x_new, Vec& x_bar, double beta) {
+  std::swap(x_old, x);
+  std::swap(x, x_new);
+  for (size_t i = 0; i < x.size(); ++i) x_bar[i] = x[i] + beta * (x[i] - x_old[i]);
+}
+
+double smooth_loss(ExclusiveLoss loss, const Vec& y, const double* z) {
+  double s = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (loss == ExclusiveLoss::kSquared) s += 0.5 * (z[i] - y[i]) * (z[i] - y[i]);
+    else if (loss == ExclusiveLoss::kLogistic) s += detail::softplus(-y[i] * z[i]);
+    else s += std::max(0.0, 1.0 - y[i] * z[i]);
+  }
+  return s;
+}
+
+// Curvature bound of the per-row loss (f'' ≤ c).
+double loss_curvature(ExclusiveLoss loss) { return loss == ExclusiveLoss::kLogistic ? 0.25 : 1.0; }
+
+// Sufficient decrease with a rounding allowance relative to the values compared.
+bool decrease_holds(double f_new, double f_bar, double linear, double L, double step_squared) {
+  const double bound = f_bar + linear + 0.5 * L * step_squared;
+  return f_new <= bound + 1e-12 * (std::fabs(f_bar) + std::fabs(f_new));
+}
+
+// ‖X‖² by the power method on XᵀX, one fused pass per iteration (the
+// Rayleigh quotient ‖Xv‖²/‖v‖² never exceeds ‖X‖²; backtracking fixes an
+// underestimate).
+double estimate_norm_squared(Design& X, int iterations, MemoryBudget& budget) {
+  const uint64_t n = X.rows(), p = X.columns();
+  if (p == 0 || n == 0) return 0;
+  Reservation memory = budget.reserve((2 * p + 2 * n) * sizeof(double), "exclusive: power iteration vectors");
+  Vec v(p), g(p), z(n), r(n);  // r: the pass's input, apart from its output z (a pass zeroes z first)
+  std::mt19937_64 rng(0x5eed);
+  std::uniform_real_distribution<double> unif(0.5, 1.5);
+  for (auto& e : v) e = unif(rng);
+  X.multiply(v.data(), z.data());
+  double estimate = 0;
+  for (int it = 0; it < iterations; ++it) {
+    const double vv = dot(v, v);
+    estimate = vv > 0 ? dot(z, z) / vv : 0;
+    if (!(estimate > 0)) break;
+    r = z;
+    X.transposed_update_multiply(
+        r.data(), g.data(), [&](uint64_t first, uint64_t end) { std::copy(g.begin() + first, g.begin() + end, v.begin() + first); },
+        v.data(), z.data());
+    const double norm = std::sqrt(dot(v, v));
+    if (!(norm > 0)) break;
+    for (auto& e : v) e /= norm;
+    for (auto& e : z) e /= norm;
+  }
+  const double vv = dot(v, v);
+  if (vv > 0) estimate = std::max(estimate, dot(z, z) / vv);
+  return estimate;
+}
+
+// ---------------------------------------------------------------- Fista-pcp
+class PcpSolver {
+ public:
+  PcpSolver(Design& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o, MemoryBudget& budget,
+            const Vec& warm_w)
+      : X_(X), y_(y), G_(G), o_(o), n_(X.rows()), p_(X.columns()) {
+    memory_ = budget.reserve((11 * p_ + 5 * n_ + 2 * G.count()) * sizeof(double), "exclusive: Fista-pcp vectors",
+                             "use the working set (exclusive.working_set = true) or fewer features");
+    for (Vec* v : {&up_, &um_, &up_old_, &um_old_, &upb_, &umb_, &up_new_, &um_new_, &w_new_, &g_, &reg_g_})
+      v->assign(p_, 0.0);
+    for (Vec* v : {&z_, &z_old_, &zb_, &z_new_, &r_}) v->assign(n_, 0.0);
+    if (!warm_w.empty()) {
+      for (uint64_t k = 0; k < p_; ++k) {
+        up_[k] = std::max(warm_w[k], 0.0);
+        um_[k] = std::max(-warm_w[k], 0.0);
+        w_new_[k] = up_[k] - um_[k];
+      }
+      X_.multiply(w_new_.data(), z_.data());
+    }
+    upb_ = up_, umb_ = um_, zb_ = z_;
+  }
+
+  double initial_lipschitz(double norm_squared) const {
+    return 2.0 * loss_curvature(o_.loss) * norm_squared + 2.0 * o_.lambda * double(G_.max_overlap_weight());
+  }
+
+  void trial(double L, bool first) {
+    if (first) {
+      loss_derivative(o_.loss, y_, zb_.data(), r_.data());
+      f_bar_ = smooth_loss(o_.loss, y_, zb_.data()) + regularize(upb_, umb_, &reg_g_);
+    }
+    auto update = [&](uint64_t first_col, uint64_t end) {
+      for (uint64_t k = first_col; k < end; ++k) {
+        up_new_[k] = std::max(0.0, upb_[k] - (g_[k] + reg_g_[k]) / L);
+        um_new_[k] = std::max(0.0, umb_[k] - (-g_[k] + reg_g_[k]) / L);
+        w_new_[k] = up_new_[k] - um_new_[k];
+      }
+    };
+    if (first) {
+      X_.transposed_update_multiply(r_.data(), g_.data(), update, w_new_.data(), z_new_.data());
+    } else {
+      update(0, p_);
+      X_.multiply(w_new_.data(), z_new_.data());
+    }
+  }
+
+  bool sufficient_decrease(double L) {
+    const double f_new = smooth_loss(o_.loss, y_, z_new_.data()) + regularize(up_new_, um_new_, nullptr);
+    double linear = 0, step = 0;
+    for (uint64_t k = 0; k < p_; ++k) {
+      const double dp = up_new_[k] - upb_[k], dm = um_new_[k] - umb_[k];
+      linear += (g_[k] + reg_g_[k]) * dp + (-g_[k] + reg_g_[k]) * dm;
+      step += dp * dp + dm * dm;
+    }
+    return decrease_holds(f_new, f_bar_, linear, L, step);
+  }
+
+  void accept(double beta) {
+    change_ = squared_distance(up_new_, up_) + squared_distance(um_new_, um_);
+    shift_and_extrapolate(up_old_, up_, up_new_, upb_, beta);
+    shift_and_extrapolate(um_old_, um_, um_new_, umb_, beta);
+    shift_and_extrapolate(z_old_, z_, z_new_, zb_, beta);
+  }
+
+  bool converged(double tol) const {
+    const double norm = std::sqrt(dot(up_, up_) + dot(um_, um_));
+    return std::sqrt(change_) <= tol * std::max(norm, 1e-12);
+  }
+
+  Vec weights() const {
+    Vec w(p_);
+    for (uint64_t k = 0; k < p_; ++k) w[k] = up_[k] - um_[k];
+    return w;
+  }
+  const Vec& margins() const { return z_; }
+
+ private:
+  // (λ/2) Σ_g (1ᵀ(u₊ + u₋)_g)², and its gradient λ Σ_{g∋k} s_g (same for u₊ and u₋).
+  double regularize(const Vec& up, const Vec& um, Vec* gradient) const {
+    double total = 0;
+    if (gradient) std::fill(gradient->begin(), gradient->end(), 0.0);
+    for (uint64_t g = 0; g < G_.count(); ++g) {
+      double s = 0;
+      for (uint64_t q = G_.member_ptr[g]; q < G_.member_ptr[g + 1]; ++q) s += up[G_.members[q]] + um[G_.members[q]];
+      total += s * s;
+      if (gradient)
+        for (uint64_t q = G_.member_ptr[g]; q < G_.member_ptr[g + 1]; ++q) (*gradient)[G_.members[q]] += o_.lambda * s;
+    }
+    return 0.5 * o_.lambda * total;
+  }
+
+  Design& X_;
+  const Vec& y_;
+  const ExclusiveGroups& G_;
+  const FistaOptions& o_;
+  uint64_t n_, p_;
+  Reservation memory_;
+  Vec up_, um_, up_old_, um_old_, upb_, umb_, up_new_, um_new_, w_new_, g_, reg_g_;
+  Vec z_, z_old_, zb_, z_new_, r_;
+  double f_bar_ = 0, change_ = 0;
+};
+
+// ---------------------------------------------------------------- Fista-locp
+class LocpSolver {
+ public:
+  LocpSolver(Design& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o, MemoryBudget& budget,
+             const Vec& warm_w)
+      : X_(X), y_(y), G_(G), o_(o), n_(X.rows()), p_(X.columns()) {
+    if (!G.disjoint)
+      throw_error(ErrorKind::kConfig,
+                  "exclusive.algorithm = \"locp\" needs disjoint groups (its prox is the l1-cone projection per "
+                  "group); these groups overlap: use \"pcp\"");
+    memory_ = budget.reserve((6 * p_ + 5 * n_) * sizeof(double), "exclusive: Fista-locp vectors",
+                             "use the working set (exclusive.working_set = true) or fewer features");
+    for (Vec* v : {&w_, &w_old_, &wb_, &w_new_, &g_, &c_}) v->assign(p_, 0.0);
+    for (Vec* v : {&z_, &z_old_, &zb_, &z_new_, &r_}) v->assign(n_, 0.0);
+    if (!warm_w.empty()) {
+      w_ = warm_w;
+      X_.multiply(w_.data(), z_.data());
+    }
+    wb_ = w_, zb_ = z_;
+  }
+
+  double initial_lipschitz(double norm_squared) const { return loss_curvature(o_.loss) * norm_squared; }
+
+  void trial(double L, bool first) {
+    if (first) {
+      loss_derivative(o_.loss, y_, zb_.data(), r_.data());
+      X_.multiply_transposed(r_.data(), g_.data());
+      f_bar_ = smooth_loss(o_.loss, y_, zb_.data());
+    }
+    for (uint64_t k = 0; k < p_; ++k) c_[k] = wb_[k] - g_[k] / L;
+    w_new_ = c_;  // a column in no group has no penalty: the prox leaves it
+    Vec member_c;
+    for (uint64_t g = 0; g < G_.count(); ++g) {
+      const uint64_t d = G_.size(g);
+      member_c.resize(d);
+      for (uint64_t q = 0; q < d; ++q) member_c[q] = c_[G_.members[G_.member_ptr[g] + q]];
+      prox_l1_squared(member_c.data(), d, o_.lambda / L, member_c.data(), scratch_);
+      for (uint64_t q = 0; q < d; ++q) w_new_[G_.members[G_.member_ptr[g] + q]] = member_c[q];
+    }
+    X_.multiply(w_new_.data(), z_new_.data());
+  }
+
+  bool sufficient_decrease(double L) {
+    double linear = 0, step = 0;
+    for (uint64_t k = 0; k < p_; ++k) {
+      const double d = w_new_[k] - wb_[k];
+      linear += g_[k] * d;
+      step += d * d;
+    }
+    return decrease_holds(smooth_loss(o_.loss, y_, z_new_.data()), f_bar_, linear, L, step);
+  }
+
+  void accept(double beta) {
+    change_ = squared_distance(w_new_, w_);
+    shift_and_extrapolate(w_old_, w_, w_new_, wb_, beta);
+    shift_and_extrapolate(z_old_, z_, z_new_, zb_, beta);
+  }
+
+  bool converged(double tol) const { return std::sqrt(change_) <= tol * std::max(std::sqrt(dot(w_, w_)), 1e-12); }
+  Vec weights() const { return w_; }
+  const Vec& margins() const { return z_; }
+
+ private:
+  Design& X_;
+  const Vec& y_;
+  const ExclusiveGroups& G_;
+  const FistaOptions& o_;
+  uint64_t n_, p_;
+  Reservation memory_;
+  ProjectionScratch scratch_;
+  Vec w_, w_old_, wb_, w_new_, g_, c_;
+  Vec z_, z_old_, zb_, z_new_, r_;
+  double f_bar_ = 0, change_ = 0;
+};
+
+// ---------------------------------------------------------------- Fista-licp
+// Variables x = (u, v); images q = Zu − V(v) (p) and b = Xq (n), both linear
+// in x. ∇_u F = y∘b/α − 1, ∇_{v^g} F = −q_g/α. Every trial is one fused pass:
+// a = Xᵀ(y∘u'), q' = a − V(v') column by column, b' = Xq'.
+class LicpSolver {
+ public:
+  LicpSolver(Design& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o, MemoryBudget& budget,
+             const Vec& warm_dual)
+      : X_(X), y_(y), G_(G), o_(o), n_(X.rows()), p_(X.columns()), m_(G.total_members()) {
+    if (!(o.ridge > 0)) throw_error(ErrorKind::kConfig, "exclusive.ridge must be > 0 for exclusive.algorithm = \"licp\"");
+    memory_ = budget.reserve((6 * p_ + 10 * n_ + 4 * m_) * sizeof(double), "exclusive: Fista-licp vectors",
+                             "use the working set (exclusive.working_set = true) or fewer features");
+    for (Vec* v : {&u_, &u_old_, &ub_, &u_new_, &grad_u_, &ry_}) v->assign(n_, 0.0);
+    for (Vec* v : {&b_, &b_old_, &bb_, &b_new_}) v->assign(n_, 0.0);
+    for (Vec* v : {&v_, &v_old_, &vb_, &v_new_}) v->assign(m_, 0.0);
+    for (Vec* v : {&q_, &q_old_, &qb_, &q_new_, &a_, &V_new_}) v->assign(p_, 0.0);
+    if (!warm_dual.empty()) {
+      for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, 1.0);
+      for (uint64_t i = 0; i < n_; ++i) ry_[i] = y_[i] * u_[i];
+      X_.transposed_update_multiply(
+          ry_.data(), a_.data(), [&](uint64_t f, uint64_t e) { std::copy(a_.begin() + f, a_.begin() + e, q_.begin() + f); },
+          q_.data(), b_.data());
+    }
+    ub_ = u_, vb_ = v_, qb_ = q_, bb_ = b_;
+  }
+
+  double initial_lipschitz(double norm_squared) const {
+    return (norm_squared + double(G_.max_memberships())) / o_.ridge;
+  }
+
+  void trial(double L, bool first) {
+    const double alpha = o_.ridge;
+    if (first) {
+      for (uint64_t i = 0; i < n_; ++i) grad_u_[i] = y_[i] * bb_[i] / alpha - 1.0;
+      f_bar_ = 0.5 * dot(qb_, qb_) / alpha - sum(ub_);
+    }
+    for (uint64_t i = 0; i < n_; ++i) {
+      u_new_[i] = std::clamp(ub_[i] - grad_u_[i] / L, 0.0, 1.0);
+      ry_[i] = y_[i] * u_new_[i];
+    }
+    std::fill(V_new_.begin(), V_new_.end(), 0.0);
+    Vec d;
+    for (uint64_t g = 0; g < G_.count(); ++g) {
+      const uint64_t first_member = G_.member_ptr[g], size = G_.size(g);
+      d.resize(size);
+      for (uint64_t q = 0; q < size; ++q) d[q] = vb_[first_member + q] + qb_[G_.members[first_member + q]] / (alpha * L);
+      project_linf_cone(d.data(), size, 0.0, 1.0 / (L * o_.lambda), &v_new_[first_member], scratch_);
+      for (uint64_t q = 0; q < size; ++q) V_new_[G_.members[first_member + q]] += v_new_[first_member + q];
+    }
+    X_.transposed_update_multiply(
+        ry_.data(), a_.data(),
+        [&](uint64_t f, uint64_t e) {
+          for (uint64_t k = f; k < e; ++k) q_new_[k] = a_[k] - V_new_[k];
+        },
+        q_new_.data(), b_new_.data());
+  }
+
+  bool sufficient_decrease(double L) {
+    const double alpha = o_.ridge;
+    const double f_new = 0.5 * dot(q_new_, q_new_) / alpha - sum(u_new_);
+    double linear = 0, step = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      const double d = u_new_[i] - ub_[i];
+      linear += grad_u_[i] * d;
+      step += d * d;
+    }
+    for (uint64_t q = 0; q < m_; ++q) {
+      const double d = v_new_[q] - vb_[q];
+      linear += -qb_[G_.members[q]] / alpha * d;
+      step += d * d;
+    }
+    return decrease_holds(f_new, f_bar_, linear, L, step);
+  }
+
+  void accept(double beta) {
+    shift_and_extrapolate(u_old_, u_, u_new_, ub_, beta);
+    shift_and_extrapolate(v_old_, v_, v_new_, vb_, beta);
+    shift_and_extrapolate(q_old_, q_, q_new_, qb_, beta);
+    shift_and_extrapolate(b_old_, b_, b_new_, bb_, beta);
+    gap_ = primal() - dual();
+  }
+
+  bool converged(double tol) const { return gap_ <= tol * std::max(1.0, std::fabs(primal_)); }
+
+  Vec weights() const {
+    Vec w(p_);
+    for (uint64_t k = 0; k < p_; ++k) w[k] = q_[k] / o_.ridge;
+    return w;
+  }
+  Vec margins() const {
+    Vec z(n_);
+    for (uint64_t i = 0; i < n_; ++i) z[i] = b_[i] / o_.ridge;
+    return z;
+  }
+  const Vec& dual_u() const { return u_; }
+  double gap() const { return gap_; }
+
+ private:
+  static double sum(const Vec& v) {
+    double s = 0;
+    for (double e : v) s += e;
+    return s;
+  }
+  // (10) at w = q/α, with Xw = b/α.
+  double primal() {
+    const Vec w = weights(), z = margins();
+    primal_ = exclusive_objective(ExclusiveLoss::kHinge, y_, z.data(), G_, w.data(), o_.lambda, o_.ridge);
+    return primal_;
+  }
+  // −(F + H) at (u, v): the dual objective of Theorem 4.
+  double dual() const {
+    double h = 0;
+    for (uint64_t g = 0; g < G_.count(); ++g) {
+      double m = 0;
+      for (uint64_t q = G_.member_ptr[g]; q < G_.member_ptr[g + 1]; ++q) m = std::max(m, std::fabs(v_[q]));
+      h += m * m;
+    }
+    return -(0.5 * dot(q_, q_) / o_.ridge - sum(u_) + 0.5 * h / o_.lambda);
+  }
+
+  Design& X_;
+  const Vec& y_;
+  const ExclusiveGroups& G_;
+  const FistaOptions& o_;
+  uint64_t n_, p_, m_;
+  Reservation memory_;
+  ProjectionScratch scratch_;
+  Vec u_, u_old_, ub_, u_new_, grad_u_, ry_;
+  Vec b_, b_old_, bb_, b_new_;
+  Vec v_, v_old_, vb_, v_new_;
+  Vec q_, q_old_, qb_, q_new_, a_, V_new_;
+  double f_bar_ = 0, gap_ = 0, primal_ = 0;
+};
+
+// `norm_squared`: ‖X‖² estimated before the solver's vectors are reserved
+// (the power iteration's own vectors are released by then).
+template <class Solver>
+void run_fista(Solver& s, double norm_squared, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o,
+               FistaResult& out) {
+  double L = o.lipschitz > 0 ? o.lipschitz : s.initial_lipschitz(norm_squared);
+  if (!(L > 0)) L = 1.0;  // an all-zero design: any step is exact
+  double t = 1;
+  for (int k = 1; k <= o.max_iterations; ++k) {
+    s.trial(L, true);
+    while (!s.sufficient_decrease(L) && L < 1e300) {
+      L *= 2;
+      ++out.backtracks;
+      s.trial(L, false);
+    }
+    const double t_next = o.paper_momentum_misprint ? 0.5 + 0.5 * std::sqrt(1 + 4 * t)
+                                                    : 0.5 + 0.5 * std::sqrt(1 + 4 * t * t);
+    s.accept((t - 1) / t_next);
+    t = t_next;
+    out.iterations = k;
+    if (o.record_objective) {
+      const Vec w = s.weights();
+      const Vec z = s.margins();
+      out.trace.push_back(exclusive_objective(o.loss, y, z.data(), G, w.data(), o.lambda, o.ridge));
+    }
+    if (s.converged(o.tolerance)) {
+      out.converged = true;
+      break;
+    }
+  }
+  out.lipschitz = L;
+  out.w = s.weights();
+  out.margins = s.margins();
+  out.objective = exclusive_objective(o.loss, y, out.margins.data(), G, out.w.data(), o.lambda, o.ridge, &out.loss);
+  out.regularizer = out.objective - out.loss;
+}
+
+}  // namespace
+
+void loss_derivative(ExclusiveLoss loss, const std::vector<double>& y, const double* z, double* r) {
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (loss == ExclusiveLoss::kSquared) r[i] = z[i] - y[i];
+    else if (loss == ExclusiveLoss::kLogistic) r[i] = -y[i] * detail::sigmoid(-y[i] * z[i]);
+    else r[i] = y[i] * z[i] < 1 ? -y[i] : 0.0;  // a subgradient of the hinge
+  }
+}
+
+double exclusive_objective(ExclusiveLoss loss, const std::vector<double>& y, const double* z, const ExclusiveGroups& groups,
+                           const double* w, double lambda, double ridge, double* loss_out) {
+  const double f = smooth_loss(loss, y, z);
+  double reg = 0.5 * lambda * exclusive_norm_squared(groups, w);
+  if (loss == ExclusiveLoss::kHinge) {
+    double ww = 0;
+    for (uint64_t k = 0; k < groups.columns; ++k) ww += w[k] * w[k];
+    reg += 0.5 * ridge * ww;
+  }
+  if (loss_out) *loss_out = f;
+  return f + reg;
+}
+
+FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
+                            const FistaOptions& options, MemoryBudget& budget, const std::vector<double>& warm_w,
+                            const std::vector<double>& warm_dual) {
+  FGM_ASSERT(y.size() == X.rows() && groups.columns == X.columns());
+  const bool hinge = options.loss == ExclusiveLoss::kHinge;
+  if (hinge != (options.algorithm == Algorithm::kLicp))
+    throw_error(ErrorKind::kConfig, std::string("exclusive.loss = \"") + loss_name(options.loss) +
+                                        "\" does not go with exclusive.algorithm = \"" +
+                                        algorithm_name(options.algorithm) +
+                                        "\": licp solves the hinge loss (E-SVM), pcp and locp the squared and "
+                                        "logistic losses");
+  if (!warm_w.empty()) FGM_ASSERT(warm_w.size() == X.columns());
+  if (!warm_dual.empty()) FGM_ASSERT(warm_dual.size() == X.rows());
+  FistaResult out;
+  const uint64_t passes_before = X.passes();
+  const double norm_squared = options.lipschitz > 0 ? 0.0 : estimate_norm_squared(X, options.power_iterations, budget);
+  switch (options.algorithm) {
+    case Algorithm::kPcp: {
+      PcpSolver s(X, y, groups, options, budget, warm_w);
+      run_fista(s, norm_squared, y, groups, options, out);
+      break;
+    }
+    case Algorithm::kLocp: {
+      LocpSolver s(X, y, groups, options, budget, warm_w);
+      run_fista(s, norm_squared, y, groups, options, out);
+      break;
+    }
+    case Algorithm::kLicp: {
+      LicpSolver s(X, y, groups, options, budget, warm_dual);
+      run_fista(s, norm_squared, y, groups, options, out);
+      out.dual = s.dual_u();
+      out.duality_gap = s.gap();
+      break;
+    }
+  }
+  out.passes = X.passes() - passes_before;
+  return out;
+}
+
+}  // namespace fgm::exclusive

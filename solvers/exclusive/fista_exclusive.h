@@ -1,0 +1,94 @@
+// FISTA solvers of seed 002 (Huang & Liu, "Exclusive Sparsity Norm
+// Minimization with Random Groups via Cone Projection"), over a Design X
+// (n × p, solvers/exclusive/design.h) and groups G (exclusive_groups.h):
+//
+//   (7)  min_w  f(w) + (λ/2)‖w‖_e²,   ‖w‖_e² = Σ_g ‖w_g‖₁²
+//        f(w) = ½ Σ_i (x_iᵀw − y_i)²           (squared; y real)
+//        f(w) =   Σ_i log(1 + exp(−y_i x_iᵀw)) (logistic; y = ±1)
+//   Fista-pcp  (Section 3.2, (8)): w = w₊ − w₋, w± ≥ 0, F = f(w₊ − w₋) +
+//              (λ/2) Σ_g (1ᵀ(w₊+w₋)_g)², prox = positive part. Any groups.
+//   Fista-locp (Section 3.2, (9)): prox of (λ/2)‖·‖_e² = P1^{λ/L}(c_g, 0) per
+//              group (Alg. 2). Disjoint groups only.
+//   (10) min_w  Σ_i max(1 − y_i x_iᵀw, 0) + (α/2)‖w‖² + (λ/2)‖w‖_e²   (E-SVM, β = λ)
+//   Fista-licp (Section 3.3, Theorem 4): FISTA on the dual (11) in
+//              (u ∈ [0,1]^n, v^g ∈ R^{|g|}): F = (1/2α)‖Zu − Σ_g v̄^g‖² − 1ᵀu,
+//              Z = Xᵀdiag(y); prox = clip u, v^g = P∞^{1/(Lλ)}(·, 0) (Alg. 3);
+//              w = (Zu − Σ_g v̄^g)/α. Any groups.
+// No bias (the paper has none). Losses are sums over the rows, as in the paper.
+//
+// FISTA (Algorithm 1) with the ERRATA 002 momentum t' = ½ + ½√(1 + 4t²) (the
+// printed √(1 + 4t) loses the O(1/k²) rate), and Beck–Teboulle backtracking:
+// the step 1/L is accepted when F(x') ≤ F(x̄) + ⟨∇F(x̄), x' − x̄⟩ + (L/2)‖x' − x̄‖²,
+// else L doubles. Every quantity of that test comes from the linear images
+// (Xw, or Zu and Xq for licp) that the iteration computes anyway, extrapolated
+// linearly, so a trial costs one multiply (pcp: the first trial is one fused
+// pass Xᵀr → prox → Xw; licp: every trial is one fused pass). L starts from a
+// power-iteration estimate of ‖X‖² (exclusive.power_iterations fused passes).
+//
+// Stopping (the paper gives none, ERRATA 002): pcp and locp stop when
+// ‖x_k − x_{k−1}‖ ≤ tolerance·max(‖x_k‖, 1e-12)... on the solver's variables;
+// licp stops when the primal–dual gap of (10) is ≤ tolerance·max(1, P(w)).
+// Both also stop at max_iterations (converged = false).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/memory_budget.h"
+#include "solvers/exclusive/design.h"
+#include "solvers/exclusive/exclusive_groups.h"
+
+namespace fgm::exclusive {
+
+enum class Algorithm { kPcp, kLocp, kLicp };
+enum class ExclusiveLoss { kSquared, kLogistic, kHinge };
+const char* algorithm_name(Algorithm a);
+const char* loss_name(ExclusiveLoss l);
+
+struct FistaOptions {
+  Algorithm algorithm = Algorithm::kPcp;
+  ExclusiveLoss loss = ExclusiveLoss::kSquared;  // licp: kHinge only; pcp/locp: not kHinge
+  double lambda = 1.0;                           // λ of (7), β of (10)
+  double ridge = 1.0;                            // α of (10) (licp only), > 0
+  double tolerance = 1e-6;
+  int max_iterations = 5000;
+  int power_iterations = 10;
+  double lipschitz = 0;  // > 0: start L here instead of estimating it
+  // The paper's printed momentum t' = ½ + ½√(1 + 4t), for the rate test only.
+  bool paper_momentum_misprint = false;
+  bool record_objective = false;  // objective of every iterate in FistaResult::trace
+};
+
+struct FistaResult {
+  std::vector<double> w;        // p weights
+  std::vector<double> dual;     // licp: u (n entries), the warm start of the next solve
+  double objective = 0;         // (7) or (10) at w
+  double loss = 0;
+  double regularizer = 0;       // (λ/2)‖w‖_e² (+ (α/2)‖w‖² for licp)
+  double duality_gap = 0;       // licp: P(w) − D(u, v) ≥ 0
+  int iterations = 0;
+  int backtracks = 0;
+  bool converged = false;
+  double lipschitz = 0;         // final L
+  uint64_t passes = 0;          // passes over X by this solve
+  std::vector<double> trace;    // record_objective: objective after each iteration
+  std::vector<double> margins;  // Xw at w (n entries)
+};
+
+// `y`: n labels (±1 for logistic and hinge). `warm_w` (p) / `warm_dual` (n)
+// may be empty. Throws Error(kConfig) naming exclusive.algorithm / exclusive.loss
+// for an unsupported combination (locp on overlapping groups, licp without hinge).
+FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
+                            const FistaOptions& options, MemoryBudget& budget,
+                            const std::vector<double>& warm_w = {}, const std::vector<double>& warm_dual = {});
+
+// The objective of (7) (pcp/locp losses) or (10) (hinge) at w, from the margins
+// z = Xw: used by the solvers and by the tests' oracles.
+double exclusive_objective(ExclusiveLoss loss, const std::vector<double>& y, const double* z, const ExclusiveGroups& groups,
+                           const double* w, double lambda, double ridge, double* loss_out = nullptr);
+
+// ∂f/∂z_i for the smooth losses (the per-row factor of ∇f = Xᵀr).
+void loss_derivative(ExclusiveLoss loss, const std::vector<double>& y, const double* z, double* r);
+
+}  // namespace fgm::exclusive

@@ -1,0 +1,144 @@
+#include "solvers/exclusive/working_set.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace fgm::exclusive {
+namespace {
+
+// ρ: per-row derivative of the loss at the current solution (hinge: −y∘u).
+void row_derivative(const FistaOptions& o, const std::vector<double>& y, const std::vector<double>& margins,
+                    const std::vector<double>& dual, std::vector<double>& rho) {
+  if (o.loss == ExclusiveLoss::kHinge) {
+    for (size_t i = 0; i < y.size(); ++i) rho[i] = dual.empty() ? -y[i] : -y[i] * dual[i];
+  } else {
+    loss_derivative(o.loss, y, margins.data(), rho.data());
+  }
+}
+
+struct Violator {
+  double excess;
+  uint64_t column;
+};
+
+// Zero weights whose |gradient| exceeds λ·Σ_{g∋k}‖w_g‖₁ by more than `floor`, largest first.
+std::vector<Violator> find_violators(const ExclusiveGroups& G, const std::vector<double>& gradient,
+                                     const std::vector<double>& w, double lambda, double floor) {
+  std::vector<double> group_l1;
+  exclusive_norm_squared(G, w.data(), &group_l1);
+  std::vector<Violator> out;
+  for (uint64_t k = 0; k < G.columns; ++k) {
+    if (w[k] != 0) continue;
+    double theta = 0;
+    for (uint64_t q = G.membership_ptr[k]; q < G.membership_ptr[k + 1]; ++q) theta += lambda * group_l1[G.memberships[q]];
+    const double excess = std::fabs(gradient[k]) - theta;
+    if (excess > floor) out.push_back({excess, k});
+  }
+  std::sort(out.begin(), out.end(), [](const Violator& a, const Violator& b) {
+    return a.excess != b.excess ? a.excess > b.excess : a.column < b.column;
+  });
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+uint64_t count_nonzeros(const std::vector<double>& w) {
+  uint64_t c = 0;
+  for (double v : w) c += v != 0;
+  return c;
+}
+
+}  // namespace
+
+ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
+                           const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget) {
+  ExclusiveFit fit;
+  const uint64_t passes_before = X.passes();
+  const uint64_t n = X.rows(), p = X.columns();
+  {
+    const std::vector<double> zeros(n, 0.0);
+    fit.objective_at_zero = exclusive_objective(fista.loss, y, zeros.data(), groups, std::vector<double>(p, 0.0).data(),
+                                                fista.lambda, fista.ridge);
+  }
+  if (!ws.enabled) {
+    const auto start = std::chrono::steady_clock::now();
+    fit.last_solve = solve_exclusive(X, y, groups, fista, budget);
+    WorkingSetRound r;
+    r.working_set = p;
+    r.nonzeros = count_nonzeros(fit.last_solve.w);
+    r.objective = fit.last_solve.objective;
+    r.fista_iterations = fit.last_solve.iterations;
+    r.converged = fit.last_solve.converged;
+    r.solve_seconds = seconds_since(start);
+    fit.round_log.push_back(r);
+    fit.w = fit.last_solve.w;
+    fit.margins = fit.last_solve.margins;
+    fit.working_set = p;
+    fit.fista_iterations = fit.last_solve.iterations;
+    fit.converged = fit.last_solve.converged;
+    fit.full_passes = X.passes() - passes_before;
+    return fit;
+  }
+  Reservation memory = budget.reserve((2 * p + n) * sizeof(double), "exclusive: working-set check vectors");
+  fit.w.assign(p, 0.0);
+  fit.margins.assign(n, 0.0);
+  std::vector<double> rho(n), gradient(p), dual;
+  std::vector<uint64_t> W;  // sorted compact columns
+  double scale = 0;
+  for (int round = 0;; ++round) {
+    auto start = std::chrono::steady_clock::now();
+    row_derivative(fista, y, fit.margins, dual, rho);
+    X.multiply_transposed(rho.data(), gradient.data());
+    if (round == 0) {
+      for (double g : gradient) scale = std::max(scale, std::fabs(g));
+      if (!(scale > 0)) scale = 1;
+    }
+    const auto violators = find_violators(groups, gradient, fit.w, fista.lambda, ws.kkt_tolerance * scale);
+    fit.max_violation = violators.empty() ? 0.0 : violators.front().excess / scale;
+    if (violators.empty()) {
+      fit.converged = round > 0 ? fit.last_solve.converged : true;
+      break;
+    }
+    if (round >= ws.max_rounds) break;
+    // Add the largest violators; W stays sorted.
+    const uint64_t add = std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
+    WorkingSetRound log;
+    log.added = add;
+    log.violation = fit.max_violation;
+    log.check_seconds = seconds_since(start);
+    start = std::chrono::steady_clock::now();
+    for (uint64_t q = 0; q < add; ++q) W.push_back(violators[q].column);
+    std::sort(W.begin(), W.end());
+    // Restricted solve, warm-started from the current weights (and dual).
+    InMemoryDesign XW = X.gather(W);
+    ExclusiveGroups GW = restrict_groups(groups, W, budget);
+    std::vector<double> warm(W.size());
+    for (size_t q = 0; q < W.size(); ++q) warm[q] = fit.w[W[q]];
+    const bool hinge = fista.loss == ExclusiveLoss::kHinge;
+    fit.last_solve = solve_exclusive(XW, y, GW, fista, budget, hinge ? std::vector<double>{} : warm,
+                                     hinge ? dual : std::vector<double>{});
+    fit.rounds = round + 1;
+    fit.fista_iterations += fit.last_solve.iterations;
+    std::fill(fit.w.begin(), fit.w.end(), 0.0);
+    for (size_t q = 0; q < W.size(); ++q) fit.w[W[q]] = fit.last_solve.w[q];
+    fit.margins = fit.last_solve.margins;
+    dual = fit.last_solve.dual;
+    log.working_set = W.size();
+    log.nonzeros = count_nonzeros(fit.w);
+    log.objective = fit.last_solve.objective;
+    log.fista_iterations = fit.last_solve.iterations;
+    log.converged = fit.last_solve.converged;
+    log.solve_seconds = seconds_since(start);
+    fit.round_log.push_back(log);
+  }
+  fit.working_set = W.size();
+  fit.full_passes = X.passes() - passes_before;
+  return fit;
+}
+
+}  // namespace fgm::exclusive
