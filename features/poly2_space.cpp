@@ -44,6 +44,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/messages.h"
 #include "core/simd/simd.h"
 #include "features/poly2_dense_pairs.h"
@@ -59,14 +60,17 @@ constexpr double kDenseDensity = 0.2;
 
 struct Stage1Output {
   Stage1Output(size_t B, uint64_t count, MemoryBudget& budget)
-      : memory(budget.reserve(count * (sizeof(double) + 2 * sizeof(uint64_t)), "poly2 per-block bounds")),
+      : memory(budget.reserve(count * (3 * sizeof(double) + 2 * sizeof(uint64_t)), "poly2 per-block bounds")),
         top(B, &budget),
         ids(count),
-        weights(count),
-        nnz(count) {}
+        c(count, 0.0),
+        q(count, 0.0),
+        weights(count, 0.0),
+        nnz(count, 0) {}
   Reservation memory;
   TopBCache top;
   std::vector<uint64_t> ids;    // the block's non-empty columns
+  std::vector<double> c, q;     // c_j = Σ a_i x_ij, q_j = Σ a_i x_ij²
   std::vector<double> weights;  // u_j² = Σ |a_i| x_ij²
   std::vector<uint64_t> nnz;
 };
@@ -85,9 +89,9 @@ struct ActiveEntries {
 // Row-major view of the active features: per row, (active index, value) pairs
 // sorted by active index, i.e. by decreasing bound u.
 struct ActiveRows {
-  std::vector<uint64_t> row_ptr;
-  std::vector<uint32_t> index;
-  std::vector<float> value;
+  HugeVector<uint64_t> row_ptr;
+  HugeVector<uint32_t> index;
+  HugeVector<float> value;
 };
 
 // Open-addressing accumulator for exact pair sums of one j-partition. It
@@ -137,8 +141,8 @@ class PairTable {
     mask_ = cap - 1;
   }
   void grow() {
-    std::vector<uint64_t> old_keys = std::move(keys_);
-    std::vector<double> old_sums = std::move(sums_);
+    HugeVector<uint64_t> old_keys = std::move(keys_);
+    HugeVector<double> old_sums = std::move(sums_);
     allocate(2 * (mask_ + 1));
     for (size_t i = 0; i < old_keys.size(); ++i) {
       if (old_keys[i] == kEmpty) continue;
@@ -151,8 +155,8 @@ class PairTable {
   }
   MemoryBudget& budget_;
   Reservation reservation_;
-  std::vector<uint64_t> keys_;
-  std::vector<double> sums_;
+  HugeVector<uint64_t> keys_;
+  HugeVector<double> sums_;
   uint64_t mask_ = 0;
   uint64_t size_ = 0;
 };
@@ -219,8 +223,8 @@ struct Poly2Space::Pass {
   SpaceScores out;
   TopBCache top;
   Reservation bounds_mem;
-  std::vector<double> u;             // u_j, the pair bounds
-  std::vector<uint32_t> column_nnz;
+  HugeVector<double> u;              // u_j, the pair bounds
+  HugeVector<uint32_t> column_nnz;
   std::vector<uint32_t> order;       // features with u_j > 0 by decreasing u (ties: smaller id)
   size_t seeded = 0;                 // order[0, seeded) formed the seed
   double t = 0;                      // pair (j,k) is eligible iff u_j·u_k ≥ t
@@ -293,18 +297,25 @@ void Poly2Space::score_single_features(Pass& pass) {
   PassStats p1 = stream_blocks<Stage1Output>(
       *ctx.stream, *ctx.blocks, "poly2 single features",
       [&](const BlockRef&, const ColumnBlock& block) {
-        CscScratch scratch;  // reserved by the stream (CscBytes)
-        const CscColumns cols = csc_columns(block, scratch);
-        Stage1Output o(B, cols.column_count, budget);
-        for (uint64_t k = 0; k < cols.column_count; ++k) {
-          const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
-          double moments[3];  // c_j, q_j, u_j² (fixed lane order: the same on every SIMD target)
-          simd_kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, moments);
-          const double c = moments[0], q = moments[1], w = moments[2];
-          const uint64_t j = cols.column_ids[k];
+        Stage1Output o(B, block.column_count, budget);
+        // Cell by cell in tile order: a tile's slice of a stays in cache
+        // while its cells are summed; each column adds its cells' partial
+        // moments in tile order (a fixed order: any thread count gives the
+        // same sums). No conversion of the block into whole columns.
+        const uint32_t cells = block.cell_count();
+        for (uint32_t cell = 0; cell < cells; ++cell) {
+          const uint32_t k = block.cell_column[cell], begin = block.cell_ptr[cell], end = block.cell_ptr[cell + 1];
+          double moments[3];  // fixed lane order: the same on every SIMD target
+          simd_kernels.gather_moments(a, block.row_ids + begin, block.values + begin, end - begin, moments);
+          o.c[k] += moments[0];
+          o.q[k] += moments[1];
+          o.weights[k] += moments[2];
+          o.nnz[k] += end - begin;
+        }
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          const uint64_t j = block.column_ids[k];
           o.ids[k] = j;
-          o.weights[k] = w;
-          o.nnz[k] = end - begin;
+          const double c = o.c[k], q = o.q[k];
           double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
           if (sl > 0 && o.top.may_admit(sl) && !selected_.count(lid)) o.top.offer({sl, lid});
@@ -318,8 +329,7 @@ void Poly2Space::score_single_features(Pass& pass) {
           pass.u[s.ids[k]] = std::sqrt(s.weights[k]);
           pass.column_nnz[s.ids[k]] = static_cast<uint32_t>(s.nnz[k]);
         }
-      },
-      CscBytes(ctx.store->info()));
+      });
   pass.add(p1);
   pass.out.candidates_scored += 2 * m;
 
@@ -333,7 +343,7 @@ void Poly2Space::score_single_features(Pass& pass) {
 // candidates. Sorting all m bounds (15·10^6 at the issue's scale) cost more
 // than the rest of stage 1.
 void Poly2Space::order_by_bound(Pass& pass) const {
-  const std::vector<double>& u = pass.u;
+  const HugeVector<double>& u = pass.u;
   const uint64_t m = pass.m;
   std::vector<uint32_t>& order = pass.order;
   const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
@@ -369,7 +379,7 @@ void Poly2Space::seed_pairs(Pass& pass) {
   MemoryBudget& budget = *pass.ctx.budget;
   const double* a = pass.ctx.a;
   const std::vector<uint32_t>& order = pass.order;
-  const std::vector<uint32_t>& column_nnz = pass.column_nnz;
+  const HugeVector<uint32_t>& column_nnz = pass.column_nnz;
   // Memory: the seed's entries; work: at most (Σ nnz)·K pair products.
   const uint64_t cap = std::min<uint64_t>(budget.available() / 4 / 12, uint64_t{32} << 20);
   constexpr uint64_t kSeedWork = uint64_t{1} << 27;
@@ -427,7 +437,7 @@ void Poly2Space::select_active_features(Pass& pass) {
   // a smaller id): t carries the certified rounding slack.
   pass.t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
   stats_.threshold = theta;
-  const std::vector<double>& u = pass.u;
+  const HugeVector<double>& u = pass.u;
   const std::vector<uint32_t>& order = pass.order;
   const double u_max = order.empty() ? 0.0 : u[order[0]];
   // The prefix of `order` with a possible partner: u_j·u_max ≥ t.
@@ -450,7 +460,7 @@ void Poly2Space::select_active_features(Pass& pass) {
 // the transposed rows for the whole pair stage (see the OOM of issue 9's
 // scale run: a 172 MiB dense seed block beside 107 MiB of active rows).
 void Poly2Space::release_dense_stage(Pass& pass) {
-  std::vector<float>().swap(pass.dense.values);
+  HugeVector<float>().swap(pass.dense.values);
   pass.dense.memory.release();
   pass.dense.cols = 0;
   std::vector<uint32_t>().swap(pass.order);
@@ -466,7 +476,7 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   const std::vector<uint32_t>& active = pass.active;
   const uint32_t H = static_cast<uint32_t>(active.size());
   // The index takes over column_nnz's array (and its share of bounds_mem).
-  std::vector<uint32_t> active_index = std::move(pass.column_nnz);
+  HugeVector<uint32_t> active_index = std::move(pass.column_nnz);
   std::fill(active_index.begin(), active_index.end(), kNotActive);
   for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
   // The blocks whose id range holds an active feature.
@@ -518,7 +528,7 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
   R.index.resize(nnz_h);
   R.value.resize(nnz_h);
-  std::vector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
+  HugeVector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
   pass.add(stream_blocks<ActiveEntries>(
       *ctx.stream, blocks, "poly2 active columns (transpose)",
       [&](const BlockRef&, const ColumnBlock& block) { return extract(block, true); },
@@ -600,13 +610,21 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
 // With a dense seed, the dense block is read for every column the active set
 // can still contain — u_j·u_max ≥ t for the θ of the linear and square scores
 // (θ only grows) — as far as the budget allows, so that the seed and the
-// active set share one streamed pass.
+// active set share one streamed pass; if those columns together are too
+// sparse for the dense path, only the seed's.
 void Poly2Space::read_dense_reach(Pass& pass, size_t seeded) {
   const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
   const double t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
   const std::vector<uint32_t>& order = pass.order;
   const double u_max = order.empty() ? 0.0 : pass.u[order[0]];
   uint64_t reach = simd::kernels().prefix_scaled_at_least(pass.u.data(), order.data(), order.size(), u_max, t);
+  // Only a reach that would itself go dense is worth reading now; otherwise
+  // the active set (inside it) goes sparse, and the columns past the seed
+  // would be read, zero-filled and dropped for nothing (the scale run's seed
+  // of 21 columns read 45: 172 MiB).
+  uint64_t reach_nnz = 0;
+  for (uint64_t h = 0; h < reach; ++h) reach_nnz += pass.column_nnz[order[h]];
+  if (!dense_block_chosen(pass, reach_nnz, reach)) reach = seeded;
   while (reach > seeded && dense_pair_bytes(pass.n, reach) >= pass.ctx.budget->available() / 2) reach = reach * 3 / 4;
   reach = std::max<uint64_t>(reach, seeded);
   pass.dense.rows = pass.n;
