@@ -57,6 +57,9 @@ constexpr uint32_t kNotActive = UINT32_MAX;
 // path (poly2_dense_pairs.h): GEMM beats hashed accumulation by far more than
 // the wasted zero products once a fifth of the block is nonzero.
 constexpr double kDenseDensity = 0.2;
+// The sparse pair stage sums pairs of the heaviest this many active features
+// in a dense triangle (per partition ≤ 1024² doubles and flags, 9 MiB).
+constexpr uint32_t kCorePairFeatures = 1024;
 
 struct Stage1Output {
   Stage1Output(size_t B, uint64_t count, MemoryBudget& budget)
@@ -76,9 +79,8 @@ struct Stage1Output {
 };
 
 // A block's active entries, copied cell by cell (tile order) while the block
-// is mapped: no whole-block column conversion, since the rows are sorted by
-// active index afterwards anyway. The count pass copies row ids only. The
-// copy is reserved (at most the block's own entries, per block in flight).
+// is held: no whole-block column conversion, since the rows are sorted by
+// active index afterwards anyway. The count pass copies row ids only.
 struct ActiveEntries {
   Reservation memory;
   std::vector<uint32_t> rows;
@@ -93,6 +95,8 @@ struct ActiveRows {
   HugeVector<uint32_t> index;
   HugeVector<float> value;
 };
+
+void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budget);
 
 // Open-addressing accumulator for exact pair sums of one j-partition. It
 // grows (doubling, load ≤ 0.7) as distinct pairs arrive, so repeated pairs of
@@ -487,13 +491,26 @@ void Poly2Space::transpose_active_features(Pass& pass) {
     auto it = std::lower_bound(active_ids.begin(), active_ids.end(), b.first_column);
     if (it != active_ids.end() && *it < b.end_column) blocks.push_back(b);
   }
+  // f(h, row, value) for every active entry of a block, cell by cell (the
+  // active index of each listed column is looked up once per column; that
+  // array is the transform's scratch, reserved by the stream).
+  auto for_active_entries = [&](const ColumnBlock& block, auto&& f) {
+    std::vector<uint32_t> h_of(block.column_count);
+    for (uint64_t k = 0; k < block.column_count; ++k) h_of[k] = active_index[block.column_ids[k]];
+    const uint32_t cells = block.cell_count();
+    for (uint32_t c = 0; c < cells; ++c) {
+      const uint32_t h = h_of[block.cell_column[c]];
+      if (h == kNotActive) continue;
+      for (uint32_t e = block.cell_ptr[c]; e < block.cell_ptr[c + 1]; ++e) f(h, block.row_ids[e], block.values[e]);
+    }
+  };
+  auto column_scratch = [](const BlockRef& ref) { return ref.column_count * sizeof(uint32_t); };
+  // A block's active entries, copied (the count pass copies row ids only);
+  // the copy is reserved: at most the block's own entries, per block in flight.
   auto extract = [&](const ColumnBlock& block, bool with_values) {
     ActiveEntries o;
-    const uint32_t cells = block.cell_count();
     uint64_t copied = 0;
-    for (uint32_t c = 0; c < cells; ++c)
-      if (active_index[block.column_ids[block.cell_column[c]]] != kNotActive)
-        copied += block.cell_ptr[c + 1] - block.cell_ptr[c];
+    for_active_entries(block, [&](uint32_t, uint32_t, float) { ++copied; });
     o.memory = budget.reserve(copied * (with_values ? 3 * sizeof(uint32_t) : sizeof(uint32_t)),
                               "poly2 active columns in flight");
     o.rows.reserve(copied);
@@ -501,16 +518,13 @@ void Poly2Space::transpose_active_features(Pass& pass) {
       o.index.reserve(copied);
       o.values.reserve(copied);
     }
-    for (uint32_t c = 0; c < cells; ++c) {
-      const uint32_t h = active_index[block.column_ids[block.cell_column[c]]];
-      if (h == kNotActive) continue;
-      const uint32_t begin = block.cell_ptr[c], end = block.cell_ptr[c + 1];
-      o.rows.insert(o.rows.end(), block.row_ids + begin, block.row_ids + end);
+    for_active_entries(block, [&](uint32_t h, uint32_t row, float value) {
+      o.rows.push_back(row);
       if (with_values) {
-        o.index.insert(o.index.end(), end - begin, h);
-        o.values.insert(o.values.end(), block.values + begin, block.values + end);
+        o.index.push_back(h);
+        o.values.push_back(value);
       }
-    }
+    });
     return o;
   };
   // Count per row, then scatter (two passes over the active columns only).
@@ -522,7 +536,8 @@ void Poly2Space::transpose_active_features(Pass& pass) {
       [&](const BlockRef&, const ColumnBlock& block) { return extract(block, false); },
       [&](ActiveEntries&& o) {
         for (uint32_t r : o.rows) ++R.row_ptr[r + 1];
-      }));
+      },
+      column_scratch));
   for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
   const uint64_t nnz_h = R.row_ptr[n];
   pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
@@ -538,21 +553,42 @@ void Poly2Space::transpose_active_features(Pass& pass) {
           R.index[pos] = o.index[e];
           R.value[pos] = o.values[e];
         }
-      }));
+      },
+      column_scratch));
   cursor = {};
-  // Sort each row by active index (= decreasing bound).
+  sort_active_rows(R, n, std::max(1, ctx.threads), budget);
+}
+
+namespace {
+
+// Sorts each row of R by active index (= decreasing bound), rows in
+// parallel: short rows by insertion in place, long ones through a buffer
+// (one per thread, reserved).
+void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budget) {
+  constexpr uint64_t kInsertionRow = 32;
   uint64_t widest_row = 0;
   for (uint64_t i = 0; i < n; ++i) widest_row = std::max(widest_row, R.row_ptr[i + 1] - R.row_ptr[i]);
-  // Rows are independent: sorted in parallel, one buffer per thread.
-  const int threads = std::max(1, ctx.threads);
   Reservation tmp_mem = budget.reserve(uint64_t(threads) * widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
   tbb::task_arena arena(threads);
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 4096), [&](const tbb::blocked_range<uint64_t>& range) {
       std::vector<std::pair<uint32_t, float>> tmp;
-      tmp.reserve(widest_row);
       for (uint64_t i = range.begin(); i < range.end(); ++i) {
         const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        if (e - b <= kInsertionRow) {
+          for (uint64_t p = b + 1; p < e; ++p) {
+            const uint32_t h = R.index[p];
+            const float v = R.value[p];
+            uint64_t q = p;
+            for (; q > b && R.index[q - 1] > h; --q) {
+              R.index[q] = R.index[q - 1];
+              R.value[q] = R.value[q - 1];
+            }
+            R.index[q] = h;
+            R.value[q] = v;
+          }
+          continue;
+        }
         tmp.clear();
         for (uint64_t p = b; p < e; ++p) tmp.emplace_back(R.index[p], R.value[p]);
         std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -564,6 +600,8 @@ void Poly2Space::transpose_active_features(Pass& pass) {
     });
   });
 }
+
+}  // namespace
 
 // Dense blocks (seed or active set) by measured density, if the block, its
 // products and the packed panels fit in half of what the budget has left.
@@ -661,6 +699,12 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   // ranges in parallel, one count array per range (integer sums: the same
   // for any thread count).
   const auto eligible = simd::kernels().prefix_scaled_at_least;
+  // Pairs of two seed features (active indices < K) were scored in stage 2:
+  // a row's partners of a seed entry start at its first entry ≥ K.
+  auto first_at_least = [&](uint64_t b, uint64_t e, uint64_t index) {
+    while (b < e && R.index[b] < index) ++b;
+    return b;
+  };
   Reservation count_mem = budget.reserve(uint64_t(threads - 1) * H * sizeof(uint64_t), "poly2 pair update counts");
   std::vector<std::vector<uint64_t>> range_updates(static_cast<size_t>(threads));
   tbb::task_arena count_arena(threads);
@@ -671,8 +715,12 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
       const uint64_t first = n * static_cast<uint64_t>(r) / threads, last = n * static_cast<uint64_t>(r + 1) / threads;
       for (uint64_t i = first; i < last; ++i) {
         const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-        for (uint64_t p = b; p < e; ++p)
-          counts[R.index[p]] += eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
+        const uint64_t seed_end = first_at_least(b, e, K);
+        for (uint64_t p = b; p < e; ++p) {
+          const uint64_t end = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
+          const uint64_t start = std::max(p + 1, seed_end);
+          if (end > start) counts[R.index[p]] += end - start;
+        }
       }
     });
   });
@@ -703,6 +751,13 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   stats_.partitions = parts;
   std::vector<TopBCache> local(parts, TopBCache(pass.ctx.B, pass.ctx.budget));
   std::vector<uint64_t> distinct(parts, 0);
+  // Pairs of two core features (active index < core: the heaviest, which
+  // co-occur in most rows) are summed in a dense triangle indexed directly,
+  // the rest in a hash table: in the scale run almost every update is a core
+  // pair, and a direct add costs a fraction of a hash probe. Either way each
+  // pair's terms are added in row order, so the sums are the same.
+  uint32_t core = std::min<uint32_t>(H, kCorePairFeatures);
+  while (core > 0 && uint64_t{threads} * core * core * (sizeof(double) + 1) > budget.available() / 4) core /= 2;
   auto t_sparse = std::chrono::steady_clock::now();
   // Each partition's table is reserved before it runs; at most `threads` at once.
   tbb::task_arena arena(threads);
@@ -711,26 +766,51 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
       const uint32_t lo = cuts[part], hi = cuts[part + 1];
       uint64_t expected = 0;
       for (uint32_t h = lo; h < hi; ++h) expected += updates[h];
+      // The partition's core rows [lo, core_hi) × core partners.
+      const uint32_t core_hi = std::min(hi, core), core_rows = core_hi > lo ? core_hi - lo : 0;
+      Reservation core_mem = budget.reserve(uint64_t{core_rows} * core * (sizeof(double) + 1), "poly2 core pair sums");
+      std::vector<double> core_sum(uint64_t{core_rows} * core, 0.0);
+      std::vector<uint8_t> core_seen(uint64_t{core_rows} * core, 0);
       PairTable table(expected, budget);
       for (uint64_t i = 0; i < n; ++i) {
-        uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
         const double ai = a[i];
+        const uint64_t seed_end = first_at_least(b, e, K);
+        uint64_t core_end = 0;  // first entry ≥ core (found once per row, if needed)
+        bool core_found = false;
         for (uint64_t p = b; p < e; ++p) {
-          uint32_t hp = R.index[p];
+          const uint32_t hp = R.index[p];
           if (hp < lo) continue;
           if (hp >= hi) break;  // rows are sorted by active index
           const double xv = ai * static_cast<double>(R.value[p]);
-          const uint64_t last = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[hp], eligible);
-          for (uint64_t q = p + 1; q < last; ++q)
-            table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
+          const uint64_t end = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[hp], eligible);
+          uint64_t q = std::max(p + 1, seed_end);
+          if (hp < core) {
+            if (!core_found) {
+              core_end = first_at_least(q, e, core);
+              core_found = true;
+            }
+            double* sum = core_sum.data() + uint64_t{hp - lo} * core;
+            uint8_t* seen = core_seen.data() + uint64_t{hp - lo} * core;
+            for (const uint64_t stop = std::min(end, core_end); q < stop; ++q) {
+              sum[R.index[q]] += xv * static_cast<double>(R.value[q]);
+              seen[R.index[q]] = 1;
+            }
+          }
+          for (; q < end; ++q) table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
         }
       }
       distinct[part] = table.size();
       table.for_each([&](uint64_t key, double sum) {
-        uint64_t hp = key >> 32, hq = key & 0xffffffffULL;
-        if (hp < K && hq < K) return;  // offered in stage 2 already
-        offer_pair(pass, local[part], active[hp], active[hq], sum);
+        offer_pair(pass, local[part], active[key >> 32], active[key & 0xffffffffULL], sum);
       });
+      for (uint32_t hp = lo; hp < core_hi; ++hp)
+        for (uint32_t hq = hp + 1; hq < core; ++hq) {
+          const uint64_t at = uint64_t{hp - lo} * core + hq;
+          if (!core_seen[at]) continue;
+          ++distinct[part];
+          offer_pair(pass, local[part], active[hp], active[hq], core_sum[at]);
+        }
     }, tbb::simple_partitioner());
   });
   stats_.sparse_seconds = seconds_since(t_sparse);
