@@ -13,6 +13,7 @@ size_t mapped_bytes(size_t bytes) { return (bytes + kHugePageBytes - 1) / kHugeP
 
 void* huge_page_allocate(size_t bytes) {
   if (bytes < kHugePageMin) return ::operator new(bytes == 0 ? 1 : bytes);
+  if (bytes > SIZE_MAX - 2 * kHugePageBytes) throw std::bad_alloc();  // the rounding below would wrap
   const size_t size = mapped_bytes(bytes);
   // Map one huge page more and cut the unaligned head and tail off.
   const size_t span = size + kHugePageBytes;

@@ -18,8 +18,9 @@
 //  4. Pairs of H are accumulated exactly, Σ_i in row order: dense active
 //     blocks (and a dense seed) by the dispatched GEMM of
 //     poly2_dense_pairs.h (X_Hᵀ diag(a) X_H, upper triangle), sparse
-//     ones in open-addressing tables over j-partitions sized from the memory
-//     budget (Algorithm 5's block pairs); a dense block's pairs that can
+//     ones over j-partitions sized from the memory budget (Algorithm 5's
+//     block pairs): pairs of the heaviest features in a dense triangle, the
+//     rest in open-addressing tables; a dense block's pairs that can
 //     reach the B-th best are summed again in row order, so every offered
 //     pair score is the same row-order sum on every path. Every pair that
 //     could reach θ (within a certified rounding slack) is scored exactly,
@@ -28,8 +29,10 @@
 // the top-B merge is order-free (ties go to the smaller id).
 // Memory: every array of the pair stage (per-feature bounds and order, seed
 // entries, active set, per-block column copies in flight, row-major block,
-// partition plan, pair tables, dense block) is reserved from the budget before
-// it is allocated; what is left is O(blocks + threads) bookkeeping.
+// partition plan, pair tables and triangles, dense block) is reserved from the
+// budget before it is allocated; what is left is O(blocks + threads)
+// bookkeeping. The large ones live in 2 MiB pages (core/huge_pages.h): they
+// are allocated afresh by every pass.
 #include "features/poly2_space.h"
 
 #include <tbb/blocked_range.h>
