@@ -313,7 +313,8 @@ void Poly2Space::score_single_features(Pass& pass) {
         for (uint32_t cell = 0; cell < cells; ++cell) {
           const uint32_t k = block.cell_column[cell], begin = block.cell_ptr[cell], end = block.cell_ptr[cell + 1];
           double moments[3];  // fixed lane order: the same on every SIMD target
-          simd_kernels.gather_moments(a, block.row_ids + begin, block.values + begin, end - begin, moments);
+          if (end - begin < 8) simd::gather_moments_short(a, block.row_ids + begin, block.values + begin, end - begin, moments);
+          else simd_kernels.gather_moments(a, block.row_ids + begin, block.values + begin, end - begin, moments);
           o.c[k] += moments[0];
           o.q[k] += moments[1];
           o.weights[k] += moments[2];
