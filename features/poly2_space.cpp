@@ -66,17 +66,14 @@ constexpr uint32_t kCorePairFeatures = 1024;
 
 struct Stage1Output {
   Stage1Output(size_t B, uint64_t count, MemoryBudget& budget)
-      : memory(budget.reserve(count * (3 * sizeof(double) + 2 * sizeof(uint64_t)), "poly2 per-block bounds")),
+      : memory(budget.reserve(count * (sizeof(double) + 2 * sizeof(uint64_t)), "poly2 per-block bounds")),
         top(B, &budget),
         ids(count),
-        c(count, 0.0),
-        q(count, 0.0),
-        weights(count, 0.0),
-        nnz(count, 0) {}
+        weights(count),
+        nnz(count) {}
   Reservation memory;
   TopBCache top;
   std::vector<uint64_t> ids;    // the block's non-empty columns
-  std::vector<double> c, q;     // c_j = Σ a_i x_ij, q_j = Σ a_i x_ij²
   std::vector<double> weights;  // u_j² = Σ |a_i| x_ij²
   std::vector<uint64_t> nnz;
 };
@@ -304,26 +301,21 @@ void Poly2Space::score_single_features(Pass& pass) {
   PassStats p1 = stream_blocks<Stage1Output>(
       *ctx.stream, *ctx.blocks, "poly2 single features",
       [&](const BlockRef&, const ColumnBlock& block) {
-        Stage1Output o(B, block.column_count, budget);
-        // Cell by cell in tile order: a tile's slice of a stays in cache
-        // while its cells are summed; each column adds its cells' partial
-        // moments in tile order (a fixed order: any thread count gives the
-        // same sums). No conversion of the block into whole columns.
-        const uint32_t cells = block.cell_count();
-        for (uint32_t cell = 0; cell < cells; ++cell) {
-          const uint32_t k = block.cell_column[cell], begin = block.cell_ptr[cell], end = block.cell_ptr[cell + 1];
-          double moments[3];  // fixed lane order: the same on every SIMD target
-          if (end - begin < 8) simd::gather_moments_short(a, block.row_ids + begin, block.values + begin, end - begin, moments);
-          else simd_kernels.gather_moments(a, block.row_ids + begin, block.values + begin, end - begin, moments);
-          o.c[k] += moments[0];
-          o.q[k] += moments[1];
-          o.weights[k] += moments[2];
-          o.nnz[k] += end - begin;
-        }
-        for (uint64_t k = 0; k < block.column_count; ++k) {
-          const uint64_t j = block.column_ids[k];
+        CscScratch scratch;  // reserved by the stream (CscBytes)
+        const CscColumns cols = csc_columns(block, scratch);
+        Stage1Output o(B, cols.column_count, budget);
+        // Whole columns in row order (not cell by cell): the 8-lane sums then
+        // do not depend on how the store is cut into row tiles.
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
+          double moments[3];  // c_j, q_j, u_j² (fixed lane order: the same on every SIMD target)
+          if (end - begin < 8) simd::gather_moments_short(a, cols.row_ids + begin, cols.values + begin, end - begin, moments);
+          else simd_kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, moments);
+          const double c = moments[0], q = moments[1];
+          const uint64_t j = cols.column_ids[k];
           o.ids[k] = j;
-          const double c = o.c[k], q = o.q[k];
+          o.weights[k] = moments[2];
+          o.nnz[k] = end - begin;
           double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
           if (sl > 0 && o.top.may_admit(sl) && !selected_.count(lid)) o.top.offer({sl, lid});
@@ -337,7 +329,8 @@ void Poly2Space::score_single_features(Pass& pass) {
           pass.u[s.ids[k]] = std::sqrt(s.weights[k]);
           pass.column_nnz[s.ids[k]] = static_cast<uint32_t>(s.nnz[k]);
         }
-      });
+      },
+      CscBytes(ctx.store->info()));
   pass.add(p1);
   pass.out.candidates_scored += 2 * m;
 
