@@ -54,6 +54,40 @@ struct Tile {
   uint64_t p0, p1, q0, q1;  // column ranges (padded)
 };
 
+// f(destination, rows, values, count) for every cell of the wanted columns
+// [first, last) ((feature id, destination) pairs sorted by id) that `block`
+// holds, tile by tile: each column's rows arrive increasing.
+template <class It, class F>
+void for_each_wanted_cell(const ColumnBlock& block, It first, It last, F&& f) {
+  // The wanted columns' indices in the block (column_ids increase), and their
+  // destinations; a wanted id the block does not list is an empty column.
+  std::vector<std::pair<uint32_t, uint32_t>> wanted;  // (column index, destination)
+  const uint64_t* ids = block.column_ids;
+  for (It it = first; it != last; ++it) {
+    const uint64_t* at = std::lower_bound(ids, ids + block.column_count, it->first);
+    if (at != ids + block.column_count && *at == it->first)
+      wanted.emplace_back(static_cast<uint32_t>(at - ids), it->second);
+  }
+  if (wanted.empty()) return;
+  for (uint32_t t = 0; t < block.tile_count; ++t) {
+    const uint32_t* cells = block.cell_column + block.tile_cells[t];
+    const uint32_t count = block.tile_cells[t + 1] - block.tile_cells[t];
+    // A tile's cells list increasing column indices: search a few, merge many.
+    const bool search = wanted.size() * 32 < count;
+    uint32_t c = 0;
+    for (const auto& [k, dest] : wanted) {
+      if (search) c = static_cast<uint32_t>(std::lower_bound(cells + c, cells + count, k) - cells);
+      else
+        while (c < count && cells[c] < k) ++c;
+      if (c == count) break;
+      if (cells[c] != k) continue;
+      const uint32_t cell = block.tile_cells[t] + c;
+      const uint32_t begin = block.cell_ptr[cell], end = block.cell_ptr[cell + 1];
+      f(dest, block.row_ids + begin, block.values + begin, end - begin);
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t dense_pair_bytes(uint64_t rows, uint64_t cols) {
@@ -74,7 +108,7 @@ void append_dense_columns(const ScoringContext& ctx, const uint32_t* ids, uint32
     X.memory = ctx.budget->reserve(bytes, "poly2 dense pair block");
   } else {
     X.memory.resize(X.memory.bytes() + bytes);  // old and new arrays while growing
-    std::vector<float> grown(n * (first + count), 0.0f);
+    HugeVector<float> grown(n * (first + count), 0.0f);
     std::copy(X.values.begin(), X.values.end(), grown.begin());
     X.values = std::move(grown);
     X.memory.resize(bytes);
@@ -89,24 +123,20 @@ void append_dense_columns(const ScoringContext& ctx, const uint32_t* ids, uint32
     auto it = begin_of(b.first_column);
     if (it != wanted.end() && it->first < b.end_column) blocks.push_back(b);
   }
-  // Each column belongs to one block: the workers scatter into disjoint columns.
+  // Each column belongs to one block: the workers scatter into disjoint
+  // columns, cell by cell straight from the block (no column conversion).
   struct Done {};
   PassStats p = stream_blocks<Done>(
       *ctx.stream, blocks, "poly2 dense pair block",
       [&](const BlockRef&, const ColumnBlock& block) {
-        CscScratch scratch;  // reserved by the stream (CscBytes)
-        const CscColumns cols = csc_columns(block, scratch);
-        auto it = begin_of(block.first_column);
-        for (uint64_t k = 0; k < cols.column_count && it != wanted.end(); ++k) {
-          while (it != wanted.end() && it->first < cols.column_ids[k]) ++it;  // empty: stays zero
-          if (it == wanted.end() || it->first != cols.column_ids[k]) continue;
-          float* col = X.values.data() + uint64_t{it->second} * n;
-          for (uint64_t e = cols.col_ptr[k]; e < cols.col_ptr[k + 1]; ++e) col[cols.row_ids[e]] = cols.values[e];
-          ++it;
-        }
+        for_each_wanted_cell(block, begin_of(block.first_column), begin_of(block.end_column),
+                             [&](uint32_t dest, const uint32_t* rows, const float* values, uint32_t entries) {
+                               float* col = X.values.data() + uint64_t{dest} * n;
+                               for (uint32_t e = 0; e < entries; ++e) col[rows[e]] = values[e];
+        });
         return Done{};
       },
-      [](Done&&) {}, CscBytes(ctx.store->info()));
+      [](Done&&) {});
   if (pass) {
     pass->blocks += p.blocks;
     pass->bytes_streamed += p.bytes_streamed;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/top_b_cache.h"
+#include "core/huge_pages.h"
 #include "core/memory_budget.h"
 #include "core/simd/simd.h"
 #include "features/feature_space.h"
@@ -24,7 +25,7 @@ struct DenseFeatureBlock {
   uint64_t rows = 0;
   uint32_t cols = 0;
   Reservation memory;
-  std::vector<float> values;
+  HugeVector<float> values;
   float at(uint64_t i, uint32_t h) const { return values[h * rows + i]; }
 };
 
@@ -46,7 +47,7 @@ struct DensePairProducts {
   uint32_t cols = 0;
   uint64_t ld = 0;
   Reservation memory;
-  std::vector<double> g;
+  HugeVector<double> g;
   double at(uint32_t p, uint32_t q) const { return g[q * ld + p]; }
 };
 DensePairProducts dense_pair_products(const DenseFeatureBlock& X, uint32_t cols, const double* a, uint32_t skip, int threads,

@@ -18,8 +18,9 @@
 //  4. Pairs of H are accumulated exactly, Σ_i in row order: dense active
 //     blocks (and a dense seed) by the dispatched GEMM of
 //     poly2_dense_pairs.h (X_Hᵀ diag(a) X_H, upper triangle), sparse
-//     ones in open-addressing tables over j-partitions sized from the memory
-//     budget (Algorithm 5's block pairs); a dense block's pairs that can
+//     ones over j-partitions sized from the memory budget (Algorithm 5's
+//     block pairs): pairs of the heaviest features in a dense triangle, the
+//     rest in open-addressing tables; a dense block's pairs that can
 //     reach the B-th best are summed again in row order, so every offered
 //     pair score is the same row-order sum on every path. Every pair that
 //     could reach θ (within a certified rounding slack) is scored exactly,
@@ -28,8 +29,10 @@
 // the top-B merge is order-free (ties go to the smaller id).
 // Memory: every array of the pair stage (per-feature bounds and order, seed
 // entries, active set, per-block column copies in flight, row-major block,
-// partition plan, pair tables, dense block) is reserved from the budget before
-// it is allocated; what is left is O(blocks + threads) bookkeeping.
+// partition plan, pair tables and triangles, dense block) is reserved from the
+// budget before it is allocated; what is left is O(blocks + threads)
+// bookkeeping. The large ones live in 2 MiB pages (core/huge_pages.h): they
+// are allocated afresh by every pass.
 #include "features/poly2_space.h"
 
 #include <tbb/blocked_range.h>
@@ -44,6 +47,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/messages.h"
 #include "core/simd/simd.h"
 #include "features/poly2_dense_pairs.h"
@@ -56,6 +60,9 @@ constexpr uint32_t kNotActive = UINT32_MAX;
 // path (poly2_dense_pairs.h): GEMM beats hashed accumulation by far more than
 // the wasted zero products once a fifth of the block is nonzero.
 constexpr double kDenseDensity = 0.2;
+// The sparse pair stage sums pairs of the heaviest this many active features
+// in a dense triangle (per partition ≤ 1024² doubles and flags, 9 MiB).
+constexpr uint32_t kCorePairFeatures = 1024;
 
 struct Stage1Output {
   Stage1Output(size_t B, uint64_t count, MemoryBudget& budget)
@@ -72,9 +79,8 @@ struct Stage1Output {
 };
 
 // A block's active entries, copied cell by cell (tile order) while the block
-// is mapped: no whole-block column conversion, since the rows are sorted by
-// active index afterwards anyway. The count pass copies row ids only. The
-// copy is reserved (at most the block's own entries, per block in flight).
+// is held: no whole-block column conversion, since the rows are sorted by
+// active index afterwards anyway. The count pass copies row ids only.
 struct ActiveEntries {
   Reservation memory;
   std::vector<uint32_t> rows;
@@ -85,10 +91,12 @@ struct ActiveEntries {
 // Row-major view of the active features: per row, (active index, value) pairs
 // sorted by active index, i.e. by decreasing bound u.
 struct ActiveRows {
-  std::vector<uint64_t> row_ptr;
-  std::vector<uint32_t> index;
-  std::vector<float> value;
+  HugeVector<uint64_t> row_ptr;
+  HugeVector<uint32_t> index;
+  HugeVector<float> value;
 };
+
+void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budget);
 
 // Open-addressing accumulator for exact pair sums of one j-partition. It
 // grows (doubling, load ≤ 0.7) as distinct pairs arrive, so repeated pairs of
@@ -137,8 +145,8 @@ class PairTable {
     mask_ = cap - 1;
   }
   void grow() {
-    std::vector<uint64_t> old_keys = std::move(keys_);
-    std::vector<double> old_sums = std::move(sums_);
+    HugeVector<uint64_t> old_keys = std::move(keys_);
+    HugeVector<double> old_sums = std::move(sums_);
     allocate(2 * (mask_ + 1));
     for (size_t i = 0; i < old_keys.size(); ++i) {
       if (old_keys[i] == kEmpty) continue;
@@ -151,8 +159,8 @@ class PairTable {
   }
   MemoryBudget& budget_;
   Reservation reservation_;
-  std::vector<uint64_t> keys_;
-  std::vector<double> sums_;
+  HugeVector<uint64_t> keys_;
+  HugeVector<double> sums_;
   uint64_t mask_ = 0;
   uint64_t size_ = 0;
 };
@@ -219,8 +227,8 @@ struct Poly2Space::Pass {
   SpaceScores out;
   TopBCache top;
   Reservation bounds_mem;
-  std::vector<double> u;             // u_j, the pair bounds
-  std::vector<uint32_t> column_nnz;
+  HugeVector<double> u;              // u_j, the pair bounds
+  HugeVector<uint32_t> column_nnz;
   std::vector<uint32_t> order;       // features with u_j > 0 by decreasing u (ties: smaller id)
   size_t seeded = 0;                 // order[0, seeded) formed the seed
   double t = 0;                      // pair (j,k) is eligible iff u_j·u_k ≥ t
@@ -296,14 +304,17 @@ void Poly2Space::score_single_features(Pass& pass) {
         CscScratch scratch;  // reserved by the stream (CscBytes)
         const CscColumns cols = csc_columns(block, scratch);
         Stage1Output o(B, cols.column_count, budget);
+        // Whole columns in row order (not cell by cell): the 8-lane sums then
+        // do not depend on how the store is cut into row tiles.
         for (uint64_t k = 0; k < cols.column_count; ++k) {
           const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
           double moments[3];  // c_j, q_j, u_j² (fixed lane order: the same on every SIMD target)
-          simd_kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, moments);
-          const double c = moments[0], q = moments[1], w = moments[2];
+          if (end - begin < 8) simd::gather_moments_short(a, cols.row_ids + begin, cols.values + begin, end - begin, moments);
+          else simd_kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, moments);
+          const double c = moments[0], q = moments[1];
           const uint64_t j = cols.column_ids[k];
           o.ids[k] = j;
-          o.weights[k] = w;
+          o.weights[k] = moments[2];
           o.nnz[k] = end - begin;
           double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
@@ -333,7 +344,7 @@ void Poly2Space::score_single_features(Pass& pass) {
 // candidates. Sorting all m bounds (15·10^6 at the issue's scale) cost more
 // than the rest of stage 1.
 void Poly2Space::order_by_bound(Pass& pass) const {
-  const std::vector<double>& u = pass.u;
+  const HugeVector<double>& u = pass.u;
   const uint64_t m = pass.m;
   std::vector<uint32_t>& order = pass.order;
   const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
@@ -369,7 +380,7 @@ void Poly2Space::seed_pairs(Pass& pass) {
   MemoryBudget& budget = *pass.ctx.budget;
   const double* a = pass.ctx.a;
   const std::vector<uint32_t>& order = pass.order;
-  const std::vector<uint32_t>& column_nnz = pass.column_nnz;
+  const HugeVector<uint32_t>& column_nnz = pass.column_nnz;
   // Memory: the seed's entries; work: at most (Σ nnz)·K pair products.
   const uint64_t cap = std::min<uint64_t>(budget.available() / 4 / 12, uint64_t{32} << 20);
   constexpr uint64_t kSeedWork = uint64_t{1} << 27;
@@ -427,7 +438,7 @@ void Poly2Space::select_active_features(Pass& pass) {
   // a smaller id): t carries the certified rounding slack.
   pass.t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
   stats_.threshold = theta;
-  const std::vector<double>& u = pass.u;
+  const HugeVector<double>& u = pass.u;
   const std::vector<uint32_t>& order = pass.order;
   const double u_max = order.empty() ? 0.0 : u[order[0]];
   // The prefix of `order` with a possible partner: u_j·u_max ≥ t.
@@ -450,7 +461,7 @@ void Poly2Space::select_active_features(Pass& pass) {
 // the transposed rows for the whole pair stage (see the OOM of issue 9's
 // scale run: a 172 MiB dense seed block beside 107 MiB of active rows).
 void Poly2Space::release_dense_stage(Pass& pass) {
-  std::vector<float>().swap(pass.dense.values);
+  HugeVector<float>().swap(pass.dense.values);
   pass.dense.memory.release();
   pass.dense.cols = 0;
   std::vector<uint32_t>().swap(pass.order);
@@ -466,7 +477,7 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   const std::vector<uint32_t>& active = pass.active;
   const uint32_t H = static_cast<uint32_t>(active.size());
   // The index takes over column_nnz's array (and its share of bounds_mem).
-  std::vector<uint32_t> active_index = std::move(pass.column_nnz);
+  HugeVector<uint32_t> active_index = std::move(pass.column_nnz);
   std::fill(active_index.begin(), active_index.end(), kNotActive);
   for (uint32_t h = 0; h < H; ++h) active_index[active[h]] = h;
   // The blocks whose id range holds an active feature.
@@ -477,13 +488,26 @@ void Poly2Space::transpose_active_features(Pass& pass) {
     auto it = std::lower_bound(active_ids.begin(), active_ids.end(), b.first_column);
     if (it != active_ids.end() && *it < b.end_column) blocks.push_back(b);
   }
+  // f(h, row, value) for every active entry of a block, cell by cell (the
+  // active index of each listed column is looked up once per column; that
+  // array is the transform's scratch, reserved by the stream).
+  auto for_active_entries = [&](const ColumnBlock& block, auto&& f) {
+    std::vector<uint32_t> h_of(block.column_count);
+    for (uint64_t k = 0; k < block.column_count; ++k) h_of[k] = active_index[block.column_ids[k]];
+    const uint32_t cells = block.cell_count();
+    for (uint32_t c = 0; c < cells; ++c) {
+      const uint32_t h = h_of[block.cell_column[c]];
+      if (h == kNotActive) continue;
+      for (uint32_t e = block.cell_ptr[c]; e < block.cell_ptr[c + 1]; ++e) f(h, block.row_ids[e], block.values[e]);
+    }
+  };
+  auto column_scratch = [](const BlockRef& ref) { return ref.column_count * sizeof(uint32_t); };
+  // A block's active entries, copied (the count pass copies row ids only);
+  // the copy is reserved: at most the block's own entries, per block in flight.
   auto extract = [&](const ColumnBlock& block, bool with_values) {
     ActiveEntries o;
-    const uint32_t cells = block.cell_count();
     uint64_t copied = 0;
-    for (uint32_t c = 0; c < cells; ++c)
-      if (active_index[block.column_ids[block.cell_column[c]]] != kNotActive)
-        copied += block.cell_ptr[c + 1] - block.cell_ptr[c];
+    for_active_entries(block, [&](uint32_t, uint32_t, float) { ++copied; });
     o.memory = budget.reserve(copied * (with_values ? 3 * sizeof(uint32_t) : sizeof(uint32_t)),
                               "poly2 active columns in flight");
     o.rows.reserve(copied);
@@ -491,16 +515,13 @@ void Poly2Space::transpose_active_features(Pass& pass) {
       o.index.reserve(copied);
       o.values.reserve(copied);
     }
-    for (uint32_t c = 0; c < cells; ++c) {
-      const uint32_t h = active_index[block.column_ids[block.cell_column[c]]];
-      if (h == kNotActive) continue;
-      const uint32_t begin = block.cell_ptr[c], end = block.cell_ptr[c + 1];
-      o.rows.insert(o.rows.end(), block.row_ids + begin, block.row_ids + end);
+    for_active_entries(block, [&](uint32_t h, uint32_t row, float value) {
+      o.rows.push_back(row);
       if (with_values) {
-        o.index.insert(o.index.end(), end - begin, h);
-        o.values.insert(o.values.end(), block.values + begin, block.values + end);
+        o.index.push_back(h);
+        o.values.push_back(value);
       }
-    }
+    });
     return o;
   };
   // Count per row, then scatter (two passes over the active columns only).
@@ -512,13 +533,14 @@ void Poly2Space::transpose_active_features(Pass& pass) {
       [&](const BlockRef&, const ColumnBlock& block) { return extract(block, false); },
       [&](ActiveEntries&& o) {
         for (uint32_t r : o.rows) ++R.row_ptr[r + 1];
-      }));
+      },
+      column_scratch));
   for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
   const uint64_t nnz_h = R.row_ptr[n];
   pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
   R.index.resize(nnz_h);
   R.value.resize(nnz_h);
-  std::vector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
+  HugeVector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
   pass.add(stream_blocks<ActiveEntries>(
       *ctx.stream, blocks, "poly2 active columns (transpose)",
       [&](const BlockRef&, const ColumnBlock& block) { return extract(block, true); },
@@ -528,21 +550,42 @@ void Poly2Space::transpose_active_features(Pass& pass) {
           R.index[pos] = o.index[e];
           R.value[pos] = o.values[e];
         }
-      }));
+      },
+      column_scratch));
   cursor = {};
-  // Sort each row by active index (= decreasing bound).
+  sort_active_rows(R, n, std::max(1, ctx.threads), budget);
+}
+
+namespace {
+
+// Sorts each row of R by active index (= decreasing bound), rows in
+// parallel: short rows by insertion in place, long ones through a buffer
+// (one per thread, reserved).
+void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budget) {
+  constexpr uint64_t kInsertionRow = 32;
   uint64_t widest_row = 0;
   for (uint64_t i = 0; i < n; ++i) widest_row = std::max(widest_row, R.row_ptr[i + 1] - R.row_ptr[i]);
-  // Rows are independent: sorted in parallel, one buffer per thread.
-  const int threads = std::max(1, ctx.threads);
   Reservation tmp_mem = budget.reserve(uint64_t(threads) * widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
   tbb::task_arena arena(threads);
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 4096), [&](const tbb::blocked_range<uint64_t>& range) {
       std::vector<std::pair<uint32_t, float>> tmp;
-      tmp.reserve(widest_row);
       for (uint64_t i = range.begin(); i < range.end(); ++i) {
         const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        if (e - b <= kInsertionRow) {
+          for (uint64_t p = b + 1; p < e; ++p) {
+            const uint32_t h = R.index[p];
+            const float v = R.value[p];
+            uint64_t q = p;
+            for (; q > b && R.index[q - 1] > h; --q) {
+              R.index[q] = R.index[q - 1];
+              R.value[q] = R.value[q - 1];
+            }
+            R.index[q] = h;
+            R.value[q] = v;
+          }
+          continue;
+        }
         tmp.clear();
         for (uint64_t p = b; p < e; ++p) tmp.emplace_back(R.index[p], R.value[p]);
         std::sort(tmp.begin(), tmp.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -554,6 +597,8 @@ void Poly2Space::transpose_active_features(Pass& pass) {
     });
   });
 }
+
+}  // namespace
 
 // Dense blocks (seed or active set) by measured density, if the block, its
 // products and the packed panels fit in half of what the budget has left.
@@ -600,13 +645,21 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
 // With a dense seed, the dense block is read for every column the active set
 // can still contain — u_j·u_max ≥ t for the θ of the linear and square scores
 // (θ only grows) — as far as the budget allows, so that the seed and the
-// active set share one streamed pass.
+// active set share one streamed pass; if those columns together are too
+// sparse for the dense path, only the seed's.
 void Poly2Space::read_dense_reach(Pass& pass, size_t seeded) {
   const double theta = pass.top.full() ? pass.top.worst().score : 0.0;
   const double t = pruning_ ? pair_bound_threshold(theta, pass.cross_scale, pass.n) : 0.0;
   const std::vector<uint32_t>& order = pass.order;
   const double u_max = order.empty() ? 0.0 : pass.u[order[0]];
   uint64_t reach = simd::kernels().prefix_scaled_at_least(pass.u.data(), order.data(), order.size(), u_max, t);
+  // Only a reach that would itself go dense is worth reading now; otherwise
+  // the active set (inside it) goes sparse, and the columns past the seed
+  // would be read, zero-filled and dropped for nothing (the scale run's seed
+  // of 21 columns read 45: 172 MiB).
+  uint64_t reach_nnz = 0;
+  for (uint64_t h = 0; h < reach; ++h) reach_nnz += pass.column_nnz[order[h]];
+  if (!dense_block_chosen(pass, reach_nnz, reach)) reach = seeded;
   while (reach > seeded && dense_pair_bytes(pass.n, reach) >= pass.ctx.budget->available() / 2) reach = reach * 3 / 4;
   reach = std::max<uint64_t>(reach, seeded);
   pass.dense.rows = pass.n;
@@ -643,6 +696,12 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   // ranges in parallel, one count array per range (integer sums: the same
   // for any thread count).
   const auto eligible = simd::kernels().prefix_scaled_at_least;
+  // Pairs of two seed features (active indices < K) were scored in stage 2:
+  // a row's partners of a seed entry start at its first entry ≥ K.
+  auto first_at_least = [&](uint64_t b, uint64_t e, uint64_t index) {
+    while (b < e && R.index[b] < index) ++b;
+    return b;
+  };
   Reservation count_mem = budget.reserve(uint64_t(threads - 1) * H * sizeof(uint64_t), "poly2 pair update counts");
   std::vector<std::vector<uint64_t>> range_updates(static_cast<size_t>(threads));
   tbb::task_arena count_arena(threads);
@@ -653,8 +712,12 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
       const uint64_t first = n * static_cast<uint64_t>(r) / threads, last = n * static_cast<uint64_t>(r + 1) / threads;
       for (uint64_t i = first; i < last; ++i) {
         const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
-        for (uint64_t p = b; p < e; ++p)
-          counts[R.index[p]] += eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
+        const uint64_t seed_end = first_at_least(b, e, K);
+        for (uint64_t p = b; p < e; ++p) {
+          const uint64_t end = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[R.index[p]], eligible);
+          const uint64_t start = std::max(p + 1, seed_end);
+          if (end > start) counts[R.index[p]] += end - start;
+        }
       }
     });
   });
@@ -685,6 +748,13 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   stats_.partitions = parts;
   std::vector<TopBCache> local(parts, TopBCache(pass.ctx.B, pass.ctx.budget));
   std::vector<uint64_t> distinct(parts, 0);
+  // Pairs of two core features (active index < core: the heaviest, which
+  // co-occur in most rows) are summed in a dense triangle indexed directly,
+  // the rest in a hash table: in the scale run almost every update is a core
+  // pair, and a direct add costs a fraction of a hash probe. Either way each
+  // pair's terms are added in row order, so the sums are the same.
+  uint32_t core = std::min<uint32_t>(H, kCorePairFeatures);
+  while (core > 0 && uint64_t{threads} * core * core * (sizeof(double) + 1) > budget.available() / 4) core /= 2;
   auto t_sparse = std::chrono::steady_clock::now();
   // Each partition's table is reserved before it runs; at most `threads` at once.
   tbb::task_arena arena(threads);
@@ -693,26 +763,51 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
       const uint32_t lo = cuts[part], hi = cuts[part + 1];
       uint64_t expected = 0;
       for (uint32_t h = lo; h < hi; ++h) expected += updates[h];
+      // The partition's core rows [lo, core_hi) × core partners.
+      const uint32_t core_hi = std::min(hi, core), core_rows = core_hi > lo ? core_hi - lo : 0;
+      Reservation core_mem = budget.reserve(uint64_t{core_rows} * core * (sizeof(double) + 1), "poly2 core pair sums");
+      std::vector<double> core_sum(uint64_t{core_rows} * core, 0.0);
+      std::vector<uint8_t> core_seen(uint64_t{core_rows} * core, 0);
       PairTable table(expected, budget);
       for (uint64_t i = 0; i < n; ++i) {
-        uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
+        const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
         const double ai = a[i];
+        const uint64_t seed_end = first_at_least(b, e, K);
+        uint64_t core_end = 0;  // first entry ≥ core (found once per row, if needed)
+        bool core_found = false;
         for (uint64_t p = b; p < e; ++p) {
-          uint32_t hp = R.index[p];
+          const uint32_t hp = R.index[p];
           if (hp < lo) continue;
           if (hp >= hi) break;  // rows are sorted by active index
           const double xv = ai * static_cast<double>(R.value[p]);
-          const uint64_t last = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[hp], eligible);
-          for (uint64_t q = p + 1; q < last; ++q)
-            table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
+          const uint64_t end = p + 1 + eligible_prefix(uh.data(), R.index.data() + p + 1, e - p - 1, t / uh[hp], eligible);
+          uint64_t q = std::max(p + 1, seed_end);
+          if (hp < core) {
+            if (!core_found) {
+              core_end = first_at_least(q, e, core);
+              core_found = true;
+            }
+            double* sum = core_sum.data() + uint64_t{hp - lo} * core;
+            uint8_t* seen = core_seen.data() + uint64_t{hp - lo} * core;
+            for (const uint64_t stop = std::min(end, core_end); q < stop; ++q) {
+              sum[R.index[q]] += xv * static_cast<double>(R.value[q]);
+              seen[R.index[q]] = 1;
+            }
+          }
+          for (; q < end; ++q) table.add((uint64_t{hp} << 32) | R.index[q], xv * static_cast<double>(R.value[q]));
         }
       }
       distinct[part] = table.size();
       table.for_each([&](uint64_t key, double sum) {
-        uint64_t hp = key >> 32, hq = key & 0xffffffffULL;
-        if (hp < K && hq < K) return;  // offered in stage 2 already
-        offer_pair(pass, local[part], active[hp], active[hq], sum);
+        offer_pair(pass, local[part], active[key >> 32], active[key & 0xffffffffULL], sum);
       });
+      for (uint32_t hp = lo; hp < core_hi; ++hp)
+        for (uint32_t hq = hp + 1; hq < core; ++hq) {
+          const uint64_t at = uint64_t{hp - lo} * core + hq;
+          if (!core_seen[at]) continue;
+          ++distinct[part];
+          offer_pair(pass, local[part], active[hp], active[hq], core_sum[at]);
+        }
     }, tbb::simple_partitioner());
   });
   stats_.sparse_seconds = seconds_since(t_sparse);

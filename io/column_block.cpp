@@ -25,7 +25,7 @@ CscColumns csc_columns(const ColumnBlock& block, CscScratch& scratch) {
   scratch.row_ids.resize(nnz);
   scratch.values.resize(nnz);
   // Tiles in order, so each column's rows arrive increasing.
-  std::vector<uint32_t>& fill = scratch.fill;
+  HugeVector<uint32_t>& fill = scratch.fill;
   fill.assign(scratch.col_ptr.begin(), scratch.col_ptr.end() - 1);
   for (uint64_t c = 0; c < cells; ++c) {
     uint32_t& at = fill[block.cell_column[c]];

@@ -32,6 +32,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/huge_pages.h"
+
 namespace fgm {
 
 // The nonzeros of a tiled block's short cells (fewer than
@@ -94,8 +96,8 @@ struct CscColumns {
 
 // Storage behind a CscColumns built from a tiled block (reused across blocks).
 struct CscScratch {
-  std::vector<uint32_t> col_ptr, row_ids, fill;
-  std::vector<float> values;
+  HugeVector<uint32_t> col_ptr, row_ids, fill;  // 2 MiB pages: one scratch per block of a pass
+  HugeVector<float> values;
   // Bytes this scratch needs for a block (for a budget reservation).
   static uint64_t bytes_for(const ColumnBlock& block) {
     return 4 * (block.column_count + 1) + 8 * block.nnz();

@@ -134,6 +134,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "solvers/apg_kernels.h"
 #include "solvers/apg_layout.h"
 #include "solvers/losses.h"
@@ -252,6 +253,9 @@ double sum_loss(Executor& ex, double C, const int8_t* y, const double* d, size_t
   })[0];
 }
 
+// Vectors over the touched rows (up to n doubles, allocated per solve).
+using RowVector = HugeVector<double>;
+
 template <class LossT>
 class ApgSolver {
  public:
@@ -348,7 +352,7 @@ class ApgSolver {
   const uint32_t* batch_rows(size_t h) const { return layout_.batch_row_list(h); }
 
   // out_i = Σ_h (X_h x_h)_i − b on the touched rows, batches added in order.
-  void sum_products(Product kind, const std::vector<double>& x, double b, std::vector<double>& out) {
+  void sum_products(Product kind, const std::vector<double>& x, double b, RowVector& out) {
     const bool all_cached = t_ == 0 || is_cached(kind, t_ - 1);
     if (all_cached) {  // one sweep per chunk, same order of operations
       ex_.for_each(chunks(), [&](size_t c) {
@@ -382,7 +386,7 @@ class ApgSolver {
   // dv: decision values at (v, v_b), where the margins and p were formed.
   double trial_step(const std::vector<double>& v, const std::vector<double>& g,
                     const std::vector<double>& coef_v, const std::vector<double>& coef_g,
-                    const std::vector<double>& dv, std::vector<double>& delta) {
+                    const RowVector& dv, RowVector& delta) {
     const double C = opt_.C;
     auto bregman = [&](size_t c) {
       const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
@@ -418,7 +422,7 @@ class ApgSolver {
 
   // g_j = Σ_i r_i x_ij (one pass over the columns). With `positive_part`
   // and a bias also the positive rows' part g⁺_j (for dual_bound).
-  void gradient(const std::vector<double>& r, std::vector<double>& g, bool positive_part = false) {
+  void gradient(const RowVector& r, std::vector<double>& g, bool positive_part = false) {
     ex_.for_each(cols_, [&](size_t j) {
       const uint32_t* position = layout_.column_local(j);
       const uint32_t* rows = batch_rows(layout_.column_batch(j));
@@ -479,7 +483,7 @@ class ApgSolver {
   }
 
   // P at decision values d on the touched rows and bias b (untouched rows: −b).
-  double loss(const std::vector<double>& d, double b) {
+  double loss(const RowVector& d, double b) {
     const double C = opt_.C;
     const double touched = ex_.sum<1>(chunks(), [&](size_t c) {
       const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
@@ -490,7 +494,7 @@ class ApgSolver {
 
   // On the touched rows, with margins m_i = y_i d_i: (logistic) p_i = σ(−m_i),
   // optionally r_i = ∂P/∂d_i.
-  void margins(const std::vector<double>& d, bool with_r) {
+  void margins(const RowVector& d, bool with_r) {
     if (!with_r && !LossT::kNeedsSigmoid) return;  // nothing to store
     ex_.for_each(chunks(), [&](size_t c) {
       const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
@@ -501,7 +505,7 @@ class ApgSolver {
   // The b-step (Armijo (36)) at (ω^k, v_b), whose decision values on the
   // touched rows are in d: returns b − v_b and updates d; sets the b part
   // (∂P/∂b)²/τ_b of Δ_k and remembers τ_b.
-  double bias_step(std::vector<double>& d, double vb, double tau_k, double& model_decrease,
+  double bias_step(RowVector& d, double vb, double tau_k, double& model_decrease,
                    ApgResult& res);
 
   ApgLayout layout_;
@@ -516,8 +520,8 @@ class ApgSolver {
   Reservation cache_reservation_;
   size_t cached_ = 0;                // products kept (of 2t)
   std::vector<uint64_t> slot_offset_;  // slot s starts at products_[slot_offset_[s]]
-  std::vector<double> products_;     // the kept slots, back to back
-  std::vector<double> p_, r_;        // r_ doubles as the scratch of product()
+  HugeVector<double> products_;      // the kept slots, back to back
+  RowVector p_, r_;        // r_ doubles as the scratch of product()
   std::vector<double> g_pos_;        // positive rows' part of ∇_ω P (bias only)
   double tau_b_prev_ = 0;
   int column_passes_ = 0;
@@ -637,7 +641,7 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, double b) {
 }
 
 template <class LossT>
-double ApgSolver<LossT>::bias_step(std::vector<double>& d, double vb, double tau_k,
+double ApgSolver<LossT>::bias_step(RowVector& d, double vb, double tau_k,
                                    double& model_decrease, ApgResult& res) {
   const double C = opt_.C;
   model_decrease = 0;
@@ -699,7 +703,7 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   std::vector<double> w_prev = w, v = w, g(cols_), w_trial(cols_);
   // dv: decision values at (v, v_b); d: the trial step δ, then those at
   // (ω^k, b) — both on the touched rows only.
-  std::vector<double> dv(rows_), d(rows_);
+  RowVector dv(rows_), d(rows_);
   r_.resize(rows_);
   if constexpr (LossT::kNeedsSigmoid) p_.resize(rows_);
   if (opt_.bias) g_pos_.resize(cols_);

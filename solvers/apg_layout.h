@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cache/selected_features.h"
+#include "core/huge_pages.h"
 #include "core/memory_budget.h"
 
 namespace fgm::detail {
@@ -83,13 +84,13 @@ class ApgLayout {
   UntouchedRows untouched_;
   size_t chunks_ = 0;
   Reservation reservation_;
-  std::vector<uint32_t> rows_;
+  HugeVector<uint32_t> rows_;
   std::vector<int8_t> labels_;
   std::vector<uint64_t> column_begin_;
   std::vector<uint32_t> column_batch_;
-  std::vector<uint32_t> local_;
+  HugeVector<uint32_t> local_;
   std::vector<uint64_t> batch_row_begin_;
-  std::vector<uint32_t> batch_rows_;
+  HugeVector<uint32_t> batch_rows_;
   std::vector<uint32_t> batch_chunk_;
 };
 

@@ -15,6 +15,7 @@
 // features/poly2_dense_pairs.h), so models do not depend on the target.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -64,6 +65,26 @@ struct Kernels {
   size_t gemm_mr, gemm_nr;
   void (*gemm_tile)(size_t kc, const double* A, const double* B, double* C, size_t ldc);
 };
+
+// Kernels::gather_moments for n < 8 entries, inline: entry e alone in lane e
+// and +0 in the others, combined in the same tree, so the result is
+// bit-identical to every target's kernel (tests/core/test_simd_kernels.cpp)
+// without a call and a padded 8-lane gather. Poly-2 stage 1 sums a tiled
+// block cell by cell, and most cells of a sparse store hold 1–3 entries.
+inline void gather_moments_short(const double* a, const uint32_t* rows, const float* values, size_t n,
+                                 double out[3]) {
+  double c[8] = {0, 0, 0, 0, 0, 0, 0, 0}, q[8] = {0, 0, 0, 0, 0, 0, 0, 0}, w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t e = 0; e < n && e < 8; ++e) {
+    const double av = a[rows[e]], x = static_cast<double>(values[e]), ax = av * x;
+    c[e] = 0.0 + ax;
+    q[e] = 0.0 + ax * x;
+    w[e] = 0.0 + (std::fabs(av) * x) * x;
+  }
+  auto reduce = [](const double* l) { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])); };
+  out[0] = reduce(c);
+  out[1] = reduce(q);
+  out[2] = reduce(w);
+}
 
 const char* target_name(Target target);
 // Parses "scalar", "avx2", "avx512"; throws Error(kConfig) naming FGM_SIMD otherwise.
