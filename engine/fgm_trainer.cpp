@@ -41,6 +41,8 @@ void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
     warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
 }
 
+}  // namespace
+
 // The block target of the scoring passes. A small budget gets smaller blocks,
 // so that several stay in flight. A store kept resident is scored in blocks of
 // about 16·n bytes (~2n nonzeros) when that is larger: a tile's dual slice
@@ -52,6 +54,8 @@ uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, u
   if (resident) target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / 16));
   return std::max<uint64_t>(64 << 10, target);
 }
+
+namespace {
 
 // Per-column max |value| over the columns present in the store, as streamed
 // (so a store that transforms values on the fly is seen transformed): the

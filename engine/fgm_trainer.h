@@ -108,6 +108,10 @@ struct TrainOutcome {
   double majority_rate = 0;       // the larger class's share of those rows
 };
 
+// The block target of the scoring passes for a budget, n rows and whether the
+// store stays resident (fgm_trainer.cpp; also used by the MSLR driver).
+uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident);
+
 // Warning thresholds (see the header comment; chosen in bench/README.md).
 constexpr double kValueSpanLimit = 1e4;
 constexpr double kFirstSolveLimit = 1e-3;

@@ -87,7 +87,10 @@ NewtonBisectionResult newton_bisection(const CoordinateProblem& p, double tolera
     const double newton = Z - d.first / d.second;
     double next = newton;
     if (!(newton > lower && newton < upper)) {
-      next = 0.5 * (lower + upper);
+      // Bisection; towards the open end Z = 0 a tenth of the bracket instead
+      // (as LIBLINEAR's dual LR step): roots there can be as small as e^(−|b|)
+      // and halving from s/2 would need hundreds of steps.
+      next = lower > 0 ? 0.5 * (lower + upper) : 0.1 * upper;
       ++out.bisections;
     }
     if (next == Z) break;  // the bracket is down to rounding

@@ -15,7 +15,9 @@
 // or Z₂ = c₂ − z, s = c₁ + c₂); the output is the pair (Z₁, Z₂) = (new α_i,
 // new C − α_i), both kept so that neither is computed as a difference of
 // nearly equal numbers. The bracket is always kept (plain Newton leaves the
-// domain at large q).
+// domain at large q); a step that leaves it bisects, except that while the
+// bracket still reaches Z = 0 it goes to a tenth of the bracket (the root can
+// be e^(−100) and beyond when a row's margin is large).
 #pragma once
 
 #include <cstddef>

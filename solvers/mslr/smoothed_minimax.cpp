@@ -51,7 +51,7 @@ class SmoothedMinimax {
  public:
   SmoothedMinimax(const SelectedRows& rows, const int8_t* labels,
                   const std::vector<std::vector<uint32_t>>& constraints, const MinimaxOptions& options,
-                  std::vector<double>& alpha, std::vector<double>& beta);
+                  std::vector<double>& alpha, std::vector<double>& beta, MemoryBudget* budget);
   MinimaxResult solve();
 
  private:
@@ -68,13 +68,24 @@ class SmoothedMinimax {
   const size_t T_;
   std::vector<uint64_t> member_;  // per column: bit t set iff the column is in d^t
   std::vector<double> a_, b_, scratch_;
+  Reservation order_memory_;
+  std::vector<uint32_t> order_;  // rows with label ±1, permuted before each sweep (shuffle)
+  uint64_t random_state_ = 0x9e3779b97f4a7c15ULL;
   MinimaxResult out_;
+
+  // splitmix64, reduced to [0, bound) (the tiny modulo bias does not matter here).
+  uint64_t random_below(uint64_t bound) {
+    uint64_t z = (random_state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (z ^ (z >> 31)) % bound;
+  }
 };
 
 SmoothedMinimax::SmoothedMinimax(const SelectedRows& rows, const int8_t* labels,
                                  const std::vector<std::vector<uint32_t>>& constraints,
                                  const MinimaxOptions& options, std::vector<double>& alpha,
-                                 std::vector<double>& beta)
+                                 std::vector<double>& beta, MemoryBudget* budget)
     : rows_(rows), y_(labels), options_(options), alpha_(alpha), beta_(beta), T_(constraints.size()) {
   FGM_ASSERT(T_ >= 1 && T_ <= kMaxConstraints);
   FGM_ASSERT(alpha.size() == rows.n_rows && beta.size() == rows.n_rows);
@@ -89,6 +100,11 @@ SmoothedMinimax::SmoothedMinimax(const SelectedRows& rows, const int8_t* labels,
   scratch_.resize(2 * T_);
   out_.half_norms.resize(T_);
   out_.mu.resize(T_);
+  if (options.shuffle) {
+    if (budget) order_memory_ = budget->reserve(rows.n_rows * sizeof(uint32_t), "MSLR sweep order");
+    for (uint64_t i = 0; i < rows.n_rows; ++i)
+      if (labels[i] != 0) order_.push_back(static_cast<uint32_t>(i));
+  }
 }
 
 // c and e from α, summed afresh (the sweeps update them incrementally).
@@ -149,8 +165,14 @@ void SmoothedMinimax::coordinate_step(uint64_t i, double q, double& largest_grad
 // One cyclic pass over the rows; returns the largest |∂f(α,q)/∂α_i| seen.
 double SmoothedMinimax::sweep(double q) {
   double largest = 0;
-  for (uint64_t i = 0; i < rows_.n_rows; ++i)
-    if (y_[i] != 0) coordinate_step(i, q, largest);
+  if (!options_.shuffle) {
+    for (uint64_t i = 0; i < rows_.n_rows; ++i)
+      if (y_[i] != 0) coordinate_step(i, q, largest);
+  } else {
+    // Fisher–Yates with a fixed-seed generator: the same orders on every run.
+    for (size_t k = order_.size(); k > 1; --k) std::swap(order_[k - 1], order_[random_below(k)]);
+    for (uint32_t i : order_) coordinate_step(i, q, largest);
+  }
   ++out_.sweeps;
   return largest;
 }
@@ -212,8 +234,8 @@ MinimaxResult SmoothedMinimax::solve() {
 MinimaxResult solve_smoothed_minimax(const SelectedRows& rows, const int8_t* labels,
                                      const std::vector<std::vector<uint32_t>>& constraints,
                                      const MinimaxOptions& options, std::vector<double>& alpha,
-                                     std::vector<double>& beta) {
-  SmoothedMinimax solver(rows, labels, constraints, options, alpha, beta);
+                                     std::vector<double>& beta, MemoryBudget* budget) {
+  SmoothedMinimax solver(rows, labels, constraints, options, alpha, beta, budget);
   return solver.solve();
 }
 
