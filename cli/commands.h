@@ -5,8 +5,6 @@
 
 #include <functional>
 
-#include "core/json_writer.h"
-#include "core/run_warnings.h"
 
 namespace fgm::cli {
 
@@ -23,8 +21,5 @@ Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_path(CLI::App& app);
 Command add_report(CLI::App& app);
-
-// The `warnings` array of run.json and path.json.
-void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 
 }  // namespace fgm::cli

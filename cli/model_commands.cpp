@@ -92,6 +92,7 @@ Command add_inspect(CLI::App& app) {
             JsonWriter j;
             j.begin_object();
             j.key("engine_version").value(m.engine_version);
+            j.key("solver").value(m.solver);
             j.key("feature_kind").value(m.feature_kind);
             j.key("loss").value(m.loss);
             j.key("C").value(m.C);

@@ -12,6 +12,8 @@
 
 #include "cli/commands.h"
 #include "cli/resume.h"
+#include "cli/run_output.h"
+#include "cli/solver_commands.h"
 #include "core/atomic_file.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -135,6 +137,26 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
   j.end_array();
 }
 
+// fgm path with a solver other than FGM: the shared setup (budget, data,
+// transforms, resume session), then the solver's own path (cli/solver_commands.h).
+int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
+  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  TrainingData data = open_training_data(config.get_string("data.train"),
+                                         training_data_options_from_config(config), budget);
+  reject_store_mismatch(config, data.store->info());
+  data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
+                                        budget, config.get_bytes("engine.block_bytes"));
+  const std::string out_dir = config.get_string("output.dir");
+  RunIdentity identity;
+  identity.command = "path";
+  identity.config = result_config(config.dump());
+  identity.store_checksum = data.store->info().store_checksum;
+  ResumeSession session(out_dir, identity, restart, "path.csv", budget);
+  RunWarnings warnings;
+  SolverCommand command{config, data, budget, warnings, out_dir, &session};
+  return dispatch_solver_path(solver, command);
+}
+
 }  // namespace
 
 Command add_path(CLI::App& app) {
@@ -156,6 +178,8 @@ Command add_path(CLI::App& app) {
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
     reject_ignored_keys(config, ConfigCommand::kPath);
     check_config_paths(config, ConfigCommand::kPath);
+    if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
+      return path_with_other_solver(solver, config, args->restart);
     PathSettings ps;
     ps.base = train_settings_from_config(config);
     RunWarnings warnings;
@@ -249,6 +273,7 @@ Command add_path(CLI::App& app) {
 
     JsonWriter j;
     j.begin_object();
+    j.key("solver").value("fgm");
     j.key("mode").value(outcome.mode);
     j.key("points").value(static_cast<uint64_t>(outcome.points.size()));
     j.key("best_point").value(static_cast<int64_t>(outcome.best >= 0 ? outcome.points[outcome.best].point : -1));
@@ -260,9 +285,7 @@ Command add_path(CLI::App& app) {
     write_selection(j, outcome, ps.folds);
     write_runs(j, outcome);
     write_folds(j, outcome);
-    j.key("config").begin_object();
-    for (const auto& [k, v] : config_dump) j.key(k).value(v);
-    j.end_object();
+    write_config_section(j, config_dump);
     write_warnings(j, warnings);
     j.end_object();
     write_file_atomic(out_dir + "/path.json", j.str() + "\n");

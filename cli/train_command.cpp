@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/run_output.h"
+#include "cli/solver_commands.h"
 #include "cli/resume.h"
 #include "core/atomic_file.h"
 #include "core/config.h"
@@ -26,8 +28,6 @@
 #include "report/report_page.h"
 
 namespace fgm::cli {
-
-void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 
 namespace {
 
@@ -51,113 +51,6 @@ void write_iteration(JsonWriter& j, const IterationRecord& r) {
   j.key("apg_converged").value(r.apg_converged);
   j.key("apg_stop").value(r.apg_stop);
   j.key("apg_relative_gap").value(r.apg_relative_gap);
-  j.end_object();
-}
-
-struct TruthRecovery {
-  uint64_t recovered = 0, planted = 0, recovered_cross = 0, planted_cross = 0;
-};
-
-// How many planted features (data.truth) are among `features`.
-TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features) {
-  PlantedTruth truth = read_truth(truth_path);
-  TruthRecovery r;
-  r.planted = truth.ids.size();
-  r.planted_cross = truth.cross_ids.size();
-  std::vector<uint64_t> chosen;
-  std::vector<std::pair<uint64_t, uint64_t>> chosen_cross;
-  for (const auto& f : features) {
-    if (f.key.kind == FeatureKind::kCross) chosen_cross.emplace_back(f.key.ids[0], f.key.ids[1]);
-    else if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup) chosen.push_back(f.key.ids[0]);
-  }
-  std::sort(chosen.begin(), chosen.end());
-  std::sort(chosen_cross.begin(), chosen_cross.end());
-  for (uint64_t id : truth.ids)
-    if (std::binary_search(chosen.begin(), chosen.end(), id)) ++r.recovered;
-  for (const auto& pair : truth.cross_ids)
-    if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++r.recovered_cross;
-  return r;
-}
-
-// The end of run.json shared by binary and multi-class runs: resources, the
-// test metrics (macro AUC for multi-class) and the planted-truth recovery.
-void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak,
-                                double train_seconds, double ingest_seconds, const Config& config,
-                                const EvalResult* test, const TruthRecovery* truth) {
-  j.key("memory_budget_bytes").value(budget.limit());
-  j.key("memory_budget_peak_bytes").value(budget_peak);
-  j.key("peak_rss_bytes").value(peak_rss_bytes());
-  j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
-  j.key("train_seconds").value(train_seconds);
-  j.key("total_seconds").value(train_seconds + ingest_seconds);
-  if (test) {
-    j.key("test").begin_object();
-    j.key("path").value(config.get_string("data.test"));
-    j.key("rows").value(test->rows);
-    j.key("accuracy").value(test->accuracy);
-    j.key("auc").value(test->auc);
-    j.end_object();
-  }
-  if (truth) {
-    j.key("truth").begin_object();
-    j.key("planted").value(truth->planted);
-    j.key("recovered").value(truth->recovered);
-    j.key("planted_cross").value(truth->planted_cross);
-    j.key("recovered_cross").value(truth->recovered_cross);
-    j.end_object();
-  }
-}
-
-// The end of every train run (binary and multi-class): the shared tail of
-// run.json, the file written atomically, the report, the resume session closed.
-void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
-                double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
-                const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session) {
-  write_resources_test_truth(j, budget, budget_peak, train_seconds, ingest_seconds, config, test, truth);
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
-  session.finish();
-}
-
-void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
-  j.key("selected_features").begin_array();
-  for (const auto& f : features) {
-    j.begin_object();
-    j.key("id").value(f.key.ids[0] + static_cast<uint64_t>(index_base));
-    j.key("kind").value(feature_kind_name(f.key.kind));
-    if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
-    j.key("weight").value(f.weight);
-    j.key("batch").value(static_cast<uint64_t>(f.batch));
-    j.end_object();
-  }
-  j.end_array();
-}
-
-void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data) {
-  const StoreInfo& info = data.store->info();
-  j.key("data").begin_object();
-  j.key("train").value(config.get_string("data.train"));
-  j.key("store").value(data.store_dir);
-  j.key("ingested_now").value(data.ingested_now);
-  j.key("ingest_seconds").value(data.ingest_seconds);
-  j.key("rows").value(info.n_rows);
-  j.key("features").value(info.n_features);
-  j.key("nnz").value(info.nnz);
-  j.key("positive_label").value(info.positive_value);
-  j.key("negative_label").value(info.negative_value);
-  if (info.classes() > 2) {
-    j.key("classes").begin_array();
-    for (size_t k = 0; k < info.classes(); ++k) {
-      j.begin_object();
-      j.key("label").value(info.class_values[k]);
-      j.key("rows").value(info.class_counts[k]);
-      j.end_object();
-    }
-    j.end_array();
-  }
-  j.key("store_checksum").value(hex64(info.store_checksum));
   j.end_object();
 }
 
@@ -208,10 +101,9 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   JsonWriter j;
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value("fgm");
   write_data_section(j, config, data);
-  j.key("config").begin_object();
-  for (const auto& [k, v] : model.config) j.key(k).value(v);
-  j.end_object();
+  write_config_section(j, model.config);
   j.key("multiclass").value("ovr");
   j.key("iterations").begin_array().end_array();  // per class, below
   j.key("classes").begin_array();
@@ -256,18 +148,6 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
 
 }  // namespace
 
-// The run's warnings as [{"code": ..., "message": ...}] (also used by fgm path).
-void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
-  j.key("warnings").begin_array();
-  for (const auto& w : warnings.list()) {
-    j.begin_object();
-    j.key("code").value(w.code);
-    j.key("message").value(w.message);
-    j.end_object();
-  }
-  j.end_array();
-}
-
 Command add_train(CLI::App& app) {
   auto* sub = app.add_subcommand("train", "run FGM from a TOML config; writes model.fgm and run.json");
   struct Args {
@@ -304,14 +184,18 @@ Command add_train(CLI::App& app) {
     data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
                                           budget, config.get_bytes("engine.block_bytes"));
     const StoreInfo& info = data.store->info();
-    spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
-                 info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
-                 loss_name(settings.apg.loss), settings.apg.threads);
     RunIdentity identity;
     identity.command = "train";
     identity.config = result_config(config.dump());
     identity.store_checksum = info.store_checksum;
     ResumeSession session(out_dir, identity, args->restart, "model.fgm", budget);
+    if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm) {
+      SolverCommand command{config, data, budget, warnings, out_dir, &session};
+      return dispatch_solver_train(solver, command);
+    }
+    spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
+                 info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
+                 loss_name(settings.apg.loss), settings.apg.threads);
     if (info.classes() > 2) return train_multiclass(config, settings, data, budget, warnings, session);
     uint64_t resumed_from = 0;
     if (TrainProgress* saved = session.train()) {
@@ -362,10 +246,9 @@ Command add_train(CLI::App& app) {
     JsonWriter j;
     j.begin_object();
     j.key("engine_version").value(FGM_VERSION);
+    j.key("solver").value("fgm");
     write_data_section(j, config, data);
-    j.key("config").begin_object();
-    for (const auto& [k, v] : outcome.model.config) j.key(k).value(v);
-    j.end_object();
+    write_config_section(j, outcome.model.config);
     j.key("iterations").begin_array();
     for (const auto& r : outcome.iterations) write_iteration(j, r);
     j.end_array();

@@ -39,6 +39,10 @@ ParamSpec choices(ParamSpec s, std::vector<std::string> c) {
 std::vector<ParamSpec> build_specs() {
   using T = ParamType;
   return {
+      choices(spec("solver", T::kEnum, "\"fgm\"",
+                   "the method (engine/solver_choice.h): fgm = Feature Generating Machine; each other "
+                   "solver reads its own section, and keys of another solver's section are errors"),
+              {"fgm"}),
       spec("data.train", T::kPath, "",
            "training data: a LIBSVM/svmlight file (plain, gzip, bzip2 or xz) or a store "
            "directory written by `fgm ingest`"),

@@ -1,4 +1,5 @@
 #include "engine/train_settings.h"
+#include "engine/solver_choice.h"
 
 #include <string>
 #include <utility>
@@ -21,6 +22,7 @@ void reject_if_set(const Config& c, const std::string& key, const std::string& w
 }  // namespace
 
 void reject_ignored_keys(const Config& c, ConfigCommand command) {
+  reject_other_solver_keys(c);  // first: its message names the solver the key belongs to
   if (command == ConfigCommand::kTrain) {
     for (const char* key : {"path.features", "path.B", "path.C", "path.debias", "path.debias_C", "path.folds",
                             "path.fold_seed"})

@@ -92,7 +92,7 @@ std::string encode_model(const Model& m) {
       m.period, fb.CreateString(m.kernel), fb.CreateVector(m.scale_min),
       fb.CreateVector(m.scale_max), fb.CreateVector(kvs), m.created_unix, m.objective,
       fb.CreateVector(m.scale_ids), m.transforms.empty() ? 0 : fb.CreateVector(transforms),
-      classes);
+      classes, fb.CreateString(m.solver));
   schema::FinishModelBuffer(fb, root);
 
   return frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize());
@@ -216,6 +216,7 @@ static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string
   auto str = [](const flatbuffers::String* s) { return s ? s->str() : std::string(); };
   Model m;
   m.engine_version = str(fm->engine_version());
+  m.solver = fm->solver() ? fm->solver()->str() : std::string("fgm");
   m.loss = str(fm->loss());
   m.C = fm->c();
   m.B = fm->b_per_iteration();

@@ -44,6 +44,7 @@ struct ClassModel {
 
 struct Model {
   std::string engine_version;
+  std::string solver = "fgm";  // config key `solver`: which method made the model
   std::string loss = "squared_hinge";
   double C = 0;
   uint64_t B = 0;

@@ -60,6 +60,7 @@ TEST_CASE("synth, train, predict, inspect end to end", "[cli][e2e]") {
                           "\"accuracy\"", "\"auc\"", "\"simd_target\""})
     REQUIRE(contains(log, key));
   REQUIRE(contains(log, "\"fgm.B\": \"4\""));  // the override is what ran
+  REQUIRE(contains(log, "\"solver\": \"fgm\""));
 
   // Second run reuses the cached store.
   r = run(dir, "train --config job.toml");
@@ -81,6 +82,7 @@ TEST_CASE("synth, train, predict, inspect end to end", "[cli][e2e]") {
   REQUIRE(contains(r.out, "\"features\": ["));
   REQUIRE(contains(r.out, "\"id\": "));
   REQUIRE(contains(r.out, "\"weight\": "));
+  REQUIRE(contains(r.out, "\"solver\": \"fgm\""));
 
   // Predict data wider than the model: features beyond m are ignored, one warning.
   dir.write("wide.svm", "+1 1:0.5 250:1\n-1 2:0.3 260:2 270:1\n");

@@ -157,6 +157,18 @@ fgm::ModelFeature linear_feature(uint64_t id, double weight, uint32_t batch) {
 
 }  // namespace
 
+TEST_CASE("the solver that made a model round-trips; a model without the field reads as fgm",
+          "[model_file][solver]") {
+  fgm::Model model;
+  model.features = {linear_feature(3, 0.5, 1)};
+  REQUIRE(fgm::decode_model(fgm::encode_model(model), "default").solver == "fgm");
+  model.solver = "sifs";
+  REQUIRE(fgm::decode_model(fgm::encode_model(model), "sifs").solver == "sifs");
+  // The hand-laid buffer of the alignment test has no solver field.
+  TempDir dir("fgm-model-solver");
+  REQUIRE(fgm::read_model(dir.write("old.fgm", with_preamble(misaligned_scale_ids_buffer(0)))).solver == "fgm");
+}
+
 TEST_CASE("one-vs-rest models round-trip; binary models carry no classes field",
           "[model_file][multiclass]") {
   fgm::Model binary;

@@ -1,0 +1,135 @@
+#include "cli/run_output.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/atomic_file.h"
+#include "core/hash.h"
+#include "core/simd/simd.h"
+#include "report/report_page.h"
+#include "synth/synthetic_data.h"
+
+namespace fgm::cli {
+namespace {
+
+// The end of run.json shared by binary and multi-class runs: resources, the
+// test metrics (macro AUC for multi-class) and the planted-truth recovery.
+void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak,
+                                double train_seconds, double ingest_seconds, const Config& config,
+                                const EvalResult* test, const TruthRecovery* truth) {
+  j.key("memory_budget_bytes").value(budget.limit());
+  j.key("memory_budget_peak_bytes").value(budget_peak);
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
+  j.key("train_seconds").value(train_seconds);
+  j.key("total_seconds").value(train_seconds + ingest_seconds);
+  if (test) {
+    j.key("test").begin_object();
+    j.key("path").value(config.get_string("data.test"));
+    j.key("rows").value(test->rows);
+    j.key("accuracy").value(test->accuracy);
+    j.key("auc").value(test->auc);
+    j.end_object();
+  }
+  if (truth) {
+    j.key("truth").begin_object();
+    j.key("planted").value(truth->planted);
+    j.key("recovered").value(truth->recovered);
+    j.key("planted_cross").value(truth->planted_cross);
+    j.key("recovered_cross").value(truth->recovered_cross);
+    j.end_object();
+  }
+}
+
+}  // namespace
+
+TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features) {
+  PlantedTruth truth = read_truth(truth_path);
+  TruthRecovery r;
+  r.planted = truth.ids.size();
+  r.planted_cross = truth.cross_ids.size();
+  std::vector<uint64_t> chosen;
+  std::vector<std::pair<uint64_t, uint64_t>> chosen_cross;
+  for (const auto& f : features) {
+    if (f.key.kind == FeatureKind::kCross) chosen_cross.emplace_back(f.key.ids[0], f.key.ids[1]);
+    else if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup) chosen.push_back(f.key.ids[0]);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  std::sort(chosen_cross.begin(), chosen_cross.end());
+  for (uint64_t id : truth.ids)
+    if (std::binary_search(chosen.begin(), chosen.end(), id)) ++r.recovered;
+  for (const auto& pair : truth.cross_ids)
+    if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++r.recovered_cross;
+  return r;
+}
+
+void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
+                double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
+                const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session) {
+  write_resources_test_truth(j, budget, budget_peak, train_seconds, ingest_seconds, config, test, truth);
+  write_warnings(j, warnings);
+  j.end_object();
+  write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
+  session.finish();
+}
+
+void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
+  j.key("selected_features").begin_array();
+  for (const auto& f : features) {
+    j.begin_object();
+    j.key("id").value(f.key.ids[0] + static_cast<uint64_t>(index_base));
+    j.key("kind").value(feature_kind_name(f.key.kind));
+    if (f.key.group != UINT64_MAX) j.key("group").value(f.key.group);
+    j.key("weight").value(f.weight);
+    j.key("batch").value(static_cast<uint64_t>(f.batch));
+    j.end_object();
+  }
+  j.end_array();
+}
+
+void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data) {
+  const StoreInfo& info = data.store->info();
+  j.key("data").begin_object();
+  j.key("train").value(config.get_string("data.train"));
+  j.key("store").value(data.store_dir);
+  j.key("ingested_now").value(data.ingested_now);
+  j.key("ingest_seconds").value(data.ingest_seconds);
+  j.key("rows").value(info.n_rows);
+  j.key("features").value(info.n_features);
+  j.key("nnz").value(info.nnz);
+  j.key("positive_label").value(info.positive_value);
+  j.key("negative_label").value(info.negative_value);
+  if (info.classes() > 2) {
+    j.key("classes").begin_array();
+    for (size_t k = 0; k < info.classes(); ++k) {
+      j.begin_object();
+      j.key("label").value(info.class_values[k]);
+      j.key("rows").value(info.class_counts[k]);
+      j.end_object();
+    }
+    j.end_array();
+  }
+  j.key("store_checksum").value(hex64(info.store_checksum));
+  j.end_object();
+}
+
+
+void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
+  j.key("warnings").begin_array();
+  for (const auto& w : warnings.list()) {
+    j.begin_object();
+    j.key("code").value(w.code);
+    j.key("message").value(w.message);
+    j.end_object();
+  }
+  j.end_array();
+}
+
+void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config) {
+  j.key("config").begin_object();
+  for (const auto& [k, v] : config) j.key(k).value(v);
+  j.end_object();
+}
+
+}  // namespace fgm::cli

@@ -1,0 +1,48 @@
+// The parts of run.json that every solver writes the same way, and the end of
+// every `fgm train` run: test metrics, planted-truth recovery, resources,
+// warnings, the atomic write, the report and the closed resume session.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/resume.h"
+#include "core/config.h"
+#include "core/json_writer.h"
+#include "core/memory_budget.h"
+#include "core/run_warnings.h"
+#include "engine/evaluate.h"
+#include "engine/training_data.h"
+#include "io/model_file.h"
+
+namespace fgm::cli {
+
+struct TruthRecovery {
+  uint64_t recovered = 0, planted = 0, recovered_cross = 0, planted_cross = 0;
+};
+
+// How many planted features (data.truth) are among `features`.
+TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features);
+
+// "data": the training file, its store and its shape.
+void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data);
+
+// "config": every key with its value, as the model records it.
+void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config);
+
+// "selected_features": id (in the file's index base), kind, group, weight, batch.
+void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base);
+
+// The run's warnings as [{"code": ..., "message": ...}] (run.json and path.json).
+void write_warnings(JsonWriter& j, const RunWarnings& warnings);
+
+// The end of every train run (any solver, binary and multi-class): resources,
+// test metrics, truth recovery and warnings close run.json's object; the file
+// is written atomically, then the report, then the resume session is closed.
+void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
+                double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
+                const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session);
+
+}  // namespace fgm::cli

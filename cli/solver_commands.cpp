@@ -1,0 +1,29 @@
+#include "cli/solver_commands.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace fgm::cli {
+
+// Each solver adds its case (and its train_<name>/path_<name> declared above)
+// when it lands; `solver`'s choices in core/config.cpp list only those.
+int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
+  (void)command;
+  switch (solver) {
+    default:
+      throw Error(ErrorKind::kInternal,
+                  fmt::format("fgm train: solver '{}' has no train command", solver_name(solver)));
+  }
+}
+
+int dispatch_solver_path(SolverKind solver, SolverCommand& command) {
+  (void)command;
+  switch (solver) {
+    default:
+      throw Error(ErrorKind::kInternal,
+                  fmt::format("fgm path: solver '{}' has no path command", solver_name(solver)));
+  }
+}
+
+}  // namespace fgm::cli

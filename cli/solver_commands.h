@@ -1,0 +1,32 @@
+// `fgm train` and `fgm path` for the solvers other than FGM (config key
+// `solver`, engine/solver_choice.h). The commands do the shared setup — config
+// checks, the memory budget, the training data opened and transformed, the
+// resume session — then hand over here; each solver writes its model(s),
+// run.json or path.csv/path.json and the report through cli/run_output.h.
+#pragma once
+
+#include <string>
+
+#include "cli/resume.h"
+#include "core/config.h"
+#include "core/memory_budget.h"
+#include "core/run_warnings.h"
+#include "engine/solver_choice.h"
+#include "engine/training_data.h"
+
+namespace fgm::cli {
+
+struct SolverCommand {
+  const Config& config;
+  TrainingData& data;  // opened, checked against the config, feature transforms applied
+  MemoryBudget& budget;
+  RunWarnings& warnings;
+  std::string out_dir;      // output.dir (not yet created)
+  ResumeSession* session;   // closed by the solver's finish (finish_run does it)
+};
+
+// Run `solver` (not kFgm) for `fgm train` / `fgm path`; the process exit code.
+int dispatch_solver_train(SolverKind solver, SolverCommand& command);
+int dispatch_solver_path(SolverKind solver, SolverCommand& command);
+
+}  // namespace fgm::cli

@@ -1,0 +1,90 @@
+#include "engine/solver_choice.h"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/messages.h"
+
+namespace fgm {
+namespace {
+
+constexpr std::array<std::pair<SolverKind, std::string_view>, 5> kSolverNames{{
+    {SolverKind::kFgm, "fgm"},
+    {SolverKind::kSifs, "sifs"},
+    {SolverKind::kPnormKta, "pnorm_kta"},
+    {SolverKind::kMslr, "mslr"},
+    {SolverKind::kExclusive, "exclusive"},
+}};
+
+// Config sections and the solver that reads them. `path.*` is the FGM path
+// (feature counts, B or C values); the other solvers keep their path grid in
+// their own section.
+constexpr std::array<std::pair<std::string_view, SolverKind>, 6> kSectionOwners{{
+    {"fgm.", SolverKind::kFgm},
+    {"path.", SolverKind::kFgm},
+    {"sifs.", SolverKind::kSifs},
+    {"kta.", SolverKind::kPnormKta},
+    {"mslr.", SolverKind::kMslr},
+    {"exclusive.", SolverKind::kExclusive},
+}};
+
+}  // namespace
+
+std::string_view solver_name(SolverKind kind) {
+  for (const auto& [k, name] : kSolverNames)
+    if (k == kind) return name;
+  throw Error(ErrorKind::kInternal, "solver_name: unknown SolverKind");
+}
+
+std::optional<SolverKind> solver_from_name(std::string_view name) {
+  for (const auto& [k, n] : kSolverNames)
+    if (n == name) return k;
+  return std::nullopt;
+}
+
+SolverKind solver_from_config(const Config& config) {
+  const std::string name = config.get_string("solver");
+  if (auto kind = solver_from_name(name)) return *kind;
+  // config validation restricts `solver` to its choices; this is a bug
+  throw Error(ErrorKind::kInternal, fmt::format("solver_from_config: unknown solver '{}'", name));
+}
+
+std::optional<SolverKind> solver_owning_key(std::string_view key) {
+  for (const auto& [prefix, owner] : kSectionOwners)
+    if (key.substr(0, prefix.size()) == prefix) return owner;
+  return std::nullopt;
+}
+
+bool solver_supports_kind(SolverKind solver, std::string_view kind) {
+  switch (solver) {
+    case SolverKind::kFgm:
+      return true;  // every feature space of features/
+    default:
+      return kind == "linear";
+  }
+}
+
+void reject_other_solver_keys(const Config& config) {
+  const SolverKind solver = solver_from_config(config);
+  const std::string_view name = solver_name(solver);
+  for (const ParamSpec& spec : param_specs()) {
+    if (!config.set_by_user(spec.key)) continue;
+    std::optional<SolverKind> owner = solver_owning_key(spec.key);
+    if (owner && *owner != solver)
+      throw Error(ErrorKind::kConfig,
+                  msg::ignored_key(config.where_set(spec.key), spec.key,
+                                   fmt::format("it belongs to solver = \"{}\" and this run uses solver = \"{}\"",
+                                               solver_name(*owner), name)));
+  }
+  const std::string kind = config.get_string("features.kind");
+  if (!solver_supports_kind(solver, kind))
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}features.kind = \"{}\" is not supported by solver = \"{}\" (it runs on "
+                            "features.kind = \"linear\"); remove features.kind or choose solver = \"fgm\"",
+                            config.where_set("features.kind"), kind, name));
+}
+
+}  // namespace fgm
