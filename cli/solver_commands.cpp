@@ -9,8 +9,9 @@ namespace fgm::cli {
 // Each solver adds its case (and its train_<name>/path_<name> declared above)
 // when it lands; `solver`'s choices in core/config.cpp list only those.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
-  (void)command;
   switch (solver) {
+    case SolverKind::kMslr:
+      return train_mslr(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm train: solver '{}' has no train command", solver_name(solver)));
@@ -18,8 +19,9 @@ int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
 }
 
 int dispatch_solver_path(SolverKind solver, SolverCommand& command) {
-  (void)command;
   switch (solver) {
+    case SolverKind::kMslr:
+      return path_mslr(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm path: solver '{}' has no path command", solver_name(solver)));

@@ -25,6 +25,10 @@ struct SolverCommand {
   ResumeSession* session;   // closed by the solver's finish (finish_run does it)
 };
 
+// solver = "mslr" (cli/mslr_command.cpp).
+int train_mslr(SolverCommand& command);
+int path_mslr(SolverCommand& command);
+
 // Run `solver` (not kFgm) for `fgm train` / `fgm path`; the process exit code.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command);
 int dispatch_solver_path(SolverKind solver, SolverCommand& command);
