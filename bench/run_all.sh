@@ -31,6 +31,9 @@
 #   weak      poly-2 `fgm train` on a weakly planted sparse set: pair updates/s,
 #             wall s, planted terms found (and fgm_bench_poly2 on that store)
 #   poly2     bench/run_poly2_scale.sh: whole-run s, APG share, RSS vs budget
+# Issue 11:
+#   mslr      bench/run_mslr.sh: MSLR vs LIBLINEAR -s 6 vs logistic FGM at matched
+#             feature counts (news20 binary, a9a, w8a, ijcnn1, fgm synth --kind sparse)
 #   summary   bench/results/summary.md (with before/after tables if
 #             bench/results/before/ holds a "before" run)
 # Knobs: BENCH_REPS (3) runs per timed measurement, BENCH_SCORING_REPS (7),
@@ -57,7 +60,7 @@ SREPS=${BENCH_SCORING_REPS:-7}
 BIG_ROWS=${BENCH_BIG_ROWS:-24000}
 BUDGET=${BENCH_BUDGET:-64MB}
 DATA=${FGM_SHARED_DATA:-$ROOT/../shared/data}
-STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 summary}
+STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 mslr summary}
 # The configs of issue 2 (configs/*.toml other than demo at the time); add
 # others by name, e.g. BENCH_CONFIGS="a9a news20".
 CONFIGS=${BENCH_CONFIGS:-a9a w8a ijcnn1 leu colon-cancer madelon arcene}
@@ -262,6 +265,12 @@ fi
 # ---------------------------------------------------------------- issue 9
 # tall, hashed, madelon, apg, weak, poly2: shapes of issue 9 (own file, same shell).
 . bench/run_issue9.sh
+
+# ---------------------------------------------------------------- issue 11
+if has_step mslr; then
+  log "mslr: bench/run_mslr.sh"
+  bench/run_mslr.sh --fgm "$BUILD_DIR/fgm" || log "mslr step failed (see above)"
+fi
 
 # --------------------------------------------------------------- summary
 if has_step summary; then
