@@ -98,8 +98,14 @@ def main():
     args = ap.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     os.makedirs(RESULTS, exist_ok=True)
+    # Rows of datasets not run now are kept (one dataset can be rerun alone).
+    names = args.datasets.split(",")
     rows, summary = [], []
-    for name in args.datasets.split(","):
+    for path, table in ((os.path.join(RESULTS, "compare_mslr.csv"), rows),
+                        (os.path.join(RESULTS, "compare_mslr_summary.csv"), summary)):
+        if os.path.exists(path):
+            table.extend(r for r in read_csv(path) if r["dataset"] not in names)
+    for name in names:
         cl.log(name)
         if name == "synth-sparse":
             d, width = synth_sparse(args.fgm)
