@@ -10,16 +10,30 @@
 // repetition, interleaved so that the drift of a shared machine hits all alike:
 //   bandwidth  a --bandwidth-bytes uint64 array summed by --threads std::threads
 //              (SSE2, 4 accumulators, contiguous slices); bytes / second.
-//   pass       one scoring pass exactly as `fgm train` runs it: the linear
-//              FeatureSpace streamed by the chunk scheduler with --threads
-//              threads, B = 10, a = α∘y with α ~ U(0, C); nonzeros / second.
+//   pass       one scoring pass exactly as `fgm train` runs it with
+//              engine.memory_budget = --memory-budget: the linear FeatureSpace
+//              through one BlockStream kept for all passes, --threads
+//              threads, B = 10, a = α∘y with α ~ U(0, C), the store kept
+//              resident between passes when the trainer would keep it
+//              (keeps_store_resident: resident blocks of a tall store carry
+//              their row order) in the trainer's units (scoring_block_bytes
+//              of --block-bytes); nonzeros / second.
+//   streamed   the same pass streamed from the store in --block-bytes units
+//              (what `fgm train` does when the store is more than half the
+//              budget, e.g. the tall store at the default 1GB): every block
+//              read with pread and verified, every pass.
 //   naive      for every column j: c_j = Σ_k a[row[k]]·value[k] over the
 //              in-memory CSC arrays, one plain loop, --naive-threads threads
 //              (1 by default: "a plain C loop"); nonzeros / second.
 // The naive loop's top-B columns by c_j² are checked against the pass's top B
-// (same ids, or the figure is flagged). One JSON line per measurement, then a
-// "tall_summary" line with the medians and speedup = naive seconds / pass
-// seconds (median of the per-repetition ratios).
+// (same ids, or the figure is flagged), and so is the streamed pass's. One
+// JSON line per measurement, then a "tall_summary" line with the medians and
+// speedup = naive seconds / pass seconds (median of the per-repetition
+// ratios; streamed_speedup likewise). CPU seconds (getrusage, whole process)
+// are reported beside: speedup_per_cpu = naive CPU / (pass CPU / threads), the
+// ratio that would hold on two idle cores when the pass's threads are busy
+// alike; on a loaded machine it is the one that does not depend on how long
+// the pass's threads waited for a core.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -33,6 +47,8 @@
 #include <utility>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -41,6 +57,7 @@
 #include "features/feature_space.h"
 // The scoring pass as `fgm train` runs it: through the typed block stream.
 #include "features/block_stream.h"
+#include "engine/fgm_trainer.h"
 #include "io/shard_store.h"
 
 #include "bench/bench_common.h"
@@ -57,6 +74,14 @@ namespace {
 
 using namespace bench;  // bench_common.h
 volatile double g_dsink = 0;
+
+// CPU seconds of the whole process (every thread): on a shared machine a pass
+// whose threads wait for a core loses wall time but not CPU time.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 // ------------------------------------------------------- plain CSC of a store
 struct PlainCsc {
@@ -194,6 +219,17 @@ int main(int argc, char** argv) {
     std::vector<fgm::BlockRef> blocks = store->plan_blocks(block_bytes);
     uint64_t pass_bytes = 0;
     for (const auto& b : blocks) pass_bytes += b.bytes;
+    // The trainer's stream: resident when it would be, in its units.
+    fgm::SchedulerOptions trainer_options;
+    trainer_options.threads = threads;
+    trainer_options.keep_resident = fgm::keeps_store_resident(info, budget);
+    fgm::Reservation resident_memory;
+    if (trainer_options.keep_resident)
+      resident_memory = budget.reserve(fgm::resident_store_bytes(info), "store kept resident (bench)");
+    const uint64_t trainer_unit =
+        fgm::scoring_block_bytes(block_bytes, budget, info.n_rows, trainer_options.keep_resident);
+    const std::vector<fgm::BlockRef> trainer_blocks = store->plan_blocks(trainer_unit);
+    fgm::BlockStream trainer_stream(*store, trainer_options, budget);
 
     const std::vector<double> a = random_duals(*store, C, seed);  // a = α∘y, α ~ U(0, C)
     fgm::FeatureSpaceSettings space_settings;  // kind "linear"
@@ -201,9 +237,20 @@ int main(int argc, char** argv) {
 
     const std::string common = fmt::format(
         "\"label\":\"{}\",\"store\":\"{}\",\"format\":{},\"rows\":{},\"features\":{},\"nnz\":{},"
-        "\"blocks\":{},\"block_bytes\":{},\"pass_bytes\":{},\"threads\":{},\"naive_threads\":{}",
+        "\"blocks\":{},\"block_bytes\":{},\"pass_bytes\":{},\"threads\":{},\"naive_threads\":{},"
+        "\"memory_budget\":{},\"resident\":{},\"pass_unit_bytes\":{},\"pass_blocks\":{}",
         label, store_dir, info.format_version, info.n_rows, info.n_features, info.nnz, blocks.size(),
-        block_bytes, pass_bytes, threads, naive_threads);
+        block_bytes, pass_bytes, threads, naive_threads, budget.limit(),
+        trainer_options.keep_resident ? "true" : "false", trainer_unit, trainer_blocks.size());
+    auto trainer_pass = [&] {
+      return fgm::run_worst_case_analysis(*space, trainer_stream, trainer_blocks, a.data(), B, budget);
+    };
+    auto sorted_ids = [](const fgm::SpaceScores& r) {
+      std::vector<uint64_t> ids;
+      for (const auto& cand : r.top) ids.push_back(cand.id);
+      std::sort(ids.begin(), ids.end());
+      return ids;
+    };
 
     PlainCsc csc;
     std::vector<double> c;
@@ -221,15 +268,17 @@ int main(int argc, char** argv) {
                "\"nonempty_columns\":{}}}\n",
                common, open_seconds, csc_seconds, csc.column_ids.size());
 
-    // Warm-up: the store into the page cache, the CSC arrays and `a` touched.
-    fgm::SpaceScores warm = scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
-    std::vector<uint64_t> pass_ids;
-    for (const auto& cand : warm.top) pass_ids.push_back(cand.id);
-    std::sort(pass_ids.begin(), pass_ids.end());
-    bool top_matches = true;
+    // Warm-up: the store into the page cache (and, resident, into memory with
+    // its row orders: the first pass of `fgm train` does the same), the CSC
+    // arrays and `a` touched.
+    const double first_pass_seconds = trainer_pass().pass.seconds;
+    const std::vector<uint64_t> pass_ids = sorted_ids(trainer_pass());
+    const std::vector<uint64_t> streamed_ids =
+        sorted_ids(scoring_pass(*store, blocks, *space, a.data(), B, threads, budget));
+    bool top_matches = streamed_ids == pass_ids;
     if (!no_naive) {
       naive_pass(csc, a.data(), c, naive_threads);
-      top_matches = naive_top(csc, c, pass_ids.size()) == pass_ids;
+      top_matches = top_matches && naive_top(csc, c, pass_ids.size()) == pass_ids;
     }
 
     const uint64_t bw_bytes = bw_text == "0" ? 0 : fgm::parse_byte_size(bw_text, "--bandwidth-bytes");
@@ -237,13 +286,30 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < array.size(); ++i) array[i] = i * 0x9E3779B97F4A7C15ull;
     if (!array.empty()) bandwidth_pass(array, threads);
 
-    std::vector<double> bw_s, pass_s, naive_s, speedup, pass_over_bw;
+    std::vector<double> bw_s, pass_s, naive_s, speedup, pass_over_bw, streamed_s, streamed_speedup;
+    std::vector<double> pass_cpu, naive_cpu, streamed_cpu, speedup_cpu;
     for (int rep = 0; rep < reps; ++rep) {
       double bs = array.empty() ? 0 : bandwidth_pass(array, threads);
+      double cpu0 = process_cpu_seconds();
       auto t0 = Clock::now();
-      fgm::SpaceScores r = scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
+      fgm::SpaceScores r = trainer_pass();
       double ps = seconds_since(t0);
+      const double pc = process_cpu_seconds() - cpu0;
+      cpu0 = process_cpu_seconds();
       double ns = no_naive ? 0 : naive_pass(csc, a.data(), c, naive_threads);
+      const double nc = process_cpu_seconds() - cpu0;
+      cpu0 = process_cpu_seconds();
+      t0 = Clock::now();
+      scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
+      const double ss = seconds_since(t0);
+      const double sc = process_cpu_seconds() - cpu0;
+      streamed_s.push_back(ss);
+      pass_cpu.push_back(pc);
+      streamed_cpu.push_back(sc);
+      if (ns > 0) {
+        naive_cpu.push_back(nc);
+        speedup_cpu.push_back(nc / (pc / threads));
+      }
       pass_s.push_back(ps);
       if (bs > 0) {
         bw_s.push_back(bs);
@@ -252,10 +318,13 @@ int main(int argc, char** argv) {
       if (ns > 0) {
         naive_s.push_back(ns);
         speedup.push_back(ns / ps);
+        streamed_speedup.push_back(ns / ss);
       }
       fmt::print("{{\"bench\":\"tall_rep\",{},\"rep\":{},\"bandwidth_seconds\":{:.6f},\"pass_seconds\":{:.6f},"
-                 "\"naive_seconds\":{:.6f},\"pass_bytes_streamed\":{},\"loadavg\":\"{}\"}}\n",
-                 common, rep, bs, ps, ns, r.pass.bytes_streamed, loadavg());
+                 "\"naive_seconds\":{:.6f},\"streamed_pass_seconds\":{:.6f},\"pass_cpu_seconds\":{:.6f},"
+                 "\"naive_cpu_seconds\":{:.6f},\"streamed_cpu_seconds\":{:.6f},\"pass_bytes_streamed\":{},"
+                 "\"loadavg\":\"{}\"}}\n",
+                 common, rep, bs, ps, ns, ss, pc, nc, sc, r.pass.bytes_streamed, loadavg());
     }
     const double pass_med = median(pass_s), naive_med = median(naive_s), bw_med = median(bw_s);
     const double nnz = static_cast<double>(info.nnz);
@@ -263,11 +332,15 @@ int main(int argc, char** argv) {
         "{{\"bench\":\"tall_summary\",{},\"reps\":{},\"pass_seconds\":{:.6f},\"pass_nnz_per_s\":{:.4g},"
         "\"pass_gb_per_s\":{:.4g},\"naive_seconds\":{:.6f},\"naive_nnz_per_s\":{:.4g},"
         "\"speedup_over_naive\":{:.3f},\"speedup_ratio_of_medians\":{:.3f},\"bandwidth_gb_per_s\":{:.4g},"
-        "\"pass_over_bandwidth\":{:.3f},\"top_matches_naive\":{},\"loadavg_end\":\"{}\"}}\n",
+        "\"pass_over_bandwidth\":{:.3f},\"top_matches_naive\":{},\"first_pass_seconds\":{:.4f},"
+        "\"streamed_pass_seconds\":{:.6f},\"streamed_speedup_over_naive\":{:.3f},\"pass_cpu_seconds\":{:.6f},"
+        "\"naive_cpu_seconds\":{:.6f},\"streamed_cpu_seconds\":{:.6f},\"speedup_per_cpu\":{:.3f},"
+        "\"loadavg_end\":\"{}\"}}\n",
         common, reps, pass_med, nnz / pass_med, pass_bytes / pass_med / 1e9, naive_med,
         naive_med > 0 ? nnz / naive_med : 0.0, median(speedup), naive_med > 0 ? naive_med / pass_med : 0.0,
         bw_med > 0 ? bw_bytes / bw_med / 1e9 : 0.0, median(pass_over_bw), top_matches ? "true" : "false",
-        loadavg());
+        first_pass_seconds, median(streamed_s), median(streamed_speedup), median(pass_cpu), median(naive_cpu),
+        median(streamed_cpu), median(speedup_cpu), loadavg());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fgm_bench_tall: %s\n", e.what());

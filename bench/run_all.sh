@@ -31,6 +31,9 @@
 #   weak      poly-2 `fgm train` on a weakly planted sparse set: pair updates/s,
 #             wall s, planted terms found (and fgm_bench_poly2 on that store)
 #   poly2     bench/run_poly2_scale.sh: whole-run s, APG share, RSS vs budget
+# Issue 10:
+#   kta       bench/run_kta.sh: the p-norm KTA path (solver = "pnorm_kta") on
+#             madelon and arcene vs the paper's Tables 2 and 4 and vs `fgm path`
 # Issue 11:
 #   mslr      bench/run_mslr.sh: MSLR vs LIBLINEAR -s 6 vs logistic FGM at matched
 #             feature counts (news20 binary, a9a, w8a, ijcnn1, fgm synth --kind sparse)
@@ -60,7 +63,7 @@ SREPS=${BENCH_SCORING_REPS:-7}
 BIG_ROWS=${BENCH_BIG_ROWS:-24000}
 BUDGET=${BENCH_BUDGET:-64MB}
 DATA=${FGM_SHARED_DATA:-$ROOT/../shared/data}
-STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 mslr summary}
+STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta mslr summary}
 # The configs of issue 2 (configs/*.toml other than demo at the time); add
 # others by name, e.g. BENCH_CONFIGS="a9a news20".
 CONFIGS=${BENCH_CONFIGS:-a9a w8a ijcnn1 leu colon-cancer madelon arcene}
@@ -265,6 +268,13 @@ fi
 # ---------------------------------------------------------------- issue 9
 # tall, hashed, madelon, apg, weak, poly2: shapes of issue 9 (own file, same shell).
 . bench/run_issue9.sh
+
+# ---------------------------------------------------------------- issue 10
+if has_step kta; then
+  log "kta: p-norm KTA path on madelon and arcene (bench/run_kta.sh)"
+  BENCH_RESULTS="$R" BENCH_WORK="$W" bash bench/run_kta.sh "$BUILD_DIR" ||
+    log "kta step failed (see bench/work/kta/*.log)"
+fi
 
 # ---------------------------------------------------------------- issue 11
 if has_step mslr; then

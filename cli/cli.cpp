@@ -7,8 +7,10 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "core/communicator.h"
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/simd/simd.h"
@@ -45,30 +47,48 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Under mpirun this is MPI_Init; a failure on any rank then ends the whole
+  // job (MPI_Abort) with a message naming the rank, never a hang.
+  Communicator& world = world_communicator();
+  int code = 2;
+  std::string failure;
   try {
     simd::active_target();  // a bad FGM_SIMD fails here, before any work
     for (auto& c : commands)
-      if (c.sub->parsed()) return c.run();
+      if (c.sub->parsed()) {
+        // Several ranks running ingest (or any other command) would all write the same output.
+        if (world.size() > 1 && c.sub->get_name() != "train")
+          throw Error(ErrorKind::kConfig,
+                      fmt::format("fgm {} runs on one process: only fgm train is distributed over mpirun ranks "
+                                  "(docs/distributed.md); run fgm {} without mpirun",
+                                  c.sub->get_name(), c.sub->get_name()));
+        code = c.run();
+        break;
+      }
   } catch (const Error& e) {
-    std::fprintf(stderr, "fgm: %s: %s\n", error_kind_name(e.kind()), e.what());
-    return exit_code(e.kind());
+    failure = fmt::format("{}: {}", error_kind_name(e.kind()), e.what());
+    code = exit_code(e.kind());
   } catch (const std::filesystem::filesystem_error& e) {
     // An OS error on a path that no check caught first: I/O, not a bug in fgm.
-    std::fprintf(stderr, "fgm: %s: %s\n", error_kind_name(ErrorKind::kIo),
-                 msg::filesystem_failed(e.path1().string(), e.code().message(), e.what()).c_str());
-    return exit_code(ErrorKind::kIo);
+    failure = fmt::format("{}: {}", error_kind_name(ErrorKind::kIo),
+                          msg::filesystem_failed(e.path1().string(), e.code().message(), e.what()));
+    code = exit_code(ErrorKind::kIo);
   } catch (const std::ios_base::failure& e) {
-    std::fprintf(stderr, "fgm: %s: %s\n", error_kind_name(ErrorKind::kIo), e.what());
-    return exit_code(ErrorKind::kIo);
+    failure = fmt::format("{}: {}", error_kind_name(ErrorKind::kIo), e.what());
+    code = exit_code(ErrorKind::kIo);
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "fgm: out of memory: the system refused an allocation; lower "
-                         "engine.memory_budget or free memory\n");
-    return 6;
+    failure = "out of memory: the system refused an allocation; lower engine.memory_budget or free memory";
+    code = 6;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fgm: internal error: %s\n", e.what());
-    return 70;
+    failure = fmt::format("internal error: {}", e.what());
+    code = 70;
   }
-  return 2;
+  if (!failure.empty()) {
+    if (world.size() > 1) world.abort(failure, code);
+    std::fprintf(stderr, "fgm: %s\n", failure.c_str());
+  }
+  finalize_world_communicator();
+  return code;
 }
 
 }  // namespace fgm

@@ -12,6 +12,7 @@
 #include "core/path_checks.h"
 #include "core/progress.h"
 #include "io/ingest.h"
+#include "io/partitioned_store.h"
 #include "io/shard_store.h"
 #include "synth/synthetic_data.h"
 #include "synth/synthetic_sparse.h"
@@ -26,6 +27,7 @@ Command add_ingest(CLI::App& app) {
     uint64_t features = 0;
     uint32_t tile_rows = kDefaultTileRows;
     std::string block_bytes = "16MB";
+    uint32_t partitions = 0;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("input", args->input, "LIBSVM/svmlight file")->required();
@@ -47,6 +49,10 @@ Command add_ingest(CLI::App& app) {
   sub->add_option("--block-bytes", args->block_bytes,
                   "target size of a stored column block (store.block_bytes)")
       ->capture_default_str();
+  sub->add_option("--partitions", args->partitions,
+                  "write P row partitions (STORE/part-NNNN, STORE/partitions.json) for `mpirun -np K fgm "
+                  "train` with K dividing P (docs/distributed.md)")
+      ->check(CLI::Range(1u, 65536u));
   return {sub, [args]() {
             MemoryBudget budget(parse_byte_size(args->budget, "--memory-budget"), "--memory-budget");
             check_input_file(args->input, "input");
@@ -59,6 +65,12 @@ Command add_ingest(CLI::App& app) {
             o.max_store_bytes = parse_byte_size(args->max_store, "--max-store-bytes");
             o.tile_rows = args->tile_rows;
             o.block_bytes = parse_byte_size(args->block_bytes, "--block-bytes");
+            if (args->partitions > 0) {
+              const PartitionedIngestStats p = ingest_partitioned(args->input, args->out, args->partitions, o, budget);
+              fmt::print("rows={} features={} partitions={} seconds={:.3f}\n", p.manifest.n_rows,
+                         p.manifest.n_features, p.manifest.partitions, p.seconds);
+              return 0;
+            }
             IngestStats s = ingest_libsvm(args->input, args->out, o, budget);
             fmt::print("rows={} features={} nnz={} shards={} blocks={} nonempty_columns={} "
                        "spilled_runs={} seconds={:.3f} text_mb_per_s={:.1f}\n",

@@ -10,6 +10,8 @@ namespace fgm::cli {
 // when it lands; `solver`'s choices in core/config.cpp list only those.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
   switch (solver) {
+    case SolverKind::kPnormKta:
+      return train_pnorm_kta(command);
     case SolverKind::kMslr:
       return train_mslr(command);
     default:
@@ -20,6 +22,8 @@ int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
 
 int dispatch_solver_path(SolverKind solver, SolverCommand& command) {
   switch (solver) {
+    case SolverKind::kPnormKta:
+      return path_pnorm_kta(command);
     case SolverKind::kMslr:
       return path_mslr(command);
     default:

@@ -33,4 +33,8 @@ int path_mslr(SolverCommand& command);
 int dispatch_solver_train(SolverKind solver, SolverCommand& command);
 int dispatch_solver_path(SolverKind solver, SolverCommand& command);
 
+// solver = "pnorm_kta" (cli/pnorm_kta_command.cpp).
+int train_pnorm_kta(SolverCommand& command);
+int path_pnorm_kta(SolverCommand& command);
+
 }  // namespace fgm::cli

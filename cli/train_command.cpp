@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/distributed_train.h"
+#include "io/partitioned_store.h"
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "cli/resume.h"
@@ -177,6 +179,10 @@ Command add_train(CLI::App& app) {
     RunWarnings warnings;
     settings.warnings = &warnings;
     const std::string out_dir = config.get_string("output.dir");
+    Communicator& world = world_communicator();
+    require_partitioned_store(config, world);
+    if (is_partitioned_store(config.get_string("data.train")))
+      return train_partitioned(config, settings, budget, world);
 
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);

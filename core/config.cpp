@@ -42,7 +42,7 @@ std::vector<ParamSpec> build_specs() {
       choices(spec("solver", T::kEnum, "\"fgm\"",
                    "the method (engine/solver_choice.h): fgm = Feature Generating Machine; each other "
                    "solver reads its own section, and keys of another solver's section are errors"),
-              {"fgm", "mslr"}),
+              {"fgm", "pnorm_kta", "mslr"}),
       spec("data.train", T::kPath, "",
            "training data: a LIBSVM/svmlight file (plain, gzip, bzip2 or xz) or a store "
            "directory written by `fgm ingest`"),
@@ -237,6 +237,36 @@ std::vector<ParamSpec> build_specs() {
                   "fgm path: seed of the cross-validation folds (the same seed gives the same "
                   "folds)"),
              0, 1e18),
+      // solver = "pnorm_kta" (engine/pnorm_kta_path.h, seed 004).
+      choices(spec("kta.kernel", T::kEnum, "\"linear\"",
+                   "pnorm_kta: base kernel of each feature, centred and trace-normalised on the training "
+                   "rows: linear (x_i z_i) or rbf (exp(-(x_i - z_i)^2 / (2 h_i^2)), h_i the median "
+                   "distance between the feature's distinct values; O(n^2) time per feature at most)"),
+              {"linear", "rbf"}),
+      ranged(spec("kta.lambda1", T::kFloat, "0.01",
+                  "pnorm_kta: lambda1 of lambda1*eta^2 + lambda2*eta^p - a_i*eta (the alignments a_i "
+                  "are squared correlations in [0, 1])"),
+             0, 1e12, true),
+      ranged(spec("kta.lambda2", T::kFloat, "0.01",
+                  "pnorm_kta: lambda2 of the l_p term; feature i is selected at p when a_i > "
+                  "2*lambda1*epsilon + lambda2*p*epsilon^(p-1)"),
+             0, 1e12),
+      ranged(spec("kta.epsilon", T::kFloat, "0.05",
+                  "pnorm_kta: kernel weights below epsilon are set to 0 for the rest of the path "
+                  "(must be below 1/e)"),
+             0, 0.36787944117144233, true),
+      ranged(spec("kta.p_start", T::kFloat, "2.0", "pnorm_kta: first p of the path"), 1, 2),
+      ranged(spec("kta.p_end", T::kFloat, "1.0", "pnorm_kta, fgm path: last p of the path (<= kta.p_start)"),
+             1, 2),
+      ranged(spec("kta.p_step", T::kFloat, "0.01", "pnorm_kta: step of p along the path"), 0, 1, true),
+      ranged(spec("kta.p", T::kFloat, "1.5",
+                  "pnorm_kta, fgm train: the p whose selection the model holds (the path runs from "
+                  "kta.p_start down to it; kta.kernel = linear only)"),
+             1, 2),
+      ranged(spec("kta.C", T::kFloat, "1.0",
+                  "pnorm_kta: loss weight C of the SVM on the selected features (linear: squared "
+                  "hinge by APG; rbf: LIBSVM C-SVC); the combined kernel has mean diagonal 1"),
+             0, 1e12, true),
   };
 }
 

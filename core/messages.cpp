@@ -373,4 +373,26 @@ std::string no_run_logs(std::string_view dir) {
                      location(dir));
 }
 
+// --- p-norm KTA path
+std::string kta_option_out_of_range(std::string_view key, double value, std::string_view rule) {
+  return fmt::format("{} = {} is out of range: {}", key, value, rule);
+}
+std::string kta_needs_two_labels(std::string_view store, size_t classes) {
+  return fmt::format("{}the store holds {} classes; solver = \"pnorm_kta\" aligns kernels with "
+                     "a two-label target only (relabel the data to two classes)",
+                     location(store), classes);
+}
+std::string kta_kernel_too_large(uint64_t rows, uint64_t bytes, uint64_t budget) {
+  return fmt::format("kta.kernel = \"rbf\": the SVM that measures accuracy along the path needs "
+                     "the {} x {} training kernel ({}), more than engine.memory_budget ({}) holds "
+                     "with the rest of the run; raise engine.memory_budget or use kta.kernel = "
+                     "\"linear\"",
+                     rows, rows, format_bytes(bytes), format_bytes(budget));
+}
+std::string kta_rbf_train_unsupported() {
+  return "fgm train with solver = \"pnorm_kta\" and kta.kernel = \"rbf\" is not supported: a "
+         "model file holds linear models only; use fgm path (it reports the accuracy of the "
+         "kernel SVM along the path) or kta.kernel = \"linear\"";
+}
+
 }  // namespace fgm::msg

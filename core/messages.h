@@ -138,4 +138,14 @@ std::string bad_run_log(std::string_view path, std::string_view field, std::stri
 std::string bad_csv(std::string_view path, uint64_t line, uint64_t column, std::string_view detail);
 std::string no_run_logs(std::string_view dir);
 
+// --- p-norm KTA path (solver = "pnorm_kta")
+// A kta.* option outside its range (cross-key rules the config table cannot state).
+std::string kta_option_out_of_range(std::string_view key, double value, std::string_view rule);
+// The store has more classes than the binary KTA alignment supports.
+std::string kta_needs_two_labels(std::string_view store, size_t classes);
+// The RBF evaluation needs an n × n kernel that the budget cannot hold.
+std::string kta_kernel_too_large(uint64_t rows, uint64_t bytes, uint64_t budget);
+// `fgm train` with kta.kernel = "rbf": the model file holds linear models only.
+std::string kta_rbf_train_unsupported();
+
 }  // namespace fgm::msg

@@ -41,22 +41,6 @@ void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
     warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
 }
 
-}  // namespace
-
-// The block target of the scoring passes. A small budget gets smaller blocks,
-// so that several stay in flight. A store kept resident is scored in blocks of
-// about 16·n bytes (~2n nonzeros) when that is larger: a tile's dual slice
-// (tile_rows·8 bytes) is then reused by ~16 nonzeros per cache line within a
-// block, where 4 MB blocks of a tall store (n = 3·10^6) touch each line about
-// once. Scores do not depend on how the columns are cut into blocks.
-uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
-  uint64_t target = std::min(block_bytes, budget.limit() / 16);
-  if (resident) target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / 16));
-  return std::max<uint64_t>(64 << 10, target);
-}
-
-namespace {
-
 // Per-column max |value| over the columns present in the store, as streamed
 // (so a store that transforms values on the fly is seen transformed): the
 // largest, and the median to within a factor of 2 (a histogram of binary
@@ -195,8 +179,8 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   // a larger one is streamed block by block.
   scheduler_ = settings.scheduler;
   if (!shared_stream) {
-    if (info.shard_bytes <= budget.available() / 2) {
-      resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
+    if (keeps_store_resident(info, budget)) {
+      resident_ = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
       scheduler_.keep_resident = true;
     }
     stream_ = std::make_unique<BlockStream>(store, scheduler_, budget);
@@ -614,8 +598,8 @@ LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSetti
   // store stays resident only if that leaves room.
   const StoreInfo& info = store.info();
   SchedulerOptions scheduler = first_.scheduler;
-  if (info.shard_bytes <= budget.available() / 2) {
-    resident_ = budget.reserve(info.shard_bytes, "store pages kept resident between passes");
+  if (keeps_store_resident(info, budget)) {
+    resident_ = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
     scheduler.keep_resident = true;
   }
   stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
@@ -677,6 +661,23 @@ LockstepOutcome LockstepRuns::run() {
 }
 
 }  // namespace
+
+// The block target of the scoring passes. A small budget gets smaller blocks,
+// so that several stay in flight. A store kept resident is scored in blocks of
+// about 16·n bytes (~2n nonzeros) when that is larger: a tile's dual slice
+// (tile_rows·8 bytes) is then reused by ~16 nonzeros per cache line within a
+// block, where 4 MB blocks of a tall store (n = 3·10^6) touch each line about
+// once. Scores do not depend on how the columns are cut into blocks.
+uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
+  uint64_t target = std::min(block_bytes, budget.limit() / 16);
+  if (resident) target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / 16));
+  return std::max<uint64_t>(64 << 10, target);
+}
+
+bool keeps_store_resident(const StoreInfo& info, const MemoryBudget& budget) {
+  return resident_store_bytes(info) <= budget.available() / 2;
+}
+
 
 LockstepOutcome train_fgm_lockstep(const ShardStore& store, const std::vector<TrainSettings>& settings,
                                    MemoryBudget& budget, const std::vector<TrainHooks>& hooks) {

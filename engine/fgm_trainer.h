@@ -36,6 +36,14 @@
 
 namespace fgm {
 
+// How `fgm train` streams a store for its scoring passes. A store whose
+// resident copy (resident_store_bytes) fits in half of what the budget has
+// left stays in memory between passes; the block target (engine.block_bytes,
+// smaller under a small budget; for a resident store about 16 bytes per row
+// when larger) is the unit of one parallel task. Exposed for bench/.
+bool keeps_store_resident(const StoreInfo& info, const MemoryBudget& budget);
+uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident);
+
 struct TrainSettings {
   uint64_t B = 10;
   int max_iterations = 10;
@@ -107,10 +115,6 @@ struct TrainOutcome {
   double train_accuracy = 0;      // final model on the rows of this fit (decision > 0 → +1)
   double majority_rate = 0;       // the larger class's share of those rows
 };
-
-// The block target of the scoring passes for a budget, n rows and whether the
-// store stays resident (fgm_trainer.cpp; also used by the MSLR driver).
-uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident);
 
 // Warning thresholds (see the header comment; chosen in bench/README.md).
 constexpr double kValueSpanLimit = 1e4;

@@ -22,10 +22,9 @@ constexpr std::array<std::pair<SolverKind, std::string_view>, 5> kSolverNames{{
 // Config sections and the solver that reads them. `path.*` is the FGM path
 // (feature counts, B or C values); the other solvers keep their path grid in
 // their own section.
-constexpr std::array<std::pair<std::string_view, SolverKind>, 7> kSectionOwners{{
+constexpr std::array<std::pair<std::string_view, SolverKind>, 6> kSectionOwners{{
     {"fgm.", SolverKind::kFgm},
     {"path.", SolverKind::kFgm},
-    {"apg.", SolverKind::kFgm},
     {"sifs.", SolverKind::kSifs},
     {"kta.", SolverKind::kPnormKta},
     {"mslr.", SolverKind::kMslr},

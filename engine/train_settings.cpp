@@ -39,6 +39,9 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
                     "with path.features the path's largest count is where the run stops");
   }
   if (solver_from_config(c) == SolverKind::kMslr) {
+    for (const ParamSpec& spec : param_specs())
+      if (spec.key.rfind("apg.", 0) == 0)
+        reject_if_set(c, spec.key, "solver = \"mslr\" has no APG solve (its subproblem is read from mslr.*)");
     reject_if_set(c, "features.groups",
                   "solver = \"mslr\" selects single features (the paper's d ∈ [0,1]^m); groups are read by "
                   "solver = \"fgm\"");

@@ -13,6 +13,13 @@
 // over its tiles in row order, decided by its own cells alone: the same for
 // any thread count and any grouping of columns into blocks. While a tile is
 // walked, the next tile's dual slice is prefetched (detail::SlicePrefetch).
+//
+// A block that carries a RowOrder (io/column_block.h; blocks kept in memory
+// between passes, built once by build_row_order) is summed from it instead:
+// the short cells' nonzeros tile by tile in row order, c[column] += a_i·x, and
+// each long cell with cell_dot as above. A column has one cell per tile, so
+// its sum is the same sequence of adds as the cell walk's: both kernels give
+// bit-identical c.
 #pragma once
 
 #include <algorithm>
@@ -118,8 +125,60 @@ inline void walk_tile(const ColumnBlock& block, uint32_t c0, uint32_t c1, SliceP
 
 }  // namespace detail
 
+// Whether a block gains from a row order: several tiles of at most 2^16 rows
+// and cells of fewer than 4 nonzeros on average (the cell walk's branch per
+// cell dominates; blocks of long cells are summed well by cell_dot).
+bool wants_row_order(const ColumnBlock& block);
+
+// The sizes of a block's row order, and the bytes of its arrays (each array
+// 8-byte aligned) in caller memory.
+struct RowOrderSize {
+  uint64_t tiles = 0, entries = 0, long_cells = 0;
+  uint64_t bytes() const {
+    auto up8 = [](uint64_t b) { return (b + 7) / 8 * 8; };
+    return 2 * up8(4 * (tiles + 1)) + up8(4 * entries) + up8(2 * entries) + up8(4 * entries) + up8(4 * long_cells);
+  }
+};
+RowOrderSize row_order_size(const ColumnBlock& block);
+
+// At most RowOrderSize::bytes of a block of `nnz` nonzeros in `tiles` tiles.
+inline uint64_t row_order_bytes_bound(uint64_t nnz, uint64_t tiles) {
+  return 10 * nnz + nnz / kMultiAccumulatorCell * 4 + 8 * (tiles + 1) + 48;
+}
+
+// The row order of `block` (tile_rows ≤ 2^16) built in `memory`, which holds
+// row_order_size(block).bytes() bytes, 8-byte aligned; the view points into it.
+RowOrder build_row_order(const ColumnBlock& block, uint8_t* memory);
+
+namespace detail {
+
+// block_column_dots from the block's row order (see the header comment).
+inline void row_order_dots(const ColumnBlock& block, const double* a, double* c) {
+  const RowOrder& o = *block.row_order;
+  for (uint64_t k = 0; k < block.column_count; ++k) c[k] = 0;
+  const uint32_t* column = o.column;
+  const uint16_t* row = o.row;
+  const float* value = o.value;
+  for (uint32_t t = 0; t < block.tile_count; ++t) {
+    const double* slice = a + uint64_t{t} * block.tile_rows;
+    for (uint32_t e = o.tile_entries[t]; e < o.tile_entries[t + 1]; ++e)
+      c[column[e]] += slice[row[e]] * static_cast<double>(value[e]);
+    for (uint32_t l = o.tile_long[t]; l < o.tile_long[t + 1]; ++l) {
+      const uint32_t cell = o.long_cells[l], begin = block.cell_ptr[cell];
+      c[block.cell_column[cell]] +=
+          cell_dot(block.row_ids + begin, block.values + begin, block.cell_ptr[cell + 1] - begin, a);
+    }
+  }
+}
+
+}  // namespace detail
+
 // c[k] = Σ_i a_i x_ik for k < block.column_count (c has column_count entries).
 inline void block_column_dots(const ColumnBlock& block, const double* a, double* c) {
+  if (block.row_order) {
+    detail::row_order_dots(block, a, c);
+    return;
+  }
   for (uint64_t k = 0; k < block.column_count; ++k) c[k] = 0;
   for (uint32_t t = 0; t < block.tile_count; ++t)
     detail::walk_tile(

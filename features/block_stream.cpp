@@ -8,50 +8,51 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
+#include <utility>
+
+#include <sys/mman.h>
 
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
 #include "core/progress.h"
+#include "features/block_scores.h"
 
 namespace fgm {
 
 // Verified blocks kept between passes (keep_resident): compact copies of the
-// block's arrays, at most `capacity` bytes in all (BlockRef::bytes each; a
-// block list other than the first one streamed is read from the store again).
+// block's arrays, and for a block of short cells (wants_row_order: tall sparse
+// stores) its row order, which the linear kernel sums about twice as fast;
+// at most `capacity` bytes in all (BlockRef::bytes plus the row order's bytes
+// each; a block list other than the first one streamed is read from the store
+// again). Blocks are copied outside the lock: threads keep different blocks.
 class ResidentBlocks {
  public:
   explicit ResidentBlocks(uint64_t capacity) : capacity_(capacity) {}
   const ColumnBlock* find(const BlockRef& ref) const {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = blocks_.find(key(ref));
-    return it == blocks_.end() ? nullptr : &it->second.view;
+    return it == blocks_.end() ? nullptr : &it->second->view;
   }
   void keep(const BlockRef& ref, const ColumnBlock& c) {
+    const bool ordered = wants_row_order(c);
+    const uint64_t order_bytes = ordered ? row_order_size(c).bytes() : 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (used_ + ref.bytes + order_bytes > capacity_ || blocks_.count(key(ref))) return;
+      used_ += ref.bytes + order_bytes;
+    }
+    auto e = std::make_unique<Entry>();
+    const uint64_t copy_bytes = copy_arrays_bytes(c);
+    e->memory = LargeBuffer(copy_bytes + order_bytes);
+    copy_arrays(c, e->memory.data(), e->view);
+    if (ordered) {
+      e->order = build_row_order(e->view, e->memory.data() + copy_bytes);
+      e->view.row_order = &e->order;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
-    if (used_ + ref.bytes > capacity_ || blocks_.count(key(ref))) return;
-    Entry& e = blocks_[key(ref)];
-    const uint64_t k = c.column_count, cells = c.cell_count(), nnz = c.nnz();
-    const uint64_t tiles = c.tile_count == 0 ? 0 : c.tile_count + 1;
-    const uint64_t bytes = 8 * k + 8 * k + 4 * tiles + 4 * cells + 4 * (c.tile_count ? cells + 1 : 0) + 8 * nnz;
-    e.words.resize((bytes + 8 * 8) / 8);  // each array rounded up to 8 bytes
-    auto* at = reinterpret_cast<uint8_t*>(e.words.data());
-    auto copy = [&](const void* src, uint64_t size) {
-      if (size) std::memcpy(at, src, size);
-      const uint8_t* begin = at;
-      at += (size + 7) / 8 * 8;
-      return begin;
-    };
-    e.view = c;
-    e.view.column_ids = reinterpret_cast<const uint64_t*>(copy(c.column_ids, 8 * k));
-    e.view.col_min = reinterpret_cast<const float*>(copy(c.col_min, 4 * k));
-    e.view.col_max = reinterpret_cast<const float*>(copy(c.col_max, 4 * k));
-    e.view.tile_cells = reinterpret_cast<const uint32_t*>(copy(c.tile_cells, 4 * tiles));
-    e.view.cell_column = reinterpret_cast<const uint32_t*>(copy(c.cell_column, 4 * cells));
-    e.view.cell_ptr = reinterpret_cast<const uint32_t*>(copy(c.cell_ptr, c.tile_count ? 4 * (cells + 1) : 0));
-    e.view.row_ids = reinterpret_cast<const uint32_t*>(copy(c.row_ids, 4 * nnz));
-    e.view.values = reinterpret_cast<const float*>(copy(c.values, 4 * nnz));
-    used_ += ref.bytes;
+    if (!blocks_.emplace(key(ref), std::move(e)).second) used_ -= ref.bytes + order_bytes;
   }
   bool holds_all(const std::vector<BlockRef>& blocks) const {
     for (const auto& b : blocks)
@@ -60,16 +61,90 @@ class ResidentBlocks {
   }
 
  private:
+  // Memory for one kept block, not zero-filled by us. From 2 MiB on it is an
+  // anonymous mapping in transparent huge pages where the kernel allows
+  // (madvise): a tall store's first pass writes gigabytes of fresh pages, and
+  // 4 KiB faults cost more than the copy (measured: ~3 s of system time for
+  // 1.4 GB on this VM). Smaller blocks come from the heap (a store of many
+  // small shards must not use up the process's mappings).
+  class LargeBuffer {
+   public:
+    LargeBuffer() = default;
+    explicit LargeBuffer(uint64_t bytes) : bytes_(std::max<uint64_t>(bytes, 1)) {
+      if (bytes_ < kMapBytes) {
+        data_ = static_cast<uint8_t*>(::operator new(bytes_));
+        return;
+      }
+      void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+      ::madvise(p, bytes_, MADV_HUGEPAGE);
+#endif
+      data_ = static_cast<uint8_t*>(p);
+    }
+    LargeBuffer(LargeBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), bytes_(o.bytes_) {}
+    LargeBuffer& operator=(LargeBuffer&& o) noexcept {
+      std::swap(data_, o.data_);
+      std::swap(bytes_, o.bytes_);
+      return *this;
+    }
+    ~LargeBuffer() {
+      if (!data_) return;
+      if (bytes_ < kMapBytes) ::operator delete(data_);
+      else ::munmap(data_, bytes_);
+    }
+    uint8_t* data() const { return data_; }
+
+   private:
+    static constexpr uint64_t kMapBytes = uint64_t{2} << 20;
+    uint8_t* data_ = nullptr;
+    uint64_t bytes_ = 0;
+  };
   struct Entry {
-    std::vector<uint64_t> words;  // 8-byte aligned storage of the arrays
+    LargeBuffer memory;  // the block's arrays (each 8-byte aligned), then its row order
+    RowOrder order;      // valid when view.row_order is set
     ColumnBlock view;
   };
+  static uint64_t up8(uint64_t b) { return (b + 7) / 8 * 8; }
+  static uint64_t copy_arrays_bytes(const ColumnBlock& c) {
+    const uint64_t k = c.column_count, cells = c.cell_count(), nnz = c.nnz();
+    const uint64_t tiles = c.tile_count == 0 ? 0 : c.tile_count + 1;
+    return up8(8 * k) + 2 * up8(4 * k) + up8(4 * tiles) + up8(4 * cells) +
+           up8(c.tile_count ? 4 * (cells + 1) : 0) + 2 * up8(4 * nnz);
+  }
+  static void copy_arrays(const ColumnBlock& c, uint8_t* at, ColumnBlock& view) {
+    const uint64_t k = c.column_count, cells = c.cell_count(), nnz = c.nnz();
+    const uint64_t tiles = c.tile_count == 0 ? 0 : c.tile_count + 1;
+    auto copy = [&](const void* src, uint64_t size) {
+      if (size) std::memcpy(at, src, size);
+      const uint8_t* begin = at;
+      at += up8(size);
+      return begin;
+    };
+    view = c;
+    view.row_order = nullptr;
+    view.column_ids = reinterpret_cast<const uint64_t*>(copy(c.column_ids, 8 * k));
+    view.col_min = reinterpret_cast<const float*>(copy(c.col_min, 4 * k));
+    view.col_max = reinterpret_cast<const float*>(copy(c.col_max, 4 * k));
+    view.tile_cells = reinterpret_cast<const uint32_t*>(copy(c.tile_cells, 4 * tiles));
+    view.cell_column = reinterpret_cast<const uint32_t*>(copy(c.cell_column, 4 * cells));
+    view.cell_ptr = reinterpret_cast<const uint32_t*>(copy(c.cell_ptr, c.tile_count ? 4 * (cells + 1) : 0));
+    view.row_ids = reinterpret_cast<const uint32_t*>(copy(c.row_ids, 4 * nnz));
+    view.values = reinterpret_cast<const float*>(copy(c.values, 4 * nnz));
+  }
   static std::pair<uint64_t, uint64_t> key(const BlockRef& r) { return {r.first_column, r.end_column}; }
   mutable std::mutex mutex_;
-  std::map<std::pair<uint64_t, uint64_t>, Entry> blocks_;
+  std::map<std::pair<uint64_t, uint64_t>, std::unique_ptr<Entry>> blocks_;
   uint64_t capacity_;
   uint64_t used_ = 0;
 };
+
+uint64_t resident_store_bytes(const StoreInfo& info) {
+  const bool tall = info.n_rows > info.tile_rows && info.tile_rows <= (uint64_t{1} << 16);
+  const uint64_t tiles = info.tile_rows == 0 ? 0 : (info.n_rows + info.tile_rows - 1) / info.tile_rows;
+  return info.shard_bytes + (tall ? row_order_bytes_bound(info.nnz, tiles) +
+                                        (8 * (tiles + 1) + 48) * info.block_count : 0);
+}
 
 namespace {
 
@@ -116,7 +191,7 @@ int reserve_in_flight(const std::vector<BlockRef>& blocks, bool all_resident, in
 
 BlockStream::BlockStream(const ShardStore& store, const SchedulerOptions& options, MemoryBudget& budget)
     : store_(store), options_(options), budget_(budget) {
-  if (options.keep_resident) resident_ = std::make_unique<ResidentBlocks>(store.info().shard_bytes);
+  if (options.keep_resident) resident_ = std::make_unique<ResidentBlocks>(resident_store_bytes(store.info()));
 }
 
 BlockStream::~BlockStream() = default;
@@ -158,10 +233,18 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
     }
     std::unique_ptr<BlockBuffer> buffer = buffers.take();
     ColumnBlock block = store_.read_block(ref, *buffer);
-    if (resident) resident->keep(ref, block);
-    if (observer_) observer_(block);
-    stages.transform(slot, ref, block);
-    buffers.give(std::move(buffer));
+    // A block just kept is transformed from its copy (with its row order), and
+    // the read buffer goes back to the pool at once.
+    const ColumnBlock* kept = nullptr;
+    if (resident) {
+      resident->keep(ref, block);
+      kept = resident->find(ref);
+    }
+    if (kept) buffers.give(std::move(buffer));
+    const ColumnBlock& use = kept ? *kept : block;
+    if (observer_) observer_(use);
+    stages.transform(slot, ref, use);
+    if (!kept) buffers.give(std::move(buffer));
     return index;
   };
   auto consume = [&](size_t index) {

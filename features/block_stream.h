@@ -42,9 +42,14 @@ struct SchedulerOptions {
   int blocks_in_flight = 0;     // tokens; 0: 2·threads + 2
   bool progress = false;
   // Keep verified blocks in memory between passes (the caller has reserved
-  // the whole store, info().shard_bytes, from the budget).
+  // resident_store_bytes(store.info()) from the budget).
   bool keep_resident = false;
 };
+
+// What a stream with keep_resident holds at most for a store: its blocks, and
+// on a store of several tiles the row orders of its blocks of short cells
+// (io/column_block.h RowOrder: about 10 bytes per nonzero more).
+uint64_t resident_store_bytes(const StoreInfo& info);
 
 inline int effective_tokens(const SchedulerOptions& o) {
   return o.blocks_in_flight > 0 ? o.blocks_in_flight : 2 * o.threads + 2;

@@ -24,12 +24,39 @@
 //   row_ids[nnz], values[nnz] global row ids (increasing inside a cell), values
 // With one tile every non-empty column has exactly one cell, cell_column[c] =
 // c, and the block is plain CSC over its non-empty columns.
+//
+// A block kept in memory between passes may also carry a RowOrder (below): the
+// nonzeros of its short cells again, ordered by row inside each tile.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 namespace fgm {
+
+// The nonzeros of a tiled block's short cells (fewer than
+// kMultiAccumulatorCell, features/block_scores.h) ordered by row inside each
+// tile, each with its column: the order in which a gather kernel sweeps the
+// tile's dual slice forward (the hardware prefetcher follows it) and never
+// waits on a cell boundary, where the cell walk takes one unpredictable
+// branch per cell of 1–3 nonzeros on tall sparse data. Long cells stay in the
+// cell arrays and are listed per tile. Built in memory
+// (features/block_scores.h, build_row_order), never stored; tile_rows must be
+// at most 2^16.
+//   tile_entries[T+1]   tile t owns entries [tile_entries[t], tile_entries[t+1])
+//   column[e]           index into column_ids
+//   row[e], value[e]    row − t·tile_rows (increasing inside a tile), value
+//   tile_long[T+1]      tile t owns long_cells [tile_long[t], tile_long[t+1])
+//   long_cells[l]       cell index (into the block's cell arrays)
+// Inside a tile, a column's entries keep their cell's order (rows increasing).
+struct RowOrder {
+  const uint32_t* tile_entries = nullptr;
+  const uint32_t* column = nullptr;
+  const uint16_t* row = nullptr;
+  const float* value = nullptr;
+  const uint32_t* tile_long = nullptr;
+  const uint32_t* long_cells = nullptr;
+};
 
 struct ColumnBlock {
   uint64_t first_column = 0;  // the id range this block covers: [first_column, end_column)
@@ -45,6 +72,7 @@ struct ColumnBlock {
   const uint32_t* cell_ptr = nullptr;
   const uint32_t* row_ids = nullptr;
   const float* values = nullptr;
+  const RowOrder* row_order = nullptr;  // optional: the same nonzeros by row (blocks kept in memory)
 
   uint32_t cell_count() const { return tile_count == 0 ? 0 : tile_cells[tile_count]; }
   uint64_t nnz() const { return tile_count == 0 ? 0 : cell_ptr[cell_count()]; }

@@ -587,7 +587,7 @@ int64_t featured_point(const PathRunLog& log) {
   return static_cast<int64_t>(points.back());
 }
 
-std::string path_section_html(const PathRunLog& log, const Model& model) {
+std::string path_section_html(const PathRunLog& log, const Model* model) {
   const int64_t model_point = featured_point(log);
   const std::string why = model_point == log.chosen_point
                               ? "chosen by the one-SE rule on " + log.criterion
@@ -598,8 +598,12 @@ std::string path_section_html(const PathRunLog& log, const Model& model) {
   out += summary_html(log.summary);
   out += path_charts_html(log);
   out += "<h3>Points (path.csv)</h3>\n" + points_table_html(log.points);
-  out += model_heading(fmt::format("point {} ({})", model_point, why), model);
-  out += feature_table_html(model);
+  if (model) {
+    out += model_heading(fmt::format("point {} ({})", model_point, why), *model);
+    out += feature_table_html(*model);
+  } else {
+    out += fmt::format("<p>Point {} ({}) has no model file: this solver's path keeps none.</p>\n", model_point, why);
+  }
   out += config_html(log.config);
   return out + "</section>\n";
 }
@@ -625,8 +629,11 @@ std::string build_report_html(const std::string& dir, ReportSections sections) {
   }
   if (sections.path) {
     PathRunLog log = read_path_log((base / "path.json").string(), (base / "path.csv").string());
-    Model model = read_model((base / fmt::format("point-{}.fgm", featured_point(log))).string());
-    body += path_section_html(log, model);
+    // A path whose points have no model files (solver = "pnorm_kta" with an
+    // RBF kernel: path.json "point_models": false) shows no feature table.
+    const std::string model_file = (base / fmt::format("point-{}.fgm", featured_point(log))).string();
+    const Model model = log.point_models ? read_model(model_file) : Model{};
+    body += path_section_html(log, log.point_models ? &model : nullptr);
     nav += "<a href=\"#path\">Path</a>";
   }
   return fmt::format(

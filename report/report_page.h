@@ -43,6 +43,10 @@ std::string train_section_html(const TrainRunLog& log, const Model& model);
 // rule), else the best on validation, else the last.
 int64_t featured_point(const PathRunLog& log);
 // `model` is featured_point(log)'s model.
-std::string path_section_html(const PathRunLog& log, const Model& model);
+// `model`: the featured point's model; null when the path keeps no model files.
+std::string path_section_html(const PathRunLog& log, const Model* model);
+inline std::string path_section_html(const PathRunLog& log, const Model& model) {
+  return path_section_html(log, &model);
+}
 
 }  // namespace fgm::report

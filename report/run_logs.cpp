@@ -317,6 +317,10 @@ PathRunLog read_path_log(const std::string& path_json_path, const std::string& p
     log.chosen_point = static_cast<int64_t>(r.number(selection, "chosen_point"));
   }
   if (root.find("runs")) log.runs = read_path_runs(r, root, path_json_path);  // older logs have none
+  if (const JsonValue* v = root.find("point_models")) {
+    if (!v->is_bool()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(path_json_path, "point_models", "true or false"));
+    log.point_models = v->boolean();
+  }
   log.points = read_numeric_csv(path_csv_path);
   for (const char* needed : {"point", "selected"})
     if (!log.points.has_column(needed))

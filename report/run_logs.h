@@ -90,6 +90,9 @@ struct PathRunLog {
   std::string criterion;
   NumericCsv points;       // path.csv
   std::vector<PathRunIterations> runs;  // empty for a path.json written without them
+  // path.json "point_models" (absent: true): whether point-<n>.fgm files exist
+  // (false for solver = "pnorm_kta" with an RBF kernel, which keeps no model).
+  bool point_models = true;
 };
 PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path);
 

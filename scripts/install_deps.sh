@@ -7,11 +7,12 @@ packages=(
   libboost-iostreams-dev zlib1g-dev libbz2-dev liblzma-dev
   libtbb-dev libflatbuffers-dev flatbuffers-compiler
   catch2 libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev
-  liblinear-tools xz-utils bzip2 gzip python3 python3-matplotlib
+  liblinear-tools libsvm-dev xz-utils bzip2 gzip python3 python3-matplotlib
   python3-liblinear python3-numpy python3-scipy python3-pil
   time valgrind
   chromium
   clang libclang-rt-14-dev
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -4,7 +4,9 @@
 // not depend on threads or on how columns are grouped into blocks.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <set>
@@ -412,6 +414,129 @@ TEST_CASE("tiled scores on wide tiles: short cells in several chunks, long cells
         REQUIRE(got[k] == c[d.dense_index(b.column_ids[k])]);
         store->read_column(b.column_ids[k], rows, values);
         REQUIRE(tiled_column_dot(rows.data(), values.data(), rows.size(), d.a.data(), tile_rows) == got[k]);
+      }
+    }
+  }
+}
+
+namespace {
+
+// The store's rows [first, end) emptied (whole tiles without a nonzero).
+std::vector<test::Triplet> without_rows(std::vector<test::Triplet> t, uint32_t first, uint32_t end) {
+  t.erase(std::remove_if(t.begin(), t.end(), [&](const test::Triplet& x) { return x.row >= first && x.row < end; }),
+          t.end());
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("row order: c equals the cell walk bit for bit and a dense brute force (empty, single-row, long cells)",
+          "[features][tiled][row_order]") {
+  for (Kind kind : {Kind::kBinary, Kind::kInteger, Kind::kTied, Kind::kReal}) {
+    Data d(300, 60, kind, kind == Kind::kTied, 71 + static_cast<int>(kind));
+    // Rows 64..191 hold nothing: empty tiles for every tile size below 128.
+    for (uint64_t i = 64; i < 192; ++i) std::fill(d.X[i].begin(), d.X[i].end(), 0.0f);
+    const auto triplets = without_rows(d.triplets, 64, 192);
+    const std::vector<double> dense = d.dense_c(d.a);
+    for (uint32_t tile_rows : {1u, 3u, 64u, 200u, 65536u}) {
+      CAPTURE(kind_name(kind), tile_rows);
+      auto block = test::build_tiled_block(triplets, d.n, tile_rows, 0, d.id_space);
+      const ColumnBlock& cells = block->view;
+      const RowOrderSize size = row_order_size(cells);
+      REQUIRE(size.bytes() <= row_order_bytes_bound(cells.nnz(), cells.tile_count));
+      std::vector<uint64_t> memory(size.bytes() / 8 + 1, ~uint64_t{0});  // garbage-filled: all of it is written
+      const RowOrder order = build_row_order(cells, reinterpret_cast<uint8_t*>(memory.data()));
+      REQUIRE(memory.back() == ~uint64_t{0});  // nothing written past size.bytes()
+      // Every nonzero once: the short cells' in the entries, rows increasing per tile.
+      const uint32_t T = cells.tile_count;
+      REQUIRE(order.tile_entries[0] == 0);
+      REQUIRE(order.tile_long[0] == 0);
+      REQUIRE(order.tile_entries[T] == size.entries);
+      REQUIRE(order.tile_long[T] == size.long_cells);
+      uint64_t long_nnz = 0;
+      for (uint32_t l = 0; l < size.long_cells; ++l) {
+        const uint32_t cell = order.long_cells[l];
+        REQUIRE(cells.cell_ptr[cell + 1] - cells.cell_ptr[cell] >= kMultiAccumulatorCell);
+        long_nnz += cells.cell_ptr[cell + 1] - cells.cell_ptr[cell];
+      }
+      REQUIRE(size.entries + long_nnz == cells.nnz());
+      for (uint32_t t = 0; t < T; ++t)
+        for (uint32_t e = order.tile_entries[t] + 1; e < order.tile_entries[t + 1]; ++e)
+          REQUIRE(order.row[e - 1] <= order.row[e]);
+      if (tile_rows == 64) REQUIRE(order.tile_entries[1] == order.tile_entries[2]);  // rows 64..127: empty
+      if (tile_rows == 64) REQUIRE(size.long_cells > 0);
+      ColumnBlock by_row = cells;
+      by_row.row_order = &order;
+      std::vector<double> walked(cells.column_count), summed(cells.column_count);
+      block_column_dots(cells, d.a.data(), walked.data());
+      block_column_dots(by_row, d.a.data(), summed.data());
+      REQUIRE(std::memcmp(walked.data(), summed.data(), summed.size() * sizeof(double)) == 0);
+      for (uint64_t k = 0; k < cells.column_count; ++k) {
+        const double oracle = dense[d.dense_index(cells.column_ids[k])];
+        if (d.exact()) REQUIRE(summed[k] == oracle);
+        else REQUIRE(summed[k] == Approx(oracle).epsilon(1e-12).margin(1e-12));
+        // The selected-feature cache reproduces the pass's c_j bit for bit.
+        std::vector<uint32_t> rows;
+        std::vector<float> values;
+        for (const auto& t : triplets)
+          if (t.column == cells.column_ids[k]) rows.push_back(t.row), values.push_back(t.value);
+        std::vector<size_t> by(rows.size());
+        for (size_t p = 0; p < by.size(); ++p) by[p] = p;
+        std::sort(by.begin(), by.end(), [&](size_t x, size_t y) { return rows[x] < rows[y]; });
+        std::vector<uint32_t> r2;
+        std::vector<float> v2;
+        for (size_t p : by) r2.push_back(rows[p]), v2.push_back(values[p]);
+        REQUIRE(tiled_column_dot(r2.data(), v2.data(), r2.size(), d.a.data(), tile_rows) == summed[k]);
+      }
+    }
+  }
+}
+
+TEST_CASE("resident tall stores are scored by row order: the streamed pass's top-B bit for bit, threads 1/2",
+          "[features][tiled][row_order]") {
+  for (Kind kind : {Kind::kBinary, Kind::kInteger, Kind::kTied, Kind::kReal}) {
+    Data d(300, 60, kind, kind == Kind::kInteger, 91 + static_cast<int>(kind));
+    const std::vector<double> c = d.dense_c(d.a);
+    std::vector<ScoredCandidate> oracle;
+    for (uint64_t j = 0; j < d.m; ++j)
+      if (c[j] * c[j] > 0) oracle.push_back({c[j] * c[j], d.ids[j]});
+    std::sort(oracle.begin(), oracle.end(), ranks_before);
+    const size_t B = 12;
+    oracle.resize(std::min(B, oracle.size()));
+    for (uint32_t tile_rows : {1u, 3u, 7u}) {
+      auto store = d.store(tile_rows);
+      std::optional<SpaceScores> streamed;
+      for (int threads : {1, 2}) {
+        CAPTURE(kind_name(kind), tile_rows, threads);
+        MemoryBudget budget(64ull << 20);
+        auto space = make_feature_space(FeatureSpaceSettings{}, *store, budget);
+        if (!streamed) streamed = score(*space, *store, d.a, B, threads, 1500, budget);
+        Reservation resident = budget.reserve(resident_store_bytes(store->info()), "resident (test)");
+        SchedulerOptions so;
+        so.threads = threads;
+        so.keep_resident = true;
+        BlockStream stream(*store, so, budget);
+        std::atomic<uint64_t> ordered{0}, seen{0};
+        stream.set_observer([&](const ColumnBlock& b) {
+          ++seen;
+          if (b.row_order) ++ordered;
+        });
+        const auto blocks = store->plan_blocks(1500);
+        for (int pass = 0; pass < 3; ++pass) {
+          ordered = 0;
+          seen = 0;
+          SpaceScores r = run_worst_case_analysis(*space, stream, blocks, d.a.data(), B, budget);
+          require_same(*streamed, r);
+          REQUIRE(r.top.size() == oracle.size());
+          for (size_t k = 0; k < oracle.size(); ++k) {
+            REQUIRE(r.top[k].id == oracle[k].id);
+            if (d.exact()) REQUIRE(r.top[k].score == oracle[k].score);
+          }
+          // Every block is kept with its row order as it is first read, and
+          // summed from it in every pass (the streamed pass walks the cells).
+          REQUIRE(seen == blocks.size());
+          REQUIRE(ordered == blocks.size());
+        }
       }
     }
   }

@@ -129,6 +129,7 @@ class TiledMemoryStore : public ShardStore {
       (labels_[i] > 0 ? info_.n_positive : info_.n_negative) += 1;
     }
     info_.shard_bytes = 8 * triplets_.size() + 24 * distinct_columns() + 64;
+    info_.block_count = distinct_columns();  // plan_blocks never makes more blocks than columns
   }
 
   const StoreInfo& info() const override { return info_; }

@@ -456,3 +456,21 @@ TEST_CASE("multi-class train section without test data says so", "[report][page]
   CHECK(has(html, "No test data (data.test) \xc2\xb7 9 features over 3 classes"));
   CHECK_FALSE(has(html, "Test accuracy"));
 }
+
+TEST_CASE("path without point models (pnorm_kta, RBF): the report says so instead of a feature table",
+          "[report][page][kta]") {
+  TempDir dir("fgm-report-page");
+  dir.write("path.json", R"({"solver": "pnorm_kta", "mode": "p", "points": 2, "point_models": false,
+    "best_point": -1, "config": {}, "warnings": []})");
+  dir.write("path.csv", "point,p,selected,test_accuracy,seconds\n1,2,9,0.7,0.5\n2,1,4,0.75,0.9\n");
+  const PathRunLog log = read_path_log(dir.file("path.json"), dir.file("path.csv"));
+  CHECK_FALSE(log.point_models);
+  const std::string html = path_section_html(log, nullptr);
+  CHECK(has(html, "has no model file"));
+  CHECK_FALSE(has(html, "Selected features of"));
+  // The whole page builds without a point-<n>.fgm on disk.
+  CHECK(has(build_report_html(dir.path.string(), {.train = false, .path = true}), "has no model file"));
+  // "point_models" must be a boolean.
+  dir.write("path.json", R"({"mode": "p", "points": 2, "point_models": 1, "best_point": -1, "config": {}, "warnings": []})");
+  CHECK_THROWS_WITH(read_path_log(dir.file("path.json"), dir.file("path.csv")), Catch::Contains("point_models"));
+}

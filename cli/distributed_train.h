@@ -1,0 +1,19 @@
+// fgm train on a partitioned store (io/partitioned_store.h), with or without
+// mpirun: engine/distributed_fgm.h over the world communicator; rank 0 writes
+// model.fgm and run.json (with the communication of every phase).
+#pragma once
+
+#include "core/communicator.h"
+#include "core/config.h"
+#include "core/memory_budget.h"
+#include "engine/fgm_trainer.h"
+
+namespace fgm::cli {
+
+int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm);
+
+// Under mpirun with more than one rank, data.train must be a partitioned
+// store: throws Error(kConfig) saying how to make one otherwise.
+void require_partitioned_store(const Config& config, const Communicator& comm);
+
+}  // namespace fgm::cli

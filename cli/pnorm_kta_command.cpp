@@ -1,0 +1,261 @@
+// fgm train / fgm path with solver = "pnorm_kta" (engine/pnorm_kta_path.h).
+//
+// fgm path: path.csv (one row per p: p, selected features, Σ η, test and
+// validation accuracy and AUC, training accuracy, seconds since the start,
+// the path-following and SVM seconds of the point, Newton and bisection
+// steps) and path.json (totals, the time per path point, the point with the
+// best validation accuracy, and the best test accuracy labelled as an oracle
+// figure); with the linear kernel also point-<n>.fgm, the linear SVM of each
+// point (the RBF SVM has no model file). fgm train: the linear SVM at p = kta.p as model.fgm (a linear
+// model: predict and inspect read it unchanged) and run.json; with
+// kta.kernel = "rbf" it refuses (a model file holds linear models only).
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/run_output.h"
+#include "cli/solver_commands.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/json_writer.h"
+#include "core/messages.h"
+#include "core/path_checks.h"
+#include "core/progress.h"
+#include "engine/pnorm_kta_path.h"
+#include "report/report_page.h"
+
+namespace fgm::cli {
+namespace {
+
+enum class KtaCommand { kTrain, kPath };
+
+void reject_if_set(const Config& c, const char* key, std::string_view why) {
+  if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
+}
+
+// Keys this command would ignore (the shared checks ran already).
+void reject_kta_ignored_keys(const Config& c, KtaCommand command) {
+  if (command == KtaCommand::kTrain) {
+    reject_if_set(c, "kta.p_end", "fgm train's path ends at kta.p (kta.p_end is fgm path's)");
+    if (c.get_string("kta.kernel") == "rbf") throw Error(ErrorKind::kConfig, msg::kta_rbf_train_unsupported());
+  } else {
+    reject_if_set(c, "kta.p", "it picks the model of fgm train; fgm path reports every p down to kta.p_end");
+  }
+  if (c.get_string("kta.kernel") == "rbf")
+    for (const char* key : {"apg.eps_inner", "apg.eta", "apg.max_iterations"})
+      reject_if_set(c, key, "kta.kernel = \"rbf\" measures accuracy with LIBSVM, not the APG solver");
+}
+
+KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
+  KtaSettings s;
+  s.kernel = c.get_string("kta.kernel") == "rbf" ? kta::KernelKind::kRbf : kta::KernelKind::kLinear;
+  s.path.lambda1 = c.get_float("kta.lambda1");
+  s.path.lambda2 = c.get_float("kta.lambda2");
+  s.path.epsilon = c.get_float("kta.epsilon");
+  s.path.p_start = c.get_float("kta.p_start");
+  s.path.p_end = c.get_float("kta.p_end");
+  s.path.p_step = c.get_float("kta.p_step");
+  s.train_p = c.get_float("kta.p");
+  s.C = c.get_float("kta.C");
+  s.apg.eps_inner = c.get_float("apg.eps_inner");
+  s.apg.eta = c.get_float("apg.eta");
+  s.apg.max_iterations = static_cast<int>(c.get_int("apg.max_iterations"));
+  s.apg.threads = static_cast<int>(c.get_int("engine.threads"));
+  s.scheduler.threads = s.apg.threads;
+  s.scheduler.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
+  s.scheduler.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
+  s.block_bytes = c.get_bytes("engine.block_bytes");
+  if (command == KtaCommand::kPath) {
+    s.test_path = c.get_string("data.test");
+    s.validation_path = c.get_string("data.validation");
+  } else {
+    if (s.train_p > s.path.p_start)
+      throw Error(ErrorKind::kConfig,
+                  msg::kta_option_out_of_range("kta.p", s.train_p, "must be in [1, kta.p_start]"));
+    s.path.p_end = s.train_p;
+  }
+  kta::check_path_options(s.path);
+  return s;
+}
+
+std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
+
+// "kta": the settings and the alignment pass, shared by run.json and path.json.
+void write_kta_section(JsonWriter& j, const KtaSettings& s, const KtaRun& run) {
+  j.key("kta").begin_object();
+  j.key("kernel").value(kta::kernel_name(s.kernel));
+  j.key("lambda1").value(s.path.lambda1);
+  j.key("lambda2").value(s.path.lambda2);
+  j.key("epsilon").value(s.path.epsilon);
+  j.key("p_start").value(s.path.p_start);
+  j.key("p_end").value(s.path.p_end);
+  j.key("p_step").value(s.path.p_step);
+  j.key("C").value(s.C);
+  j.key("features_aligned").value(static_cast<uint64_t>(run.alignments.size()));
+  j.key("alignment_seconds").value(run.alignment_seconds);
+  j.key("alignment_bytes_streamed").value(run.alignment_pass.bytes_streamed);
+  j.key("path_seconds").value(run.path_seconds);
+  j.key("points").value(static_cast<uint64_t>(run.points.size()));
+  // Table 4's measure: (alignments + path following) / points, without the SVMs.
+  j.key("seconds_per_point")
+      .value(run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size());
+  j.end_object();
+}
+
+const char* kCsvHeader =
+    "point,p,selected,weight_sum,test_accuracy,test_auc,validation_accuracy,validation_auc,train_accuracy,"
+    "seconds,path_seconds,svm_seconds,newton_steps,bisection_steps\n";
+
+std::string csv_row(const KtaPoint& p, double seconds_since_start) {
+  return fmt::format("{},{:.6g},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.4f},{},{}\n", p.point, p.p, p.selected,
+                     cell(p.weight_sum), cell(p.test.accuracy), cell(p.test.auc), cell(p.validation.accuracy),
+                     cell(p.validation.auc), cell(p.train_accuracy), seconds_since_start, p.path_seconds,
+                     p.svm_seconds, p.newton_steps, p.bisection_steps);
+}
+
+void write_point_ref(JsonWriter& j, const char* name, const KtaRun& run, int index, const char* note) {
+  j.key(name).begin_object();
+  if (index >= 0) {
+    const KtaPoint& p = run.points[static_cast<size_t>(index)];
+    j.key("point").value(static_cast<int64_t>(p.point));
+    j.key("p").value(p.p);
+    j.key("selected").value(p.selected);
+    j.key("test_accuracy").value(p.test.accuracy);
+    j.key("validation_accuracy").value(p.validation.accuracy);
+  } else {
+    j.key("point").value(int64_t{-1});
+  }
+  j.key("note").value(note);
+  j.end_object();
+}
+
+}  // namespace
+
+int path_pnorm_kta(SolverCommand& cmd) {
+  const Config& config = cmd.config;
+  reject_kta_ignored_keys(config, KtaCommand::kPath);
+  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kPath);
+  const ShardStore& store = *cmd.data.store;
+  const StoreInfo& info = store.info();
+  spdlog::info("pnorm_kta path on {} rows x {} features: kernel {}, p {} -> {} step {}", info.n_rows,
+               info.n_features, kta::kernel_name(settings.kernel), settings.path.p_start, settings.path.p_end,
+               settings.path.p_step);
+  KtaRun run = compute_alignments(store, settings, cmd.budget);
+  spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", run.alignments.size(), run.alignment_seconds,
+               format_bytes(run.alignment_pass.bytes_streamed));
+  std::string csv = kCsvHeader;
+  double seconds = run.alignment_seconds;
+  std::vector<Model> models;  // linear: one per point, written once the path is done
+  run_kta_path(store, settings, cmd.budget, run, [&](const KtaPoint& p, const kta::PathPoint&) {
+    if (p.has_model) {
+      models.push_back(p.model);
+      models.back().config = config.dump();
+    }
+    seconds += p.path_seconds + p.svm_seconds;
+    csv += csv_row(p, seconds);
+    spdlog::info("p={:.4g}: selected {} test acc {} valid acc {} (path {:.4f}s, svm {:.3f}s)", p.p, p.selected,
+                 cell(p.test.accuracy), cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
+  });
+
+  create_output_directory(cmd.out_dir, "output.dir");
+  // Models first (each atomic), then the table and log that name them.
+  for (size_t k = 0; k < models.size(); ++k)
+    write_model(fmt::format("{}/point-{}.fgm", cmd.out_dir, run.points[k].point), models[k]);
+  write_file_atomic(cmd.out_dir + "/path.csv", csv);
+  JsonWriter j;
+  j.begin_object();
+  j.key("solver").value("pnorm_kta");
+  j.key("mode").value("p");
+  j.key("points").value(static_cast<uint64_t>(run.points.size()));
+  j.key("point_models").value(!models.empty());  // point-<n>.fgm (linear kernel)
+  const int best_point = run.best_validation_point >= 0 ? run.points[run.best_validation_point].point : -1;
+  j.key("best_point").value(static_cast<int64_t>(best_point));
+  write_kta_section(j, settings, run);
+  write_point_ref(j, "best_validation", run, run.best_validation_point,
+                  "the point with the best validation accuracy (data.validation)");
+  write_point_ref(j, "oracle_best_test", run, run.best_test_point,
+                  "ORACLE: the best test accuracy along the path, chosen on the test set itself (as in the "
+                  "paper's Tables 2 and 3); not an estimate of generalisation");
+  j.key("seconds").value(run.total_seconds);
+  j.key("ingest_seconds").value(cmd.data.ingest_seconds);
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  write_config_section(j, result_config(config.dump()));
+  write_warnings(j, cmd.warnings);
+  j.end_object();
+  write_file_atomic(cmd.out_dir + "/path.json", j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(cmd.out_dir, {.train = false, .path = true});
+  if (cmd.session) cmd.session->finish();
+
+  fmt::print("points={} seconds={:.3f} seconds_per_point={:.4f} csv={}/path.csv", run.points.size(),
+             run.total_seconds,
+             run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size(), cmd.out_dir);
+  if (run.best_validation_point >= 0) {
+    const KtaPoint& b = run.points[run.best_validation_point];
+    fmt::print(" best_point={} best_p={:.4g} best_selected={} best_validation_accuracy={:.4f}", b.point, b.p,
+               b.selected, b.validation.accuracy);
+  }
+  if (run.best_test_point >= 0) {
+    const KtaPoint& o = run.points[run.best_test_point];
+    fmt::print(" oracle_best_test_accuracy={:.4f} oracle_p={:.4g} oracle_selected={}", o.test.accuracy, o.p,
+               o.selected);
+  }
+  fmt::print("\n");
+  return 0;
+}
+
+int train_pnorm_kta(SolverCommand& cmd) {
+  const Config& config = cmd.config;
+  reject_kta_ignored_keys(config, KtaCommand::kTrain);
+  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
+  const ShardStore& store = *cmd.data.store;
+  const auto start = std::chrono::steady_clock::now();
+  KtaRun run = compute_alignments(store, settings, cmd.budget);
+  Model model = train_kta_linear(store, settings, cmd.budget, run);
+  const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  model.config = config.dump();
+  spdlog::info("pnorm_kta at p={:.4g}: {} features selected", run.points.back().p, model.features.size());
+
+  // Evaluate before writing anything, so a bad test file leaves no output.
+  const bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) {
+    test = evaluate_file(config.get_string("data.test"), model, false, cmd.budget);
+    if (test.ignored_features > 0)
+      cmd.warnings.add("test_features_beyond_model",
+                       msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
+                                             test.first_ignored_index + model.index_base, model.n_features));
+  }
+  const bool has_truth = !config.get_string("data.truth").empty();
+  TruthRecovery truth;
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
+
+  create_output_directory(cmd.out_dir, "output.dir");
+  write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
+  JsonWriter j;
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value("pnorm_kta");
+  write_data_section(j, config, cmd.data);
+  write_config_section(j, model.config);
+  write_kta_section(j, settings, run);
+  j.key("p").value(run.points.back().p);
+  j.key("iterations").begin_array();  // FGM's outer iterations: none here
+  j.end_array();
+  j.key("objective").value(model.objective);
+  j.key("objective_no_features").value(std::nan(""));
+  j.key("final_sip_violation").value(std::nan(""));
+  write_selected_features(j, model.features, model.index_base);
+  j.key("bias").value(model.bias);
+  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
+             has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
+
+  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  fmt::print("p={:.4g} selected={} objective={:.6g}", run.points.back().p, model.features.size(), model.objective);
+  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
+  fmt::print(" model={}/model.fgm\n", cmd.out_dir);
+  return 0;
+}
+
+}  // namespace fgm::cli

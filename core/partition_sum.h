@@ -1,0 +1,54 @@
+// Sums over row partitions that give the same bits for every rank count
+// (docs/distributed.md, "Determinism"). A partitioned store has P row
+// partitions, fixed at ingest; a run on K ranks (K divides P) gives each rank
+// P/K consecutive partitions. A quantity summed over rows (scores c_j, the
+// gradient of the selected set, loss values) is first summed per partition,
+// by the same single-process code as ever, and the P partition partials are
+// then added in ONE fixed binary tree over the partitions:
+//
+//   sum[l, r) = partial_l                       if r − l = 1
+//             = sum[l, m) + sum[m, r)           m = l + 2^(⌈log2(r−l)⌉−1)
+//
+// The tree depends on P only. A rank evaluates the largest tree nodes that
+// lie inside its own partitions (covering_nodes), exchanges those, and every
+// rank evaluates the rest of the tree from them: the additions are the same
+// additions in the same order whatever K is, so the result is too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/communicator.h"
+
+namespace fgm {
+
+struct PartitionNode {
+  uint32_t begin = 0, end = 0;  // partitions [begin, end)
+  bool operator==(const PartitionNode& o) const { return begin == o.begin && end == o.end; }
+};
+
+// Where the fixed tree splits [begin, end) (end − begin ≥ 2).
+uint32_t partition_tree_split(uint32_t begin, uint32_t end);
+
+// The maximal nodes of the tree over `partitions` leaves that lie inside
+// [first, last), left to right; they tile [first, last).
+std::vector<PartitionNode> covering_nodes(uint32_t partitions, uint32_t first, uint32_t last);
+
+// The partitions [first, first + count) of rank `rank` when `partitions` are
+// dealt to `ranks` ranks in consecutive runs of partitions / ranks (ranks
+// must divide partitions).
+struct PartitionRange {
+  uint32_t first = 0, count = 0;
+};
+PartitionRange partitions_of_rank(uint32_t partitions, int ranks, int rank);
+
+// Σ over all partitions of the per-partition vectors, in the tree order, on
+// every rank. `local[k]` is the `length`-vector of partition
+// `first_partition + k` (this rank's partitions, consecutive). Communicates
+// the covering nodes' vectors (covering_nodes(...).size()·length doubles from
+// each rank); counted in the communicator's stats.
+std::vector<double> allreduce_partition_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
+                                             const std::vector<std::vector<double>>& local, size_t length);
+
+}  // namespace fgm

@@ -1,0 +1,57 @@
+// The FGM outer loop (engine/fgm_trainer.h) on a partitioned store
+// (io/partitioned_store.h), data-parallel over the ranks of a Communicator
+// (docs/distributed.md). Each rank opens only its own partitions. Per outer
+// iteration:
+//   1. scoring: each rank computes c = Σ_i a_i x_i over each of its
+//      partitions (the single-process tiled kernel, features/block_scores.h),
+//      the partitions' c vectors are added in the fixed partition tree
+//      (core/partition_sum.h) and every rank picks the same top-B;
+//   2. each rank reads its rows of the new columns;
+//   3. the subproblem is solved by solvers/distributed_apg.h;
+//   4. each rank forms α (Theorem 3) on its own rows.
+// Same store and settings give the same model bit for bit for every rank
+// count dividing the partition count and any engine.threads. Linear features
+// and groups of them (features.groups, any structure), binary labels, no bias
+// in this first version (other settings are refused
+// by the CLI, naming the key).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/memory_budget.h"
+#include "engine/fgm_trainer.h"
+#include "io/partitioned_store.h"
+
+namespace fgm {
+
+// The communication of one phase of one outer iteration on this rank.
+struct CommunicationRecord {
+  int iteration = 0;
+  std::string phase;  // "labels", "scoring", "solve"
+  CommunicationStats comm;
+};
+
+struct DistributedOutcome {
+  Model model;
+  std::vector<IterationRecord> iterations;
+  std::vector<CommunicationRecord> communication;
+  std::string stop_reason;
+  double objective_no_features = 0;  // F_0 = P(0)
+  double final_sip_violation = 0;    // (37) of the last scoring pass (the one that ended the loop)
+  PartitionManifest manifest;
+  int ranks = 1;
+  uint32_t first_partition = 0, own_partitions = 0;
+  uint64_t total_bytes_streamed = 0;
+  double seconds = 0;
+};
+
+// The error when `ranks` cannot deal out `manifest`'s partitions evenly (empty if they can).
+std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks);
+
+DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
+                                         const TrainSettings& settings, MemoryBudget& budget);
+
+}  // namespace fgm

@@ -1,0 +1,179 @@
+// core/partition_sum: the fixed partition tree, checked against a recursive
+// tree sum written here, on 1..8 ranks simulated by threads (a test
+// communicator whose allgather meets at a barrier).
+#include <catch2/catch.hpp>
+
+#include <barrier>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "core/partition_sum.h"
+
+namespace fgm {
+namespace {
+
+// K "ranks" as threads: allgather puts each rank's bytes in its slot, waits
+// for all, concatenates in rank order, waits again before slots are reused.
+struct ThreadWorld {
+  explicit ThreadWorld(int ranks) : slots(static_cast<size_t>(ranks)), sync(ranks) {}
+  std::vector<std::vector<uint8_t>> slots;
+  std::barrier<> sync;
+};
+
+class ThreadCommunicator final : public Communicator {
+ public:
+  ThreadCommunicator(ThreadWorld& world, int rank) : world_(world), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(world_.slots.size()); }
+  std::vector<uint8_t> allgather(const void* data, size_t bytes, std::vector<size_t>* sizes) override {
+    const auto* p = static_cast<const uint8_t*>(data);
+    world_.slots[static_cast<size_t>(rank_)].assign(p, p + bytes);
+    world_.sync.arrive_and_wait();
+    std::vector<uint8_t> out;
+    if (sizes) sizes->clear();
+    for (const auto& s : world_.slots) {
+      out.insert(out.end(), s.begin(), s.end());
+      if (sizes) sizes->push_back(s.size());
+    }
+    stats_.calls += 1;
+    world_.sync.arrive_and_wait();
+    return out;
+  }
+  void broadcast(void*, size_t, int) override {}
+  [[noreturn]] void abort(const std::string& reason, int) override { throw std::runtime_error(reason); }
+
+ private:
+  ThreadWorld& world_;
+  int rank_;
+};
+
+// The tree of the header comment, written again: [l, r) splits at l + the
+// largest power of two below r − l.
+double reference_tree(const std::vector<double>& leaves, size_t l, size_t r) {
+  if (r - l == 1) return leaves[l];
+  size_t half = 1;
+  while (2 * half < r - l) half *= 2;
+  return reference_tree(leaves, l, l + half) + reference_tree(leaves, l + half, r);
+}
+
+// Values whose sums round differently in different orders.
+std::vector<std::vector<double>> random_partials(uint32_t partitions, size_t length, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> mantissa(-1, 1);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  std::vector<std::vector<double>> v(partitions, std::vector<double>(length));
+  for (auto& part : v)
+    for (auto& x : part) x = std::ldexp(mantissa(rng), exponent(rng));
+  return v;
+}
+
+std::vector<double> run_on_ranks(const std::vector<std::vector<double>>& partials, int ranks) {
+  const auto P = static_cast<uint32_t>(partials.size());
+  const size_t length = partials.front().size();
+  ThreadWorld world(ranks);
+  std::vector<std::vector<double>> results(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      ThreadCommunicator comm(world, r);
+      const PartitionRange range = partitions_of_rank(P, ranks, r);
+      std::vector<std::vector<double>> mine(partials.begin() + range.first,
+                                            partials.begin() + range.first + range.count);
+      results[static_cast<size_t>(r)] = allreduce_partition_sums(comm, P, range.first, mine, length);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 1; r < ranks; ++r) REQUIRE(std::memcmp(results[0].data(), results[static_cast<size_t>(r)].data(), length * sizeof(double)) == 0);
+  return results[0];
+}
+
+}  // namespace
+
+TEST_CASE("covering nodes tile a rank's partitions with nodes of the fixed tree", "[partition_sum]") {
+  for (uint32_t P : {1u, 2u, 3u, 4u, 6u, 7u, 8u, 12u, 13u}) {
+    for (uint32_t first = 0; first < P; ++first)
+      for (uint32_t last = first + 1; last <= P; ++last) {
+        const auto nodes = covering_nodes(P, first, last);
+        uint32_t at = first;
+        for (const auto& n : nodes) {
+          CHECK(n.begin == at);
+          at = n.end;
+          // A node of the tree: reached from the root by splits.
+          uint32_t b = 0, e = P;
+          while (!(b == n.begin && e == n.end)) {
+            REQUIRE(e - b >= 2);
+            const uint32_t mid = partition_tree_split(b, e);
+            if (n.end <= mid) e = mid;
+            else if (n.begin >= mid) b = mid;
+            else FAIL("node straddles a split");
+          }
+        }
+        CHECK(at == last);
+      }
+  }
+  // Ranks dealt a power-of-two share of a power-of-two tree send one node each.
+  CHECK(covering_nodes(8, 4, 6).size() == 1);
+  CHECK(covering_nodes(8, 2, 6).size() == 2);
+}
+
+TEST_CASE("partition sums are the reference tree sum, bit for bit, on every rank count dividing P",
+          "[partition_sum]") {
+  for (uint32_t P : {1u, 4u, 6u, 8u, 12u}) {
+    const auto partials = random_partials(P, 257, 11 + P);
+    std::vector<double> expected(257);
+    std::vector<double> column(P);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      for (uint32_t p = 0; p < P; ++p) column[p] = partials[p][i];
+      expected[i] = reference_tree(column, 0, P);
+    }
+    for (int K = 1; K <= static_cast<int>(P); ++K) {
+      if (P % static_cast<uint32_t>(K) != 0) continue;
+      INFO("P = " << P << ", K = " << K);
+      const std::vector<double> got = run_on_ranks(partials, K);
+      CHECK(std::memcmp(got.data(), expected.data(), expected.size() * sizeof(double)) == 0);
+    }
+  }
+}
+
+TEST_CASE("a different tree would give other bits: the test data is order-sensitive", "[partition_sum]") {
+  const auto partials = random_partials(8, 257, 5);
+  size_t differ = 0;
+  for (size_t i = 0; i < 257; ++i) {
+    double left_to_right = 0;
+    std::vector<double> column;
+    for (const auto& p : partials) {
+      left_to_right += p[i];
+      column.push_back(p[i]);
+    }
+    differ += left_to_right != reference_tree(column, 0, 8);
+  }
+  CHECK(differ > 0);
+}
+
+TEST_CASE("partitions_of_rank deals consecutive equal runs and refuses a rank count not dividing P",
+          "[partition_sum]") {
+  CHECK(partitions_of_rank(8, 4, 3).first == 6);
+  CHECK(partitions_of_rank(8, 4, 3).count == 2);
+  CHECK_THROWS(partitions_of_rank(8, 3, 0));
+}
+
+TEST_CASE("check_same_on_all_ranks names the rank that differs", "[partition_sum]") {
+  ThreadWorld world(3);
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      ThreadCommunicator comm(world, r);
+      try {
+        check_same_on_all_ranks(comm, "store", r == 2 ? "B" : "A");
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(errors[0].find("rank 2") != std::string::npos);
+  CHECK(errors[2].find("rank 0") != std::string::npos);
+}
+
+}  // namespace fgm
