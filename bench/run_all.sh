@@ -39,6 +39,11 @@
 #   sifs      bench/run_sifs.sh: SIFS screening (solver = sifs) on syn1-3, a9a,
 #             w8a, news20 binary and 20-class: rejection ratios and the speedup
 #             against sifs.screening = none (bench/results/sifs.{csv,md})
+# Issue 11:
+#   exclusive bench/run_exclusive.sh: E-LASSO synthetic and a9a/w8a with random groups
+#             vs LIBLINEAR -s 6; streamed FISTA iteration vs a scoring pass
+#   mslr      bench/run_mslr.sh: MSLR vs LIBLINEAR -s 6 vs logistic FGM at matched
+#             feature counts (news20 binary, a9a, w8a, ijcnn1, fgm synth --kind sparse)
 #   summary   bench/results/summary.md (with before/after tables if
 #             bench/results/before/ holds a "before" run)
 # Knobs: BENCH_REPS (3) runs per timed measurement, BENCH_SCORING_REPS (7),
@@ -65,7 +70,7 @@ SREPS=${BENCH_SCORING_REPS:-7}
 BIG_ROWS=${BENCH_BIG_ROWS:-24000}
 BUDGET=${BENCH_BUDGET:-64MB}
 DATA=${FGM_SHARED_DATA:-$ROOT/../shared/data}
-STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta sifs exclusive summary}
+STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta sifs exclusive mslr summary}
 # The configs of issue 2 (configs/*.toml other than demo at the time); add
 # others by name, e.g. BENCH_CONFIGS="a9a news20".
 CONFIGS=${BENCH_CONFIGS:-a9a w8a ijcnn1 leu colon-cancer madelon arcene}
@@ -287,6 +292,12 @@ fi
 if has_step exclusive; then
   log "exclusive: bench/run_exclusive.sh"
   bash bench/run_exclusive.sh "$FGM" || log "exclusive: failed (see bench/results/exclusive/)"
+fi
+
+# ---------------------------------------------------------------- issue 11
+if has_step mslr; then
+  log "mslr: bench/run_mslr.sh"
+  bench/run_mslr.sh --fgm "$BUILD_DIR/fgm" || log "mslr step failed (see above)"
 fi
 
 # --------------------------------------------------------------- summary

@@ -16,6 +16,8 @@ int dispatch_solver_train(SolverKind solver, SolverCommand& command) {
       return train_sifs(command);
     case SolverKind::kExclusive:
       return train_exclusive(command);
+    case SolverKind::kMslr:
+      return train_mslr(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm train: solver '{}' has no train command", solver_name(solver)));
@@ -30,6 +32,8 @@ int dispatch_solver_path(SolverKind solver, SolverCommand& command) {
       return path_sifs(command);
     case SolverKind::kExclusive:
       return path_exclusive(command);
+    case SolverKind::kMslr:
+      return path_mslr(command);
     default:
       throw Error(ErrorKind::kInternal,
                   fmt::format("fgm path: solver '{}' has no path command", solver_name(solver)));

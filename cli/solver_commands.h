@@ -31,6 +31,9 @@ int path_sifs(SolverCommand& command);
 // solver = "exclusive" (cli/exclusive_command.cpp).
 int train_exclusive(SolverCommand& command);
 int path_exclusive(SolverCommand& command);
+// solver = "mslr" (cli/mslr_command.cpp).
+int train_mslr(SolverCommand& command);
+int path_mslr(SolverCommand& command);
 
 // Run `solver` (not kFgm) for `fgm train` / `fgm path`; the process exit code.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command);

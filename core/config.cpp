@@ -42,7 +42,7 @@ std::vector<ParamSpec> build_specs() {
       choices(spec("solver", T::kEnum, "\"fgm\"",
                    "the method (engine/solver_choice.h): fgm = Feature Generating Machine; each other "
                    "solver reads its own section, and keys of another solver's section are errors"),
-              {"fgm", "pnorm_kta", "sifs", "exclusive"}),
+              {"fgm", "pnorm_kta", "sifs", "exclusive", "mslr"}),
       spec("data.train", T::kPath, "",
            "training data: a LIBSVM/svmlight file (plain, gzip, bzip2 or xz) or a store "
            "directory written by `fgm ingest`"),
@@ -88,6 +88,51 @@ std::vector<ParamSpec> build_specs() {
               {"ovr"}),
       spec("fgm.final_certificate", T::kBool, "true",
            "after the last solve, run one more scoring pass to report the final SIP violation (37)"),
+      ranged(spec("mslr.C", T::kFloat, "10.0",
+                  "MSLR (solver = \"mslr\"): loss weight C of the minimax sparse logistic regression (4); "
+                  "the dual variables live in (0, C)"),
+             0, 1e12, true),
+      ranged(spec("mslr.r", T::kInt, "10",
+                  "MSLR: features per constraint d^t (the paper's r): each cutting-plane iteration adds the "
+                  "r features with the largest c_j² (selected ones included), so at most r new features"),
+             1, 1e9),
+      ranged(spec("mslr.max_iterations", T::kInt, "10", "MSLR: cutting-plane iterations T_m (at most r·T_m features)"),
+             1, 64),
+      ranged(spec("mslr.max_features", T::kInt, "0",
+                  "MSLR: stop once this many features are selected (0: no cap); the last constraint admits "
+                  "only as many new features as fit"),
+             0, 1e18),
+      ranged(spec("mslr.eps_outer", T::kFloat, "0.001",
+                  "MSLR: stop when the SIP violation of the last α is at most this fraction of the "
+                  "subproblem's objective (0: never)"),
+             0, 1),
+      ranged(spec("mslr.q0", T::kFloat, "0.01", "MSLR: first smoothing parameter q of each subproblem"), 0, 1e12,
+             true),
+      ranged(spec("mslr.q_factor", T::kFloat, "1.6666666666666667",
+                  "MSLR: q grows by this factor after each smoothing stage (the paper's β = 5/3)"),
+             1, 1e6, true),
+      ranged(spec("mslr.q_max", T::kFloat, "10000",
+                  "MSLR: largest q; a subproblem that reaches it without mslr.tolerance warns "
+                  "(mslr_not_converged)"),
+             0, 1e15, true),
+      ranged(spec("mslr.tolerance", T::kFloat, "0.001",
+                  "MSLR: a subproblem ends when its certified relative gap (P − D)/P is at most this "
+                  "(solvers/mslr/smoothed_minimax.h)"),
+             0, 1),
+      ranged(spec("mslr.gradient_tolerance", T::kFloat, "0.001",
+                  "MSLR: a smoothing stage ends when no coordinate's |∂f(α,q)/∂α_i| exceeds this in a sweep"),
+             0, 1e6, true),
+      ranged(spec("mslr.max_sweeps", T::kInt, "100", "MSLR: coordinate-descent sweeps per smoothing stage at most"), 1,
+             1e9),
+      choices(spec("mslr.order", T::kEnum, "\"shuffled\"",
+                   "MSLR: row order of the coordinate sweeps: shuffled (a new seeded permutation per sweep, "
+                   "as LIBLINEAR; the same on every run) or cyclic (the paper's; stalls on data with many "
+                   "identical rows)"),
+              {"shuffled", "cyclic"}),
+      ranged(spec("mslr.features", T::kIntList, "[]",
+                  "fgm path with solver = \"mslr\": feature counts to produce models at, in one run "
+                  "(increasing; the constraint that reaches a count admits only the new features that fit)"),
+             1, 1e18),
       ranged(spec("apg.eps_inner", T::kFloat, "0.15",
                   "APG stop: the prox-gradient mapping norm falls to this fraction of its value "
                   "at the solve's first iteration (scale-free; run.json reports each solve's "

@@ -40,6 +40,22 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
       reject_if_set(c, "fgm.max_features",
                     "with path.features the path's largest count is where the run stops");
   }
+  if (solver_from_config(c) == SolverKind::kMslr) {
+    for (const ParamSpec& spec : param_specs())
+      if (spec.key.rfind("apg.", 0) == 0)
+        reject_if_set(c, spec.key, "solver = \"mslr\" has no APG solve (its subproblem is read from mslr.*)");
+    reject_if_set(c, "features.groups",
+                  "solver = \"mslr\" selects single features (the paper's d ∈ [0,1]^m); groups are read by "
+                  "solver = \"fgm\"");
+    if (command == ConfigCommand::kTrain) {
+      reject_if_set(c, "mslr.features",
+                    "it lists the points of `fgm path`; fgm train makes one model (mslr.max_features caps it)");
+    } else {
+      reject_if_set(c, "data.validation", "the MSLR path reports data.test only");
+      if (c.set_by_user("mslr.features"))
+        reject_if_set(c, "mslr.max_features", "with mslr.features the path's largest count is where the run stops");
+    }
+  }
   const std::string kind = c.get_string("features.kind");
   if (kind != "linear")
     reject_if_set(c, "features.groups",

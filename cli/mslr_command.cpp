@@ -1,0 +1,252 @@
+// fgm train / fgm path with solver = "mslr" (engine/mslr_trainer.h): the
+// settings from the mslr.* section, the run, model.fgm (a linear model
+// without bias that predict and inspect read like any other), run.json with
+// one record per cutting-plane iteration, or for the path one model per
+// count of mslr.features, path.csv and path.json.
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/run_output.h"
+#include "cli/solver_commands.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/json_writer.h"
+#include "core/messages.h"
+#include "core/path_checks.h"
+#include "engine/evaluate.h"
+#include "engine/mslr_trainer.h"
+#include "engine/train_settings.h"
+
+namespace fgm::cli {
+
+namespace {
+
+MslrSettings mslr_settings_from_config(const Config& c) {
+  const TrainSettings shared = train_settings_from_config(c);  // scheduler, blocks, feature space
+  MslrSettings s;
+  s.r = static_cast<uint64_t>(c.get_int("mslr.r"));
+  s.max_iterations = static_cast<int>(c.get_int("mslr.max_iterations"));
+  s.eps_outer = c.get_float("mslr.eps_outer");
+  s.max_features = static_cast<uint64_t>(c.get_int("mslr.max_features"));
+  s.minimax.C = c.get_float("mslr.C");
+  s.minimax.q0 = c.get_float("mslr.q0");
+  s.minimax.q_factor = c.get_float("mslr.q_factor");
+  s.minimax.q_max = c.get_float("mslr.q_max");
+  s.minimax.tolerance = c.get_float("mslr.tolerance");
+  s.minimax.gradient_tolerance = c.get_float("mslr.gradient_tolerance");
+  s.minimax.max_sweeps = static_cast<int>(c.get_int("mslr.max_sweeps"));
+  s.minimax.shuffle = c.get_string("mslr.order") == "shuffled";
+  s.scheduler = shared.scheduler;
+  s.block_bytes = shared.block_bytes;
+  s.space = shared.space;
+  return s;
+}
+
+// A store with more than two labels: MSLR is binary (the paper has no multi-class form).
+void require_binary(const SolverCommand& command) {
+  const StoreInfo& info = command.data.store->info();
+  if (info.classes() > 2)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}: {} labels, but solver = \"mslr\" trains binary models only (relabel the data "
+                            "to two classes, or use solver = \"fgm\" for one-vs-rest)",
+                            command.data.store_dir, info.classes()));
+}
+
+// P with no feature selected (w = 0): C·ln 2 per row of the fit.
+double objective_no_features(const ShardStore& store, double C) {
+  uint64_t fit = 0;
+  for (uint64_t i = 0; i < store.info().n_rows; ++i) fit += store.labels()[i] != 0;
+  return C * std::log(2.0) * static_cast<double>(fit);
+}
+
+void log_iteration(const MslrIteration& r) {
+  spdlog::info("iter {:3d}: selected {:6d} (+{}), |d^t| {}, objective {:.6g}, gap {:.3g}, sip_violation {:.4g}, "
+               "q {:.3g}, {} sweeps, score {:.3f}s, solve {:.3f}s",
+               r.iter, r.selected, r.added, r.constraint_size, r.objective, r.relative_gap, r.sip_violation, r.q,
+               r.sweeps, r.score_seconds, r.solve_seconds);
+}
+
+// One run.json iteration: the fields every solver's report reads (objective,
+// rel_decrease, sip_violation, timings; apg_* say that no APG ran) and MSLR's own.
+void write_iteration(JsonWriter& j, const MslrIteration& r, double previous_objective, double f0) {
+  j.begin_object();
+  j.key("iter").value(r.iter);
+  j.key("selected").value(r.selected);
+  j.key("added").value(r.added);
+  j.key("objective").value(r.objective);
+  j.key("rel_decrease").value(f0 > 0 ? (previous_objective - r.objective) / f0 : 0.0);
+  j.key("sip_violation").value(r.sip_violation);
+  j.key("score_seconds").value(r.score_seconds);
+  j.key("solve_seconds").value(r.solve_seconds);
+  j.key("bytes_streamed").value(r.bytes_streamed);
+  j.key("peak_rss_bytes").value(r.peak_rss_bytes);
+  j.key("apg_iterations").value(int64_t{0});
+  j.key("apg_stop").value("none (mslr)");
+  j.key("constraint_size").value(r.constraint_size);
+  j.key("dual").value(r.dual);
+  j.key("relative_gap").value(r.relative_gap);
+  j.key("converged").value(r.converged);
+  j.key("q").value(r.q);
+  j.key("smoothing_stages").value(static_cast<int64_t>(r.stages));
+  j.key("sweeps").value(static_cast<int64_t>(r.sweeps));
+  j.key("newton_steps").value(r.newton_steps);
+  j.key("bisections").value(r.bisections);
+  j.key("mu").begin_array();
+  for (double m : r.mu) j.value(m);
+  j.end_array();
+  j.end_object();
+}
+
+EvalResult evaluate_test(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings) {
+  EvalResult test = evaluate_file(config.get_string("data.test"), model, false, budget);
+  if (test.ignored_features > 0)
+    warnings.add("test_features_beyond_model",
+                 msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
+                                       test.first_ignored_index + model.index_base, model.n_features));
+  return test;
+}
+
+}  // namespace
+
+int train_mslr(SolverCommand& command) {
+  require_binary(command);
+  const Config& config = command.config;
+  MslrSettings settings = mslr_settings_from_config(config);
+  settings.warnings = &command.warnings;
+  const ShardStore& store = *command.data.store;
+  spdlog::info("MSLR on {} rows x {} features ({} nonzeros), r={}, C={}, T_m={}, threads={}", store.info().n_rows,
+               store.info().n_features, store.info().nnz, settings.r, settings.minimax.C, settings.max_iterations,
+               settings.scheduler.threads);
+  MslrHooks hooks;
+  hooks.on_iteration = log_iteration;
+  MslrOutcome outcome = fgm::train_mslr(store, settings, command.budget, hooks);
+  spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
+               outcome.model.features.size());
+  Model& model = outcome.model;
+  model.config = config.dump();
+  model.solver = "mslr";
+
+  // Evaluate before writing anything, so a bad test file leaves no output.
+  const bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) test = evaluate_test(config, model, command.budget, command.warnings);
+  const bool has_truth = !config.get_string("data.truth").empty();
+  TruthRecovery truth;
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
+
+  create_output_directory(command.out_dir, "output.dir");
+  write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), model);
+  const double f0 = objective_no_features(store, settings.minimax.C);
+  JsonWriter j;
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value("mslr");
+  write_data_section(j, config, command.data);
+  write_config_section(j, model.config);
+  j.key("iterations").begin_array();
+  double previous = f0;
+  for (const auto& r : outcome.iterations) {
+    write_iteration(j, r, previous, f0);
+    previous = r.objective;
+  }
+  j.end_array();
+  j.key("stop_reason").value(outcome.stop_reason);
+  j.key("final_sip_violation").value(outcome.final_sip_violation);
+  j.key("objective_no_features").value(f0);
+  write_selected_features(j, model.features, model.index_base);
+  j.key("bias").value(0.0);
+  j.key("scoring_passes").value(outcome.scoring_passes);
+  j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
+  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
+             has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
+             *command.session);
+
+  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), outcome.iterations.size(),
+             model.objective);
+  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
+  fmt::print(" model={}/model.fgm\n", command.out_dir);
+  return 0;
+}
+
+// One run with a checkpoint at each count of mslr.features: point-<k>.fgm,
+// path.csv (point, selected, objective, test accuracy/AUC, seconds) and path.json.
+int path_mslr(SolverCommand& command) {
+  require_binary(command);
+  const Config& config = command.config;
+  MslrSettings settings = mslr_settings_from_config(config);
+  settings.warnings = &command.warnings;
+  for (double v : config.get_list("mslr.features")) settings.checkpoints.push_back(static_cast<uint64_t>(v));
+  if (settings.checkpoints.empty())
+    throw Error(ErrorKind::kConfig,
+                msg::missing_required("mslr.features", "the feature counts of the MSLR path (solver = \"mslr\")"));
+  for (size_t k = 1; k < settings.checkpoints.size(); ++k)
+    if (settings.checkpoints[k] <= settings.checkpoints[k - 1])
+      throw Error(ErrorKind::kConfig, fmt::format("{}mslr.features must be increasing ({} after {})",
+                                                  config.where_set("mslr.features"), settings.checkpoints[k],
+                                                  settings.checkpoints[k - 1]));
+  const bool has_test = !config.get_string("data.test").empty();
+  struct Point {
+    Model model;
+    MslrIteration last;
+    double seconds = 0;
+    EvalResult test;
+  };
+  std::vector<Point> points;
+  MslrHooks hooks;
+  hooks.on_iteration = log_iteration;
+  hooks.on_checkpoint = [&](const MslrCheckpoint& cp) {
+    Point p;
+    p.model = cp.model;
+    p.model.config = config.dump();
+    p.model.solver = "mslr";
+    p.last = *cp.last;
+    p.seconds = cp.seconds;
+    if (has_test) p.test = evaluate_test(config, p.model, command.budget, command.warnings);
+    spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points.size() + 1,
+                 p.model.features.size(), p.last.objective, p.test.accuracy);
+    points.push_back(std::move(p));
+  };
+  MslrOutcome outcome = fgm::train_mslr(*command.data.store, settings, command.budget, hooks);
+
+  create_output_directory(command.out_dir, "output.dir");
+  std::string csv = "point,selected,objective,relative_gap,test_accuracy,test_auc,seconds\n";
+  for (size_t k = 0; k < points.size(); ++k) {
+    const Point& p = points[k];
+    write_model(fmt::format("{}/point-{}.fgm", command.out_dir, k + 1), p.model);
+    auto cell = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); };
+    csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
+                       p.last.relative_gap, cell(p.test.accuracy), cell(p.test.auc), p.seconds);
+  }
+  write_file_atomic(command.out_dir + "/path.csv", csv);
+  JsonWriter j;
+  j.begin_object();
+  j.key("solver").value("mslr");
+  j.key("mode").value("features");
+  j.key("points").value(static_cast<uint64_t>(points.size()));
+  j.key("stop_reason").value(outcome.stop_reason);
+  j.key("seconds").value(outcome.seconds);
+  j.key("scoring_passes").value(outcome.scoring_passes);
+  j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
+  j.key("iterations").begin_array();
+  const double f0 = objective_no_features(*command.data.store, settings.minimax.C);
+  double previous = f0;
+  for (const auto& r : outcome.iterations) {
+    write_iteration(j, r, previous, f0);
+    previous = r.objective;
+  }
+  j.end_array();
+  write_config_section(j, config.dump());
+  write_warnings(j, command.warnings);
+  j.end_object();
+  write_file_atomic(command.out_dir + "/path.json", j.str() + "\n");
+  command.session->finish();
+  fmt::print("points={} seconds={:.3f} csv={}/path.csv\n", points.size(), outcome.seconds, command.out_dir);
+  return 0;
+}
+
+}  // namespace fgm::cli

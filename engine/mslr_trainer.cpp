@@ -1,0 +1,340 @@
+#include "engine/mslr_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <memory>
+
+#include "cache/selected_features.h"
+#include "core/error.h"
+#include "engine/fgm_trainer.h"
+#include "features/block_scores.h"
+#include "features/transformed_store.h"
+
+namespace fgm {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A feature of the next constraint: its c_j², candidate id, and its position
+// in the selected-feature cache (npos while not selected).
+struct ConstraintMember {
+  double score = 0;
+  uint64_t id = 0;
+  size_t position = SIZE_MAX;
+};
+
+class MslrRun {
+ public:
+  MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget, const MslrHooks& hooks);
+  MslrOutcome run();
+
+ private:
+  bool iteration(int t);
+  uint64_t new_feature_limit() const;
+  std::vector<ConstraintMember> most_active_constraint(SpaceScores& wc, uint64_t new_limit);
+  double constraint_value(const std::vector<size_t>& positions) const;
+  bool already_held(std::vector<size_t> positions) const;
+  std::vector<size_t> admit(const std::vector<ConstraintMember>& members);
+  void solve(MslrIteration& rec);
+  std::string stop_reason(int t) const;
+  Model make_model() const;
+  void emit_checkpoint();
+  std::vector<double> decision_values() const;
+
+  const ShardStore& store_;
+  const MslrSettings& settings_;
+  MemoryBudget& budget_;
+  const MslrHooks& hooks_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const uint64_t n_;
+  const int8_t* y_;
+  std::unique_ptr<FeatureSpace> space_;
+  Reservation resident_;
+  std::unique_ptr<BlockStream> stream_;
+  std::vector<BlockRef> blocks_;
+  Reservation dual_memory_;
+  std::vector<double> alpha_, beta_, a_;  // α, C − α, α∘y
+  SelectedFeatureCache cache_;
+  std::vector<uint64_t> selected_ids_;    // candidate id per cache column
+  std::vector<double> selected_c_;        // c_j per cache column for the current α
+  std::vector<std::vector<size_t>> constraints_;  // cache positions of d^1..d^t, increasing
+  std::vector<double> weights_;           // model weights per cache column
+  double last_objective_ = 0;
+  size_t next_checkpoint_ = 0;
+  MslrOutcome out_;
+};
+
+MslrRun::MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
+                 const MslrHooks& hooks)
+    : store_(store),
+      settings_(settings),
+      budget_(budget),
+      hooks_(hooks),
+      n_(store.info().n_rows),
+      y_(settings.labels ? settings.labels : store.labels()),
+      cache_(budget, store.info().n_rows) {
+  FGM_ASSERT(settings.max_iterations >= 1 && size_t(settings.max_iterations) <= mslr::kMaxConstraints);
+  FeatureSpaceSettings space_settings = settings.space;
+  space_settings.index_base = store.info().index_base;
+  space_ = make_feature_space(space_settings, store, budget);
+  // As FGM: a store that fits comfortably stays resident between passes.
+  SchedulerOptions scheduler = settings.scheduler;
+  if (store.info().shard_bytes <= budget.available() / 2) {
+    resident_ = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
+    scheduler.keep_resident = true;
+  }
+  stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
+  blocks_ = store.plan_blocks(scoring_block_bytes(settings.block_bytes, budget, n_, scheduler.keep_resident));
+  dual_memory_ = budget.reserve(3 * n_ * sizeof(double), "dual variables", "use fewer training rows");
+  const double C = settings.minimax.C;
+  const double start = std::min(1.0, C / 2);  // strictly inside (0, C) for any C (ERRATA 001)
+  alpha_.assign(n_, 0.0);
+  beta_.assign(n_, C);
+  a_.assign(n_, 0.0);
+  for (uint64_t i = 0; i < n_; ++i)
+    if (y_[i] != 0) {
+      alpha_[i] = start;
+      beta_[i] = C - start;
+    }
+}
+
+// How many new features the next constraint may bring: all r, unless
+// max_features or the next path checkpoint is closer.
+uint64_t MslrRun::new_feature_limit() const {
+  const uint64_t have = cache_.num_columns();
+  uint64_t limit = settings_.r;
+  if (settings_.max_features > 0) limit = std::min(limit, settings_.max_features - std::min(have, settings_.max_features));
+  if (next_checkpoint_ < settings_.checkpoints.size())
+    limit = std::min(limit, settings_.checkpoints[next_checkpoint_] - std::min(have, settings_.checkpoints[next_checkpoint_]));
+  return limit;
+}
+
+// (8): the top r of c_j² over all features — the pass's unselected top r and
+// the selected ones' c_j from the cache (the pass's summation) — admitting at
+// most `new_limit` unselected ones. Also sets selected_c_.
+std::vector<ConstraintMember> MslrRun::most_active_constraint(SpaceScores& wc, uint64_t new_limit) {
+  std::vector<ConstraintMember> pool;
+  const uint32_t tile_rows = store_.info().tile_rows;
+  selected_c_.assign(cache_.num_columns(), 0.0);
+  for (size_t k = 0; k < cache_.num_columns(); ++k) {
+    const SparseColumnView col = cache_.column(k);
+    selected_c_[k] = tiled_column_dot(col.rows, col.values, col.nnz, a_.data(), tile_rows);
+    const double score = selected_c_[k] * selected_c_[k];
+    if (score > 0) pool.push_back({score, selected_ids_[k], k});
+  }
+  for (const ScoredCandidate& c : wc.top) pool.push_back({c.score, c.id, SIZE_MAX});
+  std::sort(pool.begin(), pool.end(), [](const ConstraintMember& x, const ConstraintMember& y) {
+    return x.score != y.score ? x.score > y.score : x.id < y.id;
+  });
+  std::vector<ConstraintMember> chosen;
+  uint64_t fresh = 0;
+  for (const ConstraintMember& m : pool) {
+    if (chosen.size() == settings_.r) break;
+    if (m.position == SIZE_MAX) {
+      if (fresh == new_limit) continue;
+      ++fresh;
+    }
+    chosen.push_back(m);
+  }
+  return chosen;
+}
+
+// ½ Σ_{j∈d} c_j² for the current α.
+double MslrRun::constraint_value(const std::vector<size_t>& positions) const {
+  double s = 0;
+  for (size_t k : positions) s += selected_c_[k] * selected_c_[k];
+  return 0.5 * s;
+}
+
+bool MslrRun::already_held(std::vector<size_t> positions) const {
+  std::sort(positions.begin(), positions.end());
+  return std::find(constraints_.begin(), constraints_.end(), positions) != constraints_.end();
+}
+
+// Selects and materialises the constraint's new features (one cache batch);
+// returns the constraint as cache positions, increasing.
+std::vector<size_t> MslrRun::admit(const std::vector<ConstraintMember>& members) {
+  std::vector<size_t> positions;
+  cache_.begin_batch();
+  for (const ConstraintMember& m : members) {
+    if (m.position != SIZE_MAX) {
+      positions.push_back(m.position);
+      continue;
+    }
+    const size_t at = cache_.num_columns();
+    space_->mark_selected(m.id);
+    space_->materialize(store_, m.id, cache_);
+    FGM_ASSERT(cache_.num_columns() == at + 1);  // linear features: one column each
+    selected_ids_.push_back(m.id);
+    positions.push_back(at);
+  }
+  std::sort(positions.begin(), positions.end());
+  return positions;
+}
+
+void MslrRun::solve(MslrIteration& rec) {
+  std::vector<std::vector<uint32_t>> constraints;
+  for (const auto& d : constraints_) constraints.emplace_back(d.begin(), d.end());
+  auto t_solve = std::chrono::steady_clock::now();
+  mslr::MinimaxResult r;
+  {
+    const mslr::SelectedRows rows = mslr::SelectedRows::from_cache(cache_, budget_);
+    r = mslr::solve_smoothed_minimax(rows, y_, constraints, settings_.minimax, alpha_, beta_, &budget_);
+  }
+  rec.solve_seconds = seconds_since(t_solve);
+  rec.objective = r.primal;
+  rec.dual = r.dual;
+  rec.relative_gap = r.relative_gap;
+  rec.q = r.q;
+  rec.stages = r.stages;
+  rec.sweeps = r.sweeps;
+  rec.newton_steps = r.newton_steps;
+  rec.bisections = r.bisections;
+  rec.converged = r.converged;
+  rec.mu = r.mu;
+  weights_ = r.weights;
+  last_objective_ = r.primal;
+  if (!r.converged && settings_.warnings)
+    settings_.warnings->add("mslr_not_converged",
+                            "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped at q = " +
+                                std::to_string(r.q) + " (mslr.q_max) with relative gap " +
+                                std::to_string(r.relative_gap) + " above mslr.tolerance; raise mslr.q_max or mslr.max_sweeps");
+}
+
+std::string MslrRun::stop_reason(int t) const {
+  const uint64_t have = cache_.num_columns();
+  if (settings_.max_features > 0 && have >= settings_.max_features) return "max_features";
+  if (!settings_.checkpoints.empty() && have >= settings_.checkpoints.back()) return "last_checkpoint";
+  if (t == settings_.max_iterations) return "max_iterations";
+  return "";
+}
+
+// Iteration t: the most active constraint for the current α, the stop tests
+// that need it, then the subproblem. Returns false when the loop ends.
+bool MslrRun::iteration(int t) {
+  MslrIteration rec;
+  rec.iter = t;
+  for (uint64_t i = 0; i < n_; ++i) a_[i] = alpha_[i] * y_[i];
+  auto t_score = std::chrono::steady_clock::now();
+  const uint64_t new_limit = new_feature_limit();
+  SpaceScores wc = run_worst_case_analysis(*space_, *stream_, blocks_, a_.data(), std::max<uint64_t>(new_limit, 1),
+                                           budget_);
+  ++out_.scoring_passes;
+  rec.score_seconds = seconds_since(t_score);
+  rec.bytes_streamed = wc.pass.bytes_streamed;
+  out_.total_bytes_streamed += wc.pass.bytes_streamed;
+  const std::vector<ConstraintMember> members = most_active_constraint(wc, new_limit);
+  std::vector<size_t> known;
+  for (const ConstraintMember& m : members)
+    if (m.position != SIZE_MAX) known.push_back(m.position);
+  double fresh = 0;
+  for (const ConstraintMember& m : members) fresh += m.score;
+  double held = 0;
+  for (const auto& d : constraints_) held = std::max(held, constraint_value(d));
+  rec.sip_violation = 0.5 * fresh - held;
+  out_.final_sip_violation = rec.sip_violation;
+  if (members.empty() || (known.size() == members.size() && already_held(known))) {
+    out_.stop_reason = "no_new_constraint";
+    return false;
+  }
+  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * last_objective_) {
+    out_.stop_reason = "eps_outer";
+    return false;
+  }
+  const size_t before = cache_.num_columns();
+  constraints_.push_back(admit(members));
+  rec.added = cache_.num_columns() - before;
+  rec.constraint_size = constraints_.back().size();
+  rec.selected = cache_.num_columns();
+  solve(rec);
+  rec.peak_rss_bytes = peak_rss_bytes();
+  out_.iterations.push_back(rec);
+  if (hooks_.on_iteration) hooks_.on_iteration(out_.iterations.back());
+  if (next_checkpoint_ < settings_.checkpoints.size() &&
+      cache_.num_columns() >= settings_.checkpoints[next_checkpoint_]) {
+    emit_checkpoint();
+    while (next_checkpoint_ < settings_.checkpoints.size() &&
+           settings_.checkpoints[next_checkpoint_] <= cache_.num_columns())
+      ++next_checkpoint_;
+  }
+  out_.stop_reason = stop_reason(t);
+  return out_.stop_reason.empty();
+}
+
+Model MslrRun::make_model() const {
+  const StoreInfo& info = store_.info();
+  Model m;
+  m.engine_version = FGM_VERSION;
+  m.loss = "logistic";
+  m.C = settings_.minimax.C;
+  m.B = settings_.r;
+  m.iterations = static_cast<uint32_t>(out_.iterations.size());
+  m.has_bias = false;
+  m.n_features = info.n_features;
+  m.index_base = info.index_base;
+  m.positive_label = info.positive_value;
+  m.negative_label = info.negative_value;
+  m.store_checksum = info.store_checksum;
+  m.input_checksum = info.input_checksum;
+  m.input_path = info.input_path;
+  space_->describe(m);
+  m.objective = last_objective_;
+  m.created_unix = static_cast<int64_t>(std::time(nullptr));
+  for (size_t h = 0; h < cache_.num_batches(); ++h)
+    for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
+      ModelFeature f;
+      f.key = cache_.key(k);
+      f.weight = k < weights_.size() ? weights_[k] : 0.0;
+      f.batch = static_cast<uint32_t>(h + 1);
+      m.features.push_back(f);
+    }
+  record_feature_transforms(store_, m);
+  return m;
+}
+
+void MslrRun::emit_checkpoint() {
+  if (!hooks_.on_checkpoint) return;
+  MslrCheckpoint cp;
+  cp.features = cache_.num_columns();
+  cp.model = make_model();
+  cp.last = &out_.iterations.back();
+  cp.seconds = seconds_since(start_);
+  hooks_.on_checkpoint(cp);
+}
+
+std::vector<double> MslrRun::decision_values() const {
+  std::vector<double> d(n_, 0.0);
+  for (size_t k = 0; k < cache_.num_columns() && k < weights_.size(); ++k) {
+    const SparseColumnView col = cache_.column(k);
+    for (uint64_t e = 0; e < col.nnz; ++e) d[col.rows[e]] += weights_[k] * col.values[e];
+  }
+  return d;
+}
+
+MslrOutcome MslrRun::run() {
+  for (int t = 1; t <= settings_.max_iterations; ++t)
+    if (!iteration(t)) break;
+  // A path that stopped before its next checkpoint still reports where it got.
+  if (hooks_.on_checkpoint && next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
+      (next_checkpoint_ == 0 || settings_.checkpoints[next_checkpoint_ - 1] < cache_.num_columns()))
+    emit_checkpoint();
+  if (hooks_.on_final_decision) hooks_.on_final_decision(decision_values());
+  out_.model = make_model();
+  out_.seconds = seconds_since(start_);
+  out_.budget_peak = budget_.peak();
+  return std::move(out_);
+}
+
+}  // namespace
+
+MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
+                       const MslrHooks& hooks) {
+  MslrRun run(store, settings, budget, hooks);
+  return run.run();
+}
+
+}  // namespace fgm

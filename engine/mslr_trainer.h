@@ -1,0 +1,107 @@
+// The MSLR outer loop (Tan, Tsang, Wang, "Minimax sparse logistic regression
+// for very high-dimensional feature selection", TNNLS 2013, Algorithm 1): a
+// cutting-plane method on the SIP (7). Iteration t finds the most active
+// constraint d^t of (8) — the r features with the largest c_j² =
+// (Σ_i α_i y_i x_ij)² — and solves the minimax subproblem (9) over
+// d^1..d^t (solvers/mslr/smoothed_minimax.h), warm-started from α.
+//
+// The most active constraint is exact: the streamed worst-case analysis
+// (features/feature_space.h, the FGM scoring pass) gives the top-r features
+// not selected yet, and the selected ones' c_j come from the selected-feature
+// cache with the same summation; d^t is the top r of both (ties: smaller
+// candidate id). So d^t may repeat selected features (the paper allows it) and
+// adds at most r new ones. α starts at min(1, C/2) (ERRATA 001: the paper's
+// α = 1 lies outside (0, C) when C ≤ 1). No bias.
+//
+// Stops (stop_reason): "eps_outer" when the SIP violation of the last α,
+// ½Σ_{j∈d^t} c_j² − max_s ½‖w^s‖², is at most eps_outer times the last
+// subproblem's objective P; "no_new_constraint" when d^t adds nothing (no
+// feature with c_j ≠ 0, or d^t equals a constraint already held);
+// "max_features" / "last_checkpoint" when the feature count reaches
+// max_features or the last path checkpoint (the constraint that reaches it
+// admits only as many new features as fit; the rest of it is the best
+// selected ones, still a valid cutting plane); "max_iterations" after T_m.
+//
+// The model: weights d̄_j c_j (d̄ = Σ_t μ_t d^t) on the selected features,
+// loss "logistic", no bias. The store is streamed once per iteration within
+// the memory budget, as for FGM; the subproblem runs sequentially, so the
+// result is the same for any thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/memory_budget.h"
+#include "core/run_warnings.h"
+#include "features/block_stream.h"
+#include "features/feature_space.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+#include "solvers/mslr/smoothed_minimax.h"
+
+namespace fgm {
+
+struct MslrSettings {
+  uint64_t r = 10;                 // features per constraint (the paper's r, FGM's B)
+  int max_iterations = 10;         // T_m
+  double eps_outer = 1e-3;         // relative SIP violation stop (0: off)
+  uint64_t max_features = 0;       // 0: no cap
+  std::vector<uint64_t> checkpoints;  // feature counts at which a path point is taken (increasing)
+  mslr::MinimaxOptions minimax;    // C, q0, q_factor, q_max, tolerances
+  SchedulerOptions scheduler;
+  uint64_t block_bytes = 4 << 20;
+  FeatureSpaceSettings space;      // kind "linear" only
+  const int8_t* labels = nullptr;  // null: the store's labels
+  RunWarnings* warnings = nullptr;
+};
+
+struct MslrIteration {
+  int iter = 0;
+  uint64_t selected = 0;       // features in the model after this iteration
+  uint64_t added = 0;          // new features this iteration's constraint brought
+  uint64_t constraint_size = 0;  // |d^t|
+  double sip_violation = 0;    // of the α before this iteration (absolute)
+  double objective = 0;        // P of the subproblem's model
+  double dual = 0;             // D(α) (≤ P)
+  double relative_gap = 0;     // (P − D)/P
+  double q = 0;                // last smoothing parameter
+  int stages = 0, sweeps = 0;
+  uint64_t newton_steps = 0, bisections = 0;
+  bool converged = false;
+  std::vector<double> mu;      // the constraints' weights
+  double score_seconds = 0, solve_seconds = 0;
+  uint64_t bytes_streamed = 0;
+  uint64_t peak_rss_bytes = 0;
+};
+
+struct MslrOutcome {
+  Model model;
+  std::vector<MslrIteration> iterations;
+  std::string stop_reason;
+  double final_sip_violation = 0;  // of the final α, when the loop measured it
+  uint64_t scoring_passes = 0;
+  uint64_t total_bytes_streamed = 0;
+  double seconds = 0;
+  uint64_t budget_peak = 0;
+};
+
+struct MslrCheckpoint {
+  uint64_t features = 0;
+  Model model;
+  const MslrIteration* last = nullptr;
+  double seconds = 0;
+};
+
+struct MslrHooks {
+  std::function<void(const MslrIteration&)> on_iteration;
+  std::function<void(const MslrCheckpoint&)> on_checkpoint;
+  // The final model's decision values w'x_i (n entries).
+  std::function<void(const std::vector<double>&)> on_final_decision;
+};
+
+MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
+                       const MslrHooks& hooks = {});
+
+}  // namespace fgm
