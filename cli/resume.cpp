@@ -1,5 +1,6 @@
 #include "cli/resume.h"
 
+#include <exception>
 #include <filesystem>
 #include <system_error>
 
@@ -17,6 +18,8 @@ ResumeSession::ResumeSession(const std::string& out_dir, RunIdentity identity, b
                              const std::string& final_output, MemoryBudget& budget)
     : file_((fs::path(out_dir) / kCheckpointFileName).string()), identity_(std::move(identity)), budget_(budget) {
   std::error_code ec;
+  exceptions_at_start_ = std::uncaught_exceptions();
+  if (!fs::exists(out_dir, ec)) created_dir_ = out_dir;
   fs::create_directories(out_dir, ec);
   if (ec || !fs::is_directory(out_dir))
     throw Error(ErrorKind::kIo, msg::cannot_write(out_dir, ec ? ec.message() : "not a directory"));
@@ -50,6 +53,18 @@ ResumeSession::ResumeSession(const std::string& out_dir, RunIdentity identity, b
 
 void ResumeSession::save(const TrainProgress* train, const PathProgress* path) {
   write_checkpoint(file_, identity_, train, path, budget_);
+}
+
+ResumeSession::~ResumeSession() {
+  if (created_dir_.empty() || std::uncaught_exceptions() <= exceptions_at_start_) return;
+  try {
+    if (lock_) lock_->release_and_remove();
+    lock_.reset();
+    std::error_code ec;
+    fs::remove(created_dir_, ec);  // removes the directory only if it is empty
+  } catch (...) {
+    // unwinding already: the original error is what the user must see
+  }
 }
 
 void ResumeSession::finish() {

@@ -23,6 +23,13 @@ class ResumeSession {
   // `final_output` (e.g. "model.fgm") tells a finished run apart.
   ResumeSession(const std::string& out_dir, RunIdentity identity, bool restart,
                 const std::string& final_output, MemoryBudget& budget);
+  // A run that fails (an exception unwinds the session) before writing
+  // anything into an output.dir that this session created leaves no directory
+  // behind: no partial output, even for errors found after the session began
+  // (e.g. a solver's own settings checks).
+  ~ResumeSession();
+  ResumeSession(const ResumeSession&) = delete;
+  ResumeSession& operator=(const ResumeSession&) = delete;
 
   // The state to resume from (null: start from scratch). Moved from by the run.
   TrainProgress* train() { return saved_ && saved_->train ? &*saved_->train : nullptr; }
@@ -36,6 +43,8 @@ class ResumeSession {
 
  private:
   std::unique_ptr<store::FileLock> lock_;  // <out_dir>/.fgm-run.lock, held for the whole run
+  std::string created_dir_;                // out_dir when this session created it, else empty
+  int exceptions_at_start_ = 0;            // std::uncaught_exceptions() when constructed
   std::string file_;
   RunIdentity identity_;
   MemoryBudget& budget_;
