@@ -66,23 +66,7 @@ void write_run_json(const std::string& path, const Config& config, const Distrib
   j.end_array();
   j.end_object();
   j.key("iterations").begin_array();
-  for (const auto& r : o.iterations) {
-    j.begin_object();
-    j.key("iter").value(r.iter);
-    j.key("selected").value(r.selected);
-    j.key("added").value(r.added);
-    j.key("objective").value(r.objective);
-    j.key("rel_decrease").value(r.rel_decrease);
-    j.key("sip_violation").value(r.sip_violation);
-    j.key("score_seconds").value(r.score_seconds);
-    j.key("solve_seconds").value(r.solve_seconds);
-    j.key("bytes_streamed").value(r.bytes_streamed);
-    j.key("peak_rss_bytes").value(r.peak_rss_bytes);
-    j.key("apg_iterations").value(r.apg_iterations);
-    j.key("apg_line_search_steps").value(r.apg_line_search_steps);
-    j.key("apg_stop").value(r.apg_stop);
-    j.end_object();
-  }
+  for (const auto& r : o.iterations) write_iteration(j, r);
   j.end_array();
   j.key("stop_reason").value(o.stop_reason);
   j.key("objective").value(objective);

@@ -84,15 +84,6 @@ void write_rounds(JsonWriter& j, const ExclusiveOutcome& o) {
   j.key("final_sip_violation").value(o.fit.max_violation);
 }
 
-EvalResult evaluate_test(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings) {
-  EvalResult test = evaluate_file(config.get_string("data.test"), model, false, budget);
-  if (test.ignored_features > 0)
-    warnings.add("test_features_beyond_model",
-                 msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                       test.first_ignored_index + model.index_base, model.n_features));
-  return test;
-}
-
 }  // namespace
 
 int train_exclusive(SolverCommand& command) {
@@ -109,7 +100,7 @@ int train_exclusive(SolverCommand& command) {
                                      settings.fista.max_iterations));
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test(config, outcome.model, command.budget, command.warnings);
+  if (has_test) test = evaluate_test_file(config, outcome.model, command.budget, command.warnings);
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
   if (has_truth) truth = recover_truth(config.get_string("data.truth"), outcome.model.features);
@@ -117,11 +108,7 @@ int train_exclusive(SolverCommand& command) {
   create_output_directory(command.out_dir, "output.dir");
   write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), outcome.model);
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("exclusive");
-  write_data_section(j, config, command.data);
-  write_config_section(j, outcome.model.config);
+  begin_run_json(j, "exclusive", config, command.data, outcome.model.config);
   write_exclusive_section(j, settings, outcome);
   write_rounds(j, outcome);
   write_selected_features(j, outcome.model.features, outcome.model.index_base);
@@ -145,7 +132,7 @@ int path_exclusive(SolverCommand& command) {
   std::vector<EvalResult> tests(points.size());
   for (size_t k = 0; k < points.size(); ++k) {
     points[k].model.config = config.dump();
-    if (has_test) tests[k] = evaluate_test(config, points[k].model, command.budget, command.warnings);
+    if (has_test) tests[k] = evaluate_test_file(config, points[k].model, command.budget, command.warnings);
   }
   create_output_directory(command.out_dir, "output.dir");
   const std::filesystem::path models = std::filesystem::path(command.out_dir) / "models";
@@ -153,11 +140,7 @@ int path_exclusive(SolverCommand& command) {
   std::string csv = "lambda,selected,objective,fista_iterations,store_passes,working_set_size,converged,seconds,"
                     "test_accuracy,test_auc,model\n";
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("exclusive");
-  write_data_section(j, config, command.data);
-  write_config_section(j, points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
+  begin_run_json(j, "exclusive", config, command.data, points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
   j.key("points").begin_array();
   for (size_t k = 0; k < points.size(); ++k) {
     const ExclusiveOutcome& o = points[k];

@@ -101,15 +101,6 @@ void write_iteration(JsonWriter& j, const MslrIteration& r, double previous_obje
   j.end_object();
 }
 
-EvalResult evaluate_test(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings) {
-  EvalResult test = evaluate_file(config.get_string("data.test"), model, false, budget);
-  if (test.ignored_features > 0)
-    warnings.add("test_features_beyond_model",
-                 msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                       test.first_ignored_index + model.index_base, model.n_features));
-  return test;
-}
-
 }  // namespace
 
 int train_mslr(SolverCommand& command) {
@@ -133,7 +124,7 @@ int train_mslr(SolverCommand& command) {
   // Evaluate before writing anything, so a bad test file leaves no output.
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test(config, model, command.budget, command.warnings);
+  if (has_test) test = evaluate_test_file(config, model, command.budget, command.warnings);
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
   if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
@@ -142,11 +133,7 @@ int train_mslr(SolverCommand& command) {
   write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), model);
   const double f0 = objective_no_features(store, settings.minimax.C);
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("mslr");
-  write_data_section(j, config, command.data);
-  write_config_section(j, model.config);
+  begin_run_json(j, "mslr", config, command.data, model.config);
   j.key("iterations").begin_array();
   double previous = f0;
   for (const auto& r : outcome.iterations) {
@@ -206,7 +193,7 @@ int path_mslr(SolverCommand& command) {
     p.model.solver = "mslr";
     p.last = *cp.last;
     p.seconds = cp.seconds;
-    if (has_test) p.test = evaluate_test(config, p.model, command.budget, command.warnings);
+    if (has_test) p.test = evaluate_test_file(config, p.model, command.budget, command.warnings);
     spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points.size() + 1,
                  p.model.features.size(), p.last.objective, p.test.accuracy);
     points.push_back(std::move(p));

@@ -221,11 +221,7 @@ int train_pnorm_kta(SolverCommand& cmd) {
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) {
-    test = evaluate_file(config.get_string("data.test"), model, false, cmd.budget);
-    if (test.ignored_features > 0)
-      cmd.warnings.add("test_features_beyond_model",
-                       msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                             test.first_ignored_index + model.index_base, model.n_features));
+    test = evaluate_test_file(config, model, cmd.budget, cmd.warnings);
   }
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
@@ -234,11 +230,7 @@ int train_pnorm_kta(SolverCommand& cmd) {
   create_output_directory(cmd.out_dir, "output.dir");
   write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("pnorm_kta");
-  write_data_section(j, config, cmd.data);
-  write_config_section(j, model.config);
+  begin_run_json(j, "pnorm_kta", config, cmd.data, model.config);
   write_kta_section(j, settings, run);
   j.key("p").value(run.points.back().p);
   j.key("iterations").begin_array();  // FGM's outer iterations: none here

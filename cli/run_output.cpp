@@ -5,6 +5,7 @@
 
 #include "core/atomic_file.h"
 #include "core/hash.h"
+#include "core/messages.h"
 #include "core/simd/simd.h"
 #include "report/report_page.h"
 #include "synth/synthetic_data.h"
@@ -124,6 +125,47 @@ void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
     j.end_object();
   }
   j.end_array();
+}
+
+void write_iteration(JsonWriter& j, const IterationRecord& r) {
+  j.begin_object();
+  j.key("iter").value(r.iter);
+  j.key("selected").value(r.selected);
+  j.key("added").value(r.added);
+  j.key("objective").value(r.objective);
+  j.key("rel_decrease").value(r.rel_decrease);
+  j.key("sip_violation").value(r.sip_violation);
+  j.key("score_seconds").value(r.score_seconds);
+  j.key("solve_seconds").value(r.solve_seconds);
+  j.key("bytes_streamed").value(r.bytes_streamed);
+  j.key("peak_rss_bytes").value(r.peak_rss_bytes);
+  j.key("candidates_scored").value(r.candidates_scored);
+  j.key("pair_updates").value(r.pair_updates);
+  j.key("apg_iterations").value(r.apg_iterations);
+  j.key("apg_line_search_steps").value(r.apg_line_search_steps);
+  j.key("apg_gradient_evaluations").value(r.apg_gradient_evaluations);
+  j.key("apg_converged").value(r.apg_converged);
+  j.key("apg_stop").value(r.apg_stop);
+  j.key("apg_relative_gap").value(r.apg_relative_gap);
+  j.end_object();
+}
+
+void begin_run_json(JsonWriter& j, std::string_view solver, const Config& config, const TrainingData& data,
+                    const std::map<std::string, std::string>& config_dump) {
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value(std::string(solver));
+  write_data_section(j, config, data);
+  write_config_section(j, config_dump);
+}
+
+EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings) {
+  EvalResult test = evaluate_file(config.get_string("data.test"), model, false, budget);
+  if (test.ignored_features > 0)
+    warnings.add("test_features_beyond_model",
+                 msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
+                                       test.first_ignored_index + model.index_base, model.n_features));
+  return test;
 }
 
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config) {

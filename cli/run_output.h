@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/resume.h"
@@ -14,6 +15,7 @@
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
 #include "engine/evaluate.h"
+#include "engine/fgm_trainer.h"
 #include "engine/training_data.h"
 #include "io/model_file.h"
 
@@ -26,8 +28,21 @@ struct TruthRecovery {
 // How many planted features (data.truth) are among `features`.
 TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features);
 
+// The opening of run.json (and of a path's path.json): the object begins,
+// then engine_version, solver, data and config.
+void begin_run_json(JsonWriter& j, std::string_view solver, const Config& config, const TrainingData& data,
+                    const std::map<std::string, std::string>& config_dump);
+
+// data.test scored with `model`; a test file wider than the model adds the
+// run warning test_features_beyond_model. Call it before writing anything, so
+// a bad test file leaves no output.
+EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings);
+
 // "data": the training file, its store and its shape.
 void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data);
+
+// One outer iteration of an FGM run (iterations[] of run.json).
+void write_iteration(JsonWriter& j, const IterationRecord& r);
 
 // "config": every key with its value, as the model records it.
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config);

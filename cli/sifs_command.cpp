@@ -122,11 +122,7 @@ int train_sifs(SolverCommand& cmd) {
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) {
-    test = evaluate_file(config.get_string("data.test"), model, false, cmd.budget);
-    if (test.ignored_features > 0)
-      cmd.warnings.add("test_features_beyond_model",
-                       msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                             test.first_ignored_index + model.index_base, model.n_features));
+    test = evaluate_test_file(config, model, cmd.budget, cmd.warnings);
   }
   const bool has_truth = !config.get_string("data.truth").empty() && !model.multiclass();
   TruthRecovery truth;
@@ -135,11 +131,7 @@ int train_sifs(SolverCommand& cmd) {
   create_output_directory(cmd.out_dir, "output.dir");
   write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("sifs");
-  write_data_section(j, config, cmd.data);
-  write_config_section(j, model.config);
+  begin_run_json(j, "sifs", config, cmd.data, model.config);
   j.key("iterations").begin_array().end_array();
   j.key("sifs").begin_object();
   j.key("beta_max").value(solver.beta_max());

@@ -33,28 +33,6 @@ namespace fgm::cli {
 
 namespace {
 
-void write_iteration(JsonWriter& j, const IterationRecord& r) {
-  j.begin_object();
-  j.key("iter").value(r.iter);
-  j.key("selected").value(r.selected);
-  j.key("added").value(r.added);
-  j.key("objective").value(r.objective);
-  j.key("rel_decrease").value(r.rel_decrease);
-  j.key("sip_violation").value(r.sip_violation);
-  j.key("score_seconds").value(r.score_seconds);
-  j.key("solve_seconds").value(r.solve_seconds);
-  j.key("bytes_streamed").value(r.bytes_streamed);
-  j.key("peak_rss_bytes").value(r.peak_rss_bytes);
-  j.key("candidates_scored").value(r.candidates_scored);
-  j.key("pair_updates").value(r.pair_updates);
-  j.key("apg_iterations").value(r.apg_iterations);
-  j.key("apg_line_search_steps").value(r.apg_line_search_steps);
-  j.key("apg_gradient_evaluations").value(r.apg_gradient_evaluations);
-  j.key("apg_converged").value(r.apg_converged);
-  j.key("apg_stop").value(r.apg_stop);
-  j.key("apg_relative_gap").value(r.apg_relative_gap);
-  j.end_object();
-}
 
 // fgm train on a store with more than two labels (fgm.multiclass = "ovr"):
 // one binary run per class, in lockstep where the space allows
@@ -88,11 +66,7 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) {
-    test = evaluate_file(config.get_string("data.test"), model, false, budget);
-    if (test.ignored_features > 0)
-      warnings.add("test_features_beyond_model",
-                   msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                         test.first_ignored_index + model.index_base, model.n_features));
+    test = evaluate_test_file(config, model, budget, warnings);
   }
   bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
@@ -101,11 +75,7 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   create_output_directory(out_dir, "output.dir");
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("fgm");
-  write_data_section(j, config, data);
-  write_config_section(j, model.config);
+  begin_run_json(j, "fgm", config, data, model.config);
   j.key("multiclass").value("ovr");
   j.key("iterations").begin_array().end_array();  // per class, below
   j.key("classes").begin_array();
@@ -233,12 +203,7 @@ Command add_train(CLI::App& app) {
     bool has_test = !config.get_string("data.test").empty();
     EvalResult test;
     if (has_test) {
-      test = evaluate_file(config.get_string("data.test"), outcome.model, false, budget);
-      if (test.ignored_features > 0)
-        warnings.add("test_features_beyond_model",
-                     msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                           test.first_ignored_index + outcome.model.index_base,
-                                           outcome.model.n_features));
+      test = evaluate_test_file(config, outcome.model, budget, warnings);
     }
     bool has_truth = !config.get_string("data.truth").empty();
     TruthRecovery truth;
@@ -250,11 +215,7 @@ Command add_train(CLI::App& app) {
     write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
 
     JsonWriter j;
-    j.begin_object();
-    j.key("engine_version").value(FGM_VERSION);
-    j.key("solver").value("fgm");
-    write_data_section(j, config, data);
-    write_config_section(j, outcome.model.config);
+    begin_run_json(j, "fgm", config, data, outcome.model.config);
     j.key("iterations").begin_array();
     for (const auto& r : outcome.iterations) write_iteration(j, r);
     j.end_array();
