@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/huge_pages.h"
 #include "core/messages.h"
 #include "io/framed_file.h"
 #include "io/schema/manifest_generated.h"
@@ -903,18 +904,25 @@ float PreadShardStore::column_float(uint64_t feature, bool min) const {
 
 }  // namespace
 
-void BlockBuffer::Free::operator()(uint8_t* p) const {
-  ::operator delete[](p, std::align_val_t{store::kAlign});
+void BlockBuffer::release() noexcept {
+  if (!data_) return;
+  if (capacity_ >= kHugePageMin) huge_page_free(data_, capacity_);
+  else ::operator delete[](data_, std::align_val_t{store::kAlign});
+  data_ = nullptr;
+  capacity_ = 0;
 }
 
 uint8_t* BlockBuffer::get(uint64_t bytes) {
   if (bytes > capacity_ || !data_) {
-    data_.reset();
-    capacity_ = std::max<uint64_t>(bytes, store::kAlign);
-    data_.reset(static_cast<uint8_t*>(
-        ::operator new[](capacity_, std::align_val_t{store::kAlign})));
+    release();
+    const uint64_t capacity = std::max<uint64_t>(bytes, store::kAlign);
+    // huge_page_allocate maps sizes >= kHugePageMin 2 MiB-aligned
+    data_ = static_cast<uint8_t*>(capacity >= kHugePageMin
+                                      ? huge_page_allocate(capacity)
+                                      : ::operator new[](capacity, std::align_val_t{store::kAlign}));
+    capacity_ = capacity;
   }
-  return data_.get();
+  return data_;
 }
 
 std::unique_ptr<ShardStore> ShardStore::open(const std::string& dir, MemoryBudget& budget) {

@@ -118,16 +118,23 @@ struct BlockRef {
 
 // Caller-owned, reusable memory that read_block reads into (64-byte aligned).
 // The caller accounts for it in the MemoryBudget (BlockRef::read_bytes).
+// Buffers of a stored block's size (MiBs) are their own mappings
+// (core/huge_pages.h), given back to the system when freed: from malloc,
+// glibc's dynamic mmap threshold kept freed 16 MiB buffers in each thread's
+// arena, and a 2-thread run's resident memory reached twice its budget.
 class BlockBuffer {
  public:
+  BlockBuffer() = default;
+  ~BlockBuffer() { release(); }
+  BlockBuffer(const BlockBuffer&) = delete;
+  BlockBuffer& operator=(const BlockBuffer&) = delete;
+
   uint8_t* get(uint64_t bytes);  // at least `bytes`; previous contents are not kept
   uint64_t capacity() const { return capacity_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t[], Free> data_;
+  void release() noexcept;
+  uint8_t* data_ = nullptr;
   uint64_t capacity_ = 0;
 };
 

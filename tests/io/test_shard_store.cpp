@@ -1268,3 +1268,23 @@ TEST_CASE("ingest throughput", "[.][store-bench]") {
       format_bytes(budget.peak()), format_bytes(peak_rss_bytes()), format_bytes(rss_before),
       open_s);
 }
+
+TEST_CASE("BlockBuffer: 64-byte aligned at every size, reused when large enough, grown when not",
+          "[shard_store][block_buffer]") {
+  fgm::BlockBuffer buffer;
+  REQUIRE(buffer.capacity() == 0);
+  // small (operator new) and stored-block sizes (own mappings, core/huge_pages.h)
+  for (uint64_t bytes : {uint64_t{1}, uint64_t{4096}, uint64_t{3} << 20, uint64_t{4} << 20, uint64_t{17} << 20}) {
+    CAPTURE(bytes);
+    uint8_t* p = buffer.get(bytes);
+    REQUIRE(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+    REQUIRE(buffer.capacity() >= bytes);
+    p[0] = 1;
+    p[bytes - 1] = 2;  // the whole range is usable
+    REQUIRE(buffer.get(bytes / 2 + 1) == p);  // smaller requests reuse the memory
+  }
+  fgm::BlockBuffer large;
+  uint8_t* q = large.get(uint64_t{16} << 20);
+  REQUIRE(large.get(uint64_t{8} << 20) == q);
+  REQUIRE(large.capacity() == uint64_t{16} << 20);
+}
