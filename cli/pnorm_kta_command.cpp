@@ -24,6 +24,7 @@
 #include "core/path_checks.h"
 #include "core/progress.h"
 #include "engine/pnorm_kta_path.h"
+#include "engine/train_settings.h"
 #include "report/report_page.h"
 
 namespace fgm::cli {
@@ -59,13 +60,8 @@ KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
   s.path.p_step = c.get_float("kta.p_step");
   s.train_p = c.get_float("kta.p");
   s.C = c.get_float("kta.C");
-  s.apg.eps_inner = c.get_float("apg.eps_inner");
-  s.apg.eta = c.get_float("apg.eta");
-  s.apg.max_iterations = static_cast<int>(c.get_int("apg.max_iterations"));
-  s.apg.threads = static_cast<int>(c.get_int("engine.threads"));
-  s.scheduler.threads = s.apg.threads;
-  s.scheduler.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
-  s.scheduler.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
+  read_apg_keys(c, s.apg);
+  s.scheduler = scheduler_options_from_config(c);
   s.block_bytes = c.get_bytes("engine.block_bytes");
   if (command == KtaCommand::kPath) {
     s.test_path = c.get_string("data.test");

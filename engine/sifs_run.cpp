@@ -1,4 +1,5 @@
 #include "engine/sifs_run.h"
+#include "engine/train_settings.h"
 
 #include <ctime>
 
@@ -52,10 +53,7 @@ SifsLayout sifs_layout_of(const ShardStore& store) {
 
 std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c, MemoryBudget& budget) {
   auto run = std::make_unique<SifsRun>(SifsRun{sifs_layout_of(store), Reservation(), nullptr, nullptr});
-  SchedulerOptions so;
-  so.threads = static_cast<int>(c.get_int("engine.threads"));
-  so.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
-  so.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
+  SchedulerOptions so = scheduler_options_from_config(c);
   if (store.info().shard_bytes <= budget.available() / 2) {
     run->resident = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
     so.keep_resident = true;

@@ -110,6 +110,21 @@ void check_config_paths(const Config& c, ConfigCommand command) {
   }
 }
 
+SchedulerOptions scheduler_options_from_config(const Config& c) {
+  SchedulerOptions so;
+  so.threads = static_cast<int>(c.get_int("engine.threads"));
+  so.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
+  so.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
+  return so;
+}
+
+void read_apg_keys(const Config& c, ApgOptions& apg) {
+  apg.eps_inner = c.get_float("apg.eps_inner");
+  apg.eta = c.get_float("apg.eta");
+  apg.max_iterations = static_cast<int>(c.get_int("apg.max_iterations"));
+  apg.threads = static_cast<int>(c.get_int("engine.threads"));
+}
+
 TrainSettings train_settings_from_config(const Config& c) {
   TrainSettings s;
   s.B = static_cast<uint64_t>(c.get_int("fgm.B"));
@@ -119,13 +134,8 @@ TrainSettings train_settings_from_config(const Config& c) {
   s.apg.loss = c.get_string("fgm.loss") == "logistic" ? Loss::kLogistic : Loss::kSquaredHinge;
   s.apg.C = c.get_float("fgm.C");
   s.apg.bias = c.get_bool("fgm.bias");
-  s.apg.eps_inner = c.get_float("apg.eps_inner");
-  s.apg.eta = c.get_float("apg.eta");
-  s.apg.max_iterations = static_cast<int>(c.get_int("apg.max_iterations"));
-  s.apg.threads = static_cast<int>(c.get_int("engine.threads"));
-  s.scheduler.threads = s.apg.threads;
-  s.scheduler.blocks_in_flight = static_cast<int>(c.get_int("engine.blocks_in_flight"));
-  s.scheduler.progress = progress_enabled(parse_progress_mode(c.get_string("engine.progress")));
+  read_apg_keys(c, s.apg);
+  s.scheduler = scheduler_options_from_config(c);
   s.block_bytes = c.get_bytes("engine.block_bytes");
   s.space.kind = c.get_string("features.kind");
   s.space.groups_path = c.get_string("features.groups");

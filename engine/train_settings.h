@@ -28,6 +28,13 @@ void reject_store_mismatch(const Config& config, const StoreInfo& info);
 void check_config_paths(const Config& config, ConfigCommand command);
 
 TrainSettings train_settings_from_config(const Config& config);
+
+// engine.threads, engine.blocks_in_flight and engine.progress, as every
+// solver's streamed passes read them.
+SchedulerOptions scheduler_options_from_config(const Config& config);
+// apg.eps_inner, apg.eta, apg.max_iterations and engine.threads into `apg`
+// (loss, C and bias are the caller's).
+void read_apg_keys(const Config& config, ApgOptions& apg);
 TrainingDataOptions training_data_options_from_config(const Config& config);
 
 }  // namespace fgm

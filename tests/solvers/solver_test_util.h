@@ -25,6 +25,18 @@ struct Problem {
   size_t batch_end(size_t h) const { return h + 1 < batch_begin.size() ? batch_begin[h + 1] : cols; }
 };
 
+// n rows of zeros, `sizes[h]` columns in batch h (labels not set).
+inline Problem zero_problem(size_t n, const std::vector<size_t>& sizes) {
+  Problem p;
+  p.n = n;
+  for (size_t s : sizes) {
+    p.batch_begin.push_back(p.cols);
+    p.cols += s;
+  }
+  p.x.assign(n * p.cols, 0.0);
+  return p;
+}
+
 // Random problem: `sizes[h]` columns in batch h, entries N(0,1)·scale with the
 // given density; labels from a planted weight vector that uses only the first
 // batch(es), flipped with probability `noise`.
@@ -33,13 +45,7 @@ inline Problem random_problem(uint64_t seed, size_t n, const std::vector<size_t>
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> unif(0.0, 1.0);
-  Problem p;
-  p.n = n;
-  for (size_t s : sizes) {
-    p.batch_begin.push_back(p.cols);
-    p.cols += s;
-  }
-  p.x.assign(n * p.cols, 0.0);
+  Problem p = zero_problem(n, sizes);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < p.cols; ++j)
       if (unif(rng) < density) p.x[i * p.cols + j] = double(float(normal(rng) * scale));

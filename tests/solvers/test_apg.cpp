@@ -786,13 +786,7 @@ namespace {
 // first columns with 10% flips.
 Problem discrete_problem(uint64_t seed, size_t n, const std::vector<size_t>& sizes, int kind) {
   std::mt19937_64 rng(seed);
-  Problem p;
-  p.n = n;
-  for (size_t s : sizes) {
-    p.batch_begin.push_back(p.cols);
-    p.cols += s;
-  }
-  p.x.assign(n * p.cols, 0.0);
+  Problem p = zero_problem(n, sizes);
   p.y.resize(n);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < p.cols; ++j) {

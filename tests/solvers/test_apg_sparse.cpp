@@ -54,13 +54,7 @@ Problem tall_problem(uint64_t seed, size_t n, const std::vector<size_t>& sizes, 
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> unif(0.0, 1.0);
-  Problem p;
-  p.n = n;
-  for (size_t s : sizes) {
-    p.batch_begin.push_back(p.cols);
-    p.cols += s;
-  }
-  p.x.assign(n * p.cols, 0.0);
+  Problem p = zero_problem(n, sizes);
   p.y.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const bool row_touched = unif(rng) < touched;
