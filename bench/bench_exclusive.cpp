@@ -83,11 +83,13 @@ int main() {
   const Recovery exclusive_rec = run("true_groups", G, Algorithm::kLocp, lambda, 1e-6);
   ExclusiveGroups R = random_groups(p, default_group_count(groups * true_per_group), 7, budget);
   run("random_groups", R, Algorithm::kLocp, lambda, 1e-6);
-  // ℓ1 baseline: one group; λ on a grid, the support size nearest the exclusive one.
+  // ℓ1 baseline: one group; λ on a doubling grid from below the exclusive
+  // support size (1e-4 gave 457 nonzeros against locp's 675 in the first run)
+  // until the support is under half of it: the matched point is the nearest.
   std::vector<uint64_t> all(p);
   for (size_t j = 0; j < p; ++j) all[j] = j;
   ExclusiveGroups one = make_groups(p, {all}, budget);
-  for (double lam = 1e-4; lam < 2; lam *= 2) {
+  for (double lam = 1.25e-5; lam < 2; lam *= 2) {
     const Recovery r = run("l1_one_group", one, Algorithm::kLocp, lam, 1e-6);
     if (r.nonzeros < exclusive_rec.nonzeros / 2) break;  // past the matched sparsity
   }

@@ -44,6 +44,11 @@
 #             vs LIBLINEAR -s 6; streamed FISTA iteration vs a scoring pass
 #   mslr      bench/run_mslr.sh: MSLR vs LIBLINEAR -s 6 vs logistic FGM at matched
 #             feature counts (news20 binary, a9a, w8a, ijcnn1, fgm synth --kind sparse)
+# Issue 12:
+#   mpi       bench/run_mpi.sh: news20 binary ingested with --partitions 4, trained
+#             on 1 (no mpirun), 2 and 4 ranks: seconds, bytes per scoring pass,
+#             collectives (measured and predicted), peak RSS per rank, model cmp
+#             (bench/results/mpi.{csv,md})
 #   summary   bench/results/summary.md (with before/after tables if
 #             bench/results/before/ holds a "before" run)
 # Knobs: BENCH_REPS (3) runs per timed measurement, BENCH_SCORING_REPS (7),
@@ -70,7 +75,7 @@ SREPS=${BENCH_SCORING_REPS:-7}
 BIG_ROWS=${BENCH_BIG_ROWS:-24000}
 BUDGET=${BENCH_BUDGET:-64MB}
 DATA=${FGM_SHARED_DATA:-$ROOT/../shared/data}
-STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta sifs exclusive mslr summary}
+STEPS=${BENCH_STEPS:-data ingest scoring memory e2e recovery tall hashed madelon apg weak poly2 kta sifs exclusive mslr mpi summary}
 # The configs of issue 2 (configs/*.toml other than demo at the time); add
 # others by name, e.g. BENCH_CONFIGS="a9a news20".
 CONFIGS=${BENCH_CONFIGS:-a9a w8a ijcnn1 leu colon-cancer madelon arcene}
@@ -298,6 +303,13 @@ fi
 if has_step mslr; then
   log "mslr: bench/run_mslr.sh"
   bench/run_mslr.sh --fgm "$BUILD_DIR/fgm" || log "mslr step failed (see above)"
+fi
+
+# ---------------------------------------------------------------- issue 12
+if has_step mpi; then
+  log "mpi: bench/run_mpi.sh (news20 binary on 1, 2, 4 ranks)"
+  BENCH_WORK="$W" BENCH_RESULTS="$R" FGM_SHARED_DATA="$DATA" bash bench/run_mpi.sh "$FGM" ||
+    log "mpi: failed (see bench/work/mpi/)"
 fi
 
 # --------------------------------------------------------------- summary

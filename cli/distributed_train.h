@@ -1,16 +1,21 @@
 // fgm train on a partitioned store (io/partitioned_store.h), with or without
 // mpirun: engine/distributed_fgm.h over the world communicator; rank 0 writes
-// model.fgm and run.json (with the communication of every phase).
+// model.fgm, run.json (with the communication of every phase and every
+// rank's peak RSS), the report and the resume checkpoints (every rank reads
+// the same checkpoint to resume; a checkpoint of another rank count is refused).
 #pragma once
 
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/memory_budget.h"
+#include "core/run_warnings.h"
 #include "engine/fgm_trainer.h"
 
 namespace fgm::cli {
 
-int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm);
+// `restart`: --restart (discard output.dir's checkpoint).
+int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
+                      bool restart, RunWarnings& warnings);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.

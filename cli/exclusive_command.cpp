@@ -1,8 +1,8 @@
 // fgm train / fgm path with solver = "exclusive" (engine/exclusive_trainer.h).
-// train: model.fgm (a linear model without bias) + run.json with an
-// "exclusive" section. path: one model per exclusive.path_lambda value
-// (models/lambda_<k>.fgm), path.csv and path.json. Test data is evaluated
-// before anything is written, so a bad test file leaves no output.
+// train: model.fgm (a linear model without bias; one-vs-rest classes on a
+// multi-class store) + run.json with an "exclusive" section (per class). path: one model per exclusive.path_lambda value
+// (point-<k>.fgm), path.csv, path.json and report.html (output.report). Test
+// data is evaluated before anything is written, so a bad test file leaves no output.
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -20,6 +20,7 @@
 #include "core/path_checks.h"
 #include "engine/evaluate.h"
 #include "engine/exclusive_trainer.h"
+#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -45,6 +46,8 @@ void write_exclusive_section(JsonWriter& j, const ExclusiveSettings& s, const Ex
   j.key("backtracks").value(o.fit.last_solve.backtracks);
   j.key("lipschitz").value(o.fit.last_solve.lipschitz);
   j.key("store_passes").value(o.fit.full_passes);
+  j.key("store_pass_seconds").value(o.fit.full_pass_seconds);
+  j.key("warm_started").value(o.warm_started);
   j.key("converged").value(o.fit.converged);
   j.key("objective").value(o.model.objective);
   j.key("loss_value").value(o.fit.last_solve.loss);
@@ -84,11 +87,74 @@ void write_rounds(JsonWriter& j, const ExclusiveOutcome& o) {
   j.key("final_sip_violation").value(o.fit.max_violation);
 }
 
+// fgm train on a multi-class store: one binary fit per class (one-vs-rest,
+// engine/exclusive_trainer.h); run.json as the FGM solver's multi-class run
+// ("classes": each class's rounds, features and objective), which the report reads.
+int train_exclusive_multiclass(SolverCommand& command, const ExclusiveSettings& settings) {
+  const Config& config = command.config;
+  const StoreInfo& info = command.data.store->info();
+  spdlog::info("exclusive: {} classes, one-vs-rest", info.classes());
+  ExclusiveMulticlassOutcome outcome = train_exclusive_one_vs_rest(*command.data.store, settings, command.budget);
+  Model& model = outcome.model;
+  model.config = config.dump();
+  uint64_t selected = 0, not_converged = 0;
+  std::vector<ModelFeature> all_features;
+  for (const auto& c : model.classes) {
+    selected += c.features.size();
+    all_features.insert(all_features.end(), c.features.begin(), c.features.end());
+  }
+  for (const auto& c : outcome.classes) not_converged += !c.fit.converged;
+  if (not_converged > 0)
+    command.warnings.add("exclusive_not_converged",
+                         fmt::format("{} of {} classes stopped at exclusive.max_iterations = {} (or the working "
+                                     "set's round limit) before the stopping rule held",
+                                     not_converged, outcome.classes.size(), settings.fista.max_iterations));
+  const bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) test = evaluate_test_file(config, model, command.budget, command.warnings);
+  const bool has_truth = !config.get_string("data.truth").empty();
+  TruthRecovery truth;
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
+
+  create_output_directory(command.out_dir, "output.dir");
+  write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), model);
+  JsonWriter j;
+  begin_run_json(j, "exclusive", config, command.data, model.config);
+  j.key("multiclass").value("ovr");
+  j.key("iterations").begin_array().end_array();  // per class, below
+  j.key("classes").begin_array();
+  for (size_t c = 0; c < outcome.classes.size(); ++c) {
+    const ExclusiveOutcome& o = outcome.classes[c];
+    j.begin_object();
+    j.key("label").value(info.class_values[c]);
+    j.key("rows").value(info.class_counts[c]);
+    write_rounds(j, o);
+    j.key("objective").value(o.model.objective);
+    write_selected_features(j, o.model.features, model.index_base);
+    j.key("train_seconds").value(o.seconds);
+    if (has_test) j.key("test_auc").value(test.class_auc[c]);
+    write_exclusive_section(j, settings, o);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("selected_total").value(selected);
+  j.key("bias").value(0.0);
+  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
+             has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
+             *command.session);
+  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
+  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
+  fmt::print(" model={}/model.fgm\n", command.out_dir);
+  return 0;
+}
+
 }  // namespace
 
 int train_exclusive(SolverCommand& command) {
   const Config& config = command.config;
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
+  if (command.data.store->info().classes() > 2) return train_exclusive_multiclass(command, settings);
   spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}", exclusive::algorithm_name(settings.fista.algorithm),
                exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
   ExclusiveOutcome outcome = train_exclusive_model(*command.data.store, settings, command.budget);
@@ -130,28 +196,47 @@ int path_exclusive(SolverCommand& command) {
   std::vector<ExclusiveOutcome> points = train_exclusive_path(*command.data.store, settings, command.budget);
   const bool has_test = !config.get_string("data.test").empty();
   std::vector<EvalResult> tests(points.size());
+  int64_t best = -1;  // the best test accuracy (an oracle figure, as SIFS's path): the report's featured point
   for (size_t k = 0; k < points.size(); ++k) {
     points[k].model.config = config.dump();
-    if (has_test) tests[k] = evaluate_test_file(config, points[k].model, command.budget, command.warnings);
+    if (!has_test) continue;
+    tests[k] = evaluate_test_file(config, points[k].model, command.budget, command.warnings);
+    if (best < 0 || tests[k].accuracy > tests[static_cast<size_t>(best)].accuracy) best = static_cast<int64_t>(k);
   }
-  create_output_directory(command.out_dir, "output.dir");
-  const std::filesystem::path models = std::filesystem::path(command.out_dir) / "models";
-  std::filesystem::create_directories(models);
-  std::string csv = "lambda,selected,objective,fista_iterations,store_passes,working_set_size,converged,seconds,"
-                    "test_accuracy,test_auc,model\n";
+  uint64_t not_converged = 0;
+  for (const auto& o : points) not_converged += !o.fit.converged;
+  if (not_converged > 0)
+    command.warnings.add("exclusive_not_converged",
+                         fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
+                                     "set's round limit) before the stopping rule held (path.csv: converged = 0)",
+                                     not_converged, points.size(), settings.fista.max_iterations));
+  // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
+  std::string csv = "point,lambda,selected,train_objective,fista_iterations,store_passes,working_set_size,converged,"
+                    "warm_started,point_seconds,seconds";
+  if (has_test) csv += ",test_accuracy,test_auc";
+  csv += "\n";
+  double cumulative = 0;
+  for (size_t k = 0; k < points.size(); ++k) {
+    const ExclusiveOutcome& o = points[k];
+    cumulative += o.seconds;
+    csv += fmt::format("{},{:.17g},{},{:.17g},{},{},{},{},{},{:.6f},{:.6f}", k, o.model.C, o.model.features.size(),
+                       o.model.objective, o.fit.fista_iterations, o.fit.full_passes, o.fit.working_set,
+                       o.fit.converged ? 1 : 0, o.warm_started ? 1 : 0, o.seconds, cumulative);
+    if (has_test) csv += fmt::format(",{:.6f},{:.6f}", tests[k].accuracy, tests[k].auc);
+    csv += "\n";
+  }
   JsonWriter j;
-  begin_run_json(j, "exclusive", config, command.data, points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
+  begin_run_json(j, "exclusive", config, command.data,
+                 points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
+  j.key("mode").value("lambda");
+  j.key("best_point").value(best);
+  j.key("warm_start").value(settings.path_warm_start);
+  j.key("seconds").value(cumulative);
   j.key("points").begin_array();
   for (size_t k = 0; k < points.size(); ++k) {
     const ExclusiveOutcome& o = points[k];
-    const std::string name = fmt::format("models/lambda_{}.fgm", k);
-    write_model((std::filesystem::path(command.out_dir) / name).string(), o.model);
-    csv += fmt::format("{},{},{:.10g},{},{},{},{},{:.4f},{},{},{}\n", o.model.C, o.model.features.size(),
-                       o.model.objective, o.fit.fista_iterations, o.fit.full_passes, o.fit.working_set,
-                       o.fit.converged ? 1 : 0, o.seconds, has_test ? fmt::format("{:.6f}", tests[k].accuracy) : "",
-                       has_test ? fmt::format("{:.6f}", tests[k].auc) : "", name);
     j.begin_object();
-    j.key("model").value(name);
+    j.key("model").value(fmt::format("point-{}.fgm", k));
     j.key("selected").value(uint64_t(o.model.features.size()));
     if (has_test) {
       j.key("test_accuracy").value(tests[k].accuracy);
@@ -164,10 +249,14 @@ int path_exclusive(SolverCommand& command) {
   j.end_array();
   write_warnings(j, command.warnings);
   j.end_object();
+  create_output_directory(command.out_dir, "output.dir");
+  for (size_t k = 0; k < points.size(); ++k)
+    write_model((std::filesystem::path(command.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
   write_file_atomic((std::filesystem::path(command.out_dir) / "path.csv").string(), csv);
-  write_file_atomic((std::filesystem::path(command.out_dir) / "path.json").string(), j.str());
+  write_file_atomic((std::filesystem::path(command.out_dir) / "path.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(command.out_dir, {.train = false, .path = true});
   command.session->finish();
-  fmt::print("points={} path={}/path.csv\n", points.size(), command.out_dir);
+  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, command.out_dir);
   return 0;
 }
 

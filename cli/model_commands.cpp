@@ -38,6 +38,29 @@ void write_features(JsonWriter& j, const std::vector<ModelFeature>& features, ui
   j.end_array();
 }
 
+// A kernel SVM: its selected features with kernel weights and bandwidths,
+// the support vectors' dual coefficients (the vectors themselves: their count).
+void write_kernel_svm(JsonWriter& j, const KernelSvm& k, uint64_t base) {
+  j.key("kernel_svm").begin_object();
+  j.key("kernel").value(k.kernel);
+  j.key("decision").value("sum_s dual_coefs[s] * sum_j kernel_weight_j * exp(-(x_j - sv_sj)^2 / (2 bandwidth_j^2)) - bias");
+  j.key("training_rows").value(k.training_rows);
+  j.key("support_vectors").value(static_cast<uint64_t>(k.n_support()));
+  j.key("features").begin_array();
+  for (size_t i = 0; i < k.feature_ids.size(); ++i) {
+    j.begin_object();
+    j.key("id").value(k.feature_ids[i] + base);
+    j.key("kernel_weight").value(k.kernel_weights[i]);
+    j.key("bandwidth").value(k.bandwidths[i]);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("dual_coefs").begin_array();
+  for (double c : k.dual_coefs) j.value(c);
+  j.end_array();
+  j.end_object();
+}
+
 }  // namespace
 
 Command add_predict(CLI::App& app) {
@@ -58,7 +81,9 @@ Command add_predict(CLI::App& app) {
             check_input_file(args->model, "--model");
             check_input_file(args->input, "input");
             if (!args->out.empty()) check_output_file(args->out, "--out");
-            Model model = read_model(args->model);
+            // A kernel SVM's support vectors are held within the budget.
+            Reservation kernel_mem;
+            Model model = read_model(args->model, budget, kernel_mem);
             Reservation scores_mem;
             EvalResult r = evaluate_file(args->input, model, !args->out.empty(), budget, &scores_mem);
             if (r.ignored_features > 0)
@@ -83,7 +108,7 @@ Command add_predict(CLI::App& app) {
 }
 
 Command add_inspect(CLI::App& app) {
-  auto* sub = app.add_subcommand("inspect", "print a model as JSON: selected features, weights, provenance");
+  auto* sub = app.add_subcommand("inspect", "print a model as JSON: selected features, weights (or kernel SVM), provenance");
   auto path = std::make_shared<std::string>();
   sub->add_option("model", *path, "model.fgm")->required();
   return {sub, [path]() {
@@ -128,6 +153,7 @@ Command add_inspect(CLI::App& app) {
             }
             const uint64_t base = static_cast<uint64_t>(m.index_base);
             write_features(j, m.features, base);
+            if (m.has_kernel_svm()) write_kernel_svm(j, m.kernel_svm, base);
             if (m.multiclass()) {
               j.key("classes").begin_array();
               for (const auto& c : m.classes) {

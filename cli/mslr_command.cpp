@@ -4,7 +4,9 @@
 // one record per cutting-plane iteration, or for the path one model per
 // count of mslr.features, path.csv and path.json.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,6 +22,7 @@
 #include "engine/evaluate.h"
 #include "engine/mslr_trainer.h"
 #include "engine/train_settings.h"
+#include "report/report_page.h"
 
 namespace fgm::cli {
 
@@ -101,6 +104,31 @@ void write_iteration(JsonWriter& j, const MslrIteration& r, double previous_obje
   j.end_object();
 }
 
+// The saved state of an interrupted run of this command, if any (logged).
+std::optional<MslrState> saved_state(SolverCommand& command, const MslrSettings& settings,
+                                     std::string* path_points = nullptr) {
+  const SolverState* saved = command.session->solver_state("mslr");
+  if (!saved) return std::nullopt;
+  std::string bytes = saved->bytes;
+  if (path_points) {  // fgm path: the trainer's state, then the points already taken
+    uint64_t length = 0;
+    if (bytes.size() < 8) throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path state: truncated"));
+    std::memcpy(&length, bytes.data(), 8);
+    if (length > bytes.size() - 8)
+      throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path state: truncated"));
+    *path_points = bytes.substr(8 + length);
+    bytes = bytes.substr(8, length);
+  }
+  MslrState state = decode_mslr_state(bytes, command.session->file());
+  uint64_t selected = 0;
+  for (const auto& b : state.batches) selected += b.size();
+  std::string of_what = fmt::format("at most {} (mslr.max_iterations)", settings.max_iterations);
+  if (!state.stop_reason.empty())
+    of_what += fmt::format(" — the run had stopped ({}); what is left is the outputs", state.stop_reason);
+  spdlog::info("{}", msg::resuming_from(command.session->file(), state.iterations.size() + 1, of_what, selected));
+  return state;
+}
+
 }  // namespace
 
 int train_mslr(SolverCommand& command) {
@@ -112,8 +140,13 @@ int train_mslr(SolverCommand& command) {
   spdlog::info("MSLR on {} rows x {} features ({} nonzeros), r={}, C={}, T_m={}, threads={}", store.info().n_rows,
                store.info().n_features, store.info().nnz, settings.r, settings.minimax.C, settings.max_iterations,
                settings.scheduler.threads);
+  const std::optional<MslrState> resume = saved_state(command, settings);
+  if (resume) settings.resume = &*resume;
   MslrHooks hooks;
   hooks.on_iteration = log_iteration;
+  hooks.on_state = [&](const MslrState& state) {
+    command.session->save_solver_state({"mslr", encode_mslr_state(state)});
+  };
   MslrOutcome outcome = fgm::train_mslr(store, settings, command.budget, hooks);
   spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
                outcome.model.features.size());
@@ -148,6 +181,7 @@ int train_mslr(SolverCommand& command) {
   j.key("bias").value(0.0);
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
+  j.key("iterations_restored").value(static_cast<uint64_t>(resume ? resume->iterations.size() : 0));
   finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
              has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
              *command.session);
@@ -184,6 +218,42 @@ int path_mslr(SolverCommand& command) {
     EvalResult test;
   };
   std::vector<Point> points;
+  auto take_point = [&](Point p) {
+    if (has_test) p.test = evaluate_test_file(config, p.model, command.budget, command.warnings);
+    spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points.size() + 1,
+                 p.model.features.size(), p.last.objective, p.test.accuracy);
+    points.push_back(std::move(p));
+  };
+  // Resume: the trainer's state and the points taken before the
+  // interruption (their models as saved; test metrics evaluated again).
+  std::string saved_points;
+  const std::optional<MslrState> resume = saved_state(command, settings, &saved_points);
+  if (resume) {
+    settings.resume = &*resume;
+    for (size_t at = 0; at < saved_points.size();) {
+      auto u64 = [&]() {
+        uint64_t v = 0;
+        if (saved_points.size() - at < 8)
+          throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path points: truncated"));
+        std::memcpy(&v, saved_points.data() + at, 8);
+        at += 8;
+        return v;
+      };
+      Point p;
+      const uint64_t iteration = u64();
+      const uint64_t seconds_bits = u64();
+      std::memcpy(&p.seconds, &seconds_bits, 8);
+      const uint64_t length = u64();
+      if (iteration < 1 || iteration > resume->iterations.size() || length > saved_points.size() - at)
+        throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path points: damaged"));
+      p.model = decode_model(saved_points.substr(at, length), command.session->file());
+      at += length;
+      p.last = resume->iterations[iteration - 1];
+      take_point(std::move(p));
+    }
+  }
+  std::string points_bytes;  // the points taken so far, as saved with the state
+  if (resume) points_bytes = saved_points;
   MslrHooks hooks;
   hooks.on_iteration = log_iteration;
   hooks.on_checkpoint = [&](const MslrCheckpoint& cp) {
@@ -193,15 +263,28 @@ int path_mslr(SolverCommand& command) {
     p.model.solver = "mslr";
     p.last = *cp.last;
     p.seconds = cp.seconds;
-    if (has_test) p.test = evaluate_test_file(config, p.model, command.budget, command.warnings);
-    spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points.size() + 1,
-                 p.model.features.size(), p.last.objective, p.test.accuracy);
-    points.push_back(std::move(p));
+    auto u64 = [&](uint64_t v) { points_bytes.append(reinterpret_cast<const char*>(&v), 8); };
+    const std::string model = encode_model(p.model);
+    uint64_t seconds_bits = 0;
+    std::memcpy(&seconds_bits, &p.seconds, 8);
+    u64(static_cast<uint64_t>(p.last.iter));
+    u64(seconds_bits);
+    u64(model.size());
+    points_bytes += model;
+    take_point(std::move(p));
+  };
+  hooks.on_state = [&](const MslrState& state) {
+    const std::string trainer = encode_mslr_state(state);
+    std::string bytes(8, '\0');
+    const uint64_t length = trainer.size();
+    std::memcpy(bytes.data(), &length, 8);
+    command.session->save_solver_state({"mslr", bytes + trainer + points_bytes});
   };
   MslrOutcome outcome = fgm::train_mslr(*command.data.store, settings, command.budget, hooks);
 
   create_output_directory(command.out_dir, "output.dir");
-  std::string csv = "point,selected,objective,relative_gap,test_accuracy,test_auc,seconds\n";
+  // train_objective and seconds (from the start of the run) as the report reads them.
+  std::string csv = "point,selected,train_objective,relative_gap,test_accuracy,test_auc,seconds\n";
   for (size_t k = 0; k < points.size(); ++k) {
     const Point& p = points[k];
     write_model(fmt::format("{}/point-{}.fgm", command.out_dir, k + 1), p.model);
@@ -212,8 +295,12 @@ int path_mslr(SolverCommand& command) {
   write_file_atomic(command.out_dir + "/path.csv", csv);
   JsonWriter j;
   j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
   j.key("solver").value("mslr");
   j.key("mode").value("features");
+  // No point is chosen on held-out data: the report features the last one.
+  j.key("best_point").value(int64_t{-1});
+  write_data_section(j, config, command.data);
   j.key("points").value(static_cast<uint64_t>(points.size()));
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("seconds").value(outcome.seconds);
@@ -231,6 +318,7 @@ int path_mslr(SolverCommand& command) {
   write_warnings(j, command.warnings);
   j.end_object();
   write_file_atomic(command.out_dir + "/path.json", j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(command.out_dir, {.train = false, .path = true});
   command.session->finish();
   fmt::print("points={} seconds={:.3f} csv={}/path.csv\n", points.size(), outcome.seconds, command.out_dir);
   return 0;

@@ -6,9 +6,11 @@
 // steps) and path.json (totals, the time per path point, the point with the
 // best validation accuracy, and the best test accuracy labelled as an oracle
 // figure); with the linear kernel also point-<n>.fgm, the linear SVM of each
-// point (the RBF SVM has no model file). fgm train: the linear SVM at p = kta.p as model.fgm (a linear
-// model: predict and inspect read it unchanged) and run.json; with
-// kta.kernel = "rbf" it refuses (a model file holds linear models only).
+// point (RBF points write no model files: n_support × features values each).
+// fgm train: the SVM at p = kta.p as model.fgm and run.json — linear, a linear
+// model (predict and inspect read it unchanged); rbf, a kernel-SVM model
+// (io/model_file.h KernelSvm: selected features with kernel weights and
+// bandwidths, support vectors, dual coefficients, bias).
 #include <cmath>
 #include <filesystem>
 
@@ -40,7 +42,6 @@ void reject_if_set(const Config& c, const char* key, std::string_view why) {
 void reject_kta_ignored_keys(const Config& c, KtaCommand command) {
   if (command == KtaCommand::kTrain) {
     reject_if_set(c, "kta.p_end", "fgm train's path ends at kta.p (kta.p_end is fgm path's)");
-    if (c.get_string("kta.kernel") == "rbf") throw Error(ErrorKind::kConfig, msg::kta_rbf_train_unsupported());
   } else {
     reject_if_set(c, "kta.p", "it picks the model of fgm train; fgm path reports every p down to kta.p_end");
   }
@@ -208,10 +209,10 @@ int train_pnorm_kta(SolverCommand& cmd) {
   const ShardStore& store = *cmd.data.store;
   const auto start = std::chrono::steady_clock::now();
   KtaRun run = compute_alignments(store, settings, cmd.budget);
-  Model model = train_kta_linear(store, settings, cmd.budget, run);
+  KtaTrained trained = train_kta_model(store, settings, cmd.budget, run);
+  Model& model = trained.model;
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   model.config = config.dump();
-  spdlog::info("pnorm_kta at p={:.4g}: {} features selected", run.points.back().p, model.features.size());
 
   // Evaluate before writing anything, so a bad test file leaves no output.
   const bool has_test = !config.get_string("data.test").empty();
@@ -219,9 +220,22 @@ int train_pnorm_kta(SolverCommand& cmd) {
   if (has_test) {
     test = evaluate_test_file(config, model, cmd.budget, cmd.warnings);
   }
+  // The selected features: a linear model's weights, or a kernel SVM's
+  // features with their kernel weights d_j.
+  std::vector<ModelFeature> selected = model.features;
+  if (model.has_kernel_svm()) {
+    for (size_t k = 0; k < model.kernel_svm.feature_ids.size(); ++k) {
+      ModelFeature f;
+      f.key.ids[0] = model.kernel_svm.feature_ids[k];
+      f.weight = model.kernel_svm.kernel_weights[k];
+      f.batch = 1;
+      selected.push_back(f);
+    }
+  }
+  spdlog::info("pnorm_kta at p={:.4g}: {} features selected", run.points.back().p, selected.size());
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), selected);
 
   create_output_directory(cmd.out_dir, "output.dir");
   write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
@@ -234,13 +248,26 @@ int train_pnorm_kta(SolverCommand& cmd) {
   j.key("objective").value(model.objective);
   j.key("objective_no_features").value(std::nan(""));
   j.key("final_sip_violation").value(std::nan(""));
-  write_selected_features(j, model.features, model.index_base);
+  write_selected_features(j, selected, model.index_base);
   j.key("bias").value(model.bias);
+  if (model.has_kernel_svm()) {
+    j.key("kernel_svm").begin_object();
+    j.key("kernel").value(model.kernel_svm.kernel);
+    j.key("support_vectors").value(static_cast<uint64_t>(model.kernel_svm.n_support()));
+    j.key("training_rows").value(model.kernel_svm.training_rows);
+    j.key("train_accuracy").value(trained.train_accuracy);
+    j.key("C").value(model.C);
+    j.end_object();
+  }
   finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
              has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
 
   if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
-  fmt::print("p={:.4g} selected={} objective={:.6g}", run.points.back().p, model.features.size(), model.objective);
+  fmt::print("p={:.4g} selected={}", run.points.back().p, selected.size());
+  if (model.has_kernel_svm())
+    fmt::print(" support_vectors={}", model.kernel_svm.n_support());
+  else
+    fmt::print(" objective={:.6g}", model.objective);
   if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
   fmt::print(" model={}/model.fgm\n", cmd.out_dir);
   return 0;

@@ -46,13 +46,26 @@ ResumeSession::ResumeSession(const std::string& out_dir, RunIdentity identity, b
     for (const auto& d : diffs) joined += (joined.empty() ? "" : "; ") + d;
     throw Error(ErrorKind::kConfig, msg::checkpoint_mismatch(file_, identity_.command, joined));
   }
-  if (identity_.command == "train" && !saved.train)
+  if (identity_.command == "train" && !saved.train && !saved.solver)
     throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file_, "no training state"));
   saved_ = std::move(saved);
 }
 
 void ResumeSession::save(const TrainProgress* train, const PathProgress* path) {
   write_checkpoint(file_, identity_, train, path, budget_);
+}
+
+void ResumeSession::save_solver_state(const SolverState& state) {
+  write_checkpoint(file_, identity_, nullptr, nullptr, budget_, &state);
+}
+
+const SolverState* ResumeSession::solver_state(const std::string& solver) const {
+  if (!saved_ || !saved_->solver) return nullptr;
+  if (saved_->solver->solver != solver)
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_checkpoint(file_, "it holds the state of solver \"" + saved_->solver->solver +
+                                                 "\", this run is solver \"" + solver + "\""));
+  return &*saved_->solver;
 }
 
 ResumeSession::~ResumeSession() {

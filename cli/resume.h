@@ -37,6 +37,11 @@ class ResumeSession {
   bool resuming() const { return saved_.has_value(); }
 
   void save(const TrainProgress* train, const PathProgress* path);
+  // Solvers other than FGM: their own state (SolverState), saved and read
+  // back whole. solver_state(name) is null unless the checkpoint holds a
+  // state that `name` wrote; a state of another solver is an error.
+  void save_solver_state(const SolverState& state);
+  const SolverState* solver_state(const std::string& solver) const;
   // The run's outputs are written: its checkpoint is no longer needed.
   void finish();
   const std::string& file() const { return file_; }

@@ -9,6 +9,7 @@
 // solved again with screening = none and path.json records the speedup and
 // the largest objective difference between the two.
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <optional>
 #include <cmath>
@@ -59,6 +60,8 @@ void write_point(JsonWriter& j, const SifsPoint& p) {
 struct PathTotals {
   std::vector<SifsPoint> points;
   double seconds = 0, screening = 0, extract = 0, solve = 0;
+  double cpu_seconds = 0;  // process CPU time of the grid (insensitive to other jobs' load at engine.threads = 1)
+  bool held = false;       // the nonzeros were held column-major in memory
   uint64_t not_converged = 0;
   uint64_t weights = 0, coordinates = 0;  // K·m entries of w, valid dual coordinates
   SifsPassCounters passes;
@@ -68,9 +71,11 @@ struct PathTotals {
 PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget& budget, const SifsSettings& settings,
                     const std::function<void(const SifsPoint&, const SifsData&, const SifsReference&)>& on_point) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto run = open_sifs_run(store, config, budget);
+  const std::clock_t cpu0 = std::clock();
+  auto run = open_sifs_run(store, config, budget, settings.screening);
   SifsSolver solver(*run->data, settings);
   PathTotals totals;
+  totals.held = run->data->holds_columns();
   solver.run_path([&](const SifsPoint& p, const SifsReference& sol) {
     totals.points.push_back(p);
     totals.screening += p.screening_seconds;
@@ -80,6 +85,7 @@ PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget&
     if (on_point) on_point(p, *run->data, sol);
   });
   totals.seconds = seconds_since(t0);
+  totals.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   totals.passes = run->data->counters();
   totals.weights = run->data->weights();
   totals.coordinates = run->layout.valid_coordinates();
@@ -93,7 +99,7 @@ int train_sifs(SolverCommand& cmd) {
   const SifsSettings settings = sifs_settings_from_config(config);
   const ShardStore& store = *cmd.data.store;
   const auto t0 = std::chrono::steady_clock::now();
-  auto run = open_sifs_run(store, config, cmd.budget);
+  auto run = open_sifs_run(store, config, cmd.budget, settings.screening);
   SifsSolver solver(*run->data, settings);
   const double beta = config.get_float("sifs.beta_ratio") * solver.beta_max();
   SifsReference solution = solver.closed_form(beta);
@@ -193,7 +199,7 @@ int path_sifs(SolverCommand& cmd) {
   // path.csv: one row per point (point and selected are the report's x axes; seconds accumulate).
   std::string csv =
       "point,beta,alpha,beta_ratio,alpha_ratio,closed_form,selected,train_objective,gap,converged,epochs,"
-      "features_screened,samples_screened_R,samples_screened_L,reduced_features,reduced_samples,"
+      "features_screened,samples_screened_R,samples_screened_L,reduced_features,reduced_samples,reduced_nnz,"
       "screening_seconds,extract_seconds,solve_seconds,seconds";
   if (has_test) csv += ",test_accuracy";
   csv += "\n";
@@ -201,10 +207,10 @@ int path_sifs(SolverCommand& cmd) {
   for (size_t k = 0; k < screened.points.size(); ++k) {
     const SifsPoint& p = screened.points[k];
     cumulative += p.screening_seconds + p.extract_seconds + p.solve_seconds;
-    csv += fmt::format("{},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{:.17g},{:.6g},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f}",
+    csv += fmt::format("{},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{:.17g},{:.6g},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f}",
                        k, p.beta, p.alpha, p.beta_ratio, p.alpha_ratio, p.closed_form ? 1 : 0, p.nonzeros,
                        p.objective, p.gap, p.converged ? 1 : 0, p.epochs, p.weights_screened, p.samples_in_R,
-                       p.samples_in_L, p.reduced_features, p.reduced_samples, p.screening_seconds,
+                       p.samples_in_L, p.reduced_features, p.reduced_samples, p.reduced_nnz, p.screening_seconds,
                        p.extract_seconds, p.solve_seconds, cumulative);
     if (has_test) csv += fmt::format(",{:.6f}", accuracy[k]);
     csv += "\n";
@@ -223,7 +229,15 @@ int path_sifs(SolverCommand& cmd) {
     j.begin_object();
     j.key("screening").value(screening_name(&t == &screened ? settings.screening : SifsScreening::kNone));
     j.key("points").value(static_cast<uint64_t>(t.points.size()));
+    uint64_t epochs = 0, visited = 0, solved = 0;
+    for (const SifsPoint& p : t.points)
+      if (!p.closed_form) epochs += static_cast<uint64_t>(p.epochs), visited += p.reduced_nnz, ++solved;
+    // Per solved point: SDCA epochs and the nonzeros one epoch visits (the solve's cost is about their product).
+    j.key("mean_epochs").value(solved ? static_cast<double>(epochs) / solved : 0.0);
+    j.key("mean_solve_nnz").value(solved ? static_cast<double>(visited) / solved : 0.0);
     j.key("seconds").value(t.seconds);
+    j.key("cpu_seconds").value(t.cpu_seconds);
+    j.key("columns_held").value(t.held);
     j.key("screening_seconds").value(t.screening);
     j.key("extract_seconds").value(t.extract);
     j.key("solve_seconds").value(t.solve);
@@ -231,6 +245,8 @@ int path_sifs(SolverCommand& cmd) {
     j.key("column_passes").value(static_cast<int64_t>(t.passes.column_passes));
     j.key("row_passes").value(static_cast<int64_t>(t.passes.row_passes));
     j.key("extract_passes").value(static_cast<int64_t>(t.passes.extract_passes));
+    j.key("row_norm_reuses").value(static_cast<int64_t>(t.passes.norm_reuses));
+    j.key("row_passes_skipped").value(static_cast<int64_t>(t.passes.skipped_passes));
     j.key("bytes_streamed").value(t.passes.bytes_streamed);
     j.end_object();
   };
@@ -246,6 +262,7 @@ int path_sifs(SolverCommand& cmd) {
       worst = std::max(worst, std::abs(screened.points[k].objective - baseline->points[k].objective) -
                                   screened.points[k].gap - baseline->points[k].gap);
     j.key("speedup").value(baseline->seconds / screened.seconds);
+    j.key("cpu_speedup").value(baseline->cpu_seconds / screened.cpu_seconds);
     j.key("solve_speedup").value((baseline->extract + baseline->solve) /
                                  (screened.screening + screened.extract + screened.solve));
     j.key("max_objective_excess_over_gaps").value(worst);

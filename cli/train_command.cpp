@@ -152,7 +152,7 @@ Command add_train(CLI::App& app) {
     Communicator& world = world_communicator();
     require_partitioned_store(config, world);
     if (is_partitioned_store(config.get_string("data.train")))
-      return train_partitioned(config, settings, budget, world);
+      return train_partitioned(config, settings, budget, world, args->restart, warnings);
 
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);

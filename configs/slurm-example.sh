@@ -15,7 +15,11 @@
 #SBATCH --time=02:00:00
 set -euo pipefail
 
-# engine.memory_budget is per rank: leave room for the stream buffers.
+# engine.memory_budget is per rank: leave room for the stream buffers. A
+# scoring pass holds 8*m*(P/K + K + 2) bytes of score vectors per rank
+# (docs/distributed.md, "Cost model"): 5.3 GB for kddb's 29.9M features with
+# 64 partitions on 16 ranks, growing with K (more ranks need more memory each
+# until the column-range reduction planned there is built).
 # engine.threads: the cores of one task; the model does not depend on it.
 srun --mpi=pmix fgm train --config nightly.toml \
   data.train=/shared/kddb-p64 \

@@ -261,7 +261,7 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("kta.p_step", T::kFloat, "0.01", "pnorm_kta: step of p along the path"), 0, 1, true),
       ranged(spec("kta.p", T::kFloat, "1.5",
                   "pnorm_kta, fgm train: the p whose selection the model holds (the path runs from "
-                  "kta.p_start down to it; kta.kernel = linear only)"),
+                  "kta.p_start down to it; rbf: the model is a kernel SVM)"),
              1, 2),
       ranged(spec("kta.C", T::kFloat, "1.0",
                   "pnorm_kta: loss weight C of the SVM on the selected features (linear: squared "
@@ -347,9 +347,11 @@ std::vector<ParamSpec> build_specs() {
                   "threshold by more than this times the largest |gradient| at w = 0"),
              0, 1, true),
       ranged(spec("exclusive.path_lambda", T::kFloatList, "[]",
-                  "exclusive, fgm path: values of exclusive.lambda, one model each, solved "
-                  "independently in the order given"),
+                  "exclusive, fgm path: values of exclusive.lambda, one model each, in the order given"),
              0, 1e15, true),
+      spec("exclusive.path_warm_start", T::kBool, "true",
+           "exclusive, fgm path: start each λ from the previous λ's weights, working set and ‖X‖² "
+           "estimate (false: every λ starts from zero)"),
   };
 }
 

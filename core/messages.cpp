@@ -389,10 +389,5 @@ std::string kta_kernel_too_large(uint64_t rows, uint64_t bytes, uint64_t budget)
                      "\"linear\"",
                      rows, rows, format_bytes(bytes), format_bytes(budget));
 }
-std::string kta_rbf_train_unsupported() {
-  return "fgm train with solver = \"pnorm_kta\" and kta.kernel = \"rbf\" is not supported: a "
-         "model file holds linear models only; use fgm path (it reports the accuracy of the "
-         "kernel SVM along the path) or kta.kernel = \"linear\"";
-}
 
 }  // namespace fgm::msg

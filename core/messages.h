@@ -145,7 +145,5 @@ std::string kta_option_out_of_range(std::string_view key, double value, std::str
 std::string kta_needs_two_labels(std::string_view store, size_t classes);
 // The RBF evaluation needs an n × n kernel that the budget cannot hold.
 std::string kta_kernel_too_large(uint64_t rows, uint64_t bytes, uint64_t budget);
-// `fgm train` with kta.kernel = "rbf": the model file holds linear models only.
-std::string kta_rbf_train_unsupported();
 
 }  // namespace fgm::msg

@@ -51,4 +51,19 @@ PartitionRange partitions_of_rank(uint32_t partitions, int ranks, int rank);
 std::vector<double> allreduce_partition_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
                                              const std::vector<std::vector<double>>& local, size_t length);
 
+// A sparse vector: values at keys, keys strictly increasing.
+struct SparseSums {
+  std::vector<uint64_t> keys;
+  std::vector<double> values;
+};
+
+// The same tree sum for sparse vectors (the poly-2 pair partials, whose key
+// sets differ between partitions): a key missing from a node's vector is an
+// exact zero, a key in both children is left + right. A node's key set is the
+// union of its partitions' key sets, so the result (keys and bits) does not
+// depend on the rank count either. Communicates each covering node's entries
+// (16 bytes per key, plus 24 bytes per node) in one allgather.
+SparseSums allreduce_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
+                                           const std::vector<SparseSums>& local);
+
 }  // namespace fgm

@@ -10,10 +10,13 @@
 
 #include "core/error.h"
 #include "core/partition_sum.h"
+#include "engine/distributed_spaces.h"
+#include "engine/fgm_trainer.h"
 #include "features/block_scores.h"
 #include "features/block_stream.h"
 #include "features/feature_groups.h"
-#include "solvers/distributed_apg.h"
+#include "solvers/apg.h"
+#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -41,6 +44,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // One of this rank's partitions, opened.
 struct OwnPartition {
+  Reservation resident;  // the partition's pages kept between passes, when they fit (as the single store does)
   std::unique_ptr<ShardStore> store;
   std::unique_ptr<BlockStream> stream;
   std::vector<BlockRef> blocks;
@@ -48,8 +52,9 @@ struct OwnPartition {
 
 class DistributedRun {
  public:
-  DistributedRun(Communicator& comm, const std::string& dir, const TrainSettings& settings, MemoryBudget& budget)
-      : comm_(comm), dir_(dir), settings_(settings), budget_(budget) {}
+  DistributedRun(Communicator& comm, const std::string& dir, const TrainSettings& settings, MemoryBudget& budget,
+                 const DistributedHooks& hooks)
+      : comm_(comm), dir_(dir), settings_(settings), budget_(budget), hooks_(hooks) {}
 
   DistributedOutcome run();
 
@@ -58,7 +63,14 @@ class DistributedRun {
   void map_labels();
   std::vector<double> scores();
   void add_batch(const std::vector<ScoredCandidate>& top);
+  void add_generated_batch(const std::vector<ScoredCandidate>& top);
+  double best_batch_score(const std::vector<double>& c) const;
+  std::vector<double> selected_column_dots();
   void update_duals();
+  std::vector<ApgRowPart> parts();
+  ApgResult solve();
+  int restore(TrainProgress& saved, std::vector<char>& is_selected, double& objective);
+  void save_progress() const;
   std::vector<ScoredCandidate> top_candidates(const std::vector<double>& c, const std::vector<char>& is_selected,
                                               Reservation& memory);
   Model make_model(double objective) const;
@@ -70,19 +82,27 @@ class DistributedRun {
   std::string dir_;
   const TrainSettings& settings_;
   MemoryBudget& budget_;
+  const DistributedHooks& hooks_;
   DistributedOutcome out_;
   PartitionRange range_;
   std::vector<OwnPartition> own_;
-  DistributedProblem problem_;
-  Reservation score_memory_, row_memory_, column_memory_;
+  std::unique_ptr<PartitionTreeRowSums> reduction_;
+  // Per own partition: its labels (±1), its rows of the selected columns
+  // and its decision values at the last solve.
+  std::vector<std::vector<int8_t>> labels_;
+  std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
+  std::vector<std::vector<double>> decisions_;
+  std::vector<size_t> batch_begin_;  // batch h: selected columns [batch_begin_[h], batch_begin_[h+1])
+  ApgState state_;
+  Reservation score_memory_, row_memory_;
   std::vector<std::vector<double>> a_;  // α∘y per own partition
+  std::vector<std::vector<uint64_t>> batches_;  // candidate ids (features or groups) per outer iteration
   std::vector<uint64_t> selected_;       // feature ids, cache order
   std::vector<uint64_t> column_group_;   // group of each selected column (group spaces)
   std::unique_ptr<FeatureGroups> groups_;  // features.groups; null: linear features
-  std::vector<double> w_;
-  double lipschitz_ = 0;
+  std::unique_ptr<DistributedSpace> space_;  // poly2, hik, additive; null: linear features and groups
+  std::vector<FeatureKey> selected_keys_;    // key of each selected column (generated spaces)
   double positive_ = 1, negative_ = -1;
-  uint64_t column_bytes_ = 0;
   uint64_t bytes_streamed_ = 0;  // by this rank in the current scoring pass
 };
 
@@ -94,12 +114,7 @@ void DistributedRun::open_partitions() {
   range_ = partitions_of_rank(out_.manifest.partitions, comm_.size(), comm_.rank());
   out_.first_partition = range_.first;
   out_.own_partitions = range_.count;
-  problem_.comm = &comm_;
-  problem_.partitions = out_.manifest.partitions;
-  problem_.first_partition = range_.first;
-  problem_.total_rows = out_.manifest.n_rows;
-  SchedulerOptions scheduler = settings_.scheduler;
-  scheduler.keep_resident = false;
+  reduction_ = std::make_unique<PartitionTreeRowSums>(comm_, out_.manifest.partitions, range_.first);
   for (uint32_t k = 0; k < range_.count; ++k) {
     const uint32_t p = range_.first + k;
     OwnPartition part;
@@ -110,8 +125,15 @@ void DistributedRun::open_partitions() {
       throw Error(ErrorKind::kCorruption,
                   fmt::format("{}: {} rows x {} features, but {} says {} x {}", partition_dir(dir_, p), info.n_rows,
                               info.n_features, kPartitionManifestName, expected, out_.manifest.n_features));
+    // Each partition is scored like a single store: resident when it fits half
+    // of what the budget has left, in the same scoring units.
+    SchedulerOptions scheduler = settings_.scheduler;
+    scheduler.keep_resident = keeps_store_resident(info, budget_);
+    if (scheduler.keep_resident)
+      part.resident = budget_.reserve(resident_store_bytes(info), "store pages kept resident between passes");
     part.stream = std::make_unique<BlockStream>(*part.store, scheduler, budget_);
-    part.blocks = part.store->plan_blocks(settings_.block_bytes);
+    part.blocks =
+        part.store->plan_blocks(scoring_block_bytes(settings_.block_bytes, budget_, info.n_rows, scheduler.keep_resident));
     own_.push_back(std::move(part));
   }
 }
@@ -132,24 +154,22 @@ void DistributedRun::map_labels() {
                                                 dir_, values.size()));
   negative_ = values[0];
   positive_ = values[1];
+  uint64_t rows = 0;
+  for (const auto& part : own_) rows += part.store->info().n_rows;
+  row_memory_ = budget_.reserve(rows * (3 * sizeof(double) + 1), "dual vectors of this rank's partitions",
+                                "use more ranks (more, smaller partitions)");
   for (const auto& part : own_) {
     const StoreInfo& info = part.store->info();
-    PartitionColumns cols;
-    cols.n = info.n_rows;
-    cols.y.resize(info.n_rows);
+    std::vector<int8_t> y(info.n_rows);
     const uint16_t* classes = part.store->classes();
-    for (uint64_t i = 0; i < info.n_rows; ++i) cols.y[i] = info.class_values[classes[i]] == positive_ ? 1 : -1;
-    problem_.parts.push_back(std::move(cols));
-  }
-  // α⁰ = C·1 (no bias): a = C·y.
-  uint64_t rows = 0;
-  for (const auto& part : problem_.parts) rows += part.n;
-  row_memory_ = budget_.reserve(rows * (2 * sizeof(double) + 1), "dual vectors of this rank's partitions",
-                                "use more ranks (more, smaller partitions)");
-  for (const auto& part : problem_.parts) {
-    std::vector<double> a(part.n);
-    for (uint64_t i = 0; i < part.n; ++i) a[i] = settings_.apg.C * double(part.y[i]);
+    for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = info.class_values[classes[i]] == positive_ ? 1 : -1;
+    // α⁰ = C·1 without a bias (a = C·y); with one, run() fits b first.
+    std::vector<double> a(info.n_rows);
+    for (uint64_t i = 0; i < info.n_rows; ++i) a[i] = settings_.apg.C * double(y[i]);
+    labels_.push_back(std::move(y));
     a_.push_back(std::move(a));
+    decisions_.emplace_back();
+    columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, info.n_rows));
   }
 }
 
@@ -181,20 +201,27 @@ std::vector<double> DistributedRun::scores() {
     bytes_streamed_ += pass.bytes_streamed;
     local.push_back(std::move(c));
   }
-  return allreduce_partition_sums(comm_, problem_.partitions, problem_.first_partition, local, m);
+  return allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, local, m);
 }
 
 void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
   std::vector<uint32_t> rows;
   std::vector<float> values;
+  for (auto& columns : columns_) columns->begin_batch();
+  batches_.emplace_back();
+  for (const auto& c : top) batches_.back().push_back(c.id);
   auto add_column = [&](uint64_t feature, uint64_t group) {
     selected_.push_back(feature);
     column_group_.push_back(group);
+    FeatureKey key;
+    key.ids[0] = feature;
+    if (groups_) {
+      key.kind = FeatureKind::kGroup;
+      key.group = group;
+    }
     for (size_t q = 0; q < own_.size(); ++q) {
       own_[q].store->read_column(feature, rows, values);
-      column_bytes_ += rows.size() * (sizeof(uint32_t) + sizeof(float));
-      problem_.parts[q].rows.push_back(rows);
-      problem_.parts[q].values.push_back(values);
+      columns_[q]->add_column(key, rows, values);
     }
   };
   for (const auto& c : top) {
@@ -204,19 +231,131 @@ void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
     }
     for (uint64_t p = 0; p < groups_->size(c.id); ++p) add_column(groups_->member(c.id, p), c.id);
   }
-  column_memory_ = budget_.reserve(column_bytes_, "this rank's rows of the selected columns",
-                                   "use more ranks or a smaller fgm.B / fgm.max_iterations");
-  problem_.batch_begin.push_back(selected_.size());
+  batch_begin_.push_back(selected_.size());
+}
+
+// The generated columns of the new candidates on this rank's partitions. A
+// column empty on every partition (an expansion component no row reaches)
+// carries no weight and is dropped, as the single-store cache drops it: one
+// reduction of the per-partition entry counts decides, the same on every rank.
+void DistributedRun::add_generated_batch(const std::vector<ScoredCandidate>& top) {
+  std::vector<std::vector<std::vector<GeneratedColumn>>> fresh(own_.size());  // [partition][candidate][column]
+  std::vector<FeatureKey> keys;
+  std::vector<std::vector<double>> counts(own_.size());
+  batches_.emplace_back();
+  for (const auto& c : top) {
+    batches_.back().push_back(c.id);
+    space_->mark_selected(c.id);
+    for (size_t q = 0; q < own_.size(); ++q) {
+      fresh[q].push_back(space_->columns(*own_[q].store, c.id));
+      for (const auto& col : fresh[q].back()) {
+        counts[q].push_back(static_cast<double>(col.rows.size()));
+        if (q == 0) keys.push_back(col.key);
+      }
+    }
+  }
+  const std::vector<double> total =
+      allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, counts, keys.size());
+  for (size_t q = 0; q < own_.size(); ++q) {
+    columns_[q]->begin_batch();
+    size_t k = 0;
+    for (const auto& candidate : fresh[q])
+      for (const auto& col : candidate)
+        if (total[k++] > 0) columns_[q]->add_column(col.key, col.rows, col.values);
+  }
+  for (size_t k = 0; k < keys.size(); ++k)
+    if (total[k] > 0) {
+      selected_keys_.push_back(keys[k]);
+      selected_.push_back(keys[k].ids[0]);
+      column_group_.push_back(keys[k].group);
+    }
+  batch_begin_.push_back(selected_.size());
+}
+
+// c_h = Σ_i a_i x_ih of every selected column, tree-reduced (the generated
+// spaces' scores of the selected features, for (37)).
+std::vector<double> DistributedRun::selected_column_dots() {
+  std::vector<std::vector<double>> local;
+  for (size_t q = 0; q < columns_.size(); ++q) {
+    std::vector<double> dots(selected_.size(), 0.0);
+    for (size_t h = 0; h < selected_.size(); ++h) {
+      const SparseColumnView col = columns_[q]->column(h);
+      for (uint64_t e = 0; e < col.nnz; ++e) dots[h] += a_[q][col.rows[e]] * double(col.values[e]);
+    }
+    local.push_back(std::move(dots));
+  }
+  return allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, local, selected_.size());
+}
+
+// max_h ½Σ_{j∈d_h} c_j² over the batches so far, c indexed by selected column.
+double DistributedRun::best_batch_score(const std::vector<double>& c) const {
+  double best = 0;
+  for (size_t h = 0; h + 1 < batch_begin_.size(); ++h) {
+    double s = 0;
+    for (size_t j = batch_begin_[h]; j < batch_begin_[h + 1]; ++j) s += c[j] * c[j];
+    best = std::max(best, 0.5 * s);
+  }
+  return best;
 }
 
 // α from the decision values on this rank's rows (Theorem 3), a = α∘y.
 void DistributedRun::update_duals() {
-  const auto decisions = partition_decisions(problem_, w_);
   std::vector<double> alpha;
-  for (size_t q = 0; q < problem_.parts.size(); ++q) {
-    dual_from_decision(settings_.apg.loss, settings_.apg.C, problem_.parts[q].y.data(), decisions[q], alpha);
-    for (uint64_t i = 0; i < problem_.parts[q].n; ++i) a_[q][i] = alpha[i] * double(problem_.parts[q].y[i]);
+  for (size_t q = 0; q < labels_.size(); ++q) {
+    dual_from_decision(settings_.apg.loss, settings_.apg.C, labels_[q].data(), decisions_[q], alpha);
+    for (uint64_t i = 0; i < labels_[q].size(); ++i) a_[q][i] = alpha[i] * double(labels_[q][i]);
   }
+}
+
+// The subproblem (31) over the selected columns: the single-store APG over
+// this rank's partitions, every row sum reduced in the partition tree.
+std::vector<ApgRowPart> DistributedRun::parts() {
+  std::vector<ApgRowPart> out;
+  for (size_t q = 0; q < columns_.size(); ++q) out.push_back({columns_[q].get(), labels_[q].data(), &decisions_[q]});
+  return out;
+}
+
+ApgResult DistributedRun::solve() { return solve_apg(parts(), *reduction_, settings_.apg, state_, budget_); }
+
+// The state after the checkpoint's last outer iteration: its batches read
+// again from this rank's partitions, ω and L_t, the iteration log, and α
+// formed from ω as the solve formed it. Returns the next iteration.
+int DistributedRun::restore(TrainProgress& saved, std::vector<char>& is_selected, double& objective) {
+  for (const auto& batch : saved.batches) {
+    std::vector<ScoredCandidate> top;
+    for (uint64_t id : batch) {
+      if (!space_ && id >= is_selected.size())
+        throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
+                                                        is_selected.size(), dir_));
+      if (!space_) is_selected[id] = 1;
+      top.push_back({0.0, id});
+    }
+    if (space_)
+      add_generated_batch(top);
+    else
+      add_batch(top);
+  }
+  if (saved.apg.w.size() != selected_.size())
+    throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: {} weights for {} selected columns", saved.apg.w.size(),
+                                                    selected_.size()));
+  state_ = std::move(saved.apg);
+  out_.iterations = std::move(saved.iterations);
+  out_.iterations_restored = out_.iterations.size();
+  if (!out_.iterations.empty()) objective = out_.iterations.back().objective;
+  if (!selected_.empty()) {
+    apg_decision_values(parts(), settings_.apg, state_, budget_);
+    update_duals();
+  }
+  return static_cast<int>(out_.iterations.size()) + 1;
+}
+
+void DistributedRun::save_progress() const {
+  if (!hooks_.on_progress) return;
+  TrainProgress progress;
+  progress.batches = batches_;
+  progress.apg = state_;
+  progress.iterations = out_.iterations;
+  hooks_.on_progress(progress);
 }
 
 // The top-B unselected candidates by the global c, the same on every rank:
@@ -259,14 +398,17 @@ Model DistributedRun::make_model(double objective) const {
   model.input_checksum = out_.manifest.input_checksum;
   model.input_path = out_.manifest.input_path;
   model.feature_kind = groups_ ? "group" : "linear";
+  if (space_) space_->describe(model);
   model.objective = objective;
-  for (size_t h = 0; h + 1 < problem_.batch_begin.size(); ++h)
-    for (size_t j = problem_.batch_begin[h]; j < problem_.batch_begin[h + 1]; ++j) {
+  model.bias = settings_.apg.bias ? state_.b : 0.0;
+  for (size_t h = 0; h + 1 < batch_begin_.size(); ++h)
+    for (size_t j = batch_begin_[h]; j < batch_begin_[h + 1]; ++j) {
       ModelFeature f;
       f.key.kind = groups_ ? FeatureKind::kGroup : FeatureKind::kLinear;
       f.key.ids[0] = selected_[j];
       if (groups_) f.key.group = column_group_[j];
-      f.weight = w_[j];
+      if (space_) f.key = selected_keys_[j];
+      f.weight = state_.w[j];
       f.batch = static_cast<uint32_t>(h + 1);  // outer iterations count from 1, as in engine/fgm_trainer.cpp
       model.features.push_back(f);
     }
@@ -278,44 +420,73 @@ DistributedOutcome DistributedRun::run() {
   CommunicationStats before = comm_.stats();
   open_partitions();
   map_labels();
+  if (settings_.space.kind != "linear") {
+    std::vector<const ShardStore*> stores;
+    for (const auto& part : own_) stores.push_back(part.store.get());
+    space_ = make_distributed_space(settings_.space, comm_,
+                                    {out_.manifest.partitions, range_.first, out_.manifest.n_rows,
+                                     out_.manifest.n_features},
+                                    stores, budget_);
+  }
   record(0, "labels", before);
-  score_memory_ = budget_.reserve(
-      out_.manifest.n_features * (sizeof(double) * (range_.count + static_cast<uint64_t>(comm_.size()) + 2) + 1),
-      "score vectors of a distributed scoring pass", "use fewer features or more memory per rank");
-  problem_.batch_begin = {0};
-  // F_0 = P(0): the objective without features (no bias), reduced like every row sum.
-  {
+  if (!space_)
+    score_memory_ = budget_.reserve(
+        out_.manifest.n_features * (sizeof(double) * (range_.count + static_cast<uint64_t>(comm_.size()) + 2) + 1),
+        "score vectors of a distributed scoring pass", "use fewer features or more memory per rank");
+  batch_begin_ = {0};
+  // F_0 and α⁰: the solution of (31) with no feature selected. With a bias
+  // that is b alone, fitted first as the single-store trainer does
+  // (engine/fgm_trainer.cpp fit_without_features); else F_0 = P(0), reduced
+  // like every row sum.
+  if (settings_.apg.bias) {
+    before = comm_.stats();
+    const ApgResult r = solve();
+    update_duals();
+    out_.objective_no_features = r.objective;
+    record(0, "solve", before);
+  } else {
     std::vector<std::vector<double>> local;
-    for (const auto& part : problem_.parts)
-      local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, part.y.data(), std::vector<double>(part.n, 0.0))});
-    out_.objective_no_features =
-        allreduce_partition_sums(comm_, problem_.partitions, problem_.first_partition, local, 1).front();
+    for (const auto& y : labels_)
+      local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, y.data(), std::vector<double>(y.size(), 0.0))});
+    out_.objective_no_features = allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, local, 1).front();
   }
   double objective = out_.objective_no_features;
   if (!settings_.space.groups_path.empty())
     groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
         settings_.space.groups_path, out_.manifest.n_features, out_.manifest.index_base, budget_,
         parse_group_structure(settings_.space.group_structure)));
-  std::vector<char> is_selected(groups_ ? groups_->n_groups : out_.manifest.n_features, 0);
-  for (int t = 1;; ++t) {
+  std::vector<char> is_selected(space_ ? 0 : groups_ ? groups_->n_groups : out_.manifest.n_features, 0);
+  const int first = hooks_.resume ? restore(*hooks_.resume, is_selected, objective) : 1;
+  for (int t = first;; ++t) {
     IterationRecord rec;
     rec.iter = t;
     auto phase_start = std::chrono::steady_clock::now();
     before = comm_.stats();
     bytes_streamed_ = 0;
-    const std::vector<double> c = scores();
     Reservation top_memory;
-    const std::vector<ScoredCandidate> fresh = top_candidates(c, is_selected, top_memory);
-    // (37): ½Σ_{j∈new} c_j² − max_h ½Σ_{j∈d_h} c_j², with the current α.
-    double best = 0, fresh_sum = 0;
-    for (size_t h = 0; h + 1 < problem_.batch_begin.size(); ++h) {
-      double s = 0;
-      for (size_t j = problem_.batch_begin[h]; j < problem_.batch_begin[h + 1]; ++j) s += c[selected_[j]] * c[selected_[j]];
-      best = std::max(best, 0.5 * s);
+    std::vector<ScoredCandidate> fresh;
+    double best = 0, fresh_sum = 0;  // (37): ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j², with the current α
+    if (space_) {
+      std::vector<PartitionScoringInput> inputs;
+      for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
+      DistributedScores scored = space_->score(inputs, settings_.B);
+      fresh = std::move(scored.top);
+      top_memory = std::move(scored.top_memory);
+      best = best_batch_score(selected_column_dots());
+      rec.candidates_scored = scored.candidates_scored;
+      rec.pair_updates = scored.pair_updates;
+      bytes_streamed_ += scored.bytes_streamed;
+      out_.total_bytes_streamed += scored.bytes_streamed;
+    } else {
+      const std::vector<double> c = scores();
+      fresh = top_candidates(c, is_selected, top_memory);
+      std::vector<double> selected_c;
+      for (uint64_t j : selected_) selected_c.push_back(c[j]);
+      best = best_batch_score(selected_c);
+      rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
     }
     for (const auto& f : fresh) fresh_sum += f.score;
     rec.sip_violation = 0.5 * fresh_sum - best;
-    rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
     rec.score_seconds = seconds_since(phase_start);
     rec.bytes_streamed = bytes_streamed_;
     record(t, "scoring", before);
@@ -334,9 +505,13 @@ DistributedOutcome DistributedRun::run() {
     }
     phase_start = std::chrono::steady_clock::now();
     before = comm_.stats();
-    for (const auto& f : fresh) is_selected[f.id] = 1;
-    add_batch(fresh);
-    const DistributedApgResult r = solve_distributed_apg(problem_, settings_.apg, w_, lipschitz_);
+    if (space_) {
+      add_generated_batch(fresh);
+    } else {
+      for (const auto& f : fresh) is_selected[f.id] = 1;
+      add_batch(fresh);
+    }
+    const ApgResult r = solve();
     update_duals();
     rec.solve_seconds = seconds_since(phase_start);
     record(t, "solve", before);
@@ -347,11 +522,14 @@ DistributedOutcome DistributedRun::run() {
     rec.objective = r.objective;
     rec.apg_iterations = r.iterations;
     rec.apg_line_search_steps = r.line_search_steps;
-    rec.apg_gradient_evaluations = r.iterations;
+    rec.apg_gradient_evaluations = r.gradient_evaluations;
+    rec.apg_recomputed_products = r.recomputed_products;
     rec.apg_converged = r.converged;
+    rec.apg_relative_gap = r.relative_gap;
     rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
     rec.peak_rss_bytes = peak_rss_bytes();
     out_.iterations.push_back(rec);
+    save_progress();
     if (comm_.rank() == 0)
       spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
                  "{:.3f}s ({} APG its), communicated {} B",
@@ -359,6 +537,7 @@ DistributedOutcome DistributedRun::run() {
                  rec.apg_iterations, out_.communication.back().comm.bytes + out_.communication.end()[-2].comm.bytes);
   }
   out_.model = make_model(objective);
+  out_.budget_peak = budget_.peak();
   out_.seconds = seconds_since(start);
   return std::move(out_);
 }
@@ -366,8 +545,9 @@ DistributedOutcome DistributedRun::run() {
 }  // namespace
 
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
-                                         const TrainSettings& settings, MemoryBudget& budget) {
-  DistributedRun run(comm, store_dir, settings, budget);
+                                         const TrainSettings& settings, MemoryBudget& budget,
+                                         const DistributedHooks& hooks) {
+  DistributedRun run(comm, store_dir, settings, budget, hooks);
   return run.run();
 }
 

@@ -7,16 +7,19 @@
 //      the partitions' c vectors are added in the fixed partition tree
 //      (core/partition_sum.h) and every rank picks the same top-B;
 //   2. each rank reads its rows of the new columns;
-//   3. the subproblem is solved by solvers/distributed_apg.h;
+//   3. the subproblem is solved by the single-store APG (solvers/apg.h) over
+//      this rank's partitions, every row sum reduced in the partition tree;
 //   4. each rank forms α (Theorem 3) on its own rows.
 // Same store and settings give the same model bit for bit for every rank
 // count dividing the partition count and any engine.threads. Linear features
-// and groups of them (features.groups, any structure), binary labels, no bias
-// in this first version (other settings are refused
-// by the CLI, naming the key).
+// and groups of them (features.groups, any structure), and the generated
+// spaces poly2/hik/additive (engine/distributed_spaces.h); binary labels,
+// with or without the bias (fgm.bias: FGM-SHIFT, b fitted first as in the
+// single-store trainer); other settings are refused by the CLI, naming the key.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,13 +48,27 @@ struct DistributedOutcome {
   int ranks = 1;
   uint32_t first_partition = 0, own_partitions = 0;
   uint64_t total_bytes_streamed = 0;
+  uint64_t iterations_restored = 0;  // outer iterations taken from a checkpoint
+  uint64_t budget_peak = 0;          // this rank's MemoryBudget peak
   double seconds = 0;
+};
+
+// Resume checkpoints of a distributed run (the CLI: rank 0 writes them, every
+// rank reads the same one). A TrainProgress of a distributed run holds the
+// batches, ω, L_t and the iteration log, not α: α lives with its rows, and is
+// formed again on each rank from ω exactly as the solve formed it
+// (apg_decision_values), so a resumed run repeats the uninterrupted run's
+// arithmetic bit for bit.
+struct DistributedHooks {
+  TrainProgress* resume = nullptr;                        // start from this state (moved from)
+  std::function<void(const TrainProgress&)> on_progress;  // after each outer iteration, on every rank
 };
 
 // The error when `ranks` cannot deal out `manifest`'s partitions evenly (empty if they can).
 std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks);
 
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
-                                         const TrainSettings& settings, MemoryBudget& budget);
+                                         const TrainSettings& settings, MemoryBudget& budget,
+                                         const DistributedHooks& hooks = {});
 
 }  // namespace fgm

@@ -9,6 +9,9 @@
 
 #include "core/error.h"
 #include "core/messages.h"
+#include "engine/fgm_trainer.h"
+#include "engine/model_provenance.h"
+#include "engine/one_vs_rest.h"
 #include "features/block_stream.h"
 #include "features/feature_groups.h"
 #include "features/transformed_store.h"
@@ -79,8 +82,11 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
                 "(m random groups) or exclusive.expected_relevant (s: m = s / ln s random groups)");
   }
   s.path_lambda = c.get_list("exclusive.path_lambda");
-  if (command == ConfigCommand::kTrain)
+  s.path_warm_start = c.get_bool("exclusive.path_warm_start");
+  if (command == ConfigCommand::kTrain) {
     reject(c, "exclusive.path_lambda", "exclusive.path_lambda is read by `fgm path` only (fgm train makes one model)");
+    reject(c, "exclusive.path_warm_start", "it is read by `fgm path` only (fgm train makes one model)");
+  }
   else if (s.path_lambda.empty())
     throw Error(ErrorKind::kConfig, "fgm path with solver = \"exclusive\" needs exclusive.path_lambda (a list of λ)");
   if (command == ConfigCommand::kPath) {
@@ -95,19 +101,22 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
 namespace {
 
 // What both commands share: the stream, the design, the labels, the groups.
+// As FGM (engine/fgm_trainer.h): a store whose resident copy fits in half of
+// what the budget has left stays in memory between passes, and is cut into
+// the same blocks as FGM's scoring passes; a larger one is streamed.
 struct ExclusiveProblem {
   ExclusiveProblem(const ShardStore& store, const ExclusiveSettings& s, MemoryBudget& budget)
-      : stream(store, scheduler(s), budget),
-        design(stream, store.plan_blocks(std::max<uint64_t>(64 << 10, std::min(s.block_bytes, budget.limit() / 16))),
+      : resident(keeps_store_resident(store.info(), budget)
+                     ? budget.reserve(resident_store_bytes(store.info()), "store pages kept resident between passes")
+                     : Reservation()),
+        stream(store, scheduler(s, resident.bytes() > 0), budget),
+        design(stream,
+               store.plan_blocks(scoring_block_bytes(s.block_bytes, budget, store.info().n_rows, resident.bytes() > 0)),
                budget) {
     const StoreInfo& info = store.info();
-    if (info.classes() > 2)
-      throw Error(ErrorKind::kConfig,
-                  fmt::format("solver = \"exclusive\" trains binary models; the store {} has {} classes",
-                              store.dir(), info.classes()));
     labels_memory = budget.reserve(info.n_rows * sizeof(double), "exclusive: labels");
     y.resize(info.n_rows);
-    for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = store.labels()[i];
+    if (info.classes() <= 2) set_labels(store.labels());
     if (!s.groups_path.empty()) {
       const FeatureGroups file = read_feature_groups(s.groups_path, info.n_features, info.index_base, budget,
                                                      parse_group_structure(s.group_structure));
@@ -118,11 +127,17 @@ struct ExclusiveProblem {
       source = "random";
     }
   }
-  static SchedulerOptions scheduler(const ExclusiveSettings& s) {
+  // ±1 labels of the binary problem (n entries).
+  void set_labels(const int8_t* labels) {
+    for (uint64_t i = 0; i < y.size(); ++i) y[i] = labels[i];
+  }
+  static SchedulerOptions scheduler(const ExclusiveSettings& s, bool keep_resident) {
     SchedulerOptions o;
     o.threads = s.threads;
+    o.keep_resident = keep_resident;
     return o;
   }
+  Reservation resident;  // released after the stream that holds the blocks
   BlockStream stream;
   exclusive::StreamedDesign design;
   Reservation labels_memory;
@@ -132,34 +147,25 @@ struct ExclusiveProblem {
 };
 
 ExclusiveOutcome fit_one(const ShardStore& store, ExclusiveProblem& problem, const ExclusiveSettings& s,
-                         double lambda, MemoryBudget& budget) {
+                         double lambda, MemoryBudget& budget, const exclusive::ExclusiveWarmStart* warm = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   exclusive::FistaOptions fista = s.fista;
   fista.lambda = lambda;
   ExclusiveOutcome out;
-  out.fit = exclusive::fit_exclusive(problem.design, problem.y, problem.groups, fista, s.working_set, budget);
+  out.fit = exclusive::fit_exclusive(problem.design, problem.y, problem.groups, fista, s.working_set, budget, warm);
+  out.warm_started = warm != nullptr;
   out.group_source = problem.source;
   out.group_count = problem.groups.count();
   out.groups_disjoint = problem.groups.disjoint;
   out.columns = problem.design.columns();
-  const StoreInfo& info = store.info();
+  out.model = model_of_store(store.info(), "exclusive");
   Model& m = out.model;
-  m.engine_version = FGM_VERSION;
-  m.solver = "exclusive";
   m.loss = exclusive::loss_name(fista.loss);
   m.C = lambda;  // the model's regularisation parameter (λ); the full config is in m.config
   m.iterations = static_cast<uint32_t>(out.fit.fista_iterations);
   m.has_bias = false;
-  m.n_features = info.n_features;
-  m.index_base = info.index_base;
-  m.positive_label = info.positive_value;
-  m.negative_label = info.negative_value;
-  m.store_checksum = info.store_checksum;
-  m.input_checksum = info.input_checksum;
-  m.input_path = info.input_path;
   m.feature_kind = "linear";
   m.objective = out.fit.last_solve.objective;
-  m.created_unix = static_cast<int64_t>(std::time(nullptr));
   for (uint64_t k = 0; k < out.fit.w.size(); ++k) {
     if (out.fit.w[k] == 0) continue;
     ModelFeature f;
@@ -179,15 +185,52 @@ ExclusiveOutcome fit_one(const ShardStore& store, ExclusiveProblem& problem, con
 
 ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
                                        MemoryBudget& budget) {
+  if (store.info().classes() > 2)
+    throw Error(ErrorKind::kConfig, fmt::format("the store {} has {} classes: train_exclusive_one_vs_rest trains them",
+                                                store.dir(), store.info().classes()));
   ExclusiveProblem problem(store, settings, budget);
   return fit_one(store, problem, settings, settings.fista.lambda, budget);
 }
 
+ExclusiveMulticlassOutcome train_exclusive_one_vs_rest(const ShardStore& store, const ExclusiveSettings& settings,
+                                                       MemoryBudget& budget) {
+  const auto start = std::chrono::steady_clock::now();
+  const StoreInfo& info = store.info();
+  FGM_ASSERT(info.classes() > 2);
+  ExclusiveProblem problem(store, settings, budget);
+  ExclusiveMulticlassOutcome out;
+  std::vector<Model> models;
+  for (size_t c = 0; c < info.classes(); ++c) {
+    problem.set_labels(one_vs_rest_labels(store, c).data());
+    out.classes.push_back(fit_one(store, problem, settings, settings.fista.lambda, budget));
+    models.push_back(out.classes.back().model);
+  }
+  out.model = combine_class_models(models, info.class_values);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.budget_peak = budget.peak();
+  return out;
+}
+
 std::vector<ExclusiveOutcome> train_exclusive_path(const ShardStore& store, const ExclusiveSettings& settings,
                                                    MemoryBudget& budget) {
+  if (store.info().classes() > 2)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("fgm path with solver = \"exclusive\" fits binary stores; the store {} has {} classes "
+                            "(fgm train fits them one-vs-rest)",
+                            store.dir(), store.info().classes()));
   ExclusiveProblem problem(store, settings, budget);
   std::vector<ExclusiveOutcome> out;
-  for (double lambda : settings.path_lambda) out.push_back(fit_one(store, problem, settings, lambda, budget));
+  exclusive::ExclusiveWarmStart warm;  // p weights, n margins, n duals (licp) kept between two λ
+  Reservation warm_memory;
+  if (settings.path_warm_start && settings.path_lambda.size() > 1)
+    warm_memory = budget.reserve((problem.design.columns() + 2 * problem.design.rows()) * sizeof(double) +
+                                     problem.design.columns() * sizeof(uint64_t),
+                                 "exclusive: warm start of the next λ", "set exclusive.path_warm_start = false");
+  for (double lambda : settings.path_lambda) {
+    const bool use_warm = settings.path_warm_start && !out.empty();
+    out.push_back(fit_one(store, problem, settings, lambda, budget, use_warm ? &warm : nullptr));
+    if (settings.path_warm_start) warm = out.back().fit.warm_start();
+  }
   return out;
 }
 

@@ -27,6 +27,7 @@ struct ExclusiveSettings {
   uint64_t expected_relevant = 0;
   uint64_t group_seed = 1;
   std::vector<double> path_lambda;  // fgm path
+  bool path_warm_start = true;      // fgm path: each λ starts from the previous one's fit
   int threads = 1;
   uint64_t block_bytes = 4 << 20;
 };
@@ -45,14 +46,31 @@ struct ExclusiveOutcome {
   uint64_t columns = 0;      // non-empty columns of the store (the design's p)
   double seconds = 0;
   uint64_t budget_peak = 0;
+  bool warm_started = false;  // fgm path: started from the previous λ's fit
 };
 
 // One fit at settings.fista.lambda. The store must be binary (labels ±1).
 ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
                                        MemoryBudget& budget);
 
+// A multi-class store, one-vs-rest as the FGM solver does it
+// (engine/one_vs_rest.h): for each class c in the store's class order, the
+// binary fit on labels +1 for class c and −1 for the rest
+// (one_vs_rest_labels), one after another on the same stream, design and
+// groups. So class c's model is exactly the binary run's on the data
+// relabelled by hand (tested).
+struct ExclusiveMulticlassOutcome {
+  Model model;                            // model.classes, one per class
+  std::vector<ExclusiveOutcome> classes;  // each class's fit (its binary model too)
+  double seconds = 0;
+  uint64_t budget_peak = 0;
+};
+ExclusiveMulticlassOutcome train_exclusive_one_vs_rest(const ShardStore& store, const ExclusiveSettings& settings,
+                                                       MemoryBudget& budget);
+
 // One fit per λ of settings.path_lambda, in order, sharing the stream, the
-// design and the groups.
+// design and the groups; with path_warm_start each fit starts from the
+// previous λ's (solvers/exclusive/working_set.h ExclusiveWarmStart).
 std::vector<ExclusiveOutcome> train_exclusive_path(const ShardStore& store, const ExclusiveSettings& settings,
                                                    MemoryBudget& budget);
 

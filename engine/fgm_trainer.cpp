@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "engine/model_provenance.h"
 #include "cache/selected_features.h"
 #include "core/error.h"
 #include "core/messages.h"
@@ -480,24 +481,15 @@ Model FgmRun::make_model() const {
   const StoreInfo& info = store_.info();
   const ApgOptions& apg = settings_.apg;
   const ApgState& state = progress_.apg;
-  Model m;
-  m.engine_version = FGM_VERSION;
+  Model m = model_of_store(info, "fgm");
   m.loss = loss_name(apg.loss);
   m.C = apg.C;
   m.B = settings_.B;
   m.iterations = static_cast<uint32_t>(progress_.iterations.size());
   m.has_bias = apg.bias;
   m.bias = apg.bias ? state.b : 0.0;
-  m.n_features = info.n_features;
-  m.index_base = info.index_base;
-  m.positive_label = info.positive_value;
-  m.negative_label = info.negative_value;
-  m.store_checksum = info.store_checksum;
-  m.input_checksum = info.input_checksum;
-  m.input_path = info.input_path;
   space_->describe(m);
   m.objective = progress_.iterations.empty() ? f0_ : progress_.iterations.back().objective;
-  m.created_unix = static_cast<int64_t>(std::time(nullptr));
   for (size_t h = 0; h < cache_.num_batches(); ++h) {
     for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
       ModelFeature f;
@@ -670,7 +662,12 @@ LockstepOutcome LockstepRuns::run() {
 // once. Scores do not depend on how the columns are cut into blocks.
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
   uint64_t target = std::min(block_bytes, budget.limit() / 16);
-  if (resident) target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / 16));
+  // Units of ~16 bytes per row: a tiled pass reuses each dual-slice line for
+  // several nonzeros only when a unit holds about one nonzero per row or more
+  // (a tall store in 4 MB units touches each line ~once per unit, and the
+  // tile walk is then slower than a plain gather). A streamed unit is read
+  // into one buffer per thread, at most a 32nd of the budget.
+  target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / (resident ? 16 : 32)));
   return std::max<uint64_t>(64 << 10, target);
 }
 

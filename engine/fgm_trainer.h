@@ -39,8 +39,9 @@ namespace fgm {
 // How `fgm train` streams a store for its scoring passes. A store whose
 // resident copy (resident_store_bytes) fits in half of what the budget has
 // left stays in memory between passes; the block target (engine.block_bytes,
-// smaller under a small budget; for a resident store about 16 bytes per row
-// when larger) is the unit of one parallel task. Exposed for bench/.
+// smaller under a small budget; about 16 bytes per row when larger, up to a
+// 16th of the budget for a resident store, a 32nd for a streamed one) is the
+// unit of one parallel task. Exposed for bench/.
 bool keeps_store_resident(const StoreInfo& info, const MemoryBudget& budget);
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident);
 

@@ -4,11 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "cache/selected_features.h"
 #include "core/error.h"
+#include "core/messages.h"
 #include "engine/fgm_trainer.h"
+#include "engine/model_provenance.h"
 #include "features/block_scores.h"
 #include "features/transformed_store.h"
 
@@ -27,6 +31,119 @@ struct ConstraintMember {
   size_t position = SIZE_MAX;
 };
 
+constexpr char kStateTag[] = "MSLRSTATE1";
+
+// Fixed-width little-endian fields (the machines fgm runs on are little-endian;
+// the checkpoint is read back by the same build).
+class StateWriter {
+ public:
+  template <class T>
+  void scalar(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  template <class T>
+  void vector(const std::vector<T>& v) {
+    scalar<uint64_t>(v.size());
+    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
+  void string(const std::string& v) {
+    scalar<uint64_t>(v.size());
+    out_ += v;
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class StateReader {
+ public:
+  StateReader(const std::string& bytes, const std::string& file) : bytes_(bytes), file_(file) {}
+  template <class T>
+  T scalar() {
+    T v;
+    need(sizeof v);
+    std::memcpy(&v, bytes_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  template <class T>
+  std::vector<T> vector() {
+    const uint64_t n = scalar<uint64_t>();
+    if (n > (bytes_.size() - at_) / sizeof(T)) fail("a list runs past the end");
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), bytes_.data() + at_, n * sizeof(T));
+    at_ += n * sizeof(T);
+    return v;
+  }
+  std::string string() {
+    const uint64_t n = scalar<uint64_t>();
+    need(n);
+    std::string v = bytes_.substr(at_, n);
+    at_ += n;
+    return v;
+  }
+  bool at_end() const { return at_ == bytes_.size(); }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file_, "MSLR state: " + why));
+  }
+
+ private:
+  void need(uint64_t n) const {
+    if (n > bytes_.size() - at_) fail("truncated");
+  }
+  const std::string& bytes_;
+  const std::string& file_;
+  size_t at_ = 0;
+};
+
+void write_iteration(StateWriter& w, const MslrIteration& r) {
+  w.scalar<int32_t>(r.iter);
+  w.scalar(r.selected);
+  w.scalar(r.added);
+  w.scalar(r.constraint_size);
+  w.scalar(r.sip_violation);
+  w.scalar(r.objective);
+  w.scalar(r.dual);
+  w.scalar(r.relative_gap);
+  w.scalar(r.q);
+  w.scalar<int32_t>(r.stages);
+  w.scalar<int32_t>(r.sweeps);
+  w.scalar(r.newton_steps);
+  w.scalar(r.bisections);
+  w.scalar<uint8_t>(r.converged);
+  w.vector(r.mu);
+  w.scalar(r.score_seconds);
+  w.scalar(r.solve_seconds);
+  w.scalar(r.bytes_streamed);
+  w.scalar(r.peak_rss_bytes);
+}
+
+MslrIteration read_iteration(StateReader& r) {
+  MslrIteration it;
+  it.iter = r.scalar<int32_t>();
+  it.selected = r.scalar<uint64_t>();
+  it.added = r.scalar<uint64_t>();
+  it.constraint_size = r.scalar<uint64_t>();
+  it.sip_violation = r.scalar<double>();
+  it.objective = r.scalar<double>();
+  it.dual = r.scalar<double>();
+  it.relative_gap = r.scalar<double>();
+  it.q = r.scalar<double>();
+  it.stages = r.scalar<int32_t>();
+  it.sweeps = r.scalar<int32_t>();
+  it.newton_steps = r.scalar<uint64_t>();
+  it.bisections = r.scalar<uint64_t>();
+  it.converged = r.scalar<uint8_t>() != 0;
+  it.mu = r.vector<double>();
+  it.score_seconds = r.scalar<double>();
+  it.solve_seconds = r.scalar<double>();
+  it.bytes_streamed = r.scalar<uint64_t>();
+  it.peak_rss_bytes = r.scalar<uint64_t>();
+  return it;
+}
+
 class MslrRun {
  public:
   MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget, const MslrHooks& hooks);
@@ -44,6 +161,8 @@ class MslrRun {
   Model make_model() const;
   void emit_checkpoint();
   std::vector<double> decision_values() const;
+  void restore(const MslrState& state);
+  MslrState state() const;
 
   const ShardStore& store_;
   const MslrSettings& settings_;
@@ -65,6 +184,7 @@ class MslrRun {
   std::vector<double> weights_;           // model weights per cache column
   double last_objective_ = 0;
   size_t next_checkpoint_ = 0;
+  double resumed_seconds_ = 0;  // the interrupted run's time, when resumed
   MslrOutcome out_;
 };
 
@@ -201,8 +321,9 @@ void MslrRun::solve(MslrIteration& rec) {
   if (!r.converged && settings_.warnings)
     settings_.warnings->add("mslr_not_converged",
                             "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped at q = " +
-                                std::to_string(r.q) + " (mslr.q_max) with relative gap " +
-                                std::to_string(r.relative_gap) + " above mslr.tolerance; raise mslr.q_max or mslr.max_sweeps");
+                                std::to_string(r.q) + " with relative gap " + std::to_string(r.relative_gap) +
+                                " above mslr.tolerance (mslr.q_max reached, or the gap stopped shrinking); raise "
+                                "mslr.q_max or mslr.max_sweeps");
 }
 
 std::string MslrRun::stop_reason(int t) const {
@@ -262,28 +383,72 @@ bool MslrRun::iteration(int t) {
       ++next_checkpoint_;
   }
   out_.stop_reason = stop_reason(t);
+  if (hooks_.on_state) hooks_.on_state(state());
   return out_.stop_reason.empty();
+}
+
+// The cache is rebuilt batch by batch in the saved order (the same columns at
+// the same positions); everything else is copied.
+void MslrRun::restore(const MslrState& s) {
+  if (s.alpha.size() != n_ || s.beta.size() != n_)
+    throw Error(ErrorKind::kCorruption, "MSLR resume state: " + std::to_string(s.alpha.size()) +
+                                            " dual variables for a store of " + std::to_string(n_) + " rows");
+  for (const auto& batch : s.batches) {
+    cache_.begin_batch();
+    for (uint64_t id : batch) {
+      space_->mark_selected(id);
+      space_->materialize(store_, id, cache_);
+      selected_ids_.push_back(id);
+    }
+  }
+  FGM_ASSERT(cache_.num_columns() == selected_ids_.size());
+  constraints_.clear();
+  for (const auto& d : s.constraints) {
+    for (uint64_t k : d) FGM_ASSERT(k < cache_.num_columns());
+    constraints_.emplace_back(d.begin(), d.end());
+  }
+  alpha_ = s.alpha;
+  beta_ = s.beta;
+  weights_ = s.weights;
+  last_objective_ = s.last_objective;
+  next_checkpoint_ = static_cast<size_t>(s.next_checkpoint);
+  out_.iterations = s.iterations;
+  out_.stop_reason = s.stop_reason;
+  out_.final_sip_violation = s.final_sip_violation;
+  out_.scoring_passes = s.scoring_passes;
+  out_.total_bytes_streamed = s.total_bytes_streamed;
+  resumed_seconds_ = s.seconds;
+}
+
+MslrState MslrRun::state() const {
+  MslrState s;
+  for (size_t h = 0; h < cache_.num_batches(); ++h)
+    s.batches.emplace_back(selected_ids_.begin() + cache_.batch_begin(h), selected_ids_.begin() + cache_.batch_end(h));
+  for (const auto& d : constraints_) s.constraints.emplace_back(d.begin(), d.end());
+  s.alpha = alpha_;
+  s.beta = beta_;
+  s.weights = weights_;
+  s.last_objective = last_objective_;
+  s.next_checkpoint = next_checkpoint_;
+  s.iterations = out_.iterations;
+  s.stop_reason = out_.stop_reason;
+  s.final_sip_violation = out_.final_sip_violation;
+  s.scoring_passes = out_.scoring_passes;
+  s.total_bytes_streamed = out_.total_bytes_streamed;
+  s.seconds = resumed_seconds_ + seconds_since(start_);
+  return s;
 }
 
 Model MslrRun::make_model() const {
   const StoreInfo& info = store_.info();
-  Model m;
-  m.engine_version = FGM_VERSION;
+  Model m = model_of_store(info, "mslr");
   m.loss = "logistic";
   m.C = settings_.minimax.C;
   m.B = settings_.r;
   m.iterations = static_cast<uint32_t>(out_.iterations.size());
   m.has_bias = false;
-  m.n_features = info.n_features;
-  m.index_base = info.index_base;
-  m.positive_label = info.positive_value;
-  m.negative_label = info.negative_value;
-  m.store_checksum = info.store_checksum;
-  m.input_checksum = info.input_checksum;
-  m.input_path = info.input_path;
   space_->describe(m);
   m.objective = last_objective_;
-  m.created_unix = static_cast<int64_t>(std::time(nullptr));
   for (size_t h = 0; h < cache_.num_batches(); ++h)
     for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
       ModelFeature f;
@@ -302,7 +467,7 @@ void MslrRun::emit_checkpoint() {
   cp.features = cache_.num_columns();
   cp.model = make_model();
   cp.last = &out_.iterations.back();
-  cp.seconds = seconds_since(start_);
+  cp.seconds = resumed_seconds_ + seconds_since(start_);
   hooks_.on_checkpoint(cp);
 }
 
@@ -316,20 +481,70 @@ std::vector<double> MslrRun::decision_values() const {
 }
 
 MslrOutcome MslrRun::run() {
-  for (int t = 1; t <= settings_.max_iterations; ++t)
-    if (!iteration(t)) break;
+  if (settings_.resume) restore(*settings_.resume);
+  if (out_.stop_reason.empty())
+    for (int t = static_cast<int>(out_.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
+      if (!iteration(t)) break;
   // A path that stopped before its next checkpoint still reports where it got.
   if (hooks_.on_checkpoint && next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
       (next_checkpoint_ == 0 || settings_.checkpoints[next_checkpoint_ - 1] < cache_.num_columns()))
     emit_checkpoint();
   if (hooks_.on_final_decision) hooks_.on_final_decision(decision_values());
   out_.model = make_model();
-  out_.seconds = seconds_since(start_);
+  out_.seconds = resumed_seconds_ + seconds_since(start_);
   out_.budget_peak = budget_.peak();
   return std::move(out_);
 }
 
 }  // namespace
+
+std::string encode_mslr_state(const MslrState& s) {
+  StateWriter w;
+  w.string(kStateTag);
+  w.scalar<uint64_t>(s.batches.size());
+  for (const auto& b : s.batches) w.vector(b);
+  w.scalar<uint64_t>(s.constraints.size());
+  for (const auto& d : s.constraints) w.vector(d);
+  w.vector(s.alpha);
+  w.vector(s.beta);
+  w.vector(s.weights);
+  w.scalar(s.last_objective);
+  w.scalar(s.next_checkpoint);
+  w.scalar<uint64_t>(s.iterations.size());
+  for (const auto& it : s.iterations) write_iteration(w, it);
+  w.string(s.stop_reason);
+  w.scalar(s.final_sip_violation);
+  w.scalar(s.scoring_passes);
+  w.scalar(s.total_bytes_streamed);
+  w.scalar(s.seconds);
+  return w.take();
+}
+
+MslrState decode_mslr_state(const std::string& bytes, const std::string& file) {
+  StateReader r(bytes, file);
+  if (r.string() != kStateTag) r.fail("unknown format");
+  MslrState s;
+  const uint64_t batches = r.scalar<uint64_t>();
+  for (uint64_t h = 0; h < batches; ++h) s.batches.push_back(r.vector<uint64_t>());
+  const uint64_t constraints = r.scalar<uint64_t>();
+  if (constraints > mslr::kMaxConstraints) r.fail("too many constraints");
+  for (uint64_t t = 0; t < constraints; ++t) s.constraints.push_back(r.vector<uint64_t>());
+  s.alpha = r.vector<double>();
+  s.beta = r.vector<double>();
+  s.weights = r.vector<double>();
+  s.last_objective = r.scalar<double>();
+  s.next_checkpoint = r.scalar<uint64_t>();
+  const uint64_t iterations = r.scalar<uint64_t>();
+  if (iterations > mslr::kMaxConstraints) r.fail("too many iterations");
+  for (uint64_t t = 0; t < iterations; ++t) s.iterations.push_back(read_iteration(r));
+  s.stop_reason = r.string();
+  s.final_sip_violation = r.scalar<double>();
+  s.scoring_passes = r.scalar<uint64_t>();
+  s.total_bytes_streamed = r.scalar<uint64_t>();
+  s.seconds = r.scalar<double>();
+  if (!r.at_end()) r.fail("trailing bytes");
+  return s;
+}
 
 MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
                        const MslrHooks& hooks) {

@@ -43,6 +43,8 @@
 
 namespace fgm {
 
+struct MslrState;
+
 struct MslrSettings {
   uint64_t r = 10;                 // features per constraint (the paper's r, FGM's B)
   int max_iterations = 10;         // T_m
@@ -55,6 +57,7 @@ struct MslrSettings {
   FeatureSpaceSettings space;      // kind "linear" only
   const int8_t* labels = nullptr;  // null: the store's labels
   RunWarnings* warnings = nullptr;
+  const MslrState* resume = nullptr;  // continue a run from its last completed iteration
 };
 
 struct MslrIteration {
@@ -94,9 +97,35 @@ struct MslrCheckpoint {
   double seconds = 0;
 };
 
+// What the next cutting-plane iteration reads, after a completed one: a
+// resumed run restores it and repeats the uninterrupted run's arithmetic
+// exactly (α and C − α are stored themselves, not recomputed), so it ends
+// with the same model bit for bit.
+struct MslrState {
+  std::vector<std::vector<uint64_t>> batches;      // candidate ids per cache batch (one per iteration)
+  std::vector<std::vector<uint64_t>> constraints;  // cache positions of d^1..d^t
+  std::vector<double> alpha, beta;                 // α and C − α
+  std::vector<double> weights;                     // the last subproblem's model per cache column
+  double last_objective = 0;
+  uint64_t next_checkpoint = 0;
+  std::vector<MslrIteration> iterations;
+  std::string stop_reason;  // non-empty: the loop had ended
+  double final_sip_violation = 0;
+  uint64_t scoring_passes = 0, total_bytes_streamed = 0;
+  double seconds = 0;       // elapsed before the interruption
+};
+
+// A self-describing byte string (tag "MSLRSTATE1", then the fields); the
+// checkpoint file around it carries the checksum.
+std::string encode_mslr_state(const MslrState& state);
+// Throws Error(kCorruption) naming `file` if `bytes` is not a state of this format.
+MslrState decode_mslr_state(const std::string& bytes, const std::string& file);
+
 struct MslrHooks {
   std::function<void(const MslrIteration&)> on_iteration;
   std::function<void(const MslrCheckpoint&)> on_checkpoint;
+  // After every completed iteration (and its checkpoint): the state to resume from.
+  std::function<void(const MslrState&)> on_state;
   // The final model's decision values w'x_i (n entries).
   std::function<void(const std::vector<double>&)> on_final_decision;
 };

@@ -8,6 +8,7 @@
 #include "cache/selected_features.h"
 #include "core/error.h"
 #include "core/messages.h"
+#include "engine/model_provenance.h"
 #include "engine/pnorm_kta_rbf_svm.h"
 #include "features/transformed_store.h"
 
@@ -16,15 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-Model model_shape(const StoreInfo& info) {
-  Model shape;
-  shape.index_base = info.index_base;
-  shape.n_features = info.n_features;
-  shape.positive_label = info.positive_value;
-  shape.negative_label = info.negative_value;
-  return shape;
-}
 
 std::vector<double> alignment_values(const std::vector<kta::FeatureAlignment>& features) {
   std::vector<double> a;
@@ -38,7 +30,7 @@ struct EvaluationRows {
   std::unique_ptr<LabeledRows> test, validation;
   Reservation test_memory, validation_memory;
   EvaluationRows(const ShardStore& store, const KtaSettings& s, MemoryBudget& budget) {
-    const Model shape = model_shape(store.info());
+    const Model shape = model_of_store(store.info(), "pnorm_kta");
     if (!s.test_path.empty())
       test = std::make_unique<LabeledRows>(load_labeled_rows(s.test_path, shape, budget, test_memory));
     if (!s.validation_path.empty())
@@ -47,14 +39,23 @@ struct EvaluationRows {
   }
 };
 
+// The model every point and `fgm train` start from: label map, width and provenance.
+Model kta_model_shape(const ShardStore& store) {
+  Model m = model_of_store(store.info(), "pnorm_kta");
+  m.feature_kind = "linear";
+  record_feature_transforms(store, m);
+  return m;
+}
+
 void evaluate_point(const ShardStore& store, const KtaSettings& settings, const KtaRun& run,
                     const kta::PathPoint& point, const EvaluationRows& rows, MemoryBudget& budget, KtaPoint& out) {
   if (settings.kernel == kta::KernelKind::kRbf) {
-    RbfSvmEvaluation e = evaluate_rbf_svm(store, run.alignments, point, settings.C, rows.test.get(),
-                                          rows.validation.get(), budget);
-    out.test = e.test;
-    out.validation = e.validation;
-    out.train_accuracy = e.train_accuracy;
+    // Scored by the model file's scorer, as `fgm predict` scores it.
+    const KtaRbfFit fit =
+        fit_kta_rbf_model(store, run.alignments, point, settings.C, kta_model_shape(store), budget);
+    if (rows.test) out.test = evaluate_rows(*rows.test, fit.model, false, budget);
+    if (rows.validation) out.validation = evaluate_rows(*rows.validation, fit.model, false, budget);
+    out.train_accuracy = fit.train_accuracy;
     return;
   }
   out.model = fit_kta_linear_model(store, settings, run.alignments, point, budget);
@@ -121,18 +122,10 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
                            MemoryBudget& budget) {
   const StoreInfo& info = store.info();
   const uint64_t n = info.n_rows;
-  Model m = model_shape(info);
-  m.engine_version = FGM_VERSION;
-  m.solver = "pnorm_kta";
+  Model m = kta_model_shape(store);
   m.loss = loss_name(Loss::kSquaredHinge);
   m.C = settings.C;
   m.has_bias = true;
-  m.store_checksum = info.store_checksum;
-  m.input_checksum = info.input_checksum;
-  m.input_path = info.input_path;
-  m.feature_kind = "linear";
-  m.created_unix = static_cast<int64_t>(std::time(nullptr));
-  record_feature_transforms(store, m);
   if (point.active.empty()) {  // no feature: the majority class (decision −bias)
     m.bias = info.n_positive >= info.n_negative ? -1.0 : 1.0;
     return m;
@@ -176,7 +169,8 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
   return m;
 }
 
-Model train_kta_linear(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run) {
+KtaTrained train_kta_model(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget,
+                           KtaRun& run) {
   KtaSettings to_train_p = settings;
   to_train_p.path.p_end = settings.train_p;
   to_train_p.evaluate = false;
@@ -184,7 +178,16 @@ Model train_kta_linear(const ShardStore& store, const KtaSettings& settings, Mem
   to_train_p.validation_path.clear();
   kta::PathPoint last;
   run_kta_path(store, to_train_p, budget, run, [&](const KtaPoint&, const kta::PathPoint& point) { last = point; });
-  return fit_kta_linear_model(store, settings, run.alignments, last, budget);
+  KtaTrained out;
+  if (settings.kernel == kta::KernelKind::kRbf) {
+    KtaRbfFit fit = fit_kta_rbf_model(store, run.alignments, last, settings.C, kta_model_shape(store), budget);
+    out.model = std::move(fit.model);
+    out.memory = std::move(fit.memory);
+    out.train_accuracy = fit.train_accuracy;
+  } else {
+    out.model = fit_kta_linear_model(store, settings, run.alignments, last, budget);
+  }
+  return out;
 }
 
 }  // namespace fgm

@@ -13,7 +13,9 @@
 //          squared-hinge SVM, with an unregularised bias, which also absorbs
 //          the centring of the kernels); the model is linear in the raw features;
 //        rbf: LIBSVM's C-SVC (hinge loss) on the precomputed n × n training kernel
-//          (centring is absorbed by its bias too), reserved from the budget.
+//          (centring is absorbed by its bias too), reserved from the budget;
+//          the result is a kernel-SVM model (engine/pnorm_kta_rbf_svm.h), scored
+//          by the same code as `fgm predict`.
 // The best test accuracy along the path is an oracle figure (the paper's
 // Tables 2 and 3 report it so); the point chosen by validation accuracy, when
 // data.validation is set, is not.
@@ -87,8 +89,16 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
                            MemoryBudget& budget);
 
 // `fgm train`: the path from kta.p_start down to kta.p (same step), and the
-// linear model at its last point. Fills `run` (alignments and the path's points,
-// without SVMs at the intermediate points).
-Model train_kta_linear(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run);
+// SVM at its last point: linear, a linear model on the raw features; rbf, a
+// kernel SVM (io/model_file.h KernelSvm) whose arrays `memory` holds. Fills
+// `run` (alignments and the path's points, without SVMs at the intermediate
+// points).
+struct KtaTrained {
+  Model model;
+  Reservation memory;
+  double train_accuracy = std::numeric_limits<double>::quiet_NaN();  // rbf only
+};
+KtaTrained train_kta_model(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget,
+                           KtaRun& run);
 
 }  // namespace fgm

@@ -154,7 +154,7 @@ std::vector<std::string> identity_differences(const RunIdentity& saved, const Ru
 }
 
 void write_checkpoint(const std::string& file, const RunIdentity& identity, const TrainProgress* train,
-                      const PathProgress* path, MemoryBudget& budget) {
+                      const PathProgress* path, MemoryBudget& budget, const SolverState* solver) {
   // The builder and the framed copy each hold the O(n) α and the weights.
   uint64_t estimate = 4096;
   if (train)
@@ -166,6 +166,7 @@ void write_checkpoint(const std::string& file, const RunIdentity& identity, cons
       estimate += 64 * (p.model.features.size() + p.debiased.features.size()) + 4096;
     for (const auto& r : path->runs) estimate += 128 * r.iterations.size() + 64;
   }
+  if (solver) estimate += solver->bytes.size() + solver->solver.size() + 64;
   Reservation mem = budget.reserve(2 * estimate, "resume checkpoint encoding",
                                    "use fewer training rows");
 
@@ -194,11 +195,17 @@ void write_checkpoint(const std::string& file, const RunIdentity& identity, cons
     for (const auto& r : path->runs)
       runs.push_back(schema::CreatePathRunState(fb, r.B, r.C, fb.CreateString(r.stop_reason),
                                                 encode_iterations(fb, r.iterations)));
+  flatbuffers::Offset<flatbuffers::String> solver_name;
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> solver_state;
+  if (solver) {
+    solver_name = fb.CreateString(solver->solver);
+    solver_state = fb.CreateVector(reinterpret_cast<const uint8_t*>(solver->bytes.data()), solver->bytes.size());
+  }
   auto root = schema::CreateCheckpoint(
       fb, kCheckpointFormatVersion, fb.CreateString(identity.command),
       fb.CreateString(identity.engine_version), fb.CreateVector(config), identity.store_checksum,
       train_state, fb.CreateVector(points), path ? path->run : 0, path ? path->total_apg_iterations : 0,
-      path ? path->total_gradient_evaluations : 0, fb.CreateVector(runs));
+      path ? path->total_gradient_evaluations : 0, fb.CreateVector(runs), solver_name, solver_state);
   schema::FinishCheckpointBuffer(fb, root);
 
   write_file_atomic(file, frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize()));
@@ -268,6 +275,12 @@ ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget) 
   out.path.run = c->path_run();
   out.path.total_apg_iterations = c->path_total_apg_iterations();
   out.path.total_gradient_evaluations = c->path_total_gradient_evaluations();
+  if (c->solver_name() && !c->solver_name()->str().empty()) {
+    SolverState state;
+    state.solver = c->solver_name()->str();
+    if (c->solver_state()) state.bytes.assign(reinterpret_cast<const char*>(c->solver_state()->data()), c->solver_state()->size());
+    out.solver = std::move(state);
+  }
   if (c->path_runs())
     for (const auto* r : *c->path_runs())
       out.path.runs.push_back({r->b_value(), r->c_value(), str(r->stop_reason()), decode_iterations(r->iterations())});

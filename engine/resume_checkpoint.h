@@ -41,10 +41,18 @@ struct RunIdentity {
   uint64_t store_checksum = 0;
 };
 
+// The state of a solver other than FGM (solver = "mslr", …), opaque to the
+// checkpoint: the solver encodes and decodes `bytes` itself.
+struct SolverState {
+  std::string solver;  // solver_name() of the solver that wrote it
+  std::string bytes;
+};
+
 struct ResumeCheckpoint {
   RunIdentity identity;
   std::optional<TrainProgress> train;  // the FGM run in progress
   PathProgress path;                   // fgm path only
+  std::optional<SolverState> solver;   // another solver's run in progress (train or path)
 };
 
 // False for the keys that cannot change the model, so may differ on resume:
@@ -64,10 +72,10 @@ std::map<std::string, std::string> result_config(const std::map<std::string, std
 // difference ("fgm.B: checkpoint 10, now 5", "store checksum …").
 std::vector<std::string> identity_differences(const RunIdentity& saved, const RunIdentity& current);
 
-// Atomic write. `train` and `path` may be null. The encoding buffers are
+// Atomic write. `train`, `path` and `solver` may be null. The encoding buffers are
 // reserved from `budget`.
 void write_checkpoint(const std::string& file, const RunIdentity& identity, const TrainProgress* train,
-                      const PathProgress* path, MemoryBudget& budget);
+                      const PathProgress* path, MemoryBudget& budget, const SolverState* solver = nullptr);
 // Throws Error(kCorruption) with msg::not_a_checkpoint if it fails verification.
 ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget);
 

@@ -1,4 +1,5 @@
 #include "engine/sifs_run.h"
+#include "engine/model_provenance.h"
 #include "engine/train_settings.h"
 
 #include <ctime>
@@ -51,36 +52,42 @@ SifsLayout sifs_layout_of(const ShardStore& store) {
                                 static_cast<uint32_t>(info.classes()));
 }
 
-std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c, MemoryBudget& budget) {
+std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c, MemoryBudget& budget,
+                                       SifsScreening mode) {
   auto run = std::make_unique<SifsRun>(SifsRun{sifs_layout_of(store), Reservation(), nullptr, nullptr});
   SchedulerOptions so = scheduler_options_from_config(c);
-  if (store.info().shard_bytes <= budget.available() / 2) {
+  // With screening, the rule passes run over the nonzeros held column-major
+  // (SifsData::hold_columns) when they fit; the store pages are then read
+  // once. Without screening the baseline holds its whole problem row-major
+  // after one extraction, and the pages stay resident for its other passes.
+  const bool screening = mode != SifsScreening::kNone;
+  if (!screening && store.info().shard_bytes <= budget.available() / 2) {
     run->resident = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
     so.keep_resident = true;
   }
   run->stream = std::make_unique<BlockStream>(store, so, budget);
   run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
                                          run->layout, budget);
+  if (screening && !run->data->hold_columns() && store.info().shard_bytes <= budget.available() / 2) {
+    // Too large to hold decoded: keep at least the pages, as FGM does.
+    run->data.reset();
+    run->stream.reset();
+    run->resident = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
+    so.keep_resident = true;
+    run->stream = std::make_unique<BlockStream>(store, so, budget);
+    run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
+                                           run->layout, budget);
+  }
   return run;
 }
 
 Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective) {
   const StoreInfo& info = store.info();
-  Model m;
-  m.engine_version = FGM_VERSION;
-  m.solver = "sifs";
+  Model m = model_of_store(info, "sifs");
   m.loss = "smoothed_hinge";
   m.C = 0;
   m.has_bias = false;
-  m.n_features = info.n_features;
-  m.index_base = info.index_base;
-  m.positive_label = info.positive_value;
-  m.negative_label = info.negative_value;
-  m.store_checksum = info.store_checksum;
-  m.input_checksum = info.input_checksum;
-  m.input_path = info.input_path;
   m.objective = objective;
-  m.created_unix = static_cast<int64_t>(std::time(nullptr));
   const uint64_t cols = data.columns();
   auto block_features = [&](uint32_t k) {
     std::vector<ModelFeature> out;

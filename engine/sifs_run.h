@@ -26,15 +26,20 @@ void reject_sifs_ignored_keys(const Config& config, bool train);
 SifsLayout sifs_layout_of(const ShardStore& store);
 
 // The streamed data of a run: stream and block plan from engine.* keys.
-// A store that fits in half the free budget stays in memory between the
-// passes (as FGM's does); a larger one is streamed block by block each pass.
+// With screening (mode != none), nonzeros that fit in half the free budget
+// are held column-major in memory for every pass (SifsData::hold_columns);
+// otherwise, and for the baseline (mode = none, which holds its whole problem
+// row-major after one extraction), a store that fits in half the free budget
+// keeps its pages resident between the passes (as FGM's does); a larger one
+// is streamed block by block each pass.
 struct SifsRun {
   SifsLayout layout;
   Reservation resident;  // before stream: the stream releases its blocks first
   std::unique_ptr<BlockStream> stream;
   std::unique_ptr<SifsData> data;
 };
-std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& config, MemoryBudget& budget);
+std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& config, MemoryBudget& budget,
+                                       SifsScreening mode);
 
 // The model of a solution (weights w: K·m over the data's columns).
 Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective);

@@ -161,9 +161,14 @@ inline void row_order_dots(const ColumnBlock& block, const double* a, double* c)
   const float* value = o.value;
   for (uint32_t t = 0; t < block.tile_count; ++t) {
     const double* slice = a + uint64_t{t} * block.tile_rows;
+    // The entries sweep the slice forward (the hardware prefetcher follows);
+    // long cells gather from all of it: prefetch the next tile's slice, one
+    // line per long cell, as the cell walk does.
+    SlicePrefetch prefetch = next_tile_slice(block, t, a, 1);
     for (uint32_t e = o.tile_entries[t]; e < o.tile_entries[t + 1]; ++e)
       c[column[e]] += slice[row[e]] * static_cast<double>(value[e]);
     for (uint32_t l = o.tile_long[t]; l < o.tile_long[t + 1]; ++l) {
+      prefetch.step();
       const uint32_t cell = o.long_cells[l], begin = block.cell_ptr[cell];
       c[block.cell_column[cell]] +=
           cell_dot(block.row_ids + begin, block.values + begin, block.cell_ptr[cell + 1] - begin, a);
@@ -222,10 +227,47 @@ inline void cell_dot_many(const uint32_t* rows, const float* values, uint32_t nn
   for (size_t r = 0; r < K; ++r) out[r] = (acc[r] + acc[K + r]) + (acc[2 * K + r] + acc[3 * K + r]);
 }
 
+namespace detail {
+
+// block_column_dots_many from the block's row order: the same adds per
+// column as the cell walk (one cell per column and tile; a short cell's
+// entries keep their row order), each entry's K products from one row of
+// interleaved duals.
+inline void row_order_dots_many(const ColumnBlock& block, const double* a, size_t K, double* acc, double* c) {
+  const RowOrder& o = *block.row_order;
+  for (uint64_t k = 0; k < block.column_count * K; ++k) c[k] = 0;
+  double* partial = acc + 4 * K;
+  for (uint32_t t = 0; t < block.tile_count; ++t) {
+    const double* slice = a + uint64_t{t} * block.tile_rows * K;
+    SlicePrefetch prefetch = next_tile_slice(block, t, a, K);
+    for (uint32_t e = o.tile_entries[t]; e < o.tile_entries[t + 1]; ++e) {
+      const double* ar = slice + static_cast<size_t>(o.row[e]) * K;
+      const double v = static_cast<double>(o.value[e]);
+      double* ck = c + static_cast<size_t>(o.column[e]) * K;
+      for (size_t r = 0; r < K; ++r) ck[r] += ar[r] * v;
+    }
+    for (uint32_t l = o.tile_long[t]; l < o.tile_long[t + 1]; ++l) {
+      prefetch.step();
+      const uint32_t cell = o.long_cells[l], begin = block.cell_ptr[cell];
+      cell_dot_many(block.row_ids + begin, block.values + begin, block.cell_ptr[cell + 1] - begin, a, K, acc,
+                    partial);
+      double* ck = c + static_cast<size_t>(block.cell_column[cell]) * K;
+      for (size_t r = 0; r < K; ++r) ck[r] += partial[r];
+    }
+  }
+}
+
+}  // namespace detail
+
 // block_column_dots for K interleaved dual vectors: c[k·K + r]
 // (column_count·K entries) equals block_column_dots against a_r bit for bit.
+// Blocks with a row order are summed from it (as block_column_dots does).
 // `acc`: 5·K doubles.
 inline void block_column_dots_many(const ColumnBlock& block, const double* a, size_t K, double* acc, double* c) {
+  if (block.row_order) {
+    detail::row_order_dots_many(block, a, K, acc, c);
+    return;
+  }
   for (uint64_t k = 0; k < block.column_count * K; ++k) c[k] = 0;
   double* partial = acc + 4 * K;
   for (uint32_t t = 0; t < block.tile_count; ++t)

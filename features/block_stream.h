@@ -9,8 +9,10 @@
 //
 // BlockStream (implemented in features/block_stream.cpp over oneTBB, so no
 // engine/ code is needed to stream) reads each block (verified, see
-// ShardStore::read_block) into one of at most `tokens` buffers reserved from
-// the budget, so the data in flight is bounded by the token count; the source
+// ShardStore::read_block) inside its transform into one of at most
+// min(tokens, threads) buffers reserved from the budget (kept for the next
+// pass while they take at most a quarter of what is free), so the data in
+// flight is bounded by the token and thread counts; the source
 // stage hints the kernel to read ahead as many blocks as there are tokens
 // (the prefetch depth). A Result lives in one of `tokens` slots between its
 // two stages (block i in slot i mod tokens: the tokens keep at most that many
@@ -44,6 +46,11 @@ struct SchedulerOptions {
   // Keep verified blocks in memory between passes (the caller has reserved
   // resident_store_bytes(store.info()) from the budget).
   bool keep_resident = false;
+  // Read buffers of at least this many bytes stay mapped between passes while
+  // they take at most a quarter of what the budget has free (faulting tens of
+  // MiB in afresh every pass costs more than the reads); smaller ones are
+  // unmapped at the end of each pass, leaving tight budgets to the solver.
+  uint64_t keep_buffers_from = uint64_t{16} << 20;
 };
 
 // What a stream with keep_resident holds at most for a store: its blocks, and
@@ -70,6 +77,7 @@ class BlockStages {
 };
 
 class ResidentBlocks;
+class BlockBufferPool;
 
 class BlockStream {
  public:
@@ -92,7 +100,13 @@ class BlockStream {
   const ShardStore& store_;
   SchedulerOptions options_;
   MemoryBudget& budget_;
+  void keep_buffers(Reservation& in_flight) const;
+
   std::unique_ptr<ResidentBlocks> resident_;  // keep_resident only
+  // Read buffers and their reservation between passes (passes of one stream
+  // run one at a time).
+  std::unique_ptr<BlockBufferPool> buffers_;
+  mutable Reservation kept_buffers_;
   std::function<void(const ColumnBlock&)> observer_;
 };
 

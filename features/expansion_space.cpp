@@ -201,23 +201,8 @@ void ExpansionSpace::materialize(const ShardStore& store, uint64_t candidate, Se
 }
 
 void ExpansionSpace::describe(Model& model) const {
-  model.feature_kind = kind();
-  if (map_.kind() == FeatureKind::kHik) {
-    model.levels = map_.levels();
-  } else {
-    model.order = map_.order();
-    model.period = map_.period();
-    model.kernel = additive_kernel_name(map_.kernel());
-  }
-  std::vector<uint64_t> ids = selected_ids_;
-  std::sort(ids.begin(), ids.end());
-  model.scale_ids = ids;
-  model.scale_min.clear();
-  model.scale_max.clear();
-  for (uint64_t j : ids) {
-    model.scale_min.push_back(store_.column_min(j));
-    model.scale_max.push_back(store_.column_max(j));
-  }
+  describe_expansion_model(map_, selected_ids_,
+                           [&](uint64_t j) { return std::pair{store_.column_min(j), store_.column_max(j)}; }, model);
 }
 
 }  // namespace fgm

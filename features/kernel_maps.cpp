@@ -233,4 +233,25 @@ double expansion_feature_value(const Model& model, const ModelFeature& f, double
   return ExpansionEvaluator(model).value(f, raw_x);
 }
 
+void describe_expansion_model(const ExpansionMap& map, std::vector<uint64_t> selected_ids,
+                              const std::function<std::pair<float, float>(uint64_t)>& column_range, Model& model) {
+  model.feature_kind = map.kind() == FeatureKind::kHik ? "hik" : "additive";
+  if (map.kind() == FeatureKind::kHik) {
+    model.levels = map.levels();
+  } else {
+    model.order = map.order();
+    model.period = map.period();
+    model.kernel = additive_kernel_name(map.kernel());
+  }
+  std::sort(selected_ids.begin(), selected_ids.end());
+  model.scale_min.clear();
+  model.scale_max.clear();
+  for (uint64_t j : selected_ids) {
+    const auto [lo, hi] = column_range(j);
+    model.scale_min.push_back(lo);
+    model.scale_max.push_back(hi);
+  }
+  model.scale_ids = std::move(selected_ids);
+}
+
 }  // namespace fgm

@@ -25,8 +25,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/feature_key.h"
@@ -116,5 +118,12 @@ class ExpansionEvaluator {
   std::vector<uint64_t> ids_;  // sorted base features with a scaling (empty: dense, slot = id)
   std::vector<float> min_, max_;
 };
+
+// The model fields of an expansion space: the map's parameters and, for each
+// selected base feature in increasing id order, its scaling range
+// (column_range(j) = {min_j, max_j}). Shared by the single-store and the
+// distributed spaces so their model files agree.
+void describe_expansion_model(const ExpansionMap& map, std::vector<uint64_t> selected_ids,
+                              const std::function<std::pair<float, float>(uint64_t)>& column_range, Model& model);
 
 }  // namespace fgm

@@ -27,6 +27,7 @@ ModelScorer::ModelScorer(const Model& model)
     linear_ids_.push_back(id);
     linear_weights_.push_back(w);
   }
+  for (double h : model.kernel_svm.bandwidths) kernel_gamma_.push_back(1.0 / (2.0 * h * h));
   if (model.feature_kind == "hik" || model.feature_kind == "additive") {
     expansion_ = std::make_unique<ExpansionEvaluator>(model);
     absent_value_.assign(model.features.size(), 0.0);
@@ -46,7 +47,33 @@ double ModelScorer::decision(const uint64_t* indices, const float* values, size_
   return transformed_decision(indices, transformed.data(), nnz);
 }
 
+double rbf_sum_kernel(const double* weights, const double* gammas, const float* x, const float* z, size_t m) {
+  double k = 0;
+  for (size_t j = 0; j < m; ++j) {
+    const double d = static_cast<double>(x[j]) - static_cast<double>(z[j]);
+    k += weights[j] * std::exp(-gammas[j] * d * d);
+  }
+  return k;
+}
+
+// Σ_s c_s k(x, sv_s) − b, summed over the support vectors in their stored order.
+double ModelScorer::kernel_svm_decision(const uint64_t* indices, const float* values, size_t nnz) const {
+  const KernelSvm& k = model_.kernel_svm;
+  const size_t m = k.feature_ids.size();
+  std::vector<float> x(m, 0.0f);
+  for (size_t j = 0, i = 0; j < m && i < nnz; ++j) {  // merge walk: both increasing
+    while (i < nnz && indices[i] < k.feature_ids[j]) ++i;
+    if (i < nnz && indices[i] == k.feature_ids[j]) x[j] = values[i];
+  }
+  double s = 0;
+  for (size_t sv = 0; sv < k.n_support(); ++sv)
+    s += k.dual_coefs[sv] * rbf_sum_kernel(k.kernel_weights.data(), kernel_gamma_.data(), x.data(),
+                                           k.support_vectors.data() + sv * m, m);
+  return s - bias_;
+}
+
 double ModelScorer::transformed_decision(const uint64_t* indices, const float* values, size_t nnz) const {
+  if (model_.has_kernel_svm()) return kernel_svm_decision(indices, values, nnz);
   double s = 0;
   // Merge walk of two sorted lists.
   size_t j = 0;

@@ -2,7 +2,8 @@
 // generated features (linear, square, cross pair, HIK/additive component)
 // from the row's base features, so predict never needs the expanded data.
 // The model's feature transforms (features.transform) are applied to the raw
-// row first, exactly as training applied them to the store.
+// row first, exactly as training applied them to the store. A model with a
+// kernel SVM (Model::kernel_svm) is scored by its kernel expansion instead.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ class ModelScorer {
  private:
   double transformed_decision(const uint64_t* indices, const float* values, size_t nnz) const;
   double value_of(const uint64_t* indices, const float* values, size_t nnz, uint64_t id) const;
+  double kernel_svm_decision(const uint64_t* indices, const float* values, size_t nnz) const;
   const Model& model_;
   RowTransformer transformer_;
   double bias_;
@@ -36,6 +38,14 @@ class ModelScorer {
   // feature (non-zero when the feature's minimum is negative).
   std::unique_ptr<ExpansionEvaluator> expansion_;
   std::vector<double> absent_value_;  // per model feature
+  // Kernel SVM: 1/(2h_j²) per selected feature.
+  std::vector<double> kernel_gamma_;
 };
+
+// One term of a kernel SVM: Σ_j d_j exp(−γ_j (x_j − z_j)²) over the selected
+// features (x and z restricted to them, γ_j = 1/(2h_j²)). The pnorm_kta
+// training kernel and the scorer both use it, so a training row and the same
+// row scored later see the same kernel values.
+double rbf_sum_kernel(const double* weights, const double* gammas, const float* x, const float* z, size_t m);
 
 }  // namespace fgm

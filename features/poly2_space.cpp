@@ -50,6 +50,7 @@
 #include "core/huge_pages.h"
 #include "core/messages.h"
 #include "core/simd/simd.h"
+#include "features/pair_sum_table.h"
 #include "features/poly2_dense_pairs.h"
 
 namespace fgm {
@@ -97,73 +98,6 @@ struct ActiveRows {
 };
 
 void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budget);
-
-// Open-addressing accumulator for exact pair sums of one j-partition. It
-// grows (doubling, load ≤ 0.7) as distinct pairs arrive, so repeated pairs of
-// popular features cost no memory; every growth is reserved from the budget.
-class PairTable {
- public:
-  PairTable(uint64_t expected, MemoryBudget& budget) : budget_(budget) {
-    uint64_t cap = 1024;
-    while (cap < expected / 8 && cap < (uint64_t{1} << 20)) cap <<= 1;
-    allocate(cap);
-  }
-  void add(uint64_t key, double v) {
-    if (10 * (size_ + 1) > 7 * (mask_ + 1)) grow();
-    for (uint64_t s = slot(key);; s = (s + 1) & mask_) {
-      if (keys_[s] == key) {
-        sums_[s] += v;
-        return;
-      }
-      if (keys_[s] == kEmpty) {
-        keys_[s] = key;
-        sums_[s] = v;
-        ++size_;
-        return;
-      }
-    }
-  }
-  template <class F>
-  void for_each(F&& f) const {
-    for (uint64_t s = 0; s <= mask_; ++s)
-      if (keys_[s] != kEmpty) f(keys_[s], sums_[s]);
-  }
-  uint64_t size() const { return size_; }
-
- private:
-  static constexpr uint64_t kEmpty = ~uint64_t{0};
-  uint64_t slot(uint64_t key) const { return ((key * 0x9E3779B97F4A7C15ULL) >> 20) & mask_; }
-  void allocate(uint64_t cap) {
-    uint64_t bytes = cap * (sizeof(uint64_t) + sizeof(double));
-    if (reservation_.bytes() == 0)
-      reservation_ = budget_.reserve(bytes, "poly2 pair accumulators",
-                                     "lower engine.threads (fewer pair partitions in flight)");
-    else
-      reservation_.resize(bytes + (mask_ + 1) * (sizeof(uint64_t) + sizeof(double)));  // old + new while rehashing
-    keys_.assign(cap, kEmpty);
-    sums_.assign(cap, 0.0);
-    mask_ = cap - 1;
-  }
-  void grow() {
-    HugeVector<uint64_t> old_keys = std::move(keys_);
-    HugeVector<double> old_sums = std::move(sums_);
-    allocate(2 * (mask_ + 1));
-    for (size_t i = 0; i < old_keys.size(); ++i) {
-      if (old_keys[i] == kEmpty) continue;
-      uint64_t s = slot(old_keys[i]);
-      while (keys_[s] != kEmpty) s = (s + 1) & mask_;
-      keys_[s] = old_keys[i];
-      sums_[s] = old_sums[i];
-    }
-    reservation_.resize((mask_ + 1) * (sizeof(uint64_t) + sizeof(double)));
-  }
-  MemoryBudget& budget_;
-  Reservation reservation_;
-  HugeVector<uint64_t> keys_;
-  HugeVector<double> sums_;
-  uint64_t mask_ = 0;
-  uint64_t size_ = 0;
-};
 
 // The bound threshold t for θ, lowered by a certified rounding slack so that
 // û_j·û_k ≥ t (as the pruning tests evaluate it) holds for every pair whose
@@ -768,7 +702,8 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
       Reservation core_mem = budget.reserve(uint64_t{core_rows} * core * (sizeof(double) + 1), "poly2 core pair sums");
       std::vector<double> core_sum(uint64_t{core_rows} * core, 0.0);
       std::vector<uint8_t> core_seen(uint64_t{core_rows} * core, 0);
-      PairTable table(expected, budget);
+      PairSumTable table(expected, budget, "poly2 pair accumulators",
+                         "lower engine.threads (fewer pair partitions in flight)");
       for (uint64_t i = 0; i < n; ++i) {
         const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
         const double ai = a[i];

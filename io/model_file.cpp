@@ -61,7 +61,7 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::ModelFeature
 }  // namespace
 
 std::string encode_model(const Model& m) {
-  flatbuffers::FlatBufferBuilder fb(1024 + m.features.size() * 64);
+  flatbuffers::FlatBufferBuilder fb(1024 + m.features.size() * 64 + m.kernel_svm.bytes());
   auto feats = encode_features(fb, m.features);
   // A binary model writes no classes vector at all: its bytes are those of
   // a model written before classes existed.
@@ -84,15 +84,23 @@ std::string encode_model(const Model& m) {
     transforms.push_back(schema::CreateFeatureTransform(fb, fb.CreateString(t.name),
                                                         fb.CreateVector(t.ids),
                                                         fb.CreateVector(t.factors), t.absent_factor));
+  flatbuffers::Offset<schema::KernelSvm> kernel_svm;
+  if (m.has_kernel_svm()) {
+    const KernelSvm& k = m.kernel_svm;
+    kernel_svm = schema::CreateKernelSvm(fb, fb.CreateString(k.kernel), fb.CreateVector(k.feature_ids),
+                                         fb.CreateVector(k.kernel_weights), fb.CreateVector(k.bandwidths),
+                                         fb.CreateVector(k.support_vectors), fb.CreateVector(k.dual_coefs),
+                                         k.training_rows);
+  }
   auto root = schema::CreateModel(
-      fb, kModelFormatVersion, fb.CreateString(m.engine_version), fb.CreateString(m.loss), m.C, m.B,
+      fb, m.has_kernel_svm() ? kKernelModelFormatVersion : kModelFormatVersion, fb.CreateString(m.engine_version), fb.CreateString(m.loss), m.C, m.B,
       m.iterations, m.has_bias, m.bias, m.n_features, m.index_base, m.positive_label,
       m.negative_label, m.store_checksum, m.input_checksum, fb.CreateString(m.input_path),
       fb.CreateString(m.feature_kind), feats, m.gamma, m.coef0, m.levels, m.order,
       m.period, fb.CreateString(m.kernel), fb.CreateVector(m.scale_min),
       fb.CreateVector(m.scale_max), fb.CreateVector(kvs), m.created_unix, m.objective,
       fb.CreateVector(m.scale_ids), m.transforms.empty() ? 0 : fb.CreateVector(transforms),
-      classes, fb.CreateString(m.solver));
+      classes, fb.CreateString(m.solver), kernel_svm);
   schema::FinishModelBuffer(fb, root);
 
   return frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize());
@@ -124,7 +132,7 @@ size_t read_fully(int fd, void* dst, size_t n, const std::string& path) {
 // that a wrong file (a directory, /dev/zero, a huge unrelated file) is refused
 // before anything is allocated for it. The buffer is its own allocation, so it
 // is aligned for every scalar the FlatBuffer holds.
-std::vector<uint8_t> read_model_bytes(const std::string& path) {
+std::vector<uint8_t> read_model_bytes(const std::string& path, MemoryBudget* budget = nullptr) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(errno)));
   FdCloser closer{fd};
@@ -146,6 +154,9 @@ std::vector<uint8_t> read_model_bytes(const std::string& path) {
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "truncated"));
 
   // A pipe or device has no size to check: read len bytes, then expect the end.
+  // With a budget the buffer is reserved (returned when decoding is done).
+  Reservation buffer_memory;
+  if (budget) buffer_memory = budget->reserve(len, "model file buffer", "raise --memory-budget");
   std::vector<uint8_t> buffer(len);
   char extra;
   if (read_fully(fd, buffer.data(), len, path) != len || read_fully(fd, &extra, 1, path) != 0)
@@ -179,12 +190,58 @@ static void decode_features(
   }
 }
 
+// A kernel SVM's arrays, checked for consistency: a known kernel, one weight
+// and bandwidth (finite, > 0) per selected feature (strictly increasing ids
+// inside the model's width), one support vector of that many finite values
+// per finite dual coefficient, and no linear weights beside it.
+static void decode_kernel_svm(const schema::KernelSvm& k, Model& m, const std::string& path) {
+  auto bad = [&](const std::string& what) {
+    throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "kernel SVM: " + what));
+  };
+  KernelSvm& out = m.kernel_svm;
+  out.kernel = k.kernel() ? k.kernel()->str() : std::string();
+  if (out.kernel != "rbf") bad("unknown kernel '" + out.kernel + "'");
+  out.feature_ids = copy_scalars(k.feature_ids());
+  out.kernel_weights = copy_scalars(k.kernel_weights());
+  out.bandwidths = copy_scalars(k.bandwidths());
+  out.support_vectors = copy_scalars(k.support_vectors());
+  out.dual_coefs = copy_scalars(k.dual_coefs());
+  out.training_rows = k.training_rows();
+  const size_t features = out.feature_ids.size();
+  if (out.kernel_weights.size() != features || out.bandwidths.size() != features)
+    bad("kernel weights or bandwidths do not match the selected features");
+  for (size_t j = 0; j < features; ++j) {
+    if (out.feature_ids[j] >= m.n_features || (j > 0 && out.feature_ids[j] <= out.feature_ids[j - 1]))
+      bad("feature ids are not increasing within the model's width");
+    if (!(std::isfinite(out.kernel_weights[j]) && out.kernel_weights[j] > 0 && std::isfinite(out.bandwidths[j]) &&
+          out.bandwidths[j] > 0))
+      bad("a kernel weight or bandwidth is not a positive finite number");
+  }
+  if (out.support_vectors.size() != out.n_support() * features)
+    bad("support vectors do not have one value per selected feature");
+  if (out.n_support() > out.training_rows) bad("more support vectors than training rows");
+  if (features == 0 && out.n_support() > 0) bad("support vectors without selected features");
+  for (float v : out.support_vectors)
+    if (!std::isfinite(v)) bad("a support vector value is not finite");
+  for (double c : out.dual_coefs)
+    if (!std::isfinite(c)) bad("a dual coefficient is not finite");
+  if (!std::isfinite(m.bias)) bad("the bias is not finite");
+  if (!m.features.empty() || m.multiclass()) bad("linear weights beside the kernel SVM");
+}
+
 // The model in a checked FlatBuffer (`buf` aligned for every scalar it holds).
-static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string& path);
+// With a budget, a kernel SVM's decoded arrays are reserved in *kernel_memory.
+static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string& path,
+                               MemoryBudget* kernel_budget = nullptr, Reservation* kernel_memory = nullptr);
 
 Model read_model(const std::string& path) {
   const std::vector<uint8_t> data = read_model_bytes(path);
   return decode_flatbuffer(data.data(), data.size(), path);
+}
+
+Model read_model(const std::string& path, MemoryBudget& budget, Reservation& kernel_memory) {
+  const std::vector<uint8_t> data = read_model_bytes(path, &budget);
+  return decode_flatbuffer(data.data(), data.size(), path, &budget, &kernel_memory);
 }
 
 // A model file's bytes held in memory (e.g. embedded in a resume checkpoint).
@@ -205,14 +262,19 @@ Model decode_model(std::string_view data, const std::string& path) {
   return decode_flatbuffer(buffer.data(), buffer.size(), path);
 }
 
-static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string& path) {
+static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string& path,
+                               MemoryBudget* kernel_budget, Reservation* kernel_memory) {
   flatbuffers::Verifier verifier(buf, len);
   if (!schema::VerifyModelBuffer(verifier))
     throw Error(ErrorKind::kCorruption, msg::not_a_model(path, "invalid FlatBuffer"));
   const schema::Model* fm = schema::GetModel(buf);
-  if (fm->format_version() != kModelFormatVersion)
+  if (fm->format_version() != kModelFormatVersion && fm->format_version() != kKernelModelFormatVersion)
     throw Error(ErrorKind::kCorruption,
-                msg::version_mismatch(path, fm->format_version(), kModelFormatVersion));
+                msg::version_mismatch(path, fm->format_version(), kKernelModelFormatVersion));
+  if ((fm->format_version() == kKernelModelFormatVersion) != (fm->kernel_svm() != nullptr))
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_model(path, fm->kernel_svm() ? "a kernel SVM in a version-1 model"
+                                                        : "a version-2 model without its kernel SVM"));
   auto str = [](const flatbuffers::String* s) { return s ? s->str() : std::string(); };
   Model m;
   m.engine_version = str(fm->engine_version());
@@ -279,6 +341,17 @@ static Model decode_flatbuffer(const uint8_t* buf, size_t len, const std::string
                     msg::not_a_model(path, "transform '" + mt.name + "' has malformed statistics"));
       m.transforms.push_back(std::move(mt));
     }
+  }
+  if (fm->kernel_svm()) {
+    if (kernel_budget) {
+      const auto* k = fm->kernel_svm();
+      const uint64_t bytes = (k->feature_ids() ? k->feature_ids()->size() * 24 : 0) +
+                             (k->support_vectors() ? k->support_vectors()->size() * sizeof(float) : 0) +
+                             (k->dual_coefs() ? k->dual_coefs()->size() * sizeof(double) : 0);
+      *kernel_memory = kernel_budget->reserve(bytes, "kernel SVM of the model (support vectors)",
+                                              "raise --memory-budget");
+    }
+    decode_kernel_svm(*fm->kernel_svm(), m, path);
   }
   return m;
 }

@@ -9,10 +9,15 @@
 #include <vector>
 
 #include "core/feature_key.h"
+#include "core/memory_budget.h"
 
 namespace fgm {
 
+// Linear models are written as version 1 (what every fgm reads); a model with
+// a kernel SVM as version 2, so that an older fgm refuses it instead of
+// scoring it as a linear model without features. Both are read.
 inline constexpr uint32_t kModelFormatVersion = 1;
+inline constexpr uint32_t kKernelModelFormatVersion = 2;
 
 struct ModelFeature {
   FeatureKey key;
@@ -40,6 +45,24 @@ struct ClassModel {
   double bias = 0;
   double objective = 0;
   uint32_t iterations = 0;
+};
+
+// A kernel SVM on selected features (solver pnorm_kta, kta.kernel = "rbf";
+// schema table KernelSvm). Decision value, oriented towards the positive label:
+//   f(x) = Σ_s dual_coefs[s] Σ_j kernel_weights[j] exp(−(x_{feature_ids[j]} − sv(s)[j])² / (2 bandwidths[j]²)) − Model::bias,
+// sv(s) = support_vectors[s·m .. s·m + m), m = feature_ids.size().
+struct KernelSvm {
+  std::string kernel;  // "rbf"; empty: the model has no kernel SVM
+  std::vector<uint64_t> feature_ids;  // 0-based, strictly increasing
+  std::vector<double> kernel_weights, bandwidths;  // d_j > 0, h_j > 0
+  std::vector<float> support_vectors;  // row-major n_support × m
+  std::vector<double> dual_coefs;      // y_s α_s
+  uint64_t training_rows = 0;
+  size_t n_support() const { return dual_coefs.size(); }
+  // Bytes of the arrays (what a reader reserves from its MemoryBudget).
+  uint64_t bytes() const {
+    return feature_ids.size() * 24 + support_vectors.size() * sizeof(float) + dual_coefs.size() * sizeof(double);
+  }
 };
 
 struct Model {
@@ -77,6 +100,9 @@ struct Model {
   bool multiclass() const { return !classes.empty(); }
   // Applied to raw rows before scoring, in order (empty: none).
   std::vector<ModelTransform> transforms;
+  // A kernel SVM (then `features` is empty and `bias` is its offset).
+  KernelSvm kernel_svm;
+  bool has_kernel_svm() const { return !kernel_svm.kernel.empty(); }
 };
 
 // Class k of a one-vs-rest model as a binary model, sharing the feature-space
@@ -93,5 +119,9 @@ Model decode_model(std::string_view bytes, const std::string& path);
 // Throws Error(kIo) if unreadable, Error(kCorruption) with msg::not_a_model if
 // it is not a valid model (bad magic, checksum, FlatBuffer, or version).
 Model read_model(const std::string& path);
+// The same, with the memory of a kernel SVM's arrays (the file's buffer while
+// it is decoded, then the decoded arrays) reserved from `budget`; the
+// reservation of the arrays is returned in `kernel_memory`.
+Model read_model(const std::string& path, MemoryBudget& budget, Reservation& kernel_memory);
 
 }  // namespace fgm

@@ -8,6 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -157,37 +161,89 @@ ColumnBlock view_of(const store::BlockEntry& e, uint32_t tile_rows, uint8_t* bas
 // Bounds of everything read_block hands out, checked before use (the pieces
 // matched, but nothing read from a file indexes memory unchecked). Returns
 // what is wrong, or nullptr.
-// Branch-free (one OR per entry, which the compiler vectorises): the check
-// runs on every nonzero of every block read.
-bool strictly_increasing(const uint32_t* v, uint64_t n) {
-  uint32_t bad = 0;
-  for (uint64_t i = 1; i < n; ++i) bad |= static_cast<uint32_t>(v[i] <= v[i - 1]);
-  return bad == 0;
+//
+// These checks run on every nonzero of every block read, so they are whole-
+// array scans without a branch per cell or per nonzero (ScanU32, four entries
+// per SSE2 step): "rows strictly increasing inside every cell" is checked as
+// "the row sequence of a tile decreases or repeats exactly where a cell
+// starts" — every non-increase of the tile's rows is counted once, the
+// non-increases at cell starts once more, and the two counts must agree.
+
+// What one scan of a uint32 array found: how many entries are not above the
+// one before (v[i] <= v[i-1], i ≥ 1), and whether every entry lies in [lo, hi].
+struct U32Scan {
+  uint64_t not_increasing = 0;
+  bool in_range = true;
+};
+
+// n ≤ 2^32 (arrays of one block): a 32-bit lane counts at most n / 4 steps.
+U32Scan scan_u32(const uint32_t* v, uint64_t n, uint32_t lo, uint32_t hi) {
+  U32Scan s;
+  if (n == 0) return s;
+  s.in_range = v[0] >= lo && v[0] <= hi;
+  uint64_t i = 1;
+#if defined(__SSE2__)
+  // Unsigned compares from signed ones: flip the sign bit of both sides.
+  const __m128i sign = _mm_set1_epi32(INT32_MIN);
+  const __m128i below = _mm_set1_epi32(static_cast<int32_t>(lo ^ 0x80000000u));
+  const __m128i above = _mm_set1_epi32(static_cast<int32_t>(hi ^ 0x80000000u));
+  __m128i increasing = _mm_setzero_si128(), outside = _mm_setzero_si128();
+  for (; i + 4 <= n; i += 4) {
+    const __m128i cur = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)), sign);
+    const __m128i prev = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i - 1)), sign);
+    increasing = _mm_sub_epi32(increasing, _mm_cmpgt_epi32(cur, prev));  // +1 per lane where cur > prev
+    outside = _mm_or_si128(outside, _mm_or_si128(_mm_cmpgt_epi32(below, cur), _mm_cmpgt_epi32(cur, above)));
+  }
+  alignas(16) uint32_t lanes[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), increasing);
+  s.not_increasing += (i - 1) - (uint64_t{lanes[0]} + lanes[1] + lanes[2] + lanes[3]);
+  s.in_range = s.in_range && _mm_movemask_epi8(outside) == 0;
+#endif
+  uint32_t bad = 0, outside_tail = 0;
+  for (; i < n; ++i) {
+    bad += static_cast<uint32_t>(v[i] <= v[i - 1]);
+    outside_tail |= static_cast<uint32_t>(v[i] < lo) | static_cast<uint32_t>(v[i] > hi);
+  }
+  s.not_increasing += bad;
+  s.in_range = s.in_range && outside_tail == 0;
+  return s;
 }
 
 const char* check_block(const ColumnBlock& c, const store::BlockEntry& e, uint64_t n_rows) {
   const uint64_t k = e.column_count, cells = e.cell_count, T = e.tile_count;
+  // Counts come from the verified block table: k ≥ 1, cells ≤ nnz < 2^32.
   for (uint64_t j = 0; j < k; ++j) {
     const uint64_t id = c.column_ids[j];
     if (id < e.first_column || id >= e.end_column || (j > 0 && id <= c.column_ids[j - 1]))
       return "column ids out of order or outside the block's range";
   }
   if (c.tile_cells[0] != 0 || c.tile_cells[T] != cells) return "tile directory out of range";
-  if (c.cell_ptr[0] != 0 || c.cell_ptr[cells] != e.nnz) return "cell pointers out of range";
+  for (uint64_t t = 0; t < T; ++t)
+    if (c.tile_cells[t + 1] < c.tile_cells[t]) return "tile directory out of range";
+  // Cell pointers strictly increasing from 0 to nnz: every cell non-empty and
+  // inside the nonzeros.
+  const U32Scan ptr = scan_u32(c.cell_ptr, cells + 1, 0, static_cast<uint32_t>(e.nnz));
+  if (c.cell_ptr[0] != 0 || c.cell_ptr[cells] != e.nnz || ptr.not_increasing != 0 || !ptr.in_range)
+    return "cell pointers out of range";
   for (uint64_t t = 0; t < T; ++t) {
     const uint32_t begin = c.tile_cells[t], end = c.tile_cells[t + 1];
-    if (end < begin || end > cells) return "tile directory out of range";
+    if (begin == end) continue;
+    const U32Scan col = scan_u32(c.cell_column + begin, end - begin, 0, static_cast<uint32_t>(k - 1));
+    if (col.not_increasing != 0 || !col.in_range) return "cell columns out of range";
+    // Rows of the tile: inside it, and increasing except where a cell starts.
     const uint64_t row_begin = t * uint64_t{c.tile_rows};
     const uint64_t row_end = std::min<uint64_t>(row_begin + c.tile_rows, n_rows);
-    for (uint32_t x = begin; x < end; ++x) {
-      if (c.cell_column[x] >= k || (x > begin && c.cell_column[x] <= c.cell_column[x - 1]))
-        return "cell columns out of range";
-      const uint32_t p0 = c.cell_ptr[x], p1 = c.cell_ptr[x + 1];
-      if (p1 <= p0 || p1 > e.nnz) return "cell pointers out of range";
-      // Strictly increasing, first and last inside the tile: then every row is.
-      if (c.row_ids[p0] < row_begin || c.row_ids[p1 - 1] >= row_end || !strictly_increasing(c.row_ids + p0, p1 - p0))
-        return "row ids outside their tile or not increasing";
+    if (row_begin >= row_end) return "row ids outside their tile or not increasing";
+    const uint32_t p0 = c.cell_ptr[begin], p1 = c.cell_ptr[end];
+    const U32Scan rows = scan_u32(c.row_ids + p0, p1 - p0, static_cast<uint32_t>(row_begin),
+                                  static_cast<uint32_t>(row_end - 1));
+    uint64_t at_cell_starts = 0;
+    for (uint32_t x = begin + 1; x < end; ++x) {
+      const uint32_t p = c.cell_ptr[x];
+      at_cell_starts += static_cast<uint64_t>(c.row_ids[p] <= c.row_ids[p - 1]);
     }
+    if (!rows.in_range || rows.not_increasing != at_cell_starts)
+      return "row ids outside their tile or not increasing";
   }
   // One tile: csc_columns reads cell c as column c.
   if (T == 1)
@@ -747,20 +803,26 @@ ColumnBlock merge_blocks(const std::vector<ColumnBlock>& parts, uint8_t* out) {
     std::memcpy(col_max + at, p.col_max, 4 * p.column_count);
     at += p.column_count;
   }
+  // Per tile, each part's cells and nonzeros are contiguous: copied in bulk,
+  // their pointers and columns shifted (a tall store's cells hold 1-2
+  // nonzeros, so a copy per cell would cost more than the copy itself).
   uint32_t cell = 0, nz = 0;
   tile_cells[0] = 0;
   cell_ptr[0] = 0;
   for (uint32_t t = 0; t < T; ++t) {
     uint32_t column_base = 0;
     for (const auto& p : parts) {
-      for (uint32_t x = p.tile_cells[t]; x < p.tile_cells[t + 1]; ++x) {
-        const uint32_t b = p.cell_ptr[x], e = p.cell_ptr[x + 1];
-        std::memcpy(row_ids + nz, p.row_ids + b, 4 * (e - b));
-        std::memcpy(values + nz, p.values + b, 4 * (e - b));
-        nz += e - b;
-        cell_column[cell] = column_base + p.cell_column[x];
-        cell_ptr[++cell] = nz;
+      const uint32_t x0 = p.tile_cells[t], x1 = p.tile_cells[t + 1];
+      const uint32_t b = p.cell_ptr[x0], e = p.cell_ptr[x1];
+      std::memcpy(row_ids + nz, p.row_ids + b, 4 * uint64_t{e - b});
+      std::memcpy(values + nz, p.values + b, 4 * uint64_t{e - b});
+      const uint32_t shift = nz - b;  // modulo 2^32: nz + (ptr − b)
+      for (uint32_t x = x0; x < x1; ++x) {
+        cell_column[cell + (x - x0)] = column_base + p.cell_column[x];
+        cell_ptr[cell + (x - x0) + 1] = p.cell_ptr[x + 1] + shift;
       }
+      cell += x1 - x0;
+      nz += e - b;
       column_base += static_cast<uint32_t>(p.column_count);
     }
     tile_cells[t + 1] = cell;

@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/feature_key.h"
+#include "core/memory_budget.h"
 #include "core/messages.h"
 #include "report/html_text.h"
 #include "report/svg_chart.h"
@@ -549,6 +550,13 @@ std::string points_table_html(const NumericCsv& csv) {
 }
 
 std::string model_heading(const std::string& what, const Model& model) {
+  if (model.has_kernel_svm()) {  // weights below are the kernel weights d_j
+    const KernelSvm& k = model.kernel_svm;
+    return fmt::format("<h3>Kernel SVM of {}: {} feature{} ({} kernels, weight = kernel weight), {} support "
+                       "vectors of {} training rows, bias {}</h3>\n",
+                       html_escape(what), k.feature_ids.size(), k.feature_ids.size() == 1 ? "" : "s",
+                       html_escape(k.kernel), k.n_support(), k.training_rows, format_number(model.bias, 6));
+  }
   return fmt::format("<h3>Selected features of {}: {} feature{}, kind {}, bias {}</h3>\n", html_escape(what),
                      model.features.size(), model.features.size() == 1 ? "" : "s", html_escape(model.feature_kind),
                      format_number(model.bias, 6));
@@ -563,7 +571,39 @@ std::string feature_table_html(const std::vector<ModelFeature>& features, int in
 }
 
 std::string feature_table_html(const Model& model, size_t max_rows) {
+  if (model.has_kernel_svm()) {
+    std::vector<ModelFeature> kernels;
+    for (size_t j = 0; j < model.kernel_svm.feature_ids.size(); ++j) {
+      ModelFeature f;
+      f.key.ids[0] = model.kernel_svm.feature_ids[j];
+      f.weight = model.kernel_svm.kernel_weights[j];
+      f.batch = 1;
+      kernels.push_back(f);
+    }
+    return feature_table_html(kernels, model.index_base, max_rows);
+  }
   return feature_table_html(model.features, model.index_base, max_rows);
+}
+
+// A distributed run: each outer iteration's communication (rank 0: payload
+// bytes sent plus received, collective calls, seconds inside them) by phase,
+// and every rank's peak RSS and budget peak.
+std::string communication_html(const TrainRunLog& log) {
+  if (log.communication.empty() && log.ranks.empty()) return {};
+  std::string out = "<h3>Communication (distributed run, rank 0)</h3>\n<div class=\"scroll\"><table>\n"
+                    "<tr><th>iteration</th><th>phase</th><th>bytes</th><th>collectives</th><th>seconds</th></tr>\n";
+  for (const auto& c : log.communication)
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", c.iter,
+                       html_escape(c.phase), format_bytes(static_cast<uint64_t>(c.bytes)),
+                       format_number(c.collectives, 6), format_number(c.seconds, 4));
+  out += "</table></div>\n";
+  if (log.ranks.empty()) return out;
+  out += "<h3>Memory per rank</h3>\n<table>\n<tr><th>rank</th><th>peak RSS</th><th>memory budget peak</th></tr>\n";
+  for (size_t r = 0; r < log.ranks.size(); ++r)
+    out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", r,
+                       format_bytes(static_cast<uint64_t>(log.ranks[r].peak_rss_bytes)),
+                       format_bytes(static_cast<uint64_t>(log.ranks[r].memory_budget_peak_bytes)));
+  return out + "</table>\n";
 }
 
 std::string train_section_html(const TrainRunLog& log, const Model& model) {
@@ -573,6 +613,7 @@ std::string train_section_html(const TrainRunLog& log, const Model& model) {
   out += warnings_html(log.warnings, log.file);
   out += summary_html(log.summary);
   out += train_charts_html(log);
+  out += communication_html(log);
   out += model_heading("model.fgm", model);
   out += feature_table_html(model);
   out += config_html(log.config);

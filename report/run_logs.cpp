@@ -225,6 +225,21 @@ TrainRunLog read_train_log(const std::string& run_json_path) {
   } else {  // solvers without the FGM cutting plane (run.json "solver" other than fgm)
     log.objective_no_features = log.final_sip_violation = kNaN;
   }
+  if (const JsonValue* distributed = root.find("distributed")) {
+    for (const auto& pass : r.array(*distributed, "passes").items()) {
+      if (!pass.is_object())
+        throw Error(ErrorKind::kCorruption, msg::bad_run_log(run_json_path, "distributed.passes", "a list of objects"));
+      log.communication.push_back({static_cast<int64_t>(r.number(pass, "iter")), r.string(pass, "phase"),
+                                   r.number(pass, "bytes"), r.number(pass, "collectives"), r.number(pass, "seconds")});
+    }
+    if (distributed->find("rank_resources"))
+      for (const auto& rank : r.array(*distributed, "rank_resources").items()) {
+        if (!rank.is_object())
+          throw Error(ErrorKind::kCorruption,
+                      msg::bad_run_log(run_json_path, "distributed.rank_resources", "a list of objects"));
+        log.ranks.push_back({r.number(rank, "peak_rss_bytes"), r.number(rank, "memory_budget_peak_bytes")});
+      }
+  }
   log.test_accuracy = log.test_auc = kNaN;
   if (root.find("test")) {
     const JsonValue& test = r.field(root, "test", JsonValue::Type::kObject, "an object");

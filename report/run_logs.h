@@ -41,6 +41,19 @@ struct ClassRunLog {
   double test_auc = 0;  // NaN when the run had no test data
 };
 
+// A distributed run's communication in one phase of one outer iteration
+// (run.json "distributed"."passes", rank 0's view).
+struct CommunicationLog {
+  int64_t iter = 0;
+  std::string phase;  // "labels", "scoring", "solve"
+  double bytes = 0, collectives = 0, seconds = 0;
+};
+
+// One rank of a distributed run (run.json "distributed"."rank_resources").
+struct RankResourceLog {
+  double peak_rss_bytes = 0, memory_budget_peak_bytes = 0;
+};
+
 struct TrainRunLog {
   std::string file;
   SummaryFields summary;
@@ -55,6 +68,9 @@ struct TrainRunLog {
   // run.json "test" (NaN when the run had no test data); macro AUC for multi-class.
   double test_accuracy = 0, test_auc = 0;
   std::vector<LogWarning> warnings;
+  // Distributed runs only (empty otherwise).
+  std::vector<CommunicationLog> communication;
+  std::vector<RankResourceLog> ranks;
 };
 TrainRunLog read_train_log(const std::string& run_json_path);
 

@@ -130,6 +130,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -228,8 +229,8 @@ class UntouchedTerms {
                     LossT::bregman(C_, beta, sigma(-beta), step));
   }
   // α_i = −φ'(m_i) (Theorem 3) of a row of label +1 and −1.
-  double alpha_positive(double beta) const { return -LossT::deriv(C_, -beta); }
-  double alpha_negative(double beta) const { return -LossT::deriv(C_, beta); }
+  static double alpha_positive(double C, double beta) { return -LossT::deriv(C, -beta); }
+  static double alpha_negative(double C, double beta) { return -LossT::deriv(C, beta); }
 
  private:
   // p = σ(−m) for the logistic Bregman term (unused by the squared hinge).
@@ -256,111 +257,182 @@ double sum_loss(Executor& ex, double C, const int8_t* y, const double* d, size_t
 // Vectors over the touched rows (up to n doubles, allocated per solve).
 using RowVector = HugeVector<double>;
 
+// One part of the rows (the single store: all of them; a partitioned store:
+// one row partition): its layout, its vectors over its touched rows, its
+// share of the inner-product cache and its decision values. Every sum over
+// rows is taken per part by the code below and the parts' sums are added by
+// the RowSumReduction (apg_reduction.h).
+template <class LossT>
+struct RowPart {
+  RowPart(const ApgRowPart& spec, double C, MemoryBudget& budget)
+      : layout(*spec.cache, spec.labels, budget),
+        untouched(layout.untouched(), C),
+        y(layout.labels()),
+        rows(layout.touched()),
+        decision(spec.decision) {}
+
+  size_t chunks() const { return layout.num_chunks(); }
+  double* p_at(size_t lo) { return LossT::kNeedsSigmoid ? p.data() + lo : nullptr; }
+
+  ApgLayout layout;
+  UntouchedTerms<LossT> untouched;
+  const int8_t* y;  // labels of the touched rows
+  size_t rows;      // touched rows
+  std::vector<double>* decision;
+  Reservation reservation, cache_reservation;
+  size_t column_grain = 1;
+  size_t cached = 0;                   // products kept (of 2t)
+  std::vector<uint64_t> slot_offset;   // slot s starts at products[slot_offset[s]]
+  HugeVector<double> products;         // the kept slots, back to back
+  RowVector p, r;  // r doubles as the scratch of product() and of the trial loss
+  // dv: decision values at (v, v_b); d: the trial step δ, then those at (ω^k, b).
+  RowVector dv, d;
+};
+
 template <class LossT>
 class ApgSolver {
  public:
-  ApgSolver(const SelectedFeatureCache& cache, const int8_t* labels, const ApgOptions& options,
+  using Part = RowPart<LossT>;
+
+  ApgSolver(const std::vector<ApgRowPart>& parts, RowSumReduction& reduce, const ApgOptions& options,
             MemoryBudget& budget)
-      : layout_(cache, labels, budget),
-        untouched_(layout_.untouched(), options.C),
-        y_(layout_.labels()),
-        opt_(options),
-        ex_(options.threads),
-        rows_(layout_.touched()),
-        cols_(cache.num_columns()),
-        t_(cache.num_batches()) {
+      : opt_(options), ex_(options.threads), reduce_(reduce) {
+    FGM_ASSERT(!parts.empty());
+    const SelectedFeatureCache& cache = *parts[0].cache;
+    cols_ = cache.num_columns();
+    t_ = cache.num_batches();
     for (size_t h = 0; h < t_; ++h) FGM_ASSERT(cache.batch_begin(h) <= cache.batch_end(h));
     FGM_ASSERT(t_ == 0 ? cols_ == 0 : cache.batch_begin(0) == 0);
     batch_begin_.resize(t_ + 1);
     for (size_t h = 0; h < t_; ++h) batch_begin_[h] = cache.batch_begin(h);
     batch_begin_[t_] = cols_;
-    // Required: 3 vectors over the touched rows for decision values at v and
-    // ω (the latter also the trial step δ) and ∇_d P (also the scratch for
-    // products not cached), and σ for the logistic loss (margins are formed
-    // again where needed); 6 per column for ω (now, previous, trial), v, g,
-    // g⁺; 5 per batch.
-    const uint64_t row_vectors = LossT::kNeedsSigmoid ? 4 : 3;
-    const uint64_t doubles = row_vectors * uint64_t(rows_) + 6 * uint64_t(cols_) + 5 * uint64_t(t_);
-    reservation_ = budget.reserve(doubles * sizeof(double), "APG per-row vectors",
-                                  "use fewer training rows");
-    // Optional: the inner-product cache, 2 vectors per batch (|R_h| entries
-    // each), slot 2h + kind, as many leading slots as fit.
-    cache_reservation_ = budget.reserve_up_to(2 * layout_.total_batch_rows() * sizeof(double),
-                                              sizeof(double), "APG inner-product cache");
-    slot_offset_.assign(2 * t_ + 1, 0);
-    uint64_t kept = 0;
-    for (size_t s = 0; s < 2 * t_; ++s) {
-      const uint64_t size = layout_.batch_rows(s / 2);
-      if ((kept + size) * sizeof(double) > cache_reservation_.bytes()) break;
-      kept += size;
-      slot_offset_[++cached_] = kept;
+    // Required, per part: 3 vectors over its touched rows for decision values
+    // at v and ω (the latter also the trial step δ) and ∇_d P (also the
+    // scratch for products not cached), and σ for the logistic loss (margins
+    // are formed again where needed); with the first part 6 per column for ω
+    // (now, previous, trial), v, g, g⁺ and 5 per batch; with each further
+    // part 2 per column for its partial gradients.
+    for (const ApgRowPart& spec : parts) {
+      FGM_ASSERT(spec.cache->num_columns() == cols_ && spec.cache->num_batches() == t_);
+      for (size_t h = 0; h < t_; ++h) FGM_ASSERT(spec.cache->batch_begin(h) == batch_begin_[h]);
+      parts_.push_back(std::make_unique<Part>(spec, options.C, budget));
+      Part& q = *parts_.back();
+      const uint64_t row_vectors = LossT::kNeedsSigmoid ? 4 : 3;
+      const uint64_t column_doubles = parts_.size() == 1 ? 6 * uint64_t(cols_) + 5 * uint64_t(t_) : 2 * uint64_t(cols_);
+      q.reservation = budget.reserve((row_vectors * uint64_t(q.rows) + column_doubles) * sizeof(double),
+                                     "APG per-row vectors", "use fewer training rows");
+      q.column_grain = std::max<size_t>(
+          1, kColumnTaskNnz / std::max<uint64_t>(1, q.layout.nnz() / std::max<size_t>(1, cols_)));
     }
-    cache_reservation_.resize(kept * sizeof(double));
-    column_grain_ = std::max<size_t>(1, kColumnTaskNnz / std::max<uint64_t>(1, layout_.nnz() / std::max<size_t>(1, cols_)));
+    // Optional: the inner-product cache, 2 vectors per batch (|R_h| entries
+    // each), slot 2h + kind, as many leading slots as fit (part by part).
+    for (auto& part : parts_) {
+      Part& q = *part;
+      q.cache_reservation = budget.reserve_up_to(2 * q.layout.total_batch_rows() * sizeof(double), sizeof(double),
+                                                 "APG inner-product cache");
+      q.slot_offset.assign(2 * t_ + 1, 0);
+      uint64_t kept = 0;
+      for (size_t s = 0; s < 2 * t_; ++s) {
+        const uint64_t size = q.layout.batch_rows(s / 2);
+        if ((kept + size) * sizeof(double) > q.cache_reservation.bytes()) break;
+        kept += size;
+        q.slot_offset[++q.cached] = kept;
+      }
+      q.cache_reservation.resize(kept * sizeof(double));
+    }
   }
 
-  ApgResult solve(ApgState& state, std::vector<double>& decision);
+  ApgResult solve(ApgState& state);
+
+  // Every part's decision values at (state.w, state.b), formed as solve()
+  // forms those it returns (so the same bits).
+  void decisions(const ApgState& state) {
+    std::vector<double> w = state.w;
+    w.resize(cols_, 0.0);
+    const double b = opt_.bias ? state.b : 0.0;
+    for (auto& part : parts_) {
+      part->products.resize(part->slot_offset[part->cached]);
+      part->d.resize(part->rows);
+      part->r.resize(part->rows);
+    }
+    refresh(kXv, w);
+    sum_products(kXv, w, b, &Part::d);
+    write_decisions(b);
+  }
 
  private:
+  // Each part's decision output from its d: d on the touched rows, 0 − b on every other row.
+  void write_decisions(double b) {
+    for (auto& part : parts_) {
+      Part& q = *part;
+      q.decision->assign(q.layout.n_rows(), 0.0 - b);
+      const uint32_t* rows = q.layout.rows();
+      for (size_t c = 0; c < q.rows; ++c) (*q.decision)[rows[c]] = q.d[c];
+    }
+  }
+
   size_t begin(size_t h) const { return batch_begin_[h]; }
   size_t end(size_t h) const { return batch_begin_[h + 1]; }
-  size_t chunks() const { return layout_.num_chunks(); }
-  double* p_at(size_t lo) { return LossT::kNeedsSigmoid ? p_.data() + lo : nullptr; }
 
   // Which products the inner-product cache keeps: slot 2h + kind while it fits.
   enum Product { kXv = 0, kXg = 1 };
-  bool is_cached(Product kind, size_t h) const { return 2 * h + kind < cached_; }
-  double* slot(Product kind, size_t h) { return products_.data() + slot_offset_[2 * h + kind]; }
+  static bool is_cached(const Part& q, Product kind, size_t h) { return 2 * h + kind < q.cached; }
+  static double* slot(Part& q, Product kind, size_t h) { return q.products.data() + q.slot_offset[2 * h + kind]; }
 
   // out = X_h x_h on R_h, one pass over batch h's columns. Every product,
   // cached or not, is formed here, so its bits do not depend on the cache size.
-  void batch_product(size_t h, const std::vector<double>& x, double* out) const {
-    std::fill(out, out + layout_.batch_rows(h), 0.0);
+  void batch_product(const Part& q, size_t h, const std::vector<double>& x, double* out) const {
+    std::fill(out, out + q.layout.batch_rows(h), 0.0);
     for (size_t j = begin(h); j < end(h); ++j) {
       if (x[j] == 0) continue;
-      kernels::scatter_axpy(x[j], layout_.column_local(j), layout_.column_values(j),
-                            layout_.column_size(j), out);
+      kernels::scatter_axpy(x[j], q.layout.column_local(j), q.layout.column_values(j), q.layout.column_size(j), out);
     }
   }
 
-  // Forms the cached products X_h x_h of `kind` (one task per batch); the
-  // others are formed on demand by product().
+  // Forms every part's cached products X_h x_h of `kind` (one task per
+  // batch); the others are formed on demand by product().
   void refresh(Product kind, const std::vector<double>& x) {
-    size_t kept = 0;
-    while (kept < t_ && is_cached(kind, kept)) ++kept;
-    ex_.for_each(kept, [&](size_t h) { batch_product(h, x, slot(kind, h)); });
+    for (auto& part : parts_) {
+      Part& q = *part;
+      size_t kept = 0;
+      while (kept < t_ && is_cached(q, kind, kept)) ++kept;
+      ex_.for_each(kept, [&](size_t h) { batch_product(q, h, x, slot(q, kind, h)); });
+    }
     ++column_passes_;
   }
 
   // X_h x_h: the cached vector (refreshed with this x) or, if the cache has
   // no room for it, recomputed into the scratch vector (valid until the next call).
-  const double* product(Product kind, size_t h, const std::vector<double>& x) {
-    if (is_cached(kind, h)) return slot(kind, h);
-    batch_product(h, x, r_.data());
+  const double* product(Part& q, Product kind, size_t h, const std::vector<double>& x) {
+    if (is_cached(q, kind, h)) return slot(q, kind, h);
+    batch_product(q, h, x, q.r.data());
     ++recomputed_products_;
-    return r_.data();
+    return q.r.data();
   }
 
   // The part of batch h's R_h that falls in chunk c: [first, first + count).
   struct Span {
     size_t first, count;
   };
-  Span span(size_t h, size_t c) const {
-    const size_t a = layout_.batch_chunk(h, c);
-    return {a, layout_.batch_chunk(h, c + 1) - a};
+  static Span span(const Part& q, size_t h, size_t c) {
+    const size_t a = q.layout.batch_chunk(h, c);
+    return {a, q.layout.batch_chunk(h, c + 1) - a};
   }
-  const uint32_t* batch_rows(size_t h) const { return layout_.batch_row_list(h); }
+  static const uint32_t* batch_rows(const Part& q, size_t h) { return q.layout.batch_row_list(h); }
 
-  // out_i = Σ_h (X_h x_h)_i − b on the touched rows, batches added in order.
-  void sum_products(Product kind, const std::vector<double>& x, double b, RowVector& out) {
-    const bool all_cached = t_ == 0 || is_cached(kind, t_ - 1);
+  // out_i = Σ_h (X_h x_h)_i − b on the touched rows of every part, batches added in order.
+  void sum_products(Product kind, const std::vector<double>& x, double b, RowVector Part::*vec) {
+    for (auto& part : parts_) sum_products(*part, kind, x, b, (*part).*vec);
+  }
+  void sum_products(Part& q, Product kind, const std::vector<double>& x, double b, RowVector& out) {
+    const bool all_cached = t_ == 0 || is_cached(q, kind, t_ - 1);
     if (all_cached) {  // one sweep per chunk, same order of operations
-      ex_.for_each(chunks(), [&](size_t c) {
-        const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+      ex_.for_each(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
         std::fill(out.begin() + lo, out.begin() + hi, 0.0);
         for (size_t h = 0; h < t_; ++h) {
-          const Span s = span(h, c);
-          kernels::scatter_add(batch_rows(h) + s.first, slot(kind, h) + s.first, s.count, out.data());
+          const Span s = span(q, h, c);
+          kernels::scatter_add(batch_rows(q, h) + s.first, slot(q, kind, h) + s.first, s.count, out.data());
         }
         kernels::subtract_scalar(b, hi - lo, out.data() + lo);
       });
@@ -368,107 +440,157 @@ class ApgSolver {
     }
     std::fill(out.begin(), out.end(), 0.0);
     for (size_t h = 0; h < t_; ++h) {
-      const double* p = product(kind, h, x);
-      ex_.for_each(chunks(), [&](size_t c) {
-        const Span s = span(h, c);
-        kernels::scatter_add(batch_rows(h) + s.first, p + s.first, s.count, out.data());
+      const double* p = product(q, kind, h, x);
+      ex_.for_each(q.chunks(), [&](size_t c) {
+        const Span s = span(q, h, c);
+        kernels::scatter_add(batch_rows(q, h) + s.first, p + s.first, s.count, out.data());
       });
     }
-    ex_.for_each(chunks(), [&](size_t c) {
-      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
+    ex_.for_each(q.chunks(), [&](size_t c) {
+      const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
       kernels::subtract_scalar(b, hi - lo, out.data() + lo);
     });
   }
 
-  // δ = X(ω − v) = Σ_h coef_v_h X_h v_h − coef_g_h X_h g_h on the touched rows
-  // (added in batch order, v before g), then Σ_i of the loss's Bregman
-  // remainder at δ. Untouched rows have δ_i = 0 and add exactly 0.
-  // dv: decision values at (v, v_b), where the margins and p were formed.
-  double trial_step(const std::vector<double>& v, const std::vector<double>& g,
-                    const std::vector<double>& coef_v, const std::vector<double>& coef_g,
-                    const RowVector& dv, RowVector& delta) {
-    const double C = opt_.C;
-    auto bregman = [&](size_t c) {
-      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-      return std::array<double, 1>{
-          kernels::bregman_sum<LossT>(C, y_ + lo, dv.data() + lo, p_at(lo), delta.data() + lo, hi - lo)};
-    };
-    if (cached_ >= 2 * t_) {
-      // Everything cached: one fused sweep per row chunk (same order of operations).
-      return ex_.sum<1>(chunks(), [&](size_t c) {
-        std::fill(delta.begin() + layout_.chunk_begin(c), delta.begin() + layout_.chunk_end(c), 0.0);
-        for (size_t h = 0; h < t_; ++h) {
-          const Span s = span(h, c);
-          kernels::scatter_trial_step(coef_v[h], slot(kXv, h) + s.first, -coef_g[h],
-                                      slot(kXg, h) + s.first, batch_rows(h) + s.first, s.count,
-                                      delta.data());
-        }
-        return bregman(c);
-      })[0];
-    }
-    std::fill(delta.begin(), delta.end(), 0.0);
+  // ω_trial = S_τ(v − g/τ) (Moreau projection, batch by batch) and the
+  // coefficients of X_h(ω_h − v_h) = (scale_h − 1) X_h v_h − (scale_h/τ) X_h g_h;
+  // returns ‖ω_trial − v‖².
+  double prox_trial(double tau, const std::vector<double>& v, const std::vector<double>& g) {
+    const double s = 1.0 / tau;
     for (size_t h = 0; h < t_; ++h) {
-      for (Product kind : {kXv, kXg}) {
-        const double coef = kind == kXv ? coef_v[h] : -coef_g[h];
-        const double* p = product(kind, h, kind == kXv ? v : g);
-        ex_.for_each(chunks(), [&](size_t c) {
-          const Span s = span(h, c);
-          kernels::scatter_scaled_add(coef, batch_rows(h) + s.first, p + s.first, s.count, delta.data());
-        });
+      double q = 0;
+      for (size_t j = begin(h); j < end(h); ++j) {
+        double u = v[j] - s * g[j];
+        q += u * u;
       }
+      norms_[h] = std::sqrt(q);
     }
-    return ex_.sum<1>(chunks(), bregman)[0];
+    detail::moreau_scales(norms_.data(), t_, s, scales_.data(), order_);
+    double dist2 = 0;
+    for (size_t h = 0; h < t_; ++h) {
+      for (size_t j = begin(h); j < end(h); ++j) {
+        w_trial_[j] = scales_[h] * (v[j] - s * g[j]);
+        double e = w_trial_[j] - v[j];
+        dist2 += e * e;
+      }
+      coef_v_[h] = scales_[h] - 1.0;
+      coef_g_[h] = scales_[h] * s;
+    }
+    return dist2;
   }
 
-  // g_j = Σ_i r_i x_ij (one pass over the columns). With `positive_part`
-  // and a bias also the positive rows' part g⁺_j (for dual_bound).
-  void gradient(const RowVector& r, std::vector<double>& g, bool positive_part = false) {
+  // On part q: δ = X(ω − v) = Σ_h coef_v_h X_h v_h − coef_g_h X_h g_h on the
+  // touched rows (added in batch order, v before g) into q.d, and the part's
+  // Σ_i of the loss's Bregman remainder at δ. Untouched rows have δ_i = 0 and
+  // add exactly 0. With `loss`, also the part's P at the trial point dv + δ
+  // and bias b (the same sums, in the same order, as loss() of those
+  // decision values). q.dv: decision values at (v, v_b), where the margins
+  // and p were formed.
+  double trial_step(Part& q, const std::vector<double>& v, const std::vector<double>& g, double b, double* loss) {
+    const double C = opt_.C;
+    RowVector& delta = q.d;
+    auto sums = [&](size_t c) {
+      const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+      std::array<double, 2> s{
+          kernels::bregman_sum<LossT>(C, q.y + lo, q.dv.data() + lo, q.p_at(lo), delta.data() + lo, hi - lo), 0.0};
+      if (loss) {
+        kernels::add(q.dv.data() + lo, delta.data() + lo, hi - lo, q.r.data() + lo);
+        s[1] = kernels::loss_sum<LossT>(C, q.y + lo, q.r.data() + lo, hi - lo);
+      }
+      return s;
+    };
+    std::array<double, 2> total;
+    if (q.cached >= 2 * t_) {
+      // Everything cached: one fused sweep per row chunk (same order of operations).
+      total = ex_.sum<2>(q.chunks(), [&](size_t c) {
+        std::fill(delta.begin() + q.layout.chunk_begin(c), delta.begin() + q.layout.chunk_end(c), 0.0);
+        for (size_t h = 0; h < t_; ++h) {
+          const Span s = span(q, h, c);
+          kernels::scatter_trial_step(coef_v_[h], slot(q, kXv, h) + s.first, -coef_g_[h], slot(q, kXg, h) + s.first,
+                                      batch_rows(q, h) + s.first, s.count, delta.data());
+        }
+        return sums(c);
+      });
+    } else {
+      std::fill(delta.begin(), delta.end(), 0.0);
+      for (size_t h = 0; h < t_; ++h) {
+        for (Product kind : {kXv, kXg}) {
+          const double coef = kind == kXv ? coef_v_[h] : -coef_g_[h];
+          const double* p = product(q, kind, h, kind == kXv ? v : g);
+          ex_.for_each(q.chunks(), [&](size_t c) {
+            const Span s = span(q, h, c);
+            kernels::scatter_scaled_add(coef, batch_rows(q, h) + s.first, p + s.first, s.count, delta.data());
+          });
+        }
+      }
+      total = ex_.sum<2>(q.chunks(), sums);
+    }
+    if (loss) *loss = total[1] + q.untouched.loss(b);
+    return total[0];
+  }
+
+  // Part q's g_j = Σ_i r_i x_ij (one pass over the columns). With `positive`
+  // also the positive rows' part g⁺_j (for dual_bound).
+  void gradient_part(Part& q, double* g, double* positive) {
     ex_.for_each(cols_, [&](size_t j) {
-      const uint32_t* position = layout_.column_local(j);
-      const uint32_t* rows = batch_rows(layout_.column_batch(j));
-      const float* values = layout_.column_values(j);
-      const size_t count = layout_.column_size(j);
-      if (opt_.bias && positive_part) {
+      const uint32_t* position = q.layout.column_local(j);
+      const uint32_t* rows = batch_rows(q, q.layout.column_batch(j));
+      const float* values = q.layout.column_values(j);
+      const size_t count = q.layout.column_size(j);
+      if (positive) {
         double s = 0, sp = 0;
         for (size_t k = 0; k < count; ++k) {
           const uint32_t i = rows[position[k]];
-          const double t = r[i] * double(values[k]);
+          const double t = q.r[i] * double(values[k]);
           s += t;
-          sp += y_[i] > 0 ? t : 0.0;
+          sp += q.y[i] > 0 ? t : 0.0;
         }
-        g_pos_[j] = sp;
+        positive[j] = sp;
         g[j] = s;
       } else {
-        g[j] = kernels::gather_dot(position, rows, values, count, r.data());
+        g[j] = kernels::gather_dot(position, rows, values, count, q.r.data());
       }
-    }, column_grain_);
+    }, q.column_grain);
+  }
+
+  // ∇_ω P at the decision values whose r every part holds, reduced (one pass over the columns).
+  void gradient(std::vector<double>& g) {
+    std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(cols_));
+    for (size_t k = 0; k < parts_.size(); ++k) gradient_part(*parts_[k], local[k].data(), nullptr);
+    g = reduce_.sum(local, cols_);
     ++column_passes_;
     ++gradient_evaluations_;
   }
 
-  double dual_bound(const std::vector<double>& g, double b);
+  double dual_bound(const std::vector<double>& g, const std::vector<double>& g_pos, double pos, double neg, double b);
+
+  // Part q's squared column norms over its rows in the fit (label ±1), one per column.
+  void column_norms(const Part& q, double* out) const {
+    for (size_t j = 0; j < cols_; ++j) {
+      const uint32_t* position = q.layout.column_local(j);
+      const uint32_t* rows = batch_rows(q, q.layout.column_batch(j));
+      const float* values = q.layout.column_values(j);
+      double s = 0;
+      for (size_t k = 0; k < q.layout.column_size(j); ++k)
+        if (q.y[rows[position[k]]] != 0) s += double(values[k]) * double(values[k]);
+      out[j] = s;
+    }
+  }
 
   // L₀ when no L_t is carried over: the largest diagonal entry of ∇²P's bound
   // C·X'X (C/4·X'X for the logistic loss), max_j C·‖x_j‖², a lower bound on
   // its largest eigenvalue, so the line search only raises it. The paper's
   // L₀ = 0.01nC ignores the data's scale: on data scaled by 10^-3 it is 10^6
   // times too large, and τ then shrinks by η per iteration while the stop
-  // rule's reference step Δ_1 is 10^6 times too small.
-  double initial_lipschitz() const {
+  // rule's reference step Δ_1 is 10^6 times too small. `norms`: the reduced
+  // column norms, `fit_rows`: the rows with label ±1.
+  double initial_lipschitz(const double* norms, double fit_rows) const {
     double largest = 0;
-    for (size_t j = 0; j < cols_; ++j) {
-      const uint32_t* position = layout_.column_local(j);
-      const uint32_t* rows = batch_rows(layout_.column_batch(j));
-      const float* values = layout_.column_values(j);
-      double q = 0;
-      for (size_t k = 0; k < layout_.column_size(j); ++k)
-        if (y_[rows[position[k]]] != 0) q += double(values[k]) * double(values[k]);
-      largest = std::max(largest, q);
-    }
+    for (size_t j = 0; j < cols_; ++j) largest = std::max(largest, norms[j]);
     const double curvature = (LossT::kNeedsSigmoid ? 0.25 : 1.0) * opt_.C * largest;
     if (curvature > 0) return curvature;
     // No column: the paper's 0.01nC over the rows in the fit.
-    return 0.01 * double(layout_.fit_rows()) * opt_.C;
+    return 0.01 * fit_rows * opt_.C;
   }
 
   // ½(Σ_h ‖x_h‖)² for x in column space.
@@ -482,57 +604,125 @@ class ApgSolver {
     return 0.5 * z * z;
   }
 
-  // P at decision values d on the touched rows and bias b (untouched rows: −b).
-  double loss(const RowVector& d, double b) {
+  // Part q's P at decision values d on its touched rows and bias b (untouched rows: −b).
+  double loss_part(Part& q, const RowVector& d, double b) {
     const double C = opt_.C;
-    const double touched = ex_.sum<1>(chunks(), [&](size_t c) {
-      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-      return std::array<double, 1>{kernels::loss_sum<LossT>(C, y_ + lo, d.data() + lo, hi - lo)};
+    const double touched = ex_.sum<1>(q.chunks(), [&](size_t c) {
+      const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+      return std::array<double, 1>{kernels::loss_sum<LossT>(C, q.y + lo, d.data() + lo, hi - lo)};
     })[0];
-    return touched + untouched_.loss(b);
+    return touched + q.untouched.loss(b);
+  }
+  // P over all parts, reduced.
+  double loss(RowVector Part::*vec, double b) {
+    std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(1));
+    for (size_t k = 0; k < parts_.size(); ++k) local[k][0] = loss_part(*parts_[k], (*parts_[k]).*vec, b);
+    return reduce_.sum(local, 1)[0];
   }
 
-  // On the touched rows, with margins m_i = y_i d_i: (logistic) p_i = σ(−m_i),
-  // optionally r_i = ∂P/∂d_i.
-  void margins(const RowVector& d, bool with_r) {
+  // On every part's touched rows, with margins m_i = y_i d_i: (logistic)
+  // p_i = σ(−m_i), optionally r_i = ∂P/∂d_i.
+  void margins(RowVector Part::*vec, bool with_r) {
     if (!with_r && !LossT::kNeedsSigmoid) return;  // nothing to store
-    ex_.for_each(chunks(), [&](size_t c) {
-      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-      kernels::margins<LossT>(opt_.C, y_ + lo, d.data() + lo, hi - lo, p_at(lo), r_.data() + lo, with_r);
-    });
+    for (auto& part : parts_) {
+      Part& q = *part;
+      const RowVector& d = q.*vec;
+      ex_.for_each(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+        kernels::margins<LossT>(opt_.C, q.y + lo, d.data() + lo, hi - lo, q.p_at(lo), q.r.data() + lo, with_r);
+      });
+    }
   }
+
+  // The ω line search from τ = η τ_{k−1} (τ ← τ/η on rejection), F ≤ Q tested
+  // on the cached products. A batched reduction evaluates 2, 4, 8, … trial
+  // steps per reduction (and, without a bias, P at each trial point, which
+  // then is F's loss): the accepted τ is the first that passes, as one by one.
+  // On acceptance w_trial_ and every part's d (= δ) hold the accepted step.
+  struct LineSearch {
+    bool accepted = false;
+    double tau = 0, dist2 = 0;
+    bool has_loss = false;
+    double loss = 0;  // P at the accepted point (has_loss)
+  };
+  LineSearch line_search(double tau, const std::vector<double>& v, const std::vector<double>& g, double vb, double& L,
+                         ApgResult& res);
 
   // The b-step (Armijo (36)) at (ω^k, v_b), whose decision values on the
-  // touched rows are in d: returns b − v_b and updates d; sets the b part
-  // (∂P/∂b)²/τ_b of Δ_k and remembers τ_b.
-  double bias_step(RowVector& d, double vb, double tau_k, double& model_decrease,
-                   ApgResult& res);
+  // touched rows are in every part's d: returns b − v_b and updates d; sets
+  // the b part (∂P/∂b)²/τ_b of Δ_k and remembers τ_b.
+  double bias_step(double vb, double tau_k, double& model_decrease, ApgResult& res);
 
-  ApgLayout layout_;
-  UntouchedTerms<LossT> untouched_;
-  const int8_t* y_;  // labels of the touched rows
   ApgOptions opt_;
   Executor ex_;
-  size_t rows_, cols_, t_;
+  RowSumReduction& reduce_;
+  std::vector<std::unique_ptr<Part>> parts_;
+  size_t cols_ = 0, t_ = 0;
   std::vector<size_t> batch_begin_;
-  size_t column_grain_ = 1;
-  Reservation reservation_;
-  Reservation cache_reservation_;
-  size_t cached_ = 0;                // products kept (of 2t)
-  std::vector<uint64_t> slot_offset_;  // slot s starts at products_[slot_offset_[s]]
-  HugeVector<double> products_;      // the kept slots, back to back
-  RowVector p_, r_;        // r_ doubles as the scratch of product()
-  std::vector<double> g_pos_;        // positive rows' part of ∇_ω P (bias only)
+  std::vector<double> w_trial_, coef_v_, coef_g_, norms_, scales_;  // of the last prox_trial
+  std::vector<size_t> order_;
   double tau_b_prev_ = 0;
   int column_passes_ = 0;
   uint64_t recomputed_products_ = 0;
   int gradient_evaluations_ = 0;
 };
 
-// A lower bound on min F from Theorem 3's α at the point where r_ (= −α∘y on
-// the touched rows) and g = X'r were formed, with bias b (the untouched rows'
-// α follow from it): α is made feasible for the bias constraint
-// Σ_i α_i y_i = 0 by scaling the larger class's α down, then D(θα) is
+template <class LossT>
+typename ApgSolver<LossT>::LineSearch ApgSolver<LossT>::line_search(double tau, const std::vector<double>& v,
+                                                                     const std::vector<double>& g, double vb,
+                                                                     double& L, ApgResult& res) {
+  const double eta = opt_.eta;
+  const bool batched = reduce_.batched();
+  LineSearch out;
+  out.has_loss = batched && !opt_.bias;
+  const size_t width = out.has_loss ? 2 : 1;
+  int trials = 0;
+  size_t round = batched ? 2 : 1;
+  std::vector<double> round_tau, round_dist2;
+  while (trials < kMaxLineSearchTrials) {
+    const size_t count = std::min<size_t>(round, size_t(kMaxLineSearchTrials - trials));
+    round_tau.resize(count);
+    round_dist2.resize(count);
+    std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(count * width));
+    double trial_tau = tau;
+    for (size_t i = 0; i < count; ++i) {
+      if (i > 0) trial_tau /= eta;
+      round_tau[i] = trial_tau;
+      round_dist2[i] = prox_trial(trial_tau, v, g);
+      for (size_t k = 0; k < parts_.size(); ++k) {
+        double* at = local[k].data() + i * width;
+        at[0] = trial_step(*parts_[k], v, g, vb, out.has_loss ? at + 1 : nullptr);
+      }
+    }
+    const std::vector<double> sums = reduce_.sum(local, count * width);
+    for (size_t i = 0; i < count; ++i) {
+      ++trials;
+      ++res.line_search_steps;
+      if (sums[i * width] <= 0.5 * tau * round_dist2[i]) {
+        out.accepted = true;
+        out.tau = tau;
+        out.dist2 = round_dist2[i];
+        if (out.has_loss) out.loss = sums[i * width + 1];
+        if (i + 1 != count) {  // a later trial overwrote the accepted step: form it again
+          prox_trial(tau, v, g);
+          for (auto& part : parts_) trial_step(*part, v, g, vb, nullptr);
+        }
+        return out;
+      }
+      if (trials >= kMaxLineSearchTrials) break;
+      tau /= eta;  // round_tau[i + 1], bit for bit
+      L = std::max(L, tau);  // raise L_t instead of capping τ at it
+    }
+    round *= 2;
+  }
+  return out;
+}
+
+// A lower bound on min F from Theorem 3's α at the point where every part's
+// r (= −α∘y on the touched rows) and g = X'r were formed, with bias b (the
+// untouched rows' α follow from it): α is made feasible for the bias
+// constraint Σ_i α_i y_i = 0 by scaling the larger class's α down (pos, neg:
+// Σα over each class, reduced), then D(θα) is
 // maximised over the scalar θ ("dual scaling"; the best multiple of a dual
 // point, which keeps the bound close to F while v is still far from ω*; θα
 // stays feasible). With A = Σα, S = Σα², M = max_h ‖X_h'(α∘y)‖²:
@@ -540,69 +730,72 @@ class ApgSolver {
 //   logistic       D(θα) = Σ_i C·H(θα_i/C) − θ²M/2 on 0 < θ < C/max α_i,
 //                  concave: a few safeguarded Newton steps from θ = 1.
 template <class LossT>
-double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, double b) {
+double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, const std::vector<double>& g_pos, double pos,
+                                    double neg, double b) {
   const double C = opt_.C;
-  const size_t n_chunks = chunks();
-  auto range = [&](size_t c) { return std::make_pair(layout_.chunk_begin(c), layout_.chunk_end(c)); };
-  const double alpha_pos = untouched_.alpha_positive(b), alpha_neg = untouched_.alpha_negative(b);
+  const double alpha_pos = UntouchedTerms<LossT>::alpha_positive(C, b);
+  const double alpha_neg = UntouchedTerms<LossT>::alpha_negative(C, b);
   double scale_pos = 1.0, scale_neg = 1.0;
   if (opt_.bias) {
-    const auto totals = ex_.sum<2>(n_chunks, [&](size_t c) {
-      auto [lo, hi] = range(c);
-      std::array<double, 2> s{};
-      for (size_t i = lo; i < hi; ++i) {
-        if (y_[i] > 0) s[0] -= r_[i];  // α_i = −r_i y_i
-        if (y_[i] < 0) s[1] += r_[i];
-      }
-      return s;
-    });
-    const double pos = totals[0] + (untouched_.positive() > 0 ? untouched_.positive() * alpha_pos : 0.0);
-    const double neg = totals[1] + (untouched_.negative() > 0 ? untouched_.negative() * alpha_neg : 0.0);
     const double common = std::min(pos, neg);
     if (pos > 0) scale_pos = common / pos;
     if (neg > 0) scale_neg = common / neg;
   }
-  // α_i (feasible), 0 for a row outside this fit.
-  auto alpha = [&](size_t i) {
-    return y_[i] == 0 ? 0.0 : -r_[i] * double(y_[i]) * (y_[i] > 0 ? scale_pos : scale_neg);
+  // α_i (feasible) of part q's touched row i, 0 for a row outside this fit.
+  auto alpha = [&](const Part& q, size_t i) {
+    return q.y[i] == 0 ? 0.0 : -q.r[i] * double(q.y[i]) * (q.y[i] > 0 ? scale_pos : scale_neg);
   };
-  // The untouched rows' α by label, and how many rows carry each.
+  // The untouched rows' α by label.
   const std::array<double, 2> class_alpha{alpha_pos * scale_pos, alpha_neg * scale_neg};
-  const std::array<double, 2> class_rows{untouched_.positive(), untouched_.negative()};
+  auto class_rows = [](const Part& q) {
+    return std::array<double, 2>{q.untouched.positive(), q.untouched.negative()};
+  };
   // M: X_h'(α∘y) = −(scale₊ g⁺_h + scale₋ (g_h − g⁺_h)).
   double M = 0;
   for (size_t h = 0; h < t_; ++h) {
-    double q = 0;
+    double s = 0;
     for (size_t j = begin(h); j < end(h); ++j) {
-      const double c = opt_.bias ? scale_pos * g_pos_[j] + scale_neg * (g[j] - g_pos_[j]) : g[j];
-      q += c * c;
+      const double c = opt_.bias ? scale_pos * g_pos[j] + scale_neg * (g[j] - g_pos[j]) : g[j];
+      s += c * c;
     }
-    M = std::max(M, q);
+    M = std::max(M, s);
   }
+  std::vector<std::vector<double>> local(parts_.size());
   if constexpr (!LossT::kNeedsSigmoid) {
-    auto AS = ex_.sum<2>(n_chunks, [&](size_t c) {
-      auto [lo, hi] = range(c);
-      std::array<double, 2> s{};
-      for (size_t i = lo; i < hi; ++i) {
-        const double x = alpha(i);
-        s[0] += x;
-        s[1] += x * x;
+    for (size_t k = 0; k < parts_.size(); ++k) {
+      const Part& q = *parts_[k];
+      auto AS = ex_.sum<2>(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+        std::array<double, 2> s{};
+        for (size_t i = lo; i < hi; ++i) {
+          const double x = alpha(q, i);
+          s[0] += x;
+          s[1] += x * x;
+        }
+        return s;
+      });
+      const auto rows = class_rows(q);
+      for (size_t c = 0; c < 2; ++c) {
+        if (rows[c] == 0) continue;
+        AS[0] += rows[c] * class_alpha[c];
+        AS[1] += rows[c] * (class_alpha[c] * class_alpha[c]);
       }
-      return s;
-    });
-    for (size_t k = 0; k < 2; ++k) {
-      if (class_rows[k] == 0) continue;
-      AS[0] += class_rows[k] * class_alpha[k];
-      AS[1] += class_rows[k] * (class_alpha[k] * class_alpha[k]);
+      local[k] = {AS[0], AS[1]};
     }
+    const std::vector<double> AS = reduce_.sum(local, 2);
     const double A = AS[0], S = AS[1];
     const double curvature = S / C + M;
     return curvature > 0 ? 0.5 * A * A / curvature : A;  // D(θ*α)
   } else {
     double largest = 0;
-    for (size_t i = 0; i < rows_; ++i) largest = std::max(largest, alpha(i));
-    for (size_t k = 0; k < 2; ++k)
-      if (class_rows[k] > 0) largest = std::max(largest, class_alpha[k]);
+    for (const auto& part : parts_) {
+      const Part& q = *part;
+      for (size_t i = 0; i < q.rows; ++i) largest = std::max(largest, alpha(q, i));
+      const auto rows = class_rows(q);
+      for (size_t c = 0; c < 2; ++c)
+        if (rows[c] > 0) largest = std::max(largest, class_alpha[c]);
+    }
+    largest = reduce_.max(largest);
     if (!(largest > 0)) return 0.0;
     const double theta_max = C / largest;
     // The terms of one α_i at θ: value, first and second derivative of D(θα) in θ.
@@ -616,14 +809,20 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, double b) {
       }
     };
     auto at = [&](double theta, double& d1, double& d2) {
-      std::array<double, 3> s = ex_.sum<3>(n_chunks, [&](size_t c) {
-        auto [lo, hi] = range(c);
-        std::array<double, 3> part{};
-        for (size_t i = lo; i < hi; ++i) terms(alpha(i), theta, part, 1.0);
-        return part;
-      });
-      for (size_t k = 0; k < 2; ++k)
-        if (class_rows[k] > 0) terms(class_alpha[k], theta, s, class_rows[k]);
+      for (size_t k = 0; k < parts_.size(); ++k) {
+        const Part& q = *parts_[k];
+        std::array<double, 3> s = ex_.sum<3>(q.chunks(), [&](size_t c) {
+          const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+          std::array<double, 3> part{};
+          for (size_t i = lo; i < hi; ++i) terms(alpha(q, i), theta, part, 1.0);
+          return part;
+        });
+        const auto rows = class_rows(q);
+        for (size_t c = 0; c < 2; ++c)
+          if (rows[c] > 0) terms(class_alpha[c], theta, s, rows[c]);
+        local[k] = {s[0], s[1], s[2]};
+      }
+      const std::vector<double> s = reduce_.sum(local, 3);
       d1 = s[1] - theta * M;
       d2 = s[2] - M;
       return s[0] - 0.5 * theta * theta * M;
@@ -641,16 +840,20 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, double b) {
 }
 
 template <class LossT>
-double ApgSolver<LossT>::bias_step(RowVector& d, double vb, double tau_k,
-                                   double& model_decrease, ApgResult& res) {
+double ApgSolver<LossT>::bias_step(double vb, double tau_k, double& model_decrease, ApgResult& res) {
   const double C = opt_.C;
   model_decrease = 0;
-  margins(d, false);
-  const double derivatives = ex_.sum<1>(chunks(), [&](size_t c) {
-    const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-    return std::array<double, 1>{kernels::derivative_sum<LossT>(C, y_ + lo, d.data() + lo, p_at(lo), hi - lo)};
-  })[0];
-  const double gb = -(derivatives + untouched_.derivative(vb));  // ∂P/∂b = −Σ_i ∂P/∂d_i
+  margins(&Part::d, false);
+  std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(1));
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    Part& q = *parts_[k];
+    const double derivatives = ex_.sum<1>(q.chunks(), [&](size_t c) {
+      const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+      return std::array<double, 1>{kernels::derivative_sum<LossT>(C, q.y + lo, q.d.data() + lo, q.p_at(lo), hi - lo)};
+    })[0];
+    local[k][0] = derivatives + q.untouched.derivative(vb);
+  }
+  const double gb = -reduce_.sum(local, 1)[0];  // ∂P/∂b = −Σ_i ∂P/∂d_i
   if (gb == 0) return 0.0;
   // The paper starts at τ_b = η τ_k. The curvature in b (≈ C·#active
   // samples) is usually far above τ_k, so that costs ~log_{1/η} of the
@@ -663,12 +866,16 @@ double ApgSolver<LossT>::bias_step(RowVector& d, double vb, double tau_k,
   for (int j = 0; j < kMaxLineSearchTrials; ++j) {
     ++res.bias_line_search_steps;
     step = -gb / tau_b;  // b − v_b; decision values move by −step
-    const double touched = ex_.sum<1>(chunks(), [&](size_t c) {
-      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-      return std::array<double, 1>{
-          kernels::bias_bregman_sum<LossT>(C, y_ + lo, d.data() + lo, p_at(lo), step, hi - lo)};
-    })[0];
-    const double lhs = touched + untouched_.bias_bregman(vb, step);
+    for (size_t k = 0; k < parts_.size(); ++k) {
+      Part& q = *parts_[k];
+      const double touched = ex_.sum<1>(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+        return std::array<double, 1>{
+            kernels::bias_bregman_sum<LossT>(C, q.y + lo, q.d.data() + lo, q.p_at(lo), step, hi - lo)};
+      })[0];
+      local[k][0] = touched + q.untouched.bias_bregman(vb, step);
+    }
+    const double lhs = reduce_.sum(local, 1)[0];
     // (36) ⟺ P(b) − P(v_b) − ∇_b P·(b − v_b) ≤ τ_b/2 (b − v_b)²
     if (lhs <= 0.5 * tau_b * step * step) break;
     tau_b /= eta;
@@ -677,43 +884,64 @@ double ApgSolver<LossT>::bias_step(RowVector& d, double vb, double tau_k,
   tau_b_prev_ = tau_b;
   model_decrease = gb * gb / tau_b;
   if (step != 0) {
-    ex_.for_each(chunks(), [&](size_t c) {
-      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-      kernels::subtract_scalar(step, hi - lo, d.data() + lo);
-    });
+    for (auto& part : parts_) {
+      Part& q = *part;
+      ex_.for_each(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+        kernels::subtract_scalar(step, hi - lo, q.d.data() + lo);
+      });
+    }
   }
   return step;
 }
 
 template <class LossT>
-ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision) {
+ApgResult ApgSolver<LossT>::solve(ApgState& state) {
   const double eta = opt_.eta;
+  const uint64_t reductions_before = reduce_.calls();
   ApgResult res;
 
   std::vector<double> w = state.w;
   w.resize(cols_, 0.0);  // warm start ω⁰ = [ω_{t−1}; 0]
   double b = opt_.bias ? state.b : 0.0;
-  // L_0 depends only on the rows in the fit (label ±1): a row left out
-  // (label 0) must not change the iterates.
-  double L = state.lipschitz > 0 ? state.lipschitz : initial_lipschitz();
-  double tau_prev = L;  // τ₀ = L_t
 
   // Inner-product cache: the kept X_h v_h, X_h g_h (batch-major, slot 2h + kind).
-  products_.resize(slot_offset_[cached_]);
-  std::vector<double> w_prev = w, v = w, g(cols_), w_trial(cols_);
-  // dv: decision values at (v, v_b); d: the trial step δ, then those at
-  // (ω^k, b) — both on the touched rows only.
-  RowVector dv(rows_), d(rows_);
-  r_.resize(rows_);
-  if constexpr (LossT::kNeedsSigmoid) p_.resize(rows_);
-  if (opt_.bias) g_pos_.resize(cols_);
-  std::vector<double> norms(t_), scales(t_), coef_v(t_), coef_g(t_);
-  std::vector<size_t> order;
+  for (auto& part : parts_) {
+    Part& q = *part;
+    q.products.resize(q.slot_offset[q.cached]);
+    q.dv.resize(q.rows);
+    q.d.resize(q.rows);
+    q.r.resize(q.rows);
+    if constexpr (LossT::kNeedsSigmoid) q.p.resize(q.rows);
+  }
+  std::vector<double> w_prev = w, v = w, g(cols_);
+  w_trial_.assign(cols_, 0.0);
+  norms_.assign(t_, 0.0);
+  scales_.assign(t_, 0.0);
+  coef_v_.assign(t_, 0.0);
+  coef_g_.assign(t_, 0.0);
 
   double b_prev = b, vb = b;
   refresh(kXv, v);
-  sum_products(kXv, v, vb, dv);
-  double F_prev = regularizer(w) + loss(dv, vb);
+  sum_products(kXv, v, vb, &Part::dv);
+  // One reduction: P at (v, v_b), and (without an L_t carried over) the column
+  // norms and the rows in the fit behind L₀ — which depends only on the rows
+  // in the fit (label ±1): a row left out (label 0) must not change the iterates.
+  const bool need_l0 = !(state.lipschitz > 0);
+  const size_t width = need_l0 ? 2 + cols_ : 1;
+  std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(width));
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    Part& q = *parts_[k];
+    local[k][0] = loss_part(q, q.dv, vb);
+    if (need_l0) {
+      local[k][1] = double(q.layout.fit_rows());
+      column_norms(q, local[k].data() + 2);
+    }
+  }
+  const std::vector<double> initial = reduce_.sum(local, width);
+  double L = need_l0 ? initial_lipschitz(initial.data() + 2, initial[1]) : state.lipschitz;
+  double tau_prev = L;  // τ₀ = L_t
+  double F_prev = regularizer(w) + initial[0];
   double rho = 1.0;
   double tau_k = 0;
   double first_mapping = 0;
@@ -721,71 +949,38 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
   for (int k = 1; k <= opt_.max_iterations && F_prev > 0; ++k) {
     // --- ω-step: gradient at (v, v_b) (dv holds its decision values), then
     // backtracking on τ using only the cached X_h v_h, X_h g_h.
-    margins(dv, true);
-    gradient(r_, g);
+    margins(&Part::dv, true);
+    gradient(g);
     refresh(kXg, g);
 
-    double tau = eta * tau_prev;
-    int trials = 0;
-    bool accepted = false;
-    double dist2_accepted = 0;
-    while (true) {
-      ++trials;
-      ++res.line_search_steps;
-      const double s = 1.0 / tau;
-      for (size_t h = 0; h < t_; ++h) {
-        double q = 0;
-        for (size_t j = begin(h); j < end(h); ++j) {
-          double u = v[j] - s * g[j];
-          q += u * u;
-        }
-        norms[h] = std::sqrt(q);
-      }
-      detail::moreau_scales(norms.data(), t_, s, scales.data(), order);
-      double dist2 = 0;
-      for (size_t h = 0; h < t_; ++h) {
-        for (size_t j = begin(h); j < end(h); ++j) {
-          w_trial[j] = scales[h] * (v[j] - s * g[j]);
-          double e = w_trial[j] - v[j];
-          dist2 += e * e;
-        }
-        // X_h ω_h − X_h v_h = (scale_h − 1) X_h v_h − (scale_h/τ) X_h g_h
-        coef_v[h] = scales[h] - 1.0;
-        coef_g[h] = scales[h] * s;
-      }
-      // δ = X(ω − v) from the inner-product cache, and the F ≤ Q test.
-      const double lhs = trial_step(v, g, coef_v, coef_g, dv, d);
-      if (lhs <= 0.5 * tau * dist2) {
-        accepted = true;
-        dist2_accepted = dist2;
-        break;
-      }
-      if (trials >= kMaxLineSearchTrials) break;
-      tau /= eta;
-      L = std::max(L, tau);  // raise L_t instead of capping τ at it
-    }
-    if (!accepted) {
+    const LineSearch step = line_search(eta * tau_prev, v, g, vb, L, res);
+    if (!step.accepted) {
       res.stalled = true;
       break;
     }
-    tau_k = tau;
-    tau_prev = tau;
+    const double dist2_accepted = step.dist2;
+    tau_k = step.tau;
+    tau_prev = step.tau;
     std::swap(w_prev, w);
-    std::swap(w, w_trial);
+    std::swap(w, w_trial_);
     // Decision values of (ω^k, v_b): X ω^k = X v + δ.
-    ex_.for_each(chunks(), [&](size_t c) {
-      const size_t lo = layout_.chunk_begin(c), hi = layout_.chunk_end(c);
-      kernels::add(dv.data() + lo, d.data() + lo, hi - lo, d.data() + lo);
-    });
+    for (auto& part : parts_) {
+      Part& q = *part;
+      ex_.for_each(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+        kernels::add(q.dv.data() + lo, q.d.data() + lo, hi - lo, q.d.data() + lo);
+      });
+    }
 
     // --- b-step: Armijo (36), gradient at (ω^k, v_b).
     double b_model_decrease = 0;  // (∂P/∂b)²/τ_b at (ω^k, v_b): the b part of Δ_k
-    const double b_step = opt_.bias ? bias_step(d, vb, tau_k, b_model_decrease, res) : 0.0;
+    const double b_step = opt_.bias ? bias_step(vb, tau_k, b_model_decrease, res) : 0.0;
     const double b_new = vb + b_step;
     b_prev = b;
     b = b_new;
 
-    const double F = regularizer(w) + loss(d, b);
+    // F at (ω^k, b); without a bias the batched line search has P already.
+    const double F = regularizer(w) + (step.has_loss ? step.loss : loss(&Part::d, b));
     res.iterations = k;
     const double decrease = F_prev - F;
     const bool decreased = decrease >= 0;
@@ -820,32 +1015,64 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
     vb = b + beta * (b - b_prev);
     // X_h v^{k+1}_h exactly, and the decision values at (v^{k+1}, v_b).
     refresh(kXv, v);
-    sum_products(kXv, v, vb, dv);
+    sum_products(kXv, v, vb, &Part::dv);
   }
   if (F_prev == 0 && res.iterations == 0) res.converged = true;
 
   // Exact decision values and objective at the returned point: X_h ω_h on
   // the touched rows, 0 − b on every other row.
   refresh(kXv, w);
-  sum_products(kXv, w, b, d);
-  decision.assign(layout_.n_rows(), 0.0 - b);
-  const uint32_t* rows = layout_.rows();
-  for (size_t c = 0; c < rows_; ++c) decision[rows[c]] = d[c];
+  sum_products(kXv, w, b, &Part::d);
+  write_decisions(b);
+  // One reduction: the certificate's gradient pass at ω (with a bias also its
+  // positive rows' part and α summed per class), and P.
+  margins(&Part::d, true);
+  const size_t g_width = opt_.bias ? 2 * cols_ : cols_;
+  const size_t final_width = g_width + (opt_.bias ? 3 : 1);
+  const double alpha_pos = UntouchedTerms<LossT>::alpha_positive(opt_.C, b);
+  const double alpha_neg = UntouchedTerms<LossT>::alpha_negative(opt_.C, b);
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    Part& q = *parts_[k];
+    std::vector<double>& out = local[k];
+    out.assign(final_width, 0.0);
+    out[g_width] = loss_part(q, q.d, b);
+    gradient_part(q, out.data(), opt_.bias ? out.data() + cols_ : nullptr);
+    if (opt_.bias) {
+      const auto totals = ex_.sum<2>(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+        std::array<double, 2> s{};
+        for (size_t i = lo; i < hi; ++i) {
+          if (q.y[i] > 0) s[0] -= q.r[i];  // α_i = −r_i y_i
+          if (q.y[i] < 0) s[1] += q.r[i];
+        }
+        return s;
+      });
+      out[g_width + 1] = totals[0] + (q.untouched.positive() > 0 ? q.untouched.positive() * alpha_pos : 0.0);
+      out[g_width + 2] = totals[1] + (q.untouched.negative() > 0 ? q.untouched.negative() * alpha_neg : 0.0);
+    }
+  }
+  const std::vector<double> final_sums = reduce_.sum(local, final_width);
+  ++column_passes_;
+  ++gradient_evaluations_;
+  g.assign(final_sums.begin(), final_sums.begin() + std::ptrdiff_t(cols_));
+  std::vector<double> g_pos;
+  if (opt_.bias) g_pos.assign(final_sums.begin() + std::ptrdiff_t(cols_), final_sums.begin() + std::ptrdiff_t(g_width));
   res.regularizer = regularizer(w);
-  res.loss = loss(d, b);
+  res.loss = final_sums[g_width];
   res.objective = res.regularizer + res.loss;
-  // The certificate of the returned point: one more gradient pass, at ω.
-  margins(d, true);
-  gradient(r_, g, true);
-  const double dual = dual_bound(g, b);
+  const double dual = opt_.bias ? dual_bound(g, g_pos, final_sums[g_width + 1], final_sums[g_width + 2], b)
+                                : dual_bound(g, g_pos, 0.0, 0.0, b);
   res.dual_bound = dual;
   res.relative_gap = res.objective > 0 ? std::max(res.objective - dual, 0.0) / res.objective : 0.0;
   res.gradient_evaluations = gradient_evaluations_;
   res.column_passes = column_passes_;
   res.recomputed_products = recomputed_products_;
-  res.cached_products = cached_;
-  res.touched_rows = rows_;
-  res.product_entries = layout_.total_batch_rows();
+  for (const auto& part : parts_) {
+    res.cached_products += part->cached;
+    res.touched_rows += part->rows;
+    res.product_entries += part->layout.total_batch_rows();
+  }
+  res.reductions = reduce_.calls() - reductions_before;
   res.lipschitz_max = L;
   if (tau_k > 0) state.lipschitz = eta * tau_k;  // L_t = η τ_k for the next outer iteration
   else if (state.lipschitz <= 0) state.lipschitz = L;
@@ -856,19 +1083,36 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state, std::vector<double>& decision
 
 }  // namespace
 
-ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
-                    const ApgOptions& options, ApgState& state, std::vector<double>& decision,
-                    MemoryBudget& budget) {
+ApgResult solve_apg(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction, const ApgOptions& options,
+                    ApgState& state, MemoryBudget& budget) {
   FGM_ASSERT(options.C > 0);
   FGM_ASSERT(options.eta > 0 && options.eta < 1);
   FGM_ASSERT(options.threads >= 1);
-  for (uint64_t i = 0; i < cache.n_rows(); ++i) FGM_ASSERT(labels[i] >= -1 && labels[i] <= 1);
+  for (const ApgRowPart& part : parts)
+    for (uint64_t i = 0; i < part.cache->n_rows(); ++i) FGM_ASSERT(part.labels[i] >= -1 && part.labels[i] <= 1);
   if (options.loss == Loss::kLogistic) {
-    ApgSolver<detail::LogisticLoss> solver(cache, labels, options, budget);
-    return solver.solve(state, decision);
+    ApgSolver<detail::LogisticLoss> solver(parts, reduction, options, budget);
+    return solver.solve(state);
   }
-  ApgSolver<detail::SquaredHingeLoss> solver(cache, labels, options, budget);
-  return solver.solve(state, decision);
+  ApgSolver<detail::SquaredHingeLoss> solver(parts, reduction, options, budget);
+  return solver.solve(state);
+}
+
+void apg_decision_values(const std::vector<ApgRowPart>& parts, const ApgOptions& options, const ApgState& state,
+                         MemoryBudget& budget) {
+  LocalRowSums unused;  // forming d reduces nothing
+  if (options.loss == Loss::kLogistic) {
+    ApgSolver<detail::LogisticLoss>(parts, unused, options, budget).decisions(state);
+    return;
+  }
+  ApgSolver<detail::SquaredHingeLoss>(parts, unused, options, budget).decisions(state);
+}
+
+ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
+                    const ApgOptions& options, ApgState& state, std::vector<double>& decision,
+                    MemoryBudget& budget) {
+  LocalRowSums local;
+  return solve_apg({ApgRowPart{&cache, labels, &decision}}, local, options, state, budget);
 }
 
 void dual_from_decision(Loss loss, double C, const int8_t* labels,

@@ -19,6 +19,7 @@
 
 #include "cache/selected_features.h"
 #include "core/memory_budget.h"
+#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -66,6 +67,7 @@ struct ApgResult {
   uint64_t recomputed_products = 0;  // batch products formed again because they were not kept
   uint64_t touched_rows = 0;         // |R|: rows some selected column touches (swept row by row)
   uint64_t product_entries = 0;      // Σ_h |R_h|: entries of one X_h x_h per batch
+  int reductions = 0;                // RowSumReduction calls (collectives of a distributed solve)
 };
 
 // Solves (31) over the columns in `cache`, warm-started from `state` (resized
@@ -86,6 +88,32 @@ struct ApgResult {
 ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
                     const ApgOptions& options, ApgState& state, std::vector<double>& decision,
                     MemoryBudget& budget);
+
+// One part of the rows of a solve over row parts: its rows of the selected
+// columns (`cache`: every part has the same columns and batches), their
+// labels (as above) and where its decision values go.
+struct ApgRowPart {
+  const SelectedFeatureCache* cache = nullptr;
+  const int8_t* labels = nullptr;
+  std::vector<double>* decision = nullptr;
+};
+
+// The same solver over rows split into parts (the row partitions a rank of a
+// distributed run holds, docs/distributed.md): every sum over rows is taken
+// per part and the parts' sums are added by `reduction` (apg_reduction.h),
+// so all processes reducing together take the same steps. The single-store
+// solve_apg above is the one-part case with LocalRowSums. A batched
+// reduction evaluates several line-search trials per call (and, without a
+// bias, F's loss with them): the same iterates, fewer collectives (about two
+// per iteration). Working memory as above, per part.
+ApgResult solve_apg(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction, const ApgOptions& options,
+                    ApgState& state, MemoryBudget& budget);
+
+// Every part's decision values d = w'x − b at `state`, bit for bit those
+// solve_apg(parts, ...) returned when it ended at `state` (a resumed run
+// rebuilds its duals from them instead of storing them).
+void apg_decision_values(const std::vector<ApgRowPart>& parts, const ApgOptions& options, const ApgState& state,
+                         MemoryBudget& budget);
 
 // Theorem 3: α from decision values.
 void dual_from_decision(Loss loss, double C, const int8_t* labels,

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/memory_budget.h"
@@ -43,11 +45,13 @@ class Design {
     update(0, columns());
     multiply(x, z);
   }
-  // Passes over the data so far (a fused pass counts once).
+  // Passes over the data so far (a fused pass counts once), and their wall time.
   uint64_t passes() const { return passes_; }
+  double pass_seconds() const { return pass_seconds_; }
 
  protected:
   uint64_t passes_ = 0;
+  double pass_seconds_ = 0;
 };
 
 // Plain CSC in memory, reserved from the budget. Values are floats, as in the
@@ -75,6 +79,16 @@ class InMemoryDesign final : public Design {
   std::vector<float> values_;
 };
 
+// One block's part of z = Xx for StreamedDesign, reused from block to block
+// within a pass: either the products (row, x_k·value) in storage order, or,
+// for a block with more than ⅔·n nonzeros (where n doubles cost less memory
+// than 12 bytes per nonzero), the block's partial z summed densely.
+struct BlockProducts {
+  bool dense = false;
+  std::vector<uint32_t> rows;
+  std::vector<double> values;  // dense: n partial sums
+};
+
 // The store's non-empty columns, streamed block by block. Construction makes
 // one census pass (the column ids, 8 bytes per non-empty column, reserved).
 class StreamedDesign final : public Design {
@@ -94,6 +108,21 @@ class StreamedDesign final : public Design {
   InMemoryDesign gather(const std::vector<uint64_t>& sorted_columns);
 
  private:
+  // Product buffers of the blocks between their two stages (at most the
+  // stream's token count exist). Kept from pass to pass (a fresh n-double
+  // buffer per pass came from mmap and faulted its pages in every time: 5× the
+  // pass), reserved between passes; dropped when the budget has no room.
+  class ProductPool {
+   public:
+    std::unique_ptr<BlockProducts> take();
+    void give(std::unique_ptr<BlockProducts> b);
+    uint64_t bytes() const;
+    void clear() { free_.clear(); }
+
+   private:
+    mutable std::mutex mutex_;
+    std::vector<std::unique_ptr<BlockProducts>> free_;
+  };
   // One pass: optional g = Xᵀr, optional update, optional z = Xx.
   void pass(const double* r, double* g, const ColumnUpdate* update, const double* x, double* z, const char* label);
 
@@ -104,6 +133,8 @@ class StreamedDesign final : public Design {
   Reservation memory_;
   uint64_t rows_ = 0;
   std::vector<uint64_t> ids_;
+  ProductPool pool_;
+  Reservation pool_memory_;  // the pool's buffers between passes
 };
 
 }  // namespace fgm::exclusive

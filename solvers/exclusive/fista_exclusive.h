@@ -55,6 +55,7 @@ struct FistaOptions {
   int max_iterations = 5000;
   int power_iterations = 10;
   double lipschitz = 0;  // > 0: start L here instead of estimating it
+  double norm_squared = 0;  // > 0: ‖X‖² known (a previous solve's estimate): no power iteration
   // The paper's printed momentum t' = ½ + ½√(1 + 4t), for the rate test only.
   bool paper_momentum_misprint = false;
   bool record_objective = false;  // objective of every iterate in FistaResult::trace
@@ -71,6 +72,7 @@ struct FistaResult {
   int backtracks = 0;
   bool converged = false;
   double lipschitz = 0;         // final L
+  double norm_squared = 0;      // the ‖X‖² estimate L started from (0 when options.lipschitz was given)
   uint64_t passes = 0;          // passes over X by this solve
   std::vector<double> trace;    // record_objective: objective after each iteration
   std::vector<double> margins;  // Xw at w (n entries)

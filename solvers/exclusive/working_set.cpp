@@ -55,10 +55,24 @@ uint64_t count_nonzeros(const std::vector<double>& w) {
 
 }  // namespace
 
+ExclusiveWarmStart ExclusiveFit::warm_start() const {
+  ExclusiveWarmStart s;
+  s.w = w;
+  s.margins = margins;
+  s.dual = last_solve.dual;
+  s.working_set = working_set_columns;
+  s.gradient_scale = gradient_scale;
+  s.norm_squared = working_set_columns.empty() ? last_solve.norm_squared : 0.0;
+  return s;
+}
+
 ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
-                           const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget) {
+                           const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget,
+                           const ExclusiveWarmStart* warm) {
+  const bool hinge = fista.loss == ExclusiveLoss::kHinge;
   ExclusiveFit fit;
   const uint64_t passes_before = X.passes();
+  const double pass_seconds_before = X.pass_seconds();
   const uint64_t n = X.rows(), p = X.columns();
   {
     const std::vector<double> zeros(n, 0.0);
@@ -67,7 +81,10 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
   }
   if (!ws.enabled) {
     const auto start = std::chrono::steady_clock::now();
-    fit.last_solve = solve_exclusive(X, y, groups, fista, budget);
+    FistaOptions options = fista;
+    if (warm && warm->norm_squared > 0) options.norm_squared = warm->norm_squared;
+    fit.last_solve = solve_exclusive(X, y, groups, options, budget, warm && !hinge ? warm->w : std::vector<double>{},
+                                     warm && hinge ? warm->dual : std::vector<double>{});
     WorkingSetRound r;
     r.working_set = p;
     r.nonzeros = count_nonzeros(fit.last_solve.w);
@@ -82,6 +99,7 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
     fit.fista_iterations = fit.last_solve.iterations;
     fit.converged = fit.last_solve.converged;
     fit.full_passes = X.passes() - passes_before;
+    fit.full_pass_seconds = X.pass_seconds() - pass_seconds_before;
     return fit;
   }
   Reservation memory = budget.reserve((2 * p + n) * sizeof(double), "exclusive: working-set check vectors");
@@ -90,37 +108,50 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
   std::vector<double> rho(n), gradient(p), dual;
   std::vector<uint64_t> W;  // sorted compact columns
   double scale = 0;
+  // A warm start solves on the previous λ's W first (its weights, margins and
+  // dual are the restricted solve's start); the checks then run as usual.
+  bool solve_first = false;
+  if (warm && !warm->working_set.empty()) {
+    FGM_ASSERT(warm->w.size() == p && warm->margins.size() == n && warm->gradient_scale > 0);
+    W = warm->working_set;
+    fit.w = warm->w;
+    fit.margins = warm->margins;
+    dual = warm->dual;
+    scale = warm->gradient_scale;
+    solve_first = true;
+  }
   for (int round = 0;; ++round) {
     auto start = std::chrono::steady_clock::now();
-    row_derivative(fista, y, fit.margins, dual, rho);
-    X.multiply_transposed(rho.data(), gradient.data());
-    if (round == 0) {
-      for (double g : gradient) scale = std::max(scale, std::fabs(g));
-      if (!(scale > 0)) scale = 1;
-    }
-    const auto violators = find_violators(groups, gradient, fit.w, fista.lambda, ws.kkt_tolerance * scale);
-    fit.max_violation = violators.empty() ? 0.0 : violators.front().excess / scale;
-    if (violators.empty()) {
-      fit.converged = round > 0 ? fit.last_solve.converged : true;
-      break;
-    }
-    if (round >= ws.max_rounds) break;
-    // Add the largest violators; W stays sorted.
-    const uint64_t add = std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
     WorkingSetRound log;
-    log.added = add;
-    log.violation = fit.max_violation;
-    log.check_seconds = seconds_since(start);
-    start = std::chrono::steady_clock::now();
-    for (uint64_t q = 0; q < add; ++q) W.push_back(violators[q].column);
-    std::sort(W.begin(), W.end());
+    if (!(round == 0 && solve_first)) {
+      row_derivative(fista, y, fit.margins, dual, rho);
+      X.multiply_transposed(rho.data(), gradient.data());
+      if (scale == 0) {  // the first check of a cold fit is at w = 0
+        for (double g : gradient) scale = std::max(scale, std::fabs(g));
+        if (!(scale > 0)) scale = 1;
+      }
+      const auto violators = find_violators(groups, gradient, fit.w, fista.lambda, ws.kkt_tolerance * scale);
+      fit.max_violation = violators.empty() ? 0.0 : violators.front().excess / scale;
+      if (violators.empty()) {
+        fit.converged = fit.rounds > 0 ? fit.last_solve.converged : true;
+        break;
+      }
+      if (round >= ws.max_rounds) break;
+      // Add the largest violators; W stays sorted.
+      const uint64_t add = std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
+      log.added = add;
+      log.violation = fit.max_violation;
+      log.check_seconds = seconds_since(start);
+      start = std::chrono::steady_clock::now();
+      for (uint64_t q = 0; q < add; ++q) W.push_back(violators[q].column);
+      std::sort(W.begin(), W.end());
+    }
     // Restricted solve, warm-started from the current weights (and dual).
     InMemoryDesign XW = X.gather(W);
     ExclusiveGroups GW = restrict_groups(groups, W, budget);
-    std::vector<double> warm(W.size());
-    for (size_t q = 0; q < W.size(); ++q) warm[q] = fit.w[W[q]];
-    const bool hinge = fista.loss == ExclusiveLoss::kHinge;
-    fit.last_solve = solve_exclusive(XW, y, GW, fista, budget, hinge ? std::vector<double>{} : warm,
+    std::vector<double> warm_w(W.size());
+    for (size_t q = 0; q < W.size(); ++q) warm_w[q] = fit.w[W[q]];
+    fit.last_solve = solve_exclusive(XW, y, GW, fista, budget, hinge ? std::vector<double>{} : warm_w,
                                      hinge ? dual : std::vector<double>{});
     fit.rounds = round + 1;
     fit.fista_iterations += fit.last_solve.iterations;
@@ -137,7 +168,10 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
     fit.round_log.push_back(log);
   }
   fit.working_set = W.size();
+  fit.working_set_columns = W;
+  fit.gradient_scale = scale;
   fit.full_passes = X.passes() - passes_before;
+  fit.full_pass_seconds = X.pass_seconds() - pass_seconds_before;
   return fit;
 }
 

@@ -47,6 +47,17 @@ struct WorkingSetRound {
   double check_seconds = 0, solve_seconds = 0;
 };
 
+// Where a fit starts along a λ path: the previous λ's fit (its weights,
+// margins, dual, working set, ‖X‖² and ‖Xᵀρ₀‖∞, which do not depend on λ).
+struct ExclusiveWarmStart {
+  std::vector<double> w;                // p
+  std::vector<double> margins;          // Xw (n)
+  std::vector<double> dual;             // licp: u (n), else empty
+  std::vector<uint64_t> working_set;    // sorted compact columns (working set only)
+  double gradient_scale = 0;            // ‖Xᵀρ₀‖∞ (working set only)
+  double norm_squared = 0;              // ‖X‖² estimate of the full design (without the working set)
+};
+
 struct ExclusiveFit {
   std::vector<double> w;        // one per design column
   std::vector<double> margins;  // Xw
@@ -55,13 +66,24 @@ struct ExclusiveFit {
   uint64_t working_set = 0;     // |W| at the end (p without it)
   int fista_iterations = 0;     // over all rounds
   uint64_t full_passes = 0;     // passes over the store (census excluded)
+  double full_pass_seconds = 0; // their wall time
   double max_violation = 0;     // of the last verification, relative
   bool converged = false;       // inner solve converged and (with W) no violator left
   double objective_at_zero = 0; // the objective at w = 0 (the loss alone)
   std::vector<WorkingSetRound> round_log;  // one per restricted solve (one entry without W)
+  std::vector<uint64_t> working_set_columns;  // W, sorted (working set only)
+  double gradient_scale = 0;    // ‖Xᵀρ₀‖∞ of the first check (working set only)
+
+  // The warm start of the next λ from this fit.
+  ExclusiveWarmStart warm_start() const;
 };
 
+// `warm` (optional): start from a previous λ's fit on the same design and
+// groups. With the working set, the first round solves on the previous W
+// before any check; the checks and the result are those of a cold fit (tested:
+// the same optimum within the tolerance).
 ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
-                           const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget);
+                           const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget,
+                           const ExclusiveWarmStart* warm = nullptr);
 
 }  // namespace fgm::exclusive

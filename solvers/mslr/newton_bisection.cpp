@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace fgm::mslr {
 
@@ -96,6 +97,10 @@ NewtonBisectionResult newton_bisection(const CoordinateProblem& p, double tolera
     if (next == Z) break;  // the bracket is down to rounding
     Z = next;
   }
+  // Keep the pair strictly inside (0, s): roots below the smallest normal
+  // double (e^(−|b|) with |b| in the thousands) would round to 0 and make
+  // ln Z, and the dual bound, non-finite (news20 iteration 7).
+  Z = std::max(Z, std::numeric_limits<double>::min());
   if (o == 1) {
     out.z1 = Z;
     out.z2 = s - Z;

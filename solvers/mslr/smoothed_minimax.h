@@ -18,13 +18,14 @@
 //
 // Stopping rule (the paper gives none): after each smoothing stage (sweeps at
 // one q until max_i |∂f(α,q)/∂α_i| ≤ gradient_tolerance, or max_sweeps),
-// a certified gap. With μ = λ(α, q) (the softmax weights of the f_t) and the
+// a certified gap; q grows only once the stage's smoothed problem is solved
+// (smoothed_minimax.cpp, solve). With μ = λ(α, q) (the softmax weights of the f_t) and the
 // primal point w = d̄ ∘ c, d̄ = Σ_t μ_t d^t, the weighted logistic regression
 //   P(w) = ½ Σ_j d̄_j c_j² + C Σ_i ln(1 + exp(−y_i Σ_j d̄_j c_j x_ij))
 // bounds the minimax value from the other side: by LR duality and
 // min_α max_t ≥ min_α Σ_t μ_t f_t, D(α) = H(α) − max_t ½‖w^t‖² ≤ −min max ≤ P(w)
 // for every α and μ. The solve stops when (P − D)/P ≤ tolerance (converged)
-// or when q would exceed q_max (not converged). P is the objective of the
+// or when q would exceed q_max or the gap stalls (not converged). P is the objective of the
 // model the driver writes: weights d̄_j c_j on the selected columns.
 //
 // Sequential over rows, so the result does not depend on any thread count.
@@ -63,6 +64,10 @@ struct MinimaxOptions {
   double tolerance = 1e-3;           // certified relative gap (P − D)/P
   double gradient_tolerance = 1e-3;  // per stage: max_i |∂f(α,q)/∂α_i|
   int max_sweeps = 100;              // per stage
+  // Give up when the relative gap has not shrunk by a tenth over this many
+  // sweeps (≥ 1: a stage that neither solves its smoothed problem nor
+  // shrinks the gap does not raise q, so this ends the loop).
+  int stall_sweeps = 1000;
   double newton_tolerance = 1e-10;
   int newton_max_iterations = 100;
   // Visit the rows in a new pseudo-random order each sweep (fixed seed, so

@@ -10,11 +10,27 @@
 //                (ISS: ⟨x̄_i, c⟩ and ‖x̄_i‖ over the free features; α_max).
 //                Each block returns its rows' partial sums, added in block order.
 //   extract:     the kept columns × kept rows as a row-major matrix (the reduced
-//                problem), reserved from the budget as it grows.
+//                problem), reserved from the budget as it grows; in the same
+//                pass the kept columns' sums Σ_i x_ij G_ik over all rows (the
+//                fixed offset z_L of the samples screened into L̂).
+//
+// Passes touch only what their result needs: a column pass only the columns
+// asked for (IFS: those with a free weight), a row pass only the columns with
+// a nonzero c or mask entry (ISS: the reference's support and the free
+// features); a row pass whose mask is every weight takes the row norms
+// computed once (the first ISS trigger of each point needs no norm pass).
+// Skipped columns contribute exact zeros, so skipping changes no sum.
+//
+// Residency (hold_columns): when the store's nonzeros fit the budget they are
+// copied once into a column-major array (CSC, rows increasing per column)
+// and every pass runs over it in memory, serially, instead of streaming the
+// store; the baseline (screening = none) holds its whole problem row-major
+// the same way. Held and streamed passes add the same terms in a different
+// order (the row sums), so their results agree up to rounding, not bit for bit.
 //
 // Every sum is a fixed sequence of adds decided by the block plan (column
-// sums in tile order; row sums in block order), so results do not depend on
-// engine.threads.
+// sums in tile order; row sums in block order) or by the held columns, so
+// results do not depend on engine.threads.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +60,8 @@ struct SifsPassCounters {
   int column_passes = 0;
   int row_passes = 0;
   int extract_passes = 0;
+  int norm_reuses = 0;   // row passes whose norms came from the cached row norms
+  int skipped_passes = 0;  // row passes with nothing left to compute (no pass at all)
   double seconds = 0;
   uint64_t bytes_streamed = 0;
   void add(const PassStats& s) {
@@ -65,18 +83,50 @@ class SifsData {
   MemoryBudget& budget() const { return budget_; }
   SifsPassCounters& counters() { return counters_; }
 
-  // dots[k·m + j] = Σ_i x_ij G[i·K + k]; squares (when H is given) likewise with x_ij².
+  // Copies the nonzeros into memory (CSC) when they fit in half the free
+  // budget; later passes run over that copy. Returns whether it did.
+  bool hold_columns();
+  bool holds_columns() const { return !held_.ptr.empty(); }
+  // Nonzeros of dense column j (held columns only).
+  uint64_t held_column_nnz(uint64_t j) const { return held_.ptr[j + 1] - held_.ptr[j]; }
+
+  // dots[k·m + j] = Σ_i x_ij G[i·K + k]; squares (when H is given) likewise
+  // with x_ij². With `columns` (per dense column j), only the columns marked
+  // are computed; the others are 0.
   void column_pass(const std::vector<double>& G, const std::vector<double>* H, std::vector<double>& dots,
-                   std::vector<double>* squares);
+                   std::vector<double>* squares, const std::vector<uint8_t>* columns = nullptr);
   // M[i·K + k] = Σ_j x_ij c[k·m + j]; N (when mask is given) = Σ_j x_ij² mask[k·m + j].
   void row_pass(const std::vector<double>& c, const std::vector<uint8_t>* mask, std::vector<double>& M,
                 std::vector<double>* N);
-  // The kept columns (keep_column[j]) of the kept rows (keep_row[i]). Throws
-  // kOutOfMemory naming the sizes and engine.memory_budget when it does not fit.
-  ReducedMatrix extract(const std::vector<uint8_t>& keep_column, const std::vector<uint8_t>& keep_row);
+  // The kept columns (keep_column[j]) of the kept rows (keep_row[i]). With
+  // offset_G (n·K), offset_dots[k·m + j] = Σ_i x_ij offset_G[i·K + k] over
+  // every row, for the kept columns (0 elsewhere). Throws kOutOfMemory naming
+  // the sizes and engine.memory_budget when it does not fit.
+  ReducedMatrix extract(const std::vector<uint8_t>& keep_column, const std::vector<uint8_t>& keep_row,
+                        const std::vector<double>* offset_G = nullptr, std::vector<double>* offset_dots = nullptr);
 
  private:
+  // The store's nonzeros column by column (dense column j: [ptr[j], ptr[j+1])).
+  struct HeldColumns {
+    std::vector<uint64_t> ptr;
+    std::vector<uint32_t> row;
+    std::vector<float> val;
+    Reservation memory;
+  };
+
   uint64_t offset_of(const BlockRef& ref) const;
+  // extract() over the held columns (out has its rows and columns listed).
+  ReducedMatrix held_extract(ReducedMatrix out, const std::vector<uint32_t>& reduced_row,
+                             const std::vector<double>* offset_G, std::vector<double>* offset_dots);
+  // The blocks of the plan with at least one marked dense column.
+  std::vector<BlockRef> blocks_with(const std::vector<uint8_t>& columns) const;
+  void row_sums(const std::vector<double>& c, const std::vector<uint8_t>& c_columns, const std::vector<uint8_t>* mask,
+                const std::vector<uint8_t>& mask_columns, std::vector<double>& M, std::vector<double>* N);
+  void held_row_sums(const std::vector<double>& c, const std::vector<uint8_t>& c_columns,
+                     const std::vector<uint8_t>* mask, const std::vector<uint8_t>& mask_columns,
+                     std::vector<double>& M, std::vector<double>* N);
+  void held_column_sums(const std::vector<double>& G, const std::vector<double>* H, std::vector<double>& dots,
+                        std::vector<double>* squares, const std::vector<uint8_t>* columns);
 
   const BlockStream& stream_;
   std::vector<BlockRef> blocks_;
@@ -87,6 +137,9 @@ class SifsData {
   std::map<uint64_t, uint64_t> block_offset_;  // BlockRef first_column -> its first dense column
   uint32_t accumulator_rows_ = 0;  // rows of a row-pass tile accumulator: min(tile_rows, n)
   SifsPassCounters counters_;
+  HeldColumns held_;
+  std::vector<double> row_norms_;  // Σ_j x_ij² per sample (K copies: [i·K + k]), once needed
+  Reservation row_norms_memory_;
 };
 
 }  // namespace fgm

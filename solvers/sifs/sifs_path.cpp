@@ -94,7 +94,72 @@ ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha,
     for (uint64_t j = 0; j < m; ++j) keep_column[j] |= sets.weight_free[k * m + j];
   for (uint64_t d = 0; d < layout.coordinates(); ++d)
     if (sets.coordinate[d] == CoordinateStatus::kFree) keep_row[d / K] = 1;
-  p.X = data_.extract(keep_column, keep_row);
+  // z_L = −(1/n) Σ_{d∈L̂} a_d on the kept columns, summed in the extraction pass.
+  std::vector<double> L_coefficients, L_dots;
+  if (sets.in_L > 0) {
+    std::vector<double> q(layout.coordinates(), 0.0);
+    for (uint64_t d = 0; d < layout.coordinates(); ++d)
+      if (sets.coordinate[d] == CoordinateStatus::kL) q[d] = 1;
+    layout.column_coefficients(q, L_coefficients);
+  }
+  p.kept_features = static_cast<uint64_t>(std::count(keep_column.begin(), keep_column.end(), 1));
+  p.kept_samples = static_cast<uint64_t>(std::count(keep_row.begin(), keep_row.end(), 1));
+  bool reuse = settings_.reuse_extraction && data_.holds_columns() && settings_.screening != SifsScreening::kNone;
+  if (reuse) {
+    // Every row of a superset of the kept columns (see sifs_path.h). A column
+    // kept in X but screened costs the solver a visit per entry and epoch
+    // (about 20 operations per entry and point), an extraction about 3 per
+    // kept entry: reuse while the screened columns hold at most a tenth of
+    // the kept columns' nonzeros.
+    const auto affordable = [&](const std::vector<uint8_t>& columns) {
+      uint64_t kept = 0, extra = 0;
+      for (uint64_t j = 0; j < m; ++j) {
+        if (!columns[j]) continue;
+        (keep_column[j] ? kept : extra) += data_.held_column_nnz(j);
+      }
+      return extra * 10 <= kept;
+    };
+    std::vector<uint8_t> cached(m, 0);
+    if (cached_X_)
+      for (uint32_t j : cached_X_->column_dense) cached[j] = 1;
+    bool covers = cached_X_.has_value();
+    for (uint64_t j = 0; j < m && covers; ++j) covers = !keep_column[j] || cached[j];
+    if (covers && affordable(cached)) {
+      p.X = std::move(*cached_X_);
+      ++extractions_reused_;
+    } else {
+      // Columns kept lately are likely kept again: keep them too when affordable.
+      std::vector<uint8_t> columns = keep_column;
+      for (uint64_t j = 0; j < m; ++j) cached[j] |= keep_column[j];
+      if (cached_X_ && affordable(cached)) columns = std::move(cached);
+      cached_X_.reset();  // its memory goes back before the new one is reserved
+      try {
+        p.X = data_.extract(columns, std::vector<uint8_t>(n, 1));
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kOutOfMemory) throw;
+        reuse = false;  // every row does not fit: extract exactly the kept rows below
+      }
+    }
+    cached_X_.reset();
+    // z_L from the rows of the samples in L̂ (every row is in X), each column's
+    // sum over increasing rows as the extraction pass adds it.
+    if (reuse && sets.in_L > 0) {
+      const uint64_t cols = p.X.column_dense.size();
+      L_dots.assign(K * cols, 0.0);
+      for (uint64_t r = 0; r < p.X.row_sample.size(); ++r) {
+        const double* g = &L_coefficients[p.X.row_sample[r] * K];
+        bool any = false;
+        for (uint32_t k = 0; k < K; ++k) any |= g[k] != 0;
+        if (!any) continue;
+        for (uint64_t e = p.X.row_ptr[r]; e < p.X.row_ptr[r + 1]; ++e)
+          for (uint32_t k = 0; k < K; ++k) L_dots[k * cols + p.X.col[e]] += static_cast<double>(p.X.val[e]) * g[k];
+      }
+    }
+  }
+  if (!reuse) {
+    p.X = sets.in_L > 0 ? data_.extract(keep_column, keep_row, &L_coefficients, &L_dots)
+                        : data_.extract(keep_column, keep_row);
+  }
   const uint64_t cols = p.X.column_dense.size();
   p.memory = data_.budget().reserve(K * cols * 9 + p.X.row_sample.size() * K * 12, "SIFS reduced problem (vectors)");
   p.free_weight.assign(K * cols, 0);
@@ -102,16 +167,11 @@ ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha,
     for (uint64_t c = 0; c < cols; ++c) p.free_weight[k * cols + c] = sets.weight_free[k * m + p.X.column_dense[c]];
   p.z_offset.assign(K * cols, 0.0);
   p.in_L = sets.in_L;
-  if (sets.in_L > 0) {
-    std::vector<double> q(layout.coordinates(), 0.0), G, dots;
-    for (uint64_t d = 0; d < layout.coordinates(); ++d)
-      if (sets.coordinate[d] == CoordinateStatus::kL) q[d] = 1;
-    layout.column_coefficients(q, G);
-    data_.column_pass(G, nullptr, dots, nullptr);
+  if (sets.in_L > 0)
     for (uint32_t k = 0; k < K; ++k)
       for (uint64_t c = 0; c < cols; ++c)
-        p.z_offset[k * cols + c] = -dots[k * m + p.X.column_dense[c]] / static_cast<double>(n);
-  }
+        p.z_offset[k * cols + c] =
+            -(reuse ? L_dots[k * cols + c] : L_dots[k * m + p.X.column_dense[c]]) / static_cast<double>(n);
   for (uint64_t r = 0; r < p.X.row_sample.size(); ++r) {
     const uint64_t i = p.X.row_sample[r];
     for (uint32_t k = 0; k < K; ++k)
@@ -137,6 +197,7 @@ SifsPoint SifsSolver::solve(const SifsReference& ref, double alpha, SifsReferenc
   pt.triggers = sets.triggers;
 
   t0 = std::chrono::steady_clock::now();
+  const uint64_t reused_before = extractions_reused_;
   ReducedProblem* problem;
   std::optional<ReducedProblem> local;
   if (settings_.screening == SifsScreening::kNone) {
@@ -148,9 +209,12 @@ SifsPoint SifsSolver::solve(const SifsReference& ref, double alpha, SifsReferenc
     problem = &*local;
   }
   pt.extract_seconds = seconds_since(t0);
-  pt.reduced_features = problem->X.column_dense.size();
-  pt.reduced_samples = problem->X.row_sample.size();
-  pt.reduced_nnz = problem->X.nnz();
+  pt.extraction_reused = extractions_reused_ > reused_before;
+  pt.reduced_features = problem->kept_features;
+  pt.reduced_samples = problem->kept_samples;
+  // The nonzeros the solver visits per pass over its coordinates (a reused
+  // matrix holds more rows than that).
+  for (uint32_t r : problem->coordinate_row) pt.reduced_nnz += problem->X.row_ptr[r + 1] - problem->X.row_ptr[r];
 
   t0 = std::chrono::steady_clock::now();
   std::vector<double> theta0(problem->coordinate.size());
@@ -174,6 +238,8 @@ SifsPoint SifsSolver::solve(const SifsReference& ref, double alpha, SifsReferenc
     if (sets.coordinate[d] == CoordinateStatus::kL) next.theta[d] = 1;
   for (size_t q = 0; q < r.theta.size(); ++q) next.theta[problem->coordinate[q]] = r.theta[q];
   for (double v : next.w) pt.nonzeros += v != 0;
+  if (local && settings_.reuse_extraction && data_.holds_columns() && local->X.row_sample.size() == layout.samples())
+    cached_X_ = std::move(local->X);  // every row: reusable (an exact extraction after running out of memory is not)
   return pt;
 }
 

@@ -96,6 +96,9 @@ struct SifsSettings {
   double tol = 1e-9;  // duality gap of every solve
   SifsScreening screening = SifsScreening::kSifs;
   int max_epochs = 20000;  // SDCA epochs per grid point before giving up (reported, not silent)
+  // Reuse the reduced matrix between points when the columns are held (sifs_path.h);
+  // the same solutions either way (a test compares both).
+  bool reuse_extraction = true;
 };
 
 // `points` log-spaced values from `from` down to `to` (both included; one point: `from`).

@@ -37,6 +37,11 @@ ScreenedSets empty_screened_sets(const SifsLayout& layout, uint64_t weights) {
 
 uint64_t apply_iss(SifsData& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets) {
   const SifsLayout& layout = data.layout();
+  if (std::none_of(sets.coordinate.begin(), sets.coordinate.end(),
+                   [](CoordinateStatus c) { return c == CoordinateStatus::kFree; })) {
+    sets.triggers.push_back({false, 0});
+    return 0;
+  }
   const double a0 = ref.alpha;
   const double scale = (a0 + alpha) / (2 * alpha);
   std::vector<double> center(ref.w.size(), 0.0);
@@ -45,12 +50,30 @@ uint64_t apply_iss(SifsData& data, const SifsReference& ref, double alpha, doubl
     w_sq += ref.w[e] * ref.w[e];
     if (sets.weight_free[e]) center[e] = scale * ref.w[e];
     else removed += scale * ref.w[e] * scale * ref.w[e];
+    FGM_ASSERT(sets.weight_free[e] || ref.w[e] == 0);  // IFS leaves the reference's support free
   }
   const double full = std::abs(a0 - alpha) / (2 * alpha) * std::sqrt(w_sq) +
                       enlargement(a0, alpha, std::sqrt(2 * ref.gap / a0));
   const double r = std::sqrt(clamp_radius_sq(full, removed));
-  std::vector<double> M, N;
-  data.row_pass(center, &sets.weight_free, M, &N);
+  // ‖a_d on F̂ᶜ‖² = the part over the reference's support (summed with M by
+  // the first trigger: same columns) + the part over the other free entries.
+  std::vector<uint8_t> support(ref.w.size(), 0), rest(ref.w.size(), 0);
+  bool all_free = true;
+  for (uint64_t e = 0; e < ref.w.size(); ++e) {
+    support[e] = ref.w[e] != 0;
+    rest[e] = sets.weight_free[e] && ref.w[e] == 0;
+    all_free &= sets.weight_free[e] != 0;
+  }
+  if (sets.iss_center_sums.empty()) data.row_pass(center, &support, sets.iss_center_sums, &sets.iss_support_norms);
+  const std::vector<double>& M = sets.iss_center_sums;
+  std::vector<double> N, unused;
+  const std::vector<double> no_center(center.size(), 0.0);
+  if (all_free) {
+    data.row_pass(no_center, &sets.weight_free, unused, &N);  // every feature: the norms computed once
+  } else {
+    data.row_pass(no_center, &rest, unused, &N);
+    for (uint64_t q = 0; q < N.size(); ++q) N[q] += sets.iss_support_norms[q];
+  }
   const bool multi = layout.is_multiclass();
   uint64_t found = 0;
   for (uint64_t d = 0; d < layout.coordinates(); ++d) {
@@ -71,6 +94,16 @@ uint64_t apply_iss(SifsData& data, const SifsReference& ref, double alpha, doubl
 
 uint64_t apply_ifs(SifsData& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets) {
   const SifsLayout& layout = data.layout();
+  // Only the free entries outside the reference's support are tested (see the header).
+  const uint64_t m = data.columns();
+  std::vector<uint8_t> open_columns(m, 0);
+  bool any_open = false;
+  for (uint64_t e = 0; e < sets.weight_free.size(); ++e)
+    if (sets.weight_free[e] && ref.w[e] == 0) open_columns[e % m] = 1, any_open = true;
+  if (!any_open) {
+    sets.triggers.push_back({true, 0});
+    return 0;
+  }
   const double a0 = ref.alpha;
   const double n = static_cast<double>(layout.samples());
   const double c_one = (alpha - a0) / (2 * gamma * alpha);
@@ -95,11 +128,11 @@ uint64_t apply_ifs(SifsData& data, const SifsReference& ref, double alpha, doubl
   std::vector<double> G, H, dots, squares;
   layout.column_coefficients(q, G);
   layout.column_square_coefficients(h, H);
-  data.column_pass(G, &H, dots, &squares);
+  data.column_pass(G, &H, dots, &squares, &open_columns);
   const double beta = ref.beta;
   uint64_t found = 0;
   for (uint64_t e = 0; e < dots.size(); ++e) {
-    if (!sets.weight_free[e]) continue;
+    if (!sets.weight_free[e] || ref.w[e] != 0) continue;
     const double s = (std::abs(dots[e]) + std::sqrt(std::max(0.0, squares[e])) * r) / n;
     if (s * (1 + kSifsRoundingMargin) <= beta) sets.weight_free[e] = 0, ++sets.weights_screened, ++found;
   }

@@ -42,6 +42,9 @@ struct ReducedProblem {
   std::vector<uint64_t> coordinate;  // the free coordinates d (increasing)
   std::vector<uint32_t> coordinate_row;  // their row in X
   uint64_t in_L = 0;                 // |L̂| (valid coordinates screened to θ = 1)
+  // Columns with a free entry and samples with a free coordinate (X may hold
+  // more of both: a reused extraction, see sifs_path.h).
+  uint64_t kept_features = 0, kept_samples = 0;
   Reservation memory;                // everything above except X (which holds its own)
 };
 

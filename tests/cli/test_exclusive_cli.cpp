@@ -71,20 +71,45 @@ TEST_CASE("fgm train solver=exclusive writes a model predict, inspect and report
   CHECK_FALSE(std::filesystem::exists(dir.file("out6/model.fgm")));
 }
 
-TEST_CASE("fgm path solver=exclusive writes one model per exclusive.path_lambda", "[exclusive][cli]") {
+TEST_CASE("fgm path solver=exclusive writes one model per exclusive.path_lambda, and a report", "[exclusive][cli]") {
   TempDir dir("fgm-exclusive-path");
   make_data(dir);
-  auto r = run(dir, "path data.train=data/train.svm data.test=data/test.svm engine.cache_dir=cache solver=exclusive "
-                    "exclusive.expected_relevant=20 'exclusive.path_lambda=[50.0, 5.0, 0.5]' output.dir=p");
+  const std::string path = "path data.train=data/train.svm data.test=data/test.svm engine.cache_dir=cache "
+                           "solver=exclusive exclusive.expected_relevant=20 'exclusive.path_lambda=[50.0, 5.0, 0.5]' "
+                           "exclusive.tolerance=1e-8 exclusive.kkt_tolerance=1e-7 ";
+  auto r = run(dir, path + "output.dir=p");
   INFO(r.err);
   REQUIRE(r.code == 0);
   const std::string csv = slurp(dir.file("p/path.csv"));
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 4);
-  CHECK(contains(slurp(dir.file("p/path.json")), "\"solver\": \"exclusive\""));
+  CHECK(contains(csv, "point,lambda,selected,train_objective"));
+  const std::string json = slurp(dir.file("p/path.json"));
+  CHECK(contains(json, "\"solver\": \"exclusive\""));
+  CHECK(contains(json, "\"warm_started\": true"));  // points 1 and 2 start from the previous λ
   for (int k = 0; k < 3; ++k) {
-    auto p = run(dir, "predict --model p/models/lambda_" + std::to_string(k) + ".fgm data/test.svm");
+    auto p = run(dir, "predict --model p/point-" + std::to_string(k) + ".fgm data/test.svm");
     CHECK(p.code == 0);
   }
+  // The report: written by the path, and again by fgm report; it shows the points table.
+  const std::string html = slurp(dir.file("p/report.html"));
+  CHECK(contains(html, "<section id=\"path\">"));
+  CHECK(contains(html, "fista_iterations"));
+  CHECK(contains(html, "Selected features of point"));
+  std::filesystem::remove(dir.file("p/report.html"));
+  REQUIRE(run(dir, "report p").code == 0);
+  CHECK(std::filesystem::exists(dir.file("p/report.html")));
+  // Cold starts (exclusive.path_warm_start=false): the same models within the tolerance.
+  REQUIRE(run(dir, path + "output.dir=cold exclusive.path_warm_start=false").code == 0);
+  CHECK(contains(slurp(dir.file("cold/path.json")), "\"warm_started\": false"));
+  CHECK_FALSE(contains(slurp(dir.file("cold/path.json")), "\"warm_started\": true"));
+  for (int k = 0; k < 3; ++k) {
+    auto warm = run(dir, "predict --model p/point-" + std::to_string(k) + ".fgm data/test.svm");
+    auto cold = run(dir, "predict --model cold/point-" + std::to_string(k) + ".fgm data/test.svm");
+    CHECK(warm.out == cold.out);
+  }
+  // output.report=false: no report.
+  REQUIRE(run(dir, path + "output.dir=quiet output.report=false").code == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("quiet/report.html")));
 }
 
 TEST_CASE("misused exclusive keys are errors naming the key; nothing is written", "[exclusive][cli]") {
@@ -109,6 +134,8 @@ TEST_CASE("misused exclusive keys are errors naming the key; nothing is written"
       {"train", "solver=exclusive exclusive.random_groups=3 exclusive.working_set=false exclusive.kkt_tolerance=0.1",
        "exclusive.kkt_tolerance"},
       {"path", "solver=exclusive exclusive.random_groups=3", "exclusive.path_lambda"},
+      {"train", "solver=exclusive exclusive.random_groups=3 exclusive.path_warm_start=false",
+       "exclusive.path_warm_start"},
       {"path", "solver=exclusive exclusive.random_groups=3 'exclusive.path_lambda=[1.0]' exclusive.lambda=2",
        "exclusive.lambda"},
   };
@@ -120,5 +147,59 @@ TEST_CASE("misused exclusive keys are errors naming the key; nothing is written"
     // No output: not even the output directory, which the failed run made
     // (cli/resume.h removes it again when the run fails before writing).
     CHECK(!std::filesystem::exists(dir.file("out")));
+  }
+}
+
+// A multi-class store: one-vs-rest, each class's model exactly the binary run's
+// on the data relabelled by hand (+1 for the class, -1 for the rest).
+TEST_CASE("fgm train solver=exclusive on three classes equals three binary runs", "[exclusive][cli][multiclass]") {
+  TempDir dir("fgm-exclusive-multi");
+  std::string all, binary[3];
+  uint64_t state = 12345;
+  auto next = [&] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL, state >> 33; };
+  for (int i = 0; i < 240; ++i) {
+    const int label = i % 3 + 1;  // class c is told by features 3c+1 .. 3c+3 (integers), plus noise features
+    std::string row;
+    int feature = 0;
+    for (int f = 1; f <= 30; ++f) {
+      const bool own = f > 3 * label && f <= 3 * label + 3;
+      if (own ? next() % 4 != 0 : next() % 5 != 0) continue;
+      row += " " + std::to_string(f) + ":" + std::to_string(1 + next() % 3);
+      ++feature;
+    }
+    all += std::to_string(label) + row + "\n";
+    for (int c = 0; c < 3; ++c) binary[c] += std::string(label == c + 1 ? "+1" : "-1") + row + "\n";
+  }
+  dir.write("multi.svm", all);
+  const std::string keys = " engine.cache_dir=cache solver=exclusive exclusive.random_groups=5 data.features=30 ";
+  auto r = run(dir, "train data.train=multi.svm data.test=multi.svm output.dir=multi exclusive.lambda=0.5" + keys);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "classes=3"));
+  const std::string multi = slurp(dir.file("multi/run.json"));
+  CHECK(contains(multi, "\"multiclass\": \"ovr\""));
+  CHECK(std::filesystem::exists(dir.file("multi/report.html")));
+  CHECK(run(dir, "predict --model multi/model.fgm multi.svm").code == 0);
+  // fgm path fits binary stores only: a clear error, no output.
+  auto path = run(dir, "path data.train=multi.svm output.dir=multipath 'exclusive.path_lambda=[1.0]'" + keys);
+  CHECK(path.code == 2);
+  CHECK(contains(path.err, "3 classes"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("multipath")));
+  size_t at = 0;
+  for (int c = 0; c < 3; ++c) {
+    dir.write("bin" + std::to_string(c) + ".svm", binary[c]);
+    REQUIRE(run(dir, "train data.train=bin" + std::to_string(c) + ".svm exclusive.lambda=0.5 output.dir=bin" +
+                         std::to_string(c) + keys)
+                .code == 0);
+    const std::string single = selected_features(slurp(dir.file("bin" + std::to_string(c) + "/run.json")));
+    at = multi.find("\"selected_features\"", at + 1);
+    REQUIRE(at != std::string::npos);
+    const std::string of_class = multi.substr(at, multi.find(']', at) - at);
+    auto squeeze = [](std::string t) {  // the class's array is indented deeper
+      t.erase(std::remove_if(t.begin(), t.end(), [](char ch) { return ch == ' ' || ch == '\n'; }), t.end());
+      return t;
+    };
+    CHECK(squeeze(of_class) == squeeze(single));
+    CHECK(contains(of_class, "\"weight\""));  // a class with features
   }
 }

@@ -29,21 +29,6 @@ std::string fmt_value(double v) {
   return buf;
 }
 
-const std::string kMpirun = "mpirun --allow-run-as-root --oversubscribe ";
-
-// `mpirun -np <np> fgm <args>` in `dir`.
-RunResult run_mpi(const TempDir& dir, int np, const std::string& args) {
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const std::string cmd = "cd '" + dir.path.string() + "' && " + kMpirun + "-np " + std::to_string(np) + " '" +
-                          FGM_BINARY_PATH + "' " + args + " >'" + out + "' 2>'" + err + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
 // A planted sparse problem: `rows` rows over `features` features, labels
 // from a few of them (ties and integer values included).
 std::string planted_libsvm(uint64_t rows, uint32_t features, uint32_t per_row, uint32_t seed) {
@@ -305,6 +290,127 @@ TEST_CASE("a rank killed mid-run ends the whole job within seconds", "[.mpi][mpi
   CHECK(contains(err, "exited on signal 9"));
   CHECK(contains(err, "rank"));
   CHECK_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
+}
+
+TEST_CASE("a distributed run killed mid-run resumes on the same rank count to the uninterrupted model; another count is refused",
+          "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi");
+  dir.write("in.txt", planted_libsvm(20000, 200, 8, 7));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 1\nmax_iterations = 40\neps_outer = 0\n");
+  REQUIRE(run_mpi(dir, 2, "train --config c.toml output.dir=u").code == 0);
+  // run.json of a distributed run: the single-store sections plus every rank's memory.
+  const JsonValue u_json = parse_json(slurp(dir.file("u/run.json")), "run.json");
+  CHECK(u_json.find("peak_rss_bytes")->number() > 0);
+  CHECK(u_json.find("warnings"));
+  CHECK(u_json.find("iterations_restored")->number() == 0);
+  const auto& ranks = u_json.find("distributed")->find("rank_resources")->items();
+  REQUIRE(ranks.size() == 2);
+  for (const auto& r : ranks) CHECK(r.find("peak_rss_bytes")->number() > 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("u/checkpoint.fgm")));  // removed once the outputs are written
+  // The report shows the communication of every phase and every rank's memory.
+  const std::string report = slurp(dir.file("u/report.html"));
+  CHECK(contains(report, "Communication (distributed run, rank 0)"));
+  CHECK(contains(report, "Memory per rank"));
+
+  // The same run, rank 1 killed once rank 0 has logged iteration 3 (its checkpoint is written first;
+  // 40 iterations leave the kill time to land before the run ends, even on a loaded machine).
+  const std::string launch = "cd '" + dir.path.string() + "' && (" + kMpirun + "-np 2 '" FGM_BINARY_PATH +
+                             "' train --config c.toml output.dir=o >out.txt 2>err.txt </dev/null & echo $! >pid.txt; "
+                             "wait $!; echo $? >rc.txt) >/dev/null 2>&1 &";
+  REQUIRE(std::system(launch.c_str()) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  while (!contains(slurp(dir.file("err.txt")), "iter   3:")) {
+    REQUIRE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 120);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string children = dir.file("children.txt");
+  std::system(("pgrep -P " + std::to_string(std::stol(slurp(dir.file("pid.txt")))) + " > '" + children + "'").c_str());
+  std::istringstream pids(slurp(children));
+  std::vector<long> rank_pids;
+  for (long p; pids >> p;) rank_pids.push_back(p);
+  REQUIRE(rank_pids.size() == 2);
+  ::kill(static_cast<pid_t>(rank_pids.back()), SIGKILL);
+  while (!std::filesystem::exists(dir.file("rc.txt")) || slurp(dir.file("rc.txt")).empty()) {
+    REQUIRE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 180);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(std::stoi(slurp(dir.file("rc.txt"))) != 0);  // killed mid-run, not finished
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
+  REQUIRE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
+
+  // Another rank count (4 ranks, or one process) is refused, saying what to do; the checkpoint stays.
+  RunResult other = run_mpi(dir, 4, "train --config c.toml output.dir=o");
+  CHECK(other.code == 2);
+  CHECK(contains(other.err, "written by a run on 2 rank(s), this run has 4"));
+  CHECK(contains(other.err, "mpirun -np 2"));
+  CHECK(contains(other.err, "--restart"));
+  other = run(dir, "train --config c.toml output.dir=o");
+  CHECK(other.code == 2);
+  CHECK(contains(other.err, "this run has 1"));
+  REQUIRE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
+
+  // The same rank count resumes and ends with the uninterrupted model, bit for bit.
+  RunResult resumed = run_mpi(dir, 2, "train --config c.toml output.dir=o");
+  REQUIRE(resumed.code == 0);
+  CHECK(contains(resumed.err, "resuming from iteration"));
+  const JsonValue o_json = parse_json(slurp(dir.file("o/run.json")), "run.json");
+  CHECK(o_json.find("iterations_restored")->number() >= 3);
+  CHECK(o_json.find("iterations")->items().size() == u_json.find("iterations")->items().size());
+  require_same_model(dir.file("u/model.fgm"), dir.file("o/model.fgm"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
+}
+
+TEST_CASE("one partition: the distributed trainer gives the single-store model bit for bit (one APG)", "[.mpi][mpi]") {
+  // The partition tree over one leaf adds nothing and the subproblem is the
+  // single-store APG over the one part, so every sum is the single store's.
+  TempDir dir("fgm-mpi");
+  dir.write("in.txt", planted_libsvm(700, 40, 6, 8));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 1").code == 0);
+  REQUIRE(run(dir, "ingest in.txt --out plain").code == 0);
+  write_config(dir);
+  for (const char* loss : {"squared_hinge", "logistic"}) {
+    INFO(loss);
+    const std::string l = std::string(" fgm.loss=") + loss;
+    REQUIRE(run(dir, "train --config c.toml output.dir=d" + l).code == 0);
+    REQUIRE(run(dir, "train --config c.toml data.train=plain output.dir=s" + l).code == 0);
+    require_same_model(dir.file("d/model.fgm"), dir.file("s/model.fgm"));
+  }
+  // With the bias (FGM-SHIFT): the same b too.
+  REQUIRE(run(dir, "train --config c.toml output.dir=db fgm.bias=true").code == 0);
+  REQUIRE(run(dir, "train --config c.toml data.train=plain output.dir=sb fgm.bias=true").code == 0);
+  require_same_model(dir.file("db/model.fgm"), dir.file("sb/model.fgm"));
+  const Model db = read_model(dir.file("db/model.fgm")), sb = read_model(dir.file("sb/model.fgm"));
+  CHECK(db.bias != 0);
+  CHECK(std::memcmp(&db.bias, &sb.bias, sizeof(double)) == 0);
+}
+
+TEST_CASE("a model with the bias on 2 and 4 ranks is the 1-process model bit for bit", "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi");
+  // Unbalanced labels (about 1 in 4 positive), so b matters.
+  std::string text = planted_libsvm(800, 40, 6, 9);
+  std::string unbalanced;
+  std::istringstream lines(text);
+  int k = 0;
+  for (std::string line; std::getline(lines, line); ++k)
+    unbalanced += (line[0] == '+' && k % 2 == 0 ? "-1" + line.substr(2) : line) + "\n";
+  dir.write("in.txt", unbalanced);
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 64").code == 0);
+  write_config(dir);
+  for (const char* loss : {"squared_hinge", "logistic"}) {
+    INFO(loss);
+    const std::string l = std::string(" fgm.bias=true fgm.loss=") + loss;
+    REQUIRE(run(dir, "train --config c.toml output.dir=b1" + l).code == 0);
+    REQUIRE(run_mpi(dir, 2, "train --config c.toml output.dir=b2 engine.threads=2" + l).code == 0);
+    REQUIRE(run_mpi(dir, 4, "train --config c.toml output.dir=b4" + l).code == 0);
+    const Model m1 = read_model(dir.file("b1/model.fgm"));
+    CHECK(m1.bias != 0);
+    for (const char* other : {"b2/model.fgm", "b4/model.fgm"}) {
+      require_same_model(dir.file("b1/model.fgm"), dir.file(other));
+      const Model m = read_model(dir.file(other));
+      CHECK(std::memcmp(&m.bias, &m1.bias, sizeof(double)) == 0);
+    }
+  }
 }
 
 }  // namespace fgm::test

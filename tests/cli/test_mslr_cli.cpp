@@ -4,9 +4,21 @@
 // would ignore), which leave no output.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
+
+extern char** environ;
 
 using namespace fgm::test;
 
@@ -42,6 +54,16 @@ TEST_CASE("fgm train with solver = mslr writes a model predict, inspect and repo
   // The test accuracy of train and of predict agree (same model, same file).
   const auto acc = [](const std::string& s) { return std::stod(s.substr(s.find("accuracy=") + 9)); };
   CHECK(acc(r.out) == Approx(acc(predict.out)).margin(1e-4));  // train prints 4 digits
+  // The run wrote its report (output.report defaults to true), with the MSLR
+  // run's figures: the training section, its selected-feature count and objective.
+  REQUIRE(std::filesystem::exists(dir.file("out/report.html")));
+  const std::string page = slurp(dir.file("out/report.html"));
+  CHECK(contains(page, "id=\"train\""));
+  CHECK(contains(page, "<svg"));
+  CHECK(contains(page, "mslr"));
+  const std::string objective = r.out.substr(r.out.find("objective=") + 10, 5);  // 6 significant digits printed
+  CHECK(contains(page, objective));
+  std::filesystem::remove(dir.file("out/report.html"));
   CHECK(run(dir, "report out").code == 0);
   CHECK(std::filesystem::exists(dir.file("out/report.html")));
 }
@@ -60,6 +82,27 @@ TEST_CASE("fgm path with solver = mslr writes a model per count of mslr.features
   CHECK(contains(csv, "\n3,7,"));
   for (int k = 1; k <= 3; ++k) CHECK(std::filesystem::exists(dir.file("out/point-" + std::to_string(k) + ".fgm")));
   CHECK(contains(slurp(dir.file("out/path.json")), "\"solver\": \"mslr\""));
+  // report.html: the path section with the points of path.csv (the last
+  // point's test accuracy, its 7 features) and the objective chart.
+  REQUIRE(std::filesystem::exists(dir.file("out/report.html")));
+  const std::string page = slurp(dir.file("out/report.html"));
+  CHECK(contains(page, "id=\"path\""));
+  CHECK(contains(page, "Training objective against selected features"));
+  CHECK(contains(page, "point 3 (the last point)"));
+  const std::string last_row = csv.substr(csv.find("\n3,7,") + 1);
+  const std::string accuracy = last_row.substr(0, last_row.find('\n'));
+  std::vector<std::string> cells;
+  for (size_t at = 0, next; at <= accuracy.size(); at = next + 1) {
+    next = accuracy.find(',', at);
+    if (next == std::string::npos) next = accuracy.size();
+    cells.push_back(accuracy.substr(at, next - at));
+  }
+  REQUIRE(cells.size() == 7);  // point,selected,train_objective,relative_gap,test_accuracy,test_auc,seconds
+  CHECK(contains(page, cells[4].substr(0, 5)));
+  // `fgm report` rebuilds the same page from the files.
+  std::filesystem::remove(dir.file("out/report.html"));
+  REQUIRE(run(dir, "report out").code == 0);
+  CHECK(contains(slurp(dir.file("out/report.html")), "Training objective against selected features"));
 }
 
 TEST_CASE("solver = mslr: bad and foreign keys are errors naming the key, with no output", "[cli][mslr]") {
@@ -96,4 +139,153 @@ TEST_CASE("solver = mslr: bad and foreign keys are errors naming the key, with n
   CHECK(both.code == 2);
   CHECK(contains(both.err, "mslr.max_features"));
   CHECK_FALSE(std::filesystem::exists(dir.file("out/path.csv")));
+}
+
+// Crash safety: `fgm train` / `fgm path` with solver = mslr killed with
+// SIGKILL (the injected failure) and run again resume from the last completed
+// cutting-plane iteration and end with the uninterrupted run's model.
+namespace {
+
+pid_t spawn_fgm(const TempDir& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s = {FGM_BINARY_PATH};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const std::string cwd = std::filesystem::current_path().string();
+  std::filesystem::current_path(dir.path);
+  const int rc = posix_spawn(&pid, FGM_BINARY_PATH, &actions, nullptr, argv.data(), environ);
+  std::filesystem::current_path(cwd);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(rc == 0);
+  return pid;
+}
+
+// SIGKILLs `fgm <args>` once `checkpoint` has been written `writes` times
+// (its modification time changed); false if the run ended first.
+bool kill_after_checkpoints(const TempDir& dir, const std::vector<std::string>& args,
+                            const std::filesystem::path& checkpoint, int writes) {
+  const pid_t pid = spawn_fgm(dir, args);
+  std::filesystem::file_time_type last{};
+  int seen = 0;
+  int status = 0;
+  for (int i = 0; i < 600000 && seen < writes; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return false;  // finished before
+    std::error_code ec;
+    const auto t = std::filesystem::last_write_time(checkpoint, ec);
+    if (!ec && t != last) {
+      last = t;
+      ++seen;
+    }
+    if (seen < writes) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return WIFSIGNALED(status);
+}
+
+// The arguments of a command line (no shell: the quotes are dropped).
+std::vector<std::string> words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string a; in >> a;) {
+    a.erase(std::remove(a.begin(), a.end(), '\''), a.end());
+    out.push_back(a);
+  }
+  return out;
+}
+
+// The model without its creation time and its config text (which names
+// output.dir: the two runs write different directories).
+std::string model_without_time(const std::string& path) {
+  fgm::Model m = fgm::read_model(path);
+  m.created_unix = 0;
+  m.config.clear();
+  return fgm::encode_model(m);
+}
+
+// run.json / path.json / path.csv lines without wall-clock, RSS and resume bookkeeping.
+std::string without_timings(const std::string& text) {
+  std::istringstream in(text);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    if (contains(line, "seconds") || contains(line, "peak_rss") || contains(line, "budget_peak") ||
+        contains(line, "iterations_restored") || contains(line, "ingest") || contains(line, "output.dir"))
+      continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string csv_without_seconds(const std::string& text) {
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("solver = mslr: a run killed after a completed iteration resumes to the uninterrupted model",
+          "[cli][mslr][resume]") {
+  TempDir dir("mslr-resume");
+  REQUIRE(run(dir, kData).code == 0);
+  REQUIRE(run(dir, "ingest data/train.svm --out store").code == 0);
+  const std::string common = "solver=mslr data.train=store data.test=data/test.svm mslr.r=3 mslr.max_iterations=5 ";
+  const std::string train = "train " + common;
+  REQUIRE(run(dir, train + "output.dir=whole").code == 0);
+  const std::string path = "path " + common + "'mslr.features=[2,6,11]' ";
+  REQUIRE(run(dir, path + "output.dir=whole-path").code == 0);
+
+  for (int writes : {1, 2}) {
+    INFO("killed after checkpoint write " << writes);
+    SECTION("train, killed after " + std::to_string(writes) + " iterations") {
+      const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";
+      REQUIRE(kill_after_checkpoints(dir, words(train + "output.dir=cut"), checkpoint, writes));
+      REQUIRE(std::filesystem::exists(checkpoint));
+      REQUIRE_FALSE(std::filesystem::exists(dir.path / "cut" / "model.fgm"));
+      const RunResult r = run(dir, train + "output.dir=cut");
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      // At least `writes` iterations were saved (polling may see two writes as one).
+      CHECK(contains(r.err, "resuming from iteration "));
+      CHECK(contains(r.err, " of at most 5 (mslr.max_iterations)"));
+      CHECK_FALSE(std::filesystem::exists(checkpoint));
+      CHECK(model_without_time(dir.file("cut/model.fgm")) == model_without_time(dir.file("whole/model.fgm")));
+      const std::string resumed = slurp(dir.file("cut/run.json"));
+      CHECK(contains(resumed, "\"iterations_restored\": "));
+      CHECK_FALSE(contains(resumed, "\"iterations_restored\": 0"));
+      CHECK(without_timings(resumed) == without_timings(slurp(dir.file("whole/run.json"))));
+    }
+    SECTION("path, killed after " + std::to_string(writes) + " iterations") {
+      const std::filesystem::path checkpoint = dir.path / "cut-path" / "checkpoint.fgm";
+      REQUIRE(kill_after_checkpoints(dir, words(path + "output.dir=cut-path"), checkpoint, writes));
+      const RunResult r = run(dir, path + "output.dir=cut-path");
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      CHECK(contains(r.err, "resuming from iteration "));
+      for (int k = 1; k <= 3; ++k) {
+        const std::string point = "/point-" + std::to_string(k) + ".fgm";
+        CHECK(model_without_time(dir.file("cut-path" + point)) == model_without_time(dir.file("whole-path" + point)));
+      }
+      CHECK(csv_without_seconds(slurp(dir.file("cut-path/path.csv"))) ==
+            csv_without_seconds(slurp(dir.file("whole-path/path.csv"))));
+      CHECK(without_timings(slurp(dir.file("cut-path/path.json"))) ==
+            without_timings(slurp(dir.file("whole-path/path.json"))));
+      CHECK(std::filesystem::exists(dir.file("cut-path/report.html")));
+    }
+  }
+  SECTION("another mslr setting: the checkpoint is refused naming the key") {
+    const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";
+    REQUIRE(kill_after_checkpoints(dir, words(train + "output.dir=cut"), checkpoint, 1));
+    const RunResult r = run(dir, train + "output.dir=cut mslr.C=3");
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, "mslr.C: checkpoint"));
+    REQUIRE(run(dir, train + "output.dir=cut mslr.C=3 --restart").code == 0);
+  }
 }

@@ -142,7 +142,6 @@ TEST_CASE("solver = pnorm_kta: bad and ignored keys are errors naming the key, n
       {"path --config kta.toml features.kind=poly2", "features.kind"},
       {"path --config kta.toml kta.kernel=rbf apg.eta=0.3", "apg.eta"},
       {"train --config kta.toml kta.p_end=1.2", "kta.p_end"},
-      {"train --config kta.toml kta.kernel=rbf", "kta.kernel"},
       {"train --config kta.toml kta.p_start=1.3", "kta.p"},
       {"train --config kta.toml solver=fgm", "belongs to solver = \"pnorm_kta\""},
   };

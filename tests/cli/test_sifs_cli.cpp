@@ -110,7 +110,11 @@ TEST_CASE("fgm path solver=sifs: path.csv per point, path.json totals and the sp
     REQUIRE(contains(csv.substr(0, csv.find('\n')), column));
   const JsonValue json = parse_json(slurp(dir.file("p/path.json")), "path.json");
   REQUIRE(json.find("speedup"));
+  REQUIRE(json.find("cpu_speedup"));
   REQUIRE(json.find("baseline"));
+  // The screened run holds the (small) store's columns; the baseline holds its whole problem instead.
+  REQUIRE(json.find("totals")->find("columns_held")->boolean());
+  REQUIRE(!json.find("baseline")->find("columns_held")->boolean());
   REQUIRE(json.find("max_objective_excess_over_gaps")->number() <= 1e-12);
   REQUIRE(std::filesystem::exists(dir.file("p/report.html")));
   RunResult rep = run(dir, "report p");

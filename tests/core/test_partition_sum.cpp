@@ -151,6 +151,58 @@ TEST_CASE("a different tree would give other bits: the test data is order-sensit
   CHECK(differ > 0);
 }
 
+TEST_CASE("sparse partition sums are the dense reference tree sum with missing keys as zeros, on every rank count",
+          "[partition_sum]") {
+  // Partition p holds a random subset of 40 keys (some partitions none at all);
+  // the expected value of a key is the reference tree over the dense column
+  // with zeros where a partition lacks the key.
+  for (uint32_t P : {1u, 4u, 6u, 8u}) {
+    const auto dense = random_partials(P, 40, 101 + P);
+    std::mt19937 rng(7 * P);
+    std::vector<SparseSums> partials(P);
+    std::vector<std::vector<double>> with_zeros(P, std::vector<double>(40, 0.0));
+    for (uint32_t p = 0; p < P; ++p) {
+      if (p == 1) continue;  // an empty partition
+      for (uint64_t key = 0; key < 40; ++key)
+        if (rng() % 3 == 0) {
+          partials[p].keys.push_back(key * 1000003);  // sparse, increasing
+          partials[p].values.push_back(dense[p][key]);
+          with_zeros[p][key] = dense[p][key];
+        }
+    }
+    for (int K = 1; K <= static_cast<int>(P); ++K) {
+      if (P % static_cast<uint32_t>(K) != 0) continue;
+      INFO("P = " << P << ", K = " << K);
+      ThreadWorld world(K);
+      std::vector<SparseSums> results(static_cast<size_t>(K));
+      std::vector<std::thread> threads;
+      for (int r = 0; r < K; ++r)
+        threads.emplace_back([&, r] {
+          ThreadCommunicator comm(world, r);
+          const PartitionRange range = partitions_of_rank(P, K, r);
+          std::vector<SparseSums> mine(partials.begin() + range.first, partials.begin() + range.first + range.count);
+          results[static_cast<size_t>(r)] = allreduce_partition_sparse_sums(comm, P, range.first, mine);
+        });
+      for (auto& t : threads) t.join();
+      for (const SparseSums& got : results) {
+        std::vector<uint64_t> expected_keys;
+        for (uint64_t key = 0; key < 40; ++key) {
+          bool present = false;
+          for (uint32_t p = 0; p < P; ++p) present = present || with_zeros[p][key] != 0;
+          if (present) expected_keys.push_back(key * 1000003);
+        }
+        REQUIRE(got.keys == expected_keys);
+        for (size_t e = 0; e < got.keys.size(); ++e) {
+          std::vector<double> column(P);
+          for (uint32_t p = 0; p < P; ++p) column[p] = with_zeros[p][got.keys[e] / 1000003];
+          const double expected = reference_tree(column, 0, P);
+          CHECK(std::memcmp(&got.values[e], &expected, sizeof(double)) == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("partitions_of_rank deals consecutive equal runs and refuses a rank count not dividing P",
           "[partition_sum]") {
   CHECK(partitions_of_rank(8, 4, 3).first == 6);

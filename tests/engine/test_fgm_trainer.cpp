@@ -373,6 +373,75 @@ TEST_CASE("scoring runs fewer blocks in flight when the budget is short", "[engi
   }
 }
 
+// Read buffers are held only inside a transform: at most one per thread is
+// reserved, whatever the token count. A stream keeps them for its next pass
+// (reserved under their own purpose) while they take at most a quarter of
+// what the budget has free, and gives them back when it goes; a tighter budget unmaps them at
+// the end of every pass.
+TEST_CASE("a stream keeps one read buffer per thread between passes, reserved", "[engine][scheduler][budget]") {
+  test::TempDir dir("fgm-buffers");
+  std::string path = dir.write("train.svm", test::random_libsvm(2000, 300, 0.2, 6));
+  MemoryBudget big(256ull << 20);
+  auto store = make_store(dir, path, big);
+  std::vector<BlockRef> blocks = store->plan_blocks(8 << 10);
+  REQUIRE(blocks.size() > 8);
+  uint64_t largest = 0;
+  for (const auto& b : blocks) largest = std::max(largest, b.read_bytes);
+  SchedulerOptions o;
+  o.threads = 2;  // 6 tokens, 2 readers
+  o.keep_buffers_from = 0;  // these blocks are KiBs
+  auto count_nnz = [&](const BlockStream& stream) {
+    uint64_t nnz = 0;
+    stream_blocks<uint64_t>(
+        stream, blocks, "count", [](const BlockRef&, const ColumnBlock& b) { return b.nnz(); },
+        [&](uint64_t&& k) { nnz += k; });
+    return nnz;
+  };
+  SECTION("kept: a quarter of the free budget holds them") {
+    MemoryBudget budget(16 * largest);
+    const uint64_t before = budget.used();
+    {
+      BlockStream stream(*store, o, budget);
+      REQUIRE(count_nnz(stream) == store->info().nnz);
+      const uint64_t kept = budget.used() - before;
+      CHECK(kept >= largest);
+      CHECK(kept <= 2 * largest);
+      CHECK(budget.usage_report().find("scoring read buffers kept between passes") != std::string::npos);
+      // Later passes may add the second thread's buffer, never more.
+      for (int pass = 0; pass < 3; ++pass) REQUIRE(count_nnz(stream) == store->info().nnz);
+      CHECK(budget.used() - before >= kept);
+      CHECK(budget.used() - before <= 2 * largest);
+      CHECK(budget.peak() - before <= 2 * largest);
+    }
+    CHECK(budget.used() == before);
+  }
+  SECTION("not kept: small buffers (the default threshold)") {
+    MemoryBudget budget(16 * largest);
+    SchedulerOptions small = o;
+    small.keep_buffers_from = SchedulerOptions().keep_buffers_from;
+    const uint64_t before = budget.used();
+    BlockStream stream(*store, small, budget);
+    for (int pass = 0; pass < 2; ++pass) {
+      uint64_t nnz = 0;
+      stream_blocks<uint64_t>(
+          stream, blocks, "count", [](const BlockRef&, const ColumnBlock& b) { return b.nnz(); },
+          [&](uint64_t&& k) { nnz += k; });
+      REQUIRE(nnz == store->info().nnz);
+      CHECK(budget.used() == before);
+    }
+  }
+  SECTION("not kept: a tight budget") {
+    MemoryBudget budget(3 * largest);
+    const uint64_t before = budget.used();
+    BlockStream stream(*store, o, budget);
+    for (int pass = 0; pass < 2; ++pass) {
+      REQUIRE(count_nnz(stream) == store->info().nnz);
+      CHECK(budget.used() == before);
+    }
+    CHECK(budget.peak() - before <= 2 * largest);
+  }
+}
+
 namespace {
 
 bool has_warning(const RunWarnings& w, const std::string& code) {

@@ -10,6 +10,7 @@
 
 #include "engine/evaluate.h"
 #include "engine/mslr_trainer.h"
+#include "engine/resume_checkpoint.h"
 #include "io/ingest.h"
 #include "io/shard_store.h"
 #include "synth/synthetic_sparse.h"
@@ -181,4 +182,56 @@ TEST_CASE("MSLR stopping rules: max_features exact, no new constraint", "[engine
     CHECK(out.model.features.size() == 3);
     CHECK(out.stop_reason == "no_new_constraint");
   }
+}
+
+TEST_CASE("MSLR resumed from the state after any iteration, through a checkpoint file, ends with the same model",
+          "[engine][mslr][resume]") {
+  test::TempDir dir("mslr-resume");
+  SparseSynthResult data = sparse_set(dir, 600, 3000, 40);
+  MemoryBudget budget(256ull << 20);
+  {
+    IngestOptions o;
+    o.block_bytes = 8 << 10;
+    o.tile_rows = 256;
+    ingest_libsvm(data.train_path, dir.file("store"), o, budget);
+  }
+  auto store = ShardStore::open(dir.file("store"), budget);
+  const MslrSettings settings = small_settings(3, 4, 1);
+  std::vector<std::string> states;
+  MslrHooks hooks;
+  hooks.on_state = [&](const MslrState& s) { states.push_back(encode_mslr_state(s)); };
+  const MslrOutcome whole = train_mslr(*store, settings, budget, hooks);
+  REQUIRE(states.size() == whole.iterations.size());
+  REQUIRE(states.size() >= 3);
+  const std::string file = dir.file("checkpoint.fgm");
+  RunIdentity identity;
+  identity.command = "train";
+  identity.store_checksum = store->info().store_checksum;
+  for (size_t k = 0; k < states.size(); ++k) {
+    INFO("resumed after iteration " << k + 1);
+    // Through the checkpoint file's generic solver-state field.
+    const SolverState written{"mslr", states[k]};
+    write_checkpoint(file, identity, nullptr, nullptr, budget, &written);
+    const ResumeCheckpoint read = read_checkpoint(file, budget);
+    REQUIRE(read.solver);
+    CHECK(read.solver->solver == "mslr");
+    REQUIRE(read.solver->bytes == states[k]);
+    CHECK_FALSE(read.train);
+    const MslrState state = decode_mslr_state(read.solver->bytes, file);
+    CHECK(state.iterations.size() == k + 1);
+    MslrSettings resumed_settings = settings;
+    resumed_settings.resume = &state;
+    const MslrOutcome resumed = train_mslr(*store, resumed_settings, budget);
+    CHECK(same_model(whole.model, resumed.model));
+    CHECK(resumed.stop_reason == whole.stop_reason);
+    REQUIRE(resumed.iterations.size() == whole.iterations.size());
+    for (size_t t = 0; t < whole.iterations.size(); ++t) {
+      CHECK(resumed.iterations[t].objective == whole.iterations[t].objective);
+      CHECK(resumed.iterations[t].mu == whole.iterations[t].mu);
+    }
+  }
+  // A damaged state is an error naming the file, not a different run.
+  std::string cut = states[0].substr(0, states[0].size() / 2);
+  CHECK_THROWS_WITH(decode_mslr_state(cut, file), Catch::Contains(file) && Catch::Contains("MSLR state"));
+  CHECK_THROWS_WITH(decode_mslr_state(states[0] + "x", file), Catch::Contains("trailing bytes"));
 }

@@ -172,7 +172,7 @@ TEST_CASE("KTA driver: 1 and 2 threads give the same path and models", "[kta][en
     KtaSettings s = settings_for(kta::KernelKind::kLinear, threads);
     s.train_p = 1.3;
     KtaRun run;
-    const Model m = train_kta_linear(*fx.store, s, fx.budget, run);
+    const Model m = train_kta_model(*fx.store, s, fx.budget, run).model;
     REQUIRE(run.points.back().p == Approx(1.3));
     std::vector<double> w;
     for (const auto& f : m.features) w.push_back(f.weight);

@@ -471,6 +471,29 @@ TEST_CASE("row order: c equals the cell walk bit for bit and a dense brute force
       block_column_dots(cells, d.a.data(), walked.data());
       block_column_dots(by_row, d.a.data(), summed.data());
       REQUIRE(std::memcmp(walked.data(), summed.data(), summed.size() * sizeof(double)) == 0);
+      // K = 3 interleaved duals (a, −a/3, a·i/7): the row-order and cell-walk
+      // versions of the many-dual kernel equal the single kernel bit for bit.
+      {
+        const size_t K = 3;
+        std::vector<std::vector<double>> duals(K, d.a);
+        for (uint64_t i = 0; i < d.n; ++i) {
+          duals[1][i] = -d.a[i] / 3;
+          duals[2][i] = d.a[i] * static_cast<double>(i) / 7;
+        }
+        std::vector<double> interleaved(d.n * K), acc(5 * K);
+        for (uint64_t i = 0; i < d.n; ++i)
+          for (size_t r = 0; r < K; ++r) interleaved[i * K + r] = duals[r][i];
+        std::vector<double> many_walked(cells.column_count * K), many_by_row(cells.column_count * K);
+        block_column_dots_many(cells, interleaved.data(), K, acc.data(), many_walked.data());
+        std::fill(acc.begin(), acc.end(), 1e300);  // scratch: nothing carried over
+        block_column_dots_many(by_row, interleaved.data(), K, acc.data(), many_by_row.data());
+        REQUIRE(std::memcmp(many_walked.data(), many_by_row.data(), many_by_row.size() * sizeof(double)) == 0);
+        for (size_t r = 0; r < K; ++r) {
+          std::vector<double> single(cells.column_count);
+          block_column_dots(cells, duals[r].data(), single.data());
+          for (uint64_t k = 0; k < cells.column_count; ++k) REQUIRE(many_by_row[k * K + r] == single[k]);
+        }
+      }
       for (uint64_t k = 0; k < cells.column_count; ++k) {
         const double oracle = dense[d.dense_index(cells.column_ids[k])];
         if (d.exact()) REQUIRE(summed[k] == oracle);

@@ -515,9 +515,14 @@ TEST_CASE("read_block checks every bound of a crafted block before use", "[io][s
          "row ids outside their tile");
   broken("row-beyond-n", [](CraftedBlock& c) { c.rows = {0, 1, 4}; }, "row ids outside their tile");
   broken("rows-not-increasing", [](CraftedBlock& c) {
-    c.cell_ptr = {0, 2, 2, 3};  // cell 1 empty: also refused
-    c.rows = {1, 0, 3};
+    c.cell_ptr = {0, 2, 3, 4};  // cell 0 holds rows 1, 0
+    c.rows = {1, 0, 1, 3};
+    c.values = {2.5f, 4, 1, -1};
   }, "row ids outside their tile or not increasing");
+  broken("empty-cell", [](CraftedBlock& c) {
+    c.cell_ptr = {0, 2, 2, 3};
+    c.rows = {0, 1, 3};
+  }, "cell pointers out of range");
   broken("rows-repeated", [](CraftedBlock& c) {
     c.cell_column = {0, 1, 0};
     c.cell_ptr = {0, 1, 2, 4};
@@ -532,6 +537,92 @@ TEST_CASE("read_block checks every bound of a crafted block before use", "[io][s
     c.column_ids = {0, 0};  // a range of one id cannot list two columns
     c.n_features = 5;
   }, "inconsistent");
+}
+
+// read_block scans rows, cell pointers and cell columns four entries at a
+// time: long cells (and tiles of many cells) put every kind of fault in the
+// vector part and in the scalar tail of the scan, at every position.
+TEST_CASE("read_block checks long cells at every position", "[io][store][format4]") {
+  test::TempDir dir("fgm-format4-long");
+  // 64 rows in tiles of 32; column 0 dense (one 32-row cell per tile), column
+  // 1 on rows 5 and 40, column 2 on the odd rows of tile 1.
+  auto sane = [] {
+    CraftedBlock c;
+    c.n_rows = 64;
+    c.tile_rows = 32;
+    c.column_ids = {0, 1, 2};
+    c.col_min = {0, 0, 0};
+    c.col_max = {1, 1, 1};
+    c.n_features = 3;
+    c.rows.clear();
+    c.values.clear();
+    c.cell_column.clear();
+    c.cell_ptr = {0};
+    c.tile_cells = {0};
+    auto cell = [&](uint32_t column, std::vector<uint32_t> rows) {
+      c.cell_column.push_back(column);
+      for (uint32_t r : rows) {
+        c.rows.push_back(r);
+        c.values.push_back(1);
+      }
+      c.cell_ptr.push_back(static_cast<uint32_t>(c.rows.size()));
+    };
+    std::vector<uint32_t> tile0, tile1, odd;
+    for (uint32_t r = 0; r < 32; ++r) tile0.push_back(r);
+    for (uint32_t r = 32; r < 64; ++r) tile1.push_back(r);
+    for (uint32_t r = 33; r < 64; r += 2) odd.push_back(r);
+    cell(0, tile0);
+    cell(1, {5});
+    c.tile_cells.push_back(static_cast<uint32_t>(c.cell_column.size()));
+    cell(0, tile1);
+    cell(1, {40});
+    cell(2, odd);
+    c.tile_cells.push_back(static_cast<uint32_t>(c.cell_column.size()));
+    return c;
+  };
+  {
+    write_crafted_store(dir.file("sane"), sane());
+    CHECK(crafted_error(dir.file("sane")).empty());
+    MemoryBudget budget(64 << 20);
+    auto store = ShardStore::open(dir.file("sane"), budget);
+    std::vector<uint32_t> rows;
+    std::vector<float> values;
+    store->read_column(0, rows, values);
+    CHECK(rows.size() == 64);
+  }
+  int cases = 0;
+  auto expect = [&](const CraftedBlock& c, const char* expected) {
+    const std::string name = "case-" + std::to_string(cases++);
+    write_crafted_store(dir.file(name), c);
+    const std::string error = crafted_error(dir.file(name));
+    INFO(name << ": " << error);
+    CHECK(error.find(expected) != std::string::npos);
+  };
+  const uint32_t nnz = static_cast<uint32_t>(sane().rows.size());
+  for (uint32_t p = 1; p < nnz; ++p) {
+    // A row equal to the one before it: a repeat inside a cell, or across a
+    // cell boundary (allowed there only when the rows are in different cells).
+    CraftedBlock c = sane();
+    c.rows[p] = c.rows[p - 1];
+    const bool cell_start = std::find(c.cell_ptr.begin(), c.cell_ptr.end(), p) != c.cell_ptr.end();
+    if (!cell_start) expect(c, "row ids outside their tile or not increasing");
+    // A row beyond its tile (the next tile's first row).
+    c = sane();
+    const uint32_t tile = c.rows[p] / 32;
+    c.rows[p] = (tile + 1) * 32;
+    expect(c, "row ids outside their tile or not increasing");
+  }
+  for (uint32_t x = 0; x < sane().cell_column.size(); ++x) {
+    CraftedBlock c = sane();
+    c.cell_column[x] = 3;  // beyond the listed columns
+    expect(c, "cell columns out of range");
+  }
+  for (uint32_t x = 1; x < sane().cell_ptr.size() - 1; ++x) {
+    CraftedBlock c = sane();
+    c.cell_ptr[x] = c.cell_ptr[x - 1];  // an empty cell
+    expect(c, "out of range");
+  }
+  CHECK(cases > 100);
 }
 
 TEST_CASE("counts that overflow the file are rejected at open", "[io][store][format4]") {

@@ -36,7 +36,8 @@ struct StoreFixture {
   std::vector<double> dense;  // n × p
   std::vector<double> y;
 
-  StoreFixture(size_t rows, size_t cols, size_t per_row, uint64_t seed) : n(rows), p(cols), dense(rows * cols, 0.0) {
+  StoreFixture(size_t rows, size_t cols, size_t per_row, uint64_t seed, uint64_t block_bytes = 16 << 10)
+      : n(rows), p(cols), dense(rows * cols, 0.0) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<double> normal(0, 1);
     std::uniform_int_distribution<size_t> column(0, cols - 1);
@@ -61,7 +62,7 @@ struct StoreFixture {
     }
     IngestOptions o;
     o.tile_rows = 512;          // several tiles per block
-    o.block_bytes = 16 << 10;   // many blocks
+    o.block_bytes = block_bytes;  // many blocks
     ingest_libsvm(dir.write("train.svm", text.str()), dir.file("store"), o, ingest_budget);
     store = ShardStore::open(dir.file("store"), ingest_budget);
     for (size_t i = 0; i < n; ++i) REQUIRE(double(store->labels()[i]) == y[i]);
@@ -124,6 +125,49 @@ TEST_CASE("streamed products equal the dense matrix's", "[exclusive][streamed]")
   XW.multiply(xw.data(), zw.data());
   X.multiply(xfull.data(), zfull.data());
   for (size_t i = 0; i < f.n; ++i) CHECK(zw[i] == Approx(zfull[i]).margin(1e-12));
+}
+
+// StreamedDesign sums a block's part of z = Xx densely when the block has more
+// than ⅔·n nonzeros, else from a list of products: both against the dense
+// matrix, resident or streamed, and identical for 1 and 2 threads.
+TEST_CASE("streamed Xw from product lists and from dense partials, any thread count", "[exclusive][streamed]") {
+  static StoreFixture narrow(3000, 300, 2, 41, 4 << 10);  // blocks of few nonzeros: product lists
+  for (StoreFixture* f : {&narrow, &fixture()}) {
+    const bool lists = f == &narrow;
+    std::vector<double> z_first, g_first;
+    for (int threads : {1, 2})
+      for (bool resident : {false, true}) {
+        MemoryBudget budget(64ull << 20);
+        SchedulerOptions so;
+        so.threads = threads;
+        so.keep_resident = resident;
+        Reservation kept;
+        if (resident) kept = budget.reserve(resident_store_bytes(f->store->info()), "resident");
+        BlockStream stream(*f->store, so, budget);
+        const auto blocks = f->store->plan_blocks(lists ? 1 : 64 << 10);
+        for (const auto& b : blocks) CHECK((12 * b.nnz < 8 * f->n) == lists);
+        StreamedDesign X(stream, blocks, budget);
+        const uint64_t p = X.columns();
+        std::vector<double> x(p), z(f->n), r(f->n), g(p);
+        for (uint64_t k = 0; k < p; ++k) x[k] = k % 4 == 1 ? 0.0 : 0.25 * double(k % 7) - 0.5;
+        for (uint64_t i = 0; i < f->n; ++i) r[i] = double(i % 5) - 2.0;
+        for (int pass = 0; pass < 2; ++pass) {  // the second pass reuses the product buffers
+          std::vector<double> x_out(p);
+          X.transposed_update_multiply(
+              r.data(), g.data(), [&](uint64_t a, uint64_t b) { for (uint64_t k = a; k < b; ++k) x_out[k] = x[k]; },
+              x_out.data(), z.data());
+          for (size_t i = 0; i < f->n; ++i) {
+            long double s = 0;
+            for (uint64_t k = 0; k < p; ++k) s += (long double)f->dense[i * f->p + X.column_id(k)] * x[k];
+            CHECK(z[i] == Approx(double(s)).margin(1e-9));
+          }
+        }
+        CHECK(budget.peak() <= budget.limit());
+        if (z_first.empty()) z_first = z, g_first = g;
+        CHECK(z == z_first);
+        CHECK(g == g_first);
+      }
+  }
 }
 
 namespace {
@@ -269,4 +313,52 @@ TEST_CASE("the working-set E-SVM solution (Fista-licp) is optimal on every coord
       worse += moved < base - 1e-6L * base;
     }
   CHECK(worse == 0);
+}
+
+// Along a λ path each fit may start from the previous λ's (ExclusiveWarmStart):
+// every point equals the cold-started fit within the tolerance, with and
+// without the working set, and the path takes fewer FISTA iterations.
+TEST_CASE("a warm-started lambda path reaches the cold-started optimum at every lambda",
+          "[exclusive][streamed][warm_start]") {
+  auto& f = fixture();
+  for (bool working_set : {true, false}) {
+    MemoryBudget budget(64ull << 20);
+    SchedulerOptions so;
+    so.threads = 2;
+    BlockStream stream(*f.store, so, budget);
+    StreamedDesign X(stream, f.store->plan_blocks(64 << 10), budget);
+    ExclusiveGroups G = random_groups(X.columns(), 12, 99, budget);
+    FistaOptions o;
+    o.algorithm = working_set ? Algorithm::kPcp : Algorithm::kLocp;
+    o.loss = working_set ? ExclusiveLoss::kLogistic : ExclusiveLoss::kSquared;
+    o.tolerance = 1e-9;
+    o.max_iterations = 100000;
+    WorkingSetOptions ws;
+    ws.enabled = working_set;
+    ws.growth = 20;
+    ws.kkt_tolerance = 1e-7;
+    const std::vector<double> path = working_set ? std::vector<double>{8.0, 4.0, 2.0, 1.0}
+                                                 : std::vector<double>{400.0, 200.0, 100.0};
+    ExclusiveWarmStart warm;
+    int cold_iterations = 0, warm_iterations = 0;
+    for (size_t k = 0; k < path.size(); ++k) {
+      o.lambda = path[k];
+      const ExclusiveFit cold = fit_exclusive(X, f.y, G, o, ws, budget);
+      const ExclusiveFit hot = fit_exclusive(X, f.y, G, o, ws, budget, k > 0 ? &warm : nullptr);
+      warm = hot.warm_start();
+      CHECK(cold.converged);
+      CHECK(hot.converged);
+      cold_iterations += cold.fista_iterations;
+      warm_iterations += hot.fista_iterations;
+      double largest = 0;
+      size_t nonzero = 0;
+      for (double v : cold.w) largest = std::max(largest, std::fabs(v)), nonzero += v != 0;
+      CHECK(nonzero > 0);
+      for (size_t j = 0; j < cold.w.size(); ++j) CHECK(hot.w[j] == Approx(cold.w[j]).margin(1e-4 * largest));
+      CHECK(hot.last_solve.objective == Approx(cold.last_solve.objective).epsilon(1e-7));
+    }
+    CHECK(warm_iterations < cold_iterations);
+    INFO("working_set=" << working_set << " cold " << cold_iterations << " warm " << warm_iterations);
+    CHECK(budget.peak() <= budget.limit());
+  }
 }

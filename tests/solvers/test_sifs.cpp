@@ -28,12 +28,13 @@ struct Rig {
   std::unique_ptr<test::TiledMemoryStore> store;
   std::unique_ptr<BlockStream> stream;
   std::unique_ptr<SifsData> data;
-  Rig(const DenseSifs& d, int threads = 1, uint32_t tile_rows = 7)
+  Rig(const DenseSifs& d, int threads = 1, uint32_t tile_rows = 7, bool held = false)
       : dense(d), layout(d.layout()), store(d.store(tile_rows)) {
     SchedulerOptions so;
     so.threads = threads;
     stream = std::make_unique<BlockStream>(*store, so, budget);
     data = std::make_unique<SifsData>(*stream, store->plan_blocks(300), layout, budget);
+    if (held) REQUIRE(data->hold_columns());
   }
 };
 
@@ -128,8 +129,11 @@ TEST_CASE("SIFS rules are safe and the screened solutions equal the unscreened o
           if (ar != alphas.back()) ref = std::move(next);
         }
       }
-      for (SifsScreening mode : {SifsScreening::kSifs, SifsScreening::kIfs, SifsScreening::kIss}) {
-        SifsSolver screened(*rig.data, settings(mode, 1e-9));
+      // Screening over the streamed store and over the columns held in memory.
+      for (const auto& [held, mode] : {std::pair{false, SifsScreening::kSifs}, std::pair{false, SifsScreening::kIfs},
+                                       std::pair{false, SifsScreening::kIss}, std::pair{true, SifsScreening::kSifs}}) {
+        Rig screening_rig(d, 1, 7, held);
+        SifsSolver screened(*screening_rig.data, settings(mode, 1e-9));
         uint64_t screened_total = 0;
         size_t point = 0;
         for (double br : betas) {
@@ -137,7 +141,7 @@ TEST_CASE("SIFS rules are safe and the screened solutions equal the unscreened o
           SifsReference ref = screened.closed_form(beta);
           for (double ar : alphas) {
             if (ar == 1.0) continue;
-            CAPTURE(classes, test::sifs_kind_name(kind), screening_name(mode), br, ar);
+            CAPTURE(classes, test::sifs_kind_name(kind), screening_name(mode), held, br, ar);
             const SifsReference& star = solutions[point];
             const double alpha = star.alpha;
             const double B = std::sqrt(2 * std::max(gaps[point], 0.0) / alpha) + 1e-10;  // ‖w̃ − w*‖ bound
@@ -145,7 +149,7 @@ TEST_CASE("SIFS rules are safe and the screened solutions equal the unscreened o
             const auto w_star = d.dense_w(star.w);
 
             // Safety: the screened sets against the exact solution.
-            const ScreenedSets sets = screen(*rig.data, ref, alpha, gamma, mode);
+            const ScreenedSets sets = screen(*screening_rig.data, ref, alpha, gamma, mode);
             for (size_t e = 0; e < sets.weight_free.size(); ++e)
               if (!sets.weight_free[e]) REQUIRE(std::abs(star.w[e]) <= B);
             for (uint64_t q = 0; q < d.coordinates(); ++q) {

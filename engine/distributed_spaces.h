@@ -1,0 +1,97 @@
+// The distributed worst-case analysis of the generated feature spaces
+// (features.kind = poly2, hik, additive) on a partitioned store
+// (docs/distributed.md, "poly-2 and kernel spaces"). Every quantity summed
+// over rows is summed per partition by features/partition_spaces.h and the
+// partitions' sums are added in the fixed partition tree
+// (core/partition_sum.h); every decision (bounds, threshold, candidate pairs,
+// top-B with ties to the smaller id) is taken from those sums, identically on
+// every rank. So the top-B, and the model, are the same bit for bit for every
+// rank count dividing the partition count and any engine.threads.
+//
+// poly2 (Algorithm 5, per pass):
+//   1. moments: c_j, q_j, w_j = u_j² per partition; one tree reduction of 3·m
+//      doubles. Linear (2γr·c_j²) and square (γ²·q_j²) scores.
+//   2. seed: the exact pair sums among the S features of largest u (S = 256,
+//      or features.pair_block_features' setting), one sparse tree reduction;
+//      θ = the B-th best of the single and seed scores.
+//   3. candidates: H = features with u_j·u_max ≥ t, t = √(θ/2γ²) less a
+//      certified rounding slack; every pair of H with u_j·u_k ≥ t that
+//      co-occurs in a row is summed exactly per partition, one sparse tree
+//      reduction. Every pair that can reach θ is among them, so the top-B
+//      over singles and candidate pairs is the top-B of the whole space.
+// hik / additive: the global column range (min/max over partitions, once per
+// run), then per pass the m·dim() component sums per partition, one tree
+// reduction, s_j = Σ_l c_{j,l}².
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/top_b_cache.h"
+#include "core/communicator.h"
+#include "core/feature_key.h"
+#include "core/memory_budget.h"
+#include "features/block_stream.h"
+#include "features/feature_space.h"
+#include "io/model_file.h"
+#include "io/shard_store.h"
+
+namespace fgm {
+
+// One of this rank's partitions as a scoring pass sees it.
+struct PartitionScoringInput {
+  const BlockStream* stream = nullptr;
+  const std::vector<BlockRef>* blocks = nullptr;
+  const double* a = nullptr;  // α∘y over the partition's rows
+};
+
+// Where this rank's partitions sit in the tree.
+struct PartitionLayout {
+  uint32_t partitions = 1;
+  uint32_t first_partition = 0;
+  uint64_t total_rows = 0;
+  uint64_t n_features = 0;
+};
+
+struct DistributedScores {
+  std::vector<ScoredCandidate> top;  // best first, unselected, scores > 0
+  Reservation top_memory;
+  uint64_t candidates_scored = 0;
+  uint64_t bytes_streamed = 0;  // by this rank
+  // poly2
+  uint64_t candidate_pairs = 0;  // pairs summed exactly (co-occurring candidates, all partitions)
+  uint64_t pair_updates = 0;     // a_i x_ij x_ik accumulations on this rank
+  double threshold = 0;          // θ of the seed
+};
+
+// One generated column of a selected candidate on one partition.
+struct GeneratedColumn {
+  FeatureKey key;
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+};
+
+class DistributedSpace {
+ public:
+  virtual ~DistributedSpace() = default;
+  virtual std::string kind() const = 0;
+  // The top-B of the pass, the same on every rank (collective: every rank calls it).
+  virtual DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) = 0;
+  virtual void mark_selected(uint64_t candidate) = 0;
+  // The candidate's generated columns on one of this rank's partitions; the
+  // same keys, in the same order, on every partition (a column may be empty).
+  virtual std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t candidate) = 0;
+  // Kind and parameters (and, for hik/additive, the global scaling of the selected features).
+  virtual void describe(Model& model) const = 0;
+};
+
+// The space of settings.kind (poly2, hik or additive) over this rank's
+// partitions `own` (collective: hik/additive exchange the column ranges).
+std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, Communicator& comm,
+                                                         const PartitionLayout& layout,
+                                                         const std::vector<const ShardStore*>& own,
+                                                         MemoryBudget& budget);
+
+}  // namespace fgm

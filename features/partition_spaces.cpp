@@ -1,0 +1,363 @@
+#include "features/partition_spaces.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/simd/simd.h"
+#include "features/pair_sum_table.h"
+#include "features/poly2_space.h"
+
+namespace fgm {
+namespace {
+
+inline double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+
+void add_pass(PassStats* total, const PassStats& p) {
+  if (!total) return;
+  total->blocks += p.blocks;
+  total->bytes_streamed += p.bytes_streamed;
+  total->seconds += p.seconds;
+}
+
+// Exact pair sums are keyed by (active index p) << 32 | q, p < q (PairSumTable).
+
+struct ActiveEntry {
+  uint32_t index;  // active index
+  float value;
+};
+
+// The active columns' entries of one block, column by column.
+struct BlockEntries {
+  Reservation memory;
+  std::vector<uint32_t> rows;
+  std::vector<ActiveEntry> entries;
+};
+
+// The active columns' entries of the partition in row-major form: row i's
+// entries are entries[row_ptr[i], row_ptr[i+1]), by increasing active index
+// (decreasing bound). A counting sort by row, then a sort of each row's few
+// entries: O(nnz) where one sort of all entries cost a quarter of the pass.
+struct ActiveRows {
+  std::vector<uint64_t> row_ptr;
+  std::vector<ActiveEntry> entries;
+};
+
+ActiveRows active_rows(const BlockStream& stream, const std::vector<BlockRef>& blocks, const Poly2ActiveSet& active,
+                       MemoryBudget& budget, Reservation& memory, PassStats* pass) {
+  const uint64_t n = stream.store().info().n_rows;
+  // Active index of a base id: binary search in the ids sorted by id.
+  std::vector<std::pair<uint32_t, uint32_t>> by_id(active.ids.size());
+  for (size_t p = 0; p < active.ids.size(); ++p) by_id[p] = {active.ids[p], static_cast<uint32_t>(p)};
+  std::sort(by_id.begin(), by_id.end());
+  memory = budget.reserve(by_id.size() * sizeof(by_id[0]) + (n + 1) * sizeof(uint64_t),
+                          "poly2 active entries of a partition", "use more ranks (more, smaller partitions)");
+  std::vector<BlockEntries> per_block;
+  PassStats p = stream_blocks<BlockEntries>(
+      stream, blocks, "poly2 candidate pairs",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;
+        const CscColumns cols = csc_columns(block, scratch);
+        BlockEntries out;
+        std::vector<std::pair<uint32_t, uint32_t>> found;  // (column position, active index)
+        uint64_t count = 0;
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t j = cols.column_ids[k];
+          if (j >= (uint64_t{1} << 32)) continue;
+          auto at = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(static_cast<uint32_t>(j), 0u));
+          if (at == by_id.end() || at->first != j) continue;
+          found.emplace_back(static_cast<uint32_t>(k), at->second);
+          count += cols.col_ptr[k + 1] - cols.col_ptr[k];
+        }
+        out.memory = budget.reserve(count * (sizeof(uint32_t) + sizeof(ActiveEntry)), "poly2 active entries of a block");
+        out.rows.reserve(count);
+        out.entries.reserve(count);
+        for (const auto& [k, index] : found)
+          for (uint32_t e = cols.col_ptr[k]; e < cols.col_ptr[k + 1]; ++e) {
+            out.rows.push_back(cols.row_ids[e]);
+            out.entries.push_back({index, cols.values[e]});
+          }
+        return out;
+      },
+      [&](BlockEntries&& b) { per_block.push_back(std::move(b)); }, CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  ActiveRows R;
+  R.row_ptr.assign(n + 1, 0);
+  for (const auto& b : per_block)
+    for (uint32_t row : b.rows) ++R.row_ptr[row + 1];
+  for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
+  memory.resize(memory.bytes() + R.row_ptr[n] * sizeof(ActiveEntry));
+  R.entries.resize(R.row_ptr[n]);
+  std::vector<uint64_t> fill(R.row_ptr.begin(), R.row_ptr.end() - 1);
+  for (auto& b : per_block) {
+    for (size_t e = 0; e < b.rows.size(); ++e) R.entries[fill[b.rows[e]]++] = b.entries[e];
+    b = BlockEntries();  // its memory back before the next block's copy grows the total
+  }
+  for (uint64_t i = 0; i < n; ++i)
+    std::sort(R.entries.begin() + static_cast<std::ptrdiff_t>(R.row_ptr[i]),
+              R.entries.begin() + static_cast<std::ptrdiff_t>(R.row_ptr[i + 1]),
+              [](const ActiveEntry& x, const ActiveEntry& y) { return x.index < y.index; });
+  return R;
+}
+
+}  // namespace
+
+std::vector<double> poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks,
+                                            const double* a, uint64_t n_features, PassStats* pass) {
+  struct Moments {
+    std::vector<uint64_t> ids;
+    std::vector<double> m;  // 3 per column
+  };
+  std::vector<double> out(3 * n_features, 0.0);
+  const simd::Kernels& kernels = simd::kernels();
+  PassStats p = stream_blocks<Moments>(
+      stream, blocks, "poly2 single features",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;
+        const CscColumns cols = csc_columns(block, scratch);
+        Moments o;
+        o.ids.assign(cols.column_ids, cols.column_ids + cols.column_count);
+        o.m.resize(3 * cols.column_count);
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
+          double* m = o.m.data() + 3 * k;
+          if (end - begin < 8) simd::gather_moments_short(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
+          else kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
+        }
+        return o;
+      },
+      [&](Moments&& o) {
+        for (size_t k = 0; k < o.ids.size(); ++k)
+          for (int r = 0; r < 3; ++r) out[3 * o.ids[k] + r] = o.m[3 * k + r];
+      },
+      CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  return out;
+}
+
+SparseSums poly2_partition_pair_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                     const Poly2ActiveSet& active, MemoryBudget& budget, PassStats* pass,
+                                     uint64_t* pair_updates) {
+  SparseSums out;
+  if (active.ids.size() < 2) return out;
+  Reservation rows_memory;
+  const ActiveRows R = active_rows(stream, blocks, active, budget, rows_memory, pass);
+  PairSumTable table(0, budget, "poly2 candidate-pair accumulators of a partition",
+                     "use more ranks (more, smaller partitions) or a smaller fgm.B");
+  const double* bound = active.bound.data();
+  const uint64_t n = R.row_ptr.size() - 1;
+  uint64_t updates = 0;
+  // Row by row (rows in order, so every pair's sum has a fixed order); a row's
+  // entries are by decreasing bound, so p's candidate partners are a prefix.
+  for (uint64_t row = 0; row < n; ++row) {
+    const uint64_t b = R.row_ptr[row], e = R.row_ptr[row + 1];
+    if (e - b < 2) continue;
+    const double ai = a[row];
+    uint64_t past_prefix = b;  // first entry of the row outside the summed prefix
+    while (past_prefix < e && R.entries[past_prefix].index < active.summed_prefix) ++past_prefix;
+    for (uint64_t p = b; p + 1 < e; ++p) {
+      const uint32_t hp = R.entries[p].index;
+      const double xv = ai * static_cast<double>(R.entries[p].value);
+      for (uint64_t q = std::max(p + 1, past_prefix); q < e; ++q) {
+        const uint32_t hq = R.entries[q].index;
+        if (!(bound[hp] * bound[hq] >= active.t)) break;
+        table.add((uint64_t{hp} << 32) | hq, xv * static_cast<double>(R.entries[q].value));
+        ++updates;
+      }
+    }
+  }
+  if (pair_updates) *pair_updates += updates;
+  Reservation out_memory = budget.reserve(table.size() * 3 * sizeof(uint64_t), "poly2 candidate-pair partials");
+  std::vector<std::pair<uint64_t, double>> pairs;
+  pairs.reserve(table.size());
+  table.for_each([&](uint64_t key, double sum) {
+    uint64_t j = active.ids[key >> 32], k = active.ids[key & 0xffffffffULL];
+    if (j > k) std::swap(j, k);
+    pairs.emplace_back(poly2_id(kPoly2Cross, j, k), sum);
+  });
+  std::sort(pairs.begin(), pairs.end());
+  out.keys.reserve(pairs.size());
+  out.values.reserve(pairs.size());
+  for (const auto& [key, sum] : pairs) {
+    out.keys.push_back(key);
+    out.values.push_back(sum);
+  }
+  return out;
+}
+
+void poly2_partition_column(const ShardStore& store, uint64_t candidate, double gamma, double coef0,
+                            std::vector<uint32_t>& rows, std::vector<float>& values) {
+  const uint64_t kind = poly2_kind(candidate), j = poly2_first(candidate), k = poly2_second(candidate);
+  std::vector<uint32_t> rows_a, rows_b;
+  std::vector<float> vals_a, vals_b;
+  rows.clear();
+  values.clear();
+  store.read_column(j, rows_a, vals_a);
+  if (kind == kPoly2Linear) {
+    const float s = static_cast<float>(std::sqrt(2.0 * gamma * coef0));
+    for (size_t e = 0; e < rows_a.size(); ++e) {
+      rows.push_back(rows_a[e]);
+      values.push_back(s * vals_a[e]);
+    }
+  } else if (kind == kPoly2Square) {
+    for (size_t e = 0; e < rows_a.size(); ++e) {
+      rows.push_back(rows_a[e]);
+      values.push_back(static_cast<float>(gamma * vals_a[e] * vals_a[e]));
+    }
+  } else {
+    store.read_column(k, rows_b, vals_b);
+    const double s = std::sqrt(2.0) * gamma;
+    size_t p = 0, q = 0;
+    while (p < rows_a.size() && q < rows_b.size()) {
+      if (rows_a[p] < rows_b[q]) ++p;
+      else if (rows_b[q] < rows_a[p]) ++q;
+      else {
+        rows.push_back(rows_a[p]);
+        values.push_back(static_cast<float>(s * vals_a[p] * vals_b[q]));
+        ++p;
+        ++q;
+      }
+    }
+  }
+}
+
+namespace {
+
+// Float32-rounded components φ(x) into out (dim() values), as ExpansionSpace's components().
+void components(const ExpansionMap& map, double x, double* scratch, double* out) {
+  const uint32_t D = map.dim();
+  if (map.kind() == FeatureKind::kHik) {
+    ExpansionMap::HikSplit s = map.hik_split(x);
+    for (uint32_t l = 0; l < D; ++l) out[l] = l < s.full ? f32(map.hik_unit()) : (l == s.full ? f32(s.partial) : 0.0);
+    return;
+  }
+  map.eval(x, scratch);
+  for (uint32_t l = 0; l < D; ++l) out[l] = f32(scratch[l]);
+}
+
+}  // namespace
+
+std::vector<double> expansion_partition_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks,
+                                             const double* a, const ExpansionMap& map, const std::vector<float>& lo,
+                                             const std::vector<float>& hi, const std::vector<char>& selected,
+                                             PassStats* pass) {
+  const uint64_t m = lo.size(), n = stream.store().info().n_rows;
+  const uint32_t D = map.dim();
+  const bool hik = map.kind() == FeatureKind::kHik;
+  const double unit = f32(map.hik_unit());
+  double sum_a = 0;  // Σ a_i over the partition, for the rows without an entry
+  for (uint64_t i = 0; i < n; ++i) sum_a += a[i];
+  std::vector<double> out(m * D, 0.0);
+  std::vector<uint64_t> entries(m, 0);     // rows with an entry, per feature
+  std::vector<double> sum_entries(m, 0.0);  // Σ a_i over them
+  struct Columns {
+    std::vector<uint64_t> ids, count;
+    std::vector<double> sum_a, c;  // c: D per column
+  };
+  PassStats p = stream_blocks<Columns>(
+      stream, blocks, hik ? "scoring hik groups" : "scoring additive groups",
+      [&](const BlockRef&, const ColumnBlock& tiled) {
+        CscScratch merged;
+        const CscColumns block = csc_columns(tiled, merged);
+        Columns o;
+        std::vector<double> c(D), phi(D), scratch(D), below(hik ? D + 1 : 0), partial(hik ? D : 0);
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          const uint64_t j = block.column_ids[k];
+          const uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+          if (begin == end || selected[j]) continue;
+          double s_entries = 0;
+          if (hik) {
+            std::fill(below.begin(), below.end(), 0.0);
+            std::fill(partial.begin(), partial.end(), 0.0);
+            for (uint64_t e = begin; e < end; ++e) {
+              const double ai = a[block.row_ids[e]];
+              s_entries += ai;
+              ExpansionMap::HikSplit s = map.hik_split(scale_to_unit(block.values[e], lo[j], hi[j]));
+              below[s.full] += ai;
+              if (s.full < D) partial[s.full] += ai * f32(s.partial);
+            }
+            double above = 0;
+            for (uint32_t l = D; l-- > 0;) {
+              above += below[l + 1];
+              c[l] = unit * above + partial[l];
+            }
+          } else {
+            std::fill(c.begin(), c.end(), 0.0);
+            for (uint64_t e = begin; e < end; ++e) {
+              const double ai = a[block.row_ids[e]];
+              s_entries += ai;
+              components(map, scale_to_unit(block.values[e], lo[j], hi[j]), scratch.data(), phi.data());
+              for (uint32_t l = 0; l < D; ++l) c[l] += ai * phi[l];
+            }
+          }
+          o.ids.push_back(j);
+          o.count.push_back(end - begin);
+          o.sum_a.push_back(s_entries);
+          o.c.insert(o.c.end(), c.begin(), c.end());
+        }
+        return o;
+      },
+      [&](Columns&& o) {
+        for (size_t k = 0; k < o.ids.size(); ++k) {
+          const uint64_t j = o.ids[k];
+          entries[j] = o.count[k];
+          sum_entries[j] = o.sum_a[k];
+          std::copy(o.c.begin() + static_cast<std::ptrdiff_t>(k * D),
+                    o.c.begin() + static_cast<std::ptrdiff_t>((k + 1) * D), out.begin() + static_cast<std::ptrdiff_t>(j * D));
+        }
+      },
+      CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  // Rows without an entry: x = 0 scales to x'_0, which is > 0 when lo < 0.
+  std::vector<double> phi(D), scratch(D);
+  for (uint64_t j = 0; j < m; ++j) {
+    if (selected[j] || entries[j] >= n) continue;
+    const double x0 = scale_to_unit(0.0, lo[j], hi[j]);
+    if (!(x0 > 0)) continue;
+    const double rest = sum_a - sum_entries[j];
+    components(map, x0, scratch.data(), phi.data());
+    for (uint32_t l = 0; l < D; ++l) out[j * D + l] += phi[l] * rest;
+  }
+  return out;
+}
+
+void expansion_partition_columns(const ShardStore& store, const ExpansionMap& map, uint64_t j, float lo, float hi,
+                                 std::vector<std::vector<uint32_t>>& rows, std::vector<std::vector<float>>& values) {
+  const uint32_t D = map.dim();
+  const uint64_t n = store.info().n_rows;
+  std::vector<uint32_t> col_rows;
+  std::vector<float> col_values;
+  store.read_column(j, col_rows, col_values);
+  rows.assign(D, {});
+  values.assign(D, {});
+  std::vector<double> phi(D), phi0(D), scratch(D);
+  auto push = [&](uint32_t row, const double* v) {
+    for (uint32_t l = 0; l < D; ++l) {
+      const float f = static_cast<float>(v[l]);
+      if (f == 0) continue;  // columns stay sparse
+      rows[l].push_back(row);
+      values[l].push_back(f);
+    }
+  };
+  const double x0 = scale_to_unit(0.0, lo, hi);
+  if (x0 > 0 && col_rows.size() < n) {
+    components(map, x0, scratch.data(), phi0.data());
+    size_t p = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (p < col_rows.size() && col_rows[p] == i) {
+        components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
+        push(static_cast<uint32_t>(i), phi.data());
+        ++p;
+      } else {
+        push(static_cast<uint32_t>(i), phi0.data());
+      }
+    }
+    return;
+  }
+  for (size_t p = 0; p < col_rows.size(); ++p) {
+    components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
+    push(col_rows[p], phi.data());
+  }
+}
+
+}  // namespace fgm

@@ -1,0 +1,316 @@
+// The generated feature spaces (features.kind = poly2, hik, additive) on a
+// partitioned store (docs/distributed.md, "poly-2 and kernel spaces"): the
+// same model bit for bit on 1 process, 2 and 4 ranks and 1/2 threads; the
+// distributed poly-2 top-B against a brute-force enumeration of every pair;
+// the communication recorded per pass; the settings still refused. Tagged
+// [.mpi] (run by the `mpi` ctest entry, oversubscribed).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <random>
+#include <sstream>
+#include <tuple>
+
+#include "core/json_reader.h"
+#include "io/model_file.h"
+#include "tests/cli/cli_test_util.h"
+
+namespace fgm::test {
+namespace {
+
+using Row = std::map<uint32_t, int>;  // 1-based feature -> value
+
+// Rows with binary features (1..binary), small integers (binary+1..features,
+// some negative), many ties; labels from a product of two features plus a
+// linear term, so a cross pair carries signal.
+std::vector<std::pair<int, Row>> planted_rows(uint64_t n, uint32_t features, uint32_t binary, uint32_t per_row,
+                                              uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<uint32_t> feature(1, features);
+  std::uniform_int_distribution<int> small(-2, 3);
+  std::vector<std::pair<int, Row>> rows;
+  for (uint64_t i = 0; i < n; ++i) {
+    Row row;
+    for (uint32_t k = 0; k < per_row; ++k) {
+      const uint32_t f = feature(rng);
+      const int v = f <= binary ? 1 : small(rng);
+      if (v != 0) row[f] = v;
+    }
+    if (rng() % 2) row[1] = 1, row[2] = 1;  // the planted pairs (1, 2) and (3, 4)
+    if (rng() % 3 == 0) row[3] = 1, row[4] = 1;
+    auto x = [&](uint32_t f) { return row.count(f) ? row[f] : 0; };
+    const int score = 2 * x(1) * x(2) + 2 * x(3) * x(4) - 1 + x(binary + 1) - (rng() % 3 == 0 ? 1 : 0);
+    rows.push_back({score > 0 ? 1 : -1, row});
+  }
+  return rows;
+}
+
+std::string libsvm(const std::vector<std::pair<int, Row>>& rows) {
+  std::string text;
+  for (const auto& [y, row] : rows) {
+    text += y > 0 ? "+1" : "-1";
+    for (const auto& [f, v] : row) text += " " + std::to_string(f) + ":" + std::to_string(v);
+    text += "\n";
+  }
+  return text;
+}
+
+// Keys, batches, weights and objective of two models, bit for bit.
+void require_same_model(const std::string& a, const std::string& b) {
+  const Model ma = read_model(a), mb = read_model(b);
+  REQUIRE(ma.features.size() == mb.features.size());
+  REQUIRE(!ma.features.empty());
+  CHECK(ma.feature_kind == mb.feature_kind);
+  for (size_t k = 0; k < ma.features.size(); ++k) {
+    INFO("feature " << k);
+    CHECK(ma.features[k].key == mb.features[k].key);
+    CHECK(ma.features[k].key.group == mb.features[k].key.group);
+    CHECK(ma.features[k].batch == mb.features[k].batch);
+    CHECK(std::memcmp(&ma.features[k].weight, &mb.features[k].weight, sizeof(double)) == 0);
+  }
+  CHECK(std::memcmp(&ma.objective, &mb.objective, sizeof(double)) == 0);
+  CHECK(ma.scale_ids == mb.scale_ids);
+  CHECK(ma.scale_min == mb.scale_min);
+  CHECK(ma.scale_max == mb.scale_max);
+}
+
+std::vector<JsonValue> scoring_passes(const TempDir& dir, const std::string& out) {
+  const JsonValue run_json = parse_json(slurp(dir.file(out + "/run.json")), "run.json");
+  std::vector<JsonValue> passes;
+  for (const auto& pass : run_json.find("distributed")->find("passes")->items())
+    if (pass.find("phase")->string() == "scoring") passes.push_back(pass);
+  return passes;
+}
+
+}  // namespace
+
+TEST_CASE("poly2, hik and additive models on 2 and 4 ranks are the 1-process model bit for bit", "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-spaces");
+  const auto rows = planted_rows(480, 24, 8, 5, 21);
+  dir.write("in.txt", libsvm(rows));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 32").code == 0);
+  REQUIRE(run(dir, "ingest in.txt --out plain --tile-rows 32").code == 0);
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 3\nmax_iterations = 3\neps_outer = 0\n");
+  const std::vector<std::pair<std::string, std::string>> kinds = {
+      {"poly2", "features.kind=poly2"},
+      {"hik", "features.kind=hik features.levels=7"},
+      {"additive", "features.kind=additive features.order=2"},
+      {"poly2-logistic", "features.kind=poly2 features.gamma=0.5 features.coef0=2 fgm.loss=logistic"}};
+  for (const auto& [name, settings] : kinds) {
+    INFO(name);
+    const std::string one = name + "-1";
+    RunResult r = run(dir, "train --config c.toml " + settings + " output.dir=" + one);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    // Without mpirun nothing is communicated.
+    for (const auto& pass : scoring_passes(dir, one)) CHECK(pass.find("bytes")->number() == 0);
+    for (int np : {2, 4}) {
+      INFO("np = " << np);
+      const std::string out = name + "-" + std::to_string(np);
+      r = run_mpi(dir, np, "train --config c.toml " + settings + " output.dir=" + out +
+                               " engine.threads=" + std::to_string(np == 2 ? 2 : 1));
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      CHECK(contains(r.out, "ranks=" + std::to_string(np)));
+      require_same_model(dir.file(one + "/model.fgm"), dir.file(out + "/model.fgm"));
+      const auto passes = scoring_passes(dir, out);
+      REQUIRE(passes.size() == 4);  // 3 iterations and the pass that ends the loop
+      const double m = 24;
+      for (const auto& pass : passes) {
+        if (name.rfind("poly2", 0) == 0) {
+          // moments (3m doubles), seed pairs, candidate pairs, selected columns' dots.
+          CHECK(pass.find("collectives")->number() == 4);
+          CHECK(pass.find("bytes")->number() > np * (2 + 3 * m) * 8 + 4 * np);
+        } else {
+          CHECK(pass.find("collectives")->number() == 2);  // component sums, selected columns' dots
+        }
+      }
+      if (name == "hik") {
+        // First pass, nothing selected yet: m·7 component sums and an empty dot vector, one tree node per rank.
+        CHECK(passes[0].find("bytes")->number() == np * (2 + m * 7) * 8 + 4 * np + np * 2 * 8 + 4 * np);
+      }
+    }
+    const Model model = read_model(dir.file(one + "/model.fgm"));
+    CHECK(model.feature_kind == name.substr(0, name.find('-')));
+    // The single-store trainer (another summation order, another APG) picks
+    // the same first batch at α⁰ = C·1.
+    REQUIRE(run(dir, "train --config c.toml " + settings + " fgm.max_iterations=1 output.dir=" + name + "-d").code == 0);
+    REQUIRE(run(dir, "train --config c.toml " + settings + " data.train=plain fgm.max_iterations=1 output.dir=" + name +
+                         "-s").code == 0);
+    const Model d = read_model(dir.file(name + "-d/model.fgm")), s = read_model(dir.file(name + "-s/model.fgm"));
+    REQUIRE(d.features.size() == s.features.size());
+    for (size_t k = 0; k < d.features.size(); ++k) CHECK(d.features[k].key == s.features[k].key);
+  }
+  // The planted pair is found, and prediction reads the model (hik scaling included).
+  const Model poly2 = read_model(dir.file("poly2-1/model.fgm"));
+  bool planted = false;
+  for (const auto& f : poly2.features)
+    planted = planted || (f.key.kind == FeatureKind::kCross && f.key.ids[0] == 0 && f.key.ids[1] == 1);
+  CHECK(planted);
+  for (const std::string name : {"poly2", "hik", "additive"}) {
+    INFO(name);
+    RunResult p = run(dir, "predict in.txt --model " + name + "-1/model.fgm");
+    INFO(p.err);
+    REQUIRE(p.code == 0);
+    const size_t at = p.out.find("accuracy=");
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(p.out.substr(at + 9)) > 0.7);
+  }
+  CHECK_FALSE(read_model(dir.file("hik-1/model.fgm")).scale_ids.empty());
+}
+
+TEST_CASE("the distributed poly-2 top-B is a brute-force enumeration's, ties to the smaller id", "[.mpi][mpi]") {
+  // 300 base features, more than the 256 of the seed: features 1..290 are
+  // frequent noise (binary, 281..290 small integers; random labels), the pair
+  // (299, 300) is rare (7 rows, so its bounds are below the seed's) but always
+  // positive, so it enters the top-B only through the candidate stage. C = 1:
+  // at α⁰ = C·1 every score is an exact integer, so the brute force below (all
+  // m(m−1)/2 pairs, summed row by row) gives the same scores and order.
+  TempDir dir("fgm-mpi-spaces");
+  const uint32_t m = 300;
+  std::vector<std::pair<int, Row>> rows;
+  {
+    std::mt19937 rng(22);
+    std::uniform_int_distribution<uint32_t> noise(1, 290);
+    for (int i = 0; i < 400; ++i) {
+      Row row;
+      for (int k = 0; k < 10; ++k) {
+        const uint32_t f = noise(rng);
+        row[f] = f > 280 ? 2 + static_cast<int>(rng() % 2) : 1;
+      }
+      int y = rng() % 2 ? 1 : -1;
+      if (i % 57 == 7) row[299] = 1, row[300] = 1, y = 1;
+      rows.push_back({y, row});
+    }
+  }
+  dir.write("in.txt", libsvm(rows));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 64 --features " + std::to_string(m)).code ==
+          0);
+  // Brute force: a_i = C·y_i; scores 2γr·c_j², γ²·q_j², 2γ²·p_jk² (γ = r = 1).
+  std::vector<double> c(m + 1, 0), q(m + 1, 0);
+  std::map<std::pair<uint32_t, uint32_t>, double> p;
+  for (const auto& [y, row] : rows)
+    for (auto it = row.begin(); it != row.end(); ++it) {
+      c[it->first] += y * it->second;
+      q[it->first] += y * it->second * it->second;
+      for (auto jt = std::next(it); jt != row.end(); ++jt) p[{it->first, jt->first}] += y * it->second * jt->second;
+    }
+  using Candidate = std::tuple<double, uint64_t, FeatureKey>;  // score, id (tie rule), key
+  std::vector<Candidate> all;
+  auto id_of = [](uint64_t kind, uint64_t j, uint64_t k) { return (kind << 62) | (j << 31) | k; };
+  for (uint32_t j = 1; j <= m; ++j) {
+    FeatureKey lin, sq;
+    lin.kind = FeatureKind::kLinear;
+    lin.ids[0] = j - 1;
+    sq.kind = FeatureKind::kSquare;
+    sq.ids[0] = j - 1;
+    all.emplace_back(2 * c[j] * c[j], id_of(0, j - 1, 0), lin);
+    all.emplace_back(q[j] * q[j], id_of(1, j - 1, 0), sq);
+  }
+  for (const auto& [jk, v] : p) {
+    FeatureKey cross;
+    cross.kind = FeatureKind::kCross;
+    cross.ids[0] = jk.first - 1;
+    cross.ids[1] = jk.second - 1;
+    all.emplace_back(2 * v * v, id_of(2, jk.first - 1, jk.second - 1), cross);
+  }
+  std::sort(all.begin(), all.end(), [](const Candidate& x, const Candidate& y) {
+    return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) > std::get<0>(y) : std::get<1>(x) < std::get<1>(y);
+  });
+  // The data must make the test bite: the rare pair is in the top-B, B is
+  // the first size from there with a tie at the cut (tied candidates inside
+  // and outside the top-B), and the pair's features are outside the seed.
+  uint32_t B = 1;
+  while (B < all.size() && std::get<1>(all[B - 1]) != id_of(2, 298, 299)) ++B;
+  REQUIRE(B < 60);
+  while (B < 80 && std::get<0>(all[B - 1]) != std::get<0>(all[B])) ++B;
+  REQUIRE(B < 80);
+  {
+    std::vector<double> u2(m + 1, 0);  // u_j² = Σ|a_i| x_ij²
+    for (const auto& [y, row] : rows)
+      for (const auto& [f, v] : row) u2[f] += v * v;
+    uint32_t heavier = 0;
+    for (uint32_t j = 1; j <= m; ++j) heavier += u2[j] > u2[299];
+    REQUIRE(heavier >= 256);
+  }
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[features]\nkind = \"poly2\"\n[fgm]\nC = 1\nB = " +
+                          std::to_string(B) + "\nmax_iterations = 1\n");
+  for (int np : {1, 4}) {
+    INFO("np = " << np);
+    const std::string out = "o" + std::to_string(np);
+    RunResult r = np == 1 ? run(dir, "train --config c.toml output.dir=" + out)
+                          : run_mpi(dir, np, "train --config c.toml output.dir=" + out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const Model model = read_model(dir.file(out + "/model.fgm"));
+    REQUIRE(model.features.size() == B);
+    for (uint32_t k = 0; k < B; ++k) {
+      INFO("rank " << k << " of the top-B");
+      INFO("got " << int(model.features[k].key.kind) << " " << model.features[k].key.ids[0] << "," << model.features[k].key.ids[1] << " want " << int(std::get<2>(all[k]).kind) << " " << std::get<2>(all[k]).ids[0] << "," << std::get<2>(all[k]).ids[1] << " score " << std::get<0>(all[k]));
+      CHECK(model.features[k].key == std::get<2>(all[k]));
+      CHECK(model.features[k].batch == 1);
+    }
+    // The threshold pruned: far fewer pairs than all co-occurring ones were summed.
+    const JsonValue run_json = parse_json(slurp(dir.file(out + "/run.json")), "run.json");
+    const double scored = run_json.find("iterations")->items().front().find("candidates_scored")->number();
+    CHECK(scored < 2.0 * m + static_cast<double>(p.size()));
+  }
+}
+
+TEST_CASE("settings the distributed spaces do not support are refused, naming the key", "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-spaces");
+  dir.write("in.txt", libsvm(planted_rows(80, 10, 4, 3, 23)));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 2").code == 0);
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\n");
+  RunResult r = run(dir, "train --config c.toml features.kind=hik \"features.transform=['maxabs']\" output.dir=b");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "features.transform"));
+  CHECK(contains(r.err, "partitioned store"));
+  r = run(dir, "train --config c.toml features.kind=hik features.transform=[\"standardize\"] output.dir=t");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "features.transform"));
+  r = run_mpi(dir, 2, "train --config c.toml features.kind=additive fgm.max_features=3 output.dir=f");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "fgm.max_features"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("b/model.fgm")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("f/model.fgm")));
+}
+
+TEST_CASE("poly-2 with a bias: one process and two ranks give the same model", "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-spaces");
+  dir.write("in.txt", libsvm(planted_rows(80, 10, 4, 3, 23)));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 2").code == 0);
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\nbias = true\n");
+  REQUIRE(run(dir, "train --config c.toml features.kind=poly2 output.dir=one").code == 0);
+  const RunResult r = run_mpi(dir, 2, "train --config c.toml features.kind=poly2 output.dir=two");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  require_same_model(dir.file("one/model.fgm"), dir.file("two/model.fgm"));
+  const Model one = read_model(dir.file("one/model.fgm")), two = read_model(dir.file("two/model.fgm"));
+  CHECK(one.bias != 0.0);
+  CHECK(std::memcmp(&one.bias, &two.bias, sizeof(double)) == 0);
+}
+
+TEST_CASE("the distributed poly-2 and expansion passes reserve their vectors from each rank's budget",
+          "[.mpi][mpi]") {
+  // 400,000 base features: the poly-2 moments are 3·m doubles per partition
+  // (9.6 MB), the hik component sums m·levels doubles; a 24 MB budget per rank
+  // cannot hold a pass's vectors, and the error names them.
+  TempDir dir("fgm-mpi-spaces");
+  dir.write("in.txt", libsvm(planted_rows(80, 10, 4, 3, 24)));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 2 --features 400000").code == 0);
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\n");
+  RunResult r = run_mpi(dir, 2, "train --config c.toml features.kind=poly2 engine.memory_budget=24MB output.dir=p");
+  CHECK(r.code == 6);
+  CHECK(contains(r.err, "poly2 moment vectors"));
+  r = run_mpi(dir, 2, "train --config c.toml features.kind=hik features.levels=10 engine.memory_budget=24MB output.dir=h");
+  CHECK(r.code == 6);
+  CHECK(contains(r.err, "hik/additive component sums"));
+  // The same runs fit a budget that holds them.
+  CHECK(run_mpi(dir, 2, "train --config c.toml features.kind=poly2 engine.memory_budget=200MB output.dir=p").code == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("h/model.fgm")));
+}
+
+}  // namespace fgm::test
