@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/partition_sum.h"
 #include "engine/distributed_spaces.h"
+#include "engine/own_partitions.h"
 #include "engine/fgm_trainer.h"
 #include "features/block_scores.h"
 #include "features/block_stream.h"
@@ -19,18 +20,6 @@
 #include "solvers/apg_reduction.h"
 
 namespace fgm {
-
-std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks) {
-  if (ranks >= 1 && partitions % static_cast<uint32_t>(ranks) == 0) return {};
-  std::string divisors;
-  for (uint32_t d = 1; d <= partitions; ++d)
-    if (partitions % d == 0) divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
-  return fmt::format(
-      "{} has {} row partitions, which {} ranks cannot share evenly: run with mpirun -np K for a K that divides {} "
-      "({}), or ingest again with fgm ingest INPUT --out STORE --partitions {} (the partition count fixes the "
-      "summation order, so models agree bit for bit only across rank counts dividing it)",
-      store_dir, partitions, ranks, partitions, divisors, ranks);
-}
 
 namespace {
 
@@ -41,14 +30,6 @@ CommunicationStats since(const CommunicationStats& now, const CommunicationStats
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
-
-// One of this rank's partitions, opened.
-struct OwnPartition {
-  Reservation resident;  // the partition's pages kept between passes, when they fit (as the single store does)
-  std::unique_ptr<ShardStore> store;
-  std::unique_ptr<BlockStream> stream;
-  std::vector<BlockRef> blocks;
-};
 
 class DistributedRun {
  public:
@@ -84,9 +65,7 @@ class DistributedRun {
   MemoryBudget& budget_;
   const DistributedHooks& hooks_;
   DistributedOutcome out_;
-  PartitionRange range_;
-  std::vector<OwnPartition> own_;
-  std::unique_ptr<PartitionTreeRowSums> reduction_;
+  std::unique_ptr<OwnPartitions> own_;
   // Per own partition: its labels (±1), its rows of the selected columns
   // and its decision values at the last solve.
   std::vector<std::vector<int8_t>> labels_;
@@ -107,61 +86,29 @@ class DistributedRun {
 };
 
 void DistributedRun::open_partitions() {
-  out_.manifest = read_partition_manifest(dir_);
+  own_ = std::make_unique<OwnPartitions>(comm_, dir_, settings_.scheduler, settings_.block_bytes, budget_);
+  out_.manifest = own_->manifest();
   out_.ranks = comm_.size();
-  if (const std::string e = partition_mismatch(dir_, out_.manifest.partitions, comm_.size()); !e.empty())
-    throw Error(ErrorKind::kConfig, e);
-  range_ = partitions_of_rank(out_.manifest.partitions, comm_.size(), comm_.rank());
-  out_.first_partition = range_.first;
-  out_.own_partitions = range_.count;
-  reduction_ = std::make_unique<PartitionTreeRowSums>(comm_, out_.manifest.partitions, range_.first);
-  for (uint32_t k = 0; k < range_.count; ++k) {
-    const uint32_t p = range_.first + k;
-    OwnPartition part;
-    part.store = ShardStore::open(partition_dir(dir_, p), budget_);
-    const StoreInfo& info = part.store->info();
-    const uint64_t expected = out_.manifest.first_row[p + 1] - out_.manifest.first_row[p];
-    if (info.n_rows != expected || info.n_features != out_.manifest.n_features)
-      throw Error(ErrorKind::kCorruption,
-                  fmt::format("{}: {} rows x {} features, but {} says {} x {}", partition_dir(dir_, p), info.n_rows,
-                              info.n_features, kPartitionManifestName, expected, out_.manifest.n_features));
-    // Each partition is scored like a single store: resident when it fits half
-    // of what the budget has left, in the same scoring units.
-    SchedulerOptions scheduler = settings_.scheduler;
-    scheduler.keep_resident = keeps_store_resident(info, budget_);
-    if (scheduler.keep_resident)
-      part.resident = budget_.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-    part.stream = std::make_unique<BlockStream>(*part.store, scheduler, budget_);
-    part.blocks =
-        part.store->plan_blocks(scoring_block_bytes(settings_.block_bytes, budget_, info.n_rows, scheduler.keep_resident));
-    own_.push_back(std::move(part));
-  }
+  out_.first_partition = own_->range().first;
+  out_.own_partitions = own_->range().count;
 }
 
 // Labels as ±1 by the classes of ALL partitions (a partition may lack one class).
 void DistributedRun::map_labels() {
-  std::vector<double> mine;
-  for (const auto& part : own_)
-    for (double v : part.store->info().class_values) mine.push_back(v);
-  const std::vector<uint8_t> all = comm_.allgather(mine.data(), mine.size() * sizeof(double));
-  std::vector<double> values(all.size() / sizeof(double));
-  std::memcpy(values.data(), all.data(), all.size());
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
+  const std::vector<double> values = own_->class_values();
   if (values.size() != 2)
     throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct labels: training on a partitioned store is "
                                                 "binary only in this version",
                                                 dir_, values.size()));
   negative_ = values[0];
   positive_ = values[1];
-  uint64_t rows = 0;
-  for (const auto& part : own_) rows += part.store->info().n_rows;
-  row_memory_ = budget_.reserve(rows * (3 * sizeof(double) + 1), "dual vectors of this rank's partitions",
+  row_memory_ = budget_.reserve(own_->own_rows() * (3 * sizeof(double) + 1), "dual vectors of this rank's partitions",
                                 "use more ranks (more, smaller partitions)");
-  for (const auto& part : own_) {
-    const StoreInfo& info = part.store->info();
+  for (size_t q = 0; q < own_->size(); ++q) {
+    const ShardStore& store = *(*own_)[q].store;
+    const StoreInfo& info = store.info();
     std::vector<int8_t> y(info.n_rows);
-    const uint16_t* classes = part.store->classes();
+    const uint16_t* classes = store.classes();
     for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = info.class_values[classes[i]] == positive_ ? 1 : -1;
     // α⁰ = C·1 without a bias (a = C·y); with one, run() fits b first.
     std::vector<double> a(info.n_rows);
@@ -175,33 +122,11 @@ void DistributedRun::map_labels() {
 
 // c = Σ_i a_i x_i over all partitions (n_features entries), the same on every rank.
 std::vector<double> DistributedRun::scores() {
-  const uint64_t m = out_.manifest.n_features;
-  struct BlockC {
-    std::vector<uint64_t> ids;
-    std::vector<double> c;
-  };
-  std::vector<std::vector<double>> local;
-  for (size_t q = 0; q < own_.size(); ++q) {
-    std::vector<double> c(m, 0.0);
-    const double* a = a_[q].data();
-    PassStats pass = stream_blocks<BlockC>(
-        *own_[q].stream, own_[q].blocks, "scoring",
-        [&](const BlockRef&, const ColumnBlock& block) {
-          BlockC out;
-          out.ids.assign(block.column_ids, block.column_ids + block.column_count);
-          out.c.resize(block.column_count);
-          block_column_dots(block, a, out.c.data());
-          return out;
-        },
-        [&](BlockC&& block) {
-          for (size_t k = 0; k < block.ids.size(); ++k) c[block.ids[k]] = block.c[k];
-        },
-        [](const BlockRef& ref) { return ref.column_count * 2 * sizeof(double); });
-    out_.total_bytes_streamed += pass.bytes_streamed;
-    bytes_streamed_ += pass.bytes_streamed;
-    local.push_back(std::move(c));
-  }
-  return allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, local, m);
+  uint64_t bytes = 0;
+  std::vector<double> c = own_->column_dots(a_, bytes);
+  out_.total_bytes_streamed += bytes;
+  bytes_streamed_ += bytes;
+  return c;
 }
 
 void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
@@ -219,8 +144,8 @@ void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
       key.kind = FeatureKind::kGroup;
       key.group = group;
     }
-    for (size_t q = 0; q < own_.size(); ++q) {
-      own_[q].store->read_column(feature, rows, values);
+    for (size_t q = 0; q < own_->size(); ++q) {
+      (*own_)[q].store->read_column(feature, rows, values);
       columns_[q]->add_column(key, rows, values);
     }
   };
@@ -239,15 +164,15 @@ void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
 // carries no weight and is dropped, as the single-store cache drops it: one
 // reduction of the per-partition entry counts decides, the same on every rank.
 void DistributedRun::add_generated_batch(const std::vector<ScoredCandidate>& top) {
-  std::vector<std::vector<std::vector<GeneratedColumn>>> fresh(own_.size());  // [partition][candidate][column]
+  std::vector<std::vector<std::vector<GeneratedColumn>>> fresh(own_->size());  // [partition][candidate][column]
   std::vector<FeatureKey> keys;
-  std::vector<std::vector<double>> counts(own_.size());
+  std::vector<std::vector<double>> counts(own_->size());
   batches_.emplace_back();
   for (const auto& c : top) {
     batches_.back().push_back(c.id);
     space_->mark_selected(c.id);
-    for (size_t q = 0; q < own_.size(); ++q) {
-      fresh[q].push_back(space_->columns(*own_[q].store, c.id));
+    for (size_t q = 0; q < own_->size(); ++q) {
+      fresh[q].push_back(space_->columns(*(*own_)[q].store, c.id));
       for (const auto& col : fresh[q].back()) {
         counts[q].push_back(static_cast<double>(col.rows.size()));
         if (q == 0) keys.push_back(col.key);
@@ -255,8 +180,8 @@ void DistributedRun::add_generated_batch(const std::vector<ScoredCandidate>& top
     }
   }
   const std::vector<double> total =
-      allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, counts, keys.size());
-  for (size_t q = 0; q < own_.size(); ++q) {
+      own_->sum(counts, keys.size());
+  for (size_t q = 0; q < own_->size(); ++q) {
     columns_[q]->begin_batch();
     size_t k = 0;
     for (const auto& candidate : fresh[q])
@@ -284,7 +209,7 @@ std::vector<double> DistributedRun::selected_column_dots() {
     }
     local.push_back(std::move(dots));
   }
-  return allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, local, selected_.size());
+  return own_->sum(local, selected_.size());
 }
 
 // max_h ½Σ_{j∈d_h} c_j² over the batches so far, c indexed by selected column.
@@ -315,7 +240,7 @@ std::vector<ApgRowPart> DistributedRun::parts() {
   return out;
 }
 
-ApgResult DistributedRun::solve() { return solve_apg(parts(), *reduction_, settings_.apg, state_, budget_); }
+ApgResult DistributedRun::solve() { return solve_apg(parts(), own_->reduction(), settings_.apg, state_, budget_); }
 
 // The state after the checkpoint's last outer iteration: its batches read
 // again from this rank's partitions, ω and L_t, the iteration log, and α
@@ -422,16 +347,16 @@ DistributedOutcome DistributedRun::run() {
   map_labels();
   if (settings_.space.kind != "linear") {
     std::vector<const ShardStore*> stores;
-    for (const auto& part : own_) stores.push_back(part.store.get());
+    for (size_t q = 0; q < own_->size(); ++q) stores.push_back((*own_)[q].store.get());
     space_ = make_distributed_space(settings_.space, comm_,
-                                    {out_.manifest.partitions, range_.first, out_.manifest.n_rows,
+                                    {out_.manifest.partitions, own_->range().first, out_.manifest.n_rows,
                                      out_.manifest.n_features},
                                     stores, budget_);
   }
   record(0, "labels", before);
   if (!space_)
     score_memory_ = budget_.reserve(
-        out_.manifest.n_features * (sizeof(double) * (range_.count + static_cast<uint64_t>(comm_.size()) + 2) + 1),
+        out_.manifest.n_features * (sizeof(double) * (own_->range().count + static_cast<uint64_t>(comm_.size()) + 2) + 1),
         "score vectors of a distributed scoring pass", "use fewer features or more memory per rank");
   batch_begin_ = {0};
   // F_0 and α⁰: the solution of (31) with no feature selected. With a bias
@@ -448,7 +373,7 @@ DistributedOutcome DistributedRun::run() {
     std::vector<std::vector<double>> local;
     for (const auto& y : labels_)
       local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, y.data(), std::vector<double>(y.size(), 0.0))});
-    out_.objective_no_features = allreduce_partition_sums(comm_, out_.manifest.partitions, range_.first, local, 1).front();
+    out_.objective_no_features = own_->sum(local, 1).front();
   }
   double objective = out_.objective_no_features;
   if (!settings_.space.groups_path.empty())
@@ -468,7 +393,7 @@ DistributedOutcome DistributedRun::run() {
     double best = 0, fresh_sum = 0;  // (37): ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j², with the current α
     if (space_) {
       std::vector<PartitionScoringInput> inputs;
-      for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
+      for (size_t q = 0; q < own_->size(); ++q) inputs.push_back({(*own_)[q].stream.get(), &(*own_)[q].blocks, a_[q].data()});
       DistributedScores scored = space_->score(inputs, settings_.B);
       fresh = std::move(scored.top);
       top_memory = std::move(scored.top_memory);

@@ -26,6 +26,7 @@
 #include "core/communicator.h"
 #include "core/memory_budget.h"
 #include "engine/fgm_trainer.h"
+#include "engine/own_partitions.h"
 #include "io/partitioned_store.h"
 
 namespace fgm {
@@ -63,9 +64,6 @@ struct DistributedHooks {
   TrainProgress* resume = nullptr;                        // start from this state (moved from)
   std::function<void(const TrainProgress&)> on_progress;  // after each outer iteration, on every rank
 };
-
-// The error when `ranks` cannot deal out `manifest`'s partitions evenly (empty if they can).
-std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks);
 
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
                                          const TrainSettings& settings, MemoryBudget& budget,
