@@ -38,7 +38,6 @@ void reject_unsupported(const Config& config) {
   };
   if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
     refuse("solver", "solver = " + std::string(solver_name(solver)));
-  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
 }
 
 // The ranks' peak RSS and budget peaks (a collective: every rank calls it).
@@ -207,7 +206,8 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   DistributedHooks hooks;
   if (resume) hooks.resume = &*resume;
   if (session) hooks.on_progress = [&](const TrainProgress& progress) { session->save(&progress, nullptr); };
-  DistributedOutcome outcome = train_fgm_distributed(comm, dir, settings, budget, hooks);
+  DistributedOutcome outcome =
+      train_fgm_distributed(comm, dir, settings, budget, hooks, config.get_string_list("features.transform"));
   outcome.model.config = config.dump();
   const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
   if (comm.rank() != 0) return 0;

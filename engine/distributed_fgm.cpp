@@ -4,6 +4,7 @@
 #include <cstring>
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -20,6 +21,7 @@
 #include "features/block_scores.h"
 #include "features/block_stream.h"
 #include "features/feature_groups.h"
+#include "features/transformed_store.h"
 #include "core/messages.h"
 #include "io/libsvm_reader.h"
 #include "solvers/apg.h"
@@ -381,6 +383,7 @@ Model DistributedRun::make_model(double objective) const {
       f.batch = static_cast<uint32_t>(h + 1);  // outer iterations count from 1, as in engine/fgm_trainer.cpp
       model.features.push_back(f);
     }
+  record_feature_transforms(*(*own_)[0].store, model);  // predict applies them to raw rows
   return model;
 }
 
@@ -638,6 +641,61 @@ DistributedOutcome DistributedRun::run() {
   return std::move(out_);
 }
 
+// The maximum of sparse per-partition statistics over all partitions: each
+// rank's entries (the maximum over its partitions) gathered, merged by key.
+// The maximum is exact, so any order gives the same bits.
+SparseSums allreduce_partition_max(Communicator& comm, const std::vector<SparseSums>& local) {
+  std::map<uint64_t, double> mine;
+  for (const auto& part : local)
+    for (size_t k = 0; k < part.keys.size(); ++k) {
+      auto [it, fresh] = mine.emplace(part.keys[k], part.values[k]);
+      if (!fresh) it->second = std::max(it->second, part.values[k]);
+    }
+  struct Entry {
+    uint64_t key;
+    double value;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : mine) entries.push_back({key, value});
+  const std::vector<uint8_t> all = comm.allgather(entries.data(), entries.size() * sizeof(Entry));
+  for (size_t k = 0; k < all.size() / sizeof(Entry); ++k) {
+    Entry e;
+    std::memcpy(&e, all.data() + k * sizeof e, sizeof e);
+    auto [it, fresh] = mine.emplace(e.key, e.value);
+    if (!fresh) it->second = std::max(it->second, e.value);
+  }
+  SparseSums out;
+  for (const auto& [key, value] : mine) {
+    out.keys.push_back(key);
+    out.values.push_back(value);
+  }
+  return out;
+}
+
+// features.transform on this rank's partitions, with the statistics of all
+// partitions: sums (scale, tfidf) in the sparse partition tree, maxima
+// (maxabs) exactly; each partition's stores are then read transformed.
+void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names, uint64_t block_bytes,
+                      MemoryBudget& budget) {
+  Communicator& comm = own.comm();
+  PartitionedTransformStatistics statistics;
+  statistics.n_rows = own.manifest().n_rows;
+  statistics.combine = [&](const std::vector<SparseSums>& local, bool is_max) {
+    if (is_max) return allreduce_partition_max(comm, local);
+    return allreduce_partition_sparse_sums(comm, own.manifest().partitions, own.range().first, local);
+  };
+  own.wrap_stores(
+      [&](std::vector<std::unique_ptr<ShardStore>> stores) {
+        return apply_partitioned_feature_transforms(std::move(stores), names, statistics, budget, block_bytes);
+      },
+      budget);
+  if (comm.rank() == 0) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    spdlog::info("feature transforms [{}]: statistics over all {} partitions", list, own.manifest().partitions);
+  }
+}
+
 // The multi-class model's predictions on this rank's rows, built as the class
 // runs finish: the largest decision value, a tie to the smaller class index
 // (as the single-store one-vs-rest check), for the chance-level warning.
@@ -734,6 +792,7 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
     out.classes.push_back(std::move(o));
   }
   out.model = combine_class_models(models, values);
+  record_class_transforms(*own[0].store, out.model);
   argmax.check(comm, own, values, settings.warnings, out);
   const DistributedOutcome& first = out.classes.front();
   out.manifest = first.manifest;
@@ -751,9 +810,10 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
 
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
                                          const TrainSettings& settings, MemoryBudget& budget,
-                                         const DistributedHooks& hooks) {
+                                         const DistributedHooks& hooks, const std::vector<std::string>& transforms) {
   const CommunicationStats labels_start = comm.stats();
   OwnPartitions own(comm, store_dir, settings.scheduler, settings.block_bytes, budget);
+  if (!transforms.empty()) apply_transforms(own, transforms, settings.block_bytes, budget);
   const std::vector<double> values = own.class_values();
   if (values.size() < 2)
     throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label value(s): training needs at least two",

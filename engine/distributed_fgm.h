@@ -89,8 +89,11 @@ struct DistributedHooks {
 
 // A binary store trains one model; more label values train one-vs-rest
 // (no resume checkpoints then, as on one store: hooks.resume must be null).
+// `transforms`: features.transform, its statistics over all partitions
+// (features/transformed_store.h PartitionedTransformStatistics).
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
                                          const TrainSettings& settings, MemoryBudget& budget,
-                                         const DistributedHooks& hooks = {});
+                                         const DistributedHooks& hooks = {},
+                                         const std::vector<std::string>& transforms = {});
 
 }  // namespace fgm

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "core/json_reader.h"
@@ -155,6 +156,30 @@ TEST_CASE("distributed one-vs-rest takes the classes of all partitions and picks
   RunResult i = run(dir, "inspect d/model.fgm");
   REQUIRE(i.code == 0);
   CHECK(contains(i.out, "\"classes\": ["));
+}
+
+TEST_CASE("distributed one-vs-rest with features.transform records the statistics of every class's features",
+          "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-mc");
+  write_stores(dir);
+  dir.write("c.toml", config_text("store", "[features]\ntransform = [\"maxabs\"]\n"));
+  REQUIRE(run_mpi(dir, 4, "train --config c.toml output.dir=d").code == 0);
+  REQUIRE(run(dir, "train --config c.toml output.dir=d1").code == 0);
+  REQUIRE(run(dir, "train --config c.toml data.train=plain output.dir=s").code == 0);
+  const Model d = read_model(dir.file("d/model.fgm")), s = read_model(dir.file("s/model.fgm"));
+  require_same_classes(d, read_model(dir.file("d1/model.fgm")));
+  // maxabs factors are maxima: exactly the single store's. Every class's
+  // selected features have theirs (predict scales each class's features).
+  REQUIRE(d.transforms.size() == 1);
+  CHECK(d.transforms == s.transforms);
+  std::set<uint64_t> used;
+  for (const auto& c : d.classes)
+    for (const auto& f : c.features) used.insert(f.key.ids[0]);
+  CHECK(std::set<uint64_t>(d.transforms[0].ids.begin(), d.transforms[0].ids.end()) == used);
+  CHECK(used.size() > 3);
+  REQUIRE(run(dir, "predict --model d/model.fgm test.txt --out d.txt").code == 0);
+  REQUIRE(run(dir, "predict --model s/model.fgm test.txt --out s.txt").code == 0);
+  CHECK(slurp(dir.file("d.txt")) == slurp(dir.file("s.txt")));
 }
 
 }  // namespace fgm::test

@@ -140,8 +140,9 @@ TEST_CASE("data.truth on a partitioned store reports the single-store recovery",
   REQUIRE(d.code == 0);
   const RunResult s = run(dir, "train --config c.toml data.train=plain output.dir=s");
   REQUIRE(s.code == 0);
-  const JsonValue* dt = run_log(dir, "d").find("truth");
-  const JsonValue* st = run_log(dir, "s").find("truth");
+  const JsonValue dlog = run_log(dir, "d"), slog = run_log(dir, "s");
+  const JsonValue* dt = dlog.find("truth");
+  const JsonValue* st = slog.find("truth");
   REQUIRE(dt);
   REQUIRE(st);
   CHECK(dt->find("planted")->number() == 8);
@@ -206,6 +207,104 @@ TEST_CASE("the single-store trainer's warnings on a partitioned store", "[.mpi][
   for (const auto& [code, message] : fs) fsc.insert(code);
   CHECK(fdc == fsc);
   CHECK(fdc.count("chance_level_model"));
+}
+
+}  // namespace fgm::test
+
+namespace fgm::test {
+namespace {
+
+// Columns of very different scales (feature j times 10^(j mod 4)): what the
+// per-feature transforms are for.
+std::string scaled(const std::string& text) {
+  std::istringstream in(text);
+  std::ostringstream out;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string label, entry;
+    fields >> label;
+    out << label;
+    while (fields >> entry) {
+      const auto colon = entry.find(':');
+      const int j = std::stoi(entry.substr(0, colon));
+      out << ' ' << j << ':' << std::stod(entry.substr(colon + 1)) * std::pow(10.0, j % 4);
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("features.transform on a partitioned store: statistics over all partitions, the single-store model",
+          "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-set");
+  ingest_both(dir, scaled(planted(400, 24, 13)));
+  dir.write("test.txt", scaled(planted(100, 24, 14)));
+  const InMemoryData raw = parse_libsvm_simple(dir.file("in.txt"));
+  for (const std::string list : {"\"scale\"", "\"log1p\", \"maxabs\", \"row_l2\"", "\"tfidf\", \"row_l1\"",
+                                 "\"maxabs\""}) {
+    INFO("features.transform = [" << list << "]");
+    dir.write("c.toml", "[data]\ntrain = \"store\"\n[features]\ntransform = [" + list +
+                            "]\n[fgm]\nB = 3\nmax_iterations = 2\nbias = true\n[apg]\neps_inner = 1e-8\n");
+    REQUIRE(run(dir, "train --config c.toml output.dir=d1").code == 0);
+    for (int np : {2, 4}) {
+      const RunResult r = run_mpi(dir, np, "train --config c.toml output.dir=d" + std::to_string(np) +
+                                               " engine.threads=" + std::to_string(np == 2 ? 2 : 1));
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      require_same_model(dir.file("d1/model.fgm"), dir.file("d" + std::to_string(np) + "/model.fgm"));
+      CHECK(read_model(dir.file("d1/model.fgm")).transforms ==
+            read_model(dir.file("d" + std::to_string(np) + "/model.fgm")).transforms);
+    }
+    REQUIRE(run(dir, "train --config c.toml data.train=plain output.dir=s").code == 0);
+    const Model d = read_model(dir.file("d1/model.fgm")), s = read_model(dir.file("s/model.fgm"));
+    // The recorded statistics are the single store's: the same ids, factors
+    // equal to rounding (maxima and counts exactly; sums in another order).
+    REQUIRE(d.transforms.size() == s.transforms.size());
+    for (size_t k = 0; k < d.transforms.size(); ++k) {
+      CHECK(d.transforms[k].name == s.transforms[k].name);
+      CHECK(d.transforms[k].ids == s.transforms[k].ids);
+      CHECK(d.transforms[k].absent_factor == s.transforms[k].absent_factor);
+      REQUIRE(d.transforms[k].factors.size() == s.transforms[k].factors.size());
+      for (size_t q = 0; q < d.transforms[k].factors.size(); ++q) {
+        if (d.transforms[k].name == "scale")
+          CHECK(d.transforms[k].factors[q] == Approx(s.transforms[k].factors[q]).epsilon(1e-13));
+        else
+          CHECK(d.transforms[k].factors[q] == s.transforms[k].factors[q]);
+      }
+    }
+    // scale alone, against the definition: 1 / sqrt(Σ_i x_ij² / n) over all
+    // rows of all partitions (n = 400, not a partition's 100).
+    if (d.transforms.size() == 1 && d.transforms[0].name == "scale")
+      for (size_t q = 0; q < d.transforms[0].ids.size(); ++q) {
+        double squares = 0;
+        for (const auto& row : raw.rows)
+          if (auto it = row.find(d.transforms[0].ids[q]); it != row.end()) {
+            const double x = static_cast<float>(it->second);  // the store holds float values
+            squares += x * x;
+          }
+        CHECK(d.transforms[0].factors[q] == Approx(1 / std::sqrt(squares / 400)).epsilon(1e-12));
+      }
+    REQUIRE(d.features.size() == s.features.size());
+    for (size_t k = 0; k < d.features.size(); ++k) {
+      CHECK(d.features[k].key.ids[0] == s.features[k].key.ids[0]);
+      CHECK(d.features[k].weight == Approx(s.features[k].weight).epsilon(1e-3).margin(1e-6));
+    }
+    // predict applies the recorded transforms to raw rows: the decision values
+    // of the two models agree.
+    REQUIRE(run(dir, "predict --model d1/model.fgm test.txt --out pd.txt").code == 0);
+    REQUIRE(run(dir, "predict --model s/model.fgm test.txt --out ps.txt").code == 0);
+    std::istringstream pd(slurp(dir.file("pd.txt"))), ps(slurp(dir.file("ps.txt")));
+    double a = 0, b = 0;
+    int rows = 0;
+    while (pd >> a && ps >> b) {
+      CHECK(a == Approx(b).epsilon(1e-3).margin(1e-4));
+      ++rows;
+    }
+    CHECK(rows == 100);
+  }
 }
 
 }  // namespace fgm::test
