@@ -62,7 +62,10 @@ void require_same_classes(const Model& a, const Model& b) {
     CHECK(x.label == y.label);
     REQUIRE(x.features.size() == y.features.size());
     for (size_t k = 0; k < x.features.size(); ++k) {
+      CHECK(x.features[k].key.kind == y.features[k].key.kind);
       CHECK(x.features[k].key.ids[0] == y.features[k].key.ids[0]);
+      CHECK(x.features[k].key.ids[1] == y.features[k].key.ids[1]);
+      CHECK(x.features[k].key.group == y.features[k].key.group);
       CHECK(x.features[k].batch == y.features[k].batch);
       CHECK(std::memcmp(&x.features[k].weight, &y.features[k].weight, sizeof(double)) == 0);
     }
@@ -115,6 +118,20 @@ TEST_CASE("a one-vs-rest model on 1, 2 and 4 ranks is the same file byte for byt
   REQUIRE(run(data, "train --config c.toml output.dir=t1 engine.threads=1").code == 0);
   REQUIRE(run_mpi(data, 2, "train --config c.toml output.dir=t2 engine.threads=2").code == 0);
   require_same_classes(read_model(data.file("t1/model.fgm")), read_model(data.file("t2/model.fgm")));
+  // The generated spaces too (hik: each class's scaling is the global column
+  // range, combined as on one store).
+  for (const std::string kind : {"poly2", "hik"}) {
+    INFO("features.kind = " << kind);
+    REQUIRE(run(data, "train --config c.toml output.dir=k1" + kind + " features.kind=" + kind).code == 0);
+    REQUIRE(run_mpi(data, 4, "train --config c.toml output.dir=k4" + kind + " features.kind=" + kind).code == 0);
+    const Model one = read_model(data.file("k1" + kind + "/model.fgm"));
+    const Model four = read_model(data.file("k4" + kind + "/model.fgm"));
+    require_same_classes(one, four);
+    CHECK(one.feature_kind == kind);
+    CHECK(one.scale_ids == four.scale_ids);
+    CHECK(one.scale_min == four.scale_min);
+    CHECK(one.scale_max == four.scale_max);
+  }
 }
 
 TEST_CASE("distributed one-vs-rest takes the classes of all partitions and picks the single-store trainer's "
