@@ -438,9 +438,9 @@ void DistributedRun::check_value_span(int iteration) {
   for (size_t q = 0; q < own_->size(); ++q) (*own_)[q].stream->set_observer({});
   value_span_pending_ = false;
   const CommunicationStats before = comm_.stats();
-  struct ColumnMax {
+  struct ColumnMax {  // 16 bytes, no padding
     uint64_t id;
-    float max;
+    double max;
   };
   std::vector<ColumnMax> mine;
   for (uint64_t j = 0; j < column_max_.size(); ++j)
@@ -452,7 +452,7 @@ void DistributedRun::check_value_span(int iteration) {
   for (size_t k = 0; k < all.size() / sizeof(ColumnMax); ++k) {
     ColumnMax c;
     std::memcpy(&c, all.data() + k * sizeof(ColumnMax), sizeof c);
-    column_max_[c.id] = std::max(column_max_[c.id], c.max);
+    column_max_[c.id] = std::max(column_max_[c.id], static_cast<float>(c.max));
   }
   ValueSpan span;
   for (float m : column_max_) span.add_column_max(m);
@@ -793,7 +793,9 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
   }
   out.model = combine_class_models(models, values);
   record_class_transforms(*own[0].store, out.model);
+  const CommunicationStats before = comm.stats();
   argmax.check(comm, own, values, settings.warnings, out);
+  out.communication.push_back({0, "diagnostics", since(comm.stats(), before)});  // of no class
   const DistributedOutcome& first = out.classes.front();
   out.manifest = first.manifest;
   out.ranks = first.ranks;
