@@ -176,7 +176,10 @@ def predict(run, K, m):
     scoring = [p for p in d["passes"] if p["phase"] == "scoring"]
     pred = {"labels_bytes": (8 * 2 * P + 4 * K) if K > 1 else 0,
             "scoring_bytes": allgather_bytes(K, m), "scoring_collectives": 1 if K > 1 else 0,
-            "solve_bytes": 0, "solve_collectives": 0}
+            "solve_bytes": 0, "solve_collectives": 0,
+            # phase "diagnostics": the value-span exchange after the first pass
+            # and the chance-level tree sum at the end (one collective each)
+            "diagnostics_collectives": 2 if K > 1 else 0}
     for t, it in enumerate(its, start=1):
         S = it["selected"]
         I, L = it["apg_iterations"], it["apg_line_search_steps"]
@@ -234,7 +237,8 @@ for s in sets:
                     "labels_bytes": sum(p["bytes"] for p in lab), "labels_bytes_predicted": guess("labels_bytes"),
                     "collectives": sum(p["collectives"] for p in passes),
                     "collectives_predicted": ((1 if K > 1 else 0) + pred["scoring_collectives"] * len(sc)
-                                              + pred["solve_collectives"]) if pred else "",
+                                              + pred["solve_collectives"] + pred["diagnostics_collectives"])
+                                             if pred else "",
                     "solve_collectives": sum(p["collectives"] for p in so),
                     "apg_iterations": sum(i["apg_iterations"] for i in run["iterations"]),
                     "line_search_steps": sum(i["apg_line_search_steps"] for i in run["iterations"]),

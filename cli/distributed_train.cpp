@@ -30,7 +30,7 @@ namespace {
 constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
 
 // Settings the distributed trainer does not have yet: refused, naming the key.
-void reject_unsupported(const Config& config, const TrainSettings& settings) {
+void reject_unsupported(const Config& config) {
   auto refuse = [&](const char* key, const std::string& why) {
     throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported on a partitioned store yet "
                                                 "(docs/distributed.md lists what is distributed)",
@@ -38,9 +38,6 @@ void reject_unsupported(const Config& config, const TrainSettings& settings) {
   };
   if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
     refuse("solver", "solver = " + std::string(solver_name(solver)));
-  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
-  if (settings.max_features != 0) refuse("fgm.max_features", "a feature cap");
-  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
 }
 
 // The ranks' peak RSS and budget peaks (a collective: every rank calls it).
@@ -75,6 +72,7 @@ void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const
   j.key("passes").begin_array();
   for (const auto& c : o.communication) {
     j.begin_object();
+    if (c.class_index >= 0) j.key("class").value(o.class_labels[c.class_index]);
     j.key("iter").value(c.iteration);
     j.key("phase").value(c.phase);
     j.key("bytes").value(c.comm.bytes);
@@ -103,6 +101,55 @@ void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks
                           file, saved_ranks, ranks, saved_ranks, ranks));
 }
 
+// A class run of a distributed one-vs-rest model as the single-store writer
+// takes it (cli/run_output.h write_class_run).
+TrainOutcome class_outcome(const DistributedOutcome& o) {
+  TrainOutcome t;
+  t.model = o.model;
+  t.iterations = o.iterations;
+  t.stop_reason = o.stop_reason;
+  t.final_sip_violation = o.final_sip_violation;
+  t.objective_no_features = o.objective_no_features;
+  for (const auto& r : o.iterations) t.total_apg_iterations += r.apg_iterations;
+  t.seconds = o.seconds;
+  return t;
+}
+
+// run.json of a binary model: the single-store keys.
+void write_binary_run(JsonWriter& j, const DistributedOutcome& o) {
+  j.key("iterations").begin_array();
+  for (const auto& r : o.iterations) write_iteration(j, r);
+  j.end_array();
+  j.key("stop_reason").value(o.stop_reason);
+  j.key("iterations_restored").value(o.iterations_restored);
+  j.key("objective_no_features").value(o.objective_no_features);
+  j.key("final_sip_violation").value(o.final_sip_violation);
+  write_selected_features(j, o.model.features, o.model.index_base);
+  j.key("bias").value(o.model.bias);
+}
+
+// run.json of a one-vs-rest model: the single-store multi-class keys
+// (cli/train_command.cpp), one entry per class run.
+void write_multiclass_runs(JsonWriter& j, const DistributedOutcome& o, const EvalResult* test) {
+  j.key("multiclass").value("ovr");
+  j.key("iterations").begin_array().end_array();  // per class, below
+  j.key("classes").begin_array();
+  uint64_t selected = 0, total_apg = 0, passes = 0;
+  for (size_t c = 0; c < o.classes.size(); ++c) {
+    const TrainOutcome t = class_outcome(o.classes[c]);
+    selected += t.model.features.size();
+    total_apg += t.total_apg_iterations;
+    write_class_run(j, o.class_labels[c], o.class_rows[c], t, o.model.index_base, test ? &test->class_auc[c] : nullptr);
+  }
+  j.end_array();
+  for (const auto& r : o.communication) passes += r.phase == "scoring";
+  j.key("selected_total").value(selected);
+  j.key("iterations_restored").value(uint64_t{0});
+  j.key("total_apg_iterations").value(total_apg);
+  j.key("lockstep").value(false);  // the classes run one after another
+  j.key("scoring_passes").value(passes);
+}
+
 }  // namespace
 
 void require_partitioned_store(const Config& config, const Communicator& comm) {
@@ -116,7 +163,7 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings) {
-  reject_unsupported(config, settings);
+  reject_unsupported(config);
   // Every rank must train the same thing: the first rank that differs is named.
   std::string settings_text;
   for (const auto& [key, value] : config.dump())
@@ -159,16 +206,24 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   DistributedHooks hooks;
   if (resume) hooks.resume = &*resume;
   if (session) hooks.on_progress = [&](const TrainProgress& progress) { session->save(&progress, nullptr); };
-  DistributedOutcome outcome = train_fgm_distributed(comm, dir, settings, budget, hooks);
+  DistributedOutcome outcome =
+      train_fgm_distributed(comm, dir, settings, budget, hooks, config.get_string_list("features.transform"));
   outcome.model.config = config.dump();
   const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
   if (comm.rank() != 0) return 0;
-  spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
-               outcome.model.features.size());
+  const bool multiclass = !outcome.classes.empty();
+  if (!multiclass)
+    spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
+                 outcome.model.features.size());
+  std::vector<ModelFeature> all_features = outcome.model.features;
+  for (const auto& c : outcome.model.classes) all_features.insert(all_features.end(), c.features.begin(), c.features.end());
   // Evaluate before writing anything, so a bad test file leaves no output.
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) test = evaluate_test_file(config, outcome.model, budget, warnings);
+  const bool has_truth = !config.get_string("data.truth").empty();
+  TruthRecovery truth;
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
   create_output_directory(out_dir, "output.dir");
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
 
@@ -185,22 +240,24 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   j.end_object();
   write_config_section(j, outcome.model.config);
   write_distributed_section(j, outcome, ranks);
-  j.key("iterations").begin_array();
-  for (const auto& r : outcome.iterations) write_iteration(j, r);
-  j.end_array();
-  j.key("stop_reason").value(outcome.stop_reason);
-  j.key("iterations_restored").value(outcome.iterations_restored);
+  if (multiclass)
+    write_multiclass_runs(j, outcome, has_test ? &test : nullptr);
+  else
+    write_binary_run(j, outcome);
   j.key("objective").value(outcome.model.objective);
-  j.key("objective_no_features").value(outcome.objective_no_features);
-  j.key("final_sip_violation").value(outcome.final_sip_violation);
-  write_selected_features(j, outcome.model.features, outcome.model.index_base);
-  j.key("bias").value(outcome.model.bias);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
   j.key("seconds").value(outcome.seconds);
-  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, has_test ? &test : nullptr, nullptr,
-             warnings, out_dir, *session);
-  fmt::print("selected={} iterations={} objective={:.6g} ranks={}", outcome.model.features.size(),
-             outcome.iterations.size(), outcome.model.objective, comm.size());
+  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, has_test ? &test : nullptr,
+             has_truth ? &truth : nullptr, warnings, out_dir, *session);
+  if (has_truth) {
+    fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+    if (truth.planted_cross > 0) fmt::print("recovered_cross={}/{} ", truth.recovered_cross, truth.planted_cross);
+  }
+  if (multiclass)
+    fmt::print("classes={} selected={}", outcome.model.classes.size(), all_features.size());
+  else
+    fmt::print("selected={} iterations={}", outcome.model.features.size(), outcome.iterations.size());
+  fmt::print(" objective={:.6g} ranks={}", outcome.model.objective, comm.size());
   if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
   fmt::print(" model={}/model.fgm\n", out_dir);
   return 0;

@@ -64,6 +64,26 @@ TruthRecovery recover_truth(const std::string& truth_path, const std::vector<Mod
   return r;
 }
 
+void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutcome& o, int index_base,
+                     const double* test_auc) {
+  j.begin_object();
+  j.key("label").value(label);
+  j.key("rows").value(rows);
+  j.key("iterations").begin_array();
+  for (const auto& r : o.iterations) write_iteration(j, r);
+  j.end_array();
+  j.key("stop_reason").value(o.stop_reason);
+  j.key("final_sip_violation").value(o.final_sip_violation);
+  j.key("objective_no_features").value(o.objective_no_features);
+  j.key("objective").value(o.model.objective);
+  write_selected_features(j, o.model.features, index_base);
+  j.key("bias").value(o.model.bias);
+  j.key("total_apg_iterations").value(o.total_apg_iterations);
+  j.key("train_seconds").value(o.seconds);
+  if (test_auc) j.key("test_auc").value(*test_auc);
+  j.end_object();
+}
+
 void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
                 double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
                 const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session) {

@@ -47,6 +47,12 @@ void write_iteration(JsonWriter& j, const IterationRecord& r);
 // "config": every key with its value, as the model records it.
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config);
 
+// One entry of a one-vs-rest run's "classes" (single-store and distributed):
+// class `label` with `rows` training rows, its binary run `o`; test_auc when
+// data.test was scored.
+void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutcome& o, int index_base,
+                     const double* test_auc);
+
 // "selected_features": id (in the file's index base), kind, group, weight, batch.
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base);
 

@@ -83,22 +83,8 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   for (size_t c = 0; c < outcome.classes.size(); ++c) {
     const TrainOutcome& o = outcome.classes[c];
     total_apg += o.total_apg_iterations;
-    j.begin_object();
-    j.key("label").value(info.class_values[c]);
-    j.key("rows").value(info.class_counts[c]);
-    j.key("iterations").begin_array();
-    for (const auto& r : o.iterations) write_iteration(j, r);
-    j.end_array();
-    j.key("stop_reason").value(o.stop_reason);
-    j.key("final_sip_violation").value(o.final_sip_violation);
-    j.key("objective_no_features").value(o.objective_no_features);
-    j.key("objective").value(o.model.objective);
-    write_selected_features(j, o.model.features, model.index_base);
-    j.key("bias").value(o.model.bias);
-    j.key("total_apg_iterations").value(o.total_apg_iterations);
-    j.key("train_seconds").value(o.seconds);
-    if (has_test) j.key("test_auc").value(test.class_auc[c]);
-    j.end_object();
+    write_class_run(j, info.class_values[c], info.class_counts[c], o, model.index_base,
+                    has_test ? &test.class_auc[c] : nullptr);
   }
   j.end_array();
   j.key("selected_total").value(selected);

@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cstring>
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,9 +16,14 @@
 #include "engine/distributed_spaces.h"
 #include "engine/own_partitions.h"
 #include "engine/fgm_trainer.h"
+#include "engine/one_vs_rest.h"
+#include "engine/value_span.h"
 #include "features/block_scores.h"
 #include "features/block_stream.h"
 #include "features/feature_groups.h"
+#include "features/transformed_store.h"
+#include "core/messages.h"
+#include "io/libsvm_reader.h"
 #include "solvers/apg.h"
 #include "solvers/apg_reduction.h"
 
@@ -31,11 +39,33 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Where a run's labels come from: the label values of all partitions
+// (increasing) and the one taken as +1 (the larger of two; a class against the
+// rest for one-vs-rest).
+struct LabelChoice {
+  std::vector<double> values;
+  size_t positive = 1;
+  bool one_vs_rest = false;
+};
+
+// Rank 0 alone adds a warning (every rank takes the same decision; one copy in
+// the log and in run.json).
+void warn(const Communicator& comm, RunWarnings* warnings, std::string code, std::string message) {
+  if (comm.rank() != 0) return;
+  RunWarnings log_only;
+  (warnings ? *warnings : log_only).add(std::move(code), std::move(message));
+}
+
 class DistributedRun {
  public:
-  DistributedRun(Communicator& comm, const std::string& dir, const TrainSettings& settings, MemoryBudget& budget,
-                 const DistributedHooks& hooks)
-      : comm_(comm), dir_(dir), settings_(settings), budget_(budget), hooks_(hooks) {}
+  // `labels_start`: the communication counters when this run's label phase
+  // began (the label values were gathered before the run). `value_span`: this
+  // run measures the value span on its first pass (one warning per store).
+  DistributedRun(Communicator& comm, OwnPartitions& own, const TrainSettings& settings, MemoryBudget& budget,
+                 const DistributedHooks& hooks, LabelChoice labels, const CommunicationStats& labels_start,
+                 bool value_span)
+      : comm_(comm), dir_(own.dir()), settings_(settings), budget_(budget), hooks_(hooks), own_(&own),
+        label_choice_(std::move(labels)), labels_start_(labels_start), value_span_pending_(value_span) {}
 
   DistributedOutcome run();
 
@@ -53,7 +83,17 @@ class DistributedRun {
   int restore(TrainProgress& saved, std::vector<char>& is_selected, double& objective);
   void save_progress() const;
   std::vector<ScoredCandidate> top_candidates(const std::vector<double>& c, const std::vector<char>& is_selected,
-                                              Reservation& memory);
+                                              uint64_t batch, Reservation& memory);
+  std::vector<ScoredCandidate> scoring_pass(uint64_t batch, const std::vector<char>& is_selected,
+                                            IterationRecord& rec, Reservation& top_memory);
+  uint64_t selected_units() const;
+  uint64_t batch_size() const;
+  std::string stop_rule(int t) const;
+  bool needs_certificate() const;
+  void observe_values();
+  void check_value_span(int iteration);
+  void check_chance_level();
+  std::string space_kind() const { return space_ ? settings_.space.kind : groups_ ? "group" : "linear"; }
   Model make_model(double objective) const;
   void record(int iteration, const char* phase, const CommunicationStats& before) {
     out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
@@ -65,7 +105,15 @@ class DistributedRun {
   MemoryBudget& budget_;
   const DistributedHooks& hooks_;
   DistributedOutcome out_;
-  std::unique_ptr<OwnPartitions> own_;
+  OwnPartitions* own_;
+  LabelChoice label_choice_;
+  CommunicationStats labels_start_;
+  // The value span of the first pass: this rank's per-column max |value| (all
+  // own partitions), filled by the streams' observers.
+  bool value_span_pending_ = false;
+  std::mutex column_max_mutex_;
+  std::vector<float> column_max_;
+  Reservation column_max_memory_;
   // Per own partition: its labels (±1), its rows of the selected columns
   // and its decision values at the last solve.
   std::vector<std::vector<int8_t>> labels_;
@@ -86,22 +134,18 @@ class DistributedRun {
 };
 
 void DistributedRun::open_partitions() {
-  own_ = std::make_unique<OwnPartitions>(comm_, dir_, settings_.scheduler, settings_.block_bytes, budget_);
   out_.manifest = own_->manifest();
   out_.ranks = comm_.size();
   out_.first_partition = own_->range().first;
   out_.own_partitions = own_->range().count;
 }
 
-// Labels as ±1 by the classes of ALL partitions (a partition may lack one class).
+// Labels as ±1 by the classes of ALL partitions (a partition may lack one
+// class): +1 for the chosen positive value, −1 for every other.
 void DistributedRun::map_labels() {
-  const std::vector<double> values = own_->class_values();
-  if (values.size() != 2)
-    throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct labels: training on a partitioned store is "
-                                                "binary only in this version",
-                                                dir_, values.size()));
-  negative_ = values[0];
-  positive_ = values[1];
+  const std::vector<double>& values = label_choice_.values;
+  positive_ = values[label_choice_.positive];
+  negative_ = values[label_choice_.positive == 0 ? 1 : 0];
   row_memory_ = budget_.reserve(own_->own_rows() * (3 * sizeof(double) + 1), "dual vectors of this rank's partitions",
                                 "use more ranks (more, smaller partitions)");
   for (size_t q = 0; q < own_->size(); ++q) {
@@ -288,8 +332,9 @@ void DistributedRun::save_progress() const {
 // increasing order; every group is evaluated, which picks what the
 // single-store pass picks with its tree pruning).
 std::vector<ScoredCandidate> DistributedRun::top_candidates(const std::vector<double>& c,
-                                                            const std::vector<char>& is_selected, Reservation& memory) {
-  TopBCache top(settings_.B, &budget_);
+                                                            const std::vector<char>& is_selected, uint64_t batch,
+                                                            Reservation& memory) {
+  TopBCache top(batch, &budget_);
   auto offer = [&](double s, uint64_t id) {
     if (s > 0 && !is_selected[id] && top.may_admit(s)) top.offer({s, id});
   };
@@ -325,6 +370,7 @@ Model DistributedRun::make_model(double objective) const {
   model.feature_kind = groups_ ? "group" : "linear";
   if (space_) space_->describe(model);
   model.objective = objective;
+  model.has_bias = settings_.apg.bias;
   model.bias = settings_.apg.bias ? state_.b : 0.0;
   for (size_t h = 0; h + 1 < batch_begin_.size(); ++h)
     for (size_t j = batch_begin_[h]; j < batch_begin_[h + 1]; ++j) {
@@ -337,12 +383,151 @@ Model DistributedRun::make_model(double objective) const {
       f.batch = static_cast<uint32_t>(h + 1);  // outer iterations count from 1, as in engine/fgm_trainer.cpp
       model.features.push_back(f);
     }
+  record_feature_transforms(*(*own_)[0].store, model);  // predict applies them to raw rows
   return model;
+}
+
+// fgm.max_features and the stop rules count selection units, what one top-B
+// slot holds: a feature (linear, poly2) or a group (group, hik, additive), as
+// the single-store trainer does.
+uint64_t DistributedRun::selected_units() const {
+  uint64_t units = 0;
+  for (const auto& batch : batches_) units += batch.size();
+  return units;
+}
+
+// B, shortened so that the selection never passes fgm.max_features.
+uint64_t DistributedRun::batch_size() const {
+  if (settings_.max_features == 0) return settings_.B;
+  return std::min<uint64_t>(settings_.B, settings_.max_features - std::min(settings_.max_features, selected_units()));
+}
+
+// The outer stop rules checked before iteration t scores ("" to go on): the
+// single-store trainer's, taken after iteration t − 1's solve.
+std::string DistributedRun::stop_rule(int t) const {
+  if (settings_.max_features > 0 && selected_units() >= settings_.max_features) return "max_features";
+  if (t > settings_.max_iterations) return "max_iterations";
+  return "";
+}
+
+bool DistributedRun::needs_certificate() const {
+  // no_new_features and eps_outer measured the final α's violation already.
+  return settings_.final_certificate && out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer" &&
+         !out_.iterations.empty();
+}
+
+// The streams of this rank's partitions record each column's max |value| of
+// the pass that follows (the value-span warning).
+void DistributedRun::observe_values() {
+  column_max_memory_ = budget_.reserve(out_.manifest.n_features * sizeof(float), "per-column max |value| of a pass",
+                                       "use fewer features or more memory per rank");
+  column_max_.assign(out_.manifest.n_features, 0.0f);
+  for (size_t q = 0; q < own_->size(); ++q)
+    (*own_)[q].stream->set_observer([this](const ColumnBlock& block) {
+      const std::vector<float> m = block_column_max_abs(block);
+      std::lock_guard<std::mutex> lock(column_max_mutex_);
+      for (uint32_t k = 0; k < block.column_count; ++k)
+        column_max_[block.column_ids[k]] = std::max(column_max_[block.column_ids[k]], m[k]);
+    });
+}
+
+// The value span over all partitions: each rank's nonzero column maxima
+// (id, max) gathered, the maximum per column (exact in any order), then the
+// single-store trainer's measure and warning (engine/value_span.h).
+void DistributedRun::check_value_span(int iteration) {
+  for (size_t q = 0; q < own_->size(); ++q) (*own_)[q].stream->set_observer({});
+  value_span_pending_ = false;
+  const CommunicationStats before = comm_.stats();
+  struct ColumnMax {  // 16 bytes, no padding
+    uint64_t id;
+    double max;
+  };
+  std::vector<ColumnMax> mine;
+  for (uint64_t j = 0; j < column_max_.size(); ++j)
+    if (column_max_[j] > 0) mine.push_back({j, column_max_[j]});
+  Reservation exchange = budget_.reserve(mine.size() * sizeof(ColumnMax), "value-span exchange of a pass",
+                                         "use fewer features or more memory per rank");
+  const std::vector<uint8_t> all = comm_.allgather(mine.data(), mine.size() * sizeof(ColumnMax));
+  exchange.resize((mine.size() + all.size() / sizeof(ColumnMax)) * sizeof(ColumnMax));
+  for (size_t k = 0; k < all.size() / sizeof(ColumnMax); ++k) {
+    ColumnMax c;
+    std::memcpy(&c, all.data() + k * sizeof(ColumnMax), sizeof c);
+    column_max_[c.id] = std::max(column_max_[c.id], static_cast<float>(c.max));
+  }
+  ValueSpan span;
+  for (float m : column_max_) span.add_column_max(m);
+  if (comm_.rank() == 0) out_.value_span = span.check(space_kind() == "poly2" ? 2 : 1, space_kind(), settings_.warnings);
+  column_max_ = {};
+  column_max_memory_ = {};
+  record(iteration, "diagnostics", before);
+}
+
+// One scoring pass against the current α: the top-`batch` unselected
+// candidates (empty: nothing left to add), with rec's scoring fields and the
+// SIP violation (37) of α: ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
+std::vector<ScoredCandidate> DistributedRun::scoring_pass(uint64_t batch, const std::vector<char>& is_selected,
+                                                          IterationRecord& rec, Reservation& top_memory) {
+  const auto phase_start = std::chrono::steady_clock::now();
+  const CommunicationStats before = comm_.stats();
+  const bool measure_span = value_span_pending_;
+  if (measure_span) observe_values();
+  bytes_streamed_ = 0;
+  std::vector<ScoredCandidate> fresh;
+  double best = 0, fresh_sum = 0;
+  if (space_) {
+    std::vector<PartitionScoringInput> inputs;
+    for (size_t q = 0; q < own_->size(); ++q) inputs.push_back({(*own_)[q].stream.get(), &(*own_)[q].blocks, a_[q].data()});
+    DistributedScores scored = space_->score(inputs, batch);
+    fresh = std::move(scored.top);
+    top_memory = std::move(scored.top_memory);
+    best = best_batch_score(selected_column_dots());
+    rec.candidates_scored = scored.candidates_scored;
+    rec.pair_updates = scored.pair_updates;
+    bytes_streamed_ += scored.bytes_streamed;
+    out_.total_bytes_streamed += scored.bytes_streamed;
+  } else {
+    const std::vector<double> c = scores();
+    fresh = top_candidates(c, is_selected, batch, top_memory);
+    std::vector<double> selected_c;
+    for (uint64_t j : selected_) selected_c.push_back(c[j]);
+    best = best_batch_score(selected_c);
+    rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
+  }
+  for (const auto& f : fresh) fresh_sum += f.score;
+  rec.sip_violation = 0.5 * fresh_sum - best;
+  rec.score_seconds = seconds_since(phase_start);
+  rec.bytes_streamed = bytes_streamed_;
+  record(rec.iter, "scoring", before);
+  if (measure_span) check_value_span(rec.iter);
+  return fresh;
+}
+
+// Warns when the final model does no better on its training rows than always
+// predicting the larger class (decision > 0 → +1; the counts are tree sums).
+void DistributedRun::check_chance_level() {
+  const CommunicationStats before = comm_.stats();
+  std::vector<std::vector<double>> local;  // per partition: rows, positive rows, correct
+  for (size_t q = 0; q < labels_.size(); ++q) {
+    double positive = 0, correct = 0;
+    for (size_t i = 0; i < labels_[q].size(); ++i) {
+      const double d = decisions_[q].empty() ? 0.0 : decisions_[q][i];
+      positive += labels_[q][i] > 0;
+      correct += (d > 0) == (labels_[q][i] > 0);
+    }
+    local.push_back({double(labels_[q].size()), positive, correct});
+  }
+  const std::vector<double> total = own_->sum(local, 3);
+  record(static_cast<int>(out_.iterations.size()), "diagnostics", before);
+  if (total[0] == 0) return;
+  out_.train_accuracy = total[2] / total[0];
+  out_.majority_rate = std::max(total[1], total[0] - total[1]) / total[0];
+  if (out_.train_accuracy <= out_.majority_rate)
+    warn(comm_, settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
 DistributedOutcome DistributedRun::run() {
   const auto start = std::chrono::steady_clock::now();
-  CommunicationStats before = comm_.stats();
+  CommunicationStats before = labels_start_;
   open_partitions();
   map_labels();
   if (settings_.space.kind != "linear") {
@@ -382,39 +567,16 @@ DistributedOutcome DistributedRun::run() {
         parse_group_structure(settings_.space.group_structure)));
   std::vector<char> is_selected(space_ ? 0 : groups_ ? groups_->n_groups : out_.manifest.n_features, 0);
   const int first = hooks_.resume ? restore(*hooks_.resume, is_selected, objective) : 1;
-  for (int t = first;; ++t) {
+  if (comm_.rank() == 0)
+    for (const auto& rec : out_.iterations) warn_iteration(rec, settings_.warnings);  // restored ones, as on one store
+  int t = first;
+  for (;; ++t) {
+    out_.stop_reason = stop_rule(t);
+    if (!out_.stop_reason.empty()) break;
     IterationRecord rec;
     rec.iter = t;
-    auto phase_start = std::chrono::steady_clock::now();
-    before = comm_.stats();
-    bytes_streamed_ = 0;
     Reservation top_memory;
-    std::vector<ScoredCandidate> fresh;
-    double best = 0, fresh_sum = 0;  // (37): ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j², with the current α
-    if (space_) {
-      std::vector<PartitionScoringInput> inputs;
-      for (size_t q = 0; q < own_->size(); ++q) inputs.push_back({(*own_)[q].stream.get(), &(*own_)[q].blocks, a_[q].data()});
-      DistributedScores scored = space_->score(inputs, settings_.B);
-      fresh = std::move(scored.top);
-      top_memory = std::move(scored.top_memory);
-      best = best_batch_score(selected_column_dots());
-      rec.candidates_scored = scored.candidates_scored;
-      rec.pair_updates = scored.pair_updates;
-      bytes_streamed_ += scored.bytes_streamed;
-      out_.total_bytes_streamed += scored.bytes_streamed;
-    } else {
-      const std::vector<double> c = scores();
-      fresh = top_candidates(c, is_selected, top_memory);
-      std::vector<double> selected_c;
-      for (uint64_t j : selected_) selected_c.push_back(c[j]);
-      best = best_batch_score(selected_c);
-      rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
-    }
-    for (const auto& f : fresh) fresh_sum += f.score;
-    rec.sip_violation = 0.5 * fresh_sum - best;
-    rec.score_seconds = seconds_since(phase_start);
-    rec.bytes_streamed = bytes_streamed_;
-    record(t, "scoring", before);
+    const std::vector<ScoredCandidate> fresh = scoring_pass(batch_size(), is_selected, rec, top_memory);
     out_.final_sip_violation = rec.sip_violation;
     if (fresh.empty()) {
       out_.stop_reason = "no_new_features";
@@ -424,11 +586,7 @@ DistributedOutcome DistributedRun::run() {
       out_.stop_reason = "eps_outer";
       break;
     }
-    if (t > settings_.max_iterations) {
-      out_.stop_reason = "max_iterations";
-      break;
-    }
-    phase_start = std::chrono::steady_clock::now();
+    const auto phase_start = std::chrono::steady_clock::now();
     before = comm_.stats();
     if (space_) {
       add_generated_batch(fresh);
@@ -453,26 +611,220 @@ DistributedOutcome DistributedRun::run() {
     rec.apg_relative_gap = r.relative_gap;
     rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
     rec.peak_rss_bytes = peak_rss_bytes();
+    if (comm_.rank() == 0) warn_iteration(rec, settings_.warnings);
     out_.iterations.push_back(rec);
     save_progress();
+    uint64_t communicated = 0;
+    for (const auto& c : out_.communication) communicated += c.iteration == t ? c.comm.bytes : 0;
     if (comm_.rank() == 0)
-      spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
+      spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
                  "{:.3f}s ({} APG its), communicated {} B",
+                 label_choice_.one_vs_rest ? fmt::format("class {} ", label_text(positive_)) : "",
                  t, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds, rec.solve_seconds,
-                 rec.apg_iterations, out_.communication.back().comm.bytes + out_.communication.end()[-2].comm.bytes);
+                 rec.apg_iterations, communicated);
   }
+  if (needs_certificate()) {
+    // One more pass for the SIP violation (37) of the final α, as on one store.
+    IterationRecord rec;
+    rec.iter = t;
+    Reservation top_memory;
+    scoring_pass(settings_.B, is_selected, rec, top_memory);
+    out_.final_sip_violation = rec.sip_violation;
+  } else if (out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer") {
+    out_.final_sip_violation = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
+  if (settings_.check_chance_level) check_chance_level();
   out_.model = make_model(objective);
   out_.budget_peak = budget_.peak();
   out_.seconds = seconds_since(start);
   return std::move(out_);
 }
 
+// The maximum of sparse per-partition statistics over all partitions: each
+// rank's entries (the maximum over its partitions) gathered, merged by key.
+// The maximum is exact, so any order gives the same bits.
+SparseSums allreduce_partition_max(Communicator& comm, const std::vector<SparseSums>& local) {
+  std::map<uint64_t, double> mine;
+  for (const auto& part : local)
+    for (size_t k = 0; k < part.keys.size(); ++k) {
+      auto [it, fresh] = mine.emplace(part.keys[k], part.values[k]);
+      if (!fresh) it->second = std::max(it->second, part.values[k]);
+    }
+  struct Entry {
+    uint64_t key;
+    double value;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : mine) entries.push_back({key, value});
+  const std::vector<uint8_t> all = comm.allgather(entries.data(), entries.size() * sizeof(Entry));
+  for (size_t k = 0; k < all.size() / sizeof(Entry); ++k) {
+    Entry e;
+    std::memcpy(&e, all.data() + k * sizeof e, sizeof e);
+    auto [it, fresh] = mine.emplace(e.key, e.value);
+    if (!fresh) it->second = std::max(it->second, e.value);
+  }
+  SparseSums out;
+  for (const auto& [key, value] : mine) {
+    out.keys.push_back(key);
+    out.values.push_back(value);
+  }
+  return out;
+}
+
+// features.transform on this rank's partitions, with the statistics of all
+// partitions: sums (scale, tfidf) in the sparse partition tree, maxima
+// (maxabs) exactly; each partition's stores are then read transformed.
+void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names, uint64_t block_bytes,
+                      MemoryBudget& budget) {
+  Communicator& comm = own.comm();
+  PartitionedTransformStatistics statistics;
+  statistics.n_rows = own.manifest().n_rows;
+  statistics.combine = [&](const std::vector<SparseSums>& local, bool is_max) {
+    if (is_max) return allreduce_partition_max(comm, local);
+    return allreduce_partition_sparse_sums(comm, own.manifest().partitions, own.range().first, local);
+  };
+  own.wrap_stores(
+      [&](std::vector<std::unique_ptr<ShardStore>> stores) {
+        return apply_partitioned_feature_transforms(std::move(stores), names, statistics, budget, block_bytes);
+      },
+      budget);
+  if (comm.rank() == 0) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    spdlog::info("feature transforms [{}]: statistics over all {} partitions", list, own.manifest().partitions);
+  }
+}
+
+// The multi-class model's predictions on this rank's rows, built as the class
+// runs finish: the largest decision value, a tie to the smaller class index
+// (as the single-store one-vs-rest check), for the chance-level warning.
+class DistributedArgmax {
+ public:
+  DistributedArgmax(OwnPartitions& own, MemoryBudget& budget)
+      : memory_(budget.reserve(own.own_rows() * (sizeof(double) + sizeof(uint16_t)),
+                               "one-vs-rest training predictions", "use more ranks (more, smaller partitions)")) {
+    for (size_t q = 0; q < own.size(); ++q) {
+      best_.emplace_back(own.rows(q), -std::numeric_limits<double>::infinity());
+      best_class_.emplace_back(own.rows(q), uint16_t{0});
+    }
+  }
+
+  void add(size_t c, const std::vector<std::vector<double>>& decisions) {
+    for (size_t q = 0; q < best_.size(); ++q)
+      for (size_t i = 0; i < best_[q].size(); ++i) {
+        const double d = decisions[q].empty() ? 0.0 : decisions[q][i];
+        if (d > best_[q][i]) {  // classes arrive in increasing order: a tie keeps the smaller
+          best_[q][i] = d;
+          best_class_[q][i] = static_cast<uint16_t>(c);
+        }
+      }
+  }
+
+  // Rows per class over all partitions (tree sums of counts), the training
+  // accuracy and the largest class's share; warns when the accuracy is no
+  // better than that share.
+  void check(Communicator& comm, OwnPartitions& own, const std::vector<double>& labels, RunWarnings* warnings,
+             DistributedOutcome& out) const {
+    const size_t K = labels.size();
+    std::vector<std::vector<double>> local;  // per partition: correct, then rows of each class
+    for (size_t q = 0; q < own.size(); ++q) {
+      const ShardStore& store = *own[q].store;
+      const uint16_t* classes = store.classes();
+      std::vector<double> counts(K + 1, 0.0);
+      for (uint64_t i = 0; i < store.info().n_rows; ++i) {
+        const double value = store.info().class_values[classes[i]];
+        const size_t c = static_cast<size_t>(std::lower_bound(labels.begin(), labels.end(), value) - labels.begin());
+        counts[1 + c] += 1;
+        counts[0] += best_class_[q][i] == c;
+      }
+      local.push_back(std::move(counts));
+    }
+    const std::vector<double> total = own.sum(local, K + 1);
+    double rows = 0, largest = 0;
+    for (size_t c = 0; c < K; ++c) {
+      out.class_rows.push_back(static_cast<uint64_t>(total[1 + c]));
+      rows += total[1 + c];
+      largest = std::max(largest, total[1 + c]);
+    }
+    if (rows == 0) return;
+    out.train_accuracy = total[0] / rows;
+    out.majority_rate = largest / rows;
+    if (out.train_accuracy <= out.majority_rate)
+      warn(comm, warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
+  }
+
+ private:
+  Reservation memory_;
+  std::vector<std::vector<double>> best_;
+  std::vector<std::vector<uint16_t>> best_class_;
+};
+
+// One-vs-rest over the partitions: for each label value c (increasing), the
+// binary distributed run of c against the rest, one after another on the same
+// open partitions, combined as the single-store one-vs-rest trainer combines
+// its class runs (engine/one_vs_rest.h). No resume checkpoints, as on one store.
+DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitions& own, const std::vector<double>& values,
+                                     const TrainSettings& settings, MemoryBudget& budget,
+                                     CommunicationStats labels_start) {
+  const auto start = std::chrono::steady_clock::now();
+  if (comm.rank() == 0)
+    spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr)", values.size(), values.size());
+  TrainSettings class_settings = settings;
+  class_settings.check_chance_level = false;  // a class against the rest is no multi-class model
+  DistributedArgmax argmax(own, budget);
+  DistributedOutcome out;
+  out.class_labels = values;
+  std::vector<Model> models;
+  for (size_t c = 0; c < values.size(); ++c) {
+    DistributedHooks hooks;
+    hooks.on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) { argmax.add(c, d); };
+    DistributedRun run(comm, own, class_settings, budget, hooks, {values, c, true}, labels_start, c == 0);
+    DistributedOutcome o = run.run();
+    labels_start = comm.stats();
+    for (CommunicationRecord record : o.communication) {
+      record.class_index = static_cast<int>(c);
+      out.communication.push_back(std::move(record));
+    }
+    out.total_bytes_streamed += o.total_bytes_streamed;
+    if (c == 0) out.value_span = o.value_span;
+    models.push_back(o.model);
+    out.classes.push_back(std::move(o));
+  }
+  out.model = combine_class_models(models, values);
+  record_class_transforms(*own[0].store, out.model);
+  const CommunicationStats before = comm.stats();
+  argmax.check(comm, own, values, settings.warnings, out);
+  out.communication.push_back({0, "diagnostics", since(comm.stats(), before)});  // of no class
+  const DistributedOutcome& first = out.classes.front();
+  out.manifest = first.manifest;
+  out.ranks = first.ranks;
+  out.first_partition = first.first_partition;
+  out.own_partitions = first.own_partitions;
+  out.objective_no_features = 0;
+  for (const auto& o : out.classes) out.objective_no_features += o.objective_no_features;
+  out.budget_peak = budget.peak();
+  out.seconds = seconds_since(start);
+  return out;
+}
+
 }  // namespace
 
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
                                          const TrainSettings& settings, MemoryBudget& budget,
-                                         const DistributedHooks& hooks) {
-  DistributedRun run(comm, store_dir, settings, budget, hooks);
+                                         const DistributedHooks& hooks, const std::vector<std::string>& transforms) {
+  const CommunicationStats labels_start = comm.stats();
+  OwnPartitions own(comm, store_dir, settings.scheduler, settings.block_bytes, budget);
+  if (!transforms.empty()) apply_transforms(own, transforms, settings.block_bytes, budget);
+  const std::vector<double> values = own.class_values();
+  if (values.size() < 2)
+    throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label value(s): training needs at least two",
+                                                store_dir, values.size()));
+  if (values.size() > 2) {
+    FGM_ASSERT(hooks.resume == nullptr);
+    return train_one_vs_rest_distributed(comm, own, values, settings, budget, labels_start);
+  }
+  DistributedRun run(comm, own, settings, budget, hooks, {values, 1, false}, labels_start, true);
   return run.run();
 }
 

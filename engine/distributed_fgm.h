@@ -13,13 +13,17 @@
 // Same store and settings give the same model bit for bit for every rank
 // count dividing the partition count and any engine.threads. Linear features
 // and groups of them (features.groups, any structure), and the generated
-// spaces poly2/hik/additive (engine/distributed_spaces.h); binary labels,
-// with or without the bias (fgm.bias: FGM-SHIFT, b fitted first as in the
-// single-store trainer); other settings are refused by the CLI, naming the key.
+// spaces poly2/hik/additive (engine/distributed_spaces.h); with or without
+// the bias (fgm.bias: FGM-SHIFT, b fitted first as in the single-store
+// trainer); fgm.max_features; the final certificate pass and the single-store
+// trainer's warnings. More than two label values (over all partitions): one
+// distributed run per class, one-vs-rest (engine/one_vs_rest.h). Other
+// settings are refused by the CLI, naming the key.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -34,8 +38,9 @@ namespace fgm {
 // The communication of one phase of one outer iteration on this rank.
 struct CommunicationRecord {
   int iteration = 0;
-  std::string phase;  // "labels", "scoring", "solve"
+  std::string phase;  // "labels", "scoring", "solve", "diagnostics" (value span, chance level)
   CommunicationStats comm;
+  int class_index = -1;  // one-vs-rest: the class run (DistributedOutcome::classes) it belongs to
 };
 
 struct DistributedOutcome {
@@ -44,7 +49,9 @@ struct DistributedOutcome {
   std::vector<CommunicationRecord> communication;
   std::string stop_reason;
   double objective_no_features = 0;  // F_0 = P(0)
-  double final_sip_violation = 0;    // (37) of the last scoring pass (the one that ended the loop)
+  // (37) of the final α: from the pass that ended the loop (no_new_features,
+  // eps_outer) or the final certificate; NaN when fgm.final_certificate is off.
+  double final_sip_violation = std::numeric_limits<double>::quiet_NaN();
   PartitionManifest manifest;
   int ranks = 1;
   uint32_t first_partition = 0, own_partitions = 0;
@@ -52,6 +59,18 @@ struct DistributedOutcome {
   uint64_t iterations_restored = 0;  // outer iterations taken from a checkpoint
   uint64_t budget_peak = 0;          // this rank's MemoryBudget peak
   double seconds = 0;
+  // Diagnostics behind the warnings (engine/fgm_trainer.h TrainOutcome).
+  double value_span = 0;
+  double train_accuracy = std::numeric_limits<double>::quiet_NaN();
+  double majority_rate = std::numeric_limits<double>::quiet_NaN();
+  // One-vs-rest (more than two label values): `model` is the multi-class
+  // model (combine_class_models), classes[c] the binary run of class
+  // class_labels[c] against the rest (+1: that class), class_rows[c] its rows
+  // over all partitions; iterations and stop_reason above stay empty, and
+  // `communication` holds every class run's records (class_index set).
+  std::vector<double> class_labels;
+  std::vector<uint64_t> class_rows;
+  std::vector<DistributedOutcome> classes;
 };
 
 // Resume checkpoints of a distributed run (the CLI: rank 0 writes them, every
@@ -63,10 +82,18 @@ struct DistributedOutcome {
 struct DistributedHooks {
   TrainProgress* resume = nullptr;                        // start from this state (moved from)
   std::function<void(const TrainProgress&)> on_progress;  // after each outer iteration, on every rank
+  // At the end of a run: the final decision values w'x − b of this rank's
+  // rows, one vector per own partition (empty: all 0, the empty model).
+  std::function<void(const std::vector<std::vector<double>>&)> on_final_decisions;
 };
 
+// A binary store trains one model; more label values train one-vs-rest
+// (no resume checkpoints then, as on one store: hooks.resume must be null).
+// `transforms`: features.transform, its statistics over all partitions
+// (features/transformed_store.h PartitionedTransformStatistics).
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
                                          const TrainSettings& settings, MemoryBudget& budget,
-                                         const DistributedHooks& hooks = {});
+                                         const DistributedHooks& hooks = {},
+                                         const std::vector<std::string>& transforms = {});
 
 }  // namespace fgm

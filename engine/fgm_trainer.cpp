@@ -10,6 +10,7 @@
 #include <set>
 
 #include "engine/model_provenance.h"
+#include "engine/value_span.h"
 #include "cache/selected_features.h"
 #include "core/error.h"
 #include "core/messages.h"
@@ -28,11 +29,8 @@ void warn(RunWarnings* warnings, std::string code, std::string message) {
   (warnings ? *warnings : log_only).add(std::move(code), std::move(message));
 }
 
-// The warnings an outer iteration's solve raises (also replayed for iterations
-// restored from a checkpoint, so a resumed run reports the same warnings): a
-// solve that ended at the iteration cap or in a stall is not converged; a
-// first solve that barely lowers F_0 (with a converged solve, the selected
-// features cannot fit the labels: usually a few huge features).
+}  // namespace
+
 void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
   if (!rec.apg_converged) {
     if (rec.apg_stop == "stalled") warn(warnings, "apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
@@ -42,55 +40,7 @@ void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
     warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
 }
 
-// Per-column max |value| over the columns present in the store, as streamed
-// (so a store that transforms values on the fly is seen transformed): the
-// largest, and the median to within a factor of 2 (a histogram of binary
-// exponents: O(1) memory at any width). Blocks seen twice count once.
-class ValueSpan {
- public:
-  void observe(const ColumnBlock& block) {
-    std::array<uint64_t, kBins> local{};
-    double largest = 0;
-    std::vector<float> column_max(block.column_count, 0.0f);
-    for (uint32_t cell = 0; cell < block.cell_count(); ++cell) {
-      float& m = column_max[block.cell_column[cell]];
-      for (uint32_t e = block.cell_ptr[cell]; e < block.cell_ptr[cell + 1]; ++e)
-        m = std::max(m, std::fabs(block.values[e]));
-    }
-    for (float m : column_max) {
-      if (!(m > 0)) continue;  // explicit zeros only (or NaN)
-      int exponent;
-      std::frexp(m, &exponent);  // m ∈ [2^(exponent−1), 2^exponent)
-      ++local[std::clamp(exponent - kMinExponent, 0, kBins - 1)];
-      largest = std::max(largest, double(m));
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!seen_.insert(block.first_column).second) return;
-    for (int b = 0; b < kBins; ++b) counts_[b] += local[b];
-    largest_ = std::max(largest_, largest);
-  }
-  double largest() const { return largest_; }
-  // Lower edge of the bin holding the median column (0 if no column).
-  double typical() const {
-    uint64_t total = 0;
-    for (uint64_t c : counts_) total += c;
-    if (total == 0) return 0;
-    uint64_t below = 0;
-    for (int b = 0; b < kBins; ++b) {
-      below += counts_[b];
-      if (2 * below >= total) return std::ldexp(1.0, b + kMinExponent - 1);
-    }
-    return 0;
-  }
-
- private:
-  static constexpr int kMinExponent = -150;  // below the smallest float subnormal
-  static constexpr int kBins = 280;          // up to 2^129 > FLT_MAX
-  std::mutex mutex_;
-  std::set<uint64_t> seen_;
-  std::array<uint64_t, kBins> counts_{};
-  double largest_ = 0;
-};
+namespace {
 
 // One run of Algorithm 1. The state that outlives an outer iteration lives in
 // `progress_` (what a resume restores); the rest is rebuilt from it.
@@ -292,15 +242,8 @@ void FgmRun::after_first_pass(BlockStream& stream) {
 // largest over typical per-column max |value|, squared for poly2 (its
 // generated features are products of two values).
 void FgmRun::check_value_span() {
-  const double largest = value_span_->largest(), typical = value_span_->typical();
+  out_.value_span = value_span_->check(space_->kind() == "poly2" ? 2 : 1, space_->kind(), settings_.warnings);
   value_span_.reset();
-  if (!(typical > 0)) return;
-  const int degree = space_->kind() == "poly2" ? 2 : 1;
-  const double span = std::pow(largest / typical, degree);
-  out_.value_span = span;
-  if (span > kValueSpanLimit)
-    warn(settings_.warnings, "feature_value_span",
-         msg::feature_value_span(span, largest, typical, degree, space_->kind(), kValueSpanLimit));
 }
 
 // Warns when the final model does no better on its own training rows than

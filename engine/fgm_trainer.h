@@ -121,6 +121,13 @@ struct TrainOutcome {
 constexpr double kValueSpanLimit = 1e4;
 constexpr double kFirstSolveLimit = 1e-3;
 
+// The warnings an outer iteration's solve raises (also replayed for iterations
+// restored from a checkpoint, so a resumed run reports the same warnings): a
+// solve that ended at the iteration cap or in a stall is not converged; a
+// first solve that barely lowers F_0 (with a converged solve, the selected
+// features cannot fit the labels: usually a few huge features).
+void warn_iteration(const IterationRecord& rec, RunWarnings* warnings);
+
 // The state of the run when a checkpoint count is reached (a `fgm path`
 // point; not the resume checkpoint, which stores a TrainProgress).
 struct Checkpoint {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/messages.h"
+#include "features/transformed_store.h"
 
 namespace fgm {
 
@@ -60,6 +61,14 @@ Model combine_class_models(const std::vector<Model>& models, const std::vector<d
     }
   }
   return m;
+}
+
+void record_class_transforms(const ShardStore& store, Model& model) {
+  Model all_classes;
+  for (const auto& c : model.classes)
+    all_classes.features.insert(all_classes.features.end(), c.features.begin(), c.features.end());
+  record_feature_transforms(store, all_classes);
+  model.transforms = std::move(all_classes.transforms);
 }
 
 namespace {
@@ -191,6 +200,7 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
   }
   out.budget_peak = budget.peak();
   out.model = combine_class_models(models, info.class_values);
+  record_class_transforms(store, out.model);
   argmax.check(store, settings.labels, K, settings.warnings, out);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

@@ -62,4 +62,9 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
 // expansion scalings. `labels` are the class values, increasing.
 Model combine_class_models(const std::vector<Model>& models, const std::vector<double>& labels);
 
+// The feature transforms of `store` (features.transform) with the statistics
+// of every class's features: each class model recorded only its own, and
+// predict needs them all.
+void record_class_transforms(const ShardStore& store, Model& model);
+
 }  // namespace fgm

@@ -25,7 +25,7 @@ std::string partition_mismatch(const std::string& store_dir, uint32_t partitions
 
 OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const SchedulerOptions& scheduler,
                              uint64_t block_bytes, MemoryBudget& budget)
-    : comm_(comm), dir_(dir), manifest_(read_partition_manifest(dir)) {
+    : comm_(comm), dir_(dir), manifest_(read_partition_manifest(dir)), scheduler_(scheduler), block_bytes_(block_bytes) {
   if (const std::string e = partition_mismatch(dir_, manifest_.partitions, comm_.size()); !e.empty())
     throw Error(ErrorKind::kConfig, e);
   range_ = partitions_of_rank(manifest_.partitions, comm_.size(), comm_.rank());
@@ -40,13 +40,32 @@ OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const S
       throw Error(ErrorKind::kCorruption,
                   fmt::format("{}: {} rows x {} features, but {} says {} x {}", partition_dir(dir_, p), info.n_rows,
                               info.n_features, kPartitionManifestName, expected, manifest_.n_features));
-    SchedulerOptions options = scheduler;
-    options.keep_resident = keeps_store_resident(info, budget);
-    if (options.keep_resident)
+    const bool keep_resident = keeps_store_resident(info, budget);
+    if (keep_resident)
       part.resident = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-    part.stream = std::make_unique<BlockStream>(*part.store, options, budget);
-    part.blocks = part.store->plan_blocks(scoring_block_bytes(block_bytes, budget, info.n_rows, options.keep_resident));
+    open_stream(part, keep_resident, budget);
     own_.push_back(std::move(part));
+  }
+}
+
+void OwnPartitions::open_stream(OwnPartition& part, bool keep_resident, MemoryBudget& budget) {
+  SchedulerOptions options = scheduler_;
+  options.keep_resident = keep_resident;
+  part.stream = std::make_unique<BlockStream>(*part.store, options, budget);
+  part.blocks = part.store->plan_blocks(
+      scoring_block_bytes(block_bytes_, budget, part.store->info().n_rows, options.keep_resident));
+}
+
+void OwnPartitions::wrap_stores(const StoreWrapper& wrap, MemoryBudget& budget) {
+  std::vector<std::unique_ptr<ShardStore>> stores;
+  for (auto& part : own_) {
+    part.stream.reset();
+    stores.push_back(std::move(part.store));
+  }
+  stores = wrap(std::move(stores));
+  for (size_t q = 0; q < own_.size(); ++q) {
+    own_[q].store = std::move(stores[q]);
+    open_stream(own_[q], own_[q].resident.bytes() > 0, budget);
   }
 }
 

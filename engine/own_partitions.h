@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,12 @@ class OwnPartitions {
   // the partitions' vectors are added in the partition tree. `a[q]` holds own
   // partition q's row weights; `bytes_streamed` grows by the shard bytes read.
   std::vector<double> column_dots(const std::vector<std::vector<double>>& a, uint64_t& bytes_streamed);
+  // Replaces the stores of this rank's partitions (in order) by what `wrap`
+  // makes of them (features.transform: TransformedStores over all
+  // partitions' statistics), with streams and block plans over the new ones.
+  using StoreWrapper =
+      std::function<std::vector<std::unique_ptr<ShardStore>>(std::vector<std::unique_ptr<ShardStore>>)>;
+  void wrap_stores(const StoreWrapper& wrap, MemoryBudget& budget);
 
  private:
   Communicator& comm_;
@@ -75,6 +82,9 @@ class OwnPartitions {
   PartitionRange range_;
   std::vector<OwnPartition> own_;
   std::unique_ptr<PartitionTreeRowSums> reduction_;
+  SchedulerOptions scheduler_;
+  uint64_t block_bytes_ = 0;
+  void open_stream(OwnPartition& part, bool keep_resident, MemoryBudget& budget);
 };
 
 }  // namespace fgm

@@ -28,8 +28,25 @@ void append_scalar(std::string& out, T v) {
 
 TransformedStore::TransformedStore(std::unique_ptr<ShardStore> inner, std::vector<TransformKind> stages,
                                    MemoryBudget& budget, uint64_t block_bytes)
+    : TransformedStore(std::move(inner), std::move(stages), budget, 0, true) {
+  for (size_t k = 0; k < stages_.size(); ++k) {
+    if (!needs_statistics(stages_[k].kind)) continue;
+    if (load_cache(k)) {
+      ++report_.stages_from_cache;
+      continue;
+    }
+    accumulate_statistics(k, budget, block_bytes);
+    finish_statistics(k);
+    ++report_.stages_computed;
+    save_cache(k, budget);
+  }
+}
+
+TransformedStore::TransformedStore(std::unique_ptr<ShardStore> inner, std::vector<TransformKind> stages,
+                                   MemoryBudget& budget, uint64_t statistics_rows, bool)
     : inner_(std::move(inner)) {
   const StoreInfo& info = inner_->info();
+  statistics_rows_ = statistics_rows ? statistics_rows : info.n_rows;
   for (TransformKind k : stages) {
     Stage s;
     s.kind = k;
@@ -41,20 +58,41 @@ TransformedStore::TransformedStore(std::unique_ptr<ShardStore> inner, std::vecto
     } else if (is_per_feature(k)) {
       s.memory = budget.reserve(0, std::string("statistics of feature transform ") + transform_name(k),
                                 kStatsRemedy);
-      s.absent_factor = transform_factor(k, 0.0, info.n_rows);
+      s.absent_factor = transform_factor(k, 0.0, statistics_rows_);
     }
     stages_.push_back(std::move(s));
   }
-  for (size_t k = 0; k < stages_.size(); ++k) {
-    if (!needs_statistics(stages_[k].kind)) continue;
-    if (load_cache(k)) {
-      ++report_.stages_from_cache;
-      continue;
+}
+
+std::vector<std::unique_ptr<ShardStore>> TransformedStore::over_partitions(
+    std::vector<std::unique_ptr<ShardStore>> partitions, const std::vector<TransformKind>& stages,
+    const PartitionedTransformStatistics& statistics, MemoryBudget& budget, uint64_t block_bytes) {
+  std::vector<std::unique_ptr<TransformedStore>> parts;
+  for (auto& p : partitions)
+    parts.push_back(std::unique_ptr<TransformedStore>(
+        new TransformedStore(std::move(p), stages, budget, statistics.n_rows, true)));
+  for (size_t k = 0; k < stages.size(); ++k) {
+    if (!needs_statistics(stages[k])) continue;
+    std::vector<SparseSums> local;
+    for (auto& part : parts) {
+      part->accumulate_statistics(k, budget, block_bytes);
+      ++part->report_.stages_computed;
+      if (is_per_feature(stages[k])) local.push_back({part->stages_[k].ids, part->stages_[k].factors});
     }
-    compute_statistics(k, budget, block_bytes);
-    ++report_.stages_computed;
-    save_cache(k, budget);
+    if (is_per_feature(stages[k])) {
+      SparseSums all = statistics.combine(local, statistic_is_max(stages[k]));
+      for (auto& part : parts) {
+        Stage& s = part->stages_[k];
+        s.memory.resize(all.keys.size() * 2 * sizeof(double));
+        s.ids = all.keys;
+        s.factors = all.values;
+      }
+    }
+    for (auto& part : parts) part->finish_statistics(k);
   }
+  std::vector<std::unique_ptr<ShardStore>> out;
+  for (auto& part : parts) out.push_back(std::move(part));
+  return out;
 }
 
 double TransformedStore::transformed(size_t upto, uint32_t row, const double* feature_factor, double x) const {
@@ -142,7 +180,7 @@ float TransformedStore::column_max(uint64_t feature) const {
 // term to its feature's (or row's) statistic, then statistics become factors.
 // Sequential, in column order, so the sums (and the model) do not depend on
 // the thread count.
-void TransformedStore::compute_statistics(size_t stage, MemoryBudget& budget, uint64_t block_bytes) {
+void TransformedStore::accumulate_statistics(size_t stage, MemoryBudget& budget, uint64_t block_bytes) {
   Stage& s = stages_[stage];
   const bool per_row = is_row_norm(s.kind), use_max = statistic_is_max(s.kind);
   const size_t S = stages_.size();
@@ -181,8 +219,11 @@ void TransformedStore::compute_statistics(size_t stage, MemoryBudget& budget, ui
       s.factors.push_back(column_stat[k]);
     }
   }
-  const uint64_t n = info().n_rows;
-  for (double& f : s.factors) f = transform_factor(s.kind, f, n);
+}
+
+void TransformedStore::finish_statistics(size_t stage) {
+  Stage& s = stages_[stage];
+  for (double& f : s.factors) f = transform_factor(s.kind, f, statistics_rows_);
 }
 
 std::string TransformedStore::prefix(size_t stage) const {
@@ -289,7 +330,7 @@ std::vector<ModelTransform> TransformedStore::record_for(const Model& model) con
     ModelTransform t;
     t.name = transform_name(s.kind);
     if (is_per_feature(s.kind)) {
-      t.absent_factor = transform_factor(s.kind, 0.0, info().n_rows);
+      t.absent_factor = transform_factor(s.kind, 0.0, statistics_rows_);
       bool row_follows = false;
       for (size_t later = k + 1; later < stages_.size(); ++later) row_follows |= is_row_norm(stages_[later].kind);
       auto record = [&](uint64_t j, double factor) {
@@ -320,6 +361,14 @@ std::unique_ptr<ShardStore> apply_feature_transforms(std::unique_ptr<ShardStore>
   spdlog::info("feature transforms [{}]: statistics of {} stages computed, {} from the cache", list,
                r.stages_computed, r.stages_from_cache);
   return out;
+}
+
+std::vector<std::unique_ptr<ShardStore>> apply_partitioned_feature_transforms(
+    std::vector<std::unique_ptr<ShardStore>> partitions, const std::vector<std::string>& names,
+    const PartitionedTransformStatistics& statistics, MemoryBudget& budget, uint64_t block_bytes) {
+  if (names.empty()) return partitions;
+  return TransformedStore::over_partitions(std::move(partitions), parse_transforms(names), statistics, budget,
+                                           block_bytes);
 }
 
 void record_feature_transforms(const ShardStore& store, Model& model) {

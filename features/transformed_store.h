@@ -22,16 +22,31 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/memory_budget.h"
+#include "core/partition_sum.h"
 #include "features/transforms.h"
 #include "io/model_file.h"
 #include "io/shard_store.h"
 
 namespace fgm {
+
+// features.transform on the row partitions of a partitioned store (engine/
+// distributed_fgm.cpp): the statistics are those of all partitions' rows.
+// Per per-feature stage, each partition's statistics (keys: the columns it
+// holds, increasing) are combined by `combine` into all partitions' (the sum
+// in the partition tree, or the maximum for maxabs: the same result on every
+// rank whatever the rank count), and the factors use `n_rows`, the rows of all
+// partitions. Row statistics stay with their rows (a row lies in one
+// partition). No cache file: a partition's statistics are not its own.
+struct PartitionedTransformStatistics {
+  uint64_t n_rows = 0;
+  std::function<SparseSums(const std::vector<SparseSums>& local, bool is_max)> combine;
+};
 
 struct TransformStatsReport {
   uint64_t stages_computed = 0;   // streamed passes made
@@ -44,6 +59,11 @@ class TransformedStore : public ShardStore {
   // `block_bytes`).
   TransformedStore(std::unique_ptr<ShardStore> inner, std::vector<TransformKind> stages,
                    MemoryBudget& budget, uint64_t block_bytes);
+  // The stages of every partition of `partitions` (this rank's), their
+  // statistics over all partitions (see PartitionedTransformStatistics).
+  static std::vector<std::unique_ptr<ShardStore>> over_partitions(
+      std::vector<std::unique_ptr<ShardStore>> partitions, const std::vector<TransformKind>& stages,
+      const PartitionedTransformStatistics& statistics, MemoryBudget& budget, uint64_t block_bytes);
 
   const StoreInfo& info() const override { return inner_->info(); }
   const std::string& dir() const override { return inner_->dir(); }
@@ -86,12 +106,17 @@ class TransformedStore : public ShardStore {
   // Every per-feature stage's factor of `feature` (one per stage).
   void factors_of(uint64_t feature, double* out) const;
   void transform_values(uint64_t feature, const uint32_t* rows, float* values, size_t count) const;
-  void compute_statistics(size_t stage, MemoryBudget& budget, uint64_t block_bytes);
+  // Statistics before the factors are formed from them (accumulate), then the factors (finish).
+  TransformedStore(std::unique_ptr<ShardStore> inner, std::vector<TransformKind> stages, MemoryBudget& budget,
+                   uint64_t statistics_rows, bool);
+  void accumulate_statistics(size_t stage, MemoryBudget& budget, uint64_t block_bytes);
+  void finish_statistics(size_t stage);
   bool load_cache(size_t stage);
   void save_cache(size_t stage, MemoryBudget& budget) const;
   std::string prefix(size_t stage) const;
 
   std::unique_ptr<ShardStore> inner_;
+  uint64_t statistics_rows_ = 0;  // the n of the factors: this store's rows, or all partitions'
   std::vector<Stage> stages_;
   TransformStatsReport report_;
 };
@@ -100,6 +125,10 @@ class TransformedStore : public ShardStore {
 std::unique_ptr<ShardStore> apply_feature_transforms(std::unique_ptr<ShardStore> store,
                                                      const std::vector<std::string>& names,
                                                      MemoryBudget& budget, uint64_t block_bytes);
+// The same for this rank's partitions of a partitioned store.
+std::vector<std::unique_ptr<ShardStore>> apply_partitioned_feature_transforms(
+    std::vector<std::unique_ptr<ShardStore>> partitions, const std::vector<std::string>& names,
+    const PartitionedTransformStatistics& statistics, MemoryBudget& budget, uint64_t block_bytes);
 // The model's transforms if `store` is a TransformedStore (else nothing).
 void record_feature_transforms(const ShardStore& store, Model& model);
 
