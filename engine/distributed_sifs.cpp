@@ -179,6 +179,8 @@ void DistributedSifsPasses::column_pass(const std::vector<double>& G, const std:
 }
 
 SifsPassCounters DistributedSifsPasses::counters() const {
+  // Passes: every part runs the same passes (the most of any part, as one
+  // pass over the rank's data); seconds and bytes: all parts together.
   SifsPassCounters all;
   for (const auto& d : data_) {
     const SifsPassCounters& c = std::as_const(*d).counters();
@@ -266,6 +268,9 @@ void DistributedSifsSolver::solve_screened(const ScreenedSets& sets, const SifsR
   pt.reduced_nnz = static_cast<uint64_t>(totals[1]);
 
   t0 = std::chrono::steady_clock::now();
+  // The solver's iterates, evaluations and per-part sums (about 10 + parts vectors of K·cols).
+  const Reservation solver_memory = passes_.budget().reserve((10 + parts.size()) * K * cols * sizeof(double),
+                                                             "SIFS accelerated gradient vectors");
   std::vector<double> w0(K * cols);
   for (uint32_t k = 0; k < K; ++k)
     for (uint64_t c = 0; c < cols; ++c) w0[k * cols + c] = ref.w[k * m + kept[c]];

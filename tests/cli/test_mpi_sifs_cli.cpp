@@ -235,7 +235,9 @@ TEST_CASE("sifs screening on a partitioned store is safe: screened features and 
           "unscreened solution",
           "[.mpi][mpi]") {
   TempDir dir("fgm-mpi-sifs");
-  dir.write("in.txt", binary_sifs_rows(280, 3));
+  const bool multiclass = GENERATE(false, true);
+  INFO((multiclass ? "three classes" : "binary"));
+  dir.write("in.txt", multiclass ? class_rows(240, 3) : binary_sifs_rows(280, 3));
   REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 32").code == 0);
   REQUIRE(run(dir, "ingest in.txt --out single").code == 0);
   MemoryBudget budget(256ull << 20);
