@@ -9,13 +9,15 @@
 namespace fgm {
 namespace {
 
-// The reduced sums at one point v, over every part of every process.
+// The reduced sums at one point v (over every part of every process).
 struct Evaluation {
   std::vector<double> z;  // z(θ(v)) on the free weights (0 elsewhere)
   double loss = 0;        // Σ_free ℓ(1 + ⟨a_d, v⟩)
   double theta_sq = 0, theta_sum = 0;
-  double step_sq = 0;     // Σ_free ⟨a_d, Δ⟩² (with a step Δ)
 };
+
+// Margins t_d = 1 + ⟨a_d, v⟩ of every free coordinate, per part.
+using Margins = std::vector<std::vector<double>>;
 
 class FistaProblem {
  public:
@@ -26,47 +28,71 @@ class FistaProblem {
   }
 
   uint64_t weights() const { return W_; }
+  size_t parts() const { return parts_.size(); }
+  size_t coordinates(size_t q) const { return parts_[q].coordinate.size(); }
+  const ReducedRows& rows(size_t q) const { return rows_[q]; }
   bool free(uint64_t e) const { return shared_.free_weight[e] != 0; }
+  double alpha() const { return shared_.alpha; }
+  double gamma() const { return shared_.gamma; }
+  double gamma_n() const { return shared_.gamma * n_; }
   int reductions() const { return reductions_; }
 
   // α + max_d ‖a_d‖²/(γn): a lower bound on f's curvature.
   double lipschitz_lower_bound() {
     double largest = 0;
     for (size_t q = 0; q < parts_.size(); ++q)
-      for (size_t i = 0; i < parts_[q].coordinate.size(); ++i) largest = std::max(largest, rows_[q].square_norm(i));
+      for (size_t i = 0; i < coordinates(q); ++i) largest = std::max(largest, rows_[q].square_norm(i));
     ++reductions_;
     return shared_.alpha + reduction_.max(largest) / (shared_.gamma * n_);
   }
 
-  Evaluation evaluate(const std::vector<double>& v, const std::vector<double>* step) {
-    std::vector<std::vector<double>> local(parts_.size());
-    for (size_t q = 0; q < parts_.size(); ++q) {
-      std::vector<double>& sums = local[q];
-      sums.assign(W_ + 4, 0.0);
-      const ReducedRows& rows = rows_[q];
-      double loss = 0, theta_sq = 0, theta_sum = 0, step_sq = 0;
-      for (size_t i = 0; i < parts_[q].coordinate.size(); ++i) {
-        const double t = 1 + rows.dot(i, v);
-        const double theta = std::clamp(t / shared_.gamma, 0.0, 1.0);
-        loss += smoothed_hinge(t, shared_.gamma);
-        theta_sq += theta * theta;
-        theta_sum += theta;
-        if (theta != 0) rows.add(i, theta, sums, [](uint64_t) {});
-        if (step) {
-          const double dt = rows.dot(i, *step);
-          step_sq += dt * dt;
-        }
-      }
-      sums[W_] = loss, sums[W_ + 1] = theta_sq, sums[W_ + 2] = theta_sum, sums[W_ + 3] = step_sq;
+  Margins margins(const std::vector<double>& v) const {
+    Margins t(parts_.size());
+    for (size_t q = 0; q < parts_.size(); ++q)
+      for (size_t i = 0; i < coordinates(q); ++i) t[q].push_back(1 + rows_[q].dot(i, v));
+    return t;
+  }
+
+  // Adds part q's sums at margins t to sums[at .. at + W + 3): Σθ_d a_d, Σℓ, Σθ², Σθ.
+  void add_sums(size_t q, const std::vector<double>& t, std::vector<double>& sums, size_t at) const {
+    std::vector<double> a(W_, 0.0);
+    double loss = 0, theta_sq = 0, theta_sum = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const double theta = std::clamp(t[i] / shared_.gamma, 0.0, 1.0);
+      loss += smoothed_hinge(t[i], shared_.gamma);
+      theta_sq += theta * theta;
+      theta_sum += theta;
+      if (theta != 0) rows_[q].add(i, theta, a, [](uint64_t) {});
     }
-    const std::vector<double> total = reduction_.sum(local, W_ + 4);
-    ++reductions_;
+    std::copy(a.begin(), a.end(), sums.begin() + static_cast<int64_t>(at));
+    sums[at + W_] = loss, sums[at + W_ + 1] = theta_sq, sums[at + W_ + 2] = theta_sum;
+  }
+
+  // The evaluation in total[at .. at + W + 3).
+  Evaluation evaluation(const std::vector<double>& total, size_t at) const {
     Evaluation ev;
     ev.z.assign(W_, 0.0);
     for (uint64_t e = 0; e < W_; ++e)
-      if (free(e)) ev.z[e] = shared_.z_offset[e] - total[e] / n_;
-    ev.loss = total[W_], ev.theta_sq = total[W_ + 1], ev.theta_sum = total[W_ + 2], ev.step_sq = total[W_ + 3];
+      if (free(e)) ev.z[e] = shared_.z_offset[e] - total[at + e] / n_;
+    ev.loss = total[at + W_], ev.theta_sq = total[at + W_ + 1], ev.theta_sum = total[at + W_ + 2];
     return ev;
+  }
+
+  // Every part's sums (`length` numbers each, filled by fill(q, sums)), reduced.
+  template <class F>
+  std::vector<double> reduce(size_t length, F&& fill) {
+    std::vector<std::vector<double>> local(parts_.size());
+    for (size_t q = 0; q < parts_.size(); ++q) {
+      local[q].assign(length, 0.0);
+      fill(q, local[q]);
+    }
+    ++reductions_;
+    return reduction_.sum(local, length);
+  }
+
+  Evaluation evaluate(const Margins& t) {
+    const std::vector<double> total = reduce(W_ + 3, [&](size_t q, std::vector<double>& s) { add_sums(q, t[q], s, 0); });
+    return evaluation(total, 0);
   }
 
   double primal(const std::vector<double>& v, const Evaluation& ev) const {
@@ -99,18 +125,6 @@ class FistaProblem {
     return x;
   }
 
-  // θ(w) per part and free coordinate (no reduction).
-  std::vector<std::vector<double>> theta(const std::vector<double>& w) const {
-    std::vector<std::vector<double>> out(parts_.size());
-    for (size_t q = 0; q < parts_.size(); ++q)
-      for (size_t i = 0; i < parts_[q].coordinate.size(); ++i)
-        out[q].push_back(std::clamp((1 + rows_[q].dot(i, w)) / shared_.gamma, 0.0, 1.0));
-    return out;
-  }
-
-  double gamma_n() const { return shared_.gamma * n_; }
-  double alpha() const { return shared_.alpha; }
-
  private:
   const std::vector<ReducedProblem>& parts_;
   RowSumReduction& reduction_;
@@ -127,6 +141,11 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
+// Margins are carried from iterate to iterate by their linear updates
+// (t(x + Δ) = t(x) + ⟨a, Δ⟩); they are recomputed from the iterate this
+// often, and always before a gap is reported, so the certificate is exact.
+constexpr int kMarginRefresh = 50;
+
 }  // namespace
 
 FistaResult solve_reduced_fista(const std::vector<ReducedProblem>& parts, uint64_t n, RowSumReduction& reduction,
@@ -134,60 +153,94 @@ FistaResult solve_reduced_fista(const std::vector<ReducedProblem>& parts, uint64
   FGM_ASSERT(!parts.empty());
   FistaProblem problem(parts, n, reduction);
   const uint64_t W = problem.weights();
+  const size_t P = problem.parts();
   FGM_ASSERT(w0.size() == W);
   for (uint64_t e = 0; e < W; ++e)
     if (!problem.free(e)) w0[e] = 0;
   double L = problem.lipschitz_lower_bound();
-  std::vector<double> x = std::move(w0);
-  Evaluation ex = problem.evaluate(x, nullptr);
+  std::vector<double> x = std::move(w0), y = x;
+  Margins tx = problem.margins(x), ty = tx;
+  Evaluation ex = problem.evaluate(tx), ey = ex;
   FistaResult out;
   out.primal = problem.primal(x, ex);
   out.dual = problem.dual(ex);
-  std::vector<double> y = x;
-  Evaluation ey = ex;
+  bool exact = true;  // tx are x's margins computed afresh (not carried)
   double t = 1;
+  int since_refresh = 0;
   while (out.primal - out.dual > tol && out.iterations < max_iterations) {
-    std::vector<double> next, step(W);
-    Evaluation en;
+    // One reduction per trial: the trial point's sums, Σ⟨a_d, Δ⟩² for the
+    // step test, and the sums at the next extrapolated point (when no restart).
+    std::vector<double> next, step(W), momentum(W);
+    Margins tn(P), ty_next(P);
+    bool restart = false;
+    double momentum_weight = 0;
+    std::vector<double> total;
     for (;;) {
       next = problem.prox_step(y, ey, L);
       double step_norm = 0;
-      for (uint64_t e = 0; e < W; ++e) step[e] = next[e] - y[e], step_norm += step[e] * step[e];
-      en = problem.evaluate(next, &step);
+      for (uint64_t e = 0; e < W; ++e) {
+        step[e] = next[e] - y[e], step_norm += step[e] * step[e];
+        momentum[e] = next[e] - x[e];
+      }
+      // Gradient restart: the step y → next points against the momentum next − x.
+      restart = dot(step, momentum) < 0;
+      const double t_next = restart ? 1 : (1 + std::sqrt(1 + 4 * t * t)) / 2;
+      momentum_weight = restart ? 0 : (t - 1) / t_next;
+      const size_t length = 2 * (W + 3) + 1;
+      total = problem.reduce(length, [&](size_t q, std::vector<double>& s) {
+        const ReducedRows& rows = problem.rows(q);
+        tn[q].resize(problem.coordinates(q));
+        ty_next[q].resize(problem.coordinates(q));
+        double step_sq = 0;
+        for (size_t i = 0; i < tn[q].size(); ++i) {
+          const double dt = rows.dot(i, step);
+          step_sq += dt * dt;
+          tn[q][i] = ty[q][i] + dt;
+          ty_next[q][i] = tn[q][i] + momentum_weight * (tn[q][i] - tx[q][i]);
+        }
+        problem.add_sums(q, tn[q], s, 0);
+        if (!restart) problem.add_sums(q, ty_next[q], s, W + 3);
+        s[2 * (W + 3)] = step_sq;
+      });
       if (step_norm == 0) break;
-      const double curvature = problem.alpha() + en.step_sq / (problem.gamma_n() * step_norm);
+      const double curvature = problem.alpha() + total[2 * (W + 3)] / (problem.gamma_n() * step_norm);
       if (curvature <= L) break;
       L = std::max(2 * L, curvature);
     }
     ++out.iterations;
-    const double primal = problem.primal(next, en), dual = problem.dual(en);
-    if (next == x) {  // a fixed point at the rounding floor: no further progress
-      out.primal = primal, out.dual = dual;
-      break;
-    }
-    // Gradient restart: the step y → next points against the momentum next − x.
-    std::vector<double> momentum(W);
-    for (uint64_t e = 0; e < W; ++e) momentum[e] = next[e] - x[e];
-    const bool restart = dot(step, momentum) < 0;
+    const bool stalled = next == x;  // a fixed point at the rounding floor
+    t = restart ? 1 : (1 + std::sqrt(1 + 4 * t * t)) / 2;
     x = std::move(next);
-    ex = std::move(en);
-    out.primal = primal, out.dual = dual;
-    if (out.primal - out.dual <= tol) break;
+    tx = std::move(tn);
+    ex = problem.evaluation(total, 0);
+    exact = false;
     if (restart) {
-      t = 1;
-      y = x;
-      ey = ex;
+      y = x, ty = tx, ey = ex;
     } else {
-      const double t_next = (1 + std::sqrt(1 + 4 * t * t)) / 2;
-      const double beta = (t - 1) / t_next;
-      for (uint64_t e = 0; e < W; ++e) y[e] = x[e] + beta * momentum[e];
-      t = t_next;
-      ey = problem.evaluate(y, nullptr);
+      for (uint64_t e = 0; e < W; ++e) y[e] = x[e] + momentum_weight * momentum[e];
+      ty = std::move(ty_next);
+      ey = problem.evaluation(total, W + 3);
     }
+    out.primal = problem.primal(x, ex), out.dual = problem.dual(ex);
+    const bool last = out.primal - out.dual <= tol || stalled || out.iterations >= max_iterations;
+    if (last || ++since_refresh >= kMarginRefresh) {
+      // Fresh margins: an exact certificate, and no drift carried on.
+      tx = problem.margins(x);
+      ty = problem.margins(y);
+      ex = problem.evaluate(tx);
+      out.primal = problem.primal(x, ex), out.dual = problem.dual(ex);
+      exact = true;
+      since_refresh = 0;
+      if (restart) ey = ex;
+    }
+    if (stalled) break;
   }
+  FGM_ASSERT(exact);
   out.gap = out.primal - out.dual;
   out.converged = out.gap <= tol;
-  out.theta = problem.theta(x);
+  out.theta.resize(P);
+  for (size_t q = 0; q < P; ++q)
+    for (double m : tx[q]) out.theta[q].push_back(std::clamp(m / problem.gamma(), 0.0, 1.0));
   out.w = std::move(x);
   out.reductions = problem.reductions();
   return out;

@@ -10,15 +10,18 @@
 // parts — in the fixed partition tree for a partitioned store, so every
 // iterate is the same bits for every rank count.
 //
-// One evaluation at a point v (one reduction of K·cols + 4 numbers) gives
-// ∇f(v), P̂(v) and, with θ(v), the dual D̂(θ(v)): the duality gap of the pair
-// (v, θ(v)) certifies v (the reference's gap that sifs_rules.h enlarges the
-// balls by). Step size: ℓ is 1/γ-smooth, so f(x) ≤ f(y) + ⟨∇f(y), x−y⟩ +
-// (L/2)‖x−y‖² holds whenever L ≥ α + Σ_d⟨a_d, x−y⟩²/(γn‖x−y‖²); the trial
-// x's evaluation carries that sum, and L doubles (at least to the quotient)
-// until it holds. L starts at the lower bound α + max_d‖a_d‖²/(γn).
-// Iterations: the gap is checked at every prox point x (which has the exact
-// zeros of the soft threshold); about two reductions per iteration.
+// The sums at a point v (K·cols + 3 numbers) give ∇f(v), P̂(v) and, with
+// θ(v), the dual D̂(θ(v)): the duality gap of the pair (v, θ(v)) certifies v
+// (the reference's gap that sifs_rules.h enlarges the balls by). Step size:
+// ℓ is 1/γ-smooth, so f(x) ≤ f(y) + ⟨∇f(y), x−y⟩ + (L/2)‖x−y‖² holds whenever
+// L ≥ α + Σ_d⟨a_d, x−y⟩²/(γn‖x−y‖²); L starts at the lower bound
+// α + max_d‖a_d‖²/(γn) and doubles (at least to that quotient) until it holds.
+// One reduction per iteration carries the trial point x's sums (its gap is
+// checked at every iteration: x has the exact zeros of the soft threshold),
+// the step test's sum and the sums at the next extrapolated point y. Margins
+// 1 + ⟨a_d, ·⟩ are carried by their linear updates (one pass of ⟨a_d, x−y⟩
+// per iteration) and recomputed from the iterate every 50 iterations and
+// before a gap is reported, so the certificate is exact.
 #pragma once
 
 #include <cstdint>
