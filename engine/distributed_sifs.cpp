@@ -268,9 +268,13 @@ void DistributedSifsSolver::solve_screened(const ScreenedSets& sets, const SifsR
   pt.reduced_nnz = static_cast<uint64_t>(totals[1]);
 
   t0 = std::chrono::steady_clock::now();
-  // The solver's iterates, evaluations and per-part sums (about 10 + parts vectors of K·cols).
-  const Reservation solver_memory = passes_.budget().reserve((10 + parts.size()) * K * cols * sizeof(double),
-                                                             "SIFS accelerated gradient vectors");
+  // The solver's iterates, evaluations and per-part sums (about 10 + 2·parts
+  // vectors of K·cols) and four margins per free coordinate.
+  uint64_t free_coordinates = 0;
+  for (const ReducedProblem& p : parts) free_coordinates += p.coordinate.size();
+  const Reservation solver_memory =
+      passes_.budget().reserve(((10 + 2 * parts.size()) * K * cols + 4 * free_coordinates) * sizeof(double),
+                               "SIFS accelerated gradient vectors");
   std::vector<double> w0(K * cols);
   for (uint32_t k = 0; k < K; ++k)
     for (uint64_t c = 0; c < cols; ++c) w0[k * cols + c] = ref.w[k * m + kept[c]];
