@@ -25,10 +25,6 @@
 namespace fgm::cli {
 namespace {
 
-// The rank count in a distributed run's checkpoint identity: resuming on
-// another count is refused (refuse_other_rank_count says what to do).
-constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
-
 // Settings the distributed trainer does not have yet: refused, naming the key.
 void reject_unsupported(const Config& config) {
   auto refuse = [&](const char* key, const std::string& why) {
@@ -40,10 +36,25 @@ void reject_unsupported(const Config& config) {
     refuse("solver", "solver = " + std::string(solver_name(solver)));
 }
 
-// The ranks' peak RSS and budget peaks (a collective: every rank calls it).
-struct RankResources {
-  uint64_t peak_rss_bytes = 0, budget_peak_bytes = 0;
-};
+// The refusal of a checkpoint written by a run on another number of ranks,
+// before the resume session reads it for everything else.
+void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget) {
+  const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
+  std::error_code ec;
+  if (restart || !std::filesystem::exists(file, ec)) return;
+  const ResumeCheckpoint saved = read_checkpoint(file, budget);
+  const auto it = saved.identity.config.find(kRanksIdentityKey);
+  const std::string saved_ranks = it == saved.identity.config.end() ? "1 (not a distributed run)" : it->second;
+  if (saved_ranks == std::to_string(ranks)) return;
+  throw Error(ErrorKind::kConfig,
+              fmt::format("{}: refusing to resume: the checkpoint was written by a run on {} rank(s), this run has {}. "
+                          "Resume it with the same rank count (mpirun -np {} fgm train ...), or add --restart to "
+                          "discard it and start from scratch on {} rank(s)",
+                          file, saved_ranks, ranks, saved_ranks, ranks));
+}
+
+}  // namespace
+
 std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak) {
   const RankResources mine{peak_rss_bytes(), budget_peak};
   const std::vector<uint8_t> all = comm.allgather(&mine, sizeof mine);
@@ -52,8 +63,6 @@ std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t bu
   return out;
 }
 
-// run.json's "distributed": ranks, partitions, every rank's memory, and the
-// communication of every phase of every outer iteration (on rank 0).
 void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks) {
   j.key("distributed").begin_object();
   j.key("ranks").value(o.ranks);
@@ -84,22 +93,17 @@ void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const
   j.end_object();
 }
 
-// The refusal of a checkpoint written by a run on another number of ranks,
-// before the resume session reads it for everything else.
-void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget) {
-  const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
-  std::error_code ec;
-  if (restart || !std::filesystem::exists(file, ec)) return;
-  const ResumeCheckpoint saved = read_checkpoint(file, budget);
-  const auto it = saved.identity.config.find(kRanksIdentityKey);
-  const std::string saved_ranks = it == saved.identity.config.end() ? "1 (not a distributed run)" : it->second;
-  if (saved_ranks == std::to_string(ranks)) return;
-  throw Error(ErrorKind::kConfig,
-              fmt::format("{}: refusing to resume: the checkpoint was written by a run on {} rank(s), this run has {}. "
-                          "Resume it with the same rank count (mpirun -np {} fgm train ...), or add --restart to "
-                          "discard it and start from scratch on {} rank(s)",
-                          file, saved_ranks, ranks, saved_ranks, ranks));
+void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest) {
+  j.key("data").begin_object();
+  j.key("train").value(dir);
+  j.key("rows").value(manifest.n_rows);
+  j.key("features").value(manifest.n_features);
+  j.key("partitions").value(static_cast<uint64_t>(manifest.partitions));
+  j.key("input_checksum").value(hex64(manifest.input_checksum));
+  j.end_object();
 }
+
+namespace {
 
 // A class run of a distributed one-vs-rest model as the single-store writer
 // takes it (cli/run_output.h write_class_run).
@@ -231,13 +235,7 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
   j.key("solver").value("fgm");
-  j.key("data").begin_object();
-  j.key("train").value(dir);
-  j.key("rows").value(outcome.manifest.n_rows);
-  j.key("features").value(outcome.manifest.n_features);
-  j.key("partitions").value(static_cast<uint64_t>(outcome.manifest.partitions));
-  j.key("input_checksum").value(hex64(outcome.manifest.input_checksum));
-  j.end_object();
+  write_partitioned_data_section(j, dir, outcome.manifest);
   write_config_section(j, outcome.model.config);
   write_distributed_section(j, outcome, ranks);
   if (multiclass)

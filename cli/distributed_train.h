@@ -5,7 +5,12 @@
 // the same checkpoint to resume; a checkpoint of another rank count is refused).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "core/communicator.h"
+#include "core/json_writer.h"
+#include "engine/distributed_fgm.h"
 #include "core/config.h"
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
@@ -16,6 +21,24 @@ namespace fgm::cli {
 // `restart`: --restart (discard output.dir's checkpoint).
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings);
+
+// The rank count in a distributed run's checkpoint identity: resuming on
+// another count is refused.
+inline constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
+
+// The ranks' peak RSS and budget peaks (a collective: every rank calls it).
+struct RankResources {
+  uint64_t peak_rss_bytes = 0, budget_peak_bytes = 0;
+};
+std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak);
+
+// run.json's "distributed": ranks, partitions, every rank's memory, and the
+// communication of every phase of every outer iteration (on rank 0; of the
+// outcome: ranks, manifest, own_partitions, communication).
+void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks);
+
+// run.json's "data" of a partitioned store.
+void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.

@@ -11,6 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/distributed_train.h"
+#include "io/partitioned_store.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
@@ -140,6 +142,11 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
 // fgm path with a solver other than FGM: the shared setup (budget, data,
 // transforms, resume session), then the solver's own path (cli/solver_commands.h).
 int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
+  Communicator& world = world_communicator();
+  if (solver == SolverKind::kSifs && (world.size() > 1 || is_partitioned_store(config.get_string("data.train")))) {
+    require_partitioned_store(config, world);
+    return path_sifs_partitioned(config, world, restart);
+  }
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
   TrainingData data = open_training_data(config.get_string("data.train"),
                                          training_data_options_from_config(config), budget);
@@ -178,8 +185,13 @@ Command add_path(CLI::App& app) {
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
     reject_ignored_keys(config, ConfigCommand::kPath);
     check_config_paths(config, ConfigCommand::kPath);
-    if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
-      return path_with_other_solver(solver, config, args->restart);
+    const SolverKind solver = solver_from_config(config);
+    if (world_communicator().size() > 1 && solver != SolverKind::kSifs)
+      throw Error(ErrorKind::kConfig,
+                  fmt::format("fgm path with solver = {} runs on one process: only solver = sifs has a distributed "
+                              "path (docs/distributed.md); run fgm path without mpirun",
+                              solver_name(solver)));
+    if (solver != SolverKind::kFgm) return path_with_other_solver(solver, config, args->restart);
     PathSettings ps;
     ps.base = train_settings_from_config(config);
     RunWarnings warnings;

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
@@ -25,7 +26,10 @@
 #include "core/json_writer.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
+#include "engine/distributed_sifs.h"
 #include "engine/evaluate.h"
+#include "engine/train_settings.h"
+#include "io/partitioned_store.h"
 #include "engine/sifs_run.h"
 #include "report/report_page.h"
 
@@ -67,131 +71,143 @@ struct PathTotals {
   SifsPassCounters passes;
 };
 
-// The grid with `settings`; on_point gets each point and its solution.
-PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget& budget, const SifsSettings& settings,
-                    const std::function<void(const SifsPoint&, const SifsData&, const SifsReference&)>& on_point) {
+// The grid of `solver`; on_point gets each point and its solution.
+PathTotals run_solver_grid(SifsSolver& solver, const std::function<void(const SifsPoint&, const SifsReference&)>& on_point) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::clock_t cpu0 = std::clock();
-  auto run = open_sifs_run(store, config, budget, settings.screening);
-  SifsSolver solver(*run->data, settings);
   PathTotals totals;
-  totals.held = run->data->holds_columns();
   solver.run_path([&](const SifsPoint& p, const SifsReference& sol) {
     totals.points.push_back(p);
     totals.screening += p.screening_seconds;
     totals.extract += p.extract_seconds;
     totals.solve += p.solve_seconds;
     totals.not_converged += !p.converged;
+    if (on_point) on_point(p, sol);
+  });
+  totals.seconds = seconds_since(t0);
+  totals.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+  return totals;
+}
+
+// The grid with `settings` on a single store.
+PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget& budget, const SifsSettings& settings,
+                    const std::function<void(const SifsPoint&, const SifsData&, const SifsReference&)>& on_point) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t cpu0 = std::clock();
+  auto run = open_sifs_run(store, config, budget, settings.screening);
+  SifsSolver solver(*run->data, settings);
+  PathTotals totals = run_solver_grid(solver, [&](const SifsPoint& p, const SifsReference& sol) {
     if (on_point) on_point(p, *run->data, sol);
   });
   totals.seconds = seconds_since(t0);
   totals.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+  totals.held = run->data->holds_columns();
   totals.passes = run->data->counters();
   totals.weights = run->data->weights();
   totals.coordinates = run->layout.valid_coordinates();
   return totals;
 }
 
-}  // namespace
 
-int train_sifs(SolverCommand& cmd) {
-  const Config& config = cmd.config;
-  const SifsSettings settings = sifs_settings_from_config(config);
-  const ShardStore& store = *cmd.data.store;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto run = open_sifs_run(store, config, cmd.budget, settings.screening);
-  SifsSolver solver(*run->data, settings);
-  const double beta = config.get_float("sifs.beta_ratio") * solver.beta_max();
-  SifsReference solution = solver.closed_form(beta);
-  const double alpha_max = solution.alpha;
+// fgm train's model: from the closed form at α_max(β), sifs.alpha_points
+// log-spaced α steps down to sifs.alpha_ratio·α_max (each the next one's reference).
+struct TrainedPoint {
+  double beta = 0, alpha_max = 0;
   SifsPoint last;
-  last.closed_form = true;
-  last.beta = beta;
-  last.alpha = alpha_max;
-  last.objective = solver.closed_form_objective(solution);
-  if (alpha_max > 0) {
+  SifsReference solution;
+};
+
+TrainedPoint train_point(SifsSolver& solver, const Config& config) {
+  const SifsSettings& settings = solver.settings();
+  TrainedPoint out;
+  out.beta = config.get_float("sifs.beta_ratio") * solver.beta_max();
+  out.solution = solver.closed_form(out.beta);
+  out.alpha_max = out.solution.alpha;
+  out.last.closed_form = true;
+  out.last.beta = out.beta;
+  out.last.alpha = out.alpha_max;
+  out.last.objective = solver.closed_form_objective(out.solution);
+  if (out.alpha_max > 0) {
     for (double ratio : log_spaced(1.0, config.get_float("sifs.alpha_ratio"), std::max(2, settings.alpha_points))) {
       if (ratio == 1.0) continue;
       SifsReference next;
-      last = solver.solve(solution, ratio * alpha_max, next);
-      solution = std::move(next);
+      out.last = solver.solve(out.solution, ratio * out.alpha_max, next);
+      out.solution = std::move(next);
     }
   }
-  const double train_seconds = seconds_since(t0);
+  return out;
+}
+
+void warn_not_converged(const SifsPoint& last, const SifsSettings& settings, RunWarnings& warnings) {
   if (!last.converged)
-    cmd.warnings.add("sifs_not_converged",
-                     fmt::format("the solve stopped at sifs.max_epochs = {} with duality gap {:.3g} > sifs.tol = {:.3g}",
-                                 settings.max_epochs, last.gap, settings.tol));
-  Model model = sifs_model(store, *run->data, solution, last.objective);
-  model.config = config.dump();
+    warnings.add("sifs_not_converged",
+                 fmt::format("the solve stopped at sifs.max_epochs = {} with duality gap {:.3g} > sifs.tol = {:.3g}",
+                             settings.max_epochs, last.gap, settings.tol));
+}
 
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) {
-    test = evaluate_test_file(config, model, cmd.budget, cmd.warnings);
-  }
-  const bool has_truth = !config.get_string("data.truth").empty() && !model.multiclass();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
-
-  create_output_directory(cmd.out_dir, "output.dir");
-  write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
-  JsonWriter j;
-  begin_run_json(j, "sifs", config, cmd.data, model.config);
+// run.json after "data"/"config": iterations (none), the sifs section, the objective, the features.
+void write_train_sections(JsonWriter& j, const SifsSolver& solver, const TrainedPoint& trained,
+                          const SifsLayout& layout, const Model& model) {
   j.key("iterations").begin_array().end_array();
   j.key("sifs").begin_object();
   j.key("beta_max").value(solver.beta_max());
-  j.key("alpha_max").value(alpha_max);
-  j.key("classes").value(static_cast<uint64_t>(run->layout.is_multiclass() ? run->layout.blocks() : 2));
+  j.key("alpha_max").value(trained.alpha_max);
+  j.key("classes").value(static_cast<uint64_t>(layout.is_multiclass() ? layout.blocks() : 2));
   j.key("point");
-  write_point(j, last);
+  write_point(j, trained.last);
   j.end_object();
-  j.key("objective").value(last.objective);
+  j.key("objective").value(trained.last.objective);
   if (!model.multiclass()) write_selected_features(j, model.features, model.index_base);
-  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
-  fmt::print("solver=sifs beta={:.6g} alpha={:.6g} nonzeros={} objective={:.6g} gap={:.3g}", beta, last.alpha,
-             last.nonzeros, last.objective, last.gap);
-  if (has_test) fmt::print(" accuracy={:.4f}", test.accuracy);
-  fmt::print(" model={}/model.fgm\n", cmd.out_dir);
-  return 0;
 }
 
-int path_sifs(SolverCommand& cmd) {
-  const Config& config = cmd.config;
-  const SifsSettings settings = sifs_settings_from_config(config);
-  const ShardStore& store = *cmd.data.store;
-  const bool has_test = !config.get_string("data.test").empty();
-  Reservation test_memory;
-  std::optional<LabeledRows> test_rows;
-  std::vector<double> accuracy;
-  // The featured point's model (the report shows it; `fgm predict` reads it):
-  // the best test accuracy, or the last point without data.test.
-  Model featured;
-  int64_t best = -1;
-  PathTotals screened = run_grid(store, config, cmd.budget, settings,
-                                 [&](const SifsPoint& p, const SifsData& data, const SifsReference& sol) {
-    Model model = sifs_model(store, data, sol, p.objective);
+void print_trained(const TrainedPoint& t, const EvalResult* test, const std::string& out_dir, const std::string& extra) {
+  fmt::print("solver=sifs beta={:.6g} alpha={:.6g} nonzeros={} objective={:.6g} gap={:.3g}", t.beta, t.last.alpha,
+             t.last.nonzeros, t.last.objective, t.last.gap);
+  if (test) fmt::print(" accuracy={:.4f}", test->accuracy);
+  fmt::print("{} model={}/model.fgm\n", extra, out_dir);
+}
+
+// The featured point's model (the report shows it; `fgm predict` reads it):
+// the best test accuracy, or the last point without data.test.
+struct FeaturedPoint {
+  explicit FeaturedPoint(const Config& config) : has_test(!config.get_string("data.test").empty()) {}
+  void offer(Model model, const Config& config, MemoryBudget& budget) {
     const int64_t k = static_cast<int64_t>(accuracy.size());
     if (has_test) {
-      if (!test_rows) test_rows = load_labeled_rows(config.get_string("data.test"), model, cmd.budget, test_memory);
-      accuracy.push_back(evaluate_rows(*test_rows, model, false, cmd.budget).accuracy);
+      if (!test_rows) test_rows = load_labeled_rows(config.get_string("data.test"), model, budget, test_memory);
+      accuracy.push_back(evaluate_rows(*test_rows, model, false, budget).accuracy);
       if (best >= 0 && !(accuracy.back() > accuracy[static_cast<size_t>(best)])) return;
     } else {
       accuracy.push_back(NAN);
     }
     best = k;
     featured = std::move(model);
-  });
-  featured.config = config.dump();
-  std::optional<PathTotals> baseline;
-  if (config.get_bool("sifs.compare") && settings.screening != SifsScreening::kNone) {
-    SifsSettings none = settings;
-    none.screening = SifsScreening::kNone;
-    baseline = run_grid(store, config, cmd.budget, none, nullptr);
   }
+  bool has_test;
+  Reservation test_memory;
+  std::optional<LabeledRows> test_rows;
+  std::vector<double> accuracy;
+  Model featured;
+  int64_t best = -1;
+};
+
+// The same grid without screening (sifs.compare), or nothing.
+std::optional<PathTotals> baseline_grid(const Config& config, const SifsSettings& settings,
+                                        const std::function<PathTotals(const SifsSettings&)>& grid) {
+  if (!config.get_bool("sifs.compare") || settings.screening == SifsScreening::kNone) return std::nullopt;
+  SifsSettings none = settings;
+  none.screening = SifsScreening::kNone;
+  return grid(none);
+}
+
+// path.csv, path.json (data_section writes its "data", extra adds its own keys), the featured model, the report.
+void write_path_outputs(const Config& config, const SifsSettings& settings, const PathTotals& screened,
+                        const std::optional<PathTotals>& baseline, const FeaturedPoint& fp, RunWarnings& warnings,
+                        const std::string& out_dir, ResumeSession& session,
+                        const std::function<void(JsonWriter&)>& data_section,
+                        const std::function<void(JsonWriter&)>& extra) {
   if (screened.not_converged > 0)
-    cmd.warnings.add("sifs_not_converged",
+    warnings.add("sifs_not_converged",
                      fmt::format("{} grid points stopped at sifs.max_epochs = {} above sifs.tol = {:.3g} (path.csv: "
                                  "converged = 0)",
                                  screened.not_converged, settings.max_epochs, settings.tol));
@@ -201,7 +217,7 @@ int path_sifs(SolverCommand& cmd) {
       "point,beta,alpha,beta_ratio,alpha_ratio,closed_form,selected,train_objective,gap,converged,epochs,"
       "features_screened,samples_screened_R,samples_screened_L,reduced_features,reduced_samples,reduced_nnz,"
       "screening_seconds,extract_seconds,solve_seconds,seconds";
-  if (has_test) csv += ",test_accuracy";
+  if (fp.has_test) csv += ",test_accuracy";
   csv += "\n";
   double cumulative = 0;
   for (size_t k = 0; k < screened.points.size(); ++k) {
@@ -212,7 +228,7 @@ int path_sifs(SolverCommand& cmd) {
                        p.objective, p.gap, p.converged ? 1 : 0, p.epochs, p.weights_screened, p.samples_in_R,
                        p.samples_in_L, p.reduced_features, p.reduced_samples, p.reduced_nnz, p.screening_seconds,
                        p.extract_seconds, p.solve_seconds, cumulative);
-    if (has_test) csv += fmt::format(",{:.6f}", accuracy[k]);
+    if (fp.has_test) csv += fmt::format(",{:.6f}", fp.accuracy[k]);
     csv += "\n";
   }
 
@@ -222,8 +238,8 @@ int path_sifs(SolverCommand& cmd) {
   j.key("solver").value("sifs");
   j.key("mode").value("sifs");
   // The largest test accuracy (an oracle figure: chosen on the test set), -1 without data.test.
-  j.key("best_point").value(has_test ? best : int64_t{-1});
-  write_data_section(j, config, cmd.data);
+  j.key("best_point").value(fp.has_test ? fp.best : int64_t{-1});
+  data_section(j);
   write_config_section(j, config.dump());
   auto totals = [&](const PathTotals& t) {
     j.begin_object();
@@ -267,18 +283,207 @@ int path_sifs(SolverCommand& cmd) {
                                  (screened.screening + screened.extract + screened.solve));
     j.key("max_objective_excess_over_gaps").value(worst);
   }
-  write_warnings(j, cmd.warnings);
+  if (extra) extra(j);
+  write_warnings(j, warnings);
   j.end_object();
 
-  create_output_directory(cmd.out_dir, "output.dir");
-  write_model(fmt::format("{}/point-{}.fgm", cmd.out_dir, best), featured);
-  write_file_atomic(cmd.out_dir + "/path.csv", csv);
-  write_file_atomic(cmd.out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(cmd.out_dir, {.train = false, .path = true});
-  cmd.session->finish();
+  create_output_directory(out_dir, "output.dir");
+  write_model(fmt::format("{}/point-{}.fgm", out_dir, fp.best), fp.featured);
+  write_file_atomic(out_dir + "/path.csv", csv);
+  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+  session.finish();
   fmt::print("solver=sifs points={} seconds={:.3f}", screened.points.size(), screened.seconds);
   if (baseline) fmt::print(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds, baseline->seconds / screened.seconds);
-  fmt::print(" path={}/path.csv\n", cmd.out_dir);
+  fmt::print(" path={}/path.csv\n", out_dir);
+}
+
+
+
+// solver = sifs on a partitioned store (engine/distributed_sifs.h): every
+// rank runs the same grid on its own partitions; rank 0 writes the outputs.
+struct PartitionedSifs {
+  std::unique_ptr<ResumeSession> session;  // rank 0: output.dir, its lock
+  std::unique_ptr<DistributedSifsPasses> passes;
+  DistributedOutcome outcome;  // ranks, manifest, own partitions and the communication records
+  CommunicationStats last;
+
+  // The communication since the last record, as phase `phase` of step `step`.
+  void record(int step, const char* phase) {
+    const CommunicationStats& now = passes->own().comm().stats();
+    outcome.communication.push_back(
+        {step, phase, {now.bytes - last.bytes, now.calls - last.calls, now.seconds - last.seconds}});
+    last = now;
+  }
+};
+
+PartitionedSifs open_partitioned_sifs(const Config& config, Communicator& comm, MemoryBudget& budget, bool restart,
+                                      const char* command, const char* final_output) {
+  auto refuse = [](const char* key, const char* what) {
+    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported with solver = sifs on a partitioned store yet "
+                                                "(docs/distributed.md lists what is distributed)",
+                                                key, what));
+  };
+  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
+  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
+  std::string settings_text;
+  for (const auto& [key, value] : config.dump())
+    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
+  check_same_on_all_ranks(comm, "configuration", settings_text);
+  const std::string dir = config.get_string("data.train");
+  PartitionedSifs run;
+  if (comm.rank() == 0) {
+    RunIdentity identity;
+    identity.command = command;
+    identity.config = result_config(config.dump());
+    identity.config[kRanksIdentityKey] = std::to_string(comm.size());
+    identity.store_checksum = read_partition_manifest(dir).input_checksum;
+    run.session = std::make_unique<ResumeSession>(config.get_string("output.dir"), identity, restart, final_output,
+                                                  budget);
+  }
+  run.passes = std::make_unique<DistributedSifsPasses>(comm, dir, scheduler_options_from_config(config),
+                                                       config.get_bytes("engine.block_bytes"), budget);
+  run.outcome.ranks = comm.size();
+  run.outcome.manifest = run.passes->manifest();
+  run.outcome.first_partition = run.passes->own().range().first;
+  run.outcome.own_partitions = run.passes->own().range().count;
+  spdlog::info("sifs on partitioned store {} with {} rank(s): {} rows, {} non-empty features, {} partitions",
+               dir, comm.size(), run.outcome.manifest.n_rows, run.passes->columns(), run.outcome.manifest.partitions);
+  return run;
+}
+
+SifsPassCounters counters_since(const SifsPassCounters& now, const SifsPassCounters& before) {
+  SifsPassCounters d = now;
+  d.column_passes -= before.column_passes, d.row_passes -= before.row_passes;
+  d.extract_passes -= before.extract_passes, d.norm_reuses -= before.norm_reuses;
+  d.skipped_passes -= before.skipped_passes, d.seconds -= before.seconds, d.bytes_streamed -= before.bytes_streamed;
+  return d;
+}
+
+}  // namespace
+
+int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                           RunWarnings& warnings) {
+  PartitionedSifs run = open_partitioned_sifs(config, comm, budget, restart, "train", "model.fgm");
+  const SifsSettings settings = sifs_settings_from_config(config);
+  const auto t0 = std::chrono::steady_clock::now();
+  DistributedSifsSolver solver(*run.passes, settings);
+  run.record(0, "setup");
+  TrainedPoint trained = train_point(solver, config);
+  run.record(1, "train");
+  const double train_seconds = seconds_since(t0);
+  warn_not_converged(trained.last, settings, warnings);
+  Model model = distributed_sifs_model(*run.passes, trained.solution, trained.last.objective);
+  model.config = config.dump();
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, budget.peak());
+  if (comm.rank() != 0) return 0;
+  const std::string out_dir = config.get_string("output.dir");
+  const bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) test = evaluate_test_file(config, model, budget, warnings);
+  create_output_directory(out_dir, "output.dir");
+  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  JsonWriter j;
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value("sifs");
+  write_partitioned_data_section(j, config.get_string("data.train"), run.outcome.manifest);
+  write_config_section(j, model.config);
+  write_distributed_section(j, run.outcome, ranks);
+  write_train_sections(j, solver, trained, run.passes->layout(), model);
+  j.key("solver_reductions").value(solver.reductions());
+  j.key("total_bytes_streamed").value(run.passes->counters().bytes_streamed);
+  finish_run(j, budget, budget.peak(), train_seconds, 0.0, config, has_test ? &test : nullptr, nullptr, warnings,
+             out_dir, *run.session);
+  print_trained(trained, has_test ? &test : nullptr, out_dir, fmt::format(" ranks={}", comm.size()));
+  return 0;
+}
+
+int path_sifs_partitioned(const Config& config, Communicator& comm, bool restart) {
+  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  RunWarnings warnings;
+  PartitionedSifs run = open_partitioned_sifs(config, comm, budget, restart, "path", "path.csv");
+  const SifsSettings settings = sifs_settings_from_config(config);
+  FeaturedPoint fp(config);
+  int step = 0;
+  auto grid = [&](const SifsSettings& s, bool featured) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t cpu0 = std::clock();
+    const SifsPassCounters before = run.passes->counters();
+    DistributedSifsSolver solver(*run.passes, s);
+    run.record(step++, "setup");
+    PathTotals t = run_solver_grid(solver, [&](const SifsPoint& p, const SifsReference& sol) {
+      run.record(step++, featured ? "point" : "baseline point");
+      if (featured && comm.rank() == 0) fp.offer(distributed_sifs_model(*run.passes, sol, p.objective), config, budget);
+    });
+    t.seconds = seconds_since(t0);
+    t.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+    t.passes = counters_since(run.passes->counters(), before);
+    t.weights = run.passes->weights();
+    t.coordinates = run.passes->total_valid_coordinates();
+    return t;
+  };
+  const PathTotals screened = grid(settings, true);
+  const std::optional<PathTotals> baseline =
+      baseline_grid(config, settings, [&](const SifsSettings& none) { return grid(none, false); });
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, budget.peak());
+  if (comm.rank() != 0) return 0;
+  fp.featured.config = config.dump();
+  write_path_outputs(
+      config, settings, screened, baseline, fp, warnings, config.get_string("output.dir"), *run.session,
+      [&](JsonWriter& j) { write_partitioned_data_section(j, config.get_string("data.train"), run.outcome.manifest); },
+      [&](JsonWriter& j) { write_distributed_section(j, run.outcome, ranks); });
+  return 0;
+}
+
+int train_sifs(SolverCommand& cmd) {
+  const Config& config = cmd.config;
+  const SifsSettings settings = sifs_settings_from_config(config);
+  const ShardStore& store = *cmd.data.store;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = open_sifs_run(store, config, cmd.budget, settings.screening);
+  SifsSolver solver(*run->data, settings);
+  TrainedPoint trained = train_point(solver, config);
+  const double train_seconds = seconds_since(t0);
+  warn_not_converged(trained.last, settings, cmd.warnings);
+  Model model = sifs_model(store, *run->data, trained.solution, trained.last.objective);
+  model.config = config.dump();
+
+  const bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) {
+    test = evaluate_test_file(config, model, cmd.budget, cmd.warnings);
+  }
+  const bool has_truth = !config.get_string("data.truth").empty() && !model.multiclass();
+  TruthRecovery truth;
+  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
+
+  create_output_directory(cmd.out_dir, "output.dir");
+  write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
+  JsonWriter j;
+  begin_run_json(j, "sifs", config, cmd.data, model.config);
+  write_train_sections(j, solver, trained, run->layout, model);
+  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
+             has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
+  print_trained(trained, has_test ? &test : nullptr, cmd.out_dir, "");
+  return 0;
+}
+
+int path_sifs(SolverCommand& cmd) {
+  const Config& config = cmd.config;
+  const SifsSettings settings = sifs_settings_from_config(config);
+  const ShardStore& store = *cmd.data.store;
+  FeaturedPoint fp(config);
+  PathTotals screened = run_grid(store, config, cmd.budget, settings,
+                                 [&](const SifsPoint& p, const SifsData& data, const SifsReference& sol) {
+                                   fp.offer(sifs_model(store, data, sol, p.objective), config, cmd.budget);
+                                 });
+  fp.featured.config = config.dump();
+  const std::optional<PathTotals> baseline = baseline_grid(config, settings, [&](const SifsSettings& none) {
+    return run_grid(store, config, cmd.budget, none, nullptr);
+  });
+  write_path_outputs(config, settings, screened, baseline, fp, cmd.warnings, cmd.out_dir, *cmd.session,
+                     [&](JsonWriter& j) { write_data_section(j, config, cmd.data); }, nullptr);
   return 0;
 }
 

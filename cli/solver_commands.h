@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/resume.h"
+#include "core/communicator.h"
 #include "core/config.h"
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
@@ -28,6 +29,10 @@ struct SolverCommand {
 // solver = "sifs" (cli/sifs_command.cpp).
 int train_sifs(SolverCommand& command);
 int path_sifs(SolverCommand& command);
+// solver = "sifs" on a partitioned store, with or without mpirun (rank 0 writes the outputs).
+int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                           RunWarnings& warnings);
+int path_sifs_partitioned(const Config& config, Communicator& comm, bool restart);
 // solver = "exclusive" (cli/exclusive_command.cpp).
 int train_exclusive(SolverCommand& command);
 int path_exclusive(SolverCommand& command);

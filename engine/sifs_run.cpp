@@ -3,6 +3,7 @@
 #include "engine/train_settings.h"
 
 #include <ctime>
+#include <functional>
 
 #include "core/error.h"
 #include "core/messages.h"
@@ -81,40 +82,46 @@ std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c,
   return run;
 }
 
-Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective) {
-  const StoreInfo& info = store.info();
-  Model m = model_of_store(info, "sifs");
+void set_sifs_weights(Model& m, const SifsLayout& layout, const std::vector<double>& class_values, uint64_t columns,
+                      const std::function<uint64_t(uint64_t)>& column_id, const SifsReference& solution,
+                      double objective) {
   m.loss = "smoothed_hinge";
   m.C = 0;
   m.has_bias = false;
   m.objective = objective;
-  const uint64_t cols = data.columns();
   auto block_features = [&](uint32_t k) {
     std::vector<ModelFeature> out;
-    for (uint64_t j = 0; j < cols; ++j) {
-      const double w = solution.w[k * cols + j];
+    for (uint64_t j = 0; j < columns; ++j) {
+      const double w = solution.w[k * columns + j];
       if (w == 0) continue;
       ModelFeature f;
       f.key.kind = FeatureKind::kLinear;
-      f.key.ids[0] = data.column_id(j);
+      f.key.ids[0] = column_id(j);
       f.weight = w;
       f.batch = 1;
       out.push_back(f);
     }
     return out;
   };
-  if (!data.layout().is_multiclass()) {
+  if (!layout.is_multiclass()) {
     m.features = block_features(0);
-  } else {
-    for (uint32_t k = 0; k < data.layout().blocks(); ++k) {
-      ClassModel cm;
-      cm.label = info.class_values[k];
-      cm.features = block_features(k);
-      m.classes.push_back(std::move(cm));
-    }
-    m.positive_label = info.class_values.back();
-    m.negative_label = info.class_values.front();
+    return;
   }
+  for (uint32_t k = 0; k < layout.blocks(); ++k) {
+    ClassModel cm;
+    cm.label = class_values[k];
+    cm.features = block_features(k);
+    m.classes.push_back(std::move(cm));
+  }
+  m.positive_label = class_values.back();
+  m.negative_label = class_values.front();
+}
+
+Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective) {
+  const StoreInfo& info = store.info();
+  Model m = model_of_store(info, "sifs");
+  set_sifs_weights(m, data.layout(), info.class_values, data.columns(), [&](uint64_t j) { return data.column_id(j); },
+                   solution, objective);
   record_feature_transforms(store, m);
   return m;
 }

@@ -5,6 +5,7 @@
 // the largest w_k'x wins; no bias — problem (P) has none).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,13 @@ struct SifsRun {
 };
 std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& config, MemoryBudget& budget,
                                        SifsScreening mode);
+
+// A solution's weights (w: K·m over `columns` columns, their ids by
+// column_id) as m's features (binary) or class models (multi-class, labelled
+// by class_values), with the loss and objective.
+void set_sifs_weights(Model& m, const SifsLayout& layout, const std::vector<double>& class_values, uint64_t columns,
+                      const std::function<uint64_t(uint64_t)>& column_id, const SifsReference& solution,
+                      double objective);
 
 // The model of a solution (weights w: K·m over the data's columns).
 Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective);

@@ -70,18 +70,57 @@ struct SifsPassCounters {
   }
 };
 
-class SifsData {
+// What the screening rules and the path driver need from the data
+// (sifs_rules.h, sifs_path.h): the passes, and how sums over samples are
+// added up. This process holds the samples of layout() (all of them on a
+// single store; its own row partitions in a distributed run,
+// engine/distributed_sifs.h), split into parts (row partitions) whose
+// per-part sums sum_parts() adds up over every process — in the fixed
+// partition tree when distributed, so results do not depend on the rank
+// count. Per-weight vectors (K·m) are the same on every process.
+class SifsPasses {
+ public:
+  virtual ~SifsPasses() = default;
+  // This process's samples (the coordinates of per-sample vectors).
+  virtual const SifsLayout& layout() const = 0;
+  virtual uint64_t columns() const = 0;  // m
+  uint64_t weights() const { return columns() * layout().blocks(); }  // K·m
+  virtual MemoryBudget& budget() const = 0;
+  // n and the valid dual coordinates of the whole problem.
+  virtual uint64_t total_samples() const = 0;
+  virtual uint64_t total_valid_coordinates() const = 0;
+  // The parts of layout()'s samples: part q is samples [part_end(q−1), part_end(q)).
+  virtual std::vector<uint64_t> part_ends() const = 0;
+  // Σ over every part of every process of the parts' `length`-vectors (local: this process's parts, in order).
+  virtual std::vector<double> sum_parts(const std::vector<std::vector<double>>& local, size_t length) = 0;
+  // The largest `value` of every process (exact).
+  virtual double max_over_processes(double value) = 0;
+  // Per weight entry, Σ over ALL samples (every process) — see SifsData::column_pass.
+  virtual void column_pass(const std::vector<double>& G, const std::vector<double>* H, std::vector<double>& dots,
+                           std::vector<double>* squares, const std::vector<uint8_t>* columns = nullptr) = 0;
+  // Per sample of layout() — see SifsData::row_pass.
+  virtual void row_pass(const std::vector<double>& c, const std::vector<uint8_t>* mask, std::vector<double>& M,
+                        std::vector<double>* N) = 0;
+};
+
+class SifsData final : public SifsPasses {
  public:
   // One pass lists the non-empty columns (the weight space).
   SifsData(const BlockStream& stream, std::vector<BlockRef> blocks, const SifsLayout& layout,
            MemoryBudget& budget);
 
-  const SifsLayout& layout() const { return layout_; }
-  uint64_t columns() const { return column_ids_.size(); }  // m
-  uint64_t weights() const { return columns() * layout_.blocks(); }  // K·m
+  const SifsLayout& layout() const override { return layout_; }
+  uint64_t columns() const override { return column_ids_.size(); }  // m
   uint64_t column_id(uint64_t j) const { return column_ids_[j]; }
-  MemoryBudget& budget() const { return budget_; }
+  MemoryBudget& budget() const override { return budget_; }
+  // One process, one part: the part's sums are the sums.
+  uint64_t total_samples() const override { return layout_.samples(); }
+  uint64_t total_valid_coordinates() const override { return layout_.valid_coordinates(); }
+  std::vector<uint64_t> part_ends() const override { return {layout_.samples()}; }
+  std::vector<double> sum_parts(const std::vector<std::vector<double>>& local, size_t) override { return local[0]; }
+  double max_over_processes(double value) override { return value; }
   SifsPassCounters& counters() { return counters_; }
+  const SifsPassCounters& counters() const { return counters_; }
 
   // Copies the nonzeros into memory (CSC) when they fit in half the free
   // budget; later passes run over that copy. Returns whether it did.
@@ -94,10 +133,10 @@ class SifsData {
   // with x_ij². With `columns` (per dense column j), only the columns marked
   // are computed; the others are 0.
   void column_pass(const std::vector<double>& G, const std::vector<double>* H, std::vector<double>& dots,
-                   std::vector<double>* squares, const std::vector<uint8_t>* columns = nullptr);
+                   std::vector<double>* squares, const std::vector<uint8_t>* columns = nullptr) override;
   // M[i·K + k] = Σ_j x_ij c[k·m + j]; N (when mask is given) = Σ_j x_ij² mask[k·m + j].
   void row_pass(const std::vector<double>& c, const std::vector<uint8_t>* mask, std::vector<double>& M,
-                std::vector<double>* N);
+                std::vector<double>* N) override;
   // The kept columns (keep_column[j]) of the kept rows (keep_row[i]). With
   // offset_G (n·K), offset_dots[k·m + j] = Σ_i x_ij offset_G[i·K + k] over
   // every row, for the kept columns (0 elsewhere). Throws kOutOfMemory naming

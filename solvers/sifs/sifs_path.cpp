@@ -15,7 +15,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-SifsSolver::SifsSolver(SifsData& data, const SifsSettings& settings) : data_(data), settings_(settings) {
+SifsSolver::SifsSolver(SifsData& data, const SifsSettings& settings) : SifsSolver(static_cast<SifsPasses&>(data), settings) {
+  data_ = &data;
+}
+
+SifsSolver::SifsSolver(SifsPasses& data, const SifsSettings& settings) : passes_(data), settings_(settings) {
   const SifsLayout& layout = data.layout();
   const uint64_t nK = layout.coordinates();
   const uint64_t Km = data.weights();
@@ -29,7 +33,7 @@ SifsSolver::SifsSolver(SifsData& data, const SifsSettings& settings) : data_(dat
   layout.column_coefficients(q, G);
   std::vector<double> dots;
   data.column_pass(G, nullptr, dots, nullptr);
-  const double n = static_cast<double>(layout.samples());
+  const double n = static_cast<double>(data.total_samples());
   z_one_.resize(Km);
   for (uint64_t e = 0; e < Km; ++e) {
     z_one_[e] = -dots[e] / n;
@@ -45,12 +49,12 @@ double SifsSolver::alpha_max(double beta) {
   double best = 0;
   if (any) {
     std::vector<double> M;
-    data_.row_pass(S, nullptr, M, nullptr);
-    const SifsLayout& layout = data_.layout();
+    passes_.row_pass(S, nullptr, M, nullptr);
+    const SifsLayout& layout = passes_.layout();
     best = -INFINITY;
     for (uint64_t d = 0; d < layout.coordinates(); ++d)
       if (layout.valid(d)) best = std::max(best, -layout.coordinate_dot(d, M));
-    best /= (1 - settings_.gamma);
+    best = passes_.max_over_processes(best) / (1 - settings_.gamma);
   }
   cached_beta_ = beta;
   cached_alpha_max_ = std::max(best, 0.0);
@@ -65,7 +69,7 @@ SifsReference SifsSolver::closed_form(double beta) {
   ref.w.assign(z_one_.size(), 0.0);
   if (ref.alpha > 0)
     for (uint64_t e = 0; e < z_one_.size(); ++e) ref.w[e] = soft_threshold(z_one_[e], beta) / ref.alpha;
-  const SifsLayout& layout = data_.layout();
+  const SifsLayout& layout = passes_.layout();
   ref.theta.assign(layout.coordinates(), 0.0);
   for (uint64_t d = 0; d < layout.coordinates(); ++d)
     if (layout.valid(d)) ref.theta[d] = 1;
@@ -74,8 +78,8 @@ SifsReference SifsSolver::closed_form(double beta) {
 
 double SifsSolver::closed_form_objective(const SifsReference& ref) const {
   // Every coordinate is in L: loss = Σ_d (1 + ⟨a_d, w⟩ − γ/2) = V(1 − γ/2) − n⟨z(1), w⟩.
-  const double n = static_cast<double>(data_.layout().samples());
-  const double V = static_cast<double>(data_.layout().valid_coordinates());
+  const double n = static_cast<double>(passes_.total_samples());
+  const double V = static_cast<double>(passes_.total_valid_coordinates());
   double zw = 0, sq = 0, l1 = 0;
   for (uint64_t e = 0; e < ref.w.size(); ++e) zw += z_one_[e] * ref.w[e], sq += ref.w[e] * ref.w[e], l1 += std::abs(ref.w[e]);
   const double alpha = ref.alpha > 0 ? ref.alpha : 0;
@@ -83,9 +87,10 @@ double SifsSolver::closed_form_objective(const SifsReference& ref) const {
 }
 
 ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha, double beta) {
-  const SifsLayout& layout = data_.layout();
+  SifsData& data = *data_;
+  const SifsLayout& layout = data.layout();
   const uint32_t K = layout.blocks();
-  const uint64_t m = data_.columns(), n = layout.samples();
+  const uint64_t m = data.columns(), n = layout.samples();
   ReducedProblem p;
   p.layout = &layout;
   p.alpha = alpha, p.beta = beta, p.gamma = settings_.gamma;
@@ -104,7 +109,7 @@ ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha,
   }
   p.kept_features = static_cast<uint64_t>(std::count(keep_column.begin(), keep_column.end(), 1));
   p.kept_samples = static_cast<uint64_t>(std::count(keep_row.begin(), keep_row.end(), 1));
-  bool reuse = settings_.reuse_extraction && data_.holds_columns() && settings_.screening != SifsScreening::kNone;
+  bool reuse = settings_.reuse_extraction && data.holds_columns() && settings_.screening != SifsScreening::kNone;
   if (reuse) {
     // Every row of a superset of the kept columns (see sifs_path.h). A column
     // kept in X but screened costs the solver a visit per entry and epoch
@@ -115,7 +120,7 @@ ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha,
       uint64_t kept = 0, extra = 0;
       for (uint64_t j = 0; j < m; ++j) {
         if (!columns[j]) continue;
-        (keep_column[j] ? kept : extra) += data_.held_column_nnz(j);
+        (keep_column[j] ? kept : extra) += data.held_column_nnz(j);
       }
       return extra * 10 <= kept;
     };
@@ -134,7 +139,7 @@ ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha,
       if (cached_X_ && affordable(cached)) columns = std::move(cached);
       cached_X_.reset();  // its memory goes back before the new one is reserved
       try {
-        p.X = data_.extract(columns, std::vector<uint8_t>(n, 1));
+        p.X = data.extract(columns, std::vector<uint8_t>(n, 1));
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::kOutOfMemory) throw;
         reuse = false;  // every row does not fit: extract exactly the kept rows below
@@ -157,11 +162,11 @@ ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha,
     }
   }
   if (!reuse) {
-    p.X = sets.in_L > 0 ? data_.extract(keep_column, keep_row, &L_coefficients, &L_dots)
-                        : data_.extract(keep_column, keep_row);
+    p.X = sets.in_L > 0 ? data.extract(keep_column, keep_row, &L_coefficients, &L_dots)
+                        : data.extract(keep_column, keep_row);
   }
   const uint64_t cols = p.X.column_dense.size();
-  p.memory = data_.budget().reserve(K * cols * 9 + p.X.row_sample.size() * K * 12, "SIFS reduced problem (vectors)");
+  p.memory = data.budget().reserve(K * cols * 9 + p.X.row_sample.size() * K * 12, "SIFS reduced problem (vectors)");
   p.free_weight.assign(K * cols, 0);
   for (uint32_t k = 0; k < K; ++k)
     for (uint64_t c = 0; c < cols; ++c) p.free_weight[k * cols + c] = sets.weight_free[k * m + p.X.column_dense[c]];
@@ -182,21 +187,34 @@ ReducedProblem SifsSolver::build_reduced(const ScreenedSets& sets, double alpha,
 }
 
 SifsPoint SifsSolver::solve(const SifsReference& ref, double alpha, SifsReference& next) {
-  const SifsLayout& layout = data_.layout();
-  const uint32_t K = layout.blocks();
-  const uint64_t m = data_.columns();
+  const SifsLayout& layout = passes_.layout();
   SifsPoint pt;
   pt.beta = ref.beta;
   pt.alpha = alpha;
   auto t0 = std::chrono::steady_clock::now();
-  ScreenedSets sets = screen(data_, ref, alpha, settings_.gamma, settings_.screening);
+  ScreenedSets sets = screen(passes_, ref, alpha, settings_.gamma, settings_.screening);
   pt.screening_seconds = seconds_since(t0);
   pt.weights_screened = sets.weights_screened;
   pt.samples_in_R = sets.in_R;
   pt.samples_in_L = sets.in_L;
   pt.triggers = sets.triggers;
+  next.alpha = alpha;
+  next.beta = ref.beta;
+  next.theta.assign(layout.coordinates(), 0.0);
+  for (uint64_t d = 0; d < layout.coordinates(); ++d)
+    if (sets.coordinate[d] == CoordinateStatus::kL) next.theta[d] = 1;
+  solve_screened(sets, ref, alpha, pt, next);
+  for (double v : next.w) pt.nonzeros += v != 0;
+  return pt;
+}
 
-  t0 = std::chrono::steady_clock::now();
+void SifsSolver::solve_screened(const ScreenedSets& sets, const SifsReference& ref, double alpha, SifsPoint& pt,
+                                SifsReference& next) {
+  SifsData& data = *data_;
+  const SifsLayout& layout = data.layout();
+  const uint32_t K = layout.blocks();
+  const uint64_t m = data.columns();
+  auto t0 = std::chrono::steady_clock::now();
   const uint64_t reused_before = extractions_reused_;
   ReducedProblem* problem;
   std::optional<ReducedProblem> local;
@@ -226,21 +244,14 @@ SifsPoint SifsSolver::solve(const SifsReference& ref, double alpha, SifsReferenc
   pt.converged = r.converged;
   pt.epochs = r.epochs;
 
-  next.alpha = alpha;
-  next.beta = ref.beta;
   next.gap = std::max(r.gap, 0.0);
   next.w.assign(K * m, 0.0);
   const uint64_t cols = problem->X.column_dense.size();
   for (uint32_t k = 0; k < K; ++k)
     for (uint64_t c = 0; c < cols; ++c) next.w[k * m + problem->X.column_dense[c]] = r.w[k * cols + c];
-  next.theta.assign(layout.coordinates(), 0.0);
-  for (uint64_t d = 0; d < layout.coordinates(); ++d)
-    if (sets.coordinate[d] == CoordinateStatus::kL) next.theta[d] = 1;
   for (size_t q = 0; q < r.theta.size(); ++q) next.theta[problem->coordinate[q]] = r.theta[q];
-  for (double v : next.w) pt.nonzeros += v != 0;
-  if (local && settings_.reuse_extraction && data_.holds_columns() && local->X.row_sample.size() == layout.samples())
+  if (local && settings_.reuse_extraction && data.holds_columns() && local->X.row_sample.size() == layout.samples())
     cached_X_ = std::move(local->X);  // every row: reusable (an exact extraction after running out of memory is not)
-  return pt;
 }
 
 void SifsSolver::run_path(const std::function<void(const SifsPoint&, const SifsReference&)>& on_point) {

@@ -56,6 +56,7 @@ class SifsSolver {
  public:
   // One column pass computes z(1) = −(1/n)Σ_d a_d (β_max and every α_max).
   SifsSolver(SifsData& data, const SifsSettings& settings);
+  virtual ~SifsSolver() = default;
 
   double beta_max() const { return beta_max_; }
   // One row pass per new β.
@@ -72,12 +73,23 @@ class SifsSolver {
 
   const SifsSettings& settings() const { return settings_; }
   uint64_t extractions_reused() const { return extractions_reused_; }
-  SifsData& data() { return data_; }
+
+ protected:
+  // A solver of the reduced problem over other passes (engine/distributed_sifs.h).
+  SifsSolver(SifsPasses& passes, const SifsSettings& settings);
+  // The reduced problem of `sets` (screened for `alpha` from `ref`) solved:
+  // pt's reduced_*, objective, gap, converged, epochs, extract and solve
+  // seconds; next.w, next.gap and next.theta on the free coordinates (next.theta
+  // comes in with the screened ones set). The single store's: extraction + Prox-SDCA.
+  virtual void solve_screened(const ScreenedSets& sets, const SifsReference& ref, double alpha, SifsPoint& pt,
+                              SifsReference& next);
+  SifsPasses& passes() { return passes_; }
 
  private:
   ReducedProblem build_reduced(const ScreenedSets& sets, double alpha, double beta);
 
-  SifsData& data_;
+  SifsPasses& passes_;
+  SifsData* data_ = nullptr;  // the single store (solve_screened's extraction)
   SifsSettings settings_;
   Reservation vectors_memory_;
   std::vector<double> z_one_;  // z(1), K·m

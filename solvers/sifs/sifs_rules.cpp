@@ -35,10 +35,18 @@ ScreenedSets empty_screened_sets(const SifsLayout& layout, uint64_t weights) {
   return s;
 }
 
-uint64_t apply_iss(SifsData& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets) {
+uint64_t apply_iss(SifsPasses& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets) {
   const SifsLayout& layout = data.layout();
-  if (std::none_of(sets.coordinate.begin(), sets.coordinate.end(),
-                   [](CoordinateStatus c) { return c == CoordinateStatus::kFree; })) {
+  const std::vector<uint64_t> ends = data.part_ends();
+  const uint32_t K = layout.blocks();
+  std::vector<std::vector<double>> free_counts;
+  for (size_t q = 0; q < ends.size(); ++q) {
+    const uint64_t begin = q == 0 ? 0 : ends[q - 1];
+    free_counts.push_back({static_cast<double>(std::count(sets.coordinate.begin() + begin * K,
+                                                          sets.coordinate.begin() + ends[q] * K,
+                                                          CoordinateStatus::kFree))});
+  }
+  if (data.sum_parts(free_counts, 1)[0] == 0) {
     sets.triggers.push_back({false, 0});
     return 0;
   }
@@ -75,8 +83,9 @@ uint64_t apply_iss(SifsData& data, const SifsReference& ref, double alpha, doubl
     for (uint64_t q = 0; q < N.size(); ++q) N[q] += sets.iss_support_norms[q];
   }
   const bool multi = layout.is_multiclass();
-  uint64_t found = 0;
-  for (uint64_t d = 0; d < layout.coordinates(); ++d) {
+  std::vector<std::vector<double>> found_in(ends.size(), std::vector<double>(2, 0.0));  // per part: to R, to L
+  for (uint64_t d = 0, q = 0; d < layout.coordinates(); ++d) {
+    while (d >= ends[q] * K) ++q;
     if (sets.coordinate[d] != CoordinateStatus::kFree) continue;
     const double dot = layout.coordinate_dot(d, M);
     const double spread = std::sqrt(std::max(0.0, layout.coordinate_square_norm(d, N))) * r;
@@ -85,14 +94,18 @@ uint64_t apply_iss(SifsData& data, const SifsReference& ref, double alpha, doubl
     const double lower = 1 + dot - spread - margin;
     const bool to_R = multi ? upper <= 0 : upper < 0;
     const bool to_L = multi ? lower >= gamma : lower > gamma;
-    if (to_R) sets.coordinate[d] = CoordinateStatus::kR, ++sets.in_R, ++found;
-    else if (to_L) sets.coordinate[d] = CoordinateStatus::kL, ++sets.in_L, ++found;
+    if (to_R) sets.coordinate[d] = CoordinateStatus::kR, ++found_in[q][0];
+    else if (to_L) sets.coordinate[d] = CoordinateStatus::kL, ++found_in[q][1];
   }
+  const std::vector<double> found_all = data.sum_parts(found_in, 2);  // counts: exact
+  sets.in_R += static_cast<uint64_t>(found_all[0]);
+  sets.in_L += static_cast<uint64_t>(found_all[1]);
+  const uint64_t found = static_cast<uint64_t>(found_all[0] + found_all[1]);
   sets.triggers.push_back({false, found});
   return found;
 }
 
-uint64_t apply_ifs(SifsData& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets) {
+uint64_t apply_ifs(SifsPasses& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets) {
   const SifsLayout& layout = data.layout();
   // Only the free entries outside the reference's support are tested (see the header).
   const uint64_t m = data.columns();
@@ -105,13 +118,19 @@ uint64_t apply_ifs(SifsData& data, const SifsReference& ref, double alpha, doubl
     return 0;
   }
   const double a0 = ref.alpha;
-  const double n = static_cast<double>(layout.samples());
+  const double n = static_cast<double>(data.total_samples());
   const double c_one = (alpha - a0) / (2 * gamma * alpha);
   const double c_theta = (a0 + alpha) / (2 * alpha);
   std::vector<double> q(layout.coordinates(), 0.0), h(layout.coordinates(), 0.0);
-  double dist_sq = 0, removed = 0;
-  for (uint64_t d = 0; d < layout.coordinates(); ++d) {
+  const std::vector<uint64_t> ends = data.part_ends();
+  const uint32_t K = layout.blocks();
+  // Per part: ‖θ₀ − 1/γ‖² and what the screened coordinates take from the ball.
+  std::vector<std::vector<double>> parts(ends.size(), std::vector<double>(2, 0.0));
+  for (uint64_t d = 0, part = 0; d < layout.coordinates(); ++d) {
+    while (d >= ends[part] * K) ++part;
     if (sets.coordinate[d] == CoordinateStatus::kVoid) continue;
+    double& dist_sq = parts[part][0];
+    double& removed = parts[part][1];
     const double t0 = ref.theta[d];
     dist_sq += (t0 - 1 / gamma) * (t0 - 1 / gamma);
     const double c = c_one + c_theta * t0;
@@ -122,6 +141,8 @@ uint64_t apply_ifs(SifsData& data, const SifsReference& ref, double alpha, doubl
       case CoordinateStatus::kVoid: break;
     }
   }
+  const std::vector<double> sums = data.sum_parts(parts, 2);
+  const double dist_sq = sums[0], removed = sums[1];
   const double full = std::abs(alpha - a0) / (2 * alpha) * std::sqrt(dist_sq) +
                       enlargement(a0, alpha, std::sqrt(2 * n * ref.gap / gamma));
   const double r = std::sqrt(clamp_radius_sq(full, removed));
@@ -140,7 +161,7 @@ uint64_t apply_ifs(SifsData& data, const SifsReference& ref, double alpha, doubl
   return found;
 }
 
-ScreenedSets screen(SifsData& data, const SifsReference& ref, double alpha, double gamma, SifsScreening mode) {
+ScreenedSets screen(SifsPasses& data, const SifsReference& ref, double alpha, double gamma, SifsScreening mode) {
   ScreenedSets sets = empty_screened_sets(data.layout(), data.weights());
   switch (mode) {
     case SifsScreening::kNone: break;

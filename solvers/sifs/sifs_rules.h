@@ -50,7 +50,8 @@ enum class CoordinateStatus : uint8_t { kFree = 0, kR = 1, kL = 2, kVoid = 3 };
 // The screened sets of one grid point, reset at every α.
 struct ScreenedSets {
   std::vector<uint8_t> weight_free;         // K·m; 0 = in F̂
-  std::vector<CoordinateStatus> coordinate;  // n·K
+  std::vector<CoordinateStatus> coordinate;  // n·K (this process's samples)
+  // Counts over the whole problem (every process's samples).
   uint64_t weights_screened = 0, in_R = 0, in_L = 0;
   // New screened entries per trigger, in order: +F̂ for IFS, +R̂ ∪ L̂ for ISS.
   struct Trigger {
@@ -68,11 +69,12 @@ struct ScreenedSets {
 
 ScreenedSets empty_screened_sets(const SifsLayout& layout, uint64_t weights);
 
-// One ISS trigger; returns the coordinates newly screened.
-uint64_t apply_iss(SifsData& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets);
+// One ISS trigger; returns the coordinates newly screened (over every
+// process: the sums over samples go through data.sum_parts).
+uint64_t apply_iss(SifsPasses& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets);
 // One IFS trigger; returns the weights newly screened.
-uint64_t apply_ifs(SifsData& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets);
+uint64_t apply_ifs(SifsPasses& data, const SifsReference& ref, double alpha, double gamma, ScreenedSets& sets);
 // The rules of `mode` until nothing new is found (sifs), or once (ifs, iss).
-ScreenedSets screen(SifsData& data, const SifsReference& ref, double alpha, double gamma, SifsScreening mode);
+ScreenedSets screen(SifsPasses& data, const SifsReference& ref, double alpha, double gamma, SifsScreening mode);
 
 }  // namespace fgm
