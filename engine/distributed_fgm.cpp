@@ -55,6 +55,8 @@ class DistributedRun {
   std::vector<ScoredCandidate> top_candidates(const std::vector<double>& c, const std::vector<char>& is_selected,
                                               Reservation& memory);
   Model make_model(double objective) const;
+  uint64_t selected_units() const;
+  void emit_point(const std::function<void(const DistributedPoint&)>& hook, double objective);
   void record(int iteration, const char* phase, const CommunicationStats& before) {
     out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
   }
@@ -83,6 +85,8 @@ class DistributedRun {
   std::vector<FeatureKey> selected_keys_;    // key of each selected column (generated spaces)
   double positive_ = 1, negative_ = -1;
   uint64_t bytes_streamed_ = 0;  // by this rank in the current scoring pass
+  uint64_t batch_ = 0;           // this outer iteration's B (shortened before a path checkpoint)
+  uint64_t next_checkpoint_ = 0, last_point_units_ = 0;  // settings.checkpoints: the next, the units at the last point
 };
 
 void DistributedRun::open_partitions() {
@@ -289,7 +293,7 @@ void DistributedRun::save_progress() const {
 // single-store pass picks with its tree pruning).
 std::vector<ScoredCandidate> DistributedRun::top_candidates(const std::vector<double>& c,
                                                             const std::vector<char>& is_selected, Reservation& memory) {
-  TopBCache top(settings_.B, &budget_);
+  TopBCache top(batch_, &budget_);
   auto offer = [&](double s, uint64_t id) {
     if (s > 0 && !is_selected[id] && top.may_admit(s)) top.offer({s, id});
   };
@@ -325,6 +329,7 @@ Model DistributedRun::make_model(double objective) const {
   model.feature_kind = groups_ ? "group" : "linear";
   if (space_) space_->describe(model);
   model.objective = objective;
+  model.has_bias = settings_.apg.bias;
   model.bias = settings_.apg.bias ? state_.b : 0.0;
   for (size_t h = 0; h + 1 < batch_begin_.size(); ++h)
     for (size_t j = batch_begin_[h]; j < batch_begin_[h + 1]; ++j) {
@@ -338,6 +343,31 @@ Model DistributedRun::make_model(double objective) const {
       model.features.push_back(f);
     }
   return model;
+}
+
+// fgm.max_features and path checkpoints count selection units (candidates:
+// features or groups), as the single-store trainer does.
+uint64_t DistributedRun::selected_units() const {
+  uint64_t units = 0;
+  for (const auto& batch : batches_) units += batch.size();
+  return units;
+}
+
+void DistributedRun::emit_point(const std::function<void(const DistributedPoint&)>& hook, double objective) {
+  last_point_units_ = selected_units();
+  if (!hook) return;
+  DistributedPoint p;
+  p.point.features = selected_units();
+  p.point.model = make_model(objective);
+  if (!out_.iterations.empty()) p.point.last = &out_.iterations.back();
+  for (const IterationRecord& r : out_.iterations) {
+    p.point.apg_iterations += r.apg_iterations;
+    p.point.line_search_steps += r.apg_line_search_steps;
+    p.point.gradient_evaluations += r.apg_gradient_evaluations;
+  }
+  p.rows = parts();
+  p.reduction = &own_->reduction();
+  hook(p);
 }
 
 DistributedOutcome DistributedRun::run() {
@@ -388,13 +418,14 @@ DistributedOutcome DistributedRun::run() {
     auto phase_start = std::chrono::steady_clock::now();
     before = comm_.stats();
     bytes_streamed_ = 0;
+    batch_ = next_batch_size(settings_, selected_units(), next_checkpoint_);
     Reservation top_memory;
     std::vector<ScoredCandidate> fresh;
     double best = 0, fresh_sum = 0;  // (37): ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j², with the current α
     if (space_) {
       std::vector<PartitionScoringInput> inputs;
       for (size_t q = 0; q < own_->size(); ++q) inputs.push_back({(*own_)[q].stream.get(), &(*own_)[q].blocks, a_[q].data()});
-      DistributedScores scored = space_->score(inputs, settings_.B);
+      DistributedScores scored = space_->score(inputs, batch_);
       fresh = std::move(scored.top);
       top_memory = std::move(scored.top_memory);
       best = best_batch_score(selected_column_dots());
@@ -454,13 +485,25 @@ DistributedOutcome DistributedRun::run() {
     rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
     rec.peak_rss_bytes = peak_rss_bytes();
     out_.iterations.push_back(rec);
+    const auto& points = settings_.checkpoints;
+    if (next_checkpoint_ < points.size() && selected_units() >= points[next_checkpoint_])
+      emit_point(hooks_.on_checkpoint, objective);
     save_progress();
     if (comm_.rank() == 0)
       spdlog::info("iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
                  "{:.3f}s ({} APG its), communicated {} B",
                  t, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds, rec.solve_seconds,
                  rec.apg_iterations, out_.communication.back().comm.bytes + out_.communication.end()[-2].comm.bytes);
+    if (!points.empty() && selected_units() >= points.back()) {
+      out_.stop_reason = "last_checkpoint";
+      break;
+    }
   }
+  // A path that ran out of new features before its next checkpoint still reports the model it reached.
+  if (next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
+      selected_units() > last_point_units_)
+    emit_point(hooks_.on_checkpoint, objective);
+  emit_point(hooks_.on_final, objective);
   out_.model = make_model(objective);
   out_.budget_peak = budget_.peak();
   out_.seconds = seconds_since(start);
