@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -284,10 +285,29 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.end_object();
 }
 
+// The checkpoint a distributed path resumes from, on every rank: rank 0's
+// session decides (it holds output.dir, its lock and the checkpoint) and
+// tells the others, which read the same file (output.dir is on a file system
+// all ranks share, like the store). Empty: start from scratch.
+std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
+                                                  const std::string& out_dir, MemoryBudget& budget) {
+  int32_t resuming = session && session->resuming() ? 1 : 0;
+  comm.broadcast(&resuming, sizeof resuming, 0);
+  if (!resuming) return std::nullopt;
+  if (session) {
+    ResumeCheckpoint saved;
+    saved.path = std::move(*session->path());
+    if (TrainProgress* train = session->train()) saved.train = std::move(*train);
+    return saved;
+  }
+  return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
+}
+
 // fgm path on a partitioned store, with or without mpirun
 // (engine/distributed_path.h): every rank runs the path; rank 0 holds the
-// output directory's lock, evaluates the points and writes every output. No
-// resume checkpoint is written (docs/distributed.md, "Not done yet").
+// output directory's lock and the resume checkpoint, evaluates the points
+// and writes every output. A checkpoint resumes on the same rank count only
+// (the count is part of the run's identity).
 int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget& budget, Communicator& comm,
                      bool restart, RunWarnings& warnings) {
   check_distributed_path_settings(ps);
@@ -305,14 +325,25 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
     identity.config[kRanksIdentityKey] = std::to_string(comm.size());
     identity.store_checksum = read_partition_manifest(dir).input_checksum;
     session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
-    if (session->resuming())
-      throw Error(ErrorKind::kConfig, fmt::format("{}: fgm path on a partitioned store cannot resume yet; add "
-                                                  "--restart to start from scratch",
-                                                  session->file()));
     spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
   }
+  std::optional<ResumeCheckpoint> saved = shared_checkpoint(comm, session.get(), out_dir, budget);
   PathHooks hooks;
-  if (comm.rank() == 0) hooks.on_point = log_point;
+  if (saved) {
+    hooks.resume = &saved->path;
+    hooks.resume_train = saved->train ? &*saved->train : nullptr;
+    if (comm.rank() == 0)
+      spdlog::info("{}", msg::resuming_from(session->file(), (saved->train ? saved->train->iterations.size() : 0) + 1,
+                                            fmt::format("path run {} with {} points done", saved->path.run + 1,
+                                                        saved->path.points.size()),
+                                            saved->train ? saved->train->apg.w.size() : 0));
+  }
+  if (session) {
+    hooks.on_point = log_point;
+    hooks.on_progress = [&](const PathProgress& progress, const TrainProgress* train) {
+      session->save(train, &progress);
+    };
+  }
   DistributedPathOutcome outcome = run_fgm_path_distributed(comm, dir, ps, budget, hooks);
   if (comm.rank() != 0) return 0;
   write_path_outputs(config, outcome.path, ps.folds, 0.0, warnings, out_dir,

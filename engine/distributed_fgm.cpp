@@ -268,6 +268,8 @@ int DistributedRun::restore(TrainProgress& saved, std::vector<char>& is_selected
     throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: {} weights for {} selected columns", saved.apg.w.size(),
                                                     selected_.size()));
   state_ = std::move(saved.apg);
+  next_checkpoint_ = saved.next_path_point;
+  last_point_units_ = saved.last_path_point_features;
   out_.iterations = std::move(saved.iterations);
   out_.iterations_restored = out_.iterations.size();
   if (!out_.iterations.empty()) objective = out_.iterations.back().objective;
@@ -284,6 +286,8 @@ void DistributedRun::save_progress() const {
   progress.batches = batches_;
   progress.apg = state_;
   progress.iterations = out_.iterations;
+  progress.next_path_point = next_checkpoint_;
+  progress.last_path_point_features = last_point_units_;
   hooks_.on_progress(progress);
 }
 
@@ -413,6 +417,10 @@ DistributedOutcome DistributedRun::run() {
   std::vector<char> is_selected(space_ ? 0 : groups_ ? groups_->n_groups : out_.manifest.n_features, 0);
   const int first = hooks_.resume ? restore(*hooks_.resume, is_selected, objective) : 1;
   for (int t = first;; ++t) {
+    if (!settings_.checkpoints.empty() && selected_units() >= settings_.checkpoints.back()) {
+      out_.stop_reason = "last_checkpoint";  // fgm path: its last point is reached
+      break;
+    }
     IterationRecord rec;
     rec.iter = t;
     auto phase_start = std::chrono::steady_clock::now();
@@ -485,8 +493,8 @@ DistributedOutcome DistributedRun::run() {
     rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
     rec.peak_rss_bytes = peak_rss_bytes();
     out_.iterations.push_back(rec);
-    const auto& points = settings_.checkpoints;
-    if (next_checkpoint_ < points.size() && selected_units() >= points[next_checkpoint_])
+    if (next_checkpoint_ < settings_.checkpoints.size() &&
+        selected_units() >= settings_.checkpoints[next_checkpoint_])
       emit_point(hooks_.on_checkpoint, objective);
     save_progress();
     if (comm_.rank() == 0)
@@ -494,10 +502,6 @@ DistributedOutcome DistributedRun::run() {
                  "{:.3f}s ({} APG its), communicated {} B",
                  t, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds, rec.solve_seconds,
                  rec.apg_iterations, out_.communication.back().comm.bytes + out_.communication.end()[-2].comm.bytes);
-    if (!points.empty() && selected_units() >= points.back()) {
-      out_.stop_reason = "last_checkpoint";
-      break;
-    }
   }
   // A path that ran out of new features before its next checkpoint still reports the model it reached.
   if (next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&

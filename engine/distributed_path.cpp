@@ -19,8 +19,10 @@ class DistributedPathTrainer final : public PathTrainer {
 
   TrainOutcome train(const TrainSettings& s, bool rows, const std::function<void(const RunPoint&)>& on_point,
                      const TrainHooks& hooks) override {
-    FGM_ASSERT(!hooks.resume && s.labels == nullptr);
+    FGM_ASSERT(s.labels == nullptr);
     DistributedHooks h;
+    h.resume = hooks.resume;
+    h.on_progress = hooks.on_progress;
     auto hand_out = [&](const DistributedPoint& p) {
       const PointRows point_rows{p.rows, p.reduction};
       const double objective = p.point.last ? p.point.last->objective : p.point.model.objective;

@@ -8,8 +8,10 @@
 // and refit are the same bits for every rank count dividing the partition
 // count and any engine.threads. Every rank runs the whole path (the
 // collectives need all of them); only rank 0 reads data.test and
-// data.validation and evaluates the points on them. Not supported here:
-// path.folds ≥ 2 and resuming (the caller refuses them).
+// data.validation and evaluates the points on them. A run resumes from the
+// PathHooks' state (every rank reads the same checkpoint; rank 0 writes it
+// from on_progress) as the single-store path does. Not supported:
+// path.folds ≥ 2 (check_distributed_path_settings).
 #pragma once
 
 #include <cstdint>

@@ -6,10 +6,12 @@
 // [.mpi] (ctest runs them in the `mpi` entry).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/json_reader.h"
 #include "io/model_file.h"
@@ -179,6 +181,47 @@ TEST_CASE("fgm path on a partitioned store agrees with the single-store fgm path
     std::filesystem::remove_all(dir.file("d2"));
     std::filesystem::remove_all(dir.file("s"));
   }
+}
+
+TEST_CASE("a distributed fgm path killed mid-run resumes on the same rank count to the uninterrupted points",
+          "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-path");
+  dir.write("in.txt", binary_integer_libsvm(3000, 60, 41));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
+  const std::string args = "path data.train=store fgm.B=1 'path.features=[2,4,6,8,10,12,14,16,18,20,22,24]' ";
+  REQUIRE(run_mpi(dir, 2, args + "output.dir=u").code == 0);
+  // Rank 1 killed once rank 0 has logged point 3 (after 6 of the 24 outer iterations).
+  start_mpi(dir, 2, args + "output.dir=o");
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  while (!contains(slurp(dir.file("err.txt")), "point 3:")) {
+    REQUIRE(seconds() < 120);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill_last_rank(dir);
+  while (slurp(dir.file("rc.txt")).empty()) {
+    REQUIRE(seconds() < 180);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(std::stoi(slurp(dir.file("rc.txt"))) != 0);  // killed mid-run, not finished
+  REQUIRE_FALSE(std::filesystem::exists(dir.file("o/path.csv")));
+  REQUIRE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
+  // Another rank count is refused, naming the difference; the checkpoint stays.
+  RunResult r = run_mpi(dir, 4, args + "output.dir=o");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "ranks (mpirun -np): checkpoint 2, now 4"));
+  REQUIRE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
+  // The same count resumes: every point and refit as the uninterrupted run's.
+  r = run_mpi(dir, 2, args + "output.dir=o");
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "resuming from iteration"));
+  for (int k = 1; k <= 12; ++k) {
+    const std::string point = "/point-" + std::to_string(k);
+    require_same_model(dir.file("u" + point + ".fgm"), dir.file("o" + point + ".fgm"));
+    require_same_model(dir.file("u" + point + "-debiased.fgm"), dir.file("o" + point + "-debiased.fgm"));
+  }
+  CHECK(csv_without_seconds(dir.file("u/path.csv")) == csv_without_seconds(dir.file("o/path.csv")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
 }
 
 TEST_CASE("fgm path on a partitioned store refuses what it does not support, naming the key", "[.mpi][mpi]") {
