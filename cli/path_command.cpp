@@ -257,7 +257,7 @@ void reject_unsupported_on_partitions(const Config& config) {
 }
 
 // path.json's "distributed": ranks, partitions and rank 0's communication,
-// in total and per FGM run of the path and phase.
+// in total, of the points' refits, and per FGM run of the path and phase.
 void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome& o) {
   j.key("distributed").begin_object();
   j.key("ranks").value(o.ranks);
@@ -267,6 +267,11 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.key("bytes").value(o.total_communication.bytes);
   j.key("collectives").value(o.total_communication.calls);
   j.key("seconds").value(o.total_communication.seconds);
+  j.key("refits").begin_object();
+  j.key("bytes").value(o.refit_communication.bytes);
+  j.key("collectives").value(o.refit_communication.calls);
+  j.key("seconds").value(o.refit_communication.seconds);
+  j.end_object();
   j.key("runs").begin_array();
   for (const auto& run : o.communication) {
     j.begin_array();

@@ -59,11 +59,6 @@ class DistributedPathTrainer final : public PathTrainer {
     out_.ranks = d.ranks;
     out_.own_partitions = d.own_partitions;
     out_.communication.push_back(d.communication);
-    for (const CommunicationRecord& c : d.communication) {
-      out_.total_communication.bytes += c.comm.bytes;
-      out_.total_communication.calls += c.comm.calls;
-      out_.total_communication.seconds += c.comm.seconds;
-    }
   }
 
   Communicator& comm_;
@@ -96,7 +91,18 @@ DistributedPathOutcome run_fgm_path_distributed(Communicator& comm, const std::s
   }
   DistributedPathOutcome out;
   DistributedPathTrainer trainer(comm, store_dir, budget, out);
+  const CommunicationStats before = comm.stats();
   out.path = run_path(trainer, local, budget, hooks);
+  const CommunicationStats after = comm.stats();
+  out.total_communication = {after.bytes - before.bytes, after.calls - before.calls, after.seconds - before.seconds};
+  // The trainer's records leave out what the refits at the points communicated.
+  out.refit_communication = out.total_communication;
+  for (const auto& run : out.communication)
+    for (const CommunicationRecord& c : run) {
+      out.refit_communication.bytes -= c.comm.bytes;
+      out.refit_communication.calls -= c.comm.calls;
+      out.refit_communication.seconds -= c.comm.seconds;
+    }
   out.budget_peak = budget.peak();
   return out;
 }

@@ -30,10 +30,11 @@ struct DistributedPathOutcome {
   PartitionManifest manifest;
   int ranks = 1;
   uint32_t own_partitions = 0;
-  // This rank's communication, per FGM run of the path and phase (the
-  // trainer's records; `iteration` counts within its run), and in total.
+  // This rank's communication: per FGM run of the path and phase (the
+  // trainer's records; `iteration` counts within its run), in total, and of
+  // the points' refits (the total less the trainer's records).
   std::vector<std::vector<CommunicationRecord>> communication;
-  CommunicationStats total_communication;
+  CommunicationStats total_communication, refit_communication;
   uint64_t budget_peak = 0;  // this rank's MemoryBudget peak
 };
 
