@@ -140,6 +140,9 @@ TEST_CASE("fgm path on a partitioned store gives every point and refit bit for b
       dir, base + "fgm.max_iterations=2 fgm.bias=true fgm.loss=logistic 'path.C=[1,10]'", "c", 2);
   CHECK(read_model(dir.file("c4/point-1.fgm")).C == 1);
   CHECK(read_model(dir.file("c4/point-2-debiased.fgm")).has_bias);
+  // A generated space: the refits run on the ranks' rows of the generated (pair) columns.
+  require_same_path_on_1_2_4_ranks(dir, base + "features.kind=poly2 'path.features=[2,5]'", "q", 2);
+  CHECK(read_model(dir.file("q1/point-2-debiased.fgm")).feature_kind == "poly2");
 }
 
 TEST_CASE("fgm path on a partitioned store agrees with the single-store fgm path", "[.mpi][mpi]") {
