@@ -25,10 +25,6 @@
 namespace fgm::cli {
 namespace {
 
-// The rank count in a distributed run's checkpoint identity: resuming on
-// another count is refused (refuse_other_rank_count says what to do).
-constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
-
 // Settings the distributed trainer does not have yet: refused, naming the key.
 void reject_unsupported(const Config& config, const TrainSettings& settings) {
   auto refuse = [&](const char* key, const std::string& why) {
@@ -72,17 +68,8 @@ void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const
   }
   j.end_array();
   j.key("communication_of").value("rank 0: payload bytes sent plus received");
-  j.key("passes").begin_array();
-  for (const auto& c : o.communication) {
-    j.begin_object();
-    j.key("iter").value(c.iteration);
-    j.key("phase").value(c.phase);
-    j.key("bytes").value(c.comm.bytes);
-    j.key("collectives").value(c.comm.calls);
-    j.key("seconds").value(c.comm.seconds);
-    j.end_object();
-  }
-  j.end_array();
+  j.key("passes");
+  write_communication_records(j, o.communication);
   j.end_object();
 }
 
@@ -105,6 +92,27 @@ void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks
 
 }  // namespace
 
+void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records) {
+  j.begin_array();
+  for (const auto& c : records) {
+    j.begin_object();
+    j.key("iter").value(c.iteration);
+    j.key("phase").value(c.phase);
+    j.key("bytes").value(c.comm.bytes);
+    j.key("collectives").value(c.comm.calls);
+    j.key("seconds").value(c.comm.seconds);
+    j.end_object();
+  }
+  j.end_array();
+}
+
+void check_same_configuration(Communicator& comm, const Config& config) {
+  std::string settings_text;
+  for (const auto& [key, value] : config.dump())
+    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
+  check_same_on_all_ranks(comm, "configuration", settings_text);
+}
+
 void require_partitioned_store(const Config& config, const Communicator& comm) {
   if (comm.size() == 1 || is_partitioned_store(config.get_string("data.train"))) return;
   throw Error(ErrorKind::kConfig,
@@ -117,11 +125,7 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings) {
   reject_unsupported(config, settings);
-  // Every rank must train the same thing: the first rank that differs is named.
-  std::string settings_text;
-  for (const auto& [key, value] : config.dump())
-    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
-  check_same_on_all_ranks(comm, "configuration", settings_text);
+  check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the

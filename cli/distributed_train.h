@@ -7,8 +7,10 @@
 
 #include "core/communicator.h"
 #include "core/config.h"
+#include "core/json_writer.h"
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
+#include "engine/distributed_fgm.h"
 #include "engine/fgm_trainer.h"
 
 namespace fgm::cli {
@@ -16,6 +18,18 @@ namespace fgm::cli {
 // `restart`: --restart (discard output.dir's checkpoint).
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings);
+
+// The rank count in a distributed run's checkpoint identity: resuming on
+// another count is refused.
+inline constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
+
+// Every rank must run the same thing: the configuration (but engine.threads
+// and engine.memory_budget) is compared across ranks, and the first rank that
+// differs is named (a collective).
+void check_same_configuration(Communicator& comm, const Config& config);
+
+// A JSON array of communication records (run.json's and path.json's "passes").
+void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.

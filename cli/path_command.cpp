@@ -240,9 +240,6 @@ int path_with_other_solver(SolverKind solver, const Config& config, bool restart
   return dispatch_solver_path(solver, command);
 }
 
-// The rank count in a distributed path's run identity (as cli/distributed_train.cpp's).
-constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
-
 // Settings that fgm path on a partitioned store does not have yet: refused,
 // naming the key, before any work.
 void reject_unsupported_on_partitions(const Config& config) {
@@ -273,19 +270,7 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.key("seconds").value(o.refit_communication.seconds);
   j.end_object();
   j.key("runs").begin_array();
-  for (const auto& run : o.communication) {
-    j.begin_array();
-    for (const auto& c : run) {
-      j.begin_object();
-      j.key("iter").value(c.iteration);
-      j.key("phase").value(c.phase);
-      j.key("bytes").value(c.comm.bytes);
-      j.key("collectives").value(c.comm.calls);
-      j.key("seconds").value(c.comm.seconds);
-      j.end_object();
-    }
-    j.end_array();
-  }
+  for (const auto& run : o.communication) write_communication_records(j, run);
   j.end_array();
   j.end_object();
 }
@@ -316,10 +301,7 @@ std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSess
 int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget& budget, Communicator& comm,
                      bool restart, RunWarnings& warnings) {
   check_distributed_path_settings(ps);
-  std::string settings_text;
-  for (const auto& [key, value] : config.dump())
-    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
-  check_same_on_all_ranks(comm, "configuration", settings_text);
+  check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   std::unique_ptr<ResumeSession> session;
