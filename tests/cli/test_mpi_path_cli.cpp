@@ -161,6 +161,8 @@ TEST_CASE("fgm path on a partitioned store agrees with the single-store fgm path
   const std::vector<Case> cases = {
       {"fgm.B=2 'path.features=[2,5,8]' apg.eps_inner=1e-7 path.debias_C=1", 3},
       {"fgm.B=3 fgm.max_iterations=2 fgm.bias=true apg.eps_inner=1e-7 'path.B=[1,3]'", 2},
+      // More than the 30 features: the last point is where the run ran out of new ones.
+      {"fgm.B=12 'path.features=[3,7,1000]' apg.eps_inner=1e-7", 3},
   };
   for (const Case& c : cases) {
     INFO(c.args);
@@ -180,6 +182,13 @@ TEST_CASE("fgm path on a partitioned store agrees with the single-store fgm path
         CHECK(same_bits(d.objective, d2.objective));
       }
     }
+    const JsonValue d_json = parse_json(slurp(dir.file("d/path.json")), "path.json");
+    const JsonValue s_json = parse_json(slurp(dir.file("s/path.json")), "path.json");
+    const auto& d_runs = d_json.find("runs")->items();
+    const auto& s_runs = s_json.find("runs")->items();
+    REQUIRE(d_runs.size() == s_runs.size());
+    for (size_t r = 0; r < d_runs.size(); ++r)
+      CHECK(d_runs[r].find("stop_reason")->string() == s_runs[r].find("stop_reason")->string());
     std::filesystem::remove_all(dir.file("d"));
     std::filesystem::remove_all(dir.file("d2"));
     std::filesystem::remove_all(dir.file("s"));
