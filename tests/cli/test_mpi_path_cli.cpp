@@ -198,7 +198,7 @@ TEST_CASE("fgm path on a partitioned store agrees with the single-store fgm path
 TEST_CASE("a distributed fgm path killed mid-run resumes on the same rank count to the uninterrupted points",
           "[.mpi][mpi]") {
   TempDir dir("fgm-mpi-path");
-  dir.write("in.txt", binary_integer_libsvm(3000, 60, 41));
+  dir.write("in.txt", binary_integer_libsvm(1500, 60, 41));
   REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
   const std::string args = "path data.train=store fgm.B=1 'path.features=[2,4,6,8,10,12,14,16,18,20,22,24]' ";
   REQUIRE(run_mpi(dir, 2, args + "output.dir=u").code == 0);
