@@ -164,7 +164,8 @@ class PathTrainer {
   // One FGM run with `settings`. With settings.checkpoints: `on_point` at
   // each count and where the run ran out of new features; without: once, at
   // the end. `rows`: hand out each point's selected columns. `hooks`:
-  // on_iteration, on_progress, resume (on_checkpoint is the trainer's).
+  // on_iteration (the distributed trainer calls it for each iteration when
+  // the run ends), on_progress, resume (on_checkpoint is the trainer's).
   virtual TrainOutcome train(const TrainSettings& settings, bool rows,
                              const std::function<void(const RunPoint&)>& on_point, const TrainHooks& hooks) = 0;
 };
