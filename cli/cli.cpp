@@ -57,12 +57,10 @@ int run_cli(int argc, char** argv) {
     for (auto& c : commands)
       if (c.sub->parsed()) {
         // Several ranks running ingest (or any other command) would all write the same output.
-        // (fgm path refuses the solvers it does not distribute itself.)
         if (world.size() > 1 && c.sub->get_name() != "train" && c.sub->get_name() != "path")
           throw Error(ErrorKind::kConfig,
-                      fmt::format("fgm {} runs on one process: only fgm train (and fgm path with solver = sifs) is "
-                                  "distributed over mpirun ranks "
-                                  "(docs/distributed.md); run fgm {} without mpirun",
+                      fmt::format("fgm {} runs on one process: only fgm train and fgm path are distributed over "
+                                  "mpirun ranks (docs/distributed.md); run fgm {} without mpirun",
                                   c.sub->get_name(), c.sub->get_name()));
         code = c.run();
         break;

@@ -78,10 +78,17 @@ void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const
   }
   j.end_array();
   j.key("communication_of").value("rank 0: payload bytes sent plus received");
-  j.key("passes").begin_array();
-  for (const auto& c : o.communication) {
+  j.key("passes");
+  write_communication_records(j, o.communication, o.class_labels);
+  j.end_object();
+}
+
+void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
+                                 const std::vector<double>& class_labels) {
+  j.begin_array();
+  for (const auto& c : records) {
     j.begin_object();
-    if (c.class_index >= 0) j.key("class").value(o.class_labels[c.class_index]);
+    if (c.class_index >= 0) j.key("class").value(class_labels[c.class_index]);
     j.key("iter").value(c.iteration);
     j.key("phase").value(c.phase);
     j.key("bytes").value(c.comm.bytes);
@@ -90,7 +97,6 @@ void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const
     j.end_object();
   }
   j.end_array();
-  j.end_object();
 }
 
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest) {
@@ -101,6 +107,13 @@ void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const
   j.key("partitions").value(static_cast<uint64_t>(manifest.partitions));
   j.key("input_checksum").value(hex64(manifest.input_checksum));
   j.end_object();
+}
+
+void check_same_configuration(Communicator& comm, const Config& config) {
+  std::string settings_text;
+  for (const auto& [key, value] : config.dump())
+    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
+  check_same_on_all_ranks(comm, "configuration", settings_text);
 }
 
 namespace {
@@ -168,11 +181,7 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings) {
   reject_unsupported(config);
-  // Every rank must train the same thing: the first rank that differs is named.
-  std::string settings_text;
-  for (const auto& [key, value] : config.dump())
-    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
-  check_same_on_all_ranks(comm, "configuration", settings_text);
+  check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "core/communicator.h"
-#include "core/json_writer.h"
-#include "engine/distributed_fgm.h"
 #include "core/config.h"
+#include "core/json_writer.h"
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
+#include "engine/distributed_fgm.h"
 #include "engine/fgm_trainer.h"
 
 namespace fgm::cli {
@@ -39,6 +39,16 @@ void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const
 
 // run.json's "data" of a partitioned store.
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest);
+
+// Every rank must run the same thing: the configuration (but engine.threads
+// and engine.memory_budget) is compared across ranks, and the first rank that
+// differs is named (a collective).
+void check_same_configuration(Communicator& comm, const Config& config);
+
+// A JSON array of communication records (run.json's and path.json's "passes").
+// `class_labels`: one-vs-rest runs' labels, named by the records' class_index.
+void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
+                                 const std::vector<double>& class_labels = {});
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,7 +14,6 @@
 
 #include "cli/commands.h"
 #include "cli/distributed_train.h"
-#include "io/partitioned_store.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
@@ -22,7 +23,11 @@
 #include "core/json_writer.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
+#include "core/communicator.h"
+#include "engine/distributed_path.h"
 #include "engine/fgm_path.h"
+#include "engine/solver_choice.h"
+#include "io/partitioned_store.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
 #include "report/report_page.h"
@@ -139,6 +144,82 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
   j.end_array();
 }
 
+// The points' models (each atomic), then path.csv and path.json that name
+// them, and the report. `extra_json` adds sections to path.json.
+void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, double ingest_seconds,
+                        const RunWarnings& warnings, const std::string& out_dir,
+                        const std::function<void(JsonWriter&)>& extra_json) {
+  const auto config_dump = config.dump();
+  // Models first (each atomic), then the table and log that name them.
+  for (auto& p : outcome.points) {
+    p.model.config = config_dump;
+    write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
+    if (p.has_debiased) {
+      p.debiased.config = config_dump;
+      p.debiased.config["debiased"] = "true";
+      write_model(fmt::format("{}/point-{}-debiased.fgm", out_dir, p.point), p.debiased);
+    }
+  }
+  std::string csv = kCsvHeader;
+  for (const auto& p : outcome.points) {
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", p.point, p.B, p.C,
+                       p.selected,
+                       p.nonzero,
+                       cell(p.train_objective), cell(p.test.accuracy), cell(p.test.auc),
+                       cell(p.validation.accuracy), cell(p.validation.auc),
+                       cell(p.test_debiased.accuracy), cell(p.test_debiased.auc),
+                       cell(p.validation_debiased.accuracy), cell(p.validation_debiased.auc),
+                       p.seconds, p.apg_iterations, cell(p.cv.accuracy.mean), cell(p.cv.accuracy.se),
+                       cell(p.cv.auc.mean), cell(p.cv.auc.se));
+  }
+  write_file_atomic(out_dir + "/path.csv", csv);
+
+  JsonWriter j;
+  j.begin_object();
+  j.key("solver").value("fgm");
+  j.key("mode").value(outcome.mode);
+  j.key("points").value(static_cast<uint64_t>(outcome.points.size()));
+  j.key("best_point").value(static_cast<int64_t>(outcome.best >= 0 ? outcome.points[outcome.best].point : -1));
+  j.key("total_apg_iterations").value(outcome.total_apg_iterations);
+  j.key("total_gradient_evaluations").value(outcome.total_gradient_evaluations);
+  j.key("seconds").value(outcome.seconds);
+  j.key("ingest_seconds").value(ingest_seconds);
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  write_selection(j, outcome, folds);
+  write_runs(j, outcome);
+  write_folds(j, outcome);
+  if (extra_json) extra_json(j);
+  write_config_section(j, config_dump);
+  write_warnings(j, warnings);
+  j.end_object();
+  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+}
+
+void log_point(const PathPoint& p) {
+  spdlog::info("point {}: B={} C={} selected {} objective {:.6g} test acc {} (debiased {}) valid acc {} at {:.2f}s",
+               p.point, p.B, p.C, p.selected, p.train_objective, cell(p.test.accuracy),
+               cell(p.test_debiased.accuracy), cell(p.validation.accuracy), p.seconds);
+}
+
+// The result line on stdout.
+void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
+  fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
+  if (outcome.best >= 0) {
+    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
+    fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
+               b.validation.accuracy);
+  }
+  if (outcome.selection.chosen >= 0) {
+    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
+    fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
+               c.selected);
+    if (outcome.selection.has_cv)
+      fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
+  }
+  fmt::print("{}\n", extra);
+}
+
 // fgm path with a solver other than FGM: the shared setup (budget, data,
 // transforms, resume session), then the solver's own path (cli/solver_commands.h).
 int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
@@ -164,6 +245,107 @@ int path_with_other_solver(SolverKind solver, const Config& config, bool restart
   return dispatch_solver_path(solver, command);
 }
 
+// Settings that fgm path on a partitioned store does not have yet: refused,
+// naming the key, before any work.
+void reject_unsupported_on_partitions(const Config& config) {
+  auto refuse = [&](const char* key, const std::string& why) {
+    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported by fgm path on a partitioned store yet "
+                                                "(docs/distributed.md lists what is distributed)",
+                                                key, why));
+  };
+  const SolverKind solver = solver_from_config(config);
+  if (solver != SolverKind::kFgm && solver != SolverKind::kSifs)
+    refuse("solver", "solver = " + std::string(solver_name(solver)));
+  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
+}
+
+// path.json's "distributed": ranks, partitions and rank 0's communication,
+// in total, of the points' refits, and per FGM run of the path and phase.
+void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome& o) {
+  j.key("distributed").begin_object();
+  j.key("ranks").value(o.ranks);
+  j.key("partitions").value(static_cast<uint64_t>(o.manifest.partitions));
+  j.key("partitions_per_rank").value(static_cast<uint64_t>(o.own_partitions));
+  j.key("communication_of").value("rank 0: payload bytes sent plus received");
+  j.key("bytes").value(o.total_communication.bytes);
+  j.key("collectives").value(o.total_communication.calls);
+  j.key("seconds").value(o.total_communication.seconds);
+  j.key("refits").begin_object();
+  j.key("bytes").value(o.refit_communication.bytes);
+  j.key("collectives").value(o.refit_communication.calls);
+  j.key("seconds").value(o.refit_communication.seconds);
+  j.end_object();
+  j.key("runs").begin_array();
+  for (const auto& run : o.communication) write_communication_records(j, run);
+  j.end_array();
+  j.end_object();
+}
+
+// The checkpoint a distributed path resumes from, on every rank: rank 0's
+// session decides (it holds output.dir, its lock and the checkpoint) and
+// tells the others, which read the same file (output.dir is on a file system
+// all ranks share, like the store). Empty: start from scratch.
+std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
+                                                  const std::string& out_dir, MemoryBudget& budget) {
+  int32_t resuming = session && session->resuming() ? 1 : 0;
+  comm.broadcast(&resuming, sizeof resuming, 0);
+  if (!resuming) return std::nullopt;
+  if (session) {
+    ResumeCheckpoint saved;
+    saved.path = std::move(*session->path());
+    if (TrainProgress* train = session->train()) saved.train = std::move(*train);
+    return saved;
+  }
+  return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
+}
+
+// fgm path on a partitioned store, with or without mpirun
+// (engine/distributed_path.h): every rank runs the path; rank 0 holds the
+// output directory's lock and the resume checkpoint, evaluates the points
+// and writes every output. A checkpoint resumes on the same rank count only
+// (the count is part of the run's identity).
+int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget& budget, Communicator& comm,
+                     bool restart, RunWarnings& warnings) {
+  check_distributed_path_settings(ps);
+  check_same_configuration(comm, config);
+  const std::string dir = config.get_string("data.train");
+  const std::string out_dir = config.get_string("output.dir");
+  std::unique_ptr<ResumeSession> session;
+  if (comm.rank() == 0) {
+    RunIdentity identity;
+    identity.command = "path";
+    identity.config = result_config(config.dump());
+    identity.config[kRanksIdentityKey] = std::to_string(comm.size());
+    identity.store_checksum = read_partition_manifest(dir).input_checksum;
+    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
+    spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
+  }
+  std::optional<ResumeCheckpoint> saved = shared_checkpoint(comm, session.get(), out_dir, budget);
+  PathHooks hooks;
+  if (saved) {
+    hooks.resume = &saved->path;
+    hooks.resume_train = saved->train ? &*saved->train : nullptr;
+    if (comm.rank() == 0)
+      spdlog::info("{}", msg::resuming_from(session->file(), (saved->train ? saved->train->iterations.size() : 0) + 1,
+                                            fmt::format("path run {} with {} points done", saved->path.run + 1,
+                                                        saved->path.points.size()),
+                                            saved->train ? saved->train->apg.w.size() : 0));
+  }
+  if (session) {
+    hooks.on_point = log_point;
+    hooks.on_progress = [&](const PathProgress& progress, const TrainProgress* train) {
+      session->save(train, &progress);
+    };
+  }
+  DistributedPathOutcome outcome = run_fgm_path_distributed(comm, dir, ps, budget, hooks);
+  if (comm.rank() != 0) return 0;
+  write_path_outputs(config, outcome.path, ps.folds, 0.0, warnings, out_dir,
+                     [&](JsonWriter& j) { write_distributed_path_section(j, outcome); });
+  session->finish();
+  print_path_summary(outcome.path, out_dir, fmt::format(" ranks={}", comm.size()));
+  return 0;
+}
+
 }  // namespace
 
 Command add_path(CLI::App& app) {
@@ -185,13 +367,12 @@ Command add_path(CLI::App& app) {
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
     reject_ignored_keys(config, ConfigCommand::kPath);
     check_config_paths(config, ConfigCommand::kPath);
-    const SolverKind solver = solver_from_config(config);
-    if (world_communicator().size() > 1 && solver != SolverKind::kSifs)
-      throw Error(ErrorKind::kConfig,
-                  fmt::format("fgm path with solver = {} runs on one process: only solver = sifs has a distributed "
-                              "path (docs/distributed.md); run fgm path without mpirun",
-                              solver_name(solver)));
-    if (solver != SolverKind::kFgm) return path_with_other_solver(solver, config, args->restart);
+    Communicator& world = world_communicator();
+    require_partitioned_store(config, world);
+    const bool partitioned = is_partitioned_store(config.get_string("data.train"));
+    if (partitioned) reject_unsupported_on_partitions(config);
+    if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
+      return path_with_other_solver(solver, config, args->restart);
     PathSettings ps;
     ps.base = train_settings_from_config(config);
     RunWarnings warnings;
@@ -207,6 +388,7 @@ Command add_path(CLI::App& app) {
     ps.fold_seed = static_cast<uint64_t>(config.get_int("path.fold_seed"));
     validate_path_settings(ps);
     MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+    if (partitioned) return path_partitioned(config, ps, budget, world, args->restart, warnings);
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);
     reject_store_mismatch(config, data.store->info());
@@ -241,12 +423,7 @@ Command add_path(CLI::App& app) {
     hooks.on_progress = [&](const PathProgress& progress, const TrainProgress* train) {
       session.save(train, &progress);
     };
-    hooks.on_point = [&](const PathPoint& p) {
-      spdlog::info("point {}: B={} C={} selected {} objective {:.6g} test acc {} (debiased {}) "
-                   "valid acc {} at {:.2f}s",
-                   p.point, p.B, p.C, p.selected, p.train_objective, cell(p.test.accuracy),
-                   cell(p.test_debiased.accuracy), cell(p.validation.accuracy), p.seconds);
-    };
+    hooks.on_point = log_point;
     hooks.on_fold_start = [](const FoldRun& f, int folds) {
       spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows,
                    f.held_out_rows);
@@ -259,65 +436,9 @@ Command add_path(CLI::App& app) {
     };
     PathOutcome outcome = run_fgm_path(*data.store, ps, budget, hooks);
 
-    // Models first (each atomic), then the table and log that name them.
-    for (auto& p : outcome.points) {
-      p.model.config = config_dump;
-      write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
-      if (p.has_debiased) {
-        p.debiased.config = config_dump;
-        p.debiased.config["debiased"] = "true";
-        write_model(fmt::format("{}/point-{}-debiased.fgm", out_dir, p.point), p.debiased);
-      }
-    }
-    std::string csv = kCsvHeader;
-    for (const auto& p : outcome.points) {
-      csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", p.point, p.B, p.C,
-                         p.selected,
-                         p.nonzero,
-                         cell(p.train_objective), cell(p.test.accuracy), cell(p.test.auc),
-                         cell(p.validation.accuracy), cell(p.validation.auc),
-                         cell(p.test_debiased.accuracy), cell(p.test_debiased.auc),
-                         cell(p.validation_debiased.accuracy), cell(p.validation_debiased.auc),
-                         p.seconds, p.apg_iterations, cell(p.cv.accuracy.mean), cell(p.cv.accuracy.se),
-                         cell(p.cv.auc.mean), cell(p.cv.auc.se));
-    }
-    write_file_atomic(out_dir + "/path.csv", csv);
-
-    JsonWriter j;
-    j.begin_object();
-    j.key("solver").value("fgm");
-    j.key("mode").value(outcome.mode);
-    j.key("points").value(static_cast<uint64_t>(outcome.points.size()));
-    j.key("best_point").value(static_cast<int64_t>(outcome.best >= 0 ? outcome.points[outcome.best].point : -1));
-    j.key("total_apg_iterations").value(outcome.total_apg_iterations);
-    j.key("total_gradient_evaluations").value(outcome.total_gradient_evaluations);
-    j.key("seconds").value(outcome.seconds);
-    j.key("ingest_seconds").value(data.ingest_seconds);
-    j.key("peak_rss_bytes").value(peak_rss_bytes());
-    write_selection(j, outcome, ps.folds);
-    write_runs(j, outcome);
-    write_folds(j, outcome);
-    write_config_section(j, config_dump);
-    write_warnings(j, warnings);
-    j.end_object();
-    write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-    if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+    write_path_outputs(config, outcome, ps.folds, data.ingest_seconds, warnings, out_dir, {});
     session.finish();
-
-    fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
-    if (outcome.best >= 0) {
-      const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
-      fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
-                 b.validation.accuracy);
-    }
-    if (outcome.selection.chosen >= 0) {
-      const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
-      fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
-                 c.selected);
-      if (outcome.selection.has_cv)
-        fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
-    }
-    fmt::print("\n");
+    print_path_summary(outcome, out_dir, "");
     return 0;
   }};
 }

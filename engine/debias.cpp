@@ -1,29 +1,51 @@
 #include "engine/debias.h"
 
+#include <memory>
+
 #include "core/error.h"
 
 namespace fgm {
 
-DebiasResult debias_refit(const SelectedFeatureCache& cache, const int8_t* labels,
-                          const Model& selected, ApgOptions options, MemoryBudget& budget) {
-  FGM_ASSERT(selected.features.size() == cache.num_columns());
-  // Same columns, one batch: ½(‖ω‖)² = ½‖ω‖².
-  SelectedFeatureCache single(budget, cache.n_rows());
-  single.begin_batch();
+namespace {
+
+// The same columns in one batch: ½(‖ω‖)² = ½‖ω‖².
+std::unique_ptr<SelectedFeatureCache> single_batch_copy(const SelectedFeatureCache& cache, MemoryBudget& budget) {
+  auto single = std::make_unique<SelectedFeatureCache>(budget, cache.n_rows());
+  single->begin_batch();
   std::vector<uint32_t> rows;
   std::vector<float> values;
   for (size_t k = 0; k < cache.num_columns(); ++k) {
     SparseColumnView col = cache.column(k);
     rows.assign(col.rows, col.rows + col.nnz);
     values.assign(col.values, col.values + col.nnz);
-    single.add_column(cache.key(k), rows, values);
+    single->add_column(cache.key(k), rows, values);
+  }
+  return single;
+}
+
+}  // namespace
+
+DebiasResult debias_refit(const SelectedFeatureCache& cache, const int8_t* labels,
+                          const Model& selected, ApgOptions options, MemoryBudget& budget) {
+  LocalRowSums local;
+  return debias_refit({ApgRowPart{&cache, labels, nullptr}}, local, selected, options, budget);
+}
+
+DebiasResult debias_refit(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction, const Model& selected,
+                          ApgOptions options, MemoryBudget& budget) {
+  std::vector<std::unique_ptr<SelectedFeatureCache>> singles;
+  std::vector<std::vector<double>> decisions(parts.size());
+  std::vector<ApgRowPart> single_parts;
+  for (size_t q = 0; q < parts.size(); ++q) {
+    FGM_ASSERT(selected.features.size() == parts[q].cache->num_columns());
+    singles.push_back(single_batch_copy(*parts[q].cache, budget));
+    single_parts.push_back({singles.back().get(), parts[q].labels, &decisions[q]});
   }
   ApgState state;
   state.b = selected.has_bias ? selected.bias : 0.0;
   for (const auto& f : selected.features) state.w.push_back(f.weight);  // warm start
-  std::vector<double> decision;
   DebiasResult out;
-  out.solve = solve_apg(single, labels, options, state, decision, budget);
+  out.solve = solve_apg(single_parts, reduction, options, state, budget);
   out.model = selected;
   for (size_t k = 0; k < out.model.features.size(); ++k) out.model.features[k].weight = state.w[k];
   out.model.bias = options.bias ? state.b : 0.0;

@@ -6,9 +6,12 @@
 // solves it to a tight tolerance.
 #pragma once
 
+#include <vector>
+
 #include "cache/selected_features.h"
 #include "io/model_file.h"
 #include "solvers/apg.h"
+#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -19,5 +22,13 @@ struct DebiasResult {
 
 DebiasResult debias_refit(const SelectedFeatureCache& cache, const int8_t* labels,
                           const Model& selected, ApgOptions options, MemoryBudget& budget);
+
+// The same refit over rows split into parts (a rank's partitions of a
+// partitioned store): each part's rows of the selected columns and labels
+// (`decision` is not written), every row sum added by `reduction` (the
+// partition tree gives the same bits for every rank count). The one-part
+// case with LocalRowSums is the refit above, bit for bit.
+DebiasResult debias_refit(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction, const Model& selected,
+                          ApgOptions options, MemoryBudget& budget);
 
 }  // namespace fgm

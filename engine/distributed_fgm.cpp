@@ -87,7 +87,6 @@ class DistributedRun {
   std::vector<ScoredCandidate> scoring_pass(uint64_t batch, const std::vector<char>& is_selected,
                                             IterationRecord& rec, Reservation& top_memory);
   uint64_t selected_units() const;
-  uint64_t batch_size() const;
   std::string stop_rule(int t) const;
   bool needs_certificate() const;
   void observe_values();
@@ -95,6 +94,7 @@ class DistributedRun {
   void check_chance_level();
   std::string space_kind() const { return space_ ? settings_.space.kind : groups_ ? "group" : "linear"; }
   Model make_model(double objective) const;
+  void emit_point(const std::function<void(const DistributedPoint&)>& hook, double objective);
   void record(int iteration, const char* phase, const CommunicationStats& before) {
     out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
   }
@@ -131,6 +131,8 @@ class DistributedRun {
   std::vector<FeatureKey> selected_keys_;    // key of each selected column (generated spaces)
   double positive_ = 1, negative_ = -1;
   uint64_t bytes_streamed_ = 0;  // by this rank in the current scoring pass
+  uint64_t batch_ = 0;           // this outer iteration's B (shortened before a path checkpoint)
+  uint64_t next_checkpoint_ = 0, last_point_units_ = 0;  // settings.checkpoints: the next, the units at the last point
 };
 
 void DistributedRun::open_partitions() {
@@ -308,6 +310,8 @@ int DistributedRun::restore(TrainProgress& saved, std::vector<char>& is_selected
     throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: {} weights for {} selected columns", saved.apg.w.size(),
                                                     selected_.size()));
   state_ = std::move(saved.apg);
+  next_checkpoint_ = saved.next_path_point;
+  last_point_units_ = saved.last_path_point_features;
   out_.iterations = std::move(saved.iterations);
   out_.iterations_restored = out_.iterations.size();
   if (!out_.iterations.empty()) objective = out_.iterations.back().objective;
@@ -324,6 +328,8 @@ void DistributedRun::save_progress() const {
   progress.batches = batches_;
   progress.apg = state_;
   progress.iterations = out_.iterations;
+  progress.next_path_point = next_checkpoint_;
+  progress.last_path_point_features = last_point_units_;
   hooks_.on_progress(progress);
 }
 
@@ -396,15 +402,11 @@ uint64_t DistributedRun::selected_units() const {
   return units;
 }
 
-// B, shortened so that the selection never passes fgm.max_features.
-uint64_t DistributedRun::batch_size() const {
-  if (settings_.max_features == 0) return settings_.B;
-  return std::min<uint64_t>(settings_.B, settings_.max_features - std::min(settings_.max_features, selected_units()));
-}
-
 // The outer stop rules checked before iteration t scores ("" to go on): the
 // single-store trainer's, taken after iteration t − 1's solve.
 std::string DistributedRun::stop_rule(int t) const {
+  if (!settings_.checkpoints.empty() && selected_units() >= settings_.checkpoints.back())
+    return "last_checkpoint";  // fgm path: its last point is reached
   if (settings_.max_features > 0 && selected_units() >= settings_.max_features) return "max_features";
   if (t > settings_.max_iterations) return "max_iterations";
   return "";
@@ -525,6 +527,23 @@ void DistributedRun::check_chance_level() {
     warn(comm_, settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
+void DistributedRun::emit_point(const std::function<void(const DistributedPoint&)>& hook, double objective) {
+  last_point_units_ = selected_units();
+  if (!hook) return;
+  DistributedPoint p;
+  p.point.features = selected_units();
+  p.point.model = make_model(objective);
+  if (!out_.iterations.empty()) p.point.last = &out_.iterations.back();
+  for (const IterationRecord& r : out_.iterations) {
+    p.point.apg_iterations += r.apg_iterations;
+    p.point.line_search_steps += r.apg_line_search_steps;
+    p.point.gradient_evaluations += r.apg_gradient_evaluations;
+  }
+  p.rows = parts();
+  p.reduction = &own_->reduction();
+  hook(p);
+}
+
 DistributedOutcome DistributedRun::run() {
   const auto start = std::chrono::steady_clock::now();
   CommunicationStats before = labels_start_;
@@ -576,7 +595,8 @@ DistributedOutcome DistributedRun::run() {
     IterationRecord rec;
     rec.iter = t;
     Reservation top_memory;
-    const std::vector<ScoredCandidate> fresh = scoring_pass(batch_size(), is_selected, rec, top_memory);
+    batch_ = next_batch_size(settings_, selected_units(), next_checkpoint_);
+    const std::vector<ScoredCandidate> fresh = scoring_pass(batch_, is_selected, rec, top_memory);
     out_.final_sip_violation = rec.sip_violation;
     if (fresh.empty()) {
       out_.stop_reason = "no_new_features";
@@ -613,6 +633,9 @@ DistributedOutcome DistributedRun::run() {
     rec.peak_rss_bytes = peak_rss_bytes();
     if (comm_.rank() == 0) warn_iteration(rec, settings_.warnings);
     out_.iterations.push_back(rec);
+    if (next_checkpoint_ < settings_.checkpoints.size() &&
+        selected_units() >= settings_.checkpoints[next_checkpoint_])
+      emit_point(hooks_.on_checkpoint, objective);
     save_progress();
     uint64_t communicated = 0;
     for (const auto& c : out_.communication) communicated += c.iteration == t ? c.comm.bytes : 0;
@@ -633,6 +656,11 @@ DistributedOutcome DistributedRun::run() {
   } else if (out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer") {
     out_.final_sip_violation = std::numeric_limits<double>::quiet_NaN();
   }
+  // A path that ran out of new features before its next checkpoint still reports the model it reached.
+  if (next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
+      selected_units() > last_point_units_)
+    emit_point(hooks_.on_checkpoint, objective);
+  emit_point(hooks_.on_final, objective);
   if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
   if (settings_.check_chance_level) check_chance_level();
   out_.model = make_model(objective);

@@ -32,6 +32,8 @@
 #include "engine/fgm_trainer.h"
 #include "engine/own_partitions.h"
 #include "io/partitioned_store.h"
+#include "solvers/apg.h"
+#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -79,12 +81,29 @@ struct DistributedOutcome {
 // formed again on each rank from ω exactly as the solve formed it
 // (apg_decision_values), so a resumed run repeats the uninterrupted run's
 // arithmetic bit for bit.
+struct DistributedPoint;
 struct DistributedHooks {
   TrainProgress* resume = nullptr;                        // start from this state (moved from)
   std::function<void(const TrainProgress&)> on_progress;  // after each outer iteration, on every rank
   // At the end of a run: the final decision values w'x − b of this rank's
   // rows, one vector per own partition (empty: all 0, the empty model).
   std::function<void(const std::vector<std::vector<double>>&)> on_final_decisions;
+  // fgm path (engine/distributed_path.h), on every rank: at each of
+  // settings.checkpoints (the batch before one is shortened to land on it; the
+  // run stops at the last one), and where the run ran out of new features
+  // before its next checkpoint ...
+  std::function<void(const DistributedPoint&)> on_checkpoint;
+  // ... and at the end of the run, with its final state.
+  std::function<void(const DistributedPoint&)> on_final;
+};
+
+// A path point: the model at a checkpoint, with this rank's rows of the
+// selected columns and their reduction, for a data-parallel refit
+// (engine/debias.h). `rows[q].decision` is the trainer's: a refit uses its own.
+struct DistributedPoint {
+  Checkpoint point;  // model, last iteration record, cumulative APG work (cache and labels unset)
+  std::vector<ApgRowPart> rows;
+  RowSumReduction* reduction = nullptr;
 };
 
 // A binary store trains one model; more label values train one-vs-rest

@@ -53,19 +53,69 @@ struct FoldContext {
   const int8_t* labels = nullptr;
 };
 
+// train_fgm on one store. For B/C runs the refit and the held-out evaluation
+// need the selected columns: they are generated again from the store through
+// the space (a cross or expansion level is not a raw column).
+class StorePathTrainer final : public PathTrainer {
+ public:
+  StorePathTrainer(const ShardStore& store, MemoryBudget& budget) : store_(store), budget_(budget) {
+    shape_.index_base = store.info().index_base;
+    shape_.n_features = store.info().n_features;
+    shape_.positive_label = store.info().positive_value;
+    shape_.negative_label = store.info().negative_value;
+  }
+  const Model* evaluation_shape() const override { return &shape_; }
+
+  TrainOutcome train(const TrainSettings& s, bool rows, const std::function<void(const RunPoint&)>& on_point,
+                     const TrainHooks& hooks) override {
+    const int8_t* labels = s.labels ? s.labels : store_.labels();
+    TrainHooks h = hooks;
+    if (!s.checkpoints.empty()) {
+      h.on_checkpoint = [&](const Checkpoint& cp) {
+        const PointRows point_rows = one_part(*cp.cache, cp.labels);
+        on_point({&cp.model, cp.last->objective, cp.apg_iterations, cp.gradient_evaluations,
+                  rows ? &point_rows : nullptr});
+      };
+      return train_fgm(store_, s, budget_, h);
+    }
+    TrainOutcome t = train_fgm(store_, s, budget_, h);
+    SelectedFeatureCache cache(budget_, store_.info().n_rows);
+    if (rows) {
+      FeatureSpaceSettings space_settings = s.space;
+      space_settings.index_base = store_.info().index_base;
+      std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store_, budget_);
+      cache.begin_batch();
+      materialize_features(*space, store_, t.model.features, cache);
+    }
+    const PointRows point_rows = one_part(cache, labels);
+    on_point({&t.model, t.model.objective, t.total_apg_iterations, t.total_gradient_evaluations,
+              rows ? &point_rows : nullptr});
+    return t;
+  }
+
+ private:
+  PointRows one_part(const SelectedFeatureCache& cache, const int8_t* labels) {
+    return {{ApgRowPart{&cache, labels, nullptr}}, &local_};
+  }
+
+  const ShardStore& store_;
+  MemoryBudget& budget_;
+  Model shape_;
+  LocalRowSums local_;
+};
+
 // One `fgm path` run: the evaluation rows, the points so far, and the steps
 // of each mode.
 class PathRun {
  public:
-  PathRun(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks,
+  PathRun(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks,
           const FoldContext* fold = nullptr, IterationCallback on_iteration = {});
   PathOutcome run();
 
  private:
-  void load_evaluation_rows();
-  void evaluate_point(PathPoint& p) const;
-  void add_point(const Model& model, uint64_t B, double C, double objective, uint64_t apg_its, uint64_t grads,
-                 const SelectedFeatureCache* cache, const int8_t* labels);
+  void load_evaluation_rows(const Model& shape);
+  void evaluate_point(PathPoint& p);
+  void add_point(const RunPoint& point, uint64_t B, double C);
   uint64_t restore();
   void report_progress(uint64_t run, const TrainProgress* train);
   void account(const TrainOutcome& t, const TrainSettings& s);
@@ -76,34 +126,31 @@ class PathRun {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
 
-  const ShardStore& store_;
+  PathTrainer& trainer_;
   const PathSettings& settings_;
   MemoryBudget& budget_;
   const PathHooks& hooks_;
   const FoldContext* fold_;
   const IterationCallback on_iteration_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  bool evaluation_rows_loaded_ = false;
   Reservation test_mem_, validation_mem_;
   std::unique_ptr<LabeledRows> test_, validation_;
   PathOutcome out_;
 };
 
-PathRun::PathRun(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
+PathRun::PathRun(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
                  const PathHooks& hooks, const FoldContext* fold, IterationCallback on_iteration)
-    : store_(store),
+    : trainer_(trainer),
       settings_(settings),
       budget_(budget),
       hooks_(hooks),
       fold_(fold),
       on_iteration_(std::move(on_iteration)) {}
 
-void PathRun::load_evaluation_rows() {
-  // Label map and width come from the store; the rows are loaded once.
-  Model shape;
-  shape.index_base = store_.info().index_base;
-  shape.n_features = store_.info().n_features;
-  shape.positive_label = store_.info().positive_value;
-  shape.negative_label = store_.info().negative_value;
+// Label map and width come from the training data; the rows are loaded once.
+void PathRun::load_evaluation_rows(const Model& shape) {
+  evaluation_rows_loaded_ = true;
   if (!settings_.test_path.empty())
     test_ = std::make_unique<LabeledRows>(load_labeled_rows(settings_.test_path, shape, budget_, test_mem_));
   if (!settings_.validation_path.empty())
@@ -111,7 +158,8 @@ void PathRun::load_evaluation_rows() {
         load_labeled_rows(settings_.validation_path, shape, budget_, validation_mem_));
 }
 
-void PathRun::evaluate_point(PathPoint& p) const {
+void PathRun::evaluate_point(PathPoint& p) {
+  if (!evaluation_rows_loaded_) load_evaluation_rows(p.model);
   if (test_) {
     p.test = evaluate_rows(*test_, p.model, false, budget_);
     if (p.has_debiased) p.test_debiased = evaluate_rows(*test_, p.debiased, false, budget_);
@@ -122,29 +170,31 @@ void PathRun::evaluate_point(PathPoint& p) const {
   }
 }
 
-void PathRun::add_point(const Model& model, uint64_t B, double C, double objective, uint64_t apg_its,
-                        uint64_t grads, const SelectedFeatureCache* cache, const int8_t* labels) {
+void PathRun::add_point(const RunPoint& point, uint64_t B, double C) {
+  const Model& model = *point.model;
   PathPoint p;
   p.point = static_cast<int>(out_.points.size()) + 1;
   p.B = B;
   p.C = C;
   p.selected = model.features.size();
   for (const auto& f : model.features) p.nonzero += f.weight != 0.0;
-  p.train_objective = objective;
-  p.apg_iterations = apg_its;
-  p.gradient_evaluations = grads;
+  p.train_objective = point.objective;
+  p.apg_iterations = point.apg_iterations;
+  p.gradient_evaluations = point.gradient_evaluations;
   p.model = model;
-  if (settings_.debias && cache != nullptr) {
+  if (settings_.debias && point.rows != nullptr) {
     ApgOptions o = settings_.base.apg;
     if (settings_.debias_C > 0) o.C = settings_.debias_C;
     o.eps_inner = std::min(o.eps_inner, 1e-10);
     o.max_iterations = std::max(o.max_iterations, 3000);
-    DebiasResult d = debias_refit(*cache, labels, model, o, budget_);
+    DebiasResult d = debias_refit(point.rows->parts, *point.rows->reduction, model, o, budget_);
     p.debiased = std::move(d.model);
     p.has_debiased = true;
   }
   evaluate_point(p);
-  if (fold_ != nullptr) p.held_out = evaluate_held_out(*cache, model, fold_->labels, *fold_->folds, fold_->fold, budget_);
+  if (fold_ != nullptr)
+    p.held_out = evaluate_held_out(*point.rows->parts.front().cache, model, fold_->labels, *fold_->folds,
+                                   fold_->fold, budget_);
   p.seconds = elapsed();
   out_.points.push_back(std::move(p));
   if (hooks_.on_point) hooks_.on_point(out_.points.back());
@@ -197,14 +247,11 @@ void PathRun::run_feature_counts() {
   s.max_iterations = std::numeric_limits<int>::max();
   s.final_certificate = false;
   TrainHooks train_hooks;
-  train_hooks.on_checkpoint = [&](const Checkpoint& cp) {
-    add_point(cp.model, s.B, s.apg.C, cp.last->objective, cp.apg_iterations, cp.gradient_evaluations,
-              cp.cache, cp.labels);
-  };
   train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(0, &progress); };
   train_hooks.on_iteration = on_iteration_;
   train_hooks.resume = hooks_.resume_train;
-  account(train_fgm(store_, s, budget_, train_hooks), s);
+  const bool rows = settings_.debias || fold_ != nullptr;
+  account(trainer_.train(s, rows, [&](const RunPoint& point) { add_point(point, s.B, s.apg.C); }, train_hooks), s);
 }
 
 // path.B / path.C: one FGM run per value, from `first_run` on.
@@ -220,22 +267,9 @@ void PathRun::run_value_list(uint64_t first_run) {
     train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(i, &progress); };
     train_hooks.on_iteration = on_iteration_;
     if (i == first_run) train_hooks.resume = hooks_.resume_train;
-    TrainOutcome t = train_fgm(store_, s, budget_, train_hooks);
-    account(t, s);
-    // The refit and the held-out evaluation need the selected columns:
-    // generate them again from the store through the space (a cross or
-    // expansion level is not a raw column).
-    const bool need_columns = settings_.debias || fold_ != nullptr;
-    SelectedFeatureCache cache(budget_, store_.info().n_rows);
-    if (need_columns) {
-      FeatureSpaceSettings space_settings = s.space;
-      space_settings.index_base = store_.info().index_base;
-      std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store_, budget_);
-      cache.begin_batch();
-      materialize_features(*space, store_, t.model.features, cache);
-    }
-    add_point(t.model, s.B, s.apg.C, t.model.objective, t.total_apg_iterations, t.total_gradient_evaluations,
-              need_columns ? &cache : nullptr, s.labels ? s.labels : store_.labels());
+    const bool rows = settings_.debias || fold_ != nullptr;
+    account(trainer_.train(s, rows, [&](const RunPoint& point) { add_point(point, s.B, s.apg.C); }, train_hooks),
+            s);
     report_progress(i + 1, nullptr);
   }
 }
@@ -257,7 +291,7 @@ void PathRun::pick_best() {
 }
 
 PathOutcome PathRun::run() {
-  load_evaluation_rows();
+  if (const Model* shape = trainer_.evaluation_shape()) load_evaluation_rows(*shape);
   uint64_t first_run = restore();
   if (!settings_.feature_counts.empty()) run_feature_counts();
   else run_value_list(first_run);
@@ -286,7 +320,8 @@ FoldRun run_fold(const ShardStore& store, const PathSettings& settings, MemoryBu
   fs.validation_path.clear();
   fs.folds = 0;
   PathHooks none;
-  PathRun run(store, fs, budget, none, &context, [&](const IterationRecord& it) {
+  StorePathTrainer trainer(store, budget);
+  PathRun run(trainer, fs, budget, none, &context, [&](const IterationRecord& it) {
     rec.selected.push_back(it.selected);
     rec.objective.push_back(it.objective);
     rec.apg_iterations.push_back(it.apg_iterations);
@@ -372,7 +407,8 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
   validate_folds(settings, store);
   PathOutcome out;
   {
-    PathRun run(store, settings, budget, hooks);  // frees its test/validation rows before the folds
+    StorePathTrainer trainer(store, budget);
+    PathRun run(trainer, settings, budget, hooks);  // frees its test/validation rows before the folds
     out = run.run();
   }
   // After the full-data path (which a resume continues): the folds are not
@@ -383,6 +419,16 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
     out.seconds += std::accumulate(out.folds.begin(), out.folds.end(), 0.0,
                                    [](double s, const FoldRun& f) { return s + f.seconds; });
   }
+  select_point(out, !settings.validation_path.empty());
+  return out;
+}
+
+PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
+                     const PathHooks& hooks) {
+  validate_path_settings(settings);
+  FGM_ASSERT(settings.folds < 2);
+  PathRun run(trainer, settings, budget, hooks);
+  PathOutcome out = run.run();
   select_point(out, !settings.validation_path.empty());
   return out;
 }

@@ -13,6 +13,9 @@
 // rows; the points get the mean and standard error over folds, and a point is
 // chosen by the one-standard-error rule (engine/path_selection.h). The chosen
 // point's model is the one of the full-data path (the refit on all rows).
+// The FGM runs come from a PathTrainer: train_fgm on one store here, the
+// data-parallel trainer on a partitioned store in engine/distributed_path.h;
+// the points, refits, evaluations and the choice are the same code for both.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,8 @@
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
 #include "engine/path_selection.h"
+#include "solvers/apg.h"
+#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -130,6 +135,41 @@ struct PathHooks {
   TrainProgress* resume_train = nullptr;
 };
 
+// The rows of a point's selected columns, for its refit (Section 5.3,
+// engine/debias.h) and a fold's held-out evaluation: one part and
+// LocalRowSums on one store, or a rank's partitions and their partition-tree
+// reduction on a partitioned store.
+struct PointRows {
+  std::vector<ApgRowPart> parts;
+  RowSumReduction* reduction = nullptr;
+};
+
+// A point as an FGM run of the path hands it out.
+struct RunPoint {
+  const Model* model = nullptr;
+  double objective = 0;
+  uint64_t apg_iterations = 0;        // the run's cumulative work so far
+  uint64_t gradient_evaluations = 0;
+  const PointRows* rows = nullptr;    // null unless asked for
+};
+
+// The FGM runs behind a path.
+class PathTrainer {
+ public:
+  virtual ~PathTrainer() = default;
+  // The label map and width of the test and validation rows (index_base,
+  // n_features, positive/negative label); null when only the first point's
+  // model tells them (the rows are then loaded at the first point).
+  virtual const Model* evaluation_shape() const = 0;
+  // One FGM run with `settings`. With settings.checkpoints: `on_point` at
+  // each count and where the run ran out of new features; without: once, at
+  // the end. `rows`: hand out each point's selected columns. `hooks`:
+  // on_iteration (the distributed trainer calls it for each iteration when
+  // the run ends), on_progress, resume (on_checkpoint is the trainer's).
+  virtual TrainOutcome train(const TrainSettings& settings, bool rows,
+                             const std::function<void(const RunPoint&)>& on_point, const TrainHooks& hooks) = 0;
+};
+
 // Throws a config error unless exactly one of the lists is given and valid.
 void validate_path_settings(const PathSettings& settings);
 
@@ -139,6 +179,11 @@ void validate_folds(const PathSettings& settings, const ShardStore& store);
 
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
                          const PathHooks& hooks);
+
+// The path over `trainer` without cross-validation (settings.folds < 2): its
+// points, refits, evaluations and the chosen point.
+PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
+                     const PathHooks& hooks);
 
 inline PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings,
                                 MemoryBudget& budget,

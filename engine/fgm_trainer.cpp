@@ -197,18 +197,7 @@ uint64_t FgmRun::selected_units() const {
   return units;
 }
 
-uint64_t FgmRun::batch_size() {
-  // Land exactly on the next checkpoint and never pass max_features.
-  const uint64_t have = selected_units();
-  const auto& points = settings_.checkpoints;
-  while (progress_.next_path_point < points.size() && points[progress_.next_path_point] <= have)
-    ++progress_.next_path_point;
-  uint64_t limit = UINT64_MAX;
-  if (progress_.next_path_point < points.size()) limit = points[progress_.next_path_point];
-  if (settings_.max_features > 0) limit = std::min(limit, settings_.max_features);
-  if (limit != UINT64_MAX) return std::min<uint64_t>(settings_.B, limit - have);
-  return settings_.B;
-}
+uint64_t FgmRun::batch_size() { return next_batch_size(settings_, selected_units(), progress_.next_path_point); }
 
 void FgmRun::update_dual_product() {
   for (uint64_t i = 0; i < n_; ++i) a_[i] = progress_.alpha[i] * y_[i];
@@ -603,6 +592,17 @@ LockstepOutcome LockstepRuns::run() {
 // (tile_rows·8 bytes) is then reused by ~16 nonzeros per cache line within a
 // block, where 4 MB blocks of a tall store (n = 3·10^6) touch each line about
 // once. Scores do not depend on how the columns are cut into blocks.
+uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint) {
+  // Land exactly on the next checkpoint and never pass max_features.
+  const auto& points = settings.checkpoints;
+  while (next_checkpoint < points.size() && points[next_checkpoint] <= selected_units) ++next_checkpoint;
+  uint64_t limit = UINT64_MAX;
+  if (next_checkpoint < points.size()) limit = points[next_checkpoint];
+  if (settings.max_features > 0) limit = std::min(limit, settings.max_features);
+  if (limit != UINT64_MAX) return std::min<uint64_t>(settings.B, limit - selected_units);
+  return settings.B;
+}
+
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
   uint64_t target = std::min(block_bytes, budget.limit() / 16);
   // Units of ~16 bytes per row: a tiled pass reuses each dual-slice line for

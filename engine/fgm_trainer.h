@@ -73,6 +73,13 @@ struct TrainSettings {
   RunWarnings* warnings = nullptr;
 };
 
+// The next batch of a run that has `selected_units` selection units: B,
+// shortened to land exactly on the next of settings.checkpoints and never to
+// pass settings.max_features. `next_checkpoint` (index into checkpoints)
+// moves past the counts already reached. Shared by the single-store and the
+// distributed trainer.
+uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint);
+
 struct IterationRecord {
   int iter = 0;
   uint64_t selected = 0;          // features in the model after this iteration

@@ -1,6 +1,7 @@
 // Running the built `fgm` binary from the CLI tests.
 #pragma once
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -50,5 +51,30 @@ inline RunResult run_mpi(const TempDir& dir, int np, const std::string& args) {
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace fgm::test
+
+namespace fgm::test {
+
+// `mpirun -np <np> fgm <args>` in the background in `dir`: stdout and stderr
+// go to out.txt and err.txt, mpirun's pid to pid.txt, its exit code to rc.txt
+// when it ends.
+inline void start_mpi(const TempDir& dir, int np, const std::string& args) {
+  const std::string launch = "cd '" + dir.path.string() + "' && (" + kMpirun + "-np " + std::to_string(np) + " '" +
+                             FGM_BINARY_PATH + "' " + args +
+                             " >out.txt 2>err.txt </dev/null & echo $! >pid.txt; wait $!; echo $? >rc.txt) "
+                             ">/dev/null 2>&1 &";
+  std::system(launch.c_str());
+}
+
+// SIGKILLs the last rank of the job start_mpi started (mpirun's last child).
+inline void kill_last_rank(const TempDir& dir) {
+  const std::string children = dir.file("children.txt");
+  std::system(("pgrep -P " + std::to_string(std::stol(slurp(dir.file("pid.txt")))) + " > '" + children + "'").c_str());
+  std::istringstream pids(slurp(children));
+  long last = 0;
+  for (long p; pids >> p;) last = p;
+  if (last > 0) ::kill(static_cast<pid_t>(last), SIGKILL);
+}
 
 }  // namespace fgm::test
