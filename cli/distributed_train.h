@@ -5,17 +5,50 @@
 // the same checkpoint to resume; a checkpoint of another rank count is refused).
 #pragma once
 
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/resume.h"
 #include "core/communicator.h"
 #include "core/config.h"
+#include "core/json_writer.h"
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
+#include "engine/distributed_fgm.h"
 #include "engine/fgm_trainer.h"
+#include "io/partitioned_store.h"
 
 namespace fgm::cli {
 
 // `restart`: --restart (discard output.dir's checkpoint).
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings);
+
+// What every distributed run writes (the FGM trainer here, the other solvers'
+// distributed commands in their own files):
+// The ranks' peak RSS and budget peaks (a collective: every rank calls it).
+struct RankResources {
+  uint64_t peak_rss_bytes = 0, budget_peak_bytes = 0;
+};
+std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak);
+// run.json's "distributed": ranks, partitions, every rank's memory, and the
+// communication of every phase (on rank 0).
+void write_distributed_section(JsonWriter& j, int rank_count, const PartitionManifest& manifest,
+                               uint32_t partitions_per_rank, const std::vector<CommunicationRecord>& communication,
+                               const std::vector<RankResources>& ranks);
+// The opening of a distributed run's run.json: the object begins, then
+// engine_version, solver, data (the partitioned store) and config.
+void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
+                                const PartitionManifest& manifest, const std::map<std::string, std::string>& config);
+// The resume identity of a run on `ranks` ranks of the partitioned store data.train.
+RunIdentity partitioned_run_identity(const Config& config, int ranks);
+
+// fgm train with solver = "exclusive" on a partitioned store
+// (engine/distributed_exclusive.h; cli/exclusive_command.cpp).
+int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                                RunWarnings& warnings);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.
