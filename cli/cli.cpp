@@ -57,7 +57,8 @@ int run_cli(int argc, char** argv) {
     for (auto& c : commands)
       if (c.sub->parsed()) {
         // Several ranks running ingest (or any other command) would all write the same output.
-        if (world.size() > 1 && c.sub->get_name() != "train")
+        // fgm path checks its own case (cli/path_command.cpp: exclusive on a partitioned store).
+        if (world.size() > 1 && c.sub->get_name() != "train" && c.sub->get_name() != "path")
           throw Error(ErrorKind::kConfig,
                       fmt::format("fgm {} runs on one process: only fgm train is distributed over mpirun ranks "
                                   "(docs/distributed.md); run fgm {} without mpirun",

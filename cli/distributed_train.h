@@ -49,6 +49,8 @@ RunIdentity partitioned_run_identity(const Config& config, int ranks);
 // (engine/distributed_exclusive.h; cli/exclusive_command.cpp).
 int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
                                 RunWarnings& warnings);
+// fgm path with solver = "exclusive" on a partitioned store (binary), with or without mpirun.
+int path_exclusive_partitioned(const Config& config, bool restart);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.

@@ -5,6 +5,8 @@
 // data is evaluated before anything is written, so a bad test file leaves no output.
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -263,24 +265,35 @@ int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Comm
   return 0;
 }
 
-int path_exclusive(SolverCommand& command) {
-  const Config& config = command.config;
-  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
-  std::vector<ExclusiveOutcome> points = train_exclusive_path(*command.data.store, settings, command.budget);
+namespace {
+
+// Where a path's outputs go, and how path.json opens (the object begun, then
+// engine_version, solver, data, config and, distributed, its section).
+struct PathOutput {
+  MemoryBudget& budget;
+  RunWarnings& warnings;
+  const std::string& out_dir;
+  ResumeSession& session;
+  std::function<void(JsonWriter&, const std::map<std::string, std::string>&)> begin_json;
+};
+
+// Test metrics of every point, then point-<k>.fgm, path.csv, path.json and the report.
+int write_path(const Config& config, const ExclusiveSettings& settings, std::vector<ExclusiveOutcome>& points,
+               const PathOutput& output) {
   const bool has_test = !config.get_string("data.test").empty();
   std::vector<EvalResult> tests(points.size());
   int64_t best = -1;  // the best test accuracy (an oracle figure, as SIFS's path): the report's featured point
   for (size_t k = 0; k < points.size(); ++k) {
     points[k].model.config = config.dump();
     if (!has_test) continue;
-    tests[k] = evaluate_test_file(config, points[k].model, command.budget, command.warnings);
+    tests[k] = evaluate_test_file(config, points[k].model, output.budget, output.warnings);
     if (best < 0 || tests[k].accuracy > tests[static_cast<size_t>(best)].accuracy) best = static_cast<int64_t>(k);
   }
   uint64_t not_converged = 0;
   for (const auto& o : points) not_converged += !o.fit.converged;
   if (not_converged > 0)
-    command.warnings.add("exclusive_not_converged",
-                         fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
+    output.warnings.add("exclusive_not_converged",
+                        fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
                                      "set's round limit) before the stopping rule held (path.csv: converged = 0)",
                                      not_converged, points.size(), settings.fista.max_iterations));
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
@@ -299,8 +312,7 @@ int path_exclusive(SolverCommand& command) {
     csv += "\n";
   }
   JsonWriter j;
-  begin_run_json(j, "exclusive", config, command.data,
-                 points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
+  output.begin_json(j, points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
   j.key("mode").value("lambda");
   j.key("best_point").value(best);
   j.key("warm_start").value(settings.path_warm_start);
@@ -320,17 +332,56 @@ int path_exclusive(SolverCommand& command) {
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
-  write_warnings(j, command.warnings);
+  write_warnings(j, output.warnings);
   j.end_object();
-  create_output_directory(command.out_dir, "output.dir");
+  create_output_directory(output.out_dir, "output.dir");
   for (size_t k = 0; k < points.size(); ++k)
-    write_model((std::filesystem::path(command.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
-  write_file_atomic((std::filesystem::path(command.out_dir) / "path.csv").string(), csv);
-  write_file_atomic((std::filesystem::path(command.out_dir) / "path.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(command.out_dir, {.train = false, .path = true});
-  command.session->finish();
-  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, command.out_dir);
+    write_model((std::filesystem::path(output.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
+  write_file_atomic((std::filesystem::path(output.out_dir) / "path.csv").string(), csv);
+  write_file_atomic((std::filesystem::path(output.out_dir) / "path.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(output.out_dir, {.train = false, .path = true});
+  output.session.finish();
+  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, output.out_dir);
   return 0;
+}
+
+}  // namespace
+
+int path_exclusive(SolverCommand& command) {
+  const ExclusiveSettings settings = exclusive_settings_from_config(command.config, ConfigCommand::kPath);
+  std::vector<ExclusiveOutcome> points = train_exclusive_path(*command.data.store, settings, command.budget);
+  const PathOutput output{command.budget, command.warnings, command.out_dir, *command.session,
+                          [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
+                            begin_run_json(j, "exclusive", command.config, command.data, dump);
+                          }};
+  return write_path(command.config, settings, points, output);
+}
+
+int path_exclusive_partitioned(const Config& config, bool restart) {
+  Communicator& comm = world_communicator();
+  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  RunWarnings warnings;
+  if (!config.get_string_list("features.transform").empty())
+    throw Error(ErrorKind::kConfig, "features.transform: a feature transform is not supported on a partitioned store "
+                                    "yet (docs/distributed.md lists what is distributed)");
+  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
+  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
+  std::unique_ptr<ResumeSession> session;
+  if (comm.rank() == 0) {
+    RunIdentity identity = partitioned_run_identity(config, comm.size());
+    identity.command = "path";
+    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
+  }
+  DistributedExclusiveOutcome outcome = path_exclusive_distributed(comm, dir, settings, budget);
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
+  if (comm.rank() != 0) return 0;
+  const PathOutput output{budget, warnings, out_dir, *session,
+                          [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
+                            begin_partitioned_run_json(j, "exclusive", dir, outcome.manifest, dump);
+                            write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
+                                                      outcome.communication, ranks);
+                          }};
+  return write_path(config, settings, outcome.classes, output);
 }
 
 }  // namespace fgm::cli

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
@@ -23,6 +24,7 @@
 #include "engine/fgm_path.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
+#include "io/partitioned_store.h"
 #include "report/report_page.h"
 
 namespace fgm::cli {
@@ -140,6 +142,8 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
 // fgm path with a solver other than FGM: the shared setup (budget, data,
 // transforms, resume session), then the solver's own path (cli/solver_commands.h).
 int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
+  if (solver == SolverKind::kExclusive && is_partitioned_store(config.get_string("data.train")))
+    return path_exclusive_partitioned(config, restart);
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
   TrainingData data = open_training_data(config.get_string("data.train"),
                                          training_data_options_from_config(config), budget);
@@ -178,6 +182,10 @@ Command add_path(CLI::App& app) {
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
     reject_ignored_keys(config, ConfigCommand::kPath);
     check_config_paths(config, ConfigCommand::kPath);
+    if (world_communicator().size() > 1 && !(solver_from_config(config) == SolverKind::kExclusive &&
+                                             is_partitioned_store(config.get_string("data.train"))))
+      throw Error(ErrorKind::kConfig, "fgm path runs on one process, except with solver = \"exclusive\" on a "
+                                      "partitioned store (docs/distributed.md); run fgm path without mpirun");
     if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
       return path_with_other_solver(solver, config, args->restart);
     PathSettings ps;

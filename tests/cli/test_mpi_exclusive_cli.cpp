@@ -210,4 +210,31 @@ TEST_CASE("an exclusive run streams a store several times its per-rank memory bu
         Approx(read_model(dir.file("single/model.fgm")).objective).epsilon(1e-9));
 }
 
+TEST_CASE("an exclusive lambda path on 4 ranks is the 1-process path, and the single-store path", "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-exclusive");
+  dir.write("in.txt", exclusive_libsvm(500, 40, 6, Values::kIntegerTied, 2, 41));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
+  REQUIRE(run(dir, "ingest in.txt --out plain").code == 0);
+  dir.write("p.toml",
+            "solver = \"exclusive\"\n[data]\ntrain = \"store\"\n[exclusive]\npath_lambda = [4.0, 1.0, 0.25]\n"
+            "random_groups = 6\ntolerance = 1e-9\nmax_iterations = 20000\n");
+  REQUIRE(run(dir, "path --config p.toml output.dir=p1").code == 0);
+  RunResult r = run_mpi(dir, 4, "path --config p.toml output.dir=p4 engine.threads=2");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(run(dir, "path --config p.toml data.train=plain output.dir=single").code == 0);
+  for (int k = 0; k < 3; ++k) {
+    INFO("point " << k);
+    const std::string point = "/point-" + std::to_string(k) + ".fgm";
+    require_same_model(dir.file("p1" + point), dir.file("p4" + point));
+    require_same_optimum(dir.file("single" + point), dir.file("p1" + point), 1e-7);
+  }
+  CHECK(parse_json(slurp(dir.file("p4/path.json")), "path.json").find("distributed")->find("ranks")->number() == 4);
+  // Other solvers' paths stay on one process.
+  r = run_mpi(dir, 2, "path --config p.toml data.train=plain output.dir=refused");
+  CHECK(r.code != 0);
+  CHECK(contains(r.err, "fgm path runs on one process"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("refused")));
+}
+
 }  // namespace fgm::test
