@@ -141,7 +141,7 @@ namespace {
 class ExclusiveRun {
  public:
   ExclusiveRun(Communicator& comm, const std::string& dir, const ExclusiveSettings& settings, MemoryBudget& budget)
-      : comm_(comm), settings_(settings), budget_(budget) {
+      : comm_(comm), budget_(budget) {
     const CommunicationStats before = comm.stats();
     SchedulerOptions scheduler;
     scheduler.threads = settings.threads;
@@ -226,7 +226,6 @@ class ExclusiveRun {
   }
 
   Communicator& comm_;
-  const ExclusiveSettings& settings_;
   MemoryBudget& budget_;
   std::unique_ptr<OwnPartitions> own_;
   std::unique_ptr<PartitionedDesign> design_;
