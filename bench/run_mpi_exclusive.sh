@@ -13,9 +13,12 @@
 # 0's bytes and collectives), by the same difference. The models of every rank
 # count are compared byte for byte (cmp) with the 1-process model.
 #
+# Every figure is the median of BENCH_MPI_REPS repetitions.
+#
 # Usage: bash bench/run_mpi_exclusive.sh [build/fgm]
 # Knobs: BENCH_MPI_EXCL_SETS ("a9a news20"), BENCH_MPI_RANKS ("1 2 4"),
-# ITS_SHORT (50), ITS_LONG (150), BENCH_MPI_THREADS (1), BENCH_WORK, BENCH_RESULTS.
+# ITS_SHORT (100), ITS_LONG (600), BENCH_MPI_REPS (3), BENCH_MPI_THREADS (1),
+# BENCH_WORK, BENCH_RESULTS.
 # Results: $BENCH_RESULTS/mpi_exclusive.csv and mpi_exclusive.md.
 set -euo pipefail
 
@@ -27,8 +30,9 @@ W=$(realpath -m "${BENCH_WORK:-bench/work}")/mpi_exclusive
 R=$(realpath -m "${BENCH_RESULTS:-bench/results}")
 SETS=${BENCH_MPI_EXCL_SETS:-a9a news20}
 RANKS=${BENCH_MPI_RANKS:-1 2 4}
-ITS_SHORT=${ITS_SHORT:-50}
-ITS_LONG=${ITS_LONG:-150}
+ITS_SHORT=${ITS_SHORT:-100}
+ITS_LONG=${ITS_LONG:-600}
+REPS=${BENCH_MPI_REPS:-3}
 THREADS=${BENCH_MPI_THREADS:-1}
 DATA=$(realpath -m "${FGM_SHARED_DATA:-../shared/data}")
 MPIRUN=(mpirun --oversubscribe)
@@ -57,26 +61,28 @@ for set in $SETS; do
   rm -rf "$W/$set"
   mkdir -p "$W/$set"
   "$FGM" ingest "$input" --out "$W/$set/store" --partitions 4 --progress off > /dev/null
+  for rep in $(seq 1 "$REPS"); do
   for k in $RANKS; do
-    echo "== $set: $k rank(s)" >&2
+    echo "== $set rep $rep: $k rank(s)" >&2
     for its in "$ITS_SHORT" "$ITS_LONG"; do
-      run_fgm "$W/$set/np$k/excl$its" "$k" train "data.train=$W/$set/store" output.dir=out solver=exclusive \
+      run_fgm "$W/$set/np$k/r$rep/excl$its" "$k" train "data.train=$W/$set/store" output.dir=out solver=exclusive \
         exclusive.expected_relevant=40 exclusive.lambda=1 exclusive.working_set=false \
         exclusive.max_iterations="$its" exclusive.tolerance=1e-15 "engine.threads=$THREADS" engine.progress=off
     done
-    run_fgm "$W/$set/np$k/score" "$k" train "data.train=$W/$set/store" output.dir=out fgm.B=20 \
+    run_fgm "$W/$set/np$k/r$rep/score" "$k" train "data.train=$W/$set/store" output.dir=out fgm.B=20 \
       fgm.max_iterations=1 fgm.bias=false "engine.threads=$THREADS" engine.progress=off
+  done
   done
 done
 
-$PY - "$W" "$R" "$SETS" "$RANKS" "$ITS_SHORT" "$ITS_LONG" <<'PY'
-import csv, filecmp, json, os, sys
-W, R, sets, ranks, short, long_ = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split(), \
-    int(sys.argv[5]), int(sys.argv[6])
-rows = []
-for s in sets:
-    for k in ranks:
-        base = os.path.join(W, s, "np" + k)
+$PY - "$W" "$R" "$SETS" "$RANKS" "$ITS_SHORT" "$ITS_LONG" "$REPS" <<'PY'
+import csv, filecmp, json, os, statistics, sys
+W, R, sets, ranks, short, long_, reps = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split(), \
+    int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+
+
+def measure(s, k, rep):
+        base = os.path.join(W, s, "np" + k, "r%d" % rep)
         runs = {its: json.load(open(os.path.join(base, "excl%d" % its, "out", "run.json"))) for its in (short, long_)}
         fit = {its: next(p for p in r["distributed"]["passes"] if p["phase"] == "fit") for its, r in runs.items()}
         its = runs[long_]["exclusive"]["fista_iterations"] - runs[short]["exclusive"]["fista_iterations"]
@@ -84,8 +90,8 @@ for s in sets:
         per = lambda f: (f(long_) - f(short)) / its
         score = json.load(open(os.path.join(base, "score", "out", "run.json")))
         model = os.path.join(base, "excl%d" % long_, "out", "model.fgm")
-        one = os.path.join(W, s, "np" + ranks[0], "excl%d" % long_, "out", "model.fgm")
-        rows.append({
+        one = os.path.join(W, s, "np" + ranks[0], "r1", "excl%d" % long_, "out", "model.fgm")
+        return {
             "set": s, "ranks": int(k),
             "iteration_seconds": per(lambda i: runs[i]["exclusive"]["seconds"]),
             "passes_per_iteration": per(lambda i: runs[i]["exclusive"]["store_passes"]),
@@ -94,7 +100,17 @@ for s in sets:
             "collective_seconds_per_iteration": per(lambda i: fit[i]["seconds"]),
             "scoring_pass_seconds": score["iterations"][0]["score_seconds"],
             "model_identical": filecmp.cmp(model, one, shallow=False),
-        })
+        }
+
+
+rows = []
+for s in sets:
+    for k in ranks:
+        runs = [measure(s, k, rep) for rep in range(1, reps + 1)]
+        row = {key: statistics.median(r[key] for r in runs) for key in runs[0] if key not in ("set", "ranks",
+                                                                                            "model_identical")}
+        row = {"set": s, "ranks": int(k), **row, "model_identical": all(r["model_identical"] for r in runs)}
+        rows.append(row)
 with open(os.path.join(R, "mpi_exclusive.csv"), "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0]))
     w.writeheader()

@@ -116,6 +116,13 @@ void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const st
   write_config_section(j, config);
 }
 
+void check_same_configuration(const Config& config, Communicator& comm) {
+  std::string settings_text;
+  for (const auto& [key, value] : config.dump())
+    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
+  check_same_on_all_ranks(comm, "configuration", settings_text);
+}
+
 RunIdentity partitioned_run_identity(const Config& config, int ranks) {
   RunIdentity identity;
   identity.command = "train";
@@ -137,11 +144,7 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings) {
   reject_unsupported(config, settings);
-  // Every rank must train the same thing: the first rank that differs is named.
-  std::string settings_text;
-  for (const auto& [key, value] : config.dump())
-    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
-  check_same_on_all_ranks(comm, "configuration", settings_text);
+  check_same_configuration(config, comm);
   if (solver_from_config(config) == SolverKind::kExclusive)
     return train_exclusive_partitioned(config, budget, comm, restart, warnings);
   const std::string dir = config.get_string("data.train");

@@ -42,6 +42,9 @@ void write_distributed_section(JsonWriter& j, int rank_count, const PartitionMan
 // engine_version, solver, data (the partitioned store) and config.
 void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
                                 const PartitionManifest& manifest, const std::map<std::string, std::string>& config);
+// Every rank must train the same thing: the first rank whose configuration
+// differs (engine.threads and engine.memory_budget aside) is named (a collective).
+void check_same_configuration(const Config& config, Communicator& comm);
 // The resume identity of a run on `ranks` ranks of the partitioned store data.train.
 RunIdentity partitioned_run_identity(const Config& config, int ranks);
 

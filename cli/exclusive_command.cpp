@@ -359,6 +359,7 @@ int path_exclusive(SolverCommand& command) {
 
 int path_exclusive_partitioned(const Config& config, bool restart) {
   Communicator& comm = world_communicator();
+  check_same_configuration(config, comm);
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
   RunWarnings warnings;
   if (!config.get_string_list("features.transform").empty())

@@ -230,6 +230,12 @@ TEST_CASE("an exclusive lambda path on 4 ranks is the 1-process path, and the si
     require_same_optimum(dir.file("single" + point), dir.file("p1" + point), 1e-7);
   }
   CHECK(parse_json(slurp(dir.file("p4/path.json")), "path.json").find("distributed")->find("ranks")->number() == 4);
+  // A feature transform is refused on a partitioned store, naming the key, and nothing is written.
+  dir.write("c.toml", kConfig);
+  r = run(dir, "train --config c.toml \"features.transform=['maxabs']\" output.dir=transformed");
+  CHECK(r.code != 0);
+  CHECK(contains(r.err, "features.transform"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("transformed")));
   // Other solvers' paths stay on one process.
   r = run_mpi(dir, 2, "path --config p.toml data.train=plain output.dir=refused");
   CHECK(r.code != 0);
