@@ -61,11 +61,14 @@ class PartitionedDesign final : public exclusive::Design {
   std::vector<std::vector<double>> part_sums_;    // each own partition's g over all columns
 };
 
-// The communication of a distributed exclusive run, by phase (run.json's
-// "distributed" section: iteration 0 is the setup, iteration c + 1 class c's fit).
+// A distributed exclusive run and its communication by phase (run.json's
+// "distributed" section: iteration 0 is the setup, iteration c + 1 class c's
+// fit; a path is one phase).
 struct DistributedExclusiveOutcome {
   Model model;                            // binary: the fit's model; multi-class: one per class
-  std::vector<ExclusiveOutcome> classes;  // binary: one fit; multi-class: one-vs-rest, in class order
+  // The fits: binary, one; multi-class, one per class (one-vs-rest, in class
+  // order); a path, one per λ of exclusive.path_lambda.
+  std::vector<ExclusiveOutcome> classes;
   std::vector<double> class_values;       // the sorted labels of all partitions
   std::vector<uint64_t> class_counts;     // rows of each class, over all partitions
   std::vector<CommunicationRecord> communication;
