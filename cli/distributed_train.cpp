@@ -32,7 +32,7 @@ void reject_unsupported(const Config& config) {
                                                 "(docs/distributed.md lists what is distributed)",
                                                 key, why));
   };
-  if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
+  if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm && solver != SolverKind::kExclusive)
     refuse("solver", "solver = " + std::string(solver_name(solver)));
 }
 
@@ -63,11 +63,13 @@ std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t bu
   return out;
 }
 
-void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks) {
+void write_distributed_section(JsonWriter& j, int rank_count, const PartitionManifest& manifest,
+                               uint32_t partitions_per_rank, const std::vector<CommunicationRecord>& communication,
+                               const std::vector<RankResources>& ranks, const std::vector<double>& class_labels) {
   j.key("distributed").begin_object();
-  j.key("ranks").value(o.ranks);
-  j.key("partitions").value(static_cast<uint64_t>(o.manifest.partitions));
-  j.key("partitions_per_rank").value(static_cast<uint64_t>(o.own_partitions));
+  j.key("ranks").value(rank_count);
+  j.key("partitions").value(static_cast<uint64_t>(manifest.partitions));
+  j.key("partitions_per_rank").value(static_cast<uint64_t>(partitions_per_rank));
   j.key("rank_resources").begin_array();
   for (size_t r = 0; r < ranks.size(); ++r) {
     j.begin_object();
@@ -79,7 +81,7 @@ void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const
   j.end_array();
   j.key("communication_of").value("rank 0: payload bytes sent plus received");
   j.key("passes");
-  write_communication_records(j, o.communication, o.class_labels);
+  write_communication_records(j, communication, class_labels);
   j.end_object();
 }
 
@@ -99,6 +101,10 @@ void write_communication_records(JsonWriter& j, const std::vector<CommunicationR
   j.end_array();
 }
 
+void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks) {
+  write_distributed_section(j, o.ranks, o.manifest, o.own_partitions, o.communication, ranks, o.class_labels);
+}
+
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest) {
   j.key("data").begin_object();
   j.key("train").value(dir);
@@ -109,11 +115,29 @@ void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const
   j.end_object();
 }
 
+void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
+                                const PartitionManifest& manifest, const std::map<std::string, std::string>& config) {
+  j.begin_object();
+  j.key("engine_version").value(FGM_VERSION);
+  j.key("solver").value(std::string(solver));
+  write_partitioned_data_section(j, dir, manifest);
+  write_config_section(j, config);
+}
+
 void check_same_configuration(Communicator& comm, const Config& config) {
   std::string settings_text;
   for (const auto& [key, value] : config.dump())
     if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
   check_same_on_all_ranks(comm, "configuration", settings_text);
+}
+
+RunIdentity partitioned_run_identity(const Config& config, int ranks) {
+  RunIdentity identity;
+  identity.command = "train";
+  identity.config = result_config(config.dump());
+  identity.config[kRanksIdentityKey] = std::to_string(ranks);
+  identity.store_checksum = read_partition_manifest(config.get_string("data.train")).input_checksum;
+  return identity;
 }
 
 namespace {
@@ -182,6 +206,8 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
                       bool restart, RunWarnings& warnings) {
   reject_unsupported(config);
   check_same_configuration(comm, config);
+  if (solver_from_config(config) == SolverKind::kExclusive)
+    return train_exclusive_partitioned(config, budget, comm, restart, warnings);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the
@@ -192,11 +218,7 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   std::optional<TrainProgress> resume;
   int32_t resuming = 0;
   if (comm.rank() == 0) {
-    RunIdentity identity;
-    identity.command = "train";
-    identity.config = result_config(config.dump());
-    identity.config[kRanksIdentityKey] = std::to_string(comm.size());
-    identity.store_checksum = read_partition_manifest(dir).input_checksum;
+    const RunIdentity identity = partitioned_run_identity(config, comm.size());
     refuse_other_rank_count(out_dir, restart, comm.size(), budget);
     session = std::make_unique<ResumeSession>(out_dir, identity, restart, "model.fgm", budget);
     if (TrainProgress* saved = session->train()) {
@@ -241,11 +263,7 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
 
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("fgm");
-  write_partitioned_data_section(j, dir, outcome.manifest);
-  write_config_section(j, outcome.model.config);
+  begin_partitioned_run_json(j, "fgm", dir, outcome.manifest, outcome.model.config);
   write_distributed_section(j, outcome, ranks);
   if (multiclass)
     write_multiclass_runs(j, outcome, has_test ? &test : nullptr);

@@ -5,9 +5,12 @@
 // the same checkpoint to resume; a checkpoint of another rank count is refused).
 #pragma once
 
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "cli/resume.h"
 #include "core/communicator.h"
 #include "core/config.h"
 #include "core/json_writer.h"
@@ -15,6 +18,7 @@
 #include "core/run_warnings.h"
 #include "engine/distributed_fgm.h"
 #include "engine/fgm_trainer.h"
+#include "io/partitioned_store.h"
 
 namespace fgm::cli {
 
@@ -35,10 +39,19 @@ std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t bu
 // run.json's "distributed": ranks, partitions, every rank's memory, and the
 // communication of every phase of every outer iteration (on rank 0; of the
 // outcome: ranks, manifest, own_partitions, communication).
+void write_distributed_section(JsonWriter& j, int rank_count, const PartitionManifest& manifest,
+                               uint32_t partitions_per_rank, const std::vector<CommunicationRecord>& communication,
+                               const std::vector<RankResources>& ranks, const std::vector<double>& class_labels = {});
 void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks);
 
 // run.json's "data" of a partitioned store.
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest);
+// The opening of a distributed run's run.json: the object begins, then
+// engine_version, solver, data (the partitioned store) and config.
+void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
+                                const PartitionManifest& manifest, const std::map<std::string, std::string>& config);
+// The resume identity of a run on `ranks` ranks of the partitioned store data.train.
+RunIdentity partitioned_run_identity(const Config& config, int ranks);
 
 // Every rank must run the same thing: the configuration (but engine.threads
 // and engine.memory_budget) is compared across ranks, and the first rank that
@@ -49,6 +62,13 @@ void check_same_configuration(Communicator& comm, const Config& config);
 // `class_labels`: one-vs-rest runs' labels, named by the records' class_index.
 void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
                                  const std::vector<double>& class_labels = {});
+
+// fgm train with solver = "exclusive" on a partitioned store
+// (engine/distributed_exclusive.h; cli/exclusive_command.cpp).
+int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                                RunWarnings& warnings);
+// fgm path with solver = "exclusive" on a partitioned store (binary), with or without mpirun.
+int path_exclusive_partitioned(const Config& config, bool restart);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.

@@ -5,12 +5,16 @@
 // data is evaluated before anything is written, so a bad test file leaves no output.
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
@@ -18,6 +22,7 @@
 #include "core/json_writer.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
+#include "engine/distributed_exclusive.h"
 #include "engine/evaluate.h"
 #include "engine/exclusive_trainer.h"
 #include "report/report_page.h"
@@ -87,9 +92,80 @@ void write_rounds(JsonWriter& j, const ExclusiveOutcome& o) {
   j.key("final_sip_violation").value(o.fit.max_violation);
 }
 
+// Warns of fits that stopped before their stopping rule held.
+void warn_not_converged(RunWarnings& warnings, const std::vector<ExclusiveOutcome>& fits, bool multiclass,
+                        const ExclusiveSettings& settings) {
+  uint64_t not_converged = 0;
+  for (const auto& o : fits) not_converged += !o.fit.converged;
+  if (not_converged == 0) return;
+  if (multiclass)
+    warnings.add("exclusive_not_converged",
+                 fmt::format("{} of {} classes stopped at exclusive.max_iterations = {} (or the working "
+                             "set's round limit) before the stopping rule held",
+                             not_converged, fits.size(), settings.fista.max_iterations));
+  else
+    warnings.add("exclusive_not_converged",
+                 fmt::format("the exclusive solver stopped at exclusive.max_iterations = {} (or the "
+                             "working set's round limit) before its stopping rule held",
+                             settings.fista.max_iterations));
+}
+
+// run.json of a binary fit, after its opening.
+void write_binary_run(JsonWriter& j, const ExclusiveSettings& settings, const ExclusiveOutcome& o) {
+  write_exclusive_section(j, settings, o);
+  write_rounds(j, o);
+  write_selected_features(j, o.model.features, o.model.index_base);
+  j.key("bias").value(0.0);
+}
+
+// run.json of a one-vs-rest fit, after its opening: as the FGM solver's
+// multi-class run ("classes": each class's rounds, features and objective),
+// which the report reads. `labels`, `rows`: each class's label and row count.
+void write_multiclass_run(JsonWriter& j, const ExclusiveSettings& settings, const std::vector<ExclusiveOutcome>& fits,
+                          const Model& model, const std::vector<double>& labels, const std::vector<uint64_t>& rows,
+                          const EvalResult* test) {
+  uint64_t selected = 0;
+  for (const auto& c : model.classes) selected += c.features.size();
+  j.key("multiclass").value("ovr");
+  j.key("iterations").begin_array().end_array();  // per class, below
+  j.key("classes").begin_array();
+  for (size_t c = 0; c < fits.size(); ++c) {
+    const ExclusiveOutcome& o = fits[c];
+    j.begin_object();
+    j.key("label").value(labels[c]);
+    j.key("rows").value(rows[c]);
+    write_rounds(j, o);
+    j.key("objective").value(o.model.objective);
+    write_selected_features(j, o.model.features, model.index_base);
+    j.key("train_seconds").value(o.seconds);
+    if (test) j.key("test_auc").value(test->class_auc[c]);
+    write_exclusive_section(j, settings, o);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("selected_total").value(selected);
+  j.key("bias").value(0.0);
+}
+
+// The line `fgm train` prints; `ranks` > 0 for a distributed run.
+void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits, const EvalResult* test,
+                  const TruthRecovery* truth, const std::string& out_dir, int ranks) {
+  if (truth) fmt::print("recovered={}/{} ", truth->recovered, truth->planted);
+  if (model.classes.empty()) {
+    fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), fits.front().fit.fista_iterations,
+               model.objective);
+  } else {
+    uint64_t selected = 0;
+    for (const auto& c : model.classes) selected += c.features.size();
+    fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
+  }
+  if (ranks > 0) fmt::print(" ranks={}", ranks);
+  if (test) fmt::print(" accuracy={:.4f} auc={:.4f}", test->accuracy, test->auc);
+  fmt::print(" model={}/model.fgm\n", out_dir);
+}
+
 // fgm train on a multi-class store: one binary fit per class (one-vs-rest,
-// engine/exclusive_trainer.h); run.json as the FGM solver's multi-class run
-// ("classes": each class's rounds, features and objective), which the report reads.
+// engine/exclusive_trainer.h).
 int train_exclusive_multiclass(SolverCommand& command, const ExclusiveSettings& settings) {
   const Config& config = command.config;
   const StoreInfo& info = command.data.store->info();
@@ -97,18 +173,9 @@ int train_exclusive_multiclass(SolverCommand& command, const ExclusiveSettings& 
   ExclusiveMulticlassOutcome outcome = train_exclusive_one_vs_rest(*command.data.store, settings, command.budget);
   Model& model = outcome.model;
   model.config = config.dump();
-  uint64_t selected = 0, not_converged = 0;
   std::vector<ModelFeature> all_features;
-  for (const auto& c : model.classes) {
-    selected += c.features.size();
-    all_features.insert(all_features.end(), c.features.begin(), c.features.end());
-  }
-  for (const auto& c : outcome.classes) not_converged += !c.fit.converged;
-  if (not_converged > 0)
-    command.warnings.add("exclusive_not_converged",
-                         fmt::format("{} of {} classes stopped at exclusive.max_iterations = {} (or the working "
-                                     "set's round limit) before the stopping rule held",
-                                     not_converged, outcome.classes.size(), settings.fista.max_iterations));
+  for (const auto& c : model.classes) all_features.insert(all_features.end(), c.features.begin(), c.features.end());
+  warn_not_converged(command.warnings, outcome.classes, true, settings);
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) test = evaluate_test_file(config, model, command.budget, command.warnings);
@@ -120,32 +187,12 @@ int train_exclusive_multiclass(SolverCommand& command, const ExclusiveSettings& 
   write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), model);
   JsonWriter j;
   begin_run_json(j, "exclusive", config, command.data, model.config);
-  j.key("multiclass").value("ovr");
-  j.key("iterations").begin_array().end_array();  // per class, below
-  j.key("classes").begin_array();
-  for (size_t c = 0; c < outcome.classes.size(); ++c) {
-    const ExclusiveOutcome& o = outcome.classes[c];
-    j.begin_object();
-    j.key("label").value(info.class_values[c]);
-    j.key("rows").value(info.class_counts[c]);
-    write_rounds(j, o);
-    j.key("objective").value(o.model.objective);
-    write_selected_features(j, o.model.features, model.index_base);
-    j.key("train_seconds").value(o.seconds);
-    if (has_test) j.key("test_auc").value(test.class_auc[c]);
-    write_exclusive_section(j, settings, o);
-    j.end_object();
-  }
-  j.end_array();
-  j.key("selected_total").value(selected);
-  j.key("bias").value(0.0);
+  write_multiclass_run(j, settings, outcome.classes, model, info.class_values, info.class_counts,
+                       has_test ? &test : nullptr);
   finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
              has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
              *command.session);
-  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
-  fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", command.out_dir);
+  print_result(model, outcome.classes, has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.out_dir, 0);
   return 0;
 }
 
@@ -159,11 +206,7 @@ int train_exclusive(SolverCommand& command) {
                exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
   ExclusiveOutcome outcome = train_exclusive_model(*command.data.store, settings, command.budget);
   outcome.model.config = config.dump();
-  if (!outcome.fit.converged)
-    command.warnings.add("exclusive_not_converged",
-                         fmt::format("the exclusive solver stopped at exclusive.max_iterations = {} (or the "
-                                     "working set's round limit) before its stopping rule held",
-                                     settings.fista.max_iterations));
+  warn_not_converged(command.warnings, {outcome}, false, settings);
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) test = evaluate_test_file(config, outcome.model, command.budget, command.warnings);
@@ -175,39 +218,94 @@ int train_exclusive(SolverCommand& command) {
   write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), outcome.model);
   JsonWriter j;
   begin_run_json(j, "exclusive", config, command.data, outcome.model.config);
-  write_exclusive_section(j, settings, outcome);
-  write_rounds(j, outcome);
-  write_selected_features(j, outcome.model.features, outcome.model.index_base);
-  j.key("bias").value(0.0);
+  write_binary_run(j, settings, outcome);
   finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
              has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
              *command.session);
-  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
-  fmt::print("selected={} iterations={} objective={:.6g}", outcome.model.features.size(),
-             outcome.fit.fista_iterations, outcome.model.objective);
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", command.out_dir);
+  print_result(outcome.model, {outcome}, has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.out_dir, 0);
   return 0;
 }
 
-int path_exclusive(SolverCommand& command) {
-  const Config& config = command.config;
-  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
-  std::vector<ExclusiveOutcome> points = train_exclusive_path(*command.data.store, settings, command.budget);
+// Every rank fits; rank 0 alone opens output.dir (its lock) and writes the
+// model, run.json (with the "distributed" section) and the report.
+// What the partitioned exclusive run does not have yet: refused, naming the key.
+static void reject_unsupported_exclusive_on_partitions(const Config& config) {
+  auto refuse = [](const char* key, const char* what) {
+    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported with solver = exclusive on a partitioned "
+                                                "store yet (docs/distributed.md lists what is distributed)",
+                                                key, what));
+  };
+  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
+  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
+}
+
+int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                                RunWarnings& warnings) {
+  reject_unsupported_exclusive_on_partitions(config);
+  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
+  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
+  std::unique_ptr<ResumeSession> session;
+  if (comm.rank() == 0) {
+    session = std::make_unique<ResumeSession>(out_dir, partitioned_run_identity(config, comm.size()), restart,
+                                              "model.fgm", budget);
+    spdlog::info("exclusive on partitioned store {} with {} rank(s): algorithm={} loss={} lambda={} threads={}", dir,
+                 comm.size(), exclusive::algorithm_name(settings.fista.algorithm),
+                 exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
+  }
+  DistributedExclusiveOutcome outcome = train_exclusive_distributed(comm, dir, settings, budget);
+  outcome.model.config = config.dump();
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
+  if (comm.rank() != 0) return 0;
+  const bool multiclass = !outcome.model.classes.empty();
+  warn_not_converged(warnings, outcome.classes, multiclass, settings);
+  const bool has_test = !config.get_string("data.test").empty();
+  EvalResult test;
+  if (has_test) test = evaluate_test_file(config, outcome.model, budget, warnings);
+  create_output_directory(out_dir, "output.dir");
+  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
+  JsonWriter j;
+  begin_partitioned_run_json(j, "exclusive", dir, outcome.manifest, outcome.model.config);
+  write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
+  if (multiclass)
+    write_multiclass_run(j, settings, outcome.classes, outcome.model, outcome.class_values, outcome.class_counts,
+                         has_test ? &test : nullptr);
+  else
+    write_binary_run(j, settings, outcome.classes.front());
+  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, has_test ? &test : nullptr, nullptr,
+             warnings, out_dir, *session);
+  print_result(outcome.model, outcome.classes, has_test ? &test : nullptr, nullptr, out_dir, comm.size());
+  return 0;
+}
+
+namespace {
+
+// Where a path's outputs go, and how path.json opens (the object begun, then
+// engine_version, solver, data, config and, distributed, its section).
+struct PathOutput {
+  MemoryBudget& budget;
+  RunWarnings& warnings;
+  const std::string& out_dir;
+  ResumeSession& session;
+  std::function<void(JsonWriter&, const std::map<std::string, std::string>&)> begin_json;
+};
+
+// Test metrics of every point, then point-<k>.fgm, path.csv, path.json and the report.
+int write_path(const Config& config, const ExclusiveSettings& settings, std::vector<ExclusiveOutcome>& points,
+               const PathOutput& output) {
   const bool has_test = !config.get_string("data.test").empty();
   std::vector<EvalResult> tests(points.size());
   int64_t best = -1;  // the best test accuracy (an oracle figure, as SIFS's path): the report's featured point
   for (size_t k = 0; k < points.size(); ++k) {
     points[k].model.config = config.dump();
     if (!has_test) continue;
-    tests[k] = evaluate_test_file(config, points[k].model, command.budget, command.warnings);
+    tests[k] = evaluate_test_file(config, points[k].model, output.budget, output.warnings);
     if (best < 0 || tests[k].accuracy > tests[static_cast<size_t>(best)].accuracy) best = static_cast<int64_t>(k);
   }
   uint64_t not_converged = 0;
   for (const auto& o : points) not_converged += !o.fit.converged;
   if (not_converged > 0)
-    command.warnings.add("exclusive_not_converged",
-                         fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
+    output.warnings.add("exclusive_not_converged",
+                        fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
                                      "set's round limit) before the stopping rule held (path.csv: converged = 0)",
                                      not_converged, points.size(), settings.fista.max_iterations));
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
@@ -226,8 +324,7 @@ int path_exclusive(SolverCommand& command) {
     csv += "\n";
   }
   JsonWriter j;
-  begin_run_json(j, "exclusive", config, command.data,
-                 points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
+  output.begin_json(j, points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
   j.key("mode").value("lambda");
   j.key("best_point").value(best);
   j.key("warm_start").value(settings.path_warm_start);
@@ -247,17 +344,55 @@ int path_exclusive(SolverCommand& command) {
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
-  write_warnings(j, command.warnings);
+  write_warnings(j, output.warnings);
   j.end_object();
-  create_output_directory(command.out_dir, "output.dir");
+  create_output_directory(output.out_dir, "output.dir");
   for (size_t k = 0; k < points.size(); ++k)
-    write_model((std::filesystem::path(command.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
-  write_file_atomic((std::filesystem::path(command.out_dir) / "path.csv").string(), csv);
-  write_file_atomic((std::filesystem::path(command.out_dir) / "path.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(command.out_dir, {.train = false, .path = true});
-  command.session->finish();
-  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, command.out_dir);
+    write_model((std::filesystem::path(output.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
+  write_file_atomic((std::filesystem::path(output.out_dir) / "path.csv").string(), csv);
+  write_file_atomic((std::filesystem::path(output.out_dir) / "path.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(output.out_dir, {.train = false, .path = true});
+  output.session.finish();
+  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, output.out_dir);
   return 0;
+}
+
+}  // namespace
+
+int path_exclusive(SolverCommand& command) {
+  const ExclusiveSettings settings = exclusive_settings_from_config(command.config, ConfigCommand::kPath);
+  std::vector<ExclusiveOutcome> points = train_exclusive_path(*command.data.store, settings, command.budget);
+  const PathOutput output{command.budget, command.warnings, command.out_dir, *command.session,
+                          [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
+                            begin_run_json(j, "exclusive", command.config, command.data, dump);
+                          }};
+  return write_path(command.config, settings, points, output);
+}
+
+int path_exclusive_partitioned(const Config& config, bool restart) {
+  Communicator& comm = world_communicator();
+  check_same_configuration(comm, config);
+  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  RunWarnings warnings;
+  reject_unsupported_exclusive_on_partitions(config);
+  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
+  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
+  std::unique_ptr<ResumeSession> session;
+  if (comm.rank() == 0) {
+    RunIdentity identity = partitioned_run_identity(config, comm.size());
+    identity.command = "path";
+    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
+  }
+  DistributedExclusiveOutcome outcome = path_exclusive_distributed(comm, dir, settings, budget);
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
+  if (comm.rank() != 0) return 0;
+  const PathOutput output{budget, warnings, out_dir, *session,
+                          [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
+                            begin_partitioned_run_json(j, "exclusive", dir, outcome.manifest, dump);
+                            write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
+                                                      outcome.communication, ranks);
+                          }};
+  return write_path(config, settings, outcome.classes, output);
 }
 
 }  // namespace fgm::cli

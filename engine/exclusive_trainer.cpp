@@ -117,16 +117,11 @@ struct ExclusiveProblem {
     labels_memory = budget.reserve(info.n_rows * sizeof(double), "exclusive: labels");
     y.resize(info.n_rows);
     if (info.classes() <= 2) set_labels(store.labels());
-    if (!s.groups_path.empty()) {
-      const FeatureGroups file = read_feature_groups(s.groups_path, info.n_features, info.index_base, budget,
-                                                     parse_group_structure(s.group_structure));
-      groups = exclusive::groups_from_file(file, design.column_ids(), budget);
-      source = "file";
-    } else {
-      groups = exclusive::random_groups(design.columns(), s.random_groups, s.group_seed, budget);
-      source = "random";
-    }
+    groups = exclusive_groups_for(s, design.column_ids(), info.n_features, info.index_base, budget, &source);
+    base = model_of_store(info, "exclusive");
+    record_feature_transforms(store, base);
   }
+  ExclusiveProblemView view() { return {design, y, groups, source, base}; }
   // ±1 labels of the binary problem (n entries).
   void set_labels(const int8_t* labels) {
     for (uint64_t i = 0; i < y.size(); ++i) y[i] = labels[i];
@@ -144,21 +139,37 @@ struct ExclusiveProblem {
   std::vector<double> y;
   exclusive::ExclusiveGroups groups;
   std::string source;
+  Model base;
 };
 
-ExclusiveOutcome fit_one(const ShardStore& store, ExclusiveProblem& problem, const ExclusiveSettings& s,
-                         double lambda, MemoryBudget& budget, const exclusive::ExclusiveWarmStart* warm = nullptr) {
+}  // namespace
+
+exclusive::ExclusiveGroups exclusive_groups_for(const ExclusiveSettings& s, const std::vector<uint64_t>& column_ids,
+                                                uint64_t n_features, int index_base, MemoryBudget& budget,
+                                                std::string* source) {
+  if (!s.groups_path.empty()) {
+    const FeatureGroups file =
+        read_feature_groups(s.groups_path, n_features, index_base, budget, parse_group_structure(s.group_structure));
+    *source = "file";
+    return exclusive::groups_from_file(file, column_ids, budget);
+  }
+  *source = "random";
+  return exclusive::random_groups(column_ids.size(), s.random_groups, s.group_seed, budget);
+}
+
+ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const ExclusiveSettings& s, double lambda,
+                                  MemoryBudget& budget, const exclusive::ExclusiveWarmStart* warm) {
   const auto start = std::chrono::steady_clock::now();
   exclusive::FistaOptions fista = s.fista;
   fista.lambda = lambda;
   ExclusiveOutcome out;
   out.fit = exclusive::fit_exclusive(problem.design, problem.y, problem.groups, fista, s.working_set, budget, warm);
   out.warm_started = warm != nullptr;
-  out.group_source = problem.source;
+  out.group_source = problem.group_source;
   out.group_count = problem.groups.count();
   out.groups_disjoint = problem.groups.disjoint;
   out.columns = problem.design.columns();
-  out.model = model_of_store(store.info(), "exclusive");
+  out.model = problem.base;
   Model& m = out.model;
   m.loss = exclusive::loss_name(fista.loss);
   m.C = lambda;  // the model's regularisation parameter (λ); the full config is in m.config
@@ -175,13 +186,27 @@ ExclusiveOutcome fit_one(const ShardStore& store, ExclusiveProblem& problem, con
     f.batch = 1;
     m.features.push_back(f);
   }
-  record_feature_transforms(store, m);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.budget_peak = budget.peak();
   return out;
 }
 
-}  // namespace
+std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
+                                                 MemoryBudget& budget) {
+  std::vector<ExclusiveOutcome> out;
+  exclusive::ExclusiveWarmStart warm;  // p weights, n margins, n duals (licp) kept between two λ
+  Reservation warm_memory;
+  if (settings.path_warm_start && settings.path_lambda.size() > 1)
+    warm_memory = budget.reserve((problem.design.columns() + 2 * problem.design.rows()) * sizeof(double) +
+                                     problem.design.columns() * sizeof(uint64_t),
+                                 "exclusive: warm start of the next λ", "set exclusive.path_warm_start = false");
+  for (double lambda : settings.path_lambda) {
+    const bool use_warm = settings.path_warm_start && !out.empty();
+    out.push_back(fit_exclusive_at(problem, settings, lambda, budget, use_warm ? &warm : nullptr));
+    if (settings.path_warm_start) warm = out.back().fit.warm_start();
+  }
+  return out;
+}
 
 ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
                                        MemoryBudget& budget) {
@@ -189,7 +214,7 @@ ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveS
     throw Error(ErrorKind::kConfig, fmt::format("the store {} has {} classes: train_exclusive_one_vs_rest trains them",
                                                 store.dir(), store.info().classes()));
   ExclusiveProblem problem(store, settings, budget);
-  return fit_one(store, problem, settings, settings.fista.lambda, budget);
+  return fit_exclusive_at(problem.view(), settings, settings.fista.lambda, budget);
 }
 
 ExclusiveMulticlassOutcome train_exclusive_one_vs_rest(const ShardStore& store, const ExclusiveSettings& settings,
@@ -202,7 +227,7 @@ ExclusiveMulticlassOutcome train_exclusive_one_vs_rest(const ShardStore& store, 
   std::vector<Model> models;
   for (size_t c = 0; c < info.classes(); ++c) {
     problem.set_labels(one_vs_rest_labels(store, c).data());
-    out.classes.push_back(fit_one(store, problem, settings, settings.fista.lambda, budget));
+    out.classes.push_back(fit_exclusive_at(problem.view(), settings, settings.fista.lambda, budget));
     models.push_back(out.classes.back().model);
   }
   out.model = combine_class_models(models, info.class_values);
@@ -219,19 +244,7 @@ std::vector<ExclusiveOutcome> train_exclusive_path(const ShardStore& store, cons
                             "(fgm train fits them one-vs-rest)",
                             store.dir(), store.info().classes()));
   ExclusiveProblem problem(store, settings, budget);
-  std::vector<ExclusiveOutcome> out;
-  exclusive::ExclusiveWarmStart warm;  // p weights, n margins, n duals (licp) kept between two λ
-  Reservation warm_memory;
-  if (settings.path_warm_start && settings.path_lambda.size() > 1)
-    warm_memory = budget.reserve((problem.design.columns() + 2 * problem.design.rows()) * sizeof(double) +
-                                     problem.design.columns() * sizeof(uint64_t),
-                                 "exclusive: warm start of the next λ", "set exclusive.path_warm_start = false");
-  for (double lambda : settings.path_lambda) {
-    const bool use_warm = settings.path_warm_start && !out.empty();
-    out.push_back(fit_one(store, problem, settings, lambda, budget, use_warm ? &warm : nullptr));
-    if (settings.path_warm_start) warm = out.back().fit.warm_start();
-  }
-  return out;
+  return fit_exclusive_path(problem.view(), settings, budget);
 }
 
 }  // namespace fgm

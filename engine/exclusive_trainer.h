@@ -49,6 +49,34 @@ struct ExclusiveOutcome {
   bool warm_started = false;  // fgm path: started from the previous λ's fit
 };
 
+// What a fit reads, whoever holds the rows: the design (a store's, or this
+// rank's partitions of a partitioned store), its rows' ±1 labels, the groups
+// over its columns, and the model every fit's model starts from (the store's
+// provenance).
+struct ExclusiveProblemView {
+  exclusive::Design& design;
+  const std::vector<double>& y;
+  const exclusive::ExclusiveGroups& groups;
+  std::string group_source;  // "file" or "random"
+  Model base;
+};
+
+// The groups over the columns `column_ids` (ids of the design's columns):
+// features.groups, or exclusive.random_groups seeded by exclusive.group_seed
+// (the same groups wherever the same column count is drawn). `source`: "file" or "random".
+exclusive::ExclusiveGroups exclusive_groups_for(const ExclusiveSettings& s, const std::vector<uint64_t>& column_ids,
+                                                uint64_t n_features, int index_base, MemoryBudget& budget,
+                                                std::string* source);
+
+// One working-set fit at `lambda` and its linear model (no bias).
+ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
+                                  double lambda, MemoryBudget& budget,
+                                  const exclusive::ExclusiveWarmStart* warm = nullptr);
+
+// One fit per λ of settings.path_lambda (see train_exclusive_path).
+std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
+                                                 MemoryBudget& budget);
+
 // One fit at settings.fista.lambda. The store must be binary (labels ±1).
 ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
                                        MemoryBudget& budget);

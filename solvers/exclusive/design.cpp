@@ -12,7 +12,7 @@ namespace fgm::exclusive {
 
 InMemoryDesign::InMemoryDesign(uint64_t rows, std::vector<uint64_t> ids, std::vector<uint64_t> column_ptr,
                                std::vector<uint32_t> row_ids, std::vector<float> values, MemoryBudget& budget)
-    : rows_(rows), ids_(std::move(ids)), column_ptr_(std::move(column_ptr)), row_ids_(std::move(row_ids)),
+    : budget_(budget), rows_(rows), ids_(std::move(ids)), column_ptr_(std::move(column_ptr)), row_ids_(std::move(row_ids)),
       values_(std::move(values)) {
   FGM_ASSERT(column_ptr_.size() == ids_.size() + 1 && row_ids_.size() == values_.size());
   memory_ = budget.reserve(ids_.size() * 16 + row_ids_.size() * 8, "exclusive: columns held in memory",
@@ -35,6 +35,20 @@ InMemoryDesign InMemoryDesign::from_dense(uint64_t rows, uint64_t cols, const st
     ptr.push_back(row_ids.size());
   }
   return InMemoryDesign(rows, std::move(ids), std::move(ptr), std::move(row_ids), std::move(values), budget);
+}
+
+std::unique_ptr<Design> InMemoryDesign::restrict_columns(const std::vector<uint64_t>& sorted_columns) {
+  std::vector<uint64_t> ids, ptr{0};
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  for (uint64_t k : sorted_columns) {
+    ids.push_back(ids_[k]);
+    rows.insert(rows.end(), row_ids_.begin() + column_ptr_[k], row_ids_.begin() + column_ptr_[k + 1]);
+    values.insert(values.end(), values_.begin() + column_ptr_[k], values_.begin() + column_ptr_[k + 1]);
+    ptr.push_back(rows.size());
+  }
+  return std::make_unique<InMemoryDesign>(rows_, std::move(ids), std::move(ptr), std::move(rows), std::move(values),
+                                          budget_);
 }
 
 void InMemoryDesign::multiply(const double* x, double* z) {
@@ -221,6 +235,10 @@ void StreamedDesign::multiply_transposed(const double* r, double* g) {
 void StreamedDesign::transposed_update_multiply(const double* r, double* g, const ColumnUpdate& update,
                                                 const double* x, double* z) {
   pass(r, g, &update, x, z, "exclusive X'r + Xw");
+}
+
+std::unique_ptr<Design> StreamedDesign::restrict_columns(const std::vector<uint64_t>& sorted_columns) {
+  return std::make_unique<InMemoryDesign>(gather(sorted_columns));
 }
 
 namespace {

@@ -5,11 +5,14 @@
 // positive-part projection, Fista-licp's q = Zu − V). Columns are a compact
 // index 0..p−1 over the non-empty columns; column_id() maps back to feature ids.
 //
-// Two layouts: InMemoryDesign (CSC, for tests and for the working set's
+// Two layouts here: InMemoryDesign (CSC, for tests and for the working set's
 // restricted problems) and StreamedDesign (the store, one stream_blocks pass
 // per product, within the MemoryBudget). Both give results independent of the
 // thread count: a column's dot product is summed in a fixed order, and z is
-// accumulated block by block in block order.
+// accumulated block by block in block order. A third, PartitionedDesign
+// (engine/distributed_exclusive.h), holds only this rank's rows of a
+// partitioned store: row vectors (z, r, y) are this rank's rows, column
+// vectors are whole, and every sum over rows goes through sum_rows.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,8 @@ namespace fgm::exclusive {
 // Writes x[first, end) from g[first, end) (and the caller's own state) only;
 // called for disjoint ranges, possibly in parallel.
 using ColumnUpdate = std::function<void(uint64_t first, uint64_t end)>;
+// Writes `count` sums of per-row terms over the rows [begin, end) to out[0, count).
+using RowPartial = std::function<void(uint64_t begin, uint64_t end, double* out)>;
 
 class Design {
  public:
@@ -33,6 +38,18 @@ class Design {
   virtual uint64_t rows() const = 0;
   virtual uint64_t columns() const = 0;
   virtual uint64_t column_id(uint64_t k) const = 0;
+  // out[0, count) = Σ over ALL rows of the problem of `partial`'s terms (for
+  // a distributed design, every rank's rows: a collective, the same bits on
+  // every rank). Here the rows are one range: the bits of a plain loop.
+  virtual void sum_rows(size_t count, const RowPartial& partial, double* out) { partial(0, rows(), out); }
+  double sum_rows(const RowPartial& partial) {
+    double s = 0;
+    sum_rows(1, partial, &s);
+    return s;
+  }
+  // The columns `sorted_columns` (compact indices, increasing) as a design of
+  // their own, in memory: the working set's restricted problem.
+  virtual std::unique_ptr<Design> restrict_columns(const std::vector<uint64_t>& sorted_columns) = 0;
   // z (rows()) = X x (columns()).
   virtual void multiply(const double* x, double* z) = 0;
   // g (columns()) = Xᵀ r (rows()).
@@ -70,8 +87,10 @@ class InMemoryDesign final : public Design {
   uint64_t column_id(uint64_t k) const override { return ids_[k]; }
   void multiply(const double* x, double* z) override;
   void multiply_transposed(const double* r, double* g) override;
+  std::unique_ptr<Design> restrict_columns(const std::vector<uint64_t>& sorted_columns) override;
 
  private:
+  MemoryBudget& budget_;
   Reservation memory_;
   uint64_t rows_ = 0;
   std::vector<uint64_t> ids_, column_ptr_;
@@ -106,6 +125,7 @@ class StreamedDesign final : public Design {
   // The columns `sorted_columns` (compact indices, increasing) copied into
   // memory in one pass: the working set's restricted design.
   InMemoryDesign gather(const std::vector<uint64_t>& sorted_columns);
+  std::unique_ptr<Design> restrict_columns(const std::vector<uint64_t>& sorted_columns) override;
 
  private:
   // Product buffers of the blocks between their two stages (at most the

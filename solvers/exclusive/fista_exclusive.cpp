@@ -70,9 +70,17 @@ inline double log1p_unit(double e) {
 // softplus(m) = log(1 + exp(m)), overflow-safe.
 inline double softplus_fast(double m) { return std::max(m, 0.0) + log1p_unit(std::exp(-std::fabs(m))); }
 
-double smooth_loss(ExclusiveLoss loss, const Vec& y, const double* z) {
+// ∂f/∂z_i of one row (the hinge: a subgradient).
+inline double row_loss_derivative(ExclusiveLoss loss, double y, double z) {
+  if (loss == ExclusiveLoss::kSquared) return z - y;
+  if (loss == ExclusiveLoss::kLogistic) return -y * detail::sigmoid(-y * z);
+  return y * z < 1 ? -y : 0.0;
+}
+
+// Σ over the rows [begin, end) of the loss at z.
+double smooth_loss(ExclusiveLoss loss, const Vec& y, const double* z, uint64_t begin, uint64_t end) {
   double s = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
+  for (uint64_t i = begin; i < end; ++i) {
     if (loss == ExclusiveLoss::kSquared) s += 0.5 * (z[i] - y[i]) * (z[i] - y[i]);
     else if (loss == ExclusiveLoss::kLogistic) s += softplus_fast(-y[i] * z[i]);
     else s += std::max(0.0, 1.0 - y[i] * z[i]);
@@ -80,21 +88,52 @@ double smooth_loss(ExclusiveLoss loss, const Vec& y, const double* z) {
   return s;
 }
 
-// smooth_loss at z, and r = ∂f/∂z (loss_derivative), in one sweep: the
-// logistic loss's softplus and sigmoid share one exponential.
-double loss_and_derivative(ExclusiveLoss loss, const Vec& y, const double* z, double* r) {
+// The loss summed over all rows of X (X.sum_rows: every rank's, distributed).
+double smooth_loss(Design& X, ExclusiveLoss loss, const Vec& y, const double* z) {
+  return X.sum_rows([&](uint64_t begin, uint64_t end, double* out) { *out = smooth_loss(loss, y, z, begin, end); });
+}
+
+// smooth_loss at z, and r = ∂f/∂z (loss_derivative), over the rows [begin,
+// end) in one sweep: the logistic loss's softplus and sigmoid share one exponential.
+double loss_and_derivative(ExclusiveLoss loss, const Vec& y, const double* z, double* r, uint64_t begin, uint64_t end) {
   if (loss != ExclusiveLoss::kLogistic) {
-    loss_derivative(loss, y, z, r);
-    return smooth_loss(loss, y, z);
+    for (uint64_t i = begin; i < end; ++i) r[i] = row_loss_derivative(loss, y[i], z[i]);
+    return smooth_loss(loss, y, z, begin, end);
   }
   double s = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
+  for (uint64_t i = begin; i < end; ++i) {
     const double m = -y[i] * z[i];  // loss softplus(m), derivative −y·σ(m)
     const double e = std::exp(-std::fabs(m));
     s += std::max(m, 0.0) + log1p_unit(e);
     r[i] = -y[i] * (m >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e));
   }
   return s;
+}
+
+// loss_and_derivative over all rows of X.
+double loss_and_derivative(Design& X, ExclusiveLoss loss, const Vec& y, const double* z, double* r) {
+  return X.sum_rows(
+      [&](uint64_t begin, uint64_t end, double* out) { *out = loss_and_derivative(loss, y, z, r, begin, end); });
+}
+
+// Σ over all rows of X of a[i]·b[i] (a, b: row vectors).
+double row_dot(Design& X, const Vec& a, const Vec& b) {
+  return X.sum_rows([&](uint64_t begin, uint64_t end, double* out) {
+    double s = 0;
+    for (uint64_t i = begin; i < end; ++i) s += a[i] * b[i];
+    *out = s;
+  });
+}
+
+// (λ/2)‖w‖_e² (+ (α/2)‖w‖² for the hinge): the objective minus the loss.
+double regularizer(ExclusiveLoss loss, const ExclusiveGroups& groups, const double* w, double lambda, double ridge) {
+  double reg = 0.5 * lambda * exclusive_norm_squared(groups, w);
+  if (loss == ExclusiveLoss::kHinge) {
+    double ww = 0;
+    for (uint64_t k = 0; k < groups.columns; ++k) ww += w[k] * w[k];
+    reg += 0.5 * ridge * ww;
+  }
+  return reg;
 }
 
 // Curvature bound of the per-row loss (f'' ≤ c).
@@ -121,7 +160,7 @@ double estimate_norm_squared(Design& X, int iterations, MemoryBudget& budget) {
   double estimate = 0;
   for (int it = 0; it < iterations; ++it) {
     const double vv = dot(v, v);
-    estimate = vv > 0 ? dot(z, z) / vv : 0;
+    estimate = vv > 0 ? row_dot(X, z, z) / vv : 0;
     if (!(estimate > 0)) break;
     r = z;
     X.transposed_update_multiply(
@@ -133,7 +172,7 @@ double estimate_norm_squared(Design& X, int iterations, MemoryBudget& budget) {
     for (auto& e : z) e /= norm;
   }
   const double vv = dot(v, v);
-  if (vv > 0) estimate = std::max(estimate, dot(z, z) / vv);
+  if (vv > 0) estimate = std::max(estimate, row_dot(X, z, z) / vv);
   return estimate;
 }
 
@@ -164,7 +203,7 @@ class PcpSolver {
   }
 
   void trial(double L, bool first) {
-    if (first) f_bar_ = loss_and_derivative(o_.loss, y_, zb_.data(), r_.data()) + regularize(upb_, umb_, &reg_g_);
+    if (first) f_bar_ = loss_and_derivative(X_, o_.loss, y_, zb_.data(), r_.data()) + regularize(upb_, umb_, &reg_g_);
     auto update = [&](uint64_t first_col, uint64_t end) {
       for (uint64_t k = first_col; k < end; ++k) {
         up_new_[k] = std::max(0.0, upb_[k] - (g_[k] + reg_g_[k]) / L);
@@ -181,7 +220,7 @@ class PcpSolver {
   }
 
   bool sufficient_decrease(double L) {
-    const double f_new = smooth_loss(o_.loss, y_, z_new_.data()) + regularize(up_new_, um_new_, nullptr);
+    const double f_new = smooth_loss(X_, o_.loss, y_, z_new_.data()) + regularize(up_new_, um_new_, nullptr);
     double linear = 0, step = 0;
     for (uint64_t k = 0; k < p_; ++k) {
       const double dp = up_new_[k] - upb_[k], dm = um_new_[k] - umb_[k];
@@ -261,7 +300,7 @@ class LocpSolver {
 
   void trial(double L, bool first) {
     if (first) {
-      f_bar_ = loss_and_derivative(o_.loss, y_, zb_.data(), r_.data());
+      f_bar_ = loss_and_derivative(X_, o_.loss, y_, zb_.data(), r_.data());
       X_.multiply_transposed(r_.data(), g_.data());
     }
     for (uint64_t k = 0; k < p_; ++k) c_[k] = wb_[k] - g_[k] / L;
@@ -284,7 +323,7 @@ class LocpSolver {
       linear += g_[k] * d;
       step += d * d;
     }
-    return decrease_holds(smooth_loss(o_.loss, y_, z_new_.data()), f_bar_, linear, L, step);
+    return decrease_holds(smooth_loss(X_, o_.loss, y_, z_new_.data()), f_bar_, linear, L, step);
   }
 
   void accept(double beta) {
@@ -345,7 +384,7 @@ class LicpSolver {
     const double alpha = o_.ridge;
     if (first) {
       for (uint64_t i = 0; i < n_; ++i) grad_u_[i] = y_[i] * bb_[i] / alpha - 1.0;
-      f_bar_ = 0.5 * dot(qb_, qb_) / alpha - sum(ub_);
+      f_bar_ = 0.5 * dot(qb_, qb_) / alpha - row_sum(ub_);
     }
     for (uint64_t i = 0; i < n_; ++i) {
       u_new_[i] = std::clamp(ub_[i] - grad_u_[i] / L, 0.0, 1.0);
@@ -370,13 +409,20 @@ class LicpSolver {
 
   bool sufficient_decrease(double L) {
     const double alpha = o_.ridge;
-    const double f_new = 0.5 * dot(q_new_, q_new_) / alpha - sum(u_new_);
-    double linear = 0, step = 0;
-    for (uint64_t i = 0; i < n_; ++i) {
-      const double d = u_new_[i] - ub_[i];
-      linear += grad_u_[i] * d;
-      step += d * d;
-    }
+    // Σ u', and the rows' parts of ⟨∇F, x' − x̄⟩ and ‖x' − x̄‖², in one row sum.
+    double sums[3];
+    X_.sum_rows(3, [&](uint64_t begin, uint64_t end, double* out) {
+      double total = 0, linear = 0, step = 0;
+      for (uint64_t i = begin; i < end; ++i) {
+        const double d = u_new_[i] - ub_[i];
+        total += u_new_[i];
+        linear += grad_u_[i] * d;
+        step += d * d;
+      }
+      out[0] = total, out[1] = linear, out[2] = step;
+    }, sums);
+    const double f_new = 0.5 * dot(q_new_, q_new_) / alpha - sums[0];
+    double linear = sums[1], step = sums[2];
     for (uint64_t q = 0; q < m_; ++q) {
       const double d = v_new_[q] - vb_[q];
       linear += -qb_[G_.members[q]] / alpha * d;
@@ -390,7 +436,17 @@ class LicpSolver {
     shift_and_extrapolate(v_old_, v_, v_new_, vb_, beta);
     shift_and_extrapolate(q_old_, q_, q_new_, qb_, beta);
     shift_and_extrapolate(b_old_, b_, b_new_, bb_, beta);
-    gap_ = primal() - dual();
+    // The hinge loss at Xw = b/α and Σ u, in one row sum.
+    double sums[2];
+    X_.sum_rows(2, [&](uint64_t begin, uint64_t end, double* out) {
+      double loss = 0, total = 0;
+      for (uint64_t i = begin; i < end; ++i) {
+        loss += std::max(0.0, 1.0 - y_[i] * (b_[i] / o_.ridge));
+        total += u_[i];
+      }
+      out[0] = loss, out[1] = total;
+    }, sums);
+    gap_ = primal(sums[0]) - dual(sums[1]);
   }
 
   bool converged(double tol) const { return gap_ <= tol * std::max(1.0, std::fabs(primal_)); }
@@ -409,26 +465,29 @@ class LicpSolver {
   double gap() const { return gap_; }
 
  private:
-  static double sum(const Vec& v) {
-    double s = 0;
-    for (double e : v) s += e;
-    return s;
+  // Σ over all rows of a row vector.
+  double row_sum(const Vec& v) {
+    return X_.sum_rows([&](uint64_t begin, uint64_t end, double* out) {
+      double s = 0;
+      for (uint64_t i = begin; i < end; ++i) s += v[i];
+      *out = s;
+    });
   }
-  // (10) at w = q/α, with Xw = b/α.
-  double primal() {
-    const Vec w = weights(), z = margins();
-    primal_ = exclusive_objective(ExclusiveLoss::kHinge, y_, z.data(), G_, w.data(), o_.lambda, o_.ridge);
+  // (10) at w = q/α, from its hinge loss (at Xw = b/α).
+  double primal(double hinge_loss) {
+    const Vec w = weights();
+    primal_ = hinge_loss + regularizer(ExclusiveLoss::kHinge, G_, w.data(), o_.lambda, o_.ridge);
     return primal_;
   }
-  // −(F + H) at (u, v): the dual objective of Theorem 4.
-  double dual() const {
+  // −(F + H) at (u, v): the dual objective of Theorem 4, from Σ u.
+  double dual(double sum_u) const {
     double h = 0;
     for (uint64_t g = 0; g < G_.count(); ++g) {
       double m = 0;
       for (uint64_t q = G_.member_ptr[g]; q < G_.member_ptr[g + 1]; ++q) m = std::max(m, std::fabs(v_[q]));
       h += m * m;
     }
-    return -(0.5 * dot(q_, q_) / o_.ridge - sum(u_) + 0.5 * h / o_.lambda);
+    return -(0.5 * dot(q_, q_) / o_.ridge - sum_u + 0.5 * h / o_.lambda);
   }
 
   Design& X_;
@@ -449,7 +508,7 @@ class LicpSolver {
 // `norm_squared`: ‖X‖² estimated before the solver's vectors are reserved
 // (the power iteration's own vectors are released by then).
 template <class Solver>
-void run_fista(Solver& s, double norm_squared, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o,
+void run_fista(Solver& s, Design& X, double norm_squared, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o,
                FistaResult& out) {
   double L = o.lipschitz > 0 ? o.lipschitz : s.initial_lipschitz(norm_squared);
   if (!(L > 0)) L = 1.0;  // an all-zero design: any step is exact
@@ -469,7 +528,7 @@ void run_fista(Solver& s, double norm_squared, const Vec& y, const ExclusiveGrou
     if (o.record_objective) {
       const Vec w = s.weights();
       const Vec z = s.margins();
-      out.trace.push_back(exclusive_objective(o.loss, y, z.data(), G, w.data(), o.lambda, o.ridge));
+      out.trace.push_back(exclusive_objective(X, o.loss, y, z.data(), G, w.data(), o.lambda, o.ridge));
     }
     if (s.converged(o.tolerance)) {
       out.converged = true;
@@ -479,31 +538,29 @@ void run_fista(Solver& s, double norm_squared, const Vec& y, const ExclusiveGrou
   out.lipschitz = L;
   out.w = s.weights();
   out.margins = s.margins();
-  out.objective = exclusive_objective(o.loss, y, out.margins.data(), G, out.w.data(), o.lambda, o.ridge, &out.loss);
+  out.objective = exclusive_objective(X, o.loss, y, out.margins.data(), G, out.w.data(), o.lambda, o.ridge, &out.loss);
   out.regularizer = out.objective - out.loss;
 }
 
 }  // namespace
 
 void loss_derivative(ExclusiveLoss loss, const std::vector<double>& y, const double* z, double* r) {
-  for (size_t i = 0; i < y.size(); ++i) {
-    if (loss == ExclusiveLoss::kSquared) r[i] = z[i] - y[i];
-    else if (loss == ExclusiveLoss::kLogistic) r[i] = -y[i] * detail::sigmoid(-y[i] * z[i]);
-    else r[i] = y[i] * z[i] < 1 ? -y[i] : 0.0;  // a subgradient of the hinge
-  }
+  for (size_t i = 0; i < y.size(); ++i) r[i] = row_loss_derivative(loss, y[i], z[i]);
 }
 
 double exclusive_objective(ExclusiveLoss loss, const std::vector<double>& y, const double* z, const ExclusiveGroups& groups,
                            const double* w, double lambda, double ridge, double* loss_out) {
-  const double f = smooth_loss(loss, y, z);
-  double reg = 0.5 * lambda * exclusive_norm_squared(groups, w);
-  if (loss == ExclusiveLoss::kHinge) {
-    double ww = 0;
-    for (uint64_t k = 0; k < groups.columns; ++k) ww += w[k] * w[k];
-    reg += 0.5 * ridge * ww;
-  }
+  const double f = smooth_loss(loss, y, z, 0, y.size());
   if (loss_out) *loss_out = f;
-  return f + reg;
+  return f + regularizer(loss, groups, w, lambda, ridge);
+}
+
+double exclusive_objective(Design& X, ExclusiveLoss loss, const std::vector<double>& y, const double* z,
+                           const ExclusiveGroups& groups, const double* w, double lambda, double ridge,
+                           double* loss_out) {
+  const double f = smooth_loss(X, loss, y, z);
+  if (loss_out) *loss_out = f;
+  return f + regularizer(loss, groups, w, lambda, ridge);
 }
 
 FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
@@ -528,17 +585,17 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
   switch (options.algorithm) {
     case Algorithm::kPcp: {
       PcpSolver s(X, y, groups, options, budget, warm_w);
-      run_fista(s, norm_squared, y, groups, options, out);
+      run_fista(s, X, norm_squared, y, groups, options, out);
       break;
     }
     case Algorithm::kLocp: {
       LocpSolver s(X, y, groups, options, budget, warm_w);
-      run_fista(s, norm_squared, y, groups, options, out);
+      run_fista(s, X, norm_squared, y, groups, options, out);
       break;
     }
     case Algorithm::kLicp: {
       LicpSolver s(X, y, groups, options, budget, warm_dual);
-      run_fista(s, norm_squared, y, groups, options, out);
+      run_fista(s, X, norm_squared, y, groups, options, out);
       out.dual = s.dual_u();
       out.duality_gap = s.gap();
       break;

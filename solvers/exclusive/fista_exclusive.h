@@ -89,6 +89,11 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
 // z = Xw: used by the solvers and by the tests' oracles.
 double exclusive_objective(ExclusiveLoss loss, const std::vector<double>& y, const double* z, const ExclusiveGroups& groups,
                            const double* w, double lambda, double ridge, double* loss_out = nullptr);
+// The same with the loss summed over X's rows by X.sum_rows (y and z: X's
+// rows; for a distributed design this rank's, and the call is a collective).
+double exclusive_objective(Design& X, ExclusiveLoss loss, const std::vector<double>& y, const double* z,
+                           const ExclusiveGroups& groups, const double* w, double lambda, double ridge,
+                           double* loss_out = nullptr);
 
 // ∂f/∂z_i for the smooth losses (the per-row factor of ∇f = Xᵀr).
 void loss_derivative(ExclusiveLoss loss, const std::vector<double>& y, const double* z, double* r);

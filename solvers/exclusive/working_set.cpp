@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 
 #include "core/error.h"
 
@@ -66,7 +67,7 @@ ExclusiveWarmStart ExclusiveFit::warm_start() const {
   return s;
 }
 
-ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
+ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
                            const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget,
                            const ExclusiveWarmStart* warm) {
   const bool hinge = fista.loss == ExclusiveLoss::kHinge;
@@ -76,7 +77,7 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
   const uint64_t n = X.rows(), p = X.columns();
   {
     const std::vector<double> zeros(n, 0.0);
-    fit.objective_at_zero = exclusive_objective(fista.loss, y, zeros.data(), groups, std::vector<double>(p, 0.0).data(),
+    fit.objective_at_zero = exclusive_objective(X, fista.loss, y, zeros.data(), groups, std::vector<double>(p, 0.0).data(),
                                                 fista.lambda, fista.ridge);
   }
   if (!ws.enabled) {
@@ -147,11 +148,11 @@ ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, cons
       std::sort(W.begin(), W.end());
     }
     // Restricted solve, warm-started from the current weights (and dual).
-    InMemoryDesign XW = X.gather(W);
+    const std::unique_ptr<Design> XW = X.restrict_columns(W);
     ExclusiveGroups GW = restrict_groups(groups, W, budget);
     std::vector<double> warm_w(W.size());
     for (size_t q = 0; q < W.size(); ++q) warm_w[q] = fit.w[W[q]];
-    fit.last_solve = solve_exclusive(XW, y, GW, fista, budget, hinge ? std::vector<double>{} : warm_w,
+    fit.last_solve = solve_exclusive(*XW, y, GW, fista, budget, hinge ? std::vector<double>{} : warm_w,
                                      hinge ? dual : std::vector<double>{});
     fit.rounds = round + 1;
     fit.fista_iterations += fit.last_solve.iterations;

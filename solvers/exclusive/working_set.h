@@ -14,7 +14,9 @@
 //      repeat; stop when the full pass finds none above
 //      kkt_tolerance·‖Xᵀρ₀‖∞ (ρ₀ at w = 0).
 // The result is the full problem's optimum to the inner tolerance — tested
-// against the plain full-gradient solve (working_set = false).
+// against the plain full-gradient solve (working_set = false). X is any
+// design whose restrict_columns gives the restricted problem: the store
+// (StreamedDesign) or this rank's partitions (engine/distributed_exclusive.h).
 #pragma once
 
 #include <cstdint>
@@ -82,7 +84,7 @@ struct ExclusiveFit {
 // groups. With the working set, the first round solves on the previous W
 // before any check; the checks and the result are those of a cold fit (tested:
 // the same optimum within the tolerance).
-ExclusiveFit fit_exclusive(StreamedDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
+ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
                            const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget,
                            const ExclusiveWarmStart* warm = nullptr);
 

@@ -1,0 +1,281 @@
+#include "engine/distributed_exclusive.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "engine/one_vs_rest.h"
+
+namespace fgm {
+namespace {
+
+CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
+  return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
+}
+
+// The sorted union of every rank's sorted column ids (one allgather).
+std::vector<uint64_t> union_of_ranks(Communicator& comm, const std::vector<uint64_t>& mine) {
+  const std::vector<uint8_t> all = comm.allgather(mine.data(), mine.size() * sizeof(uint64_t));
+  std::vector<uint64_t> ids(all.size() / sizeof(uint64_t));
+  std::memcpy(ids.data(), all.data(), all.size());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+}  // namespace
+
+PartitionedDesign::PartitionedDesign(OwnPartitions& own, MemoryBudget& budget) : own_(own), budget_(budget) {
+  std::vector<uint64_t> mine;
+  for (size_t q = 0; q < own.size(); ++q) {
+    auto part = std::make_unique<exclusive::StreamedDesign>(*own[q].stream, own[q].blocks, budget);
+    mine.insert(mine.end(), part->column_ids().begin(), part->column_ids().end());
+    parts_.push_back(std::move(part));
+  }
+  std::sort(mine.begin(), mine.end());
+  mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+  {
+    Reservation gathered = budget.reserve(2 * mine.size() * sizeof(uint64_t) * static_cast<uint64_t>(own.comm().size()),
+                                          "exclusive: every rank's column ids", "use fewer ranks per node");
+    ids_ = union_of_ranks(own.comm(), mine);
+  }
+  for (const auto& part : parts_) {
+    std::vector<uint64_t> map(part->columns());
+    for (uint64_t k = 0; k < part->columns(); ++k)
+      map[k] = static_cast<uint64_t>(std::lower_bound(ids_.begin(), ids_.end(), part->column_id(k)) - ids_.begin());
+    part_columns_.push_back(std::move(map));
+  }
+  reserve_buffers();
+}
+
+PartitionedDesign::PartitionedDesign(OwnPartitions& own, std::vector<std::unique_ptr<exclusive::Design>> parts,
+                                     std::vector<std::vector<uint64_t>> part_columns, std::vector<uint64_t> ids,
+                                     MemoryBudget& budget)
+    : own_(own), budget_(budget), parts_(std::move(parts)), part_columns_(std::move(part_columns)),
+      ids_(std::move(ids)) {
+  FGM_ASSERT(parts_.size() == own.size() && part_columns_.size() == parts_.size());
+  reserve_buffers();
+}
+
+// The ids, the column maps, one part's vector and each own partition's
+// column sums (the tree reduction's input and its result).
+void PartitionedDesign::reserve_buffers() {
+  row_offset_.assign(1, 0);
+  uint64_t mapped = 0, widest = 0;
+  for (size_t q = 0; q < parts_.size(); ++q) {
+    row_offset_.push_back(row_offset_.back() + parts_[q]->rows());
+    mapped += part_columns_[q].size();
+    widest = std::max<uint64_t>(widest, part_columns_[q].size());
+  }
+  const uint64_t p = ids_.size();
+  memory_ = budget_.reserve((p + mapped + widest + (parts_.size() + 1) * p) * sizeof(double),
+                            "exclusive: this rank's column maps and partial sums of X'r",
+                            "use more ranks (fewer partitions per rank) or fewer features");
+  part_vector_.resize(widest);
+  part_sums_.assign(parts_.size(), std::vector<double>(p));
+}
+
+void PartitionedDesign::sum_rows(size_t count, const exclusive::RowPartial& partial, double* out) {
+  std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(count));
+  for (size_t q = 0; q < parts_.size(); ++q) partial(row_offset_[q], row_offset_[q + 1], local[q].data());
+  const std::vector<double> total = own_.sum(local, count);
+  std::copy(total.begin(), total.end(), out);
+}
+
+void PartitionedDesign::multiply(const double* x, double* z) {
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t q = 0; q < parts_.size(); ++q) {
+    const std::vector<uint64_t>& map = part_columns_[q];
+    for (size_t k = 0; k < map.size(); ++k) part_vector_[k] = x[map[k]];
+    parts_[q]->multiply(part_vector_.data(), z + row_offset_[q]);
+  }
+  ++passes_;
+  pass_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A column a partition lacks adds an exact zero in the tree.
+void PartitionedDesign::multiply_transposed(const double* r, double* g) {
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t q = 0; q < parts_.size(); ++q) {
+    const std::vector<uint64_t>& map = part_columns_[q];
+    parts_[q]->multiply_transposed(r + row_offset_[q], part_vector_.data());
+    std::fill(part_sums_[q].begin(), part_sums_[q].end(), 0.0);
+    for (size_t k = 0; k < map.size(); ++k) part_sums_[q][map[k]] = part_vector_[k];
+  }
+  const std::vector<double> total = own_.sum(part_sums_, ids_.size());
+  std::copy(total.begin(), total.end(), g);
+  ++passes_;
+  pass_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Each own partition's columns among `sorted_columns`, in memory (the
+// partition's own restrict_columns); no communication.
+std::unique_ptr<exclusive::Design> PartitionedDesign::restrict_columns(const std::vector<uint64_t>& sorted_columns) {
+  std::vector<std::unique_ptr<exclusive::Design>> parts;
+  std::vector<std::vector<uint64_t>> part_columns;
+  for (size_t q = 0; q < parts_.size(); ++q) {
+    std::vector<uint64_t> kept, positions;
+    for (uint64_t k = 0; k < part_columns_[q].size(); ++k) {
+      auto it = std::lower_bound(sorted_columns.begin(), sorted_columns.end(), part_columns_[q][k]);
+      if (it == sorted_columns.end() || *it != part_columns_[q][k]) continue;
+      kept.push_back(k);
+      positions.push_back(static_cast<uint64_t>(it - sorted_columns.begin()));
+    }
+    parts.push_back(parts_[q]->restrict_columns(kept));
+    part_columns.push_back(std::move(positions));
+  }
+  std::vector<uint64_t> ids;
+  ids.reserve(sorted_columns.size());
+  for (uint64_t k : sorted_columns) ids.push_back(ids_[k]);
+  return std::make_unique<PartitionedDesign>(own_, std::move(parts), std::move(part_columns), std::move(ids),
+                                             budget_);
+}
+
+namespace {
+
+// One distributed exclusive run: this rank's partitions, their design and
+// labels, the groups, and the communication of each phase.
+class ExclusiveRun {
+ public:
+  ExclusiveRun(Communicator& comm, const std::string& dir, const ExclusiveSettings& settings, MemoryBudget& budget)
+      : comm_(comm), budget_(budget) {
+    const CommunicationStats before = comm.stats();
+    SchedulerOptions scheduler;
+    scheduler.threads = settings.threads;
+    own_ = std::make_unique<OwnPartitions>(comm, dir, scheduler, settings.block_bytes, budget);
+    out_.manifest = own_->manifest();
+    out_.ranks = comm.size();
+    out_.own_partitions = own_->range().count;
+    design_ = std::make_unique<PartitionedDesign>(*own_, budget);
+    read_classes();
+    labels_memory_ = budget.reserve(design_->rows() * sizeof(double), "exclusive: labels of this rank's rows");
+    y_.resize(design_->rows());
+    groups_ = exclusive_groups_for(settings, design_->column_ids(), out_.manifest.n_features,
+                                   out_.manifest.index_base, budget, &source_);
+    base_.engine_version = FGM_VERSION;
+    base_.solver = "exclusive";
+    base_.n_features = out_.manifest.n_features;
+    base_.index_base = out_.manifest.index_base;
+    base_.positive_label = out_.class_values.back();
+    base_.negative_label = out_.class_values.front();
+    base_.input_checksum = out_.manifest.input_checksum;
+    base_.input_path = out_.manifest.input_path;
+    record(0, "setup", before);
+  }
+
+  size_t classes() const { return out_.class_values.size(); }
+
+  // y_i = +1 for the rows whose label is class_values[c], −1 for the others.
+  void set_labels(size_t c) {
+    const double positive = out_.class_values[c];
+    uint64_t i = 0;
+    for (size_t q = 0; q < own_->size(); ++q) {
+      const ShardStore& store = *(*own_)[q].store;
+      const uint16_t* classes = store.classes();
+      for (uint64_t r = 0; r < store.info().n_rows; ++r, ++i)
+        y_[i] = store.info().class_values[classes[r]] == positive ? 1.0 : -1.0;
+    }
+  }
+
+  ExclusiveProblemView view() { return {*design_, y_, groups_, source_, base_}; }
+
+  // Runs `fit` and records its communication as phase `phase` of iteration `iteration`.
+  template <class Fit>
+  auto recorded(int iteration, const char* phase, Fit&& fit) {
+    const CommunicationStats before = comm_.stats();
+    auto result = fit();
+    record(iteration, phase, before);
+    return result;
+  }
+
+  DistributedExclusiveOutcome finish(std::chrono::steady_clock::time_point start) {
+    out_.budget_peak = budget_.peak();
+    out_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::move(out_);
+  }
+  DistributedExclusiveOutcome& out() { return out_; }
+
+ private:
+  // The classes of all partitions and their row counts (exact: counts are
+  // integers far below 2^53).
+  void read_classes() {
+    out_.class_values = own_->class_values();
+    if (out_.class_values.size() < 2)
+      throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label(s): solver = \"exclusive\" needs two or "
+                                                  "more classes",
+                                                  own_->dir(), out_.class_values.size()));
+    const size_t c = out_.class_values.size();
+    std::vector<std::vector<double>> counts;
+    for (size_t q = 0; q < own_->size(); ++q) {
+      const StoreInfo& info = (*own_)[q].store->info();
+      std::vector<double> mine(c, 0.0);
+      for (size_t k = 0; k < info.class_values.size(); ++k) {
+        const auto at = std::lower_bound(out_.class_values.begin(), out_.class_values.end(), info.class_values[k]);
+        mine[static_cast<size_t>(at - out_.class_values.begin())] += static_cast<double>(info.class_counts[k]);
+      }
+      counts.push_back(std::move(mine));
+    }
+    for (double v : own_->sum(counts, c)) out_.class_counts.push_back(static_cast<uint64_t>(v));
+  }
+
+  void record(int iteration, const char* phase, const CommunicationStats& before) {
+    out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
+  }
+
+  Communicator& comm_;
+  MemoryBudget& budget_;
+  std::unique_ptr<OwnPartitions> own_;
+  std::unique_ptr<PartitionedDesign> design_;
+  Reservation labels_memory_;
+  std::vector<double> y_;
+  exclusive::ExclusiveGroups groups_;
+  std::string source_;
+  Model base_;
+  DistributedExclusiveOutcome out_;
+};
+
+}  // namespace
+
+DistributedExclusiveOutcome train_exclusive_distributed(Communicator& comm, const std::string& dir,
+                                                        const ExclusiveSettings& settings, MemoryBudget& budget) {
+  const auto start = std::chrono::steady_clock::now();
+  ExclusiveRun run(comm, dir, settings, budget);
+  DistributedExclusiveOutcome& out = run.out();
+  if (run.classes() == 2) {
+    run.set_labels(1);  // the larger label is +1, as in a binary store
+    out.classes.push_back(run.recorded(1, "fit", [&] {
+      return fit_exclusive_at(run.view(), settings, settings.fista.lambda, budget);
+    }));
+    out.model = out.classes.front().model;
+    return run.finish(start);
+  }
+  std::vector<Model> models;
+  for (size_t c = 0; c < run.classes(); ++c) {
+    run.set_labels(c);
+    out.classes.push_back(run.recorded(static_cast<int>(c) + 1, "fit", [&] {
+      return fit_exclusive_at(run.view(), settings, settings.fista.lambda, budget);
+    }));
+    models.push_back(out.classes.back().model);
+  }
+  out.model = combine_class_models(models, out.class_values);
+  return run.finish(start);
+}
+
+DistributedExclusiveOutcome path_exclusive_distributed(Communicator& comm, const std::string& dir,
+                                                       const ExclusiveSettings& settings, MemoryBudget& budget) {
+  const auto start = std::chrono::steady_clock::now();
+  ExclusiveRun run(comm, dir, settings, budget);
+  if (run.classes() > 2)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("fgm path with solver = \"exclusive\" fits binary stores; the store {} has {} classes "
+                            "(fgm train fits them one-vs-rest)",
+                            dir, run.classes()));
+  run.set_labels(1);
+  run.out().classes = run.recorded(1, "path", [&] { return fit_exclusive_path(run.view(), settings, budget); });
+  return run.finish(start);
+}
+
+}  // namespace fgm

@@ -1,0 +1,94 @@
+// solver = "exclusive" (seed 002) on a partitioned store, data-parallel over
+// the ranks of a Communicator (docs/distributed.md, "Exclusive sparsity").
+// The single-store FISTA and working set (solvers/exclusive/) run unchanged on
+// a PartitionedDesign, which holds this rank's rows only:
+//   z = Xw      row-local: each own partition's rows from the whole w;
+//   g = Xᵀr     each own partition's column dots, added in the fixed
+//               partition tree (core/partition_sum.h) on every rank;
+//   Σ_i terms   (losses, line-search values, ‖Xv‖², Σu) per partition, then
+//               the same tree;
+// so every rank holds the same column vectors and takes the same branches,
+// and the model is the same bit for bit for every rank count dividing the
+// partition count and any engine.threads. Per-row state (margins, the licp
+// dual u) stays with its rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/memory_budget.h"
+#include "engine/distributed_fgm.h"
+#include "engine/exclusive_trainer.h"
+#include "engine/own_partitions.h"
+#include "solvers/exclusive/design.h"
+
+namespace fgm {
+
+class PartitionedDesign final : public exclusive::Design {
+ public:
+  // The streamed design of this rank's partitions: a census pass per own
+  // partition, then the union of every rank's non-empty columns (one
+  // allgather): the columns, in increasing feature id, are the same on every rank.
+  PartitionedDesign(OwnPartitions& own, MemoryBudget& budget);
+  // Own partition q's design `parts[q]`, whose column k is this design's
+  // column part_columns[q][k]; `ids`: this design's feature ids.
+  PartitionedDesign(OwnPartitions& own, std::vector<std::unique_ptr<exclusive::Design>> parts,
+                    std::vector<std::vector<uint64_t>> part_columns, std::vector<uint64_t> ids, MemoryBudget& budget);
+
+  uint64_t rows() const override { return row_offset_.back(); }  // this rank's rows
+  uint64_t columns() const override { return ids_.size(); }
+  uint64_t column_id(uint64_t k) const override { return ids_[k]; }
+  const std::vector<uint64_t>& column_ids() const { return ids_; }
+  void sum_rows(size_t count, const exclusive::RowPartial& partial, double* out) override;
+  std::unique_ptr<exclusive::Design> restrict_columns(const std::vector<uint64_t>& sorted_columns) override;
+  void multiply(const double* x, double* z) override;
+  void multiply_transposed(const double* r, double* g) override;
+
+ private:
+  void reserve_buffers();
+
+  OwnPartitions& own_;
+  MemoryBudget& budget_;
+  std::vector<std::unique_ptr<exclusive::Design>> parts_;
+  std::vector<std::vector<uint64_t>> part_columns_;
+  std::vector<uint64_t> row_offset_;  // own partition q's rows are [row_offset_[q], row_offset_[q + 1])
+  std::vector<uint64_t> ids_;
+  Reservation memory_;
+  std::vector<double> part_vector_;               // one part's x or g (its columns)
+  std::vector<std::vector<double>> part_sums_;    // each own partition's g over all columns
+};
+
+// A distributed exclusive run and its communication by phase (run.json's
+// "distributed" section: iteration 0 is the setup, iteration c + 1 class c's
+// fit; a path is one phase).
+struct DistributedExclusiveOutcome {
+  Model model;                            // binary: the fit's model; multi-class: one per class
+  // The fits: binary, one; multi-class, one per class (one-vs-rest, in class
+  // order); a path, one per λ of exclusive.path_lambda.
+  std::vector<ExclusiveOutcome> classes;
+  std::vector<double> class_values;       // the sorted labels of all partitions
+  std::vector<uint64_t> class_counts;     // rows of each class, over all partitions
+  std::vector<CommunicationRecord> communication;
+  PartitionManifest manifest;
+  int ranks = 1;
+  uint32_t own_partitions = 0;
+  uint64_t budget_peak = 0;
+  double seconds = 0;
+};
+
+// fgm train with solver = "exclusive" on the partitioned store `dir`: a
+// binary store is one fit at settings.fista.lambda, a multi-class one is
+// fitted one-vs-rest (as train_exclusive_one_vs_rest). A collective: every
+// rank calls it with the same settings.
+DistributedExclusiveOutcome train_exclusive_distributed(Communicator& comm, const std::string& dir,
+                                                        const ExclusiveSettings& settings, MemoryBudget& budget);
+
+// fgm path with solver = "exclusive" on a partitioned store (binary): one fit
+// per λ of settings.path_lambda, as train_exclusive_path.
+DistributedExclusiveOutcome path_exclusive_distributed(Communicator& comm, const std::string& dir,
+                                                       const ExclusiveSettings& settings, MemoryBudget& budget);
+
+}  // namespace fgm
