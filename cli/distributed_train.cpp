@@ -36,54 +36,11 @@ void reject_unsupported(const Config& config, const TrainSettings& settings) {
                                                 "(docs/distributed.md lists what is distributed)",
                                                 key, why));
   };
-  if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
+  if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm && solver != SolverKind::kMslr)
     refuse("solver", "solver = " + std::string(solver_name(solver)));
   if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
   if (settings.max_features != 0) refuse("fgm.max_features", "a feature cap");
   if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
-}
-
-// The ranks' peak RSS and budget peaks (a collective: every rank calls it).
-struct RankResources {
-  uint64_t peak_rss_bytes = 0, budget_peak_bytes = 0;
-};
-std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak) {
-  const RankResources mine{peak_rss_bytes(), budget_peak};
-  const std::vector<uint8_t> all = comm.allgather(&mine, sizeof mine);
-  std::vector<RankResources> out(all.size() / sizeof(RankResources));
-  std::memcpy(out.data(), all.data(), out.size() * sizeof(RankResources));
-  return out;
-}
-
-// run.json's "distributed": ranks, partitions, every rank's memory, and the
-// communication of every phase of every outer iteration (on rank 0).
-void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks) {
-  j.key("distributed").begin_object();
-  j.key("ranks").value(o.ranks);
-  j.key("partitions").value(static_cast<uint64_t>(o.manifest.partitions));
-  j.key("partitions_per_rank").value(static_cast<uint64_t>(o.own_partitions));
-  j.key("rank_resources").begin_array();
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    j.begin_object();
-    j.key("rank").value(static_cast<uint64_t>(r));
-    j.key("peak_rss_bytes").value(ranks[r].peak_rss_bytes);
-    j.key("memory_budget_peak_bytes").value(ranks[r].budget_peak_bytes);
-    j.end_object();
-  }
-  j.end_array();
-  j.key("communication_of").value("rank 0: payload bytes sent plus received");
-  j.key("passes").begin_array();
-  for (const auto& c : o.communication) {
-    j.begin_object();
-    j.key("iter").value(c.iteration);
-    j.key("phase").value(c.phase);
-    j.key("bytes").value(c.comm.bytes);
-    j.key("collectives").value(c.comm.calls);
-    j.key("seconds").value(c.comm.seconds);
-    j.end_object();
-  }
-  j.end_array();
-  j.end_object();
 }
 
 // The refusal of a checkpoint written by a run on another number of ranks,
@@ -105,6 +62,62 @@ void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks
 
 }  // namespace
 
+void check_same_config_on_all_ranks(const Config& config, Communicator& comm) {
+  std::string settings_text;
+  for (const auto& [key, value] : config.dump())
+    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
+  check_same_on_all_ranks(comm, "configuration", settings_text);
+}
+
+std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak) {
+  const RankResources mine{peak_rss_bytes(), budget_peak};
+  const std::vector<uint8_t> all = comm.allgather(&mine, sizeof mine);
+  std::vector<RankResources> out(all.size() / sizeof(RankResources));
+  std::memcpy(out.data(), all.data(), out.size() * sizeof(RankResources));
+  return out;
+}
+
+void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest) {
+  j.key("data").begin_object();
+  j.key("train").value(dir);
+  j.key("rows").value(manifest.n_rows);
+  j.key("features").value(manifest.n_features);
+  j.key("partitions").value(static_cast<uint64_t>(manifest.partitions));
+  j.key("input_checksum").value(hex64(manifest.input_checksum));
+  j.end_object();
+}
+
+void write_distributed_section(JsonWriter& j, int ranks, const PartitionManifest& manifest,
+                               uint32_t partitions_per_rank, const std::vector<CommunicationRecord>& communication,
+                               const std::vector<RankResources>& rank_resources) {
+  j.key("distributed").begin_object();
+  j.key("ranks").value(ranks);
+  j.key("partitions").value(static_cast<uint64_t>(manifest.partitions));
+  j.key("partitions_per_rank").value(static_cast<uint64_t>(partitions_per_rank));
+  j.key("rank_resources").begin_array();
+  for (size_t r = 0; r < rank_resources.size(); ++r) {
+    j.begin_object();
+    j.key("rank").value(static_cast<uint64_t>(r));
+    j.key("peak_rss_bytes").value(rank_resources[r].peak_rss_bytes);
+    j.key("memory_budget_peak_bytes").value(rank_resources[r].budget_peak_bytes);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("communication_of").value("rank 0: payload bytes sent plus received");
+  j.key("passes").begin_array();
+  for (const auto& c : communication) {
+    j.begin_object();
+    j.key("iter").value(c.iteration);
+    j.key("phase").value(c.phase);
+    j.key("bytes").value(c.comm.bytes);
+    j.key("collectives").value(c.comm.calls);
+    j.key("seconds").value(c.comm.seconds);
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+}
+
 void require_partitioned_store(const Config& config, const Communicator& comm) {
   if (comm.size() == 1 || is_partitioned_store(config.get_string("data.train"))) return;
   throw Error(ErrorKind::kConfig,
@@ -117,11 +130,9 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings) {
   reject_unsupported(config, settings);
-  // Every rank must train the same thing: the first rank that differs is named.
-  std::string settings_text;
-  for (const auto& [key, value] : config.dump())
-    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
-  check_same_on_all_ranks(comm, "configuration", settings_text);
+  if (solver_from_config(config) == SolverKind::kMslr)
+    return train_mslr_partitioned(config, budget, comm, restart, warnings);
+  check_same_config_on_all_ranks(config, comm);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the
@@ -176,15 +187,9 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
   j.key("solver").value("fgm");
-  j.key("data").begin_object();
-  j.key("train").value(dir);
-  j.key("rows").value(outcome.manifest.n_rows);
-  j.key("features").value(outcome.manifest.n_features);
-  j.key("partitions").value(static_cast<uint64_t>(outcome.manifest.partitions));
-  j.key("input_checksum").value(hex64(outcome.manifest.input_checksum));
-  j.end_object();
+  write_partitioned_data_section(j, dir, outcome.manifest);
   write_config_section(j, outcome.model.config);
-  write_distributed_section(j, outcome, ranks);
+  write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
   j.key("iterations").begin_array();
   for (const auto& r : outcome.iterations) write_iteration(j, r);
   j.end_array();
