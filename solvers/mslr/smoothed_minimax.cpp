@@ -83,6 +83,13 @@ class PartSweeper {
   std::vector<double> products() const;
   // [Σ ln(1 + exp(−y_i w'x_i)), H_k(α), Newton steps, bisections] of the part.
   std::vector<double> certificate_sums(const std::vector<double>& weights) const;
+  // Remembers α and C − α before a round's sweep.
+  void keep_start();
+  // H_k(α₀ + τ(α − α₀)) for each τ (α₀ kept by keep_start); −∞ for a τ
+  // that takes a coordinate out of (0, C).
+  std::vector<double> entropy_along(const std::vector<double>& taus) const;
+  // α ← α₀ + τ(α − α₀), and C − α likewise from its own start.
+  void extrapolate(double tau);
 
  private:
   void coordinate_step(uint64_t i, double q, double sigma, std::vector<double>& c, std::vector<double>& e,
@@ -95,10 +102,12 @@ class PartSweeper {
   const std::vector<uint64_t>& member_;
   const MinimaxOptions& options_;
   std::vector<double> a_, b_, scaled_a_, scaled_e_, scratch_;
-  Reservation order_memory_;
+  Reservation order_memory_, start_memory_;
   std::vector<uint32_t> order_;  // rows with label ±1, permuted before each sweep (shuffle)
+  std::vector<double> alpha_start_, beta_start_;  // α and C − α before the round (P > 1)
   uint64_t random_state_;
   uint64_t newton_steps_ = 0, bisections_ = 0;
+  MemoryBudget* budget_;
 
   // splitmix64, reduced to [0, bound) (the tiny modulo bias does not matter here).
   uint64_t random_below(uint64_t bound) {
@@ -119,7 +128,8 @@ PartSweeper::PartSweeper(const MinimaxPart& part, uint32_t partition, const std:
       options_(options),
       // Partition 0 starts where the single-store solver does; the others
       // from their own fixed seeds, so the orders depend on P only.
-      random_state_(0x9e3779b97f4a7c15ULL + uint64_t{partition} * 0xd1b54a32d192ed03ULL) {
+      random_state_(0x9e3779b97f4a7c15ULL + uint64_t{partition} * 0xd1b54a32d192ed03ULL),
+      budget_(budget) {
   FGM_ASSERT(alpha_.size() == rows_.n_rows && beta_.size() == rows_.n_rows);
   if (options.shuffle) {
     if (budget) order_memory_ = budget->reserve(rows_.n_rows * sizeof(uint32_t), "MSLR sweep order");
@@ -203,6 +213,35 @@ void PartSweeper::coordinate_step(uint64_t i, double q, double sigma, std::vecto
   for (size_t t = 0; t < T; ++t) e[t] += step * (b_[t] + 0.5 * scaled_a_[t] * dz);
 }
 
+void PartSweeper::keep_start() {
+  if (alpha_start_.empty() && budget_)
+    start_memory_ = budget_->reserve(2 * rows_.n_rows * sizeof(double), "MSLR round starts");
+  alpha_start_ = alpha_;
+  beta_start_ = beta_;
+}
+
+std::vector<double> PartSweeper::entropy_along(const std::vector<double>& taus) const {
+  std::vector<double> h(taus.size(), 0.0);
+  for (uint64_t i = 0; i < rows_.n_rows; ++i) {
+    if (y_[i] == 0) continue;
+    for (size_t k = 0; k < taus.size(); ++k) {
+      const double a = alpha_start_[i] + taus[k] * (alpha_[i] - alpha_start_[i]);
+      const double b = beta_start_[i] + taus[k] * (beta_[i] - beta_start_[i]);
+      if (!(a > 0 && b > 0)) h[k] = -HUGE_VAL;
+      else h[k] -= a * std::log(a / options_.C) + b * std::log(b / options_.C);
+    }
+  }
+  return h;
+}
+
+void PartSweeper::extrapolate(double tau) {
+  for (uint64_t i = 0; i < rows_.n_rows; ++i) {
+    if (y_[i] == 0) continue;
+    alpha_[i] = alpha_start_[i] + tau * (alpha_[i] - alpha_start_[i]);
+    beta_[i] = beta_start_[i] + tau * (beta_[i] - beta_start_[i]);
+  }
+}
+
 double PartSweeper::sweep(double q, double sigma, std::vector<double>& c, std::vector<double>& e) {
   double largest = 0;
   if (!options_.shuffle) {
@@ -227,6 +266,7 @@ class SmoothedMinimax {
  private:
   void recompute_products();
   double round(double q);
+  double extrapolation(double q, const std::vector<double>& change);
   void certify(double q);
 
   const uint32_t partitions_;
@@ -281,17 +321,49 @@ double SmoothedMinimax::round(double q) {
     const double sigma = partitions_;
     std::vector<std::vector<double>> changes;
     for (PartSweeper& part : parts_) {
+      part.keep_start();
       std::vector<double> c = out_.c, e = out_.half_norms;
       largest = std::max(largest, part.sweep(q, sigma, c, e));
       for (uint32_t k = 0; k < n_columns_; ++k) c[k] = (c[k] - out_.c[k]) / sigma;
       changes.push_back(std::move(c));
     }
     const std::vector<double> change = reduction_.sum(changes, n_columns_);
-    for (uint32_t k = 0; k < n_columns_; ++k) out_.c[k] += change[k];
+    const double tau = extrapolation(q, change);
+    for (uint32_t k = 0; k < n_columns_; ++k) out_.c[k] += tau * change[k];
     half_norms_of(out_.c, member_, out_.half_norms);
   }
   ++out_.sweeps;
   return reduction_.max(largest);
+}
+
+// The step τ·Δ along the round's combined change Δ that minimises the smoothed
+// objective f(c + τΔc) − H(α + τΔα) over τ ∈ {1, √2, 2, …, 2P} (τ = 1 is the
+// CoCoA+ step, which descends; a longer one is taken when it descends
+// further): σ' = P is safe for the partitions' common direction but damps the
+// directions they do not share P-fold. One reduction of the trials' entropies;
+// ties go to the shorter step. Applies τ to α (the caller to c).
+double SmoothedMinimax::extrapolation(double q, const std::vector<double>& change) {
+  std::vector<double> taus;
+  for (double tau = 1; tau <= 2.0 * partitions_ * (1 + 1e-12); tau *= std::sqrt(2.0)) taus.push_back(tau);
+  std::vector<std::vector<double>> local;
+  for (const PartSweeper& part : parts_) local.push_back(part.entropy_along(taus));
+  const std::vector<double> entropy = reduction_.sum(local, taus.size());
+  std::vector<double> c(n_columns_), e(T_), scratch(T_);
+  size_t best = 0;
+  double best_value = INFINITY;
+  for (size_t k = 0; k < taus.size(); ++k) {
+    if (entropy[k] == -HUGE_VAL) continue;
+    for (uint32_t j = 0; j < n_columns_; ++j) c[j] = out_.c[j] + taus[k] * change[j];
+    half_norms_of(c, member_, e);
+    const double value = softmax_weights(e.data(), T_, q, scratch.data()) - entropy[k];
+    if (value < best_value) {
+      best_value = value;
+      best = k;
+    }
+  }
+  if (best != 0)
+    for (PartSweeper& part : parts_) part.extrapolate(taus[best]);
+  return taus[best];
 }
 
 // μ = λ(α, q), d̄, w = d̄∘c, and the certified gap (P − D)/P (header).

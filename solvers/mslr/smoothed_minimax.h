@@ -44,7 +44,12 @@
 // c + σ' A_kΔ_k), F(α') ≤ Σ_k G_k(α'_k) ≤ F(α): every round descends, and
 // each α_i still moves only inside (0, C). A coordinate step of G_k is the
 // single-store step with q' = σ'q, e'_t = e_t/σ', a'_t = σ'a_t (b_t as is),
-// so Newton–bisection is reused unchanged. Every sum over rows (c at a stage's
+// so Newton–bisection is reused unchanged. σ' = P is safe for the direction
+// all partitions share but damps the others P-fold, so the round's combined
+// change Δ is then stretched to the best of τ ∈ {1, √2, 2, …, 2P} by the
+// smoothed objective f(c + τΔc) − H(α + τΔα) (τ = 1 included: never worse
+// than CoCoA+; one reduction of the trials' entropies; ties to the shorter
+// step). Every sum over rows (c at a stage's
 // end, the certificate's loss and entropy) is a per-partition sum reduced by
 // a RowSumReduction: the result depends on P, not on how partitions are dealt
 // to ranks. With P = 1 there is nothing to combine and the solve is the
