@@ -276,6 +276,7 @@ class SmoothedMinimax {
   const uint32_t n_columns_;
   const std::vector<uint64_t> member_;
   std::vector<PartSweeper> parts_;
+  bool certified_ = false;  // the best bounds below hold a certificate
   MinimaxResult out_;
 };
 
@@ -337,14 +338,14 @@ double SmoothedMinimax::round(double q) {
 }
 
 // The step τ·Δ along the round's combined change Δ that minimises the smoothed
-// objective f(c + τΔc) − H(α + τΔα) over τ ∈ {1, √2, 2, …, 2P} (τ = 1 is the
+// objective f(c + τΔc) − H(α + τΔα) over τ ∈ {1, 2, 4, …, 2P} (τ = 1 is the
 // CoCoA+ step, which descends; a longer one is taken when it descends
 // further): σ' = P is safe for the partitions' common direction but damps the
 // directions they do not share P-fold. One reduction of the trials' entropies;
 // ties go to the shorter step. Applies τ to α (the caller to c).
 double SmoothedMinimax::extrapolation(double q, const std::vector<double>& change) {
   std::vector<double> taus;
-  for (double tau = 1; tau <= 2.0 * partitions_ * (1 + 1e-12); tau *= std::sqrt(2.0)) taus.push_back(tau);
+  for (double tau = 1; tau <= 2.0 * partitions_ * (1 + 1e-12); tau *= 2) taus.push_back(tau);
   std::vector<std::vector<double>> local;
   for (const PartSweeper& part : parts_) local.push_back(part.entropy_along(taus));
   const std::vector<double> entropy = reduction_.sum(local, taus.size());
@@ -385,7 +386,7 @@ void SmoothedMinimax::certify(double q) {
   out_.newton_steps = static_cast<uint64_t>(sums[2]);
   out_.bisections = static_cast<uint64_t>(sums[3]);
   const double primal = regularizer + options_.C * sums[0];
-  if (out_.stages == 1 || primal < out_.primal) {
+  if (!certified_ || primal < out_.primal) {
     out_.primal = primal;
     out_.mu = std::move(mu);
     out_.scale = std::move(scale);
@@ -393,7 +394,8 @@ void SmoothedMinimax::certify(double q) {
   }
   const double largest = *std::max_element(out_.half_norms.begin(), out_.half_norms.end());
   const double dual = sums[1] - largest;
-  if (out_.stages == 1 || dual > out_.dual) out_.dual = dual;
+  if (!certified_ || dual > out_.dual) out_.dual = dual;
+  certified_ = true;
   // A bound that is not finite certifies nothing (std::max(0, NaN) would be 0).
   if (!std::isfinite(out_.primal) || !std::isfinite(out_.dual)) out_.relative_gap = INFINITY;
   else out_.relative_gap = out_.primal > 0 ? std::max(0.0, out_.primal - out_.dual) / out_.primal : 0.0;
@@ -415,21 +417,27 @@ MinimaxResult SmoothedMinimax::solve() {
   double q = options_.q0;
   double best_gap = INFINITY;
   int best_gap_sweeps = 0;  // out_.sweeps when best_gap was set
+  // A round over P partitions moves the directions they do not share about
+  // 1/P as far as a sequential sweep: a stage gets P blocks of max_sweeps
+  // rounds (certified after each block, so a solved problem stops early),
+  // and q is not raised (the stiffer problem) before the smoothed one is
+  // solved. One partition: one block, the single-store stage.
+  const int stall_rounds = options_.stall_sweeps * static_cast<int>(partitions_);
   for (;;) {
     out_.q = q;
     ++out_.stages;
     bool solved = false;
-    for (int s = 0; s < options_.max_sweeps && !solved; ++s) solved = round(q) <= options_.gradient_tolerance;
-    recompute_products();  // drop the incremental updates' rounding
-    certify(q);
-    if (out_.relative_gap <= options_.tolerance) {
-      out_.converged = true;
-      break;
+    for (uint32_t block = 0; block < partitions_ && !solved && !out_.converged; ++block) {
+      for (int s = 0; s < options_.max_sweeps && !solved; ++s) solved = round(q) <= options_.gradient_tolerance;
+      recompute_products();  // drop the incremental updates' rounding
+      certify(q);
+      out_.converged = out_.relative_gap <= options_.tolerance;
     }
+    if (out_.converged) break;
     if (out_.relative_gap < 0.9 * best_gap) {
       best_gap = out_.relative_gap;
       best_gap_sweeps = out_.sweeps;
-    } else if (out_.sweeps - best_gap_sweeps >= options_.stall_sweeps) {
+    } else if (out_.sweeps - best_gap_sweeps >= stall_rounds) {
       break;
     }
     const bool smoothing_limited = out_.primal - out_.dual <= 2 * smoothing_error_per_q / q;

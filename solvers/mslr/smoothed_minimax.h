@@ -46,7 +46,7 @@
 // single-store step with q' = σ'q, e'_t = e_t/σ', a'_t = σ'a_t (b_t as is),
 // so Newton–bisection is reused unchanged. σ' = P is safe for the direction
 // all partitions share but damps the others P-fold, so the round's combined
-// change Δ is then stretched to the best of τ ∈ {1, √2, 2, …, 2P} by the
+// change Δ is then stretched to the best of τ ∈ {1, 2, 4, …, 2P} by the
 // smoothed objective f(c + τΔc) − H(α + τΔα) (τ = 1 included: never worse
 // than CoCoA+; one reduction of the trials' entropies; ties to the shorter
 // step). Every sum over rows (c at a stage's
