@@ -49,9 +49,11 @@
 // change Δ is then stretched to the best of τ ∈ {1, 2, 4, …, 2P} by the
 // smoothed objective f(c + τΔc) − H(α + τΔα) (τ = 1 included: never worse
 // than CoCoA+; one reduction of the trials' entropies; ties to the shorter
-// step). Every sum over rows (c at a stage's
-// end, the certificate's loss and entropy) is a per-partition sum reduced by
-// a RowSumReduction: the result depends on P, not on how partitions are dealt
+// step). A stage gets P blocks of max_sweeps rounds, certified after each
+// (stall_sweeps likewise × P), so q is not raised before the slower rounds
+// have solved the smoothed problem. Every sum over rows (c after a block,
+// the certificate's loss and entropy) is a per-partition sum reduced by a
+// RowSumReduction: the result depends on P, not on how partitions are dealt
 // to ranks. With P = 1 there is nothing to combine and the solve is the
 // single-store solve, bit for bit.
 #pragma once
