@@ -32,7 +32,8 @@ void reject_unsupported(const Config& config) {
                                                 "(docs/distributed.md lists what is distributed)",
                                                 key, why));
   };
-  if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm && solver != SolverKind::kExclusive)
+  if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm && solver != SolverKind::kExclusive &&
+                                                              solver != SolverKind::kMslr)
     refuse("solver", "solver = " + std::string(solver_name(solver)));
 }
 
@@ -208,6 +209,8 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   check_same_configuration(comm, config);
   if (solver_from_config(config) == SolverKind::kExclusive)
     return train_exclusive_partitioned(config, budget, comm, restart, warnings);
+  if (solver_from_config(config) == SolverKind::kMslr)
+    return train_mslr_partitioned(config, budget, comm, restart, warnings);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the

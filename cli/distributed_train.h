@@ -74,4 +74,8 @@ int path_exclusive_partitioned(const Config& config, bool restart);
 // store: throws Error(kConfig) saying how to make one otherwise.
 void require_partitioned_store(const Config& config, const Communicator& comm);
 
+// fgm train with solver = "mslr" on a partitioned store (cli/mslr_command.cpp).
+int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                           RunWarnings& warnings);
+
 }  // namespace fgm::cli

@@ -23,13 +23,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// A feature of the next constraint: its c_j², candidate id, and its position
-// in the selected-feature cache (npos while not selected).
-struct ConstraintMember {
-  double score = 0;
-  uint64_t id = 0;
-  size_t position = SIZE_MAX;
-};
+using mslr_loop::ConstraintMember;
 
 constexpr char kStateTag[] = "MSLRSTATE1";
 
@@ -151,13 +145,9 @@ class MslrRun {
 
  private:
   bool iteration(int t);
-  uint64_t new_feature_limit() const;
   std::vector<ConstraintMember> most_active_constraint(SpaceScores& wc, uint64_t new_limit);
-  double constraint_value(const std::vector<size_t>& positions) const;
-  bool already_held(std::vector<size_t> positions) const;
   std::vector<size_t> admit(const std::vector<ConstraintMember>& members);
   void solve(MslrIteration& rec);
-  std::string stop_reason(int t) const;
   Model make_model() const;
   void emit_checkpoint();
   std::vector<double> decision_values() const;
@@ -222,17 +212,6 @@ MslrRun::MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBu
     }
 }
 
-// How many new features the next constraint may bring: all r, unless
-// max_features or the next path checkpoint is closer.
-uint64_t MslrRun::new_feature_limit() const {
-  const uint64_t have = cache_.num_columns();
-  uint64_t limit = settings_.r;
-  if (settings_.max_features > 0) limit = std::min(limit, settings_.max_features - std::min(have, settings_.max_features));
-  if (next_checkpoint_ < settings_.checkpoints.size())
-    limit = std::min(limit, settings_.checkpoints[next_checkpoint_] - std::min(have, settings_.checkpoints[next_checkpoint_]));
-  return limit;
-}
-
 // (8): the top r of c_j² over all features — the pass's unselected top r and
 // the selected ones' c_j from the cache (the pass's summation) — admitting at
 // most `new_limit` unselected ones. Also sets selected_c_.
@@ -247,32 +226,7 @@ std::vector<ConstraintMember> MslrRun::most_active_constraint(SpaceScores& wc, u
     if (score > 0) pool.push_back({score, selected_ids_[k], k});
   }
   for (const ScoredCandidate& c : wc.top) pool.push_back({c.score, c.id, SIZE_MAX});
-  std::sort(pool.begin(), pool.end(), [](const ConstraintMember& x, const ConstraintMember& y) {
-    return x.score != y.score ? x.score > y.score : x.id < y.id;
-  });
-  std::vector<ConstraintMember> chosen;
-  uint64_t fresh = 0;
-  for (const ConstraintMember& m : pool) {
-    if (chosen.size() == settings_.r) break;
-    if (m.position == SIZE_MAX) {
-      if (fresh == new_limit) continue;
-      ++fresh;
-    }
-    chosen.push_back(m);
-  }
-  return chosen;
-}
-
-// ½ Σ_{j∈d} c_j² for the current α.
-double MslrRun::constraint_value(const std::vector<size_t>& positions) const {
-  double s = 0;
-  for (size_t k : positions) s += selected_c_[k] * selected_c_[k];
-  return 0.5 * s;
-}
-
-bool MslrRun::already_held(std::vector<size_t> positions) const {
-  std::sort(positions.begin(), positions.end());
-  return std::find(constraints_.begin(), constraints_.end(), positions) != constraints_.end();
+  return mslr_loop::choose_constraint(std::move(pool), settings_.r, new_limit);
 }
 
 // Selects and materialises the constraint's new features (one cache batch);
@@ -306,32 +260,9 @@ void MslrRun::solve(MslrIteration& rec) {
     r = mslr::solve_smoothed_minimax(rows, y_, constraints, settings_.minimax, alpha_, beta_, &budget_);
   }
   rec.solve_seconds = seconds_since(t_solve);
-  rec.objective = r.primal;
-  rec.dual = r.dual;
-  rec.relative_gap = r.relative_gap;
-  rec.q = r.q;
-  rec.stages = r.stages;
-  rec.sweeps = r.sweeps;
-  rec.newton_steps = r.newton_steps;
-  rec.bisections = r.bisections;
-  rec.converged = r.converged;
-  rec.mu = r.mu;
+  mslr_loop::record_solve(rec, r, settings_);
   weights_ = r.weights;
   last_objective_ = r.primal;
-  if (!r.converged && settings_.warnings)
-    settings_.warnings->add("mslr_not_converged",
-                            "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped at q = " +
-                                std::to_string(r.q) + " with relative gap " + std::to_string(r.relative_gap) +
-                                " above mslr.tolerance (mslr.q_max reached, or the gap stopped shrinking); raise "
-                                "mslr.q_max or mslr.max_sweeps");
-}
-
-std::string MslrRun::stop_reason(int t) const {
-  const uint64_t have = cache_.num_columns();
-  if (settings_.max_features > 0 && have >= settings_.max_features) return "max_features";
-  if (!settings_.checkpoints.empty() && have >= settings_.checkpoints.back()) return "last_checkpoint";
-  if (t == settings_.max_iterations) return "max_iterations";
-  return "";
 }
 
 // Iteration t: the most active constraint for the current α, the stop tests
@@ -341,7 +272,7 @@ bool MslrRun::iteration(int t) {
   rec.iter = t;
   for (uint64_t i = 0; i < n_; ++i) a_[i] = alpha_[i] * y_[i];
   auto t_score = std::chrono::steady_clock::now();
-  const uint64_t new_limit = new_feature_limit();
+  const uint64_t new_limit = mslr_loop::new_feature_limit(settings_, cache_.num_columns(), next_checkpoint_);
   SpaceScores wc = run_worst_case_analysis(*space_, *stream_, blocks_, a_.data(), std::max<uint64_t>(new_limit, 1),
                                            budget_);
   ++out_.scoring_passes;
@@ -349,23 +280,10 @@ bool MslrRun::iteration(int t) {
   rec.bytes_streamed = wc.pass.bytes_streamed;
   out_.total_bytes_streamed += wc.pass.bytes_streamed;
   const std::vector<ConstraintMember> members = most_active_constraint(wc, new_limit);
-  std::vector<size_t> known;
-  for (const ConstraintMember& m : members)
-    if (m.position != SIZE_MAX) known.push_back(m.position);
-  double fresh = 0;
-  for (const ConstraintMember& m : members) fresh += m.score;
-  double held = 0;
-  for (const auto& d : constraints_) held = std::max(held, constraint_value(d));
-  rec.sip_violation = 0.5 * fresh - held;
+  out_.stop_reason = mslr_loop::constraint_stop(members, constraints_, selected_c_, settings_, t, last_objective_,
+                                                rec.sip_violation);
   out_.final_sip_violation = rec.sip_violation;
-  if (members.empty() || (known.size() == members.size() && already_held(known))) {
-    out_.stop_reason = "no_new_constraint";
-    return false;
-  }
-  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * last_objective_) {
-    out_.stop_reason = "eps_outer";
-    return false;
-  }
+  if (!out_.stop_reason.empty()) return false;
   const size_t before = cache_.num_columns();
   constraints_.push_back(admit(members));
   rec.added = cache_.num_columns() - before;
@@ -382,7 +300,7 @@ bool MslrRun::iteration(int t) {
            settings_.checkpoints[next_checkpoint_] <= cache_.num_columns())
       ++next_checkpoint_;
   }
-  out_.stop_reason = stop_reason(t);
+  out_.stop_reason = mslr_loop::stop_after_solve(settings_, cache_.num_columns(), t);
   if (hooks_.on_state) hooks_.on_state(state());
   return out_.stop_reason.empty();
 }
@@ -545,6 +463,87 @@ MslrState decode_mslr_state(const std::string& bytes, const std::string& file) {
   if (!r.at_end()) r.fail("trailing bytes");
   return s;
 }
+
+namespace mslr_loop {
+
+uint64_t new_feature_limit(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
+  uint64_t limit = settings.r;
+  if (settings.max_features > 0)
+    limit = std::min(limit, settings.max_features - std::min(selected, settings.max_features));
+  if (next_checkpoint < settings.checkpoints.size())
+    limit = std::min(limit, settings.checkpoints[next_checkpoint] - std::min(selected, settings.checkpoints[next_checkpoint]));
+  return limit;
+}
+
+std::vector<ConstraintMember> choose_constraint(std::vector<ConstraintMember> pool, uint64_t r, uint64_t new_limit) {
+  std::sort(pool.begin(), pool.end(), [](const ConstraintMember& x, const ConstraintMember& y) {
+    return x.score != y.score ? x.score > y.score : x.id < y.id;
+  });
+  std::vector<ConstraintMember> chosen;
+  uint64_t fresh = 0;
+  for (const ConstraintMember& m : pool) {
+    if (chosen.size() == r) break;
+    if (m.position == SIZE_MAX) {
+      if (fresh == new_limit) continue;
+      ++fresh;
+    }
+    chosen.push_back(m);
+  }
+  return chosen;
+}
+
+std::string constraint_stop(const std::vector<ConstraintMember>& members,
+                            const std::vector<std::vector<size_t>>& constraints,
+                            const std::vector<double>& selected_c, const MslrSettings& settings, int t,
+                            double last_objective, double& sip_violation) {
+  std::vector<size_t> known;
+  double fresh = 0;
+  for (const ConstraintMember& m : members) {
+    if (m.position != SIZE_MAX) known.push_back(m.position);
+  }
+  for (const ConstraintMember& m : members) fresh += m.score;
+  double held = 0;
+  for (const auto& d : constraints) {
+    double s = 0;
+    for (size_t k : d) s += selected_c[k] * selected_c[k];
+    held = std::max(held, 0.5 * s);
+  }
+  sip_violation = 0.5 * fresh - held;
+  std::sort(known.begin(), known.end());
+  const bool repeated = known.size() == members.size() &&
+                        std::find(constraints.begin(), constraints.end(), known) != constraints.end();
+  if (members.empty() || repeated) return "no_new_constraint";
+  if (t > 1 && settings.eps_outer > 0 && sip_violation <= settings.eps_outer * last_objective) return "eps_outer";
+  return "";
+}
+
+std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, int t) {
+  if (settings.max_features > 0 && selected >= settings.max_features) return "max_features";
+  if (!settings.checkpoints.empty() && selected >= settings.checkpoints.back()) return "last_checkpoint";
+  if (t == settings.max_iterations) return "max_iterations";
+  return "";
+}
+
+void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSettings& settings) {
+  rec.objective = r.primal;
+  rec.dual = r.dual;
+  rec.relative_gap = r.relative_gap;
+  rec.q = r.q;
+  rec.stages = r.stages;
+  rec.sweeps = r.sweeps;
+  rec.newton_steps = r.newton_steps;
+  rec.bisections = r.bisections;
+  rec.converged = r.converged;
+  rec.mu = r.mu;
+  if (!r.converged && settings.warnings)
+    settings.warnings->add("mslr_not_converged",
+                           "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped at q = " +
+                               std::to_string(r.q) + " with relative gap " + std::to_string(r.relative_gap) +
+                               " above mslr.tolerance (mslr.q_max reached, or the gap stopped shrinking); raise "
+                               "mslr.q_max or mslr.max_sweeps");
+}
+
+}  // namespace mslr_loop
 
 MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
                        const MslrHooks& hooks) {

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -132,5 +133,44 @@ struct MslrHooks {
 
 MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
                        const MslrHooks& hooks = {});
+
+// The steps of the cutting-plane loop that do not touch the rows, shared by
+// train_mslr and the partitioned run (engine/distributed_mslr.h), so both
+// choose constraints and stop by the same rules.
+namespace mslr_loop {
+
+// A feature of the next constraint: its c_j², candidate id, and its position
+// in the selected columns (SIZE_MAX while not selected).
+struct ConstraintMember {
+  double score = 0;
+  uint64_t id = 0;
+  size_t position = SIZE_MAX;
+};
+
+// How many new features the next constraint may bring: all r, unless
+// max_features or the next path checkpoint is closer.
+uint64_t new_feature_limit(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint);
+
+// (8): the top r of `pool` (the selected features' and the pass's top
+// unselected c_j², each with c_j² > 0) by score, ties to the smaller id,
+// admitting at most `new_limit` unselected ones.
+std::vector<ConstraintMember> choose_constraint(std::vector<ConstraintMember> pool, uint64_t r, uint64_t new_limit);
+
+// The stop tests that need the new constraint, with its SIP violation ½Σ_{j∈d} c_j² −
+// max_s ½Σ_{j∈d^s} c_j² (`selected_c`: c_j per selected column) written to
+// `sip_violation`: "no_new_constraint", "eps_outer", or "" to go on.
+std::string constraint_stop(const std::vector<ConstraintMember>& members,
+                            const std::vector<std::vector<size_t>>& constraints,
+                            const std::vector<double>& selected_c, const MslrSettings& settings, int t,
+                            double last_objective, double& sip_violation);
+
+// The stop after iteration t's solve ("max_features", "last_checkpoint",
+// "max_iterations"), or "" to go on.
+std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, int t);
+
+// The subproblem's figures into `rec`, and the warning when it did not certify.
+void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSettings& settings);
+
+}  // namespace mslr_loop
 
 }  // namespace fgm

@@ -30,6 +30,32 @@
 //
 // Sequential over rows, so the result does not depend on any thread count.
 // `budget` (optional) covers the sweep order (4 bytes per row).
+//
+// Row parts (the partitions of a partitioned store, docs/distributed.md
+// "MSLR"): the coordinate descent is sequential over rows, so over P row
+// partitions it runs as CoCoA+ (Smith et al. 2018, "CoCoA: A General
+// Framework for Communication-Efficient Distributed Optimization", adding
+// with σ' = P). With F(α) = f(c) − H(α), c = Σ_k A_k α_k, each round every
+// partition k sweeps its own rows once, from the round's shared c, on its
+// local problem
+//   G_k(α'_k) = (1/σ') f(c + σ' A_k(α'_k − α_k)) − H_k(α'_k),
+// and the partitions' changes of c are added in the fixed partition tree:
+// c ← c + Σ_k A_k(α'_k − α_k). By convexity of f (Jensen over the P points
+// c + σ' A_kΔ_k), F(α') ≤ Σ_k G_k(α'_k) ≤ F(α): every round descends, and
+// each α_i still moves only inside (0, C). A coordinate step of G_k is the
+// single-store step with q' = σ'q, e'_t = e_t/σ', a'_t = σ'a_t (b_t as is),
+// so Newton–bisection is reused unchanged. σ' = P is safe for the direction
+// all partitions share but damps the others P-fold, so the round's combined
+// change Δ is then stretched to the best of τ ∈ {1, 2, 4, …, 2P} by the
+// smoothed objective f(c + τΔc) − H(α + τΔα) (τ = 1 included: never worse
+// than CoCoA+; one reduction of the trials' entropies; ties to the shorter
+// step). A stage gets P blocks of max_sweeps rounds, certified after each
+// (stall_sweeps likewise × P), so q is not raised before the slower rounds
+// have solved the smoothed problem. Every sum over rows (c after a block,
+// the certificate's loss and entropy) is a per-partition sum reduced by a
+// RowSumReduction: the result depends on P, not on how partitions are dealt
+// to ranks. With P = 1 there is nothing to combine and the solve is the
+// single-store solve, bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +63,7 @@
 
 #include "cache/selected_features.h"
 #include "core/memory_budget.h"
+#include "solvers/apg_reduction.h"
 
 namespace fgm::mslr {
 
@@ -98,10 +125,35 @@ struct MinimaxResult {
 // Maximum number of constraints (membership is a 64-bit mask per column).
 constexpr size_t kMaxConstraints = 64;
 
+// One row part: a partition's rows of the selected columns, their labels and
+// their dual variables (α and C − α, updated in place).
+struct MinimaxPart {
+  const SelectedRows* rows = nullptr;
+  const int8_t* labels = nullptr;
+  std::vector<double>* alpha = nullptr;
+  std::vector<double>* beta = nullptr;
+};
+
+// Where this process's parts sit: parts[k] is partition first_partition + k of `partitions`.
+struct PartitionLayout {
+  uint32_t partitions = 1;
+  uint32_t first_partition = 0;
+};
+
+// The subproblem over row parts (header): `reduction` adds the parts' sums
+// over every process (LocalRowSums for one process holding every part of a
+// one-part layout; PartitionTreeRowSums for partitions). Every process gets
+// the same result (c, μ, model, bounds, counters); each writes its own α.
+MinimaxResult solve_smoothed_minimax(const std::vector<MinimaxPart>& parts, PartitionLayout layout,
+                                     RowSumReduction& reduction,
+                                     const std::vector<std::vector<uint32_t>>& constraints,
+                                     const MinimaxOptions& options, MemoryBudget* budget = nullptr);
+
 // Solves the subproblem over `rows` with constraints `constraints` (each a
 // list of column positions), warm-started from `alpha` and `beta` = C − α
 // (n entries each, strictly inside (0, C) for rows with label ±1; rows with
 // label 0 are left out and keep their values). Writes the solution back.
+// One part of a one-partition layout.
 MinimaxResult solve_smoothed_minimax(const SelectedRows& rows, const int8_t* labels,
                                      const std::vector<std::vector<uint32_t>>& constraints,
                                      const MinimaxOptions& options, std::vector<double>& alpha,

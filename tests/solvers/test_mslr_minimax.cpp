@@ -9,12 +9,16 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "cache/selected_features.h"
+#include "core/communicator.h"
 #include "core/memory_budget.h"
+#include "solvers/apg_reduction.h"
 #include "solvers/mslr/newton_bisection.h"
 #include "solvers/mslr/smoothed_minimax.h"
 
@@ -458,4 +462,102 @@ TEST_CASE("the dual entropy stays finite when a coordinate has rounded to 0 or C
   const int8_t labels[3] = {1, -1, 1};
   const std::vector<double> alpha = {0.0, C, C / 2}, beta = {C, 0.0, C / 2};
   CHECK(dual_entropy(labels, alpha, beta, C) == Approx(C * std::log(2.0)).epsilon(1e-14));
+}
+
+namespace {
+
+// The rows of `p` split into `partitions` consecutive parts (as a
+// partitioned store splits them), each with its rows of every column.
+struct PartitionedProblem {
+  std::vector<DenseProblem> parts;
+  std::vector<std::unique_ptr<SelectedFeatureCache>> caches;
+  std::vector<SelectedRows> rows;
+  std::vector<std::vector<double>> alpha, beta;
+};
+
+PartitionedProblem split_rows(const DenseProblem& p, uint32_t partitions, double C, MemoryBudget& budget) {
+  PartitionedProblem out;
+  for (uint32_t k = 0; k < partitions; ++k) {
+    const size_t begin = k * p.n / partitions, end = (k + 1) * p.n / partitions;
+    DenseProblem part = p;
+    part.n = end - begin;
+    part.x.assign(p.x.begin() + begin * p.m, p.x.begin() + end * p.m);
+    part.y.assign(p.y.begin() + begin, p.y.begin() + end);
+    out.caches.push_back(std::make_unique<SelectedFeatureCache>(budget, part.n));
+    out.rows.push_back(rows_of(part, budget, *out.caches.back()));
+    out.alpha.emplace_back(part.n, std::min(1.0, C / 2));
+    out.beta.emplace_back(part.n, C - std::min(1.0, C / 2));
+    out.parts.push_back(std::move(part));
+  }
+  return out;
+}
+
+MinimaxResult solve_partitioned(PartitionedProblem& pp, uint32_t partitions, const DenseProblem& p,
+                                const MinimaxOptions& options) {
+  SingleRankCommunicator comm;
+  PartitionTreeRowSums reduction(comm, partitions, 0);
+  std::vector<MinimaxPart> parts;
+  for (uint32_t k = 0; k < partitions; ++k)
+    parts.push_back({&pp.rows[k], pp.parts[k].y.data(), &pp.alpha[k], &pp.beta[k]});
+  return solve_smoothed_minimax(parts, {partitions, 0}, reduction, p.constraints, options);
+}
+
+}  // namespace
+
+// The data-parallel form (CoCoA+ rounds over row partitions, σ' = P; header
+// of solvers/mslr/smoothed_minimax.h) against the same independent oracle as
+// the single-store solve: the certificate brackets the oracle's minimax value,
+// and α is the unique optimum. P = 1 is the single-store solve bit for bit.
+TEST_CASE("the minimax solve over row partitions reaches the oracle optimum; one partition is the single-store solve",
+          "[solvers][mslr][oracle][partitions]") {
+  const double C = 10.0;
+  int seed = 0;
+  for (Kind kind : {Kind::kGaussian, Kind::kBinary, Kind::kInteger, Kind::kTied}) {
+    for (size_t T : {size_t(1), size_t(3)}) {
+      ++seed;
+      DenseProblem p = make_problem(300 + seed, kind, 40, 6, T, 0.7);
+      MinimaxOptions options;
+      options.C = C;
+      options.tolerance = 1e-6;
+      options.gradient_tolerance = 1e-7;
+      options.q_max = 1e8;
+      options.max_sweeps = 300;
+      options.stall_sweeps = 100000;
+      options.shuffle = seed % 2 == 0;
+      const std::vector<LD> mu = oracle_weights(p, C);
+      std::vector<LD> decision;
+      const LD phi_star = weighted_lr(p, C, mu, &decision);
+      for (uint32_t partitions : {1u, 4u}) {
+        MemoryBudget budget(64 << 20);
+        PartitionedProblem pp = split_rows(p, partitions, C, budget);
+        const MinimaxResult r = solve_partitioned(pp, partitions, p, options);
+        INFO("kind " << int(kind) << " T " << T << " P " << partitions << " gap " << r.relative_gap << " q " << r.q
+                     << " rounds " << r.sweeps);
+        CHECK(r.converged);
+        CHECK(r.dual <= double(phi_star) * (1 + 1e-9));
+        CHECK(r.primal >= double(phi_star) * (1 - 1e-9));
+        CHECK(r.primal == Approx(double(phi_star)).epsilon(1e-6));
+        const double alpha_radius = std::sqrt(C / 2 * std::max(0.0, r.primal - r.dual));
+        size_t i = 0;
+        for (uint32_t k = 0; k < partitions; ++k)
+          for (size_t row = 0; row < pp.parts[k].n; ++row, ++i) {
+            CHECK(pp.alpha[k][row] == Approx(double(C * sigmoid_ld(-p.y[i] * decision[i]))).margin(alpha_radius + 1e-9));
+            CHECK(pp.alpha[k][row] > 0);
+            CHECK(pp.beta[k][row] > 0);
+          }
+        if (partitions == 1) {  // the single-store entry point on the same rows: the same bits
+          MemoryBudget single_budget(64 << 20);
+          SelectedFeatureCache cache(single_budget, p.n);
+          SelectedRows rows = rows_of(p, single_budget, cache);
+          std::vector<double> alpha(p.n, 1.0), beta(p.n, C - 1.0);
+          const MinimaxResult s = solve_smoothed_minimax(rows, p.y.data(), p.constraints, options, alpha, beta);
+          CHECK(std::memcmp(&s.primal, &r.primal, sizeof(double)) == 0);
+          CHECK(std::memcmp(&s.dual, &r.dual, sizeof(double)) == 0);
+          CHECK(s.weights == r.weights);
+          CHECK(alpha == pp.alpha[0]);
+          CHECK(s.sweeps == r.sweeps);
+        }
+      }
+    }
+  }
 }

@@ -1,0 +1,259 @@
+#include "engine/distributed_mslr.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cache/selected_features.h"
+#include "cache/top_b_cache.h"
+#include "core/error.h"
+#include "engine/own_partitions.h"
+#include "solvers/mslr/smoothed_minimax.h"
+
+namespace fgm {
+namespace {
+
+using mslr_loop::ConstraintMember;
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+class DistributedMslrRun {
+ public:
+  DistributedMslrRun(Communicator& comm, const std::string& dir, const MslrSettings& settings, MemoryBudget& budget,
+                     const MslrHooks& hooks)
+      : comm_(comm), dir_(dir), settings_(settings), budget_(budget), hooks_(hooks) {}
+
+  DistributedMslrOutcome run();
+
+ private:
+  void open_partitions();
+  std::vector<ConstraintMember> most_active_constraint(uint64_t new_limit, MslrIteration& rec);
+  std::vector<size_t> admit(const std::vector<ConstraintMember>& members);
+  void solve(MslrIteration& rec);
+  bool iteration(int t);
+  Model make_model() const;
+  void record(int iteration, const char* phase, const CommunicationStats& before) {
+    const CommunicationStats& now = comm_.stats();
+    out_.communication.push_back(
+        {iteration, phase, {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds}});
+  }
+
+  Communicator& comm_;
+  std::string dir_;
+  const MslrSettings& settings_;
+  MemoryBudget& budget_;
+  const MslrHooks& hooks_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  DistributedMslrOutcome out_;
+  std::unique_ptr<OwnPartitions> own_;
+  double positive_ = 1, negative_ = -1;
+  Reservation row_memory_, score_memory_;
+  // Per own partition: labels (±1), α, C − α, a = α∘y, its rows of the selected columns.
+  std::vector<std::vector<int8_t>> labels_;
+  std::vector<std::vector<double>> alpha_, beta_, a_;
+  std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
+  std::vector<uint64_t> selected_ids_;            // feature id per selected column
+  std::vector<char> is_selected_;                 // per feature
+  std::vector<double> selected_c_;                // c_j per selected column for the current α
+  std::vector<std::vector<size_t>> constraints_;  // selected-column positions of d^1..d^t, increasing
+  std::vector<double> weights_;                   // the last subproblem's model per selected column
+  double last_objective_ = 0;
+};
+
+// This rank's partitions, labels as ±1 by the classes of all partitions, α⁰.
+void DistributedMslrRun::open_partitions() {
+  own_ = std::make_unique<OwnPartitions>(comm_, dir_, settings_.scheduler, settings_.block_bytes, budget_);
+  out_.manifest = own_->manifest();
+  out_.ranks = comm_.size();
+  out_.own_partitions = own_->range().count;
+  const std::vector<double> values = own_->class_values();
+  if (values.size() != 2)
+    throw Error(ErrorKind::kConfig, fmt::format("{}: {} labels, but solver = \"mslr\" trains binary models only "
+                                                "(relabel the data to two classes)",
+                                                dir_, values.size()));
+  negative_ = values[0];
+  positive_ = values[1];
+  row_memory_ = budget_.reserve(own_->own_rows() * (3 * sizeof(double) + 1), "dual variables of this rank's partitions",
+                                "use more ranks (more, smaller partitions)");
+  const double C = settings_.minimax.C;
+  const double start = std::min(1.0, C / 2);  // strictly inside (0, C) for any C (ERRATA 001)
+  for (size_t q = 0; q < own_->size(); ++q) {
+    const ShardStore& store = *(*own_)[q].store;
+    const uint64_t rows = store.info().n_rows;
+    std::vector<int8_t> y(rows);
+    for (uint64_t i = 0; i < rows; ++i) y[i] = store.info().class_values[store.classes()[i]] == positive_ ? 1 : -1;
+    labels_.push_back(std::move(y));
+    alpha_.emplace_back(rows, start);
+    beta_.emplace_back(rows, C - start);
+    a_.emplace_back(rows, 0.0);
+    columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, rows));
+  }
+  const uint64_t m = out_.manifest.n_features;
+  score_memory_ = budget_.reserve(m * (sizeof(double) * (own_->size() + static_cast<uint64_t>(comm_.size()) + 2) + 1),
+                                  "score vectors of a distributed scoring pass",
+                                  "use fewer features or more memory per rank");
+  is_selected_.assign(m, 0);
+}
+
+// (8) from the global c of this α: the selected columns' c_j and the top
+// unselected c_j² (ties to the smaller id), chosen by the single-store rules.
+std::vector<ConstraintMember> DistributedMslrRun::most_active_constraint(uint64_t new_limit, MslrIteration& rec) {
+  for (size_t q = 0; q < a_.size(); ++q)
+    for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * labels_[q][i];
+  const std::vector<double> c = own_->column_dots(a_, rec.bytes_streamed);
+  std::vector<ConstraintMember> pool;
+  selected_c_.assign(selected_ids_.size(), 0.0);
+  for (size_t k = 0; k < selected_ids_.size(); ++k) {
+    selected_c_[k] = c[selected_ids_[k]];
+    const double score = selected_c_[k] * selected_c_[k];
+    if (score > 0) pool.push_back({score, selected_ids_[k], k});
+  }
+  TopBCache top(std::max<uint64_t>(new_limit, 1), &budget_);
+  for (uint64_t j = 0; j < c.size(); ++j) {
+    const double s = c[j] * c[j];
+    if (s > 0 && !is_selected_[j] && top.may_admit(s)) top.offer({s, j});
+  }
+  Reservation top_memory;
+  for (const ScoredCandidate& candidate : top.take_sorted(&top_memory))
+    pool.push_back({candidate.score, candidate.id, SIZE_MAX});
+  return mslr_loop::choose_constraint(std::move(pool), settings_.r, new_limit);
+}
+
+// The constraint's new features read from this rank's partitions (one batch);
+// returns the constraint as selected-column positions, increasing.
+std::vector<size_t> DistributedMslrRun::admit(const std::vector<ConstraintMember>& members) {
+  std::vector<size_t> positions;
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  for (auto& cache : columns_) cache->begin_batch();
+  for (const ConstraintMember& m : members) {
+    if (m.position != SIZE_MAX) {
+      positions.push_back(m.position);
+      continue;
+    }
+    FeatureKey key;
+    key.ids[0] = m.id;
+    for (size_t q = 0; q < own_->size(); ++q) {
+      (*own_)[q].store->read_column(m.id, rows, values);
+      columns_[q]->add_column(key, rows, values);
+    }
+    positions.push_back(selected_ids_.size());
+    selected_ids_.push_back(m.id);
+    is_selected_[m.id] = 1;
+  }
+  std::sort(positions.begin(), positions.end());
+  return positions;
+}
+
+// The subproblem over this rank's partitions as row parts, every row sum
+// reduced in the partition tree (solvers/mslr/smoothed_minimax.h).
+void DistributedMslrRun::solve(MslrIteration& rec) {
+  std::vector<std::vector<uint32_t>> constraints;
+  for (const auto& d : constraints_) constraints.emplace_back(d.begin(), d.end());
+  const auto t_solve = std::chrono::steady_clock::now();
+  mslr::MinimaxResult r;
+  {
+    std::vector<mslr::SelectedRows> rows;
+    for (const auto& cache : columns_) rows.push_back(mslr::SelectedRows::from_cache(*cache, budget_));
+    std::vector<mslr::MinimaxPart> parts;
+    for (size_t q = 0; q < rows.size(); ++q) parts.push_back({&rows[q], labels_[q].data(), &alpha_[q], &beta_[q]});
+    r = mslr::solve_smoothed_minimax(parts, {out_.manifest.partitions, own_->range().first}, own_->reduction(),
+                                     constraints, settings_.minimax, &budget_);
+  }
+  rec.solve_seconds = seconds_since(t_solve);
+  mslr_loop::record_solve(rec, r, settings_);
+  weights_ = r.weights;
+  last_objective_ = r.primal;
+}
+
+// Iteration t: scoring, the stop tests that need the constraint, the
+// subproblem. Returns false when the loop ends.
+bool DistributedMslrRun::iteration(int t) {
+  MslrIteration rec;
+  rec.iter = t;
+  CommunicationStats before = comm_.stats();
+  const auto t_score = std::chrono::steady_clock::now();
+  const uint64_t new_limit = mslr_loop::new_feature_limit(settings_, selected_ids_.size(), 0);
+  const std::vector<ConstraintMember> members = most_active_constraint(new_limit, rec);
+  ++out_.result.scoring_passes;
+  out_.result.total_bytes_streamed += rec.bytes_streamed;
+  rec.score_seconds = seconds_since(t_score);
+  record(t, "scoring", before);
+  out_.result.stop_reason =
+      mslr_loop::constraint_stop(members, constraints_, selected_c_, settings_, t, last_objective_, rec.sip_violation);
+  out_.result.final_sip_violation = rec.sip_violation;
+  if (!out_.result.stop_reason.empty()) return false;
+  before = comm_.stats();
+  const size_t selected_before = selected_ids_.size();
+  constraints_.push_back(admit(members));
+  rec.added = selected_ids_.size() - selected_before;
+  rec.constraint_size = constraints_.back().size();
+  rec.selected = selected_ids_.size();
+  solve(rec);
+  record(t, "solve", before);
+  rec.peak_rss_bytes = peak_rss_bytes();
+  out_.result.iterations.push_back(rec);
+  if (hooks_.on_iteration) hooks_.on_iteration(out_.result.iterations.back());
+  out_.result.stop_reason = mslr_loop::stop_after_solve(settings_, selected_ids_.size(), t);
+  return out_.result.stop_reason.empty();
+}
+
+Model DistributedMslrRun::make_model() const {
+  Model m;
+  m.engine_version = FGM_VERSION;
+  m.solver = "mslr";
+  m.loss = "logistic";
+  m.C = settings_.minimax.C;
+  m.B = settings_.r;
+  m.iterations = static_cast<uint32_t>(out_.result.iterations.size());
+  m.has_bias = false;
+  m.n_features = out_.manifest.n_features;
+  m.index_base = out_.manifest.index_base;
+  m.positive_label = positive_;
+  m.negative_label = negative_;
+  m.input_checksum = out_.manifest.input_checksum;
+  m.input_path = out_.manifest.input_path;
+  m.feature_kind = "linear";
+  m.objective = last_objective_;
+  const SelectedFeatureCache& cache = *columns_.front();
+  for (size_t h = 0; h < cache.num_batches(); ++h)
+    for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
+      ModelFeature f;
+      f.key = cache.key(k);
+      f.weight = k < weights_.size() ? weights_[k] : 0.0;
+      f.batch = static_cast<uint32_t>(h + 1);
+      m.features.push_back(f);
+    }
+  return m;
+}
+
+DistributedMslrOutcome DistributedMslrRun::run() {
+  FGM_ASSERT(!settings_.labels && !settings_.resume && settings_.checkpoints.empty());
+  FGM_ASSERT(settings_.max_iterations >= 1 && size_t(settings_.max_iterations) <= mslr::kMaxConstraints);
+  const CommunicationStats before = comm_.stats();
+  open_partitions();
+  record(0, "labels", before);
+  out_.objective_no_features = settings_.minimax.C * std::log(2.0) * static_cast<double>(out_.manifest.n_rows);
+  for (int t = 1; t <= settings_.max_iterations; ++t)
+    if (!iteration(t)) break;
+  out_.result.model = make_model();
+  out_.result.seconds = seconds_since(start_);
+  out_.result.budget_peak = budget_.peak();
+  return std::move(out_);
+}
+
+}  // namespace
+
+DistributedMslrOutcome train_mslr_distributed(Communicator& comm, const std::string& store_dir,
+                                              const MslrSettings& settings, MemoryBudget& budget,
+                                              const MslrHooks& hooks) {
+  DistributedMslrRun run(comm, store_dir, settings, budget, hooks);
+  return run.run();
+}
+
+}  // namespace fgm

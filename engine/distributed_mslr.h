@@ -1,0 +1,43 @@
+// The MSLR cutting-plane loop (engine/mslr_trainer.h) on a partitioned store
+// (io/partitioned_store.h), data-parallel over the ranks of a Communicator
+// (docs/distributed.md, "MSLR"). Each rank opens only its own partitions
+// (engine/own_partitions.h); α and C − α stay with their rows. Per iteration:
+//   1. scoring: c = Σ_i α_i y_i x_i over all rows (OwnPartitions::column_dots,
+//      partition-tree sum), the same on every rank; the constraint d^t is the
+//      top r of c_j² by the single-store rules (mslr_loop::choose_constraint);
+//   2. each rank reads its rows of the new columns;
+//   3. the subproblem over the rank's partitions as row parts
+//      (solvers/mslr/smoothed_minimax.h: CoCoA+ rounds with σ' = P, every row
+//      sum reduced in the partition tree).
+// The model depends on the partition count P, not on the rank count or
+// engine.threads; with P = 1 it is the single-store model. Linear features,
+// binary labels; no resume checkpoints (an interrupted run starts again).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/memory_budget.h"
+#include "engine/distributed_fgm.h"
+#include "engine/mslr_trainer.h"
+#include "io/partitioned_store.h"
+
+namespace fgm {
+
+struct DistributedMslrOutcome {
+  MslrOutcome result;                               // model, iterations, stop reason (the same on every rank)
+  std::vector<CommunicationRecord> communication;  // this rank's, per phase and iteration
+  PartitionManifest manifest;
+  int ranks = 1;
+  uint32_t own_partitions = 0;
+  double objective_no_features = 0;  // C·ln 2 per row: P at w = 0
+};
+
+// `settings.labels`, `settings.resume` and `settings.checkpoints` must be
+// unset (the CLI refuses what needs them); `hooks.on_iteration` runs on every rank.
+DistributedMslrOutcome train_mslr_distributed(Communicator& comm, const std::string& store_dir,
+                                              const MslrSettings& settings, MemoryBudget& budget,
+                                              const MslrHooks& hooks = {});
+
+}  // namespace fgm
