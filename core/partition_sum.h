@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/communicator.h"
@@ -65,5 +66,31 @@ struct SparseSums {
 // (16 bytes per key, plus 24 bytes per node) in one allgather.
 SparseSums allreduce_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
                                            const std::vector<SparseSums>& local);
+
+// Column ids in increasing, disjoint spans [first, second).
+struct ColumnSpans {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  uint64_t columns() const;
+  bool contains(uint64_t id) const;
+};
+// Rank `rank`'s share of the ids [0, m) when K = `ranks` ranks split them
+// into consecutive ranges: [⌊rank·m/K⌋, ⌊(rank+1)·m/K⌋) (any m < 2^64).
+ColumnSpans column_range_of_rank(uint64_t m, int ranks, int rank);
+// The fewest spans holding exactly `ids` (sorted, duplicates allowed).
+ColumnSpans spans_of_sorted_ids(const std::vector<uint64_t>& ids);
+
+// The reduce-scatter twin of allreduce_partition_sparse_sums: this rank
+// receives, and sums in the same tree, only the keys in
+// `wanted[comm.rank()]` (every rank passes every rank's spans). Restricting
+// to a key set commutes with the tree's keywise additions, so each key's
+// bits are those of the full tree sum whatever K is. Each rank sends each
+// other rank its covering nodes' entries in that rank's spans (one
+// alltoallv), 24 bytes per node plus 16 per entry (id, value), or, when the
+// node has at least half of the spans' ids, 8 per id of the spans (values
+// only, +0.0 where the node has none: x + 0.0 = x, so only the sign of a
+// zero sum can differ from the unfilled tree).
+SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
+                                                const std::vector<SparseSums>& local,
+                                                const std::vector<ColumnSpans>& wanted);
 
 }  // namespace fgm

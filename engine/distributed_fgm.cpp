@@ -4,6 +4,7 @@
 #include <cstring>
 #include <algorithm>
 #include <memory>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -42,7 +43,7 @@ class DistributedRun {
  private:
   void open_partitions();
   void map_labels();
-  std::vector<double> scores();
+  OwnPartitions::RangeScores scores(const std::unordered_set<uint64_t>& is_selected);
   void add_batch(const std::vector<ScoredCandidate>& top);
   void add_generated_batch(const std::vector<ScoredCandidate>& top);
   double best_batch_score(const std::vector<double>& c) const;
@@ -50,10 +51,8 @@ class DistributedRun {
   void update_duals();
   std::vector<ApgRowPart> parts();
   ApgResult solve();
-  int restore(TrainProgress& saved, std::vector<char>& is_selected, double& objective);
+  int restore(TrainProgress& saved, std::unordered_set<uint64_t>& is_selected, double& objective);
   void save_progress() const;
-  std::vector<ScoredCandidate> top_candidates(const std::vector<double>& c, const std::vector<char>& is_selected,
-                                              Reservation& memory);
   Model make_model(double objective) const;
   void record(int iteration, const char* phase, const CommunicationStats& before) {
     out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
@@ -73,7 +72,7 @@ class DistributedRun {
   std::vector<std::vector<double>> decisions_;
   std::vector<size_t> batch_begin_;  // batch h: selected columns [batch_begin_[h], batch_begin_[h+1])
   ApgState state_;
-  Reservation score_memory_, row_memory_;
+  Reservation row_memory_;
   std::vector<std::vector<double>> a_;  // α∘y per own partition
   std::vector<std::vector<uint64_t>> batches_;  // candidate ids (features or groups) per outer iteration
   std::vector<uint64_t> selected_;       // feature ids, cache order
@@ -120,13 +119,16 @@ void DistributedRun::map_labels() {
   }
 }
 
-// c = Σ_i a_i x_i over all partitions (n_features entries), the same on every rank.
-std::vector<double> DistributedRun::scores() {
+// The top-B unselected features or groups and the selected columns' c_j,
+// the same on every rank, scored by column ranges (OwnPartitions::score_by_ranges).
+OwnPartitions::RangeScores DistributedRun::scores(const std::unordered_set<uint64_t>& is_selected) {
   uint64_t bytes = 0;
-  std::vector<double> c = own_->column_dots(a_, bytes);
+  OwnPartitions::RangeScores scored = own_->score_by_ranges(
+      a_, groups_.get(), [&](uint64_t id) { return is_selected.count(id) > 0; }, selected_, column_group_,
+      settings_.B, bytes);
   out_.total_bytes_streamed += bytes;
   bytes_streamed_ += bytes;
-  return c;
+  return scored;
 }
 
 void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
@@ -245,14 +247,15 @@ ApgResult DistributedRun::solve() { return solve_apg(parts(), own_->reduction(),
 // The state after the checkpoint's last outer iteration: its batches read
 // again from this rank's partitions, ω and L_t, the iteration log, and α
 // formed from ω as the solve formed it. Returns the next iteration.
-int DistributedRun::restore(TrainProgress& saved, std::vector<char>& is_selected, double& objective) {
+int DistributedRun::restore(TrainProgress& saved, std::unordered_set<uint64_t>& is_selected, double& objective) {
+  const uint64_t candidates = groups_ ? groups_->n_groups : out_.manifest.n_features;
   for (const auto& batch : saved.batches) {
     std::vector<ScoredCandidate> top;
     for (uint64_t id : batch) {
-      if (!space_ && id >= is_selected.size())
+      if (!space_ && id >= candidates)
         throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
-                                                        is_selected.size(), dir_));
-      if (!space_) is_selected[id] = 1;
+                                                        candidates, dir_));
+      if (!space_) is_selected.insert(id);
       top.push_back({0.0, id});
     }
     if (space_)
@@ -281,31 +284,6 @@ void DistributedRun::save_progress() const {
   progress.apg = state_;
   progress.iterations = out_.iterations;
   hooks_.on_progress(progress);
-}
-
-// The top-B unselected candidates by the global c, the same on every rank:
-// features by s_j = c_j², or groups by s_g = Σ_{j∈g} c_j² (members in
-// increasing order; every group is evaluated, which picks what the
-// single-store pass picks with its tree pruning).
-std::vector<ScoredCandidate> DistributedRun::top_candidates(const std::vector<double>& c,
-                                                            const std::vector<char>& is_selected, Reservation& memory) {
-  TopBCache top(settings_.B, &budget_);
-  auto offer = [&](double s, uint64_t id) {
-    if (s > 0 && !is_selected[id] && top.may_admit(s)) top.offer({s, id});
-  };
-  if (!groups_) {
-    for (uint64_t j = 0; j < c.size(); ++j) offer(c[j] * c[j], j);
-    return top.take_sorted(&memory);
-  }
-  for (uint64_t g = 0; g < groups_->listed_groups; ++g) {
-    double s = 0;
-    for (uint64_t p = groups_->member_ptr[g]; p < groups_->member_ptr[g + 1]; ++p)
-      s += c[groups_->members[p]] * c[groups_->members[p]];
-    offer(s, g);
-  }
-  for (uint64_t j = 0; j < c.size(); ++j)
-    if (groups_->listed_index(j) == UINT64_MAX) offer(c[j] * c[j], groups_->singleton_group(j));
-  return top.take_sorted(&memory);
 }
 
 Model DistributedRun::make_model(double objective) const {
@@ -354,10 +332,6 @@ DistributedOutcome DistributedRun::run() {
                                     stores, budget_);
   }
   record(0, "labels", before);
-  if (!space_)
-    score_memory_ = budget_.reserve(
-        out_.manifest.n_features * (sizeof(double) * (own_->range().count + static_cast<uint64_t>(comm_.size()) + 2) + 1),
-        "score vectors of a distributed scoring pass", "use fewer features or more memory per rank");
   batch_begin_ = {0};
   // F_0 and α⁰: the solution of (31) with no feature selected. With a bias
   // that is b alone, fitted first as the single-store trainer does
@@ -380,7 +354,7 @@ DistributedOutcome DistributedRun::run() {
     groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
         settings_.space.groups_path, out_.manifest.n_features, out_.manifest.index_base, budget_,
         parse_group_structure(settings_.space.group_structure)));
-  std::vector<char> is_selected(space_ ? 0 : groups_ ? groups_->n_groups : out_.manifest.n_features, 0);
+  std::unordered_set<uint64_t> is_selected;  // selected features or groups
   const int first = hooks_.resume ? restore(*hooks_.resume, is_selected, objective) : 1;
   for (int t = first;; ++t) {
     IterationRecord rec;
@@ -403,11 +377,10 @@ DistributedOutcome DistributedRun::run() {
       bytes_streamed_ += scored.bytes_streamed;
       out_.total_bytes_streamed += scored.bytes_streamed;
     } else {
-      const std::vector<double> c = scores();
-      fresh = top_candidates(c, is_selected, top_memory);
-      std::vector<double> selected_c;
-      for (uint64_t j : selected_) selected_c.push_back(c[j]);
-      best = best_batch_score(selected_c);
+      OwnPartitions::RangeScores scored = scores(is_selected);
+      fresh = std::move(scored.top);
+      top_memory = std::move(scored.top_memory);
+      best = best_batch_score(scored.selected_dots);
       rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
     }
     for (const auto& f : fresh) fresh_sum += f.score;
@@ -433,7 +406,7 @@ DistributedOutcome DistributedRun::run() {
     if (space_) {
       add_generated_batch(fresh);
     } else {
-      for (const auto& f : fresh) is_selected[f.id] = 1;
+      for (const auto& f : fresh) is_selected.insert(f.id);
       add_batch(fresh);
     }
     const ApgResult r = solve();

@@ -17,8 +17,9 @@ namespace {
 // K "ranks" as threads: allgather puts each rank's bytes in its slot, waits
 // for all, concatenates in rank order, waits again before slots are reused.
 struct ThreadWorld {
-  explicit ThreadWorld(int ranks) : slots(static_cast<size_t>(ranks)), sync(ranks) {}
+  explicit ThreadWorld(int ranks) : slots(static_cast<size_t>(ranks)), posted(static_cast<size_t>(ranks)), sync(ranks) {}
   std::vector<std::vector<uint8_t>> slots;
+  std::vector<std::vector<std::vector<uint8_t>>> posted;  // alltoallv: each rank's parts
   std::barrier<> sync;
 };
 
@@ -36,6 +37,21 @@ class ThreadCommunicator final : public Communicator {
     for (const auto& s : world_.slots) {
       out.insert(out.end(), s.begin(), s.end());
       if (sizes) sizes->push_back(s.size());
+    }
+    stats_.calls += 1;
+    world_.sync.arrive_and_wait();
+    return out;
+  }
+  // Each rank posts its K parts; rank r takes part r of every rank, in rank order.
+  std::vector<uint8_t> alltoallv(const std::vector<std::vector<uint8_t>>& parts, std::vector<size_t>* sizes) override {
+    world_.posted[static_cast<size_t>(rank_)] = parts;
+    world_.sync.arrive_and_wait();
+    std::vector<uint8_t> out;
+    if (sizes) sizes->clear();
+    for (const auto& from : world_.posted) {
+      const auto& part = from[static_cast<size_t>(rank_)];
+      out.insert(out.end(), part.begin(), part.end());
+      if (sizes) sizes->push_back(part.size());
     }
     stats_.calls += 1;
     world_.sync.arrive_and_wait();
