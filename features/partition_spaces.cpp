@@ -106,33 +106,32 @@ ActiveRows active_rows(const BlockStream& stream, const std::vector<BlockRef>& b
 
 }  // namespace
 
-std::vector<double> poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks,
-                                            const double* a, uint64_t n_features, PassStats* pass) {
-  struct Moments {
-    std::vector<uint64_t> ids;
-    std::vector<double> m;  // 3 per column
-  };
-  std::vector<double> out(3 * n_features, 0.0);
+SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                   PassStats* pass) {
+  SparseSums out;
   const simd::Kernels& kernels = simd::kernels();
-  PassStats p = stream_blocks<Moments>(
+  PassStats p = stream_blocks<SparseSums>(
       stream, blocks, "poly2 single features",
       [&](const BlockRef&, const ColumnBlock& block) {
         CscScratch scratch;
         const CscColumns cols = csc_columns(block, scratch);
-        Moments o;
-        o.ids.assign(cols.column_ids, cols.column_ids + cols.column_count);
-        o.m.resize(3 * cols.column_count);
+        SparseSums o;
+        o.keys.resize(3 * cols.column_count);
+        o.values.resize(3 * cols.column_count);
         for (uint64_t k = 0; k < cols.column_count; ++k) {
           const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
-          double* m = o.m.data() + 3 * k;
+          double* m = o.values.data() + 3 * k;
+          for (uint64_t r = 0; r < 3; ++r) o.keys[3 * k + r] = 3 * cols.column_ids[k] + r;
           if (end - begin < 8) simd::gather_moments_short(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
           else kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
         }
         return o;
       },
-      [&](Moments&& o) {
-        for (size_t k = 0; k < o.ids.size(); ++k)
-          for (int r = 0; r < 3; ++r) out[3 * o.ids[k] + r] = o.m[3 * k + r];
+      [&](SparseSums&& o) {
+        if (!o.keys.empty() && !out.keys.empty() && o.keys.front() <= out.keys.back())
+          throw Error(ErrorKind::kInternal, "poly2 moments: blocks of a partition out of column order");
+        out.keys.insert(out.keys.end(), o.keys.begin(), o.keys.end());
+        out.values.insert(out.values.end(), o.values.begin(), o.values.end());
       },
       CscBytes(stream.store().info()));
   add_pass(pass, p);
