@@ -281,12 +281,12 @@ ColumnSpans spans_of_sorted_ids(const std::vector<uint64_t>& ids) {
 }
 
 SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
-                                                const std::vector<SparseSums>& local,
-                                                const std::vector<ColumnSpans>& wanted) {
+                                                std::vector<SparseSums> local, const std::vector<ColumnSpans>& wanted) {
   if (wanted.size() != static_cast<size_t>(comm.size()))
     throw Error(ErrorKind::kInternal, "partition reduce-scatter: one set of spans per rank");
-  const auto last = static_cast<uint32_t>(first_partition + local.size());
   const std::map<NodeKey, const SparseSums*> mine = own_leaves(first_partition, local);
+  if (comm.size() == 1) return partitions > 0 ? restrict_to(evaluate_sparse(0, partitions, mine), wanted[0]) : SparseSums{};
+  const auto last = static_cast<uint32_t>(first_partition + local.size());
   std::vector<std::vector<uint8_t>> parts(wanted.size());
   for (const PartitionNode& node : covering_nodes(partitions, first_partition, last)) {
     const SparseSums sums = evaluate_sparse(node.begin, node.end, mine);
@@ -299,8 +299,10 @@ SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t par
         put_node(parts[d], node, filled(share, wanted[d]), true);
     }
   }
+  std::vector<SparseSums>().swap(local);  // the partials are in the shares now
   const auto me = static_cast<size_t>(comm.rank());
-  const std::vector<uint8_t> received = comm.size() == 1 ? std::move(parts[0]) : comm.alltoallv(parts);
+  const std::vector<uint8_t> received = comm.alltoallv(parts);
+  std::vector<std::vector<uint8_t>>().swap(parts);
   return evaluate_received(partitions, received, &wanted[me]);
 }
 

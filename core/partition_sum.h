@@ -89,8 +89,8 @@ ColumnSpans spans_of_sorted_ids(const std::vector<uint64_t>& ids);
 // node has at least half of the spans' ids, 8 per id of the spans (values
 // only, +0.0 where the node has none: x + 0.0 = x, so only the sign of a
 // zero sum can differ from the unfilled tree).
+// `local` is taken (and released once its shares are formed).
 SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
-                                                const std::vector<SparseSums>& local,
-                                                const std::vector<ColumnSpans>& wanted);
+                                                std::vector<SparseSums> local, const std::vector<ColumnSpans>& wanted);
 
 }  // namespace fgm

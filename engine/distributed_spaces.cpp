@@ -177,7 +177,7 @@ SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInp
   }
   out.bytes_streamed += pass.bytes_streamed;
   SparseSums moments =
-      reduce_scatter_partition_sparse_sums(comm_, layout_.partitions, layout_.first_partition, local, wanted);
+      reduce_scatter_partition_sparse_sums(comm_, layout_.partitions, layout_.first_partition, std::move(local), wanted);
   memory.resize(2 * local_bytes + 16 * moments.keys.size());
   return moments;
 }

@@ -186,9 +186,8 @@ OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std:
     local.push_back(partition_column_dots(q, a[q].data(), bytes_streamed));
   }
   const std::vector<ColumnSpans>& wanted = wanted_columns(groups);
-  const SparseSums dots = reduce_scatter_partition_sparse_sums(comm_, manifest_.partitions, range_.first, local, wanted);
+  const SparseSums dots = reduce_scatter_partition_sparse_sums(comm_, manifest_.partitions, range_.first, std::move(local), wanted);
   memory.resize(2 * local_bytes + 16 * dots.keys.size());
-  local.clear();
 
   const std::vector<ScoredCandidate> mine = local_top(dots, groups, is_selected, B);
   // Which rank owns selected column h: the one scoring its candidate.
