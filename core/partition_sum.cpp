@@ -280,16 +280,48 @@ ColumnSpans spans_of_sorted_ids(const std::vector<uint64_t>& ids) {
   return out;
 }
 
+namespace {
+
+// The sum of node [begin, end) from the partials made on demand, children
+// released as soon as they are added; `live` counts the bytes held.
+SparseSums evaluate_on_demand(uint32_t begin, uint32_t end, const std::function<SparseSums(uint32_t)>& partial,
+                              uint64_t& live, Reservation* memory) {
+  auto hold = [&](int64_t delta) {
+    live = static_cast<uint64_t>(static_cast<int64_t>(live) + delta);
+    if (memory) memory->resize(live);
+  };
+  if (end - begin == 1) {
+    SparseSums leaf = partial(begin);
+    if (leaf.keys.size() != leaf.values.size())
+      throw Error(ErrorKind::kInternal, "partition sum: sparse keys and values differ in length");
+    hold(static_cast<int64_t>(16 * leaf.keys.size()));
+    return leaf;
+  }
+  const uint32_t mid = partition_tree_split(begin, end);
+  SparseSums left = evaluate_on_demand(begin, mid, partial, live, memory);
+  SparseSums right = evaluate_on_demand(mid, end, partial, live, memory);
+  const auto children = static_cast<int64_t>(16 * (left.keys.size() + right.keys.size()));
+  hold(children);  // the sum: at most as many entries as its children
+  const std::map<NodeKey, const SparseSums*> both = {{{begin, mid}, &left}, {{mid, end}, &right}};
+  SparseSums sum = evaluate_sparse(begin, end, both);
+  hold(static_cast<int64_t>(16 * sum.keys.size()) - 2 * children);
+  return sum;
+}
+
+}  // namespace
+
 SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
-                                                std::vector<SparseSums> local, const std::vector<ColumnSpans>& wanted) {
+                                                uint32_t count, const std::function<SparseSums(uint32_t)>& partial,
+                                                const std::vector<ColumnSpans>& wanted, Reservation* memory) {
   if (wanted.size() != static_cast<size_t>(comm.size()))
     throw Error(ErrorKind::kInternal, "partition reduce-scatter: one set of spans per rank");
-  const std::map<NodeKey, const SparseSums*> mine = own_leaves(first_partition, local);
-  if (comm.size() == 1) return partitions > 0 ? restrict_to(evaluate_sparse(0, partitions, mine), wanted[0]) : SparseSums{};
-  const auto last = static_cast<uint32_t>(first_partition + local.size());
+  uint64_t live = 0;
+  if (comm.size() == 1)
+    return partitions > 0 ? restrict_to(evaluate_on_demand(0, partitions, partial, live, memory), wanted[0])
+                          : SparseSums{};
   std::vector<std::vector<uint8_t>> parts(wanted.size());
-  for (const PartitionNode& node : covering_nodes(partitions, first_partition, last)) {
-    const SparseSums sums = evaluate_sparse(node.begin, node.end, mine);
+  for (const PartitionNode& node : covering_nodes(partitions, first_partition, first_partition + count)) {
+    const SparseSums sums = evaluate_on_demand(node.begin, node.end, partial, live, memory);
     for (size_t d = 0; d < wanted.size(); ++d) {
       const SparseSums share = restrict_to(sums, wanted[d]);
       const uint64_t columns = wanted[d].columns();
@@ -298,12 +330,26 @@ SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t par
       else
         put_node(parts[d], node, filled(share, wanted[d]), true);
     }
+    live -= 16 * sums.keys.size();
   }
-  std::vector<SparseSums>().swap(local);  // the partials are in the shares now
+  uint64_t sent = 0;
+  for (const auto& part : parts) sent += part.size();
+  if (memory) memory->resize(live + sent);
   const auto me = static_cast<size_t>(comm.rank());
-  const std::vector<uint8_t> received = comm.alltoallv(parts);
+  std::vector<uint8_t> received = comm.alltoallv(parts);
   std::vector<std::vector<uint8_t>>().swap(parts);
-  return evaluate_received(partitions, received, &wanted[me]);
+  // The received shares, read into node vectors, and the tree over them.
+  if (memory) memory->resize(3 * received.size());
+  SparseSums out = evaluate_received(partitions, received, &wanted[me]);
+  return out;
+}
+
+SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
+                                                const std::vector<SparseSums>& local,
+                                                const std::vector<ColumnSpans>& wanted) {
+  return reduce_scatter_partition_sparse_sums(
+      comm, partitions, first_partition, static_cast<uint32_t>(local.size()),
+      [&](uint32_t p) { return local[p - first_partition]; }, wanted, nullptr);
 }
 
 }  // namespace fgm

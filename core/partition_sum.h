@@ -17,10 +17,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "core/communicator.h"
+#include "core/memory_budget.h"
 
 namespace fgm {
 
@@ -89,8 +91,18 @@ ColumnSpans spans_of_sorted_ids(const std::vector<uint64_t>& ids);
 // node has at least half of the spans' ids, 8 per id of the spans (values
 // only, +0.0 where the node has none: x + 0.0 = x, so only the sign of a
 // zero sum can differ from the unfilled tree).
-// `local` is taken (and released once its shares are formed).
 SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
-                                                std::vector<SparseSums> local, const std::vector<ColumnSpans>& wanted);
+                                                const std::vector<SparseSums>& local,
+                                                const std::vector<ColumnSpans>& wanted);
+
+// The same, with each own partition's sparse vector made on demand by
+// `partial(p)` (p = first_partition .. first_partition + count − 1, each
+// called once, in increasing order) and added into its tree node at once:
+// a rank holds at most one pending vector per tree level, not all of its
+// partitions' vectors. `memory` (if given) is resized to the bytes of the
+// vectors alive (16 per entry), so the budget sees the peak.
+SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
+                                                uint32_t count, const std::function<SparseSums(uint32_t)>& partial,
+                                                const std::vector<ColumnSpans>& wanted, Reservation* memory);
 
 }  // namespace fgm

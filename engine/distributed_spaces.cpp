@@ -166,19 +166,16 @@ SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInp
     for (const auto& [first, end] : column_range_of_rank(m, comm_.size(), d).spans) keys.spans.emplace_back(3 * first, 3 * end);
     wanted.push_back(keys);
   }
-  std::vector<SparseSums> local;
   PassStats pass;
-  uint64_t local_bytes = 0;
-  for (const auto& p : parts) {
-    // The partial (48 bytes per non-empty column), and as much again for the node shares sent.
-    local_bytes += 48 * p.stream->store().info().nonempty_columns;
-    memory.resize(2 * local_bytes);
-    local.push_back(poly2_partition_moments(*p.stream, *p.blocks, p.a, &pass));
-  }
+  SparseSums moments = reduce_scatter_partition_sparse_sums(
+      comm_, layout_.partitions, layout_.first_partition, static_cast<uint32_t>(parts.size()),
+      [&](uint32_t p) {
+        const PartitionScoringInput& in = parts[p - layout_.first_partition];
+        return poly2_partition_moments(*in.stream, *in.blocks, in.a, &pass);
+      },
+      wanted, &memory);
   out.bytes_streamed += pass.bytes_streamed;
-  SparseSums moments =
-      reduce_scatter_partition_sparse_sums(comm_, layout_.partitions, layout_.first_partition, std::move(local), wanted);
-  memory.resize(2 * local_bytes + 16 * moments.keys.size());
+  memory.resize(16 * moments.keys.size());
   return moments;
 }
 

@@ -172,22 +172,16 @@ OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std:
                                                           const std::vector<uint64_t>& selected,
                                                           const std::vector<uint64_t>& selected_group, size_t B,
                                                           uint64_t& bytes_streamed) {
-  const char* purpose = "column dots of a distributed scoring pass";
-  const char* remedy = "use more ranks (more, smaller partitions) or more memory per rank";
-  Reservation memory = budget_.reserve(0, purpose, remedy);
-  // Per own partition its non-empty columns' dots (16 bytes each), then the
-  // exchange: the covering nodes' shares sent (at most as much again) and
-  // what this rank receives and sums (reserved once its size is known).
-  std::vector<SparseSums> local;
-  uint64_t local_bytes = 0;
-  for (size_t q = 0; q < own_.size(); ++q) {
-    local_bytes += 16 * own_[q].store->info().nonempty_columns;
-    memory.resize(2 * local_bytes);
-    local.push_back(partition_column_dots(q, a[q].data(), bytes_streamed));
-  }
+  Reservation memory = budget_.reserve(0, "column dots of a distributed scoring pass",
+                                       "use more ranks (more, smaller partitions) or more memory per rank");
+  // Each partition's dots (its non-empty columns, 16 bytes each) are made
+  // when the partition tree needs them and added into their node at once.
   const std::vector<ColumnSpans>& wanted = wanted_columns(groups);
-  const SparseSums dots = reduce_scatter_partition_sparse_sums(comm_, manifest_.partitions, range_.first, std::move(local), wanted);
-  memory.resize(2 * local_bytes + 16 * dots.keys.size());
+  const SparseSums dots = reduce_scatter_partition_sparse_sums(
+      comm_, manifest_.partitions, range_.first, range_.count,
+      [&](uint32_t p) { return partition_column_dots(p - range_.first, a[p - range_.first].data(), bytes_streamed); },
+      wanted, &memory);
+  memory.resize(16 * dots.keys.size());
 
   const std::vector<ScoredCandidate> mine = local_top(dots, groups, is_selected, B);
   // Which rank owns selected column h: the one scoring its candidate.
