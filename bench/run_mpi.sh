@@ -202,9 +202,10 @@ def scoring_bytes(K, m, B, nodes, nonempty, selected):
     the reduce-scatter (alltoallv: to every other rank d its nodes' entries in d's range,
     24 bytes per node + 8 per id of the range when the node has at least half of them,
     else 16 per entry; the same from every other rank for range 0; K 4-byte sizes), then
-    the allgather of the top lists (8 + 16 per entry: min(B, unselected non-empty columns
+    the allgather of the top lists (16 per entry: min(B, unselected non-empty columns
     of the rank's range), assuming no non-empty column sums to exactly 0) and of the
-    selected columns' c_j (8 bytes each, from their range's rank), plus K sizes."""
+    selected columns' c_j (8 bytes each, from their range's rank), each list with an
+    8-byte count, plus K sizes."""
     if K == 1:
         return 0
     import bisect
@@ -223,7 +224,7 @@ def scoring_bytes(K, m, B, nodes, nonempty, selected):
         lo, hi = column_range(m, K, r)
         free = bisect.bisect_left(nonempty, hi) - bisect.bisect_left(nonempty, lo)
         mine = sum(1 for j in selected if lo <= j < hi)
-        gather += 8 + 16 * min(B, free - mine) + 8 * mine
+        gather += 16 + 16 * min(B, free - mine) + 8 * mine
     return scatter + gather
 
 

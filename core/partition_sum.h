@@ -17,7 +17,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -104,5 +106,42 @@ SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t par
 SparseSums reduce_scatter_partition_sparse_sums(Communicator& comm, uint32_t partitions, uint32_t first_partition,
                                                 uint32_t count, const std::function<SparseSums(uint32_t)>& partial,
                                                 const std::vector<ColumnSpans>& wanted, Reservation* memory);
+
+// Every rank's two lists of trivially copyable items, each concatenated in
+// rank order, on every rank: one allgather (none on one process). The
+// exchanges of top lists and candidate sets that follow a reduce-scatter.
+template <class T, class U>
+std::pair<std::vector<T>, std::vector<U>> allgather_lists(Communicator& comm, const std::vector<T>& first,
+                                                          const std::vector<U>& second) {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_copyable_v<U>);
+  if (comm.size() == 1) return {first, second};
+  std::vector<uint8_t> send;
+  auto put = [&send](const auto& list) {
+    const uint64_t count = list.size();
+    const auto* b = reinterpret_cast<const uint8_t*>(&count);
+    send.insert(send.end(), b, b + sizeof count);
+    const auto* d = reinterpret_cast<const uint8_t*>(list.data());
+    send.insert(send.end(), d, d + list.size() * sizeof(list[0]));
+  };
+  put(first);
+  put(second);
+  const std::vector<uint8_t> all = comm.allgather(send.data(), send.size());
+  std::pair<std::vector<T>, std::vector<U>> out;
+  size_t at = 0;
+  auto take = [&](auto& into) {
+    uint64_t count = 0;
+    std::memcpy(&count, all.data() + at, sizeof count);
+    at += sizeof count;
+    const size_t old = into.size();
+    into.resize(old + count);
+    std::memcpy(into.data() + old, all.data() + at, count * sizeof(into[0]));
+    at += count * sizeof(into[0]);
+  };
+  while (at < all.size()) {
+    take(out.first);
+    take(out.second);
+  }
+  return out;
+}
 
 }  // namespace fgm

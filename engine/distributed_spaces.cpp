@@ -110,48 +110,6 @@ struct BoundedFeature {
 };
 bool bound_before(const BoundedFeature& x, const BoundedFeature& y) { return x.u != y.u ? x.u > y.u : x.id < y.id; }
 
-void put_bytes(std::vector<uint8_t>& out, const void* data, size_t bytes) {
-  const auto* b = static_cast<const uint8_t*>(data);
-  out.insert(out.end(), b, b + bytes);
-}
-
-template <class T>
-void put_list(std::vector<uint8_t>& out, const std::vector<T>& list) {
-  const uint64_t count = list.size();
-  put_bytes(out, &count, sizeof count);
-  put_bytes(out, list.data(), list.size() * sizeof(T));
-}
-
-template <class T>
-std::vector<T> take_list(const std::vector<uint8_t>& in, size_t& at) {
-  uint64_t count = 0;
-  std::memcpy(&count, in.data() + at, sizeof count);
-  at += sizeof count;
-  std::vector<T> list(count);
-  std::memcpy(list.data(), in.data() + at, count * sizeof(T));
-  at += count * sizeof(T);
-  return list;
-}
-
-// Every rank's two lists, each concatenated in rank order (one allgather; no call on one process).
-template <class T, class U>
-std::pair<std::vector<T>, std::vector<U>> gather_lists(Communicator& comm, const std::vector<T>& first,
-                                                       const std::vector<U>& second) {
-  if (comm.size() == 1) return {first, second};
-  std::vector<uint8_t> send;
-  put_list(send, first);
-  put_list(send, second);
-  const std::vector<uint8_t> all = comm.allgather(send.data(), send.size());
-  std::pair<std::vector<T>, std::vector<U>> out;
-  for (size_t at = 0; at < all.size();) {
-    const std::vector<T> a = take_list<T>(all, at);
-    const std::vector<U> b = take_list<U>(all, at);
-    out.first.insert(out.first.end(), a.begin(), a.end());
-    out.second.insert(out.second.end(), b.begin(), b.end());
-  }
-  return out;
-}
-
 // 1. The moments c_j, q_j, w_j by column ranges: each partition's sparse
 // moments (its non-empty columns), one reduce-scatter in the partition tree,
 // so rank r holds the global moments of base features [⌊r·m/K⌋, ⌊(r+1)·m/K⌋).
@@ -210,7 +168,7 @@ DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInpu
                     bound_before);
   Reservation top_memory;
   std::vector<ScoredCandidate> range_top = singles.take_sorted(&top_memory);
-  auto [all_top, seed_list] = gather_lists(
+  auto [all_top, seed_list] = allgather_lists(
       comm_, range_top,
       std::vector<BoundedFeature>(range_u.begin(), range_u.begin() + static_cast<std::ptrdiff_t>(range_seed)));
   TopBCache top(B, &budget_);
@@ -241,7 +199,7 @@ DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInpu
   for (const BoundedFeature& f : range_u)
     if (f.u * u_max >= active.t) range_active.push_back(f);
   Reservation active_memory = budget_.reserve(range_active.size() * sizeof(BoundedFeature), "poly2 active set");
-  std::vector<BoundedFeature> all_active = gather_lists(comm_, range_active, std::vector<char>{}).first;
+  std::vector<BoundedFeature> all_active = allgather_lists(comm_, range_active, std::vector<char>{}).first;
   active_memory.resize(all_active.size() * (sizeof(BoundedFeature) + sizeof(uint32_t) + sizeof(double)));
   std::sort(all_active.begin(), all_active.end(), bound_before);
   for (const BoundedFeature& f : all_active) {

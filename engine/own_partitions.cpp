@@ -194,46 +194,20 @@ OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std:
   };
   std::vector<int> owners(selected.size());
   for (size_t h = 0; h < selected.size(); ++h) owners[h] = owner(h);
-  // One allgather: per rank its top count, its top (score, id), its owned selected columns' c_j in order.
-  std::vector<uint8_t> send;
-  const uint64_t n_top = mine.size();
-  auto put = [&send](const void* data, size_t bytes) {
-    const auto* b = static_cast<const uint8_t*>(data);
-    send.insert(send.end(), b, b + bytes);
-  };
-  put(&n_top, sizeof n_top);
-  for (const ScoredCandidate& c : mine) {
-    put(&c.score, sizeof c.score);
-    put(&c.id, sizeof c.id);
-  }
+  // One allgather: every rank's top list and the c_j of the selected columns it owns, in order.
+  std::vector<double> owned;
   for (size_t h = 0; h < selected.size(); ++h)
-    if (owners[h] == comm_.rank()) {
-      const double c = dot_at(dots, selected[h]);
-      put(&c, sizeof c);
-    }
-  std::vector<size_t> sizes;
-  const std::vector<uint8_t> all = comm_.allgather(send.data(), send.size(), &sizes);
+    if (owners[h] == comm_.rank()) owned.push_back(dot_at(dots, selected[h]));
+  const auto [tops, values] = allgather_lists(comm_, mine, owned);
   RangeScores out;
-  out.selected_dots.assign(selected.size(), 0.0);
   TopBCache top(B, &budget_);
-  size_t at = 0;
-  for (int d = 0; d < comm_.size(); ++d) {
-    uint64_t count = 0;
-    std::memcpy(&count, all.data() + at, sizeof count);
-    size_t p = at + sizeof count;
-    for (uint64_t k = 0; k < count; ++k, p += 16) {
-      ScoredCandidate c;
-      std::memcpy(&c.score, all.data() + p, sizeof c.score);
-      std::memcpy(&c.id, all.data() + p + 8, sizeof c.id);
-      top.offer(c);
-    }
+  for (const ScoredCandidate& c : tops) top.offer(c);
+  // The values arrive by rank, each rank's in increasing h.
+  out.selected_dots.assign(selected.size(), 0.0);
+  size_t next = 0;
+  for (int d = 0; d < comm_.size(); ++d)
     for (size_t h = 0; h < selected.size(); ++h)
-      if (owners[h] == d) {
-        std::memcpy(&out.selected_dots[h], all.data() + p, sizeof(double));
-        p += sizeof(double);
-      }
-    at += sizes[static_cast<size_t>(d)];
-  }
+      if (owners[h] == d) out.selected_dots[h] = values[next++];
   out.top = top.take_sorted(&out.top_memory);
   return out;
 }

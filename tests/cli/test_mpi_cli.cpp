@@ -129,8 +129,9 @@ TEST_CASE("a linear model on 2 and 4 ranks is the 1-process model bit for bit", 
     // tree node's values on d's column range, W_d doubles and a 24-byte header,
     // and receives as much for its own range W_0; every column here is
     // non-empty in every partition, so nodes go dense), then the allgather of
-    // each rank's top list (8 + 16 per entry: between B entries in all and B
-    // per rank) and of the selected columns' c_j (8 bytes each, once); each
+    // each rank's top list (16 per entry: between B entries in all and B per
+    // rank) and of the selected columns' c_j (8 bytes each, once), each list
+    // with an 8-byte count; each
     // collective adds K 4-byte sizes.
     const JsonValue run_json = parse_json(slurp(dir.file("o" + std::to_string(np) + "/run.json")), "run.json");
     const JsonValue* distributed = run_json.find("distributed");
@@ -145,7 +146,7 @@ TEST_CASE("a linear model on 2 and 4 ranks is the 1-process model bit for bit", 
       if (pass.find("phase")->string() == "scoring") {
         const double selected = 3.0 * scoring_passes;  // B = 3 features per earlier pass
         ++scoring_passes;
-        const double lists = pass.find("bytes")->number() - scatter - 4.0 * np - 8.0 * np - 8 * selected;
+        const double lists = pass.find("bytes")->number() - scatter - 4.0 * np - 16.0 * np - 8 * selected;
         CHECK(std::fmod(lists, 16.0) == 0);
         CHECK(lists >= 16 * 3);
         CHECK(lists <= 16 * 3 * np);
