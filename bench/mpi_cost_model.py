@@ -20,6 +20,8 @@ SCAN = 1e-9                # s per feature: top-B offers over a dense score vect
 APG_ROW = 65e-9            # s per own row per APG evaluation (distributed APG on main, measured here)
 EVALS_PER_ITER = 2.014     # loss evaluations per APG iteration: gradient + 1 trial + failed trials
 #                            (news20: (1,144 - 10 initial) evaluations in 563 iterations, 8 failed trials)
+EXTRA_ROUNDS_PER_ITER = 70 / 261  # batched line search: rounds after an iteration's first (news20, 2-4 ranks,
+#                                   bench/README.md: 645 collectives = 1 + 22 + sum(3 + 2 I_t + E_t), E = 70, I = 261)
 
 KDDB = dict(n=19_264_097, m=29_890_095, nnz_per_row=29.4)
 POLY2 = dict(n=1_000_000_000, m=15_000_000, nnz_per_row=29.0)
@@ -63,9 +65,10 @@ def kddb_scoring(alpha):
     n, m = KDDB["n"], KDDB["m"]
     nnz = n * KDDB["nnz_per_row"]
     print(f"kddb scoring pass (n = {n:,}, m = {m:,}, nnz = {nnz:.3g}; P = K partitions; alpha = {alpha * 1e6:g} us)\n")
-    print("| K | compute, streamed (main) ms | compute, resident ms | main: allgather ms | main: tree + top-B ms | "
-          "main: score memory per rank GiB | column ranges: all-to-all + tree + top-B ms | "
-          "sparse partials: all-to-all ms (bound) | main total (streamed) ms | column ranges total (resident) ms |")
+    print("| K | compute, streamed (allgather design) ms | compute, resident ms | allgather design: allgather ms | "
+          "allgather design: tree + top-B ms | allgather design: score memory per rank GiB | column ranges (built): "
+          "all-to-all + tree + top-B ms | column ranges: exchange if every share went sparse ms (bound) | "
+          "allgather design total (streamed) ms | column ranges total (resident) ms |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for K in KS:
         c_stream, c_res = nnz / K / R_STREAMED, nnz / K / R_RESIDENT
@@ -73,31 +76,34 @@ def kddb_scoring(alpha):
         gather = ring_allgather(K, 8 * K * (m + 2), alpha)
         tree = (K - 1) * 24 * m / MEM_BW + m * SCAN
         mem = 8 * m * (1 + K + 2) + m
-        a2a = alltoall(K, 8 * m, alpha) + (K - 1) / K * 24 * m / MEM_BW + m / K * SCAN \
-            + log_allgather(K, 16 * 100 * K, alpha)  # top-B (B = 100) of every range
         distinct = min(m, nnz / K)  # columns a rank's rows can touch, at most
-        sparse = alltoall(K, 12 * distinct, alpha)
+        # A share is dense (8 bytes per id of the range) when the node has half of the range's ids, else 16 per entry.
+        a2a = alltoall(K, min(8 * m, 16 * distinct), alpha) + (K - 1) / K * 24 * m / MEM_BW + m / K * SCAN \
+            + log_allgather(K, 16 * 100 * K, alpha)  # top-B (B = 100) of every range
+        sparse = alltoall(K, 16 * distinct, alpha)
         print(f"| {K} | {ms(c_stream + zero)} | {ms(c_res + zero)} | {ms(gather)} | {ms(tree)} | {gib(mem)} | "
-              f"{ms(a2a)} | {ms(sparse)} | {ms(c_stream + zero + gather + tree)} | {ms(c_res + zero + a2a)} |")
+              f"{ms(a2a)} | {ms(sparse)} | {ms(c_stream + zero + gather + tree)} | "
+              f"{ms(c_res + 16 * distinct / MEM_BW + a2a)} |")  # sparse partials: 16 bytes per touched column
     print()
 
 
 def kddb_apg(alpha, S=1000):
     n = KDDB["n"]
     print(f"kddb APG iteration (S = {S} selected columns; {EVALS_PER_ITER} evaluations per iteration)\n")
-    print("| K | compute ms | main: collectives per iteration | main: ring ms | main: log-step ms | "
-          "planned: 2 collectives, tree reduce + bcast ms |")
+    print("| K | compute ms | collectives per iteration (batched line search) | ring ms | log-step ms | "
+          "option: tree reduce + bcast ms |")
     print("|---|---|---|---|---|---|")
     for K in KS:
         comp = EVALS_PER_ITER * APG_ROW * n / K
-        grad_ring = ring_allgather(K, 8 * K * (S + 3), alpha)
-        trial_ring = ring_allgather(K, 8 * K * 3, alpha)
-        grad_log = log_allgather(K, 8 * K * (S + 3), alpha)
-        trial_log = log_allgather(K, 8 * K * 3, alpha)
-        t = EVALS_PER_ITER - 1
-        planned = tree_reduce_bcast(K, 8 * (S + 1), alpha) + tree_reduce_bcast(K, 8 * 4, alpha)
-        print(f"| {K} | {ms(comp)} | {1 + t:.2f} | {ms(grad_ring + t * trial_ring)} | "
-              f"{ms(grad_log + t * trial_log)} | {ms(planned)} |")
+        # Per iteration: the gradient (S + 2 doubles with the node header), one round of 2 trials
+        # (4 + 2) and EXTRA_ROUNDS_PER_ITER rounds of 4 trials (8 + 2).
+        e = EXTRA_ROUNDS_PER_ITER
+        ring = ring_allgather(K, 8 * K * (S + 2), alpha) + ring_allgather(K, 8 * K * 6, alpha) \
+            + e * ring_allgather(K, 8 * K * 10, alpha)
+        log = log_allgather(K, 8 * K * (S + 2), alpha) + log_allgather(K, 8 * K * 6, alpha) \
+            + e * log_allgather(K, 8 * K * 10, alpha)
+        tree = tree_reduce_bcast(K, 8 * S, alpha) + (1 + e) * tree_reduce_bcast(K, 8 * 4, alpha)
+        print(f"| {K} | {ms(comp)} | {2 + e:.2f} | {ms(ring)} | {ms(log)} | {ms(tree)} |")
     print()
 
 

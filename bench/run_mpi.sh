@@ -25,7 +25,7 @@
 #           default list until poly-2 runs on a partitioned store; a refused run is
 #           recorded (exit code, error line) like any failed run.
 # Knobs: BENCH_MPI_RANKS ("1 2 4"; each must divide BENCH_MPI_PARTITIONS, 4),
-# BENCH_MPI_REPS (3), BENCH_MPI_THREADS (1: engine.threads of every rank; the
+# BENCH_MPI_REPS (3), BENCH_MPI_RESULTS_ONLY (1: recompute the tables from the runs already made), BENCH_MPI_THREADS (1: engine.threads of every rank; the
 # model does not depend on it), BENCH_WORK, BENCH_RESULTS, FGM_SHARED_DATA.
 # mpirun gets --oversubscribe (4 ranks on 2 cores) and, as root, --allow-run-as-root.
 set -euo pipefail
@@ -109,7 +109,10 @@ train_once() {  # train_once SET K
   return 0
 }
 
+# BENCH_MPI_RESULTS_ONLY=1: only the tables, from the runs already in $W.
+[ "${BENCH_MPI_RESULTS_ONLY:-0}" = 1 ] && SKIP_RUNS=1 || SKIP_RUNS=0
 for set in $SETS; do
+  [ "$SKIP_RUNS" = 1 ] && break
   declare -F "prepare_$set" > /dev/null || { log "unknown set $set (news20, poly2)"; continue; }
   mkdir -p "$W/$set"
   prepare_"$set"
@@ -165,32 +168,109 @@ def allgather_bytes(K, length):
     return 8 * nodes * (2 + length) + 4 * K
 
 
+def column_range(m, K, r):
+    """core/partition_sum.cpp's column_range_of_rank."""
+    return r * m // K, (r + 1) * m // K
+
+
+_columns = {}
+
+
+def partition_columns(store):
+    """The non-empty column ids (0-based) of every partition, read from the
+    ingested text and the manifest's row split (rows: the non-blank, non-comment lines)."""
+    if store not in _columns:
+        man = json.load(open(os.path.join(store, "partitions.json")))
+        first, base = man["first_row"], man["index_base"]
+        parts = [set() for _ in range(man["partitions"])]
+        row, p = 0, 0
+        with open(man["input_path"]) as f:
+            for line in f:
+                line = line.split("#", 1)[0].split()
+                if not line:
+                    continue
+                while row >= first[p + 1]:
+                    p += 1
+                parts[p].update(int(tok.split(":", 1)[0]) - base for tok in line[1:] if ":" in tok)
+                row += 1
+        _columns[store] = [sorted(c) for c in parts]
+    return _columns[store]
+
+
+def scoring_bytes(K, m, B, nodes, nonempty, selected):
+    """Rank 0's bytes of one scoring pass by column ranges (docs/distributed.md, Cost model):
+    the reduce-scatter (alltoallv: to every other rank d its nodes' entries in d's range,
+    24 bytes per node + 8 per id of the range when the node has at least half of them,
+    else 16 per entry; the same from every other rank for range 0; K 4-byte sizes), then
+    the allgather of the top lists (16 per entry: min(B, unselected non-empty columns
+    of the rank's range), assuming no non-empty column sums to exactly 0) and of the
+    selected columns' c_j (8 bytes each, from their range's rank), each list with an
+    8-byte count, plus K sizes."""
+    if K == 1:
+        return 0
+    import bisect
+
+    def share(node_cols, d):
+        lo, hi = column_range(m, K, d)
+        cnt = bisect.bisect_left(node_cols, hi) - bisect.bisect_left(node_cols, lo)
+        return 24 + (8 * (hi - lo) if cnt and 2 * cnt >= hi - lo else 16 * cnt)
+    scatter = 4 * K
+    for d in range(K):
+        for s in range(K):
+            if (d == 0) != (s == 0):  # rank 0 sends to d != 0 and receives from s != 0
+                scatter += sum(share(node, d) for node in nodes[s])
+    gather = 4 * K
+    for r in range(K):
+        lo, hi = column_range(m, K, r)
+        free = bisect.bisect_left(nonempty, hi) - bisect.bisect_left(nonempty, lo)
+        mine = sum(1 for j in selected if lo <= j < hi)
+        gather += 16 + 16 * min(B, free - mine) + 8 * mine
+    return scatter + gather
+
+
 def predict(run, K, m):
-    """Bytes and collectives per phase from the formulas (docs/distributed.md, Cost model)
-    of the linear and group spaces on main; None for other spaces (no formula here yet:
-    add poly-2's when it runs distributed)."""
-    if run["config"].get("features.kind", "linear") != "linear":
+    """Bytes and collectives per phase from the formulas of docs/distributed.md (Cost
+    model) for linear features without a bias, squared hinge; None otherwise."""
+    cfg = run["config"]
+    if cfg.get("features.kind", "linear") != "linear" or cfg.get("features.groups") \
+            or cfg.get("fgm.bias") != "false" or cfg.get("fgm.loss", "squared_hinge") != "squared_hinge":
         return None
     d = run["distributed"]
     its = run["iterations"]
+    B = int(cfg["fgm.B"])
+    store = run["data"]["train"]
+    parts = partition_columns(store)
+    base = json.load(open(os.path.join(store, "partitions.json")))["index_base"]
+    nodes = [[sorted(set().union(*(parts[p] for p in range(b, e))))
+              for b, e in covering_nodes(P, r * P // K, (r + 1) * P // K)] for r in range(K)]
+    nonempty = sorted(set().union(*parts))
+    batch_of = [(f["id"] - base, f["batch"]) for f in run["selected_features"]]
     scoring = [p for p in d["passes"] if p["phase"] == "scoring"]
-    pred = {"labels_bytes": (8 * 2 * P + 4 * K) if K > 1 else 0,
-            "scoring_bytes": allgather_bytes(K, m), "scoring_collectives": 1 if K > 1 else 0,
-            "solve_bytes": 0, "solve_collectives": 0,
+    solves = [p for p in d["passes"] if p["phase"] == "solve"]
+    pred = {"labels_bytes": (8 * 2 * P + 4 * K) if K > 1 else 0, "scoring_collectives": 2 if K > 1 else 0,
+            "solve_bytes": 0, "solve_collectives_low": 0, "solve_collectives_high": 0,
             # phase "diagnostics": the value-span exchange after the first pass
             # and the chance-level tree sum at the end (one collective each)
-            "diagnostics_collectives": 2 if K > 1 else 0}
+            "diagnostics_collectives": 2 if K > 1 else 0,
+            "scoring_bytes": [scoring_bytes(K, m, B, nodes, nonempty, [j for j, b in batch_of if b < t])
+                              for t in range(1, len(scoring) + 1)]}
     for t, it in enumerate(its, start=1):
-        S = it["selected"]
-        I, L = it["apg_iterations"], it["apg_line_search_steps"]
-        # L0 (first solve only), F(ω) once, per APG iteration a gradient [∇P, P]
-        # and one trial per accepted step plus one per failed line-search step.
-        calls = (1 if t == 1 else 0) + 1 + 2 * I + L
-        b = (allgather_bytes(K, S) if t == 1 else 0) + allgather_bytes(K, 1) \
-            + I * allgather_bytes(K, S + 1) + (I + L) * allgather_bytes(K, 1)
+        S, I = it["selected"], it["apg_iterations"]
+        failed = it["apg_line_search_steps"] - I
+        # Per solve: P at the start (with the column norms behind L0 on the first
+        # solve: 2 + S doubles), per APG iteration the gradient (S) and one
+        # line-search round of 2 trials ([Bregman side, P] each: 4 doubles), a
+        # second round of 4 trials (8) in an iteration whose first two trials
+        # fail, the final [gradient, P] (S + 1) and the dual bound's [A, S] (2).
+        # Rounds beyond the first are not in run.json: from the measured count.
+        low = 3 + 2 * I
+        pred["solve_collectives_low"] += low if K > 1 else 0
+        pred["solve_collectives_high"] += (low + failed // 2) if K > 1 else 0
+        extra = max(solves[t - 1]["collectives"] - low, 0) if K > 1 else 0
         if K > 1:
-            pred["solve_collectives"] += calls
-            pred["solve_bytes"] += b
+            pred["solve_bytes"] += allgather_bytes(K, 2 + S if t == 1 else 1) + I * allgather_bytes(K, S) \
+                + I * allgather_bytes(K, 4) + extra * allgather_bytes(K, 8) + allgather_bytes(K, S + 1) \
+                + allgather_bytes(K, 2)
     pred["scoring_passes"] = len(scoring)
     return pred
 
@@ -231,14 +311,18 @@ for s in sets:
                     "objective": run["objective"], "test_accuracy": run.get("test", {}).get("accuracy", ""),
                     "scoring_passes": len(sc),
                     "bytes_per_scoring_pass": sc[0]["bytes"] if sc else 0,
-                    "bytes_per_scoring_pass_predicted": guess("scoring_bytes"),
-                    "scoring_passes_all_equal": all(p["bytes"] == sc[0]["bytes"] for p in sc),
+                    "bytes_per_scoring_pass_predicted": pred["scoring_bytes"][0] if pred else "",
+                    "scoring_bytes_all_passes": sum(p["bytes"] for p in sc),
+                    "scoring_bytes_all_passes_predicted": sum(pred["scoring_bytes"]) if pred else "",
+                    "scoring_passes_all_predicted": pred and all(
+                        p["bytes"] == q for p, q in zip(sc, pred["scoring_bytes"])),
                     "solve_bytes": sum(p["bytes"] for p in so), "solve_bytes_predicted": guess("solve_bytes"),
                     "labels_bytes": sum(p["bytes"] for p in lab), "labels_bytes_predicted": guess("labels_bytes"),
                     "collectives": sum(p["collectives"] for p in passes),
-                    "collectives_predicted": ((1 if K > 1 else 0) + pred["scoring_collectives"] * len(sc)
-                                              + pred["solve_collectives"] + pred["diagnostics_collectives"])
-                                             if pred else "",
+                    "collectives_predicted_low": ((1 if K > 1 else 0) + pred["scoring_collectives"] * len(sc)
+                                                  + pred["solve_collectives_low"] + pred["diagnostics_collectives"]) if pred else "",
+                    "collectives_predicted_high": ((1 if K > 1 else 0) + pred["scoring_collectives"] * len(sc)
+                                                   + pred["solve_collectives_high"] + pred["diagnostics_collectives"]) if pred else "",
                     "solve_collectives": sum(p["collectives"] for p in so),
                     "apg_iterations": sum(i["apg_iterations"] for i in run["iterations"]),
                     "line_search_steps": sum(i["apg_line_search_steps"] for i in run["iterations"]),
@@ -263,8 +347,8 @@ with open(os.path.join(R, "mpi.csv.tmp"), "w", newline="") as f:
 os.replace(os.path.join(R, "mpi.csv.tmp"), os.path.join(R, "mpi.csv"))
 
 # The table: medians over reps of the times, the rest from rep 1 (deterministic).
-md = ["| set | ranks | wall s (median) | run.json s (median) | seconds in collectives (median) | bytes per scoring pass: measured / predicted | solve bytes, all iterations: measured / predicted | collectives: measured / predicted | peak RSS per rank, MiB (max over reps) | model = 1-process model (cmp) |",
-      "|---|---|---|---|---|---|---|---|---|---|"]
+md = ["| set | ranks | wall s (median) | run.json s (median) | seconds in collectives (median) | bytes of the first scoring pass: measured / predicted | scoring bytes, all passes: measured / predicted (every pass exact?) | solve bytes, all iterations: measured / predicted (extra line-search rounds taken as second rounds) | collectives: measured / predicted range | peak RSS per rank, MiB (max over reps) | model = 1-process model (cmp) |",
+      "|---|---|---|---|---|---|---|---|---|---|---|"]
 for s in sets:
     for K in ranks:
         rs = [r for r in rows if r["set"] == s and r["ranks"] == K]
@@ -272,7 +356,7 @@ for s in sets:
             continue
         ok = [r for r in rs if r["exit"] == 0 and "run_seconds" in r]
         if not ok:
-            md.append(f"| {s} | {K} | failed (exit {rs[0]['exit']}): {rs[0].get('error', '')} | | | | | | | |")
+            md.append(f"| {s} | {K} | failed (exit {rs[0]['exit']}): {rs[0].get('error', '')} | | | | | | | | |")
             continue
         r1 = ok[0]
         med = lambda key: statistics.median(r[key] for r in ok)  # noqa: E731
@@ -281,8 +365,11 @@ for s in sets:
         num = lambda v: f"{v:,}" if isinstance(v, int) else "–"  # noqa: E731
         md.append(f"| {s} | {K} | {med('wall_s'):.2f} | {med('run_seconds'):.2f} | {med('comm_seconds'):.2f} | "
                   f"{num(r1['bytes_per_scoring_pass'])} / {num(r1['bytes_per_scoring_pass_predicted'])} | "
+                  f"{num(r1['scoring_bytes_all_passes'])} / {num(r1['scoring_bytes_all_passes_predicted'])} "
+                  f"({'yes' if r1['scoring_passes_all_predicted'] else 'no'}) | "
                   f"{num(r1['solve_bytes'])} / {num(r1['solve_bytes_predicted'])} | "
-                  f"{num(r1['collectives'])} / {num(r1['collectives_predicted'])} | "
+                  f"{num(r1['collectives'])} / {num(r1['collectives_predicted_low'])}–"
+                  f"{num(r1['collectives_predicted_high'])} | "
                   f"{' / '.join(f'{v / 1024:.1f}' for v in rss)} | {'yes' if same else 'NO'} ({len(ok)} reps) |")
 open(os.path.join(R, "mpi.md"), "w").write("\n".join(md) + "\n")
 print("\n".join(md))

@@ -2,8 +2,8 @@
 # The distributed poly-2 analysis on the 10^6-row sparse synthetic
 # (docs/distributed.md, "poly-2 and kernel spaces"): `fgm synth --kind sparse`
 # (10^6 rows, ~29 nonzeros per row; BENCH_MPI_POLY2_FEATURES base features,
-# default 2·10^6: the scoring pass keeps dense m-vectors per partition, see
-# the doc), ingested with --partitions 4, trained (features.kind=poly2, B=10,
+# default 2·10^6, the size of the first measurement, whose dense moment
+# vectors per partition did not fit more; see the doc), ingested with --partitions 4, trained (features.kind=poly2, B=10,
 # T=5, eps_outer=0, C=1, 1GB budget per rank, no bias) on 1 process
 # (engine.threads=2) and under mpirun on 2 and 4 ranks (engine.threads=1).
 # Prints per run: wall seconds, peak RSS per rank (/usr/bin/time %M), bytes and

@@ -14,6 +14,13 @@ std::vector<uint8_t> SingleRankCommunicator::allgather(const void* data, size_t 
   return std::vector<uint8_t>(p, p + bytes);
 }
 
+std::vector<uint8_t> SingleRankCommunicator::alltoallv(const std::vector<std::vector<uint8_t>>& parts,
+                                                       std::vector<size_t>* sizes) {
+  if (parts.size() != 1) throw Error(ErrorKind::kInternal, "alltoallv: one part per rank");
+  if (sizes) *sizes = {parts[0].size()};
+  return parts[0];
+}
+
 void SingleRankCommunicator::abort(const std::string& reason, int exit_code) {
   std::fprintf(stderr, "fgm: %s\n", reason.c_str());
   std::exit(exit_code);

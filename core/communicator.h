@@ -28,6 +28,13 @@ class Communicator {
   // Every rank's `bytes` bytes, concatenated in rank order, on every rank;
   // `sizes` (if given) receives each rank's byte count.
   virtual std::vector<uint8_t> allgather(const void* data, size_t bytes, std::vector<size_t>* sizes = nullptr) = 0;
+  // Personalised exchange (a reduce-scatter's transport): `parts[d]` goes to
+  // rank d (parts.size() == size()); returns what every rank sent to this
+  // one, concatenated in rank order; `sizes` (if given) receives each
+  // source's byte count. Counted: bytes sent to and received from the other
+  // ranks, plus the exchanged sizes.
+  virtual std::vector<uint8_t> alltoallv(const std::vector<std::vector<uint8_t>>& parts,
+                                         std::vector<size_t>* sizes = nullptr) = 0;
   // `bytes` bytes of rank `root`'s `data` into every rank's `data`.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Ends the whole job, every rank, with `exit_code`; `reason` goes to stderr
@@ -46,6 +53,7 @@ class SingleRankCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::vector<uint8_t> allgather(const void* data, size_t bytes, std::vector<size_t>* sizes) override;
+  std::vector<uint8_t> alltoallv(const std::vector<std::vector<uint8_t>>& parts, std::vector<size_t>* sizes) override;
   void broadcast(void*, size_t, int) override {}
   [[noreturn]] void abort(const std::string& reason, int exit_code) override;
 };

@@ -53,6 +53,36 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
 
+  std::vector<uint8_t> alltoallv(const std::vector<std::vector<uint8_t>>& parts, std::vector<size_t>* sizes) override {
+    const auto start = std::chrono::steady_clock::now();
+    const auto K = static_cast<size_t>(size_);
+    if (parts.size() != K) throw Error(ErrorKind::kInternal, "alltoallv: one part per rank");
+    std::vector<int> send_counts(K), send_displs(K), recv_counts(K), recv_displs(K);
+    std::vector<uint8_t> send;
+    for (size_t d = 0; d < K; ++d) {
+      if (parts[d].size() > static_cast<size_t>(INT_MAX) || send.size() > static_cast<size_t>(INT_MAX))
+        throw Error(ErrorKind::kInternal, "a rank's part of an alltoallv exceeds 2 GiB: use more ranks");
+      send_displs[d] = static_cast<int>(send.size());
+      send_counts[d] = static_cast<int>(parts[d].size());
+      send.insert(send.end(), parts[d].begin(), parts[d].end());
+    }
+    MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    uint64_t total = 0, exchanged = 0;
+    for (size_t s = 0; s < K; ++s) {
+      if (total > static_cast<uint64_t>(INT_MAX)) throw Error(ErrorKind::kInternal, "an alltoallv exceeds 2 GiB");
+      recv_displs[s] = static_cast<int>(total);
+      total += static_cast<uint64_t>(recv_counts[s]);
+      if (s != static_cast<size_t>(rank_))
+        exchanged += static_cast<uint64_t>(recv_counts[s]) + static_cast<uint64_t>(send_counts[s]);
+    }
+    std::vector<uint8_t> out(total);
+    MPI_Alltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, out.data(), recv_counts.data(),
+                  recv_displs.data(), MPI_BYTE, MPI_COMM_WORLD);
+    if (sizes) sizes->assign(recv_counts.begin(), recv_counts.end());
+    count(exchanged + sizeof(int) * static_cast<uint64_t>(size_), start);
+    return out;
+  }
+
   void broadcast(void* data, size_t bytes, int root) override {
     const auto start = std::chrono::steady_clock::now();
     if (bytes > static_cast<size_t>(INT_MAX)) throw Error(ErrorKind::kInternal, "a broadcast exceeds 2 GiB");

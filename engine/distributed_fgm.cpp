@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -30,6 +32,8 @@
 namespace fgm {
 
 namespace {
+
+constexpr uint64_t kColumnMaxEntryBytes = 32;  // an unordered_map<uint64_t, float> node and its bucket
 
 CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
   return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
@@ -72,7 +76,7 @@ class DistributedRun {
  private:
   void open_partitions();
   void map_labels();
-  std::vector<double> scores();
+  OwnPartitions::RangeScores scores(const std::unordered_set<uint64_t>& is_selected, uint64_t batch);
   void add_batch(const std::vector<ScoredCandidate>& top);
   void add_generated_batch(const std::vector<ScoredCandidate>& top);
   double best_batch_score(const std::vector<double>& c) const;
@@ -80,11 +84,9 @@ class DistributedRun {
   void update_duals();
   std::vector<ApgRowPart> parts();
   ApgResult solve();
-  int restore(TrainProgress& saved, std::vector<char>& is_selected, double& objective);
+  int restore(TrainProgress& saved, std::unordered_set<uint64_t>& is_selected, double& objective);
   void save_progress() const;
-  std::vector<ScoredCandidate> top_candidates(const std::vector<double>& c, const std::vector<char>& is_selected,
-                                              uint64_t batch, Reservation& memory);
-  std::vector<ScoredCandidate> scoring_pass(uint64_t batch, const std::vector<char>& is_selected,
+  std::vector<ScoredCandidate> scoring_pass(uint64_t batch, const std::unordered_set<uint64_t>& is_selected,
                                             IterationRecord& rec, Reservation& top_memory);
   uint64_t selected_units() const;
   std::string stop_rule(int t) const;
@@ -112,7 +114,7 @@ class DistributedRun {
   // own partitions), filled by the streams' observers.
   bool value_span_pending_ = false;
   std::mutex column_max_mutex_;
-  std::vector<float> column_max_;
+  std::unordered_map<uint64_t, float> column_max_;  // the non-empty columns only (hashed id spaces)
   Reservation column_max_memory_;
   // Per own partition: its labels (±1), its rows of the selected columns
   // and its decision values at the last solve.
@@ -121,7 +123,7 @@ class DistributedRun {
   std::vector<std::vector<double>> decisions_;
   std::vector<size_t> batch_begin_;  // batch h: selected columns [batch_begin_[h], batch_begin_[h+1])
   ApgState state_;
-  Reservation score_memory_, row_memory_;
+  Reservation row_memory_;
   std::vector<std::vector<double>> a_;  // α∘y per own partition
   std::vector<std::vector<uint64_t>> batches_;  // candidate ids (features or groups) per outer iteration
   std::vector<uint64_t> selected_;       // feature ids, cache order
@@ -166,13 +168,16 @@ void DistributedRun::map_labels() {
   }
 }
 
-// c = Σ_i a_i x_i over all partitions (n_features entries), the same on every rank.
-std::vector<double> DistributedRun::scores() {
+// The top-B unselected features or groups and the selected columns' c_j,
+// the same on every rank, scored by column ranges (OwnPartitions::score_by_ranges).
+OwnPartitions::RangeScores DistributedRun::scores(const std::unordered_set<uint64_t>& is_selected, uint64_t batch) {
   uint64_t bytes = 0;
-  std::vector<double> c = own_->column_dots(a_, bytes);
+  OwnPartitions::RangeScores scored = own_->score_by_ranges(
+      a_, groups_.get(), [&](uint64_t id) { return is_selected.count(id) > 0; }, selected_, column_group_,
+      batch, bytes);
   out_.total_bytes_streamed += bytes;
   bytes_streamed_ += bytes;
-  return c;
+  return scored;
 }
 
 void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
@@ -291,14 +296,15 @@ ApgResult DistributedRun::solve() { return solve_apg(parts(), own_->reduction(),
 // The state after the checkpoint's last outer iteration: its batches read
 // again from this rank's partitions, ω and L_t, the iteration log, and α
 // formed from ω as the solve formed it. Returns the next iteration.
-int DistributedRun::restore(TrainProgress& saved, std::vector<char>& is_selected, double& objective) {
+int DistributedRun::restore(TrainProgress& saved, std::unordered_set<uint64_t>& is_selected, double& objective) {
+  const uint64_t candidates = groups_ ? groups_->n_groups : out_.manifest.n_features;
   for (const auto& batch : saved.batches) {
     std::vector<ScoredCandidate> top;
     for (uint64_t id : batch) {
-      if (!space_ && id >= is_selected.size())
+      if (!space_ && id >= candidates)
         throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
-                                                        is_selected.size(), dir_));
-      if (!space_) is_selected[id] = 1;
+                                                        candidates, dir_));
+      if (!space_) is_selected.insert(id);
       top.push_back({0.0, id});
     }
     if (space_)
@@ -331,32 +337,6 @@ void DistributedRun::save_progress() const {
   progress.next_path_point = next_checkpoint_;
   progress.last_path_point_features = last_point_units_;
   hooks_.on_progress(progress);
-}
-
-// The top-B unselected candidates by the global c, the same on every rank:
-// features by s_j = c_j², or groups by s_g = Σ_{j∈g} c_j² (members in
-// increasing order; every group is evaluated, which picks what the
-// single-store pass picks with its tree pruning).
-std::vector<ScoredCandidate> DistributedRun::top_candidates(const std::vector<double>& c,
-                                                            const std::vector<char>& is_selected, uint64_t batch,
-                                                            Reservation& memory) {
-  TopBCache top(batch, &budget_);
-  auto offer = [&](double s, uint64_t id) {
-    if (s > 0 && !is_selected[id] && top.may_admit(s)) top.offer({s, id});
-  };
-  if (!groups_) {
-    for (uint64_t j = 0; j < c.size(); ++j) offer(c[j] * c[j], j);
-    return top.take_sorted(&memory);
-  }
-  for (uint64_t g = 0; g < groups_->listed_groups; ++g) {
-    double s = 0;
-    for (uint64_t p = groups_->member_ptr[g]; p < groups_->member_ptr[g + 1]; ++p)
-      s += c[groups_->members[p]] * c[groups_->members[p]];
-    offer(s, g);
-  }
-  for (uint64_t j = 0; j < c.size(); ++j)
-    if (groups_->listed_index(j) == UINT64_MAX) offer(c[j] * c[j], groups_->singleton_group(j));
-  return top.take_sorted(&memory);
 }
 
 Model DistributedRun::make_model(double objective) const {
@@ -421,15 +401,21 @@ bool DistributedRun::needs_certificate() const {
 // The streams of this rank's partitions record each column's max |value| of
 // the pass that follows (the value-span warning).
 void DistributedRun::observe_values() {
-  column_max_memory_ = budget_.reserve(out_.manifest.n_features * sizeof(float), "per-column max |value| of a pass",
+  // A hash map entry costs about 32 bytes; every non-empty column of this rank's partitions may get one.
+  uint64_t columns = 0;
+  for (size_t q = 0; q < own_->size(); ++q) columns += (*own_)[q].store->info().nonempty_columns;
+  column_max_memory_ = budget_.reserve(columns * kColumnMaxEntryBytes, "per-column max |value| of a pass",
                                        "use fewer features or more memory per rank");
-  column_max_.assign(out_.manifest.n_features, 0.0f);
+  column_max_.clear();
+  column_max_.reserve(columns);
   for (size_t q = 0; q < own_->size(); ++q)
     (*own_)[q].stream->set_observer([this](const ColumnBlock& block) {
       const std::vector<float> m = block_column_max_abs(block);
       std::lock_guard<std::mutex> lock(column_max_mutex_);
-      for (uint32_t k = 0; k < block.column_count; ++k)
-        column_max_[block.column_ids[k]] = std::max(column_max_[block.column_ids[k]], m[k]);
+      for (uint32_t k = 0; k < block.column_count; ++k) {
+        float& slot = column_max_[block.column_ids[k]];
+        slot = std::max(slot, m[k]);
+      }
     });
 }
 
@@ -445,8 +431,8 @@ void DistributedRun::check_value_span(int iteration) {
     double max;
   };
   std::vector<ColumnMax> mine;
-  for (uint64_t j = 0; j < column_max_.size(); ++j)
-    if (column_max_[j] > 0) mine.push_back({j, column_max_[j]});
+  for (const auto& [id, max] : column_max_)
+    if (max > 0) mine.push_back({id, max});
   Reservation exchange = budget_.reserve(mine.size() * sizeof(ColumnMax), "value-span exchange of a pass",
                                          "use fewer features or more memory per rank");
   const std::vector<uint8_t> all = comm_.allgather(mine.data(), mine.size() * sizeof(ColumnMax));
@@ -457,7 +443,7 @@ void DistributedRun::check_value_span(int iteration) {
     column_max_[c.id] = std::max(column_max_[c.id], static_cast<float>(c.max));
   }
   ValueSpan span;
-  for (float m : column_max_) span.add_column_max(m);
+  for (const auto& [id, max] : column_max_) span.add_column_max(max);
   if (comm_.rank() == 0) out_.value_span = span.check(space_kind() == "poly2" ? 2 : 1, space_kind(), settings_.warnings);
   column_max_ = {};
   column_max_memory_ = {};
@@ -467,7 +453,7 @@ void DistributedRun::check_value_span(int iteration) {
 // One scoring pass against the current α: the top-`batch` unselected
 // candidates (empty: nothing left to add), with rec's scoring fields and the
 // SIP violation (37) of α: ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
-std::vector<ScoredCandidate> DistributedRun::scoring_pass(uint64_t batch, const std::vector<char>& is_selected,
+std::vector<ScoredCandidate> DistributedRun::scoring_pass(uint64_t batch, const std::unordered_set<uint64_t>& is_selected,
                                                           IterationRecord& rec, Reservation& top_memory) {
   const auto phase_start = std::chrono::steady_clock::now();
   const CommunicationStats before = comm_.stats();
@@ -488,11 +474,10 @@ std::vector<ScoredCandidate> DistributedRun::scoring_pass(uint64_t batch, const 
     bytes_streamed_ += scored.bytes_streamed;
     out_.total_bytes_streamed += scored.bytes_streamed;
   } else {
-    const std::vector<double> c = scores();
-    fresh = top_candidates(c, is_selected, batch, top_memory);
-    std::vector<double> selected_c;
-    for (uint64_t j : selected_) selected_c.push_back(c[j]);
-    best = best_batch_score(selected_c);
+    OwnPartitions::RangeScores scored = scores(is_selected, batch);
+    fresh = std::move(scored.top);
+    top_memory = std::move(scored.top_memory);
+    best = best_batch_score(scored.selected_dots);
     rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
   }
   for (const auto& f : fresh) fresh_sum += f.score;
@@ -558,10 +543,6 @@ DistributedOutcome DistributedRun::run() {
                                     stores, budget_);
   }
   record(0, "labels", before);
-  if (!space_)
-    score_memory_ = budget_.reserve(
-        out_.manifest.n_features * (sizeof(double) * (own_->range().count + static_cast<uint64_t>(comm_.size()) + 2) + 1),
-        "score vectors of a distributed scoring pass", "use fewer features or more memory per rank");
   batch_begin_ = {0};
   // F_0 and α⁰: the solution of (31) with no feature selected. With a bias
   // that is b alone, fitted first as the single-store trainer does
@@ -584,7 +565,7 @@ DistributedOutcome DistributedRun::run() {
     groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
         settings_.space.groups_path, out_.manifest.n_features, out_.manifest.index_base, budget_,
         parse_group_structure(settings_.space.group_structure)));
-  std::vector<char> is_selected(space_ ? 0 : groups_ ? groups_->n_groups : out_.manifest.n_features, 0);
+  std::unordered_set<uint64_t> is_selected;  // selected features or groups
   const int first = hooks_.resume ? restore(*hooks_.resume, is_selected, objective) : 1;
   if (comm_.rank() == 0)
     for (const auto& rec : out_.iterations) warn_iteration(rec, settings_.warnings);  // restored ones, as on one store
@@ -611,7 +592,7 @@ DistributedOutcome DistributedRun::run() {
     if (space_) {
       add_generated_batch(fresh);
     } else {
-      for (const auto& f : fresh) is_selected[f.id] = 1;
+      for (const auto& f : fresh) is_selected.insert(f.id);
       add_batch(fresh);
     }
     const ApgResult r = solve();

@@ -92,6 +92,8 @@ class DistributedPoly2 final : public DistributedSpace {
     }
   }
   double cross_scale() const { return 2.0 * gamma_ * gamma_; }
+  SparseSums range_moments(const std::vector<PartitionScoringInput>& parts, DistributedScores& out,
+                           Reservation& memory);
 
   Communicator& comm_;
   PartitionLayout layout_;
@@ -101,53 +103,86 @@ class DistributedPoly2 final : public DistributedSpace {
   CandidateSet selected_;
 };
 
+// A base feature and its pair bound u_j; ranked by decreasing u, ties to the smaller id.
+struct BoundedFeature {
+  uint64_t id = 0;
+  double u = 0;
+};
+bool bound_before(const BoundedFeature& x, const BoundedFeature& y) { return x.u != y.u ? x.u > y.u : x.id < y.id; }
+
+// 1. The moments c_j, q_j, w_j by column ranges: each partition's sparse
+// moments (its non-empty columns), one reduce-scatter in the partition tree,
+// so rank r holds the global moments of base features [⌊r·m/K⌋, ⌊(r+1)·m/K⌋).
+// From them it offers its range's linear and square scores and keeps its
+// range's features with u_j > 0 (`range_u`).
+SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInput>& parts, DistributedScores& out,
+                                           Reservation& memory) {
+  const uint64_t m = layout_.n_features;
+  std::vector<ColumnSpans> wanted;
+  for (int d = 0; d < comm_.size(); ++d) {
+    ColumnSpans keys;  // the three keys 3j, 3j + 1, 3j + 2 of each feature j of d's range
+    for (const auto& [first, end] : column_range_of_rank(m, comm_.size(), d).spans) keys.spans.emplace_back(3 * first, 3 * end);
+    wanted.push_back(keys);
+  }
+  PassStats pass;
+  SparseSums moments = reduce_scatter_partition_sparse_sums(
+      comm_, layout_.partitions, layout_.first_partition, static_cast<uint32_t>(parts.size()),
+      [&](uint32_t p) {
+        const PartitionScoringInput& in = parts[p - layout_.first_partition];
+        return poly2_partition_moments(*in.stream, *in.blocks, in.a, &pass);
+      },
+      wanted, &memory);
+  out.bytes_streamed += pass.bytes_streamed;
+  memory.resize(16 * moments.keys.size());
+  return moments;
+}
+
 DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInput>& parts, uint64_t B) {
   DistributedScores out;
   const uint64_t m = layout_.n_features;
   const double lin_scale = 2.0 * gamma_ * coef0_, sq_scale = gamma_ * gamma_;
-  // 1. moments, tree-reduced: c_j, q_j, w_j.
-  Reservation moments_memory = budget_.reserve(tree_sum_bytes(3 * m, parts.size(), comm_.size()) + m * sizeof(double),
-                                               "poly2 moment vectors of a distributed scoring pass",
-                                               "use fewer base features or more memory per rank");
-  std::vector<double> moments;
+  Reservation moments_memory = budget_.reserve(0, "poly2 moments of a distributed scoring pass",
+                                               "use more ranks (more, smaller partitions) or more memory per rank");
+  std::vector<BoundedFeature> range_u;
+  TopBCache singles(B, &budget_);
   {
-    std::vector<std::vector<double>> local;
-    PassStats pass;
-    for (const auto& p : parts) local.push_back(poly2_partition_moments(*p.stream, *p.blocks, p.a, m, &pass));
-    out.bytes_streamed += pass.bytes_streamed;
-    moments = allreduce_partition_sums(comm_, layout_.partitions, layout_.first_partition, local, 3 * m);
+    const SparseSums moments = range_moments(parts, out, moments_memory);
+    for (size_t e = 0; e < moments.keys.size();) {
+      const uint64_t j = moments.keys[e] / 3;
+      double v[3] = {0, 0, 0};  // c_j, q_j, w_j (a key no partition has is an exact zero)
+      for (; e < moments.keys.size() && moments.keys[e] / 3 == j; ++e) v[moments.keys[e] % 3] = moments.values[e];
+      const double u = std::sqrt(v[2]), sl = lin_scale * v[0] * v[0], sq = sq_scale * v[1] * v[1];
+      const uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
+      if (sl > 0 && singles.may_admit(sl) && !selected_.test(lid)) singles.offer({sl, lid});
+      if (sq > 0 && singles.may_admit(sq) && !selected_.test(qid)) singles.offer({sq, qid});
+      if (u > 0) range_u.push_back({j, u});
+    }
+    moments_memory.resize(range_u.size() * sizeof(BoundedFeature));
   }
-  TopBCache top(B, &budget_);
-  std::vector<double> u(m);
-  uint64_t positive = 0;
-  double u_max = 0;
-  for (uint64_t j = 0; j < m; ++j) {
-    const double c = moments[3 * j], q = moments[3 * j + 1];
-    u[j] = std::sqrt(moments[3 * j + 2]);
-    positive += u[j] > 0;
-    u_max = std::max(u_max, u[j]);
-    const double sl = lin_scale * c * c, sq = sq_scale * q * q;
-    const uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
-    if (sl > 0 && top.may_admit(sl) && !selected_.test(lid)) top.offer({sl, lid});
-    if (sq > 0 && top.may_admit(sq) && !selected_.test(qid)) top.offer({sq, qid});
-  }
-  moments = {};
   out.candidates_scored = 2 * m;
-  auto before = [&](uint32_t x, uint32_t y) { return u[x] != u[y] ? u[x] > u[y] : x < y; };
-  // 2. seed: exact pairs among the S features of largest bound; θ from them and the singles.
-  // The bound order and the active set (ids and bounds).
-  Reservation order_memory = budget_.reserve(positive * (2 * sizeof(uint32_t) + sizeof(double)), "poly2 bound order");
-  std::vector<uint32_t> order;
-  order.reserve(positive);
-  for (uint64_t j = 0; j < m; ++j)
-    if (u[j] > 0) order.push_back(static_cast<uint32_t>(j));
-  const size_t seed = std::min<size_t>(seed_features_, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(seed), order.end(), before);
-  double theta = 0;
+  // 2. seed: the S features of largest bound over all ranges (each range's S
+  // best, merged in the same order), their pairs summed exactly; θ from them
+  // and the singles' top-B (each range's B best, merged: the global B best).
+  const size_t range_seed = std::min<size_t>(seed_features_, range_u.size());
+  std::partial_sort(range_u.begin(), range_u.begin() + static_cast<std::ptrdiff_t>(range_seed), range_u.end(),
+                    bound_before);
+  Reservation top_memory;
+  std::vector<ScoredCandidate> range_top = singles.take_sorted(&top_memory);
+  auto [all_top, seed_list] = allgather_lists(
+      comm_, range_top,
+      std::vector<BoundedFeature>(range_u.begin(), range_u.begin() + static_cast<std::ptrdiff_t>(range_seed)));
+  TopBCache top(B, &budget_);
+  for (const ScoredCandidate& c : all_top) top.offer(c);
+  std::sort(seed_list.begin(), seed_list.end(), bound_before);
+  seed_list.resize(std::min<size_t>(seed_features_, seed_list.size()));
+  const double u_max = seed_list.empty() ? 0.0 : seed_list.front().u;
   Poly2ActiveSet seeds;
-  seeds.ids.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(seed));
-  for (uint32_t j : seeds.ids) seeds.bound.push_back(u[j]);
+  for (const BoundedFeature& f : seed_list) {
+    seeds.ids.push_back(static_cast<uint32_t>(f.id));
+    seeds.bound.push_back(f.u);
+  }
   seeds.t = 0;  // every pair of the seed
+  double theta = 0;
   Reservation seed_memory, candidate_memory;
   const SparseSums seed_sums = pair_sums(parts, seeds, out, seed_memory);
   {
@@ -156,16 +191,24 @@ DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInpu
     if (seeded.full()) theta = seeded.worst().score;
   }
   out.threshold = theta;
-  // 3. candidates: every pair whose bound can reach θ, summed exactly.
+  // 3. candidates: every pair whose bound can reach θ, summed exactly. H =
+  // {j : u_j·u_max ≥ t}, each range's members gathered, by decreasing u.
   Poly2ActiveSet active;
   active.t = pair_bound_threshold(theta, cross_scale(), layout_.total_rows);
-  for (uint32_t j : order)
-    if (u[j] * u_max >= active.t) active.ids.push_back(j);
-  std::sort(active.ids.begin(), active.ids.end(), before);
-  for (uint32_t j : active.ids) active.bound.push_back(u[j]);
+  std::vector<BoundedFeature> range_active;
+  for (const BoundedFeature& f : range_u)
+    if (f.u * u_max >= active.t) range_active.push_back(f);
+  Reservation active_memory = budget_.reserve(range_active.size() * sizeof(BoundedFeature), "poly2 active set");
+  std::vector<BoundedFeature> all_active = allgather_lists(comm_, range_active, std::vector<char>{}).first;
+  active_memory.resize(all_active.size() * (sizeof(BoundedFeature) + sizeof(uint32_t) + sizeof(double)));
+  std::sort(all_active.begin(), all_active.end(), bound_before);
+  for (const BoundedFeature& f : all_active) {
+    active.ids.push_back(static_cast<uint32_t>(f.id));
+    active.bound.push_back(f.u);
+  }
   // The seed features lead H (both are by decreasing u, and H holds every
   // feature ranked before one of its members): their pairs are summed already.
-  while (active.summed_prefix < active.ids.size() && active.summed_prefix < seed &&
+  while (active.summed_prefix < active.ids.size() && active.summed_prefix < seeds.ids.size() &&
          active.ids[active.summed_prefix] == seeds.ids[active.summed_prefix])
     ++active.summed_prefix;
   const SparseSums candidates = pair_sums(parts, active, out, candidate_memory);

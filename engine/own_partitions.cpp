@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "engine/fgm_trainer.h"
 #include "features/block_scores.h"
+#include "features/feature_groups.h"
 
 namespace fgm {
 
@@ -25,7 +26,12 @@ std::string partition_mismatch(const std::string& store_dir, uint32_t partitions
 
 OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const SchedulerOptions& scheduler,
                              uint64_t block_bytes, MemoryBudget& budget)
-    : comm_(comm), dir_(dir), manifest_(read_partition_manifest(dir)), scheduler_(scheduler), block_bytes_(block_bytes) {
+    : comm_(comm),
+      dir_(dir),
+      manifest_(read_partition_manifest(dir)),
+      scheduler_(scheduler),
+      block_bytes_(block_bytes),
+      budget_(budget) {
   if (const std::string e = partition_mismatch(dir_, manifest_.partitions, comm_.size()); !e.empty())
     throw Error(ErrorKind::kConfig, e);
   range_ = partitions_of_rank(manifest_.partitions, comm_.size(), comm_.rank());
@@ -91,33 +97,143 @@ std::vector<double> OwnPartitions::sum(const std::vector<std::vector<double>>& l
   return allreduce_partition_sums(comm_, manifest_.partitions, range_.first, local, length);
 }
 
+SparseSums OwnPartitions::partition_column_dots(size_t q, const double* a, uint64_t& bytes_streamed) {
+  SparseSums out;
+  const PassStats pass = stream_blocks<SparseSums>(
+      *own_[q].stream, own_[q].blocks, "scoring",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        SparseSums dots;
+        dots.keys.assign(block.column_ids, block.column_ids + block.column_count);
+        dots.values.resize(block.column_count);
+        block_column_dots(block, a, dots.values.data());
+        return dots;
+      },
+      [&](SparseSums&& block) {
+        if (!block.keys.empty() && !out.keys.empty() && block.keys.front() <= out.keys.back())
+          throw Error(ErrorKind::kInternal, "scoring: blocks of a partition out of column order");
+        out.keys.insert(out.keys.end(), block.keys.begin(), block.keys.end());
+        out.values.insert(out.values.end(), block.values.begin(), block.values.end());
+      },
+      [](const BlockRef& ref) { return ref.column_count * 2 * sizeof(double); });
+  bytes_streamed += pass.bytes_streamed;
+  return out;
+}
+
 std::vector<double> OwnPartitions::column_dots(const std::vector<std::vector<double>>& a, uint64_t& bytes_streamed) {
   const uint64_t m = manifest_.n_features;
-  struct BlockDots {
-    std::vector<uint64_t> ids;
-    std::vector<double> c;
-  };
   std::vector<std::vector<double>> local;
   for (size_t q = 0; q < own_.size(); ++q) {
     std::vector<double> c(m, 0.0);
-    const double* weights = a[q].data();
-    const PassStats pass = stream_blocks<BlockDots>(
-        *own_[q].stream, own_[q].blocks, "scoring",
-        [&](const BlockRef&, const ColumnBlock& block) {
-          BlockDots out;
-          out.ids.assign(block.column_ids, block.column_ids + block.column_count);
-          out.c.resize(block.column_count);
-          block_column_dots(block, weights, out.c.data());
-          return out;
-        },
-        [&](BlockDots&& block) {
-          for (size_t k = 0; k < block.ids.size(); ++k) c[block.ids[k]] = block.c[k];
-        },
-        [](const BlockRef& ref) { return ref.column_count * 2 * sizeof(double); });
-    bytes_streamed += pass.bytes_streamed;
+    const SparseSums dots = partition_column_dots(q, a[q].data(), bytes_streamed);
+    for (size_t k = 0; k < dots.keys.size(); ++k) c[dots.keys[k]] = dots.values[k];
     local.push_back(std::move(c));
   }
   return sum(local, m);
+}
+
+namespace {
+
+// The candidates [first, end) of rank `rank`: features, or groups.
+ColumnSpans candidates_of_rank(const FeatureGroups* groups, uint64_t n_features, int ranks, int rank) {
+  return column_range_of_rank(groups ? groups->n_groups : n_features, ranks, rank);
+}
+
+// Σ_i a_i x_ij of column j from a rank's sorted sums (an absent column is 0).
+double dot_at(const SparseSums& dots, uint64_t j) {
+  const auto it = std::lower_bound(dots.keys.begin(), dots.keys.end(), j);
+  return it != dots.keys.end() && *it == j ? dots.values[static_cast<size_t>(it - dots.keys.begin())] : 0.0;
+}
+
+}  // namespace
+
+const std::vector<ColumnSpans>& OwnPartitions::wanted_columns(const FeatureGroups* groups) {
+  if (wanted_made_ && wanted_for_ == groups) return wanted_;
+  wanted_.clear();
+  for (int d = 0; d < comm_.size(); ++d) {
+    const ColumnSpans candidates = candidates_of_rank(groups, manifest_.n_features, comm_.size(), d);
+    if (!groups || candidates.spans.empty()) {
+      wanted_.push_back(groups ? ColumnSpans{} : candidates);
+      continue;
+    }
+    std::vector<uint64_t> ids;
+    for (uint64_t g = candidates.spans[0].first; g < candidates.spans[0].second; ++g)
+      for (uint64_t p = 0; p < groups->size(g); ++p) ids.push_back(groups->member(g, p));
+    std::sort(ids.begin(), ids.end());
+    wanted_.push_back(spans_of_sorted_ids(ids));
+  }
+  wanted_made_ = true;
+  wanted_for_ = groups;
+  return wanted_;
+}
+
+std::vector<ScoredCandidate> OwnPartitions::local_top(const SparseSums& dots, const FeatureGroups* groups,
+                                                      const std::function<bool(uint64_t)>& is_selected, size_t B) {
+  TopBCache top(B, &budget_);
+  auto offer = [&](double s, uint64_t id) {
+    if (s > 0 && top.may_admit(s) && !is_selected(id)) top.offer({s, id});
+  };
+  if (!groups) {
+    for (size_t k = 0; k < dots.keys.size(); ++k) offer(dots.values[k] * dots.values[k], dots.keys[k]);
+  } else {
+    const ColumnSpans mine = candidates_of_rank(groups, manifest_.n_features, comm_.size(), comm_.rank());
+    for (const auto& [first, end] : mine.spans)
+      for (uint64_t g = first; g < end; ++g) {
+        double s = 0;
+        for (uint64_t p = 0; p < groups->size(g); ++p) {
+          const double c = dot_at(dots, groups->member(g, p));
+          s += c * c;
+        }
+        offer(s, g);
+      }
+  }
+  Reservation unused;
+  return top.take_sorted(&unused);
+}
+
+OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std::vector<double>>& a,
+                                                          const FeatureGroups* groups,
+                                                          const std::function<bool(uint64_t)>& is_selected,
+                                                          const std::vector<uint64_t>& selected,
+                                                          const std::vector<uint64_t>& selected_group, size_t B,
+                                                          uint64_t& bytes_streamed) {
+  Reservation memory = budget_.reserve(0, "column dots of a distributed scoring pass",
+                                       "use more ranks (more, smaller partitions) or more memory per rank");
+  // Each partition's dots (its non-empty columns, 16 bytes each) are made
+  // when the partition tree needs them and added into their node at once.
+  const std::vector<ColumnSpans>& wanted = wanted_columns(groups);
+  const SparseSums dots = reduce_scatter_partition_sparse_sums(
+      comm_, manifest_.partitions, range_.first, range_.count,
+      [&](uint32_t p) { return partition_column_dots(p - range_.first, a[p - range_.first].data(), bytes_streamed); },
+      wanted, &memory);
+  memory.resize(16 * dots.keys.size());
+
+  const std::vector<ScoredCandidate> mine = local_top(dots, groups, is_selected, B);
+  // Which rank owns selected column h: the one scoring its candidate.
+  const uint64_t n_candidates = groups ? groups->n_groups : manifest_.n_features;
+  auto owner = [&](size_t h) {
+    const uint64_t id = groups ? selected_group[h] : selected[h];
+    for (int d = 0; d < comm_.size(); ++d)
+      if (column_range_of_rank(n_candidates, comm_.size(), d).contains(id)) return d;
+    throw Error(ErrorKind::kInternal, "scoring: a selected candidate outside every rank's range");
+  };
+  std::vector<int> owners(selected.size());
+  for (size_t h = 0; h < selected.size(); ++h) owners[h] = owner(h);
+  // One allgather: every rank's top list and the c_j of the selected columns it owns, in order.
+  std::vector<double> owned;
+  for (size_t h = 0; h < selected.size(); ++h)
+    if (owners[h] == comm_.rank()) owned.push_back(dot_at(dots, selected[h]));
+  const auto [tops, values] = allgather_lists(comm_, mine, owned);
+  RangeScores out;
+  TopBCache top(B, &budget_);
+  for (const ScoredCandidate& c : tops) top.offer(c);
+  // The values arrive by rank, each rank's in increasing h.
+  out.selected_dots.assign(selected.size(), 0.0);
+  size_t next = 0;
+  for (int d = 0; d < comm_.size(); ++d)
+    for (size_t h = 0; h < selected.size(); ++h)
+      if (owners[h] == d) out.selected_dots[h] = values[next++];
+  out.top = top.take_sorted(&out.top_memory);
+  return out;
 }
 
 }  // namespace fgm

@@ -15,6 +15,7 @@
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
+#include "cache/top_b_cache.h"
 #include "core/partition_sum.h"
 #include "features/block_stream.h"
 #include "io/partitioned_store.h"
@@ -22,6 +23,8 @@
 #include "solvers/apg_reduction.h"
 
 namespace fgm {
+
+struct FeatureGroups;
 
 // The error when `ranks` cannot deal out `partitions` evenly (empty if they can).
 std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks);
@@ -75,7 +78,38 @@ class OwnPartitions {
       std::function<std::vector<std::unique_ptr<ShardStore>>(std::vector<std::unique_ptr<ShardStore>>)>;
   void wrap_stores(const StoreWrapper& wrap, MemoryBudget& budget);
 
+  // Own partition q's Σ_i a_i x_ij over its non-empty columns only, as
+  // (column id, value) with increasing ids (the partition's column directory,
+  // so an id space of 2^63 costs what the partition's columns cost).
+  SparseSums partition_column_dots(size_t q, const double* a, uint64_t& bytes_streamed);
+
+  // The scoring pass of linear features (groups == nullptr) or groups by
+  // column ranges (docs/distributed.md, "Scoring by column ranges"): rank r
+  // scores the candidates [⌊r·N/K⌋, ⌊(r+1)·N/K⌋) (N features or groups) from
+  // the tree sums of their columns only (a reduce-scatter of the sparse
+  // per-partition dots), keeps its top-B of those not `is_selected`, and one
+  // allgather of the K lists gives every rank the same top-B, equal to the
+  // top-B over all candidates (score s_j = c_j², s_g = Σ_{j∈g} c_j² with
+  // members in increasing order; ties to the smaller id). The same allgather
+  // carries c_j of the `selected` columns (for (37)), each from the rank that
+  // owns it (`selected_group[h]`: the group of selected column h). Collectives:
+  // 2 (alltoallv, allgather); every buffer is reserved from the budget.
+  struct RangeScores {
+    std::vector<ScoredCandidate> top;   // sorted, the same on every rank
+    std::vector<double> selected_dots;  // c_j of each `selected` column, in order
+    Reservation top_memory;
+  };
+  RangeScores score_by_ranges(const std::vector<std::vector<double>>& a, const FeatureGroups* groups,
+                              const std::function<bool(uint64_t)>& is_selected,
+                              const std::vector<uint64_t>& selected, const std::vector<uint64_t>& selected_group,
+                              size_t B, uint64_t& bytes_streamed);
+
  private:
+  // The columns whose sums rank d needs (the members of its candidates), every d.
+  const std::vector<ColumnSpans>& wanted_columns(const FeatureGroups* groups);
+  std::vector<ScoredCandidate> local_top(const SparseSums& dots, const FeatureGroups* groups,
+                                         const std::function<bool(uint64_t)>& is_selected, size_t B);
+
   Communicator& comm_;
   std::string dir_;
   PartitionManifest manifest_;
@@ -85,6 +119,10 @@ class OwnPartitions {
   SchedulerOptions scheduler_;
   uint64_t block_bytes_ = 0;
   void open_stream(OwnPartition& part, bool keep_resident, MemoryBudget& budget);
+  MemoryBudget& budget_;
+  bool wanted_made_ = false;
+  const FeatureGroups* wanted_for_ = nullptr;  // the groups wanted_ was made for
+  std::vector<ColumnSpans> wanted_;
 };
 
 }  // namespace fgm

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "core/error.h"
 #include "core/simd/simd.h"
@@ -102,33 +106,32 @@ ActiveRows active_rows(const BlockStream& stream, const std::vector<BlockRef>& b
 
 }  // namespace
 
-std::vector<double> poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks,
-                                            const double* a, uint64_t n_features, PassStats* pass) {
-  struct Moments {
-    std::vector<uint64_t> ids;
-    std::vector<double> m;  // 3 per column
-  };
-  std::vector<double> out(3 * n_features, 0.0);
+SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                   PassStats* pass) {
+  SparseSums out;
   const simd::Kernels& kernels = simd::kernels();
-  PassStats p = stream_blocks<Moments>(
+  PassStats p = stream_blocks<SparseSums>(
       stream, blocks, "poly2 single features",
       [&](const BlockRef&, const ColumnBlock& block) {
         CscScratch scratch;
         const CscColumns cols = csc_columns(block, scratch);
-        Moments o;
-        o.ids.assign(cols.column_ids, cols.column_ids + cols.column_count);
-        o.m.resize(3 * cols.column_count);
+        SparseSums o;
+        o.keys.resize(3 * cols.column_count);
+        o.values.resize(3 * cols.column_count);
         for (uint64_t k = 0; k < cols.column_count; ++k) {
           const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
-          double* m = o.m.data() + 3 * k;
+          double* m = o.values.data() + 3 * k;
+          for (uint64_t r = 0; r < 3; ++r) o.keys[3 * k + r] = 3 * cols.column_ids[k] + r;
           if (end - begin < 8) simd::gather_moments_short(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
           else kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
         }
         return o;
       },
-      [&](Moments&& o) {
-        for (size_t k = 0; k < o.ids.size(); ++k)
-          for (int r = 0; r < 3; ++r) out[3 * o.ids[k] + r] = o.m[3 * k + r];
+      [&](SparseSums&& o) {
+        if (!o.keys.empty() && !out.keys.empty() && o.keys.front() <= out.keys.back())
+          throw Error(ErrorKind::kInternal, "poly2 moments: blocks of a partition out of column order");
+        out.keys.insert(out.keys.end(), o.keys.begin(), o.keys.end());
+        out.values.insert(out.values.end(), o.values.begin(), o.values.end());
       },
       CscBytes(stream.store().info()));
   add_pass(pass, p);
@@ -142,39 +145,62 @@ SparseSums poly2_partition_pair_sums(const BlockStream& stream, const std::vecto
   if (active.ids.size() < 2) return out;
   Reservation rows_memory;
   const ActiveRows R = active_rows(stream, blocks, active, budget, rows_memory, pass);
-  PairSumTable table(0, budget, "poly2 candidate-pair accumulators of a partition",
-                     "use more ranks (more, smaller partitions) or a smaller fgm.B");
   const double* bound = active.bound.data();
   const uint64_t n = R.row_ptr.size() - 1;
-  uint64_t updates = 0;
-  // Row by row (rows in order, so every pair's sum has a fixed order); a row's
-  // entries are by decreasing bound, so p's candidate partners are a prefix.
-  for (uint64_t row = 0; row < n; ++row) {
-    const uint64_t b = R.row_ptr[row], e = R.row_ptr[row + 1];
-    if (e - b < 2) continue;
-    const double ai = a[row];
-    uint64_t past_prefix = b;  // first entry of the row outside the summed prefix
-    while (past_prefix < e && R.entries[past_prefix].index < active.summed_prefix) ++past_prefix;
-    for (uint64_t p = b; p + 1 < e; ++p) {
-      const uint32_t hp = R.entries[p].index;
-      const double xv = ai * static_cast<double>(R.entries[p].value);
-      for (uint64_t q = std::max(p + 1, past_prefix); q < e; ++q) {
-        const uint32_t hq = R.entries[q].index;
-        if (!(bound[hp] * bound[hq] >= active.t)) break;
-        table.add((uint64_t{hp} << 32) | hq, xv * static_cast<double>(R.entries[q].value));
-        ++updates;
+  // engine.threads workers; worker r sums the pairs whose first active index
+  // p has p mod workers = r (interleaved: the heavy, high-bound features are
+  // spread), each walking all rows in order into its own table. Every pair is
+  // summed by one worker in row order, so its bits do not depend on the
+  // worker count.
+  const auto workers = static_cast<uint32_t>(std::max(1, stream.threads()));
+  std::vector<std::vector<std::pair<uint64_t, double>>> found(workers);
+  std::vector<uint64_t> updates(workers, 0);
+  Reservation found_memory = budget.reserve(0, "poly2 candidate-pair partials");
+  std::mutex found_mutex;
+  tbb::task_arena arena(static_cast<int>(workers));
+  arena.execute([&] {
+    tbb::parallel_for(uint32_t{0}, workers, [&](uint32_t r) {
+      PairSumTable table(0, budget, "poly2 candidate-pair accumulators of a partition",
+                         "use more ranks (more, smaller partitions), a smaller fgm.B or fewer engine.threads");
+      // Row by row (rows in order); a row's entries are by decreasing bound,
+      // so p's candidate partners are a prefix.
+      for (uint64_t row = 0; row < n; ++row) {
+        const uint64_t b = R.row_ptr[row], e = R.row_ptr[row + 1];
+        if (e - b < 2) continue;
+        const double ai = a[row];
+        uint64_t past_prefix = b;  // first entry of the row outside the summed prefix
+        while (past_prefix < e && R.entries[past_prefix].index < active.summed_prefix) ++past_prefix;
+        for (uint64_t p = b; p + 1 < e; ++p) {
+          const uint32_t hp = R.entries[p].index;
+          if (hp % workers != r) continue;
+          const double xv = ai * static_cast<double>(R.entries[p].value);
+          for (uint64_t q = std::max(p + 1, past_prefix); q < e; ++q) {
+            const uint32_t hq = R.entries[q].index;
+            if (!(bound[hp] * bound[hq] >= active.t)) break;
+            table.add((uint64_t{hp} << 32) | hq, xv * static_cast<double>(R.entries[q].value));
+            ++updates[r];
+          }
+        }
       }
-    }
-  }
-  if (pair_updates) *pair_updates += updates;
-  Reservation out_memory = budget.reserve(table.size() * 3 * sizeof(uint64_t), "poly2 candidate-pair partials");
-  std::vector<std::pair<uint64_t, double>> pairs;
-  pairs.reserve(table.size());
-  table.for_each([&](uint64_t key, double sum) {
-    uint64_t j = active.ids[key >> 32], k = active.ids[key & 0xffffffffULL];
-    if (j > k) std::swap(j, k);
-    pairs.emplace_back(poly2_id(kPoly2Cross, j, k), sum);
+      {
+        std::lock_guard<std::mutex> lock(found_mutex);
+        found_memory.resize(found_memory.bytes() + table.size() * 3 * sizeof(uint64_t));
+      }
+      found[r].reserve(table.size());
+      table.for_each([&](uint64_t key, double sum) {
+        uint64_t j = active.ids[key >> 32], k = active.ids[key & 0xffffffffULL];
+        if (j > k) std::swap(j, k);
+        found[r].emplace_back(poly2_id(kPoly2Cross, j, k), sum);
+      });
+    });
   });
+  if (pair_updates)
+    for (uint64_t u : updates) *pair_updates += u;
+  std::vector<std::pair<uint64_t, double>> pairs;
+  for (auto& part : found) {
+    pairs.insert(pairs.end(), part.begin(), part.end());
+    std::vector<std::pair<uint64_t, double>>().swap(part);
+  }
   std::sort(pairs.begin(), pairs.end());
   out.keys.reserve(pairs.size());
   out.values.reserve(pairs.size());

@@ -21,13 +21,14 @@ namespace fgm {
 
 // ---- poly2 (FGM Section 6.2, Algorithm 5) ----
 
-// Per base feature j (m entries each, interleaved [c_j, q_j, w_j]):
-// c_j = Σ a_i x_ij, q_j = Σ a_i x_ij², w_j = Σ |a_i| x_ij² (the square of the
-// pair bound u_j) over the partition's rows, each column in row order by the
-// fixed-lane kernel simd gather_moments (the same bits on every SIMD target).
-// The 3·m doubles are reserved from `budget` by the caller.
-std::vector<double> poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks,
-                                            const double* a, uint64_t n_features, PassStats* pass);
+// Per non-empty base feature j of the partition: c_j = Σ a_i x_ij,
+// q_j = Σ a_i x_ij², w_j = Σ |a_i| x_ij² (the square of the pair bound u_j)
+// over the partition's rows, each column in row order by the fixed-lane
+// kernel simd gather_moments (the same bits on every SIMD target), as sparse
+// sums with keys 3j (c_j), 3j + 1 (q_j), 3j + 2 (w_j), increasing: 48 bytes
+// per non-empty column, whatever the id space (reserved by the caller).
+SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                   PassStats* pass);
 
 // The features that may take part in a candidate pair, by decreasing bound
 // (ties: smaller id); pair (p, q), p < q, is a candidate iff

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -123,19 +124,33 @@ TEST_CASE("a linear model on 2 and 4 ranks is the 1-process model bit for bit", 
     REQUIRE(r.code == 0);
     CHECK(contains(r.out, "ranks=" + std::to_string(np)));
     require_same_model(dir.file("o1/model.fgm"), dir.file("o" + std::to_string(np) + "/model.fgm"));
-    // run.json records each phase's communication: a scoring pass gathers one
-    // tree node (2 + m doubles) from each rank, plus the K sizes (4 bytes each).
+    // run.json records each phase's communication. A scoring pass is two
+    // collectives: the reduce-scatter (rank 0 sends each other rank d its one
+    // tree node's values on d's column range, W_d doubles and a 24-byte header,
+    // and receives as much for its own range W_0; every column here is
+    // non-empty in every partition, so nodes go dense), then the allgather of
+    // each rank's top list (16 per entry: between B entries in all and B per
+    // rank) and of the selected columns' c_j (8 bytes each, once), each list
+    // with an 8-byte count; each
+    // collective adds K 4-byte sizes.
     const JsonValue run_json = parse_json(slurp(dir.file("o" + std::to_string(np) + "/run.json")), "run.json");
     const JsonValue* distributed = run_json.find("distributed");
     REQUIRE(distributed);
     CHECK(distributed->find("ranks")->number() == np);
-    const double m = static_cast<double>(read_model(dir.file("o1/model.fgm")).n_features);
+    const auto m = static_cast<uint64_t>(read_model(dir.file("o1/model.fgm")).n_features);
+    auto width = [&](int d) { return (uint64_t(d) + 1) * m / uint64_t(np) - uint64_t(d) * m / uint64_t(np); };
+    double scatter = 4.0 * np;
+    for (int d = 1; d < np; ++d) scatter += double(24 + 8 * width(d)) + double(24 + 8 * width(0));
     int scoring_passes = 0;
     for (const auto& pass : distributed->find("passes")->items())
       if (pass.find("phase")->string() == "scoring") {
+        const double selected = 3.0 * scoring_passes;  // B = 3 features per earlier pass
         ++scoring_passes;
-        CHECK(pass.find("bytes")->number() == np * (2 + m) * 8 + 4 * np);
-        CHECK(pass.find("collectives")->number() == 1);
+        const double lists = pass.find("bytes")->number() - scatter - 4.0 * np - 16.0 * np - 8 * selected;
+        CHECK(std::fmod(lists, 16.0) == 0);
+        CHECK(lists >= 16 * 3);
+        CHECK(lists <= 16 * 3 * np);
+        CHECK(pass.find("collectives")->number() == 2);
       }
     CHECK(scoring_passes == 5);  // 4 iterations and the pass that ends the loop
     // Rank 0 wrote the report page; `fgm report` reads the run again.

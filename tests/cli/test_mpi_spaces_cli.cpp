@@ -9,6 +9,7 @@
 #include <set>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -122,9 +123,19 @@ TEST_CASE("poly2, hik and additive models on 2 and 4 ranks are the 1-process mod
       const double m = 24;
       for (const auto& pass : passes) {
         if (name.rfind("poly2", 0) == 0) {
-          // moments (3m doubles), seed pairs, candidate pairs, selected columns' dots.
-          CHECK(pass.find("collectives")->number() == 4);
-          CHECK(pass.find("bytes")->number() > np * (2 + 3 * m) * 8 + 4 * np);
+          // moments by column ranges (reduce-scatter), the ranges' top singles
+          // and seed candidates, seed pairs, the active set, candidate pairs,
+          // selected columns' dots. Every column is non-empty in every
+          // partition, so rank 0 sends each other rank d its node's 3 moments
+          // of d's range dense (24-byte header + 8 bytes a key) and receives
+          // as much for its own range: at least that, plus the lists.
+          CHECK(pass.find("collectives")->number() == 6);
+          double scatter = 4.0 * np;
+          for (int d = 1; d < np; ++d) {
+            const double width_d = std::floor((d + 1) * m / np) - std::floor(d * m / np);
+            scatter += 24 + 8 * 3 * width_d + 24 + 8 * 3 * std::floor(m / np);
+          }
+          CHECK(pass.find("bytes")->number() > scatter);
         } else {
           CHECK(pass.find("collectives")->number() == 2);  // component sums, selected columns' dots
         }
@@ -297,21 +308,23 @@ TEST_CASE("poly-2 with a bias: one process and two ranks give the same model", "
 
 TEST_CASE("the distributed poly-2 and expansion passes reserve their vectors from each rank's budget",
           "[.mpi][mpi]") {
-  // 400,000 base features: the poly-2 moments are 3·m doubles per partition
-  // (9.6 MB), the hik component sums m·levels doubles; a 24 MB budget per rank
-  // cannot hold a pass's vectors, and the error names them.
+  // 400,000 base features, 10 of them non-empty: the hik component sums are
+  // m·levels doubles; a 24 MB budget per rank cannot hold a pass's vectors,
+  // and the error names them. The poly-2 moments are sparse (48 bytes per
+  // non-empty column of a partition, a rank's column range): the same budget
+  // holds them.
   TempDir dir("fgm-mpi-spaces");
   dir.write("in.txt", libsvm(planted_rows(80, 10, 4, 3, 24)));
   REQUIRE(run(dir, "ingest in.txt --out store --partitions 2 --features 400000").code == 0);
   dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\n");
-  RunResult r = run_mpi(dir, 2, "train --config c.toml features.kind=poly2 engine.memory_budget=24MB output.dir=p");
-  CHECK(r.code == 6);
-  CHECK(contains(r.err, "poly2 moment vectors"));
+  RunResult r = run_mpi(dir, 2, "train --config c.toml features.kind=poly2 engine.memory_budget=24MB output.dir=p24");
+  CHECK(r.code == 0);
   r = run_mpi(dir, 2, "train --config c.toml features.kind=hik features.levels=10 engine.memory_budget=24MB output.dir=h");
   CHECK(r.code == 6);
   CHECK(contains(r.err, "hik/additive component sums"));
-  // The same runs fit a budget that holds them.
+  // The poly-2 model does not depend on the budget.
   CHECK(run_mpi(dir, 2, "train --config c.toml features.kind=poly2 engine.memory_budget=200MB output.dir=p").code == 0);
+  require_same_model(dir.file("p24/model.fgm"), dir.file("p/model.fgm"));
   CHECK_FALSE(std::filesystem::exists(dir.file("h/model.fgm")));
 }
 

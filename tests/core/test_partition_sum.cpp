@@ -3,8 +3,10 @@
 // communicator whose allgather meets at a barrier).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <barrier>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -17,8 +19,9 @@ namespace {
 // K "ranks" as threads: allgather puts each rank's bytes in its slot, waits
 // for all, concatenates in rank order, waits again before slots are reused.
 struct ThreadWorld {
-  explicit ThreadWorld(int ranks) : slots(static_cast<size_t>(ranks)), sync(ranks) {}
+  explicit ThreadWorld(int ranks) : slots(static_cast<size_t>(ranks)), posted(static_cast<size_t>(ranks)), sync(ranks) {}
   std::vector<std::vector<uint8_t>> slots;
+  std::vector<std::vector<std::vector<uint8_t>>> posted;  // alltoallv: each rank's parts
   std::barrier<> sync;
 };
 
@@ -36,6 +39,21 @@ class ThreadCommunicator final : public Communicator {
     for (const auto& s : world_.slots) {
       out.insert(out.end(), s.begin(), s.end());
       if (sizes) sizes->push_back(s.size());
+    }
+    stats_.calls += 1;
+    world_.sync.arrive_and_wait();
+    return out;
+  }
+  // Each rank posts its K parts; rank r takes part r of every rank, in rank order.
+  std::vector<uint8_t> alltoallv(const std::vector<std::vector<uint8_t>>& parts, std::vector<size_t>* sizes) override {
+    world_.posted[static_cast<size_t>(rank_)] = parts;
+    world_.sync.arrive_and_wait();
+    std::vector<uint8_t> out;
+    if (sizes) sizes->clear();
+    for (const auto& from : world_.posted) {
+      const auto& part = from[static_cast<size_t>(rank_)];
+      out.insert(out.end(), part.begin(), part.end());
+      if (sizes) sizes->push_back(part.size());
     }
     stats_.calls += 1;
     world_.sync.arrive_and_wait();
@@ -201,6 +219,118 @@ TEST_CASE("sparse partition sums are the dense reference tree sum with missing k
       }
     }
   }
+}
+
+namespace {
+
+// Partition p of P holds keys key_of(k) for some k < keys: every key
+// (partitions 0 and 3: dense, so their shares go without keys), a random
+// third of them, or none (partition 1).
+struct SparsePartials {
+  std::vector<SparseSums> sparse;
+  std::vector<std::vector<double>> with_zeros;  // [p][k]
+};
+SparsePartials sparse_partials(uint32_t P, uint64_t keys, uint64_t (*key_of)(uint64_t), uint32_t seed) {
+  const auto dense = random_partials(P, keys, seed);
+  std::mt19937 rng(seed);
+  SparsePartials out{std::vector<SparseSums>(P), std::vector<std::vector<double>>(P, std::vector<double>(keys, 0.0))};
+  for (uint32_t p = 0; p < P; ++p) {
+    if (p == 1) continue;
+    for (uint64_t k = 0; k < keys; ++k)
+      if (p == 0 || p == 3 || rng() % 3 == 0) {
+        out.sparse[p].keys.push_back(key_of(k));
+        out.sparse[p].values.push_back(dense[p][k]);
+        out.with_zeros[p][k] = dense[p][k];
+      }
+  }
+  return out;
+}
+
+uint64_t dense_key(uint64_t k) { return k; }
+uint64_t hashed_key(uint64_t k) { return (uint64_t{1} << 40) + k * 1000003; }
+
+}  // namespace
+
+TEST_CASE("a reduce-scatter gives each rank the full tree sum's bits on its own columns only", "[partition_sum]") {
+  const uint64_t keys = 60;
+  for (auto key_of : {dense_key, hashed_key})
+    for (uint32_t P : {1u, 4u, 6u, 8u}) {
+      const SparsePartials partials = sparse_partials(P, keys, key_of, 31 + P);
+      for (int K = 1; K <= static_cast<int>(P); ++K) {
+        if (P % static_cast<uint32_t>(K) != 0) continue;
+        for (const bool ranges : {true, false}) {
+          INFO("P = " << P << ", K = " << K << (ranges ? ", column ranges" : ", overlapping spans"));
+          // Column ranges of the id space, or spans shared by several ranks
+          // (groups with common members): every key k with k % K == r, and keys 0..5 on every rank.
+          std::vector<ColumnSpans> wanted;
+          for (int r = 0; r < K; ++r) {
+            if (ranges) {
+              wanted.push_back(column_range_of_rank(key_of(keys - 1) + 1, K, r));
+              continue;
+            }
+            std::vector<uint64_t> ids;
+            for (uint64_t k = 0; k < keys; ++k)
+              if (k % uint64_t(K) == uint64_t(r) || k <= 5) ids.push_back(key_of(k));
+            wanted.push_back(spans_of_sorted_ids(ids));
+          }
+          ThreadWorld world(K);
+          std::vector<SparseSums> results(static_cast<size_t>(K));
+          std::vector<std::thread> threads;
+          for (int r = 0; r < K; ++r)
+            threads.emplace_back([&, r] {
+              ThreadCommunicator comm(world, r);
+              const PartitionRange range = partitions_of_rank(P, K, r);
+              std::vector<SparseSums> mine(partials.sparse.begin() + range.first,
+                                           partials.sparse.begin() + range.first + range.count);
+              results[static_cast<size_t>(r)] = reduce_scatter_partition_sparse_sums(comm, P, range.first, mine, wanted);
+            });
+          for (auto& t : threads) t.join();
+          for (int r = 0; r < K; ++r) {
+            const SparseSums& got = results[static_cast<size_t>(r)];
+            REQUIRE(std::is_sorted(got.keys.begin(), got.keys.end()));
+            std::map<uint64_t, double> by_key;
+            for (size_t e = 0; e < got.keys.size(); ++e) {
+              CHECK(wanted[static_cast<size_t>(r)].contains(got.keys[e]));
+              by_key[got.keys[e]] = got.values[e];
+            }
+            for (uint64_t k = 0; k < keys; ++k) {
+              if (!wanted[static_cast<size_t>(r)].contains(key_of(k))) continue;
+              std::vector<double> column(P);
+              for (uint32_t p = 0; p < P; ++p) column[p] = partials.with_zeros[p][k];
+              const double expected = reference_tree(column, 0, P);
+              const auto it = by_key.find(key_of(k));
+              if (expected == 0) {  // a key on no partition: absent, or an exact zero
+                CHECK((it == by_key.end() || it->second == 0));
+                continue;
+              }
+              REQUIRE(it != by_key.end());
+              CHECK(std::memcmp(&it->second, &expected, sizeof(double)) == 0);
+            }
+          }
+        }
+      }
+    }
+}
+
+TEST_CASE("column ranges split any id space below 2^64 into consecutive spans; spans of sorted ids", "[partition_sum]") {
+  const uint64_t m = (uint64_t{1} << 63) + 12345;
+  uint64_t at = 0;
+  for (int r = 0; r < 7; ++r) {
+    const ColumnSpans range = column_range_of_rank(m, 7, r);
+    REQUIRE(range.spans.size() == 1);
+    CHECK(range.spans[0].first == at);
+    at = range.spans[0].second;
+    CHECK(range.contains(at - 1));
+    CHECK_FALSE(range.contains(at));
+  }
+  CHECK(at == m);
+  CHECK(column_range_of_rank(2, 4, 0).spans.empty());  // more ranks than columns: some own none
+  const ColumnSpans spans = spans_of_sorted_ids({3, 4, 4, 5, 9, 11, 12});
+  CHECK(spans.spans == std::vector<std::pair<uint64_t, uint64_t>>{{3, 6}, {9, 10}, {11, 13}});
+  CHECK(spans.columns() == 6);
+  CHECK_FALSE(spans.contains(2));
+  CHECK_FALSE(spans.contains(10));
+  CHECK(spans.contains(12));
 }
 
 TEST_CASE("partitions_of_rank deals consecutive equal runs and refuses a rank count not dividing P",
