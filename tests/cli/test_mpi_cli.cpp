@@ -20,6 +20,7 @@
 #include "io/model_file.h"
 #include "io/partitioned_store.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/mpi_test_util.h"
 
 namespace fgm::test {
 namespace {
@@ -54,19 +55,6 @@ std::string planted_libsvm(uint64_t rows, uint32_t features, uint32_t per_row, u
   return text;
 }
 
-
-// Features, weights and objective of a model, compared bit for bit.
-void require_same_model(const std::string& a, const std::string& b) {
-  const Model ma = read_model(a), mb = read_model(b);
-  REQUIRE(ma.features.size() == mb.features.size());
-  REQUIRE(!ma.features.empty());
-  for (size_t k = 0; k < ma.features.size(); ++k) {
-    CHECK(ma.features[k].key.ids[0] == mb.features[k].key.ids[0]);
-    CHECK(ma.features[k].batch == mb.features[k].batch);
-    CHECK(std::memcmp(&ma.features[k].weight, &mb.features[k].weight, sizeof(double)) == 0);
-  }
-  CHECK(std::memcmp(&ma.objective, &mb.objective, sizeof(double)) == 0);
-}
 
 void write_config(const TempDir& dir) {
   dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 3\nmax_iterations = 4\n");

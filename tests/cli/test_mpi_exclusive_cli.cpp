@@ -14,6 +14,7 @@
 #include "core/json_reader.h"
 #include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/mpi_test_util.h"
 
 namespace fgm::test {
 namespace {
@@ -57,18 +58,6 @@ std::vector<std::pair<uint64_t, double>> weights(const Model& m) {
   if (m.classes.empty()) add(m.features);
   for (const auto& c : m.classes) add(c.features);
   return out;
-}
-
-void require_same_model(const std::string& a, const std::string& b) {
-  const Model ma = read_model(a), mb = read_model(b);
-  const auto wa = weights(ma), wb = weights(mb);
-  REQUIRE(wa.size() == wb.size());
-  REQUIRE(!wa.empty());
-  for (size_t k = 0; k < wa.size(); ++k) {
-    CHECK(wa[k].first == wb[k].first);
-    CHECK(std::memcmp(&wa[k].second, &wb[k].second, sizeof(double)) == 0);
-  }
-  CHECK(std::memcmp(&ma.objective, &mb.objective, sizeof(double)) == 0);
 }
 
 std::string np_dir(const std::string& tag, int np, int threads) {

@@ -15,6 +15,7 @@
 #include "core/json_reader.h"
 #include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/mpi_test_util.h"
 
 namespace fgm::test {
 namespace {
@@ -48,20 +49,6 @@ void ingest_both(const TempDir& dir, const std::string& text) {
   dir.write("in.txt", text);
   REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 32").code == 0);
   REQUIRE(run(dir, "ingest in.txt --out plain --tile-rows 32").code == 0);
-}
-
-// Features, weights and objective, bit for bit.
-void require_same_model(const std::string& a, const std::string& b) {
-  const Model ma = read_model(a), mb = read_model(b);
-  REQUIRE(ma.features.size() == mb.features.size());
-  REQUIRE(!ma.features.empty());
-  for (size_t k = 0; k < ma.features.size(); ++k) {
-    CHECK(ma.features[k].key.ids[0] == mb.features[k].key.ids[0]);
-    CHECK(ma.features[k].batch == mb.features[k].batch);
-    CHECK(std::memcmp(&ma.features[k].weight, &mb.features[k].weight, sizeof(double)) == 0);
-  }
-  CHECK(std::memcmp(&ma.objective, &mb.objective, sizeof(double)) == 0);
-  CHECK(std::memcmp(&ma.bias, &mb.bias, sizeof(double)) == 0);
 }
 
 JsonValue run_log(const TempDir& dir, const std::string& out) {

@@ -23,6 +23,7 @@
 #include "io/model_file.h"
 #include "io/shard_store.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/mpi_test_util.h"
 
 namespace fgm::test {
 namespace {
@@ -111,23 +112,6 @@ std::vector<double> csv_column(const std::string& text, const std::string& name)
     for (const auto& cell : row)
       if (cell.rfind(name + "=", 0) == 0) out.push_back(std::stod(cell.substr(name.size() + 1)));
   return out;
-}
-
-// Weights (bit for bit), feature ids and objective of two models.
-void require_same_model(const std::string& a, const std::string& b) {
-  const Model ma = read_model(a), mb = read_model(b);
-  REQUIRE(ma.features.size() == mb.features.size());
-  REQUIRE(ma.classes.size() == mb.classes.size());
-  auto same = [](const std::vector<ModelFeature>& x, const std::vector<ModelFeature>& y) {
-    REQUIRE(x.size() == y.size());
-    for (size_t k = 0; k < x.size(); ++k) {
-      CHECK(x[k].key.ids[0] == y[k].key.ids[0]);
-      CHECK(std::memcmp(&x[k].weight, &y[k].weight, sizeof(double)) == 0);
-    }
-  };
-  same(ma.features, mb.features);
-  for (size_t c = 0; c < ma.classes.size(); ++c) same(ma.classes[c].features, mb.classes[c].features);
-  CHECK(std::memcmp(&ma.objective, &mb.objective, sizeof(double)) == 0);
 }
 
 // The point-<k>.fgm that fgm path wrote.
