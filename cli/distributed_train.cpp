@@ -132,9 +132,9 @@ void check_same_configuration(Communicator& comm, const Config& config) {
   check_same_on_all_ranks(comm, "configuration", settings_text);
 }
 
-RunIdentity partitioned_run_identity(const Config& config, int ranks) {
+RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command) {
   RunIdentity identity;
-  identity.command = "train";
+  identity.command = std::string(command);
   identity.config = result_config(config.dump());
   identity.config[kRanksIdentityKey] = std::to_string(ranks);
   identity.store_checksum = read_partition_manifest(config.get_string("data.train")).input_checksum;
@@ -193,6 +193,16 @@ void write_multiclass_runs(JsonWriter& j, const DistributedOutcome& o, const Eva
 }
 
 }  // namespace
+
+void reject_transform_and_truth_on_partitions(const Config& config, std::string_view solver) {
+  auto refuse = [&](const char* key, const char* what) {
+    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported with solver = {} on a partitioned store "
+                                                "yet (docs/distributed.md lists what is distributed)",
+                                                key, what, solver));
+  };
+  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
+  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
+}
 
 void require_partitioned_store(const Config& config, const Communicator& comm) {
   if (comm.size() == 1 || is_partitioned_store(config.get_string("data.train"))) return;

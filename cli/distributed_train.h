@@ -50,8 +50,8 @@ void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const
 // engine_version, solver, data (the partitioned store) and config.
 void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
                                 const PartitionManifest& manifest, const std::map<std::string, std::string>& config);
-// The resume identity of a run on `ranks` ranks of the partitioned store data.train.
-RunIdentity partitioned_run_identity(const Config& config, int ranks);
+// The resume identity of `command` (train, path) on `ranks` ranks of the partitioned store data.train.
+RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command = "train");
 
 // Every rank must run the same thing: the configuration (but engine.threads
 // and engine.memory_budget) is compared across ranks, and the first rank that
@@ -69,6 +69,10 @@ int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Comm
                                 RunWarnings& warnings);
 // fgm path with solver = "exclusive" on a partitioned store (binary), with or without mpirun.
 int path_exclusive_partitioned(const Config& config, bool restart);
+
+// features.transform and data.truth, which the partitioned runs of the
+// solvers other than fgm do not have yet: a config error naming the key.
+void reject_transform_and_truth_on_partitions(const Config& config, std::string_view solver);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise.

@@ -228,20 +228,9 @@ int train_exclusive(SolverCommand& command) {
 
 // Every rank fits; rank 0 alone opens output.dir (its lock) and writes the
 // model, run.json (with the "distributed" section) and the report.
-// What the partitioned exclusive run does not have yet: refused, naming the key.
-static void reject_unsupported_exclusive_on_partitions(const Config& config) {
-  auto refuse = [](const char* key, const char* what) {
-    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported with solver = exclusive on a partitioned "
-                                                "store yet (docs/distributed.md lists what is distributed)",
-                                                key, what));
-  };
-  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
-  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
-}
-
 int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
                                 RunWarnings& warnings) {
-  reject_unsupported_exclusive_on_partitions(config);
+  reject_transform_and_truth_on_partitions(config, "exclusive");
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
   std::unique_ptr<ResumeSession> session;
@@ -374,13 +363,12 @@ int path_exclusive_partitioned(const Config& config, bool restart) {
   check_same_configuration(comm, config);
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
   RunWarnings warnings;
-  reject_unsupported_exclusive_on_partitions(config);
+  reject_transform_and_truth_on_partitions(config, "exclusive");
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
   std::unique_ptr<ResumeSession> session;
   if (comm.rank() == 0) {
-    RunIdentity identity = partitioned_run_identity(config, comm.size());
-    identity.command = "path";
+    RunIdentity identity = partitioned_run_identity(config, comm.size(), "path");
     session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
   }
   DistributedExclusiveOutcome outcome = path_exclusive_distributed(comm, dir, settings, budget);

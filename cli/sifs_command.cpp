@@ -319,25 +319,12 @@ struct PartitionedSifs {
 
 PartitionedSifs open_partitioned_sifs(const Config& config, Communicator& comm, MemoryBudget& budget, bool restart,
                                       const char* command, const char* final_output) {
-  auto refuse = [](const char* key, const char* what) {
-    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported with solver = sifs on a partitioned store yet "
-                                                "(docs/distributed.md lists what is distributed)",
-                                                key, what));
-  };
-  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
-  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
-  std::string settings_text;
-  for (const auto& [key, value] : config.dump())
-    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
-  check_same_on_all_ranks(comm, "configuration", settings_text);
+  reject_transform_and_truth_on_partitions(config, "sifs");
+  check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   PartitionedSifs run;
   if (comm.rank() == 0) {
-    RunIdentity identity;
-    identity.command = command;
-    identity.config = result_config(config.dump());
-    identity.config[kRanksIdentityKey] = std::to_string(comm.size());
-    identity.store_checksum = read_partition_manifest(dir).input_checksum;
+    const RunIdentity identity = partitioned_run_identity(config, comm.size(), command);
     run.session = std::make_unique<ResumeSession>(config.get_string("output.dir"), identity, restart, final_output,
                                                   budget);
   }
