@@ -472,11 +472,12 @@ std::string encode_mslr_dual_slice(const MslrDualSlice& slice) {
 
 MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string& file) {
   uint64_t checksum = 0;
-  if (bytes.size() < sizeof checksum ||
-      (std::memcpy(&checksum, bytes.data() + bytes.size() - sizeof checksum, sizeof checksum),
-       checksum != xxh64(bytes.data(), bytes.size() - sizeof checksum)))
-    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR dual slice: checksum mismatch"));
+  if (bytes.size() < sizeof checksum)
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR dual slice: truncated"));
   const std::string body = bytes.substr(0, bytes.size() - sizeof checksum);
+  std::memcpy(&checksum, bytes.data() + body.size(), sizeof checksum);
+  if (checksum != xxh64(body.data(), body.size()))
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR dual slice: checksum mismatch"));
   StateReader r(body, file);
   if (r.string() != kDualSliceTag) r.fail("not a dual slice");
   MslrDualSlice slice;
