@@ -37,8 +37,8 @@ void reject_unsupported(const Config& config) {
     refuse("solver", "solver = " + std::string(solver_name(solver)));
 }
 
-// The refusal of a checkpoint written by a run on another number of ranks,
-// before the resume session reads it for everything else.
+}  // namespace
+
 void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget) {
   const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
   std::error_code ec;
@@ -53,8 +53,6 @@ void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks
                           "discard it and start from scratch on {} rank(s)",
                           file, saved_ranks, ranks, saved_ranks, ranks));
 }
-
-}  // namespace
 
 std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak) {
   const RankResources mine{peak_rss_bytes(), budget_peak};

@@ -30,6 +30,10 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
 // another count is refused.
 inline constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
 
+// The refusal of a checkpoint in `out_dir` written by a run on another
+// number of ranks (rank 0, before its resume session reads the checkpoint).
+void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget);
+
 // The ranks' peak RSS and budget peaks (a collective: every rank calls it).
 struct RankResources {
   uint64_t peak_rss_bytes = 0, budget_peak_bytes = 0;

@@ -5,6 +5,9 @@
 // count of mslr.features, path.csv and path.json.
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -21,6 +24,7 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
+#include "core/partition_sum.h"
 #include "core/path_checks.h"
 #include "io/partitioned_store.h"
 #include "engine/distributed_mslr.h"
@@ -128,29 +132,159 @@ void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_
   j.key("iterations_restored").value(iterations_restored);
 }
 
-// The saved state of an interrupted run of this command, if any (logged).
-std::optional<MslrState> saved_state(SolverCommand& command, const MslrSettings& settings,
-                                     std::string* path_points = nullptr) {
-  const SolverState* saved = command.session->solver_state("mslr");
-  if (!saved) return std::nullopt;
-  std::string bytes = saved->bytes;
+// The bytes of a path's saved state: the trainer's state, then the points
+// already taken (PathPoints::bytes).
+std::string path_state_bytes(const MslrState& state, const std::string& points) {
+  const std::string trainer = encode_mslr_state(state);
+  std::string bytes(8, '\0');
+  const uint64_t length = trainer.size();
+  std::memcpy(bytes.data(), &length, 8);
+  return bytes + trainer + points;
+}
+
+// The state saved in the checkpoint `file`; for fgm path (`path_points` set)
+// also the points taken before the interruption. Logged when `log`.
+MslrState decode_saved_state(const SolverState& saved, const std::string& file, const MslrSettings& settings,
+                             std::string* path_points, bool log) {
+  std::string bytes = saved.bytes;
   if (path_points) {  // fgm path: the trainer's state, then the points already taken
     uint64_t length = 0;
-    if (bytes.size() < 8) throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path state: truncated"));
+    if (bytes.size() < 8) throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path state: truncated"));
     std::memcpy(&length, bytes.data(), 8);
     if (length > bytes.size() - 8)
-      throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path state: truncated"));
+      throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path state: truncated"));
     *path_points = bytes.substr(8 + length);
     bytes = bytes.substr(8, length);
   }
-  MslrState state = decode_mslr_state(bytes, command.session->file());
+  MslrState state = decode_mslr_state(bytes, file);
   uint64_t selected = 0;
   for (const auto& b : state.batches) selected += b.size();
   std::string of_what = fmt::format("at most {} (mslr.max_iterations)", settings.max_iterations);
   if (!state.stop_reason.empty())
     of_what += fmt::format(" — the run had stopped ({}); what is left is the outputs", state.stop_reason);
-  spdlog::info("{}", msg::resuming_from(command.session->file(), state.iterations.size() + 1, of_what, selected));
+  if (log) spdlog::info("{}", msg::resuming_from(file, state.iterations.size() + 1, of_what, selected));
   return state;
+}
+
+// The saved state of an interrupted run of this command, if any (logged).
+std::optional<MslrState> saved_state(SolverCommand& command, const MslrSettings& settings,
+                                     std::string* path_points = nullptr) {
+  const SolverState* saved = command.session->solver_state("mslr");
+  if (!saved) return std::nullopt;
+  return decode_saved_state(*saved, command.session->file(), settings, path_points, true);
+}
+
+// A partitioned run's resume state is split: rank 0's checkpoint holds
+// MslrState without the duals, and every rank keeps α and C − α of its own
+// rows in a slice file of its own next to it, one per completed iteration
+// (mslr-duals.rank-<r>.iter-<t>), written atomically, checked by its checksum.
+constexpr char kDualSlicePrefix[] = "mslr-duals.rank-";
+
+std::string dual_slice_file(const std::string& out_dir, int rank, uint64_t iteration) {
+  return (std::filesystem::path(out_dir) / fmt::format("{}{}.iter-{}", kDualSlicePrefix, rank, iteration)).string();
+}
+
+// After a completed iteration, on every rank: this rank's slice, then — once
+// every rank's slice is on disk — rank 0's checkpoint (`save_shared`, the
+// state without the duals). The slice of two iterations back goes: rank 0
+// saved the checkpoint of the last one before it joined this iteration's
+// collectives, so no checkpoint refers to it any more.
+void save_distributed_state(Communicator& comm, const std::string& out_dir, const MslrState& state,
+                            const PartitionRange& own, const std::function<void(const MslrState&)>& save_shared) {
+  MslrDualSlice slice;
+  slice.iteration = state.iterations.size();
+  slice.rank = comm.rank();
+  slice.ranks = comm.size();
+  slice.first_partition = own.first;
+  slice.partitions = own.count;
+  slice.alpha = state.alpha;
+  slice.beta = state.beta;
+  write_file_atomic(dual_slice_file(out_dir, comm.rank(), slice.iteration), encode_mslr_dual_slice(slice));
+  if (slice.iteration >= 2) {
+    std::error_code ec;
+    std::filesystem::remove(dual_slice_file(out_dir, comm.rank(), slice.iteration - 2), ec);
+  }
+  const uint8_t written = 1;
+  comm.allgather(&written, 1);  // every rank's slice of this iteration is written
+  if (comm.rank() != 0) return;
+  MslrState shared = state;
+  shared.alpha.clear();
+  shared.beta.clear();
+  save_shared(shared);
+}
+
+// The state a partitioned run resumes from, on every rank: rank 0's session
+// decides and tells the others, which read the same checkpoint (output.dir
+// is on a file system all ranks share, like the store); the duals from this
+// rank's slice of the checkpoint's iteration. `path_points`: as decode_saved_state (rank 0).
+std::optional<MslrState> load_distributed_state(Communicator& comm, ResumeSession* session, const std::string& out_dir,
+                                                const MslrSettings& settings, const PartitionRange& own,
+                                                MemoryBudget& budget, std::string* path_points) {
+  int32_t resuming = session && session->solver_state("mslr") ? 1 : 0;
+  comm.broadcast(&resuming, sizeof resuming, 0);
+  if (!resuming) return std::nullopt;
+  std::optional<MslrState> state;
+  if (session) {
+    state = decode_saved_state(*session->solver_state("mslr"), session->file(), settings, path_points, true);
+  } else {
+    const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
+    const ResumeCheckpoint saved = read_checkpoint(file, budget);
+    if (!saved.solver || saved.solver->solver != "mslr")
+      throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "no MSLR state (rank 0 read one)"));
+    std::string points;
+    state = decode_saved_state(*saved.solver, file, settings, path_points ? &points : nullptr, false);
+  }
+  const std::string file = dual_slice_file(out_dir, comm.rank(), state->iterations.size());
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_checkpoint(file, "missing: the checkpoint's iteration needs this rank's duals (resume with "
+                                            "the same output.dir, or add --restart)"));
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  MslrDualSlice slice = decode_mslr_dual_slice(bytes, file);
+  if (slice.iteration != state->iterations.size() || slice.rank != comm.rank() || slice.ranks != comm.size() ||
+      slice.first_partition != own.first || slice.partitions != own.count)
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_checkpoint(file, fmt::format("MSLR dual slice of rank {} of {} at iteration {}, expected "
+                                                        "rank {} of {} at iteration {}",
+                                                        slice.rank, slice.ranks, slice.iteration, comm.rank(),
+                                                        comm.size(), state->iterations.size())));
+  state->alpha = std::move(slice.alpha);
+  state->beta = std::move(slice.beta);
+  return state;
+}
+
+// Once the outputs are written (every rank past its last save): the slices go.
+void remove_dual_slices(const std::string& out_dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec))
+    if (entry.path().filename().string().rfind(kDualSlicePrefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
+}
+
+// The partitioned run's resume session on rank 0 (a checkpoint of another
+// rank count refused first), and on every rank the state to resume from.
+struct DistributedSession {
+  std::unique_ptr<ResumeSession> session;  // rank 0: output.dir's lock; closed by the outputs' writer
+  std::optional<MslrState> resume;
+  PartitionRange own;
+};
+DistributedSession open_distributed_session(Communicator& comm, const Config& config, const std::string& command,
+                                            const std::string& final_output, bool restart,
+                                            const MslrSettings& settings, MemoryBudget& budget,
+                                            std::string* path_points) {
+  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
+  DistributedSession d;
+  const uint32_t partitions = read_partition_manifest(dir).partitions;
+  // Ranks that do not divide the partitions: the trainer refuses them, naming the store.
+  if (partitions % static_cast<uint32_t>(comm.size()) == 0) d.own = partitions_of_rank(partitions, comm.size(), comm.rank());
+  if (comm.rank() == 0) {
+    RunIdentity identity = partitioned_run_identity(config, comm.size());
+    identity.command = command;
+    refuse_other_rank_count(out_dir, restart, comm.size(), budget);
+    d.session = std::make_unique<ResumeSession>(out_dir, identity, restart, final_output, budget);
+  }
+  d.resume = load_distributed_state(comm, d.session.get(), out_dir, settings, d.own, budget, path_points);
+  return d;
 }
 
 }  // namespace
@@ -218,8 +352,9 @@ static void reject_unsupported_mslr_on_partitions(const Config& config) {
 // fgm train with solver = "mslr" on a partitioned store, with or without
 // mpirun (engine/distributed_mslr.h). Rank 0 writes model.fgm, run.json (the
 // single-store shape with the partitioned "data" and "distributed") and the
-// report. No resume checkpoints: the duals live on the ranks, and an
-// interrupted run starts again (said in the log).
+// report. Resume checkpoints after every iteration: rank 0's, and every
+// rank's dual slice (save_distributed_state); a checkpoint resumes on the
+// same rank count only.
 int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
                            RunWarnings& warnings) {
   check_same_configuration(comm, config);
@@ -228,16 +363,18 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session;  // rank 0: output.dir's lock; closed by finish_run
-  if (comm.rank() == 0) {
-    session = std::make_unique<ResumeSession>(out_dir, partitioned_run_identity(config, comm.size()), restart,
-                                              "model.fgm", budget);
-    spdlog::info("MSLR on partitioned store {} with {} rank(s), r={}, C={}, T_m={}, threads={} (no resume "
-                 "checkpoints on a partitioned store: an interrupted run starts again)",
-                 dir, comm.size(), settings.r, settings.minimax.C, settings.max_iterations, settings.scheduler.threads);
-  }
+  DistributedSession d = open_distributed_session(comm, config, "train", "model.fgm", restart, settings, budget, nullptr);
+  if (d.resume) settings.resume = &*d.resume;
+  if (comm.rank() == 0)
+    spdlog::info("MSLR on partitioned store {} with {} rank(s), r={}, C={}, T_m={}, threads={}", dir, comm.size(),
+                 settings.r, settings.minimax.C, settings.max_iterations, settings.scheduler.threads);
   MslrHooks hooks;
   if (comm.rank() == 0) hooks.on_iteration = log_iteration;
+  hooks.on_state = [&](const MslrState& state) {
+    save_distributed_state(comm, out_dir, state, d.own, [&](const MslrState& shared) {
+      d.session->save_solver_state({"mslr", encode_mslr_state(shared)});
+    });
+  };
   DistributedMslrOutcome outcome = train_mslr_distributed(comm, dir, settings, budget, hooks);
   Model& model = outcome.result.model;
   model.config = config.dump();
@@ -254,9 +391,10 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
   JsonWriter j;
   begin_partitioned_run_json(j, "mslr", dir, outcome.manifest, model.config);
   write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
-  write_outcome(j, outcome.result, outcome.objective_no_features, 0);
+  write_outcome(j, outcome.result, outcome.objective_no_features, d.resume ? d.resume->iterations.size() : 0);
   finish_run(j, budget, outcome.result.budget_peak, outcome.result.seconds, 0.0, config, has_test ? &test : nullptr,
-             nullptr, warnings, out_dir, *session);
+             nullptr, warnings, out_dir, *d.session);
+  remove_dual_slices(out_dir);
   fmt::print("selected={} iterations={} objective={:.6g} ranks={}", model.features.size(),
              outcome.result.iterations.size(), model.objective, comm.size());
   if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
@@ -264,13 +402,11 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
   return 0;
 }
 
-// One run with a checkpoint at each count of mslr.features: point-<k>.fgm,
-// path.csv (point, selected, objective, test accuracy/AUC, seconds) and path.json.
-int path_mslr(SolverCommand& command) {
-  require_binary(command);
-  const Config& config = command.config;
+namespace {
+
+// mslr.* with the path's checkpoints: the counts of mslr.features, increasing.
+MslrSettings path_settings_from_config(const Config& config) {
   MslrSettings settings = mslr_settings_from_config(config);
-  settings.warnings = &command.warnings;
   for (double v : config.get_list("mslr.features")) settings.checkpoints.push_back(static_cast<uint64_t>(v));
   if (settings.checkpoints.empty())
     throw Error(ErrorKind::kConfig,
@@ -280,32 +416,32 @@ int path_mslr(SolverCommand& command) {
       throw Error(ErrorKind::kConfig, fmt::format("{}mslr.features must be increasing ({} after {})",
                                                   config.where_set("mslr.features"), settings.checkpoints[k],
                                                   settings.checkpoints[k - 1]));
-  const bool has_test = !config.get_string("data.test").empty();
+  return settings;
+}
+
+// The points of an MSLR path as the run reaches them (each with its test
+// metrics), and their bytes saved with the trainer's state to resume them.
+class PathPoints {
+ public:
   struct Point {
     Model model;
     MslrIteration last;
     double seconds = 0;
     EvalResult test;
   };
-  std::vector<Point> points;
-  auto take_point = [&](Point p) {
-    if (has_test) p.test = evaluate_test_file(config, p.model, command.budget, command.warnings);
-    spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points.size() + 1,
-                 p.model.features.size(), p.last.objective, p.test.accuracy);
-    points.push_back(std::move(p));
-  };
-  // Resume: the trainer's state and the points taken before the
-  // interruption (their models as saved; test metrics evaluated again).
-  std::string saved_points;
-  const std::optional<MslrState> resume = saved_state(command, settings, &saved_points);
-  if (resume) {
-    settings.resume = &*resume;
-    for (size_t at = 0; at < saved_points.size();) {
+
+  PathPoints(const Config& config, MemoryBudget& budget, RunWarnings& warnings)
+      : config_(config), budget_(budget), warnings_(warnings), has_test_(!config.get_string("data.test").empty()) {}
+
+  // The points taken before the interruption (their models as saved; test
+  // metrics evaluated again).
+  void restore(const std::string& saved, const MslrState& resume, const std::string& file) {
+    for (size_t at = 0; at < saved.size();) {
       auto u64 = [&]() {
         uint64_t v = 0;
-        if (saved_points.size() - at < 8)
-          throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path points: truncated"));
-        std::memcpy(&v, saved_points.data() + at, 8);
+        if (saved.size() - at < 8)
+          throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path points: truncated"));
+        std::memcpy(&v, saved.data() + at, 8);
         at += 8;
         return v;
       };
@@ -314,55 +450,71 @@ int path_mslr(SolverCommand& command) {
       const uint64_t seconds_bits = u64();
       std::memcpy(&p.seconds, &seconds_bits, 8);
       const uint64_t length = u64();
-      if (iteration < 1 || iteration > resume->iterations.size() || length > saved_points.size() - at)
-        throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(command.session->file(), "MSLR path points: damaged"));
-      p.model = decode_model(saved_points.substr(at, length), command.session->file());
+      if (iteration < 1 || iteration > resume.iterations.size() || length > saved.size() - at)
+        throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path points: damaged"));
+      p.model = decode_model(saved.substr(at, length), file);
       at += length;
-      p.last = resume->iterations[iteration - 1];
-      take_point(std::move(p));
+      p.last = resume.iterations[iteration - 1];
+      add(std::move(p));
     }
+    bytes_ = saved;
   }
-  std::string points_bytes;  // the points taken so far, as saved with the state
-  if (resume) points_bytes = saved_points;
-  MslrHooks hooks;
-  hooks.on_iteration = log_iteration;
-  hooks.on_checkpoint = [&](const MslrCheckpoint& cp) {
+
+  void take(const MslrCheckpoint& cp) {
     Point p;
     p.model = cp.model;
-    p.model.config = config.dump();
+    p.model.config = config_.dump();
     p.model.solver = "mslr";
     p.last = *cp.last;
     p.seconds = cp.seconds;
-    auto u64 = [&](uint64_t v) { points_bytes.append(reinterpret_cast<const char*>(&v), 8); };
+    auto u64 = [&](uint64_t v) { bytes_.append(reinterpret_cast<const char*>(&v), 8); };
     const std::string model = encode_model(p.model);
     uint64_t seconds_bits = 0;
     std::memcpy(&seconds_bits, &p.seconds, 8);
     u64(static_cast<uint64_t>(p.last.iter));
     u64(seconds_bits);
     u64(model.size());
-    points_bytes += model;
-    take_point(std::move(p));
-  };
-  hooks.on_state = [&](const MslrState& state) {
-    const std::string trainer = encode_mslr_state(state);
-    std::string bytes(8, '\0');
-    const uint64_t length = trainer.size();
-    std::memcpy(bytes.data(), &length, 8);
-    command.session->save_solver_state({"mslr", bytes + trainer + points_bytes});
-  };
-  MslrOutcome outcome = fgm::train_mslr(*command.data.store, settings, command.budget, hooks);
+    bytes_ += model;
+    add(std::move(p));
+  }
 
-  create_output_directory(command.out_dir, "output.dir");
+  const std::vector<Point>& points() const { return points_; }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void add(Point p) {
+    if (has_test_) p.test = evaluate_test_file(config_, p.model, budget_, warnings_);
+    spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points_.size() + 1,
+                 p.model.features.size(), p.last.objective, p.test.accuracy);
+    points_.push_back(std::move(p));
+  }
+
+  const Config& config_;
+  MemoryBudget& budget_;
+  RunWarnings& warnings_;
+  const bool has_test_;
+  std::vector<Point> points_;
+  std::string bytes_;  // the points taken so far, as saved with the state
+};
+
+// point-<k>.fgm, path.csv (point, selected, objective, test accuracy/AUC,
+// seconds), path.json (`data_section` writes its "data" and, on a
+// partitioned store, "distributed") and the report; the session finished.
+void write_path(const Config& config, const std::string& out_dir, const PathPoints& path, const MslrOutcome& outcome,
+                double f0, const std::function<void(JsonWriter&)>& data_section, RunWarnings& warnings,
+                ResumeSession& session) {
+  const auto& points = path.points();
+  create_output_directory(out_dir, "output.dir");
   // train_objective and seconds (from the start of the run) as the report reads them.
   std::string csv = "point,selected,train_objective,relative_gap,test_accuracy,test_auc,seconds\n";
   for (size_t k = 0; k < points.size(); ++k) {
-    const Point& p = points[k];
-    write_model(fmt::format("{}/point-{}.fgm", command.out_dir, k + 1), p.model);
+    const PathPoints::Point& p = points[k];
+    write_model(fmt::format("{}/point-{}.fgm", out_dir, k + 1), p.model);
     auto cell = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); };
     csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
                        p.last.relative_gap, cell(p.test.accuracy), cell(p.test.auc), p.seconds);
   }
-  write_file_atomic(command.out_dir + "/path.csv", csv);
+  write_file_atomic(out_dir + "/path.csv", csv);
   JsonWriter j;
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
@@ -370,14 +522,13 @@ int path_mslr(SolverCommand& command) {
   j.key("mode").value("features");
   // No point is chosen on held-out data: the report features the last one.
   j.key("best_point").value(int64_t{-1});
-  write_data_section(j, config, command.data);
+  data_section(j);
   j.key("points").value(static_cast<uint64_t>(points.size()));
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("seconds").value(outcome.seconds);
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
   j.key("iterations").begin_array();
-  const double f0 = objective_no_features(*command.data.store, settings.minimax.C);
   double previous = f0;
   for (const auto& r : outcome.iterations) {
     write_iteration(j, r, previous, f0);
@@ -385,12 +536,90 @@ int path_mslr(SolverCommand& command) {
   }
   j.end_array();
   write_config_section(j, config.dump());
-  write_warnings(j, command.warnings);
+  write_warnings(j, warnings);
   j.end_object();
-  write_file_atomic(command.out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(command.out_dir, {.train = false, .path = true});
-  command.session->finish();
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv\n", points.size(), outcome.seconds, command.out_dir);
+  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+  session.finish();
+  fmt::print("points={} seconds={:.3f} csv={}/path.csv", points.size(), outcome.seconds, out_dir);
+}
+
+}  // namespace
+
+// One run with a checkpoint at each count of mslr.features: point-<k>.fgm,
+// path.csv (point, selected, objective, test accuracy/AUC, seconds) and path.json.
+int path_mslr(SolverCommand& command) {
+  require_binary(command);
+  const Config& config = command.config;
+  MslrSettings settings = path_settings_from_config(config);
+  settings.warnings = &command.warnings;
+  PathPoints path(config, command.budget, command.warnings);
+  // Resume: the trainer's state and the points taken before the interruption.
+  std::string saved_points;
+  const std::optional<MslrState> resume = saved_state(command, settings, &saved_points);
+  if (resume) {
+    settings.resume = &*resume;
+    path.restore(saved_points, *resume, command.session->file());
+  }
+  MslrHooks hooks;
+  hooks.on_iteration = log_iteration;
+  hooks.on_checkpoint = [&](const MslrCheckpoint& cp) { path.take(cp); };
+  hooks.on_state = [&](const MslrState& state) {
+    command.session->save_solver_state({"mslr", path_state_bytes(state, path.bytes())});
+  };
+  MslrOutcome outcome = fgm::train_mslr(*command.data.store, settings, command.budget, hooks);
+  write_path(config, command.out_dir, path, outcome, objective_no_features(*command.data.store, settings.minimax.C),
+             [&](JsonWriter& j) { write_data_section(j, config, command.data); }, command.warnings,
+             *command.session);
+  fmt::print("\n");
+  return 0;
+}
+
+// fgm path with solver = "mslr" on a partitioned store, with or without
+// mpirun: the single-store path over engine/distributed_mslr.h. Every rank
+// runs it; rank 0 takes the points and writes every output (path.json with
+// "distributed"). Resume as train_mslr_partitioned, rank 0's state with the points.
+int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart) {
+  check_same_configuration(comm, config);
+  reject_unsupported_mslr_on_partitions(config);
+  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  RunWarnings warnings;
+  MslrSettings settings = path_settings_from_config(config);
+  settings.warnings = &warnings;
+  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
+  std::string saved_points;
+  DistributedSession d =
+      open_distributed_session(comm, config, "path", "path.csv", restart, settings, budget, &saved_points);
+  PathPoints path(config, budget, warnings);
+  if (d.resume) {
+    settings.resume = &*d.resume;
+    if (comm.rank() == 0) path.restore(saved_points, *d.resume, d.session->file());
+  }
+  if (comm.rank() == 0)
+    spdlog::info("MSLR path on partitioned store {} with {} rank(s), r={}, C={}", dir, comm.size(), settings.r,
+                 settings.minimax.C);
+  MslrHooks hooks;
+  if (comm.rank() == 0) {
+    hooks.on_iteration = log_iteration;
+    hooks.on_checkpoint = [&](const MslrCheckpoint& cp) { path.take(cp); };
+  }
+  hooks.on_state = [&](const MslrState& state) {
+    save_distributed_state(comm, out_dir, state, d.own, [&](const MslrState& shared) {
+      d.session->save_solver_state({"mslr", path_state_bytes(shared, path.bytes())});
+    });
+  };
+  DistributedMslrOutcome outcome = train_mslr_distributed(comm, dir, settings, budget, hooks);
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.result.budget_peak);
+  if (comm.rank() != 0) return 0;
+  write_path(config, out_dir, path, outcome.result, outcome.objective_no_features,
+             [&](JsonWriter& j) {
+               write_partitioned_data_section(j, dir, outcome.manifest);
+               write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
+                                         outcome.communication, ranks);
+             },
+             warnings, *d.session);
+  remove_dual_slices(out_dir);
+  fmt::print(" ranks={}\n", comm.size());
   return 0;
 }
 

@@ -39,6 +39,8 @@ int path_exclusive(SolverCommand& command);
 // solver = "mslr" (cli/mslr_command.cpp).
 int train_mslr(SolverCommand& command);
 int path_mslr(SolverCommand& command);
+// fgm path with solver = "mslr" on a partitioned store, with or without mpirun (rank 0 writes the outputs).
+int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart);
 
 // Run `solver` (not kFgm) for `fgm train` / `fgm path`; the process exit code.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command);

@@ -35,8 +35,12 @@ class DistributedMslrRun {
   std::vector<ConstraintMember> most_active_constraint(uint64_t new_limit, MslrIteration& rec);
   std::vector<size_t> admit(const std::vector<ConstraintMember>& members);
   void solve(MslrIteration& rec);
+  void add_column(uint64_t id);
   bool iteration(int t);
   Model make_model() const;
+  void emit_checkpoint();
+  void restore(const MslrState& s);
+  MslrState state() const;
   void record(int iteration, const char* phase, const CommunicationStats& before) {
     const CommunicationStats& now = comm_.stats();
     out_.communication.push_back(
@@ -63,6 +67,8 @@ class DistributedMslrRun {
   std::vector<std::vector<size_t>> constraints_;  // selected-column positions of d^1..d^t, increasing
   std::vector<double> weights_;                   // the last subproblem's model per selected column
   double last_objective_ = 0;
+  size_t next_checkpoint_ = 0;
+  double resumed_seconds_ = 0;  // the interrupted run's time, when resumed
 };
 
 // This rank's partitions, labels as ±1 by the classes of all partitions, α⁰.
@@ -128,26 +134,31 @@ std::vector<ConstraintMember> DistributedMslrRun::most_active_constraint(uint64_
 // returns the constraint as selected-column positions, increasing.
 std::vector<size_t> DistributedMslrRun::admit(const std::vector<ConstraintMember>& members) {
   std::vector<size_t> positions;
-  std::vector<uint32_t> rows;
-  std::vector<float> values;
   for (auto& cache : columns_) cache->begin_batch();
   for (const ConstraintMember& m : members) {
     if (m.position != SIZE_MAX) {
       positions.push_back(m.position);
       continue;
     }
-    FeatureKey key;
-    key.ids[0] = m.id;
-    for (size_t q = 0; q < own_->size(); ++q) {
-      (*own_)[q].store->read_column(m.id, rows, values);
-      columns_[q]->add_column(key, rows, values);
-    }
     positions.push_back(selected_ids_.size());
-    selected_ids_.push_back(m.id);
-    is_selected_[m.id] = 1;
+    add_column(m.id);
   }
   std::sort(positions.begin(), positions.end());
   return positions;
+}
+
+// Feature `id` as the next selected column: its rows in this rank's partitions.
+void DistributedMslrRun::add_column(uint64_t id) {
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  FeatureKey key;
+  key.ids[0] = id;
+  for (size_t q = 0; q < own_->size(); ++q) {
+    (*own_)[q].store->read_column(id, rows, values);
+    columns_[q]->add_column(key, rows, values);
+  }
+  selected_ids_.push_back(id);
+  is_selected_[id] = 1;
 }
 
 // The subproblem over this rank's partitions as row parts, every row sum
@@ -178,7 +189,7 @@ bool DistributedMslrRun::iteration(int t) {
   rec.iter = t;
   CommunicationStats before = comm_.stats();
   const auto t_score = std::chrono::steady_clock::now();
-  const uint64_t new_limit = mslr_loop::new_feature_limit(settings_, selected_ids_.size(), 0);
+  const uint64_t new_limit = mslr_loop::new_feature_limit(settings_, selected_ids_.size(), next_checkpoint_);
   const std::vector<ConstraintMember> members = most_active_constraint(new_limit, rec);
   ++out_.result.scoring_passes;
   out_.result.total_bytes_streamed += rec.bytes_streamed;
@@ -199,8 +210,76 @@ bool DistributedMslrRun::iteration(int t) {
   rec.peak_rss_bytes = peak_rss_bytes();
   out_.result.iterations.push_back(rec);
   if (hooks_.on_iteration) hooks_.on_iteration(out_.result.iterations.back());
+  if (mslr_loop::reaches_checkpoint(settings_, selected_ids_.size(), next_checkpoint_)) {
+    emit_checkpoint();
+    next_checkpoint_ = mslr_loop::next_checkpoint_after(settings_, selected_ids_.size(), next_checkpoint_);
+  }
   out_.result.stop_reason = mslr_loop::stop_after_solve(settings_, selected_ids_.size(), t);
+  if (hooks_.on_state) hooks_.on_state(state());
   return out_.result.stop_reason.empty();
+}
+
+void DistributedMslrRun::emit_checkpoint() {
+  if (!hooks_.on_checkpoint) return;
+  MslrCheckpoint cp;
+  cp.features = selected_ids_.size();
+  cp.model = make_model();
+  cp.last = &out_.result.iterations.back();
+  cp.seconds = resumed_seconds_ + seconds_since(start_);
+  hooks_.on_checkpoint(cp);
+}
+
+// The selected columns re-read batch by batch in the saved order (the same
+// columns at the same positions); α and C − α are this rank's slice, split
+// over its partitions in order; everything else is copied.
+void DistributedMslrRun::restore(const MslrState& s) {
+  if (s.alpha.size() != own_->own_rows() || s.beta.size() != own_->own_rows())
+    throw Error(ErrorKind::kCorruption,
+                fmt::format("MSLR resume state: {} dual variables for the {} rows of rank {}'s partitions",
+                            s.alpha.size(), own_->own_rows(), comm_.rank()));
+  for (const auto& batch : s.batches) {
+    for (auto& cache : columns_) cache->begin_batch();
+    for (uint64_t id : batch) {
+      if (id >= is_selected_.size() || is_selected_[id])
+        throw Error(ErrorKind::kCorruption, fmt::format("MSLR resume state: feature {} out of range or repeated", id));
+      add_column(id);
+    }
+  }
+  constraints_.clear();
+  for (const auto& d : s.constraints) {
+    for (uint64_t k : d) FGM_ASSERT(k < selected_ids_.size());
+    constraints_.emplace_back(d.begin(), d.end());
+  }
+  size_t at = 0;
+  for (size_t q = 0; q < alpha_.size(); ++q) {
+    std::copy_n(s.alpha.begin() + at, alpha_[q].size(), alpha_[q].begin());
+    std::copy_n(s.beta.begin() + at, beta_[q].size(), beta_[q].begin());
+    at += alpha_[q].size();
+  }
+  weights_ = s.weights;
+  last_objective_ = s.last_objective;
+  next_checkpoint_ = static_cast<size_t>(s.next_checkpoint);
+  mslr_loop::restore_progress(s, out_.result);
+  resumed_seconds_ = s.seconds;
+}
+
+// The state after a completed iteration; alpha and beta are this rank's rows only.
+MslrState DistributedMslrRun::state() const {
+  MslrState s;
+  const SelectedFeatureCache& cache = *columns_.front();
+  for (size_t h = 0; h < cache.num_batches(); ++h)
+    s.batches.emplace_back(selected_ids_.begin() + cache.batch_begin(h), selected_ids_.begin() + cache.batch_end(h));
+  for (const auto& d : constraints_) s.constraints.emplace_back(d.begin(), d.end());
+  for (size_t q = 0; q < alpha_.size(); ++q) {
+    s.alpha.insert(s.alpha.end(), alpha_[q].begin(), alpha_[q].end());
+    s.beta.insert(s.beta.end(), beta_[q].begin(), beta_[q].end());
+  }
+  s.weights = weights_;
+  s.last_objective = last_objective_;
+  s.next_checkpoint = next_checkpoint_;
+  mslr_loop::save_progress(out_.result, s);
+  s.seconds = resumed_seconds_ + seconds_since(start_);
+  return s;
 }
 
 Model DistributedMslrRun::make_model() const {
@@ -233,16 +312,21 @@ Model DistributedMslrRun::make_model() const {
 }
 
 DistributedMslrOutcome DistributedMslrRun::run() {
-  FGM_ASSERT(!settings_.labels && !settings_.resume && settings_.checkpoints.empty());
+  FGM_ASSERT(!settings_.labels);
   FGM_ASSERT(settings_.max_iterations >= 1 && size_t(settings_.max_iterations) <= mslr::kMaxConstraints);
   const CommunicationStats before = comm_.stats();
   open_partitions();
   record(0, "labels", before);
   out_.objective_no_features = settings_.minimax.C * std::log(2.0) * static_cast<double>(out_.manifest.n_rows);
-  for (int t = 1; t <= settings_.max_iterations; ++t)
-    if (!iteration(t)) break;
+  if (settings_.resume) restore(*settings_.resume);
+  if (out_.result.stop_reason.empty())
+    for (int t = static_cast<int>(out_.result.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
+      if (!iteration(t)) break;
+  if (hooks_.on_checkpoint &&
+      mslr_loop::stopped_short_of_checkpoint(settings_, out_.result, selected_ids_.size(), next_checkpoint_))
+    emit_checkpoint();
   out_.result.model = make_model();
-  out_.result.seconds = seconds_since(start_);
+  out_.result.seconds = resumed_seconds_ + seconds_since(start_);
   out_.result.budget_peak = budget_.peak();
   return std::move(out_);
 }

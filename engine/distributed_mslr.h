@@ -11,7 +11,10 @@
 //      sum reduced in the partition tree).
 // The model depends on the partition count P, not on the rank count or
 // engine.threads; with P = 1 it is the single-store model. Linear features,
-// binary labels; no resume checkpoints (an interrupted run starts again).
+// binary labels. Path checkpoints (settings.checkpoints, hooks.on_checkpoint)
+// as on one store. Resume: hooks.on_state gives, on every rank, the state
+// with alpha and beta of this rank's rows only (its partitions in order); a
+// resumed run takes the same (settings.resume) on the same rank count.
 #pragma once
 
 #include <string>
@@ -34,8 +37,8 @@ struct DistributedMslrOutcome {
   double objective_no_features = 0;  // C·ln 2 per row: P at w = 0
 };
 
-// `settings.labels`, `settings.resume` and `settings.checkpoints` must be
-// unset (the CLI refuses what needs them); `hooks.on_iteration` runs on every rank.
+// `settings.labels` must be unset; the hooks run on every rank
+// (on_final_decision is not called).
 DistributedMslrOutcome train_mslr_distributed(Communicator& comm, const std::string& store_dir,
                                               const MslrSettings& settings, MemoryBudget& budget,
                                               const MslrHooks& hooks = {});

@@ -10,6 +10,7 @@
 
 #include "cache/selected_features.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/messages.h"
 #include "engine/fgm_trainer.h"
 #include "engine/model_provenance.h"
@@ -26,6 +27,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 using mslr_loop::ConstraintMember;
 
 constexpr char kStateTag[] = "MSLRSTATE1";
+constexpr char kDualSliceTag[] = "MSLRDUALS1";
 
 // Fixed-width little-endian fields (the machines fgm runs on are little-endian;
 // the checkpoint is read back by the same build).
@@ -293,12 +295,9 @@ bool MslrRun::iteration(int t) {
   rec.peak_rss_bytes = peak_rss_bytes();
   out_.iterations.push_back(rec);
   if (hooks_.on_iteration) hooks_.on_iteration(out_.iterations.back());
-  if (next_checkpoint_ < settings_.checkpoints.size() &&
-      cache_.num_columns() >= settings_.checkpoints[next_checkpoint_]) {
+  if (mslr_loop::reaches_checkpoint(settings_, cache_.num_columns(), next_checkpoint_)) {
     emit_checkpoint();
-    while (next_checkpoint_ < settings_.checkpoints.size() &&
-           settings_.checkpoints[next_checkpoint_] <= cache_.num_columns())
-      ++next_checkpoint_;
+    next_checkpoint_ = mslr_loop::next_checkpoint_after(settings_, cache_.num_columns(), next_checkpoint_);
   }
   out_.stop_reason = mslr_loop::stop_after_solve(settings_, cache_.num_columns(), t);
   if (hooks_.on_state) hooks_.on_state(state());
@@ -330,11 +329,7 @@ void MslrRun::restore(const MslrState& s) {
   weights_ = s.weights;
   last_objective_ = s.last_objective;
   next_checkpoint_ = static_cast<size_t>(s.next_checkpoint);
-  out_.iterations = s.iterations;
-  out_.stop_reason = s.stop_reason;
-  out_.final_sip_violation = s.final_sip_violation;
-  out_.scoring_passes = s.scoring_passes;
-  out_.total_bytes_streamed = s.total_bytes_streamed;
+  mslr_loop::restore_progress(s, out_);
   resumed_seconds_ = s.seconds;
 }
 
@@ -348,11 +343,7 @@ MslrState MslrRun::state() const {
   s.weights = weights_;
   s.last_objective = last_objective_;
   s.next_checkpoint = next_checkpoint_;
-  s.iterations = out_.iterations;
-  s.stop_reason = out_.stop_reason;
-  s.final_sip_violation = out_.final_sip_violation;
-  s.scoring_passes = out_.scoring_passes;
-  s.total_bytes_streamed = out_.total_bytes_streamed;
+  mslr_loop::save_progress(out_, s);
   s.seconds = resumed_seconds_ + seconds_since(start_);
   return s;
 }
@@ -404,8 +395,7 @@ MslrOutcome MslrRun::run() {
     for (int t = static_cast<int>(out_.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
       if (!iteration(t)) break;
   // A path that stopped before its next checkpoint still reports where it got.
-  if (hooks_.on_checkpoint && next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
-      (next_checkpoint_ == 0 || settings_.checkpoints[next_checkpoint_ - 1] < cache_.num_columns()))
+  if (hooks_.on_checkpoint && mslr_loop::stopped_short_of_checkpoint(settings_, out_, cache_.num_columns(), next_checkpoint_))
     emit_checkpoint();
   if (hooks_.on_final_decision) hooks_.on_final_decision(decision_values());
   out_.model = make_model();
@@ -464,6 +454,44 @@ MslrState decode_mslr_state(const std::string& bytes, const std::string& file) {
   return s;
 }
 
+std::string encode_mslr_dual_slice(const MslrDualSlice& slice) {
+  StateWriter w;
+  w.string(kDualSliceTag);
+  w.scalar(slice.iteration);
+  w.scalar(slice.rank);
+  w.scalar(slice.ranks);
+  w.scalar(slice.first_partition);
+  w.scalar(slice.partitions);
+  w.vector(slice.alpha);
+  w.vector(slice.beta);
+  std::string bytes = w.take();
+  const uint64_t checksum = xxh64(bytes.data(), bytes.size());
+  bytes.append(reinterpret_cast<const char*>(&checksum), sizeof checksum);
+  return bytes;
+}
+
+MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string& file) {
+  uint64_t checksum = 0;
+  if (bytes.size() < sizeof checksum)
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR dual slice: truncated"));
+  const std::string body = bytes.substr(0, bytes.size() - sizeof checksum);
+  std::memcpy(&checksum, bytes.data() + body.size(), sizeof checksum);
+  if (checksum != xxh64(body.data(), body.size()))
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR dual slice: checksum mismatch"));
+  StateReader r(body, file);
+  if (r.string() != kDualSliceTag) r.fail("not a dual slice");
+  MslrDualSlice slice;
+  slice.iteration = r.scalar<uint64_t>();
+  slice.rank = r.scalar<int32_t>();
+  slice.ranks = r.scalar<int32_t>();
+  slice.first_partition = r.scalar<uint32_t>();
+  slice.partitions = r.scalar<uint32_t>();
+  slice.alpha = r.vector<double>();
+  slice.beta = r.vector<double>();
+  if (!r.at_end()) r.fail("trailing bytes");
+  return slice;
+}
+
 namespace mslr_loop {
 
 uint64_t new_feature_limit(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
@@ -515,6 +543,38 @@ std::string constraint_stop(const std::vector<ConstraintMember>& members,
   if (members.empty() || repeated) return "no_new_constraint";
   if (t > 1 && settings.eps_outer > 0 && sip_violation <= settings.eps_outer * last_objective) return "eps_outer";
   return "";
+}
+
+bool reaches_checkpoint(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
+  return next_checkpoint < settings.checkpoints.size() && selected >= settings.checkpoints[next_checkpoint];
+}
+
+size_t next_checkpoint_after(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
+  while (next_checkpoint < settings.checkpoints.size() && settings.checkpoints[next_checkpoint] <= selected)
+    ++next_checkpoint;
+  return next_checkpoint;
+}
+
+bool stopped_short_of_checkpoint(const MslrSettings& settings, const MslrOutcome& out, uint64_t selected,
+                                 size_t next_checkpoint) {
+  return next_checkpoint < settings.checkpoints.size() && !out.iterations.empty() &&
+         (next_checkpoint == 0 || settings.checkpoints[next_checkpoint - 1] < selected);
+}
+
+void save_progress(const MslrOutcome& out, MslrState& s) {
+  s.iterations = out.iterations;
+  s.stop_reason = out.stop_reason;
+  s.final_sip_violation = out.final_sip_violation;
+  s.scoring_passes = out.scoring_passes;
+  s.total_bytes_streamed = out.total_bytes_streamed;
+}
+
+void restore_progress(const MslrState& s, MslrOutcome& out) {
+  out.iterations = s.iterations;
+  out.stop_reason = s.stop_reason;
+  out.final_sip_violation = s.final_sip_violation;
+  out.scoring_passes = s.scoring_passes;
+  out.total_bytes_streamed = s.total_bytes_streamed;
 }
 
 std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, int t) {

@@ -122,6 +122,20 @@ std::string encode_mslr_state(const MslrState& state);
 // Throws Error(kCorruption) naming `file` if `bytes` is not a state of this format.
 MslrState decode_mslr_state(const std::string& bytes, const std::string& file);
 
+// A rank's share of a partitioned run's state (engine/distributed_mslr.h):
+// α and C − α of its own partitions' rows, saved by that rank next to the
+// checkpoint (the duals stay with their rows; rank 0's checkpoint holds the
+// rest of MslrState). The bytes end with their xxh64.
+struct MslrDualSlice {
+  uint64_t iteration = 0;  // completed iterations of the state it belongs to
+  int32_t rank = 0, ranks = 1;
+  uint32_t first_partition = 0, partitions = 0;
+  std::vector<double> alpha, beta;
+};
+std::string encode_mslr_dual_slice(const MslrDualSlice& slice);
+// Throws Error(kCorruption) naming `file` if the bytes are damaged or not a slice.
+MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string& file);
+
 struct MslrHooks {
   std::function<void(const MslrIteration&)> on_iteration;
   std::function<void(const MslrCheckpoint&)> on_checkpoint;
@@ -167,6 +181,19 @@ std::string constraint_stop(const std::vector<ConstraintMember>& members,
 // The stop after iteration t's solve ("max_features", "last_checkpoint",
 // "max_iterations"), or "" to go on.
 std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, int t);
+
+// Whether `selected` features reach the path checkpoint `next_checkpoint`
+// (an index into settings.checkpoints), and the first checkpoint past them.
+bool reaches_checkpoint(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint);
+size_t next_checkpoint_after(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint);
+// A path that stopped before its next checkpoint still reports where it got
+// (one more point), unless that model is a point already.
+bool stopped_short_of_checkpoint(const MslrSettings& settings, const MslrOutcome& out, uint64_t selected,
+                                 size_t next_checkpoint);
+
+// The loop's record (iterations, stop, passes) into a resume state and back.
+void save_progress(const MslrOutcome& out, MslrState& s);
+void restore_progress(const MslrState& s, MslrOutcome& out);
 
 // The subproblem's figures into `rec`, and the warning when it did not certify.
 void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSettings& settings);

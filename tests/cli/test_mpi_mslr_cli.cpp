@@ -2,15 +2,23 @@
 // docs/distributed.md "MSLR"): the same model byte for byte on 1, 2 and 4
 // ranks and 1 or 2 threads; a one-partition store gives the single-store
 // model bit for bit; the data-parallel subproblem reaches the single-store
-// solver's certified optimum on the unpartitioned data; refused settings.
+// solver's certified optimum on the unpartitioned data; refused settings;
+// fgm path (bit-identical across ranks and threads, its points at the
+// single-store path's); a run killed mid-run resumes to the uninterrupted
+// model on the same rank count.
 // Tagged [.mpi] like tests/cli/test_mpi_cli.cpp (ctest entry `mpi`).
 #include <catch2/catch.hpp>
+#include <signal.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 #include "core/json_reader.h"
 #include "io/model_file.h"
@@ -59,6 +67,7 @@ std::string mixed_libsvm(uint64_t rows, uint32_t features, uint32_t per_row, uin
 std::string model_bytes(const std::string& path) {
   Model m = read_model(path);
   m.config.clear();
+  m.created_unix = 0;
   return encode_model(m);
 }
 
@@ -182,6 +191,205 @@ TEST_CASE("MSLR on a partitioned store refuses what it does not support, naming 
   CHECK(r.code == 2);
   CHECK(contains(r.err, "binary models only"));
   CHECK_FALSE(std::filesystem::exists(dir.file("out3/model.fgm")));
+}
+
+namespace {
+
+// path.csv without its seconds column (the last).
+std::string csv_without_seconds(const std::string& text) {
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+// `mpirun -np <np> fgm <args>` started in the background; once
+// `<output_dir>/checkpoint.fgm` exists (a completed iteration saved), one
+// rank is SIGKILLed. Returns the launcher's exit code (nonzero: killed).
+int kill_after_first_checkpoint(const TempDir& dir, int np, const std::string& args, const std::string& output_dir) {
+  for (const char* f : {"pid.txt", "rc.txt"}) std::filesystem::remove(dir.file(f));
+  const std::string launch = "cd '" + dir.path.string() + "' && (" + kMpirun + "-np " + std::to_string(np) + " '" +
+                             FGM_BINARY_PATH + "' " + args + " >out.txt 2>err.txt </dev/null & echo $! >pid.txt; "
+                             "wait $!; echo $? >rc.txt) >/dev/null 2>&1 &";
+  REQUIRE(std::system(launch.c_str()) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  while (!std::filesystem::exists(dir.file(output_dir + "/checkpoint.fgm")) || !std::filesystem::exists(dir.file("pid.txt"))) {
+    REQUIRE(seconds() < 120);
+    REQUIRE_FALSE(std::filesystem::exists(dir.file("rc.txt")));  // ended before its first checkpoint
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::string children = dir.file("children.txt");
+  std::system(("pgrep -P " + std::to_string(std::stol(slurp(dir.file("pid.txt")))) + " > '" + children + "'").c_str());
+  std::istringstream pids(slurp(children));
+  std::vector<long> rank_pids;
+  for (long p; pids >> p;) rank_pids.push_back(p);
+  REQUIRE(rank_pids.size() == size_t(np));
+  ::kill(static_cast<pid_t>(rank_pids.back()), SIGKILL);
+  while (!std::filesystem::exists(dir.file("rc.txt")) || slurp(dir.file("rc.txt")).empty()) {
+    REQUIRE(seconds() < 180);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::stoi(slurp(dir.file("rc.txt")));
+}
+
+std::vector<std::filesystem::path> dual_slices(const std::string& dir) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().rfind("mslr-duals.rank-", 0) == 0) out.push_back(e.path());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("MSLR path on a partitioned store: the same points byte for byte on 1, 2 and 4 ranks and 1 or 2 threads",
+          "[.mpi][mpi][mslr]") {
+  TempDir dir("fgm-mpi-mslr");
+  dir.write("in.txt", mixed_libsvm(400, 30, 5, 15));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 32").code == 0);
+  const std::string args = "path solver=mslr data.train=store mslr.r=3 mslr.max_iterations=6 'mslr.features=[3,5,9]' ";
+  RunResult one = run(dir, args + "engine.threads=1 output.dir=o1");
+  INFO(one.err);
+  REQUIRE(one.code == 0);
+  CHECK(contains(one.out, "points=3"));
+  // The second point caps its constraint's new features at 5 − 3 (mslr_loop::new_feature_limit).
+  CHECK(read_model(dir.file("o1/point-2.fgm")).features.size() == 5);
+  CHECK(read_model(dir.file("o1/point-3.fgm")).features.size() == 9);
+  const JsonValue path_json = parse_json(slurp(dir.file("o1/path.json")), "path.json");
+  CHECK(run_json_key(path_json, "distributed")->find("partitions")->number() == 4);
+  CHECK(run_json_key(path_json, "data")->find("partitions")->number() == 4);
+  CHECK(dual_slices(dir.file("o1")).empty());  // removed with the checkpoint once the outputs are written
+  CHECK_FALSE(std::filesystem::exists(dir.file("o1/checkpoint.fgm")));
+  for (auto [np, threads] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{4, 1}}) {
+    INFO("np " << np << " threads " << threads);
+    const std::string out = "o" + std::to_string(np) + "t" + std::to_string(threads);
+    RunResult r = run_mpi(dir, np, args + "engine.threads=" + std::to_string(threads) + " output.dir=" + out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(contains(r.out, "ranks=" + std::to_string(np)));
+    for (int k = 1; k <= 3; ++k) {
+      const std::string point = "/point-" + std::to_string(k) + ".fgm";
+      CHECK(model_bytes(dir.file(out + point)) == model_bytes(dir.file("o1" + point)));
+    }
+    CHECK(csv_without_seconds(slurp(dir.file(out + "/path.csv"))) == csv_without_seconds(slurp(dir.file("o1/path.csv"))));
+    const JsonValue j = parse_json(slurp(dir.file(out + "/path.json")), "path.json");
+    CHECK(run_json_key(j, "distributed")->find("ranks")->number() == np);
+  }
+}
+
+// An independent check of the distributed path: the single-store MSLR path on
+// the unpartitioned rows (the sequential subproblem solver) reaches the same
+// points. Both certify each subproblem's duality gap to mslr.tolerance, so
+// the objectives agree to twice that and the constraints (chosen from c_j²
+// of nearly the same α) pick the same features.
+TEST_CASE("MSLR path over 4 partitions matches the single-store path on the unpartitioned data", "[.mpi][mpi][mslr]") {
+  TempDir dir("fgm-mpi-mslr");
+  dir.write("in.txt", mixed_libsvm(400, 30, 5, 16));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
+  const double tolerance = 1e-6;
+  const std::string args = "path solver=mslr mslr.r=3 mslr.max_iterations=4 'mslr.features=[3,6,8]' "
+                           "mslr.tolerance=1e-6 mslr.q_max=1e6 ";
+  RunResult single_run = run(dir, args + "data.train=in.txt output.dir=single");
+  INFO(single_run.err);
+  REQUIRE(single_run.code == 0);
+  RunResult r = run_mpi(dir, 2, args + "data.train=store output.dir=parted");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string single_csv = slurp(dir.file("single/path.csv")), parted_csv = slurp(dir.file("parted/path.csv"));
+  std::istringstream s_lines(single_csv), p_lines(parted_csv);
+  std::string s_line, p_line;
+  std::getline(s_lines, s_line);
+  std::getline(p_lines, p_line);
+  int points = 0;
+  while (std::getline(s_lines, s_line)) {
+    REQUIRE(std::getline(p_lines, p_line));
+    ++points;
+    auto objective = [](const std::string& line) {  // point,selected,train_objective,...
+      const size_t a = line.find(',', line.find(',') + 1) + 1;
+      return std::stod(line.substr(a, line.find(',', a) - a));
+    };
+    CHECK(objective(p_line) == Approx(objective(s_line)).epsilon(2 * tolerance));
+    const std::string point = "/point-" + std::to_string(points) + ".fgm";
+    const Model ms = read_model(dir.file("single" + point)), mp = read_model(dir.file("parted" + point));
+    REQUIRE(ms.features.size() == mp.features.size());
+    for (size_t k = 0; k < ms.features.size(); ++k) {
+      CHECK(ms.features[k].key.ids[0] == mp.features[k].key.ids[0]);
+      CHECK(mp.features[k].weight == Approx(ms.features[k].weight).epsilon(1e-2).margin(1e-3));
+    }
+  }
+  CHECK(points == 3);
+  CHECK_FALSE(std::getline(p_lines, p_line));
+}
+
+TEST_CASE("a distributed MSLR run killed mid-run resumes on the same rank count to the uninterrupted model",
+          "[.mpi][mpi][mslr]") {
+  TempDir dir("fgm-mpi-mslr");
+  dir.write("in.txt", mixed_libsvm(300, 40, 6, 17));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
+  // Iteration 1 is quick (α⁰ is nearly optimal); the four after it leave the kill time to land.
+  const std::string common = "solver=mslr data.train=store mslr.r=2 mslr.max_iterations=5 mslr.tolerance=1e-2 ";
+  const std::string train = "train " + common + "mslr.eps_outer=0 ";
+  const std::string path = "path " + common + "'mslr.features=[2,6,10]' ";
+
+  SECTION("train") {
+    REQUIRE(run_mpi(dir, 2, train + "output.dir=whole").code == 0);
+    REQUIRE(kill_after_first_checkpoint(dir, 2, train + "output.dir=o", "o") != 0);
+    REQUIRE_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
+    REQUIRE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
+    // Every rank's duals of the checkpoint's iteration are next to it.
+    const std::vector<std::filesystem::path> slices = dual_slices(dir.file("o"));
+    REQUIRE(slices.size() >= 2);
+
+    // Another rank count (4 ranks, or one process) is refused; the checkpoint stays.
+    RunResult other = run_mpi(dir, 4, train + "output.dir=o");
+    CHECK(other.code == 2);
+    CHECK(contains(other.err, "written by a run on 2 rank(s), this run has 4"));
+    other = run(dir, train + "output.dir=o");
+    CHECK(other.code == 2);
+    CHECK(contains(other.err, "this run has 1"));
+
+    // A damaged slice is refused naming its file; the run has written nothing.
+    std::map<std::filesystem::path, std::string> saved;
+    for (const auto& f : slices) {
+      saved[f] = slurp(f.string());
+      std::string bytes = saved[f];
+      bytes[bytes.size() / 2] ^= 0x10;
+      std::ofstream(f, std::ios::binary) << bytes;
+    }
+    RunResult damaged = run_mpi(dir, 2, train + "output.dir=o");
+    CHECK(damaged.code != 0);
+    CHECK(contains(damaged.err, "mslr-duals.rank-"));
+    CHECK(contains(damaged.err, "checksum"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
+    for (const auto& [f, bytes] : saved) std::ofstream(f, std::ios::binary) << bytes;
+
+    RunResult resumed = run_mpi(dir, 2, train + "output.dir=o engine.threads=2");
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(contains(resumed.err, "resuming from iteration "));
+    CHECK(model_bytes(dir.file("o/model.fgm")) == model_bytes(dir.file("whole/model.fgm")));
+    const JsonValue run_json = parse_json(slurp(dir.file("o/run.json")), "run.json");
+    CHECK(run_json_key(run_json, "iterations_restored")->number() >= 1);
+    CHECK(run_json_key(run_json, "iterations")->items().size() ==
+          parse_json(slurp(dir.file("whole/run.json")), "run.json").find("iterations")->items().size());
+    CHECK_FALSE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
+    CHECK(dual_slices(dir.file("o")).empty());
+  }
+  SECTION("path") {
+    REQUIRE(run_mpi(dir, 4, path + "output.dir=whole").code == 0);
+    REQUIRE(kill_after_first_checkpoint(dir, 4, path + "output.dir=o", "o") != 0);
+    REQUIRE_FALSE(std::filesystem::exists(dir.file("o/path.csv")));
+    RunResult resumed = run_mpi(dir, 4, path + "output.dir=o");
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(contains(resumed.err, "resuming from iteration "));
+    for (int k = 1; k <= 3; ++k) {
+      const std::string point = "/point-" + std::to_string(k) + ".fgm";
+      CHECK(model_bytes(dir.file("o" + point)) == model_bytes(dir.file("whole" + point)));
+    }
+    CHECK(csv_without_seconds(slurp(dir.file("o/path.csv"))) == csv_without_seconds(slurp(dir.file("whole/path.csv"))));
+    CHECK(dual_slices(dir.file("o")).empty());
+  }
 }
 
 }  // namespace fgm::test

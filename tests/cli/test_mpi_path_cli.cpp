@@ -249,9 +249,9 @@ TEST_CASE("fgm path on a partitioned store refuses what it does not support, nam
   CHECK(r.code == 2);
   CHECK(contains(r.err, "path.folds"));
   CHECK_FALSE(std::filesystem::exists(dir.file("o")));
-  r = run(dir, "path data.train=store solver=mslr output.dir=o");
+  r = run(dir, "path data.train=store solver=pnorm_kta output.dir=o");
   CHECK(r.code == 2);
-  CHECK(contains(r.err, "solver: solver = mslr is not supported by fgm path on a partitioned store"));
+  CHECK(contains(r.err, "solver: solver = pnorm_kta is not supported by fgm path on a partitioned store"));
   CHECK_FALSE(std::filesystem::exists(dir.file("o")));
   // A rank count that does not divide the partitions: the trainer's check, on every rank.
   r = run_mpi(dir, 3, base + "output.dir=o");

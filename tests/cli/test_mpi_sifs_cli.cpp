@@ -301,9 +301,9 @@ TEST_CASE("sifs on a partitioned store: settings it does not support are refused
   CHECK(r.code == 2);
   CHECK(contains(r.err, "cannot share evenly"));
   // fgm path with a solver that has no distributed path is refused under mpirun.
-  r = run_mpi(dir, 2, "path solver=mslr data.train=store output.dir=o");
+  r = run_mpi(dir, 2, "path solver=pnorm_kta data.train=store output.dir=o");
   CHECK(r.code == 2);
-  CHECK(contains(r.err, "solver = mslr is not supported by fgm path on a partitioned store"));
+  CHECK(contains(r.err, "solver = pnorm_kta is not supported by fgm path on a partitioned store"));
   CHECK_FALSE(std::filesystem::exists(dir.file("o")));
 }
 
