@@ -338,17 +338,6 @@ int train_mslr(SolverCommand& command) {
   return 0;
 }
 
-// What the partitioned MSLR run does not have yet: refused, naming the key.
-static void reject_unsupported_mslr_on_partitions(const Config& config) {
-  auto refuse = [](const char* key, const char* what) {
-    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported with solver = mslr on a partitioned store "
-                                                "yet (docs/distributed.md lists what is distributed)",
-                                                key, what));
-  };
-  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
-  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
-}
-
 // fgm train with solver = "mslr" on a partitioned store, with or without
 // mpirun (engine/distributed_mslr.h). Rank 0 writes model.fgm, run.json (the
 // single-store shape with the partitioned "data" and "distributed") and the
@@ -358,7 +347,7 @@ static void reject_unsupported_mslr_on_partitions(const Config& config) {
 int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
                            RunWarnings& warnings) {
   check_same_configuration(comm, config);
-  reject_unsupported_mslr_on_partitions(config);
+  reject_transform_and_truth_on_partitions(config, "mslr");
   MslrSettings settings = mslr_settings_from_config(config);
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train");
@@ -581,7 +570,7 @@ int path_mslr(SolverCommand& command) {
 // "distributed"). Resume as train_mslr_partitioned, rank 0's state with the points.
 int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart) {
   check_same_configuration(comm, config);
-  reject_unsupported_mslr_on_partitions(config);
+  reject_transform_and_truth_on_partitions(config, "mslr");
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
   RunWarnings warnings;
   MslrSettings settings = path_settings_from_config(config);
