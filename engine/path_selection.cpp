@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "engine/evaluate.h"
@@ -46,6 +48,64 @@ BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, ui
   return folds;
 }
 
+std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<std::array<uint64_t, 2>>& label_rows,
+                                                            uint32_t first, const std::vector<const int8_t*>& labels,
+                                                            const std::vector<uint64_t>& rows, int k, uint64_t seed,
+                                                            MemoryBudget& budget) {
+  FGM_ASSERT(k >= 2 && k < kNoFold && labels.size() == rows.size() && first + labels.size() <= label_rows.size());
+  std::vector<BudgetedArray<uint16_t>> folds;
+  uint64_t own = 0;
+  for (uint64_t r : rows) {
+    folds.emplace_back(budget, r, "cross-validation folds", "use more ranks (more, smaller partitions)");
+    folds.back().fill(kNoFold);
+    own += r;
+  }
+  // Position in the shuffle → own row (partition, row); ~64 bytes per hash entry.
+  Reservation tracked_mem = budget.reserve(own * 64, "cross-validation fold shuffle (own rows)",
+                                           "use more ranks (more, smaller partitions)");
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> at;
+  at.reserve(own);
+  uint64_t state = seed;
+  uint64_t dealt = 0;
+  for (int c = 0; c < 2; ++c) {  // label −1, then +1: assign_folds' order
+    const int8_t label = c == 0 ? -1 : 1;
+    uint64_t count = 0, offset = 0;  // rows of `label`: all partitions, partitions before `first`
+    for (size_t p = 0; p < label_rows.size(); ++p) {
+      if (p == first) offset = count;
+      count += label_rows[p][c];
+    }
+    if (count == 0) continue;  // a label absent from every partition takes no generator call
+    at.clear();
+    for (size_t q = 0; q < labels.size(); ++q)  // rows of `label` in row order: positions offset, offset + 1, ...
+      for (uint64_t i = 0; i < rows[q]; ++i)
+        if (labels[q][i] == label) at.emplace(offset++, std::make_pair(uint32_t(q), i));
+    auto settle = [&](uint64_t position) {  // the row at `position` keeps it: deal its fold
+      auto it = at.find(position);
+      if (it == at.end()) return;
+      folds[it->second.first][it->second.second] = static_cast<uint16_t>((dealt + position) % uint64_t(k));
+      at.erase(it);
+    };
+    for (uint64_t i = count; i > 1; --i) {  // assign_folds' Fisher–Yates, on the tracked positions only
+      const uint64_t a = i - 1, b = below(state, i);
+      if (a != b) {
+        auto ia = at.find(a), ib = at.find(b);
+        if (ia != at.end() && ib != at.end()) std::swap(ia->second, ib->second);
+        else if (ia != at.end()) {
+          at.emplace(b, ia->second);
+          at.erase(a);
+        } else if (ib != at.end()) {
+          at.emplace(a, ib->second);
+          at.erase(b);
+        }
+      }
+      settle(a);  // no later swap reaches position a
+    }
+    settle(0);
+    dealt += count;
+  }
+  return folds;
+}
+
 void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& folds, int fold,
                           BudgetedArray<int8_t>& out) {
   FGM_ASSERT(out.size() == folds.size());
@@ -53,8 +113,9 @@ void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& f
     out[i] = (folds[i] == kNoFold || folds[i] == fold) ? int8_t{0} : labels[i];
 }
 
-HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
-                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget) {
+void append_held_out_scores(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
+                            const uint16_t* folds, int fold, MemoryBudget& budget, std::vector<double>& scores,
+                            std::vector<int8_t>& y) {
   FGM_ASSERT(model.features.size() == cache.num_columns());
   const uint64_t n = cache.n_rows();
   BudgetedArray<double> decision(budget, n, "held-out decision values", "use fewer training rows");
@@ -65,20 +126,15 @@ HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& mo
     SparseColumnView c = cache.column(k);
     for (uint64_t e = 0; e < c.nnz; ++e) decision[c.rows[e]] += w * double(c.values[e]);
   }
-  uint64_t held = 0;
-  for (uint64_t i = 0; i < n; ++i) held += folds[i] == fold;
-  // Scores, labels and the AUC's rank order.
-  Reservation held_mem = budget.reserve(held * (2 * sizeof(double) + 1), "held-out scores",
-                                        "use fewer training rows");
-  std::vector<double> scores;
-  std::vector<int8_t> y;
-  scores.reserve(held);
-  y.reserve(held);
   for (uint64_t i = 0; i < n; ++i) {
     if (folds[i] != fold) continue;
     scores.push_back(decision[i]);
     y.push_back(labels[i]);
   }
+}
+
+HeldOutEval held_out_eval(const std::vector<double>& scores, const std::vector<int8_t>& y) {
+  FGM_ASSERT(scores.size() == y.size());
   HeldOutEval r;
   r.rows = scores.size();
   if (r.rows == 0) return r;
@@ -87,6 +143,22 @@ HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& mo
   r.accuracy = double(correct) / double(r.rows);
   r.auc = area_under_roc(scores, y);
   return r;
+}
+
+HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
+                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget) {
+  FGM_ASSERT(folds.size() == cache.n_rows());
+  uint64_t held = 0;
+  for (uint64_t i = 0; i < folds.size(); ++i) held += folds[i] == fold;
+  // Scores, labels and the AUC's rank order.
+  Reservation held_mem = budget.reserve(held * (2 * sizeof(double) + 1), "held-out scores",
+                                        "use fewer training rows");
+  std::vector<double> scores;
+  std::vector<int8_t> y;
+  scores.reserve(held);
+  y.reserve(held);
+  append_held_out_scores(cache, model, labels, folds.data(), fold, budget, scores, y);
+  return held_out_eval(scores, y);
 }
 
 MeanSe mean_and_se(const std::vector<double>& values) {
