@@ -48,6 +48,52 @@ BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, ui
   return folds;
 }
 
+namespace {
+
+// The shuffle of one label's `count` rows replayed (assign_folds' Fisher–Yates
+// from `state`); calls settle(j, r) for each tracked row j (label-rank
+// offset + j, j < tracked) with its final position r. Dense (the whole
+// permutation, 8 bytes a row of the label, as assign_folds) when this rank
+// holds at least an eighth of the rows, else only the tracked rows' positions
+// in a hash map (~64 bytes a tracked row: the same memory at an eighth).
+template <class Settle>
+void replay_shuffle(uint64_t count, uint64_t offset, uint64_t tracked, uint64_t& state, MemoryBudget& budget,
+                    const Settle& settle) {
+  if (tracked * 8 >= count) {
+    BudgetedArray<uint64_t> rows(budget, count, "cross-validation fold shuffle", "use more ranks");
+    for (uint64_t r = 0; r < count; ++r) rows[r] = r;
+    for (uint64_t i = count; i > 1; --i) std::swap(rows[i - 1], rows[below(state, i)]);
+    for (uint64_t r = 0; r < count; ++r)
+      if (rows[r] - offset < tracked) settle(rows[r] - offset, r);
+    return;
+  }
+  Reservation memory = budget.reserve(tracked * 64, "cross-validation fold shuffle (own rows)", "use more ranks");
+  std::unordered_map<uint64_t, uint64_t> at;  // position → tracked row
+  at.reserve(tracked + 1);
+  for (uint64_t j = 0; j < tracked; ++j) at.emplace(offset + j, j);
+  for (uint64_t i = count; i > 1; --i) {
+    const uint64_t a = i - 1, b = below(state, i);  // swap positions a and b; a is final afterwards
+    auto ia = at.find(a);
+    auto ib = a == b ? ia : at.find(b);
+    if (ib != at.end()) settle(ib->second, a);  // b's row lands on a
+    if (a == b) {
+      if (ia != at.end()) at.erase(ia);
+      continue;
+    }
+    if (ia != at.end()) {  // a's row moves to b
+      const uint64_t row = ia->second;
+      at.erase(ia);
+      if (ib != at.end()) ib->second = row;
+      else at.emplace(b, row);
+    } else if (ib != at.end()) {
+      at.erase(ib);
+    }
+  }
+  if (auto it = at.find(0); it != at.end()) settle(it->second, 0);
+}
+
+}  // namespace
+
 std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<std::array<uint64_t, 2>>& label_rows,
                                                             uint32_t first, const std::vector<const int8_t*>& labels,
                                                             const std::vector<uint64_t>& rows, int k, uint64_t seed,
@@ -60,11 +106,13 @@ std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<st
     folds.back().fill(kNoFold);
     own += r;
   }
-  // Position in the shuffle → own row (partition, row); ~64 bytes per hash entry.
-  Reservation tracked_mem = budget.reserve(own * 64, "cross-validation fold shuffle (own rows)",
+  struct OwnRow {
+    uint32_t partition;
+    uint64_t row;
+  };
+  Reservation mine_memory = budget.reserve(own * sizeof(OwnRow), "cross-validation rows of one label",
                                            "use more ranks (more, smaller partitions)");
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> at;
-  at.reserve(own);
+  std::vector<OwnRow> mine;  // this rank's rows of one label, in row order
   uint64_t state = seed;
   uint64_t dealt = 0;
   for (int c = 0; c < 2; ++c) {  // label −1, then +1: assign_folds' order
@@ -75,32 +123,13 @@ std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<st
       count += label_rows[p][c];
     }
     if (count == 0) continue;  // a label absent from every partition takes no generator call
-    at.clear();
-    for (size_t q = 0; q < labels.size(); ++q)  // rows of `label` in row order: positions offset, offset + 1, ...
+    mine.clear();
+    for (size_t q = 0; q < labels.size(); ++q)  // their label-ranks: offset, offset + 1, ...
       for (uint64_t i = 0; i < rows[q]; ++i)
-        if (labels[q][i] == label) at.emplace(offset++, std::make_pair(uint32_t(q), i));
-    auto settle = [&](uint64_t position) {  // the row at `position` keeps it: deal its fold
-      auto it = at.find(position);
-      if (it == at.end()) return;
-      folds[it->second.first][it->second.second] = static_cast<uint16_t>((dealt + position) % uint64_t(k));
-      at.erase(it);
-    };
-    for (uint64_t i = count; i > 1; --i) {  // assign_folds' Fisher–Yates, on the tracked positions only
-      const uint64_t a = i - 1, b = below(state, i);
-      if (a != b) {
-        auto ia = at.find(a), ib = at.find(b);
-        if (ia != at.end() && ib != at.end()) std::swap(ia->second, ib->second);
-        else if (ia != at.end()) {
-          at.emplace(b, ia->second);
-          at.erase(a);
-        } else if (ib != at.end()) {
-          at.emplace(a, ib->second);
-          at.erase(b);
-        }
-      }
-      settle(a);  // no later swap reaches position a
-    }
-    settle(0);
+        if (labels[q][i] == label) mine.push_back({uint32_t(q), i});
+    replay_shuffle(count, offset, mine.size(), state, budget, [&](uint64_t j, uint64_t position) {
+      folds[mine[j].partition][mine[j].row] = static_cast<uint16_t>((dealt + position) % uint64_t(k));
+    });
     dealt += count;
   }
   return folds;

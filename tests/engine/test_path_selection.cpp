@@ -154,7 +154,7 @@ TEST_CASE("folds of a store split into partitions equal assign_folds over all ro
           "[engine][cv]") {
   // Oracle: assign_folds on the concatenated labels. Partitions of uneven
   // sizes, one without positives, one empty, rows outside the data (label 0),
-  // a single-row class; every rank's share of the partitions for 1, 2 and 4 ranks.
+  // a single-row class; every rank's share of the partitions for 1, 2, 4 and 8 ranks.
   MemoryBudget budget(64 << 20);
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 6; ++trial) {
@@ -184,7 +184,7 @@ TEST_CASE("folds of a store split into partitions equal assign_folds over all ro
       CAPTURE(k);
       const uint64_t seed = 11 + uint64_t(trial);
       BudgetedArray<uint16_t> oracle = assign_folds(all.data(), all.size(), k, seed, budget);
-      for (uint32_t ranks : {1u, 2u, 4u})
+      for (uint32_t ranks : {1u, 2u, 4u, 8u})  // 1, 2, 4: the dense replay, 8: mostly the tracked one
         for (uint32_t rank = 0; rank < ranks; ++rank) {
           CAPTURE(ranks, rank);
           const uint32_t per = uint32_t(sizes.size()) / ranks, first = rank * per;
