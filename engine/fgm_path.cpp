@@ -99,10 +99,13 @@ class StorePathTrainer final : public PathTrainer {
     folds_ = fgm::assign_folds(labels_, n, k, seed, budget_);
     training_labels_ = BudgetedArray<int8_t>(budget_, n, "fold training labels", "use fewer training rows");
     std::vector<FoldRows> out(static_cast<size_t>(k));
-    for (uint64_t i = 0; i < n; ++i) {
-      if (folds_[i] == kNoFold) continue;
-      for (size_t f = 0; f < out.size(); ++f) ++(f == folds_[i] ? out[f].held_out : out[f].training);
-    }
+    uint64_t in_folds = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      if (folds_[i] != kNoFold) {
+        ++out[folds_[i]].held_out;
+        ++in_folds;
+      }
+    for (FoldRows& f : out) f.training = in_folds - f.held_out;
     return out;
   }
 
