@@ -202,6 +202,17 @@ void log_point(const PathPoint& p) {
                cell(p.test_debiased.accuracy), cell(p.validation.accuracy), p.seconds);
 }
 
+void log_fold_start(const FoldRun& f, int folds) {
+  spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows, f.held_out_rows);
+}
+
+void log_fold_end(const FoldRun& f, int folds) {
+  std::string acc;
+  for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + cell(p.accuracy);
+  spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
+               f.selected.size(), f.seconds, acc);
+}
+
 // The result line on stdout.
 void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
   fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
@@ -265,7 +276,8 @@ void reject_unsupported_on_partitions(const Config& config) {
 }
 
 // path.json's "distributed": ranks, partitions and rank 0's communication,
-// in total, of the points' refits, and per FGM run of the path and phase.
+// in total, of the points' refits, of the cross-validation, and per FGM run
+// of the full-data path and phase.
 void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome& o) {
   j.key("distributed").begin_object();
   j.key("ranks").value(o.ranks);
@@ -279,6 +291,11 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.key("bytes").value(o.refit_communication.bytes);
   j.key("collectives").value(o.refit_communication.calls);
   j.key("seconds").value(o.refit_communication.seconds);
+  j.end_object();
+  j.key("cross_validation").begin_object();  // fold assignment, the folds' runs, held-out gathers
+  j.key("bytes").value(o.cv_communication.bytes);
+  j.key("collectives").value(o.cv_communication.calls);
+  j.key("seconds").value(o.cv_communication.seconds);
   j.end_object();
   j.key("runs").begin_array();
   for (const auto& run : o.communication) write_communication_records(j, run);
@@ -311,7 +328,6 @@ std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSess
 // (the count is part of the run's identity).
 int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget& budget, Communicator& comm,
                      bool restart, RunWarnings& warnings) {
-  check_distributed_path_settings(ps);
   check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
@@ -338,6 +354,8 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
   }
   if (session) {
     hooks.on_point = log_point;
+    hooks.on_fold_start = log_fold_start;
+    hooks.on_fold_end = log_fold_end;
     hooks.on_progress = [&](const PathProgress& progress, const TrainProgress* train) {
       session->save(train, &progress);
     };
@@ -429,16 +447,8 @@ Command add_path(CLI::App& app) {
       session.save(train, &progress);
     };
     hooks.on_point = log_point;
-    hooks.on_fold_start = [](const FoldRun& f, int folds) {
-      spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows,
-                   f.held_out_rows);
-    };
-    hooks.on_fold_end = [](const FoldRun& f, int folds) {
-      std::string acc;
-      for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + cell(p.accuracy);
-      spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
-                   f.selected.size(), f.seconds, acc);
-    };
+    hooks.on_fold_start = log_fold_start;
+    hooks.on_fold_end = log_fold_end;
     PathOutcome outcome = run_fgm_path(*data.store, ps, budget, hooks);
 
     write_path_outputs(config, outcome, ps.folds, data.ingest_seconds, warnings, out_dir, {});

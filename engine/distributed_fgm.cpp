@@ -158,6 +158,8 @@ void DistributedRun::map_labels() {
     std::vector<int8_t> y(info.n_rows);
     const uint16_t* classes = store.classes();
     for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = info.class_values[classes[i]] == positive_ ? 1 : -1;
+    if (hooks_.left_out)
+      for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = (*hooks_.left_out)[q][i] ? int8_t{0} : y[i];
     // α⁰ = C·1 without a bias (a = C·y); with one, run() fits b first.
     std::vector<double> a(info.n_rows);
     for (uint64_t i = 0; i < info.n_rows; ++i) a[i] = settings_.apg.C * double(y[i]);
@@ -495,13 +497,15 @@ void DistributedRun::check_chance_level() {
   const CommunicationStats before = comm_.stats();
   std::vector<std::vector<double>> local;  // per partition: rows, positive rows, correct
   for (size_t q = 0; q < labels_.size(); ++q) {
-    double positive = 0, correct = 0;
+    double fit = 0, positive = 0, correct = 0;
     for (size_t i = 0; i < labels_[q].size(); ++i) {
+      if (labels_[q][i] == 0) continue;  // a row left out of the fit
       const double d = decisions_[q].empty() ? 0.0 : decisions_[q][i];
+      fit += 1;
       positive += labels_[q][i] > 0;
       correct += (d > 0) == (labels_[q][i] > 0);
     }
-    local.push_back({double(labels_[q].size()), positive, correct});
+    local.push_back({fit, positive, correct});
   }
   const std::vector<double> total = own_->sum(local, 3);
   record(static_cast<int>(out_.iterations.size()), "diagnostics", before);

@@ -95,6 +95,11 @@ struct DistributedHooks {
   std::function<void(const DistributedPoint&)> on_checkpoint;
   // ... and at the end of the run, with its final state.
   std::function<void(const DistributedPoint&)> on_final;
+  // Rows left out of the fit (fgm path's cross-validation folds): per own
+  // partition, one entry per row, nonzero = left out (its label is 0, as with
+  // TrainSettings::labels on one store: α_i = 0, in no sum). Null: every row.
+  // Binary stores only.
+  const std::vector<std::vector<uint8_t>>* left_out = nullptr;
 };
 
 // A path point: the model at a checkpoint, with this rank's rows of the

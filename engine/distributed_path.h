@@ -8,10 +8,15 @@
 // and refit are the same bits for every rank count dividing the partition
 // count and any engine.threads. Every rank runs the whole path (the
 // collectives need all of them); only rank 0 reads data.test and
-// data.validation and evaluates the points on them. A run resumes from the
-// PathHooks' state (every rank reads the same checkpoint; rank 0 writes it
-// from on_progress) as the single-store path does. Not supported:
-// path.folds ≥ 2 (check_distributed_path_settings).
+// data.validation and evaluates the points on them. path.folds = k: the folds
+// of engine/path_selection.h assign_folds over all rows (each rank computes
+// its own rows' folds from the per-partition label counts), each fold's path
+// trained with its held-out rows left out (DistributedHooks::left_out), each
+// point's held-out decision values and labels gathered on rank 0 in row order
+// for its accuracy and AUC: the single store's numbers for the same models. A
+// run resumes from the PathHooks' state (every rank reads the same
+// checkpoint; rank 0 writes it from on_progress) as the single-store path
+// does.
 #pragma once
 
 #include <cstdint>
@@ -31,16 +36,13 @@ struct DistributedPathOutcome {
   int ranks = 1;
   uint32_t own_partitions = 0;
   // This rank's communication: per FGM run of the path and phase (the
-  // trainer's records; `iteration` counts within its run), in total, and of
-  // the points' refits (the total less the trainer's records).
+  // trainer's records; `iteration` counts within its run), in total, of the
+  // cross-validation (fold assignment, the folds' runs, the held-out
+  // gathers) and of the points' refits (the rest).
   std::vector<std::vector<CommunicationRecord>> communication;
-  CommunicationStats total_communication, refit_communication;
+  CommunicationStats total_communication, cv_communication, refit_communication;
   uint64_t budget_peak = 0;  // this rank's MemoryBudget peak
 };
-
-// Throws a config error naming the key of a setting this path does not
-// support (path.folds ≥ 2).
-void check_distributed_path_settings(const PathSettings& settings);
 
 DistributedPathOutcome run_fgm_path_distributed(Communicator& comm, const std::string& store_dir,
                                                 const PathSettings& settings, MemoryBudget& budget,

@@ -36,29 +36,28 @@ void validate_folds(const PathSettings& s, const ShardStore& store) {
   for (int v = 0; v < 256; ++v)
     if (v != 0 && count[v] > 0) smallest = std::min(smallest, count[v]);
   if (smallest == std::numeric_limits<uint64_t>::max()) smallest = 0;
-  if (smallest < static_cast<uint64_t>(s.folds))
+  validate_folds(s.folds, smallest);
+}
+
+void validate_folds(int folds, uint64_t smallest_label_rows) {
+  if (folds >= 2 && smallest_label_rows < static_cast<uint64_t>(folds))
     throw Error(ErrorKind::kConfig,
-                msg::out_of_range("", "path.folds", std::to_string(s.folds),
+                msg::out_of_range("", "path.folds", std::to_string(folds),
                                   fmt::format("at most the {} training rows of the smallest class, so that "
                                               "every fold holds each class",
-                                              smallest)));
+                                              smallest_label_rows)));
 }
 
 namespace {
-
-// A fold's run: which rows are held out, and their ±1 labels.
-struct FoldContext {
-  const BudgetedArray<uint16_t>* folds = nullptr;
-  int fold = 0;
-  const int8_t* labels = nullptr;
-};
 
 // train_fgm on one store. For B/C runs the refit and the held-out evaluation
 // need the selected columns: they are generated again from the store through
 // the space (a cross or expansion level is not a raw column).
 class StorePathTrainer final : public PathTrainer {
  public:
-  StorePathTrainer(const ShardStore& store, MemoryBudget& budget) : store_(store), budget_(budget) {
+  // `labels`: the rows' labels (TrainSettings::labels or the store's).
+  StorePathTrainer(const ShardStore& store, const int8_t* labels, MemoryBudget& budget)
+      : store_(store), labels_(labels), budget_(budget) {
     shape_.index_base = store.info().index_base;
     shape_.n_features = store.info().n_features;
     shape_.positive_label = store.info().positive_value;
@@ -66,8 +65,10 @@ class StorePathTrainer final : public PathTrainer {
   }
   const Model* evaluation_shape() const override { return &shape_; }
 
-  TrainOutcome train(const TrainSettings& s, bool rows, const std::function<void(const RunPoint&)>& on_point,
+  TrainOutcome train(const TrainSettings& settings, bool rows, const std::function<void(const RunPoint&)>& on_point,
                      const TrainHooks& hooks) override {
+    TrainSettings s = settings;
+    if (fold_ >= 0) s.labels = training_labels_.data();  // the fold's rows at 0
     const int8_t* labels = s.labels ? s.labels : store_.labels();
     TrainHooks h = hooks;
     if (!s.checkpoints.empty()) {
@@ -93,23 +94,52 @@ class StorePathTrainer final : public PathTrainer {
     return t;
   }
 
+  std::vector<FoldRows> assign_folds(int k, uint64_t seed) override {
+    const uint64_t n = store_.info().n_rows;
+    folds_ = fgm::assign_folds(labels_, n, k, seed, budget_);
+    training_labels_ = BudgetedArray<int8_t>(budget_, n, "fold training labels", "use fewer training rows");
+    std::vector<FoldRows> out(static_cast<size_t>(k));
+    uint64_t in_folds = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      if (folds_[i] != kNoFold) {
+        ++out[folds_[i]].held_out;
+        ++in_folds;
+      }
+    for (FoldRows& f : out) f.training = in_folds - f.held_out;
+    return out;
+  }
+
+  void set_fold(int fold) override {
+    fold_ = fold;
+    if (fold >= 0) fold_training_labels(labels_, folds_, fold, training_labels_);
+  }
+
+  HeldOutEval held_out(const RunPoint& point) override {
+    return evaluate_held_out(*point.rows->parts.front().cache, *point.model, labels_, folds_, fold_, budget_);
+  }
+
  private:
   PointRows one_part(const SelectedFeatureCache& cache, const int8_t* labels) {
     return {{ApgRowPart{&cache, labels, nullptr}}, &local_};
   }
 
   const ShardStore& store_;
+  const int8_t* labels_;
   MemoryBudget& budget_;
   Model shape_;
   LocalRowSums local_;
+  BudgetedArray<uint16_t> folds_;
+  BudgetedArray<int8_t> training_labels_;
+  int fold_ = -1;
 };
 
 // One `fgm path` run: the evaluation rows, the points so far, and the steps
 // of each mode.
 class PathRun {
  public:
+  // `fold_run`: a fold's path, each point evaluated on the fold's held-out rows.
   PathRun(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks,
-          const FoldContext* fold = nullptr, IterationCallback on_iteration = {});
+          bool fold_run = false, IterationCallback on_iteration = {});
   PathOutcome run();
 
  private:
@@ -130,7 +160,7 @@ class PathRun {
   const PathSettings& settings_;
   MemoryBudget& budget_;
   const PathHooks& hooks_;
-  const FoldContext* fold_;
+  const bool fold_run_;
   const IterationCallback on_iteration_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   bool evaluation_rows_loaded_ = false;
@@ -140,12 +170,12 @@ class PathRun {
 };
 
 PathRun::PathRun(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
-                 const PathHooks& hooks, const FoldContext* fold, IterationCallback on_iteration)
+                 const PathHooks& hooks, bool fold_run, IterationCallback on_iteration)
     : trainer_(trainer),
       settings_(settings),
       budget_(budget),
       hooks_(hooks),
-      fold_(fold),
+      fold_run_(fold_run),
       on_iteration_(std::move(on_iteration)) {}
 
 // Label map and width come from the training data; the rows are loaded once.
@@ -192,9 +222,7 @@ void PathRun::add_point(const RunPoint& point, uint64_t B, double C) {
     p.has_debiased = true;
   }
   evaluate_point(p);
-  if (fold_ != nullptr)
-    p.held_out = evaluate_held_out(*point.rows->parts.front().cache, model, fold_->labels, *fold_->folds,
-                                   fold_->fold, budget_);
+  if (fold_run_) p.held_out = trainer_.held_out(point);
   p.seconds = elapsed();
   out_.points.push_back(std::move(p));
   if (hooks_.on_point) hooks_.on_point(out_.points.back());
@@ -250,7 +278,7 @@ void PathRun::run_feature_counts() {
   train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(0, &progress); };
   train_hooks.on_iteration = on_iteration_;
   train_hooks.resume = hooks_.resume_train;
-  const bool rows = settings_.debias || fold_ != nullptr;
+  const bool rows = settings_.debias || fold_run_;
   account(trainer_.train(s, rows, [&](const RunPoint& point) { add_point(point, s.B, s.apg.C); }, train_hooks), s);
 }
 
@@ -267,7 +295,7 @@ void PathRun::run_value_list(uint64_t first_run) {
     train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(i, &progress); };
     train_hooks.on_iteration = on_iteration_;
     if (i == first_run) train_hooks.resume = hooks_.resume_train;
-    const bool rows = settings_.debias || fold_ != nullptr;
+    const bool rows = settings_.debias || fold_run_;
     account(trainer_.train(s, rows, [&](const RunPoint& point) { add_point(point, s.B, s.apg.C); }, train_hooks),
             s);
     report_progress(i + 1, nullptr);
@@ -303,50 +331,33 @@ PathOutcome PathRun::run() {
 // One fold of path.folds: the same path on the fold's training rows (no
 // de-biasing, no test or validation set, no resume state), each point
 // evaluated on the fold's held-out rows.
-FoldRun run_fold(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
-                 const FoldContext& context, const int8_t* training_labels, const PathHooks& hooks) {
+FoldRun run_fold(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget, int fold,
+                 const FoldRows& rows, const PathHooks& hooks) {
   FoldRun rec;
-  rec.fold = context.fold + 1;
-  for (uint64_t i = 0; i < store.info().n_rows; ++i) {
-    rec.training_rows += training_labels[i] != 0;
-    rec.held_out_rows += (*context.folds)[i] == context.fold;
-  }
+  rec.fold = fold + 1;
+  rec.training_rows = rows.training;
+  rec.held_out_rows = rows.held_out;
   if (hooks.on_fold_start) hooks.on_fold_start(rec, settings.folds);
   PathSettings fs = settings;
-  fs.base.labels = training_labels;
   fs.base.warnings = nullptr;  // the full-data run's warnings are the run's; a fold's are logged
   fs.debias = false;
   fs.test_path.clear();
   fs.validation_path.clear();
   fs.folds = 0;
   PathHooks none;
-  StorePathTrainer trainer(store, budget);
-  PathRun run(trainer, fs, budget, none, &context, [&](const IterationRecord& it) {
+  trainer.set_fold(fold);
+  PathRun run(trainer, fs, budget, none, true, [&](const IterationRecord& it) {
     rec.selected.push_back(it.selected);
     rec.objective.push_back(it.objective);
     rec.apg_iterations.push_back(it.apg_iterations);
   });
   PathOutcome o = run.run();
+  trainer.set_fold(-1);
   for (const auto& p : o.points) rec.points.push_back(p.held_out);
   rec.total_apg_iterations = o.total_apg_iterations;
   rec.seconds = o.seconds;
   if (hooks.on_fold_end) hooks.on_fold_end(rec, settings.folds);
   return rec;
-}
-
-std::vector<FoldRun> run_cross_validation(const ShardStore& store, const PathSettings& settings,
-                                          MemoryBudget& budget, const PathHooks& hooks) {
-  const uint64_t n = store.info().n_rows;
-  const int8_t* labels = settings.base.labels ? settings.base.labels : store.labels();
-  BudgetedArray<uint16_t> folds = assign_folds(labels, n, settings.folds, settings.fold_seed, budget);
-  BudgetedArray<int8_t> training_labels(budget, n, "fold training labels", "use fewer training rows");
-  std::vector<FoldRun> runs;
-  for (int f = 0; f < settings.folds; ++f) {
-    fold_training_labels(labels, folds, f, training_labels);
-    FoldContext context{&folds, f, labels};
-    runs.push_back(run_fold(store, settings, budget, context, training_labels.data(), hooks));
-  }
-  return runs;
 }
 
 // Point i of the full path against point i of each fold's path. A fold whose
@@ -405,30 +416,30 @@ PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, 
                          const PathHooks& hooks) {
   validate_path_settings(settings);
   validate_folds(settings, store);
-  PathOutcome out;
-  {
-    StorePathTrainer trainer(store, budget);
-    PathRun run(trainer, settings, budget, hooks);  // frees its test/validation rows before the folds
-    out = run.run();
-  }
-  // After the full-data path (which a resume continues): the folds are not
-  // checkpointed, a resumed run redoes them all.
-  if (settings.folds >= 2) {
-    out.folds = run_cross_validation(store, settings, budget, hooks);
-    attach_cv_estimates(out);
-    out.seconds += std::accumulate(out.folds.begin(), out.folds.end(), 0.0,
-                                   [](double s, const FoldRun& f) { return s + f.seconds; });
-  }
-  select_point(out, !settings.validation_path.empty());
-  return out;
+  StorePathTrainer trainer(store, settings.base.labels ? settings.base.labels : store.labels(), budget);
+  return run_path(trainer, settings, budget, hooks);
 }
 
 PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
                      const PathHooks& hooks) {
   validate_path_settings(settings);
-  FGM_ASSERT(settings.folds < 2);
-  PathRun run(trainer, settings, budget, hooks);
-  PathOutcome out = run.run();
+  // The folds first: a partitioned store learns only here that a label has too few rows.
+  std::vector<FoldRows> fold_rows;
+  if (settings.folds >= 2) fold_rows = trainer.assign_folds(settings.folds, settings.fold_seed);
+  PathOutcome out;
+  {
+    PathRun run(trainer, settings, budget, hooks);  // frees its test/validation rows before the folds
+    out = run.run();
+  }
+  // After the full-data path (which a resume continues): the folds are not
+  // checkpointed, a resumed run redoes them all.
+  for (int f = 0; f < static_cast<int>(fold_rows.size()); ++f)
+    out.folds.push_back(run_fold(trainer, settings, budget, f, fold_rows[static_cast<size_t>(f)], hooks));
+  if (!out.folds.empty()) {
+    attach_cv_estimates(out);
+    out.seconds += std::accumulate(out.folds.begin(), out.folds.end(), 0.0,
+                                   [](double s, const FoldRun& f) { return s + f.seconds; });
+  }
   select_point(out, !settings.validation_path.empty());
   return out;
 }

@@ -15,7 +15,8 @@
 // point's model is the one of the full-data path (the refit on all rows).
 // The FGM runs come from a PathTrainer: train_fgm on one store here, the
 // data-parallel trainer on a partitioned store in engine/distributed_path.h;
-// the points, refits, evaluations and the choice are the same code for both.
+// the points, refits, evaluations, folds and the choice are the same code for
+// both.
 #pragma once
 
 #include <cstdint>
@@ -153,6 +154,11 @@ struct RunPoint {
   const PointRows* rows = nullptr;    // null unless asked for
 };
 
+// One cross-validation fold's rows, over all rows of the store.
+struct FoldRows {
+  uint64_t training = 0, held_out = 0;
+};
+
 // The FGM runs behind a path.
 class PathTrainer {
  public:
@@ -168,6 +174,16 @@ class PathTrainer {
   // the run ends), on_progress, resume (on_checkpoint is the trainer's).
   virtual TrainOutcome train(const TrainSettings& settings, bool rows,
                              const std::function<void(const RunPoint&)>& on_point, const TrainHooks& hooks) = 0;
+  // Cross-validation (path.folds = k ≥ 2): the stratified folds of all rows
+  // (engine/path_selection.h assign_folds: the same folds on one store and on
+  // a partitioned one) and each fold's rows. Throws a config error naming
+  // path.folds when a label has fewer than k rows.
+  virtual std::vector<FoldRows> assign_folds(int k, uint64_t seed) = 0;
+  // Then train() fits only the training rows of fold `fold` (−1: all rows) ...
+  virtual void set_fold(int fold) = 0;
+  // ... and this is a point's accuracy and AUC on that fold's held-out rows,
+  // from `point.rows` (every row of the point's selected columns).
+  virtual HeldOutEval held_out(const RunPoint& point) = 0;
 };
 
 // Throws a config error unless exactly one of the lists is given and valid.
@@ -176,12 +192,14 @@ void validate_path_settings(const PathSettings& settings);
 // Throws a config error naming path.folds when a label has fewer rows than
 // folds (a fold would hold none of it). Labels: base.labels or the store's.
 void validate_folds(const PathSettings& settings, const ShardStore& store);
+// The same check from the row count of the smallest label.
+void validate_folds(int folds, uint64_t smallest_label_rows);
 
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
                          const PathHooks& hooks);
 
-// The path over `trainer` without cross-validation (settings.folds < 2): its
-// points, refits, evaluations and the chosen point.
+// The path over `trainer`: its points, refits, evaluations, the folds'
+// paths (settings.folds ≥ 2) and the chosen point.
 PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
                      const PathHooks& hooks);
 

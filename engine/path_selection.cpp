@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "engine/evaluate.h"
@@ -46,6 +48,93 @@ BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, ui
   return folds;
 }
 
+namespace {
+
+// The shuffle of one label's `count` rows replayed (assign_folds' Fisher–Yates
+// from `state`); calls settle(j, r) for each tracked row j (label-rank
+// offset + j, j < tracked) with its final position r. Dense (the whole
+// permutation, 8 bytes a row of the label, as assign_folds) when this rank
+// holds at least an eighth of the rows, else only the tracked rows' positions
+// in a hash map (~64 bytes a tracked row: the same memory at an eighth).
+template <class Settle>
+void replay_shuffle(uint64_t count, uint64_t offset, uint64_t tracked, uint64_t& state, MemoryBudget& budget,
+                    const Settle& settle) {
+  if (tracked * 8 >= count) {
+    BudgetedArray<uint64_t> rows(budget, count, "cross-validation fold shuffle", "use more ranks");
+    for (uint64_t r = 0; r < count; ++r) rows[r] = r;
+    for (uint64_t i = count; i > 1; --i) std::swap(rows[i - 1], rows[below(state, i)]);
+    for (uint64_t r = 0; r < count; ++r)
+      if (rows[r] - offset < tracked) settle(rows[r] - offset, r);
+    return;
+  }
+  Reservation memory = budget.reserve(tracked * 64, "cross-validation fold shuffle (own rows)", "use more ranks");
+  std::unordered_map<uint64_t, uint64_t> at;  // position → tracked row
+  at.reserve(tracked + 1);
+  for (uint64_t j = 0; j < tracked; ++j) at.emplace(offset + j, j);
+  for (uint64_t i = count; i > 1; --i) {
+    const uint64_t a = i - 1, b = below(state, i);  // swap positions a and b; a is final afterwards
+    auto ia = at.find(a);
+    auto ib = a == b ? ia : at.find(b);
+    if (ib != at.end()) settle(ib->second, a);  // b's row lands on a
+    if (a == b) {
+      if (ia != at.end()) at.erase(ia);
+      continue;
+    }
+    if (ia != at.end()) {  // a's row moves to b
+      const uint64_t row = ia->second;
+      at.erase(ia);
+      if (ib != at.end()) ib->second = row;
+      else at.emplace(b, row);
+    } else if (ib != at.end()) {
+      at.erase(ib);
+    }
+  }
+  if (auto it = at.find(0); it != at.end()) settle(it->second, 0);
+}
+
+}  // namespace
+
+std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<std::array<uint64_t, 2>>& label_rows,
+                                                            uint32_t first, const std::vector<const int8_t*>& labels,
+                                                            const std::vector<uint64_t>& rows, int k, uint64_t seed,
+                                                            MemoryBudget& budget) {
+  FGM_ASSERT(k >= 2 && k < kNoFold && labels.size() == rows.size() && first + labels.size() <= label_rows.size());
+  std::vector<BudgetedArray<uint16_t>> folds;
+  uint64_t own = 0;
+  for (uint64_t r : rows) {
+    folds.emplace_back(budget, r, "cross-validation folds", "use more ranks (more, smaller partitions)");
+    folds.back().fill(kNoFold);
+    own += r;
+  }
+  struct OwnRow {
+    uint32_t partition;
+    uint64_t row;
+  };
+  Reservation mine_memory = budget.reserve(own * sizeof(OwnRow), "cross-validation rows of one label",
+                                           "use more ranks (more, smaller partitions)");
+  std::vector<OwnRow> mine;  // this rank's rows of one label, in row order
+  uint64_t state = seed;
+  uint64_t dealt = 0;
+  for (int c = 0; c < 2; ++c) {  // label −1, then +1: assign_folds' order
+    const int8_t label = c == 0 ? -1 : 1;
+    uint64_t count = 0, offset = 0;  // rows of `label`: all partitions, partitions before `first`
+    for (size_t p = 0; p < label_rows.size(); ++p) {
+      if (p == first) offset = count;
+      count += label_rows[p][c];
+    }
+    if (count == 0) continue;  // a label absent from every partition takes no generator call
+    mine.clear();
+    for (size_t q = 0; q < labels.size(); ++q)  // their label-ranks: offset, offset + 1, ...
+      for (uint64_t i = 0; i < rows[q]; ++i)
+        if (labels[q][i] == label) mine.push_back({uint32_t(q), i});
+    replay_shuffle(count, offset, mine.size(), state, budget, [&](uint64_t j, uint64_t position) {
+      folds[mine[j].partition][mine[j].row] = static_cast<uint16_t>((dealt + position) % uint64_t(k));
+    });
+    dealt += count;
+  }
+  return folds;
+}
+
 void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& folds, int fold,
                           BudgetedArray<int8_t>& out) {
   FGM_ASSERT(out.size() == folds.size());
@@ -53,8 +142,9 @@ void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& f
     out[i] = (folds[i] == kNoFold || folds[i] == fold) ? int8_t{0} : labels[i];
 }
 
-HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
-                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget) {
+void append_held_out_scores(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
+                            const uint16_t* folds, int fold, MemoryBudget& budget, std::vector<double>& scores,
+                            std::vector<int8_t>& y) {
   FGM_ASSERT(model.features.size() == cache.num_columns());
   const uint64_t n = cache.n_rows();
   BudgetedArray<double> decision(budget, n, "held-out decision values", "use fewer training rows");
@@ -65,20 +155,15 @@ HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& mo
     SparseColumnView c = cache.column(k);
     for (uint64_t e = 0; e < c.nnz; ++e) decision[c.rows[e]] += w * double(c.values[e]);
   }
-  uint64_t held = 0;
-  for (uint64_t i = 0; i < n; ++i) held += folds[i] == fold;
-  // Scores, labels and the AUC's rank order.
-  Reservation held_mem = budget.reserve(held * (2 * sizeof(double) + 1), "held-out scores",
-                                        "use fewer training rows");
-  std::vector<double> scores;
-  std::vector<int8_t> y;
-  scores.reserve(held);
-  y.reserve(held);
   for (uint64_t i = 0; i < n; ++i) {
     if (folds[i] != fold) continue;
     scores.push_back(decision[i]);
     y.push_back(labels[i]);
   }
+}
+
+HeldOutEval held_out_eval(const std::vector<double>& scores, const std::vector<int8_t>& y) {
+  FGM_ASSERT(scores.size() == y.size());
   HeldOutEval r;
   r.rows = scores.size();
   if (r.rows == 0) return r;
@@ -87,6 +172,22 @@ HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& mo
   r.accuracy = double(correct) / double(r.rows);
   r.auc = area_under_roc(scores, y);
   return r;
+}
+
+HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
+                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget) {
+  FGM_ASSERT(folds.size() == cache.n_rows());
+  uint64_t held = 0;
+  for (uint64_t i = 0; i < folds.size(); ++i) held += folds[i] == fold;
+  // Scores, labels and the AUC's rank order.
+  Reservation held_mem = budget.reserve(held * (2 * sizeof(double) + 1), "held-out scores",
+                                        "use fewer training rows");
+  std::vector<double> scores;
+  std::vector<int8_t> y;
+  scores.reserve(held);
+  y.reserve(held);
+  append_held_out_scores(cache, model, labels, folds.data(), fold, budget, scores, y);
+  return held_out_eval(scores, y);
 }
 
 MeanSe mean_and_se(const std::vector<double>& values) {

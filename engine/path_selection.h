@@ -5,6 +5,7 @@
 // points whose mean is within one SE of the best mean, the simplest.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -25,6 +26,18 @@ constexpr uint16_t kNoFold = 0xffff;  // a row outside every fold (its label is 
 // label c and ⌊n/k⌋ or ⌈n/k⌉ rows in all. Depends on labels, k and seed only.
 BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, uint64_t seed, MemoryBudget& budget);
 
+// assign_folds over the rows of a store split into row partitions (all rows in
+// partition order), for one rank's partitions [first, first + labels.size())
+// only, without the other partitions' labels: `label_rows[p]` = partition p's
+// rows of label −1 and of +1, for every partition; labels[q] (−1, 0 or +1) and
+// rows[q] of own partition first + q. The shuffle of each label is replayed
+// whole (n generator calls on every rank) but only the own rows' positions are
+// tracked, so the memory is O(own rows). Gives assign_folds' folds exactly.
+std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<std::array<uint64_t, 2>>& label_rows,
+                                                            uint32_t first, const std::vector<const int8_t*>& labels,
+                                                            const std::vector<uint64_t>& rows, int k, uint64_t seed,
+                                                            MemoryBudget& budget);
+
 // Training labels of fold `fold`: `labels` with the fold's rows (and rows
 // outside every fold) set to 0, i.e. left out of the fit.
 void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& folds, int fold,
@@ -42,6 +55,16 @@ struct HeldOutEval {
 // column k). A decision value > 0 predicts +1, as in engine/evaluate.
 HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
                               const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget);
+
+// The held-out rows of fold `fold` among the cache's rows, in row order: their
+// decision values (as evaluate_held_out computes them) and labels, appended.
+// The caller reserves the appended entries.
+void append_held_out_scores(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
+                            const uint16_t* folds, int fold, MemoryBudget& budget, std::vector<double>& scores,
+                            std::vector<int8_t>& y);
+
+// Accuracy (a score > 0 predicts +1) and AUC of held-out scores.
+HeldOutEval held_out_eval(const std::vector<double>& scores, const std::vector<int8_t>& y);
 
 struct MeanSe {
   double mean = std::numeric_limits<double>::quiet_NaN();

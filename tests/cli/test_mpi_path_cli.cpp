@@ -2,7 +2,8 @@
 // point's model and its refit are the same bits for 1 process and 2 and 4
 // ranks at 1 or 2 threads; the points agree with the single-store fgm path on
 // the same rows ingested without partitions (another summation order, so to a
-// tolerance); unsupported settings are refused naming their key. Tagged
+// tolerance); path.folds gives the single-store path's folds and CV figures;
+// unsupported settings are refused naming their key. Tagged
 // [.mpi] (ctest runs them in the `mpi` entry).
 #include <catch2/catch.hpp>
 
@@ -12,6 +13,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/json_reader.h"
 #include "io/model_file.h"
@@ -195,6 +198,119 @@ TEST_CASE("fgm path on a partitioned store agrees with the single-store fgm path
   }
 }
 
+namespace {
+
+// path.json's cv_folds: per fold its row counts, and per point the held-out
+// accuracy and AUC and per outer iteration the objective (shortest
+// round-trip text, so equal numbers are equal bits).
+struct FoldFigures {
+  double training_rows = 0, held_out_rows = 0;
+  std::vector<double> accuracy, auc, objective, selected;
+};
+
+std::vector<FoldFigures> fold_figures(const std::string& path_json) {
+  const JsonValue json = parse_json(slurp(path_json), "path.json");
+  std::vector<FoldFigures> out;
+  for (const JsonValue& f : json.find("cv_folds")->items()) {
+    FoldFigures r;
+    r.training_rows = f.find("training_rows")->number();
+    r.held_out_rows = f.find("held_out_rows")->number();
+    auto numbers = [](const JsonValue* list, std::vector<double>& to) {
+      for (const JsonValue& v : list->items()) to.push_back(v.number());
+    };
+    numbers(f.find("points")->find("held_out_accuracy"), r.accuracy);
+    numbers(f.find("points")->find("held_out_auc"), r.auc);
+    numbers(f.find("iterations")->find("objective"), r.objective);
+    numbers(f.find("iterations")->find("selected"), r.selected);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+bool same_numbers(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_bits(a[i], b[i])) return false;
+  return true;
+}
+
+// The chosen point and its criterion.
+std::pair<double, std::string> chosen(const std::string& path_json) {
+  const JsonValue json = parse_json(slurp(path_json), "path.json");
+  const JsonValue* selection = json.find("selection");
+  return {selection->find("chosen_point")->number(), selection->find("criterion")->string()};
+}
+
+}  // namespace
+
+TEST_CASE("cross-validation on a partitioned store: the same folds and figures on 1, 2 and 4 ranks as on one store",
+          "[.mpi][mpi]") {
+  // Independent check: the single-store path.folds on the same rows ingested
+  // without partitions (its folds from assign_folds over all labels, its
+  // held-out figures from one cache). The folds must be the same rows (equal
+  // fold sizes and per-fold paths), the CV figures equal to the solvers'
+  // tolerance and the chosen point the same; across rank counts and threads
+  // everything is the same bits.
+  TempDir dir("fgm-mpi-path");
+  dir.write("in.txt", binary_integer_libsvm(703, 40, 51));  // 703 rows: folds of unequal size
+  dir.write("test.txt", binary_integer_libsvm(150, 40, 52));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 64").code == 0);
+  REQUIRE(run(dir, "ingest in.txt --out plain --tile-rows 64").code == 0);
+  struct Case {
+    std::string args;
+    int points, folds;
+  };
+  const std::vector<Case> cases = {
+      {"fgm.B=2 'path.features=[2,4,8]' path.folds=4 apg.eps_inner=1e-8 data.validation=test.txt", 3, 4},
+      // One run per C value, logistic loss with a bias: each fold's point at the end of each run.
+      {"fgm.B=3 fgm.max_iterations=2 fgm.bias=true fgm.loss=logistic apg.eps_inner=1e-8 'path.C=[0.1,10]' "
+       "path.folds=3 path.fold_seed=5",
+       2, 3},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const std::string args = "path data.train=store " + c.args;
+    require_same_path_on_1_2_4_ranks(dir, args, "v", c.points);
+    const std::vector<FoldFigures> one = fold_figures(dir.file("v1/path.json"));
+    REQUIRE(one.size() == size_t(c.folds));
+    for (int np : {2, 4}) {
+      INFO("np = " << np);
+      const std::vector<FoldFigures> other = fold_figures(dir.file("v" + std::to_string(np) + "/path.json"));
+      REQUIRE(other.size() == one.size());
+      for (size_t f = 0; f < one.size(); ++f) {
+        CHECK(same_numbers(one[f].accuracy, other[f].accuracy));
+        CHECK(same_numbers(one[f].auc, other[f].auc));
+        CHECK(same_numbers(one[f].objective, other[f].objective));
+      }
+      const JsonValue json = parse_json(slurp(dir.file("v" + std::to_string(np) + "/path.json")), "path.json");
+      CHECK(json.find("distributed")->find("cross_validation")->find("bytes")->number() > 0);
+    }
+    REQUIRE(run(dir, "path data.train=plain output.dir=s " + c.args).code == 0);
+    const std::vector<FoldFigures> single = fold_figures(dir.file("s/path.json"));
+    REQUIRE(single.size() == one.size());
+    double held_out = 0;
+    for (size_t f = 0; f < one.size(); ++f) {
+      INFO("fold " << f + 1);
+      CHECK(one[f].training_rows == single[f].training_rows);
+      CHECK(one[f].held_out_rows == single[f].held_out_rows);
+      CHECK(one[f].selected == single[f].selected);
+      REQUIRE(one[f].objective.size() == single[f].objective.size());
+      for (size_t t = 0; t < one[f].objective.size(); ++t)
+        CHECK(one[f].objective[t] == Approx(single[f].objective[t]).epsilon(1e-4));
+      REQUIRE(one[f].accuracy.size() == single[f].accuracy.size());
+      for (size_t p = 0; p < one[f].accuracy.size(); ++p) {
+        CHECK(one[f].accuracy[p] == Approx(single[f].accuracy[p]).margin(2.0 / one[f].held_out_rows));
+        CHECK(one[f].auc[p] == Approx(single[f].auc[p]).margin(1e-3));
+      }
+      held_out += one[f].held_out_rows;
+    }
+    CHECK(held_out == 703);
+    CHECK(chosen(dir.file("v1/path.json")) == chosen(dir.file("s/path.json")));
+    CHECK(chosen(dir.file("v1/path.json")).second == "cv");
+    for (const std::string& d : {"v1", "v2", "v4", "s"}) std::filesystem::remove_all(dir.file(d));
+  }
+}
+
 TEST_CASE("a distributed fgm path killed mid-run resumes on the same rank count to the uninterrupted points",
           "[.mpi][mpi]") {
   TempDir dir("fgm-mpi-path");
@@ -241,14 +357,27 @@ TEST_CASE("fgm path on a partitioned store refuses what it does not support, nam
   dir.write("in.txt", binary_integer_libsvm(200, 20, 31));
   REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
   const std::string base = "path data.train=store fgm.B=2 'path.features=[2,4]' ";
-  RunResult r = run(dir, base + "path.folds=3 output.dir=o");
-  CHECK(r.code == 2);
-  CHECK(contains(r.err, "path.folds = 3: cross-validation is not supported on a partitioned store"));
-  CHECK_FALSE(std::filesystem::exists(dir.file("o")));
-  r = run_mpi(dir, 2, base + "path.folds=3 output.dir=o");
+  // More folds than the smaller class has rows (5, counted over all
+  // partitions; no partition holds 5): refused before the full-data path,
+  // naming the key.
+  std::string few;
+  for (int i = 0; i < 40; ++i) few += std::string(i % 8 == 3 ? "+1" : "-1") + " 1:" + std::to_string(i % 3 + 1) + " 2:1\n";
+  dir.write("few.txt", few);
+  REQUIRE(run(dir, "ingest few.txt --out few --partitions 4").code == 0);
+  const std::string folds6 = "path data.train=few fgm.B=1 'path.features=[1,2]' path.folds=6 ";
+  REQUIRE(run(dir, folds6 + "path.folds=5 output.dir=ok").code == 0);  // 5 folds: one positive row each
+  RunResult r = run(dir, folds6 + "output.dir=o");
   CHECK(r.code == 2);
   CHECK(contains(r.err, "path.folds"));
-  CHECK_FALSE(std::filesystem::exists(dir.file("o")));
+  CHECK(contains(r.err, "at most the 5 training rows of the smallest class"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("o/path.csv")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("o/point-1.fgm")));
+  r = run_mpi(dir, 2, folds6 + "output.dir=o");
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "path.folds"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("o/path.csv")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("o/point-1.fgm")));
+  std::filesystem::remove_all(dir.file("o"));
   r = run(dir, "path data.train=store solver=pnorm_kta output.dir=o");
   CHECK(r.code == 2);
   CHECK(contains(r.err, "solver: solver = pnorm_kta is not supported by fgm path on a partitioned store"));

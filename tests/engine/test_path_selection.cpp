@@ -4,6 +4,8 @@
 // by engine/evaluate, means and standard errors computed here.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <set>
@@ -145,6 +147,64 @@ TEST_CASE("folds partition the rows, stratified, deterministic, and skip rows ou
     }
     REQUIRE(same == n);
     REQUIRE(differ > n / 4);
+  }
+}
+
+TEST_CASE("folds of a store split into partitions equal assign_folds over all rows, for any rank's share",
+          "[engine][cv]") {
+  // Oracle: assign_folds on the concatenated labels. Partitions of uneven
+  // sizes, one without positives, one empty, rows outside the data (label 0),
+  // a single-row class; every rank's share of the partitions for 1, 2, 4 and 8 ranks.
+  MemoryBudget budget(64 << 20);
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 6; ++trial) {
+    CAPTURE(trial);
+    std::vector<uint64_t> sizes = {57, 0, 131, 9, 203, 1, 64, 88};
+    std::vector<std::vector<int8_t>> parts;
+    std::vector<int8_t> all;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      std::vector<int8_t> y(sizes[p]);
+      for (auto& v : y) {
+        const uint64_t r = rng() % 10;
+        v = p == 3 ? int8_t{-1} : r < 1 ? int8_t{0} : r < (trial < 3 ? 5 : 8) ? int8_t{-1} : int8_t{1};
+      }
+      if (trial == 5) std::fill(y.begin(), y.end(), int8_t{-1});  // then one +1 row below: a class of one row
+      parts.push_back(y);
+      all.insert(all.end(), y.begin(), y.end());
+    }
+    if (trial == 5) {
+      parts[4][17] = 1;
+      all[57 + 131 + 9 + 17] = 1;
+    }
+    std::vector<std::array<uint64_t, 2>> label_rows(sizes.size(), {0, 0});
+    for (size_t p = 0; p < sizes.size(); ++p)
+      for (int8_t v : parts[p])
+        if (v != 0) ++label_rows[p][v > 0];
+    for (int k : {2, 3, 7}) {
+      CAPTURE(k);
+      const uint64_t seed = 11 + uint64_t(trial);
+      BudgetedArray<uint16_t> oracle = assign_folds(all.data(), all.size(), k, seed, budget);
+      for (uint32_t ranks : {1u, 2u, 4u, 8u})  // 1, 2, 4: the dense replay, 8: mostly the tracked one
+        for (uint32_t rank = 0; rank < ranks; ++rank) {
+          CAPTURE(ranks, rank);
+          const uint32_t per = uint32_t(sizes.size()) / ranks, first = rank * per;
+          std::vector<const int8_t*> labels;
+          std::vector<uint64_t> rows;
+          uint64_t row0 = 0;
+          for (uint32_t p = 0; p < first; ++p) row0 += sizes[p];
+          for (uint32_t p = first; p < first + per; ++p) {
+            labels.push_back(parts[p].data());
+            rows.push_back(sizes[p]);
+          }
+          const auto folds = assign_partition_folds(label_rows, first, labels, rows, k, seed, budget);
+          REQUIRE(folds.size() == per);
+          for (uint32_t q = 0; q < per; ++q) {
+            REQUIRE(folds[q].size() == rows[q]);
+            for (uint64_t i = 0; i < rows[q]; ++i) REQUIRE(folds[q][i] == oracle[row0 + i]);
+            row0 += rows[q];
+          }
+        }
+    }
   }
 }
 
