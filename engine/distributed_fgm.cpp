@@ -935,6 +935,33 @@ class LockstepClassRuns {
   std::vector<bool> certified_;
 };
 
+// Lockstep holds the K class runs' row state at once (duals, labels and
+// decision values: 3·8 + 1 bytes per own row each), the duals interleaved for
+// one partition, and K dots per non-empty column in the scoring tree (about
+// three vectors alive); one class after another holds one run's. Every rank
+// checks what it has left and all agree (one allgather): if any rank is
+// short, the classes go one after another (the same models), with a warning.
+// Returns "" when lockstep fits, else the shortfall of the first rank short.
+std::string lockstep_shortfall(Communicator& comm, OwnPartitions& own, size_t K, const MemoryBudget& budget) {
+  uint64_t rows = 0, columns = 0;
+  for (size_t q = 0; q < own.size(); ++q) {
+    rows = std::max(rows, own.rows(q));
+    columns = std::max(columns, own[q].store->info().nonempty_columns);
+  }
+  const uint64_t need = (K - 1) * own.own_rows() * (3 * sizeof(double) + 1) + K * rows * sizeof(double) +
+                        3 * 16 * K * columns;
+  const uint64_t mine[2] = {need, budget.available()};
+  const std::vector<uint8_t> all = comm.allgather(mine, sizeof mine);
+  for (size_t r = 0; r < all.size() / sizeof mine; ++r) {
+    uint64_t theirs[2];
+    std::memcpy(theirs, all.data() + r * sizeof mine, sizeof mine);
+    if (theirs[0] > theirs[1])
+      return fmt::format("rank {} would need about {} more for the shared passes and has {} left", r,
+                         format_bytes(theirs[0]), format_bytes(theirs[1]));
+  }
+  return "";
+}
+
 // One-vs-rest over the partitions: for each label value c (increasing), the
 // binary distributed run of c against the rest on the same open partitions,
 // in lockstep where the space allows (linear features and groups) or one
@@ -945,8 +972,15 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
                                      CommunicationStats labels_start, OneVsRestSchedule schedule) {
   const auto start = std::chrono::steady_clock::now();
   const size_t K = values.size();
-  const bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && settings.space.kind == "linear" &&
-                        own.fits_many(K);
+  bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && settings.space.kind == "linear" &&
+                  own.fits_many(K);
+  if (lockstep) {
+    const std::string shortfall = lockstep_shortfall(comm, own, K, budget);  // in class 1's label phase
+    if (!shortfall.empty()) {
+      lockstep = false;
+      warn(comm, settings.warnings, "ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(K, shortfall));
+    }
+  }
   if (comm.rank() == 0)
     spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K,
                  lockstep ? "in lockstep: each scoring pass shared by the classes" : "one class after another");
@@ -964,7 +998,7 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
     LockstepClassRuns runs(comm, own, out);
     for (size_t c = 0; c < K; ++c)
       runs.add(std::make_unique<DistributedRun>(comm, own, class_settings, budget, hooks[c], LabelChoice{values, c, true},
-                                                comm.stats(), c == 0));
+                                                c == 0 ? labels_start : comm.stats(), c == 0));
     outcomes = runs.run();
   } else {
     for (size_t c = 0; c < K; ++c) {
