@@ -937,8 +937,10 @@ class LockstepClassRuns {
 
 // Lockstep holds the K class runs' row state at once (duals, labels and
 // decision values: 3·8 + 1 bytes per own row each), the duals interleaved for
-// one partition, and K dots per non-empty column in the scoring tree (about
-// three vectors alive); one class after another holds one run's. Every rank
+// one partition, K dots per non-empty column in the scoring tree (up to three
+// vectors of 16 bytes per key alive, a node holding at most min(m, the own
+// partitions' columns) columns) and, in the first pass, the value span's
+// per-column maxima; one class after another holds one run's. Every rank
 // checks what it has left and all agree (one allgather): if any rank is
 // short, the classes go one after another (the same models), with a warning.
 // Returns "" when lockstep fits, else the shortfall of the first rank short.
@@ -946,17 +948,18 @@ std::string lockstep_shortfall(Communicator& comm, OwnPartitions& own, size_t K,
   uint64_t rows = 0, columns = 0;
   for (size_t q = 0; q < own.size(); ++q) {
     rows = std::max(rows, own.rows(q));
-    columns = std::max(columns, own[q].store->info().nonempty_columns);
+    columns += own[q].store->info().nonempty_columns;
   }
-  const uint64_t need = (K - 1) * own.own_rows() * (3 * sizeof(double) + 1) + K * rows * sizeof(double) +
-                        3 * 16 * K * columns;
+  const uint64_t node_columns = std::min<uint64_t>(columns, own.manifest().n_features);
+  const uint64_t need = K * own.own_rows() * (3 * sizeof(double) + 1) + K * rows * sizeof(double) +
+                        3 * 16 * K * node_columns + kColumnMaxEntryBytes * columns;
   const uint64_t mine[2] = {need, budget.available()};
   const std::vector<uint8_t> all = comm.allgather(mine, sizeof mine);
   for (size_t r = 0; r < all.size() / sizeof mine; ++r) {
     uint64_t theirs[2];
     std::memcpy(theirs, all.data() + r * sizeof mine, sizeof mine);
     if (theirs[0] > theirs[1])
-      return fmt::format("rank {} would need about {} more for the shared passes and has {} left", r,
+      return fmt::format("rank {} would need about {} for the shared passes and has {} left", r,
                          format_bytes(theirs[0]), format_bytes(theirs[1]));
   }
   return "";

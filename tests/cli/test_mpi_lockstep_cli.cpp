@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -41,6 +42,24 @@ std::string four_classes(uint64_t rows, uint32_t seed) {
       if (j == 19) v = c == 0 ? 4.0 : 0.0;  // separates class 1 from the rest: its loop ends early (eps_outer)
       if (v != 0) out << ' ' << j + 1 << ':' << v;
     }
+    out << '\n';
+  }
+  return out.str();
+}
+
+// Eight classes over 4,000 sparse features (30 small-integer entries per row,
+// three marker features per class): wide enough that the classes' shared
+// scoring state (8 keys per column) outgrows a small budget.
+std::string eight_wide_classes(uint64_t rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::ostringstream out;
+  for (uint64_t i = 0; i < rows; ++i) {
+    const int c = static_cast<int>(rng() % 8);
+    std::map<uint32_t, int> entries;
+    for (int k = 0; k < 30; ++k) entries[1 + rng() % 4000] = 1 + static_cast<int>(rng() % 3);
+    for (uint32_t j = 0; j < 3; ++j) entries[5 * c + j + 1] = 4;
+    out << c + 1;
+    for (const auto& [j, v] : entries) out << ' ' << j << ':' << v;
     out << '\n';
   }
   return out.str();
@@ -115,6 +134,34 @@ TEST_CASE("one-vs-rest in lockstep on a partitioned store gives the sequential m
       CHECK(shared == want_passes);
     }
   }
+}
+
+TEST_CASE("distributed one-vs-rest falls back to one class after another when lockstep does not fit the budget",
+          "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-lockstep");
+  dir.write("train.txt", eight_wide_classes(400, 3));
+  REQUIRE(run(dir, "ingest train.txt --out store --partitions 4 --tile-rows 32").code == 0);
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\n");
+  sequential_reference(dir, "c.toml", "ref.fgm");
+  auto fell_back = [&](const std::string& out) {
+    const JsonValue log = parse_json(slurp(dir.file(out + "/run.json")), "run.json");
+    for (const auto& w : log.find("warnings")->items())
+      if (w.find("code")->string() == "ovr_lockstep_fell_back") return !log.find("lockstep")->boolean();
+    return false;
+  };
+  // 1 MB: the store fits, the 8 classes' shared passes (about 1.8 MB on one process) do not.
+  for (int np : {1, 2}) {
+    const std::string out = "small" + std::to_string(np);
+    const std::string args = "train --config c.toml engine.memory_budget=1MB output.dir=" + out;
+    const RunResult r = np == 1 ? run(dir, args) : run_mpi(dir, np, args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    require_same_model(dir.file("ref.fgm"), dir.file(out + "/model.fgm"));
+    if (np == 1) CHECK(fell_back(out));
+  }
+  REQUIRE(run(dir, "train --config c.toml engine.memory_budget=8MB output.dir=roomy").code == 0);
+  CHECK(!fell_back("roomy"));
+  require_same_model(dir.file("ref.fgm"), dir.file("roomy/model.fgm"));
 }
 
 TEST_CASE("engine.threads above the CPUs a process may run on is a run warning naming the fix", "[cli]") {
