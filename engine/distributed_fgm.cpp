@@ -868,6 +868,7 @@ class LockstepClassRuns {
     run->begin();
     runs_.push_back(std::move(run));
     phase_.push_back(Phase::kIterating);
+    certified_.push_back(false);
     if (!runs_.back()->start_iteration()) leave_loop(runs_.size() - 1);
   }
 
@@ -885,12 +886,10 @@ class LockstepClassRuns {
 
   void leave_loop(size_t r) {
     phase_[r] = runs_[r]->needs_certificate() ? Phase::kCertificate : Phase::kDone;
-    certified_.resize(runs_.size(), false);
     certified_[r] = phase_[r] == Phase::kCertificate;
   }
 
   bool shared_pass() {
-    certified_.resize(runs_.size(), false);
     std::vector<size_t> served;
     std::vector<OwnPartitions::RangeRequest> requests;
     for (size_t r = 0; r < runs_.size(); ++r) {
@@ -932,7 +931,7 @@ class LockstepClassRuns {
   DistributedOutcome& out_;
   std::vector<std::unique_ptr<DistributedRun>> runs_;
   std::vector<Phase> phase_;
-  std::vector<bool> certified_;
+  std::vector<bool> certified_;  // the run had its final certificate pass
 };
 
 // Lockstep holds the K class runs' row state at once (duals, labels and
