@@ -1,5 +1,7 @@
 #include "cli/distributed_train.h"
 
+#include <sched.h>
+
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -90,6 +92,11 @@ void write_communication_records(JsonWriter& j, const std::vector<CommunicationR
   for (const auto& c : records) {
     j.begin_object();
     if (c.class_index >= 0) j.key("class").value(class_labels[c.class_index]);
+    if (!c.shared_by.empty()) {  // a scoring pass shared by these classes (lockstep)
+      j.key("classes").begin_array();
+      for (int k : c.shared_by) j.value(class_labels[k]);
+      j.end_array();
+    }
     j.key("iter").value(c.iteration);
     j.key("phase").value(c.phase);
     j.key("bytes").value(c.comm.bytes);
@@ -186,7 +193,7 @@ void write_multiclass_runs(JsonWriter& j, const DistributedOutcome& o, const Eva
   j.key("selected_total").value(selected);
   j.key("iterations_restored").value(uint64_t{0});
   j.key("total_apg_iterations").value(total_apg);
-  j.key("lockstep").value(false);  // the classes run one after another
+  j.key("lockstep").value(o.lockstep);  // the classes shared their scoring passes
   j.key("scoring_passes").value(passes);
 }
 
@@ -202,6 +209,25 @@ void reject_transform_and_truth_on_partitions(const Config& config, std::string_
   if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
 }
 
+unsigned allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+void warn_if_threads_exceed_affinity(int threads, const Communicator& comm, RunWarnings& warnings) {
+  const unsigned cpus = allowed_cpus();
+  if (cpus == 0 || threads <= static_cast<int>(cpus)) return;
+  const std::string rank = comm.size() > 1 ? fmt::format("rank {} of {}: ", comm.rank(), comm.size()) : "";
+  warnings.add("threads_exceed_cpu_affinity",
+               fmt::format("{}engine.threads = {} but this process may run on {} CPU(s) only (its CPU affinity), so "
+                           "the extra threads share those CPUs (TBB limits itself to them). mpirun binds each rank "
+                           "to one core by default: run mpirun --bind-to none, or mpirun --map-by slot:PE={} to give "
+                           "each rank {} cores; under Slurm set --cpus-per-task={} (or lower engine.threads to {})",
+                           rank, threads, cpus, threads, threads, threads, cpus));
+}
+
 void require_partitioned_store(const Config& config, const Communicator& comm) {
   if (comm.size() == 1 || is_partitioned_store(config.get_string("data.train"))) return;
   throw Error(ErrorKind::kConfig,
@@ -215,6 +241,7 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
                       bool restart, RunWarnings& warnings) {
   reject_unsupported(config);
   check_same_configuration(comm, config);
+  warn_if_threads_exceed_affinity(settings.scheduler.threads, comm, warnings);
   if (solver_from_config(config) == SolverKind::kExclusive)
     return train_exclusive_partitioned(config, budget, comm, restart, warnings);
   if (solver_from_config(config) == SolverKind::kMslr)

@@ -82,6 +82,14 @@ void reject_transform_and_truth_on_partitions(const Config& config, std::string_
 // store: throws Error(kConfig) saying how to make one otherwise.
 void require_partitioned_store(const Config& config, const Communicator& comm);
 
+// The CPUs this process may run on (sched_getaffinity); 0 when unknown.
+unsigned allowed_cpus();
+// Warns (log and run.json's warnings, code "threads_exceed_cpu_affinity")
+// when engine.threads asks for more threads than this process may run on:
+// under mpirun's default binding each rank is bound to one core, and TBB
+// then runs on one thread whatever engine.threads says.
+void warn_if_threads_exceed_affinity(int threads, const Communicator& comm, RunWarnings& warnings);
+
 // fgm train with solver = "mslr" on a partitioned store (cli/mslr_command.cpp).
 int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
                            RunWarnings& warnings);

@@ -16,14 +16,21 @@
 set -euo pipefail
 
 # engine.memory_budget is per rank: leave room for the stream buffers. A
-# scoring pass holds 8*m*(P/K + K + 2) bytes of score vectors per rank
-# (docs/distributed.md, "Cost model"): 5.3 GB for kddb's 29.9M features with
-# 64 partitions on 16 ranks, growing with K (more ranks need more memory each
-# until the column-range reduction planned there is built).
+# scoring pass by column ranges holds 16 bytes per non-empty column of the
+# rank's partitions and about 8*m/K of its own column range
+# (docs/distributed.md, "Cost model"); a multi-class store adds its classes'
+# row state (25 bytes per row and class) for the shared passes.
 # engine.threads: the cores of one task; the model does not depend on it.
-srun --mpi=pmix fgm train --config nightly.toml \
+# srun needs --cpus-per-task itself (Slurm >= 22.05 no longer passes the
+# sbatch value on) to give each task that many cores; fgm warns (run.json
+# warnings, threads_exceed_cpu_affinity) when a rank may run on fewer CPUs
+# than engine.threads.
+srun --mpi=pmix --cpus-per-task="${SLURM_CPUS_PER_TASK}" fgm train --config nightly.toml \
   data.train=/shared/kddb-p64 \
   engine.threads="${SLURM_CPUS_PER_TASK}" \
   engine.memory_budget=12GB \
   output.dir="runs/${SLURM_JOB_ID}"
-# Without srun's PMIx plugin: mpirun -np "${SLURM_NTASKS}" fgm train ... (Open MPI reads the allocation).
+# Without srun's PMIx plugin, Open MPI reads the allocation; it binds each rank
+# to ONE core by default, so give each rank its cores (or --bind-to none):
+#   mpirun -np "${SLURM_NTASKS}" --map-by slot:PE="${SLURM_CPUS_PER_TASK}" fgm train ... \
+#     engine.threads="${SLURM_CPUS_PER_TASK}"

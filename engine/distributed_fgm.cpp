@@ -73,6 +73,29 @@ class DistributedRun {
 
   DistributedOutcome run();
 
+  // run() in steps, for one-vs-rest in lockstep (several runs sharing each
+  // scoring pass): begin(); while (start_iteration()) { score; if
+  // (!after_scoring(top)) break; } then the certificate pass if
+  // needs_certificate(), and finish().
+  void begin();
+  bool start_iteration();  // false: a stop rule ended the loop
+  bool after_scoring(std::vector<ScoredCandidate> fresh);  // false: the loop ended (no new features, eps_outer)
+  bool needs_certificate() const;
+  DistributedOutcome finish(bool certified);
+  // This run's request in a shared pass: its duals, selection and batch size
+  // (settings.B for the certificate pass).
+  OwnPartitions::RangeRequest range_request(bool certificate) const;
+  const FeatureGroups* groups() const { return groups_.get(); }
+  bool linear_or_groups() const { return space_ == nullptr; }
+  // The shared pass's scores of this run: the top-B and the SIP violation,
+  // as scoring_pass would have taken them.
+  std::vector<ScoredCandidate> take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds,
+                                                  uint64_t bytes_streamed, bool certificate);
+  bool measures_value_span() const { return value_span_pending_; }
+  void observe_values();
+  void check_value_span(int iteration);
+  int iteration() const { return t_; }
+
  private:
   void open_partitions();
   void map_labels();
@@ -90,9 +113,8 @@ class DistributedRun {
                                             IterationRecord& rec, Reservation& top_memory);
   uint64_t selected_units() const;
   std::string stop_rule(int t) const;
-  bool needs_certificate() const;
-  void observe_values();
-  void check_value_span(int iteration);
+  std::vector<ScoredCandidate> take_range_scores(OwnPartitions::RangeScores& scored, IterationRecord& rec,
+                                                 Reservation& top_memory);
   void check_chance_level();
   std::string space_kind() const { return space_ ? settings_.space.kind : groups_ ? "group" : "linear"; }
   Model make_model(double objective) const;
@@ -135,6 +157,13 @@ class DistributedRun {
   uint64_t bytes_streamed_ = 0;  // by this rank in the current scoring pass
   uint64_t batch_ = 0;           // this outer iteration's B (shortened before a path checkpoint)
   uint64_t next_checkpoint_ = 0, last_point_units_ = 0;  // settings.checkpoints: the next, the units at the last point
+  // The outer loop's state between the steps of run().
+  std::chrono::steady_clock::time_point start_;
+  int t_ = 1;
+  std::unordered_set<uint64_t> is_selected_;  // selected features or groups
+  double objective_ = 0;
+  IterationRecord rec_;  // the current outer iteration
+  Reservation top_memory_;
 };
 
 void DistributedRun::open_partitions() {
@@ -477,17 +506,54 @@ std::vector<ScoredCandidate> DistributedRun::scoring_pass(uint64_t batch, const 
     out_.total_bytes_streamed += scored.bytes_streamed;
   } else {
     OwnPartitions::RangeScores scored = scores(is_selected, batch);
-    fresh = std::move(scored.top);
-    top_memory = std::move(scored.top_memory);
-    best = best_batch_score(scored.selected_dots);
-    rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
+    fresh = take_range_scores(scored, rec, top_memory);
   }
-  for (const auto& f : fresh) fresh_sum += f.score;
-  rec.sip_violation = 0.5 * fresh_sum - best;
+  if (space_) {
+    for (const auto& f : fresh) fresh_sum += f.score;
+    rec.sip_violation = 0.5 * fresh_sum - best;
+  }
   rec.score_seconds = seconds_since(phase_start);
   rec.bytes_streamed = bytes_streamed_;
   record(rec.iter, "scoring", before);
   if (measure_span) check_value_span(rec.iter);
+  return fresh;
+}
+
+// A linear or group pass's top-B, with rec's candidates and the SIP violation
+// (37) of α: ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
+std::vector<ScoredCandidate> DistributedRun::take_range_scores(OwnPartitions::RangeScores& scored,
+                                                               IterationRecord& rec, Reservation& top_memory) {
+  std::vector<ScoredCandidate> fresh = std::move(scored.top);
+  top_memory = std::move(scored.top_memory);
+  const double best = best_batch_score(scored.selected_dots);
+  rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
+  double fresh_sum = 0;
+  for (const auto& f : fresh) fresh_sum += f.score;
+  rec.sip_violation = 0.5 * fresh_sum - best;
+  return fresh;
+}
+
+OwnPartitions::RangeRequest DistributedRun::range_request(bool certificate) const {
+  OwnPartitions::RangeRequest r;
+  r.a = &a_;
+  r.is_selected = [this](uint64_t id) { return is_selected_.count(id) > 0; };
+  r.selected = &selected_;
+  r.selected_group = &column_group_;
+  r.B = certificate ? settings_.B : batch_;
+  return r;
+}
+
+std::vector<ScoredCandidate> DistributedRun::take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds,
+                                                                uint64_t bytes_streamed, bool certificate) {
+  IterationRecord certificate_rec;
+  IterationRecord& rec = certificate ? certificate_rec : rec_;
+  rec.iter = t_;
+  Reservation certificate_memory;
+  std::vector<ScoredCandidate> fresh =
+      take_range_scores(scored, rec, certificate ? certificate_memory : top_memory_);
+  rec.score_seconds = seconds;
+  rec.bytes_streamed = bytes_streamed;
+  if (certificate) out_.final_sip_violation = rec.sip_violation;
   return fresh;
 }
 
@@ -534,7 +600,23 @@ void DistributedRun::emit_point(const std::function<void(const DistributedPoint&
 }
 
 DistributedOutcome DistributedRun::run() {
-  const auto start = std::chrono::steady_clock::now();
+  begin();
+  while (start_iteration())
+    if (!after_scoring(scoring_pass(batch_, is_selected_, rec_, top_memory_))) break;
+  const bool certified = needs_certificate();
+  if (certified) {
+    // One more pass for the SIP violation (37) of the final α, as on one store.
+    IterationRecord rec;
+    rec.iter = t_;
+    Reservation top_memory;
+    scoring_pass(settings_.B, is_selected_, rec, top_memory);
+    out_.final_sip_violation = rec.sip_violation;
+  }
+  return finish(certified);
+}
+
+void DistributedRun::begin() {
+  start_ = std::chrono::steady_clock::now();
   CommunicationStats before = labels_start_;
   open_partitions();
   map_labels();
@@ -564,93 +646,94 @@ DistributedOutcome DistributedRun::run() {
       local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, y.data(), std::vector<double>(y.size(), 0.0))});
     out_.objective_no_features = own_->sum(local, 1).front();
   }
-  double objective = out_.objective_no_features;
+  objective_ = out_.objective_no_features;
   if (!settings_.space.groups_path.empty())
     groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
         settings_.space.groups_path, out_.manifest.n_features, out_.manifest.index_base, budget_,
         parse_group_structure(settings_.space.group_structure)));
-  std::unordered_set<uint64_t> is_selected;  // selected features or groups
-  const int first = hooks_.resume ? restore(*hooks_.resume, is_selected, objective) : 1;
+  t_ = hooks_.resume ? restore(*hooks_.resume, is_selected_, objective_) : 1;
   if (comm_.rank() == 0)
     for (const auto& rec : out_.iterations) warn_iteration(rec, settings_.warnings);  // restored ones, as on one store
-  int t = first;
-  for (;; ++t) {
-    out_.stop_reason = stop_rule(t);
-    if (!out_.stop_reason.empty()) break;
-    IterationRecord rec;
-    rec.iter = t;
-    Reservation top_memory;
-    batch_ = next_batch_size(settings_, selected_units(), next_checkpoint_);
-    const std::vector<ScoredCandidate> fresh = scoring_pass(batch_, is_selected, rec, top_memory);
-    out_.final_sip_violation = rec.sip_violation;
-    if (fresh.empty()) {
-      out_.stop_reason = "no_new_features";
-      break;
-    }
-    if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * objective) {
-      out_.stop_reason = "eps_outer";
-      break;
-    }
-    const auto phase_start = std::chrono::steady_clock::now();
-    before = comm_.stats();
-    if (space_) {
-      add_generated_batch(fresh);
-    } else {
-      for (const auto& f : fresh) is_selected.insert(f.id);
-      add_batch(fresh);
-    }
-    const ApgResult r = solve();
-    update_duals();
-    rec.solve_seconds = seconds_since(phase_start);
-    record(t, "solve", before);
-    rec.selected = selected_.size();
-    rec.added = fresh.size();
-    rec.rel_decrease = out_.objective_no_features > 0 ? (objective - r.objective) / out_.objective_no_features : 0;  // (38)
-    objective = r.objective;
-    rec.objective = r.objective;
-    rec.apg_iterations = r.iterations;
-    rec.apg_line_search_steps = r.line_search_steps;
-    rec.apg_gradient_evaluations = r.gradient_evaluations;
-    rec.apg_recomputed_products = r.recomputed_products;
-    rec.apg_converged = r.converged;
-    rec.apg_relative_gap = r.relative_gap;
-    rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
-    rec.peak_rss_bytes = peak_rss_bytes();
-    if (comm_.rank() == 0) warn_iteration(rec, settings_.warnings);
-    out_.iterations.push_back(rec);
-    if (next_checkpoint_ < settings_.checkpoints.size() &&
-        selected_units() >= settings_.checkpoints[next_checkpoint_])
-      emit_point(hooks_.on_checkpoint, objective);
-    save_progress();
-    uint64_t communicated = 0;
-    for (const auto& c : out_.communication) communicated += c.iteration == t ? c.comm.bytes : 0;
-    if (comm_.rank() == 0)
-      spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
+}
+
+bool DistributedRun::start_iteration() {
+  out_.stop_reason = stop_rule(t_);
+  if (!out_.stop_reason.empty()) return false;
+  rec_ = IterationRecord{};
+  rec_.iter = t_;
+  top_memory_ = Reservation{};
+  batch_ = next_batch_size(settings_, selected_units(), next_checkpoint_);
+  return true;
+}
+
+bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
+  IterationRecord& rec = rec_;
+  const int t = t_;
+  out_.final_sip_violation = rec.sip_violation;
+  if (fresh.empty()) {
+    out_.stop_reason = "no_new_features";
+    return false;
+  }
+  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * objective_) {
+    out_.stop_reason = "eps_outer";
+    return false;
+  }
+  const auto phase_start = std::chrono::steady_clock::now();
+  const CommunicationStats before = comm_.stats();
+  if (space_) {
+    add_generated_batch(fresh);
+  } else {
+    for (const auto& f : fresh) is_selected_.insert(f.id);
+    add_batch(fresh);
+  }
+  const ApgResult r = solve();
+  update_duals();
+  rec.solve_seconds = seconds_since(phase_start);
+  record(t, "solve", before);
+  rec.selected = selected_.size();
+  rec.added = fresh.size();
+  rec.rel_decrease = out_.objective_no_features > 0 ? (objective_ - r.objective) / out_.objective_no_features : 0;  // (38)
+  objective_ = r.objective;
+  rec.objective = r.objective;
+  rec.apg_iterations = r.iterations;
+  rec.apg_line_search_steps = r.line_search_steps;
+  rec.apg_gradient_evaluations = r.gradient_evaluations;
+  rec.apg_recomputed_products = r.recomputed_products;
+  rec.apg_converged = r.converged;
+  rec.apg_relative_gap = r.relative_gap;
+  rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
+  rec.peak_rss_bytes = peak_rss_bytes();
+  if (comm_.rank() == 0) warn_iteration(rec, settings_.warnings);
+  out_.iterations.push_back(rec);
+  if (next_checkpoint_ < settings_.checkpoints.size() &&
+      selected_units() >= settings_.checkpoints[next_checkpoint_])
+    emit_point(hooks_.on_checkpoint, objective_);
+  save_progress();
+  uint64_t communicated = 0;
+  for (const auto& c : out_.communication) communicated += c.iteration == t ? c.comm.bytes : 0;
+  if (comm_.rank() == 0)
+    spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
                  "{:.3f}s ({} APG its), communicated {} B",
                  label_choice_.one_vs_rest ? fmt::format("class {} ", label_text(positive_)) : "",
                  t, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds, rec.solve_seconds,
                  rec.apg_iterations, communicated);
-  }
-  if (needs_certificate()) {
-    // One more pass for the SIP violation (37) of the final α, as on one store.
-    IterationRecord rec;
-    rec.iter = t;
-    Reservation top_memory;
-    scoring_pass(settings_.B, is_selected, rec, top_memory);
-    out_.final_sip_violation = rec.sip_violation;
-  } else if (out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer") {
+  ++t_;
+  return true;
+}
+
+DistributedOutcome DistributedRun::finish(bool certified) {
+  if (!certified && out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer")
     out_.final_sip_violation = std::numeric_limits<double>::quiet_NaN();
-  }
   // A path that ran out of new features before its next checkpoint still reports the model it reached.
   if (next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
       selected_units() > last_point_units_)
-    emit_point(hooks_.on_checkpoint, objective);
-  emit_point(hooks_.on_final, objective);
+    emit_point(hooks_.on_checkpoint, objective_);
+  emit_point(hooks_.on_final, objective_);
   if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
   if (settings_.check_chance_level) check_chance_level();
-  out_.model = make_model(objective);
+  out_.model = make_model(objective_);
   out_.budget_peak = budget_.peak();
-  out_.seconds = seconds_since(start);
+  out_.seconds = seconds_since(start_);
   return std::move(out_);
 }
 
@@ -773,28 +856,166 @@ class DistributedArgmax {
   std::vector<std::vector<uint16_t>> best_class_;
 };
 
+// The class runs of one-vs-rest in lockstep (linear features and groups):
+// every pass streams this rank's partitions once and scores the dual vectors
+// of all classes still iterating or due their final certificate
+// (OwnPartitions::score_by_ranges_many), each class getting the bits its own
+// pass would give; then each served class solves its subproblem, in class
+// order, exactly as it would alone. So a run makes max_c(passes of c) passes,
+// not their sum, and every class's model is that of its own run.
+class LockstepClassRuns {
+ public:
+  LockstepClassRuns(Communicator& comm, OwnPartitions& own, DistributedOutcome& out)
+      : comm_(comm), own_(own), out_(out) {}
+
+  void add(std::unique_ptr<DistributedRun> run) {
+    run->begin();
+    runs_.push_back(std::move(run));
+    phase_.push_back(Phase::kIterating);
+    certified_.push_back(false);
+    if (!runs_.back()->start_iteration()) leave_loop(runs_.size() - 1);
+  }
+
+  // Shared passes until every run is done; then each run's outcome.
+  std::vector<DistributedOutcome> run() {
+    while (shared_pass()) {
+    }
+    std::vector<DistributedOutcome> outcomes;
+    for (size_t r = 0; r < runs_.size(); ++r) outcomes.push_back(runs_[r]->finish(certified_[r]));
+    return outcomes;
+  }
+
+ private:
+  enum class Phase { kIterating, kCertificate, kDone };
+
+  void leave_loop(size_t r) {
+    phase_[r] = runs_[r]->needs_certificate() ? Phase::kCertificate : Phase::kDone;
+    certified_[r] = phase_[r] == Phase::kCertificate;
+  }
+
+  bool shared_pass() {
+    std::vector<size_t> served;
+    std::vector<OwnPartitions::RangeRequest> requests;
+    for (size_t r = 0; r < runs_.size(); ++r) {
+      if (phase_[r] == Phase::kDone) continue;
+      served.push_back(r);
+      requests.push_back(runs_[r]->range_request(phase_[r] == Phase::kCertificate));
+    }
+    if (served.empty()) return false;
+    // The first class measures the value span on its first pass (one warning per store).
+    DistributedRun& first = *runs_.front();
+    const bool span = phase_.front() != Phase::kDone && first.measures_value_span();
+    if (span) first.observe_values();
+    const auto start = std::chrono::steady_clock::now();
+    const CommunicationStats before = comm_.stats();
+    uint64_t bytes = 0;
+    std::vector<OwnPartitions::RangeScores> scores =
+        own_.score_by_ranges_many(runs_[served.front()]->groups(), requests, bytes);
+    const double seconds = seconds_since(start);
+    CommunicationRecord record{runs_[served.front()]->iteration(), "scoring", since(comm_.stats(), before), -1};
+    for (size_t r : served) record.shared_by.push_back(static_cast<int>(r));
+    out_.communication.push_back(std::move(record));
+    out_.total_bytes_streamed += bytes;
+    if (span) first.check_value_span(first.iteration());
+    for (size_t q = 0; q < served.size(); ++q) {
+      const size_t r = served[q];
+      const bool certificate = phase_[r] == Phase::kCertificate;
+      std::vector<ScoredCandidate> fresh = runs_[r]->take_shared_scores(std::move(scores[q]), seconds, bytes, certificate);
+      if (certificate) {
+        phase_[r] = Phase::kDone;
+        continue;
+      }
+      if (!runs_[r]->after_scoring(std::move(fresh)) || !runs_[r]->start_iteration()) leave_loop(r);
+    }
+    return true;
+  }
+
+  Communicator& comm_;
+  OwnPartitions& own_;
+  DistributedOutcome& out_;
+  std::vector<std::unique_ptr<DistributedRun>> runs_;
+  std::vector<Phase> phase_;
+  std::vector<bool> certified_;  // the run had its final certificate pass
+};
+
+// Lockstep holds the K class runs' row state at once (duals, labels and
+// decision values: 3·8 + 1 bytes per own row each), the duals interleaved for
+// one partition, K dots per non-empty column in the scoring tree (up to three
+// vectors of 16 bytes per key alive, a node holding at most min(m, the own
+// partitions' columns) columns) and, in the first pass, the value span's
+// per-column maxima; one class after another holds one run's. Every rank
+// checks what it has left and all agree (one allgather): if any rank is
+// short, the classes go one after another (the same models), with a warning.
+// Returns "" when lockstep fits, else the shortfall of the first rank short.
+std::string lockstep_shortfall(Communicator& comm, OwnPartitions& own, size_t K, const MemoryBudget& budget) {
+  uint64_t rows = 0, columns = 0;
+  for (size_t q = 0; q < own.size(); ++q) {
+    rows = std::max(rows, own.rows(q));
+    columns += own[q].store->info().nonempty_columns;
+  }
+  const uint64_t node_columns = std::min<uint64_t>(columns, own.manifest().n_features);
+  const uint64_t need = K * own.own_rows() * (3 * sizeof(double) + 1) + K * rows * sizeof(double) +
+                        3 * 16 * K * node_columns + kColumnMaxEntryBytes * columns;
+  const uint64_t mine[2] = {need, budget.available()};
+  const std::vector<uint8_t> all = comm.allgather(mine, sizeof mine);
+  for (size_t r = 0; r < all.size() / sizeof mine; ++r) {
+    uint64_t theirs[2];
+    std::memcpy(theirs, all.data() + r * sizeof mine, sizeof mine);
+    if (theirs[0] > theirs[1])
+      return fmt::format("rank {} would need about {} for the shared passes and has {} left", r,
+                         format_bytes(theirs[0]), format_bytes(theirs[1]));
+  }
+  return "";
+}
+
 // One-vs-rest over the partitions: for each label value c (increasing), the
-// binary distributed run of c against the rest, one after another on the same
-// open partitions, combined as the single-store one-vs-rest trainer combines
+// binary distributed run of c against the rest on the same open partitions,
+// in lockstep where the space allows (linear features and groups) or one
+// after another, combined as the single-store one-vs-rest trainer combines
 // its class runs (engine/one_vs_rest.h). No resume checkpoints, as on one store.
 DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitions& own, const std::vector<double>& values,
                                      const TrainSettings& settings, MemoryBudget& budget,
-                                     CommunicationStats labels_start) {
+                                     CommunicationStats labels_start, OneVsRestSchedule schedule) {
   const auto start = std::chrono::steady_clock::now();
+  const size_t K = values.size();
+  bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && settings.space.kind == "linear" &&
+                  own.fits_many(K);
+  if (lockstep) {
+    const std::string shortfall = lockstep_shortfall(comm, own, K, budget);  // in class 1's label phase
+    if (!shortfall.empty()) {
+      lockstep = false;
+      warn(comm, settings.warnings, "ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(K, shortfall));
+    }
+  }
   if (comm.rank() == 0)
-    spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr)", values.size(), values.size());
+    spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K,
+                 lockstep ? "in lockstep: each scoring pass shared by the classes" : "one class after another");
   TrainSettings class_settings = settings;
   class_settings.check_chance_level = false;  // a class against the rest is no multi-class model
   DistributedArgmax argmax(own, budget);
   DistributedOutcome out;
   out.class_labels = values;
+  out.lockstep = lockstep;
+  std::vector<DistributedHooks> hooks(K);
+  for (size_t c = 0; c < K; ++c)
+    hooks[c].on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) { argmax.add(c, d); };
+  std::vector<DistributedOutcome> outcomes;
+  if (lockstep) {
+    LockstepClassRuns runs(comm, own, out);
+    for (size_t c = 0; c < K; ++c)
+      runs.add(std::make_unique<DistributedRun>(comm, own, class_settings, budget, hooks[c], LabelChoice{values, c, true},
+                                                c == 0 ? labels_start : comm.stats(), c == 0));
+    outcomes = runs.run();
+  } else {
+    for (size_t c = 0; c < K; ++c) {
+      DistributedRun run(comm, own, class_settings, budget, hooks[c], {values, c, true}, labels_start, c == 0);
+      outcomes.push_back(run.run());
+      labels_start = comm.stats();
+    }
+  }
   std::vector<Model> models;
-  for (size_t c = 0; c < values.size(); ++c) {
-    DistributedHooks hooks;
-    hooks.on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) { argmax.add(c, d); };
-    DistributedRun run(comm, own, class_settings, budget, hooks, {values, c, true}, labels_start, c == 0);
-    DistributedOutcome o = run.run();
-    labels_start = comm.stats();
+  for (size_t c = 0; c < K; ++c) {
+    DistributedOutcome& o = outcomes[c];
     for (CommunicationRecord record : o.communication) {
       record.class_index = static_cast<int>(c);
       out.communication.push_back(std::move(record));
@@ -825,7 +1046,8 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
 
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
                                          const TrainSettings& settings, MemoryBudget& budget,
-                                         const DistributedHooks& hooks, const std::vector<std::string>& transforms) {
+                                         const DistributedHooks& hooks, const std::vector<std::string>& transforms,
+                                         OneVsRestSchedule schedule) {
   const CommunicationStats labels_start = comm.stats();
   OwnPartitions own(comm, store_dir, settings.scheduler, settings.block_bytes, budget);
   if (!transforms.empty()) apply_transforms(own, transforms, settings.block_bytes, budget);
@@ -835,7 +1057,7 @@ DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& 
                                                 store_dir, values.size()));
   if (values.size() > 2) {
     FGM_ASSERT(hooks.resume == nullptr);
-    return train_one_vs_rest_distributed(comm, own, values, settings, budget, labels_start);
+    return train_one_vs_rest_distributed(comm, own, values, settings, budget, labels_start, schedule);
   }
   DistributedRun run(comm, own, settings, budget, hooks, {values, 1, false}, labels_start, true);
   return run.run();

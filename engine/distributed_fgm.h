@@ -17,7 +17,8 @@
 // the bias (fgm.bias: FGM-SHIFT, b fitted first as in the single-store
 // trainer); fgm.max_features; the final certificate pass and the single-store
 // trainer's warnings. More than two label values (over all partitions): one
-// distributed run per class, one-vs-rest (engine/one_vs_rest.h). Other
+// distributed run per class, one-vs-rest (engine/one_vs_rest.h), the classes
+// sharing each scoring pass (lockstep) for linear features and groups. Other
 // settings are refused by the CLI, naming the key.
 #pragma once
 
@@ -30,6 +31,7 @@
 #include "core/communicator.h"
 #include "core/memory_budget.h"
 #include "engine/fgm_trainer.h"
+#include "engine/one_vs_rest.h"
 #include "engine/own_partitions.h"
 #include "io/partitioned_store.h"
 #include "solvers/apg.h"
@@ -43,6 +45,7 @@ struct CommunicationRecord {
   std::string phase;  // "labels", "scoring", "solve", "diagnostics" (value span, chance level)
   CommunicationStats comm;
   int class_index = -1;  // one-vs-rest: the class run (DistributedOutcome::classes) it belongs to
+  std::vector<int> shared_by = {};  // one-vs-rest in lockstep: the classes a shared scoring pass served
 };
 
 struct DistributedOutcome {
@@ -73,6 +76,7 @@ struct DistributedOutcome {
   std::vector<double> class_labels;
   std::vector<uint64_t> class_rows;
   std::vector<DistributedOutcome> classes;
+  bool lockstep = false;  // one-vs-rest: the classes shared their scoring passes
 };
 
 // Resume checkpoints of a distributed run (the CLI: rank 0 writes them, every
@@ -112,12 +116,15 @@ struct DistributedPoint {
 };
 
 // A binary store trains one model; more label values train one-vs-rest
-// (no resume checkpoints then, as on one store: hooks.resume must be null).
+// (no resume checkpoints then, as on one store: hooks.resume must be null),
+// with linear features and groups in lockstep (the classes share each
+// scoring pass; kSequential: one class after another, the same models).
 // `transforms`: features.transform, its statistics over all partitions
 // (features/transformed_store.h PartitionedTransformStatistics).
 DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
                                          const TrainSettings& settings, MemoryBudget& budget,
                                          const DistributedHooks& hooks = {},
-                                         const std::vector<std::string>& transforms = {});
+                                         const std::vector<std::string>& transforms = {},
+                                         OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
 
 }  // namespace fgm

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -119,6 +120,34 @@ SparseSums OwnPartitions::partition_column_dots(size_t q, const double* a, uint6
   return out;
 }
 
+SparseSums OwnPartitions::partition_column_dots_many(size_t q, const double* a, size_t K,
+                                                    uint64_t& bytes_streamed) {
+  SparseSums out;
+  out.keys.reserve(own_[q].store->info().nonempty_columns * K);
+  out.values.reserve(own_[q].store->info().nonempty_columns * K);
+  const PassStats pass = stream_blocks<SparseSums>(
+      *own_[q].stream, own_[q].blocks, "scoring",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        SparseSums dots;
+        dots.keys.resize(block.column_count * K);
+        for (uint32_t k = 0; k < block.column_count; ++k)
+          for (size_t r = 0; r < K; ++r) dots.keys[k * K + r] = block.column_ids[k] * K + r;
+        dots.values.resize(block.column_count * K);
+        std::vector<double> acc(5 * K);
+        block_column_dots_many(block, a, K, acc.data(), dots.values.data());
+        return dots;
+      },
+      [&](SparseSums&& block) {
+        if (!block.keys.empty() && !out.keys.empty() && block.keys.front() <= out.keys.back())
+          throw Error(ErrorKind::kInternal, "scoring: blocks of a partition out of column order");
+        out.keys.insert(out.keys.end(), block.keys.begin(), block.keys.end());
+        out.values.insert(out.values.end(), block.values.begin(), block.values.end());
+      },
+      [K](const BlockRef& ref) { return ref.column_count * K * 2 * sizeof(double); });
+  bytes_streamed += pass.bytes_streamed;
+  return out;
+}
+
 std::vector<double> OwnPartitions::column_dots(const std::vector<std::vector<double>>& a, uint64_t& bytes_streamed) {
   const uint64_t m = manifest_.n_features;
   std::vector<std::vector<double>> local;
@@ -190,6 +219,20 @@ std::vector<ScoredCandidate> OwnPartitions::local_top(const SparseSums& dots, co
   return top.take_sorted(&unused);
 }
 
+std::vector<int> OwnPartitions::selected_owners(const FeatureGroups* groups, const std::vector<uint64_t>& selected,
+                                                const std::vector<uint64_t>& selected_group) const {
+  const uint64_t n_candidates = groups ? groups->n_groups : manifest_.n_features;
+  std::vector<int> owners(selected.size());
+  for (size_t h = 0; h < selected.size(); ++h) {
+    const uint64_t id = groups ? selected_group[h] : selected[h];
+    owners[h] = -1;
+    for (int d = 0; d < comm_.size() && owners[h] < 0; ++d)
+      if (column_range_of_rank(n_candidates, comm_.size(), d).contains(id)) owners[h] = d;
+    if (owners[h] < 0) throw Error(ErrorKind::kInternal, "scoring: a selected candidate outside every rank's range");
+  }
+  return owners;
+}
+
 OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std::vector<double>>& a,
                                                           const FeatureGroups* groups,
                                                           const std::function<bool(uint64_t)>& is_selected,
@@ -208,16 +251,7 @@ OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std:
   memory.resize(16 * dots.keys.size());
 
   const std::vector<ScoredCandidate> mine = local_top(dots, groups, is_selected, B);
-  // Which rank owns selected column h: the one scoring its candidate.
-  const uint64_t n_candidates = groups ? groups->n_groups : manifest_.n_features;
-  auto owner = [&](size_t h) {
-    const uint64_t id = groups ? selected_group[h] : selected[h];
-    for (int d = 0; d < comm_.size(); ++d)
-      if (column_range_of_rank(n_candidates, comm_.size(), d).contains(id)) return d;
-    throw Error(ErrorKind::kInternal, "scoring: a selected candidate outside every rank's range");
-  };
-  std::vector<int> owners(selected.size());
-  for (size_t h = 0; h < selected.size(); ++h) owners[h] = owner(h);
+  const std::vector<int> owners = selected_owners(groups, selected, selected_group);
   // One allgather: every rank's top list and the c_j of the selected columns it owns, in order.
   std::vector<double> owned;
   for (size_t h = 0; h < selected.size(); ++h)
@@ -233,6 +267,80 @@ OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std:
     for (size_t h = 0; h < selected.size(); ++h)
       if (owners[h] == d) out.selected_dots[h] = values[next++];
   out.top = top.take_sorted(&out.top_memory);
+  return out;
+}
+
+std::vector<OwnPartitions::RangeScores> OwnPartitions::score_by_ranges_many(const FeatureGroups* groups,
+                                                                        const std::vector<RangeRequest>& requests,
+                                                                        uint64_t& bytes_streamed) {
+  const size_t K = requests.size();
+  FGM_ASSERT(fits_many(K));
+  Reservation memory = budget_.reserve(0, "column dots of a distributed scoring pass",
+                                       "use more ranks (more, smaller partitions) or more memory per rank");
+  // Rank d's keys: those of its columns, for every request.
+  std::vector<ColumnSpans> wanted = wanted_columns(groups);
+  for (ColumnSpans& w : wanted)
+    for (auto& [first, end] : w.spans) first *= K, end *= K;
+  const SparseSums dots = reduce_scatter_partition_sparse_sums(
+      comm_, manifest_.partitions, range_.first, range_.count,
+      [&](uint32_t p) {
+        const size_t q = p - range_.first;
+        Reservation duals = budget_.reserve(rows(q) * K * sizeof(double), "interleaved dual vectors of a partition",
+                                            "use more ranks (more, smaller partitions) or more memory per rank");
+        std::vector<double> a(rows(q) * K);
+        for (size_t k = 0; k < K; ++k) {
+          const std::vector<double>& ak = (*requests[k].a)[q];
+          for (uint64_t i = 0; i < ak.size(); ++i) a[i * K + k] = ak[i];
+        }
+        return partition_column_dots_many(q, a.data(), K, bytes_streamed);
+      },
+      wanted, &memory);
+  // Each request's dots, as score_by_ranges would have received them.
+  memory.resize(32 * dots.keys.size());
+  std::vector<SparseSums> mine(K);
+  for (SparseSums& d : mine) {
+    d.keys.reserve(dots.keys.size() / K + 1);
+    d.values.reserve(dots.keys.size() / K + 1);
+  }
+  for (size_t e = 0; e < dots.keys.size(); ++e) {
+    SparseSums& d = mine[dots.keys[e] % K];
+    d.keys.push_back(dots.keys[e] / K);
+    d.values.push_back(dots.values[e]);
+  }
+  // One allgather: per rank, its K top lists back to back, and [K list
+  // lengths, then each request's c_j of the selected columns it owns].
+  std::vector<std::vector<int>> owners(K);
+  std::vector<ScoredCandidate> tops_mine;
+  std::vector<double> second(K);
+  for (size_t k = 0; k < K; ++k) {
+    const std::vector<ScoredCandidate> top = local_top(mine[k], groups, requests[k].is_selected, requests[k].B);
+    tops_mine.insert(tops_mine.end(), top.begin(), top.end());
+    second[k] = static_cast<double>(top.size());
+  }
+  for (size_t k = 0; k < K; ++k) {
+    const std::vector<uint64_t>& selected = *requests[k].selected;
+    owners[k] = selected_owners(groups, selected, *requests[k].selected_group);
+    for (size_t h = 0; h < selected.size(); ++h)
+      if (owners[k][h] == comm_.rank()) second.push_back(dot_at(mine[k], selected[h]));
+  }
+  const auto [tops, values] = allgather_lists(comm_, tops_mine, second);
+  std::vector<RangeScores> out(K);
+  std::vector<std::unique_ptr<TopBCache>> merged(K);
+  for (size_t k = 0; k < K; ++k) {
+    merged[k] = std::make_unique<TopBCache>(requests[k].B, &budget_);
+    out[k].selected_dots.assign(requests[k].selected->size(), 0.0);
+  }
+  size_t next_top = 0, next_value = 0;
+  for (int d = 0; d < comm_.size(); ++d) {
+    std::vector<size_t> lengths(K);
+    for (size_t k = 0; k < K; ++k) lengths[k] = static_cast<size_t>(values[next_value++]);
+    for (size_t k = 0; k < K; ++k)
+      for (size_t l = 0; l < lengths[k]; ++l) merged[k]->offer(tops[next_top++]);
+    for (size_t k = 0; k < K; ++k)
+      for (size_t h = 0; h < owners[k].size(); ++h)
+        if (owners[k][h] == d) out[k].selected_dots[h] = values[next_value++];
+  }
+  for (size_t k = 0; k < K; ++k) out[k].top = merged[k]->take_sorted(&out[k].top_memory);
   return out;
 }
 

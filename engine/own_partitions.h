@@ -82,6 +82,9 @@ class OwnPartitions {
   // (column id, value) with increasing ids (the partition's column directory,
   // so an id space of 2^63 costs what the partition's columns cost).
   SparseSums partition_column_dots(size_t q, const double* a, uint64_t& bytes_streamed);
+  // The same for K dual vectors interleaved row by row (a[i·K + k]): key
+  // j·K + k holds vector k's dot of column j, the bits of partition_column_dots.
+  SparseSums partition_column_dots_many(size_t q, const double* a, size_t K, uint64_t& bytes_streamed);
 
   // The scoring pass of linear features (groups == nullptr) or groups by
   // column ranges (docs/distributed.md, "Scoring by column ranges"): rank r
@@ -104,9 +107,32 @@ class OwnPartitions {
                               const std::vector<uint64_t>& selected, const std::vector<uint64_t>& selected_group,
                               size_t B, uint64_t& bytes_streamed);
 
+  // The same pass for several dual vectors at once (one-vs-rest in lockstep):
+  // request k scores a[k] with its own selection and batch size, and gets the
+  // RangeScores score_by_ranges would give it, bit for bit. Each partition is
+  // streamed once for all of them (block_column_dots_many over interleaved
+  // duals), the K dots of column j travel as key j·K + k through the same
+  // reduce-scatter (the tree adds each key as it adds a single vector's
+  // column), and one allgather carries every request's top list and selected
+  // dots. Requires n_features·K < 2^64 (fits_many). Collectives: 2.
+  struct RangeRequest {
+    const std::vector<std::vector<double>>* a = nullptr;  // per own partition
+    std::function<bool(uint64_t)> is_selected;
+    const std::vector<uint64_t>* selected = nullptr;
+    const std::vector<uint64_t>* selected_group = nullptr;
+    size_t B = 0;
+  };
+  std::vector<RangeScores> score_by_ranges_many(const FeatureGroups* groups, const std::vector<RangeRequest>& requests,
+                                                uint64_t& bytes_streamed);
+  // Whether K dual vectors' keys j·K + k fit 64 bits.
+  bool fits_many(size_t K) const { return K >= 1 && manifest_.n_features <= UINT64_MAX / K; }
+
  private:
   // The columns whose sums rank d needs (the members of its candidates), every d.
   const std::vector<ColumnSpans>& wanted_columns(const FeatureGroups* groups);
+  // The rank scoring each selected column's candidate.
+  std::vector<int> selected_owners(const FeatureGroups* groups, const std::vector<uint64_t>& selected,
+                                   const std::vector<uint64_t>& selected_group) const;
   std::vector<ScoredCandidate> local_top(const SparseSums& dots, const FeatureGroups* groups,
                                          const std::function<bool(uint64_t)>& is_selected, size_t B);
 
