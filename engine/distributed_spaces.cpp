@@ -325,26 +325,40 @@ void DistributedExpansion::exchange_ranges(const std::vector<const ShardStore*>&
   const uint64_t m = layout_.n_features;
   const int K = comm_.size();
   range_memory_ = budget_.reserve(0, "hik/additive column ranges", "use more ranks (more, smaller partitions)");
-  std::vector<uint64_t> mine;
+  // Each own partition's non-empty columns with their min/max, then per
+  // column of any of them the fold over the partitions in order (an empty
+  // column's min/max is 0 and 0).
+  std::vector<ColumnRanges> partitions;
+  uint64_t listed = 0;
   for (const ShardStore* store : own) {
-    std::vector<uint64_t> ids = partition_column_ids(*store, budget_), both;
-    range_memory_.resize(8 * (mine.size() + 2 * ids.size() + mine.size()));
-    std::set_union(mine.begin(), mine.end(), ids.begin(), ids.end(), std::back_inserter(both));
+    partitions.push_back(partition_column_ranges(*store, budget_));
+    listed += partitions.back().ids.size();
+    range_memory_.resize(16 * listed);
+  }
+  std::vector<uint64_t> mine;
+  for (const ColumnRanges& p : partitions) {
+    std::vector<uint64_t> both;
+    std::set_union(mine.begin(), mine.end(), p.ids.begin(), p.ids.end(), std::back_inserter(both));
     mine.swap(both);
   }
-  range_memory_.resize(24 * mine.size());
+  range_memory_.resize(16 * listed + 24 * mine.size());
   std::vector<std::vector<uint8_t>> parts(static_cast<size_t>(K));
   std::vector<std::vector<uint64_t>> sent(static_cast<size_t>(K));  // ids sent to each owner, in order
+  std::vector<size_t> next(partitions.size(), 0);
   for (uint64_t j : mine) {
     RangeRecord r{j, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
-    for (const ShardStore* store : own) {
-      r.lo = std::min(r.lo, store->column_min(j));
-      r.hi = std::max(r.hi, store->column_max(j));
+    for (size_t q = 0; q < partitions.size(); ++q) {
+      const ColumnRanges& p = partitions[q];
+      const bool listed_here = next[q] < p.ids.size() && p.ids[next[q]] == j;
+      r.lo = std::min(r.lo, listed_here ? p.lo[next[q]] : 0.0f);
+      r.hi = std::max(r.hi, listed_here ? p.hi[next[q]] : 0.0f);
+      next[q] += listed_here;
     }
     const auto d = static_cast<size_t>(owner_of(j, m, K));
     append(parts[d], &r, 1);
     sent[d].push_back(j);
   }
+  std::vector<ColumnRanges>().swap(partitions);
   std::vector<size_t> sizes;
   std::vector<uint8_t> received = comm_.alltoallv(parts, &sizes);
   std::vector<std::vector<uint8_t>>().swap(parts);

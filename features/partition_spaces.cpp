@@ -268,16 +268,18 @@ size_t ColumnRanges::find(uint64_t id) const {
   return at != ids.end() && *at == id ? static_cast<size_t>(at - ids.begin()) : ids.size();
 }
 
-std::vector<uint64_t> partition_column_ids(const ShardStore& store, MemoryBudget& budget) {
-  std::vector<uint64_t> ids;
+ColumnRanges partition_column_ranges(const ShardStore& store, MemoryBudget& budget) {
+  ColumnRanges out;
   BlockBuffer buffer;
   Reservation buffer_memory = budget.reserve(0, "a block of a partition's column directory");
   for (const BlockRef& ref : store.plan_blocks(0)) {  // one stored block at a time
     if (ref.read_bytes > buffer_memory.bytes()) buffer_memory.resize(ref.read_bytes);
     const ColumnBlock block = store.read_block(ref, buffer);
-    ids.insert(ids.end(), block.column_ids, block.column_ids + block.column_count);
+    out.ids.insert(out.ids.end(), block.column_ids, block.column_ids + block.column_count);
+    out.lo.insert(out.lo.end(), block.col_min, block.col_min + block.column_count);
+    out.hi.insert(out.hi.end(), block.col_max, block.col_max + block.column_count);
   }
-  return ids;
+  return out;
 }
 
 namespace {

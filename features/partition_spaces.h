@@ -69,9 +69,12 @@ struct ColumnRanges {
   size_t find(uint64_t id) const;
 };
 
-// The partition's non-empty column ids, increasing (its column directory read
-// block by block, one stored block at a time, the buffer reserved from `budget`).
-std::vector<uint64_t> partition_column_ids(const ShardStore& store, MemoryBudget& budget);
+// The partition's non-empty columns, increasing, each with its min/max over
+// the partition's rows (implicit zeros included): the blocks' col_min/col_max,
+// what ShardStore::column_min/max return, read block by block (one stored
+// block at a time, the buffer reserved from `budget`) instead of one verified
+// read per column.
+ColumnRanges partition_column_ranges(const ShardStore& store, MemoryBudget& budget);
 
 // Per base feature j not `selected`, the dim() component sums
 // c_{j,l} = Σ_i a_i φ_l(x'_ij) over the partition's rows, x'_ij scaled by the
