@@ -2,6 +2,7 @@
 // partitioned store (docs/distributed.md, "poly-2 and kernel spaces"): the
 // same model bit for bit on 1 process, 2 and 4 ranks and 1/2 threads; the
 // distributed poly-2 top-B against a brute-force enumeration of every pair;
+// hik/additive on ids near 2^40 in a small budget against a brute force;
 // the communication recorded per pass; the settings still refused. Tagged
 // [.mpi] (run by the `mpi` ctest entry, oversubscribed).
 #include <catch2/catch.hpp>
