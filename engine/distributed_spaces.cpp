@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include <fmt/format.h>
@@ -23,12 +24,6 @@ namespace {
 double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
-}
-
-// Bytes allreduce_partition_sums holds for a vector of `length` doubles:
-// the own partitions' vectors, the K received nodes, send buffer and result.
-uint64_t tree_sum_bytes(uint64_t length, size_t own, int ranks) {
-  return length * sizeof(double) * (own + static_cast<uint64_t>(ranks) + 2);
 }
 
 class DistributedPoly2 final : public DistributedSpace {
@@ -220,77 +215,47 @@ DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInpu
   return out;
 }
 
+// A column's global range as the ranks exchange it.
+struct RangeRecord {
+  uint64_t id = 0;
+  float lo = 0, hi = 0;
+};
+bool id_before(const RangeRecord& x, const RangeRecord& y) { return x.id < y.id; }
+
+// The rank whose column range [⌊d·m/K⌋, ⌊(d+1)·m/K⌋) holds base feature j.
+int owner_of(uint64_t j, uint64_t m, int ranks) {
+  int d = static_cast<int>(static_cast<unsigned __int128>(j) * static_cast<unsigned>(ranks) / m);
+  while (d + 1 < ranks && !column_range_of_rank(m, ranks, d).contains(j)) ++d;
+  while (d > 0 && !column_range_of_rank(m, ranks, d).contains(j)) --d;
+  return d;
+}
+
+template <class T>
+void append(std::vector<uint8_t>& out, const T* data, size_t count) {
+  const auto* b = reinterpret_cast<const uint8_t*>(data);
+  out.insert(out.end(), b, b + count * sizeof(T));
+}
+
 class DistributedExpansion final : public DistributedSpace {
  public:
   DistributedExpansion(const FeatureSpaceSettings& s, Communicator& comm, const PartitionLayout& layout,
                        const std::vector<const ShardStore*>& own, MemoryBudget& budget)
-      : comm_(comm), layout_(layout), budget_(budget), map_(map_from_settings(s)) {
-    const uint64_t m = layout.n_features;
-    range_memory_ = budget.reserve(m * (2 * sizeof(float) + 1) + 2 * m * sizeof(float) * (comm.size() + 1),
-                                   "hik/additive column ranges", "use fewer base features");
-    // The global range of each column: min/max over the partitions (each with
-    // its implicit zeros) — exact, so the order does not matter.
-    std::vector<float> mine(2 * m);
-    for (uint64_t j = 0; j < m; ++j) {
-      mine[j] = std::numeric_limits<float>::infinity();
-      mine[m + j] = -std::numeric_limits<float>::infinity();
-      for (const ShardStore* store : own) {
-        mine[j] = std::min(mine[j], store->column_min(j));
-        mine[m + j] = std::max(mine[m + j], store->column_max(j));
-      }
-    }
-    const std::vector<uint8_t> all =
-        comm.size() == 1 ? std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(mine.data()),
-                                                reinterpret_cast<const uint8_t*>(mine.data() + mine.size()))
-                         : comm.allgather(mine.data(), mine.size() * sizeof(float));
-    std::vector<float> every(all.size() / sizeof(float));
-    std::memcpy(every.data(), all.data(), every.size() * sizeof(float));
-    lo_.assign(m, std::numeric_limits<float>::infinity());
-    hi_.assign(m, -std::numeric_limits<float>::infinity());
-    for (size_t r = 0; r < every.size() / (2 * m); ++r)
-      for (uint64_t j = 0; j < m; ++j) {
-        lo_[j] = std::min(lo_[j], every[r * 2 * m + j]);
-        hi_[j] = std::max(hi_[j], every[r * 2 * m + m + j]);
-      }
-    range_memory_.resize(m * (2 * sizeof(float) + 1));
-    selected_.assign(m, 0);
+      : comm_(comm), layout_(layout), budget_(budget), map_(map_from_settings(s)), selected_(&budget) {
+    if (layout.n_features > std::numeric_limits<uint64_t>::max() / map_.dim())
+      throw Error(ErrorKind::kConfig,
+                  msg::out_of_range("", s.kind == "hik" ? "features.levels" : "features.order",
+                                    std::to_string(s.kind == "hik" ? s.levels : s.order),
+                                    fmt::format("at most 2^64 component sums ({} base features)", layout.n_features)));
+    exchange_ranges(own);
   }
   std::string kind() const override { return map_.kind() == FeatureKind::kHik ? "hik" : "additive"; }
-  DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) override {
-    DistributedScores out;
-    const uint64_t m = layout_.n_features, D = map_.dim();
-    // The partitions' and the tree's m·D sums, and per feature the entry counts and their Σ a_i.
-    Reservation memory = budget_.reserve(tree_sum_bytes(m * D, parts.size(), comm_.size()) + 16 * m,
-                                         "hik/additive component sums of a distributed scoring pass",
-                                         "use fewer base features, a smaller features.levels/features.order, or "
-                                         "more memory per rank");
-    std::vector<std::vector<double>> local;
-    PassStats pass;
-    for (const auto& p : parts)
-      local.push_back(expansion_partition_sums(*p.stream, *p.blocks, p.a, map_, lo_, hi_, selected_, &pass));
-    out.bytes_streamed = pass.bytes_streamed;
-    const std::vector<double> c =
-        allreduce_partition_sums(comm_, layout_.partitions, layout_.first_partition, local, m * D);
-    local.clear();
-    TopBCache top(B, &budget_);
-    for (uint64_t j = 0; j < m; ++j) {
-      if (selected_[j]) continue;
-      double s = 0;
-      for (uint64_t l = 0; l < D; ++l) s += c[j * D + l] * c[j * D + l];
-      if (s > 0 && top.may_admit(s)) top.offer({s, j});
-    }
-    out.candidates_scored = m * D;
-    out.top = top.take_sorted(&out.top_memory);
-    return out;
-  }
-  void mark_selected(uint64_t candidate) override {
-    if (!selected_[candidate]) selected_ids_.push_back(candidate);
-    selected_[candidate] = 1;
-  }
+  DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) override;
+  void mark_selected(uint64_t candidate) override;
   std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t j) override {
     std::vector<std::vector<uint32_t>> rows;
     std::vector<std::vector<float>> values;
-    expansion_partition_columns(partition, map_, j, lo_[j], hi_[j], rows, values);
+    const RangeRecord range = selected_range(j);
+    expansion_partition_columns(partition, map_, j, range.lo, range.hi, rows, values);
     std::vector<GeneratedColumn> out(map_.dim());
     for (uint32_t l = 0; l < map_.dim(); ++l) {
       out[l].key.kind = map_.kind();
@@ -303,9 +268,13 @@ class DistributedExpansion final : public DistributedSpace {
     return out;
   }
   void describe(Model& model) const override {
-    describe_expansion_model(map_, selected_ids_, [&](uint64_t j) { return std::pair{lo_[j], hi_[j]}; }, model);
+    describe_expansion_model(map_, selected_ids_,
+                             [&](uint64_t j) {
+                               const RangeRecord r = selected_range(j);
+                               return std::pair{r.lo, r.hi};
+                             },
+                             model);
   }
-
 
  private:
   static ExpansionMap map_from_settings(const FeatureSpaceSettings& s) {
@@ -314,16 +283,239 @@ class DistributedExpansion final : public DistributedSpace {
     if (!kernel) throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kernel", s.kernel, "chi2, intersection"));
     return ExpansionMap::additive(*kernel, s.order, s.period > 0 ? s.period : additive_default_period(*kernel, s.order));
   }
+  void exchange_ranges(const std::vector<const ShardStore*>& own);
+  std::vector<RangeRecord> owned_ranges(const std::vector<uint8_t>& received, const std::vector<size_t>& sizes,
+                                        std::vector<std::vector<uint64_t>>& asked) const;
+  RangeRecord selected_range(uint64_t j) const {
+    const auto at = std::lower_bound(selected_ranges_.begin(), selected_ranges_.end(), RangeRecord{j}, id_before);
+    if (at == selected_ranges_.end() || at->id != j)
+      throw Error(ErrorKind::kInternal, "hik/additive: no range for selected feature " + std::to_string(j));
+    return *at;
+  }
+  RangeRecord known_range(uint64_t j) const {
+    const size_t at = ranges_.find(j);
+    return at == ranges_.ids.size() ? RangeRecord{j} : RangeRecord{j, ranges_.lo[at], ranges_.hi[at]};
+  }
 
   Communicator& comm_;
   PartitionLayout layout_;
   MemoryBudget& budget_;
   ExpansionMap map_;
   Reservation range_memory_;
-  std::vector<float> lo_, hi_;  // global column ranges
-  std::vector<char> selected_;
+  // Global ranges of this rank's partitions' non-empty columns, of every
+  // column whose scaled zero is positive (`raised_zero_`), and of its column range.
+  ColumnRanges ranges_;
+  std::vector<uint64_t> raised_zero_;
+  CandidateSet selected_;
   std::vector<uint64_t> selected_ids_;
+  std::vector<RangeRecord> selected_ranges_;  // by id
+  std::vector<RangeRecord> top_ranges_;       // the last pass's gathered candidates, by id (the same on every rank)
 };
+
+// The global range of each column, min/max over the partitions with implicit
+// zeros (exact, so only a fold order that is the same for every K matters:
+// ranks in order, each over its partitions in order, as one process folds its
+// partitions). By column ranges, never m-sized: each rank sends the owner of
+// each of its non-empty columns its range over its partitions (a rank without
+// the column would send 0 and 0, so the owner folds in 0 for it); the owner
+// returns the global range of what each rank asked for, and to every rank the
+// columns of its range whose zero scales above 0 (every partition sums those).
+// Two alltoallv, in the phase that calls the constructor.
+void DistributedExpansion::exchange_ranges(const std::vector<const ShardStore*>& own) {
+  const uint64_t m = layout_.n_features;
+  const int K = comm_.size();
+  range_memory_ = budget_.reserve(0, "hik/additive column ranges", "use more ranks (more, smaller partitions)");
+  // Each own partition's non-empty columns with their min/max, then per
+  // column of any of them the fold over the partitions in order (an empty
+  // column's min/max is 0 and 0).
+  std::vector<ColumnRanges> partitions;
+  uint64_t listed = 0;
+  for (const ShardStore* store : own) {
+    partitions.push_back(partition_column_ranges(*store, budget_));
+    listed += partitions.back().ids.size();
+    range_memory_.resize(16 * listed);
+  }
+  std::vector<uint64_t> mine;
+  for (const ColumnRanges& p : partitions) {
+    std::vector<uint64_t> both;
+    std::set_union(mine.begin(), mine.end(), p.ids.begin(), p.ids.end(), std::back_inserter(both));
+    mine.swap(both);
+  }
+  range_memory_.resize(16 * listed + 24 * mine.size());
+  std::vector<std::vector<uint8_t>> parts(static_cast<size_t>(K));
+  std::vector<std::vector<uint64_t>> sent(static_cast<size_t>(K));  // ids sent to each owner, in order
+  std::vector<size_t> next(partitions.size(), 0);
+  for (uint64_t j : mine) {
+    RangeRecord r{j, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+    for (size_t q = 0; q < partitions.size(); ++q) {
+      const ColumnRanges& p = partitions[q];
+      const bool listed_here = next[q] < p.ids.size() && p.ids[next[q]] == j;
+      r.lo = std::min(r.lo, listed_here ? p.lo[next[q]] : 0.0f);
+      r.hi = std::max(r.hi, listed_here ? p.hi[next[q]] : 0.0f);
+      next[q] += listed_here;
+    }
+    const auto d = static_cast<size_t>(owner_of(j, m, K));
+    append(parts[d], &r, 1);
+    sent[d].push_back(j);
+  }
+  std::vector<ColumnRanges>().swap(partitions);
+  std::vector<size_t> sizes;
+  std::vector<uint8_t> received = comm_.alltoallv(parts, &sizes);
+  std::vector<std::vector<uint8_t>>().swap(parts);
+  std::vector<std::vector<uint64_t>> asked;
+  const std::vector<RangeRecord> owned = owned_ranges(received, sizes, asked);
+  std::vector<uint8_t>().swap(received);
+  // Back: each asker's ranges in its order (8 bytes each), then the raised zeros of this range.
+  std::vector<RangeRecord> raised;
+  for (const RangeRecord& r : owned)
+    if (scale_to_unit(0.0, r.lo, r.hi) > 0) raised.push_back(r);
+  parts.assign(static_cast<size_t>(K), {});
+  for (int s = 0; s < K; ++s) {
+    for (uint64_t j : asked[static_cast<size_t>(s)]) {
+      const RangeRecord& r = *std::lower_bound(owned.begin(), owned.end(), RangeRecord{j}, id_before);
+      const float lohi[2] = {r.lo, r.hi};
+      append(parts[static_cast<size_t>(s)], lohi, 2);
+    }
+    append(parts[static_cast<size_t>(s)], raised.data(), raised.size());
+  }
+  received = comm_.alltoallv(parts, &sizes);
+  std::vector<std::vector<uint8_t>>().swap(parts);
+  std::vector<RangeRecord> table = owned;
+  size_t at = 0;
+  for (int d = 0; d < K; ++d) {
+    const size_t end = at + sizes[static_cast<size_t>(d)];
+    for (uint64_t j : sent[static_cast<size_t>(d)]) {
+      float lohi[2];
+      std::memcpy(lohi, received.data() + at, sizeof lohi);
+      at += sizeof lohi;
+      table.push_back({j, lohi[0], lohi[1]});
+    }
+    for (; at < end; at += sizeof(RangeRecord)) {
+      RangeRecord r;
+      std::memcpy(&r, received.data() + at, sizeof r);
+      table.push_back(r);
+      raised_zero_.push_back(r.id);  // increasing: the ranges are, and each owner's list is
+    }
+  }
+  std::stable_sort(table.begin(), table.end(), id_before);
+  table.erase(std::unique(table.begin(), table.end(), [](const RangeRecord& x, const RangeRecord& y) { return x.id == y.id; }),
+              table.end());
+  for (const RangeRecord& r : table) {
+    ranges_.ids.push_back(r.id);
+    ranges_.lo.push_back(r.lo);
+    ranges_.hi.push_back(r.hi);
+  }
+  range_memory_.resize(16 * ranges_.ids.size() + 8 * raised_zero_.size());
+}
+
+// The global ranges of the columns of this rank's range that some rank has,
+// folded over the ranks in order (0 and 0 from a rank that sent nothing);
+// `asked[s]`: the ids rank s sent, in its order.
+std::vector<RangeRecord> DistributedExpansion::owned_ranges(const std::vector<uint8_t>& received,
+                                                            const std::vector<size_t>& sizes,
+                                                            std::vector<std::vector<uint64_t>>& asked) const {
+  const int K = comm_.size();
+  struct FromRank {
+    RangeRecord range;
+    int rank;
+  };
+  std::vector<FromRank> all;
+  asked.assign(static_cast<size_t>(K), {});
+  size_t at = 0;
+  for (int s = 0; s < K; ++s)
+    for (const size_t end = at + sizes[static_cast<size_t>(s)]; at < end; at += sizeof(RangeRecord)) {
+      FromRank f{{}, s};
+      std::memcpy(&f.range, received.data() + at, sizeof f.range);
+      asked[static_cast<size_t>(s)].push_back(f.range.id);
+      all.push_back(f);
+    }
+  std::sort(all.begin(), all.end(), [](const FromRank& x, const FromRank& y) {
+    return x.range.id != y.range.id ? x.range.id < y.range.id : x.rank < y.rank;
+  });
+  std::vector<RangeRecord> owned;
+  for (size_t k = 0; k < all.size();) {
+    RangeRecord r{all[k].range.id, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+    for (int s = 0; s < K; ++s) {
+      const bool has = k < all.size() && all[k].range.id == r.id && all[k].rank == s;
+      r.lo = std::min(r.lo, has ? all[k].range.lo : 0.0f);
+      r.hi = std::max(r.hi, has ? all[k].range.hi : 0.0f);
+      k += has;
+    }
+    owned.push_back(r);
+  }
+  return owned;
+}
+
+// s_j = Σ_l c_{j,l}² by column ranges: each partition's sparse component sums
+// (its non-empty and raised-zero columns), one reduce-scatter in the partition
+// tree (rank r gets the keys j·D + l of its features [⌊r·m/K⌋, ⌊(r+1)·m/K⌋)),
+// its range's top-B, and one allgather of the K lists with the candidates'
+// ranges (ties to the smaller id).
+DistributedScores DistributedExpansion::score(const std::vector<PartitionScoringInput>& parts, uint64_t B) {
+  DistributedScores out;
+  const uint64_t m = layout_.n_features, D = map_.dim();
+  Reservation memory = budget_.reserve(0, "hik/additive component sums of a distributed scoring pass",
+                                       "use more ranks (more, smaller partitions), a smaller "
+                                       "features.levels/features.order, or more memory per rank");
+  std::vector<ColumnSpans> wanted;
+  for (int d = 0; d < comm_.size(); ++d) {
+    ColumnSpans keys;
+    for (const auto& [first, end] : column_range_of_rank(m, comm_.size(), d).spans)
+      keys.spans.emplace_back(first * D, end * D);
+    wanted.push_back(keys);
+  }
+  PassStats pass;
+  const auto is_selected = [&](uint64_t j) { return selected_.test(j); };
+  const SparseSums sums = reduce_scatter_partition_sparse_sums(
+      comm_, layout_.partitions, layout_.first_partition, static_cast<uint32_t>(parts.size()),
+      [&](uint32_t p) {
+        const PartitionScoringInput& in = parts[p - layout_.first_partition];
+        return expansion_partition_sums(*in.stream, *in.blocks, in.a, map_, ranges_, raised_zero_, is_selected, &pass);
+      },
+      wanted, &memory);
+  out.bytes_streamed = pass.bytes_streamed;
+  memory.resize(16 * sums.keys.size());
+  TopBCache range_top(B, &budget_);
+  for (size_t e = 0; e < sums.keys.size();) {
+    const uint64_t j = sums.keys[e] / D;
+    double s = 0;  // Σ_l c_l² in level order (an absent component is an exact zero: s + 0 = s)
+    for (; e < sums.keys.size() && sums.keys[e] / D == j; ++e) s += sums.values[e] * sums.values[e];
+    if (s > 0 && range_top.may_admit(s) && !selected_.test(j)) range_top.offer({s, j});
+  }
+  Reservation range_top_memory;
+  const std::vector<ScoredCandidate> mine = range_top.take_sorted(&range_top_memory);
+  std::vector<RangeRecord> mine_ranges;
+  for (const ScoredCandidate& c : mine) mine_ranges.push_back(known_range(c.id));
+  auto [tops, ranges] = allgather_lists(comm_, mine, mine_ranges);
+  TopBCache top(B, &budget_);
+  for (const ScoredCandidate& c : tops) top.offer(c);
+  std::sort(ranges.begin(), ranges.end(), id_before);
+  top_ranges_ = std::move(ranges);
+  out.candidates_scored = m * D;
+  out.top = top.take_sorted(&out.top_memory);
+  return out;
+}
+
+// The range of a new selection comes with the pass that chose it; a candidate
+// chosen before this run (a resumed checkpoint) is asked of its range's owner
+// (one allgather; every rank calls mark_selected with the same candidates).
+void DistributedExpansion::mark_selected(uint64_t candidate) {
+  if (!selected_.insert(candidate)) return;
+  selected_ids_.push_back(candidate);
+  RangeRecord range;
+  const auto at = std::lower_bound(top_ranges_.begin(), top_ranges_.end(), RangeRecord{candidate}, id_before);
+  if (at != top_ranges_.end() && at->id == candidate) {
+    range = *at;
+  } else {
+    std::vector<RangeRecord> mine;
+    if (owner_of(candidate, layout_.n_features, comm_.size()) == comm_.rank()) mine.push_back(known_range(candidate));
+    const std::vector<RangeRecord> all = allgather_lists(comm_, mine, std::vector<char>{}).first;
+    if (all.size() != 1) throw Error(ErrorKind::kInternal, "hik/additive: no owner for a selected feature's range");
+    range = all.front();
+  }
+  selected_ranges_.insert(
+      std::lower_bound(selected_ranges_.begin(), selected_ranges_.end(), range, id_before), range);
+}
 
 }  // namespace
 

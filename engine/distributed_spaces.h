@@ -19,9 +19,11 @@
 //      co-occurs in a row is summed exactly per partition, one sparse tree
 //      reduction. Every pair that can reach θ is among them, so the top-B
 //      over singles and candidate pairs is the top-B of the whole space.
-// hik / additive: the global column range (min/max over partitions, once per
-// run), then per pass the m·dim() component sums per partition, one tree
-// reduction, s_j = Σ_l c_{j,l}².
+// hik / additive, by column ranges: the global column ranges (min/max over
+// partitions, once per run, exchanged with each column's owner), then per pass
+// each partition's sparse component sums, one reduce-scatter in the tree (rank
+// r sums its id range), s_j = Σ_l c_{j,l}², its range's top-B, and one
+// allgather of the K lists with the candidates' ranges. Nothing m-sized.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +91,8 @@ class DistributedSpace {
 
 // The space of settings.kind (poly2, hik or additive) over this rank's
 // partitions `own` (collective: hik/additive exchange the column ranges).
+// hik/additive need m·dim() < 2^64 (a config error naming features.levels or
+// features.order otherwise).
 std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, Communicator& comm,
                                                          const PartitionLayout& layout,
                                                          const std::vector<const ShardStore*>& own,

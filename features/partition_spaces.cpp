@@ -263,86 +263,142 @@ void components(const ExpansionMap& map, double x, double* scratch, double* out)
 
 }  // namespace
 
-std::vector<double> expansion_partition_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks,
-                                             const double* a, const ExpansionMap& map, const std::vector<float>& lo,
-                                             const std::vector<float>& hi, const std::vector<char>& selected,
-                                             PassStats* pass) {
-  const uint64_t m = lo.size(), n = stream.store().info().n_rows;
+size_t ColumnRanges::find(uint64_t id) const {
+  const auto at = std::lower_bound(ids.begin(), ids.end(), id);
+  return at != ids.end() && *at == id ? static_cast<size_t>(at - ids.begin()) : ids.size();
+}
+
+ColumnRanges partition_column_ranges(const ShardStore& store, MemoryBudget& budget) {
+  ColumnRanges out;
+  BlockBuffer buffer;
+  Reservation buffer_memory = budget.reserve(0, "a block of a partition's column directory");
+  for (const BlockRef& ref : store.plan_blocks(0)) {  // one stored block at a time
+    if (ref.read_bytes > buffer_memory.bytes()) buffer_memory.resize(ref.read_bytes);
+    const ColumnBlock block = store.read_block(ref, buffer);
+    out.ids.insert(out.ids.end(), block.column_ids, block.column_ids + block.column_count);
+    out.lo.insert(out.lo.end(), block.col_min, block.col_min + block.column_count);
+    out.hi.insert(out.hi.end(), block.col_max, block.col_max + block.column_count);
+  }
+  return out;
+}
+
+namespace {
+
+// One block's component sums of its unselected non-empty columns.
+struct ExpansionColumns {
+  std::vector<uint64_t> ids, count;
+  std::vector<double> sum_a, c;  // c: dim() per column
+};
+
+// c_l = Σ_e a_e φ_l(x'_e) over one column's entries, as ExpansionSpace sums them.
+void column_components(const ExpansionMap& map, const CscColumns& block, uint64_t k, const double* a, float lo,
+                       float hi, double* c, double& sum_entries) {
   const uint32_t D = map.dim();
-  const bool hik = map.kind() == FeatureKind::kHik;
-  const double unit = f32(map.hik_unit());
+  const uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+  sum_entries = 0;
+  if (map.kind() == FeatureKind::kHik) {
+    const double unit = f32(map.hik_unit());
+    std::vector<double> below(D + 1, 0.0), partial(D, 0.0);
+    for (uint64_t e = begin; e < end; ++e) {
+      const double ai = a[block.row_ids[e]];
+      sum_entries += ai;
+      ExpansionMap::HikSplit s = map.hik_split(scale_to_unit(block.values[e], lo, hi));
+      below[s.full] += ai;
+      if (s.full < D) partial[s.full] += ai * f32(s.partial);
+    }
+    double above = 0;
+    for (uint32_t l = D; l-- > 0;) {
+      above += below[l + 1];
+      c[l] = unit * above + partial[l];
+    }
+    return;
+  }
+  std::vector<double> phi(D), scratch(D);
+  std::fill(c, c + D, 0.0);
+  for (uint64_t e = begin; e < end; ++e) {
+    const double ai = a[block.row_ids[e]];
+    sum_entries += ai;
+    components(map, scale_to_unit(block.values[e], lo, hi), scratch.data(), phi.data());
+    for (uint32_t l = 0; l < D; ++l) c[l] += ai * phi[l];
+  }
+}
+
+}  // namespace
+
+SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                    const ExpansionMap& map, const ColumnRanges& ranges,
+                                    const std::vector<uint64_t>& raised_zero,
+                                    const std::function<bool(uint64_t)>& selected, PassStats* pass) {
+  const uint64_t n = stream.store().info().n_rows;
+  const uint32_t D = map.dim();
   double sum_a = 0;  // Σ a_i over the partition, for the rows without an entry
   for (uint64_t i = 0; i < n; ++i) sum_a += a[i];
-  std::vector<double> out(m * D, 0.0);
-  std::vector<uint64_t> entries(m, 0);     // rows with an entry, per feature
-  std::vector<double> sum_entries(m, 0.0);  // Σ a_i over them
-  struct Columns {
-    std::vector<uint64_t> ids, count;
-    std::vector<double> sum_a, c;  // c: D per column
-  };
-  PassStats p = stream_blocks<Columns>(
-      stream, blocks, hik ? "scoring hik groups" : "scoring additive groups",
+  ExpansionColumns all;  // the partition's columns, in id order
+  PassStats p = stream_blocks<ExpansionColumns>(
+      stream, blocks, map.kind() == FeatureKind::kHik ? "scoring hik groups" : "scoring additive groups",
       [&](const BlockRef&, const ColumnBlock& tiled) {
         CscScratch merged;
         const CscColumns block = csc_columns(tiled, merged);
-        Columns o;
-        std::vector<double> c(D), phi(D), scratch(D), below(hik ? D + 1 : 0), partial(hik ? D : 0);
+        ExpansionColumns o;
+        std::vector<double> c(D);
         for (uint64_t k = 0; k < block.column_count; ++k) {
           const uint64_t j = block.column_ids[k];
-          const uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
-          if (begin == end || selected[j]) continue;
+          if (block.col_ptr[k] == block.col_ptr[k + 1] || selected(j)) continue;
+          const size_t at = ranges.find(j);
+          if (at == ranges.ids.size())
+            throw Error(ErrorKind::kInternal, "hik/additive: no global range for column " + std::to_string(j));
           double s_entries = 0;
-          if (hik) {
-            std::fill(below.begin(), below.end(), 0.0);
-            std::fill(partial.begin(), partial.end(), 0.0);
-            for (uint64_t e = begin; e < end; ++e) {
-              const double ai = a[block.row_ids[e]];
-              s_entries += ai;
-              ExpansionMap::HikSplit s = map.hik_split(scale_to_unit(block.values[e], lo[j], hi[j]));
-              below[s.full] += ai;
-              if (s.full < D) partial[s.full] += ai * f32(s.partial);
-            }
-            double above = 0;
-            for (uint32_t l = D; l-- > 0;) {
-              above += below[l + 1];
-              c[l] = unit * above + partial[l];
-            }
-          } else {
-            std::fill(c.begin(), c.end(), 0.0);
-            for (uint64_t e = begin; e < end; ++e) {
-              const double ai = a[block.row_ids[e]];
-              s_entries += ai;
-              components(map, scale_to_unit(block.values[e], lo[j], hi[j]), scratch.data(), phi.data());
-              for (uint32_t l = 0; l < D; ++l) c[l] += ai * phi[l];
-            }
-          }
+          column_components(map, block, k, a, ranges.lo[at], ranges.hi[at], c.data(), s_entries);
           o.ids.push_back(j);
-          o.count.push_back(end - begin);
+          o.count.push_back(block.col_ptr[k + 1] - block.col_ptr[k]);
           o.sum_a.push_back(s_entries);
           o.c.insert(o.c.end(), c.begin(), c.end());
         }
         return o;
       },
-      [&](Columns&& o) {
-        for (size_t k = 0; k < o.ids.size(); ++k) {
-          const uint64_t j = o.ids[k];
-          entries[j] = o.count[k];
-          sum_entries[j] = o.sum_a[k];
-          std::copy(o.c.begin() + static_cast<std::ptrdiff_t>(k * D),
-                    o.c.begin() + static_cast<std::ptrdiff_t>((k + 1) * D), out.begin() + static_cast<std::ptrdiff_t>(j * D));
-        }
+      [&](ExpansionColumns&& o) {
+        if (!o.ids.empty() && !all.ids.empty() && o.ids.front() <= all.ids.back())
+          throw Error(ErrorKind::kInternal, "hik/additive sums: blocks of a partition out of column order");
+        all.ids.insert(all.ids.end(), o.ids.begin(), o.ids.end());
+        all.count.insert(all.count.end(), o.count.begin(), o.count.end());
+        all.sum_a.insert(all.sum_a.end(), o.sum_a.begin(), o.sum_a.end());
+        all.c.insert(all.c.end(), o.c.begin(), o.c.end());
       },
       CscBytes(stream.store().info()));
   add_pass(pass, p);
-  // Rows without an entry: x = 0 scales to x'_0, which is > 0 when lo < 0.
-  std::vector<double> phi(D), scratch(D);
-  for (uint64_t j = 0; j < m; ++j) {
-    if (selected[j] || entries[j] >= n) continue;
-    const double x0 = scale_to_unit(0.0, lo[j], hi[j]);
-    if (!(x0 > 0)) continue;
-    const double rest = sum_a - sum_entries[j];
-    components(map, x0, scratch.data(), phi.data());
-    for (uint32_t l = 0; l < D; ++l) out[j * D + l] += phi[l] * rest;
+  // The columns with entries and those of `raised_zero` (x = 0 scales to
+  // x'_0 > 0: every row without an entry adds a_i·φ(x'_0)), merged by id. The
+  // additions are those of the dense vector: its entry c_l, then + φ_l·rest.
+  SparseSums out;
+  std::vector<double> v(D), phi(D), scratch(D);
+  size_t k = 0, z = 0;
+  while (k < all.ids.size() || z < raised_zero.size()) {
+    const uint64_t j = k < all.ids.size() && (z == raised_zero.size() || all.ids[k] <= raised_zero[z])
+                           ? all.ids[k]
+                           : raised_zero[z];
+    const bool has_entries = k < all.ids.size() && all.ids[k] == j;
+    const bool raised = z < raised_zero.size() && raised_zero[z] == j;
+    const uint64_t entries = has_entries ? all.count[k] : 0;
+    const double sum_entries = has_entries ? all.sum_a[k] : 0.0;
+    if (has_entries) std::copy(all.c.begin() + static_cast<std::ptrdiff_t>(k * D),
+                               all.c.begin() + static_cast<std::ptrdiff_t>((k + 1) * D), v.begin());
+    else std::fill(v.begin(), v.end(), 0.0);
+    k += has_entries;
+    z += raised;
+    if (selected(j)) continue;
+    if (raised && entries < n) {
+      const size_t at = ranges.find(j);
+      if (at == ranges.ids.size())
+        throw Error(ErrorKind::kInternal, "hik/additive: no global range for column " + std::to_string(j));
+      const double rest = sum_a - sum_entries;
+      components(map, scale_to_unit(0.0, ranges.lo[at], ranges.hi[at]), scratch.data(), phi.data());
+      for (uint32_t l = 0; l < D; ++l) v[l] += phi[l] * rest;
+    }
+    for (uint32_t l = 0; l < D; ++l)
+      if (v[l] != 0.0) {
+        out.keys.push_back(j * D + l);
+        out.values.push_back(v[l]);
+      }
   }
   return out;
 }

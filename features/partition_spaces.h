@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/memory_budget.h"
@@ -57,16 +58,38 @@ void poly2_partition_column(const ShardStore& store, uint64_t candidate, double 
 
 // ---- hik and additive expansions (FGM Section 6.1) ----
 
-// Per base feature j, the dim() component sums c_{j,l} = Σ_i a_i φ_l(x'_ij)
-// over the partition's rows (m·dim() doubles, feature-major), x'_ij scaled by
-// the GLOBAL column range [lo[j], hi[j]] (min/max over all partitions,
-// implicit zeros included); a row without an entry contributes a_i·φ(x'_0)
-// when x'_0 = scale_to_unit(0, lo, hi) > 0. Values are float32-rounded as in
-// ExpansionSpace. Features with selected[j] get no sums (left 0).
-std::vector<double> expansion_partition_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks,
-                                             const double* a, const ExpansionMap& map, const std::vector<float>& lo,
-                                             const std::vector<float>& hi, const std::vector<char>& selected,
-                                             PassStats* pass);
+// The global range [lo, hi] of some base columns (min/max over all
+// partitions, implicit zeros included), by increasing id: a rank's table holds
+// its partitions' non-empty columns, those whose scaled zero is positive, and
+// its column range (engine/distributed_spaces.cpp exchanges them).
+struct ColumnRanges {
+  std::vector<uint64_t> ids;  // increasing
+  std::vector<float> lo, hi;
+  // The position of `id`, or ids.size() when absent.
+  size_t find(uint64_t id) const;
+};
+
+// The partition's non-empty columns, increasing, each with its min/max over
+// the partition's rows (implicit zeros included): the blocks' col_min/col_max,
+// what ShardStore::column_min/max return, read block by block (one stored
+// block at a time, the buffer reserved from `budget`) instead of one verified
+// read per column.
+ColumnRanges partition_column_ranges(const ShardStore& store, MemoryBudget& budget);
+
+// Per base feature j not `selected`, the dim() component sums
+// c_{j,l} = Σ_i a_i φ_l(x'_ij) over the partition's rows, x'_ij scaled by the
+// GLOBAL column range (`ranges`, which must hold every non-empty column of the
+// partition and every id of `raised_zero`); a row without an entry contributes
+// a_i·φ(x'_0) when x'_0 = scale_to_unit(0, lo, hi) > 0, which is the case
+// exactly for the ids of `raised_zero` (increasing; they get sums on every
+// partition, with or without entries). Values are float32-rounded as in
+// ExpansionSpace. Sparse: keys j·dim() + l, increasing, nonzero sums only
+// (16 bytes each, reserved by the caller); the additions are those of a dense
+// m·dim() vector, whose other entries are exact zeros.
+SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                    const ExpansionMap& map, const ColumnRanges& ranges,
+                                    const std::vector<uint64_t>& raised_zero,
+                                    const std::function<bool(uint64_t)>& selected, PassStats* pass);
 
 // The partition's rows of the dim() components of base feature j (all of
 // them, in level order; a component may be empty on this partition), with

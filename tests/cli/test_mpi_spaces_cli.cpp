@@ -2,6 +2,7 @@
 // partitioned store (docs/distributed.md, "poly-2 and kernel spaces"): the
 // same model bit for bit on 1 process, 2 and 4 ranks and 1/2 threads; the
 // distributed poly-2 top-B against a brute-force enumeration of every pair;
+// hik/additive on ids near 2^40 in a small budget against a brute force;
 // the communication recorded per pass; the settings still refused. Tagged
 // [.mpi] (run by the `mpi` ctest entry, oversubscribed).
 #include <catch2/catch.hpp>
@@ -17,6 +18,7 @@
 #include <tuple>
 
 #include "core/json_reader.h"
+#include "features/kernel_maps.h"
 #include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
 
@@ -137,12 +139,16 @@ TEST_CASE("poly2, hik and additive models on 2 and 4 ranks are the 1-process mod
           }
           CHECK(pass.find("bytes")->number() > scatter);
         } else {
-          CHECK(pass.find("collectives")->number() == 2);  // component sums, selected columns' dots
+          // component sums by column ranges (reduce-scatter), the ranges' top
+          // lists with their candidates' ranges, selected columns' dots
+          CHECK(pass.find("collectives")->number() == 3);
         }
       }
       if (name == "hik") {
-        // First pass, nothing selected yet: m·7 component sums and an empty dot vector, one tree node per rank.
-        CHECK(passes[0].find("bytes")->number() == np * (2 + m * 7) * 8 + 4 * np + np * 2 * 8 + 4 * np);
+        // By column ranges: less than the allgather of every rank's m·7
+        // component sums that the first version made (and that the empty dot
+        // vector of the first pass adds to).
+        CHECK(passes[0].find("bytes")->number() < np * (2 + m * 7) * 8 + 4 * np);
       }
     }
     const Model model = read_model(dir.file(one + "/model.fgm"));
@@ -306,26 +312,163 @@ TEST_CASE("poly-2 with a bias: one process and two ranks give the same model", "
   CHECK(std::memcmp(&one.bias, &two.bias, sizeof(double)) == 0);
 }
 
-TEST_CASE("the distributed poly-2 and expansion passes reserve their vectors from each rank's budget",
+TEST_CASE("the distributed poly-2 and hik passes are sparse: a budget a dense pass would exceed suffices",
           "[.mpi][mpi]") {
-  // 400,000 base features, 10 of them non-empty: the hik component sums are
-  // m·levels doubles; a 24 MB budget per rank cannot hold a pass's vectors,
-  // and the error names them. The poly-2 moments are sparse (48 bytes per
-  // non-empty column of a partition, a rank's column range): the same budget
-  // holds them.
+  // 400,000 base features, 10 of them non-empty: a dense hik pass would hold
+  // m·levels doubles per partition (32 MB), more than the 24 MB budget per
+  // rank; the sparse component sums (by column ranges) and the sparse poly-2
+  // moments fit, and the models do not depend on the budget.
   TempDir dir("fgm-mpi-spaces");
   dir.write("in.txt", libsvm(planted_rows(80, 10, 4, 3, 24)));
   REQUIRE(run(dir, "ingest in.txt --out store --partitions 2 --features 400000").code == 0);
   dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\n");
-  RunResult r = run_mpi(dir, 2, "train --config c.toml features.kind=poly2 engine.memory_budget=24MB output.dir=p24");
-  CHECK(r.code == 0);
-  r = run_mpi(dir, 2, "train --config c.toml features.kind=hik features.levels=10 engine.memory_budget=24MB output.dir=h");
-  CHECK(r.code == 6);
-  CHECK(contains(r.err, "hik/additive component sums"));
-  // The poly-2 model does not depend on the budget.
-  CHECK(run_mpi(dir, 2, "train --config c.toml features.kind=poly2 engine.memory_budget=200MB output.dir=p").code == 0);
-  require_same_model(dir.file("p24/model.fgm"), dir.file("p/model.fgm"));
-  CHECK_FALSE(std::filesystem::exists(dir.file("h/model.fgm")));
+  for (const std::string kind : {"poly2", "hik features.levels=10"}) {
+    INFO(kind);
+    const std::string tag = kind.substr(0, 3);
+    RunResult r = run_mpi(dir, 2, "train --config c.toml features.kind=" + kind +
+                                      " engine.memory_budget=24MB output.dir=" + tag + "24");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(run_mpi(dir, 2, "train --config c.toml features.kind=" + kind +
+                                " engine.memory_budget=200MB output.dir=" + tag + "200").code == 0);
+    require_same_model(dir.file(tag + "24/model.fgm"), dir.file(tag + "200/model.fgm"));
+  }
+}
+
+namespace {
+
+// φ_l(x') of HIK with 4 levels, x' = (x − lo)/(hi − lo): 0.5·clamp(4x' − l, 0, 1).
+// With the values below every quantity is a multiple of 0.25 and exact.
+double hik4(double x, double lo, double hi, int l) {
+  const double q = 4 * (x - lo) / (hi - lo);
+  return 0.5 * std::clamp(q - l, 0.0, 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("distributed hik and additive: ids near 2^40 in a small budget, top-B by brute force with ties",
+          "[.mpi][mpi]") {
+  // 24 columns with ids around 2^40 and 2^41 (a dense vector of m·dim()
+  // component sums would be 64 TiB; the budget is 24 MB per rank). Column k
+  // and k + 12 are equal in every row (twins in different ranks' ranges, so
+  // their scores tie exactly); columns 8..11 take negative values, so their
+  // zero scales above 0 and every row without an entry adds φ(x'_0): column 11
+  // only in rows of partition 0, empty on the others, which still sum it.
+  // Column 7 fills every row of partition 0 and no other: its range starts at
+  // the other partitions' implicit zeros.
+  TempDir dir("fgm-mpi-spaces");
+  std::vector<uint64_t> ids;
+  for (uint64_t k = 0; k < 12; ++k) ids.push_back((uint64_t{1} << 40) + 977 * k + 3);
+  for (uint64_t k = 0; k < 12; ++k) ids.push_back((uint64_t{1} << 41) + 131 * k + 5);
+  const uint64_t n = 200;
+  std::vector<std::map<uint64_t, int>> rows(n);
+  std::vector<int> y(n);
+  {
+    std::mt19937 rng(5);
+    std::bernoulli_distribution present(0.3);
+    std::uniform_int_distribution<int> value(1, 2), signed_value(-2, 1);
+    for (uint64_t i = 0; i < n; ++i) {
+      y[i] = (i < 50 ? i % 25 != 1 : i % 3 != 0) ? 1 : -1;  // Σ y over a partition is not 0: the rows without an entry count
+      for (size_t k = 0; k < 12; ++k) {
+        if (k == 7 ? i >= 50 : k == 11 ? !(i < 40 && i % 3 == 0) : !present(rng)) continue;
+        int v = k >= 8 ? signed_value(rng) : value(rng);
+        if (v == 0 || (k == 11 && i == 3)) v = 2;
+        if (k == 11 && i == 0) v = -2;
+        rows[i][ids[k]] = rows[i][ids[k + 12]] = v;
+      }
+    }
+  }
+  std::string text;
+  for (uint64_t i = 0; i < n; ++i) {
+    text += y[i] > 0 ? "+1" : "-1";
+    for (const auto& [id, v] : rows[i]) text += " " + std::to_string(id) + ":" + std::to_string(v);
+    text += "\n";
+  }
+  dir.write("in.txt", text);
+  const RunResult ingest = run(dir, "ingest in.txt --out store --partitions 4 --tile-rows 16");
+  INFO(ingest.err);
+  REQUIRE(ingest.code == 0);
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nC = 1\nbias = false\nmax_iterations = 2\n"
+                      "eps_outer = 0\n[engine]\nmemory_budget = \"24MB\"\n");
+  // Brute force at α⁰ = C·1 (a = y): each column's range over all rows
+  // (implicit zeros included), then s_j = Σ_l (Σ_i y_i φ_l(x'_ij))² in level
+  // order, row by row; ranked by score, ties to the smaller id (0-based). HIK
+  // with 4 levels is exact here (multiples of 0.25, by the formula above); the
+  // additive map's float32 components are summed in another order than the
+  // partition tree's, so its ranking must have no near-ties but the twins'.
+  struct Ranked {
+    double score;
+    uint64_t id;
+  };
+  const ExpansionMap additive = ExpansionMap::additive(AdditiveKernel::kChi2, 2,
+                                                       additive_default_period(AdditiveKernel::kChi2, 2));
+  auto ranking_of = [&](bool hik) {
+    std::vector<Ranked> ranking;
+    for (uint64_t id : ids) {
+      double lo = 0, hi = 0;  // every column has rows without an entry
+      for (const auto& row : rows)
+        if (row.count(id)) lo = std::min<double>(lo, row.at(id)), hi = std::max<double>(hi, row.at(id));
+      REQUIRE((hi - lo == 2 || hi - lo == 4));  // x' = (x − lo)/(hi − lo) and 4x' exact
+      double s = 0;
+      for (uint32_t l = 0; l < (hik ? 4 : additive.dim()); ++l) {
+        double c = 0;
+        for (uint64_t i = 0; i < n; ++i) {
+          const double x = rows[i].count(id) ? rows[i].at(id) : 0;
+          c += y[i] * (hik ? hik4(x, lo, hi, static_cast<int>(l))
+                           : double(float(additive.component(scale_to_unit(x, lo, hi), l))));
+        }
+        s += c * c;
+      }
+      if (s > 0) ranking.push_back({s, id - 1});
+    }
+    std::sort(ranking.begin(), ranking.end(), [](const Ranked& a, const Ranked& b) {
+      return a.score > b.score || (a.score == b.score && a.id < b.id);
+    });
+    return ranking;
+  };
+  for (const std::string kind : {"hik features.levels=4", "additive features.order=2"}) {
+    INFO(kind);
+    const std::string tag = kind.substr(0, 3);
+    const std::vector<Ranked> ranking = ranking_of(tag == "hik");
+    size_t B = 3;  // the first B whose last place is decided by a tie
+    while (B < ranking.size() && ranking[B - 1].score != ranking[B].score) ++B;
+    REQUIRE(B < ranking.size());
+    for (size_t k = 0; k < B; ++k)  // no near-ties: the order does not hang on the last bits
+      CHECK((ranking[k].score == ranking[k + 1].score || ranking[k].score > ranking[k + 1].score * (1 + 1e-9)));
+    const std::string args = "train --config c.toml features.kind=" + kind + " fgm.B=" + std::to_string(B) +
+                             " output.dir=" + tag;
+    RunResult r = run(dir, args + "1");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    for (int np : {2, 4}) {
+      INFO("np = " << np);
+      r = run_mpi(dir, np, args + std::to_string(np) + " engine.threads=" + std::to_string(np == 2 ? 2 : 1));
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      require_same_model(dir.file(tag + "1/model.fgm"), dir.file(tag + std::to_string(np) + "/model.fgm"));
+      // What a pass sends depends on the non-empty columns, not on m.
+      for (const auto& pass : scoring_passes(dir, tag + std::to_string(np))) {
+        CHECK(pass.find("bytes")->number() > 0);
+        CHECK(pass.find("bytes")->number() < 16384);
+      }
+    }
+    const Model model = read_model(dir.file(tag + "1/model.fgm"));
+    CHECK(model.n_features > (uint64_t{1} << 41));
+    std::vector<uint64_t> batch;  // the first batch's base features, in selection order
+    for (const auto& f : model.features)
+      if (f.batch == 1 && (batch.empty() || batch.back() != f.key.ids[0])) batch.push_back(f.key.ids[0]);
+    REQUIRE(batch.size() == B);
+    for (size_t k = 0; k < B; ++k) CHECK(batch[k] == ranking[k].id);
+    // Every selected feature's scaling is its global range (the rare column's lo = −2 or −1 included).
+    for (size_t k = 0; k < model.scale_ids.size(); ++k) {
+      double lo = 0, hi = 0;
+      for (const auto& row : rows)
+        if (row.count(model.scale_ids[k] + 1))
+          lo = std::min<double>(lo, row.at(model.scale_ids[k] + 1)), hi = std::max<double>(hi, row.at(model.scale_ids[k] + 1));
+      CHECK(model.scale_min[k] == lo);
+      CHECK(model.scale_max[k] == hi);
+    }
+  }
 }
 
 }  // namespace fgm::test
