@@ -10,6 +10,7 @@
 
 #include "cli/resume.h"
 #include "cli/run_output.h"
+#include "cli/solver_commands.h"
 #include "core/hash.h"
 #include "core/messages.h"
 #include "core/atomic_file.h"
@@ -33,7 +34,8 @@ void reject_unsupported(const Config& config) {
                                                 key, why));
   };
   if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm && solver != SolverKind::kExclusive &&
-                                                              solver != SolverKind::kMslr)
+                                                              solver != SolverKind::kMslr &&
+                                                              solver != SolverKind::kPnormKta)
     refuse("solver", "solver = " + std::string(solver_name(solver)));
 }
 
@@ -211,6 +213,8 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
     return train_exclusive_partitioned(config, budget, comm, restart, warnings);
   if (solver_from_config(config) == SolverKind::kMslr)
     return train_mslr_partitioned(config, budget, comm, restart, warnings);
+  if (solver_from_config(config) == SolverKind::kPnormKta)
+    return train_pnorm_kta_partitioned(config, budget, comm, restart, warnings);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the
