@@ -18,6 +18,7 @@
 #include "engine/distributed_kta.h"
 #include "io/ingest.h"
 #include "io/partitioned_store.h"
+#include "tests/engine/kta_oracle.h"
 #include "tests/test_util.h"
 
 using namespace fgm;
@@ -47,38 +48,6 @@ std::string kta_text(uint64_t rows, uint64_t seed) {
   return out.str();
 }
 
-// a_i over all n rows, dense: (xᵀỹ)² / ‖x − μ1‖² (0 for a constant column).
-std::map<uint64_t, double> oracle_alignments(const test::InMemoryData& d) {
-  const size_t n = d.rows.size();
-  double mean_y = 0;
-  for (double y : d.labels) mean_y += (y > 0 ? 1.0 : -1.0) / static_cast<double>(n);
-  std::vector<double> y(n);
-  double norm = 0;
-  for (size_t r = 0; r < n; ++r) {
-    y[r] = (d.labels[r] > 0 ? 1.0 : -1.0) - mean_y;
-    norm += y[r] * y[r];
-  }
-  for (double& v : y) v /= std::sqrt(norm);
-  std::set<uint64_t> features;
-  for (const auto& row : d.rows)
-    for (const auto& [f, v] : row) features.insert(f);
-  std::map<uint64_t, double> a;
-  for (uint64_t f : features) {
-    std::vector<double> x(n, 0.0);
-    for (size_t r = 0; r < n; ++r)
-      if (auto it = d.rows[r].find(f); it != d.rows[r].end()) x[r] = it->second;
-    double mu = 0;
-    for (double v : x) mu += v / static_cast<double>(n);
-    double dot = 0, centred = 0;
-    for (size_t r = 0; r < n; ++r) {
-      dot += x[r] * y[r];
-      centred += (x[r] - mu) * (x[r] - mu);
-    }
-    a[f] = centred > 1e-9 ? dot * dot / centred : 0.0;
-  }
-  return a;
-}
-
 KtaSettings linear_settings(int threads) {
   KtaSettings s;
   s.kernel = kta::KernelKind::kLinear;
@@ -104,7 +73,7 @@ TEST_CASE("distributed KTA alignments: the dense oracle and the single store; ac
   ingest_partitioned(text, dir.file("store"), 4, options, budget);
   ingest_libsvm(text, dir.file("plain"), options, budget);
   const test::InMemoryData d = test::parse_libsvm_simple(text);
-  const std::map<uint64_t, double> oracle = oracle_alignments(d);
+  const std::map<uint64_t, double> oracle = test::oracle_kta_alignments(d);
   REQUIRE(oracle.at(3) == 0.0);  // feature 4 (id 3) is constant
 
   SingleRankCommunicator comm;
