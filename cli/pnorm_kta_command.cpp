@@ -11,6 +11,9 @@
 // model (predict and inspect read it unchanged); rbf, a kernel-SVM model
 // (io/model_file.h KernelSvm: selected features with kernel weights and
 // bandwidths, support vectors, dual coefficients, bias).
+// On a partitioned store (with or without mpirun) the linear kernel runs
+// data-parallel (engine/distributed_kta.h); rank 0 writes the same outputs
+// plus the distributed sections. The RBF kernel is refused there.
 #include <cmath>
 #include <filesystem>
 #include <functional>
