@@ -149,8 +149,11 @@ class KtaPartitions {
     const SparseSums label_dot = tree_sum([](const ColumnSums& c) { return c.sums.label_dot; });
     const SparseSums nnz = tree_sum([](const ColumnSums& c) { return static_cast<double>(c.nnz); });
     const std::vector<uint64_t>& ids = sum.keys;
-    Reservation column_memory = budget_.reserve(ids.size() * (4 * sizeof(double) + sizeof(kta::FeatureAlignment)),
-                                                "KTA: statistics and alignments of the features");
+    FGM_ASSERT(label_dot.keys == ids && nnz.keys == ids);  // every partition gave every statistic of its columns
+    // The tree sums (3 and 1 sparse vectors), means, ranges and the alignments.
+    Reservation column_memory =
+        budget_.reserve(ids.size() * (4 * 16 + 2 * sizeof(double) + sizeof(kta::FeatureAlignment)),
+                        "KTA: statistics and alignments of the features");
     const std::vector<bool> constant = constant_columns(firsts, ids, nnz);
     firsts.clear();
     first_memory.release();
@@ -161,8 +164,9 @@ class KtaPartitions {
     run.alignments.reserve(ids.size());
     for (size_t k = 0; k < ids.size(); ++k) {
       const double zeros = (static_cast<double>(n_) - nnz.values[k]) * mean[k] * mean[k];
-      run.alignments.push_back(kta::linear_alignment_from_sums(ids[k], constant[k], {sum.values[k], label_dot.values[k]},
-                                                               zeros + centred.values[k], n_));
+      const kta::LinearColumnSums sums{sum.values[k], label_dot.values[k]};
+      run.alignments.push_back(
+          kta::linear_alignment_from_sums(ids[k], constant[k], sums, zeros + centred.values[k], n_));
     }
     run.alignment_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     out_.communication.push_back({0, "alignments", since(comm_.stats(), before)});
@@ -179,7 +183,8 @@ class KtaPartitions {
                   fmt::format("{}: the store's rows all have one label: no alignment with the target", own_.dir()));
     negative_ = values.front();
     positive_ = values.back();  // the larger label is +1, as in a binary store
-    Reservation counts_memory;
+    labels_memory_ = budget_.reserve(own_.own_rows() * (1 + sizeof(double)), "KTA: labels of this rank's rows",
+                                     "use more ranks (more, smaller partitions)");
     std::vector<std::vector<double>> counts;
     for (size_t q = 0; q < own_.size(); ++q) {
       const ShardStore& store = *own_[q].store;
@@ -198,8 +203,6 @@ class KtaPartitions {
     n_ = static_cast<uint64_t>(total[0]);
     n_positive_ = static_cast<uint64_t>(total[1]);
     n_negative_ = n_ - n_positive_;
-    labels_memory_ = budget_.reserve(own_.own_rows() * (1 + sizeof(double)), "KTA: labels of this rank's rows",
-                                     "use more ranks (more, smaller partitions)");
     // ỹ = (y − m)/‖y − m1‖ with m and the norm from the class counts: a
     // row's ỹ depends on its label only, whatever the rank count.
     const double nd = static_cast<double>(n_), np = static_cast<double>(n_positive_),
@@ -292,8 +295,7 @@ KtaPointFit partitioned_fit(KtaPartitions& parts, const KtaSettings& settings, M
 }  // namespace
 
 DistributedKtaOutcome path_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                           MemoryBudget& budget,
-                                           const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point) {
+                                           MemoryBudget& budget, const KtaPointVisitor& on_point) {
   require_linear(settings);
   kta::check_path_options(settings.path);
   KtaPartitions parts(comm, dir, settings, budget);

@@ -43,9 +43,9 @@ struct DistributedKtaOutcome {
 // fgm path: the alignments, the path and, when settings.evaluate, a linear
 // SVM at every point (data.test / data.validation are read where they are
 // set: give them to rank 0 only). A collective; kernel must be linear.
+using KtaPointVisitor = std::function<void(const KtaPoint&, const kta::PathPoint&)>;
 DistributedKtaOutcome path_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                           MemoryBudget& budget,
-                                           const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point);
+                                           MemoryBudget& budget, const KtaPointVisitor& on_point);
 
 // fgm train: the path down to kta.p and the linear SVM at its last point.
 DistributedKtaOutcome train_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,

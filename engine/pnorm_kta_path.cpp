@@ -220,7 +220,8 @@ KtaTrained train_kta_model(const KtaSettings& settings, const Model& shape, cons
   to_train_p.test_path.clear();
   to_train_p.validation_path.clear();
   kta::PathPoint last;
-  run_kta_path(to_train_p, shape, fit, budget, run, [&](const KtaPoint&, const kta::PathPoint& point) { last = point; });
+  run_kta_path(to_train_p, shape, fit, budget, run,
+               [&](const KtaPoint&, const kta::PathPoint& point) { last = point; });
   return fit(last);
 }
 
