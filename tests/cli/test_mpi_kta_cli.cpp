@@ -52,31 +52,15 @@ std::string kta_libsvm(uint64_t rows, Values values, uint32_t seed) {
   return text;
 }
 
-std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::string cell;
-    std::istringstream ls(line);
-    while (std::getline(ls, cell, ',')) cells.push_back(cell);
-    if (!line.empty() && line.back() == ',') cells.push_back("");
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
 size_t column_of(const std::vector<std::string>& header, const std::string& name) {
-  for (size_t c = 0; c < header.size(); ++c)
-    if (header[c] == name) return c;
-  FAIL("no column " << name);
-  return 0;
+  const size_t c = csv_column(header, name);
+  if (c == header.size()) FAIL("no column " << name);
+  return c;
 }
 
 // Two path.csv files agree cell for cell but in the timing columns.
 void require_same_path_csv(const std::string& a, const std::string& b) {
-  const auto ra = csv_rows(slurp(a)), rb = csv_rows(slurp(b));
+  const auto ra = csv_cells(slurp(a)), rb = csv_cells(slurp(b));
   REQUIRE(ra.size() == rb.size());
   REQUIRE(ra.size() > 2);
   const std::set<std::string> timing{"seconds", "path_seconds", "svm_seconds"};
@@ -138,7 +122,7 @@ struct PathColumns {
   std::vector<uint64_t> selected;
 };
 PathColumns path_columns(const std::string& file) {
-  const auto rows = csv_rows(slurp(file));
+  const auto rows = csv_cells(slurp(file));
   const size_t cp = column_of(rows[0], "p"), cs = column_of(rows[0], "selected"),
                ca = column_of(rows[0], "test_accuracy");
   PathColumns out;
