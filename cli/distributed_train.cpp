@@ -12,6 +12,7 @@
 
 #include "cli/resume.h"
 #include "cli/run_output.h"
+#include "cli/solver_commands.h"
 #include "core/hash.h"
 #include "core/messages.h"
 #include "core/atomic_file.h"
@@ -26,18 +27,6 @@
 
 namespace fgm::cli {
 namespace {
-
-// Settings the distributed trainer does not have yet: refused, naming the key.
-void reject_unsupported(const Config& config) {
-  auto refuse = [&](const char* key, const std::string& why) {
-    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported on a partitioned store yet "
-                                                "(docs/distributed.md lists what is distributed)",
-                                                key, why));
-  };
-  if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm && solver != SolverKind::kExclusive &&
-                                                              solver != SolverKind::kMslr)
-    refuse("solver", "solver = " + std::string(solver_name(solver)));
-}
 
 }  // namespace
 
@@ -239,13 +228,20 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings) {
-  reject_unsupported(config);
   check_same_configuration(comm, config);
   warn_if_threads_exceed_affinity(settings.scheduler.threads, comm, warnings);
-  if (solver_from_config(config) == SolverKind::kExclusive)
-    return train_exclusive_partitioned(config, budget, comm, restart, warnings);
-  if (solver_from_config(config) == SolverKind::kMslr)
-    return train_mslr_partitioned(config, budget, comm, restart, warnings);
+  switch (solver_from_config(config)) {
+    case SolverKind::kSifs:
+      return train_sifs_partitioned(config, budget, comm, restart, warnings);
+    case SolverKind::kExclusive:
+      return train_exclusive_partitioned(config, budget, comm, restart, warnings);
+    case SolverKind::kMslr:
+      return train_mslr_partitioned(config, budget, comm, restart, warnings);
+    case SolverKind::kPnormKta:
+      return train_pnorm_kta_partitioned(config, budget, comm, restart, warnings);
+    case SolverKind::kFgm:
+      break;
+  }
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the

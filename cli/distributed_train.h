@@ -1,5 +1,7 @@
 // fgm train on a partitioned store (io/partitioned_store.h), with or without
-// mpirun: engine/distributed_fgm.h over the world communicator; rank 0 writes
+// mpirun, for every solver (each solver's partitioned run is in its own
+// cli/<solver>_command.cpp). The FGM run: engine/distributed_fgm.h over the
+// world communicator; rank 0 writes
 // model.fgm, run.json (with the communication of every phase and every
 // rank's peak RSS), the report and the resume checkpoints (every rank reads
 // the same checkpoint to resume; a checkpoint of another rank count is refused).

@@ -243,6 +243,8 @@ int path_with_other_solver(SolverKind solver, const Config& config, bool restart
     return path_exclusive_partitioned(config, restart);
   if (solver == SolverKind::kMslr && is_partitioned_store(config.get_string("data.train")))
     return path_mslr_partitioned(config, world, restart);
+  if (solver == SolverKind::kPnormKta && is_partitioned_store(config.get_string("data.train")))
+    return path_pnorm_kta_partitioned(config, restart);
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
   TrainingData data = open_training_data(config.get_string("data.train"),
                                          training_data_options_from_config(config), budget);
@@ -268,10 +270,6 @@ void reject_unsupported_on_partitions(const Config& config) {
                                                 "(docs/distributed.md lists what is distributed)",
                                                 key, why));
   };
-  const SolverKind solver = solver_from_config(config);
-  if (solver != SolverKind::kFgm && solver != SolverKind::kSifs && solver != SolverKind::kExclusive &&
-      solver != SolverKind::kMslr)
-    refuse("solver", "solver = " + std::string(solver_name(solver)));
   if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
 }
 

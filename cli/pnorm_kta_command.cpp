@@ -11,12 +11,19 @@
 // model (predict and inspect read it unchanged); rbf, a kernel-SVM model
 // (io/model_file.h KernelSvm: selected features with kernel weights and
 // bandwidths, support vectors, dual coefficients, bias).
+// On a partitioned store (with or without mpirun) the linear kernel runs
+// data-parallel (engine/distributed_kta.h); rank 0 writes the same outputs
+// plus the distributed sections. The RBF kernel is refused there.
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
@@ -25,6 +32,7 @@
 #include "core/messages.h"
 #include "core/path_checks.h"
 #include "core/progress.h"
+#include "engine/distributed_kta.h"
 #include "engine/pnorm_kta_path.h"
 #include "engine/train_settings.h"
 #include "report/report_page.h"
@@ -130,6 +138,88 @@ void write_point_ref(JsonWriter& j, const char* name, const KtaRun& run, int ind
 
 }  // namespace
 
+namespace {
+
+void log_point(const KtaPoint& p) {
+  spdlog::info("p={:.4g}: selected {} test acc {} valid acc {} (path {:.4f}s, svm {:.3f}s)", p.p, p.selected,
+               cell(p.test.accuracy), cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
+}
+
+// A path's outputs: point-<n>.fgm (the linear SVMs), path.csv, path.json
+// (`extra_json` adds sections), the report and the result line
+// (`summary_extra` ends it).
+class KtaPathWriter {
+ public:
+  explicit KtaPathWriter(const Config& config) : config_(config) {}
+
+  void write(const KtaSettings& settings, const KtaRun& run, const std::string& out_dir, double ingest_seconds,
+             const RunWarnings& warnings, const std::function<void(JsonWriter&)>& extra_json,
+             const std::string& summary_extra) const {
+    create_output_directory(out_dir, "output.dir");
+    // Models first (each atomic), then the table and log that name them.
+    bool point_models = false;
+    std::string csv = kCsvHeader;
+    double seconds = run.alignment_seconds;
+    for (const KtaPoint& p : run.points) {
+      if (p.has_model) {
+        Model m = p.model;
+        m.config = config_.dump();
+        write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), m);
+        point_models = true;
+      }
+      seconds += p.path_seconds + p.svm_seconds;
+      csv += csv_row(p, seconds);
+    }
+    write_file_atomic(out_dir + "/path.csv", csv);
+    JsonWriter j;
+    j.begin_object();
+    j.key("solver").value("pnorm_kta");
+    j.key("mode").value("p");
+    j.key("points").value(static_cast<uint64_t>(run.points.size()));
+    j.key("point_models").value(point_models);  // point-<n>.fgm (linear kernel)
+    const int best_point = run.best_validation_point >= 0 ? run.points[run.best_validation_point].point : -1;
+    j.key("best_point").value(static_cast<int64_t>(best_point));
+    write_kta_section(j, settings, run);
+    write_point_ref(j, "best_validation", run, run.best_validation_point,
+                    "the point with the best validation accuracy (data.validation)");
+    write_point_ref(j, "oracle_best_test", run, run.best_test_point,
+                    "ORACLE: the best test accuracy along the path, chosen on the test set itself (as in the "
+                    "paper's Tables 2 and 3); not an estimate of generalisation");
+    j.key("seconds").value(run.total_seconds);
+    j.key("ingest_seconds").value(ingest_seconds);
+    j.key("peak_rss_bytes").value(peak_rss_bytes());
+    if (extra_json) extra_json(j);
+    write_config_section(j, result_config(config_.dump()));
+    write_warnings(j, warnings);
+    j.end_object();
+    write_file_atomic(out_dir + "/path.json", j.str() + "\n");
+    if (config_.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+    print_summary(run, out_dir, summary_extra);
+  }
+
+ private:
+  static void print_summary(const KtaRun& run, const std::string& out_dir, const std::string& extra) {
+    fmt::print("points={} seconds={:.3f} seconds_per_point={:.4f} csv={}/path.csv", run.points.size(),
+               run.total_seconds,
+               run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size(), out_dir);
+    if (run.best_validation_point >= 0) {
+      const KtaPoint& b = run.points[run.best_validation_point];
+      fmt::print(" best_point={} best_p={:.4g} best_selected={} best_validation_accuracy={:.4f}", b.point, b.p,
+                 b.selected, b.validation.accuracy);
+    }
+    if (run.best_test_point >= 0) {
+      const KtaPoint& o = run.points[run.best_test_point];
+      fmt::print(" oracle_best_test_accuracy={:.4f} oracle_p={:.4g} oracle_selected={}", o.test.accuracy, o.p,
+                 o.selected);
+    }
+    fmt::print("{}\n", extra);
+  }
+
+  const Config& config_;
+};
+
+}  // namespace
+
 int path_pnorm_kta(SolverCommand& cmd) {
   const Config& config = cmd.config;
   reject_kta_ignored_keys(config, KtaCommand::kPath);
@@ -142,83 +232,37 @@ int path_pnorm_kta(SolverCommand& cmd) {
   KtaRun run = compute_alignments(store, settings, cmd.budget);
   spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", run.alignments.size(), run.alignment_seconds,
                format_bytes(run.alignment_pass.bytes_streamed));
-  std::string csv = kCsvHeader;
-  double seconds = run.alignment_seconds;
-  std::vector<Model> models;  // linear: one per point, written once the path is done
-  run_kta_path(store, settings, cmd.budget, run, [&](const KtaPoint& p, const kta::PathPoint&) {
-    if (p.has_model) {
-      models.push_back(p.model);
-      models.back().config = config.dump();
-    }
-    seconds += p.path_seconds + p.svm_seconds;
-    csv += csv_row(p, seconds);
-    spdlog::info("p={:.4g}: selected {} test acc {} valid acc {} (path {:.4f}s, svm {:.3f}s)", p.p, p.selected,
-                 cell(p.test.accuracy), cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
-  });
-
-  create_output_directory(cmd.out_dir, "output.dir");
-  // Models first (each atomic), then the table and log that name them.
-  for (size_t k = 0; k < models.size(); ++k)
-    write_model(fmt::format("{}/point-{}.fgm", cmd.out_dir, run.points[k].point), models[k]);
-  write_file_atomic(cmd.out_dir + "/path.csv", csv);
-  JsonWriter j;
-  j.begin_object();
-  j.key("solver").value("pnorm_kta");
-  j.key("mode").value("p");
-  j.key("points").value(static_cast<uint64_t>(run.points.size()));
-  j.key("point_models").value(!models.empty());  // point-<n>.fgm (linear kernel)
-  const int best_point = run.best_validation_point >= 0 ? run.points[run.best_validation_point].point : -1;
-  j.key("best_point").value(static_cast<int64_t>(best_point));
-  write_kta_section(j, settings, run);
-  write_point_ref(j, "best_validation", run, run.best_validation_point,
-                  "the point with the best validation accuracy (data.validation)");
-  write_point_ref(j, "oracle_best_test", run, run.best_test_point,
-                  "ORACLE: the best test accuracy along the path, chosen on the test set itself (as in the "
-                  "paper's Tables 2 and 3); not an estimate of generalisation");
-  j.key("seconds").value(run.total_seconds);
-  j.key("ingest_seconds").value(cmd.data.ingest_seconds);
-  j.key("peak_rss_bytes").value(peak_rss_bytes());
-  write_config_section(j, result_config(config.dump()));
-  write_warnings(j, cmd.warnings);
-  j.end_object();
-  write_file_atomic(cmd.out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(cmd.out_dir, {.train = false, .path = true});
+  run_kta_path(store, settings, cmd.budget, run, [](const KtaPoint& p, const kta::PathPoint&) { log_point(p); });
+  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, {}, "");
   if (cmd.session) cmd.session->finish();
-
-  fmt::print("points={} seconds={:.3f} seconds_per_point={:.4f} csv={}/path.csv", run.points.size(),
-             run.total_seconds,
-             run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size(), cmd.out_dir);
-  if (run.best_validation_point >= 0) {
-    const KtaPoint& b = run.points[run.best_validation_point];
-    fmt::print(" best_point={} best_p={:.4g} best_selected={} best_validation_accuracy={:.4f}", b.point, b.p,
-               b.selected, b.validation.accuracy);
-  }
-  if (run.best_test_point >= 0) {
-    const KtaPoint& o = run.points[run.best_test_point];
-    fmt::print(" oracle_best_test_accuracy={:.4f} oracle_p={:.4g} oracle_selected={}", o.test.accuracy, o.p,
-               o.selected);
-  }
-  fmt::print("\n");
   return 0;
 }
 
-int train_pnorm_kta(SolverCommand& cmd) {
-  const Config& config = cmd.config;
-  reject_kta_ignored_keys(config, KtaCommand::kTrain);
-  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
-  const ShardStore& store = *cmd.data.store;
-  const auto start = std::chrono::steady_clock::now();
-  KtaRun run = compute_alignments(store, settings, cmd.budget);
-  KtaTrained trained = train_kta_model(store, settings, cmd.budget, run);
-  Model& model = trained.model;
-  const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  model.config = config.dump();
+namespace {
 
-  // Evaluate before writing anything, so a bad test file leaves no output.
+// Where fgm train's outputs go and how run.json opens (the object begun,
+// then engine_version, solver, data, config and, distributed, its section).
+struct KtaTrainOutput {
+  MemoryBudget& budget;
+  uint64_t budget_peak;
+  double train_seconds, ingest_seconds;
+  RunWarnings& warnings;
+  const std::string& out_dir;
+  ResumeSession& session;
+  std::function<void(JsonWriter&, const std::map<std::string, std::string>&)> begin_json;
+  std::string summary_extra;  // ends the result line
+};
+
+// data.test's metrics (before anything is written, so a bad test file leaves
+// no output), model.fgm, run.json, the report and the result line.
+int write_train_outputs(const Config& config, const KtaSettings& settings, const KtaRun& run, KtaTrained& trained,
+                        const KtaTrainOutput& output) {
+  Model& model = trained.model;
+  model.config = config.dump();
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) {
-    test = evaluate_test_file(config, model, cmd.budget, cmd.warnings);
+    test = evaluate_test_file(config, model, output.budget, output.warnings);
   }
   // The selected features: a linear model's weights, or a kernel SVM's
   // features with their kernel weights d_j.
@@ -237,10 +281,10 @@ int train_pnorm_kta(SolverCommand& cmd) {
   TruthRecovery truth;
   if (has_truth) truth = recover_truth(config.get_string("data.truth"), selected);
 
-  create_output_directory(cmd.out_dir, "output.dir");
-  write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
+  create_output_directory(output.out_dir, "output.dir");
+  write_model((std::filesystem::path(output.out_dir) / "model.fgm").string(), model);
   JsonWriter j;
-  begin_run_json(j, "pnorm_kta", config, cmd.data, model.config);
+  output.begin_json(j, model.config);
   write_kta_section(j, settings, run);
   j.key("p").value(run.points.back().p);
   j.key("iterations").begin_array();  // FGM's outer iterations: none here
@@ -259,8 +303,9 @@ int train_pnorm_kta(SolverCommand& cmd) {
     j.key("C").value(model.C);
     j.end_object();
   }
-  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
+  finish_run(j, output.budget, output.budget_peak, output.train_seconds, output.ingest_seconds, config,
+             has_test ? &test : nullptr, has_truth ? &truth : nullptr, output.warnings, output.out_dir,
+             output.session);
 
   if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
   fmt::print("p={:.4g} selected={}", run.points.back().p, selected.size());
@@ -269,7 +314,110 @@ int train_pnorm_kta(SolverCommand& cmd) {
   else
     fmt::print(" objective={:.6g}", model.objective);
   if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", cmd.out_dir);
+  fmt::print("{} model={}/model.fgm\n", output.summary_extra, output.out_dir);
+  return 0;
+}
+
+// What needs every row at once: refused on a partitioned store, naming the key.
+void reject_kta_on_partitions(const Config& config) {
+  if (config.get_string("kta.kernel") == "rbf")
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}kta.kernel = \"rbf\" is not supported on a partitioned store: the RBF kernels' "
+                            "median-heuristic bandwidths and the kernel SVM's n x n training kernel need every row of "
+                            "every partition at once, which no rank holds; use kta.kernel = \"linear\" or the "
+                            "unpartitioned store (docs/distributed.md, \"p-norm KTA\")",
+                            config.where_set("kta.kernel")));
+  if (!config.get_string_list("features.transform").empty())
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}features.transform: a feature transform is not supported by solver = \"pnorm_kta\" "
+                            "on a partitioned store yet (docs/distributed.md lists what is distributed)",
+                            config.where_set("features.transform")));
+}
+
+// Rank 0's resume session (output.dir and its lock; a KTA run has no checkpoint).
+std::unique_ptr<ResumeSession> rank0_session(const Config& config, Communicator& comm, const char* command,
+                                             const char* product, bool restart, MemoryBudget& budget) {
+  if (comm.rank() != 0) return nullptr;
+  RunIdentity identity = partitioned_run_identity(config, comm.size());
+  identity.command = command;
+  return std::make_unique<ResumeSession>(config.get_string("output.dir"), identity, restart, product, budget);
+}
+
+}  // namespace
+
+int train_pnorm_kta(SolverCommand& cmd) {
+  const Config& config = cmd.config;
+  reject_kta_ignored_keys(config, KtaCommand::kTrain);
+  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
+  const ShardStore& store = *cmd.data.store;
+  const auto start = std::chrono::steady_clock::now();
+  KtaRun run = compute_alignments(store, settings, cmd.budget);
+  KtaTrained trained = train_kta_model(store, settings, cmd.budget, run);
+  const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const KtaTrainOutput output{cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, cmd.warnings,
+                              cmd.out_dir, *cmd.session,
+                              [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
+                                begin_run_json(j, "pnorm_kta", config, cmd.data, dump);
+                              },
+                              ""};
+  return write_train_outputs(config, settings, run, trained, output);
+}
+
+int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                                RunWarnings& warnings) {
+  check_same_configuration(comm, config);
+  reject_kta_ignored_keys(config, KtaCommand::kTrain);
+  reject_kta_on_partitions(config);
+  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
+  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
+  std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "train", "model.fgm", restart, budget);
+  const auto start = std::chrono::steady_clock::now();
+  DistributedKtaOutcome outcome = train_kta_distributed(comm, dir, settings, budget);
+  const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
+  if (comm.rank() != 0) return 0;
+  const KtaTrainOutput output{budget, outcome.budget_peak, train_seconds, 0.0, warnings, out_dir, *session,
+                              [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
+                                begin_partitioned_run_json(j, "pnorm_kta", dir, outcome.manifest, dump);
+                                write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
+                                                          outcome.communication, ranks);
+                              },
+                              fmt::format(" ranks={}", comm.size())};
+  return write_train_outputs(config, settings, outcome.run, outcome.trained, output);
+}
+
+int path_pnorm_kta_partitioned(const Config& config, bool restart) {
+  Communicator& comm = world_communicator();
+  check_same_configuration(comm, config);
+  reject_kta_ignored_keys(config, KtaCommand::kPath);
+  reject_kta_on_partitions(config);
+  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kPath);
+  if (comm.rank() != 0) {  // rank 0 evaluates the points (the models are the same on every rank)
+    settings.test_path.clear();
+    settings.validation_path.clear();
+  }
+  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  RunWarnings warnings;
+  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
+  std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "path", "path.csv", restart, budget);
+  if (session)
+    spdlog::info("pnorm_kta path on partitioned store {} with {} rank(s): p {} -> {} step {}", dir, comm.size(),
+                 settings.path.p_start, settings.path.p_end, settings.path.p_step);
+  DistributedKtaOutcome outcome = path_kta_distributed(
+      comm, dir, settings, budget, [&](const KtaPoint& p, const kta::PathPoint&) {
+        if (comm.rank() == 0) log_point(p);
+      });
+  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
+  if (comm.rank() != 0) return 0;
+  KtaPathWriter(config).write(
+      settings, outcome.run, out_dir, 0.0, warnings,
+      [&](JsonWriter& j) {
+        write_partitioned_data_section(j, dir, outcome.manifest);
+        write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication,
+                                  ranks);
+      },
+      fmt::format(" ranks={}", comm.size()));
+  session->finish();
   return 0;
 }
 

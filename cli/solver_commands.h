@@ -49,5 +49,10 @@ int dispatch_solver_path(SolverKind solver, SolverCommand& command);
 // solver = "pnorm_kta" (cli/pnorm_kta_command.cpp).
 int train_pnorm_kta(SolverCommand& command);
 int path_pnorm_kta(SolverCommand& command);
+// solver = "pnorm_kta" (kta.kernel = "linear") on a partitioned store, with or
+// without mpirun (rank 0 writes the outputs).
+int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                                RunWarnings& warnings);
+int path_pnorm_kta_partitioned(const Config& config, bool restart);
 
 }  // namespace fgm::cli

@@ -137,11 +137,8 @@ Command add_train(CLI::App& app) {
     const std::string out_dir = config.get_string("output.dir");
     Communicator& world = world_communicator();
     require_partitioned_store(config, world);
-    if (is_partitioned_store(config.get_string("data.train"))) {
-      if (solver_from_config(config) == SolverKind::kSifs)
-        return train_sifs_partitioned(config, budget, world, args->restart, warnings);
+    if (is_partitioned_store(config.get_string("data.train")))
       return train_partitioned(config, settings, budget, world, args->restart, warnings);
-    }
 
     TrainingData data = open_training_data(config.get_string("data.train"),
                                            training_data_options_from_config(config), budget);

@@ -29,8 +29,7 @@ std::vector<double> alignment_values(const std::vector<kta::FeatureAlignment>& f
 struct EvaluationRows {
   std::unique_ptr<LabeledRows> test, validation;
   Reservation test_memory, validation_memory;
-  EvaluationRows(const ShardStore& store, const KtaSettings& s, MemoryBudget& budget) {
-    const Model shape = model_of_store(store.info(), "pnorm_kta");
+  EvaluationRows(const Model& shape, const KtaSettings& s, MemoryBudget& budget) {
     if (!s.test_path.empty())
       test = std::make_unique<LabeledRows>(load_labeled_rows(s.test_path, shape, budget, test_memory));
     if (!s.validation_path.empty())
@@ -47,21 +46,34 @@ Model kta_model_shape(const ShardStore& store) {
   return m;
 }
 
-void evaluate_point(const ShardStore& store, const KtaSettings& settings, const KtaRun& run,
-                    const kta::PathPoint& point, const EvaluationRows& rows, MemoryBudget& budget, KtaPoint& out) {
-  if (settings.kernel == kta::KernelKind::kRbf) {
-    // Scored by the model file's scorer, as `fgm predict` scores it.
-    const KtaRbfFit fit =
-        fit_kta_rbf_model(store, run.alignments, point, settings.C, kta_model_shape(store), budget);
-    if (rows.test) out.test = evaluate_rows(*rows.test, fit.model, false, budget);
-    if (rows.validation) out.validation = evaluate_rows(*rows.validation, fit.model, false, budget);
-    out.train_accuracy = fit.train_accuracy;
-    return;
+void evaluate_point(const KtaSettings& settings, const KtaPointFit& fit, const kta::PathPoint& point,
+                    const EvaluationRows& rows, MemoryBudget& budget, KtaPoint& out) {
+  KtaPointModel fitted = fit(point);
+  if (rows.test) out.test = evaluate_rows(*rows.test, fitted.model, false, budget);
+  if (rows.validation) out.validation = evaluate_rows(*rows.validation, fitted.model, false, budget);
+  out.train_accuracy = fitted.train_accuracy;
+  // RBF points keep no model (n_support × features values each).
+  if (settings.kernel == kta::KernelKind::kLinear) {
+    out.model = std::move(fitted.model);
+    out.has_model = true;
   }
-  out.model = fit_kta_linear_model(store, settings, run.alignments, point, budget);
-  out.has_model = true;
-  if (rows.test) out.test = evaluate_rows(*rows.test, out.model, false, budget);
-  if (rows.validation) out.validation = evaluate_rows(*rows.validation, out.model, false, budget);
+}
+
+// One store's SVMs: the linear one over its rows, or LIBSVM's.
+KtaPointFit single_store_fit(const ShardStore& store, const KtaSettings& settings, const KtaRun& run,
+                             MemoryBudget& budget) {
+  return [&store, &settings, &run, &budget](const kta::PathPoint& point) {
+    KtaPointModel out;
+    if (settings.kernel == kta::KernelKind::kRbf) {
+      KtaRbfFit fit = fit_kta_rbf_model(store, run.alignments, point, settings.C, kta_model_shape(store), budget);
+      out.model = std::move(fit.model);
+      out.memory = std::move(fit.memory);
+      out.train_accuracy = fit.train_accuracy;
+    } else {
+      out.model = fit_kta_linear_model(store, settings, run.alignments, point, budget);
+    }
+    return out;
+  };
 }
 
 }  // namespace
@@ -83,8 +95,14 @@ KtaRun compute_alignments(const ShardStore& store, const KtaSettings& settings, 
 
 void run_kta_path(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run,
                   const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point) {
+  run_kta_path(settings, kta_model_shape(store), single_store_fit(store, settings, run, budget), budget, run,
+               on_point);
+}
+
+void run_kta_path(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit, MemoryBudget& budget,
+                  KtaRun& run, const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point) {
   const auto start = Clock::now();
-  const EvaluationRows rows(store, settings, budget);
+  const EvaluationRows rows(shape, settings, budget);
   Reservation path_memory = budget.reserve(run.alignments.size() * (sizeof(double) + 12),
                                            "KTA path: alignments, active set and weights");
   const std::vector<double> a = alignment_values(run.alignments);
@@ -100,7 +118,7 @@ void run_kta_path(const ShardStore& store, const KtaSettings& settings, MemoryBu
     p.path_seconds = seconds_since(mark);
     run.path_seconds += p.path_seconds;
     const auto svm_start = Clock::now();
-    if (settings.evaluate) evaluate_point(store, settings, run, point, rows, budget, p);
+    if (settings.evaluate) evaluate_point(settings, fit, point, rows, budget, p);
     p.svm_seconds = seconds_since(svm_start);
     run.points.push_back(p);
     const int index = static_cast<int>(run.points.size()) - 1;
@@ -121,45 +139,64 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
                            const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
                            MemoryBudget& budget) {
   const StoreInfo& info = store.info();
-  const uint64_t n = info.n_rows;
-  Model m = kta_model_shape(store);
+  LocalRowSums local;
+  const KtaRows rows{{&store}, {store.labels()}, &local, info.n_rows, info.n_positive, info.n_negative,
+                     kta_model_shape(store)};
+  return fit_kta_linear_model(rows, settings, alignments, point, budget);
+}
+
+Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
+                           const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
+                           MemoryBudget& budget) {
+  const uint64_t n = rows.n;
+  Model m = rows.shape;
   m.loss = loss_name(Loss::kSquaredHinge);
   m.C = settings.C;
   m.has_bias = true;
   if (point.active.empty()) {  // no feature: the majority class (decision −bias)
-    m.bias = info.n_positive >= info.n_negative ? -1.0 : 1.0;
+    m.bias = rows.n_positive >= rows.n_negative ? -1.0 : 1.0;
     return m;
   }
   double weight_sum = 0;
   for (double w : point.weights) weight_sum += w;
   // Column i scaled by sqrt(w_i), w_i = (η_i/Ση)(n/tr_i): the linear kernel Σ w_i x_i z_i.
-  SelectedFeatureCache cache(budget, n);
-  cache.begin_batch();
   std::vector<double> scale(point.active.size());
-  std::vector<uint32_t> rows;
-  std::vector<float> values;
   for (size_t k = 0; k < point.active.size(); ++k) {
     const kta::FeatureAlignment& f = alignments[point.active[k]];
     scale[k] = std::sqrt(point.weights[k] / weight_sum * static_cast<double>(n) / f.trace);
-    store.read_column(f.feature, rows, values);
-    for (float& v : values) v = static_cast<float>(v * scale[k]);
-    FeatureKey key;
-    key.ids[0] = f.feature;
-    cache.add_column(key, rows, values);
+  }
+  // Each part's rows of the scaled columns (a part may lack a column: no rows).
+  std::vector<std::unique_ptr<SelectedFeatureCache>> caches;
+  std::vector<std::vector<double>> decisions(rows.parts.size());
+  std::vector<ApgRowPart> parts;
+  std::vector<uint32_t> column_rows;
+  std::vector<float> values;
+  for (size_t q = 0; q < rows.parts.size(); ++q) {
+    const ShardStore& store = *rows.parts[q];
+    caches.push_back(std::make_unique<SelectedFeatureCache>(budget, store.info().n_rows));
+    caches.back()->begin_batch();
+    for (size_t k = 0; k < point.active.size(); ++k) {
+      const uint64_t feature = alignments[point.active[k]].feature;
+      store.read_column(feature, column_rows, values);
+      for (float& v : values) v = static_cast<float>(v * scale[k]);
+      FeatureKey key;
+      key.ids[0] = feature;
+      caches.back()->add_column(key, column_rows, values);
+    }
+    parts.push_back({caches.back().get(), rows.labels[q], &decisions[q]});
   }
   ApgOptions apg = settings.apg;
   apg.loss = Loss::kSquaredHinge;
   apg.bias = true;
   apg.C = settings.C;
   ApgState state;
-  std::vector<double> decision;
-  const ApgResult result = solve_apg(cache, store.labels(), apg, state, decision, budget);
+  const ApgResult result = solve_apg(parts, *rows.reduction, apg, state, budget);
   m.objective = result.objective;
   m.iterations = static_cast<uint32_t>(result.iterations);
   m.bias = state.b;
   for (size_t k = 0; k < point.active.size(); ++k) {
     ModelFeature f;
-    f.key = cache.key(k);
+    f.key.ids[0] = alignments[point.active[k]].feature;
     // The weight of the scaled column, moved onto the raw feature. The
     // stored value was rounded to float; the model uses the exact scale.
     f.weight = state.w[k] * scale[k];
@@ -171,23 +208,21 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
 
 KtaTrained train_kta_model(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget,
                            KtaRun& run) {
+  return train_kta_model(settings, kta_model_shape(store), single_store_fit(store, settings, run, budget), budget,
+                         run);
+}
+
+KtaTrained train_kta_model(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit,
+                           MemoryBudget& budget, KtaRun& run) {
   KtaSettings to_train_p = settings;
   to_train_p.path.p_end = settings.train_p;
   to_train_p.evaluate = false;
   to_train_p.test_path.clear();
   to_train_p.validation_path.clear();
   kta::PathPoint last;
-  run_kta_path(store, to_train_p, budget, run, [&](const KtaPoint&, const kta::PathPoint& point) { last = point; });
-  KtaTrained out;
-  if (settings.kernel == kta::KernelKind::kRbf) {
-    KtaRbfFit fit = fit_kta_rbf_model(store, run.alignments, last, settings.C, kta_model_shape(store), budget);
-    out.model = std::move(fit.model);
-    out.memory = std::move(fit.memory);
-    out.train_accuracy = fit.train_accuracy;
-  } else {
-    out.model = fit_kta_linear_model(store, settings, run.alignments, last, budget);
-  }
-  return out;
+  run_kta_path(to_train_p, shape, fit, budget, run,
+               [&](const KtaPoint&, const kta::PathPoint& point) { last = point; });
+  return fit(last);
 }
 
 }  // namespace fgm

@@ -33,6 +33,7 @@
 #include "io/model_file.h"
 #include "io/shard_store.h"
 #include "solvers/apg.h"
+#include "solvers/apg_reduction.h"
 #include "solvers/pnorm_kta/alignment_pass.h"
 #include "solvers/pnorm_kta/kta_path.h"
 
@@ -82,8 +83,38 @@ KtaRun compute_alignments(const ShardStore& store, const KtaSettings& settings, 
 void run_kta_path(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run,
                   const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point);
 
+// The SVM of one path point (a linear model, or the RBF kernel SVM whose
+// arrays `memory` holds) and, RBF only, its training accuracy.
+struct KtaPointModel {
+  Model model;
+  Reservation memory;
+  double train_accuracy = std::numeric_limits<double>::quiet_NaN();
+};
+using KtaPointFit = std::function<KtaPointModel(const kta::PathPoint&)>;
+
+// Steps 2 and 3 with the SVMs made by `fit` (a distributed run fits over its
+// partitions); `shape` (the models' label map) reads data.test and
+// data.validation, which only the process that reports sets.
+void run_kta_path(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit, MemoryBudget& budget,
+                  KtaRun& run, const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point);
+
+// The training rows of the linear SVMs: one store, or this rank's partitions
+// of a partitioned store, whose sums over rows `reduction` adds (LocalRowSums
+// for one store, the partition tree for partitions: solvers/apg.h).
+struct KtaRows {
+  std::vector<const ShardStore*> parts;
+  std::vector<const int8_t*> labels;  // each part's ±1 labels
+  RowSumReduction* reduction = nullptr;
+  uint64_t n = 0, n_positive = 0, n_negative = 0;  // over all rows of every part and process
+  Model shape;                                     // the models' label map and provenance
+};
+
 // The linear SVM at one path point as a model on the raw features (solver
 // "pnorm_kta", bias on). An empty selection gives the majority-class model.
+Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
+                           const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
+                           MemoryBudget& budget);
+// The same on one store's rows.
 Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
                            const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
                            MemoryBudget& budget);
@@ -93,12 +124,11 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
 // kernel SVM (io/model_file.h KernelSvm) whose arrays `memory` holds. Fills
 // `run` (alignments and the path's points, without SVMs at the intermediate
 // points).
-struct KtaTrained {
-  Model model;
-  Reservation memory;
-  double train_accuracy = std::numeric_limits<double>::quiet_NaN();  // rbf only
-};
+using KtaTrained = KtaPointModel;
 KtaTrained train_kta_model(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget,
                            KtaRun& run);
+// The same with the SVM made by `fit`.
+KtaTrained train_kta_model(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit,
+                           MemoryBudget& budget, KtaRun& run);
 
 }  // namespace fgm

@@ -25,26 +25,43 @@ std::vector<double> centred_unit_labels(const int8_t* labels, uint64_t n) {
   return y;
 }
 
-FeatureAlignment linear_alignment(uint64_t feature, const ColumnEntries& column,
-                                  const double* unit_labels, uint64_t n) {
-  FeatureAlignment out;
-  out.feature = feature;
-  if (column.col_min == column.col_max || n == 0) return out;  // constant: centred kernel 0
-  double sum = 0, dot = 0;
+LinearColumnSums linear_column_sums(const ColumnEntries& column, const double* unit_labels) {
+  LinearColumnSums out;
   for (uint64_t e = 0; e < column.nnz; ++e) {
     const double x = column.values[e];
-    sum += x;
-    dot += x * unit_labels[column.rows[e]];
+    out.sum += x;
+    out.label_dot += x * unit_labels[column.rows[e]];
   }
-  const double mean = sum / static_cast<double>(n);
-  double centred2 = static_cast<double>(n - column.nnz) * mean * mean;
+  return out;
+}
+
+double centred_square_sum(const ColumnEntries& column, double mean, double start) {
+  double centred2 = start;
   for (uint64_t e = 0; e < column.nnz; ++e) {
     const double d = column.values[e] - mean;
     centred2 += d * d;
   }
+  return centred2;
+}
+
+FeatureAlignment linear_alignment_from_sums(uint64_t feature, bool constant, const LinearColumnSums& sums,
+                                            double centred2, uint64_t n) {
+  FeatureAlignment out;
+  out.feature = feature;
+  if (constant || n == 0) return out;  // constant: centred kernel 0
   out.trace = centred2;
-  out.alignment = centred2 > 0 ? dot * dot / centred2 : 0.0;
+  out.alignment = centred2 > 0 ? sums.label_dot * sums.label_dot / centred2 : 0.0;
   return out;
+}
+
+FeatureAlignment linear_alignment(uint64_t feature, const ColumnEntries& column,
+                                  const double* unit_labels, uint64_t n) {
+  const bool constant = column.col_min == column.col_max;
+  if (constant || n == 0) return linear_alignment_from_sums(feature, true, {}, 0, n);
+  const LinearColumnSums sums = linear_column_sums(column, unit_labels);
+  const double mean = sums.sum / static_cast<double>(n);
+  const double zeros = static_cast<double>(n - column.nnz) * mean * mean;
+  return linear_alignment_from_sums(feature, false, sums, centred_square_sum(column, mean, zeros), n);
 }
 
 namespace {

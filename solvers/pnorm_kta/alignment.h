@@ -65,6 +65,20 @@ struct ColumnEntries {
 FeatureAlignment linear_alignment(uint64_t feature, const ColumnEntries& column,
                                   const double* unit_labels, uint64_t n);
 
+// The pieces of linear_alignment, for rows split into parts (a partitioned
+// store: each part's sums are added in the partition tree, engine/distributed_kta.h):
+//   Σ_nz x and Σ_nz x·ỹ over a column's stored entries, in row order;
+struct LinearColumnSums {
+  double sum = 0, label_dot = 0;
+};
+LinearColumnSums linear_column_sums(const ColumnEntries& column, const double* unit_labels);
+//   start + Σ_nz (x − μ)² over its stored entries, in row order;
+double centred_square_sum(const ColumnEntries& column, double mean, double start);
+//   a_i from the sums over all n rows (`centred2` = ‖x − μ1‖²; `constant`:
+//   col_min = col_max over all rows).
+FeatureAlignment linear_alignment_from_sums(uint64_t feature, bool constant, const LinearColumnSums& sums,
+                                            double centred2, uint64_t n);
+
 // Reusable buffers of rbf_alignment (grown to the column's nnz + 1 entries).
 struct RbfScratch {
   std::vector<std::pair<double, double>> value_label;  // (x_r, ỹ_r) of the nonzeros

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/test_util.h"
 
@@ -75,6 +76,29 @@ inline void kill_last_rank(const TempDir& dir) {
   long last = 0;
   for (long p; pids >> p;) last = p;
   if (last > 0) ::kill(static_cast<pid_t>(last), SIGKILL);
+}
+
+// A CSV file's rows as cells (a trailing comma ends with an empty cell).
+inline std::vector<std::vector<std::string>> csv_cells(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream ls(line);
+    while (std::getline(ls, cell, ',')) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.push_back("");
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+// The index of column `name` in a CSV header (header.size() when absent).
+inline size_t csv_column(const std::vector<std::string>& header, const std::string& name) {
+  for (size_t c = 0; c < header.size(); ++c)
+    if (header[c] == name) return c;
+  return header.size();
 }
 
 }  // namespace fgm::test

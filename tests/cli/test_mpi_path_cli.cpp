@@ -378,9 +378,9 @@ TEST_CASE("fgm path on a partitioned store refuses what it does not support, nam
   CHECK_FALSE(std::filesystem::exists(dir.file("o/path.csv")));
   CHECK_FALSE(std::filesystem::exists(dir.file("o/point-1.fgm")));
   std::filesystem::remove_all(dir.file("o"));
-  r = run(dir, "path data.train=store solver=pnorm_kta output.dir=o");
+  r = run(dir, base + "\"features.transform=['maxabs']\" output.dir=o");
   CHECK(r.code == 2);
-  CHECK(contains(r.err, "solver: solver = pnorm_kta is not supported by fgm path on a partitioned store"));
+  CHECK(contains(r.err, "features.transform: a feature transform is not supported by fgm path on a partitioned store"));
   CHECK_FALSE(std::filesystem::exists(dir.file("o")));
   // A rank count that does not divide the partitions: the trainer's check, on every rank.
   r = run_mpi(dir, 3, base + "output.dir=o");

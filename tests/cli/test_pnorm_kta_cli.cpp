@@ -25,26 +25,10 @@ struct KtaFiles {
 };
 
 // The rows of a CSV as vectors of cells.
-std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::string cell;
-    std::istringstream ls(line);
-    while (std::getline(ls, cell, ',')) cells.push_back(cell);
-    if (!line.empty() && line.back() == ',') cells.push_back("");
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
 size_t column_of(const std::vector<std::string>& header, const std::string& name) {
-  for (size_t c = 0; c < header.size(); ++c)
-    if (header[c] == name) return c;
-  FAIL("no column " << name);
-  return 0;
+  const size_t c = csv_column(header, name);
+  if (c == header.size()) FAIL("no column " << name);
+  return c;
 }
 
 }  // namespace
@@ -55,7 +39,7 @@ TEST_CASE("fgm path with solver = pnorm_kta: path.csv per p, oracle labelled, po
   INFO(r.err);
   REQUIRE(r.code == 0);
   REQUIRE(contains(r.out, "oracle_best_test_accuracy="));
-  const auto rows = csv_rows(slurp(f.dir.file("out/path.csv")));
+  const auto rows = csv_cells(slurp(f.dir.file("out/path.csv")));
   REQUIRE(rows.size() == 12);  // header + p = 2.0, 1.9, ..., 1.0
   const auto& h = rows[0];
   for (const char* name : {"p", "selected", "test_accuracy", "validation_accuracy", "seconds"}) column_of(h, name);
@@ -88,7 +72,7 @@ TEST_CASE("fgm path with solver = pnorm_kta: 1 and 2 threads write the same path
                                        std::to_string(threads) + " output.dir=out" + std::to_string(threads));
     INFO(r.err);
     REQUIRE(r.code == 0);
-    auto rows = csv_rows(slurp(f.dir.file("out" + std::to_string(threads) + "/path.csv")));
+    auto rows = csv_cells(slurp(f.dir.file("out" + std::to_string(threads) + "/path.csv")));
     const size_t first_time = column_of(rows[0], "seconds");
     for (auto& row : rows) row.resize(first_time);  // the columns before the timings
     runs[threads - 1] = rows;
@@ -104,7 +88,7 @@ TEST_CASE("fgm path with solver = pnorm_kta and an RBF kernel keeps no point mod
   REQUIRE(contains(slurp(f.dir.file("out/path.json")), "\"point_models\": false"));
   REQUIRE_FALSE(std::filesystem::exists(f.dir.file("out/point-1.fgm")));
   REQUIRE(std::filesystem::exists(f.dir.file("out/report.html")));
-  const auto rows = csv_rows(slurp(f.dir.file("out/path.csv")));
+  const auto rows = csv_cells(slurp(f.dir.file("out/path.csv")));
   REQUIRE(rows.size() == 6);
   REQUIRE_FALSE(rows[1][column_of(rows[0], "test_accuracy")].empty());
 }

@@ -1,0 +1,54 @@
+// solver = "pnorm_kta" with kta.kernel = "linear" on a partitioned store,
+// data-parallel over the ranks of a Communicator (docs/distributed.md,
+// "p-norm KTA"). The linear alignment a_i = (xᵀỹ)² / ‖x − μ1‖²
+// (solvers/pnorm_kta/alignment.h) needs, per column, Σx, Σxỹ and the stored
+// entries' count (first streamed pass over each own partition), then
+// Σ_nz (x − μ)² with the global mean μ (second pass), each added over the
+// partitions in the fixed partition tree (core/partition_sum.h, sparse: only
+// the partitions' non-empty columns travel), and whether the column is
+// constant (its min and max over all partitions, exact: one allgather). ỹ
+// comes from the global class counts, so every row's ỹ is the same for every
+// rank count. The alignments are then the same bits on every rank for every
+// rank count dividing the partition count; the p-path follows in memory,
+// identically on every rank, and the linear SVM of each point is the
+// engine's APG over this rank's partitions (solve_apg over ApgRowPart parts,
+// sums in the partition tree), the same model on every rank.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/memory_budget.h"
+#include "engine/distributed_fgm.h"
+#include "engine/pnorm_kta_path.h"
+#include "io/partitioned_store.h"
+
+namespace fgm {
+
+struct DistributedKtaOutcome {
+  KtaRun run;
+  KtaTrained trained;  // fgm train: the SVM at kta.p
+  // Phases: iteration 0 "alignments"; a path's point k (1-based) "svm" as
+  // iteration k; fgm train's model "svm" as iteration 1.
+  std::vector<CommunicationRecord> communication;
+  PartitionManifest manifest;
+  int ranks = 1;
+  uint32_t own_partitions = 0;
+  uint64_t budget_peak = 0;
+};
+
+// fgm path: the alignments, the path and, when settings.evaluate, a linear
+// SVM at every point (data.test / data.validation are read where they are
+// set: give them to rank 0 only). A collective; kernel must be linear.
+using KtaPointVisitor = std::function<void(const KtaPoint&, const kta::PathPoint&)>;
+DistributedKtaOutcome path_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
+                                           MemoryBudget& budget, const KtaPointVisitor& on_point);
+
+// fgm train: the path down to kta.p and the linear SVM at its last point.
+DistributedKtaOutcome train_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
+                                            MemoryBudget& budget);
+
+}  // namespace fgm
