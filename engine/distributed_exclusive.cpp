@@ -1,4 +1,5 @@
 #include "engine/distributed_exclusive.h"
+#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
@@ -155,14 +156,7 @@ class ExclusiveRun {
     y_.resize(design_->rows());
     groups_ = exclusive_groups_for(settings, design_->column_ids(), out_.manifest.n_features,
                                    out_.manifest.index_base, budget, &source_);
-    base_.engine_version = FGM_VERSION;
-    base_.solver = "exclusive";
-    base_.n_features = out_.manifest.n_features;
-    base_.index_base = out_.manifest.index_base;
-    base_.positive_label = out_.class_values.back();
-    base_.negative_label = out_.class_values.front();
-    base_.input_checksum = out_.manifest.input_checksum;
-    base_.input_path = out_.manifest.input_path;
+    base_ = model_of_partitioned_store(out_.manifest, out_.class_values.front(), out_.class_values.back(), "exclusive");
     record(0, "setup", before);
   }
 

@@ -1,4 +1,5 @@
 #include "engine/distributed_fgm.h"
+#include "engine/model_provenance.h"
 
 #include <chrono>
 #include <cstring>
@@ -371,19 +372,11 @@ void DistributedRun::save_progress() const {
 }
 
 Model DistributedRun::make_model(double objective) const {
-  Model model;
-  model.engine_version = FGM_VERSION;
-  model.solver = "fgm";
+  Model model = model_of_partitioned_store(out_.manifest, negative_, positive_, "fgm");
   model.loss = loss_name(settings_.apg.loss);
   model.C = settings_.apg.C;
   model.B = settings_.B;
   model.iterations = static_cast<uint32_t>(out_.iterations.size());
-  model.n_features = out_.manifest.n_features;
-  model.index_base = out_.manifest.index_base;
-  model.positive_label = positive_;
-  model.negative_label = negative_;
-  model.input_checksum = out_.manifest.input_checksum;
-  model.input_path = out_.manifest.input_path;
   model.feature_kind = groups_ ? "group" : "linear";
   if (space_) space_->describe(model);
   model.objective = objective;
@@ -695,13 +688,7 @@ bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
   rec.rel_decrease = out_.objective_no_features > 0 ? (objective_ - r.objective) / out_.objective_no_features : 0;  // (38)
   objective_ = r.objective;
   rec.objective = r.objective;
-  rec.apg_iterations = r.iterations;
-  rec.apg_line_search_steps = r.line_search_steps;
-  rec.apg_gradient_evaluations = r.gradient_evaluations;
-  rec.apg_recomputed_products = r.recomputed_products;
-  rec.apg_converged = r.converged;
-  rec.apg_relative_gap = r.relative_gap;
-  rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
+  record_apg_result(r, rec);
   rec.peak_rss_bytes = peak_rss_bytes();
   if (comm_.rank() == 0) warn_iteration(rec, settings_.warnings);
   out_.iterations.push_back(rec);

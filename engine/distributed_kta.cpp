@@ -1,4 +1,5 @@
 #include "engine/distributed_kta.h"
+#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
@@ -89,17 +90,8 @@ class KtaPartitions {
 
   // The models' label map and provenance (no store checksum: the partitions have their own).
   Model shape() const {
-    Model m;
-    m.engine_version = FGM_VERSION;
-    m.solver = "pnorm_kta";
+    Model m = model_of_partitioned_store(out_.manifest, negative_, positive_, "pnorm_kta");
     m.feature_kind = "linear";
-    m.n_features = out_.manifest.n_features;
-    m.index_base = out_.manifest.index_base;
-    m.positive_label = positive_;
-    m.negative_label = negative_;
-    m.input_checksum = out_.manifest.input_checksum;
-    m.input_path = out_.manifest.input_path;
-    m.created_unix = static_cast<int64_t>(std::time(nullptr));
     return m;
   }
 

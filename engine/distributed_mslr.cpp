@@ -1,4 +1,5 @@
 #include "engine/distributed_mslr.h"
+#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
@@ -283,20 +284,12 @@ MslrState DistributedMslrRun::state() const {
 }
 
 Model DistributedMslrRun::make_model() const {
-  Model m;
-  m.engine_version = FGM_VERSION;
-  m.solver = "mslr";
+  Model m = model_of_partitioned_store(out_.manifest, negative_, positive_, "mslr");
   m.loss = "logistic";
   m.C = settings_.minimax.C;
   m.B = settings_.r;
   m.iterations = static_cast<uint32_t>(out_.result.iterations.size());
   m.has_bias = false;
-  m.n_features = out_.manifest.n_features;
-  m.index_base = out_.manifest.index_base;
-  m.positive_label = positive_;
-  m.negative_label = negative_;
-  m.input_checksum = out_.manifest.input_checksum;
-  m.input_path = out_.manifest.input_path;
   m.feature_kind = "linear";
   m.objective = last_objective_;
   const SelectedFeatureCache& cache = *columns_.front();

@@ -1,4 +1,5 @@
 #include "engine/distributed_sifs.h"
+#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
@@ -299,15 +300,7 @@ void DistributedSifsSolver::solve_screened(const ScreenedSets& sets, const SifsR
 Model distributed_sifs_model(const DistributedSifsPasses& passes, const SifsReference& solution, double objective) {
   const PartitionManifest& manifest = passes.manifest();
   const std::vector<double>& values = passes.class_values();
-  Model m;
-  m.engine_version = FGM_VERSION;
-  m.solver = "sifs";
-  m.n_features = manifest.n_features;
-  m.index_base = manifest.index_base;
-  m.input_checksum = manifest.input_checksum;
-  m.input_path = manifest.input_path;
-  m.positive_label = values.back();
-  m.negative_label = values.front();
+  Model m = model_of_partitioned_store(manifest, values.front(), values.back(), "sifs");
   set_sifs_weights(m, passes.layout(), values, passes.columns(), [&](uint64_t j) { return passes.column_id(j); },
                    solution, objective);
   return m;

@@ -289,13 +289,7 @@ void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
   rec.selected = cache_.num_columns();
   rec.objective = r.objective;
   rec.rel_decrease = f0_ > 0 ? (f_prev_ - r.objective) / f0_ : 0.0;
-  rec.apg_iterations = r.iterations;
-  rec.apg_line_search_steps = r.line_search_steps;
-  rec.apg_gradient_evaluations = r.gradient_evaluations;
-  rec.apg_recomputed_products = r.recomputed_products;
-  rec.apg_converged = r.converged;
-  rec.apg_relative_gap = r.relative_gap;
-  rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
+  record_apg_result(r, rec);
   warn_iteration(rec, settings_.warnings);
   rec.peak_rss_bytes = peak_rss_bytes();
   progress_.total_apg_iterations += r.iterations;
@@ -592,6 +586,16 @@ LockstepOutcome LockstepRuns::run() {
 // (tile_rows·8 bytes) is then reused by ~16 nonzeros per cache line within a
 // block, where 4 MB blocks of a tall store (n = 3·10^6) touch each line about
 // once. Scores do not depend on how the columns are cut into blocks.
+void record_apg_result(const ApgResult& r, IterationRecord& rec) {
+  rec.apg_iterations = r.iterations;
+  rec.apg_line_search_steps = r.line_search_steps;
+  rec.apg_gradient_evaluations = r.gradient_evaluations;
+  rec.apg_recomputed_products = r.recomputed_products;
+  rec.apg_converged = r.converged;
+  rec.apg_relative_gap = r.relative_gap;
+  rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
+}
+
 uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint) {
   // Land exactly on the next checkpoint and never pass max_features.
   const auto& points = settings.checkpoints;

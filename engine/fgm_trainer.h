@@ -102,6 +102,9 @@ struct IterationRecord {
   uint64_t apg_recomputed_products = 0;  // inner-product cache misses (the budget had no room)
 };
 
+// An APG solve's figures in an outer iteration's record (apg_* fields).
+void record_apg_result(const ApgResult& r, IterationRecord& rec);
+
 struct TrainOutcome {
   Model model;
   std::vector<IterationRecord> iterations;

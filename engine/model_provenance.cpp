@@ -20,4 +20,19 @@ Model model_of_store(const StoreInfo& info, std::string_view solver) {
   return m;
 }
 
+Model model_of_partitioned_store(const PartitionManifest& manifest, double negative_label, double positive_label,
+                                 std::string_view solver) {
+  Model m;
+  m.engine_version = FGM_VERSION;
+  m.solver = std::string(solver);
+  m.n_features = manifest.n_features;
+  m.index_base = manifest.index_base;
+  m.positive_label = positive_label;
+  m.negative_label = negative_label;
+  m.input_checksum = manifest.input_checksum;
+  m.input_path = manifest.input_path;
+  m.created_unix = static_cast<int64_t>(std::time(nullptr));
+  return m;
+}
+
 }  // namespace fgm

@@ -7,10 +7,17 @@
 #include <string_view>
 
 #include "io/model_file.h"
+#include "io/partitioned_store.h"
 #include "io/shard_store.h"
 
 namespace fgm {
 
 Model model_of_store(const StoreInfo& info, std::string_view solver);
+
+// The same for a model trained on a partitioned store: its manifest's width,
+// index base, input checksum and path, and the label map of all partitions
+// (no store checksum: each partition has its own).
+Model model_of_partitioned_store(const PartitionManifest& manifest, double negative_label, double positive_label,
+                                 std::string_view solver);
 
 }  // namespace fgm
