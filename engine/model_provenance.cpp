@@ -31,7 +31,6 @@ Model model_of_partitioned_store(const PartitionManifest& manifest, double negat
   m.negative_label = negative_label;
   m.input_checksum = manifest.input_checksum;
   m.input_path = manifest.input_path;
-  m.created_unix = static_cast<int64_t>(std::time(nullptr));
   return m;
 }
 

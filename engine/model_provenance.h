@@ -16,7 +16,8 @@ Model model_of_store(const StoreInfo& info, std::string_view solver);
 
 // The same for a model trained on a partitioned store: its manifest's width,
 // index base, input checksum and path, and the label map of all partitions
-// (no store checksum: each partition has its own).
+// (no store checksum: each partition has its own). No creation time either, so
+// the model files of a run on any rank count are the same bytes.
 Model model_of_partitioned_store(const PartitionManifest& manifest, double negative_label, double positive_label,
                                  std::string_view solver);
 

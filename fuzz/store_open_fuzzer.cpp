@@ -100,7 +100,7 @@ std::optional<uint64_t> repair_piece_table(std::string& file, const fgm::schema:
   pieces.update(file.data() + raw, l.data_bytes);
   const std::vector<uint64_t> table = pieces.finish();
   if (table.size() != l.piece_count) return {};
-  std::memcpy(file.data() + raw + l.piece_table, table.data(), 8 * table.size());
+  if (!table.empty()) std::memcpy(file.data() + raw + l.piece_table, table.data(), 8 * table.size());
   return fgm::xxh64(table.data(), 8 * table.size());
 }
 
