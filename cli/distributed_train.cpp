@@ -228,8 +228,8 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
 
 int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
                       bool restart, RunWarnings& warnings) {
-  check_same_configuration(comm, config);
   warn_if_threads_exceed_affinity(settings.scheduler.threads, comm, warnings);
+  // Each solver's partitioned run checks that every rank has its configuration (one collective).
   switch (solver_from_config(config)) {
     case SolverKind::kSifs:
       return train_sifs_partitioned(config, budget, comm, restart, warnings);
@@ -242,6 +242,7 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
     case SolverKind::kFgm:
       break;
   }
+  check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
   // Rank 0 alone opens the resume session (output.dir, its lock, the

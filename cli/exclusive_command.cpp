@@ -230,6 +230,7 @@ int train_exclusive(SolverCommand& command) {
 // model, run.json (with the "distributed" section) and the report.
 int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
                                 RunWarnings& warnings) {
+  check_same_configuration(comm, config);
   reject_transform_and_truth_on_partitions(config, "exclusive");
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
