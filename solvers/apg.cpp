@@ -140,6 +140,7 @@
 #include "solvers/apg_layout.h"
 #include "solvers/losses.h"
 #include "solvers/moreau_projection.h"
+#include "solvers/prox_newton.h"
 
 namespace fgm {
 
@@ -1090,6 +1091,10 @@ ApgResult solve_apg(const std::vector<ApgRowPart>& parts, RowSumReduction& reduc
   FGM_ASSERT(options.threads >= 1);
   for (const ApgRowPart& part : parts)
     for (uint64_t i = 0; i < part.cache->n_rows(); ++i) FGM_ASSERT(part.labels[i] >= -1 && part.labels[i] <= 1);
+  const size_t columns = parts.empty() ? 0 : parts[0].cache->num_columns();
+  if (options.method == SubproblemMethod::kNewton ||
+      (options.method == SubproblemMethod::kAuto && columns <= kProxNewtonMaxColumns))
+    return solve_prox_newton(parts, reduction, options, state, budget);
   if (options.loss == Loss::kLogistic) {
     ApgSolver<detail::LogisticLoss> solver(parts, reduction, options, budget);
     return solver.solve(state);

@@ -26,8 +26,15 @@ namespace fgm {
 enum class Loss { kSquaredHinge, kLogistic };
 const char* loss_name(Loss loss);
 
+// How (31) is solved: the APG below, the proximal Newton method of
+// prox_newton.h, or (auto) Newton while at most kProxNewtonMaxColumns columns
+// are selected and the APG beyond.
+enum class SubproblemMethod { kAuto, kApg, kNewton };
+
 struct ApgOptions {
   Loss loss = Loss::kSquaredHinge;
+  SubproblemMethod method = SubproblemMethod::kApg;
+  double gap_tolerance = 1e-3;  // certified relative duality gap at which a Newton solve stops
   double C = 10.0;
   bool bias = false;
   double eps_inner = 0.15;     // stop when sqrt(Δ_k/Δ_1) ≤ eps_inner (prox-gradient mapping; apg.cpp)

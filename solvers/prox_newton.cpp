@@ -1,0 +1,776 @@
+// Proximal Newton for problem (31): see prox_newton.h for the method.
+//
+// Data. Per row part the selected columns are turned around once per solve
+// into rows (NewtonRows: the rows some selected column touches, in increasing
+// row order, each with its entries in column order; 2 bytes per entry for the
+// column, 4 more for its value unless every value is 1). Rows no selected
+// column touches have d_i = −b whatever ω is: they enter as two counts by
+// label, as in the APG.
+//
+// One iteration, at z = (ω, b) with decision values d on the touched rows:
+//  1. one sweep over the rows: r_i = ∂P/∂d_i, the gradient g = X'r (and g⁺,
+//     its positive rows' part, for the certificate with a bias), P, and the
+//     Hessian's change (squared hinge: the rows whose D_ii ∈ {0, C} flipped;
+//     logistic: all rows, weights C·p(1−p));
+//  2. the certificate: F(z) − D(θα̃) with α̃ the class-balanced Theorem 3
+//     dual point (apg.cpp), θ optimal: stop when it is within the tolerance;
+//  3. the model: the bias step is eliminated exactly (Schur complement of
+//     H_bb), FISTA with restart on the ω part, prox = Algorithm 3;
+//  4. u = X̃Δ (one sweep), then backtracking on s with the decrease taken
+//     row by row (Σ_i φ(m_i + s y_i u_i) − φ(m_i)) so a small decrease of a
+//     large P keeps its digits.
+// Sums over rows run over fixed row ranges whose partial sums are added in
+// range order, and over parts through the RowSumReduction: the same bits for
+// any thread count. The returned decision values are formed as the APG forms
+// them (batch by batch, then − b), so a resumed run rebuilds them bit for bit
+// with apg_decision_values.
+#include "solvers/prox_newton.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "core/error.h"
+#include "core/huge_pages.h"
+#include "solvers/losses.h"
+#include "solvers/moreau_projection.h"
+
+namespace fgm {
+namespace {
+
+constexpr uint64_t kRangeRows = 16384;          // touched rows per partial-sum range (at most)
+constexpr uint64_t kPartialBytes = 48ull << 20;  // partial gradients and Hessians of all ranges
+constexpr int kMaxStepHalvings = 40;
+constexpr double kArmijo = 1e-4;
+constexpr int kModelIterations = 3000;
+constexpr const char* kRemedy = "lower fgm.B or fgm.max_iterations (fewer selected columns), or set apg.method=apg";
+
+// Runs loops on an arena of exactly `threads` threads (or inline); every task
+// writes only its own outputs, so the split never changes a result.
+class Tasks {
+ public:
+  explicit Tasks(int threads) {
+    if (threads > 1) arena_.emplace(threads);
+  }
+  template <class F>
+  void run(size_t count, const F& f) {
+    if (!arena_ || count <= 1) {
+      for (size_t i = 0; i < count; ++i) f(i);
+      return;
+    }
+    arena_->execute([&] {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, count, 1), [&](const tbb::blocked_range<size_t>& r) {
+        for (size_t i = r.begin(); i != r.end(); ++i) f(i);
+      });
+    });
+  }
+
+ private:
+  std::optional<tbb::task_arena> arena_;
+};
+
+// One part's selected columns as rows.
+struct NewtonRows {
+  uint64_t n = 0;                  // rows of the part
+  uint64_t positive_untouched = 0, negative_untouched = 0;
+  HugeVector<uint32_t> row;        // compact → row id
+  std::vector<int8_t> y;           // compact → label (0: not in the fit)
+  HugeVector<uint64_t> begin;      // entries of compact row c: [begin[c], begin[c+1])
+  HugeVector<uint16_t> column;     // entry → selected column
+  HugeVector<float> value;         // entry → value; empty when every value is 1
+  Reservation reservation;
+
+  size_t rows() const { return row.size(); }
+  bool binary() const { return value.empty(); }
+  double at(uint64_t e) const { return value.empty() ? 1.0 : double(value[e]); }
+};
+
+// Turns the part's selected columns around. Rows are split into 64 fixed id
+// ranges; a range finds its entries of every column by binary search, so
+// ranges build their rows independently.
+void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
+                NewtonRows& out) {
+  const uint64_t n = cache.n_rows();
+  const size_t cols = cache.num_columns();
+  FGM_ASSERT(cols <= kProxNewtonMaxColumns && n <= std::numeric_limits<uint32_t>::max());
+  out.n = n;
+  bool binary = true;
+  uint64_t nnz = 0;
+  for (size_t j = 0; j < cols; ++j) {
+    const SparseColumnView c = cache.column(j);
+    nnz += c.nnz;
+    for (uint64_t k = 0; binary && k < c.nnz; ++k) binary = c.values[k] == 1.0f;
+  }
+  Reservation counts_memory = budget.reserve(n * sizeof(uint32_t), "Newton row counts", kRemedy);
+  HugeVector<uint32_t> count(n, 0);
+  constexpr size_t kIdRanges = 64;
+  auto id_range = [&](size_t r) { return std::pair<uint64_t, uint64_t>{n * r / kIdRanges, n * (r + 1) / kIdRanges}; };
+  auto for_entries = [&](size_t r, const auto& f) {  // f(j, k) for column j's entries k in id range r
+    const auto [lo, hi] = id_range(r);
+    for (size_t j = 0; j < cols; ++j) {
+      const SparseColumnView c = cache.column(j);
+      uint64_t k = uint64_t(std::lower_bound(c.rows, c.rows + c.nnz, uint32_t(lo)) - c.rows);
+      for (; k < c.nnz && c.rows[k] < hi; ++k) f(j, k, c);
+    }
+  };
+  tasks.run(kIdRanges, [&](size_t r) { for_entries(r, [&](size_t, uint64_t k, const SparseColumnView& c) { ++count[c.rows[k]]; }); });
+  uint64_t touched = 0;
+  for (uint64_t i = 0; i < n; ++i) touched += count[i] != 0;
+  out.reservation = budget.reserve(touched * (sizeof(uint32_t) + sizeof(int8_t) + sizeof(uint64_t)) + 8 +
+                                       nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
+                                   "Newton selected rows", kRemedy);
+  out.row.resize(touched);
+  out.y.resize(touched);
+  out.begin.resize(touched + 1);
+  out.column.resize(nnz);
+  if (!binary) out.value.resize(nnz);
+  uint64_t c = 0, at = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (labels[i] > 0) ++out.positive_untouched;
+    if (labels[i] < 0) ++out.negative_untouched;
+    if (count[i] == 0) continue;
+    out.positive_untouched -= labels[i] > 0;
+    out.negative_untouched -= labels[i] < 0;
+    out.row[c] = uint32_t(i);
+    out.y[c] = labels[i];
+    out.begin[c] = at;
+    at += count[i];
+    count[i] = uint32_t(c++);  // now: the compact index
+  }
+  out.begin[touched] = at;
+  // Fill: a cursor per compact row (its next free entry), columns in order.
+  HugeVector<uint64_t> cursor(out.begin.begin(), out.begin.end() - 1);
+  tasks.run(kIdRanges, [&](size_t r) {
+    for_entries(r, [&](size_t j, uint64_t k, const SparseColumnView& col) {
+      const uint32_t compact = count[col.rows[k]];
+      const uint64_t e = cursor[compact]++;
+      out.column[e] = uint16_t(j);
+      if (!out.value.empty()) out.value[e] = col.values[k];
+    });
+  });
+}
+
+// Fixed ranges of compact rows for partial sums: their number depends on the
+// rows and the column count only, never on the threads.
+struct Ranges {
+  size_t count = 1;
+  uint64_t rows = 0;
+  uint64_t begin(size_t r) const { return rows * r / count; }
+  uint64_t end(size_t r) const { return rows * (r + 1) / count; }
+};
+
+Ranges ranges_for(uint64_t rows, uint64_t doubles_per_range) {
+  Ranges r;
+  r.rows = rows;
+  const uint64_t by_rows = std::max<uint64_t>(1, (rows + kRangeRows - 1) / kRangeRows);
+  const uint64_t by_memory = std::max<uint64_t>(1, kPartialBytes / std::max<uint64_t>(1, doubles_per_range * 8));
+  r.count = size_t(std::min<uint64_t>({by_rows, by_memory, 256}));
+  return r;
+}
+
+// Index of (a, b), a ≤ b, in the packed upper triangle of a dim × dim matrix.
+inline size_t packed(size_t a, size_t b, size_t dim) { return a * dim - a * (a + 1) / 2 + b; }
+
+template <class LossT>
+class ProxNewton {
+ public:
+  ProxNewton(const std::vector<ApgRowPart>& parts, RowSumReduction& reduce, const ApgOptions& options,
+             MemoryBudget& budget)
+      : opt_(options), tasks_(options.threads), reduce_(reduce), specs_(parts) {
+    FGM_ASSERT(!parts.empty());
+    const SelectedFeatureCache& cache = *parts[0].cache;
+    cols_ = cache.num_columns();
+    t_ = cache.num_batches();
+    batch_begin_.resize(t_ + 1);
+    for (size_t h = 0; h < t_; ++h) batch_begin_[h] = cache.batch_begin(h);
+    batch_begin_[t_] = cols_;
+    dim_ = cols_ + 1;  // the bias is the last coordinate
+    tri_ = dim_ * (dim_ + 1) / 2;
+    for (const ApgRowPart& spec : parts) {
+      FGM_ASSERT(spec.cache->num_columns() == cols_ && spec.cache->num_batches() == t_);
+      auto part = std::make_unique<Part>();
+      build_rows(*spec.cache, spec.labels, tasks_, budget, part->data);
+      const uint64_t rows = part->data.rows();
+      part->ranges = ranges_for(rows, 2 * cols_ + tri_);
+      part->vectors = budget.reserve(rows * (4 * sizeof(double) + 1) +
+                                         part->ranges.count * (2 * cols_ + tri_ + 8) * sizeof(double),
+                                     "Newton per-row vectors", kRemedy);
+      part->d.resize(rows);
+      part->r.resize(rows);
+      part->u.resize(rows);
+      part->trial.resize(rows);
+      part->active.assign(rows, 0);
+      parts_.push_back(std::move(part));
+    }
+    model_ = budget.reserve((6 * dim_ * dim_ + 16 * dim_) * sizeof(double), "Newton model", kRemedy);
+    H_.assign(tri_, 0.0);
+  }
+
+  ApgResult solve(ApgState& state);
+
+ private:
+  struct Part {
+    NewtonRows data;
+    Ranges ranges;
+    Reservation vectors;
+    HugeVector<double> d, r, u, trial;
+    std::vector<uint8_t> active;  // squared hinge: D_ii = C (1) or 0, as counted in H_
+  };
+
+  size_t begin(size_t h) const { return batch_begin_[h]; }
+  size_t end(size_t h) const { return batch_begin_[h + 1]; }
+
+  double regularizer(const std::vector<double>& w) const {
+    double z = 0;
+    for (size_t h = 0; h < t_; ++h) {
+      double s = 0;
+      for (size_t j = begin(h); j < end(h); ++j) s += w[j] * w[j];
+      z += std::sqrt(s);
+    }
+    return 0.5 * z * z;
+  }
+
+  void decisions(const std::vector<double>& w, double b);
+  void write_decisions(double b);
+  void sweep(bool hessian, bool full_hessian, double b, std::vector<double>& sums);
+  double dual_bound(const std::vector<double>& sums, double b);
+  void model_step(const std::vector<double>& w, const std::vector<double>& g, double gb, double hbb_untouched,
+                  double accuracy, std::vector<double>& dw, double& db);
+  void direction(const std::vector<double>& dw, double db);
+  bool line_search(const std::vector<double>& w, const std::vector<double>& dw, double db, double b, double lambda,
+                   double& step, double& F_change, ApgResult& res);
+
+  ApgOptions opt_;
+  Tasks tasks_;
+  RowSumReduction& reduce_;
+  const std::vector<ApgRowPart>& specs_;
+  std::vector<std::unique_ptr<Part>> parts_;
+  size_t cols_ = 0, t_ = 0, dim_ = 0, tri_ = 0;
+  std::vector<size_t> batch_begin_;
+  Reservation model_;
+  std::vector<double> H_;  // packed upper triangle of Σ_i D_i x̃_i x̃_i' (squared hinge: without the factor C)
+  int passes_ = 0;
+};
+
+// d = X ω − b on every part's touched rows, formed as the APG forms its
+// decision values: per batch a sum in column order, batches added in order.
+template <class LossT>
+void ProxNewton<LossT>::decisions(const std::vector<double>& w, double b) {
+  for (auto& part : parts_) {
+    Part& q = *part;
+    const NewtonRows& x = q.data;
+    tasks_.run(q.ranges.count, [&](size_t rr) {
+      for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
+        double total = 0;
+        uint64_t e = x.begin[c];
+        const uint64_t stop = x.begin[c + 1];
+        for (size_t h = 0; h < t_ && e < stop; ++h) {
+          double batch = 0;
+          bool any = false;
+          for (; e < stop && x.column[e] < end(h); ++e) {
+            const double wj = w[x.column[e]];
+            if (wj == 0) continue;
+            batch += wj * x.at(e);
+            any = true;
+          }
+          if (any) total += batch;
+        }
+        q.d[c] = total - b;
+      }
+    });
+  }
+  ++passes_;
+}
+
+template <class LossT>
+void ProxNewton<LossT>::write_decisions(double b) {
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    const Part& q = *parts_[k];
+    std::vector<double>& out = *specs_[k].decision;
+    out.assign(q.data.n, 0.0 - b);
+    for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
+  }
+}
+
+// The layout of one sweep's sums (per part, then reduced over parts).
+struct SweepSums {
+  size_t cols, tri;
+  size_t g() const { return 0; }
+  size_t g_pos() const { return cols; }
+  size_t H() const { return 2 * cols; }
+  size_t scalars() const { return 2 * cols + tri; }
+  // scalars: P, Σα (+, −), Σα² (+, −), Σ_i ∂P/∂d_i, the untouched rows' H_bb
+  size_t width() const { return scalars() + 7; }
+};
+
+// Step 1 of an iteration at the decision values every part holds: r, g, g⁺,
+// P, the class sums of α and α², and the Hessian of the touched rows (all of
+// it when `full_hessian` or for the logistic loss, else the change of the
+// rows whose D_ii flipped; none with `hessian` false). Reduced into `sums`.
+template <class LossT>
+void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::vector<double>& sums) {
+  const double C = opt_.C;
+  const SweepSums layout{cols_, tri_};
+  const size_t width = layout.width();
+  if (LossT::kNeedsSigmoid) full_hessian = true;
+  std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(width, 0.0));
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    Part& q = *parts_[k];
+    const NewtonRows& x = q.data;
+    std::vector<std::vector<double>> partial(q.ranges.count);
+    tasks_.run(q.ranges.count, [&](size_t rr) {
+      std::vector<double>& s = partial[rr];
+      s.assign(width, 0.0);
+      double* g = s.data() + layout.g();
+      double* gp = s.data() + layout.g_pos();
+      double* H = s.data() + layout.H();
+      double* sc = s.data() + layout.scalars();
+      for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
+        const int8_t y = x.y[c];
+        if (y == 0) {
+          q.r[c] = 0;
+          continue;
+        }
+        const double m = double(y) * q.d[c];
+        const double deriv = LossT::deriv(C, m);  // φ'(m) = −α
+        const double r = deriv * double(y);
+        q.r[c] = r;
+        const size_t cls = y > 0 ? 0 : 1;
+        sc[0] += LossT::value(C, m);
+        sc[1 + cls] -= deriv;
+        sc[3 + cls] += deriv * deriv;
+        sc[5] += r;
+        const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
+        for (uint64_t e = e0; e < e1; ++e) {
+          const double v = r * x.at(e);
+          g[x.column[e]] += v;
+          if (y > 0) gp[x.column[e]] += v;
+        }
+        if (!hessian) continue;
+        double weight;
+        if constexpr (LossT::kNeedsSigmoid) {
+          const double p = -deriv / C;  // σ(−m)
+          weight = C * p * (1.0 - p);
+        } else {
+          const uint8_t now = m < 1.0 ? 1 : 0;
+          if (!full_hessian && now == q.active[c]) continue;
+          weight = full_hessian ? double(now) : double(int(now) - int(q.active[c]));
+          q.active[c] = now;
+        }
+        if (weight == 0) continue;
+        for (uint64_t e = e0; e < e1; ++e) {
+          const size_t a = x.column[e];
+          const double wa = weight * x.at(e);
+          const size_t row_at = packed(a, 0, dim_);
+          for (uint64_t f = e; f < e1; ++f) H[row_at + x.column[f]] += wa * x.at(f);
+          H[row_at + cols_] -= wa;  // x̃ = [x; −1]
+        }
+        H[tri_ - 1] += weight;
+      }
+    });
+    std::vector<double>& out = local[k];
+    for (size_t rr = 0; rr < q.ranges.count; ++rr)
+      for (size_t i = 0; i < width; ++i) out[i] += partial[rr][i];
+    // Untouched rows: d = −b; a positive one has margin −b, a negative one b.
+    double* sc = out.data() + layout.scalars();
+    const std::array<double, 2> count{double(x.positive_untouched), double(x.negative_untouched)};
+    const std::array<double, 2> margin{-b, b};
+    for (size_t cls = 0; cls < 2; ++cls) {
+      if (count[cls] == 0) continue;
+      const double y = cls == 0 ? 1.0 : -1.0;
+      const double deriv = LossT::deriv(C, margin[cls]);
+      sc[0] += count[cls] * LossT::value(C, margin[cls]);
+      sc[1 + cls] -= count[cls] * deriv;
+      sc[3 + cls] += count[cls] * (deriv * deriv);
+      sc[5] += count[cls] * (deriv * y);
+      if constexpr (LossT::kNeedsSigmoid) {
+        const double p = -deriv / C;
+        sc[6] += count[cls] * (C * p * (1.0 - p));
+      } else {
+        sc[6] += margin[cls] < 1.0 ? count[cls] : 0.0;
+      }
+    }
+  }
+  sums = reduce_.sum(local, width);
+  ++passes_;
+  if (!hessian) return;
+  const double* h = sums.data() + layout.H();
+  if (full_hessian) std::copy(h, h + tri_, H_.begin());
+  else for (size_t i = 0; i < tri_; ++i) H_[i] += h[i];
+}
+
+// D(θα̃) for the class-balanced Theorem 3 dual point α̃ of the last sweep
+// (apg.cpp's dual_bound: with a bias each class's α is scaled to the smaller
+// class sum so that Σ α̃_i y_i = 0), θ chosen to maximise it.
+template <class LossT>
+double ProxNewton<LossT>::dual_bound(const std::vector<double>& sums, double b) {
+  const double C = opt_.C;
+  const SweepSums layout{cols_, tri_};
+  const double* sc = sums.data() + layout.scalars();
+  const double* g = sums.data() + layout.g();
+  const double* gp = sums.data() + layout.g_pos();
+  double scale_pos = 1.0, scale_neg = 1.0;
+  if (opt_.bias) {
+    const double common = std::min(sc[1], sc[2]);
+    if (sc[1] > 0) scale_pos = common / sc[1];
+    if (sc[2] > 0) scale_neg = common / sc[2];
+  }
+  // M = max_h ‖X_h'(α̃∘y)‖² = max_h ‖scale₊ g⁺_h + scale₋ (g_h − g⁺_h)‖².
+  double M = 0;
+  for (size_t h = 0; h < t_; ++h) {
+    double s = 0;
+    for (size_t j = begin(h); j < end(h); ++j) {
+      const double c = scale_pos * gp[j] + scale_neg * (g[j] - gp[j]);
+      s += c * c;
+    }
+    M = std::max(M, s);
+  }
+  if constexpr (!LossT::kNeedsSigmoid) {
+    const double A = scale_pos * sc[1] + scale_neg * sc[2];
+    const double S = scale_pos * scale_pos * sc[3] + scale_neg * scale_neg * sc[4];
+    const double curvature = S / C + M;
+    return curvature > 0 ? 0.5 * A * A / curvature : A;
+  } else {
+    // α̃_i = −r_i y_i·scale; the untouched rows' α by label at margins −b, b.
+    const std::array<double, 2> class_alpha{-LossT::deriv(C, -b) * scale_pos, -LossT::deriv(C, b) * scale_neg};
+    auto alpha = [&](const Part& q, uint64_t c) {
+      const int8_t y = q.data.y[c];
+      return y == 0 ? 0.0 : -q.r[c] * double(y) * (y > 0 ? scale_pos : scale_neg);
+    };
+    double largest = 0;
+    for (const auto& part : parts_) {
+      const Part& q = *part;
+      for (uint64_t c = 0; c < q.data.rows(); ++c) largest = std::max(largest, alpha(q, c));
+      if (q.data.positive_untouched > 0) largest = std::max(largest, class_alpha[0]);
+      if (q.data.negative_untouched > 0) largest = std::max(largest, class_alpha[1]);
+    }
+    largest = reduce_.max(largest);
+    if (!(largest > 0)) return 0.0;
+    const double theta_max = C / largest;
+    auto terms = [&](double a, double theta, std::array<double, 3>& s, double weight) {
+      const double u = theta * a;
+      if (!(a > 0)) return;
+      s[0] += weight * LossT::dual_term(C, u);
+      if (u < C) {
+        s[1] += weight * (a * std::log((C - u) / u));
+        s[2] -= weight * (a * a * C / (u * (C - u)));
+      }
+    };
+    std::vector<std::vector<double>> local(parts_.size());
+    auto at = [&](double theta, double& d1, double& d2) {
+      for (size_t k = 0; k < parts_.size(); ++k) {
+        const Part& q = *parts_[k];
+        std::vector<std::array<double, 3>> partial(q.ranges.count);
+        tasks_.run(q.ranges.count, [&](size_t rr) {
+          std::array<double, 3> s{};
+          for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) terms(alpha(q, c), theta, s, 1.0);
+          partial[rr] = s;
+        });
+        std::array<double, 3> s{};
+        for (const auto& p : partial)
+          for (size_t i = 0; i < 3; ++i) s[i] += p[i];
+        if (q.data.positive_untouched > 0) terms(class_alpha[0], theta, s, double(q.data.positive_untouched));
+        if (q.data.negative_untouched > 0) terms(class_alpha[1], theta, s, double(q.data.negative_untouched));
+        local[k] = {s[0], s[1], s[2]};
+      }
+      const std::vector<double> s = reduce_.sum(local, 3);
+      d1 = s[1] - theta * M;
+      d2 = s[2] - M;
+      return s[0] - 0.5 * theta * theta * M;
+    };
+    double theta = std::min(1.0, theta_max), d1, d2;
+    double best = at(theta, d1, d2);
+    for (int step = 0; step < 3 && d2 < 0; ++step) {
+      double next = theta - d1 / d2;
+      next = std::clamp(next, 0.5 * theta, std::min(2.0 * theta, 0.5 * (theta + theta_max)));
+      theta = next;
+      best = std::max(best, at(theta, d1, d2));
+    }
+    return best;
+  }
+}
+
+// Step 3: the model's minimiser. H (the Hessian, `scale`·H_) is split as
+// [[A, c], [c', h]] with the bias last; the bias step is eliminated exactly,
+// Δb = −(∂P/∂b + c'Δω)/h, leaving a quadratic in Δω with the Schur
+// complement A − cc'/h, minimised with ½(Σ‖ω_h + Δ_h‖)² by FISTA (gradient
+// restart, a step 1/L with L checked on every step). `accuracy`: the model's
+// prox-gradient mapping is reduced to this fraction of its first value.
+template <class LossT>
+void ProxNewton<LossT>::model_step(const std::vector<double>& w, const std::vector<double>& g, double gb,
+                                   double hbb_untouched, double accuracy, std::vector<double>& dw, double& db) {
+  const size_t d = cols_;
+  const double scale = LossT::kNeedsSigmoid ? 1.0 : opt_.C;
+  std::vector<double> A(d * d), c(d), gt(g.begin(), g.begin() + std::ptrdiff_t(d));
+  for (size_t a = 0; a < d; ++a) {
+    for (size_t e = a; e < d; ++e) A[a * d + e] = A[e * d + a] = scale * H_[packed(a, e, dim_)];
+    c[a] = scale * H_[packed(a, d, dim_)];
+  }
+  const double h = scale * H_[tri_ - 1] + hbb_untouched * scale;
+  const bool eliminate = opt_.bias && h > 0;
+  if (eliminate) {
+    for (size_t a = 0; a < d; ++a) {
+      gt[a] -= c[a] * gb / h;
+      for (size_t e = 0; e < d; ++e) A[a * d + e] -= c[a] * c[e] / h;
+    }
+  }
+  auto multiply = [&](const std::vector<double>& v, std::vector<double>& out) {
+    for (size_t a = 0; a < d; ++a) {
+      double s = 0;
+      const double* row = A.data() + a * d;
+      for (size_t e = 0; e < d; ++e) s += row[e] * v[e];
+      out[a] = s;
+    }
+  };
+  // L: power iteration (a lower estimate, raised by the step check below).
+  std::vector<double> v(d, 1.0), Av(d);
+  double L = 0;
+  for (int it = 0; it < 30 && d > 0; ++it) {
+    multiply(v, Av);
+    double norm = 0;
+    for (double x : Av) norm += x * x;
+    norm = std::sqrt(norm);
+    if (!(norm > 0)) break;
+    L = norm;
+    for (size_t a = 0; a < d; ++a) v[a] = Av[a] / norm;
+  }
+  L = std::max(1.05 * L, 1e-12 * (1.0 + std::fabs(h)));
+  std::vector<double> x(w.begin(), w.begin() + std::ptrdiff_t(d)), y = x, x_new(d), z(d), grad(d), diff(d), Ad(d);
+  std::vector<double> norms(t_), scales(t_);
+  std::vector<size_t> order;
+  double t = 1.0, first = -1.0;
+  const int cap = int(std::max<uint64_t>(50, std::min<uint64_t>(kModelIterations, uint64_t(4e8) / std::max<size_t>(1, d * d))));
+  for (int it = 0; it < cap && d > 0; ++it) {
+    for (size_t a = 0; a < d; ++a) z[a] = y[a] - w[a];
+    multiply(z, grad);
+    for (size_t a = 0; a < d; ++a) grad[a] += gt[a];
+    double accepted_L = L;
+    for (int tries = 0; tries < 60; ++tries) {
+      const double s = 1.0 / L;
+      for (size_t hh = 0; hh < t_; ++hh) {
+        double q = 0;
+        for (size_t j = begin(hh); j < end(hh); ++j) {
+          const double u = y[j] - s * grad[j];
+          q += u * u;
+        }
+        norms[hh] = std::sqrt(q);
+      }
+      detail::moreau_scales(norms.data(), t_, s, scales.data(), order);
+      double dist2 = 0;
+      for (size_t hh = 0; hh < t_; ++hh)
+        for (size_t j = begin(hh); j < end(hh); ++j) {
+          x_new[j] = scales[hh] * (y[j] - s * grad[j]);
+          diff[j] = x_new[j] - y[j];
+          dist2 += diff[j] * diff[j];
+        }
+      multiply(diff, Ad);
+      double curv = 0;
+      for (size_t a = 0; a < d; ++a) curv += diff[a] * Ad[a];
+      if (curv <= L * dist2 * (1 + 1e-12) || dist2 == 0) {
+        accepted_L = L;
+        break;
+      }
+      L *= 2;
+    }
+    L = accepted_L;
+    double dist2 = 0, restart = 0;
+    for (size_t a = 0; a < d; ++a) {
+      dist2 += diff[a] * diff[a];
+      restart += (y[a] - x_new[a]) * (x_new[a] - x[a]);
+    }
+    const double mapping = L * std::sqrt(dist2);
+    if (first < 0) first = mapping;
+    const double t_next = 0.5 * (1.0 + std::sqrt(1.0 + 4.0 * t * t));
+    const double beta = restart > 0 ? 0.0 : (t - 1.0) / t_next;
+    for (size_t a = 0; a < d; ++a) {
+      const double step = x_new[a] - x[a];
+      x[a] = x_new[a];
+      y[a] = x_new[a] + beta * step;
+    }
+    t = restart > 0 ? 1.0 : t_next;
+    if (mapping <= accuracy * first) break;
+  }
+  dw.assign(d, 0.0);
+  for (size_t a = 0; a < d; ++a) dw[a] = x[a] - w[a];
+  db = 0;
+  if (eliminate) {
+    double cd = 0;
+    for (size_t a = 0; a < d; ++a) cd += c[a] * dw[a];
+    db = -(gb + cd) / h;
+  }
+}
+
+// Step 4a: u = X̃Δ = XΔω − Δb on every part's touched rows.
+template <class LossT>
+void ProxNewton<LossT>::direction(const std::vector<double>& dw, double db) {
+  for (auto& part : parts_) {
+    Part& q = *part;
+    const NewtonRows& x = q.data;
+    tasks_.run(q.ranges.count, [&](size_t rr) {
+      for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
+        double s = 0;
+        for (uint64_t e = x.begin[c]; e < x.begin[c + 1]; ++e) s += dw[x.column[e]] * x.at(e);
+        q.u[c] = s - db;
+      }
+    });
+  }
+  ++passes_;
+}
+
+// Step 4b: the largest s ∈ {1, ½, …} with F(z + sΔ) − F(z) ≤ σ s λ, the
+// change summed row by row. On success every part's d moves to d + s·u.
+template <class LossT>
+bool ProxNewton<LossT>::line_search(const std::vector<double>& w, const std::vector<double>& dw, double db,
+                                    double b, double lambda, double& step, double& F_change, ApgResult& res) {
+  const double C = opt_.C;
+  const double R0 = regularizer(w);
+  std::vector<double> trial_w(cols_);
+  double s = 1.0;
+  for (int k = 0; k < kMaxStepHalvings; ++k, s *= 0.5) {
+    ++res.line_search_steps;
+    for (size_t j = 0; j < cols_; ++j) trial_w[j] = w[j] + s * dw[j];
+    std::vector<std::vector<double>> local(parts_.size(), std::vector<double>(1, 0.0));
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      Part& q = *parts_[p];
+      const NewtonRows& x = q.data;
+      std::vector<double> partial(q.ranges.count, 0.0);
+      tasks_.run(q.ranges.count, [&](size_t rr) {
+        double acc = 0;
+        for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
+          q.trial[c] = q.d[c] + s * q.u[c];
+          const int8_t y = x.y[c];
+          if (y == 0) continue;
+          acc += LossT::value(C, double(y) * q.trial[c]) - LossT::value(C, double(y) * q.d[c]);
+        }
+        partial[rr] = acc;
+      });
+      double sum = 0;
+      for (double v : partial) sum += v;
+      const double nb = b + s * db;
+      if (x.positive_untouched > 0)
+        sum += double(x.positive_untouched) * (LossT::value(C, -nb) - LossT::value(C, -b));
+      if (x.negative_untouched > 0)
+        sum += double(x.negative_untouched) * (LossT::value(C, nb) - LossT::value(C, b));
+      local[p][0] = sum;
+    }
+    const double change = reduce_.sum(local, 1)[0] + (regularizer(trial_w) - R0);
+    if (change <= kArmijo * s * lambda) {
+      for (auto& part : parts_) std::swap(part->d, part->trial);
+      step = s;
+      F_change = change;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class LossT>
+ApgResult ProxNewton<LossT>::solve(ApgState& state) {
+  const uint64_t reductions_before = reduce_.calls();
+  ApgResult res;
+  std::vector<double> w = state.w;
+  w.resize(cols_, 0.0);
+  double b = opt_.bias ? state.b : 0.0;
+  decisions(w, b);
+  const SweepSums layout{cols_, tri_};
+  std::vector<double> sums, g(cols_), dw;
+  double best_dual = -std::numeric_limits<double>::infinity();
+  double F = 0;
+  bool canonical = true;  // d was formed by decisions(), not by steps
+  bool full_hessian = true;
+  for (int k = 0;; ++k) {
+    sweep(/*hessian=*/true, full_hessian, b, sums);
+    full_hessian = false;
+    ++res.gradient_evaluations;
+    const double* sc = sums.data() + layout.scalars();
+    F = regularizer(w) + sc[0];
+    best_dual = std::max(best_dual, dual_bound(sums, b));
+    const double gap = F > 0 ? std::max(F - best_dual, 0.0) / F : 0.0;
+    res.objective = F;
+    res.loss = sc[0];
+    res.regularizer = F - sc[0];
+    res.dual_bound = best_dual;
+    res.relative_gap = gap;
+    if (gap <= opt_.gap_tolerance) {
+      if (canonical) {
+        res.converged = true;
+        break;
+      }
+      // Certify the decision values the caller gets (formed afresh).
+      decisions(w, b);
+      canonical = true;
+      full_hessian = true;
+      continue;
+    }
+    if (k >= opt_.max_iterations) break;
+    res.iterations = k + 1;
+    std::copy(sums.begin() + std::ptrdiff_t(layout.g()), sums.begin() + std::ptrdiff_t(layout.g() + cols_), g.begin());
+    const double gb = -sc[5];  // ∂P/∂b = −Σ_i ∂P/∂d_i
+    double db = 0;
+    model_step(w, g, opt_.bias ? gb : 0.0, sc[6], std::clamp(gap, 1e-6, 0.1), dw, db);
+    double lambda = opt_.bias ? gb * db : 0.0;
+    for (size_t j = 0; j < cols_; ++j) lambda += g[j] * dw[j];
+    std::vector<double> moved(cols_);
+    for (size_t j = 0; j < cols_; ++j) moved[j] = w[j] + dw[j];
+    lambda += regularizer(moved) - regularizer(w);
+    double step = 0, change = 0;
+    if (!(lambda < 0)) {
+      res.stalled = true;  // the model predicts no decrease: rounding level
+      break;
+    }
+    direction(dw, db);
+    if (!line_search(w, dw, db, b, lambda, step, change, res)) {
+      res.stalled = true;
+      break;
+    }
+    for (size_t j = 0; j < cols_; ++j) w[j] += step * dw[j];
+    b += step * db;
+    canonical = false;
+  }
+  if (!canonical) {
+    // Stopped without a certified canonical point: report the certificate of
+    // the decision values returned.
+    decisions(w, b);
+    sweep(/*hessian=*/false, false, b, sums);
+    ++res.gradient_evaluations;
+    const double* sc = sums.data() + layout.scalars();
+    F = regularizer(w) + sc[0];
+    best_dual = std::max(best_dual, dual_bound(sums, b));
+    res.objective = F;
+    res.loss = sc[0];
+    res.regularizer = F - sc[0];
+    res.dual_bound = best_dual;
+    res.relative_gap = F > 0 ? std::max(F - best_dual, 0.0) / F : 0.0;
+    res.converged = res.relative_gap <= opt_.gap_tolerance;
+  }
+  write_decisions(b);
+  res.column_passes = passes_;
+  for (const auto& part : parts_) res.touched_rows += part->data.rows();
+  res.reductions = int(reduce_.calls() - reductions_before);
+  res.lipschitz_max = state.lipschitz;
+  state.w = std::move(w);
+  state.b = b;
+  return res;
+}
+
+}  // namespace
+
+ApgResult solve_prox_newton(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction,
+                            const ApgOptions& options, ApgState& state, MemoryBudget& budget) {
+  FGM_ASSERT(options.C > 0 && options.threads >= 1);
+  if (options.loss == Loss::kLogistic) {
+    ProxNewton<detail::LogisticLoss> solver(parts, reduction, options, budget);
+    return solver.solve(state);
+  }
+  ProxNewton<detail::SquaredHingeLoss> solver(parts, reduction, options, budget);
+  return solver.solve(state);
+}
+
+}  // namespace fgm

@@ -1,0 +1,217 @@
+// The proximal Newton solver of (31) against independent checks: the
+// optimality conditions evaluated in long double from the returned point,
+// the APG run to a tight tolerance (itself checked against a long-double
+// proximal gradient oracle in test_apg.cpp), the certificate against the
+// true suboptimality, thread-count invariance and the resume contract
+// (decision values equal apg_decision_values bit for bit).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "solvers/apg.h"
+#include "solvers/prox_newton.h"
+#include "tests/solvers/solver_test_util.h"
+
+using namespace fgm;
+using namespace fgm::test;
+
+namespace {
+
+constexpr uint64_t kBudget = uint64_t(1) << 32;
+
+enum class Values { kGaussian, kBinary, kInteger, kTied };
+
+// A problem whose values are Gaussian, binary (0/1), small integers (raw
+// counts) or drawn from three tied values.
+Problem make_problem(uint64_t seed, size_t n, const std::vector<size_t>& sizes, Values kind) {
+  Problem p = random_problem(seed, n, sizes, 0.5, 0.1);
+  std::mt19937_64 rng(seed + 1);
+  for (double& x : p.x) {
+    if (x == 0) continue;
+    switch (kind) {
+      case Values::kGaussian: break;
+      case Values::kBinary: x = 1.0; break;
+      case Values::kInteger: x = double(1 + rng() % 7); break;
+      case Values::kTied: x = std::array<double, 3>{0.25, 1.0, 3.0}[rng() % 3]; break;
+    }
+  }
+  return p;
+}
+
+// max over groups of the KKT residuals of (31), relative to the gradient scale.
+double kkt_violation(const Problem& p, size_t batches, Loss loss, LD C, bool bias, const std::vector<double>& w,
+                     double b) {
+  const size_t cols = p.batch_end(batches - 1);
+  std::vector<LD> wl = to_ld(w);
+  std::vector<LD> d = ld_decision(p, cols, wl, b);
+  std::vector<LD> grad(cols, 0);
+  LD sum_ay = 0;
+  for (size_t i = 0; i < p.n; ++i) {
+    if (p.y[i] == 0) continue;
+    LD ay = ld_alpha(loss, C, p.y[i], d[i]) * p.y[i];
+    sum_ay += ay;
+    for (size_t j = 0; j < cols; ++j) grad[j] -= ay * p.at(i, j);
+  }
+  LD z = 0, scale = 1;
+  std::vector<LD> wn(batches);
+  for (size_t h = 0; h < batches; ++h) {
+    LD q = 0;
+    for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) q += wl[j] * wl[j];
+    wn[h] = std::sqrt(q);
+    z += wn[h];
+  }
+  LD worst = bias ? std::fabs(sum_ay) : 0;
+  for (size_t h = 0; h < batches; ++h) {
+    LD gq = 0, rq = 0;
+    for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) {
+      gq += grad[j] * grad[j];
+      if (wn[h] > 0) rq += (grad[j] + z * wl[j] / wn[h]) * (grad[j] + z * wl[j] / wn[h]);
+    }
+    scale = std::max(scale, std::sqrt(gq));
+    worst = std::max(worst, wn[h] > 0 ? std::sqrt(rq) : std::max<LD>(std::sqrt(gq) - z, 0));
+  }
+  return double(worst / scale);
+}
+
+ApgOptions newton_options(Loss loss, double C, bool bias, double tolerance) {
+  ApgOptions o;
+  o.loss = loss;
+  o.C = C;
+  o.bias = bias;
+  o.method = SubproblemMethod::kNewton;
+  o.gap_tolerance = tolerance;
+  o.max_iterations = 200;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("Proximal Newton reaches the optimum of (31): KKT conditions and the tight APG",
+          "[solvers][newton]") {
+  std::mt19937_64 rng(77);
+  int cases = 0;
+  for (Values kind : {Values::kGaussian, Values::kBinary, Values::kInteger, Values::kTied}) {
+    for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+      for (bool bias : {false, true}) {
+        const size_t t = 1 + rng() % 4, n = 80 + rng() % 200;
+        const double C = rng() % 2 ? 0.05 : 10.0;
+        std::vector<size_t> sizes(t);
+        for (auto& s : sizes) s = 1 + rng() % 4;
+        Problem p = make_problem(rng(), n, sizes, kind);
+        CAPTURE(int(kind), loss_name(loss), bias, t, n, C);
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, n);
+        fill_cache(p, cache, t);
+        ApgState state;
+        std::vector<double> decision;
+        ApgResult res = solve_apg(cache, p.y.data(), newton_options(loss, C, bias, 1e-10), state, decision, budget);
+        CAPTURE(res.iterations, res.relative_gap, res.objective, res.stalled, res.dual_bound, res.line_search_steps);
+        REQUIRE(res.converged);
+        REQUIRE(res.relative_gap <= 1e-10);
+        REQUIRE(kkt_violation(p, t, loss, C, bias, state.w, state.b) <= 1e-4);  // ~ sqrt(gap)
+        // The same optimum as the APG run to a tight tolerance.
+        ApgOptions tight;
+        tight.loss = loss;
+        tight.C = C;
+        tight.bias = bias;
+        tight.eps_inner = 1e-15;
+        tight.max_iterations = 200000;
+        ApgState apg_state;
+        std::vector<double> apg_decision;
+        solve_apg(cache, p.y.data(), tight, apg_state, apg_decision, budget);
+        const LD ours = ld_objective(p, t, loss, C, to_ld(state.w), state.b);
+        const LD theirs = ld_objective(p, t, loss, C, to_ld(apg_state.w), apg_state.b);
+        REQUIRE(double(ours) <= double(theirs) * (1 + 1e-9));
+        REQUIRE(res.objective == Approx(double(ours)).epsilon(1e-12));
+        // Decision values are d = Xw − b, bit for bit what a resumed run rebuilds.
+        std::vector<double> rebuilt;
+        apg_decision_values({ApgRowPart{&cache, p.y.data(), &rebuilt}}, tight, state, budget);
+        REQUIRE(rebuilt == decision);
+        ++cases;
+      }
+    }
+  }
+  REQUIRE(cases == 16);
+}
+
+TEST_CASE("Proximal Newton's certificate bounds the true suboptimality and stops the solve",
+          "[solvers][newton][certificate]") {
+  std::mt19937_64 rng(5);
+  for (Values kind : {Values::kGaussian, Values::kBinary, Values::kInteger, Values::kTied}) {
+    for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+      for (bool bias : {false, true}) {
+        const size_t n = 300, t = 3;
+        Problem p = make_problem(rng(), n, {3, 2, 4}, kind);
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, n);
+        fill_cache(p, cache, t);
+        ApgState exact_state;
+        std::vector<double> decision;
+        solve_apg(cache, p.y.data(), newton_options(loss, 1.0, bias, 1e-13), exact_state, decision, budget);
+        const LD optimum = ld_objective(p, t, loss, 1.0, to_ld(exact_state.w), exact_state.b);
+        for (double tolerance : {1e-1, 1e-2, 1e-3, 1e-5}) {
+          CAPTURE(int(kind), loss_name(loss), bias, tolerance);
+          ApgState state;
+          ApgResult res = solve_apg(cache, p.y.data(), newton_options(loss, 1.0, bias, tolerance), state, decision,
+                                    budget);
+          REQUIRE(res.converged);
+          REQUIRE(res.relative_gap <= tolerance);
+          const LD F = ld_objective(p, t, loss, 1.0, to_ld(state.w), state.b);
+          // True suboptimality ≤ certified gap; the dual bound is below the optimum.
+          REQUIRE(double(F - optimum) <= res.relative_gap * double(F) + 1e-12 * double(F));
+          REQUIRE(res.dual_bound <= double(optimum) * (1 + 1e-12));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Proximal Newton: the same bits for any thread count", "[solvers][newton][threads]") {
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    Problem p = make_problem(9, 40000, {4, 3, 5}, Values::kInteger);
+    MemoryBudget budget(kBudget);
+    SelectedFeatureCache cache(budget, p.n);
+    fill_cache(p, cache, 3);
+    std::vector<double> reference_decision;
+    ApgState reference;
+    for (int threads : {1, 2, 3}) {
+      ApgOptions o = newton_options(loss, 2.0, true, 1e-9);
+      o.threads = threads;
+      ApgState state;
+      std::vector<double> decision;
+      solve_apg(cache, p.y.data(), o, state, decision, budget);
+      if (threads == 1) {
+        reference = state;
+        reference_decision = decision;
+        continue;
+      }
+      REQUIRE(state.w == reference.w);
+      REQUIRE(state.b == reference.b);
+      REQUIRE(decision == reference_decision);
+    }
+  }
+}
+
+TEST_CASE("Proximal Newton warm-started after a new batch; a cap above tolerance is not converged",
+          "[solvers][newton]") {
+  Problem p = make_problem(3, 500, {3, 3, 3}, Values::kGaussian);
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, p.n);
+  ApgState state;
+  std::vector<double> decision;
+  for (size_t t = 1; t <= 3; ++t) {
+    fill_cache(p, cache, t);
+    ApgResult res = solve_apg(cache, p.y.data(), newton_options(Loss::kSquaredHinge, 10.0, true, 1e-8), state,
+                              decision, budget);
+    REQUIRE(res.converged);
+    REQUIRE(kkt_violation(p, t, Loss::kSquaredHinge, 10.0, true, state.w, state.b) <= 1e-3);
+  }
+  ApgOptions capped = newton_options(Loss::kSquaredHinge, 10.0, true, 1e-14);
+  capped.max_iterations = 1;
+  ApgState cold;
+  ApgResult res = solve_apg(cache, p.y.data(), capped, cold, decision, budget);
+  REQUIRE(res.relative_gap > 1e-14);
+  REQUIRE(!res.converged);
+}
