@@ -119,6 +119,10 @@ SchedulerOptions scheduler_options_from_config(const Config& c) {
 }
 
 void read_apg_keys(const Config& c, ApgOptions& apg) {
+  const std::string method = c.get_string("apg.method");
+  apg.method = method == "newton" ? SubproblemMethod::kNewton
+               : method == "auto" ? SubproblemMethod::kAuto
+                                  : SubproblemMethod::kApg;
   apg.eps_inner = c.get_float("apg.eps_inner");
   apg.eta = c.get_float("apg.eta");
   apg.max_iterations = static_cast<int>(c.get_int("apg.max_iterations"));

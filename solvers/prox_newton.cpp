@@ -199,13 +199,11 @@ class ProxNewton {
       build_rows(*spec.cache, spec.labels, tasks_, budget, part->data);
       const uint64_t rows = part->data.rows();
       part->ranges = ranges_for(rows, 2 * cols_ + tri_);
-      part->vectors = budget.reserve(rows * (4 * sizeof(double) + 1) +
+      part->vectors = budget.reserve(rows * (2 * sizeof(double) + 1) +
                                          part->ranges.count * (2 * cols_ + tri_ + 8) * sizeof(double),
                                      "Newton per-row vectors", kRemedy);
       part->d.resize(rows);
-      part->r.resize(rows);
       part->u.resize(rows);
-      part->trial.resize(rows);
       part->active.assign(rows, 0);
       parts_.push_back(std::move(part));
     }
@@ -220,7 +218,7 @@ class ProxNewton {
     NewtonRows data;
     Ranges ranges;
     Reservation vectors;
-    HugeVector<double> d, r, u, trial;
+    HugeVector<double> d, u;  // decision values; the step's X̃Δ
     std::vector<uint8_t> active;  // squared hinge: D_ii = C (1) or 0, as counted in H_
   };
 
@@ -334,14 +332,10 @@ void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::ve
       double* sc = s.data() + layout.scalars();
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
         const int8_t y = x.y[c];
-        if (y == 0) {
-          q.r[c] = 0;
-          continue;
-        }
+        if (y == 0) continue;
         const double m = double(y) * q.d[c];
         const double deriv = LossT::deriv(C, m);  // φ'(m) = −α
         const double r = deriv * double(y);
-        q.r[c] = r;
         const size_t cls = y > 0 ? 0 : 1;
         sc[0] += LossT::value(C, m);
         sc[1 + cls] -= deriv;
@@ -442,7 +436,7 @@ double ProxNewton<LossT>::dual_bound(const std::vector<double>& sums, double b) 
     const std::array<double, 2> class_alpha{-LossT::deriv(C, -b) * scale_pos, -LossT::deriv(C, b) * scale_neg};
     auto alpha = [&](const Part& q, uint64_t c) {
       const int8_t y = q.data.y[c];
-      return y == 0 ? 0.0 : -q.r[c] * double(y) * (y > 0 ? scale_pos : scale_neg);
+      return y == 0 ? 0.0 : -LossT::deriv(C, double(y) * q.d[c]) * (y > 0 ? scale_pos : scale_neg);
     };
     double largest = 0;
     for (const auto& part : parts_) {
@@ -644,10 +638,9 @@ bool ProxNewton<LossT>::line_search(const std::vector<double>& w, const std::vec
       tasks_.run(q.ranges.count, [&](size_t rr) {
         double acc = 0;
         for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
-          q.trial[c] = q.d[c] + s * q.u[c];
           const int8_t y = x.y[c];
           if (y == 0) continue;
-          acc += LossT::value(C, double(y) * q.trial[c]) - LossT::value(C, double(y) * q.d[c]);
+          acc += LossT::value(C, double(y) * (q.d[c] + s * q.u[c])) - LossT::value(C, double(y) * q.d[c]);
         }
         partial[rr] = acc;
       });
@@ -662,7 +655,12 @@ bool ProxNewton<LossT>::line_search(const std::vector<double>& w, const std::vec
     }
     const double change = reduce_.sum(local, 1)[0] + (regularizer(trial_w) - R0);
     if (change <= kArmijo * s * lambda) {
-      for (auto& part : parts_) std::swap(part->d, part->trial);
+      for (auto& part : parts_) {
+        Part& q = *part;
+        tasks_.run(q.ranges.count, [&](size_t rr) {
+          for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) q.d[c] = q.d[c] + s * q.u[c];
+        });
+      }
       step = s;
       F_change = change;
       return true;
