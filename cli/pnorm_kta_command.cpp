@@ -54,7 +54,7 @@ void reject_kta_ignored_keys(const Config& c, KtaCommand command) {
     reject_if_set(c, "kta.p", "it picks the model of fgm train; fgm path reports every p down to kta.p_end");
   }
   if (c.get_string("kta.kernel") == "rbf")
-    for (const char* key : {"apg.eps_inner", "apg.eta", "apg.max_iterations"})
+    for (const char* key : {"apg.eps_inner", "apg.gap_tolerance", "apg.eta", "apg.max_iterations"})
       reject_if_set(c, key, "kta.kernel = \"rbf\" measures accuracy with LIBSVM, not the APG solver");
 }
 
@@ -223,7 +223,8 @@ class KtaPathWriter {
 int path_pnorm_kta(SolverCommand& cmd) {
   const Config& config = cmd.config;
   reject_kta_ignored_keys(config, KtaCommand::kPath);
-  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kPath);
+  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kPath);
+  settings.warnings = &cmd.warnings;
   const ShardStore& store = *cmd.data.store;
   const StoreInfo& info = store.info();
   spdlog::info("pnorm_kta path on {} rows x {} features: kernel {}, p {} -> {} step {}", info.n_rows,
@@ -348,7 +349,8 @@ std::unique_ptr<ResumeSession> rank0_session(const Config& config, Communicator&
 int train_pnorm_kta(SolverCommand& cmd) {
   const Config& config = cmd.config;
   reject_kta_ignored_keys(config, KtaCommand::kTrain);
-  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
+  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
+  settings.warnings = &cmd.warnings;
   const ShardStore& store = *cmd.data.store;
   const auto start = std::chrono::steady_clock::now();
   KtaRun run = compute_alignments(store, settings, cmd.budget);
@@ -368,7 +370,8 @@ int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Comm
   check_same_configuration(comm, config);
   reject_kta_ignored_keys(config, KtaCommand::kTrain);
   reject_kta_on_partitions(config);
-  const KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
+  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
+  settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
   std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "train", "model.fgm", restart, budget);
   const auto start = std::chrono::steady_clock::now();
@@ -398,6 +401,7 @@ int path_pnorm_kta_partitioned(const Config& config, bool restart) {
   }
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
   RunWarnings warnings;
+  settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
   std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "path", "path.csv", restart, budget);
   if (session)

@@ -167,6 +167,7 @@ void write_iteration(JsonWriter& j, const IterationRecord& r) {
   j.key("apg_converged").value(r.apg_converged);
   j.key("apg_stop").value(r.apg_stop);
   j.key("apg_relative_gap").value(r.apg_relative_gap);
+  j.key("apg_certified").value(r.apg_certified);
   j.end_object();
 }
 

@@ -143,6 +143,11 @@ std::vector<ParamSpec> build_specs() {
                   "at the solve's first iteration (scale-free; run.json reports each solve's "
                   "certified relative duality gap)"),
              0, 1, true),
+      ranged(spec("apg.gap_tolerance", T::kFloat, "1e-3",
+                  "certified APG solves (the final solve of every run, path point, de-biased refit, fold "
+                  "and class) stop when the relative duality gap (F − D)/F is at most this; such a solve "
+                  "is reported converged only then (intermediate solves stop on apg.eps_inner)"),
+             0, 1, true),
       ranged(spec("apg.eta", T::kFloat, "0.5", "APG line-search factor η"), 0, 0.999, true),
       ranged(spec("apg.max_iterations", T::kInt, "2000", "APG iteration cap per outer iteration"),
              1, 1e9),

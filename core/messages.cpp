@@ -270,6 +270,25 @@ std::string ovr_lockstep_fell_back(size_t classes, const std::string& budget_err
                      "scoring passes): raise engine.memory_budget to share the passes",
                      classes, budget_error, classes);
 }
+std::string apg_gap_above_tolerance(int outer_iteration, int apg_iterations, double relative_gap,
+                                    const char* stop) {
+  return fmt::format("outer iteration {}: the certified APG solve {} after {} iterations with relative duality "
+                     "gap {:.3g}, above apg.gap_tolerance: this solve's weights are not converged (F − min F ≤ "
+                     "gap·F still holds); raise apg.max_iterations or apg.gap_tolerance",
+                     outer_iteration, stop, apg_iterations, relative_gap);
+}
+std::string debias_gap_above_tolerance(int point, int apg_iterations, double relative_gap) {
+  return fmt::format("path point {}: the de-biased refit stopped after {} APG iterations with relative duality "
+                     "gap {:.3g}, above apg.gap_tolerance: its weights are not converged; raise "
+                     "apg.max_iterations or apg.gap_tolerance",
+                     point, apg_iterations, relative_gap);
+}
+std::string kta_svm_gap_above_tolerance(double p, int apg_iterations, double relative_gap) {
+  return fmt::format("pnorm_kta point p = {:g}: the linear SVM's APG solve stopped after {} iterations with "
+                     "relative duality gap {:.3g}, above apg.gap_tolerance: its weights are not converged; raise "
+                     "apg.max_iterations or apg.gap_tolerance",
+                     p, apg_iterations, relative_gap);
+}
 std::string apg_stalled(int outer_iteration, int apg_iterations) {
   return fmt::format("outer iteration {}: APG stalled after {} iterations (the line search found "
                      "no step that decreases the objective: rounding floor reached) before its "

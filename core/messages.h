@@ -107,6 +107,10 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
 // --- solver warnings (outer iteration t, APG iterations spent)
 std::string apg_iteration_cap(int outer_iteration, int apg_iterations);
 std::string apg_stalled(int outer_iteration, int apg_iterations);
+// A certified solve (apg.gap_tolerance) ended above its tolerance; `stop`: "stopped at apg.max_iterations", "stalled".
+std::string apg_gap_above_tolerance(int outer_iteration, int apg_iterations, double relative_gap, const char* stop);
+std::string debias_gap_above_tolerance(int point, int apg_iterations, double relative_gap);
+std::string kta_svm_gap_above_tolerance(double p, int apg_iterations, double relative_gap);
 // Badly scaled data (engine/fgm_trainer.cpp): each suggests features.transform.
 std::string feature_value_span(double span, double largest, double typical, int degree,
                                std::string_view space, double limit);

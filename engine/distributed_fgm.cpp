@@ -107,7 +107,9 @@ class DistributedRun {
   std::vector<double> selected_column_dots();
   void update_duals();
   std::vector<ApgRowPart> parts();
-  ApgResult solve();
+  ApgResult solve(bool certify);
+  bool solve_is_final() const;
+  void polish_final_solve();
   int restore(TrainProgress& saved, std::unordered_set<uint64_t>& is_selected, double& objective);
   void save_progress() const;
   std::vector<ScoredCandidate> scoring_pass(uint64_t batch, const std::unordered_set<uint64_t>& is_selected,
@@ -323,7 +325,43 @@ std::vector<ApgRowPart> DistributedRun::parts() {
   return out;
 }
 
-ApgResult DistributedRun::solve() { return solve_apg(parts(), own_->reduction(), settings_.apg, state_, budget_); }
+// certify: stop on apg.gap_tolerance (the run's final solve, a path point's), else on apg.eps_inner.
+ApgResult DistributedRun::solve(bool certify) {
+  ApgOptions apg = settings_.apg;
+  apg.certify = certify;
+  return solve_apg(parts(), own_->reduction(), apg, state_, budget_);
+}
+
+// As FgmRun::solve_is_final on one store: the batch just added ends the run
+// or reaches a path checkpoint, so its solve is certified.
+bool DistributedRun::solve_is_final() const {
+  if (next_checkpoint_ < settings_.checkpoints.size() && selected_units() >= settings_.checkpoints[next_checkpoint_])
+    return true;
+  return !stop_rule(t_ + 1).empty();
+}
+
+// As FgmRun::polish_final_solve: eps_outer or no_new_features ended the run
+// after an inexact solve, so the model comes from a certified solve
+// warm-started at it, recorded with the last outer iteration.
+void DistributedRun::polish_final_solve() {
+  if (out_.iterations.empty() || out_.iterations.back().apg_certified) return;
+  IterationRecord& rec = out_.iterations.back();
+  const auto phase_start = std::chrono::steady_clock::now();
+  const CommunicationStats before = comm_.stats();
+  const ApgResult r = solve(true);
+  update_duals();
+  record(rec.iter, "solve", before);
+  const IterationRecord inexact = rec;
+  record_apg_result(r, rec);
+  rec.solve_seconds = inexact.solve_seconds + seconds_since(phase_start);
+  rec.apg_iterations += inexact.apg_iterations;
+  rec.apg_line_search_steps += inexact.apg_line_search_steps;
+  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
+  rec.apg_recomputed_products += inexact.apg_recomputed_products;
+  rec.objective = r.objective;
+  objective_ = r.objective;
+  if (comm_.rank() == 0) warn_apg_stop(rec, settings_.warnings);
+}
 
 // The state after the checkpoint's last outer iteration: its batches read
 // again from this rank's partitions, ω and L_t, the iteration log, and α
@@ -629,7 +667,7 @@ void DistributedRun::begin() {
   // like every row sum.
   if (settings_.apg.bias) {
     before = comm_.stats();
-    const ApgResult r = solve();
+    const ApgResult r = solve(false);
     update_duals();
     out_.objective_no_features = r.objective;
     record(0, "solve", before);
@@ -665,10 +703,12 @@ bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
   out_.final_sip_violation = rec.sip_violation;
   if (fresh.empty()) {
     out_.stop_reason = "no_new_features";
+    polish_final_solve();
     return false;
   }
   if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * objective_) {
     out_.stop_reason = "eps_outer";
+    polish_final_solve();
     return false;
   }
   const auto phase_start = std::chrono::steady_clock::now();
@@ -679,7 +719,7 @@ bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
     for (const auto& f : fresh) is_selected_.insert(f.id);
     add_batch(fresh);
   }
-  const ApgResult r = solve();
+  const ApgResult r = solve(solve_is_final());
   update_duals();
   rec.solve_seconds = seconds_since(phase_start);
   record(t, "solve", before);

@@ -31,11 +31,22 @@ void warn(RunWarnings* warnings, std::string code, std::string message) {
 
 }  // namespace
 
-void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
-  if (!rec.apg_converged) {
-    if (rec.apg_stop == "stalled") warn(warnings, "apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
+// The warning of a solve that did not meet its rule, if any.
+void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings) {
+  // "converged" (certified) and "inexact" (an intermediate solve that met apg.eps_inner) met their rule.
+  const bool stalled = rec.apg_stop == "stalled";
+  if (rec.apg_certified && !rec.apg_converged) {
+    warn(warnings, "apg_gap_above_tolerance",
+         msg::apg_gap_above_tolerance(rec.iter, rec.apg_iterations, rec.apg_relative_gap,
+                                      stalled ? "stalled (rounding floor reached)" : "stopped at apg.max_iterations"));
+  } else if (!rec.apg_certified && rec.apg_stop != "inexact" && rec.apg_stop != "converged") {
+    if (stalled) warn(warnings, "apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
     else warn(warnings, "apg_max_iterations", msg::apg_iteration_cap(rec.iter, rec.apg_iterations));
   }
+}
+
+void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
+  warn_apg_stop(rec, warnings);
   if (rec.iter == 1 && rec.rel_decrease < kFirstSolveLimit)
     warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
 }
@@ -78,7 +89,9 @@ class FgmRun {
   double batch_violation_terms(const SpaceScores& wc) const;
   void add_batch(const SpaceScores& wc);
   void record_solve(const ApgResult& r, IterationRecord& rec);
-  std::string stop_reason(const IterationRecord& rec, int t) const;
+  std::string stop_reason(int t) const;
+  bool solve_is_final(int t) const;
+  void polish_final_solve();
   void final_certificate();
   Model make_model() const;
   void emit_path_point(uint64_t features);
@@ -299,7 +312,7 @@ void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
 }
 
 // The outer stopping rules, in order; "" to go on.
-std::string FgmRun::stop_reason(const IterationRecord& rec, int t) const {
+std::string FgmRun::stop_reason(int t) const {
   const uint64_t units = selected_units();
   if (settings_.max_features > 0 && units >= settings_.max_features) return "max_features";
   if (!settings_.checkpoints.empty() && units >= settings_.checkpoints.back())
@@ -346,6 +359,7 @@ bool FgmRun::after_scoring(SpaceScores wc, double score_seconds) {
   if (wc.top.empty()) {
     progress_.stop_reason = "no_new_features";
     out_.final_sip_violation = rec.sip_violation;
+    polish_final_solve();
     return false;
   }
   // The outer stop: α^{t−1}'s SIP violation relative to F_{t−1} (a relative
@@ -354,13 +368,16 @@ bool FgmRun::after_scoring(SpaceScores wc, double score_seconds) {
   if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * f_prev_) {
     progress_.stop_reason = "eps_outer";
     out_.final_sip_violation = rec.sip_violation;
+    polish_final_solve();
     return false;
   }
 
   add_batch(wc);
   rec.added = cache_.batch_end(cache_.num_batches() - 1) - cache_.batch_begin(cache_.num_batches() - 1);
   auto t_solve = std::chrono::steady_clock::now();
-  ApgResult r = solve_apg(cache_, y_, settings_.apg, progress_.apg, decision_, budget_);
+  ApgOptions apg = settings_.apg;
+  apg.certify = solve_is_final(t);
+  ApgResult r = solve_apg(cache_, y_, apg, progress_.apg, decision_, budget_);
   rec.solve_seconds = seconds_since(t_solve);
   solved_ = true;
   dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
@@ -374,9 +391,48 @@ bool FgmRun::after_scoring(SpaceScores wc, double score_seconds) {
     emit_path_point(points[progress_.next_path_point]);
     progress_.last_path_point_features = selected_units();
   }
-  progress_.stop_reason = stop_reason(rec, t);
+  progress_.stop_reason = stop_reason(t);
   if (hooks_.on_progress) hooks_.on_progress(progress_);
   return progress_.stop_reason.empty();
+}
+
+// Whether outer iteration t's solve (its batch added) gives the run's model
+// or a path point's: such a solve is certified (apg.gap_tolerance), the
+// others are inexact (apg.eps_inner; the paper's Inexact FGM). Known before
+// the solve when max_iterations, max_features or a path checkpoint decides
+// it; when eps_outer or no_new_features ends the run, polish_final_solve.
+bool FgmRun::solve_is_final(int t) const {
+  const auto& points = settings_.checkpoints;
+  if (progress_.next_path_point < points.size() && selected_units() >= points[progress_.next_path_point])
+    return true;
+  return !stop_reason(t).empty();
+}
+
+// The run ended after an inexact solve (eps_outer, no_new_features): the
+// model is certified by a solve warm-started at it, recorded with the last
+// outer iteration (its APG counts add up both solves).
+void FgmRun::polish_final_solve() {
+  if (progress_.iterations.empty() || progress_.iterations.back().apg_certified) return;
+  IterationRecord& rec = progress_.iterations.back();
+  ApgOptions apg = settings_.apg;
+  apg.certify = true;
+  auto t_solve = std::chrono::steady_clock::now();
+  ApgResult r = solve_apg(cache_, y_, apg, progress_.apg, decision_, budget_);
+  solved_ = true;
+  dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
+  const IterationRecord inexact = rec;
+  record_apg_result(r, rec);
+  rec.solve_seconds = inexact.solve_seconds + seconds_since(t_solve);
+  rec.objective = r.objective;
+  rec.apg_iterations += inexact.apg_iterations;
+  rec.apg_line_search_steps += inexact.apg_line_search_steps;
+  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
+  rec.apg_recomputed_products += inexact.apg_recomputed_products;
+  warn_apg_stop(rec, settings_.warnings);
+  progress_.total_apg_iterations += r.iterations;
+  progress_.total_line_search_steps += r.line_search_steps;
+  progress_.total_gradient_evaluations += r.gradient_evaluations;
+  f_prev_ = r.objective;
 }
 
 // One more pass for the SIP violation (37) of the final α: the certificate.
@@ -591,9 +647,10 @@ void record_apg_result(const ApgResult& r, IterationRecord& rec) {
   rec.apg_line_search_steps = r.line_search_steps;
   rec.apg_gradient_evaluations = r.gradient_evaluations;
   rec.apg_recomputed_products = r.recomputed_products;
-  rec.apg_converged = r.converged;
+  rec.apg_certified = r.certified;
+  rec.apg_converged = r.certified && r.converged;
   rec.apg_relative_gap = r.relative_gap;
-  rec.apg_stop = r.converged ? "converged" : r.stalled ? "stalled" : "max_iterations";
+  rec.apg_stop = rec.apg_converged ? "converged" : r.converged ? "inexact" : r.stalled ? "stalled" : "max_iterations";
 }
 
 uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint) {

@@ -96,9 +96,14 @@ struct IterationRecord {
   int apg_iterations = 0;
   int apg_line_search_steps = 0;
   int apg_gradient_evaluations = 0;
-  bool apg_converged = false;     // APG stopped by its rule (solvers/apg.cpp), not by the cap or a stall
+  // A certified solve (apg_certified: the run's final solve, a path point)
+  // is "converged" only with apg_relative_gap ≤ apg.gap_tolerance; an
+  // intermediate solve that met apg.eps_inner is "inexact". Either may end at
+  // "max_iterations" or "stalled" (a warning).
+  bool apg_converged = false;     // apg_stop == "converged"
+  bool apg_certified = false;
   double apg_relative_gap = 0;    // certified (F − D)/F of this solve (solvers/apg.h)
-  std::string apg_stop;           // "converged", "max_iterations" or "stalled"
+  std::string apg_stop;           // "converged", "inexact", "max_iterations" or "stalled"
   uint64_t apg_recomputed_products = 0;  // inner-product cache misses (the budget had no room)
 };
 
@@ -137,6 +142,9 @@ constexpr double kFirstSolveLimit = 1e-3;
 // first solve that barely lowers F_0 (with a converged solve, the selected
 // features cannot fit the labels: usually a few huge features).
 void warn_iteration(const IterationRecord& rec, RunWarnings* warnings);
+// Only the APG part: a certified solve above apg.gap_tolerance
+// (apg_gap_above_tolerance), an inexact one at the cap or stalled.
+void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings);
 
 // The state of the run when a checkpoint count is reached (a `fgm path`
 // point; not the resume checkpoint, which stores a TrainProgress).

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/memory_budget.h"
+#include "core/run_warnings.h"
 #include "engine/evaluate.h"
 #include "features/block_stream.h"
 #include "io/model_file.h"
@@ -49,6 +50,9 @@ struct KtaSettings {
   uint64_t block_bytes = 4 << 20;
   std::string test_path, validation_path;
   bool evaluate = true;    // fit and evaluate an SVM at every point
+  // A linear SVM whose certified APG solve ends above apg.gap_tolerance warns
+  // here (null: logged only).
+  RunWarnings* warnings = nullptr;
 };
 
 struct KtaPoint {

@@ -33,7 +33,7 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::OuterIterati
         fb, r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation, r.score_seconds,
         r.solve_seconds, r.bytes_streamed, r.peak_rss_bytes, r.candidates_scored, r.pair_updates,
         r.apg_iterations, r.apg_line_search_steps, r.apg_gradient_evaluations, r.apg_converged, apg_stop,
-        r.apg_relative_gap));
+        r.apg_relative_gap, r.apg_certified));
   }
   return fb.CreateVector(its);
 }
@@ -62,6 +62,7 @@ std::vector<IterationRecord> decode_iterations(
     rec.apg_converged = r->apg_converged();
     rec.apg_stop = r->apg_stop() ? r->apg_stop()->str() : "";
     rec.apg_relative_gap = r->apg_relative_gap();
+    rec.apg_certified = r->apg_certified();
     out.push_back(rec);
   }
   return out;

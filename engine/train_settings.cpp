@@ -124,6 +124,7 @@ void read_apg_keys(const Config& c, ApgOptions& apg) {
                : method == "auto" ? SubproblemMethod::kAuto
                                   : SubproblemMethod::kApg;
   apg.eps_inner = c.get_float("apg.eps_inner");
+  apg.gap_tolerance = c.get_float("apg.gap_tolerance");
   apg.eta = c.get_float("apg.eta");
   apg.max_iterations = static_cast<int>(c.get_int("apg.max_iterations"));
   apg.threads = static_cast<int>(c.get_int("engine.threads"));

@@ -35,16 +35,30 @@
 // (On news20, ε_in = 0.15 gives the path objective of a 100× tighter solve
 // at ~1.6× the time of (41) with 1e-3: bench/README.md, "Stopping rules".)
 //
-// The certificate reported with the result (not used to stop: it is
-// pessimistic far from ω*, so stopping on it cost 5–10× the time for the same
-// accuracy). The dual of (31) is
+// The certificate. The dual of (31) is
 //   max_α  D(α) = Σ_i −φ*(−α_i) − ½ max_h ‖X_h'(α∘y)‖²   (Σ_i α_i y_i = 0 with a bias)
 // (½(Σ_h‖ω_h‖)² has the conjugate ½(max_h‖·‖)²; −φ*(−α) = α − α²/(2C) for
 // the squared hinge, C·H(α/C) for the logistic loss, H the binary entropy).
 // Every feasible α gives D(α) ≤ min F, so (F − D(α))/F bounds the relative
-// suboptimality of the returned point whatever the scale. α is Theorem 3's
-// dual point at the returned point (one more gradient pass), made feasible
-// and scaled by dual_bound.
+// suboptimality of a point of objective F whatever the scale. α is Theorem
+// 3's dual point at a primal point, made feasible and scaled by dual_bound.
+// Two kinds of solve (the paper's Inexact FGM):
+//  * inexact (options.certify false: intermediate outer iterations): stops on
+//    the mapping rule above; the certificate of the returned point is only
+//    reported (one more gradient pass). Far from ω* the bound is pessimistic
+//    (relative gaps 0.4–0.999 at ε_in = 0.15), so stopping every solve on it
+//    would spend the time where the next batch changes the problem anyway.
+//  * certified (options.certify: the solve a run's model comes from): every
+//    iteration's gradient pass g = X'r(v) is also what Theorem 3's α(v)
+//    needs (with a bias, plus the positive rows' part g⁺ and the class sums
+//    of α, in the same pass and reduction), so D(θα(v)) costs O(|R|) more
+//    per iteration. The solver keeps the best objective F_best (APG is not
+//    monotone) and its point, and the best dual value D_best; F_best − D_best
+//    is a valid bound at every iteration, and the solve stops when
+//    F_best − D_best ≤ gap_tolerance·F_best, or at the cap. It returns the
+//    best point; its objective and certificate (max of D_best and the dual at
+//    the returned point) are then formed exactly, and converged means that
+//    relative gap is ≤ gap_tolerance, whatever ended the loop.
 //
 // Deviations from the printed algorithm (all keep its fixed points):
 //  * L₀ = max_j C‖x_j‖² instead of 0.01nC (initial_lipschitz: scale-aware).
@@ -311,7 +325,8 @@ class ApgSolver {
     // at v and ω (the latter also the trial step δ) and ∇_d P (also the
     // scratch for products not cached), and σ for the logistic loss (margins
     // are formed again where needed); with the first part 6 per column for ω
-    // (now, previous, trial), v, g, g⁺ and 5 per batch; with each further
+    // (now, previous, trial), v, g, g⁺ (7 with the best ω of a certified
+    // solve) and 5 per batch; with each further
     // part 2 per column for its partial gradients.
     for (const ApgRowPart& spec : parts) {
       FGM_ASSERT(spec.cache->num_columns() == cols_ && spec.cache->num_batches() == t_);
@@ -319,7 +334,9 @@ class ApgSolver {
       parts_.push_back(std::make_unique<Part>(spec, options.C, budget));
       Part& q = *parts_.back();
       const uint64_t row_vectors = LossT::kNeedsSigmoid ? 4 : 3;
-      const uint64_t column_doubles = parts_.size() == 1 ? 6 * uint64_t(cols_) + 5 * uint64_t(t_) : 2 * uint64_t(cols_);
+      const uint64_t first_part_columns = options.certify ? 7 : 6;  // + the best ω of a certified solve
+      const uint64_t column_doubles =
+          parts_.size() == 1 ? first_part_columns * uint64_t(cols_) + 5 * uint64_t(t_) : 2 * uint64_t(cols_);
       q.reservation = budget.reserve((row_vectors * uint64_t(q.rows) + column_doubles) * sizeof(double),
                                      "APG per-row vectors", "use fewer training rows");
       q.column_grain = std::max<size_t>(
@@ -564,6 +581,17 @@ class ApgSolver {
   }
 
   double dual_bound(const std::vector<double>& g, const std::vector<double>& g_pos, double pos, double neg, double b);
+
+  // What dual_bound needs at the decision values whose r every part holds
+  // (bias b), in one pass over the columns and one reduction: g = ∇_ω P = X'r
+  // and, with a bias, the positive rows' part g⁺ and Σα per class; with
+  // `loss_of`, also P at the decision values every part holds there.
+  struct DualInputs {
+    std::vector<double> g, g_pos;
+    double pos = 0, neg = 0, loss = 0;
+  };
+  void dual_inputs(double b, RowVector Part::*loss_of, DualInputs& out);
+  double dual_bound(const DualInputs& in, double b) { return dual_bound(in.g, in.g_pos, in.pos, in.neg, b); }
 
   // Part q's squared column norms over its rows in the fit (label ±1), one per column.
   void column_norms(const Part& q, double* out) const {
@@ -841,6 +869,51 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, const std::vec
 }
 
 template <class LossT>
+void ApgSolver<LossT>::dual_inputs(double b, RowVector Part::*loss_of, DualInputs& out) {
+  const bool bias = opt_.bias;
+  const size_t g_width = bias ? 2 * cols_ : cols_;
+  const size_t width = g_width + (bias ? 2 : 0) + (loss_of ? 1 : 0);
+  const double alpha_pos = UntouchedTerms<LossT>::alpha_positive(opt_.C, b);
+  const double alpha_neg = UntouchedTerms<LossT>::alpha_negative(opt_.C, b);
+  std::vector<std::vector<double>> local(parts_.size());
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    Part& q = *parts_[k];
+    std::vector<double>& sums = local[k];
+    sums.assign(width, 0.0);
+    gradient_part(q, sums.data(), bias ? sums.data() + cols_ : nullptr);
+    size_t at = g_width;
+    if (bias) {
+      const auto totals = ex_.sum<2>(q.chunks(), [&](size_t c) {
+        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
+        std::array<double, 2> s{};
+        for (size_t i = lo; i < hi; ++i) {
+          if (q.y[i] > 0) s[0] -= q.r[i];  // α_i = −r_i y_i
+          if (q.y[i] < 0) s[1] += q.r[i];
+        }
+        return s;
+      });
+      sums[at] = totals[0] + (q.untouched.positive() > 0 ? q.untouched.positive() * alpha_pos : 0.0);
+      sums[at + 1] = totals[1] + (q.untouched.negative() > 0 ? q.untouched.negative() * alpha_neg : 0.0);
+      at += 2;
+    }
+    if (loss_of) sums[at] = loss_part(q, q.*loss_of, b);
+  }
+  const std::vector<double> total = reduce_.sum(local, width);
+  ++column_passes_;
+  ++gradient_evaluations_;
+  out.g.assign(total.begin(), total.begin() + std::ptrdiff_t(cols_));
+  if (bias) out.g_pos.assign(total.begin() + std::ptrdiff_t(cols_), total.begin() + std::ptrdiff_t(g_width));
+  else out.g_pos.clear();
+  size_t at = g_width;
+  if (bias) {
+    out.pos = total[at];
+    out.neg = total[at + 1];
+    at += 2;
+  }
+  out.loss = loss_of ? total[at] : 0.0;
+}
+
+template <class LossT>
 double ApgSolver<LossT>::bias_step(double vb, double tau_k, double& model_decrease, ApgResult& res) {
   const double C = opt_.C;
   model_decrease = 0;
@@ -946,12 +1019,27 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state) {
   double rho = 1.0;
   double tau_k = 0;
   double first_mapping = 0;
+  // A certified solve keeps the best point seen (APG is not monotone) and the
+  // best dual bound, each from its own iterate: F_best − dual_best bounds
+  // F_best − min F at every iteration.
+  double F_best = F_prev, b_best = b;
+  double dual_best = -std::numeric_limits<double>::infinity();
+  std::vector<double> w_best = opt_.certify ? w : std::vector<double>();
+  DualInputs at_v;
 
   for (int k = 1; k <= opt_.max_iterations && F_prev > 0; ++k) {
     // --- ω-step: gradient at (v, v_b) (dv holds its decision values), then
     // backtracking on τ using only the cached X_h v_h, X_h g_h.
     margins(&Part::dv, true);
-    gradient(g);
+    if (opt_.certify) {
+      // The same pass gives what Theorem 3's dual point at (v, v_b) needs
+      // (with a bias g⁺ and the class sums): its bound costs O(|R|) more.
+      dual_inputs(vb, nullptr, at_v);
+      g.swap(at_v.g);
+      dual_best = std::max(dual_best, dual_bound(g, at_v.g_pos, at_v.pos, at_v.neg, vb));
+    } else {
+      gradient(g);
+    }
     refresh(kXg, g);
 
     const LineSearch step = line_search(eta * tau_prev, v, g, vb, L, res);
@@ -994,7 +1082,18 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state) {
     // optimum (new features that get weight 0) starts with Δ_1 near rounding
     // level and could not shrink it by ε_in² more.
     const double reference = std::max(first_mapping, kReferenceFloor * F);
-    if (fixed_point || mapping <= opt_.eps_inner * opt_.eps_inner * reference) {
+    if (opt_.certify) {
+      if (F < F_best) {
+        F_best = F;
+        w_best = w;
+        b_best = b;
+      }
+      // Stop on the certificate; res.converged is set from the exact one below.
+      if (fixed_point || F_best - dual_best <= opt_.gap_tolerance * F_best) {
+        F_prev = F;
+        break;
+      }
+    } else if (fixed_point || mapping <= opt_.eps_inner * opt_.eps_inner * reference) {
       res.converged = true;
       F_prev = F;
       break;
@@ -1019,52 +1118,30 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state) {
     sum_products(kXv, v, vb, &Part::dv);
   }
   if (F_prev == 0 && res.iterations == 0) res.converged = true;
+  if (opt_.certify && F_best < F_prev) {  // return the best point seen
+    w.swap(w_best);
+    b = b_best;
+  }
 
   // Exact decision values and objective at the returned point: X_h ω_h on
   // the touched rows, 0 − b on every other row.
   refresh(kXv, w);
   sum_products(kXv, w, b, &Part::d);
   write_decisions(b);
-  // One reduction: the certificate's gradient pass at ω (with a bias also its
-  // positive rows' part and α summed per class), and P.
+  // One reduction: the certificate's gradient pass at the returned point
+  // (with a bias also its positive rows' part and α summed per class), and P.
   margins(&Part::d, true);
-  const size_t g_width = opt_.bias ? 2 * cols_ : cols_;
-  const size_t final_width = g_width + (opt_.bias ? 3 : 1);
-  const double alpha_pos = UntouchedTerms<LossT>::alpha_positive(opt_.C, b);
-  const double alpha_neg = UntouchedTerms<LossT>::alpha_negative(opt_.C, b);
-  for (size_t k = 0; k < parts_.size(); ++k) {
-    Part& q = *parts_[k];
-    std::vector<double>& out = local[k];
-    out.assign(final_width, 0.0);
-    out[g_width] = loss_part(q, q.d, b);
-    gradient_part(q, out.data(), opt_.bias ? out.data() + cols_ : nullptr);
-    if (opt_.bias) {
-      const auto totals = ex_.sum<2>(q.chunks(), [&](size_t c) {
-        const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
-        std::array<double, 2> s{};
-        for (size_t i = lo; i < hi; ++i) {
-          if (q.y[i] > 0) s[0] -= q.r[i];  // α_i = −r_i y_i
-          if (q.y[i] < 0) s[1] += q.r[i];
-        }
-        return s;
-      });
-      out[g_width + 1] = totals[0] + (q.untouched.positive() > 0 ? q.untouched.positive() * alpha_pos : 0.0);
-      out[g_width + 2] = totals[1] + (q.untouched.negative() > 0 ? q.untouched.negative() * alpha_neg : 0.0);
-    }
-  }
-  const std::vector<double> final_sums = reduce_.sum(local, final_width);
-  ++column_passes_;
-  ++gradient_evaluations_;
-  g.assign(final_sums.begin(), final_sums.begin() + std::ptrdiff_t(cols_));
-  std::vector<double> g_pos;
-  if (opt_.bias) g_pos.assign(final_sums.begin() + std::ptrdiff_t(cols_), final_sums.begin() + std::ptrdiff_t(g_width));
+  DualInputs at_end;
+  dual_inputs(b, &Part::d, at_end);
   res.regularizer = regularizer(w);
-  res.loss = final_sums[g_width];
+  res.loss = at_end.loss;
   res.objective = res.regularizer + res.loss;
-  const double dual = opt_.bias ? dual_bound(g, g_pos, final_sums[g_width + 1], final_sums[g_width + 2], b)
-                                : dual_bound(g, g_pos, 0.0, 0.0, b);
-  res.dual_bound = dual;
-  res.relative_gap = res.objective > 0 ? std::max(res.objective - dual, 0.0) / res.objective : 0.0;
+  // Every dual bound is valid for min F, so the best of the iterates' (a
+  // certified solve) and the returned point's certifies the returned point.
+  res.dual_bound = std::max(dual_best, dual_bound(at_end, b));
+  res.relative_gap = res.objective > 0 ? std::max(res.objective - res.dual_bound, 0.0) / res.objective : 0.0;
+  res.certified = opt_.certify;
+  if (opt_.certify) res.converged = res.relative_gap <= opt_.gap_tolerance;
   res.gradient_evaluations = gradient_evaluations_;
   res.column_passes = column_passes_;
   res.recomputed_products = recomputed_products_;

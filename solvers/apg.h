@@ -37,7 +37,14 @@ struct ApgOptions {
   double gap_tolerance = 1e-3;  // certified relative duality gap at which a Newton solve stops
   double C = 10.0;
   bool bias = false;
-  double eps_inner = 0.15;     // stop when sqrt(Δ_k/Δ_1) ≤ eps_inner (prox-gradient mapping; apg.cpp)
+  double eps_inner = 0.15;     // inexact solve: stop when sqrt(Δ_k/Δ_1) ≤ eps_inner (prox-gradient mapping; apg.cpp)
+  // Certified solve (certify): stop when the relative duality gap
+  // (F_best − D_best)/F_best ≤ gap_tolerance, F_best the best objective and
+  // D_best the best dual bound of the iterates so far (apg.cpp). An inexact
+  // solve (the paper's Inexact FGM: intermediate outer iterations) stops on
+  // eps_inner and reports its gap without being held to it.
+  bool certify = false;
+  double gap_tolerance = 1e-3;
   double eta = 0.5;            // line-search factor η ∈ (0,1)
   int max_iterations = 2000;   // inner iteration cap
   int threads = 1;             // explicit; results do not depend on it
@@ -57,9 +64,14 @@ struct ApgResult {
   int iterations = 0;            // APG iterations (k)
   int line_search_steps = 0;     // F ≤ Q evaluations in total
   int gradient_evaluations = 0;  // ∇_ω P evaluations (one pass over the selected columns each)
-  bool converged = false;        // stopped by the mapping rule (or at an exact fixed point), not by the cap
-  // The certificate of the returned point: D(α) ≤ min F for a dual-feasible α
-  // built from it, so objective − min F ≤ relative_gap·objective.
+  // Certified solve: relative_gap ≤ gap_tolerance (whatever stopped it).
+  // Inexact solve: stopped by the mapping rule (or at an exact fixed point),
+  // not by the cap; its relative_gap is only reported.
+  bool converged = false;
+  bool certified = false;        // solved with options.certify (converged then means gap ≤ tolerance)
+  // The certificate of the returned point: D(α) ≤ min F for dual-feasible α
+  // (built from it and, in a certified solve, from every iterate), so
+  // objective − min F ≤ relative_gap·objective.
   double dual_bound = 0;
   double relative_gap = 0;
   // Added by the solver:

@@ -560,33 +560,47 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
   TempDir dir("fgm-cli");
   REQUIRE(run(dir, "synth --out data --rows 300 --test-rows 10 --features 60 --relevant 6 --seed 3").code == 0);
   const std::string train = "train data.train=data/train.svm engine.cache_dir=cache fgm.B=3 fgm.max_iterations=3 ";
-  // One APG iteration cannot reach a relative decrease of 1e-12 on this data.
+  // One APG iteration can neither shrink the mapping to 1e-12 of its first
+  // value (the inexact solves of iterations 1 and 2) nor certify a relative
+  // gap of 1e-3 (the final solve, iteration 3).
   RunResult r = run(dir, train + "output.dir=capped apg.max_iterations=1 apg.eps_inner=1e-12");
   CAPTURE(r.err);
   REQUIRE(r.code == 0);
   REQUIRE(contains(r.err, "warning: outer iteration 1: APG stopped at apg.max_iterations = 1"));
+  REQUIRE(contains(r.err, "warning: outer iteration 3: the certified APG solve stopped at apg.max_iterations"));
   REQUIRE(python_check_json(dir.file("capped/run.json"),
                             "its = d['iterations']\n"
-                            "assert len(its) >= 1\n"
+                            "assert len(its) == 3\n"
                             "assert all(i['apg_iterations'] == 1 and i['apg_converged'] is False and\n"
                             "           i['apg_stop'] == 'max_iterations' for i in its)\n"
+                            "assert [i['apg_certified'] for i in its] == [False, False, True]\n"
+                            "assert its[2]['apg_relative_gap'] > 1e-3\n"
                             "w = d['warnings']\n"
                             "assert len(w) == len(its)\n"
-                            "for k, x in enumerate(w):\n"
+                            "for k, x in enumerate(w[:2]):\n"
                             "  assert x['code'] == 'apg_max_iterations'\n"
-                            "  assert x['message'].startswith('outer iteration %d: APG stopped' % (k + 1))\n"));
+                            "  assert x['message'].startswith('outer iteration %d: APG stopped' % (k + 1))\n"
+                            "assert w[2]['code'] == 'apg_gap_above_tolerance'\n"
+                            "assert w[2]['message'].startswith('outer iteration 3: the certified APG solve')\n"));
 
-  // A solve that meets its stopping rule: converged, no warnings.
+  // Solves that meet their rules: the intermediate ones inexact, the final
+  // one certified to apg.gap_tolerance; no warnings.
   r = run(dir, train + "output.dir=ok");
   REQUIRE(r.code == 0);
   REQUIRE_FALSE(contains(r.err, "warning:"));
   REQUIRE(python_check_json(dir.file("ok/run.json"),
                             "its = d['iterations']\n"
-                            "assert all(i['apg_converged'] is True and i['apg_stop'] == 'converged' and\n"
-                            "           i['apg_iterations'] < 2000 for i in its)\n"
+                            "assert len(its) == 3\n"
+                            "assert all(i['apg_converged'] is False and i['apg_stop'] == 'inexact' and\n"
+                            "           not i['apg_certified'] for i in its[:2])\n"
+                            "last = its[2]\n"
+                            "assert last['apg_converged'] is True and last['apg_stop'] == 'converged'\n"
+                            "assert last['apg_certified'] and last['apg_relative_gap'] <= 1e-3\n"
+                            "assert all(i['apg_iterations'] < 2000 for i in its)\n"
                             "assert d['warnings'] == []\n"));
 
-  // fgm path collects the same warnings into path.json.
+  // fgm path: every point's solve is certified, so each capped one warns
+  // (into path.json).
   r = run(dir, "path data.train=data/train.svm engine.cache_dir=cache fgm.B=2 'path.features=[2,4]' "
                "path.debias=false output.dir=p apg.max_iterations=1 apg.eps_inner=1e-12");
   CAPTURE(r.err);
@@ -594,7 +608,15 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
   REQUIRE(python_check_json(dir.file("p/path.json"),
                             "w = d['warnings']\n"
                             "assert len(w) == 2, w\n"
-                            "assert all(x['code'] == 'apg_max_iterations' for x in w)\n"));
+                            "assert all(x['code'] == 'apg_gap_above_tolerance' for x in w)\n"));
+  // The de-biased refits are certified too: capped, each point's refit warns.
+  r = run(dir, "path data.train=data/train.svm engine.cache_dir=cache fgm.B=2 'path.features=[2,4]' "
+               "output.dir=pd apg.max_iterations=2");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(python_check_json(dir.file("pd/path.json"),
+                            "codes = [x['code'] for x in d['warnings']]\n"
+                            "assert codes.count('debias_gap_above_tolerance') == 2, codes\n"));
 }
 
 // Issue 7 item 6: a budget a fraction of the store's size slows training down

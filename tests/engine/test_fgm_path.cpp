@@ -55,6 +55,11 @@ TEST_CASE("path points equal independent runs, with less APG work", "[engine][pa
   for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
     PathSettings ps;
     ps.base = fx.base(loss);
+    // A path certifies the solve at each of its points, which an independent
+    // run with a larger count solves inexactly: with every solve run near
+    // to its optimum both reach the same models.
+    ps.base.apg.eps_inner = 1e-9;
+    ps.base.apg.gap_tolerance = 1e-10;
     ps.feature_counts = {5, 10, 20, 35};
     ps.debias = false;
     ps.test_path = fx.dir.file("test.svm");
@@ -62,7 +67,7 @@ TEST_CASE("path points equal independent runs, with less APG work", "[engine][pa
     REQUIRE(path.points.size() == 4);
     uint64_t independent_work = 0;
     for (size_t k = 0; k < 4; ++k) {
-      TrainSettings s = fx.base(loss);
+      TrainSettings s = ps.base;
       s.max_features = ps.feature_counts[k];
       TrainOutcome single = train_fgm(*fx.store, s, fx.budget);
       independent_work += single.total_apg_iterations;
@@ -92,6 +97,9 @@ TEST_CASE("de-biased refit satisfies the optimality conditions of the l2 problem
     ps.feature_counts = {10, 20};
     ps.debias = true;
     ps.debias_C = 2.0;
+    // The refit stops on its certified gap; a tight one makes the gradient
+    // test below meaningful at 2e-3.
+    ps.base.apg.gap_tolerance = 1e-9;
     ps.validation_path = fx.dir.file("test.svm");
     PathOutcome path = run_fgm_path(*fx.store, ps, fx.budget);
     REQUIRE(path.best >= 0);
@@ -261,4 +269,42 @@ TEST_CASE("de-biased refits use the generated columns in every space and path mo
   // The poly-2 points cover all three generated kinds.
   for (FeatureKind k : {FeatureKind::kLinear, FeatureKind::kSquare, FeatureKind::kCross})
     REQUIRE(std::count(poly2_kinds_seen.begin(), poly2_kinds_seen.end(), k) > 0);
+}
+
+// The refit of a path point is certified like every final solve: it stops on
+// apg.gap_tolerance (a fixed eps_inner = 1e-10 made a default path 5–10×
+// slower), and its gap bounds the error against a refit solved to 1e-12.
+TEST_CASE("de-biased refits stop on their certified gap", "[engine][path][debias][certified]") {
+  PathFixture fx;
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (bool bias : {false, true}) {
+      CAPTURE(loss_name(loss), bias);
+      TrainSettings s = fx.base(loss);
+      s.apg.bias = bias;
+      s.max_features = 15;
+      const TrainOutcome trained = train_fgm(*fx.store, s, fx.budget);
+      SelectedFeatureCache cache(fx.budget, fx.store->info().n_rows);
+      cache.begin_batch();
+      std::vector<uint32_t> rows;
+      std::vector<float> values;
+      for (const auto& f : trained.model.features) {
+        fx.store->read_column(f.key.ids[0], rows, values);
+        cache.add_column(f.key, rows, values);
+      }
+      ApgOptions o = s.apg;
+      o.certify = true;
+      const DebiasResult refit = debias_refit(cache, fx.store->labels(), trained.model, o, fx.budget);
+      CAPTURE(refit.solve.relative_gap, refit.solve.iterations);
+      REQUIRE(refit.solve.certified);
+      REQUIRE(refit.solve.converged);
+      REQUIRE(refit.solve.relative_gap <= o.gap_tolerance);
+      o.gap_tolerance = 1e-12;
+      o.max_iterations = 200000;
+      const DebiasResult tight = debias_refit(cache, fx.store->labels(), trained.model, o, fx.budget);
+      REQUIRE(tight.solve.converged);
+      const double F = refit.solve.objective;
+      REQUIRE(F - tight.solve.objective <= refit.solve.relative_gap * F + 1e-12 * F);
+      REQUIRE(refit.solve.iterations < tight.solve.iterations);
+    }
+  }
 }

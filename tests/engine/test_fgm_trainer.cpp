@@ -601,3 +601,84 @@ TEST_CASE("with a bias, the first scoring pass uses the fitted bias-only model",
     CHECK(plain.objective_no_features == Approx(P(0.0)).epsilon(1e-12));
   }
 }
+
+// Issue 19 item 1: intermediate solves may be inexact, the solve the model
+// comes from is certified to apg.gap_tolerance whichever rule ends the run
+// (max_iterations and max_features are known before the solve; eps_outer and
+// no_new_features end the run after it, which then polishes the last solve).
+// Independent check: the final subproblem (31), rebuilt from the model's
+// features and batches, solved to a relative gap of 1e-12: its optimum F*
+// satisfies F − F* ≤ gap·F.
+TEST_CASE("the final solve is certified to apg.gap_tolerance whatever ends the run", "[engine][fgm][certified]") {
+  test::TempDir dir("fgm-certified");
+  std::string path = dir.write("train.svm", test::random_libsvm(300, 30, 0.3, 2, {1, 2}));
+  MemoryBudget budget(128ull << 20);
+  auto store = make_store(dir, path, budget);
+  struct Case {
+    const char* stop;
+    uint64_t B;
+    int T;
+    double eps_outer;
+    uint64_t max_features;
+  };
+  const Case cases[] = {{"no_new_features", 8, 20, 0, 0},
+                        {"eps_outer", 2, 20, 0.05, 0},
+                        {"max_iterations", 2, 3, 0, 0},
+                        {"max_features", 2, 20, 0, 5}};
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (bool bias : {false, true}) {
+      for (const Case& c : cases) {
+        CAPTURE(loss_name(loss), bias, c.stop);
+        TrainSettings s = small_settings(c.B, c.T, 1);
+        s.eps_outer = c.eps_outer;
+        s.max_features = c.max_features;
+        s.apg.loss = loss;
+        s.apg.bias = bias;
+        s.apg.gap_tolerance = 1e-4;
+        RunWarnings warnings;
+        s.warnings = &warnings;
+        TrainOutcome out = train_fgm(*store, s, budget);
+        REQUIRE(out.stop_reason == c.stop);
+        REQUIRE(warnings.size() == 0);
+        const IterationRecord& last = out.iterations.back();
+        CAPTURE(last.apg_relative_gap, last.apg_iterations);
+        REQUIRE(last.apg_certified);
+        REQUIRE(last.apg_converged);
+        REQUIRE(last.apg_stop == "converged");
+        REQUIRE(last.apg_relative_gap <= 1e-4);
+        for (size_t t = 0; t + 1 < out.iterations.size(); ++t) {
+          REQUIRE_FALSE(out.iterations[t].apg_certified);
+          REQUIRE(out.iterations[t].apg_stop == "inexact");
+        }
+        REQUIRE(out.model.objective == last.objective);
+        // The final subproblem again, solved far tighter.
+        SelectedFeatureCache cache(budget, store->info().n_rows);
+        uint32_t batch = 0;
+        std::vector<uint32_t> rows;
+        std::vector<float> values;
+        ApgState state;
+        for (const auto& f : out.model.features) {
+          if (f.batch != batch) {
+            cache.begin_batch();
+            batch = f.batch;
+          }
+          store->read_column(f.key.ids[0], rows, values);
+          cache.add_column(f.key, rows, values);
+          state.w.push_back(f.weight);
+        }
+        state.b = out.model.bias;
+        ApgOptions tight = s.apg;
+        tight.gap_tolerance = 1e-12;
+        tight.certify = true;
+        tight.max_iterations = 200000;
+        std::vector<double> decision;
+        const ApgResult optimum = solve_apg(cache, store->labels(), tight, state, decision, budget);
+        const double F = out.model.objective;
+        // The warm start is the model: the tight solve starts at F.
+        REQUIRE(optimum.objective <= F * (1 + 1e-12));
+        REQUIRE(F - optimum.dual_bound <= last.apg_relative_gap * F * (1 + 1e-9) + 1e-12 * F);
+        REQUIRE(F - optimum.objective <= last.apg_relative_gap * F + 1e-12 * F);
+      }
+    }
+  }
+}

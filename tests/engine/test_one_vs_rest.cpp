@@ -290,6 +290,14 @@ TEST_CASE("lockstep one-vs-rest equals the sequential runs and streams max, not 
     CAPTURE(c);
     require_same_run(lock.classes[c], seq.classes[c]);
     REQUIRE(lock.model.classes[c].features.size() == seq.model.classes[c].features.size());
+    // Every class's model comes from a solve certified to apg.gap_tolerance,
+    // whichever rule stopped it (eps_outer: a polish solve after the loop).
+    for (const OneVsRestOutcome* o : {&lock, &seq}) {
+      const IterationRecord& last = o->classes[c].iterations.back();
+      REQUIRE(last.apg_certified);
+      REQUIRE(last.apg_stop == "converged");
+      REQUIRE(last.apg_relative_gap <= s.apg.gap_tolerance);
+    }
     const uint64_t p = passes_by_hand(seq.classes[c], certificate);
     max_passes = std::max(max_passes, p);
     sum_passes += p;

@@ -989,3 +989,146 @@ TEST_CASE("rows with label 0 change nothing: the solve equals the solve on the o
     }
   }
 }
+
+namespace {
+
+// Problem kinds of the certified-stop test: 0 binary, 1 integer, 2 tied
+// columns (discrete_problem), 3 Gaussian (random_problem), 4 poly-2: the
+// products of pairs of integer columns appended as a batch.
+Problem certificate_problem(uint64_t seed, int kind) {
+  if (kind <= 2) return discrete_problem(seed, 90, {2, 2, 3}, kind);
+  if (kind == 3) return random_problem(seed, 90, {2, 2, 3}, 0.6, 0.1);
+  Problem base = discrete_problem(seed, 90, {2, 2}, 1);
+  Problem p = zero_problem(base.n, {2, 2, 3});
+  p.y = base.y;
+  const std::pair<size_t, size_t> pairs[3] = {{0, 2}, {1, 3}, {0, 0}};
+  for (size_t i = 0; i < p.n; ++i) {
+    for (size_t j = 0; j < 4; ++j) p.x[i * p.cols + j] = base.at(i, j);
+    for (size_t k = 0; k < 3; ++k) p.x[i * p.cols + 4 + k] = base.at(i, pairs[k].first) * base.at(i, pairs[k].second);
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("Certified APG: the gap bounds the true suboptimality and closes as the solve converges",
+          "[solvers][apg][certified]") {
+  std::mt19937_64 rng(2014);
+  int cases = 0;
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (bool bias : {false, true}) {
+      for (int kind = 0; kind < 5; ++kind) {
+        Problem p = certificate_problem(rng(), kind);
+        const double C = kind == 3 ? 0.5 : 2.0;
+        // The oracle's optimum F* (long double, run to a fixed point).
+        const OracleResult oracle = prox_gradient_oracle(p, 3, loss, C, bias);
+        const double optimum = double(oracle.F);
+        double previous_gap = 1.0;
+        for (double tolerance : {1e-2, 1e-4, 1e-7}) {
+          CAPTURE(loss_name(loss), bias, kind, tolerance);
+          MemoryBudget budget(kBudget);
+          SelectedFeatureCache cache(budget, p.n);
+          fill_cache(p, cache, 3);
+          ApgOptions o;
+          o.loss = loss;
+          o.C = C;
+          o.bias = bias;
+          o.certify = true;
+          o.gap_tolerance = tolerance;
+          o.max_iterations = 100000;
+          ApgState state;
+          std::vector<double> decision;
+          const ApgResult r = solve_apg(cache, p.y.data(), o, state, decision, budget);
+          CAPTURE(r.iterations, r.objective, r.dual_bound, optimum, r.relative_gap);
+          REQUIRE(r.certified);
+          REQUIRE(r.converged);
+          REQUIRE(r.relative_gap <= tolerance);
+          // The returned objective, evaluated independently in long double.
+          const double F = double(ld_objective(p, 3, loss, C, to_ld(state.w), state.b));
+          REQUIRE(r.objective == Approx(F).epsilon(1e-12));
+          // Weak duality and the certificate against the oracle's optimum.
+          REQUIRE(r.dual_bound <= optimum * (1 + 1e-12));
+          REQUIRE(F - optimum <= r.relative_gap * F + 1e-12 * optimum);
+          REQUIRE(r.relative_gap <= previous_gap);
+          previous_gap = std::max(r.relative_gap, 0.0);
+          ++cases;
+        }
+      }
+    }
+  }
+  REQUIRE(cases == 60);
+}
+
+TEST_CASE("Certified APG stopped at its cap is not converged, and its gap still bounds the error",
+          "[solvers][apg][certified]") {
+  std::mt19937_64 rng(41);
+  for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+    for (bool bias : {false, true}) {
+      Problem p = certificate_problem(rng(), 1);
+      const double C = 2.0;
+      const double optimum = double(prox_gradient_oracle(p, 3, loss, C, bias).F);
+      CAPTURE(loss_name(loss), bias);
+      MemoryBudget budget(kBudget);
+      SelectedFeatureCache cache(budget, p.n);
+      fill_cache(p, cache, 3);
+      ApgOptions o;
+      o.loss = loss;
+      o.C = C;
+      o.bias = bias;
+      o.certify = true;
+      o.gap_tolerance = 1e-6;
+      o.max_iterations = 2;
+      ApgState state;
+      std::vector<double> decision;
+      const ApgResult r = solve_apg(cache, p.y.data(), o, state, decision, budget);
+      CAPTURE(r.objective, r.relative_gap, optimum);
+      REQUIRE(r.iterations == 2);
+      REQUIRE(r.certified);
+      REQUIRE(!r.converged);
+      REQUIRE(r.relative_gap > 1e-6);
+      REQUIRE(r.objective - optimum <= r.relative_gap * r.objective + 1e-12 * optimum);
+      // An inexact solve is not certified; its converged means the mapping rule held.
+      o.certify = false;
+      o.max_iterations = 2000;
+      ApgState inexact_state;
+      const ApgResult inexact = solve_apg(cache, p.y.data(), o, inexact_state, decision, budget);
+      REQUIRE(!inexact.certified);
+      REQUIRE(inexact.converged);
+    }
+  }
+}
+
+TEST_CASE("Certified APG returns the best point and the same bits for any thread count",
+          "[solvers][apg][certified][threads]") {
+  std::mt19937_64 rng(5);
+  for (bool bias : {false, true}) {
+    Problem p = random_problem(rng(), 400, {3, 2, 4, 1}, 0.5, 0.2);
+    std::vector<double> first_w;
+    double first_b = 0;
+    int first_iterations = 0;
+    for (int threads : {1, 2, 4}) {
+      MemoryBudget budget(kBudget);
+      SelectedFeatureCache cache(budget, p.n);
+      fill_cache(p, cache, 4);
+      ApgOptions o;
+      o.C = 3.0;
+      o.bias = bias;
+      o.certify = true;
+      o.gap_tolerance = 1e-5;
+      o.threads = threads;
+      ApgState state;
+      std::vector<double> decision;
+      const ApgResult r = solve_apg(cache, p.y.data(), o, state, decision, budget);
+      REQUIRE(r.converged);
+      if (threads == 1) {
+        first_w = state.w;
+        first_b = state.b;
+        first_iterations = r.iterations;
+      } else {
+        REQUIRE(r.iterations == first_iterations);
+        REQUIRE(std::memcmp(state.w.data(), first_w.data(), first_w.size() * sizeof(double)) == 0);
+        REQUIRE(std::memcmp(&state.b, &first_b, sizeof first_b) == 0);
+      }
+    }
+  }
+}
