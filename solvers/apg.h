@@ -34,7 +34,6 @@ enum class SubproblemMethod { kAuto, kApg, kNewton };
 struct ApgOptions {
   Loss loss = Loss::kSquaredHinge;
   SubproblemMethod method = SubproblemMethod::kApg;
-  double gap_tolerance = 1e-3;  // certified relative duality gap at which a Newton solve stops
   double C = 10.0;
   bool bias = false;
   double eps_inner = 0.15;     // inexact solve: stop when sqrt(Δ_k/Δ_1) ≤ eps_inner (prox-gradient mapping; apg.cpp)

@@ -673,6 +673,7 @@ template <class LossT>
 ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   const uint64_t reductions_before = reduce_.calls();
   ApgResult res;
+  res.certified = true;  // every Newton solve stops on its certificate
   std::vector<double> w = state.w;
   w.resize(cols_, 0.0);
   double b = opt_.bias ? state.b : 0.0;
