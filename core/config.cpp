@@ -133,7 +133,7 @@ std::vector<ParamSpec> build_specs() {
                   "fgm path with solver = \"mslr\": feature counts to produce models at, in one run "
                   "(increasing; the constraint that reaches a count admits only the new features that fit)"),
              1, 1e18),
-      choices(spec("apg.method", T::kEnum, "\"apg\"",
+      choices(spec("apg.method", T::kEnum, "\"auto\"",
                    "how the subproblem (31) is solved: apg (accelerated proximal gradient, Algorithm 4), "
                    "newton (proximal Newton over the selected columns' rows, stops on its certified duality "
                    "gap; at most 1024 selected columns) or auto (newton up to 1024 columns, apg beyond)"),

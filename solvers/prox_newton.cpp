@@ -38,6 +38,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/huge_pages.h"
 #include "solvers/losses.h"
 #include "solvers/moreau_projection.h"
@@ -85,12 +86,112 @@ struct NewtonRows {
   HugeVector<uint64_t> begin;      // entries of compact row c: [begin[c], begin[c+1])
   HugeVector<uint16_t> column;     // entry → selected column
   HugeVector<float> value;         // entry → value; empty when every value is 1
-  Reservation reservation;
+  // Identical rows (same entries, values and label) merged into one row of
+  // that many copies: weight[c] copies of compact row c, and group[k] the
+  // merged row of the k-th touched row (row id touched[k]). Empty when the
+  // rows were not merged (weight 1, group the identity, touched = row).
+  HugeVector<uint32_t> weight, group, touched;
+  Reservation reservation, merge_reservation;
 
   size_t rows() const { return row.size(); }
   bool binary() const { return value.empty(); }
   double at(uint64_t e) const { return value.empty() ? 1.0 : double(value[e]); }
+  double copies(uint64_t c) const { return weight.empty() ? 1.0 : double(weight[c]); }
 };
+
+// Merges identical rows when that removes at least kMergeGain of them: on
+// binary data over few columns (kddb's popular features) most rows repeat a
+// handful of patterns. Rows are grouped by a hash table in row order, so the
+// merged rows (numbered by first occurrence) do not depend on threads.
+constexpr double kMergeGain = 0.25;
+
+void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
+  const uint64_t rows = x.rows();
+  if (rows < 2) return;
+  uint64_t capacity = 16;
+  while (capacity < 2 * rows) capacity *= 2;
+  Reservation scratch = budget.reserve(capacity * sizeof(uint32_t) + rows * (sizeof(uint64_t) + 2 * sizeof(uint32_t)),
+                                       "Newton row merging", kRemedy);
+  HugeVector<uint64_t> hash(rows);
+  constexpr size_t kHashTasks = 64;
+  tasks.run(kHashTasks, [&](size_t t) {
+    for (uint64_t c = rows * t / kHashTasks; c < rows * (t + 1) / kHashTasks; ++c) {
+      const uint64_t e0 = x.begin[c], n = x.begin[c + 1] - e0;
+      uint64_t h = xxh64(x.column.data() + e0, n * sizeof(uint16_t), uint64_t(uint8_t(x.y[c])));
+      if (!x.value.empty()) h = xxh64(x.value.data() + e0, n * sizeof(float), h);
+      hash[c] = h;
+    }
+  });
+  auto same = [&](uint64_t a, uint64_t b) {
+    const uint64_t na = x.begin[a + 1] - x.begin[a], nb = x.begin[b + 1] - x.begin[b];
+    if (na != nb || x.y[a] != x.y[b]) return false;
+    if (!std::equal(x.column.begin() + std::ptrdiff_t(x.begin[a]), x.column.begin() + std::ptrdiff_t(x.begin[a + 1]),
+                    x.column.begin() + std::ptrdiff_t(x.begin[b])))
+      return false;
+    return x.value.empty() || std::equal(x.value.begin() + std::ptrdiff_t(x.begin[a]),
+                                         x.value.begin() + std::ptrdiff_t(x.begin[a + 1]),
+                                         x.value.begin() + std::ptrdiff_t(x.begin[b]));
+  };
+  HugeVector<uint32_t> table(capacity, 0), group(rows), first;  // table: merged row + 1
+  HugeVector<uint32_t> count;
+  first.reserve(rows / 4);
+  for (uint64_t c = 0; c < rows; ++c) {
+    uint64_t slot = hash[c] & (capacity - 1);
+    while (true) {
+      const uint32_t at = table[slot];
+      if (at == 0) {
+        table[slot] = uint32_t(first.size() + 1);
+        group[c] = uint32_t(first.size());
+        first.push_back(uint32_t(c));
+        count.push_back(1);
+        break;
+      }
+      if (hash[first[at - 1]] == hash[c] && same(first[at - 1], c)) {
+        group[c] = at - 1;
+        ++count[at - 1];
+        break;
+      }
+      slot = (slot + 1) & (capacity - 1);
+    }
+  }
+  const uint64_t merged = first.size();
+  if (double(merged) > (1.0 - kMergeGain) * double(rows)) return;
+  // The merged rows: the first occurrence of each, with its copies.
+  uint64_t nnz = 0;
+  for (uint32_t c : first) nnz += x.begin[c + 1] - x.begin[c];
+  NewtonRows m;
+  m.n = x.n;
+  m.positive_untouched = x.positive_untouched;
+  m.negative_untouched = x.negative_untouched;
+  m.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
+                                           nnz * (sizeof(uint16_t) + (x.value.empty() ? 0 : sizeof(float))) +
+                                           rows * 2 * sizeof(uint32_t),
+                                       "Newton merged rows", kRemedy);
+  m.row.resize(merged);
+  m.y.resize(merged);
+  m.begin.resize(merged + 1);
+  m.column.resize(nnz);
+  if (!x.value.empty()) m.value.resize(nnz);
+  uint64_t at = 0;
+  for (uint64_t k = 0; k < merged; ++k) {
+    const uint32_t c = first[k];
+    m.row[k] = x.row[c];
+    m.y[k] = x.y[c];
+    m.begin[k] = at;
+    const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
+    std::copy(x.column.begin() + std::ptrdiff_t(e0), x.column.begin() + std::ptrdiff_t(e1),
+              m.column.begin() + std::ptrdiff_t(at));
+    if (!x.value.empty())
+      std::copy(x.value.begin() + std::ptrdiff_t(e0), x.value.begin() + std::ptrdiff_t(e1),
+                m.value.begin() + std::ptrdiff_t(at));
+    at += e1 - e0;
+  }
+  m.begin[merged] = at;
+  m.weight = std::move(count);
+  m.group = std::move(group);
+  m.touched = std::move(x.row);
+  x = std::move(m);
+}
 
 // Turns the part's selected columns around. Rows are split into 64 fixed id
 // ranges; a range finds its entries of every column by binary search, so
@@ -155,6 +256,10 @@ void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& 
       if (!out.value.empty()) out.value[e] = col.values[k];
     });
   });
+  cursor = {};
+  count = {};
+  counts_memory.release();
+  merge_identical_rows(tasks, budget, out);
 }
 
 // Fixed ranges of compact rows for partial sums: their number depends on the
@@ -293,7 +398,11 @@ void ProxNewton<LossT>::write_decisions(double b) {
     const Part& q = *parts_[k];
     std::vector<double>& out = *specs_[k].decision;
     out.assign(q.data.n, 0.0 - b);
-    for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
+    if (q.data.group.empty()) {
+      for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
+    } else {
+      for (uint64_t k = 0; k < q.data.touched.size(); ++k) out[q.data.touched[k]] = q.d[q.data.group[k]];
+    }
   }
 }
 
@@ -334,12 +443,13 @@ void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::ve
         const int8_t y = x.y[c];
         if (y == 0) continue;
         const double m = double(y) * q.d[c];
+        const double copies = x.copies(c);
         const double deriv = LossT::deriv(C, m);  // φ'(m) = −α
-        const double r = deriv * double(y);
+        const double r = copies * (deriv * double(y));
         const size_t cls = y > 0 ? 0 : 1;
-        sc[0] += LossT::value(C, m);
-        sc[1 + cls] -= deriv;
-        sc[3 + cls] += deriv * deriv;
+        sc[0] += copies * LossT::value(C, m);
+        sc[1 + cls] -= copies * deriv;
+        sc[3 + cls] += copies * (deriv * deriv);
         sc[5] += r;
         const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
         for (uint64_t e = e0; e < e1; ++e) {
@@ -351,11 +461,11 @@ void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::ve
         double weight;
         if constexpr (LossT::kNeedsSigmoid) {
           const double p = -deriv / C;  // σ(−m)
-          weight = C * p * (1.0 - p);
+          weight = copies * (C * p * (1.0 - p));
         } else {
           const uint8_t now = m < 1.0 ? 1 : 0;
           if (!full_hessian && now == q.active[c]) continue;
-          weight = full_hessian ? double(now) : double(int(now) - int(q.active[c]));
+          weight = copies * (full_hessian ? double(now) : double(int(now) - int(q.active[c])));
           q.active[c] = now;
         }
         if (weight == 0) continue;
@@ -464,7 +574,8 @@ double ProxNewton<LossT>::dual_bound(const std::vector<double>& sums, double b) 
         std::vector<std::array<double, 3>> partial(q.ranges.count);
         tasks_.run(q.ranges.count, [&](size_t rr) {
           std::array<double, 3> s{};
-          for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) terms(alpha(q, c), theta, s, 1.0);
+          for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c)
+            terms(alpha(q, c), theta, s, q.data.copies(c));
           partial[rr] = s;
         });
         std::array<double, 3> s{};
@@ -640,7 +751,8 @@ bool ProxNewton<LossT>::line_search(const std::vector<double>& w, const std::vec
         for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
           const int8_t y = x.y[c];
           if (y == 0) continue;
-          acc += LossT::value(C, double(y) * (q.d[c] + s * q.u[c])) - LossT::value(C, double(y) * q.d[c]);
+          acc += x.copies(c) *
+                 (LossT::value(C, double(y) * (q.d[c] + s * q.u[c])) - LossT::value(C, double(y) * q.d[c]));
         }
         partial[rr] = acc;
       });
@@ -751,7 +863,11 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   }
   write_decisions(b);
   res.column_passes = passes_;
-  for (const auto& part : parts_) res.touched_rows += part->data.rows();
+  for (const auto& part : parts_) {
+    const NewtonRows& x = part->data;
+    res.touched_rows += x.touched.empty() ? x.rows() : x.touched.size();
+    res.product_entries += x.rows();  // rows the Newton sweeps visit (merged)
+  }
   res.reductions = int(reduce_.calls() - reductions_before);
   res.lipschitz_max = state.lipschitz;
   state.w = std::move(w);

@@ -215,3 +215,38 @@ TEST_CASE("Proximal Newton warm-started after a new batch; a cap above tolerance
   REQUIRE(res.relative_gap > 1e-14);
   REQUIRE(!res.converged);
 }
+
+TEST_CASE("Proximal Newton merges identical rows and still reaches the optimum", "[solvers][newton][merge]") {
+  for (Values kind : {Values::kBinary, Values::kTied}) {
+    for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+      // Few columns over many rows: most rows repeat one of a few patterns.
+      Problem p = make_problem(21, 20000, {2, 3}, kind);
+      for (size_t i = 0; i < p.n; i += 7) p.y[i] = 0;  // rows outside the fit merge too
+      MemoryBudget budget(kBudget);
+      SelectedFeatureCache cache(budget, p.n);
+      fill_cache(p, cache, 2);
+      ApgState state;
+      std::vector<double> decision;
+      ApgResult res = solve_apg(cache, p.y.data(), newton_options(loss, 0.5, true, 1e-10), state, decision, budget);
+      CAPTURE(int(kind), loss_name(loss), res.touched_rows, res.product_entries);
+      REQUIRE(res.converged);
+      REQUIRE(res.product_entries * 10 < res.touched_rows);  // merged
+      REQUIRE(kkt_violation(p, 2, loss, 0.5, true, state.w, state.b) <= 1e-4);
+      const LD F = ld_objective(p, 2, loss, 0.5, to_ld(state.w), state.b);
+      REQUIRE(res.objective == Approx(double(F)).epsilon(1e-12));
+      ApgOptions tight;
+      tight.loss = loss;
+      tight.C = 0.5;
+      tight.bias = true;
+      tight.eps_inner = 1e-15;
+      tight.max_iterations = 200000;
+      ApgState apg_state;
+      std::vector<double> apg_decision;
+      solve_apg(cache, p.y.data(), tight, apg_state, apg_decision, budget);
+      REQUIRE(double(F) <= double(ld_objective(p, 2, loss, 0.5, to_ld(apg_state.w), apg_state.b)) * (1 + 1e-9));
+      std::vector<double> rebuilt;
+      apg_decision_values({ApgRowPart{&cache, p.y.data(), &rebuilt}}, tight, state, budget);
+      REQUIRE(rebuilt == decision);
+    }
+  }
+}
