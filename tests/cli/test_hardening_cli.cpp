@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/cli/cli_test_util.h"
@@ -38,12 +39,13 @@ struct LimitedRun {
 
 // `sh -c "<prefix> exec fgm <args>"` in `dir` with stdin closed, SIGKILLed
 // (its whole process group) after `seconds`. `on_start(pid)` runs before the
-// child execs (without a prefix, fgm runs as that pid); `max_files` > 0 limits
-// its descriptors (RLIMIT_NOFILE, after stdout and stderr are redirected:
-// dash's own redirections need descriptors 10 and up).
+// child execs (without a prefix, fgm runs as that pid). `limits` (resource,
+// value) apply to the child after stdout and stderr are redirected (with
+// RLIMIT_NOFILE low, dash's own redirections would fail: they need
+// descriptors 10 and up).
 LimitedRun run_limited(const TempDir& dir, const std::string& args, int seconds = 60,
                        const std::string& prefix = "", const std::function<void(pid_t)>& on_start = {},
-                       int max_files = 0) {
+                       const std::vector<std::pair<int, rlim_t>>& limits = {}) {
   const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
   const std::string cmd = prefix + "exec '" FGM_BINARY_PATH "' " + args;
   int go[2];
@@ -67,9 +69,9 @@ LimitedRun run_limited(const TempDir& dir, const std::string& args, int seconds 
     ::close(in_fd);
     ::close(out_fd);
     ::close(err_fd);
-    if (max_files > 0) {
-      const struct rlimit files = {static_cast<rlim_t>(max_files), static_cast<rlim_t>(max_files)};
-      if (::setrlimit(RLIMIT_NOFILE, &files) != 0) ::_exit(127);
+    for (const auto& [resource, value] : limits) {
+      const struct rlimit limit = {value, value};
+      if (::setrlimit(resource, &limit) != 0) ::_exit(127);
     }
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
@@ -354,7 +356,22 @@ TEST_CASE("one huge line is an error naming file, line and the budget key, withi
     REQUIRE(contains(i.err, std::string(file) + ":2: the line is longer than 8.0 MiB"));
     REQUIRE(i.peak_rss_kb < 200 * 1024);
     REQUIRE_FALSE(any_contains(names_in(dir.path), "s.tmp-"));
+    LimitedRun pi = run_limited(dir, std::string("ingest ") + file + " --out sp --partitions 2 --memory-budget 64MB");
+    CAPTURE(pi.err.substr(0, 400));
+    REQUIRE(pi.code == 6);
+    REQUIRE(contains(pi.err, std::string(file) + ":2: the line is longer than 8.0 MiB"));
+    REQUIRE(pi.peak_rss_kb < 200 * 1024);
+    REQUIRE_FALSE(any_contains(names_in(dir.path), "sp.tmp-"));
   }
+  // A budget (4GB: lines up to 512 MiB) above what ulimit -v lets the process map: the
+  // system refuses the line's buffer, and the advice is to raise that limit, not to lower the budget.
+  LimitedRun v = run_limited(dir, "predict --model run/model.fgm digits.gz --out pred.txt --memory-budget 4GB", 60, "",
+                             {}, {{RLIMIT_AS, rlim_t{400} << 20}});
+  CAPTURE(v.err);
+  REQUIRE(v.code == 6);
+  REQUIRE(contains(v.err, "address-space limit (ulimit -v, 400.0 MiB)"));
+  REQUIRE(contains(v.err, "raise that limit"));
+  REQUIRE_FALSE(contains(v.err, "lower engine.memory_budget"));
 }
 
 // ---- item 12: a budget is a cap
@@ -423,7 +440,7 @@ TEST_CASE("stale transform-cache temporaries are removed, live ones kept; an EMF
   int emfile_failures = 0;
   for (int files = 5; files <= 9; ++files) {
     CAPTURE(files);
-    LimitedRun e = run_limited(dir, "ingest train.svm --out e", 60, "", {}, files);
+    LimitedRun e = run_limited(dir, "ingest train.svm --out e", 60, "", {}, {{RLIMIT_NOFILE, rlim_t(files)}});
     CAPTURE(e.err);
     REQUIRE((e.code == 0 || e.code == 4));  // exit 4: "Too many open files", naming the file
     emfile_failures += e.code == 4 && contains(e.err, "Too many open files");
