@@ -37,7 +37,7 @@ struct LimitedRun {
   std::string out, err;
 };
 
-// `sh -c "<prefix> exec fgm <args>"` in `dir` with stdin closed, SIGKILLed
+// `sh -c "<prefix> exec <launcher>fgm <args>"` in `dir` with stdin closed, SIGKILLed
 // (its whole process group) after `seconds`. `on_start(pid)` runs before the
 // child execs (without a prefix, fgm runs as that pid). `limits` (resource,
 // value) apply to the child after stdout and stderr are redirected (with
@@ -45,9 +45,9 @@ struct LimitedRun {
 // descriptors 10 and up).
 LimitedRun run_limited(const TempDir& dir, const std::string& args, int seconds = 60,
                        const std::string& prefix = "", const std::function<void(pid_t)>& on_start = {},
-                       const std::vector<std::pair<int, rlim_t>>& limits = {}) {
+                       const std::vector<std::pair<int, rlim_t>>& limits = {}, const std::string& launcher = "") {
   const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const std::string cmd = prefix + "exec '" FGM_BINARY_PATH "' " + args;
+  const std::string cmd = prefix + "exec " + launcher + "'" FGM_BINARY_PATH "' " + args;
   int go[2];
   REQUIRE(::pipe(go) == 0);
   const pid_t pid = ::fork();
@@ -217,6 +217,23 @@ TEST_CASE("fgm path on a multi-class partitioned store refuses before training, 
     CAPTURE(r.err);
     REQUIRE(r.code == 2);
     REQUIRE(contains(r.err, "3 classes"));
+    REQUIRE(contains(r.err, "fgm path supports two-label stores only"));
+    REQUIRE_FALSE(fs::exists(dir.path / "out" / "path.csv"));
+    REQUIRE_FALSE(fs::exists(dir.path / "out" / ".fgm-run.lock"));
+  }
+}
+
+TEST_CASE("mpirun fgm path on a multi-class partitioned store refuses on every rank count", "[.mpi][mpi]") {
+  TempDir dir("fgm-hard-mcpart-mpi");
+  dir.write("three.svm", three_classes(150, 4));
+  REQUIRE(run_limited(dir, "ingest three.svm --out p2 --partitions 2").code == 0);
+  for (int np : {1, 2}) {
+    CAPTURE(np);
+    fs::remove_all(dir.path / "out");
+    LimitedRun r = run_limited(dir, "path data.train=p2 output.dir=out 'path.B=[2,3]'" + kQuiet, 120, "", {}, {},
+                               kMpirun + "-np " + std::to_string(np) + " ");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 2);
     REQUIRE(contains(r.err, "fgm path supports two-label stores only"));
     REQUIRE_FALSE(fs::exists(dir.path / "out" / "path.csv"));
     REQUIRE_FALSE(fs::exists(dir.path / "out" / ".fgm-run.lock"));
