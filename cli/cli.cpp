@@ -1,5 +1,7 @@
 #include "cli/cli.h"
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <ios>
@@ -77,7 +79,9 @@ int run_cli(int argc, char** argv) {
     failure = fmt::format("{}: {}", error_kind_name(ErrorKind::kIo), e.what());
     code = exit_code(ErrorKind::kIo);
   } catch (const std::bad_alloc&) {
-    failure = "out of memory: the system refused an allocation; lower engine.memory_budget or free memory";
+    struct rlimit address_space {};
+    const bool limited = ::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY;
+    failure = msg::system_refused_allocation(limited ? static_cast<uint64_t>(address_space.rlim_cur) : 0);
     code = 6;
   } catch (const std::exception& e) {
     failure = fmt::format("internal error: {}", e.what());

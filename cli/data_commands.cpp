@@ -55,7 +55,7 @@ Command add_ingest(CLI::App& app) {
       ->check(CLI::Range(1u, 65536u));
   return {sub, [args]() {
             MemoryBudget budget(parse_byte_size(args->budget, "--memory-budget"), "--memory-budget");
-            check_input_file(args->input, "input");
+            check_regular_input_file(args->input, "input");
             check_output_directory(args->out, "--out");
             IngestOptions o;
             o.reader.index_base = args->index_base;

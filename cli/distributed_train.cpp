@@ -80,10 +80,18 @@ void write_communication_records(JsonWriter& j, const std::vector<CommunicationR
   j.begin_array();
   for (const auto& c : records) {
     j.begin_object();
-    if (c.class_index >= 0) j.key("class").value(class_labels[c.class_index]);
+    // A class without a label in `class_labels` is named by its index (never read past the labels).
+    auto class_value = [&](int k) {
+      if (k >= 0 && static_cast<size_t>(k) < class_labels.size()) j.value(class_labels[static_cast<size_t>(k)]);
+      else j.value(static_cast<int64_t>(k));
+    };
+    if (c.class_index >= 0) {
+      j.key("class");
+      class_value(c.class_index);
+    }
     if (!c.shared_by.empty()) {  // a scoring pass shared by these classes (lockstep)
       j.key("classes").begin_array();
-      for (int k : c.shared_by) j.value(class_labels[k]);
+      for (int k : c.shared_by) class_value(k);
       j.end_array();
     }
     j.key("iter").value(c.iteration);

@@ -235,6 +235,9 @@ std::optional<MslrState> load_distributed_state(Communicator& comm, ResumeSessio
     state = decode_saved_state(*saved.solver, file, settings, path_points ? &points : nullptr, false);
   }
   const std::string file = dual_slice_file(out_dir, comm.rank(), state->iterations.size());
+  std::error_code status_error;
+  if (std::filesystem::exists(file, status_error) && !std::filesystem::is_regular_file(file, status_error))
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "not a regular file"));
   std::ifstream in(file, std::ios::binary);
   if (!in)
     throw Error(ErrorKind::kCorruption,

@@ -329,6 +329,7 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
   check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   const std::string out_dir = config.get_string("output.dir");
+  reject_multiclass_partitioned_path(comm, dir, budget);  // as on one store: before the lock and any output
   std::unique_ptr<ResumeSession> session;
   if (comm.rank() == 0) {
     RunIdentity identity;

@@ -4,12 +4,17 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/messages.h"
@@ -18,11 +23,20 @@ namespace fgm {
 
 void write_file_atomic(const std::string& path, std::string_view data) {
   std::filesystem::path target(path);
-  std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".tmp-" +
-                                             std::to_string(getpid())))
-                        .string();
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(ErrorKind::kIo, msg::cannot_write(path, std::strerror(errno)));
+  // An unpredictable name, created only if nothing (not even a dangling
+  // symlink) is there: whatever someone planted at a name is never followed
+  // or truncated.
+  std::random_device random;
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    tmp = (target.parent_path() / fmt::format(".{}.tmp-{}-{:08x}", target.filename().string(), ::getpid(),
+                                              static_cast<uint32_t>(random())))
+              .string();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno != EEXIST || attempt >= 16))
+      throw Error(ErrorKind::kIo, msg::cannot_write(path, std::strerror(errno)));
+  }
   const char* p = data.data();
   size_t left = data.size();
   while (left > 0) {
@@ -61,14 +75,24 @@ void write_file_atomic(const std::string& path, std::string_view data) {
 
 namespace {
 
-// The pid of a write_file_atomic temporary (".<name>.tmp-<pid>"), or 0.
+// The pid of a write_file_atomic temporary (".<name>.tmp-<pid>-<hex>", or
+// ".<name>.tmp-<pid>" as written before the random part), or 0.
 pid_t temporary_owner(const std::string& name) {
   const std::string marker = ".tmp-";
   size_t at = name.rfind(marker);
   if (name.empty() || name[0] != '.' || at == std::string::npos || at + marker.size() == name.size())
     return 0;
+  size_t end = name.find('-', at + marker.size());
+  if (end == std::string::npos) {
+    end = name.size();
+  } else {
+    if (end + 1 == name.size()) return 0;
+    for (size_t i = end + 1; i < name.size(); ++i)
+      if (!std::isxdigit(static_cast<unsigned char>(name[i]))) return 0;
+  }
+  if (end == at + marker.size()) return 0;
   uint64_t pid = 0;
-  for (size_t i = at + marker.size(); i < name.size(); ++i) {
+  for (size_t i = at + marker.size(); i < end; ++i) {
     if (name[i] < '0' || name[i] > '9' || pid > (1u << 30)) return 0;
     pid = pid * 10 + static_cast<uint64_t>(name[i] - '0');
   }

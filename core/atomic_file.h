@@ -10,12 +10,14 @@
 
 namespace fgm {
 
-// Writes `data` to `path` atomically (temp file in the same directory, fsync,
-// rename, fsync of the directory).
+// Writes `data` to `path` atomically (temp file ".<name>.tmp-<pid>-<random
+// hex>" in the same directory, created with O_EXCL | O_NOFOLLOW so nothing
+// planted at that name is followed; fsync, rename, fsync of the directory).
 void write_file_atomic(const std::string& path, std::string_view data);
 
 // Removes the temporaries write_file_atomic left in `dir` when its process was
-// killed (".<name>.tmp-<pid>" whose pid no longer runs); returns their paths.
+// killed (".<name>.tmp-<pid>-<hex>", or the older ".<name>.tmp-<pid>", whose
+// pid no longer runs); returns their paths.
 // Temporaries of live processes are left alone.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 

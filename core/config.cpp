@@ -1,8 +1,13 @@
 #include "core/config.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -542,12 +547,82 @@ std::string where_of(const std::string& path, const toml::source_region& region)
   return msg::location(path, region.begin.line, region.begin.column);
 }
 
+// The most parts a dotted key may have. Every declared key has one or two; a
+// deeper one cannot name a key, and toml++ builds (and destroys) one nested
+// table per part, recursively: 20,000 parts overflow the stack.
+constexpr size_t kMaxKeyParts = 16;
+
+// Finds a chain of dot-separated key parts (bare words or quoted strings,
+// `a . "b".c`) longer than kMaxKeyParts anywhere outside strings and comments
+// (a table header, a key, an inline table's key), before toml++ sees it;
+// throws kConfig naming its line and column. Values pass: a number has one
+// dot, and anything that is not part of a key chain (=, comma, brackets,
+// newline, #) ends the chain.
+void reject_deep_keys(const std::string& text, const std::string& path) {
+  uint64_t line = 1, column = 1, chain_line = 0, chain_column = 0;
+  size_t dots = 0;
+  bool in_chain = false;  // a key part or dot seen since the last separator
+  auto bare = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '+'; };
+  auto advance = [&](size_t& i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    ++i;
+  };
+  auto chain_part = [&] {
+    if (in_chain) return;
+    in_chain = true;
+    chain_line = line;
+    chain_column = column;
+  };
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '"' || c == '\'') {  // a string: skip it whole (it may be a key part)
+      chain_part();
+      const bool multi = text.compare(i, 3, std::string(3, c)) == 0;
+      const std::string close = multi ? std::string(3, c) : std::string(1, c);
+      for (size_t n = 0; n < close.size(); ++n) advance(i);
+      while (i < text.size() && text.compare(i, close.size(), close) != 0) {
+        if (!multi && text[i] == '\n') break;  // unterminated: toml++ reports it
+        if (c == '"' && text[i] == '\\' && i + 1 < text.size()) advance(i);
+        advance(i);
+      }
+      for (size_t n = 0; n < close.size() && i < text.size(); ++n) advance(i);
+      continue;
+    }
+    if (c == '#') {  // a comment runs to the end of the line
+      while (i < text.size() && text[i] != '\n') advance(i);
+      continue;
+    }
+    if (c == '.') {
+      chain_part();
+      if (++dots >= kMaxKeyParts)
+        throw Error(ErrorKind::kConfig,
+                    msg::config_syntax(msg::location(path, chain_line, chain_column),
+                                       fmt::format("a dotted key of more than {} parts; every key of fgm has one or "
+                                                   "two (see fgm --help-config)",
+                                                   kMaxKeyParts)));
+    } else if (bare(c)) {
+      chain_part();
+    } else if (c != ' ' && c != '\t') {
+      dots = 0;
+      in_chain = false;
+    }
+    advance(i);
+  }
+}
+
 void walk(const toml::table& table, const std::string& prefix, const std::string& path,
-          const std::filesystem::path& base_dir, std::map<std::string, ParamValue>& out) {
+          const std::filesystem::path& base_dir, std::map<std::string, ParamValue>& out, size_t depth = 1) {
   for (auto&& [k, node] : table) {
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const toml::table* sub = node.as_table()) {
-      walk(*sub, key, path, base_dir, out);
+      if (depth >= kMaxKeyParts)  // reject_deep_keys stops these first; never recurse without bound
+        throw Error(ErrorKind::kConfig, msg::unknown_key(where_of(path, k.source()), key.substr(0, 200), ""));
+      walk(*sub, key, path, base_dir, out, depth + 1);
       continue;
     }
     std::string where = where_of(path, node.source());
@@ -608,9 +683,14 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
   Config config;
   if (!path.empty()) {
     check_input_file(path, "--config");  // a directory would parse as an empty table
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(errno)));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw Error(ErrorKind::kIo, msg::read_failed(path, std::strerror(errno)));
+    reject_deep_keys(text, path);
     toml::table table;
     try {
-      table = toml::parse_file(path);
+      table = toml::parse(text, path);
     } catch (const toml::parse_error& e) {
       throw Error(ErrorKind::kConfig,
                   msg::config_syntax(where_of(path, e.source()), std::string(e.description())));

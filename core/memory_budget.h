@@ -56,6 +56,8 @@ class MemoryBudget {
   Reservation reserve_up_to(uint64_t max_bytes, uint64_t unit, std::string_view purpose);
 
   uint64_t limit() const { return limit_; }
+  // The key or option that sets the limit (named by out-of-memory messages).
+  const std::string& limit_key() const { return limit_key_; }
   uint64_t used() const;
   uint64_t peak() const;
   uint64_t available() const;

@@ -12,6 +12,17 @@ std::string location(std::string_view path, uint64_t line, uint64_t column) {
   return fmt::format("{}:{}:{}: ", path, line, column);
 }
 
+std::string system_refused_allocation(uint64_t address_space_limit) {
+  const std::string limit =
+      address_space_limit
+          ? fmt::format("the process's address-space limit (ulimit -v, {})", format_bytes(address_space_limit))
+          : std::string("the machine's free memory");
+  return fmt::format("out of memory: the system refused an allocation that fgm's memory budget allowed: {} is "
+                     "smaller than what this run maps (the budget's reservations plus thread stacks, libraries and "
+                     "allocator arenas); raise that limit or free memory",
+                     limit);
+}
+
 std::string budget_exceeded(std::string_view purpose, uint64_t wanted, uint64_t free_bytes,
                             uint64_t limit, std::string_view limit_key, std::string_view in_use,
                             std::string_view remedy) {
@@ -54,6 +65,10 @@ std::string read_failed(std::string_view path, std::string_view reason) {
 
 std::string unusable_input(std::string_view path, std::string_view key, std::string_view reason) {
   return fmt::format("{}cannot read ({}): {}", location(path), key, reason);
+}
+std::string not_regular_input() {
+  return "it is a pipe, FIFO or device, not a regular file: fgm reads this input twice (its checksum names "
+         "the store, then its rows); save it to a file first";
 }
 std::string unusable_output(std::string_view path, std::string_view key, std::string_view reason) {
   return fmt::format("{}cannot write ({}): {}", location(path), key, reason);
@@ -138,6 +153,11 @@ std::string truncated_stream(std::string_view path, std::string_view codec,
   return fmt::format("{}the {} stream is truncated or corrupt ({}); re-download or recompress "
                      "the file",
                      location(path), codec, detail);
+}
+std::string line_too_long(std::string_view path, uint64_t line, uint64_t limit, std::string_view budget_key) {
+  return fmt::format("{}the line is longer than {}, the longest the memory budget admits (an eighth of it: the "
+                     "line's text and its parsed row are held at once); raise {} or split the line",
+                     location(path, line), format_bytes(limit), budget_key);
 }
 std::string too_many_rows(std::string_view path, uint64_t line) {
   return fmt::format("{}more than 4294967295 rows; fgm stores row ids as 32-bit integers, "
@@ -334,6 +354,18 @@ std::string wider_than_model(std::string_view path, uint64_t line, uint64_t inde
                      "such features are ignored (reported once)",
                      location(path, line), index, width);
 }
+std::string non_finite_decision(std::string_view path, uint64_t line, double decision, std::string_view cause) {
+  return fmt::format("{}the decision value of this row is {}: {}; the row's values lie far outside the training "
+                     "data's (check the row, or train with a transform that bounds them, e.g. "
+                     "features.transform=[\"log1p\"])",
+                     location(path, line, 1), decision, cause);
+}
+std::string transform_overflow(std::string_view store, uint64_t feature, uint64_t row, float raw, double transformed,
+                               std::string_view stages) {
+  return fmt::format("{}: feature {} of row {} (value {}) becomes {} under features.transform [{}], beyond the "
+                     "float range the engine stores values in; rescale the data or choose other transforms",
+                     store, feature, row, raw, transformed, stages);
+}
 
 std::string not_a_checkpoint(std::string_view path, std::string_view detail) {
   return fmt::format("{}not a valid fgm resume checkpoint ({}); rerun with --restart to discard "
@@ -393,6 +425,12 @@ std::string no_run_logs(std::string_view dir) {
 }
 
 // --- p-norm KTA path
+std::string sifs_grid_too_large(uint64_t beta_points, uint64_t alpha_points, uint64_t cap) {
+  return fmt::format("sifs.beta_points x sifs.alpha_points = {} x {} = {} grid points, more than the {} a path may "
+                     "have (as for kta.p_step); lower sifs.beta_points or sifs.alpha_points",
+                     beta_points, alpha_points, beta_points * alpha_points, cap);
+}
+
 std::string kta_option_out_of_range(std::string_view key, double value, std::string_view rule) {
   return fmt::format("{} = {} is out of range: {}", key, value, rule);
 }

@@ -13,6 +13,9 @@ namespace fgm::msg {
 std::string location(std::string_view path, uint64_t line = 0, uint64_t column = 0);
 
 // --- memory budget
+// std::bad_alloc: the system refused memory that fgm's budget had allowed.
+// `address_space_limit`: RLIMIT_AS (ulimit -v) in bytes, 0 when unlimited.
+std::string system_refused_allocation(uint64_t address_space_limit);
 std::string budget_exceeded(std::string_view purpose, uint64_t wanted, uint64_t free_bytes,
                             uint64_t limit, std::string_view limit_key, std::string_view in_use,
                             std::string_view remedy);
@@ -34,6 +37,9 @@ std::string unusable_input(std::string_view path, std::string_view key, std::str
 // A std::filesystem operation failed on `path` (what: the library's text).
 std::string filesystem_failed(std::string_view path, std::string_view reason, std::string_view what);
 std::string unusable_output(std::string_view path, std::string_view key, std::string_view reason);
+// Why a pipe, FIFO or device cannot be an input that is read twice (a reason
+// for unusable_input / cannot_open).
+std::string not_regular_input();
 
 // --- LIBSVM text input (line and column are 1-based)
 std::string empty_input(std::string_view path);
@@ -59,6 +65,8 @@ std::string single_label(std::string_view path, std::string_view label);
 std::string multiclass_path_unsupported(std::string_view store, size_t classes);
 std::string truncated_stream(std::string_view path, std::string_view codec, std::string_view detail);
 std::string too_many_rows(std::string_view path, uint64_t line);
+// A line longer than the memory budget admits (io/libsvm_reader.h max_line_bytes_for).
+std::string line_too_long(std::string_view path, uint64_t line, uint64_t limit, std::string_view budget_key);
 
 // --- shard store and other fgm-written files
 std::string not_an_fgm_file(std::string_view path, std::string_view expected_kind);
@@ -121,6 +129,12 @@ std::string ovr_lockstep_fell_back(size_t classes, const std::string& budget_err
 // --- model and prediction
 std::string not_a_model(std::string_view path, std::string_view detail);
 std::string wider_than_model(std::string_view path, uint64_t line, uint64_t index, uint64_t width);
+// A row whose decision value is ±inf or NaN (cause: ModelScorer::non_finite_cause).
+std::string non_finite_decision(std::string_view path, uint64_t line, double decision, std::string_view cause);
+// A training value that features.transform takes out of the float range
+// (feature numbered with the store's index base, row 1-based).
+std::string transform_overflow(std::string_view store, uint64_t feature, uint64_t row, float raw, double transformed,
+                               std::string_view stages);
 
 // --- resume checkpoints of `fgm train` / `fgm path`
 std::string not_a_checkpoint(std::string_view path, std::string_view detail);
@@ -147,6 +161,8 @@ std::string no_run_logs(std::string_view dir);
 std::string kta_option_out_of_range(std::string_view key, double value, std::string_view rule);
 // The store has more classes than the binary KTA alignment supports.
 std::string kta_needs_two_labels(std::string_view store, size_t classes);
+// fgm path with solver = sifs: sifs.beta_points × sifs.alpha_points above the cap.
+std::string sifs_grid_too_large(uint64_t beta_points, uint64_t alpha_points, uint64_t cap);
 // The RBF evaluation needs an n × n kernel that the budget cannot hold.
 std::string kta_kernel_too_large(uint64_t rows, uint64_t bytes, uint64_t budget);
 

@@ -70,6 +70,13 @@ void check_input_file(const std::string& path, std::string_view key) {
   ::close(fd);
 }
 
+void check_regular_input_file(const std::string& path, std::string_view key) {
+  check_input_file(path, key);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) input_error(path, key, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) input_error(path, key, msg::not_regular_input());
+}
+
 void check_input_file_or_directory(const std::string& path, std::string_view key) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) input_error(path, key, std::strerror(errno));

@@ -15,6 +15,11 @@ namespace fgm {
 // and pipes are accepted (`fgm inspect /dev/stdin`).
 void check_input_file(const std::string& path, std::string_view key);
 
+// `path` is a readable regular file: an input fgm reads twice (ingest: its
+// checksum names the store, then its rows), which a pipe, FIFO or device
+// (`/dev/stdin`) cannot give (the second read would block or find it empty).
+void check_regular_input_file(const std::string& path, std::string_view key);
+
 // `path` is a readable file or a readable directory (a store).
 void check_input_file_or_directory(const std::string& path, std::string_view key);
 

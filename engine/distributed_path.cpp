@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "core/error.h"
 #include "core/messages.h"
 #include "engine/own_partitions.h"
 #include "engine/path_selection.h"
+#include "io/partitioned_store.h"
+#include "io/shard_store.h"
 
 namespace fgm {
 
@@ -210,6 +214,24 @@ class DistributedPathTrainer final : public PathTrainer {
 };
 
 }  // namespace
+
+void reject_multiclass_partitioned_path(Communicator& comm, const std::string& store_dir, MemoryBudget& budget) {
+  const PartitionManifest manifest = read_partition_manifest(store_dir);
+  if (const std::string e = partition_mismatch(store_dir, manifest.partitions, comm.size()); !e.empty())
+    throw Error(ErrorKind::kConfig, e);
+  const PartitionRange range = partitions_of_rank(manifest.partitions, comm.size(), comm.rank());
+  std::vector<double> mine;
+  for (uint32_t k = 0; k < range.count; ++k) {
+    const std::unique_ptr<ShardStore> part = ShardStore::open(partition_dir(store_dir, range.first + k), budget);
+    for (double v : part->info().class_values) mine.push_back(v);
+  }
+  const std::vector<uint8_t> all = comm.allgather(mine.data(), mine.size() * sizeof(double));
+  std::vector<double> values(all.size() / sizeof(double));
+  if (!all.empty()) std::memcpy(values.data(), all.data(), all.size());
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::multiclass_path_unsupported(store_dir, values.size()));
+}
 
 DistributedPathOutcome run_fgm_path_distributed(Communicator& comm, const std::string& store_dir,
                                                 const PathSettings& settings, MemoryBudget& budget,

@@ -44,6 +44,12 @@ struct DistributedPathOutcome {
   uint64_t budget_peak = 0;  // this rank's MemoryBudget peak
 };
 
+// Throws Error(kConfig) msg::multiclass_path_unsupported when the partitions
+// of `store_dir` hold more than two label values together (a path is binary,
+// as on one store). Collective: every rank opens its own partitions' stores
+// and the label values are gathered; call before anything is written.
+void reject_multiclass_partitioned_path(Communicator& comm, const std::string& store_dir, MemoryBudget& budget);
+
 DistributedPathOutcome run_fgm_path_distributed(Communicator& comm, const std::string& store_dir,
                                                 const PathSettings& settings, MemoryBudget& budget,
                                                 const PathHooks& hooks = {});

@@ -14,6 +14,10 @@ namespace fgm {
 
 double area_under_roc(const std::vector<double>& scores, const std::vector<int8_t>& labels) {
   const size_t n = scores.size();
+  // A NaN has no rank: sorting with it is undefined and the tie walk below
+  // would never pass it. ±inf rank as the extremes they are.
+  for (double s : scores)
+    if (std::isnan(s)) return std::numeric_limits<double>::quiet_NaN();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] < scores[b]; });
@@ -78,12 +82,26 @@ int8_t map_label(const std::string& path, const SparseRow& row, const Model& mod
                               label_text(model.negative_label)));
 }
 
-ReaderOptions reader_options_for(const Model& model) {
+ReaderOptions reader_options_for(const Model& model, const MemoryBudget& budget) {
   ReaderOptions opt;
+  opt.max_line_bytes = max_line_bytes_for(budget.limit());
+  opt.max_line_key = budget.limit_key();
   opt.index_base = model.index_base;
   opt.declared_features = model.n_features;
   opt.ignore_beyond_declared = true;
   return opt;
+}
+
+// scorer.decision of one row; a decision value that is not finite (a
+// transform or the weighted sum overflowed) is an error naming the row and
+// the features, never a score that would poison the AUC and accuracy.
+double checked_decision(const ModelScorer& scorer, const std::string& path, uint64_t line, const uint64_t* indices,
+                        const float* values, size_t nnz) {
+  const double d = scorer.decision(indices, values, nnz);
+  if (!std::isfinite(d))
+    throw Error(ErrorKind::kInvalidInput,
+                msg::non_finite_decision(path, line, d, scorer.non_finite_cause(indices, values, nnz)));
+  return d;
 }
 
 constexpr const char* kEvalPurpose = "evaluation scores";
@@ -110,17 +128,19 @@ EvalResult finish(std::vector<double>& scores, const std::vector<int8_t>& labels
 
 LabeledRows load_labeled_rows(const std::string& path, const Model& model, MemoryBudget& budget,
                               Reservation& reservation) {
-  LibsvmReader reader(path, reader_options_for(model));
+  LibsvmReader reader(path, reader_options_for(model, budget));
   reservation = budget.reserve(0, "evaluation rows in memory", "evaluate a smaller test file");
   LabeledRows out;
+  out.path = path;
   SparseRow row;
   while (reader.next(row)) {
     out.labels.push_back(map_label(path, row, model));
+    out.lines.push_back(row.line);
     out.indices.insert(out.indices.end(), row.indices.begin(), row.indices.end());
     out.values.insert(out.values.end(), row.values.begin(), row.values.end());
     out.row_ptr.push_back(out.indices.size());
     uint64_t bytes = out.indices.capacity() * 8 + out.values.capacity() * 4 +
-                     out.row_ptr.capacity() * 8 + out.labels.capacity();
+                     out.row_ptr.capacity() * 8 + out.labels.capacity() + out.lines.capacity() * 8;
     if (bytes > reservation.bytes()) reservation.resize(bytes + bytes / 4);
   }
   if (out.rows() == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
@@ -132,12 +152,14 @@ LabeledRows load_labeled_rows(const std::string& path, const Model& model, Memor
 
 EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores,
                          MemoryBudget& budget) {
+  const std::string path = rows.path.empty() ? "evaluation rows" : rows.path;
   ModelScorer scorer(model);
   Reservation scores_mem = budget.reserve(rows.rows() * sizeof(double), kEvalPurpose, kEvalRemedy);
   std::vector<double> scores(rows.rows());
   for (size_t i = 0; i < rows.rows(); ++i) {
     uint64_t b = rows.row_ptr[i], e = rows.row_ptr[i + 1];
-    scores[i] = scorer.decision(rows.indices.data() + b, rows.values.data() + b, e - b);
+    scores[i] = checked_decision(scorer, path, rows.lines.empty() ? 0 : rows.lines[i], rows.indices.data() + b,
+                                 rows.values.data() + b, e - b);
   }
   EvalResult r = finish(scores, rows.labels, keep_scores, budget);
   r.ignored_features = rows.ignored_features;
@@ -168,7 +190,7 @@ EvalResult evaluate_multiclass_file(const std::string& path, const Model& model,
   for (size_t k = 0; k < K; ++k) class_models.push_back(class_model(model, k));
   std::vector<ModelScorer> scorers;
   for (const auto& m : class_models) scorers.emplace_back(m);
-  LibsvmReader reader(path, reader_options_for(model));
+  LibsvmReader reader(path, reader_options_for(model, budget));
   Reservation mem = budget.reserve(0, kEvalPurpose, kEvalRemedy);
   const uint64_t row_bytes = K * sizeof(double) + sizeof(uint16_t);
   std::vector<double> decisions;
@@ -185,7 +207,8 @@ EvalResult evaluate_multiclass_file(const std::string& path, const Model& model,
     }
     truth.push_back(map_class(path, row, model));
     for (const auto& scorer : scorers)
-      decisions.push_back(scorer.decision(row.indices.data(), row.values.data(), row.indices.size()));
+      decisions.push_back(
+          checked_decision(scorer, path, row.line, row.indices.data(), row.values.data(), row.indices.size()));
   }
   if (truth.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
   EvalResult r;
@@ -214,7 +237,7 @@ EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_
                          MemoryBudget& budget, Reservation* scores_memory) {
   if (model.multiclass())
     return evaluate_multiclass_file(path, model, keep_scores, budget, scores_memory);
-  LibsvmReader reader(path, reader_options_for(model));
+  LibsvmReader reader(path, reader_options_for(model, budget));
   ModelScorer scorer(model);
   Reservation mem = budget.reserve(0, kEvalPurpose, kEvalRemedy);
   std::vector<double> scores;
@@ -232,7 +255,8 @@ EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_
       mem.resize(capacity * kRowBytes);
     }
     labels.push_back(map_label(path, row, model));
-    scores.push_back(scorer.decision(row.indices.data(), row.values.data(), row.indices.size()));
+    scores.push_back(
+        checked_decision(scorer, path, row.line, row.indices.data(), row.values.data(), row.indices.size()));
   }
   if (scores.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
   EvalResult r = finish(scores, labels, keep_scores, budget);

@@ -39,12 +39,15 @@ size_t argmax_class(const double* decisions, size_t classes);
 double macro_auc(const std::vector<double>& decisions, const std::vector<uint16_t>& truth,
                  size_t classes, std::vector<double>* per_class = nullptr);
 
-// AUC with ties counted as one half (Mann–Whitney), labels ±1.
+// AUC with ties counted as one half (Mann–Whitney), labels ±1. NaN when a
+// score is NaN or one label is absent.
 double area_under_roc(const std::vector<double>& scores, const std::vector<int8_t>& labels);
 
 // Labelled rows held in memory (for evaluating many models on one file).
 struct LabeledRows {
+  std::string path;                // the file read (for messages)
   std::vector<int8_t> labels;      // ±1 under the model's label map
+  std::vector<uint64_t> lines;     // 1-based line of each row
   std::vector<uint64_t> row_ptr{0};
   std::vector<uint64_t> indices;   // 0-based, increasing within a row
   std::vector<float> values;

@@ -216,6 +216,8 @@ ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget) 
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0)
     throw Error(ErrorKind::kIo, msg::cannot_open(file, std::strerror(errno)));
+  // A FIFO or device planted at the name would block the read (or never end).
+  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "not a regular file"));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   // Check the header before reading (or reserving for) the rest.
   std::ifstream in(file, std::ios::binary);

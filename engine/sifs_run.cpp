@@ -42,6 +42,11 @@ void reject_sifs_ignored_keys(const Config& c, bool train) {
     for (const char* key : {"sifs.beta_ratio", "sifs.alpha_ratio"})
       reject(key, "it sets the one model of `fgm train`; fgm path solves the grid of sifs.beta_* x sifs.alpha_*");
     reject("data.validation", "solver = sifs reports every grid point (with data.test accuracy); it picks no point");
+    // The grid is beta_points × alpha_points points; capped like the KTA path's (kta.p_step).
+    const uint64_t beta = static_cast<uint64_t>(c.get_int("sifs.beta_points"));
+    const uint64_t alpha = static_cast<uint64_t>(c.get_int("sifs.alpha_points"));
+    if (beta * alpha > kMaxSifsGridPoints)
+      throw Error(ErrorKind::kConfig, msg::sifs_grid_too_large(beta, alpha, kMaxSifsGridPoints));
   }
 }
 

@@ -5,6 +5,7 @@
 // the largest w_k'x wins; no bias — problem (P) has none).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -17,10 +18,15 @@
 
 namespace fgm {
 
+// The most points (sifs.beta_points × sifs.alpha_points) a SIFS path may have,
+// as a KTA path (kta.p_step): reject_sifs_ignored_keys refuses more.
+inline constexpr uint64_t kMaxSifsGridPoints = 1000000;
+
 SifsSettings sifs_settings_from_config(const Config& config);
 
 // sifs.* keys the command would ignore (the grid keys in fgm train, the one
-// point's keys in fgm path; data.validation in fgm path) are errors naming the key.
+// point's keys in fgm path; data.validation in fgm path) are errors naming the key;
+// so is a path grid of more than kMaxSifsGridPoints.
 void reject_sifs_ignored_keys(const Config& config, bool train);
 
 // Binary on a store with two classes, multi-class (Section 5) with more.

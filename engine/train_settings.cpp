@@ -2,6 +2,7 @@
 #include "engine/solver_choice.h"
 #include "engine/sifs_run.h"
 
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -99,6 +100,7 @@ void check_config_paths(const Config& c, ConfigCommand command) {
   };
   const std::string train = c.get_string("data.train");
   if (!train.empty()) check_input_file_or_directory(train, "data.train");
+  if (!train.empty() && !std::filesystem::is_directory(train)) check_regular_input_file(train, "data.train");
   input("data.test");
   input("features.groups");
   input(command == ConfigCommand::kTrain ? "data.truth" : "data.validation");

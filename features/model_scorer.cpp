@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace fgm {
@@ -45,6 +47,28 @@ double ModelScorer::decision(const uint64_t* indices, const float* values, size_
   std::vector<float> transformed;
   transformer_.apply(indices, values, nnz, transformed);
   return transformed_decision(indices, transformed.data(), nnz);
+}
+
+std::string ModelScorer::non_finite_cause(const uint64_t* indices, const float* values, size_t nnz) const {
+  std::vector<float> x(values, values + nnz);
+  std::string transforms;
+  for (const ModelTransform& t : model_.transforms) transforms += (transforms.empty() ? "" : ",") + t.name;
+  if (!transformer_.empty()) transformer_.apply(indices, values, nnz, x);
+  const uint64_t base = static_cast<uint64_t>(model_.index_base);
+  std::string named;
+  size_t count = 0, largest = nnz;
+  for (size_t k = 0; k < nnz; ++k) {
+    if (largest == nnz || std::fabs(x[k]) > std::fabs(x[largest])) largest = k;
+    if (std::isfinite(x[k])) continue;
+    if (++count <= 3)
+      named += fmt::format("{}feature {} (value {} is {} after features.transform [{}])", named.empty() ? "" : ", ",
+                           indices[k] + base, values[k], x[k], transforms);
+  }
+  if (count > 3) named += fmt::format(" and {} more", count - 3);
+  if (count > 0) return named;
+  if (largest == nnz) return "the model's bias is not finite";
+  return fmt::format("the weighted sum overflows (the row's largest {}value: feature {} = {})",
+                     transforms.empty() ? "" : "transformed ", indices[largest] + base, x[largest]);
 }
 
 double rbf_sum_kernel(const double* weights, const double* gammas, const float* x, const float* z, size_t m) {

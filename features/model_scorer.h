@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "features/kernel_maps.h"
@@ -21,6 +22,10 @@ class ModelScorer {
   explicit ModelScorer(const Model& model);
   // `indices` 0-based and increasing; `values` raw (before the transforms).
   double decision(const uint64_t* indices, const float* values, size_t nnz) const;
+  // Why decision() of this row is not finite, naming the features (numbered
+  // with the model's index base): values the transforms take out of the
+  // float range, or else the row's largest input when the sum overflows.
+  std::string non_finite_cause(const uint64_t* indices, const float* values, size_t nnz) const;
 
  private:
   double transformed_decision(const uint64_t* indices, const float* values, size_t nnz) const;

@@ -1,6 +1,7 @@
 #include "features/transformed_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/messages.h"
 
 namespace fgm {
 namespace {
@@ -29,6 +31,9 @@ void append_scalar(std::string& out, T v) {
 TransformedStore::TransformedStore(std::unique_ptr<ShardStore> inner, std::vector<TransformKind> stages,
                                    MemoryBudget& budget, uint64_t block_bytes)
     : TransformedStore(std::move(inner), std::move(stages), budget, 0, true) {
+  // A cache writer killed before its rename left ".transform-<key>.stats.tmp-<pid>-<hex>";
+  // those of dead writers go (a live writer's are kept; a read-only store keeps them).
+  for (const std::string& path : remove_stale_temporaries(dir())) spdlog::info("{}", msg::stale_temporary_removed(path));
   for (size_t k = 0; k < stages_.size(); ++k) {
     if (!needs_statistics(stages_[k].kind)) continue;
     if (load_cache(k)) {
@@ -110,12 +115,25 @@ void TransformedStore::factors_of(uint64_t feature, double* out) const {
     out[k] = is_per_feature(stages_[k].kind) ? stages_[k].factor_of(feature) : 1.0;
 }
 
+float TransformedStore::stored_value(uint64_t feature, uint32_t row, const double* feature_factor, float raw) const {
+  const double x = transformed(stages_.size(), row, feature_factor, raw);
+  const float stored = static_cast<float>(x);
+  if (!std::isfinite(stored)) [[unlikely]] {
+    std::string list;
+    for (const Stage& s : stages_) list += (list.empty() ? "" : ",") + std::string(transform_name(s.kind));
+    throw Error(ErrorKind::kInvalidInput,
+                msg::transform_overflow(dir(), feature + static_cast<uint64_t>(info().index_base),
+                                        uint64_t{row} + 1, raw, x, list));
+  }
+  return stored;
+}
+
 void TransformedStore::transform_values(uint64_t feature, const uint32_t* rows, float* values,
                                         size_t count) const {
   std::vector<double> factor(stages_.size());
   factors_of(feature, factor.data());
   for (size_t e = 0; e < count; ++e)
-    values[e] = static_cast<float>(transformed(stages_.size(), rows[e], factor.data(), values[e]));
+    values[e] = stored_value(feature, rows[e], factor.data(), values[e]);
 }
 
 // The values are transformed cell by cell (tile by tile) in the caller's
@@ -137,7 +155,7 @@ ColumnBlock TransformedStore::read_block(const BlockRef& block, BlockBuffer& buf
   for (uint32_t cell = 0; cell < c.cell_count(); ++cell) {
     const uint32_t k = c.cell_column[cell];
     for (uint32_t e = c.cell_ptr[cell]; e < c.cell_ptr[cell + 1]; ++e) {
-      values[e] = static_cast<float>(transformed(S, c.row_ids[e], &factor[k * S], values[e]));
+      values[e] = stored_value(c.column_ids[k], c.row_ids[e], &factor[k * S], values[e]);
       col_min[k] = std::min(col_min[k], values[e]);
       col_max[k] = std::max(col_max[k], values[e]);
     }
@@ -246,12 +264,18 @@ bool TransformedStore::load_cache(size_t stage) {
   Stage& s = stages_[stage];
   const bool per_row = is_row_norm(s.kind);
   const std::string path = cache_file(stage), want_prefix = prefix(stage);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
   auto reject = [&](const char* why) {
     spdlog::warn("transform statistics cache {} is {}; computing them again", path, why);
     return false;
   };
+  // Only a regular file is read: opening a FIFO planted at the name would
+  // wait for a writer forever (save_cache's rename replaces it).
+  std::error_code status_error;
+  const std::filesystem::file_status status = std::filesystem::symlink_status(path, status_error);
+  if (status_error || !std::filesystem::exists(status)) return false;
+  if (!std::filesystem::is_regular_file(status)) return reject("not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
   std::string head(8 + 8 + 8 + 8 + want_prefix.size(), '\0');
   if (!in.read(head.data(), static_cast<std::streamsize>(head.size()))) return reject("unreadable");
   uint64_t checksum = 0, count = 0, prefix_len = 0;

@@ -105,6 +105,9 @@ class TransformedStore : public ShardStore {
   double transformed(size_t upto, uint32_t row, const double* feature_factor, double x) const;
   // Every per-feature stage's factor of `feature` (one per stage).
   void factors_of(uint64_t feature, double* out) const;
+  // `raw` of (feature, row) after every stage, as stored (float); a value
+  // beyond the float range is an error naming them, not an inf in the data.
+  float stored_value(uint64_t feature, uint32_t row, const double* feature_factor, float raw) const;
   void transform_values(uint64_t feature, const uint32_t* rows, float* values, size_t count) const;
   // Statistics before the factors are formed from them (accumulate), then the factors (finish).
   TransformedStore(std::unique_ptr<ShardStore> inner, std::vector<TransformKind> stages, MemoryBudget& budget,

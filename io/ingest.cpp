@@ -107,17 +107,22 @@ struct Triplet {
 // the radix scratch is shared.
 class RunSpiller {
  public:
+  // `capacity`: the most triplets a buffer may hold (the budget's share). The
+  // buffers grow by need up to it, so a small input never takes what a large
+  // budget would allow: a budget is a cap, not a request.
   RunSpiller(const TempDir& dir, MemoryBudget& budget, uint64_t capacity, uint64_t writer_bytes)
       : dir_(dir),
         budget_(budget),
-        buffer_(budget, capacity, "ingest sort buffer", "lower --memory-budget use elsewhere"),
-        spilling_(budget, capacity, "ingest sort buffer"),
-        scratch_(budget, capacity, "ingest sort buffer"),
+        capacity_(capacity),
+        buffer_(budget, std::min(capacity, kFirstTriplets), kPurpose),
         writer_bytes_(writer_bytes) {}
   ~RunSpiller() { abandon(); }
 
   void add(uint64_t column, uint32_t row, float value) {
-    if (size_ == buffer_.size()) hand_off();
+    if (size_ == buffer_.size()) {
+      if (buffer_.size() < capacity_) grow();
+      else hand_off();
+    }
     buffer_[size_++] = Triplet{column, row, value};
     max_column_ = std::max(max_column_, column);
   }
@@ -171,8 +176,21 @@ class RunSpiller {
     tasks_.wait();  // rethrows a failed spill (e.g. disk full)
   }
 
+  // Doubles the filling buffer (at most to capacity_), keeping its triplets.
+  void grow() {
+    BudgetedArray<Triplet> bigger(budget_, std::min(capacity_, 2 * buffer_.size()), kPurpose);
+    std::memcpy(bigger.data(), buffer_.data(), size_ * sizeof(Triplet));
+    buffer_ = std::move(bigger);
+  }
+
+  // Called with buffer_ full at capacity_: it is written while a second
+  // buffer of the same size fills (allocated at the first hand-off).
   void hand_off() {
     wait_pending();
+    if (spilling_.size() < buffer_.size()) {
+      spilling_ = {};
+      spilling_ = BudgetedArray<Triplet>(budget_, buffer_.size(), kPurpose);
+    }
     std::swap(buffer_, spilling_);
     runs_.push_back(next_path());
     pending_ = true;
@@ -185,6 +203,10 @@ class RunSpiller {
 
   // Stable LSD radix sort by column, 11 bits per pass, only over the bits in use.
   const Triplet* sort(Triplet* data, uint64_t n, uint64_t max_column) {
+    if (scratch_.size() < n) {  // by need: the largest run sorted so far
+      scratch_ = {};
+      scratch_ = BudgetedArray<Triplet>(budget_, n, kPurpose);
+    }
     Triplet* src = data;
     Triplet* dst = scratch_.data();
     int bits = max_column == 0 ? 0 : 64 - __builtin_clzll(max_column);
@@ -221,8 +243,11 @@ class RunSpiller {
     out.close(false);  // temporary: no fsync
   }
 
+  static constexpr uint64_t kFirstTriplets = uint64_t{1} << 16;  // 1 MiB
+  static constexpr const char* kPurpose = "ingest sort buffer";
   const TempDir& dir_;
   MemoryBudget& budget_;
+  uint64_t capacity_;
   BudgetedArray<Triplet> buffer_, spilling_, scratch_;
   uint64_t writer_bytes_;
   uint64_t size_ = 0;
@@ -477,6 +502,9 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
                 msg::out_of_range("ingest", "threads", std::to_string(options.threads), ">= 1"));
   const std::string out_dir = normalized_dir(out_dir_arg);
   store::check_output_dir(out_dir);  // fail before the expensive part
+  // The checksum first: it refuses a pipe or device (read twice, the second
+  // read would block or find nothing) before any of it is consumed.
+  const uint64_t input_checksum = options.input_checksum ? *options.input_checksum : hash_file(input);
   // One writer per output: a second ingest into the same directory fails
   // instead of silently replacing the first one's result.
   store::FileLock out_lock(out_dir + ".lock", out_dir, /*wait=*/false);
@@ -524,7 +552,10 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
   IngestStats stats;
   // The source keeps a chunk-sized carry buffer of its own.
   Reservation reader_buffer = budget.reserve(chunk_bytes, "ingest text chunks", kRemedy);
-  auto source = std::make_unique<LibsvmChunkSource>(input, chunk_bytes);
+  auto source = std::make_unique<LibsvmChunkSource>(
+      input, chunk_bytes,
+      options.reader.max_line_bytes ? options.reader.max_line_bytes : max_line_bytes_for(budget.limit()),
+      budget.limit_key());
   const std::string path = source->path();
   stats.input_bytes = source->file_bytes();
   TempDir tmp(out_dir);
@@ -757,7 +788,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
     m.input_path = ec ? input : abs.lexically_normal().string();
   }
   m.input_bytes = stats.input_bytes;
-  m.input_checksum = options.input_checksum ? *options.input_checksum : hash_file(input);
+  m.input_checksum = input_checksum;
   m.explicit_zeros = explicit_zeros;
   m.shard_target_bytes = shard_target;
   m.tile_rows = options.tile_rows;

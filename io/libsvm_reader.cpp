@@ -1,6 +1,7 @@
 #include "io/libsvm_reader.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,12 +26,15 @@ namespace fgm {
 struct LibsvmChunkSource::Impl {
   CompressedInput input;
   uint64_t chunk_bytes;
+  uint64_t max_line_bytes;  // 0: unbounded
+  std::string max_line_key;
   std::string carry;  // partial last line of the previous chunk (holds no '\n')
   uint64_t next_index = 0;
   uint64_t next_line = 1;
   bool eof = false;
 
-  Impl(const std::string& path, uint64_t bytes) : input(path), chunk_bytes(bytes) {}
+  Impl(const std::string& path, uint64_t bytes, uint64_t max_line, std::string key)
+      : input(path), chunk_bytes(bytes), max_line_bytes(max_line), max_line_key(std::move(key)) {}
 
   // Appends up to `want` bytes to `text`; sets eof when the input ends.
   void append(std::string& text, size_t want) {
@@ -49,9 +53,10 @@ struct LibsvmChunkSource::Impl {
   }
 };
 
-LibsvmChunkSource::LibsvmChunkSource(const std::string& path, uint64_t chunk_bytes) {
+LibsvmChunkSource::LibsvmChunkSource(const std::string& path, uint64_t chunk_bytes, uint64_t max_line_bytes,
+                                     std::string max_line_key) {
   FGM_ASSERT(chunk_bytes > 0);
-  impl_ = std::make_unique<Impl>(path, chunk_bytes);
+  impl_ = std::make_unique<Impl>(path, chunk_bytes, max_line_bytes, std::move(max_line_key));
 }
 LibsvmChunkSource::~LibsvmChunkSource() = default;
 
@@ -74,9 +79,14 @@ bool LibsvmChunkSource::next(TextChunk& chunk) {
       text.resize(cut);
       break;
     }
-    // A line longer than the chunk: grow geometrically until it ends.
+    // A line longer than the chunk (`text` holds no '\n': it is all line
+    // s.next_line): grow geometrically until it ends, within the bound.
+    if (s.max_line_bytes > 0 && text.size() > s.max_line_bytes)
+      throw Error(ErrorKind::kOutOfMemory,
+                  msg::line_too_long(s.input.path(), s.next_line, s.max_line_bytes, s.max_line_key));
     scan_from = text.size();
     want = std::max<size_t>(s.chunk_bytes, text.size());
+    if (s.max_line_bytes > 0) want = std::min<size_t>(want, s.max_line_bytes + 1 - text.size());
   }
   if (text.empty()) return false;
   chunk.index = s.next_index++;
@@ -373,7 +383,7 @@ struct LibsvmReader::Impl {
   uint64_t first_beyond_line = 0, first_beyond_index = 0;
 
   Impl(const std::string& path, const ReaderOptions& opts)
-      : source(path, opts.chunk_bytes), options(opts) {}
+      : source(path, opts.chunk_bytes, opts.max_line_bytes, opts.max_line_key), options(opts) {}
 };
 
 LibsvmReader::LibsvmReader(const std::string& path, ReaderOptions options)
@@ -463,8 +473,15 @@ std::string label_text(double value) {
 // ---------------------------------------------------------------- hashing
 
 uint64_t hash_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(ErrorKind::kIo, msg::cannot_open(path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorKind::kIo, msg::cannot_open(path, msg::not_regular_input()));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   std::string buffer(1 << 20, '\0');
   Xxh64 hasher;

@@ -38,7 +38,19 @@ struct ReaderOptions {
   uint64_t declared_features = 0;      // 0: no declared width
   bool ignore_beyond_declared = false; // predict: drop such features (caller warns once)
   uint64_t chunk_bytes = 4 << 20;      // target size of a text chunk
+  // A line longer than this is an error (kOutOfMemory, naming the file, the
+  // line and max_line_key) before more of it is held; 0: unbounded. Callers
+  // set it from their memory budget (max_line_bytes_for).
+  uint64_t max_line_bytes = 0;
+  std::string max_line_key = "engine.memory_budget";
 };
+
+// The longest line a memory budget of `budget_limit` bytes admits: an eighth
+// of it (a line's text, the chunk it is carried into and its parsed row, up
+// to 12 bytes per 4-character "i:v" token, are held at once), at least 64 KiB.
+inline uint64_t max_line_bytes_for(uint64_t budget_limit) {
+  return budget_limit / 8 > (uint64_t{64} << 10) ? budget_limit / 8 : uint64_t{64} << 10;
+}
 
 // A block of whole lines of decompressed text.
 struct TextChunk {
@@ -67,7 +79,9 @@ struct ParsedChunk {
 // Serial source of TextChunks. Not thread-safe: call from one thread.
 class LibsvmChunkSource {
  public:
-  LibsvmChunkSource(const std::string& path, uint64_t chunk_bytes = 4 << 20);
+  // max_line_bytes / max_line_key: as in ReaderOptions.
+  LibsvmChunkSource(const std::string& path, uint64_t chunk_bytes = 4 << 20, uint64_t max_line_bytes = 0,
+                    std::string max_line_key = "engine.memory_budget");
   ~LibsvmChunkSource();
   // Fills `chunk` and returns true, or returns false at end of input.
   // Throws Error(kIo / kInvalidInput) on read or decompression failure

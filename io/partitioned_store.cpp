@@ -1,10 +1,13 @@
 #include "io/partitioned_store.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,7 +19,10 @@
 #include "core/hash.h"
 #include "core/json_reader.h"
 #include "core/json_writer.h"
+#include "core/messages.h"
 #include "io/compressed_input.h"
+#include "io/libsvm_reader.h"
+#include "io/store_files.h"
 
 namespace fgm {
 namespace fs = std::filesystem;
@@ -35,10 +41,15 @@ namespace {
 // The lines of the decompressed input, one at a time (without the newline).
 class LineReader {
  public:
-  explicit LineReader(const std::string& path) : input_(path), buffer_(1 << 20) {}
+  // A line longer than `max_line_bytes` is an error naming it and `budget_key` (msg::line_too_long).
+  LineReader(const std::string& path, uint64_t max_line_bytes, std::string budget_key)
+      : input_(path), buffer_(1 << 20), max_line_bytes_(max_line_bytes), budget_key_(std::move(budget_key)) {}
   bool next(std::string& line) {
     line.clear();
+    ++line_;
     for (;;) {
+      if (line.size() > max_line_bytes_)
+        throw Error(ErrorKind::kOutOfMemory, msg::line_too_long(input_.path(), line_, max_line_bytes_, budget_key_));
       if (pos_ == fill_) {
         fill_ = input_.read(buffer_.data(), buffer_.size());
         pos_ = 0;
@@ -60,6 +71,9 @@ class LineReader {
   CompressedInput input_;
   std::vector<char> buffer_;
   size_t pos_ = 0, fill_ = 0;
+  uint64_t max_line_bytes_;
+  std::string budget_key_;
+  uint64_t line_ = 0;  // 1-based number of the line being read
 };
 
 // A data line (a row): something other than blanks before any '#'.
@@ -167,7 +181,7 @@ PartitionedIngestStats ingest_partitioned(const std::string& input, const std::s
   // Pass 1: rows and the widest feature index.
   uint64_t max_index = 0;
   {
-    LineReader lines(input);
+    LineReader lines(input, max_line_bytes_for(budget.limit()), budget.limit_key());
     std::string line;
     while (lines.next(line))
       if (is_row(line)) {
@@ -179,10 +193,16 @@ PartitionedIngestStats ingest_partitioned(const std::string& input, const std::s
     throw Error(ErrorKind::kInvalidInput, fmt::format("{} has {} rows, fewer than the {} partitions asked for",
                                                       input, m.n_rows, partitions));
   for (uint32_t p = 0; p <= partitions; ++p) m.first_row.push_back(m.n_rows * p / partitions);
-  const fs::path tmp = fs::path(out_dir).parent_path() /
-                       fmt::format("{}.tmp-partitions-{}", fs::path(out_dir).filename().string(), ::getpid());
+  // "<out>.tmp-<pid>-partitions": the name remove_stale_temporaries parses, so
+  // the directory of a killed ingest is removed by the next one (never a live
+  // one's); created by mkdir, which follows no symlink planted at the name.
+  const fs::path parent = fs::path(out_dir).parent_path().empty() ? fs::path(".") : fs::path(out_dir).parent_path();
+  const std::string target_name = fs::path(out_dir).filename().string();
+  store::remove_stale_temporaries(parent.string(), target_name);
+  const fs::path tmp = parent / fmt::format("{}.tmp-{}-partitions", target_name, ::getpid());
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  if (::mkdir(tmp.c_str(), 0755) != 0)
+    throw Error(ErrorKind::kIo, msg::cannot_write(tmp.string(), std::strerror(errno)));
   struct Cleanup {
     fs::path dir;
     bool keep = false;
@@ -193,7 +213,7 @@ PartitionedIngestStats ingest_partitioned(const std::string& input, const std::s
   } cleanup{tmp};
   // Pass 2: each partition's lines into a text file of its own.
   {
-    LineReader lines(input);
+    LineReader lines(input, max_line_bytes_for(budget.limit()), budget.limit_key());
     std::string line;
     uint64_t row = 0, line_no = 0;
     uint32_t p = 0;

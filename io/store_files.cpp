@@ -213,7 +213,7 @@ void FileReader::seek(uint64_t offset) {
 
 FileLock::FileLock(const std::string& path, const std::string& target, bool wait) : path_(path) {
   for (;;) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);  // never a planted symlink
     if (fd_ < 0) throw Error(ErrorKind::kIo, msg::cannot_write(path, errno_text(errno)));
     int rc;
     do rc = ::flock(fd_, wait ? LOCK_EX : LOCK_EX | LOCK_NB);
@@ -306,19 +306,25 @@ TempDir::TempDir(const std::string& target) : target_(target) {
   owner_lock_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (owner_lock_ < 0 || ::flock(owner_lock_, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
-    std::error_code ec;
     if (owner_lock_ >= 0) ::close(owner_lock_);
-    fs::remove_all(path_, ec);
+    // unlink + rmdir need no descriptor (remove_all does: it failed here
+    // when the error was EMFILE, leaving the directory behind).
+    ::unlink(lock.c_str());
+    ::rmdir(path_.c_str());
     throw Error(ErrorKind::kIo, msg::cannot_write(lock, errno_text(err)));
   }
 }
 
 TempDir::~TempDir() {
+  // The owner lock is closed first: remove_all needs a descriptor of its own,
+  // and a run failing on EMFILE (too many open files) has none to spare. Once
+  // closed, another run may see the directory as stale and remove it too;
+  // either removal suffices.
+  if (owner_lock_ >= 0) ::close(owner_lock_);
   if (!committed_) {
     std::error_code ec;
     fs::remove_all(path_, ec);  // best effort: we are already unwinding an error
   }
-  if (owner_lock_ >= 0) ::close(owner_lock_);
 }
 
 void check_output_dir(const std::string& out_dir) {

@@ -66,3 +66,34 @@ TEST_CASE("stale temporaries of dead writers are removed, live ones kept", "[cor
   REQUIRE(fs::exists(dir.path / ".notes.tmp-12x"));
   REQUIRE(fs::exists(dir.path / "checkpoint.fgm"));
 }
+
+TEST_CASE("a symlink planted at the temporary's old, predictable name is never followed", "[core][atomic]") {
+  test::TempDir dir("fgm-atomic");
+  const std::string victim = dir.write("victim.txt", "precious\n");
+  // Before issue 23 the temporary was ".<name>.tmp-<pid>", opened with O_CREAT | O_TRUNC.
+  fs::create_symlink(victim, dir.path / (".out.txt.tmp-" + std::to_string(::getpid())));
+  write_file_atomic(dir.file("out.txt"), "new content\n");
+  std::ifstream in(victim);
+  std::stringstream text;
+  text << in.rdbuf();
+  REQUIRE(text.str() == "precious\n");
+  REQUIRE(fs::is_regular_file(fs::symlink_status(dir.path / "out.txt")));
+  std::ifstream out(dir.file("out.txt"));
+  std::stringstream written;
+  written << out.rdbuf();
+  REQUIRE(written.str() == "new content\n");
+}
+
+TEST_CASE("temporaries named .<name>.tmp-<pid>-<hex> are cleaned like the older ones", "[core][atomic]") {
+  test::TempDir dir("fgm-atomic");
+  auto touch = [&](const std::string& name) { std::ofstream(dir.path / name) << "partial"; };
+  touch(".model.fgm.tmp-999999999-0badf00d");  // no such process
+  touch(".run.json.tmp-1-0badf00d");           // pid 1 always runs
+  touch(".run.json.tmp-999999999-xyz");        // not hex: not ours
+  touch(".run.json.tmp-999999999-");           // nothing after the dash
+  std::vector<std::string> removed = remove_stale_temporaries(dir.path.string());
+  REQUIRE(removed == std::vector<std::string>{dir.file(".model.fgm.tmp-999999999-0badf00d")});
+  REQUIRE(fs::exists(dir.path / ".run.json.tmp-1-0badf00d"));
+  REQUIRE(fs::exists(dir.path / ".run.json.tmp-999999999-xyz"));
+  REQUIRE(fs::exists(dir.path / ".run.json.tmp-999999999-"));
+}

@@ -345,6 +345,40 @@ TEST_CASE("reader handles lines longer than the chunk size", "[io][reader]") {
   REQUIRE(joined == text);
 }
 
+TEST_CASE("a line longer than max_line_bytes is an error naming it, read no further", "[io][reader]") {
+  TempDir dir;
+  std::string path = dir.file("long.svm");
+  std::string line = "1";
+  for (int i = 1; i <= 5000; ++i) line += " " + std::to_string(i) + ":1";  // about 34 KB
+  write_file(path, "-1 1:1\n" + line + "\n" + line + line + line + "\n-1 2:1\n");
+  for (uint64_t chunk_bytes : {uint64_t{7}, uint64_t{4096}, uint64_t{1} << 20}) {
+    CAPTURE(chunk_bytes);
+    ReaderOptions options;
+    options.chunk_bytes = chunk_bytes;
+    options.max_line_bytes = 2 * line.size();  // line 2 fits, line 3 (three times as long) does not
+    options.max_line_key = "--memory-budget";
+    LibsvmReader reader(path, options);
+    SparseRow row;
+    REQUIRE(reader.next(row));
+    REQUIRE(reader.next(row));
+    REQUIRE(row.line == 2);
+    try {
+      reader.next(row);
+      FAIL("line 3 was read");
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+      REQUIRE_THAT(e.what(), Catch::Contains("long.svm:3: the line is longer than") &&
+                                 Catch::Contains("raise --memory-budget"));
+    }
+  }
+  // The source holds at most max_line_bytes + 1 bytes of the line before it stops.
+  LibsvmChunkSource source(path, 64, 1000);
+  TextChunk chunk;
+  REQUIRE(source.next(chunk));  // line 1
+  REQUIRE_THROWS_AS(source.next(chunk), Error);
+  REQUIRE(chunk.text.size() <= 1001);
+}
+
 TEST_CASE("reader reports each kind of bad input with file:line:column", "[io][reader]") {
   using P = const std::string&;
   // Index 0 with 1-based indices; negative index.
