@@ -38,7 +38,7 @@ command would ignore: `path.*` or `data.validation` under `fgm train`; `data.tru
 `features.*` key of another `features.kind`; `data.index_base` or `data.features` that disagree with
 a store given as `data.train`.
 
-The sections below are in the order of the table. Ranges are inclusive unless written with `(`.
+The sections below are in the order the table first names them. Ranges are inclusive unless written with `(`.
 EOF
   "$fgm" train --help-config | awk '
     function section_title(s) {
@@ -63,15 +63,15 @@ EOF
       attrs = substr($0, split_at + 3);
       sub(/\)$/, "", attrs);
       section = key; sub(/\..*/, "", section);
-      if (section != last_section) {
-        printf "\n## %s\n\n", section_title(section);
-        last_section = section;
-      }
+      if (!(section in body)) order[++sections] = section;
       next;
     }
     /^    / {
       text = $0; sub(/^    /, "", text);
-      printf "- **`%s`** (%s): %s\n", key, attrs, text;
+      body[section] = body[section] sprintf("- **`%s`** (%s): %s\n", key, attrs, text);
+    }
+    END {
+      for (i = 1; i <= sections; ++i) printf "\n## %s\n\n%s", section_title(order[i]), body[order[i]];
     }'
 }
 
