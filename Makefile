@@ -1,5 +1,6 @@
 # The two commands a user needs: `make demo` and `make test` (`make fuzz` for the fuzzers).
-# Both install missing Debian packages first, then build Release into build/.
+# Both install missing Debian packages first, then build Release into build/: `make demo`
+# builds only the fgm binary, `make test` everything.
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
@@ -7,7 +8,7 @@ DEMO_DIR ?= demo-out
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test demo bench fuzz clean
+.PHONY: all deps configure build fgm test demo bench fuzz clean
 
 all: build
 
@@ -20,10 +21,14 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Only the fgm binary, what `make demo` runs (the test suite and the benchmark binaries are not built).
+fgm: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target fgm
+
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
-demo: build
+demo: fgm
 	@bash scripts/demo.sh $(BUILD_DIR)/fgm $(DEMO_DIR)
 
 bench: build

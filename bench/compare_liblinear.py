@@ -77,6 +77,12 @@ liblinearutil.scipy = np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+def config_file(name):
+    """configs/<name>.toml, or bench/configs/<name>.toml for the configs whose data a benchmark writes."""
+    shipped = os.path.join(ROOT, "configs", name + ".toml")
+    return shipped if os.path.exists(shipped) else os.path.join(ROOT, "bench", "configs", name + ".toml")
+
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
 WORK = os.path.join(HERE, "work", "compare_liblinear")
 RESULTS = os.path.join(HERE, "results")
@@ -461,7 +467,7 @@ def run_dataset(name, spec, args):
     log(f"== {name}")
     t_start = time.perf_counter()
     d = prepare(name, spec)
-    config = os.path.join(ROOT, "configs", spec.get("config", name) + ".toml")
+    config = config_file(spec.get("config", name))
     with open(config, "rb") as f:
         cfg = tomllib.load(f)
     bias = bool(cfg.get("fgm", {}).get("bias", False))
@@ -645,7 +651,7 @@ def tune_c(name, spec, args):
     else:
         counts = [c for c in COUNTS if c < min(width, MAX_COUNT)] + [min(width, MAX_COUNT)]
     B = max(1, min(50, counts[-1] // 20))
-    config = os.path.join(ROOT, "configs", spec.get("config", name) + ".toml")
+    config = config_file(spec.get("config", name))
     grid = [float(c) for c in args.tune_grid.split(",")]
     results = []
     for C in grid:

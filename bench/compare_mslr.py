@@ -31,6 +31,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+def config_file(name):
+    """configs/<name>.toml, or bench/configs/<name>.toml for the configs whose data a benchmark writes."""
+    shipped = os.path.join(ROOT, "configs", name + ".toml")
+    return shipped if os.path.exists(shipped) else os.path.join(ROOT, "bench", "configs", name + ".toml")
+
 sys.path.insert(0, HERE)
 import compare_liblinear as cl  # noqa: E402
 
@@ -67,7 +73,7 @@ def mslr_path(fgm, d, counts, r, threads):
 
 
 def fgm_logistic_path(fgm, d, name, counts, B, threads):
-    config = os.path.join(ROOT, "configs", f"{name}.toml")
+    config = config_file(name)
     C = 10.0
     if os.path.exists(config):
         import tomllib

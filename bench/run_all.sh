@@ -55,7 +55,7 @@
 # BENCH_BIG_ROWS (24000), BENCH_BUDGET (64MB), FGM_SHARED_DATA (../shared/data),
 # BENCH_WORK (bench/work), BENCH_RESULTS (bench/results);
 # issue 9: BENCH_TALL_*, BENCH_HASH_*, BENCH_APG_*, BENCH_WEAK_*, BENCH_POLY2_*
-# (bench/run_issue9.sh and bench/README.md, "Issue 9").
+# (bench/run_issue9.sh and bench/README.md, "Tall, hashed, dense and weak-signal shapes").
 set -euo pipefail
 
 fgm_arg=${1:-build/fgm}
@@ -170,7 +170,7 @@ fi
 if has_step memory; then
   # The same big text ingested with an 8MB budget: 1 MiB shards, ~800 of them.
   # Training on it with the same 64MB budget shows how resident memory depends
-  # on the number of shards (see README, "plan_blocks").
+  # on the number of shards (bench/README.md, "Scoring pass, ingest and memory").
   # (made again when this build cannot open it, e.g. after a store format change)
   if [ ! -f "$W/stores/big-many-shards/manifest.fgm" ] ||
      ! "$TALL_BIN" --store "$W/stores/big-many-shards" --open-only > /dev/null 2>&1; then

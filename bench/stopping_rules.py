@@ -19,6 +19,12 @@ import csv, json, os, statistics, subprocess, sys, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+
+def config_file(name):
+    """configs/<name>.toml, or bench/configs/<name>.toml for the configs whose data a benchmark writes."""
+    shipped = os.path.join(ROOT, "configs", name + ".toml")
+    return shipped if os.path.exists(shipped) else os.path.join(ROOT, "bench", "configs", name + ".toml")
+
 D = os.path.join(HERE, "work", "compare_liblinear", "news20")
 OUT = os.path.join(HERE, "work", "stopping")
 
@@ -44,7 +50,7 @@ def train(fgm, ds, tag, extra):
     out = os.path.join(OUT, ds + "-" + tag)
     d = os.path.join(HERE, "work", "compare_liblinear", ds)
     config = "madelon-standardized" if ds == "madelon" else ds
-    cmd = [fgm, "train", "--config", os.path.join(ROOT, "configs", config + ".toml"),
+    cmd = [fgm, "train", "--config", config_file(config),
            f"data.train={d}/train.svm", f"data.test={d}/test.svm", f"output.dir={out}",
            f"engine.cache_dir={os.path.join(OUT, 'cache')}", "engine.progress=off",
            "fgm.eps_outer=0"] + extra

@@ -37,8 +37,9 @@ int run_cli(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%^%l%$: %v");
 
-  CLI::App app{"fgm — Feature Generating Machine: feature selection for ultrahigh-dimensional "
-               "binary classification, out of core"};
+  CLI::App app{"fgm — feature selection for ultrahigh-dimensional classification (binary and multi-class), "
+               "out of core: the Feature Generating Machine and four further solvers (sifs, exclusive, mslr, "
+               "pnorm_kta), on one machine or over MPI"};
   app.require_subcommand(1);
   std::vector<cli::Command> commands = {cli::add_ingest(app), cli::add_train(app),
                                         cli::add_predict(app), cli::add_inspect(app),

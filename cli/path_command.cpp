@@ -372,7 +372,9 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
 
 Command add_path(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "path", "models at a list of feature counts (or B / C values) in one run; writes path.csv");
+      "path", "a path of models in one run with the configured solver (feature counts or B / C values for "
+      "fgm, a grid for sifs, λ values for exclusive, feature counts for mslr, p values for pnorm_kta); "
+      "writes path.csv and path.json");
   struct Args {
     std::string config;
     std::vector<std::string> overrides;

@@ -107,7 +107,8 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
 }  // namespace
 
 Command add_train(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "run FGM from a TOML config; writes model.fgm and run.json");
+  auto* sub = app.add_subcommand("train", "train one model with the configured solver (key `solver`: fgm, sifs, exclusive, mslr or pnorm_kta) "
+      "from a TOML config and key=value overrides; writes model.fgm and run.json");
   struct Args {
     std::string config;
     std::vector<std::string> overrides;

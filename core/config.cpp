@@ -712,6 +712,12 @@ void Config::apply_override(const std::string& argument) {
   std::string where = "command line: ";
   const ParamSpec* s = find_param(key);
   if (!s) throw Error(ErrorKind::kConfig, msg::unknown_key(where, key, suggest(key)));
+  if (text.empty()) {
+    // `key=`: back to the default, as if neither the file nor an earlier
+    // override had set it (so a file's value can be cleared without editing it).
+    values_[key] = Config().values_.at(key);
+    return;
+  }
   toml::table parsed;
   bool ok = true;
   try {

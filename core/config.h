@@ -55,6 +55,8 @@ class Config {
   // Reads `path` (TOML; may be empty for defaults only) and applies overrides.
   static Config load(const std::string& path, const std::vector<std::string>& overrides);
   // Applies one "key=value" (value read as a TOML value; a bare word is a string).
+  // "key=" (nothing after '=') resets the key to its default: unset, as if the
+  // config file had not set it.
   void apply_override(const std::string& argument);
 
   bool is_set(const std::string& key) const;

@@ -37,7 +37,8 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
     reject_if_set(c, "data.truth", "only `fgm train` reports planted features recovered");
     if (c.get_int("path.folds") < 2)
       reject_if_set(c, "path.fold_seed", "it seeds the folds of path.folds, which is off (0 or 1)");
-    if (c.set_by_user("path.features"))
+    // fgm.max_features = 0 is the documented "no cap": it cannot conflict with the path's counts.
+    if (c.set_by_user("path.features") && c.get_int("fgm.max_features") != 0)
       reject_if_set(c, "fgm.max_features",
                     "with path.features the path's largest count is where the run stops");
   }
@@ -53,7 +54,7 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
                     "it lists the points of `fgm path`; fgm train makes one model (mslr.max_features caps it)");
     } else {
       reject_if_set(c, "data.validation", "the MSLR path reports data.test only");
-      if (c.set_by_user("mslr.features"))
+      if (c.set_by_user("mslr.features") && c.get_int("mslr.max_features") != 0)
         reject_if_set(c, "mslr.max_features", "with mslr.features the path's largest count is where the run stops");
     }
   }

@@ -29,7 +29,7 @@ namespace fgm {
 inline constexpr uint32_t kDefaultTileRows = 65536;
 // Default target bytes of a stored column block: the fastest of 0.25, 1, 4
 // and 16 MiB in a tiled linear scoring pass over the tall store (3·10^6 x
-// 10^6, 20 nonzeros per row; bench/bench_block_size.cpp, README "Stored
+// 10^6, 20 nonzeros per row; bench/bench_block_size.cpp, bench/README.md "Stored
 // block size"). Bigger blocks give each tile more nonzeros per load of its
 // dual slice.
 inline constexpr uint64_t kDefaultBlockBytes = 16 << 20;

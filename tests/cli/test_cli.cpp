@@ -30,6 +30,15 @@ TEST_CASE("every subcommand has --help", "[cli]") {
     REQUIRE(r.code == 0);
     REQUIRE(contains(r.out, "Usage"));
   }
+  // The help texts name what fgm does today: multi-class too, and every solver.
+  for (std::string args : {"--help", "train --help", "path --help"}) {
+    RunResult h = run(dir, args);
+    CAPTURE(args, h.out);
+    REQUIRE(h.code == 0);
+    for (const char* solver : {"sifs", "exclusive", "mslr", "pnorm_kta"}) REQUIRE(contains(h.out, solver));
+    REQUIRE_FALSE(contains(h.out, "run FGM"));
+  }
+  REQUIRE(contains(run(dir, "--help").out, "multi-class"));
   RunResult r = run(dir, "train --help-config");
   REQUIRE(r.code == 0);
   REQUIRE(contains(r.out, "engine.memory_budget"));

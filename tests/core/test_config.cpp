@@ -57,6 +57,30 @@ TEST_CASE("config file values, defaults and command-line overrides", "[core][con
   REQUIRE(c.source("fgm.C").find("a.toml:5:") != std::string::npos);
 }
 
+TEST_CASE("an empty override `key=` resets a key the file set to its default", "[core][config]") {
+  TempDir dir;
+  std::string file = dir.write("a.toml",
+                               "[data]\ntrain = \"t.svm\"\ntest = \"t.svm\"\n[fgm]\nmax_features = 50\nB = 20\n"
+                               "[features]\ntransform = [\"log1p\"]\n[output]\ndir = \"runs\"\n");
+  Config c = Config::load(file, {"fgm.max_features=", "data.test=", "features.transform=", "output.dir=",
+                                 "fgm.B=3", "fgm.B="});
+  for (const char* key : {"fgm.max_features", "data.test", "features.transform", "output.dir", "fgm.B"}) {
+    CAPTURE(key);
+    REQUIRE_FALSE(c.set_by_user(key));
+    REQUIRE(c.source(key) == "default");
+  }
+  REQUIRE(c.get_int("fgm.max_features") == 0);
+  REQUIRE(c.get_string("data.test").empty());
+  REQUIRE(c.get_string_list("features.transform").empty());
+  REQUIRE(c.get_string("output.dir") == "out");
+  REQUIRE(c.get_int("fgm.B") == 10);  // the later override wins, and it resets
+  REQUIRE(c.dump().count("data.test") == 0);  // the run log lists it as a default would be
+  // Every key the file did not touch keeps the file's value.
+  REQUIRE(c.get_string("data.train") == (dir.path / "t.svm").string());
+  // An unknown key is still an error, with or without a value.
+  REQUIRE_THROWS_WITH(Config::load("", {"fgm.max_feature="}), Catch::Contains("fgm.max_features"));
+}
+
 TEST_CASE("config errors name the key and where it was set", "[core][config]") {
   TempDir dir;
   ErrorKind kind{};
