@@ -416,8 +416,6 @@ TEST_CASE("a model with the bias on 2 and 4 ranks is the 1-process model bit for
   }
 }
 
-}  // namespace fgm::test
-
 // Issue 19: a partitioned run certifies its final solve like a single-store
 // one (whichever rule ends it: the iteration cap, or eps_outer after an
 // inexact solve, then a polish solve), the same bits on 1, 2 and 4 ranks; and
@@ -455,3 +453,5 @@ TEST_CASE("a partitioned run's final solve is certified, the same on any rank co
                               last_iteration("s").find("apg_relative_gap")->number());
   CHECK(std::fabs(d.objective - s.objective) <= gap * std::max(d.objective, s.objective));
 }
+
+}  // namespace fgm::test
