@@ -154,7 +154,9 @@ std::vector<ParamSpec> build_specs() {
                   "is reported converged only then (intermediate solves stop on apg.eps_inner)"),
              0, 1, true),
       ranged(spec("apg.eta", T::kFloat, "0.5", "APG line-search factor η"), 0, 0.999, true),
-      ranged(spec("apg.max_iterations", T::kInt, "2000", "APG iteration cap per outer iteration"),
+      ranged(spec("apg.max_iterations", T::kInt, "2000",
+                  "APG iteration cap per solve, inexact and certified alike (a certified solve that reaches "
+                  "it above apg.gap_tolerance is a run warning)"),
              1, 1e9),
       ranged(spec("engine.threads", T::kInt, "1",
                   "worker threads (results are identical for any value)"),

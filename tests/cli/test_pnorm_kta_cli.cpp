@@ -157,3 +157,18 @@ TEST_CASE("solver = pnorm_kta with an RBF kernel refuses a kernel the budget can
   INFO(enough.err);
   REQUIRE(enough.code == 0);
 }
+
+// Each point's linear SVM is a certified APG solve: one that stops at
+// apg.max_iterations above apg.gap_tolerance says so (path.json and stderr);
+// with the default cap none does.
+TEST_CASE("pnorm_kta: a linear SVM above apg.gap_tolerance is a warning", "[kta][cli][warnings]") {
+  KtaFiles f;
+  RunResult r = run(f.dir, "path --config kta.toml output.dir=capped apg.max_iterations=1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.err, "warning: pnorm_kta point p = "));
+  REQUIRE(contains(slurp(f.dir.file("capped/path.json")), "\"kta_svm_gap_above_tolerance\""));
+  r = run(f.dir, "path --config kta.toml output.dir=ok");
+  REQUIRE(r.code == 0);
+  REQUIRE_FALSE(contains(slurp(f.dir.file("ok/path.json")), "kta_svm_gap_above_tolerance"));
+}

@@ -252,6 +252,7 @@ TEST_CASE("de-biased refits use the generated columns in every space and path mo
       if (mode == "C") ps.C_values = {0.5, 4.0};
       ps.debias = true;
       ps.debias_C = 2.0;
+      ps.base.apg.gap_tolerance = 1e-10;  // the refit's optimality conditions are checked to 1e-4 below
       PathOutcome path = run_fgm_path(*store, ps, budget);
       REQUIRE(path.points.size() == 2);
       for (const auto& p : path.points) {

@@ -64,6 +64,7 @@ KtaSettings settings_for(kta::KernelKind kernel, int threads) {
   s.path.p_step = 0.05;
   s.C = 1.0;
   s.apg.eps_inner = 1e-7;
+  s.apg.gap_tolerance = 1e-10;  // the linear SVM is a certified solve; its optimality conditions are checked to 1e-3
   s.apg.max_iterations = 200000;
   s.scheduler.threads = threads;
   s.block_bytes = 2048;
