@@ -110,8 +110,11 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
   if (rows < 2) return;
   uint64_t capacity = 16;
   while (capacity < 2 * rows) capacity *= 2;
-  Reservation scratch = budget.reserve(capacity * sizeof(uint32_t) + rows * (sizeof(uint64_t) + 2 * sizeof(uint32_t)),
-                                       "Newton row merging", kRemedy);
+  // Merging is an economy, not a need: without room for its scratch (and
+  // below, for the merged rows) the rows stay as they are.
+  const uint64_t scratch_bytes = capacity * sizeof(uint32_t) + rows * (sizeof(uint64_t) + 3 * sizeof(uint32_t));
+  Reservation scratch = budget.reserve_up_to(scratch_bytes, scratch_bytes, "Newton row merging");
+  if (scratch.bytes() < scratch_bytes) return;
   HugeVector<uint64_t> hash(rows);
   constexpr size_t kHashTasks = 64;
   tasks.run(kHashTasks, [&](size_t t) {
@@ -163,10 +166,11 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
   m.n = x.n;
   m.positive_untouched = x.positive_untouched;
   m.negative_untouched = x.negative_untouched;
-  m.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
-                                           nnz * (sizeof(uint16_t) + (x.value.empty() ? 0 : sizeof(float))) +
-                                           rows * 2 * sizeof(uint32_t),
-                                       "Newton merged rows", kRemedy);
+  const uint64_t merged_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
+                                nnz * (sizeof(uint16_t) + (x.value.empty() ? 0 : sizeof(float))) +
+                                rows * 2 * sizeof(uint32_t);
+  m.merge_reservation = budget.reserve_up_to(merged_bytes, merged_bytes, "Newton merged rows");
+  if (m.merge_reservation.bytes() < merged_bytes) return;
   m.row.resize(merged);
   m.y.resize(merged);
   m.begin.resize(merged + 1);
