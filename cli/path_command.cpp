@@ -335,7 +335,7 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
     identity.command = "path";
     identity.config = result_config(config.dump());
     identity.config[kRanksIdentityKey] = std::to_string(comm.size());
-    identity.store_checksum = read_partition_manifest(dir).input_checksum;
+    identity.store_checksum = partitioned_store_identity(dir, read_partition_manifest(dir));
     session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
     spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
   }
@@ -419,6 +419,14 @@ Command add_path(CLI::App& app) {
     validate_folds(ps, *data.store);  // before anything is written
     data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
                                           budget, config.get_bytes("engine.block_bytes"));
+    // Linear features without groups: a count beyond the store's width can
+    // never be reached, so the path would deliver fewer points than asked.
+    if (!ps.feature_counts.empty() && ps.base.space.kind == "linear" && ps.base.space.groups_path.empty() &&
+        ps.feature_counts.back() > data.store->info().n_features)
+      throw Error(ErrorKind::kConfig,
+                  msg::path_counts_beyond_features(config.where_set("path.features") + "path.features",
+                                                   ps.feature_counts.back(), data.store->info().n_features,
+                                                   "features"));
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();
