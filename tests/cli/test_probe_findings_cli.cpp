@@ -238,6 +238,13 @@ TEST_CASE("paths refuse counts they cannot reach and warn when they deliver fewe
   REQUIRE(r.code == 2);
   REQUIRE(contains(r.err, "path.features: 70 features asked for, but the training data has only 50 features"));
   REQUIRE_FALSE(fs::exists(dir.path / "p"));
+  // The same on a partitioned store (its width from partitions.json).
+  REQUIRE(run(dir, "ingest data/train.svm --out parts --partitions 2").code == 0);
+  r = run(dir, "path data.train=parts output.dir=pp 'path.features=[5, 70]'");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "path.features: 70 features asked for, but the training data has only 50 features"));
+  REQUIRE_FALSE(fs::exists(dir.path / "pp"));
   r = run(dir, path + "solver=mslr 'mslr.features=[5, 70]'");
   CAPTURE(r.err);
   REQUIRE(r.code == 2);
