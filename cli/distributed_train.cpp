@@ -139,7 +139,8 @@ RunIdentity partitioned_run_identity(const Config& config, int ranks, std::strin
   identity.command = std::string(command);
   identity.config = result_config(config.dump());
   identity.config[kRanksIdentityKey] = std::to_string(ranks);
-  identity.store_checksum = read_partition_manifest(config.get_string("data.train")).input_checksum;
+  const std::string dir = config.get_string("data.train");
+  identity.store_checksum = partitioned_store_identity(dir, read_partition_manifest(dir));
   return identity;
 }
 
@@ -295,10 +296,10 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
                  outcome.model.features.size());
   std::vector<ModelFeature> all_features = outcome.model.features;
   for (const auto& c : outcome.model.classes) all_features.insert(all_features.end(), c.features.begin(), c.features.end());
-  // Evaluate before writing anything, so a bad test file leaves no output.
+  // data.test passed its syntax pass before training; if evaluating it fails, the model is kept.
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test_file(config, outcome.model, budget, warnings);
+  if (has_test) test = evaluate_test_file_keeping_model(config, outcome.model, budget, warnings);
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
   if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);

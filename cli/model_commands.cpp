@@ -1,4 +1,5 @@
 // fgm predict, fgm inspect
+#include <map>
 #include <memory>
 #include <string>
 
@@ -61,6 +62,32 @@ void write_kernel_svm(JsonWriter& j, const KernelSvm& k, uint64_t base) {
   j.end_object();
 }
 
+// fgm predict --unlabelled: predicted labels and decision values, no metrics.
+int predict_unlabelled(const std::string& input, const std::string& out, const Model& model, MemoryBudget& budget) {
+  Reservation predictions_mem;
+  const Predictions p = predict_file(input, model, budget, predictions_mem);
+  if (p.ignored_features > 0)
+    spdlog::warn("{}", msg::wider_than_model(input, p.first_ignored_line, p.first_ignored_index + model.index_base,
+                                             model.n_features));
+  std::map<double, uint64_t> counts;
+  for (double label : p.labels) ++counts[label];
+  if (!out.empty()) {
+    // A label (at most 24 characters) and "{:.9g}" (at most 16), a space and a newline.
+    constexpr uint64_t kLineBytes = 42;
+    Reservation text_mem = budget.reserve(p.labels.size() * kLineBytes, "score file text",
+                                          "write scores for a smaller file");
+    std::string text;
+    text.reserve(p.labels.size() * kLineBytes);
+    for (size_t i = 0; i < p.labels.size(); ++i)
+      text += label_text(p.labels[i]) + fmt::format(" {:.9g}\n", p.decisions[i]);
+    write_file_atomic(out, text);
+  }
+  fmt::print("rows={}", p.labels.size());
+  for (const auto& [label, count] : counts) fmt::print(" predicted[{}]={}", label_text(label), count);
+  fmt::print("\n");
+  return 0;
+}
+
 }  // namespace
 
 Command add_predict(CLI::App& app) {
@@ -68,6 +95,7 @@ Command add_predict(CLI::App& app) {
   struct Args {
     std::string model, input, out;
     std::string memory_budget = "1GB";
+    bool unlabelled = false;
   };
   auto args = std::make_shared<Args>();
   sub->add_option("--model", args->model, "model.fgm written by fgm train")->required();
@@ -76,6 +104,9 @@ Command add_predict(CLI::App& app) {
                   "write one decision value per line here (a one-vs-rest model: the predicted label)");
   sub->add_option("--memory-budget", args->memory_budget, "peak memory for scores, e.g. 256MB")
       ->capture_default_str();
+  sub->add_flag("--unlabelled", args->unlabelled,
+                "the rows have no labels: each row's first token is a placeholder (e.g. 0) and is ignored; "
+                "--out gets 'predicted_label decision_value' per line; no accuracy or AUC");
   return {sub, [args]() {
             MemoryBudget budget(parse_byte_size(args->memory_budget, "--memory-budget"), "--memory-budget");
             check_input_file(args->model, "--model");
@@ -84,6 +115,7 @@ Command add_predict(CLI::App& app) {
             // A kernel SVM's support vectors are held within the budget.
             Reservation kernel_mem;
             Model model = read_model(args->model, budget, kernel_mem);
+            if (args->unlabelled) return predict_unlabelled(args->input, args->out, model, budget);
             Reservation scores_mem;
             EvalResult r = evaluate_file(args->input, model, !args->out.empty(), budget, &scores_mem);
             if (r.ignored_features > 0)

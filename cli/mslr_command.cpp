@@ -496,6 +496,16 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
                 double f0, const std::function<void(JsonWriter&)>& data_section, RunWarnings& warnings,
                 ResumeSession& session) {
   const auto& points = path.points();
+  // A count the run could not reach gives no point of its own: say so.
+  const std::vector<double> asked = config.get_list("mslr.features");
+  if (points.size() < asked.size() ||
+      (!points.empty() && static_cast<double>(points.back().model.features.size()) < asked.back())) {
+    std::string missing, delivered;
+    for (size_t k = std::min(points.size(), asked.size() - 1); k < asked.size(); ++k)
+      missing += (missing.empty() ? "" : ", ") + fmt::format("{}", asked[k]);
+    for (const auto& p : points) delivered += (delivered.empty() ? "" : ", ") + std::to_string(p.model.features.size());
+    warnings.add("path_points_missing", msg::path_points_missing("mslr.features", missing, delivered));
+  }
   create_output_directory(out_dir, "output.dir");
   // train_objective and seconds (from the start of the run) as the report reads them.
   std::string csv = "point,selected,train_objective,relative_gap,test_accuracy,test_auc,seconds\n";
@@ -545,6 +555,11 @@ int path_mslr(SolverCommand& command) {
   const Config& config = command.config;
   MslrSettings settings = path_settings_from_config(config);
   settings.warnings = &command.warnings;
+  // A count beyond the store's width can never be reached (MSLR selects linear features).
+  if (const uint64_t width = command.data.store->info().n_features; settings.checkpoints.back() > width)
+    throw Error(ErrorKind::kConfig,
+                msg::path_counts_beyond_features(config.where_set("mslr.features") + "mslr.features",
+                                                 settings.checkpoints.back(), width, "features"));
   PathPoints path(config, command.budget, command.warnings);
   // Resume: the trainer's state and the points taken before the interruption.
   std::string saved_points;

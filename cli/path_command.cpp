@@ -319,6 +319,16 @@ std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSess
   return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
 }
 
+// Linear features without groups: a count beyond the store's width can never
+// be reached, so the path would deliver fewer points than asked (issue 23
+// item 9): refused before the run, naming path.features.
+void reject_unreachable_counts(const Config& config, const PathSettings& ps, uint64_t width) {
+  if (!ps.feature_counts.empty() && ps.base.space.kind == "linear" && ps.base.space.groups_path.empty() &&
+      ps.feature_counts.back() > width)
+    throw Error(ErrorKind::kConfig, msg::path_counts_beyond_features(config.where_set("path.features") + "path.features",
+                                                                     ps.feature_counts.back(), width, "features"));
+}
+
 // fgm path on a partitioned store, with or without mpirun
 // (engine/distributed_path.h): every rank runs the path; rank 0 holds the
 // output directory's lock and the resume checkpoint, evaluates the points
@@ -328,6 +338,7 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
                      bool restart, RunWarnings& warnings) {
   check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
+  reject_unreachable_counts(config, ps, read_partition_manifest(dir).n_features);
   const std::string out_dir = config.get_string("output.dir");
   reject_multiclass_partitioned_path(comm, dir, budget);  // as on one store: before the lock and any output
   std::unique_ptr<ResumeSession> session;
@@ -336,7 +347,7 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
     identity.command = "path";
     identity.config = result_config(config.dump());
     identity.config[kRanksIdentityKey] = std::to_string(comm.size());
-    identity.store_checksum = read_partition_manifest(dir).input_checksum;
+    identity.store_checksum = partitioned_store_identity(dir, read_partition_manifest(dir));
     session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
     spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
   }
@@ -422,6 +433,7 @@ Command add_path(CLI::App& app) {
     validate_folds(ps, *data.store);  // before anything is written
     data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
                                           budget, config.get_bytes("engine.block_bytes"));
+    reject_unreachable_counts(config, ps, data.store->info().n_features);
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
     auto config_dump = config.dump();

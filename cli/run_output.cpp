@@ -6,6 +6,7 @@
 #include "core/atomic_file.h"
 #include "core/hash.h"
 #include "core/messages.h"
+#include "core/path_checks.h"
 #include "core/simd/simd.h"
 #include "report/report_page.h"
 #include "synth/synthetic_data.h"
@@ -187,6 +188,19 @@ EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBu
                  msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
                                        test.first_ignored_index + model.index_base, model.n_features));
   return test;
+}
+
+EvalResult evaluate_test_file_keeping_model(const Config& config, const Model& model, MemoryBudget& budget,
+                                            RunWarnings& warnings) {
+  try {
+    return evaluate_test_file(config, model, budget, warnings);
+  } catch (const Error& e) {
+    const std::string out_dir = config.get_string("output.dir");
+    const std::string model_path = (std::filesystem::path(out_dir) / "model.fgm").string();
+    create_output_directory(out_dir, "output.dir");
+    write_model(model_path, model);
+    throw Error(e.kind(), msg::evaluation_failed_model_kept(e.what(), model_path));
+  }
 }
 
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config) {

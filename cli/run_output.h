@@ -37,6 +37,12 @@ void begin_run_json(JsonWriter& j, std::string_view solver, const Config& config
 // run warning test_features_beyond_model. Call it before writing anything, so
 // a bad test file leaves no output.
 EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings);
+// evaluate_test_file for a run whose output is model.fgm: data.test passed
+// its syntax pass before training, so what fails here (a label the model
+// does not know, an I/O error) must not lose the trained model: it is
+// written to output.dir/model.fgm (without run.json) and the error says so.
+EvalResult evaluate_test_file_keeping_model(const Config& config, const Model& model, MemoryBudget& budget,
+                                            RunWarnings& warnings);
 
 // "data": the training file, its store and its shape.
 void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data);

@@ -66,7 +66,7 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) {
-    test = evaluate_test_file(config, model, budget, warnings);
+    test = evaluate_test_file_keeping_model(config, model, budget, warnings);
   }
   bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
@@ -186,11 +186,11 @@ Command add_train(CLI::App& app) {
                  outcome.final_sip_violation);
     outcome.model.config = config.dump();
 
-    // Evaluate before writing anything, so a bad test file leaves no output.
+    // data.test passed its syntax pass before training; if evaluating it fails, the model is kept.
     bool has_test = !config.get_string("data.test").empty();
     EvalResult test;
     if (has_test) {
-      test = evaluate_test_file(config, outcome.model, budget, warnings);
+      test = evaluate_test_file_keeping_model(config, outcome.model, budget, warnings);
     }
     bool has_truth = !config.get_string("data.truth").empty();
     TruthRecovery truth;

@@ -432,10 +432,20 @@ std::string number_text(double v) {
   return fmt::format("{}", v);
 }
 
+// A bound as the check uses it: a power of ten from 1e6 up is written 1e<k>
+// (1e12, not "∞": the check refuses what lies above it).
+std::string bound_text(double v) {
+  if (std::isinf(v)) return "∞";
+  if (v >= 1e6) {
+    const int exponent = static_cast<int>(std::lround(std::log10(v)));
+    if (std::pow(10.0, exponent) == v) return fmt::format("1e{}", exponent);
+  }
+  return number_text(v);
+}
+
 std::string range_text(const ParamSpec& s) {
   if (!s.has_range) return "";
-  std::string hi = s.max >= 1e9 ? "∞" : number_text(s.max);
-  return fmt::format("{}{}, {}]", s.min_exclusive ? "(" : "[", number_text(s.min), hi);
+  return fmt::format("{}{}, {}]", s.min_exclusive ? "(" : "[", bound_text(s.min), bound_text(s.max));
 }
 
 // Validates and converts one TOML node for spec `s`. `where` is the location prefix.
@@ -454,12 +464,19 @@ ParamValue convert(const ParamSpec& s, const toml::node& node, const std::string
     if (low || x > s.max || std::isnan(x))
       throw Error(ErrorKind::kConfig, msg::out_of_range(where, s.key, text, range_text(s)));
   };
+  // Above 2^53 a double cannot tell max + 1 from max: integers are also
+  // compared as integers.
+  auto check_int_range = [&](int64_t x) {
+    check_range(static_cast<double>(x), std::to_string(x));
+    if (s.has_range && s.max < 9.2e18 && x > static_cast<int64_t>(s.max))
+      throw Error(ErrorKind::kConfig, msg::out_of_range(where, s.key, std::to_string(x), range_text(s)));
+  };
   switch (s.type) {
     case ParamType::kInt: {
       auto x = node.value_exact<int64_t>();
       if (!x) fail_type();
       v.i = *x;
-      check_range(static_cast<double>(v.i), std::to_string(v.i));
+      check_int_range(v.i);
       break;
     }
     case ParamType::kFloat: {
@@ -516,7 +533,7 @@ ParamValue convert(const ParamSpec& s, const toml::node& node, const std::string
         if (s.type == ParamType::kIntList) {
           auto x = el.value_exact<int64_t>();
           if (!x) fail_type();
-          check_range(static_cast<double>(*x), std::to_string(*x));
+          check_int_range(*x);
           v.list.push_back(static_cast<double>(*x));
         } else {
           auto x = el.value<double>();
@@ -722,10 +739,36 @@ void Config::apply_override(const std::string& argument) {
   }
   toml::table parsed;
   bool ok = true;
+  // One override is one key and one value: a line break would let TOML read a
+  // second key (or a comment) that the user believes is part of the value.
+  for (char ch : argument)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+      throw Error(ErrorKind::kConfig, msg::override_not_one_value(argument, "it holds a control character (line break, tab, ...)"));
   try {
     parsed = toml::parse("v = " + text);
   } catch (const toml::parse_error&) {
     ok = false;
+  }
+  if (ok) {
+    // Whatever TOML read after the value (a comment, another key) is refused.
+    const toml::node* node = parsed.get("v");
+    const auto end = node ? node->source().end : toml::source_position{};
+    std::string rest;
+    if (parsed.size() == 1 && node && end.line == 1 && end.column >= 5) {
+      // toml++ counts columns in code points: skip that many UTF-8 sequences.
+      size_t code_points = static_cast<size_t>(end.column - 1) - 4;  // "v = " is 4 characters
+      size_t byte = 0;
+      while (byte < text.size() && code_points > 0) {
+        ++byte;
+        while (byte < text.size() && (static_cast<unsigned char>(text[byte]) & 0xC0) == 0x80) ++byte;
+        --code_points;
+      }
+      rest = text.substr(byte);
+    } else {
+      rest = text;
+    }
+    if (rest.find_first_not_of(" ") != std::string::npos)
+      throw Error(ErrorKind::kConfig, msg::override_not_one_value(argument, fmt::format("'{}' follows the value", rest.substr(rest.find_first_not_of(" ")))));
   }
   if (!ok) {
     // A bare word (logistic, out/run1) is read as a string.

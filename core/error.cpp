@@ -16,6 +16,19 @@ const char* error_kind_name(ErrorKind kind) {
   return "error";
 }
 
+std::string escape_control_bytes(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if ((byte < 0x20 && ch != '\n' && ch != '\t') || byte == 0x7f)
+      out += fmt::format("\\x{:02x}", byte);
+    else
+      out += ch;
+  }
+  return out;
+}
+
 void throw_error(ErrorKind kind, const std::string& message) { throw Error(kind, message); }
 
 void assertion_failed(const char* expr, const char* file, int line) {

@@ -19,10 +19,15 @@ enum class ErrorKind {
 
 const char* error_kind_name(ErrorKind kind);
 
+// Every byte below 0x20 except line feed and tab, and 0x7f, as \xNN.
+std::string escape_control_bytes(const std::string& text);
+
 class Error : public std::runtime_error {
  public:
+  // Control bytes in the message (from data or arguments) are written as \xNN:
+  // an ESC would reach the terminal and a NUL would cut what() short.
   Error(ErrorKind kind, const std::string& message)
-      : std::runtime_error(message), kind_(kind) {}
+      : std::runtime_error(escape_control_bytes(message)), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
 
  private:

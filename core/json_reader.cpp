@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "core/memory_budget.h"
 #include "core/messages.h"
 
 namespace fgm {
@@ -54,7 +55,8 @@ constexpr int kMaxDepth = 256;
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
+  Parser(std::string_view text, std::string_view source, Reservation* memory)
+      : text_(text), source_(source), memory_(memory) {}
 
   JsonValue document() {
     skip_whitespace();
@@ -92,12 +94,28 @@ class Parser {
     pos_ += word.size();
   }
 
+  // What the tree holds, grown into `memory_` as it is built: each value
+  // twice (a vector's slot and its growth slack), each string's heap bytes.
+  void account(uint64_t bytes) {
+    if (!memory_) return;
+    accounted_ += bytes;
+    if (accounted_ > memory_->bytes()) memory_->resize(accounted_ + (uint64_t{1} << 20));
+  }
+  void account_string(const std::string& s) {
+    if (s.capacity() > sizeof(std::string) - 1) account(s.capacity() + 1);
+  }
+
   JsonValue value(int depth) {
     if (depth > kMaxDepth) fail("less nesting");
+    account(2 * sizeof(JsonValue::Member));
     switch (peek()) {
       case '{': return object(depth);
       case '[': return array(depth);
-      case '"': return JsonValue::make_string(string());
+      case '"': {
+        std::string s = string();
+        account_string(s);
+        return JsonValue::make_string(std::move(s));
+      }
       case 't': expect_word("true"); return JsonValue::make_bool(true);
       case 'f': expect_word("false"); return JsonValue::make_bool(false);
       case 'n': expect_word("null"); return JsonValue();
@@ -117,6 +135,7 @@ class Parser {
       skip_whitespace();
       if (peek() != '"') fail("a member name in double quotes");
       std::string key = string();
+      account_string(key);
       skip_whitespace();
       if (peek() != ':') fail("':'");
       ++pos_;
@@ -278,11 +297,18 @@ class Parser {
 
   std::string_view text_;
   std::string_view source_;
+  Reservation* memory_ = nullptr;
+  uint64_t accounted_ = 0;
   size_t pos_ = 0;
 };
 
 }  // namespace
 
-JsonValue parse_json(std::string_view text, std::string_view source) { return Parser(text, source).document(); }
+JsonValue parse_json(std::string_view text, std::string_view source) {
+  return Parser(text, source, nullptr).document();
+}
+JsonValue parse_json(std::string_view text, std::string_view source, Reservation& memory) {
+  return Parser(text, source, &memory).document();
+}
 
 }  // namespace fgm

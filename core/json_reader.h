@@ -10,6 +10,8 @@
 
 namespace fgm {
 
+class Reservation;
+
 class JsonValue {
  public:
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
@@ -52,5 +54,10 @@ class JsonValue {
 // Error(kCorruption) naming `source`:line:column and what was expected:
 // everything fgm reads as JSON is a file fgm wrote.
 JsonValue parse_json(std::string_view text, std::string_view source);
+// The same, growing `memory` (a Reservation of a MemoryBudget) to what the
+// tree holds as it is built (each value's slot with a vector's growth slack,
+// each string's heap bytes): a document too large for the budget fails with
+// Error(kOutOfMemory) naming the reservation's purpose, before the memory is used.
+JsonValue parse_json(std::string_view text, std::string_view source, Reservation& memory);
 
 }  // namespace fgm

@@ -1,6 +1,7 @@
 #include "core/memory_budget.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -159,6 +160,16 @@ uint64_t parse_byte_size(std::string_view text, std::string_view key) {
   }
   // Sizes are held as int64 in the config; 2^63 itself is already too large.
   constexpr uint64_t kMaxBytes = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  // A whole number is counted exactly: a double would round 2^63 - 1 up to 2^63.
+  if (number.find('.') == std::string::npos) {
+    uint64_t count = 0;
+    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), count);
+    uint64_t exact = 0;
+    if (ec == std::errc::result_out_of_range || end != number.data() + number.size() ||
+        __builtin_mul_overflow(count, static_cast<uint64_t>(scale), &exact) || exact > kMaxBytes)
+      throw Error(ErrorKind::kConfig, msg::byte_size_too_large(key, text, kMaxBytes));
+    return exact;
+  }
   const double bytes = value * scale;
   if (!(bytes < 9223372036854775808.0))
     throw Error(ErrorKind::kConfig, msg::byte_size_too_large(key, text, kMaxBytes));

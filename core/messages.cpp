@@ -126,6 +126,54 @@ std::string non_finite_value(std::string_view path, uint64_t line, uint64_t colu
   return fmt::format("{}value in '{}' is not finite (NaN or Inf); remove or impute it",
                      location(path, line, column), token);
 }
+std::string value_beyond_float_range(std::string_view path, uint64_t line, uint64_t column,
+                                     std::string_view token) {
+  return fmt::format("{}value in '{}' exceeds float32's range (magnitude at most 3.4028235e38; "
+                     "values are stored as float32); rescale the feature",
+                     location(path, line, column), token);
+}
+std::string value_below_float_range(std::string_view path, uint64_t line, uint64_t column,
+                                    std::string_view token) {
+  return fmt::format("{}value in '{}' is nonzero but below float32's range (smallest magnitude "
+                     "1.4e-45; values are stored as float32) and would be stored as 0; rescale "
+                     "the feature or write 0",
+                     location(path, line, column), token);
+}
+std::string partition_not_of_store(std::string_view part_dir, std::string_view manifest_name, uint64_t found,
+                                   uint64_t recorded) {
+  return fmt::format("{}: this partition is not the one the store was ingested with (its checksum {:016x}, "
+                     "{} records {:016x}): it was replaced or copied from another store; ingest the input "
+                     "again (fgm ingest INPUT --out STORE --partitions P)",
+                     part_dir, found, manifest_name, recorded);
+}
+std::string evaluation_failed_model_kept(std::string_view error, std::string_view model_path) {
+  return fmt::format("{} (data.test could not be evaluated; the trained model is kept in {}, without run.json: "
+                     "score the test file with fgm predict, or fix it and run again)",
+                     error, model_path);
+}
+std::string path_point_zero_weights(int point, uint64_t selected, uint64_t nonzero) {
+  return fmt::format("path point {}: {} features were selected but only {} have a nonzero weight (the "
+                     "`nonzero` column of path.csv); the de-biased refit uses those {}",
+                     point, selected, nonzero, nonzero);
+}
+std::string chance_level_point(int point, uint64_t selected, std::string_view set, bool debiased, double accuracy,
+                               double majority_rate) {
+  return fmt::format("path point {} ({} features{}): accuracy {:.4f} on {} is no better than always "
+                     "predicting its majority class ({:.4f})",
+                     point, selected, debiased ? ", de-biased" : "", accuracy, set, majority_rate);
+}
+std::string path_points_missing(std::string_view key, std::string_view missing_counts,
+                                std::string_view delivered_counts) {
+  return fmt::format("{}: no point at {} features: the run ran out of new features first (the path's "
+                     "points have {} selected features)",
+                     key, missing_counts, delivered_counts);
+}
+std::string path_counts_beyond_features(std::string_view key, uint64_t largest, uint64_t available,
+                                        std::string_view what) {
+  return fmt::format("{}: {} features asked for, but the training data has only {} {}; the path would "
+                     "deliver fewer points than asked: give counts up to {}",
+                     key, largest, available, what, available);
+}
 std::string index_beyond_declared(std::string_view path, uint64_t line, uint64_t column,
                                   uint64_t index, uint64_t declared) {
   return fmt::format("{}feature index {} exceeds the declared width {} (--features / "
@@ -255,6 +303,19 @@ std::string config_syntax(std::string_view where, std::string_view detail) {
 }
 std::string bad_override(std::string_view argument) {
   return fmt::format("command-line override '{}' is not of the form key=value", argument);
+}
+std::string override_not_one_value(std::string_view argument, std::string_view why) {
+  std::string shown;  // the override on one line: a line break shown as \n
+  for (char ch : argument) {
+    if (ch == '\n') shown += "\\n";
+    else if (ch == '\r') shown += "\\r";
+    else if (ch == '\t') shown += "\\t";
+    else shown += ch;
+  }
+  argument = shown;
+  return fmt::format("command-line override '{}' is not one key=value: {}; give each key its own "
+                     "override (a value with spaces or '#' goes in quotes: key='\"a # b\"')",
+                     argument, why);
 }
 std::string missing_required(std::string_view key, std::string_view why) {
   return fmt::format("key '{}' must be set: {}", key, why);

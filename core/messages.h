@@ -57,6 +57,20 @@ std::string index_not_increasing(std::string_view path, uint64_t line, uint64_t 
 std::string duplicate_index(std::string_view path, uint64_t line, uint64_t column, uint64_t index);
 std::string non_finite_value(std::string_view path, uint64_t line, uint64_t column,
                              std::string_view token);
+std::string value_beyond_float_range(std::string_view path, uint64_t line, uint64_t column,
+                                     std::string_view token);
+std::string value_below_float_range(std::string_view path, uint64_t line, uint64_t column,
+                                    std::string_view token);
+std::string partition_not_of_store(std::string_view part_dir, std::string_view manifest_name, uint64_t found,
+                                   uint64_t recorded);
+std::string evaluation_failed_model_kept(std::string_view error, std::string_view model_path);
+std::string path_point_zero_weights(int point, uint64_t selected, uint64_t nonzero);
+std::string chance_level_point(int point, uint64_t selected, std::string_view set, bool debiased, double accuracy,
+                               double majority_rate);
+std::string path_points_missing(std::string_view key, std::string_view missing_counts,
+                                std::string_view delivered_counts);
+std::string path_counts_beyond_features(std::string_view key, uint64_t largest, uint64_t available,
+                                        std::string_view what);
 std::string index_beyond_declared(std::string_view path, uint64_t line, uint64_t column,
                                   uint64_t index, uint64_t declared);
 std::string too_many_labels(std::string_view path, uint64_t line, uint64_t column,
@@ -101,6 +115,7 @@ std::string bad_enum(std::string_view where, std::string_view key, std::string_v
                      std::string_view allowed);
 std::string config_syntax(std::string_view where, std::string_view detail);
 std::string bad_override(std::string_view argument);
+std::string override_not_one_value(std::string_view argument, std::string_view why);
 std::string missing_required(std::string_view key, std::string_view why);
 // A key the user set that this command would silently ignore.
 std::string ignored_key(std::string_view where, std::string_view key, std::string_view why);

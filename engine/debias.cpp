@@ -8,13 +8,14 @@ namespace fgm {
 
 namespace {
 
-// The same columns in one batch: ½(‖ω‖)² = ½‖ω‖².
-std::unique_ptr<SelectedFeatureCache> single_batch_copy(const SelectedFeatureCache& cache, MemoryBudget& budget) {
+// The columns `keep` names, in one batch: ½(‖ω‖)² = ½‖ω‖².
+std::unique_ptr<SelectedFeatureCache> single_batch_copy(const SelectedFeatureCache& cache,
+                                                        const std::vector<size_t>& keep, MemoryBudget& budget) {
   auto single = std::make_unique<SelectedFeatureCache>(budget, cache.n_rows());
   single->begin_batch();
   std::vector<uint32_t> rows;
   std::vector<float> values;
-  for (size_t k = 0; k < cache.num_columns(); ++k) {
+  for (size_t k : keep) {
     SparseColumnView col = cache.column(k);
     rows.assign(col.rows, col.rows + col.nnz);
     values.assign(col.values, col.values + col.nnz);
@@ -33,21 +34,31 @@ DebiasResult debias_refit(const SelectedFeatureCache& cache, const int8_t* label
 
 DebiasResult debias_refit(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction, const Model& selected,
                           ApgOptions options, MemoryBudget& budget) {
+  // Only the features the selection left a nonzero weight are refit: a
+  // selected feature at 0 is not part of the model being de-biased (issue 23
+  // item 17), and the refit must not bring it back.
+  std::vector<size_t> keep;
+  for (size_t k = 0; k < selected.features.size(); ++k)
+    if (selected.features[k].weight != 0.0) keep.push_back(k);
   std::vector<std::unique_ptr<SelectedFeatureCache>> singles;
   std::vector<std::vector<double>> decisions(parts.size());
   std::vector<ApgRowPart> single_parts;
   for (size_t q = 0; q < parts.size(); ++q) {
     FGM_ASSERT(selected.features.size() == parts[q].cache->num_columns());
-    singles.push_back(single_batch_copy(*parts[q].cache, budget));
+    singles.push_back(single_batch_copy(*parts[q].cache, keep, budget));
     single_parts.push_back({singles.back().get(), parts[q].labels, &decisions[q]});
   }
   ApgState state;
   state.b = selected.has_bias ? selected.bias : 0.0;
-  for (const auto& f : selected.features) state.w.push_back(f.weight);  // warm start
+  for (size_t k : keep) state.w.push_back(selected.features[k].weight);  // warm start
   DebiasResult out;
   out.solve = solve_apg(single_parts, reduction, options, state, budget);
   out.model = selected;
-  for (size_t k = 0; k < out.model.features.size(); ++k) out.model.features[k].weight = state.w[k];
+  out.model.features.clear();
+  for (size_t j = 0; j < keep.size(); ++j) {
+    out.model.features.push_back(selected.features[keep[j]]);
+    out.model.features.back().weight = state.w[j];
+  }
   out.model.bias = options.bias ? state.b : 0.0;
   out.model.has_bias = options.bias;
   out.model.C = options.C;

@@ -237,9 +237,10 @@ DistributedPathOutcome run_fgm_path_distributed(Communicator& comm, const std::s
                                                 const PathSettings& settings, MemoryBudget& budget,
                                                 const PathHooks& hooks) {
   PathSettings local = settings;
-  if (comm.rank() != 0) {  // rank 0 alone evaluates
+  if (comm.rank() != 0) {  // rank 0 alone evaluates and warns
     local.test_path.clear();
     local.validation_path.clear();
+    local.point_warnings = false;
   }
   DistributedPathOutcome out;
   DistributedPathTrainer trainer(comm, store_dir, local.base, budget, out);

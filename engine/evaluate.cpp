@@ -267,4 +267,46 @@ EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_
   return r;
 }
 
+Predictions predict_file(const std::string& path, const Model& model, MemoryBudget& budget, Reservation& memory) {
+  const size_t K = model.multiclass() ? model.classes.size() : 1;
+  std::vector<Model> class_models;
+  for (size_t k = 0; k < K && model.multiclass(); ++k) class_models.push_back(class_model(model, k));
+  std::vector<ModelScorer> scorers;
+  if (model.multiclass())
+    for (const auto& m : class_models) scorers.emplace_back(m);
+  else
+    scorers.emplace_back(model);
+  LibsvmReader reader(path, reader_options_for(model));
+  memory = budget.reserve(0, "predictions", "predict a smaller file");
+  constexpr uint64_t kRowBytes = 2 * sizeof(double);
+  Predictions out;
+  std::vector<double> decision(K);
+  SparseRow row;
+  while (reader.next(row)) {
+    if (out.labels.size() == out.labels.capacity()) {
+      const uint64_t old_capacity = out.labels.capacity();
+      const uint64_t capacity = std::max<uint64_t>(4096, 2 * old_capacity);
+      memory.resize((old_capacity + capacity) * kRowBytes);
+      out.labels.reserve(capacity);
+      out.decisions.reserve(capacity);
+      memory.resize(capacity * kRowBytes);
+    }
+    for (size_t k = 0; k < K; ++k)
+      decision[k] = scorers[k].decision(row.indices.data(), row.values.data(), row.indices.size());
+    if (model.multiclass()) {
+      const size_t predicted = argmax_class(decision.data(), K);
+      out.labels.push_back(model.classes[predicted].label);
+      out.decisions.push_back(decision[predicted]);
+    } else {
+      out.labels.push_back(decision[0] > 0 ? model.positive_label : model.negative_label);
+      out.decisions.push_back(decision[0]);
+    }
+  }
+  if (out.labels.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+  out.ignored_features = reader.beyond_declared();
+  out.first_ignored_line = reader.first_beyond_line();
+  out.first_ignored_index = reader.first_beyond_index();
+  return out;
+}
+
 }  // namespace fgm

@@ -69,4 +69,16 @@ EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_
 EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores,
                          MemoryBudget& budget, Reservation* scores_memory = nullptr);
 
+// Unlabelled rows (fgm predict --unlabelled): each row's label token is read
+// and ignored (a placeholder such as 0). Per row, the predicted original
+// label and, for a binary model, the decision value (one-vs-rest: the
+// winning class's decision value). 16 bytes per row reserved in `memory`.
+struct Predictions {
+  std::vector<double> labels;     // predicted original labels
+  std::vector<double> decisions;  // decision value behind each prediction
+  uint64_t ignored_features = 0;
+  uint64_t first_ignored_line = 0, first_ignored_index = 0;
+};
+Predictions predict_file(const std::string& path, const Model& model, MemoryBudget& budget, Reservation& memory);
+
 }  // namespace fgm

@@ -148,6 +148,9 @@ class PathRun {
   void add_point(const RunPoint& point, uint64_t B, double C);
   uint64_t restore();
   void report_progress(uint64_t run, const TrainProgress* train);
+  void warn(std::string code, std::string message) const;
+  void warn_about_point(const PathPoint& p) const;
+  void warn_about_missing_points() const;
   void account(const TrainOutcome& t, const TrainSettings& s);
   void run_feature_counts();
   void run_value_list(uint64_t first_run);
@@ -227,10 +230,50 @@ void PathRun::add_point(const RunPoint& point, uint64_t B, double C) {
     p.has_debiased = true;
   }
   evaluate_point(p);
+  warn_about_point(p);
   if (fold_run_) p.held_out = trainer_.held_out(point);
   p.seconds = elapsed();
   out_.points.push_back(std::move(p));
   if (hooks_.on_point) hooks_.on_point(out_.points.back());
+}
+
+void PathRun::warn(std::string code, std::string message) const {
+  if (fold_run_ || !settings_.point_warnings || settings_.base.warnings == nullptr) return;
+  settings_.base.warnings->add(std::move(code), std::move(message));
+}
+
+// A point whose model has fewer nonzero weights than selected features, or
+// that does no better on held-out data than always predicting the majority
+// class there, is reported: path.csv's `selected` alone reads as the count.
+void PathRun::warn_about_point(const PathPoint& p) const {
+  if (p.nonzero < p.selected) warn("path_point_zero_weights", msg::path_point_zero_weights(p.point, p.selected, p.nonzero));
+  auto chance = [&](const EvalResult& e, const char* set, bool debiased) {
+    if (e.rows == 0 || e.positives > e.rows) return;
+    const double majority =
+        static_cast<double>(std::max(e.positives, e.rows - e.positives)) / static_cast<double>(e.rows);
+    if (e.accuracy <= majority)
+      warn("chance_level_point", msg::chance_level_point(p.point, p.selected, set, debiased, e.accuracy, majority));
+  };
+  if (test_) {
+    chance(p.test, "data.test", false);
+    if (p.has_debiased) chance(p.test_debiased, "data.test", true);
+  }
+  if (validation_) {
+    chance(p.validation, "data.validation", false);
+    if (p.has_debiased) chance(p.validation_debiased, "data.validation", true);
+  }
+}
+
+// path.features: a count the run could not reach (it ran out of new features
+// first) has no point of its own (the point where the run ran out holds fewer).
+void PathRun::warn_about_missing_points() const {
+  std::string missing, delivered;
+  for (uint64_t count : settings_.feature_counts)
+    if (std::none_of(out_.points.begin(), out_.points.end(), [&](const PathPoint& p) { return p.selected == count; }))
+      missing += (missing.empty() ? "" : ", ") + std::to_string(count);
+  if (missing.empty()) return;
+  for (const auto& p : out_.points) delivered += (delivered.empty() ? "" : ", ") + std::to_string(p.selected);
+  warn("path_points_missing", msg::path_points_missing("path.features", missing, delivered));
 }
 
 // Points restored from a checkpoint: their models as they were emitted, the
@@ -243,6 +286,7 @@ uint64_t PathRun::restore() {
     p.nonzero = 0;
     for (const auto& f : p.model.features) p.nonzero += f.weight != 0.0;
     evaluate_point(p);
+    warn_about_point(p);
     out_.points.push_back(std::move(p));
   }
   out_.total_apg_iterations = hooks_.resume->total_apg_iterations;
@@ -328,6 +372,7 @@ PathOutcome PathRun::run() {
   uint64_t first_run = restore();
   if (!settings_.feature_counts.empty()) run_feature_counts();
   else run_value_list(first_run);
+  warn_about_missing_points();
   pick_best();
   out_.seconds = elapsed();
   return std::move(out_);

@@ -43,6 +43,10 @@ struct PathSettings {
   std::string test_path, validation_path;
   int folds = 0;  // 0 or 1: no cross-validation
   uint64_t fold_seed = 1;
+  // The per-point warnings (zero weights among the selected, a chance-level
+  // point, fewer points than asked) go to base.warnings; off on the ranks
+  // other than 0 of a distributed path, which would repeat them.
+  bool point_warnings = true;
 };
 
 // Cross-validated accuracy and AUC of a point: mean and standard error over folds.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/messages.h"
 #include "engine/fgm_trainer.h"
 #include "features/block_scores.h"
 #include "features/feature_groups.h"
@@ -47,6 +48,11 @@ OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const S
       throw Error(ErrorKind::kCorruption,
                   fmt::format("{}: {} rows x {} features, but {} says {} x {}", partition_dir(dir_, p), info.n_rows,
                               info.n_features, kPartitionManifestName, expected, manifest_.n_features));
+    // A part of the same shape from another store (other values or labels)
+    // must not join the run: its checksum is bound to this store at ingest.
+    if (!manifest_.part_checksums.empty() && info.store_checksum != manifest_.part_checksums[p])
+      throw Error(ErrorKind::kCorruption, msg::partition_not_of_store(partition_dir(dir_, p), kPartitionManifestName,
+                                                                      info.store_checksum, manifest_.part_checksums[p]));
     const bool keep_resident = keeps_store_resident(info, budget);
     if (keep_resident)
       part.resident = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");

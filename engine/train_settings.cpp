@@ -12,6 +12,8 @@
 #include "core/messages.h"
 #include "core/path_checks.h"
 #include "core/progress.h"
+#include "io/libsvm_reader.h"
+#include "io/partitioned_store.h"
 
 namespace fgm {
 
@@ -95,6 +97,29 @@ void reject_store_mismatch(const Config& c, const StoreInfo& info) {
                                         std::to_string(info.n_features), "--features"));
 }
 
+namespace {
+
+// A first pass over a file read only after training (data.test,
+// data.validation): its syntax errors (file:line:column) and an empty file
+// are found before any work, not after the classes were trained.
+void check_evaluation_file(const Config& c, const char* key, bool train_is_store) {
+  if (!c.set_by_user(key)) return;
+  const std::string path = c.get_string(key);
+  ReaderOptions options;
+  // A store's index base is the model's; only a text input's base (the
+  // config's) is known here, so with a store any index from 0 passes.
+  options.index_base = train_is_store && !c.set_by_user("data.index_base")
+                           ? 0
+                           : static_cast<int>(c.get_int("data.index_base"));
+  LibsvmReader reader(path, options);
+  SparseRow row;
+  uint64_t rows = 0;
+  while (reader.next(row)) ++rows;
+  if (rows == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+}
+
+}  // namespace
+
 void check_config_paths(const Config& c, ConfigCommand command) {
   auto input = [&](const char* key) {
     if (c.set_by_user(key)) check_input_file(c.get_string(key), key);
@@ -104,7 +129,11 @@ void check_config_paths(const Config& c, ConfigCommand command) {
   if (!train.empty() && !std::filesystem::is_directory(train)) check_regular_input_file(train, "data.train");
   input("data.test");
   input("features.groups");
-  input(command == ConfigCommand::kTrain ? "data.truth" : "data.validation");
+  const char* third = command == ConfigCommand::kTrain ? "data.truth" : "data.validation";
+  input(third);
+  const bool train_is_store = !train.empty() && (is_store_directory(train) || is_partitioned_store(train));
+  check_evaluation_file(c, "data.test", train_is_store);
+  if (command != ConfigCommand::kTrain) check_evaluation_file(c, "data.validation", train_is_store);
   check_output_directory(c.get_string("output.dir"), "output.dir");
   if (!train.empty() && !is_store_directory(train)) {
     const std::string cache_dir = c.get_string("engine.cache_dir");

@@ -128,7 +128,7 @@ std::string_view shown(const char* begin, const char* end) {
   return std::string_view(begin, std::min<size_t>(end - begin, kMax));
 }
 
-enum class NumberStatus { kOk, kNotNumeric, kNonFinite };
+enum class NumberStatus { kOk, kNotNumeric, kNonFinite, kOverflow, kUnderflow };
 
 // Fast path for the common spellings "-12", "0.5", "3.25" followed by
 // whitespace or `end`: with at most 2^53 as the integer mantissa and at most
@@ -164,8 +164,9 @@ inline const char* parse_plain_decimal(const char* p, const char* end, double& v
 }
 
 // Parses a whole token [begin, end) as a double, accepting a leading '+'
-// (strtod does, std::from_chars does not). Underflow gives 0; overflow,
-// "nan" and "inf" give kNonFinite.
+// (strtod does, std::from_chars does not). Underflow gives 0 (or a
+// denormal) or kUnderflow when even a double rounds it to 0; overflow of a
+// double gives kOverflow; "nan" and "inf" give kNonFinite.
 NumberStatus parse_double(const char* begin, const char* end, double& value) {
   const char* p = begin;
   if (p < end && *p == '+') {
@@ -180,6 +181,8 @@ NumberStatus parse_double(const char* begin, const char* end, double& value) {
     // Rare: let strtod tell overflow (HUGE_VAL) from underflow (0 or denormal).
     std::string copy(p, end);
     value = std::strtod(copy.c_str(), nullptr);
+    if (std::isinf(value)) return NumberStatus::kOverflow;
+    if (value == 0) return NumberStatus::kUnderflow;  // nonzero digits below the doubles' range
   }
   return std::isfinite(value) ? NumberStatus::kOk : NumberStatus::kNonFinite;
 }
@@ -259,9 +262,17 @@ class ChunkParser {
         return fail(msg::non_numeric_token(path_, line, column(line_begin, token),
                                            shown(token, value_end)));
       float stored = static_cast<float>(value);
-      if (status == NumberStatus::kNonFinite || !std::isfinite(stored))
+      if (status == NumberStatus::kNonFinite)
         return fail(msg::non_finite_value(path_, line, column(line_begin, token),
                                           shown(token, value_end)));
+      // Values are stored as float32: a finite number beyond its range is not
+      // "Inf" in the file, and one that would round to 0 must not vanish.
+      if (status == NumberStatus::kOverflow || !std::isfinite(stored))
+        return fail(msg::value_beyond_float_range(path_, line, column(line_begin, token),
+                                                  shown(token, value_end)));
+      if (status == NumberStatus::kUnderflow || (stored == 0.0f && value != 0.0))
+        return fail(msg::value_below_float_range(path_, line, column(line_begin, token),
+                                                 shown(token, value_end)));
       p = value_end;
 
       if (declared_ != 0 && index0 >= declared_) {
@@ -274,7 +285,7 @@ class ChunkParser {
         }
         continue;
       }
-      // Zero, or so small that float rounds it to zero: nothing to store.
+      // An explicit zero: nothing to store.
       if (stored == 0.0f) {
         ++out_.explicit_zeros;
         continue;

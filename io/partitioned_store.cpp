@@ -23,6 +23,7 @@
 #include "io/compressed_input.h"
 #include "io/libsvm_reader.h"
 #include "io/store_files.h"
+#include "io/store_format.h"
 
 namespace fgm {
 namespace fs = std::filesystem;
@@ -124,6 +125,9 @@ void write_manifest(const std::string& path, const PartitionManifest& m) {
   w.key("first_line").begin_array(true);
   for (uint64_t l : m.first_line) w.value(l);
   w.end_array();
+  w.key("part_checksums").begin_array(true);
+  for (uint64_t c : m.part_checksums) w.value(fmt::format("{:016x}", c));
+  w.end_array();
   w.end_object();
   write_file_atomic(path, w.str() + "\n");
 }
@@ -160,12 +164,36 @@ PartitionManifest read_partition_manifest(const std::string& dir) {
   };
   list("first_row", m.first_row);
   list("first_line", m.first_line);
+  if (const JsonValue* v = doc.find("part_checksums")) {
+    if (!v->is_array()) throw bad("\"part_checksums\" is not an array");
+    for (const auto& item : v->items()) {
+      const std::string hex = item.is_string() ? item.string() : std::string();
+      if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw bad("\"part_checksums\" holds an entry that is not 16 hex digits");
+      m.part_checksums.push_back(std::stoull(hex, nullptr, 16));
+    }
+    if (m.part_checksums.size() != m.partitions) throw bad("\"part_checksums\" does not have one entry per partition");
+  }
   if (m.partitions == 0 || m.first_row.size() != m.partitions + 1 || m.first_line.size() != m.partitions ||
       m.first_row.front() != 0 || m.first_row.back() != m.n_rows)
     throw bad("inconsistent partition table");
   for (uint32_t p = 0; p < m.partitions; ++p)
     if (m.first_row[p] > m.first_row[p + 1]) throw bad("partition rows decrease");
   return m;
+}
+
+uint64_t partition_store_checksum(const std::string& dir, uint32_t partition) {
+  return hash_file((fs::path(partition_dir(dir, partition)) / store::kManifestName).string());
+}
+
+uint64_t partitioned_store_identity(const std::string& dir, const PartitionManifest& manifest) {
+  Xxh64 identity;
+  identity.update(&manifest.input_checksum, sizeof manifest.input_checksum);
+  for (uint32_t p = 0; p < manifest.partitions; ++p) {
+    const uint64_t part = partition_store_checksum(dir, p);
+    identity.update(&part, sizeof part);
+  }
+  return identity.digest();
 }
 
 PartitionedIngestStats ingest_partitioned(const std::string& input, const std::string& out_dir, uint32_t partitions,
@@ -266,6 +294,7 @@ PartitionedIngestStats ingest_partitioned(const std::string& input, const std::s
     }
     fs::remove(text);
     m.n_features = stats.parts.back().n_features;
+    m.part_checksums.push_back(partition_store_checksum(tmp.string(), p));
   }
   write_manifest((tmp / kPartitionManifestName).string(), m);
   std::error_code ec;

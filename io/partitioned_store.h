@@ -33,6 +33,11 @@ struct PartitionManifest {
   uint64_t input_checksum = 0;     // XXH64 of the input file's bytes
   std::vector<uint64_t> first_row;   // P + 1 entries (the last is n_rows)
   std::vector<uint64_t> first_line;  // P entries: input line (1-based) of each partition's first line
+  // P entries: each partition's store checksum (XXH64 of its manifest.fgm,
+  // which holds its shards' and labels' checksums), binding the part to this
+  // store; checked when a part is opened. Empty for stores ingested before
+  // the binding (they still open; their parts are checked for shape only).
+  std::vector<uint64_t> part_checksums;
 };
 
 // True if `dir` holds a partitions.json.
@@ -42,6 +47,13 @@ std::string partition_dir(const std::string& dir, uint32_t partition);
 // Reads and checks <dir>/partitions.json (Error kCorruption naming the file
 // and what is wrong).
 PartitionManifest read_partition_manifest(const std::string& dir);
+// The store checksum of partition `partition` as its files say now (XXH64 of
+// its manifest.fgm: cheap, the parts' data checksums are inside it).
+uint64_t partition_store_checksum(const std::string& dir, uint32_t partition);
+// What identifies the store's data in a resume checkpoint: the input's
+// checksum and every partition's current store checksum, so a part replaced
+// after the checkpoint was written is a different run.
+uint64_t partitioned_store_identity(const std::string& dir, const PartitionManifest& manifest);
 
 struct PartitionedIngestStats {
   PartitionManifest manifest;

@@ -659,17 +659,17 @@ ReportSections detect_sections(const std::string& dir) {
   return s;
 }
 
-std::string build_report_html(const std::string& dir, ReportSections sections) {
+std::string build_report_html(const std::string& dir, ReportSections sections, MemoryBudget* budget) {
   const fs::path base(dir);
   std::string body, nav;
   if (sections.train) {
-    TrainRunLog log = read_train_log((base / "run.json").string());
+    TrainRunLog log = read_train_log((base / "run.json").string(), budget);
     Model model = read_model((base / "model.fgm").string());
     body += train_section_html(log, model);
     nav += "<a href=\"#train\">Training run</a>";
   }
   if (sections.path) {
-    PathRunLog log = read_path_log((base / "path.json").string(), (base / "path.csv").string());
+    PathRunLog log = read_path_log((base / "path.json").string(), (base / "path.csv").string(), budget);
     // A path whose points have no model files (solver = "pnorm_kta" with an
     // RBF kernel: path.json "point_models": false) shows no feature table.
     const std::string model_file = (base / fmt::format("point-{}.fgm", featured_point(log))).string();
@@ -687,8 +687,8 @@ std::string build_report_html(const std::string& dir, ReportSections sections) {
       html_escape(dir), kStyle, FGM_VERSION, nav, body);
 }
 
-std::string write_report(const std::string& dir, ReportSections sections) {
-  const std::string html = build_report_html(dir, sections);
+std::string write_report(const std::string& dir, ReportSections sections, MemoryBudget* budget) {
+  const std::string html = build_report_html(dir, sections, budget);
   const std::string path = (fs::path(dir) / kReportFileName).string();
   write_file_atomic(path, html);
   return path;

@@ -24,10 +24,11 @@ ReportSections detect_sections(const std::string& dir);
 
 // The page for `dir`; reads every file first, so a missing or damaged one
 // throws (naming it) before anything is written.
-std::string build_report_html(const std::string& dir, ReportSections sections);
+std::string build_report_html(const std::string& dir, ReportSections sections, MemoryBudget* budget = nullptr);
 
 // build_report_html, written atomically to <dir>/report.html; returns its path.
-std::string write_report(const std::string& dir, ReportSections sections);
+// With `budget` (fgm report --memory-budget) the run logs are read within it.
+std::string write_report(const std::string& dir, ReportSections sections, MemoryBudget* budget = nullptr);
 
 // Parts of the page, exposed for the tests.
 // The selected features of a model: one row per feature, in model order

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -12,11 +13,14 @@
 
 #include "core/error.h"
 #include "core/json_reader.h"
+#include "core/memory_budget.h"
 #include "core/messages.h"
 #include "report/html_text.h"
 
 namespace fgm::report {
 namespace {
+
+constexpr const char* kReportRemedy = "report on a run with a smaller run log";
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -95,9 +99,22 @@ SummaryFields summary_fields(const JsonValue& root) {
   return out;
 }
 
-JsonValue parse_json_file(const std::string& path) {
-  std::string text = read_text_file(path);
-  JsonValue root = parse_json(text, path);
+// With a budget, the file's text and the tree parsed from it are reserved
+// from it (`tree` holds the tree's share for as long as the caller keeps it).
+JsonValue parse_json_file(const std::string& path, MemoryBudget* budget, Reservation& tree) {
+  if (!budget) tree = Reservation();
+  JsonValue root;
+  if (budget) {
+    std::error_code ec;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    Reservation text_memory =
+        budget->reserve(ec ? 0 : size, "report: the text of " + path, kReportRemedy);
+    std::string text = read_text_file(path);
+    tree = budget->reserve(0, "report: the parsed tree of " + path, kReportRemedy);
+    root = parse_json(text, path, tree);
+  } else {
+    root = parse_json(read_text_file(path), path);
+  }
   if (!root.is_object()) throw Error(ErrorKind::kCorruption, msg::bad_run_log(path, "(top level)", "an object"));
   return root;
 }
@@ -208,8 +225,9 @@ std::vector<PathRunIterations> read_path_runs(const LogReader& r, const JsonValu
 
 }  // namespace
 
-TrainRunLog read_train_log(const std::string& run_json_path) {
-  const JsonValue root = parse_json_file(run_json_path);
+TrainRunLog read_train_log(const std::string& run_json_path, MemoryBudget* budget) {
+  Reservation tree;
+  const JsonValue root = parse_json_file(run_json_path, budget, tree);
   LogReader r(run_json_path);
   TrainRunLog log;
   log.file = run_json_path;
@@ -318,8 +336,9 @@ NumericCsv read_numeric_csv(const std::string& path) {
   return csv;
 }
 
-PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path) {
-  const JsonValue root = parse_json_file(path_json_path);
+PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path, MemoryBudget* budget) {
+  Reservation tree;
+  const JsonValue root = parse_json_file(path_json_path, budget, tree);
   LogReader r(path_json_path);
   PathRunLog log;
   log.json_file = path_json_path;

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/memory_budget.h"
+
 namespace fgm::report {
 
 struct LogWarning {
@@ -72,7 +74,9 @@ struct TrainRunLog {
   std::vector<CommunicationLog> communication;
   std::vector<RankResourceLog> ranks;
 };
-TrainRunLog read_train_log(const std::string& run_json_path);
+// With `budget`, the text and parsed tree of the JSON file are reserved from
+// it while read (Error kOutOfMemory naming the file when they do not fit).
+TrainRunLog read_train_log(const std::string& run_json_path, MemoryBudget* budget = nullptr);
 
 // A CSV of numbers with a header line; an empty cell is NaN.
 struct NumericCsv {
@@ -110,7 +114,8 @@ struct PathRunLog {
   // (false for solver = "pnorm_kta" with an RBF kernel, which keeps no model).
   bool point_models = true;
 };
-PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path);
+PathRunLog read_path_log(const std::string& path_json_path, const std::string& path_csv_path,
+                         MemoryBudget* budget = nullptr);
 
 // The whole file; Error(kIo) naming it when it cannot be read.
 std::string read_text_file(const std::string& path);

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "core/config.h"
 #include "core/error.h"
 
@@ -123,6 +125,24 @@ TEST_CASE("config errors name the key and where it was set", "[core][config]") {
   REQUIRE(m.find("key=value") != std::string::npos);
   m = error_of([&] { Config::load("", {"engine.memory_budget=lots"}); });
   REQUIRE(m.find("engine.memory_budget") != std::string::npos);
+  // Issue 23 item 8: one override is one key and one value; what TOML would
+  // read after the value (a second key on a new line, a comment) is refused.
+  for (const std::string bad : {"fgm.B=3\nfgm.C=2", "fgm.B=3 # x", "fgm.B=3\r",
+                                "output.dir=\"a\" # b", "path.features=[5, 10] #", "fgm.B=3\t"}) {
+    INFO(bad);
+    ErrorKind k{};
+    m = error_of([&] { Config::load("", {bad}); }, &k);
+    REQUIRE(k == ErrorKind::kConfig);
+    REQUIRE(m.find("is not one key=value") != std::string::npos);
+  }
+  // Values TOML reads whole still work, including a quoted '#', spaces and
+  // non-ASCII text after the value's start.
+  Config ok = Config::load("", {"fgm.B=3 ", "output.dir=\"a # b\"", "path.features=[5, 10]",
+                                "data.train=\"dir/é x.svm\"", "fgm.loss=logistic"});
+  REQUIRE(ok.get_int("fgm.B") == 3);
+  REQUIRE(ok.get_string("output.dir").find("a # b") != std::string::npos);
+  REQUIRE(ok.get_list("path.features") == std::vector<double>{5, 10});
+  REQUIRE(ok.get_string("data.train").find("é x.svm") != std::string::npos);
   m = error_of([&] { Config::load("", {"fgm.bias=yes"}); });
   REQUIRE(m.find("must be a boolean") != std::string::npos);
   m = error_of([&] { Config::load((dir.path / "missing.toml").string(), {}); }, &kind);
@@ -135,7 +155,24 @@ TEST_CASE("every parameter is described with a type and default", "[core][config
     REQUIRE(text.find(s.key) != std::string::npos);
     REQUIRE_FALSE(s.description.empty());
   }
-  REQUIRE(text.find("fgm.B  (an integer, default 10, range [1, ∞])") != std::string::npos);
+  // The ranges printed are the ones the checks use (issue 23 item 15: fgm.C
+  // was shown as (0, ∞] though 2e12 is refused).
+  REQUIRE(text.find("fgm.B  (an integer, default 10, range [1, 1e9])") != std::string::npos);
+  REQUIRE(text.find("fgm.C  (a number, default 10.0, range (0, 1e12])") != std::string::npos);
+  REQUIRE(text.find("∞") == std::string::npos);
+  for (const auto& s : param_specs()) {
+    if (!s.has_range) continue;
+    // Just above the printed maximum is refused, the maximum itself accepted.
+    const bool is_int = s.type == ParamType::kInt || s.type == ParamType::kIntList;
+    const bool is_list = s.type == ParamType::kIntList || s.type == ParamType::kFloatList;
+    auto literal = [&](const std::string& t) { return is_list ? "[" + t + "]" : t; };
+    const std::string at_max = is_int ? std::to_string(static_cast<int64_t>(s.max)) : fmt::format("{:e}", s.max);
+    const std::string above =
+        is_int ? std::to_string(static_cast<int64_t>(s.max) + 1) : fmt::format("{:e}", s.max * 1.000001);
+    INFO(s.key);
+    REQUIRE_NOTHROW(Config::load("", {s.key + "=" + literal(at_max)}));
+    REQUIRE_THROWS_AS(Config::load("", {s.key + "=" + literal(above)}), Error);
+  }
   // Defaults themselves pass validation.
   Config c;
   REQUIRE(c.get_int("fgm.B") == 10);

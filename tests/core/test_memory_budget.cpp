@@ -58,6 +58,15 @@ TEST_CASE("byte sizes that overflow or name no whole byte are errors naming the 
   // 2^23 TiB = 2^63 bytes is the first size that does not fit; one TiB less does.
   REQUIRE(message("8388608TB").find("is larger than the largest supported size") != std::string::npos);
   REQUIRE(parse_byte_size("8388607TB", "k") == (8388607ull << 40));
+  // Issue 23 item 15: the largest size the message names is accepted (a double
+  // rounded 2^63 - 1 up to 2^63 and refused it); one byte more is refused.
+  REQUIRE(parse_byte_size("9223372036854775807B", "k") == 9223372036854775807ull);
+  REQUIRE(parse_byte_size("9223372036854775807", "k") == 9223372036854775807ull);
+  REQUIRE(message("9223372036854775808B").find("larger than the largest supported size (9223372036854775807 bytes)") !=
+          std::string::npos);
+  REQUIRE(message("99999999999999999999999B").find("is larger") != std::string::npos);
+  REQUIRE(parse_byte_size("9007199254740991KB", "k") == 9007199254740991ull * 1024);
+  REQUIRE(message("9007199254740992KB").find("is larger") != std::string::npos);
   // Sizes that round to 0 bytes, and fractional byte counts.
   for (const char* text : {"0.1B", "0.4", "1.5B", "2.25", "0.0000001KB"}) {
     CAPTURE(text);

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <fstream>
 #include <sstream>
 
+#include "core/run_warnings.h"
 #include "engine/debias.h"
 #include "engine/fgm_path.h"
 #include "io/ingest.h"
@@ -308,4 +310,128 @@ TEST_CASE("de-biased refits stop on their certified gap", "[engine][path][debias
       REQUIRE(refit.solve.iterations < tight.solve.iterations);
     }
   }
+}
+
+// Issue 23 item 17: a selected feature the selection left at weight 0 is not
+// refit (the old refit over every selected column gave it a weight again).
+// Independent check: the refit equals the refit of a model holding only the
+// nonzero features, over only their columns, and it satisfies the
+// optimality conditions of the l2 problem over those features.
+TEST_CASE("de-biasing refits only the features with a nonzero weight", "[engine][path][debias]") {
+  PathFixture fx;
+  const uint64_t n = fx.store->info().n_rows;
+  const std::vector<uint64_t> ids = {3, 17, 42, 99};
+  const std::vector<double> weights = {0.5, 0.0, -0.25, 0.125};
+  auto build = [&](const std::vector<size_t>& which, Model& model) {
+    auto cache = std::make_unique<SelectedFeatureCache>(fx.budget, n);
+    cache->begin_batch();
+    model = Model{};
+    model.has_bias = true;
+    for (size_t k : which) {
+      ModelFeature f;
+      f.key.ids[0] = ids[k];
+      f.weight = weights[k];
+      model.features.push_back(f);
+      std::vector<uint32_t> rows;
+      std::vector<float> values;
+      fx.store->read_column(ids[k], rows, values);
+      cache->add_column(f.key, rows, values);
+    }
+    return cache;
+  };
+  ApgOptions o;
+  o.C = 2.0;
+  o.bias = true;
+  o.eps_inner = 1e-10;
+  o.max_iterations = 3000;
+  Model all, nonzero;
+  auto all_cache = build({0, 1, 2, 3}, all);
+  auto nonzero_cache = build({0, 2, 3}, nonzero);
+  DebiasResult a = debias_refit(*all_cache, fx.store->labels(), all, o, fx.budget);
+  DebiasResult b = debias_refit(*nonzero_cache, fx.store->labels(), nonzero, o, fx.budget);
+  REQUIRE(a.model.features.size() == 3);
+  for (size_t j = 0; j < 3; ++j) {
+    REQUIRE(a.model.features[j].key.ids[0] == b.model.features[j].key.ids[0]);
+    REQUIRE(a.model.features[j].weight == b.model.features[j].weight);
+  }
+  REQUIRE(a.model.bias == b.model.bias);
+  REQUIRE(a.model.features[1].key.ids[0] == 42);
+  // Optimality over the three columns: w_j = -∂P/∂w_j, ∂P/∂b = 0 (squared hinge, C = 2).
+  const int8_t* y = fx.store->labels();
+  std::vector<double> d(n, -a.model.bias);
+  std::vector<std::vector<uint32_t>> rows(3);
+  std::vector<std::vector<float>> vals(3);
+  for (size_t j = 0; j < 3; ++j) {
+    fx.store->read_column(a.model.features[j].key.ids[0], rows[j], vals[j]);
+    for (size_t k = 0; k < rows[j].size(); ++k) d[rows[j][k]] += a.model.features[j].weight * vals[j][k];
+  }
+  std::vector<double> dl(n);
+  for (uint64_t i = 0; i < n; ++i) dl[i] = -2.0 * y[i] * std::max(0.0, 1 - y[i] * d[i]);
+  for (size_t j = 0; j < 3; ++j) {
+    double g = 0;
+    for (size_t k = 0; k < rows[j].size(); ++k) g += dl[rows[j][k]] * vals[j][k];
+    REQUIRE(std::fabs(a.model.features[j].weight + g) <= 1e-4 * std::max(1.0, std::fabs(a.model.features[j].weight)));
+  }
+}
+
+// Issue 23 items 9 and 17: the path says when it delivers fewer points than
+// asked and when a point's model has fewer nonzero weights than selected
+// features (run.json/path.json warnings), and checks each point against the
+// majority rate of the held-out set.
+TEST_CASE("path warnings: missing points, zero weights, chance-level points", "[engine][path]") {
+  PathFixture fx;
+  RunWarnings warnings;
+  PathSettings ps;
+  ps.base = fx.base(Loss::kSquaredHinge);
+  ps.base.warnings = &warnings;
+  ps.feature_counts = {5, 250, 400, 500};  // 300 features: 400 and 500 cannot be reached
+  ps.debias = false;
+  ps.test_path = fx.dir.file("test.svm");
+  PathOutcome path = run_fgm_path(*fx.store, ps, fx.budget);
+  REQUIRE(path.points.size() < 4);
+  auto codes = [&](const std::string& code) {
+    size_t c = 0;
+    for (const auto& w : warnings.list()) c += w.code == code;
+    return c;
+  };
+  REQUIRE(codes("path_points_missing") == 1);
+  for (const auto& w : warnings.list())
+    if (w.code == "path_points_missing") REQUIRE(w.message.find("no point at 400, 500 features") != std::string::npos);
+  // Independent count of zero weights per point.
+  size_t expected_zero = 0;
+  for (const auto& p : path.points) {
+    uint64_t nonzero = 0;
+    for (const auto& f : p.model.features) nonzero += f.weight != 0.0;
+    REQUIRE(p.nonzero == nonzero);
+    expected_zero += nonzero < p.model.features.size();
+  }
+  REQUIRE(codes("path_point_zero_weights") == expected_zero);
+  // Chance level, checked independently from the test file's labels.
+  size_t expected_chance = 0;
+  for (const auto& p : path.points) {
+    const double majority = double(std::max(p.test.positives, p.test.rows - p.test.positives)) / double(p.test.rows);
+    expected_chance += p.test.accuracy <= majority;
+  }
+  REQUIRE(codes("chance_level_point") == expected_chance);
+
+  // A test set whose majority class is beyond reach of a model trained on
+  // the opposite labels: every point is at chance level there.
+  std::ifstream in(fx.dir.file("test.svm"));
+  std::ofstream flipped(fx.dir.file("flipped.svm"));
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t space = line.find(' ');
+    const std::string label = line.substr(0, space);
+    flipped << (label == "1" || label == "+1" ? "-1" : "+1") << line.substr(space) << "\n";
+  }
+  flipped.close();
+  RunWarnings flipped_warnings;
+  ps.base.warnings = &flipped_warnings;
+  ps.feature_counts = {5, 10};
+  ps.test_path = fx.dir.file("flipped.svm");
+  PathOutcome bad = run_fgm_path(*fx.store, ps, fx.budget);
+  size_t chance = 0;
+  for (const auto& w : flipped_warnings.list()) chance += w.code == "chance_level_point";
+  REQUIRE(bad.points.size() == 2);
+  REQUIRE(chance == 2);
 }

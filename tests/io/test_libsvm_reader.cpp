@@ -287,7 +287,7 @@ TEST_CASE("reader parses the accepted LIBSVM variants", "[io][reader]") {
              "-1\n"                            // line 5: label only (a row without features)
              "1.000000  2:1 # trailing comment 3:x\n"  // line 6
              "1 qid:7 4:+0.25 5:.5 6:7.\r\n"   // line 7: CRLF, qid, '+' and '.' spellings
-             "-1.0 1:0 2:0.0 3:-0 4:1e-999 5:1e-60 6:3\n"  // line 8: explicit zeros
+             "-1.0 1:0 2:0.0 3:-0 4:0e-999 5:-0.0e60 6:3\n"  // line 8: explicit zeros
              "1 7:1");                         // line 9: no final newline
   for (uint64_t chunk_bytes : {uint64_t{1}, uint64_t{3}, uint64_t{16}, uint64_t{1} << 20}) {
     ReaderOptions options;
@@ -299,7 +299,7 @@ TEST_CASE("reader parses the accepted LIBSVM variants", "[io][reader]") {
     REQUIRE(p.row_ptr == std::vector<uint64_t>{0, 3, 3, 4, 7, 8, 9});
     REQUIRE(p.indices == std::vector<uint64_t>{0, 2, 9, 1, 3, 4, 5, 5, 6});
     REQUIRE(p.values == std::vector<float>{0.5f, 25.f, -4.f, 1.f, 0.25f, 0.5f, 7.f, 3.f, 1.f});
-    REQUIRE(p.explicit_zeros == 5);  // 0, 0.0, -0, 1e-999 (underflow), 1e-60 (zero as float)
+    REQUIRE(p.explicit_zeros == 5);  // 0, 0.0, -0, 0e-999, -0.0e60
     REQUIRE(p.width == 10);
     REQUIRE(p.label_columns == std::vector<uint32_t>{1, 1, 1, 1, 1, 1});
 
@@ -387,10 +387,22 @@ TEST_CASE("reader reports each kind of bad input with file:line:column", "[io][r
   // Order within a row.
   require_bad_line("1 3:1  2:1", [](P f) { return msg::index_not_increasing(f, 4, 8, 2, 3); });
   require_bad_line("1 3:1 3:2", [](P f) { return msg::duplicate_index(f, 4, 7, 3); });
-  // Non-finite values: NaN, Inf, double overflow, float overflow.
-  for (const char* token : {"2:nan", "2:NaN", "2:inf", "2:-Infinity", "2:1e999", "2:1e39"}) {
+  // Non-finite values: NaN, Inf.
+  for (const char* token : {"2:nan", "2:NaN", "2:inf", "2:-Infinity"}) {
     std::string t = token;
     require_bad_line("-1 1:1 " + t, [&](P f) { return msg::non_finite_value(f, 4, 8, t); });
+  }
+  // Finite numbers beyond float32 (issue 23 item 7): double overflow, float
+  // overflow; not "NaN or Inf".
+  for (const char* token : {"2:1e999", "2:1e39", "2:1e200", "2:-3.5e38"}) {
+    std::string t = token;
+    require_bad_line("-1 1:1 " + t, [&](P f) { return msg::value_beyond_float_range(f, 4, 8, t); });
+  }
+  // Nonzero values that float32 would round to 0 are refused, not dropped:
+  // double underflow, the smallest double denormal, below float's denormals.
+  for (const char* token : {"2:1e-999", "2:4.9e-324", "2:1e-300", "2:-1e-60", "2:7e-46"}) {
+    std::string t = token;
+    require_bad_line("-1 1:1 " + t, [&](P f) { return msg::value_below_float_range(f, 4, 8, t); });
   }
   // Non-numeric index or value.
   for (const char* token : {"a:1", "2:abc", "2:1x", "2:", ":1", "2:1:3", "1.5:2", "+2:1", "2:--1"}) {
