@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
   int threads = 2, naive_threads = 1, reps = 5;
   uint64_t B = 10, seed = 1;
   double C = 10.0;
-  bool no_naive = false, open_only = false;
+  bool no_naive = false, open_only = false, no_streamed = false;
   app.add_option("--store", store_dir, "store directory")->required();
   app.add_option("--threads", threads, "threads of the pass and the bandwidth read")->capture_default_str();
   app.add_option("--naive-threads", naive_threads, "threads of the naive loop")->capture_default_str();
@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed for alpha")->capture_default_str();
   app.add_option("--label", label, "free text copied into every JSON line");
   app.add_flag("--no-naive", no_naive, "pass (and bandwidth) only: no in-memory CSC copy");
+  app.add_flag("--no-streamed", no_streamed, "no streamed pass (e.g. to profile the resident one alone)");
   app.add_flag("--open-only", open_only, "open the store, print its shape, exit (0: this build reads it)");
   CLI11_PARSE(app, argc, argv);
 
@@ -274,7 +275,7 @@ int main(int argc, char** argv) {
     const double first_pass_seconds = trainer_pass().pass.seconds;
     const std::vector<uint64_t> pass_ids = sorted_ids(trainer_pass());
     const std::vector<uint64_t> streamed_ids =
-        sorted_ids(scoring_pass(*store, blocks, *space, a.data(), B, threads, budget));
+        no_streamed ? pass_ids : sorted_ids(scoring_pass(*store, blocks, *space, a.data(), B, threads, budget));
     bool top_matches = streamed_ids == pass_ids;
     if (!no_naive) {
       naive_pass(csc, a.data(), c, naive_threads);
@@ -300,7 +301,7 @@ int main(int argc, char** argv) {
       const double nc = process_cpu_seconds() - cpu0;
       cpu0 = process_cpu_seconds();
       t0 = Clock::now();
-      scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
+      if (!no_streamed) scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
       const double ss = seconds_since(t0);
       const double sc = process_cpu_seconds() - cpu0;
       streamed_s.push_back(ss);
