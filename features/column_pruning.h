@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "cache/top_b_cache.h"
@@ -73,6 +75,28 @@ struct PruningScratch {
   std::vector<uint8_t> live;
   std::vector<uint32_t> candidates;
   std::vector<double> c;
+};
+
+// The scratches of a pass's transforms, reused from block to block (at most
+// one per thread is out at a time; the stream reserves one per token): fresh
+// arrays of MiBs per block came back as zeroed pages every block.
+class PruningScratchPool {
+ public:
+  std::unique_ptr<PruningScratch> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<PruningScratch>();
+    std::unique_ptr<PruningScratch> s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void give(std::unique_ptr<PruningScratch> s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<PruningScratch>> free_;
 };
 
 // Columns a pruned block pass summed and skipped (for tests and benchmarks).

@@ -85,13 +85,15 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   const uint64_t B = ctx.B;
   const double a_max = max_abs(a, ctx.store->info().n_rows);
   ScoreFloor floor;
+  PruningScratchPool scratches;
   auto selected = [&](uint64_t feature) { return selected_.test(feature); };
   out.pass = stream_blocks<TopBCache>(
       *ctx.stream, *ctx.blocks, "scoring",
       [&](const BlockRef&, const ColumnBlock& block) {
         TopBCache local(B, ctx.budget);
-        PruningScratch scratch;
-        offer_block_top(block, a, a_max, floor, local, selected, scratch);
+        std::unique_ptr<PruningScratch> scratch = scratches.take();
+        offer_block_top(block, a, a_max, floor, local, selected, *scratch);
+        scratches.give(std::move(scratch));
         return local;
       },
       [&](TopBCache&& local) {
