@@ -17,17 +17,25 @@ double max_abs(const double* a, uint64_t n) {
   return m;
 }
 
+void column_nonzeros(const ColumnBlock& block, uint32_t* count) {
+  for (uint64_t k = 0; k < block.column_count; ++k) count[k] = 0;
+  const uint32_t cells = block.cell_count();
+  const uint32_t* ptr = block.cell_ptr;
+  const uint32_t* column = block.cell_column;
+  for (uint32_t cell = 0; cell < cells; ++cell) count[column[cell]] += ptr[cell + 1] - ptr[cell];
+}
+
 // Rounding: the computed c_k is a sum of n_k rounded products in some order
 // (cells, accumulators), so |ĉ_k| ≤ (1 + γ) Σ|a_i x_ik| with γ = n_k·u/(1 −
 // n_k·u), u = 2^-53; n_k < 2^32 gives γ < 2^-20.9. Squaring ĉ_k and
 // computing the bound itself add a few u. The margin 2^-18 covers all of it.
 void column_score_bounds(const ColumnBlock& block, double a_max, uint32_t* count, double* bound2) {
   const uint64_t k_count = block.column_count;
-  for (uint64_t k = 0; k < k_count; ++k) count[k] = 0;
-  const uint32_t cells = block.cell_count();
-  const uint32_t* ptr = block.cell_ptr;
-  const uint32_t* column = block.cell_column;
-  for (uint32_t cell = 0; cell < cells; ++cell) count[column[cell]] += ptr[cell + 1] - ptr[cell];
+  if (block.column_nnz) {
+    std::copy_n(block.column_nnz, k_count, count);
+  } else {
+    column_nonzeros(block, count);
+  }
   constexpr double kMargin = 1.0 + 0x1p-18;
   for (uint64_t k = 0; k < k_count; ++k) {
     const double x_max = std::max(std::fabs(static_cast<double>(block.col_min[k])),

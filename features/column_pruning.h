@@ -55,9 +55,12 @@ class ScoreFloor {
 // max_i |a_i| over n entries (NaN if any a_i is NaN: nothing is then pruned).
 double max_abs(const double* a, uint64_t n);
 
+// count[k] = the nonzeros of listed column k (column_count entries).
+void column_nonzeros(const ColumnBlock& block, uint32_t* count);
+
 // bound2[k] ≥ the c_k² that block_column_dots computes (floating-point
 // rounding included) for |a_i| ≤ a_max; `count` is scratch of column_count
-// entries (each column's nonzeros).
+// entries (each column's nonzeros: block.column_nnz when the block has it).
 void column_score_bounds(const ColumnBlock& block, double a_max, uint32_t* count, double* bound2);
 
 // c[k] for the live columns (live[k] != 0; live_columns lists them, live_count
@@ -102,15 +105,19 @@ class PruningScratchPool {
 // Columns a pruned block pass summed and skipped (for tests and benchmarks).
 struct PruningCounts {
   uint64_t columns_summed = 0;
-  uint64_t columns_skipped = 0;
+  uint64_t columns_skipped = 0;   // pruned or excluded
+  bool whole_block = false;       // summed by block_column_dots (pruning would not pay)
+  uint64_t second_stage = 0;      // candidates left for the second stage
 };
 
 // Offers to `top` (capacity B) every column of `block` whose score
 // s_k = c_k² > 0 may rank among the pass's B best and whose id is not
 // excluded(id): the same candidates, with the same scores, that offering
-// every column would leave in a top-B. Two stages: the columns with the
-// largest bounds first (they fill `top` and raise `floor`), then the rest of
-// those whose bounds reach the floor. Raises `floor` from `top`.
+// every column would leave in a top-B. When pruning would skip few gathers
+// the whole block is summed (block_column_dots); otherwise two stages: the
+// columns with the largest bounds first (they fill `top` and raise `floor`),
+// then the rest of those whose bounds reach the floor. Raises `floor` from
+// `top`.
 template <class Excluded>
 PruningCounts offer_block_top(const ColumnBlock& block, const double* a, double a_max, ScoreFloor& floor,
                               TopBCache& top, Excluded&& excluded, PruningScratch& s) {
@@ -122,11 +129,32 @@ PruningCounts offer_block_top(const ColumnBlock& block, const double* a, double 
   s.live.assign(k_count, 0);
   s.c.resize(k_count);
   column_score_bounds(block, a_max, s.count.data(), s.bound2.data());
-  // Candidates: bounds not below the floor, ids not excluded.
+  // Candidates: bounds not below the floor.
   s.candidates.clear();
   const double floor0 = floor.get();
+  uint64_t candidate_nnz = 0;
   for (uint64_t k = 0; k < k_count; ++k)
-    if (!(s.bound2[k] < floor0)) s.candidates.push_back(static_cast<uint32_t>(k));
+    if (!(s.bound2[k] < floor0)) {
+      s.candidates.push_back(static_cast<uint32_t>(k));
+      candidate_nnz += s.count[k];
+    }
+  // Pruning pays when the gathers it skips outweigh its extra cell scans
+  // (a gather of a dual costs about what two cells of a scan do); otherwise
+  // (a low floor: the first blocks, or columns of like popularity) every
+  // column is summed by the block kernel, with the block's row order if it
+  // has one.
+  if (2 * (block.nnz() - candidate_nnz) < block.cell_count()) {
+    block_column_dots(block, a, s.c.data());
+    for (uint64_t k = 0; k < k_count; ++k) {
+      const double score = s.c[k] * s.c[k];
+      if (!(score > 0) || !top.may_admit(score) || excluded(block.column_ids[k])) continue;
+      top.offer({score, block.column_ids[k]});
+    }
+    floor.raise_from(top);
+    counts.columns_summed = k_count;
+    counts.whole_block = true;
+    return counts;
+  }
   auto by_bound = [&](uint32_t x, uint32_t y) {
     return s.bound2[x] > s.bound2[y] || (s.bound2[x] == s.bound2[y] && x < y);
   };
@@ -161,6 +189,7 @@ PruningCounts offer_block_top(const ColumnBlock& block, const double* a, double 
   const double floor1 = floor.get();
   auto rest = std::partition(s.candidates.begin() + first, s.candidates.end(),
                              [&](uint32_t k) { return !(s.bound2[k] < floor1); });
+  counts.second_stage = static_cast<uint64_t>(rest - (s.candidates.begin() + first));
   sum_and_offer(s.candidates.data() + first, s.candidates.data() + (rest - s.candidates.begin()));
   floor.raise_from(top);
   counts.columns_skipped = k_count - counts.columns_summed;
