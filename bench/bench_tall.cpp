@@ -23,17 +23,18 @@
 //              budget, e.g. the tall store at the default 1GB): every block
 //              read with pread and verified, every pass.
 //   naive      for every column j: c_j = Σ_k a[row[k]]·value[k] over the
-//              in-memory CSC arrays, one plain loop, --naive-threads threads
-//              (1 by default: "a plain C loop"); nonzeros / second.
+//              in-memory CSC arrays, one plain loop, columns split evenly
+//              over --naive-threads threads (by default as many as the
+//              pass: a speedup compares equal thread counts); nonzeros / second.
 // The naive loop's top-B columns by c_j² are checked against the pass's top B
 // (same ids, or the figure is flagged), and so is the streamed pass's. One
 // JSON line per measurement, then a "tall_summary" line with the medians and
 // speedup = naive seconds / pass seconds (median of the per-repetition
 // ratios; streamed_speedup likewise). CPU seconds (getrusage, whole process)
-// are reported beside: speedup_per_cpu = naive CPU / (pass CPU / threads), the
-// ratio that would hold on two idle cores when the pass's threads are busy
-// alike; on a loaded machine it is the one that does not depend on how long
-// the pass's threads waited for a core.
+// are reported beside: speedup_per_cpu = (naive CPU / naive threads) /
+// (pass CPU / threads), the ratio that would hold on idle cores when each
+// side's threads are busy alike; on a loaded machine it is the one that does
+// not depend on how long the threads waited for a core.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -183,13 +184,13 @@ std::vector<uint64_t> naive_top(const PlainCsc& m, const std::vector<double>& c,
 int main(int argc, char** argv) {
   CLI::App app{"fgm_bench_tall: linear scoring pass vs a naive CSC gather vs read bandwidth (one process)"};
   std::string store_dir, budget_text = "8GB", block_text = "4MB", bw_text = "1GiB", label;
-  int threads = 2, naive_threads = 1, reps = 5;
+  int threads = 2, naive_threads = 0, reps = 5;
   uint64_t B = 10, seed = 1;
   double C = 10.0;
-  bool no_naive = false, open_only = false;
+  bool no_naive = false, open_only = false, no_streamed = false;
   app.add_option("--store", store_dir, "store directory")->required();
   app.add_option("--threads", threads, "threads of the pass and the bandwidth read")->capture_default_str();
-  app.add_option("--naive-threads", naive_threads, "threads of the naive loop")->capture_default_str();
+  app.add_option("--naive-threads", naive_threads, "threads of the naive loop (0: --threads)")->capture_default_str();
   app.add_option("--reps", reps, "repetitions")->capture_default_str();
   app.add_option("--bandwidth-bytes", bw_text, "size of the bandwidth array (0: no bandwidth read)")
       ->capture_default_str();
@@ -200,8 +201,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed for alpha")->capture_default_str();
   app.add_option("--label", label, "free text copied into every JSON line");
   app.add_flag("--no-naive", no_naive, "pass (and bandwidth) only: no in-memory CSC copy");
+  app.add_flag("--no-streamed", no_streamed, "no streamed pass (e.g. to profile the resident one alone)");
   app.add_flag("--open-only", open_only, "open the store, print its shape, exit (0: this build reads it)");
   CLI11_PARSE(app, argc, argv);
+  if (naive_threads <= 0) naive_threads = threads;
 
   try {
     fgm::MemoryBudget budget(fgm::parse_byte_size(budget_text, "--memory-budget"), "--memory-budget");
@@ -274,7 +277,7 @@ int main(int argc, char** argv) {
     const double first_pass_seconds = trainer_pass().pass.seconds;
     const std::vector<uint64_t> pass_ids = sorted_ids(trainer_pass());
     const std::vector<uint64_t> streamed_ids =
-        sorted_ids(scoring_pass(*store, blocks, *space, a.data(), B, threads, budget));
+        no_streamed ? pass_ids : sorted_ids(scoring_pass(*store, blocks, *space, a.data(), B, threads, budget));
     bool top_matches = streamed_ids == pass_ids;
     if (!no_naive) {
       naive_pass(csc, a.data(), c, naive_threads);
@@ -300,7 +303,7 @@ int main(int argc, char** argv) {
       const double nc = process_cpu_seconds() - cpu0;
       cpu0 = process_cpu_seconds();
       t0 = Clock::now();
-      scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
+      if (!no_streamed) scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
       const double ss = seconds_since(t0);
       const double sc = process_cpu_seconds() - cpu0;
       streamed_s.push_back(ss);
@@ -308,7 +311,7 @@ int main(int argc, char** argv) {
       streamed_cpu.push_back(sc);
       if (ns > 0) {
         naive_cpu.push_back(nc);
-        speedup_cpu.push_back(nc / (pc / threads));
+        speedup_cpu.push_back((nc / naive_threads) / (pc / threads));
       }
       pass_s.push_back(ps);
       if (bs > 0) {

@@ -74,8 +74,8 @@ tall_store() {
 if has_step tall; then
   : > "$R/tall.jsonl"
   if tall_store; then
-    log "tall: shape $TALL_ROWS rows x $TALL_FEATURES features, $TALL_NNZ nnz/row ($TALL_STORE); fgm_bench_tall: linear pass 2 threads vs naive CSC gather 1 thread vs read bandwidth, $TALL_REPS reps"
-    if "$TALL_BIN" --store "$TALL_STORE" --threads 2 --naive-threads 1 --reps "$TALL_REPS" --label tall \
+    log "tall: shape $TALL_ROWS rows x $TALL_FEATURES features, $TALL_NNZ nnz/row ($TALL_STORE); fgm_bench_tall: linear pass vs naive CSC gather, 2 threads each, vs read bandwidth, $TALL_REPS reps"
+    if "$TALL_BIN" --store "$TALL_STORE" --threads 2 --naive-threads 2 --reps "$TALL_REPS" --label tall \
         >> "$R/tall.jsonl" 2> "$W/tmp/tall.err"; then
       grep tall_summary "$R/tall.jsonl" | $PY -c 'import json,sys; j=json.loads(sys.stdin.read()); print("tall: pass (as fgm train runs it, resident: %s) %.3f s = %.3g nnz/s; naive gather %.3f s = %.3g nnz/s; pass/naive speed %.2fx (target >= 3; per CPU-second %.2fx); streamed pass %.3f s = %.2fx; first pass %.2f s; read BW %.1f GB/s; top-B equal: %s" % (j.get("resident"), j["pass_seconds"], j["pass_nnz_per_s"], j["naive_seconds"], j["naive_nnz_per_s"], j["speedup_over_naive"], j.get("speedup_per_cpu", 0), j.get("streamed_pass_seconds", 0), j.get("streamed_speedup_over_naive", 0), j.get("first_pass_seconds", 0), j["bandwidth_gb_per_s"], j["top_matches_naive"]))' >&2 || true
     else

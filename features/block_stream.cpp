@@ -18,15 +18,17 @@
 
 #include "core/progress.h"
 #include "features/block_scores.h"
+#include "features/column_pruning.h"
 
 namespace fgm {
 
 // Verified blocks kept between passes (keep_resident): compact copies of the
-// block's arrays, and for a block of short cells (wants_row_order: tall sparse
-// stores) its row order, which the linear kernel sums about twice as fast;
-// at most `capacity` bytes in all (BlockRef::bytes plus the row order's bytes
-// each; a block list other than the first one streamed is read from the store
-// again). Blocks are copied outside the lock: threads keep different blocks.
+// block's arrays, each column's nonzero count (the pruned linear pass's
+// bounds), and for a block of short cells (wants_row_order: tall sparse
+// stores) its row order, which the block kernels sum about twice as fast;
+// at most `capacity` bytes in all (BlockRef::bytes plus the counts' and the
+// row order's bytes each; a block list other than the first one streamed is
+// read from the store again). Blocks are copied outside the lock: threads keep different blocks.
 class ResidentBlocks {
  public:
   explicit ResidentBlocks(uint64_t capacity) : capacity_(capacity) {}
@@ -38,21 +40,26 @@ class ResidentBlocks {
   void keep(const BlockRef& ref, const ColumnBlock& c) {
     const bool ordered = wants_row_order(c);
     const uint64_t order_bytes = ordered ? row_order_size(c).bytes() : 0;
+    const uint64_t nnz_bytes = up8(4 * c.column_count);  // column_nnz
+    const uint64_t extra = order_bytes + nnz_bytes;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (used_ + ref.bytes + order_bytes > capacity_ || blocks_.count(key(ref))) return;
-      used_ += ref.bytes + order_bytes;
+      if (used_ + ref.bytes + extra > capacity_ || blocks_.count(key(ref))) return;
+      used_ += ref.bytes + extra;
     }
     auto e = std::make_unique<Entry>();
     const uint64_t copy_bytes = copy_arrays_bytes(c);
-    e->memory = LargeBuffer(copy_bytes + order_bytes);
+    e->memory = LargeBuffer(copy_bytes + extra);
     copy_arrays(c, e->memory.data(), e->view);
     if (ordered) {
       e->order = build_row_order(e->view, e->memory.data() + copy_bytes);
       e->view.row_order = &e->order;
     }
+    auto* column_nnz = reinterpret_cast<uint32_t*>(e->memory.data() + copy_bytes + order_bytes);
+    column_nonzeros(e->view, column_nnz);
+    e->view.column_nnz = column_nnz;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!blocks_.emplace(key(ref), std::move(e)).second) used_ -= ref.bytes + order_bytes;
+    if (!blocks_.emplace(key(ref), std::move(e)).second) used_ -= ref.bytes + extra;
   }
   bool holds_all(const std::vector<BlockRef>& blocks) const {
     for (const auto& b : blocks)
@@ -123,6 +130,7 @@ class ResidentBlocks {
     };
     view = c;
     view.row_order = nullptr;
+    view.column_nnz = nullptr;
     view.column_ids = reinterpret_cast<const uint64_t*>(copy(c.column_ids, 8 * k));
     view.col_min = reinterpret_cast<const float*>(copy(c.col_min, 4 * k));
     view.col_max = reinterpret_cast<const float*>(copy(c.col_max, 4 * k));
@@ -142,8 +150,10 @@ class ResidentBlocks {
 uint64_t resident_store_bytes(const StoreInfo& info) {
   const bool tall = info.n_rows > info.tile_rows && info.tile_rows <= (uint64_t{1} << 16);
   const uint64_t tiles = info.tile_rows == 0 ? 0 : (info.n_rows + info.tile_rows - 1) / info.tile_rows;
-  return info.shard_bytes + (tall ? row_order_bytes_bound(info.nnz, tiles) +
-                                        (8 * (tiles + 1) + 48) * info.block_count : 0);
+  // Each kept block's column_nnz: 4 bytes per column, 8-byte aligned.
+  const uint64_t column_nnz = 4 * info.nonempty_columns + 8 * info.block_count;
+  return info.shard_bytes + column_nnz +
+         (tall ? row_order_bytes_bound(info.nnz, tiles) + (8 * (tiles + 1) + 48) * info.block_count : 0);
 }
 
 // Read buffers of the blocks in flight, reused across the blocks of a pass

@@ -53,7 +53,8 @@ struct SchedulerOptions {
   uint64_t keep_buffers_from = uint64_t{16} << 20;
 };
 
-// What a stream with keep_resident holds at most for a store: its blocks, and
+// What a stream with keep_resident holds at most for a store: its blocks,
+// each listed column's nonzero count (ColumnBlock::column_nnz, 4 bytes), and
 // on a store of several tiles the row orders of its blocks of short cells
 // (io/column_block.h RowOrder: about 10 bytes per nonzero more).
 uint64_t resident_store_bytes(const StoreInfo& info);

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "features/block_scores.h"
+#include "features/column_pruning.h"
 #include "features/feature_groups.h"
 
 namespace fgm {
@@ -51,6 +52,12 @@ struct ScoreBytes {
   uint64_t operator()(const BlockRef& ref) const { return (ref.column_count * (K + 1) + 5 * K) * sizeof(double); }
 };
 
+// What a pruned pass allocates for a block beyond its result (the top-B
+// cache, which reserves its own bytes).
+struct PrunedScoreBytes {
+  uint64_t operator()(const BlockRef& ref) const { return ref.column_count * PruningScratch::kBytesPerColumn; }
+};
+
 // The pass's result for every request: its own top, the shared PassStats.
 std::vector<SpaceScores> shared_pass_results(std::vector<TopBCache>& tops, const PassStats& pass,
                                              uint64_t candidates_scored) {
@@ -68,27 +75,32 @@ std::vector<SpaceScores> shared_pass_results(std::vector<TopBCache>& tops, const
 LinearSpace::LinearSpace(const ShardStore& store, MemoryBudget& budget)
     : n_features_(store.info().n_features), selected_(&budget) {}
 
+// Pruned (features/column_pruning.h): a column whose bound cannot reach the
+// B-th best score found so far is not summed; the top-B and its scores are
+// those of summing every column.
 SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   SpaceScores out;
   TopBCache global(ctx.B, ctx.budget);
   const double* a = ctx.a;
   const uint64_t B = ctx.B;
+  const double a_max = max_abs(a, ctx.store->info().n_rows);
+  ScoreFloor floor;
+  PruningScratchPool scratches;
+  auto selected = [&](uint64_t feature) { return selected_.test(feature); };
   out.pass = stream_blocks<TopBCache>(
       *ctx.stream, *ctx.blocks, "scoring",
       [&](const BlockRef&, const ColumnBlock& block) {
         TopBCache local(B, ctx.budget);
-        BlockScores scores(block, 1);
-        block_column_dots(block, a, scores.c.data());
-        for (uint64_t k = 0; k < block.column_count; ++k) {
-          const double s = scores.c[k] * scores.c[k];
-          if (!(s > 0) || !local.may_admit(s)) continue;
-          const uint64_t feature = block.column_ids[k];
-          if (selected_.test(feature)) continue;
-          local.offer({s, feature});
-        }
+        std::unique_ptr<PruningScratch> scratch = scratches.take();
+        offer_block_top(block, a, a_max, floor, local, selected, *scratch);
+        scratches.give(std::move(scratch));
         return local;
       },
-      [&](TopBCache&& local) { global.merge(local); }, ScoreBytes{1});
+      [&](TopBCache&& local) {
+        global.merge(local);
+        floor.raise_from(global);
+      },
+      PrunedScoreBytes{});
   out.candidates_scored = n_features_;
   out.top = global.take_sorted(&out.top_memory);
   return out;

@@ -75,6 +75,9 @@ struct ColumnBlock {
   const uint32_t* row_ids = nullptr;
   const float* values = nullptr;
   const RowOrder* row_order = nullptr;  // optional: the same nonzeros by row (blocks kept in memory)
+  // Optional: each listed column's nonzeros (blocks kept in memory; the
+  // pruned scoring pass's bounds, features/column_pruning.h, then need no scan).
+  const uint32_t* column_nnz = nullptr;
 
   uint32_t cell_count() const { return tile_count == 0 ? 0 : tile_cells[tile_count]; }
   uint64_t nnz() const { return tile_count == 0 ? 0 : cell_ptr[cell_count()]; }

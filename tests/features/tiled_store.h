@@ -130,6 +130,7 @@ class TiledMemoryStore : public ShardStore {
     }
     info_.shard_bytes = 8 * triplets_.size() + 24 * distinct_columns() + 64;
     info_.block_count = distinct_columns();  // plan_blocks never makes more blocks than columns
+    info_.nonempty_columns = distinct_columns();
   }
 
   const StoreInfo& info() const override { return info_; }

@@ -1,0 +1,108 @@
+// Bounds and the live-column kernel of pruned block scoring
+// (features/column_pruning.h).
+#include "features/column_pruning.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fgm {
+
+double max_abs(const double* a, uint64_t n) {
+  double m = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const double v = std::fabs(a[i]);
+    if (std::isnan(v)) return v;
+    m = std::max(m, v);
+  }
+  return m;
+}
+
+void column_nonzeros(const ColumnBlock& block, uint32_t* count) {
+  for (uint64_t k = 0; k < block.column_count; ++k) count[k] = 0;
+  const uint32_t cells = block.cell_count();
+  const uint32_t* ptr = block.cell_ptr;
+  const uint32_t* column = block.cell_column;
+  for (uint32_t cell = 0; cell < cells; ++cell) count[column[cell]] += ptr[cell + 1] - ptr[cell];
+}
+
+// Rounding: the computed c_k is a sum of n_k rounded products in some order
+// (cells, accumulators), so |ĉ_k| ≤ (1 + γ) Σ|a_i x_ik| with γ = n_k·u/(1 −
+// n_k·u), u = 2^-53; n_k < 2^32 gives γ < 2^-20.9. Squaring ĉ_k and
+// computing the bound itself add a few u. The margin 2^-18 covers all of it.
+void column_score_bounds(const ColumnBlock& block, double a_max, uint32_t* count, double* bound2) {
+  const uint64_t k_count = block.column_count;
+  if (block.column_nnz) {
+    std::copy_n(block.column_nnz, k_count, count);
+  } else {
+    column_nonzeros(block, count);
+  }
+  constexpr double kMargin = 1.0 + 0x1p-18;
+  for (uint64_t k = 0; k < k_count; ++k) {
+    const double x_max = std::max(std::fabs(static_cast<double>(block.col_min[k])),
+                                  std::fabs(static_cast<double>(block.col_max[k])));
+    const double bound = static_cast<double>(count[k]) * x_max * a_max;
+    bound2[k] = bound * bound * kMargin;
+  }
+}
+
+// The cell walk of block_column_dots restricted to live columns: a short
+// cell's products are added to c[k] one by one in storage order, a long
+// cell's cell_dot is added once, tiles in order (a column has one cell per
+// tile, so this is the sequence block_column_dots and its row order add).
+// A tile's live cells are found by scanning its cells, or, when few columns
+// are live (the usual case once the floor is high: a handful of popular
+// columns among ~10^5), by binary search of each live column in the tile's
+// cell columns (increasing inside a tile).
+namespace {
+
+inline void add_cell(const ColumnBlock& block, uint32_t cell, uint32_t k, const double* a, double* c) {
+  const uint32_t begin = block.cell_ptr[cell], n = block.cell_ptr[cell + 1] - begin;
+  const uint32_t* rows = block.row_ids + begin;
+  const float* values = block.values + begin;
+  if (n >= kMultiAccumulatorCell) {
+    c[k] += cell_dot(rows, values, n, a);
+    return;
+  }
+  double sum = c[k];
+  for (uint32_t p = 0; p < n; ++p) sum += a[rows[p]] * static_cast<double>(values[p]);
+  c[k] = sum;
+}
+
+// Lines of the next tile's dual slice to prefetch before a cell: one per 4
+// of its nonzeros (at least one). Few live columns remain after pruning, so
+// stepping once per cell, as the full walk does, would leave the next slice
+// cold; the popular columns' long cells then sweep it from memory.
+inline uint32_t prefetch_lines(const ColumnBlock& block, uint32_t cell) {
+  return (block.cell_ptr[cell + 1] - block.cell_ptr[cell] + 3) / 4;
+}
+
+}  // namespace
+
+void block_column_dots_live(const ColumnBlock& block, const double* a, const uint8_t* live,
+                            const uint32_t* live_columns, uint64_t live_count, double* c) {
+  const uint32_t* column = block.cell_column;
+  for (uint64_t q = 0; q < live_count; ++q) c[live_columns[q]] = 0;
+  for (uint32_t t = 0; t < block.tile_count; ++t) {
+    detail::SlicePrefetch prefetch = detail::next_tile_slice(block, t, a, 1);
+    const uint32_t c0 = block.tile_cells[t], c1 = block.tile_cells[t + 1];
+    if (live_count * 16 < c1 - c0) {
+      uint32_t at = c0;
+      for (uint64_t q = 0; q < live_count && at < c1; ++q) {
+        const uint32_t k = live_columns[q];
+        at = static_cast<uint32_t>(std::lower_bound(column + at, column + c1, k) - column);
+        if (at == c1 || column[at] != k) continue;
+        prefetch.step(prefetch_lines(block, at));
+        add_cell(block, at++, k, a, c);
+      }
+      continue;
+    }
+    for (uint32_t cell = c0; cell < c1; ++cell) {
+      const uint32_t k = column[cell];
+      if (!live[k]) continue;
+      prefetch.step(prefetch_lines(block, cell));
+      add_cell(block, cell, k, a, c);
+    }
+  }
+}
+
+}  // namespace fgm

@@ -1,0 +1,199 @@
+// Pruned top-B scoring of a tiled block (issue 19): a column whose score
+// cannot reach the pass's B-th best is never gathered.
+//
+// For every column k, |c_k| = |Σ_i a_i x_ik| ≤ ‖a‖∞ · n_k · max(|min_k|, |max_k|)
+// (n_k its nonzeros; col_min/col_max cover every row, so they bound |x_ik|).
+// The bound needs only the block's cell arrays (8 bytes per cell), not its
+// rows, values or the dual vector. On Zipf-shaped data (kddb) most columns
+// hold a few nonzeros and their bounds lie far below the B-th best score,
+// which the popular columns set; only the columns whose bound reaches it are
+// summed.
+//
+// Exactness: a column is skipped only when its bound (rounding of the summed
+// c_k included, see column_score_bounds) is strictly below a score that B
+// unselected candidates of the pass already reach (ScoreFloor). Such a column
+// ranks after those B under any tie rule, so the top-B set is the one the
+// unpruned pass keeps; every kept column's c_k is summed by the same adds in
+// the same order as block_column_dots (bit-identical scores). Which columns
+// are skipped depends on thread timing (the floor rises as blocks finish);
+// the result does not.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cache/top_b_cache.h"
+#include "features/block_scores.h"
+#include "io/column_block.h"
+
+namespace fgm {
+
+// A lower bound of the B-th best score of the pass in progress: the B-th
+// best of any block's candidates (or of the merged ones) never exceeds the
+// final one. Raised by every thread, read without a lock.
+class ScoreFloor {
+ public:
+  double get() const { return value_.load(std::memory_order_relaxed); }
+  void raise(double score) {
+    double now = value_.load(std::memory_order_relaxed);
+    while (score > now && !value_.compare_exchange_weak(now, score, std::memory_order_relaxed)) {
+    }
+  }
+  // The B-th best of a full cache (nothing otherwise).
+  void raise_from(const TopBCache& top) {
+    if (top.capacity() > 0 && top.full()) raise(top.worst().score);
+  }
+
+ private:
+  std::atomic<double> value_{0.0};
+};
+
+// max_i |a_i| over n entries (NaN if any a_i is NaN: nothing is then pruned).
+double max_abs(const double* a, uint64_t n);
+
+// count[k] = the nonzeros of listed column k (column_count entries).
+void column_nonzeros(const ColumnBlock& block, uint32_t* count);
+
+// bound2[k] ≥ the c_k² that block_column_dots computes (floating-point
+// rounding included) for |a_i| ≤ a_max; `count` is scratch of column_count
+// entries (each column's nonzeros: block.column_nnz when the block has it).
+void column_score_bounds(const ColumnBlock& block, double a_max, uint32_t* count, double* bound2);
+
+// c[k] for the live columns (live[k] != 0; live_columns lists them, live_count
+// of them, increasing unless live_count·16 ≥ block.cell_count()), summed by the same adds in the same order as
+// block_column_dots (so bit for bit its c[k]); the others are left as they
+// are. Walks the cells (a row order, if any, is not used).
+void block_column_dots_live(const ColumnBlock& block, const double* a, const uint8_t* live,
+                            const uint32_t* live_columns, uint64_t live_count, double* c);
+
+// Per-block scratch of offer_block_top; its bytes per listed column.
+struct PruningScratch {
+  static constexpr uint64_t kBytesPerColumn = 4 + 8 + 1 + 4 + 8;  // count, bound2, live, candidates, c
+  std::vector<uint32_t> count;
+  std::vector<double> bound2;
+  std::vector<uint8_t> live;
+  std::vector<uint32_t> candidates;
+  std::vector<double> c;
+};
+
+// The scratches of a pass's transforms, reused from block to block (at most
+// one per thread is out at a time; the stream reserves one per token): fresh
+// arrays of MiBs per block came back as zeroed pages every block.
+class PruningScratchPool {
+ public:
+  std::unique_ptr<PruningScratch> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<PruningScratch>();
+    std::unique_ptr<PruningScratch> s = std::move(free_.back());
+    free_.pop_back();
+    return s;
+  }
+  void give(std::unique_ptr<PruningScratch> s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(s));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<PruningScratch>> free_;
+};
+
+// Columns a pruned block pass summed and skipped (for tests and benchmarks).
+struct PruningCounts {
+  uint64_t columns_summed = 0;
+  uint64_t columns_skipped = 0;   // pruned or excluded
+  bool whole_block = false;       // summed by block_column_dots (pruning would not pay)
+  uint64_t second_stage = 0;      // candidates left for the second stage
+};
+
+// Offers to `top` (capacity B) every column of `block` whose score
+// s_k = c_k² > 0 may rank among the pass's B best and whose id is not
+// excluded(id): the same candidates, with the same scores, that offering
+// every column would leave in a top-B. When pruning would skip few gathers
+// the whole block is summed (block_column_dots); otherwise two stages: the
+// columns with the largest bounds first (they fill `top` and raise `floor`),
+// then the rest of those whose bounds reach the floor. Raises `floor` from
+// `top`.
+template <class Excluded>
+PruningCounts offer_block_top(const ColumnBlock& block, const double* a, double a_max, ScoreFloor& floor,
+                              TopBCache& top, Excluded&& excluded, PruningScratch& s) {
+  const uint64_t k_count = block.column_count;
+  PruningCounts counts;
+  if (k_count == 0 || top.capacity() == 0) return counts;
+  s.count.resize(k_count);
+  s.bound2.resize(k_count);
+  s.live.assign(k_count, 0);
+  s.c.resize(k_count);
+  column_score_bounds(block, a_max, s.count.data(), s.bound2.data());
+  // Candidates: bounds not below the floor.
+  s.candidates.clear();
+  const double floor0 = floor.get();
+  uint64_t candidate_nnz = 0;
+  for (uint64_t k = 0; k < k_count; ++k)
+    if (!(s.bound2[k] < floor0)) {
+      s.candidates.push_back(static_cast<uint32_t>(k));
+      candidate_nnz += s.count[k];
+    }
+  // Pruning pays when the gathers it skips outweigh its extra cell scans
+  // (a gather of a dual costs about what two cells of a scan do); otherwise
+  // (a low floor: the first blocks, or columns of like popularity) every
+  // column is summed by the block kernel, with the block's row order if it
+  // has one.
+  if (2 * (block.nnz() - candidate_nnz) < block.cell_count()) {
+    block_column_dots(block, a, s.c.data());
+    for (uint64_t k = 0; k < k_count; ++k) {
+      const double score = s.c[k] * s.c[k];
+      if (!(score > 0) || !top.may_admit(score) || excluded(block.column_ids[k])) continue;
+      top.offer({score, block.column_ids[k]});
+    }
+    floor.raise_from(top);
+    counts.columns_summed = k_count;
+    counts.whole_block = true;
+    return counts;
+  }
+  auto by_bound = [&](uint32_t x, uint32_t y) {
+    return s.bound2[x] > s.bound2[y] || (s.bound2[x] == s.bound2[y] && x < y);
+  };
+  auto sum_and_offer = [&](uint32_t* begin, uint32_t* end) {
+    // Increasing for block_column_dots_live's binary searches, which it
+    // runs only on tiles of more than 16 cells per live column.
+    if (static_cast<uint64_t>(end - begin) * 16 < block.cell_count()) std::sort(begin, end);
+    uint32_t* live_end = begin;
+    for (uint32_t* p = begin; p < end; ++p)
+      if (!excluded(block.column_ids[*p])) {
+        s.live[*p] = 1;
+        *live_end++ = *p;
+      }
+    const uint64_t summed = static_cast<uint64_t>(live_end - begin);
+    if (summed == 0) return;
+    block_column_dots_live(block, a, s.live.data(), begin, summed, s.c.data());
+    for (const uint32_t* p = begin; p < live_end; ++p) {
+      s.live[*p] = 0;
+      const double score = s.c[*p] * s.c[*p];
+      if (!(score > 0) || !top.may_admit(score)) continue;
+      top.offer({score, block.column_ids[*p]});
+    }
+    counts.columns_summed += summed;
+  };
+  // Stage 1: the columns of largest bound (on Zipf data the popular ones,
+  // which hold the best scores), enough to fill `top` a few times over.
+  const uint64_t first = std::min<uint64_t>(s.candidates.size(), std::max<uint64_t>(2 * top.capacity(), 64));
+  std::nth_element(s.candidates.begin(), s.candidates.begin() + first, s.candidates.end(), by_bound);
+  sum_and_offer(s.candidates.data(), s.candidates.data() + first);
+  floor.raise_from(top);
+  // Stage 2: the other candidates whose bounds reach the raised floor.
+  const double floor1 = floor.get();
+  auto rest = std::partition(s.candidates.begin() + first, s.candidates.end(),
+                             [&](uint32_t k) { return !(s.bound2[k] < floor1); });
+  counts.second_stage = static_cast<uint64_t>(rest - (s.candidates.begin() + first));
+  sum_and_offer(s.candidates.data() + first, s.candidates.data() + (rest - s.candidates.begin()));
+  floor.raise_from(top);
+  counts.columns_skipped = k_count - counts.columns_summed;
+  return counts;
+}
+
+}  // namespace fgm
