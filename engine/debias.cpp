@@ -12,14 +12,7 @@ namespace {
 std::unique_ptr<SelectedFeatureCache> single_batch_copy(const SelectedFeatureCache& cache, MemoryBudget& budget) {
   auto single = std::make_unique<SelectedFeatureCache>(budget, cache.n_rows());
   single->begin_batch();
-  std::vector<uint32_t> rows;
-  std::vector<float> values;
-  for (size_t k = 0; k < cache.num_columns(); ++k) {
-    SparseColumnView col = cache.column(k);
-    rows.assign(col.rows, col.rows + col.nnz);
-    values.assign(col.values, col.values + col.nnz);
-    single->add_column(cache.key(k), rows, values);
-  }
+  for (size_t k = 0; k < cache.num_columns(); ++k) single->add_column_copy(cache, k);
   return single;
 }
 
