@@ -519,10 +519,12 @@ class ApgSolver {
     ex_.for_each(cols_, [&](size_t j) {
       if (positive) {
         double s = 0, sp = 0;
-        q.layout.for_each_entry(j, [&](uint32_t, uint32_t i, float value) {
-          const double t = q.r[i] * double(value);
-          s += t;
-          sp += q.y[i] > 0 ? t : 0.0;
+        detail::with_fast_popcount([&] {
+          q.layout.for_each_entry(j, [&](uint32_t, uint32_t i, float value) {
+            const double t = q.r[i] * double(value);
+            s += t;
+            sp += q.y[i] > 0 ? t : 0.0;
+          });
         });
         positive[j] = sp;
         g[j] = s;

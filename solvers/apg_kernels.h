@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "core/simd/simd.h"
+#include "solvers/apg_layout.h"
 #include "solvers/losses.h"
 
 namespace fgm::kernels {
@@ -41,27 +42,35 @@ namespace fgm::kernels {
 template <class Layout>
 double gather_dot(const Layout& layout, size_t j, const double* x) {
   double s = 0;
-  layout.for_each_entry(j, [&](uint32_t, uint32_t compact, float value) { s += x[compact] * double(value); });
+  detail::with_fast_popcount([&] {
+    layout.for_each_entry(j, [&](uint32_t, uint32_t compact, float value) { s += x[compact] * double(value); });
+  });
   return s;
 }
 
 // out[position] += a·value over column j's entries: one column's part of X_h x_h.
 template <class Layout>
 void scatter_axpy(double a, const Layout& layout, size_t j, double* out) {
-  layout.for_each_entry(j, [&](uint32_t position, uint32_t, float value) { out[position] += a * double(value); });
+  detail::with_fast_popcount([&] {
+    layout.for_each_entry(j, [&](uint32_t position, uint32_t, float value) { out[position] += a * double(value); });
+  });
 }
 
 // out[compact] += a·x[position] over batch h's rows in chunk c: one batch's
 // product, scaled, added at its rows.
 template <class Layout>
 void scatter_scaled_add(double a, const Layout& layout, size_t h, size_t c, const double* x, double* out) {
-  layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) { out[compact] += a * x[position]; });
+  detail::with_fast_popcount([&] {
+    layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) { out[compact] += a * x[position]; });
+  });
 }
 
 // out[compact] += x[position]: one batch's product added at its rows (a = 1 exactly).
 template <class Layout>
 void scatter_add(const Layout& layout, size_t h, size_t c, const double* x, double* out) {
-  layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) { out[compact] += x[position]; });
+  detail::with_fast_popcount([&] {
+    layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) { out[compact] += x[position]; });
+  });
 }
 
 // δ[compact] += cv·xv[position], then δ[compact] += cg·xg[position]: one
@@ -69,10 +78,12 @@ void scatter_add(const Layout& layout, size_t h, size_t c, const double* x, doub
 template <class Layout>
 void scatter_trial_step(double cv, const double* xv, double cg, const double* xg, const Layout& layout, size_t h,
                         size_t c, double* delta) {
-  layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) {
-    double& e = delta[compact];
-    e += cv * xv[position];
-    e += cg * xg[position];
+  detail::with_fast_popcount([&] {
+    layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) {
+      double& e = delta[compact];
+      e += cv * xv[position];
+      e += cg * xg[position];
+    });
   });
 }
 

@@ -108,6 +108,23 @@ class RankedBitmap {
 
 enum class BatchIndexForm : uint8_t { kListed, kRanked, kAllTouched };
 
+// Runs `loop` (a walk over the layout) compiled with the POPCNT instruction
+// when the CPU has it: the library is built for generic x86-64, where
+// std::popcount is a libgcc call, and rank lookups take one per entry.
+// Same results either way (integer counts).
+template <class Loop>
+[[gnu::flatten]] __attribute__((target("popcnt"))) inline void run_with_popcnt(const Loop& loop) {
+  loop();
+}
+template <class Loop>
+void with_fast_popcount(const Loop& loop) {
+  static const bool has_popcnt = __builtin_cpu_supports("popcnt");
+  if (has_popcnt)
+    run_with_popcnt(loop);
+  else
+    loop();
+}
+
 class ApgLayout {
  public:
   ApgLayout(const SelectedFeatureCache& cache, const int8_t* labels, MemoryBudget& budget,
