@@ -112,6 +112,7 @@ enum class BatchIndexForm : uint8_t { kListed, kRanked, kAllTouched };
 // when the CPU has it: the library is built for generic x86-64, where
 // std::popcount is a libgcc call, and rank lookups take one per entry.
 // Same results either way (integer counts).
+#if defined(__x86_64__) || defined(__i386__)
 template <class Loop>
 [[gnu::flatten]] __attribute__((target("popcnt"))) inline void run_with_popcnt(const Loop& loop) {
   loop();
@@ -124,6 +125,12 @@ void with_fast_popcount(const Loop& loop) {
   else
     loop();
 }
+#else
+template <class Loop>
+void with_fast_popcount(const Loop& loop) {
+  loop();
+}
+#endif
 
 class ApgLayout {
  public:
