@@ -13,14 +13,7 @@ std::unique_ptr<SelectedFeatureCache> single_batch_copy(const SelectedFeatureCac
                                                         const std::vector<size_t>& keep, MemoryBudget& budget) {
   auto single = std::make_unique<SelectedFeatureCache>(budget, cache.n_rows());
   single->begin_batch();
-  std::vector<uint32_t> rows;
-  std::vector<float> values;
-  for (size_t k : keep) {
-    SparseColumnView col = cache.column(k);
-    rows.assign(col.rows, col.rows + col.nnz);
-    values.assign(col.values, col.values + col.nnz);
-    single->add_column(cache.key(k), rows, values);
-  }
+  for (size_t k : keep) single->add_column_copy(cache, k);
   return single;
 }
 

@@ -289,8 +289,7 @@ std::vector<double> DistributedRun::selected_column_dots() {
   for (size_t q = 0; q < columns_.size(); ++q) {
     std::vector<double> dots(selected_.size(), 0.0);
     for (size_t h = 0; h < selected_.size(); ++h) {
-      const SparseColumnView col = columns_[q]->column(h);
-      for (uint64_t e = 0; e < col.nnz; ++e) dots[h] += a_[q][col.rows[e]] * double(col.values[e]);
+      columns_[q]->column(h).for_each([&](uint32_t row, float value) { dots[h] += a_[q][row] * double(value); });
     }
     local.push_back(std::move(dots));
   }

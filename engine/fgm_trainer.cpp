@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "features/block_scores.h"
+#include "features/cached_column_dot.h"
 #include "features/transformed_store.h"
 
 namespace fgm {
@@ -276,8 +277,7 @@ double FgmRun::batch_violation_terms(const SpaceScores& wc) const {
   for (size_t h = 0; h < cache_.num_batches(); ++h) {
     double s = 0;
     for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
-      SparseColumnView col = cache_.column(k);
-      double c = tiled_column_dot(col.rows, col.values, col.nnz, a_.data(), store_.info().tile_rows);
+      double c = tiled_column_dot(cache_.column(k), a_.data(), store_.info().tile_rows);
       s += c * c;
     }
     best = std::max(best, 0.5 * s);

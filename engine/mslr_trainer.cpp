@@ -15,6 +15,7 @@
 #include "engine/fgm_trainer.h"
 #include "engine/model_provenance.h"
 #include "features/block_scores.h"
+#include "features/cached_column_dot.h"
 #include "features/transformed_store.h"
 
 namespace fgm {
@@ -222,8 +223,7 @@ std::vector<ConstraintMember> MslrRun::most_active_constraint(SpaceScores& wc, u
   const uint32_t tile_rows = store_.info().tile_rows;
   selected_c_.assign(cache_.num_columns(), 0.0);
   for (size_t k = 0; k < cache_.num_columns(); ++k) {
-    const SparseColumnView col = cache_.column(k);
-    selected_c_[k] = tiled_column_dot(col.rows, col.values, col.nnz, a_.data(), tile_rows);
+    selected_c_[k] = tiled_column_dot(cache_.column(k), a_.data(), tile_rows);
     const double score = selected_c_[k] * selected_c_[k];
     if (score > 0) pool.push_back({score, selected_ids_[k], k});
   }
@@ -383,8 +383,7 @@ void MslrRun::emit_checkpoint() {
 std::vector<double> MslrRun::decision_values() const {
   std::vector<double> d(n_, 0.0);
   for (size_t k = 0; k < cache_.num_columns() && k < weights_.size(); ++k) {
-    const SparseColumnView col = cache_.column(k);
-    for (uint64_t e = 0; e < col.nnz; ++e) d[col.rows[e]] += weights_[k] * col.values[e];
+    cache_.column(k).for_each([&](uint32_t row, float value) { d[row] += weights_[k] * value; });
   }
   return d;
 }

@@ -152,8 +152,7 @@ void append_held_out_scores(const SelectedFeatureCache& cache, const Model& mode
   for (size_t k = 0; k < cache.num_columns(); ++k) {
     const double w = model.features[k].weight;
     if (w == 0) continue;
-    SparseColumnView c = cache.column(k);
-    for (uint64_t e = 0; e < c.nnz; ++e) decision[c.rows[e]] += w * double(c.values[e]);
+    cache.column(k).for_each([&](uint32_t row, float value) { decision[row] += w * double(value); });
   }
   for (uint64_t i = 0; i < n; ++i) {
     if (folds[i] != fold) continue;

@@ -21,9 +21,11 @@ class LinearSpace : public FeatureSpace {
                                              const std::vector<ScoreRequest>& requests);
 
  private:
+  void release_column_scratch();
+
   uint64_t n_features_;
   CandidateSet selected_;
-  std::vector<uint32_t> rows_;
+  std::vector<uint32_t> rows_;  // one column read, released after materialize
   std::vector<float> values_;
 };
 

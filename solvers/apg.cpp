@@ -269,6 +269,11 @@ double sum_loss(Executor& ex, double C, const int8_t* y, const double* d, size_t
   })[0];
 }
 
+ApgRowIndex g_forced_row_index = ApgRowIndex::kSmallest;
+ApgRowIndex row_index_of(const ApgRowPart& spec) {
+  return spec.row_index == ApgRowIndex::kSmallest ? g_forced_row_index : spec.row_index;
+}
+
 // Vectors over the touched rows (up to n doubles, allocated per solve).
 using RowVector = HugeVector<double>;
 
@@ -280,7 +285,7 @@ using RowVector = HugeVector<double>;
 template <class LossT>
 struct RowPart {
   RowPart(const ApgRowPart& spec, double C, MemoryBudget& budget)
-      : layout(*spec.cache, spec.labels, budget),
+      : layout(*spec.cache, spec.labels, budget, row_index_of(spec)),
         untouched(layout.untouched(), C),
         y(layout.labels()),
         rows(layout.touched()),
@@ -384,8 +389,7 @@ class ApgSolver {
     for (auto& part : parts_) {
       Part& q = *part;
       q.decision->assign(q.layout.n_rows(), 0.0 - b);
-      const uint32_t* rows = q.layout.rows();
-      for (size_t c = 0; c < q.rows; ++c) (*q.decision)[rows[c]] = q.d[c];
+      q.layout.for_each_touched([&](uint32_t c, uint32_t row) { (*q.decision)[row] = q.d[c]; });
     }
   }
 
@@ -403,7 +407,7 @@ class ApgSolver {
     std::fill(out, out + q.layout.batch_rows(h), 0.0);
     for (size_t j = begin(h); j < end(h); ++j) {
       if (x[j] == 0) continue;
-      kernels::scatter_axpy(x[j], q.layout.column_local(j), q.layout.column_values(j), q.layout.column_size(j), out);
+      kernels::scatter_axpy(x[j], q.layout, j, out);
     }
   }
 
@@ -428,16 +432,6 @@ class ApgSolver {
     return q.r.data();
   }
 
-  // The part of batch h's R_h that falls in chunk c: [first, first + count).
-  struct Span {
-    size_t first, count;
-  };
-  static Span span(const Part& q, size_t h, size_t c) {
-    const size_t a = q.layout.batch_chunk(h, c);
-    return {a, q.layout.batch_chunk(h, c + 1) - a};
-  }
-  static const uint32_t* batch_rows(const Part& q, size_t h) { return q.layout.batch_row_list(h); }
-
   // out_i = Σ_h (X_h x_h)_i − b on the touched rows of every part, batches added in order.
   void sum_products(Product kind, const std::vector<double>& x, double b, RowVector Part::*vec) {
     for (auto& part : parts_) sum_products(*part, kind, x, b, (*part).*vec);
@@ -448,10 +442,7 @@ class ApgSolver {
       ex_.for_each(q.chunks(), [&](size_t c) {
         const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
         std::fill(out.begin() + lo, out.begin() + hi, 0.0);
-        for (size_t h = 0; h < t_; ++h) {
-          const Span s = span(q, h, c);
-          kernels::scatter_add(batch_rows(q, h) + s.first, slot(q, kind, h) + s.first, s.count, out.data());
-        }
+        for (size_t h = 0; h < t_; ++h) kernels::scatter_add(q.layout, h, c, slot(q, kind, h), out.data());
         kernels::subtract_scalar(b, hi - lo, out.data() + lo);
       });
       return;
@@ -459,10 +450,7 @@ class ApgSolver {
     std::fill(out.begin(), out.end(), 0.0);
     for (size_t h = 0; h < t_; ++h) {
       const double* p = product(q, kind, h, x);
-      ex_.for_each(q.chunks(), [&](size_t c) {
-        const Span s = span(q, h, c);
-        kernels::scatter_add(batch_rows(q, h) + s.first, p + s.first, s.count, out.data());
-      });
+      ex_.for_each(q.chunks(), [&](size_t c) { kernels::scatter_add(q.layout, h, c, p, out.data()); });
     }
     ex_.for_each(q.chunks(), [&](size_t c) {
       const size_t lo = q.layout.chunk_begin(c), hi = q.layout.chunk_end(c);
@@ -522,11 +510,9 @@ class ApgSolver {
       // Everything cached: one fused sweep per row chunk (same order of operations).
       total = ex_.sum<2>(q.chunks(), [&](size_t c) {
         std::fill(delta.begin() + q.layout.chunk_begin(c), delta.begin() + q.layout.chunk_end(c), 0.0);
-        for (size_t h = 0; h < t_; ++h) {
-          const Span s = span(q, h, c);
-          kernels::scatter_trial_step(coef_v_[h], slot(q, kXv, h) + s.first, -coef_g_[h], slot(q, kXg, h) + s.first,
-                                      batch_rows(q, h) + s.first, s.count, delta.data());
-        }
+        for (size_t h = 0; h < t_; ++h)
+          kernels::scatter_trial_step(coef_v_[h], slot(q, kXv, h), -coef_g_[h], slot(q, kXg, h), q.layout, h, c,
+                                      delta.data());
         return sums(c);
       });
     } else {
@@ -535,10 +521,8 @@ class ApgSolver {
         for (Product kind : {kXv, kXg}) {
           const double coef = kind == kXv ? coef_v_[h] : -coef_g_[h];
           const double* p = product(q, kind, h, kind == kXv ? v : g);
-          ex_.for_each(q.chunks(), [&](size_t c) {
-            const Span s = span(q, h, c);
-            kernels::scatter_scaled_add(coef, batch_rows(q, h) + s.first, p + s.first, s.count, delta.data());
-          });
+          ex_.for_each(q.chunks(),
+                       [&](size_t c) { kernels::scatter_scaled_add(coef, q.layout, h, c, p, delta.data()); });
         }
       }
       total = ex_.sum<2>(q.chunks(), sums);
@@ -551,22 +535,19 @@ class ApgSolver {
   // also the positive rows' part g⁺_j (for dual_bound).
   void gradient_part(Part& q, double* g, double* positive) {
     ex_.for_each(cols_, [&](size_t j) {
-      const uint32_t* position = q.layout.column_local(j);
-      const uint32_t* rows = batch_rows(q, q.layout.column_batch(j));
-      const float* values = q.layout.column_values(j);
-      const size_t count = q.layout.column_size(j);
       if (positive) {
         double s = 0, sp = 0;
-        for (size_t k = 0; k < count; ++k) {
-          const uint32_t i = rows[position[k]];
-          const double t = q.r[i] * double(values[k]);
-          s += t;
-          sp += q.y[i] > 0 ? t : 0.0;
-        }
+        detail::with_fast_popcount([&] {
+          q.layout.for_each_entry(j, [&](uint32_t, uint32_t i, float value) {
+            const double t = q.r[i] * double(value);
+            s += t;
+            sp += q.y[i] > 0 ? t : 0.0;
+          });
+        });
         positive[j] = sp;
         g[j] = s;
       } else {
-        g[j] = kernels::gather_dot(position, rows, values, count, q.r.data());
+        g[j] = kernels::gather_dot(q.layout, j, q.r.data());
       }
     }, q.column_grain);
   }
@@ -596,12 +577,10 @@ class ApgSolver {
   // Part q's squared column norms over its rows in the fit (label ±1), one per column.
   void column_norms(const Part& q, double* out) const {
     for (size_t j = 0; j < cols_; ++j) {
-      const uint32_t* position = q.layout.column_local(j);
-      const uint32_t* rows = batch_rows(q, q.layout.column_batch(j));
-      const float* values = q.layout.column_values(j);
       double s = 0;
-      for (size_t k = 0; k < q.layout.column_size(j); ++k)
-        if (q.y[rows[position[k]]] != 0) s += double(values[k]) * double(values[k]);
+      q.layout.for_each_entry(j, [&](uint32_t, uint32_t i, float value) {
+        if (q.y[i] != 0) s += double(value) * double(value);
+      });
       out[j] = s;
     }
   }
@@ -1189,6 +1168,8 @@ void apg_decision_values(const std::vector<ApgRowPart>& parts, const ApgOptions&
   }
   ApgSolver<detail::SquaredHingeLoss>(parts, unused, options, budget).decisions(state);
 }
+
+void force_apg_row_index(ApgRowIndex index) { g_forced_row_index = index; }
 
 ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
                     const ApgOptions& options, ApgState& state, std::vector<double>& decision,

@@ -110,10 +110,19 @@ ApgResult solve_apg(const SelectedFeatureCache& cache, const int8_t* labels,
 // One part of the rows of a solve over row parts: its rows of the selected
 // columns (`cache`: every part has the same columns and batches), their
 // labels (as above) and where its decision values go.
+// How the solver indexes the selected columns' rows (solvers/apg_layout.h):
+// per batch the smallest exact form, or one form for every batch (for tests:
+// every form gives the same bits).
+enum class ApgRowIndex : uint8_t { kSmallest, kListed, kRanked };
+
+// For tests: the index form of the layouts built afterwards for parts that ask for kSmallest.
+void force_apg_row_index(ApgRowIndex index);
+
 struct ApgRowPart {
   const SelectedFeatureCache* cache = nullptr;
   const int8_t* labels = nullptr;
   std::vector<double>* decision = nullptr;
+  ApgRowIndex row_index = ApgRowIndex::kSmallest;
 };
 
 // The same solver over rows split into parts (the row partitions a rank of a

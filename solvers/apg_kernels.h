@@ -15,7 +15,7 @@
 // this hardware gathers by scalar loads are as fast as vector gathers).
 //
 // Indices are uint32: compact row indices (rows some selected column touches,
-// apg_layout.h) or positions inside one batch's row list. Values are the
+// apg_layout.h) or positions inside one batch's row list R_h. Values are the
 // cache's float column values, widened to double before use.
 #pragma once
 
@@ -25,45 +25,66 @@
 #include <type_traits>
 
 #include "core/simd/simd.h"
+#include "solvers/apg_layout.h"
 #include "solvers/losses.h"
 
 namespace fgm::kernels {
 
-// Σ_k x[rows[position[k]]]·value[k], in k order: one column's part of
-// ∇_ω P = X'r (position: the entry's place in its batch's row list `rows`).
-inline double gather_dot(const uint32_t* position, const uint32_t* rows, const float* value,
-                         size_t count, const double* x) {
+// The column and batch walks below run over the layout's entries
+// (apg_layout.h): for_each_entry gives a column's entries in row order as
+// (position in R_h, compact row, value), for_each_batch_row the rows of R_h in
+// one row chunk as (position, compact row). Every index form of the layout
+// and every column form of the cache walks the same entries in the same
+// order, so these loops are the same operations, in the same order, for all.
+
+// Σ x[compact]·value over column j's entries, in row order: one column's part
+// of ∇_ω P = X'r.
+template <class Layout>
+double gather_dot(const Layout& layout, size_t j, const double* x) {
   double s = 0;
-  for (size_t k = 0; k < count; ++k) s += x[rows[position[k]]] * double(value[k]);
+  detail::with_fast_popcount([&] {
+    layout.for_each_entry(j, [&](uint32_t, uint32_t compact, float value) { s += x[compact] * double(value); });
+  });
   return s;
 }
 
-// out[index[k]] += a·value[k]: one column's part of X_h x_h.
-inline void scatter_axpy(double a, const uint32_t* index, const float* value, size_t count,
-                         double* out) {
-  for (size_t k = 0; k < count; ++k) out[index[k]] += a * double(value[k]);
+// out[position] += a·value over column j's entries: one column's part of X_h x_h.
+template <class Layout>
+void scatter_axpy(double a, const Layout& layout, size_t j, double* out) {
+  detail::with_fast_popcount([&] {
+    layout.for_each_entry(j, [&](uint32_t position, uint32_t, float value) { out[position] += a * double(value); });
+  });
 }
 
-// out[index[k]] += a·x[k]: one batch's product, scaled, added at its rows.
-inline void scatter_scaled_add(double a, const uint32_t* index, const double* x, size_t count,
-                               double* out) {
-  for (size_t k = 0; k < count; ++k) out[index[k]] += a * x[k];
+// out[compact] += a·x[position] over batch h's rows in chunk c: one batch's
+// product, scaled, added at its rows.
+template <class Layout>
+void scatter_scaled_add(double a, const Layout& layout, size_t h, size_t c, const double* x, double* out) {
+  detail::with_fast_popcount([&] {
+    layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) { out[compact] += a * x[position]; });
+  });
 }
 
-// out[index[k]] += x[k]: one batch's product added at its rows (a = 1 exactly).
-inline void scatter_add(const uint32_t* index, const double* x, size_t count, double* out) {
-  for (size_t k = 0; k < count; ++k) out[index[k]] += x[k];
+// out[compact] += x[position]: one batch's product added at its rows (a = 1 exactly).
+template <class Layout>
+void scatter_add(const Layout& layout, size_t h, size_t c, const double* x, double* out) {
+  detail::with_fast_popcount([&] {
+    layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) { out[compact] += x[position]; });
+  });
 }
 
-// δ[index[k]] += cv·xv[k], then δ[index[k]] += cg·xg[k]: one batch's part of a
-// line-search trial step X_h(ω_h − v_h) from the two cached products.
-inline void scatter_trial_step(double cv, const double* xv, double cg, const double* xg,
-                               const uint32_t* index, size_t count, double* delta) {
-  for (size_t k = 0; k < count; ++k) {
-    double& e = delta[index[k]];
-    e += cv * xv[k];
-    e += cg * xg[k];
-  }
+// δ[compact] += cv·xv[position], then δ[compact] += cg·xg[position]: one
+// batch's part of a line-search trial step X_h(ω_h − v_h) from the two cached products.
+template <class Layout>
+void scatter_trial_step(double cv, const double* xv, double cg, const double* xg, const Layout& layout, size_t h,
+                        size_t c, double* delta) {
+  detail::with_fast_popcount([&] {
+    layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) {
+      double& e = delta[compact];
+      e += cv * xv[position];
+      e += cg * xg[position];
+    });
+  });
 }
 
 // out[i] = a[i] + b[i]

@@ -1,6 +1,5 @@
 #include "solvers/apg_layout.h"
 
-#include <bit>
 #include <limits>
 
 #include "core/error.h"
@@ -13,49 +12,63 @@ constexpr const char* kPurpose = "APG touched-row layout";
 constexpr const char* kScratchPurpose = "APG row bitmap";
 constexpr const char* kRemedy = "lower fgm.B or fgm.max_iterations (fewer selected columns)";
 
-// A bitmap with a rank directory: rank(i) = number of set bits below i.
-class RankedBitmap {
- public:
-  explicit RankedBitmap(size_t bits) : words_((bits + 63) / 64, 0), rank_(words_.size(), 0) {}
-  static uint64_t bytes(size_t bits) { return (bits + 63) / 64 * (sizeof(uint64_t) + sizeof(uint32_t)); }
-
-  void set(size_t i) { words_[i >> 6] |= uint64_t(1) << (i & 63); }
-  void clear() { std::fill(words_.begin(), words_.end(), 0); }
-  // Fills the rank directory; returns the number of set bits.
-  uint64_t build_rank() {
-    uint64_t total = 0;
-    for (size_t w = 0; w < words_.size(); ++w) {
-      rank_[w] = uint32_t(total);
-      total += uint64_t(std::popcount(words_[w]));
-    }
-    return total;
-  }
-  // Set bits below i (i < size); valid after build_rank().
-  uint32_t rank(size_t i) const {
-    const uint64_t below = words_[i >> 6] & ((uint64_t(1) << (i & 63)) - 1);
-    return rank_[i >> 6] + uint32_t(std::popcount(below));
-  }
-  // f(i) for every set bit, increasing.
-  template <class F>
-  void for_each_set(const F& f) const {
-    for (size_t w = 0; w < words_.size(); ++w) {
-      for (uint64_t bits = words_[w]; bits != 0; bits &= bits - 1)
-        f(w * 64 + size_t(std::countr_zero(bits)));
-    }
-  }
-
- private:
-  std::vector<uint64_t> words_;
-  std::vector<uint32_t> rank_;
-};
+uint64_t listed_bytes(uint64_t rows, uint64_t nnz) { return (rows + nnz) * sizeof(uint32_t); }
 
 }  // namespace
 
-ApgLayout::ApgLayout(const SelectedFeatureCache& cache, const int8_t* labels, MemoryBudget& budget)
+ApgLayout::ApgLayout(const SelectedFeatureCache& cache, const int8_t* labels, MemoryBudget& budget,
+                     ApgRowIndex choice)
     : cache_(cache), n_rows_(cache.n_rows()) {
   FGM_ASSERT(cache.n_rows() <= std::numeric_limits<uint32_t>::max());
   count_labels(labels);
-  index_rows(labels, budget);
+  // Two n-bit ranked bitmaps while building: `touched` (rows any selected
+  // column touches; its rank is the compact index) and `in_batch` (rows of
+  // one batch; its rank is the position in R_h).
+  Reservation scratch = budget.reserve(2 * RankedBitmap::bytes(n_rows_), kScratchPurpose, kRemedy);
+  RankedBitmap touched(n_rows_), in_batch(n_rows_);
+  const std::vector<BatchCounts> counts = mark_touched(touched, in_batch);
+  choose_forms(counts, choice);
+  reservation_ = budget.reserve(held_bytes(counts), kPurpose, kRemedy);
+
+  labels_.resize(touched_count_);
+  size_t next = 0;
+  touched.for_each_set([&](size_t row) {
+    labels_[next] = labels[row];
+    untouched_.positive -= labels[row] > 0;
+    untouched_.negative -= labels[row] < 0;
+    ++next;
+  });
+  if (touched_ranked_) {
+    chunk_first_row_.assign(chunks_ + 1, uint32_t(n_rows_));
+    size_t compact = 0;
+    touched.for_each_set([&](size_t row) {
+      if (compact % kLayoutRowChunk == 0) chunk_first_row_[compact / kLayoutRowChunk] = uint32_t(row);
+      ++compact;
+    });
+  } else {
+    touched_list_.resize(touched_count_);
+    size_t compact = 0;
+    touched.for_each_set([&](size_t row) { touched_list_[compact++] = uint32_t(row); });
+  }
+
+  const size_t cols = cache.num_columns(), t = cache.num_batches();
+  column_batch_.resize(cols);
+  column_begin_.assign(cols, 0);
+  batch_chunk_.resize(t * (chunks_ + 1));
+  uint64_t listed_rows = 0, listed_nnz = 0;
+  for (size_t h = 0; h < t; ++h)
+    if (batches_[h].form == BatchIndexForm::kListed) {
+      listed_rows += counts[h].rows;
+      listed_nnz += counts[h].nnz;
+    }
+  batch_rows_.resize(listed_rows);
+  local_.resize(listed_nnz);
+  uint64_t listed_at = 0, entries_at = 0;
+  for (size_t h = 0; h < t; ++h) {
+    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) column_batch_[j] = uint32_t(h);
+    index_batch(h, touched, in_batch, listed_at, entries_at);
+  }
+  if (touched_ranked_) touched_bitmap_ = std::move(touched);
 }
 
 // The one O(n) step: rows per label, for the untouched rows' counts.
@@ -66,82 +79,106 @@ void ApgLayout::count_labels(const int8_t* labels) {
     negative += labels[i] < 0;
   }
   fit_rows_ = positive + negative;
-  untouched_.positive = positive;  // minus the touched ones, below
+  untouched_.positive = positive;  // minus the touched ones, in the constructor
   untouched_.negative = negative;
 }
 
-// Two n-bit bitmaps: `touched` (rows any selected column touches; its rank
-// is the compact index) and `in_batch` (rows of one batch; its rank is the
-// position in R_h). Sweep 1 marks both and counts |R_h|; sweep 2 marks the
-// batch again to list R_h; sweep 3 writes each entry's position.
-void ApgLayout::index_rows(const int8_t* labels, MemoryBudget& budget) {
-  const SelectedFeatureCache& cache = cache_;
-  const size_t cols = cache.num_columns(), t = cache.num_batches();
-  Reservation scratch = budget.reserve(2 * RankedBitmap::bytes(n_rows_), kScratchPurpose, kRemedy);
-  RankedBitmap touched(n_rows_), in_batch(n_rows_);
-  auto mark_batch = [&](size_t h, bool also_touched) {
-    in_batch.clear();
-    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) {
-      SparseColumnView c = cache.column(j);
-      for (uint64_t k = 0; k < c.nnz; ++k) in_batch.set(c.rows[k]);
-      if (also_touched)
-        for (uint64_t k = 0; k < c.nnz; ++k) touched.set(c.rows[k]);
+void ApgLayout::mark_batch(size_t h, RankedBitmap& in_batch) const {
+  in_batch.clear();
+  for (size_t j = cache_.batch_begin(h); j < cache_.batch_end(h); ++j)
+    cache_.column(j).for_each([&](uint32_t row, float) { in_batch.set(row); });
+}
+
+// Sweep 1: marks every batch's rows (counting |R_h| and its nonzeros) and the touched rows.
+std::vector<ApgLayout::BatchCounts> ApgLayout::mark_touched(RankedBitmap& touched, RankedBitmap& in_batch) {
+  std::vector<BatchCounts> counts(cache_.num_batches());
+  for (size_t h = 0; h < counts.size(); ++h) {
+    mark_batch(h, in_batch);
+    for (size_t j = cache_.batch_begin(h); j < cache_.batch_end(h); ++j) {
+      cache_.column(j).for_each([&](uint32_t row, float) { touched.set(row); });
+      counts[h].nnz += cache_.column(j).nnz;
     }
-    return in_batch.build_rank();
-  };
-  std::vector<uint64_t> batch_sizes(t);
-  uint64_t nnz = 0, batch_rows = 0;
-  for (size_t h = 0; h < t; ++h) {
-    batch_sizes[h] = mark_batch(h, true);
-    batch_rows += batch_sizes[h];
+    counts[h].rows = in_batch.build_rank();
+    nnz_ += counts[h].nnz;
+    total_batch_rows_ += counts[h].rows;
   }
-  for (size_t j = 0; j < cols; ++j) nnz += cache.column(j).nnz;
-  const uint64_t count = touched.build_rank();
-  chunks_ = (count + kLayoutRowChunk - 1) / kLayoutRowChunk;
-  reservation_ = budget.reserve(count * (sizeof(uint32_t) + sizeof(int8_t)) +
-                                    (cols + 1) * sizeof(uint64_t) + cols * sizeof(uint32_t) +
-                                    nnz * sizeof(uint32_t) + (t + 1) * sizeof(uint64_t) +
-                                    batch_rows * sizeof(uint32_t) + t * (chunks_ + 1) * sizeof(uint32_t),
-                                kPurpose, kRemedy);
-  rows_.resize(count);
-  labels_.resize(count);
-  size_t next = 0;
-  touched.for_each_set([&](size_t row) {
-    rows_[next] = uint32_t(row);
-    labels_[next] = labels[row];
-    untouched_.positive -= labels[row] > 0;
-    untouched_.negative -= labels[row] < 0;
-    ++next;
+  touched_count_ = touched.build_rank();
+  chunks_ = (touched_count_ + kLayoutRowChunk - 1) / kLayoutRowChunk;
+  return counts;
+}
+
+// Per batch the smallest index form, given how R is held; R as a bitmap if
+// that makes the whole layout smaller (exact byte counts, ties: the lists).
+void ApgLayout::choose_forms(const std::vector<BatchCounts>& counts, ApgRowIndex choice) {
+  batches_.resize(counts.size());
+  const uint64_t ranked = RankedBitmap::bytes(n_rows_);
+  uint64_t all_listed = touched_count_ * sizeof(uint32_t), with_bitmap = ranked;
+  for (const BatchCounts& c : counts) {
+    all_listed += listed_bytes(c.rows, c.nnz);
+    with_bitmap += c.rows == touched_count_ ? 0 : std::min(listed_bytes(c.rows, c.nnz), ranked);
+  }
+  touched_ranked_ = choice == ApgRowIndex::kRanked || (choice == ApgRowIndex::kSmallest && with_bitmap < all_listed);
+  for (size_t h = 0; h < counts.size(); ++h) {
+    BatchIndex& b = batches_[h];
+    b.rows = counts[h].rows;
+    if (choice == ApgRowIndex::kRanked)
+      b.form = BatchIndexForm::kRanked;
+    else if (!touched_ranked_)
+      b.form = BatchIndexForm::kListed;
+    else if (counts[h].rows == touched_count_)
+      b.form = BatchIndexForm::kAllTouched;
+    else
+      b.form = listed_bytes(counts[h].rows, counts[h].nnz) <= ranked ? BatchIndexForm::kListed
+                                                                     : BatchIndexForm::kRanked;
+  }
+}
+
+// What the layout keeps, by the forms chosen.
+uint64_t ApgLayout::held_bytes(const std::vector<BatchCounts>& counts) const {
+  const size_t cols = cache_.num_columns(), t = counts.size();
+  uint64_t bytes = touched_count_ * sizeof(int8_t) + cols * (sizeof(uint32_t) + sizeof(uint64_t)) +
+                   t * (sizeof(BatchIndex) + (chunks_ + 1) * sizeof(uint32_t));
+  bytes += touched_ranked_ ? RankedBitmap::bytes(n_rows_) + (chunks_ + 1) * sizeof(uint32_t)
+                           : touched_count_ * sizeof(uint32_t);
+  for (size_t h = 0; h < t; ++h) {
+    if (batches_[h].form == BatchIndexForm::kListed) bytes += listed_bytes(counts[h].rows, counts[h].nnz);
+    if (batches_[h].form == BatchIndexForm::kRanked) bytes += RankedBitmap::bytes(n_rows_);
+  }
+  return bytes;
+}
+
+// Sweep 2 for batch h: marks it again, records where each compact chunk
+// starts in R_h, and keeps its index (the R_h list and each entry's position,
+// or the ranked bitmap itself).
+void ApgLayout::index_batch(size_t h, const RankedBitmap& touched, RankedBitmap& in_batch, uint64_t& listed_at,
+                            uint64_t& entries_at) {
+  BatchIndex& batch = batches_[h];
+  mark_batch(h, in_batch);
+  in_batch.build_rank();
+  const bool listed = batch.form == BatchIndexForm::kListed;
+  if (listed) batch.list_begin = listed_at;
+  uint32_t* list = listed ? batch_rows_.data() + listed_at : nullptr;
+  uint32_t* chunk_start = batch_chunk_.data() + h * (chunks_ + 1);
+  size_t position = 0, chunk = 0;
+  in_batch.for_each_set([&](size_t row) {
+    const uint32_t compact = touched.rank(row);
+    // Positions where compact chunks begin: the first entry at or past each boundary.
+    while (chunk < chunks_ && compact >= chunk * kLayoutRowChunk) chunk_start[chunk++] = uint32_t(position);
+    if (list) list[position] = compact;
+    ++position;
   });
-  column_begin_.resize(cols + 1);
-  column_batch_.resize(cols);
-  local_.resize(nnz);
-  batch_row_begin_.assign(t + 1, 0);
-  for (size_t h = 0; h < t; ++h) batch_row_begin_[h + 1] = batch_row_begin_[h] + batch_sizes[h];
-  batch_rows_.resize(batch_rows);
-  batch_chunk_.resize(t * (chunks_ + 1));
-  uint64_t at = 0;
-  for (size_t h = 0; h < t; ++h) {
-    mark_batch(h, false);
-    uint32_t* list = batch_rows_.data() + batch_row_begin_[h];
-    uint32_t* chunk_start = batch_chunk_.data() + h * (chunks_ + 1);
-    size_t position = 0, chunk = 0;
-    in_batch.for_each_set([&](size_t row) {
-      const uint32_t compact = touched.rank(row);
-      // Positions where compact chunks begin: the first entry at or past each boundary.
-      while (chunk < chunks_ && compact >= chunk * kLayoutRowChunk) chunk_start[chunk++] = uint32_t(position);
-      list[position++] = compact;
-    });
-    while (chunk <= chunks_) chunk_start[chunk++] = uint32_t(position);
-    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) {
-      SparseColumnView c = cache.column(j);
-      column_begin_[j] = at;
-      column_batch_[j] = uint32_t(h);
-      for (uint64_t k = 0; k < c.nnz; ++k) local_[at + k] = in_batch.rank(c.rows[k]);
-      at += c.nnz;
+  while (chunk <= chunks_) chunk_start[chunk++] = uint32_t(position);
+  if (listed) {
+    listed_at += batch.rows;
+    for (size_t j = cache_.batch_begin(h); j < cache_.batch_end(h); ++j) {
+      column_begin_[j] = entries_at;
+      uint32_t* out = local_.data() + entries_at;
+      cache_.column(j).for_each([&](uint32_t row, float) { *out++ = in_batch.rank(row); });
+      entries_at += cache_.column(j).nnz;
     }
+  } else if (batch.form == BatchIndexForm::kRanked) {
+    batch.bitmap = in_batch;
   }
-  column_begin_[cols] = at;
 }
 
 }  // namespace fgm::detail

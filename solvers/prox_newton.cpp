@@ -31,6 +31,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -198,34 +199,73 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
 }
 
 // Turns the part's selected columns around. Rows are split into 64 fixed id
-// ranges; a range finds its entries of every column by binary search, so
-// ranges build their rows independently.
+// ranges (multiples of 64 rows, so a bitmap column splits at word
+// boundaries); a range finds its entries of every column by binary search
+// (row lists), its words (bitmaps) or its slice (dense), so ranges build their
+// rows independently.
 void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
                 NewtonRows& out) {
   const uint64_t n = cache.n_rows();
   const size_t cols = cache.num_columns();
   FGM_ASSERT(cols <= kProxNewtonMaxColumns && n <= std::numeric_limits<uint32_t>::max());
   out.n = n;
+  constexpr size_t kIdRanges = 64;
+  std::vector<uint64_t> bound(kIdRanges + 1);
+  for (size_t r = 0; r < kIdRanges; ++r) bound[r] = std::min<uint64_t>(n, (n * r / kIdRanges) & ~uint64_t(63));
+  bound[kIdRanges] = n;
   bool binary = true;
   uint64_t nnz = 0;
+  std::vector<ColumnView> view(cols);
+  // Bitmap columns with values: the index of each range's first value.
+  std::vector<std::vector<uint64_t>> value_rank(cols);
   for (size_t j = 0; j < cols; ++j) {
-    const SparseColumnView c = cache.column(j);
+    const ColumnView c = cache.column(j);
+    view[j] = c;
     nnz += c.nnz;
-    for (uint64_t k = 0; binary && k < c.nnz; ++k) binary = c.values[k] == 1.0f;
+    if (c.is_uniform()) binary = binary && c.uniform == 1.0f;
+    else if (binary) c.for_each([&](uint32_t, float v) { binary = binary && v == 1.0f; });
+    if (c.form == ColumnForm::kBitmap) {
+      std::vector<uint64_t>& rank = value_rank[j];
+      rank.assign(kIdRanges + 1, 0);
+      uint64_t seen = 0, word = 0;
+      for (size_t r = 0; r <= kIdRanges; ++r) {
+        for (; word < bound[r] / 64; ++word) seen += uint64_t(std::popcount(c.words[word]));
+        rank[r] = seen;
+      }
+    }
   }
-  Reservation counts_memory = budget.reserve(n * sizeof(uint32_t), "Newton row counts", kRemedy);
-  HugeVector<uint32_t> count(n, 0);
-  constexpr size_t kIdRanges = 64;
-  auto id_range = [&](size_t r) { return std::pair<uint64_t, uint64_t>{n * r / kIdRanges, n * (r + 1) / kIdRanges}; };
-  auto for_entries = [&](size_t r, const auto& f) {  // f(j, k) for column j's entries k in id range r
-    const auto [lo, hi] = id_range(r);
+  // f(j, row, value) for column j's entries in id range r, rows increasing.
+  auto for_entries = [&](size_t r, const auto& f) {
+    const uint64_t lo = bound[r], hi = bound[r + 1];
     for (size_t j = 0; j < cols; ++j) {
-      const SparseColumnView c = cache.column(j);
-      uint64_t k = uint64_t(std::lower_bound(c.rows, c.rows + c.nnz, uint32_t(lo)) - c.rows);
-      for (; k < c.nnz && c.rows[k] < hi; ++k) f(j, k, c);
+      const ColumnView& c = view[j];
+      switch (c.form) {
+        case ColumnForm::kSparse:
+        case ColumnForm::kSparseUniform: {
+          uint64_t k = uint64_t(std::lower_bound(c.rows, c.rows + c.nnz, uint32_t(lo)) - c.rows);
+          for (; k < c.nnz && c.rows[k] < hi; ++k) f(j, c.rows[k], c.values ? c.values[k] : c.uniform);
+          break;
+        }
+        case ColumnForm::kBitmap:
+        case ColumnForm::kBitmapUniform: {
+          uint64_t k = c.form == ColumnForm::kBitmap ? value_rank[j][r] : 0;
+          for (uint64_t w = lo / 64; w * 64 < hi; ++w)
+            for (uint64_t bits = c.words[w]; bits != 0; bits &= bits - 1) {
+              const uint64_t row = w * 64 + uint64_t(std::countr_zero(bits));
+              f(j, row, c.form == ColumnForm::kBitmap ? c.values[k++] : c.uniform);
+            }
+          break;
+        }
+        case ColumnForm::kDense:
+          for (uint64_t row = lo; row < hi; ++row)
+            if (ColumnView::dense_entry(c.values[row])) f(j, row, c.values[row]);
+          break;
+      }
     }
   };
-  tasks.run(kIdRanges, [&](size_t r) { for_entries(r, [&](size_t, uint64_t k, const SparseColumnView& c) { ++count[c.rows[k]]; }); });
+  Reservation counts_memory = budget.reserve(n * sizeof(uint32_t), "Newton row counts", kRemedy);
+  HugeVector<uint32_t> count(n, 0);
+  tasks.run(kIdRanges, [&](size_t r) { for_entries(r, [&](size_t, uint64_t row, float) { ++count[row]; }); });
   uint64_t touched = 0;
   for (uint64_t i = 0; i < n; ++i) touched += count[i] != 0;
   out.reservation = budget.reserve(touched * (sizeof(uint32_t) + sizeof(int8_t) + sizeof(uint64_t)) + 8 +
@@ -253,11 +293,10 @@ void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& 
   // Fill: a cursor per compact row (its next free entry), columns in order.
   HugeVector<uint64_t> cursor(out.begin.begin(), out.begin.end() - 1);
   tasks.run(kIdRanges, [&](size_t r) {
-    for_entries(r, [&](size_t j, uint64_t k, const SparseColumnView& col) {
-      const uint32_t compact = count[col.rows[k]];
-      const uint64_t e = cursor[compact]++;
+    for_entries(r, [&](size_t j, uint64_t row, float value) {
+      const uint64_t e = cursor[count[row]]++;
       out.column[e] = uint16_t(j);
-      if (!out.value.empty()) out.value[e] = col.values[k];
+      if (!out.value.empty()) out.value[e] = value;
     });
   });
   cursor = {};

@@ -19,20 +19,18 @@ SelectedRows SelectedRows::from_cache(const SelectedFeatureCache& cache, MemoryB
                                "MSLR selected columns by row", "lower mslr.r or mslr.max_iterations");
   rows.row_begin.assign(rows.n_rows + 1, 0);
   for (uint32_t k = 0; k < rows.n_columns; ++k) {
-    const SparseColumnView col = cache.column(k);
-    for (uint64_t e = 0; e < col.nnz; ++e) ++rows.row_begin[col.rows[e] + 1];
+    cache.column(k).for_each([&](uint32_t row, float) { ++rows.row_begin[row + 1]; });
   }
   for (uint64_t i = 0; i < rows.n_rows; ++i) rows.row_begin[i + 1] += rows.row_begin[i];
   rows.column.resize(nnz);
   rows.value.resize(nnz);
   std::vector<uint64_t> next(rows.row_begin.begin(), rows.row_begin.end() - 1);
   for (uint32_t k = 0; k < rows.n_columns; ++k) {  // columns in order: each row's entries by column
-    const SparseColumnView col = cache.column(k);
-    for (uint64_t e = 0; e < col.nnz; ++e) {
-      const uint64_t at = next[col.rows[e]]++;
+    cache.column(k).for_each([&](uint32_t row, float value) {
+      const uint64_t at = next[row]++;
       rows.column[at] = k;
-      rows.value[at] = col.values[e];
-    }
+      rows.value[at] = value;
+    });
   }
   return rows;
 }

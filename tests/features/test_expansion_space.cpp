@@ -311,9 +311,11 @@ TEST_CASE("materialised columns equal the explicit expansion; the model predicts
         REQUIRE(key.ids[0] == j);
         REQUIRE(key.level == l);
         REQUIRE(key.group == j);
-        SparseColumnView col = cache.column(k);
-        REQUIRE(std::vector<uint32_t>(col.rows, col.rows + col.nnz) == rows);
-        REQUIRE(std::vector<float>(col.values, col.values + col.nnz) == vals);
+        std::vector<uint32_t> col_rows;
+        std::vector<float> col_vals;
+        cache.column(k).entries(col_rows, col_vals);
+        REQUIRE(col_rows == rows);
+        REQUIRE(col_vals == vals);
         ++k;
       }
     }
@@ -359,9 +361,8 @@ TEST_CASE("materialised columns equal the explicit expansion; the model predicts
     ExpansionEvaluator ev(read);
     for (size_t q = 0; q < cache.num_columns(); ++q) {
       const ModelFeature& f = read.features[q];
-      SparseColumnView col = cache.column(q);
       std::vector<float> dense(fx.n, 0.0f);
-      for (uint64_t p = 0; p < col.nnz; ++p) dense[col.rows[p]] = col.values[p];
+      cache.column(q).for_each([&](uint32_t row, float value) { dense[row] = value; });
       for (uint64_t i = 0; i < fx.n; ++i) {
         double raw = fx.present[i][f.key.ids[0]] ? fx.X[i][f.key.ids[0]] : 0.0;
         REQUIRE(ev.value(f, raw) == dense[i]);

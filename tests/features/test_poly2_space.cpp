@@ -170,9 +170,8 @@ TEST_CASE("poly2 excludes selected candidates and materialises exact columns", "
   for (const auto& c : r.top) space.materialize(*d.store, c.id, cache);
   for (size_t k = 0; k < r.top.size(); ++k) {
     uint64_t id = r.top[k].id, j = poly2_first(id), kk = poly2_second(id);
-    SparseColumnView col = cache.column(k);
     std::map<uint32_t, double> got;
-    for (uint64_t e = 0; e < col.nnz; ++e) got[col.rows[e]] = col.values[e];
+    cache.column(k).for_each([&](uint32_t row, float value) { got[row] = value; });
     for (size_t i = 0; i < d.rows.rows.size(); ++i) {
       auto xj = d.rows.rows[i].count(j) ? static_cast<float>(d.rows.rows[i].at(j)) : 0.0f;
       auto xk = d.rows.rows[i].count(kk) ? static_cast<float>(d.rows.rows[i].at(kk)) : 0.0f;

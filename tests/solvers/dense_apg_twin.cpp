@@ -127,8 +127,7 @@ class ApgSolver {
     for (size_t j = begin(h); j < end(h); ++j) {
       double xj = x[j];
       if (xj == 0) continue;
-      SparseColumnView c = cache_.column(j);
-      for (uint64_t k = 0; k < c.nnz; ++k) out[c.rows[k]] += xj * double(c.values[k]);
+      cache_.column(j).for_each([&](uint32_t row, float value) { out[row] += xj * double(value); });
     }
   }
 
@@ -209,17 +208,17 @@ class ApgSolver {
   // and a bias also the positive rows' part g⁺_j (for dual_bound).
   void gradient(const std::vector<double>& r, std::vector<double>& g, bool positive_part = false) {
     ex_.for_each(cols_, [&](size_t j) {
-      SparseColumnView c = cache_.column(j);
+      const ColumnView c = cache_.column(j);
       double s = 0, sp = 0;
       if (opt_.bias && positive_part) {
-        for (uint64_t k = 0; k < c.nnz; ++k) {
-          const double t = r[c.rows[k]] * double(c.values[k]);
+        c.for_each([&](uint32_t row, float value) {
+          const double t = r[row] * double(value);
           s += t;
-          sp += y_[c.rows[k]] > 0 ? t : 0.0;
-        }
+          sp += y_[row] > 0 ? t : 0.0;
+        });
         g_pos_[j] = sp;
       } else {
-        for (uint64_t k = 0; k < c.nnz; ++k) s += r[c.rows[k]] * double(c.values[k]);
+        c.for_each([&](uint32_t row, float value) { s += r[row] * double(value); });
       }
       g[j] = s;
     });
@@ -238,10 +237,10 @@ class ApgSolver {
   double initial_lipschitz() const {
     double largest = 0;
     for (size_t j = 0; j < cols_; ++j) {
-      SparseColumnView c = cache_.column(j);
       double q = 0;
-      for (uint64_t k = 0; k < c.nnz; ++k)
-        if (y_[c.rows[k]] != 0) q += double(c.values[k]) * double(c.values[k]);
+      cache_.column(j).for_each([&](uint32_t row, float value) {
+        if (y_[row] != 0) q += double(value) * double(value);
+      });
       largest = std::max(largest, q);
     }
     const double curvature = (LossT::kNeedsSigmoid ? 0.25 : 1.0) * opt_.C * largest;

@@ -12,6 +12,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -119,7 +121,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 
 TEST_CASE("APG layout: touched rows, per-batch row lists and positions, untouched counts",
           "[solvers][apg][layout]") {
-  // Against a brute-force re-indexing. 30,000 rows with ~60% touched: the
+  // Against a brute-force re-indexing, in every index form (lists, ranked
+  // bitmaps, and the smallest per batch). 30,000 rows with ~60% touched: the
   // touched rows span three row chunks.
   const size_t n = 30000;
   Problem p = tall_problem(1, n, {2, 3, 1, 2}, Kind::kInteger, 0.6, true);
@@ -129,8 +132,9 @@ TEST_CASE("APG layout: touched rows, per-batch row lists and positions, untouche
   SelectedFeatureCache cache(budget, n);
   fill_cache(p, cache, 4);
   const uint64_t before = budget.used();
-  {
-    detail::ApgLayout layout(cache, p.y.data(), budget);
+  for (ApgRowIndex choice : {ApgRowIndex::kSmallest, ApgRowIndex::kListed, ApgRowIndex::kRanked}) {
+    CAPTURE(int(choice));
+    detail::ApgLayout layout(cache, p.y.data(), budget, choice);
     std::vector<uint32_t> rows;
     uint64_t untouched_pos = 0, untouched_neg = 0, fit = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -144,7 +148,12 @@ TEST_CASE("APG layout: touched rows, per-batch row lists and positions, untouche
     REQUIRE(layout.touched() == rows.size());
     REQUIRE(rows.size() > 2 * detail::kLayoutRowChunk);
     REQUIRE(layout.num_chunks() == (rows.size() + detail::kLayoutRowChunk - 1) / detail::kLayoutRowChunk);
-    REQUIRE(std::equal(rows.begin(), rows.end(), layout.rows()));
+    std::vector<uint32_t> walked;
+    layout.for_each_touched([&](uint32_t c, uint32_t row) {
+      REQUIRE(c == walked.size());
+      walked.push_back(row);
+    });
+    REQUIRE(walked == rows);
     for (size_t c = 0; c < rows.size(); ++c) REQUIRE(layout.labels()[c] == p.y[rows[c]]);
     REQUIRE(layout.untouched().positive == untouched_pos);
     REQUIRE(layout.untouched().negative == untouched_neg);
@@ -160,35 +169,48 @@ TEST_CASE("APG layout: touched rows, per-batch row lists and positions, untouche
         for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) any = any || p.at(rows[c], j) != 0;
         if (any) expected.push_back(uint32_t(c));
       }
-      CAPTURE(h);
+      CAPTURE(h, int(layout.batch_form(h)));
+      if (choice == ApgRowIndex::kListed) REQUIRE(layout.batch_form(h) == detail::BatchIndexForm::kListed);
+      if (choice == ApgRowIndex::kRanked) REQUIRE(layout.batch_form(h) == detail::BatchIndexForm::kRanked);
       REQUIRE(layout.batch_rows(h) == expected.size());
-      REQUIRE(std::equal(expected.begin(), expected.end(), layout.batch_row_list(h)));
       batch_rows += expected.size();
-      // Chunk c's rows of R_h are positions [batch_chunk(h, c), batch_chunk(h, c + 1)).
+      // Chunk c's rows of R_h are positions [batch_chunk(h, c), batch_chunk(h, c + 1)),
+      // walked in order with their compact rows.
+      std::vector<uint32_t> listed;
       for (size_t c = 0; c <= layout.num_chunks(); ++c) {
         const size_t first = std::lower_bound(expected.begin(), expected.end(),
                                               uint32_t(c * detail::kLayoutRowChunk)) - expected.begin();
         REQUIRE(layout.batch_chunk(h, c) == (c == layout.num_chunks() ? expected.size() : first));
+        if (c == layout.num_chunks()) break;
+        layout.for_each_batch_row(h, c, [&](uint32_t position, uint32_t compact) {
+          REQUIRE(position == listed.size());
+          REQUIRE(compact >= c * detail::kLayoutRowChunk);
+          REQUIRE(compact < (c + 1) * detail::kLayoutRowChunk);
+          listed.push_back(compact);
+        });
       }
+      REQUIRE(listed == expected);
       // Each entry: its compact row, its position in R_h, its value, in row order.
       for (size_t j = p.batch_begin[h]; j < p.batch_end(h); ++j) {
-        size_t k = 0;
+        std::vector<std::array<double, 3>> entries, want;
+        layout.for_each_entry(j, [&](uint32_t position, uint32_t compact, float value) {
+          entries.push_back({double(position), double(compact), double(value)});
+        });
         for (size_t c = 0; c < rows.size(); ++c) {
           const double x = p.at(rows[c], j);
           if (x == 0) continue;
-          REQUIRE(k < layout.column_size(j));
-          REQUIRE(layout.column_batch(j) == h);
-          REQUIRE(expected[layout.column_local(j)[k]] == c);
-          REQUIRE(double(layout.column_values(j)[k]) == x);
-          ++k;
+          const size_t position = std::lower_bound(expected.begin(), expected.end(), uint32_t(c)) - expected.begin();
+          want.push_back({double(position), double(c), x});
         }
-        REQUIRE(k == layout.column_size(j));
-        nnz += k;
+        REQUIRE(layout.column_batch(j) == h);
+        REQUIRE(layout.column_size(j) == want.size());
+        REQUIRE(entries == want);
+        nnz += want.size();
       }
     }
     REQUIRE(layout.nnz() == nnz);
     REQUIRE(layout.total_batch_rows() == batch_rows);
-    REQUIRE(budget.used() > before);
+    REQUIRE(budget.used() == before + layout.bytes());
   }
   REQUIRE(budget.used() == before);  // the layout's reservation ends with it
 }
@@ -389,4 +411,94 @@ TEST_CASE("Sparse APG: untouched rows alone (no columns) give the closed-form bi
     REQUIRE(r.loss == Approx(loss_value(loss, 1.0, y.data(), decision)).epsilon(1e-13));
     REQUIRE(r.relative_gap <= 1e-9);
   }
+}
+
+TEST_CASE("Sparse APG: every column form and row index gives the plain forms' solve, bit for bit",
+          "[solvers][apg][compact]") {
+  // The plain forms (row lists with values in the cache, listed R_h with
+  // per-entry positions) against each cache form (forced where it can hold
+  // the column) and each layout index (smallest, lists, ranked bitmaps).
+  // Shapes: dense (every row touched: all-touched batches, dense and bitmap
+  // columns) and tall (10% touched); binary (uniform forms) and Gaussian.
+  const ColumnForm forms[] = {ColumnForm::kSparse, ColumnForm::kSparseUniform, ColumnForm::kBitmap,
+                              ColumnForm::kBitmapUniform, ColumnForm::kDense};
+  uint64_t seed = 300;
+  for (Kind kind : {Kind::kBinary, Kind::kGaussian}) {
+    for (double touched : {1.0, 0.1}) {
+      const size_t n = 20000;
+      Problem p = tall_problem(++seed, n, {3, 2, 3}, kind, touched, true);
+      if (touched == 1.0)  // one column on every row: a dense-form candidate
+        for (size_t i = 0; i < n; ++i) p.x[i * p.cols + 2] = kind == Kind::kBinary ? 1.0 : 0.25 + double(i % 7);
+      for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+        CAPTURE(kind_name(kind), touched, loss_name(loss));
+        const ApgOptions o = options(loss, 0.5, true, 1e-6, 300);
+        auto solve = [&](std::optional<ColumnForm> form, ApgRowIndex index, ApgState& s, std::vector<double>& d,
+                         std::set<ColumnForm>* used) {
+          MemoryBudget budget(kBudget);
+          force_column_form(form);
+          SelectedFeatureCache cache(budget, n);
+          force_column_form(std::nullopt);
+          fill_cache(p, cache, 3);
+          if (used)
+            for (size_t j = 0; j < cache.num_columns(); ++j) used->insert(cache.column(j).form);
+          LocalRowSums local;
+          ApgRowPart part{&cache, p.y.data(), &d};
+          part.row_index = index;
+          return solve_apg({part}, local, o, s, budget);
+        };
+        ApgState ref;
+        std::vector<double> ref_d;
+        const ApgResult r0 = solve(ColumnForm::kSparse, ApgRowIndex::kListed, ref, ref_d, nullptr);
+        REQUIRE(r0.iterations > 5);
+        std::set<ColumnForm> used;
+        for (int f = -1; f < 5; ++f) {
+          for (ApgRowIndex index : {ApgRowIndex::kSmallest, ApgRowIndex::kListed, ApgRowIndex::kRanked}) {
+            CAPTURE(f, int(index));
+            ApgState s;
+            std::vector<double> d;
+            const ApgResult r = solve(f < 0 ? std::nullopt : std::optional<ColumnForm>(forms[f]), index, s, d, &used);
+            REQUIRE(r.iterations == r0.iterations);
+            REQUIRE(r.line_search_steps == r0.line_search_steps);
+            REQUIRE(std::memcmp(&r.objective, &r0.objective, sizeof(double)) == 0);
+            REQUIRE(std::memcmp(&r.dual_bound, &r0.dual_bound, sizeof(double)) == 0);
+            REQUIRE(same_bits(s.w, ref.w));
+            REQUIRE(std::memcmp(&s.b, &ref.b, sizeof(double)) == 0);
+            REQUIRE(same_bits(d, ref_d));
+          }
+        }
+        // Every form really occurred (uniform ones only on binary data).
+        REQUIRE(used.count(ColumnForm::kBitmap) == 1);
+        if (touched == 1.0) REQUIRE(used.count(ColumnForm::kDense) == 1);
+        if (kind == Kind::kBinary) REQUIRE(used.count(ColumnForm::kBitmapUniform) == 1);
+        if (kind == Kind::kBinary) REQUIRE(used.count(ColumnForm::kSparseUniform) == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("APG layout: the smallest index form per batch, and its bytes reserved", "[solvers][apg][layout][compact]") {
+  // Every row touched by batch 0 (all-touched), batch 1 on ~half of the rows
+  // (a ranked bitmap is smaller than its lists), batch 2 on a few rows (lists).
+  const size_t n = 50000;
+  Problem p = tall_problem(9, n, {2, 2, 1}, Kind::kBinary, 1.0, false);
+  for (size_t i = 0; i < n; ++i) {
+    p.x[i * p.cols + 0] = 1.0;
+    p.x[i * p.cols + 4] = i % 1000 == 0 ? 1.0 : 0.0;
+  }
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, n);
+  fill_cache(p, cache, 3);
+  const uint64_t before = budget.used();
+  detail::ApgLayout smallest(cache, p.y.data(), budget);
+  REQUIRE(smallest.batch_form(0) == detail::BatchIndexForm::kAllTouched);
+  REQUIRE(smallest.batch_form(1) == detail::BatchIndexForm::kRanked);
+  REQUIRE(smallest.batch_form(2) == detail::BatchIndexForm::kListed);
+  const uint64_t compact = budget.used() - before;
+  REQUIRE(compact == smallest.bytes());
+  detail::ApgLayout listed(cache, p.y.data(), budget, ApgRowIndex::kListed);
+  REQUIRE(budget.used() - before - compact == listed.bytes());
+  // The listed layout holds 4 bytes per entry and per row of each R_h (and of R):
+  // with ~125,000 entries here, over 10 times the compact one.
+  REQUIRE(listed.bytes() >= 4 * (listed.nnz() + listed.total_batch_rows() + listed.touched()));
+  REQUIRE(10 * compact < listed.bytes());
 }
