@@ -276,7 +276,7 @@ Predictions predict_file(const std::string& path, const Model& model, MemoryBudg
     for (const auto& m : class_models) scorers.emplace_back(m);
   else
     scorers.emplace_back(model);
-  LibsvmReader reader(path, reader_options_for(model));
+  LibsvmReader reader(path, reader_options_for(model, budget));
   memory = budget.reserve(0, "predictions", "predict a smaller file");
   constexpr uint64_t kRowBytes = 2 * sizeof(double);
   Predictions out;
