@@ -353,7 +353,7 @@ std::string ovr_lockstep_fell_back(size_t classes, const std::string& budget_err
 }
 std::string apg_gap_above_tolerance(int outer_iteration, int apg_iterations, double relative_gap,
                                     const char* stop) {
-  return fmt::format("outer iteration {}: the certified APG solve {} after {} iterations with relative duality "
+  return fmt::format("outer iteration {}: the certified solve {} after {} iterations with relative duality "
                      "gap {:.3g}, above apg.gap_tolerance: this solve's weights are not converged (F − min F ≤ "
                      "gap·F still holds); raise apg.max_iterations or apg.gap_tolerance",
                      outer_iteration, stop, apg_iterations, relative_gap);

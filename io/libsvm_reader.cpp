@@ -89,6 +89,25 @@ bool LibsvmChunkSource::next(TextChunk& chunk) {
     if (s.max_line_bytes > 0) want = std::min<size_t>(want, s.max_line_bytes + 1 - text.size());
   }
   if (text.empty()) return false;
+  // A chunk larger than the bound can hold a whole line longer than it: the
+  // bound holds for every line, whatever the chunk size.
+  if (s.max_line_bytes > 0 && text.size() > s.max_line_bytes) {
+    uint64_t line = s.next_line;
+    for (size_t at = 0; at < text.size(); ++line) {
+      const void* nl = memchr(text.data() + at, '\n', text.size() - at);
+      const size_t end = nl ? size_t(static_cast<const char*>(nl) - text.data()) : text.size();
+      if (end - at > s.max_line_bytes) {
+        if (at == 0)
+          throw Error(ErrorKind::kOutOfMemory,
+                      msg::line_too_long(s.input.path(), line, s.max_line_bytes, s.max_line_key));
+        // The lines before it are this chunk; the error comes when it is reached.
+        s.carry.insert(0, text, at, std::string::npos);
+        text.resize(at);
+        break;
+      }
+      at = end + 1;
+    }
+  }
   chunk.index = s.next_index++;
   chunk.first_line = s.next_line;
   s.next_line += static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n'));

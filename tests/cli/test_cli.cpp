@@ -568,7 +568,8 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
           "[cli][warnings]") {
   TempDir dir("fgm-cli");
   REQUIRE(run(dir, "synth --out data --rows 300 --test-rows 10 --features 60 --relevant 6 --seed 3").code == 0);
-  const std::string train = "train data.train=data/train.svm engine.cache_dir=cache fgm.B=3 fgm.max_iterations=3 ";
+  const std::string train =
+      "train data.train=data/train.svm engine.cache_dir=cache fgm.B=3 fgm.max_iterations=3 apg.method=apg ";
   // One APG iteration can neither shrink the mapping to 1e-12 of its first
   // value (the inexact solves of iterations 1 and 2) nor certify a relative
   // gap of 1e-3 (the final solve, iteration 3).
@@ -576,7 +577,7 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
   CAPTURE(r.err);
   REQUIRE(r.code == 0);
   REQUIRE(contains(r.err, "warning: outer iteration 1: APG stopped at apg.max_iterations = 1"));
-  REQUIRE(contains(r.err, "warning: outer iteration 3: the certified APG solve stopped at apg.max_iterations"));
+  REQUIRE(contains(r.err, "warning: outer iteration 3: the certified solve stopped at apg.max_iterations"));
   REQUIRE(python_check_json(dir.file("capped/run.json"),
                             "its = d['iterations']\n"
                             "assert len(its) == 3\n"
@@ -590,7 +591,7 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
                             "  assert x['code'] == 'apg_max_iterations'\n"
                             "  assert x['message'].startswith('outer iteration %d: APG stopped' % (k + 1))\n"
                             "assert w[2]['code'] == 'apg_gap_above_tolerance'\n"
-                            "assert w[2]['message'].startswith('outer iteration 3: the certified APG solve')\n"));
+                            "assert w[2]['message'].startswith('outer iteration 3: the certified solve')\n"));
 
   // Solves that meet their rules: the intermediate ones inexact, the final
   // one certified to apg.gap_tolerance; no warnings.
@@ -611,7 +612,7 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
   // fgm path: every point's solve is certified, so each capped one warns
   // (into path.json).
   r = run(dir, "path data.train=data/train.svm engine.cache_dir=cache fgm.B=2 'path.features=[2,4]' "
-               "path.debias=false output.dir=p apg.max_iterations=1 apg.eps_inner=1e-12");
+               "path.debias=false output.dir=p apg.max_iterations=1 apg.eps_inner=1e-12 apg.method=apg");
   CAPTURE(r.err);
   REQUIRE(r.code == 0);
   REQUIRE(python_check_json(dir.file("p/path.json"),
@@ -620,12 +621,45 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
                             "assert all(x['code'] == 'apg_gap_above_tolerance' for x in w)\n"));
   // The de-biased refits are certified too: capped, each point's refit warns.
   r = run(dir, "path data.train=data/train.svm engine.cache_dir=cache fgm.B=2 'path.features=[2,4]' "
-               "output.dir=pd apg.max_iterations=2");
+               "output.dir=pd apg.max_iterations=2 apg.method=apg");
   CAPTURE(r.err);
   REQUIRE(r.code == 0);
   REQUIRE(python_check_json(dir.file("pd/path.json"),
                             "codes = [x['code'] for x in d['warnings']]\n"
                             "assert codes.count('debias_gap_above_tolerance') == 2, codes\n"));
+}
+
+// The default subproblem solver (apg.method = auto: proximal Newton up to 1,024
+// columns) certifies every solve, intermediate ones included; capped above
+// apg.gap_tolerance, each solve is the run warning, and an uncapped run has
+// none. The gaps it reports bound the suboptimality against a re-solve to
+// 1e-12 of the final subproblem (same selection: every solve is certified).
+TEST_CASE("Newton solves are certified in every outer iteration; capped ones warn", "[cli][warnings][newton]") {
+  TempDir dir("fgm-cli-newton");
+  REQUIRE(run(dir, "synth --out data --rows 300 --test-rows 10 --features 60 --relevant 6 --seed 3").code == 0);
+  const std::string train = "train data.train=data/train.svm engine.cache_dir=cache fgm.B=3 fgm.max_iterations=3 ";
+  RunResult r = run(dir, train + "output.dir=ok");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE_FALSE(contains(r.err, "warning:"));
+  REQUIRE(python_check_json(dir.file("ok/run.json"),
+                            "its = d['iterations']\n"
+                            "assert len(its) == 3\n"
+                            "assert all(i['apg_converged'] and i['apg_certified'] and i['apg_stop'] == 'converged' and\n"
+                            "           i['apg_relative_gap'] <= 1e-3 and i['apg_iterations'] < 30 for i in its)\n"
+                            "assert d['warnings'] == []\n"));
+  r = run(dir, train + "output.dir=tight apg.gap_tolerance=1e-12");
+  REQUIRE(r.code == 0);
+  REQUIRE(python_check_json(dir.file("ok/run.json"),
+                            "tight = json.load(open(sys.argv[1].replace('/ok/', '/tight/')))\n"
+                            "F, G = d['iterations'][-1], tight['iterations'][-1]\n"
+                            "assert F['objective'] - G['objective'] <= F['apg_relative_gap'] * F['objective'] + 1e-9\n"));
+  r = run(dir, train + "output.dir=capped apg.max_iterations=1 apg.gap_tolerance=1e-12");
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.err, "warning: outer iteration 1: the certified solve stopped at apg.max_iterations"));
+  REQUIRE(python_check_json(dir.file("capped/run.json"),
+                            "assert [w['code'] for w in d['warnings']] == ['apg_gap_above_tolerance'] * 3\n"
+                            "assert all(not i['apg_converged'] and i['apg_relative_gap'] > 1e-12 for i in d['iterations'])\n"));
 }
 
 // Issue 7 item 6: a budget a fraction of the store's size slows training down

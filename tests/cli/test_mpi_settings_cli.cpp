@@ -160,7 +160,7 @@ TEST_CASE("the single-store trainer's warnings on a partitioned store", "[.mpi][
   // Feature 9 holds values around 10^6: the value span over all partitions
   // is the single store's (per-column maxima are exact), message included.
   ingest_both(dir, planted(400, 30, 9, 9));
-  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\n[apg]\nmax_iterations = 3\neps_inner = 1e-9\n");
+  dir.write("c.toml", "[data]\ntrain = \"store\"\n[fgm]\nB = 2\nmax_iterations = 2\n[apg]\nmethod = \"apg\"\nmax_iterations = 3\neps_inner = 1e-9\n");
   REQUIRE(run_mpi(dir, 4, "train --config c.toml output.dir=d").code == 0);
   REQUIRE(run(dir, "train --config c.toml data.train=plain output.dir=s").code == 0);
   const auto dw = warnings_of(run_log(dir, "d")), sw = warnings_of(run_log(dir, "s"));

@@ -366,6 +366,7 @@ TEST_CASE("a line longer than max_line_bytes is an error naming it, read no furt
       reader.next(row);
       FAIL("line 3 was read");
     } catch (const Error& e) {
+      CAPTURE(e.what());
       REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
       REQUIRE_THAT(e.what(), Catch::Contains("long.svm:3: the line is longer than") &&
                                  Catch::Contains("raise --memory-budget"));
