@@ -178,7 +178,7 @@ int train_exclusive_multiclass(SolverCommand& command, const ExclusiveSettings& 
   warn_not_converged(command.warnings, outcome.classes, true, settings);
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test_file(config, model, command.budget, command.warnings);
+  if (has_test) test = evaluate_test_file_keeping_model(config, model, command.budget, command.warnings);
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
   if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
@@ -209,7 +209,7 @@ int train_exclusive(SolverCommand& command) {
   warn_not_converged(command.warnings, {outcome}, false, settings);
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test_file(config, outcome.model, command.budget, command.warnings);
+  if (has_test) test = evaluate_test_file_keeping_model(config, outcome.model, command.budget, command.warnings);
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
   if (has_truth) truth = recover_truth(config.get_string("data.truth"), outcome.model.features);
@@ -250,7 +250,7 @@ int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Comm
   warn_not_converged(warnings, outcome.classes, multiclass, settings);
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test_file(config, outcome.model, budget, warnings);
+  if (has_test) test = evaluate_test_file_keeping_model(config, outcome.model, budget, warnings);
   create_output_directory(out_dir, "output.dir");
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
   JsonWriter j;

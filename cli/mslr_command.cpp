@@ -318,7 +318,7 @@ int train_mslr(SolverCommand& command) {
   // Evaluate before writing anything, so a bad test file leaves no output.
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test_file(config, model, command.budget, command.warnings);
+  if (has_test) test = evaluate_test_file_keeping_model(config, model, command.budget, command.warnings);
   const bool has_truth = !config.get_string("data.truth").empty();
   TruthRecovery truth;
   if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
@@ -377,7 +377,7 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
   // Evaluate before writing anything, so a bad test file leaves no output.
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test_file(config, model, budget, warnings);
+  if (has_test) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
   create_output_directory(out_dir, "output.dir");
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
   JsonWriter j;

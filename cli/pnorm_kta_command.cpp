@@ -263,7 +263,7 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) {
-    test = evaluate_test_file(config, model, output.budget, output.warnings);
+    test = evaluate_test_file_keeping_model(config, model, output.budget, output.warnings);
   }
   // The selected features: a linear model's weights, or a kernel SVM's
   // features with their kernel weights d_j.

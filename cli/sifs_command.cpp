@@ -367,7 +367,7 @@ int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communica
   const std::string out_dir = config.get_string("output.dir");
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
-  if (has_test) test = evaluate_test_file(config, model, budget, warnings);
+  if (has_test) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
   create_output_directory(out_dir, "output.dir");
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
   JsonWriter j;
@@ -439,7 +439,7 @@ int train_sifs(SolverCommand& cmd) {
   const bool has_test = !config.get_string("data.test").empty();
   EvalResult test;
   if (has_test) {
-    test = evaluate_test_file(config, model, cmd.budget, cmd.warnings);
+    test = evaluate_test_file_keeping_model(config, model, cmd.budget, cmd.warnings);
   }
   const bool has_truth = !config.get_string("data.truth").empty() && !model.multiclass();
   TruthRecovery truth;

@@ -311,4 +311,29 @@ TEST_CASE("fgm report reads the run logs within --memory-budget", "[cli][report]
   REQUIRE(fs::exists(dir.path / "out" / "report.html"));
 }
 
+// Item 14 for every solver's fgm train: an evaluation that fails after
+// training keeps the model, the same model as a run without data.test.
+TEST_CASE("every solver keeps its trained model when only the evaluation fails", "[cli][errors]") {
+  TempDir dir("fgm-probe-solvers");
+  REQUIRE(run(dir, "synth --out data --rows 200 --test-rows 10 --features 40 --relevant 5 --seed 3").code == 0);
+  dir.write("label9_test.svm", "1 1:1\n9 2:1\n");
+  const std::vector<std::string> solvers = {"solver=sifs", "solver=exclusive exclusive.random_groups=4",
+                                            "solver=mslr", "solver=pnorm_kta"};
+  for (const std::string& solver : solvers) {
+    CAPTURE(solver);
+    const std::string args = "train data.train=data/train.svm engine.cache_dir=cache " + solver + " ";
+    RunResult r = run(dir, args + "output.dir=out data.test=label9_test.svm");
+    CAPTURE(r.err);
+    REQUIRE(r.code == 3);
+    REQUIRE(contains(r.err, "label9_test.svm:2"));
+    REQUIRE(contains(r.err, "the trained model is kept in out/model.fgm"));
+    REQUIRE(run(dir, args + "output.dir=plain").code == 0);
+    const Model kept = read_model(dir.file("out/model.fgm")), plain = read_model(dir.file("plain/model.fgm"));
+    REQUIRE(kept.features.size() == plain.features.size());
+    for (size_t j = 0; j < plain.features.size(); ++j) REQUIRE(kept.features[j].weight == plain.features[j].weight);
+    fs::remove_all(dir.path / "out");
+    fs::remove_all(dir.path / "plain");
+  }
+}
+
 }  // namespace fgm::test
