@@ -808,13 +808,7 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, const std::vec
     const double theta_max = C / largest;
     // The terms of one α_i at θ: value, first and second derivative of D(θα) in θ.
     auto terms = [&](double x, double theta, std::array<double, 3>& s, double weight) {
-      const double u = theta * x;
-      if (!(x > 0)) return;
-      s[0] += weight * LossT::dual_term(C, u);
-      if (u < C) {
-        s[1] += weight * (x * std::log((C - u) / u));
-        s[2] -= weight * (x * x * C / (u * (C - u)));
-      }
+      detail::logistic_dual_terms(C, x, theta, s.data(), weight);
     };
     auto at = [&](double theta, double& d1, double& d2) {
       for (size_t k = 0; k < parts_.size(); ++k) {
@@ -835,15 +829,7 @@ double ApgSolver<LossT>::dual_bound(const std::vector<double>& g, const std::vec
       d2 = s[2] - M;
       return s[0] - 0.5 * theta * theta * M;
     };
-    double theta = std::min(1.0, theta_max), d1, d2;
-    double best = at(theta, d1, d2);
-    for (int step = 0; step < 3 && d2 < 0; ++step) {
-      double next = theta - d1 / d2;
-      next = std::clamp(next, 0.5 * theta, std::min(2.0 * theta, 0.5 * (theta + theta_max)));
-      theta = next;
-      best = std::max(best, at(theta, d1, d2));
-    }
-    return best;
+    return detail::best_logistic_dual(theta_max, at);
   }
 }
 

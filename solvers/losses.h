@@ -87,4 +87,33 @@ struct LogisticLoss {
   }
 };
 
+// The logistic dual's scale: D(θα) = Σ_i C·H(θα_i/C) − ½θ²M is maximised over
+// θ ∈ (0, θ_max] (θ_max = C / max α, the box α ≤ C) by up to three safeguarded
+// Newton steps from min(1, θ_max). `add_terms(a, θ, s, weight)` adds one α's
+// value and first two θ-derivatives to s; `at(θ, d1, d2)` returns D(θα) and
+// its derivatives (the solver sums the terms over its rows). Shared by the
+// APG and the proximal Newton solver: the same certificate.
+inline void logistic_dual_terms(double C, double a, double theta, double* s, double weight) {
+  const double u = theta * a;
+  if (!(a > 0)) return;
+  s[0] += weight * LogisticLoss::dual_term(C, u);
+  if (u < C) {
+    s[1] += weight * (a * std::log((C - u) / u));
+    s[2] -= weight * (a * a * C / (u * (C - u)));
+  }
+}
+
+template <class At>
+double best_logistic_dual(double theta_max, const At& at) {
+  double theta = std::min(1.0, theta_max), d1, d2;
+  double best = at(theta, d1, d2);
+  for (int step = 0; step < 3 && d2 < 0; ++step) {
+    double next = theta - d1 / d2;
+    next = std::clamp(next, 0.5 * theta, std::min(2.0 * theta, 0.5 * (theta + theta_max)));
+    theta = next;
+    best = std::max(best, at(theta, d1, d2));
+  }
+  return best;
+}
+
 }  // namespace fgm::detail

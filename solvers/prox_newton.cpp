@@ -602,13 +602,7 @@ double ProxNewton<LossT>::dual_bound(const std::vector<double>& sums, double b) 
     if (!(largest > 0)) return 0.0;
     const double theta_max = C / largest;
     auto terms = [&](double a, double theta, std::array<double, 3>& s, double weight) {
-      const double u = theta * a;
-      if (!(a > 0)) return;
-      s[0] += weight * LossT::dual_term(C, u);
-      if (u < C) {
-        s[1] += weight * (a * std::log((C - u) / u));
-        s[2] -= weight * (a * a * C / (u * (C - u)));
-      }
+      detail::logistic_dual_terms(C, a, theta, s.data(), weight);
     };
     std::vector<std::vector<double>> local(parts_.size());
     auto at = [&](double theta, double& d1, double& d2) {
@@ -633,15 +627,7 @@ double ProxNewton<LossT>::dual_bound(const std::vector<double>& sums, double b) 
       d2 = s[2] - M;
       return s[0] - 0.5 * theta * theta * M;
     };
-    double theta = std::min(1.0, theta_max), d1, d2;
-    double best = at(theta, d1, d2);
-    for (int step = 0; step < 3 && d2 < 0; ++step) {
-      double next = theta - d1 / d2;
-      next = std::clamp(next, 0.5 * theta, std::min(2.0 * theta, 0.5 * (theta + theta_max)));
-      theta = next;
-      best = std::max(best, at(theta, d1, d2));
-    }
-    return best;
+    return detail::best_logistic_dual(theta_max, at);
   }
 }
 
