@@ -111,11 +111,10 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
   if (rows < 2) return;
   uint64_t capacity = 16;
   while (capacity < 2 * rows) capacity *= 2;
-  // Merging is an economy, not a need: without room for its scratch (and
-  // below, for the merged rows) the rows stay as they are.
+  // Whether rows merge depends on the data only, never on the budget (a model
+  // must not change with engine.memory_budget), so the scratch is a need.
   const uint64_t scratch_bytes = capacity * sizeof(uint32_t) + rows * (sizeof(uint64_t) + 3 * sizeof(uint32_t));
-  Reservation scratch = budget.reserve_up_to(scratch_bytes, scratch_bytes, "Newton row merging");
-  if (scratch.bytes() < scratch_bytes) return;
+  Reservation scratch = budget.reserve(scratch_bytes, "Newton row merging", kRemedy);
   HugeVector<uint64_t> hash(rows);
   constexpr size_t kHashTasks = 64;
   tasks.run(kHashTasks, [&](size_t t) {
@@ -160,6 +159,10 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
   }
   const uint64_t merged = first.size();
   if (double(merged) > (1.0 - kMergeGain) * double(rows)) return;
+  // The table and the hashes have done their work: their bytes go to the merged rows.
+  table = {};
+  hash = {};
+  scratch.resize(rows * 3 * sizeof(uint32_t));
   // The merged rows: the first occurrence of each, with its copies.
   uint64_t nnz = 0;
   for (uint32_t c : first) nnz += x.begin[c + 1] - x.begin[c];
@@ -170,8 +173,7 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
   const uint64_t merged_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
                                 nnz * (sizeof(uint16_t) + (x.value.empty() ? 0 : sizeof(float))) +
                                 rows * 2 * sizeof(uint32_t);
-  m.merge_reservation = budget.reserve_up_to(merged_bytes, merged_bytes, "Newton merged rows");
-  if (m.merge_reservation.bytes() < merged_bytes) return;
+  m.merge_reservation = budget.reserve(merged_bytes, "Newton merged rows", kRemedy);
   m.row.resize(merged);
   m.y.resize(merged);
   m.begin.resize(merged + 1);
