@@ -132,6 +132,12 @@ void check_same_configuration(Communicator& comm, const Config& config) {
   for (const auto& [key, value] : config.dump())
     if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
   check_same_on_all_ranks(comm, "configuration", settings_text);
+  // Every rank refuses a rank count that does not divide the partitions here,
+  // before rank 0 creates output.dir: a rank that failed later could end the
+  // job while rank 0 still held an empty directory.
+  const std::string dir = config.get_string("data.train");
+  if (const std::string e = partition_mismatch(dir, read_partition_manifest(dir).partitions, comm.size()); !e.empty())
+    throw Error(ErrorKind::kConfig, e);
 }
 
 RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command) {
