@@ -56,7 +56,7 @@ for method in $METHODS; do
       engine.threads="$THREADS" engine.memory_budget="$budget" apg.method="$method" output.dir="$out" \
       engine.progress=off > "$out.log" 2> "$out.time" || { echo "$method $budget: exit $? (see $out.time)"; continue; }
     summary "$out" "$out.time" "train B=10 T=5 apg.method=$method budget=$budget threads=$THREADS"
-    "$FGM" inspect "$out/model.fgm" | grep -v -i "created\|seconds" > "$out.model.txt" || true
+    "$FGM" inspect "$out/model.fgm" | grep -v -i "created\|seconds\|memory_budget\|output.dir" > "$out.model.txt" || true
   done
 done
 first=""

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cache/selected_features.h"
@@ -50,10 +51,29 @@ struct ApgOptions {
 };
 
 // Warm-start state carried between outer iterations.
+// Work one solve leaves for the next solve of the same run (the proximal
+// Newton solver's merged rows, which the next solve extends by the new
+// columns instead of rebuilding them). Results never depend on it: a solve
+// without it rebuilds the same rows. A copied state starts without it.
+struct SubproblemMemo;  // solvers/prox_newton.cpp
+class SubproblemMemoSlot {
+ public:
+  SubproblemMemoSlot() = default;
+  SubproblemMemoSlot(const SubproblemMemoSlot&) noexcept {}
+  SubproblemMemoSlot& operator=(const SubproblemMemoSlot&) noexcept {
+    memo.reset();
+    return *this;
+  }
+  SubproblemMemoSlot(SubproblemMemoSlot&&) noexcept = default;
+  SubproblemMemoSlot& operator=(SubproblemMemoSlot&&) noexcept = default;
+  std::shared_ptr<SubproblemMemo> memo;
+};
+
 struct ApgState {
   std::vector<double> w;     // one weight per cache column (cache order); new columns start at 0
   double b = 0.0;
   double lipschitz = 0.0;    // L_t; 0 means "use L_0 = 0.01 n C" (n: rows with label ±1)
+  SubproblemMemoSlot kept;   // held between solves (memory from the run's budget); drop with kept.memo.reset()
 };
 
 struct ApgResult {
@@ -86,6 +106,7 @@ struct ApgResult {
   uint64_t touched_rows = 0;         // |R|: rows some selected column touches (swept row by row)
   uint64_t product_entries = 0;      // Σ_h |R_h|: entries of one X_h x_h per batch
   int reductions = 0;                // RowSumReduction calls (collectives of a distributed solve)
+  int parts_extended = 0;            // proximal Newton: parts whose rows extended the last solve's kept rows
 };
 
 // Solves (31) over the columns in `cache`, warm-started from `state` (resized

@@ -88,12 +88,16 @@ struct NewtonRows {
   HugeVector<uint16_t> column;     // entry → selected column
   HugeVector<float> value;         // entry → value; empty when every value is 1
   // Identical rows (same entries, values and label) merged into one row of
-  // that many copies: weight[c] copies of compact row c, and group[k] the
-  // merged row of the k-th touched row (row id touched[k]). Empty when the
-  // rows were not merged (weight 1, group the identity, touched = row).
-  HugeVector<uint32_t> weight, group, touched;
-  Reservation reservation, merge_reservation;
+  // that many copies: weight[c] copies of compact row c, and group[i] the
+  // merged row of row i (kUntouched: no selected column touches it), for
+  // `touched` rows. Empty when the rows were not merged (weight 1, `row`
+  // lists the touched rows).
+  HugeVector<uint32_t> weight, group;
+  uint64_t touched = 0;
+  Reservation reservation, merge_reservation, group_reservation;
 
+  static constexpr uint32_t kUntouched = std::numeric_limits<uint32_t>::max();
+  bool merged() const { return !group.empty(); }
   size_t rows() const { return row.size(); }
   bool binary() const { return value.empty(); }
   double at(uint64_t e) const { return value.empty() ? 1.0 : double(value[e]); }
@@ -171,9 +175,9 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
   m.positive_untouched = x.positive_untouched;
   m.negative_untouched = x.negative_untouched;
   const uint64_t merged_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
-                                nnz * (sizeof(uint16_t) + (x.value.empty() ? 0 : sizeof(float))) +
-                                rows * 2 * sizeof(uint32_t);
+                                nnz * (sizeof(uint16_t) + (x.value.empty() ? 0 : sizeof(float)));
   m.merge_reservation = budget.reserve(merged_bytes, "Newton merged rows", kRemedy);
+  m.group_reservation = budget.reserve(x.n * sizeof(uint32_t), "Newton merged row of every row", kRemedy);
   m.row.resize(merged);
   m.y.resize(merged);
   m.begin.resize(merged + 1);
@@ -195,8 +199,9 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
   }
   m.begin[merged] = at;
   m.weight = std::move(count);
-  m.group = std::move(group);
-  m.touched = std::move(x.row);
+  m.group.assign(x.n, NewtonRows::kUntouched);
+  for (uint64_t c = 0; c < rows; ++c) m.group[x.row[c]] = group[c];
+  m.touched = rows;
   x = std::move(m);
 }
 
@@ -205,8 +210,10 @@ void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
 // boundaries); a range finds its entries of every column by binary search
 // (row lists), its words (bitmaps) or its slice (dense), so ranges build their
 // rows independently.
-void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
-                NewtonRows& out) {
+// Columns [first, cols) only when `first` > 0 (the new columns of a solve
+// that extends the rows it kept).
+void turn_around(const SelectedFeatureCache& cache, size_t first, const int8_t* labels, Tasks& tasks,
+                 MemoryBudget& budget, NewtonRows& out) {
   const uint64_t n = cache.n_rows();
   const size_t cols = cache.num_columns();
   FGM_ASSERT(cols <= kProxNewtonMaxColumns && n <= std::numeric_limits<uint32_t>::max());
@@ -220,7 +227,7 @@ void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& 
   std::vector<ColumnView> view(cols);
   // Bitmap columns with values: the index of each range's first value.
   std::vector<std::vector<uint64_t>> value_rank(cols);
-  for (size_t j = 0; j < cols; ++j) {
+  for (size_t j = first; j < cols; ++j) {
     const ColumnView c = cache.column(j);
     view[j] = c;
     nnz += c.nnz;
@@ -239,7 +246,7 @@ void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& 
   // f(j, row, value) for column j's entries in id range r, rows increasing.
   auto for_entries = [&](size_t r, const auto& f) {
     const uint64_t lo = bound[r], hi = bound[r + 1];
-    for (size_t j = 0; j < cols; ++j) {
+    for (size_t j = first; j < cols; ++j) {
       const ColumnView& c = view[j];
       switch (c.form) {
         case ColumnForm::kSparse:
@@ -304,7 +311,256 @@ void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& 
   cursor = {};
   count = {};
   counts_memory.release();
+}
+
+void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
+                NewtonRows& out) {
+  turn_around(cache, 0, labels, tasks, budget, out);
   merge_identical_rows(tasks, budget, out);
+}
+
+// Extends `kept`, the merged rows of the cache's first `first` columns, by
+// columns [first, cols) into `out`. Two rows share a merged row exactly when
+// they shared one before and their new entries are equal, so the groups are
+// build_rows' groups, numbered by first occurrence in row order as there:
+// `out` is what build_rows would return, bit for bit. One walk over the rows
+// in blocks: a block's new entries are turned around in a small buffer, and
+// each row finds its merged row by (old merged row, new entries) in a table
+// as large as the merged rows, not the rows. False when the rows no longer
+// merge (kept is then spent; build_rows builds them plain).
+bool extend_merged_rows(NewtonRows& kept, const SelectedFeatureCache& cache, size_t first, const int8_t* labels,
+                        MemoryBudget& budget, NewtonRows& out) {
+  constexpr uint32_t kNone = NewtonRows::kUntouched;
+  constexpr uint64_t kBlock = 4096;  // a multiple of 64: bitmap blocks are whole words
+  const uint64_t n = kept.n, old_groups = kept.rows();
+  const size_t cols = cache.num_columns();
+  std::vector<ColumnView> view;
+  bool binary = kept.binary();
+  for (size_t j = first; j < cols; ++j) {
+    view.push_back(cache.column(j));
+    const ColumnView& c = view.back();
+    if (c.is_uniform()) binary = binary && c.uniform == 1.0f;
+    else if (binary) c.for_each([&](uint32_t, float v) { binary = binary && v == 1.0f; });
+  }
+  std::vector<uint64_t> value_at(view.size(), 0);  // bitmap columns with values: the next value
+  // The block's new entries, by row: [start[r], start[r + 1]).
+  std::vector<uint32_t> start(kBlock + 1);
+  std::vector<uint16_t> block_column;
+  std::vector<float> block_value;
+  auto gather_block = [&](uint64_t lo, uint64_t hi) {
+    std::fill(start.begin(), start.end(), 0);
+    block_column.clear(), block_value.clear();
+    auto for_entries = [&](const auto& f, bool advance) {
+      for (size_t v = 0; v < view.size(); ++v) {
+        const ColumnView& c = view[v];
+        switch (c.form) {
+          case ColumnForm::kSparse:
+          case ColumnForm::kSparseUniform: {
+            uint64_t k = uint64_t(std::lower_bound(c.rows, c.rows + c.nnz, uint32_t(lo)) - c.rows);
+            for (; k < c.nnz && c.rows[k] < hi; ++k) f(v, c.rows[k] - lo, c.values ? c.values[k] : c.uniform);
+            break;
+          }
+          case ColumnForm::kBitmap:
+          case ColumnForm::kBitmapUniform: {
+            uint64_t k = value_at[v];
+            for (uint64_t w = lo / 64; w * 64 < hi; ++w)
+              for (uint64_t bits = c.words[w]; bits != 0; bits &= bits - 1) {
+                const uint64_t r = w * 64 + uint64_t(std::countr_zero(bits)) - lo;
+                f(v, r, c.form == ColumnForm::kBitmap ? c.values[k++] : c.uniform);
+              }
+            if (advance) value_at[v] = k;
+            break;
+          }
+          case ColumnForm::kDense:
+            for (uint64_t row = lo; row < hi; ++row)
+              if (ColumnView::dense_entry(c.values[row])) f(v, row - lo, c.values[row]);
+            break;
+        }
+      }
+    };
+    for_entries([&](size_t, uint64_t r, float) { ++start[r + 1]; }, false);
+    for (uint64_t r = 0; r < kBlock; ++r) start[r + 1] += start[r];
+    block_column.resize(start[kBlock]);
+    block_value.resize(binary ? 0 : start[kBlock]);
+    std::vector<uint32_t> next(start.begin(), start.end() - 1);
+    for_entries(
+        [&](size_t v, uint64_t r, float value) {
+          const uint32_t e = next[r]++;
+          block_column[e] = uint16_t(first + v);
+          if (!binary) block_value[e] = value;
+        },
+        true);
+  };
+  // Merged rows found so far: (old merged row or label code, new entries in
+  // `fresh_*`), their first row, copies and hash.
+  std::vector<uint32_t> rep_code, rep_row, weight;
+  std::vector<uint64_t> rep_hash, fresh_begin{0};
+  std::vector<uint16_t> fresh_column;
+  std::vector<float> fresh_value;
+  std::vector<uint32_t> by_old(old_groups, kNone), table(1024, 0);  // table: merged row + 1
+  Reservation scratch = budget.reserve(old_groups * sizeof(uint32_t), "Newton row extension", kRemedy);
+  auto scratch_bytes = [&] {
+    return (by_old.capacity() + table.capacity() + rep_code.capacity() + rep_row.capacity() + weight.capacity()) *
+               sizeof(uint32_t) +
+           (rep_hash.capacity() + fresh_begin.capacity()) * sizeof(uint64_t) +
+           fresh_column.capacity() * sizeof(uint16_t) + fresh_value.capacity() * sizeof(float);
+  };
+  auto insert = [&](uint32_t id) {
+    for (uint64_t slot = rep_hash[id] & (table.size() - 1);; slot = (slot + 1) & (table.size() - 1))
+      if (table[slot] == 0) {
+        table[slot] = id + 1;
+        return;
+      }
+  };
+  auto new_group = [&](uint32_t code, uint32_t row, uint64_t hash, const uint16_t* c, const float* v, uint32_t k) {
+    rep_code.push_back(code), rep_row.push_back(row), weight.push_back(0), rep_hash.push_back(hash);
+    fresh_column.insert(fresh_column.end(), c, c + k);
+    if (!binary) fresh_value.insert(fresh_value.end(), v, v + k);
+    fresh_begin.push_back(fresh_column.size());
+    return uint32_t(rep_code.size() - 1);
+  };
+  HugeVector<uint32_t>& group = kept.group;  // rewritten in place, row by row
+  uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
+  for (uint64_t lo = 0; lo < n; lo += kBlock) {
+    const uint64_t hi = std::min(n, lo + kBlock);
+    gather_block(lo, hi);
+    for (uint64_t i = lo; i < hi; ++i) {
+      const uint32_t s0 = start[i - lo], k = start[i - lo + 1] - s0;
+      uint32_t code = group[i];
+      if (code == kNone && k == 0) continue;
+      ++touched;
+      uint32_t id;
+      if (k == 0) {
+        if (by_old[code] == kNone) by_old[code] = new_group(code, uint32_t(i), 0, nullptr, nullptr, 0);
+        id = by_old[code];
+      } else {
+        if (code == kNone) {
+          code = uint32_t(old_groups + uint64_t(labels[i] + 1));
+          newly_positive += labels[i] > 0, newly_negative += labels[i] < 0;
+        }
+        const uint16_t* c = block_column.data() + s0;
+        const float* v = binary ? nullptr : block_value.data() + s0;
+        uint64_t h = xxh64(c, k * sizeof(uint16_t), code);
+        if (!binary) h = xxh64(v, k * sizeof(float), h);
+        id = kNone;
+        for (uint64_t slot = h & (table.size() - 1);; slot = (slot + 1) & (table.size() - 1)) {
+          const uint32_t at = table[slot];
+          if (at == 0) break;
+          const uint32_t g = at - 1;
+          const uint64_t f0 = fresh_begin[g];
+          if (rep_code[g] == code && rep_hash[g] == h && fresh_begin[g + 1] - f0 == k &&
+              std::equal(c, c + k, fresh_column.begin() + std::ptrdiff_t(f0)) &&
+              (binary || std::equal(v, v + k, fresh_value.begin() + std::ptrdiff_t(f0)))) {
+            id = g;
+            break;
+          }
+        }
+        if (id == kNone) {
+          id = new_group(code, uint32_t(i), h, c, v, k);
+          if (2 * rep_code.size() > table.size()) {  // keep the table at most half full
+            table.assign(2 * table.size(), 0);
+            for (uint32_t g = 0; g < rep_code.size(); ++g)
+              if (rep_code[g] >= old_groups || fresh_begin[g + 1] > fresh_begin[g]) insert(g);
+          } else {
+            insert(id);
+          }
+        }
+      }
+      group[i] = id;
+      ++weight[id];
+    }
+    scratch.resize(scratch_bytes());
+  }
+  const uint64_t merged = rep_code.size();
+  if (double(merged) > (1.0 - kMergeGain) * double(touched)) return false;
+  // The merged rows: the old merged row's entries, then the new ones.
+  auto old_entries = [&](uint32_t c) { return c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0; };
+  uint64_t nnz = fresh_column.size();
+  for (uint64_t g = 0; g < merged; ++g) nnz += old_entries(rep_code[g]);
+  out.n = n;
+  out.touched = touched;
+  out.positive_untouched = kept.positive_untouched - newly_positive;
+  out.negative_untouched = kept.negative_untouched - newly_negative;
+  out.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
+                                             nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
+                                         "Newton merged rows", kRemedy);
+  out.row.resize(merged);
+  out.y.resize(merged);
+  out.begin.resize(merged + 1);
+  out.column.resize(nnz);
+  if (!binary) out.value.resize(nnz);
+  uint64_t at = 0;
+  for (uint64_t g = 0; g < merged; ++g) {
+    out.row[g] = rep_row[g];
+    out.y[g] = labels[rep_row[g]];
+    out.begin[g] = at;
+    if (rep_code[g] < old_groups) {
+      for (uint64_t e = kept.begin[rep_code[g]]; e < kept.begin[rep_code[g] + 1]; ++e, ++at) {
+        out.column[at] = kept.column[e];
+        if (!binary) out.value[at] = float(kept.at(e));
+      }
+    }
+    for (uint64_t e = fresh_begin[g]; e < fresh_begin[g + 1]; ++e, ++at) {
+      out.column[at] = fresh_column[e];
+      if (!binary) out.value[at] = fresh_value[e];
+    }
+  }
+  out.begin[merged] = at;
+  out.weight.assign(weight.begin(), weight.end());
+  out.group = std::move(kept.group);
+  out.group_reservation = std::move(kept.group_reservation);
+  return true;
+}
+
+}  // namespace
+
+// The merged rows of each part's last solve and what they were built from.
+struct SubproblemMemo {
+  struct Part {
+    const SelectedFeatureCache* cache = nullptr;
+    const int8_t* labels = nullptr;
+    uint64_t labels_hash = 0;
+    std::vector<FeatureKey> keys;  // the cache columns the rows cover, in order
+    NewtonRows rows;               // merged (build_rows merged them)
+  };
+  std::vector<Part> parts;
+};
+
+namespace {
+
+uint64_t labels_hash(const ApgRowPart& spec) { return xxh64(spec.labels, spec.cache->n_rows(), 0); }
+
+// How many of the part's cache columns the kept rows cover (0: none usable:
+// another cache or labels, or columns no longer the cache's first ones).
+size_t kept_columns(const SubproblemMemo::Part& kept, const ApgRowPart& spec) {
+  const SelectedFeatureCache& cache = *spec.cache;
+  if (kept.cache != spec.cache || kept.labels != spec.labels || kept.keys.empty() || !kept.rows.merged() ||
+      kept.rows.n != cache.n_rows() || kept.keys.size() > cache.num_columns())
+    return 0;
+  for (size_t j = 0; j < kept.keys.size(); ++j)
+    if (!(cache.key(j) == kept.keys[j])) return 0;
+  return kept.labels_hash == labels_hash(spec) ? kept.keys.size() : 0;
+}
+
+// The part's rows: the kept rows as they are, extended by the new columns,
+// or built afresh. True when the kept rows were used.
+bool rows_for_part(const ApgRowPart& spec, SubproblemMemo::Part& kept, Tasks& tasks, MemoryBudget& budget,
+                   NewtonRows& out) {
+  const size_t first = kept_columns(kept, spec);
+  if (first > 0 && first == spec.cache->num_columns()) {
+    out = std::move(kept.rows);
+    kept = {};
+    return true;
+  }
+  if (first > 0) {
+    const bool extended = extend_merged_rows(kept.rows, *spec.cache, first, spec.labels, budget, out);
+    kept = {};
+    if (extended) return true;
+    out = {};
+  }
+  kept = {};
+  build_rows(*spec.cache, spec.labels, tasks, budget, out);
+  return false;
 }
 
 // Fixed ranges of compact rows for partial sums: their number depends on the
@@ -332,7 +588,7 @@ template <class LossT>
 class ProxNewton {
  public:
   ProxNewton(const std::vector<ApgRowPart>& parts, RowSumReduction& reduce, const ApgOptions& options,
-             MemoryBudget& budget)
+             SubproblemMemo& memo, MemoryBudget& budget)
       : opt_(options), tasks_(options.threads), reduce_(reduce), specs_(parts) {
     FGM_ASSERT(!parts.empty());
     const SelectedFeatureCache& cache = *parts[0].cache;
@@ -343,10 +599,12 @@ class ProxNewton {
     batch_begin_[t_] = cols_;
     dim_ = cols_ + 1;  // the bias is the last coordinate
     tri_ = dim_ * (dim_ + 1) / 2;
-    for (const ApgRowPart& spec : parts) {
+    memo.parts.resize(parts.size());
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const ApgRowPart& spec = parts[k];
       FGM_ASSERT(spec.cache->num_columns() == cols_ && spec.cache->num_batches() == t_);
       auto part = std::make_unique<Part>();
-      build_rows(*spec.cache, spec.labels, tasks_, budget, part->data);
+      parts_extended_ += rows_for_part(spec, memo.parts[k], tasks_, budget, part->data);
       const uint64_t rows = part->data.rows();
       part->ranges = ranges_for(rows, 2 * cols_ + tri_);
       part->vectors = budget.reserve(rows * (2 * sizeof(double) + 1) +
@@ -362,6 +620,21 @@ class ProxNewton {
   }
 
   ApgResult solve(ApgState& state);
+
+  // Hands every part's merged rows to `memo` for the next solve to extend.
+  void keep_rows(SubproblemMemo& memo) {
+    for (size_t k = 0; k < parts_.size(); ++k) {
+      SubproblemMemo::Part& kept = memo.parts[k];
+      kept = {};
+      if (!parts_[k]->data.merged()) continue;  // not merged: rebuilt each solve
+      const ApgRowPart& spec = specs_[k];
+      kept.cache = spec.cache;
+      kept.labels = spec.labels;
+      kept.labels_hash = labels_hash(spec);
+      for (size_t j = 0; j < cols_; ++j) kept.keys.push_back(spec.cache->key(j));
+      kept.rows = std::move(parts_[k]->data);
+    }
+  }
 
  private:
   struct Part {
@@ -405,6 +678,7 @@ class ProxNewton {
   Reservation model_;
   std::vector<double> H_;  // packed upper triangle of Σ_i D_i x̃_i x̃_i' (squared hinge: without the factor C)
   int passes_ = 0;
+  int parts_extended_ = 0;
 };
 
 // d = X ω − b on every part's touched rows, formed as the APG forms its
@@ -443,10 +717,11 @@ void ProxNewton<LossT>::write_decisions(double b) {
     const Part& q = *parts_[k];
     std::vector<double>& out = *specs_[k].decision;
     out.assign(q.data.n, 0.0 - b);
-    if (q.data.group.empty()) {
+    if (!q.data.merged()) {
       for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
     } else {
-      for (uint64_t k = 0; k < q.data.touched.size(); ++k) out[q.data.touched[k]] = q.d[q.data.group[k]];
+      for (uint64_t i = 0; i < q.data.n; ++i)
+        if (q.data.group[i] != NewtonRows::kUntouched) out[i] = q.d[q.data.group[i]];
     }
   }
 }
@@ -896,10 +1171,11 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   res.column_passes = passes_;
   for (const auto& part : parts_) {
     const NewtonRows& x = part->data;
-    res.touched_rows += x.touched.empty() ? x.rows() : x.touched.size();
+    res.touched_rows += x.merged() ? x.touched : x.rows();
     res.product_entries += x.rows();  // rows the Newton sweeps visit (merged)
   }
   res.reductions = int(reduce_.calls() - reductions_before);
+  res.parts_extended = parts_extended_;
   res.lipschitz_max = state.lipschitz;
   state.w = std::move(w);
   state.b = b;
@@ -911,12 +1187,19 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
 ApgResult solve_prox_newton(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction,
                             const ApgOptions& options, ApgState& state, MemoryBudget& budget) {
   FGM_ASSERT(options.C > 0 && options.threads >= 1);
+  if (!state.kept.memo) state.kept.memo = std::make_shared<SubproblemMemo>();
+  SubproblemMemo& memo = *state.kept.memo;
+  auto run = [&](auto& solver) {
+    ApgResult result = solver.solve(state);
+    solver.keep_rows(memo);
+    return result;
+  };
   if (options.loss == Loss::kLogistic) {
-    ProxNewton<detail::LogisticLoss> solver(parts, reduction, options, budget);
-    return solver.solve(state);
+    ProxNewton<detail::LogisticLoss> solver(parts, reduction, options, memo, budget);
+    return run(solver);
   }
-  ProxNewton<detail::SquaredHingeLoss> solver(parts, reduction, options, budget);
-  return solver.solve(state);
+  ProxNewton<detail::SquaredHingeLoss> solver(parts, reduction, options, memo, budget);
+  return run(solver);
 }
 
 }  // namespace fgm

@@ -6,6 +6,7 @@
 // (decision values equal apg_decision_values bit for bit).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -248,6 +249,70 @@ TEST_CASE("Proximal Newton merges identical rows and still reaches the optimum",
       std::vector<double> rebuilt;
       apg_decision_values({ApgRowPart{&cache, p.y.data(), &rebuilt}}, tight, state, budget);
       REQUIRE(rebuilt == decision);
+    }
+  }
+}
+
+// A run's solves extend the merged rows of the previous solve by the new
+// columns; a copied state carries no kept rows, so its solve builds them
+// afresh: both must give the same bits. Rows first touched by a later batch,
+// rows outside the fit, values that turn a binary part non-binary, and a
+// later batch after which merging no longer pays (tied values) are covered.
+TEST_CASE("Proximal Newton's kept rows extended by new columns equal rows built afresh, bit for bit",
+          "[solvers][newton][merge]") {
+  enum class Later { kSame, kTied, kGaussian };  // values of the later batches
+  for (Values kind : {Values::kBinary, Values::kTied, Values::kInteger}) {
+    for (Later later : {Later::kSame, Later::kTied, Later::kGaussian}) {
+      for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+        Problem p = random_problem(31, 4000, {2, 2, 2, 3}, 0.3, 0.1);
+        std::mt19937_64 rng(7);
+        for (size_t i = 0; i < p.n; ++i) {
+          for (size_t j = 0; j < p.cols; ++j) {
+            double& x = p.x[i * p.cols + j];
+            if (x == 0) continue;
+            Values v = kind;
+            if (later == Later::kTied && j >= p.batch_begin[1]) v = Values::kTied;
+            if (later == Later::kGaussian && j >= p.batch_begin[2]) v = Values::kGaussian;
+            if (v == Values::kBinary) x = 1.0;
+            if (v == Values::kInteger) x = double(1 + rng() % 3);
+            if (v == Values::kTied) x = std::array<double, 3>{0.25, 1.0, 3.0}[rng() % 3];
+          }
+          if (i % 11 == 0) p.y[i] = 0;
+        }
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, p.n);
+        ApgState state;
+        int extended = 0, rebuilt_merged = 0;
+        for (size_t t = 1; t <= 4; ++t) {
+          fill_cache(p, cache, t);
+          for (int again = 0; again < (t == 4 ? 2 : 1); ++again) {  // the last: no new column at all
+            ApgState afresh = state;  // no kept rows
+            REQUIRE(!afresh.kept.memo);
+            std::vector<double> d_kept, d_afresh;
+            const ApgOptions o = newton_options(loss, 0.5, true, 1e-9);
+            const ApgResult ra = solve_apg(cache, p.y.data(), o, afresh, d_afresh, budget);
+            const ApgResult rk = solve_apg(cache, p.y.data(), o, state, d_kept, budget);
+            CAPTURE(int(kind), int(later), loss_name(loss), t, again, rk.touched_rows, rk.product_entries);
+            REQUIRE(ra.parts_extended == 0);
+            REQUIRE(rk.converged);
+            REQUIRE(rk.touched_rows == ra.touched_rows);
+            REQUIRE(rk.product_entries == ra.product_entries);
+            REQUIRE(rk.iterations == ra.iterations);
+            REQUIRE(rk.objective == ra.objective);
+            REQUIRE(rk.relative_gap == ra.relative_gap);
+            REQUIRE(state.w == afresh.w);
+            REQUIRE(state.b == afresh.b);
+            REQUIRE(d_kept == d_afresh);
+            extended += rk.parts_extended;
+            rebuilt_merged += t > 1 && rk.parts_extended == 0;
+          }
+        }
+        // Rows of few distinct values keep merging over 9 columns, so every
+        // solve after the first extends; Gaussian values make every row
+        // distinct, merging stops paying and the solves rebuild (the fallback).
+        if (later != Later::kGaussian) REQUIRE(extended == 4);
+        if (later == Later::kGaussian) REQUIRE(rebuilt_merged > 0);
+      }
     }
   }
 }
