@@ -104,107 +104,6 @@ struct NewtonRows {
   double copies(uint64_t c) const { return weight.empty() ? 1.0 : double(weight[c]); }
 };
 
-// Merges identical rows when that removes at least kMergeGain of them: on
-// binary data over few columns (kddb's popular features) most rows repeat a
-// handful of patterns. Rows are grouped by a hash table in row order, so the
-// merged rows (numbered by first occurrence) do not depend on threads.
-constexpr double kMergeGain = 0.25;
-
-void merge_identical_rows(Tasks& tasks, MemoryBudget& budget, NewtonRows& x) {
-  const uint64_t rows = x.rows();
-  if (rows < 2) return;
-  uint64_t capacity = 16;
-  while (capacity < 2 * rows) capacity *= 2;
-  // Whether rows merge depends on the data only, never on the budget (a model
-  // must not change with engine.memory_budget), so the scratch is a need.
-  const uint64_t scratch_bytes = capacity * sizeof(uint32_t) + rows * (sizeof(uint64_t) + 3 * sizeof(uint32_t));
-  Reservation scratch = budget.reserve(scratch_bytes, "Newton row merging", kRemedy);
-  HugeVector<uint64_t> hash(rows);
-  constexpr size_t kHashTasks = 64;
-  tasks.run(kHashTasks, [&](size_t t) {
-    for (uint64_t c = rows * t / kHashTasks; c < rows * (t + 1) / kHashTasks; ++c) {
-      const uint64_t e0 = x.begin[c], n = x.begin[c + 1] - e0;
-      uint64_t h = xxh64(x.column.data() + e0, n * sizeof(uint16_t), uint64_t(uint8_t(x.y[c])));
-      if (!x.value.empty()) h = xxh64(x.value.data() + e0, n * sizeof(float), h);
-      hash[c] = h;
-    }
-  });
-  auto same = [&](uint64_t a, uint64_t b) {
-    const uint64_t na = x.begin[a + 1] - x.begin[a], nb = x.begin[b + 1] - x.begin[b];
-    if (na != nb || x.y[a] != x.y[b]) return false;
-    if (!std::equal(x.column.begin() + std::ptrdiff_t(x.begin[a]), x.column.begin() + std::ptrdiff_t(x.begin[a + 1]),
-                    x.column.begin() + std::ptrdiff_t(x.begin[b])))
-      return false;
-    return x.value.empty() || std::equal(x.value.begin() + std::ptrdiff_t(x.begin[a]),
-                                         x.value.begin() + std::ptrdiff_t(x.begin[a + 1]),
-                                         x.value.begin() + std::ptrdiff_t(x.begin[b]));
-  };
-  HugeVector<uint32_t> table(capacity, 0), group(rows), first;  // table: merged row + 1
-  HugeVector<uint32_t> count;
-  first.reserve(rows / 4);
-  for (uint64_t c = 0; c < rows; ++c) {
-    uint64_t slot = hash[c] & (capacity - 1);
-    while (true) {
-      const uint32_t at = table[slot];
-      if (at == 0) {
-        table[slot] = uint32_t(first.size() + 1);
-        group[c] = uint32_t(first.size());
-        first.push_back(uint32_t(c));
-        count.push_back(1);
-        break;
-      }
-      if (hash[first[at - 1]] == hash[c] && same(first[at - 1], c)) {
-        group[c] = at - 1;
-        ++count[at - 1];
-        break;
-      }
-      slot = (slot + 1) & (capacity - 1);
-    }
-  }
-  const uint64_t merged = first.size();
-  if (double(merged) > (1.0 - kMergeGain) * double(rows)) return;
-  // The table and the hashes have done their work: their bytes go to the merged rows.
-  table = {};
-  hash = {};
-  scratch.resize(rows * 3 * sizeof(uint32_t));
-  // The merged rows: the first occurrence of each, with its copies.
-  uint64_t nnz = 0;
-  for (uint32_t c : first) nnz += x.begin[c + 1] - x.begin[c];
-  NewtonRows m;
-  m.n = x.n;
-  m.positive_untouched = x.positive_untouched;
-  m.negative_untouched = x.negative_untouched;
-  const uint64_t merged_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
-                                nnz * (sizeof(uint16_t) + (x.value.empty() ? 0 : sizeof(float)));
-  m.merge_reservation = budget.reserve(merged_bytes, "Newton merged rows", kRemedy);
-  m.group_reservation = budget.reserve(x.n * sizeof(uint32_t), "Newton merged row of every row", kRemedy);
-  m.row.resize(merged);
-  m.y.resize(merged);
-  m.begin.resize(merged + 1);
-  m.column.resize(nnz);
-  if (!x.value.empty()) m.value.resize(nnz);
-  uint64_t at = 0;
-  for (uint64_t k = 0; k < merged; ++k) {
-    const uint32_t c = first[k];
-    m.row[k] = x.row[c];
-    m.y[k] = x.y[c];
-    m.begin[k] = at;
-    const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
-    std::copy(x.column.begin() + std::ptrdiff_t(e0), x.column.begin() + std::ptrdiff_t(e1),
-              m.column.begin() + std::ptrdiff_t(at));
-    if (!x.value.empty())
-      std::copy(x.value.begin() + std::ptrdiff_t(e0), x.value.begin() + std::ptrdiff_t(e1),
-                m.value.begin() + std::ptrdiff_t(at));
-    at += e1 - e0;
-  }
-  m.begin[merged] = at;
-  m.weight = std::move(count);
-  m.group.assign(x.n, NewtonRows::kUntouched);
-  for (uint64_t c = 0; c < rows; ++c) m.group[x.row[c]] = group[c];
-  m.touched = rows;
-  x = std::move(m);
-}
-
 // Turns the part's selected columns around. Rows are split into 64 fixed id
 // ranges (multiples of 64 rows, so a bitmap column splits at word
 // boundaries); a range finds its entries of every column by binary search
@@ -313,203 +212,365 @@ void turn_around(const SelectedFeatureCache& cache, size_t first, const int8_t* 
   counts_memory.release();
 }
 
-void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
-                NewtonRows& out) {
-  turn_around(cache, 0, labels, tasks, budget, out);
-  merge_identical_rows(tasks, budget, out);
+// Rows are merged when that removes at least kMergeGain of them: on binary
+// data over few columns (kddb's popular features) most rows repeat a handful
+// of patterns. Whether they merge depends on the data only, never on the
+// budget or the threads (a model must not change with either).
+constexpr double kMergeGain = 0.25;
+constexpr uint64_t kWalkBlock = 4096;  // rows per block of the walk; a multiple of 64 (whole bitmap words)
+
+// The merged rows a walk found: (old merged row, or for a row no old column
+// touched old_groups + label + 1; new entries), numbered by first occurrence
+// in row order, with their first row and copies; the new entries of merged
+// row g are [fresh_begin[g], fresh_begin[g + 1]).
+struct MergeWalk {
+  std::vector<uint32_t> code, first_row, weight;
+  std::vector<uint64_t> fresh_begin{0};
+  std::vector<uint16_t> fresh_column;
+  std::vector<float> fresh_value;  // empty when every value is 1
+  uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
+  uint32_t add(uint32_t c, uint32_t row) {
+    code.push_back(c), first_row.push_back(row), weight.push_back(0);
+    return uint32_t(code.size() - 1);
+  }
+  uint64_t bytes() const {
+    return (code.capacity() + first_row.capacity() + weight.capacity()) * sizeof(uint32_t) +
+           fresh_begin.capacity() * sizeof(uint64_t) + fresh_column.capacity() * sizeof(uint16_t) +
+           fresh_value.capacity() * sizeof(float);
+  }
+};
+
+// The new columns [first, cols) of a walk and the entries of one block of rows.
+struct NewColumns {
+  size_t first = 0;
+  std::vector<ColumnView> view;
+  std::vector<float> uniform;       // a column's one value (NaN: its values differ)
+  std::vector<uint64_t> value_at;   // bitmap columns with values: the next value
+  bool binary = true;               // every value (old and new) is 1
+  bool maskable = true;             // at most 64 columns, each of one value: entries are a bit mask
+
+  NewColumns(const SelectedFeatureCache& cache, size_t first_column, bool old_binary) : first(first_column) {
+    binary = old_binary;
+    for (size_t j = first; j < cache.num_columns(); ++j) {
+      const ColumnView c = cache.column(j);
+      view.push_back(c);
+      float one = c.is_uniform() ? c.uniform : std::numeric_limits<float>::quiet_NaN();
+      if (!c.is_uniform()) {
+        bool first_value = true, same = true;
+        c.for_each([&](uint32_t, float v) {
+          if (first_value) one = v, first_value = false;
+          same = same && v == one;
+        });
+        if (!same) one = std::numeric_limits<float>::quiet_NaN();
+      }
+      binary = binary && one == 1.0f;
+      maskable = maskable && !std::isnan(one);
+      uniform.push_back(one);
+    }
+    maskable = maskable && view.size() <= 64;
+    value_at.assign(view.size(), 0);
+  }
+
+  // f(v, r, value) for new column v's entries in rows [lo, hi), r = row − lo;
+  // `advance` moves the bitmap value cursors past the block.
+  template <class F>
+  void for_entries(uint64_t lo, uint64_t hi, bool advance, const F& f) {
+    for (size_t v = 0; v < view.size(); ++v) {
+      const ColumnView& c = view[v];
+      switch (c.form) {
+        case ColumnForm::kSparse:
+        case ColumnForm::kSparseUniform: {
+          uint64_t k = uint64_t(std::lower_bound(c.rows, c.rows + c.nnz, uint32_t(lo)) - c.rows);
+          for (; k < c.nnz && c.rows[k] < hi; ++k) f(v, c.rows[k] - lo, c.values ? c.values[k] : c.uniform);
+          break;
+        }
+        case ColumnForm::kBitmap:
+        case ColumnForm::kBitmapUniform: {
+          uint64_t k = value_at[v];
+          for (uint64_t w = lo / 64; w * 64 < hi; ++w)
+            for (uint64_t bits = c.words[w]; bits != 0; bits &= bits - 1)
+              f(v, w * 64 + uint64_t(std::countr_zero(bits)) - lo,
+                c.form == ColumnForm::kBitmap ? c.values[k++] : c.uniform);
+          if (advance) value_at[v] = k;
+          break;
+        }
+        case ColumnForm::kDense:
+          for (uint64_t row = lo; row < hi; ++row)
+            if (ColumnView::dense_entry(c.values[row])) f(v, row - lo, c.values[row]);
+          break;
+      }
+    }
+  }
+};
+
+inline uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30, x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27, x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
 }
 
-// Extends `kept`, the merged rows of the cache's first `first` columns, by
-// columns [first, cols) into `out`. Two rows share a merged row exactly when
-// they shared one before and their new entries are equal, so the groups are
-// build_rows' groups, numbered by first occurrence in row order as there:
-// `out` is what build_rows would return, bit for bit. One walk over the rows
-// in blocks: a block's new entries are turned around in a small buffer, and
-// each row finds its merged row by (old merged row, new entries) in a table
-// as large as the merged rows, not the rows. False when the rows no longer
-// merge (kept is then spent; build_rows builds them plain).
-bool extend_merged_rows(NewtonRows& kept, const SelectedFeatureCache& cache, size_t first, const int8_t* labels,
-                        MemoryBudget& budget, NewtonRows& out) {
-  constexpr uint32_t kNone = NewtonRows::kUntouched;
-  constexpr uint64_t kBlock = 4096;  // a multiple of 64: bitmap blocks are whole words
-  const uint64_t n = kept.n, old_groups = kept.rows();
-  const size_t cols = cache.num_columns();
-  std::vector<ColumnView> view;
-  bool binary = kept.binary();
-  for (size_t j = first; j < cols; ++j) {
-    view.push_back(cache.column(j));
-    const ColumnView& c = view.back();
-    if (c.is_uniform()) binary = binary && c.uniform == 1.0f;
-    else if (binary) c.for_each([&](uint32_t, float v) { binary = binary && v == 1.0f; });
+// An open-addressing table of merged rows, at most half full; a slot holds
+// the key's hash, its code and the merged row + 1.
+class MergeTable {
+ public:
+  uint64_t bytes() const { return slots_.capacity() * sizeof(Slot); }
+  void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
+  template <class Same>
+  uint32_t find(uint64_t hash, uint32_t code, const Same& same) const {
+    for (uint64_t s = hash & (slots_.size() - 1);; s = (s + 1) & (slots_.size() - 1)) {
+      const Slot& slot = slots_[s];
+      if (slot.id1 == 0) return NewtonRows::kUntouched;
+      if (slot.hash == hash && slot.code == code && same(slot.id1 - 1)) return slot.id1 - 1;
+    }
   }
-  std::vector<uint64_t> value_at(view.size(), 0);  // bitmap columns with values: the next value
-  // The block's new entries, by row: [start[r], start[r + 1]).
-  std::vector<uint32_t> start(kBlock + 1);
-  std::vector<uint16_t> block_column;
-  std::vector<float> block_value;
-  auto gather_block = [&](uint64_t lo, uint64_t hi) {
-    std::fill(start.begin(), start.end(), 0);
-    block_column.clear(), block_value.clear();
-    auto for_entries = [&](const auto& f, bool advance) {
-      for (size_t v = 0; v < view.size(); ++v) {
-        const ColumnView& c = view[v];
-        switch (c.form) {
-          case ColumnForm::kSparse:
-          case ColumnForm::kSparseUniform: {
-            uint64_t k = uint64_t(std::lower_bound(c.rows, c.rows + c.nnz, uint32_t(lo)) - c.rows);
-            for (; k < c.nnz && c.rows[k] < hi; ++k) f(v, c.rows[k] - lo, c.values ? c.values[k] : c.uniform);
-            break;
-          }
-          case ColumnForm::kBitmap:
-          case ColumnForm::kBitmapUniform: {
-            uint64_t k = value_at[v];
-            for (uint64_t w = lo / 64; w * 64 < hi; ++w)
-              for (uint64_t bits = c.words[w]; bits != 0; bits &= bits - 1) {
-                const uint64_t r = w * 64 + uint64_t(std::countr_zero(bits)) - lo;
-                f(v, r, c.form == ColumnForm::kBitmap ? c.values[k++] : c.uniform);
-              }
-            if (advance) value_at[v] = k;
-            break;
-          }
-          case ColumnForm::kDense:
-            for (uint64_t row = lo; row < hi; ++row)
-              if (ColumnView::dense_entry(c.values[row])) f(v, row - lo, c.values[row]);
-            break;
-        }
-      }
-    };
-    for_entries([&](size_t, uint64_t r, float) { ++start[r + 1]; }, false);
-    for (uint64_t r = 0; r < kBlock; ++r) start[r + 1] += start[r];
-    block_column.resize(start[kBlock]);
-    block_value.resize(binary ? 0 : start[kBlock]);
-    std::vector<uint32_t> next(start.begin(), start.end() - 1);
-    for_entries(
-        [&](size_t v, uint64_t r, float value) {
-          const uint32_t e = next[r]++;
-          block_column[e] = uint16_t(first + v);
-          if (!binary) block_value[e] = value;
-        },
-        true);
+  void insert(uint64_t hash, uint32_t code, uint32_t id) {
+    if (2 * (used_ + 1) > slots_.size()) {
+      std::vector<Slot> old(2 * slots_.size());
+      old.swap(slots_);
+      for (const Slot& s : old)
+        if (s.id1 != 0) place(s);
+    }
+    place({hash, code, id + 1});
+    ++used_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t code = 0, id1 = 0;
   };
-  // Merged rows found so far: (old merged row or label code, new entries in
-  // `fresh_*`), their first row, copies and hash.
-  std::vector<uint32_t> rep_code, rep_row, weight;
-  std::vector<uint64_t> rep_hash, fresh_begin{0};
-  std::vector<uint16_t> fresh_column;
-  std::vector<float> fresh_value;
-  std::vector<uint32_t> by_old(old_groups, kNone), table(1024, 0);  // table: merged row + 1
-  Reservation scratch = budget.reserve(old_groups * sizeof(uint32_t), "Newton row extension", kRemedy);
-  auto scratch_bytes = [&] {
-    return (by_old.capacity() + table.capacity() + rep_code.capacity() + rep_row.capacity() + weight.capacity()) *
-               sizeof(uint32_t) +
-           (rep_hash.capacity() + fresh_begin.capacity()) * sizeof(uint64_t) +
-           fresh_column.capacity() * sizeof(uint16_t) + fresh_value.capacity() * sizeof(float);
-  };
-  auto insert = [&](uint32_t id) {
-    for (uint64_t slot = rep_hash[id] & (table.size() - 1);; slot = (slot + 1) & (table.size() - 1))
-      if (table[slot] == 0) {
-        table[slot] = id + 1;
+  void place(const Slot& s) {
+    for (uint64_t at = s.hash & (slots_.size() - 1);; at = (at + 1) & (slots_.size() - 1))
+      if (slots_[at].id1 == 0) {
+        slots_[at] = s;
         return;
       }
-  };
-  auto new_group = [&](uint32_t code, uint32_t row, uint64_t hash, const uint16_t* c, const float* v, uint32_t k) {
-    rep_code.push_back(code), rep_row.push_back(row), weight.push_back(0), rep_hash.push_back(hash);
-    fresh_column.insert(fresh_column.end(), c, c + k);
-    if (!binary) fresh_value.insert(fresh_value.end(), v, v + k);
-    fresh_begin.push_back(fresh_column.size());
-    return uint32_t(rep_code.size() - 1);
-  };
+  }
+  std::vector<Slot> slots_ = std::vector<Slot>(1024);
+  size_t used_ = 0;
+};
+
+// A row's key in the walk: its code (old merged row or label code) and, when
+// it has new entries, their hash.
+struct RowKey {
+  uint32_t code;
+  bool fresh;
+  uint64_t hash;
+};
+
+// The walk over the rows in order, in blocks. `Encoding` turns a block's new
+// entries around (block(lo, hi)), hashes a row's (hash(r, code)), tells
+// whether a merged row has the same ones (same(id, r)) and records a new
+// merged row's (keep(id, r, fresh)). Rows with no new entries keep their old
+// merged row (`by_old`); the others find theirs in a table as large as the
+// merged rows. A block's keys are hashed first so that the table probes of
+// rows ahead are prefetched.
+template <class Encoding>
+void walk_rows(NewtonRows& kept, const int8_t* labels, Encoding& enc, MergeWalk& walk, Reservation& scratch) {
+  constexpr uint32_t kNone = NewtonRows::kUntouched;
+  constexpr uint64_t kAhead = 8;
+  const uint64_t n = kept.n, old_groups = kept.rows();
+  std::vector<uint32_t> by_old(old_groups, kNone);
+  std::vector<RowKey> keys(kWalkBlock);
+  MergeTable table;
   HugeVector<uint32_t>& group = kept.group;  // rewritten in place, row by row
-  uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
-  for (uint64_t lo = 0; lo < n; lo += kBlock) {
-    const uint64_t hi = std::min(n, lo + kBlock);
-    gather_block(lo, hi);
+  for (uint64_t lo = 0; lo < n; lo += kWalkBlock) {
+    const uint64_t hi = std::min(n, lo + kWalkBlock);
+    enc.block(lo, hi);
+    for (uint64_t i = lo; i < hi; ++i) {  // the old codes of rows not yet walked
+      RowKey& k = keys[i - lo];
+      k.code = group[i];
+      k.fresh = enc.fresh(i - lo);
+      if (!k.fresh) continue;
+      if (k.code == kNone) k.code = uint32_t(old_groups + uint64_t(labels[i] + 1));
+      k.hash = enc.hash(i - lo, k.code);
+    }
     for (uint64_t i = lo; i < hi; ++i) {
-      const uint32_t s0 = start[i - lo], k = start[i - lo + 1] - s0;
-      uint32_t code = group[i];
-      if (code == kNone && k == 0) continue;
-      ++touched;
+      const uint64_t r = i - lo;
+      if (r + kAhead < hi - lo && keys[r + kAhead].fresh) table.prefetch(keys[r + kAhead].hash);
+      const RowKey& k = keys[r];
+      if (group[i] == kNone && !k.fresh) continue;
+      ++walk.touched;
       uint32_t id;
-      if (k == 0) {
-        if (by_old[code] == kNone) by_old[code] = new_group(code, uint32_t(i), 0, nullptr, nullptr, 0);
-        id = by_old[code];
+      if (!k.fresh) {
+        if (by_old[k.code] == kNone) {
+          by_old[k.code] = walk.add(k.code, uint32_t(i));
+          enc.keep(by_old[k.code], r, false);
+        }
+        id = by_old[k.code];
       } else {
-        if (code == kNone) {
-          code = uint32_t(old_groups + uint64_t(labels[i] + 1));
-          newly_positive += labels[i] > 0, newly_negative += labels[i] < 0;
-        }
-        const uint16_t* c = block_column.data() + s0;
-        const float* v = binary ? nullptr : block_value.data() + s0;
-        uint64_t h = xxh64(c, k * sizeof(uint16_t), code);
-        if (!binary) h = xxh64(v, k * sizeof(float), h);
-        id = kNone;
-        for (uint64_t slot = h & (table.size() - 1);; slot = (slot + 1) & (table.size() - 1)) {
-          const uint32_t at = table[slot];
-          if (at == 0) break;
-          const uint32_t g = at - 1;
-          const uint64_t f0 = fresh_begin[g];
-          if (rep_code[g] == code && rep_hash[g] == h && fresh_begin[g + 1] - f0 == k &&
-              std::equal(c, c + k, fresh_column.begin() + std::ptrdiff_t(f0)) &&
-              (binary || std::equal(v, v + k, fresh_value.begin() + std::ptrdiff_t(f0)))) {
-            id = g;
-            break;
-          }
-        }
+        if (group[i] == kNone) walk.newly_positive += labels[i] > 0, walk.newly_negative += labels[i] < 0;
+        id = table.find(k.hash, k.code, [&](uint32_t g) { return enc.same(g, r); });
         if (id == kNone) {
-          id = new_group(code, uint32_t(i), h, c, v, k);
-          if (2 * rep_code.size() > table.size()) {  // keep the table at most half full
-            table.assign(2 * table.size(), 0);
-            for (uint32_t g = 0; g < rep_code.size(); ++g)
-              if (rep_code[g] >= old_groups || fresh_begin[g + 1] > fresh_begin[g]) insert(g);
-          } else {
-            insert(id);
-          }
+          id = walk.add(k.code, uint32_t(i));
+          enc.keep(id, r, true);
+          table.insert(k.hash, k.code, id);
         }
       }
       group[i] = id;
-      ++weight[id];
+      ++walk.weight[id];
     }
-    scratch.resize(scratch_bytes());
+    scratch.resize((old_groups + kWalkBlock) * sizeof(uint32_t) + table.bytes() + walk.bytes() + enc.bytes());
   }
-  const uint64_t merged = rep_code.size();
-  if (double(merged) > (1.0 - kMergeGain) * double(touched)) return false;
+}
+
+// New entries as a bit mask of the new columns (exact when every new column
+// has one value and there are at most 64): compared in one word.
+struct MaskEncoding {
+  explicit MaskEncoding(NewColumns& c) : cols(c) {}
+  NewColumns& cols;
+  std::vector<uint64_t> mask = std::vector<uint64_t>(kWalkBlock), group_mask;
+  void block(uint64_t lo, uint64_t hi) {
+    std::fill(mask.begin(), mask.end(), 0);
+    cols.for_entries(lo, hi, true, [&](size_t v, uint64_t r, float) { mask[r] |= uint64_t(1) << v; });
+  }
+  bool fresh(uint64_t r) const { return mask[r] != 0; }
+  uint64_t hash(uint64_t r, uint32_t code) const { return mix64(mask[r] ^ mix64(code)); }
+  bool same(uint32_t g, uint64_t r) const { return group_mask[g] == mask[r]; }
+  void keep(uint32_t g, uint64_t r, bool is_fresh) {
+    FGM_ASSERT(g == group_mask.size());
+    group_mask.push_back(is_fresh ? mask[r] : 0);
+  }
+  uint64_t bytes() const { return (mask.capacity() + group_mask.capacity()) * sizeof(uint64_t); }
+  // The merged rows' new entries, from their masks.
+  void entries(MergeWalk& walk) const {
+    for (uint64_t m : group_mask) {
+      for (uint64_t bits = m; bits != 0; bits &= bits - 1) {
+        const size_t v = size_t(std::countr_zero(bits));
+        walk.fresh_column.push_back(uint16_t(cols.first + v));
+        if (!cols.binary) walk.fresh_value.push_back(cols.uniform[v]);
+      }
+      walk.fresh_begin.push_back(walk.fresh_column.size());
+    }
+  }
+};
+
+// New entries as lists of (column, value), turned around per block.
+struct ListEncoding {
+  ListEncoding(NewColumns& c, MergeWalk& w) : cols(c), walk(w) {}
+  NewColumns& cols;
+  MergeWalk& walk;  // holds the merged rows' entries as they are found
+  std::vector<uint32_t> start = std::vector<uint32_t>(kWalkBlock + 1), next;
+  std::vector<uint16_t> column;
+  std::vector<float> value;
+  void block(uint64_t lo, uint64_t hi) {
+    std::fill(start.begin(), start.end(), 0);
+    cols.for_entries(lo, hi, false, [&](size_t, uint64_t r, float) { ++start[r + 1]; });
+    for (uint64_t r = 0; r < kWalkBlock; ++r) start[r + 1] += start[r];
+    column.resize(start[kWalkBlock]);
+    value.resize(cols.binary ? 0 : start[kWalkBlock]);
+    next.assign(start.begin(), start.end() - 1);
+    cols.for_entries(lo, hi, true, [&](size_t v, uint64_t r, float x) {
+      const uint32_t e = next[r]++;
+      column[e] = uint16_t(cols.first + v);
+      if (!cols.binary) value[e] = x;
+    });
+  }
+  bool fresh(uint64_t r) const { return start[r + 1] > start[r]; }
+  uint64_t hash(uint64_t r, uint32_t code) const {
+    const uint64_t k = start[r + 1] - start[r];
+    uint64_t h = xxh64(column.data() + start[r], k * sizeof(uint16_t), code);
+    return cols.binary ? h : xxh64(value.data() + start[r], k * sizeof(float), h);
+  }
+  bool same(uint32_t g, uint64_t r) const {
+    const uint64_t f0 = walk.fresh_begin[g], k = start[r + 1] - start[r];
+    if (walk.fresh_begin[g + 1] - f0 != k) return false;
+    const auto at = std::ptrdiff_t(f0);
+    return std::equal(column.begin() + start[r], column.begin() + start[r + 1], walk.fresh_column.begin() + at) &&
+           (cols.binary ||
+            std::equal(value.begin() + start[r], value.begin() + start[r + 1], walk.fresh_value.begin() + at));
+  }
+  void keep(uint32_t, uint64_t r, bool is_fresh) {
+    if (is_fresh) {
+      walk.fresh_column.insert(walk.fresh_column.end(), column.begin() + start[r], column.begin() + start[r + 1]);
+      if (!cols.binary)
+        walk.fresh_value.insert(walk.fresh_value.end(), value.begin() + start[r], value.begin() + start[r + 1]);
+    }
+    walk.fresh_begin.push_back(walk.fresh_column.size());
+  }
+  uint64_t bytes() const {
+    return (start.capacity() + next.capacity()) * sizeof(uint32_t) + column.capacity() * sizeof(uint16_t) +
+           value.capacity() * sizeof(float);
+  }
+};
+
+// Extends `kept`, the merged rows of the cache's first `first` columns (all
+// rows untouched and no merged row: `first` = 0), by columns [first, cols)
+// into `out`. Two rows share a merged row exactly when they shared one
+// before and their new entries are equal, so the merged rows are those of
+// the rows turned around whole, numbered by first occurrence in row order:
+// the same bits whether a run extends its rows solve by solve or builds them
+// at once. False when merging would not remove kMergeGain of the rows (kept
+// is then spent).
+bool extend_merged_rows(NewtonRows& kept, const SelectedFeatureCache& cache, size_t first, const int8_t* labels,
+                        MemoryBudget& budget, NewtonRows& out) {
+  const uint64_t old_groups = kept.rows();
+  NewColumns cols(cache, first, kept.binary());
+  MergeWalk walk;
+  Reservation scratch = budget.reserve(old_groups * sizeof(uint32_t), "Newton row merging", kRemedy);
+  if (cols.maskable) {
+    MaskEncoding enc(cols);
+    walk_rows(kept, labels, enc, walk, scratch);
+    if (double(walk.code.size()) > (1.0 - kMergeGain) * double(walk.touched)) return false;
+    enc.entries(walk);
+  } else {
+    ListEncoding enc(cols, walk);
+    walk_rows(kept, labels, enc, walk, scratch);
+    if (double(walk.code.size()) > (1.0 - kMergeGain) * double(walk.touched)) return false;
+  }
   // The merged rows: the old merged row's entries, then the new ones.
-  auto old_entries = [&](uint32_t c) { return c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0; };
-  uint64_t nnz = fresh_column.size();
-  for (uint64_t g = 0; g < merged; ++g) nnz += old_entries(rep_code[g]);
-  out.n = n;
-  out.touched = touched;
-  out.positive_untouched = kept.positive_untouched - newly_positive;
-  out.negative_untouched = kept.negative_untouched - newly_negative;
+  const uint64_t merged = walk.code.size();
+  const bool binary = cols.binary;
+  uint64_t nnz = walk.fresh_column.size();
+  for (uint32_t c : walk.code)
+    if (c < old_groups) nnz += kept.begin[c + 1] - kept.begin[c];
+  out.n = kept.n;
+  out.touched = walk.touched;
+  out.positive_untouched = kept.positive_untouched - walk.newly_positive;
+  out.negative_untouched = kept.negative_untouched - walk.newly_negative;
   out.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
                                              nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
                                          "Newton merged rows", kRemedy);
-  out.row.resize(merged);
+  out.row.assign(walk.first_row.begin(), walk.first_row.end());
   out.y.resize(merged);
   out.begin.resize(merged + 1);
   out.column.resize(nnz);
   if (!binary) out.value.resize(nnz);
   uint64_t at = 0;
   for (uint64_t g = 0; g < merged; ++g) {
-    out.row[g] = rep_row[g];
-    out.y[g] = labels[rep_row[g]];
+    out.y[g] = labels[walk.first_row[g]];
     out.begin[g] = at;
-    if (rep_code[g] < old_groups) {
-      for (uint64_t e = kept.begin[rep_code[g]]; e < kept.begin[rep_code[g] + 1]; ++e, ++at) {
+    if (const uint32_t c = walk.code[g]; c < old_groups) {
+      for (uint64_t e = kept.begin[c]; e < kept.begin[c + 1]; ++e, ++at) {
         out.column[at] = kept.column[e];
         if (!binary) out.value[at] = float(kept.at(e));
       }
     }
-    for (uint64_t e = fresh_begin[g]; e < fresh_begin[g + 1]; ++e, ++at) {
-      out.column[at] = fresh_column[e];
-      if (!binary) out.value[at] = fresh_value[e];
+    for (uint64_t e = walk.fresh_begin[g]; e < walk.fresh_begin[g + 1]; ++e, ++at) {
+      out.column[at] = walk.fresh_column[e];
+      if (!binary) out.value[at] = walk.fresh_value.empty() ? 1.0f : walk.fresh_value[e];
     }
   }
   out.begin[merged] = at;
-  out.weight.assign(weight.begin(), weight.end());
+  out.weight.assign(walk.weight.begin(), walk.weight.end());
   out.group = std::move(kept.group);
   out.group_reservation = std::move(kept.group_reservation);
   return true;
+}
+
+// The part's selected columns as rows: merged when that pays, else plain.
+void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
+                NewtonRows& out) {
+  const uint64_t n = cache.n_rows();
+  NewtonRows none;  // no column yet: every row untouched
+  none.n = n;
+  none.group_reservation = budget.reserve(n * sizeof(uint32_t), "Newton merged row of every row", kRemedy);
+  none.group.assign(n, NewtonRows::kUntouched);
+  for (uint64_t i = 0; i < n; ++i) (labels[i] > 0 ? none.positive_untouched : none.negative_untouched) += labels[i] != 0;
+  if (extend_merged_rows(none, cache, 0, labels, budget, out)) return;
+  out = {};
+  none = {};
+  turn_around(cache, 0, labels, tasks, budget, out);
 }
 
 }  // namespace
