@@ -1,9 +1,14 @@
 // Proximal Newton for problem (31): see prox_newton.h for the method.
 //
-// Data. Per row part the selected columns are turned around once per solve
-// into rows (NewtonRows: the rows some selected column touches, in increasing
-// row order, each with its entries in column order; 2 bytes per entry for the
-// column, 4 more for its value unless every value is 1). Rows no selected
+// Data. Per row part the selected columns are turned around into rows
+// (NewtonRows: the rows some selected column touches, in increasing row
+// order, each with its entries in column order; 2 bytes per entry for the
+// column, 4 more for its value unless every value is 1). Identical rows are
+// merged into one row with a count when that removes a quarter of them
+// (binary data over few columns: kddb's 19M rows are 1,561 rows over its
+// first 10 columns). Merged rows are kept in the state between the solves of
+// a run, and the next solve extends them by its new columns in one walk over
+// the rows instead of turning every column around again. Rows no selected
 // column touches have d_i = −b whatever ω is: they enter as two counts by
 // label, as in the APG.
 //
