@@ -272,6 +272,15 @@ py::dict describe_model(const py::bytes& bytes) {
     classes.append(cd);
   }
   d["classes"] = classes;
+  py::dict kernel;
+  if (m.has_kernel_svm()) {
+    kernel["kernel"] = m.kernel_svm.kernel;
+    kernel["feature_ids"] = m.kernel_svm.feature_ids;  // 0-based
+    kernel["kernel_weights"] = m.kernel_svm.kernel_weights;
+    kernel["bandwidths"] = m.kernel_svm.bandwidths;
+    kernel["support_vectors"] = m.kernel_svm.n_support();
+  }
+  d["kernel_svm"] = kernel;
   py::list transforms;
   for (const auto& t : m.transforms) transforms.append(t.name);
   d["transforms"] = transforms;

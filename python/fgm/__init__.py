@@ -13,9 +13,10 @@ import numpy as np
 
 from . import _engine, _fgm
 from ._classifier import FGMClassifier, FGMWarning
+from ._path import path
 
 __version__ = _fgm.__version__
-__all__ = ["FGMClassifier", "FGMWarning", "ingest", "load_model", "save_model", "__version__"]
+__all__ = ["FGMClassifier", "FGMWarning", "path", "ingest", "load_model", "save_model", "__version__"]
 
 
 def load_model(path):

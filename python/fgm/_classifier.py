@@ -231,12 +231,23 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(d, axis=1)]  # ties: the smaller class index, as `fgm predict`
 
     def _logistic(self):
-        return self.loss == "logistic" and self.solver == "fgm"
+        """Whether the decision value is a log-odds: the model's loss once
+        fitted, else what the parameters will train."""
+        described = getattr(self, "model_description_", None)
+        if described is not None:
+            return described["loss"] == "logistic" and not described["has_kernel_svm"]
+        params = self.params or {}
+        if self.solver == "fgm":
+            return params.get("fgm.loss", self.loss) == "logistic"
+        if self.solver == "exclusive":
+            return params.get("exclusive.loss", "logistic") == "logistic"
+        return self.solver == "mslr"
 
     @available_if(_logistic)
     def predict_proba(self, X):
-        """Logistic loss only: σ(decision) for two classes; one-vs-rest
-        probabilities normalised over the classes."""
+        """Models trained with the logistic loss (fgm with loss="logistic",
+        mslr, exclusive with its default loss): σ(decision) for two classes;
+        one-vs-rest probabilities normalised over the classes."""
         d = self.decision_function(X)
         if d.ndim == 1:
             p = expit(d)
@@ -283,18 +294,23 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
     @property
     def selected_features_(self):
         """Every selected feature: a list of dicts with the class (None for
-        two classes), kind (linear, square, cross, hik, additive), ids
-        (0-based columns; two for a cross), level, group, weight and batch."""
+        two classes), kind (linear, square, cross, hik, additive; rbf for
+        the kernel SVM of pnorm_kta with kta.kernel = "rbf", whose weight is
+        the kernel weight), ids (0-based columns; two for a cross), level,
+        group, weight and batch."""
         check_is_fitted(self, "model_")
         m = self.model_description_
         out = []
-        labels = [c["label"] for c in m["classes"]] if m["classes"] else [None]
         for k, (features, _) in enumerate(self._class_parts()):
             for f in features:
                 entry = dict(f)
                 entry["class"] = self.classes_[k] if m["classes"] else None
                 out.append(entry)
-        del labels
+        kernel = m["kernel_svm"]
+        for j, weight, bandwidth in zip(kernel.get("feature_ids", []), kernel.get("kernel_weights", []),
+                                        kernel.get("bandwidths", [])):
+            out.append({"kind": kernel["kernel"], "ids": [j], "level": None, "group": None, "weight": weight,
+                        "bandwidth": bandwidth, "batch": 0, "class": None})
         return out
 
     # ---- model files
@@ -305,4 +321,5 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
         _fgm.write_model(os.fspath(path), self.model_)
 
     def _more_tags(self):
-        return {"binary_only": False, "requires_y": True}
+        # mslr and pnorm_kta train two-class models only (the engine refuses more labels).
+        return {"binary_only": self.solver in ("mslr", "pnorm_kta"), "requires_y": True}

@@ -17,6 +17,8 @@ import scipy.sparse as sp
 from . import _fgm
 
 logger = logging.getLogger("fgm")
+# A library's logger: silent until the application configures logging (or verbose=True).
+logger.addHandler(logging.NullHandler())
 
 
 def _forward_log(level, message):
@@ -41,7 +43,7 @@ class _Verbosity:
             self.level = logger.level
             if logger.level == logging.NOTSET or logger.level > logging.INFO:
                 logger.setLevel(logging.INFO)
-            if not logger.handlers:
+            if all(isinstance(h, logging.NullHandler) for h in logger.handlers):
                 self.handler = logging.StreamHandler()
                 self.handler.setFormatter(logging.Formatter("fgm %(levelname)s: %(message)s"))
                 logger.addHandler(self.handler)

@@ -1,0 +1,121 @@
+"""The Python package against the CLI and against scikit-learn's l1 models (issue 21).
+
+1. Overhead: FGMClassifier.fit on a scipy.sparse CSR matrix versus `fgm train`
+   on the LIBSVM file, same keys; both ingest (the CLI into a fresh cache each
+   time, the estimator after writing the rows as text), so the ratio is the
+   binding's cost. Minimum of --repeats runs each.
+2. Matched feature counts: scikit-learn's LogisticRegression(penalty="l1",
+   solver="liblinear") and LinearSVC(penalty="l1", dual=False) swept over C;
+   at each model's nonzero count k, FGMClassifier(max_features=k). Test
+   accuracy and fit time.
+
+Run with Debian's Python and the built package:
+  PYTHONPATH=build/python /usr/bin/python3 bench/bench_python.py --fgm build/fgm --data ../shared/data
+"""
+
+import argparse
+import bz2
+import os
+import subprocess
+import tempfile
+import time
+import warnings
+
+import numpy as np
+from sklearn.datasets import load_svmlight_file
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.svm import LinearSVC
+
+import fgm
+
+
+def news20_binary(data_dir, work):
+    """news20 with classes 1-10 -> +1 and 11-20 -> -1 (bench convention), as a LIBSVM file."""
+    path = os.path.join(work, "news20-binary.svm")
+    with bz2.open(os.path.join(data_dir, "news20", "news20.bz2"), "rt") as f, open(path, "w") as g:
+        for line in f:
+            label, rest = line.split(" ", 1) if " " in line else (line.strip(), "\n")
+            g.write(("1 " if int(label) <= 10 else "-1 ") + rest)
+    return path
+
+
+def timed(fn, repeats):
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def overhead(name, path, n_features, fgm_binary, repeats, params):
+    X, y = load_svmlight_file(path, n_features=n_features)
+    keys = [f"fgm.{k}={v}" for k, v in params.items()]
+
+    def cli():
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([fgm_binary, "train", f"data.train={path}", f"data.features={n_features}",
+                            f"output.dir={tmp}/out", f"engine.cache_dir={tmp}/cache", "output.report=false", *keys],
+                           check=True, capture_output=True)
+
+    def python():
+        fgm.FGMClassifier(**params).fit(X, y)
+
+    t_cli, t_py = timed(cli, repeats), timed(python, repeats)
+    print(f"| {name} | {X.shape[0]} x {X.shape[1]}, {X.nnz} nnz | {t_cli:.3f} | {t_py:.3f} | {t_py / t_cli:.2f} |")
+
+
+def matched(name, path, n_features, Cs, seed=0):
+    X, y = load_svmlight_file(path, n_features=n_features)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=seed, stratify=y)
+    for label, make in (("LogisticRegression l1", lambda C: LogisticRegression(penalty="l1", solver="liblinear", C=C)),
+                        ("LinearSVC l1", lambda C: LinearSVC(penalty="l1", dual=False, C=C))):
+        for C in Cs:
+            model = make(C)
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                model.fit(X_train, y_train)
+            t_sk = time.perf_counter() - start
+            k = int(np.count_nonzero(model.coef_))
+            if k == 0:
+                continue
+            acc_sk = model.score(X_test, y_test)
+            ours = fgm.FGMClassifier(max_features=k, B=max(1, min(10, k)), max_iterations=max(10, k), bias=True,
+                                     loss="logistic" if "Logistic" in label else "squared_hinge")
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ours.fit(X_train, y_train)
+            t_fgm = time.perf_counter() - start
+            k_fgm = len(ours.selected_features_)
+            print(f"| {name} | {label} | {C:g} | {k} | {acc_sk:.4f} | {t_sk:.3f} | {k_fgm} | "
+                  f"{ours.score(X_test, y_test):.4f} | {t_fgm:.3f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fgm", default="build/fgm")
+    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--skip-matched", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        news20 = news20_binary(args.data, work)
+        a9a = os.path.join(args.data, "a9a", "a9a")
+        params = {"B": 10, "C": 10.0, "max_iterations": 10}
+        print("| data | shape | fgm train (s) | FGMClassifier.fit (s) | ratio |\n|---|---|---|---|---|")
+        overhead("a9a", a9a, 123, args.fgm, args.repeats, params)
+        overhead("news20 binary", news20, 62061, args.fgm, args.repeats, params)
+        if args.skip_matched:
+            return
+        print("\n| data | scikit-learn model | C | features | accuracy | fit (s) | FGM features | FGM accuracy "
+              "| FGM fit (s) |\n|---|---|---|---|---|---|---|---|---|")
+        matched("a9a", a9a, 123, [0.005, 0.02, 0.1])
+        matched("news20 binary", news20, 62061, [0.1, 0.3, 1.0])
+
+
+if __name__ == "__main__":
+    main()
