@@ -19,7 +19,10 @@
 #include <fstream>
 #include <iterator>
 #include <ios>
+#include <chrono>
+#include <future>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/feature_key.h"
+#include "core/interrupt.h"
 #include "features/model_scorer.h"
 #include "io/model_file.h"
 
@@ -114,13 +118,44 @@ class StdoutCapture {
   int saved_ = -1;
 };
 
-// Runs `fgm <args>`; returns (exit code, what it printed on stdout).
+// Runs `fgm <args>` on a worker thread while this (the caller's) thread waits
+// with the GIL released, looking for Ctrl-C every 100 ms: a KeyboardInterrupt
+// asks the engine to stop at its next safe point (core/interrupt.h) and is
+// raised once the command has unwound. Returns (exit code, what it printed on stdout).
 std::pair<int, std::string> run(const std::vector<std::string>& args, const std::string& stdout_path) {
-  py::gil_scoped_release release;
-  std::lock_guard<std::mutex> lock(run_mutex());
-  StdoutCapture capture(stdout_path);
-  const int code = fgm::run_command(args);
-  return {code, capture.finish()};
+  std::promise<std::pair<int, std::string>> done;
+  std::future<std::pair<int, std::string>> result = done.get_future();
+  {
+    py::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(run_mutex());
+    fgm::clear_interrupt();
+    std::thread worker([&]() {
+      try {
+        StdoutCapture capture(stdout_path);
+        const int code = fgm::run_command(args);
+        done.set_value({code, capture.finish()});
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+    });
+    bool interrupted = false;
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      if (interrupted) continue;
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        interrupted = true;  // the KeyboardInterrupt stays set: raised below, after the worker has unwound
+        fgm::request_interrupt();
+      }
+    }
+    worker.join();
+    fgm::clear_interrupt();
+    if (interrupted) {
+      lock.unlock();
+      py::gil_scoped_acquire gil;
+      throw py::error_already_set();
+    }
+  }
+  return result.get();  // rethrows the command's exception, translated below
 }
 
 // ---- CSR arrays -> LIBSVM text (what `fgm train` reads)

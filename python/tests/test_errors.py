@@ -81,3 +81,26 @@ def test_the_gil_is_released_while_training(shared_data):
         done.set()
         thread.join()
     assert during > 10
+
+
+def test_ctrl_c_interrupts_a_long_fit_cleanly(shared_data, tmp_path, monkeypatch, capfd):
+    import _thread
+    import tempfile
+    import time
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the fit's temporaries go
+    # 40 poly-2 iterations on a9a with no early stop: over 20 s on an idle 2-core machine.
+    long_fit = fgm.FGMClassifier(kind="poly2", B=20, max_iterations=40, params={"fgm.eps_outer": 0.0})
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        long_fit.fit(str(shared_data / "a9a" / "a9a"))
+    assert time.monotonic() - start < 5.0  # stopped at the next block or solver iteration
+    timer.join()
+    assert list(tmp_path.iterdir()) == []  # the temporary directory and the stdout capture are gone
+    assert not hasattr(long_fit, "model_")
+    print("stdout is back")
+    assert capfd.readouterr().out == "stdout is back\n"
+    X, y = planted_data()
+    assert fgm.FGMClassifier(B=3).fit(X, y).score(X, y) > 0.9  # the next fit runs
