@@ -24,8 +24,6 @@ def load_model(path):
     clf = FGMClassifier()
     clf._set_model(_fgm.read_model(os.fspath(path)))
     m = clf.model_description_
-    if m["has_kernel_svm"]:
-        pass  # scored by its kernel expansion, like `fgm predict`
     labels = [c["label"] for c in m["classes"]] if m["classes"] else [m["negative_label"], m["positive_label"]]
     clf.classes_ = np.asarray(labels)
     clf._label_values = clf.classes_.astype(np.float64)

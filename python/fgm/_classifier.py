@@ -71,6 +71,9 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
     solver : the config key `solver` (fgm, sifs, exclusive, mslr,
         pnorm_kta); keys of another solver's section are passed in `params`
     params : dict of further config keys, e.g. {"apg.gap_tolerance": 1e-4}
+    random_state : int or None: exclusive.group_seed with solver="exclusive"
+        (the seed of its random groups); the other solvers are deterministic
+        and do not use it
     cache_dir : engine.cache_dir for fits on a LIBSVM file path (None: a
         temporary directory, removed after the fit)
     verbose : the engine's log lines at INFO on stderr and its summary
@@ -80,7 +83,7 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C=10.0, B=10, max_iterations=10, max_features=None, loss="squared_hinge", bias=False,
                  kind="linear", groups=None, feature_transform=None, memory_budget="1GB", n_jobs=None, solver="fgm",
-                 params=None, cache_dir=None, verbose=False):
+                 params=None, random_state=None, cache_dir=None, verbose=False):
         self.C = C
         self.B = B
         self.max_iterations = max_iterations
@@ -94,6 +97,7 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.solver = solver
         self.params = params
+        self.random_state = random_state
         self.cache_dir = cache_dir
         self.verbose = verbose
 
@@ -127,6 +131,8 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
         keys["engine.threads"] = self._threads()
         keys["engine.progress"] = "off"
         keys["output.report"] = False
+        if self.solver == "exclusive" and self.random_state is not None:
+            keys["exclusive.group_seed"] = int(self.random_state)
         for key, value in (self.params or {}).items():
             keys[key] = value
         return keys

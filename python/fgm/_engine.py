@@ -81,8 +81,7 @@ def config_value(value):
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
-        text = repr(float(value))
-        return text if text not in ("inf", "-inf", "nan") else text  # the engine names the bad key
+        return repr(float(value))  # inf and nan are TOML too: the engine's range check names the key
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(config_value(v) for v in value) + "]"
     if isinstance(value, os.PathLike):
@@ -113,9 +112,6 @@ def canonical_csr(X):
         indices = indices.astype(np.int64)
     return (np.ascontiguousarray(indptr), np.ascontiguousarray(indices), np.ascontiguousarray(data),
             X.shape[0], X.shape[1])
-
-
-_LOCATION = None
 
 
 def rows_named(error, text_path):

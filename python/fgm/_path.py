@@ -8,8 +8,8 @@ import tempfile
 import numpy as np
 from sklearn.base import clone
 
-from . import _engine, _fgm
-from ._classifier import FGMClassifier, _is_path
+from . import _engine
+from ._classifier import FGMClassifier, _is_path, _label_values
 
 
 def _cell(text):
@@ -72,7 +72,6 @@ def path(X, y=None, *, features=None, B=None, C=None, folds=0, fold_seed=1, debi
             classes, codes = np.unique(y, return_inverse=True)
             if len(classes) != 2:
                 raise ValueError(f"path takes two classes (fgm path); y has {len(classes)}")
-            from ._classifier import _label_values
             values = _label_values(classes)
             train = os.path.join(work_dir, "train.svm")
             n_features = _engine.write_libsvm(train, X, values[codes] if values is not None else codes.astype(float))

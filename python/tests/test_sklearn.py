@@ -2,7 +2,6 @@
 import pickle
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 from sklearn.feature_selection import SelectFromModel
 from sklearn.model_selection import GridSearchCV, cross_val_score

@@ -57,3 +57,14 @@ def test_check_estimator_for_each_solver(solver, params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tiny check data: unconverged and chance-level warnings
         check_estimator(fgm.FGMClassifier(solver=solver, params=params))
+
+
+def test_random_state_seeds_the_exclusive_random_groups():
+    X, y = planted_data()
+    params = {"exclusive.random_groups": 6}
+    a = fgm.FGMClassifier(solver="exclusive", params=params, random_state=3).fit(X, y)
+    b = fgm.FGMClassifier(solver="exclusive", params={**params, "exclusive.group_seed": 3}).fit(X, y)
+    c = fgm.FGMClassifier(solver="exclusive", params=params, random_state=4).fit(X, y)
+    assert a.model_description_["config"]["exclusive.group_seed"] == "3"
+    assert trained_content(a.model_) == trained_content(b.model_)
+    assert trained_content(a.model_) != trained_content(c.model_)  # other groups, another model
