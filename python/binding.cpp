@@ -36,6 +36,7 @@
 #include "core/feature_key.h"
 #include "core/interrupt.h"
 #include "features/model_scorer.h"
+#include "io/libsvm_reader.h"
 #include "io/model_file.h"
 
 namespace py = pybind11;
@@ -391,6 +392,51 @@ py::array_t<double> decision_values(const py::bytes& bytes, const py::array& ind
   return out;
 }
 
+// Decision values (n_rows x K) and the labels of a LIBSVM file (plain or
+// compressed) under a model, read row by row as `fgm predict` reads it
+// (features beyond the model's width ignored, the model's index base).
+py::tuple file_decision_values(const py::bytes& bytes, const std::string& path, uint64_t memory_budget) {
+  const fgm::Model model = model_of(bytes);
+  std::vector<fgm::Model> class_models;
+  for (size_t k = 0; k < model.classes.size(); ++k) class_models.push_back(fgm::class_model(model, k));
+  std::vector<fgm::ModelScorer> scorers;
+  if (model.multiclass())
+    for (const auto& m : class_models) scorers.emplace_back(m);
+  else
+    scorers.emplace_back(model);
+  const size_t K = scorers.size();
+  std::vector<double> values, labels;
+  {
+    py::gil_scoped_release release;
+    fgm::ReaderOptions options;
+    options.max_line_bytes = fgm::max_line_bytes_for(memory_budget);
+    options.max_line_key = "memory_budget";
+    options.index_base = model.index_base;
+    options.declared_features = model.n_features;
+    options.ignore_beyond_declared = true;
+    fgm::LibsvmReader reader(path, options);
+    fgm::SparseRow row;
+    while (reader.next(row)) {
+      fgm::check_interrupt();
+      labels.push_back(row.label);
+      for (size_t c = 0; c < K; ++c) {
+        const double d = scorers[c].decision(row.indices.data(), row.values.data(), row.indices.size());
+        if (!std::isfinite(d))
+          throw fgm::Error(fgm::ErrorKind::kInvalidInput,
+                           fmt::format("{}:{}: the decision value is {} ({})", path, row.line, d,
+                                       scorers[c].non_finite_cause(row.indices.data(), row.values.data(),
+                                                                   row.indices.size())));
+        values.push_back(d);
+      }
+    }
+  }
+  py::array_t<double> out({static_cast<py::ssize_t>(labels.size()), static_cast<py::ssize_t>(K)});
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  py::array_t<double> label_array(static_cast<py::ssize_t>(labels.size()));
+  std::copy(labels.begin(), labels.end(), label_array.mutable_data());
+  return py::make_tuple(out, label_array);
+}
+
 // A model file's bytes, verified (magic, checksum, FlatBuffer, version) first.
 py::bytes read_model_bytes(const std::string& path) {
   fgm::read_model(path);
@@ -449,6 +495,9 @@ PYBIND11_MODULE(_fgm, m) {
   m.def("describe_model", &describe_model, "model file bytes -> dict of its fields", py::arg("model"));
   m.def("decision_values", &decision_values, "decision values (n_rows x K) of CSR rows under a model",
         py::arg("model"), py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("n_rows"));
+  m.def("file_decision_values", &file_decision_values,
+        "decision values (n_rows x K) and labels of a LIBSVM file under a model", py::arg("model"), py::arg("path"),
+        py::arg("memory_budget"));
   m.def("read_model", &read_model_bytes, "read and verify a model file; its bytes", py::arg("path"));
   m.def("write_model", &write_model_bytes, "write model bytes as a model file (atomically)", py::arg("path"),
         py::arg("model"));

@@ -24,6 +24,17 @@ def _is_path(X):
     return isinstance(X, (str, os.PathLike))
 
 
+def _budget_bytes(budget):
+    """memory_budget as bytes ("256MB", "1GB": powers of 1024, as the config reads them)."""
+    if isinstance(budget, (int, np.integer)):
+        return int(budget)
+    text = str(budget).strip().upper()
+    for suffix, scale in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10), ("B", 1)):
+        if text.endswith(suffix):
+            return int(float(text[:-len(suffix)]) * scale)
+    return int(text)
+
+
 def _label_values(classes):
     """Numeric label values to write for classes_, or None when a class
     cannot be a LIBSVM label as it is (strings, objects, integers beyond
@@ -225,10 +236,26 @@ class FGMClassifier(ClassifierMixin, BaseEstimator):
 
     def decision_function(self, X):
         """w'φ(x) − b per row: shape (n,) for two classes (positive: classes_[1]),
-        (n, n_classes) for one-vs-rest."""
-        X = self._check_X(X)
-        values = _engine.decision_values(self.model_, X)
+        (n, n_classes) for one-vs-rest. X may also be a LIBSVM file's path
+        (read row by row, its labels ignored, as `fgm predict` reads it)."""
+        if _is_path(X):
+            check_is_fitted(self, "model_")
+            values, _ = _fgm.file_decision_values(self.model_, os.fspath(X), _budget_bytes(self.memory_budget))
+        else:
+            X = self._check_X(X)  # NotFittedError before anything reads model_
+            values = _engine.decision_values(self.model_, X)
         return values[:, 0] if values.shape[1] == 1 else values
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean accuracy on X and y, or on a LIBSVM file's rows and labels (X a path, y None)."""
+        if not _is_path(X):
+            return super().score(X, y, sample_weight=sample_weight)
+        check_is_fitted(self, "model_")
+        values, labels = _fgm.file_decision_values(self.model_, os.fspath(X), _budget_bytes(self.memory_budget))
+        index = (values[:, 0] > 0).astype(int) if values.shape[1] == 1 else np.argmax(values, axis=1)
+        # The file's labels are label values; string classes were written as their index.
+        written = self._label_values if self._label_values is not None else np.arange(len(self.classes_), dtype=float)
+        return float(np.mean(written[index] == labels))
 
     def predict(self, X):
         d = self.decision_function(X)

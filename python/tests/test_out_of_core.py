@@ -60,3 +60,20 @@ def test_cli_model_predicts_in_python(shared_data, tmp_path, run_cli):
     assert clf.kind == "poly2" and clf.n_features_in_ == 123
     clf.save_model(tmp_path / "again.fgm")
     assert (tmp_path / "again.fgm").read_bytes() == (tmp_path / "out" / "model.fgm").read_bytes()
+
+
+def test_predict_and_score_on_a_libsvm_path(shared_data, tmp_path, run_cli):
+    a9a_t = shared_data / "a9a" / "a9a.t"
+    clf = fgm.FGMClassifier(bias=True, **PARAMS).fit(str(shared_data / "a9a" / "a9a"))
+    Xt, yt = load_svmlight_file(str(a9a_t), n_features=123)
+    np.testing.assert_array_equal(clf.decision_function(str(a9a_t)), clf.decision_function(Xt))
+    np.testing.assert_array_equal(clf.predict(str(a9a_t)), clf.predict(Xt))
+    assert clf.score(str(a9a_t)) == clf.score(Xt, yt)
+    news20 = shared_data / "news20" / "news20.bz2"
+    from helpers import head_lines
+    subset = head_lines(news20, tmp_path / "news20.svm", 600)
+    multi = fgm.FGMClassifier(B=4, max_iterations=2).fit(str(subset))
+    X, y = load_svmlight_file(str(subset), n_features=multi.n_features_in_)
+    assert multi.decision_function(str(subset)).shape == (600, 20)
+    np.testing.assert_array_equal(multi.predict(str(subset)), multi.predict(X))
+    assert multi.score(str(subset)) == multi.score(X, y)
