@@ -31,24 +31,64 @@ static int exit_code(ErrorKind kind) {
   return 1;
 }
 
+namespace {
+
+// The command line's subcommands, registered on one CLI::App.
+struct CommandLine {
+  CLI::App app{"fgm — feature selection for ultrahigh-dimensional classification (binary and multi-class), "
+               "out of core: the Feature Generating Machine and four further solvers (sifs, exclusive, mslr, "
+               "pnorm_kta), on one machine or over MPI"};
+  std::vector<cli::Command> commands;
+  CommandLine() {
+    app.require_subcommand(1);
+    commands = {cli::add_ingest(app), cli::add_train(app), cli::add_predict(app), cli::add_inspect(app),
+                cli::add_synth(app),  cli::add_path(app),  cli::add_report(app)};
+  }
+};
+
+// Runs the parsed subcommand; failures propagate as exceptions.
+int run_parsed(CommandLine& line, Communicator& world) {
+  simd::active_target();  // a bad FGM_SIMD fails here, before any work
+  for (auto& c : line.commands)
+    if (c.sub->parsed()) {
+      // Several ranks running ingest (or any other command) would all write the same output.
+      if (world.size() > 1 && c.sub->get_name() != "train" && c.sub->get_name() != "path")
+        throw Error(ErrorKind::kConfig,
+                    fmt::format("fgm {} runs on one process: only fgm train and fgm path are distributed over "
+                                "mpirun ranks (docs/distributed.md); run fgm {} without mpirun",
+                                c.sub->get_name(), c.sub->get_name()));
+      return c.run();
+    }
+  return 2;
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args) {
+  CommandLine line;
+  std::vector<std::string> words = {"fgm"};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  try {
+    line.app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    throw Error(ErrorKind::kConfig, e.what());
+  }
+  return run_parsed(line, world_communicator());
+}
+
 int run_cli(int argc, char** argv) {
   // Human log lines go to stderr; stdout carries results only.
   auto logger = spdlog::stderr_color_mt("fgm");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%^%l%$: %v");
 
-  CLI::App app{"fgm — feature selection for ultrahigh-dimensional classification (binary and multi-class), "
-               "out of core: the Feature Generating Machine and four further solvers (sifs, exclusive, mslr, "
-               "pnorm_kta), on one machine or over MPI"};
-  app.require_subcommand(1);
-  std::vector<cli::Command> commands = {cli::add_ingest(app), cli::add_train(app),
-                                        cli::add_predict(app), cli::add_inspect(app),
-                                        cli::add_synth(app), cli::add_path(app),
-                                        cli::add_report(app)};
+  CommandLine line;
   try {
-    app.parse(argc, argv);
+    line.app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return line.app.exit(e) == 0 ? 0 : 2;
   }
   // Under mpirun this is MPI_Init; a failure on any rank then ends the whole
   // job (MPI_Abort) with a message naming the rank, never a hang.
@@ -56,18 +96,7 @@ int run_cli(int argc, char** argv) {
   int code = 2;
   std::string failure;
   try {
-    simd::active_target();  // a bad FGM_SIMD fails here, before any work
-    for (auto& c : commands)
-      if (c.sub->parsed()) {
-        // Several ranks running ingest (or any other command) would all write the same output.
-        if (world.size() > 1 && c.sub->get_name() != "train" && c.sub->get_name() != "path")
-          throw Error(ErrorKind::kConfig,
-                      fmt::format("fgm {} runs on one process: only fgm train and fgm path are distributed over "
-                                  "mpirun ranks (docs/distributed.md); run fgm {} without mpirun",
-                                  c.sub->get_name(), c.sub->get_name()));
-        code = c.run();
-        break;
-      }
+    code = run_parsed(line, world);
   } catch (const Error& e) {
     failure = fmt::format("{}: {}", error_kind_name(e.kind()), e.what());
     code = exit_code(e.kind());

@@ -16,6 +16,7 @@
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
+#include "core/interrupt.h"
 #include "core/progress.h"
 #include "features/block_scores.h"
 #include "features/column_pruning.h"
@@ -298,6 +299,7 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
       if (!(resident && resident->find(blocks[prefetched]))) store_.prefetch_block(blocks[prefetched]);
   };
   auto source = [&](tbb::flow_control& fc) -> size_t {
+    check_interrupt();  // between blocks: the pass stops as on a read error
     if (next >= blocks.size()) {
       fc.stop();
       return 0;

@@ -30,6 +30,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/interrupt.h"
 #include "core/messages.h"
 #include "io/schema/manifest_generated.h"
 #include "io/schema/shard_generated.h"
@@ -614,6 +615,7 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
         ~GiveBack() { pool.give_back(t); }
       } give_back{pool, t};
       if (t->error) std::rethrow_exception(t->error);
+      check_interrupt();
       const ParsedChunk& p = t->parsed;
       if (!p.error.empty()) throw Error(ErrorKind::kInvalidInput, p.error);
       for (size_t r = 0; r < p.rows(); ++r) {

@@ -150,6 +150,7 @@
 
 #include "core/error.h"
 #include "core/huge_pages.h"
+#include "core/interrupt.h"
 #include "solvers/apg_kernels.h"
 #include "solvers/apg_layout.h"
 #include "solvers/losses.h"
@@ -993,6 +994,7 @@ ApgResult ApgSolver<LossT>::solve(ApgState& state) {
   DualInputs at_v;
 
   for (int k = 1; k <= opt_.max_iterations && F_prev > 0; ++k) {
+    check_interrupt();
     // --- ω-step: gradient at (v, v_b) (dv holds its decision values), then
     // backtracking on τ using only the cached X_h v_h, X_h g_h.
     margins(&Part::dv, true);

@@ -45,6 +45,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/interrupt.h"
 #include "core/huge_pages.h"
 #include "solvers/losses.h"
 #include "solvers/moreau_projection.h"
@@ -1169,6 +1170,7 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   bool canonical = true;  // d was formed by decisions(), not by steps
   bool full_hessian = true;
   for (int k = 0;; ++k) {
+    check_interrupt();
     sweep(/*hessian=*/true, full_hessian, b, sums);
     full_hessian = false;
     ++res.gradient_evaluations;
