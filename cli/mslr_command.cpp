@@ -527,8 +527,8 @@ class PathPoints {
 // seconds), path.json (`data_section` writes its "data" and, on a
 // partitioned store, "distributed") and the report; the session finished.
 void write_path(const Config& config, const std::string& out_dir, const PathPoints& path, const MslrOutcome& outcome,
-                int max_iterations, double f0, const std::function<void(JsonWriter&)>& data_section, RunWarnings& warnings,
-                ResumeSession& session) {
+                int max_iterations, double f0, const std::function<void(JsonWriter&)>& data_section,
+                RunWarnings& warnings, ResumeSession& session) {
   const auto& points = path.points();
   // A count the run could not reach gives no point of its own: say so.
   const std::vector<double> asked = config.get_list("mslr.features");
@@ -612,7 +612,8 @@ int path_mslr(SolverCommand& command) {
     command.session->save_solver_state({"mslr", path_state_bytes(state, path.bytes())});
   };
   MslrOutcome outcome = fgm::train_mslr(*command.data.store, settings, command.budget, hooks);
-  write_path(config, command.out_dir, path, outcome, settings.max_iterations, objective_no_features(*command.data.store, settings.minimax.C),
+  write_path(config, command.out_dir, path, outcome, settings.max_iterations,
+             objective_no_features(*command.data.store, settings.minimax.C),
              [&](JsonWriter& j) { write_data_section(j, config, command.data); }, command.warnings,
              *command.session);
   fmt::print("\n");

@@ -626,7 +626,8 @@ void check_against_oracle(const DenseProblem& p, double C, const NewtonRun& run,
     CHECK(run.alpha[i] + run.beta[i] == Approx(C).epsilon(1e-12));
     CHECK(run.alpha[i] > 0);
     CHECK(run.beta[i] > 0);
-    if (tolerance <= 1e-7) CHECK(d[i] == Approx(double(decision[i])).margin(1e-3 * (1 + std::fabs(double(decision[i])))));
+    if (tolerance <= 1e-7)
+      CHECK(d[i] == Approx(double(decision[i])).margin(1e-3 * (1 + std::fabs(double(decision[i])))));
   }
   double mu_sum = 0;
   for (double m : r.mu) {
