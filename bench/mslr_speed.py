@@ -7,8 +7,8 @@ bench/compare_liblinear.py (prepare(): 12,747 training rows x 62,061
 features, 1,018,286 nonzeros; 3,188 test rows).
 
 MSLR: `fgm path solver=mslr 'mslr.features=[100,200,400]'` with C = 10,
-r = 10 and every other key at its default (the path raises
-mslr.max_iterations to the 40 iterations the counts need), engine.threads =
+r = 10 and every other key at its default (the path lifts the default
+mslr.max_iterations and takes the 40 iterations the counts need), engine.threads =
 --threads (1: LIBLINEAR's -s 6 is single-threaded), the store ingested once
 before the timed runs (cache_dir), as LIBLINEAR's problem is loaded once.
 Timed: the whole `fgm path` process (wall, and its CPU time), which includes
