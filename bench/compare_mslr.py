@@ -125,9 +125,11 @@ def main():
         l1 = cl.liblinear_sweep(6, prob, y, x, yt, xt, False, max(counts) * 2)
         l1_wall = time.perf_counter() - t0
         cl.log(f"  liblinear -s 6: {len(l1)} C values, nnz up to {max(p['nnz'] for p in l1)} ({l1_wall:.1f}s)")
-        mslr, mslr_wall = mslr_path(args.fgm, d, counts, args.r, args.threads)
+        # fgm path refuses counts beyond the width (ijcnn1 has 22 features): they are left out.
+        reachable = [k for k in counts if k <= width]
+        mslr, mslr_wall = mslr_path(args.fgm, d, reachable, args.r, args.threads)
         cl.log(f"  mslr: {mslr} ({mslr_wall:.1f}s)")
-        fgm, fgm_deb, fgm_C, fgm_wall = fgm_logistic_path(args.fgm, d, name, counts, args.r, args.threads)
+        fgm, fgm_deb, fgm_C, fgm_wall = fgm_logistic_path(args.fgm, d, name, reachable, args.r, args.threads)
         cl.log(f"  fgm logistic: {fgm} ({fgm_wall:.1f}s)")
         wins_l1 = wins_fgm = matched_l1 = matched_fgm = 0
         for k in counts:

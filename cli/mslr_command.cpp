@@ -52,6 +52,9 @@ MslrSettings mslr_settings_from_config(const Config& c) {
   s.minimax.gradient_tolerance = c.get_float("mslr.gradient_tolerance");
   s.minimax.max_sweeps = static_cast<int>(c.get_int("mslr.max_sweeps"));
   s.minimax.shuffle = c.get_string("mslr.order") == "shuffled";
+  s.smoothing = c.get_string("mslr.subproblem") == "smoothing";
+  s.newton.max_iterations = static_cast<int>(c.get_int("mslr.newton_max_iterations"));
+  s.newton.threads = shared.scheduler.threads;
   s.scheduler = shared.scheduler;
   s.block_bytes = shared.block_bytes;
   s.space = shared.space;
@@ -396,6 +399,34 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
 
 namespace {
 
+// A path never delivers fewer points for want of iterations: each iteration
+// adds at most r features, so the last count needs ⌈last/r⌉ of them. An
+// mslr.max_iterations below that is refused when the user set it; the
+// default is raised to the most the run allows (the path stops at its last
+// count anyway). Beyond that, mslr.r must grow.
+void raise_iterations_for_counts(const Config& config, MslrSettings& settings) {
+  const uint64_t last = settings.checkpoints.back();
+  const uint64_t needed = (last + settings.r - 1) / settings.r;
+  if (needed <= static_cast<uint64_t>(settings.max_iterations)) return;
+  const uint64_t most = mslr::kMaxConstraints;
+  if (config.set_by_user("mslr.max_iterations"))
+    throw Error(ErrorKind::kConfig,
+                msg::mslr_path_needs_iterations(
+                    config.where_set("mslr.max_iterations") + "mslr.max_iterations", last, settings.r, needed,
+                    static_cast<uint64_t>(settings.max_iterations),
+                    needed <= most ? fmt::format("set mslr.max_iterations to at least {}", needed)
+                                   : fmt::format("raise mslr.r to at least {}", (last + most - 1) / most)));
+  if (needed > most)
+    throw Error(ErrorKind::kConfig,
+                msg::mslr_path_needs_iterations(config.where_set("mslr.r") + "mslr.r", last, settings.r, needed, most,
+                                                fmt::format("mslr.max_iterations is at most {}; raise mslr.r to at "
+                                                            "least {}",
+                                                            most, (last + most - 1) / most)));
+  spdlog::info("mslr.max_iterations raised from {} to {}: mslr.features asks for {} features, at most {} per iteration",
+               settings.max_iterations, most, last, settings.r);
+  settings.max_iterations = static_cast<int>(most);
+}
+
 // mslr.* with the path's checkpoints: the counts of mslr.features, increasing.
 MslrSettings path_settings_from_config(const Config& config) {
   MslrSettings settings = mslr_settings_from_config(config);
@@ -408,6 +439,9 @@ MslrSettings path_settings_from_config(const Config& config) {
       throw Error(ErrorKind::kConfig, fmt::format("{}mslr.features must be increasing ({} after {})",
                                                   config.where_set("mslr.features"), settings.checkpoints[k],
                                                   settings.checkpoints[k - 1]));
+  // The counts decide where the path ends (as FGM's path.features).
+  settings.eps_outer = 0;
+  raise_iterations_for_counts(config, settings);
   return settings;
 }
 
@@ -493,8 +527,8 @@ class PathPoints {
 // seconds), path.json (`data_section` writes its "data" and, on a
 // partitioned store, "distributed") and the report; the session finished.
 void write_path(const Config& config, const std::string& out_dir, const PathPoints& path, const MslrOutcome& outcome,
-                double f0, const std::function<void(JsonWriter&)>& data_section, RunWarnings& warnings,
-                ResumeSession& session) {
+                int max_iterations, double f0, const std::function<void(JsonWriter&)>& data_section,
+                RunWarnings& warnings, ResumeSession& session) {
   const auto& points = path.points();
   // A count the run could not reach gives no point of its own: say so.
   const std::vector<double> asked = config.get_list("mslr.features");
@@ -504,7 +538,10 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
     for (size_t k = std::min(points.size(), asked.size() - 1); k < asked.size(); ++k)
       missing += (missing.empty() ? "" : ", ") + fmt::format("{}", asked[k]);
     for (const auto& p : points) delivered += (delivered.empty() ? "" : ", ") + std::to_string(p.model.features.size());
-    warnings.add("path_points_missing", msg::path_points_missing("mslr.features", missing, delivered));
+    warnings.add("path_points_missing",
+                 outcome.stop_reason == "max_iterations"
+                     ? msg::mslr_path_points_missing_iterations(missing, delivered, max_iterations)
+                     : msg::path_points_missing("mslr.features", missing, delivered));
   }
   create_output_directory(out_dir, "output.dir");
   // train_objective and seconds (from the start of the run) as the report reads them.
@@ -575,7 +612,8 @@ int path_mslr(SolverCommand& command) {
     command.session->save_solver_state({"mslr", path_state_bytes(state, path.bytes())});
   };
   MslrOutcome outcome = fgm::train_mslr(*command.data.store, settings, command.budget, hooks);
-  write_path(config, command.out_dir, path, outcome, objective_no_features(*command.data.store, settings.minimax.C),
+  write_path(config, command.out_dir, path, outcome, settings.max_iterations,
+             objective_no_features(*command.data.store, settings.minimax.C),
              [&](JsonWriter& j) { write_data_section(j, config, command.data); }, command.warnings,
              *command.session);
   fmt::print("\n");
@@ -618,7 +656,7 @@ int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart
   DistributedMslrOutcome outcome = train_mslr_distributed(comm, dir, settings, budget, hooks);
   const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.result.budget_peak);
   if (comm.rank() != 0) return 0;
-  write_path(config, out_dir, path, outcome.result, outcome.objective_no_features,
+  write_path(config, out_dir, path, outcome.result, settings.max_iterations, outcome.objective_no_features,
              [&](JsonWriter& j) {
                write_partitioned_data_section(j, dir, outcome.manifest);
                write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,

@@ -101,7 +101,8 @@ std::vector<ParamSpec> build_specs() {
                   "MSLR: features per constraint d^t (the paper's r): each cutting-plane iteration adds the "
                   "r features with the largest c_j² (selected ones included), so at most r new features"),
              1, 1e9),
-      ranged(spec("mslr.max_iterations", T::kInt, "10", "MSLR: cutting-plane iterations T_m (at most r·T_m features)"),
+      ranged(spec("mslr.max_iterations", T::kInt, "10", "MSLR: cutting-plane iterations T_m (at most r·T_m features); fgm path raises the default to what "
+                  "mslr.features needs and refuses a smaller value set by the user"),
              1, 64),
       ranged(spec("mslr.max_features", T::kInt, "0",
                   "MSLR: stop once this many features are selected (0: no cap); the last constraint admits "
@@ -111,32 +112,43 @@ std::vector<ParamSpec> build_specs() {
                   "MSLR: stop when the SIP violation of the last α is at most this fraction of the "
                   "subproblem's objective (0: never)"),
              0, 1),
-      ranged(spec("mslr.q0", T::kFloat, "0.01", "MSLR: first smoothing parameter q of each subproblem"), 0, 1e12,
+      ranged(spec("mslr.q0", T::kFloat, "0.01", "MSLR (mslr.subproblem = smoothing): first smoothing parameter q of each subproblem"), 0, 1e12,
              true),
       ranged(spec("mslr.q_factor", T::kFloat, "1.6666666666666667",
-                  "MSLR: q grows by this factor after each smoothing stage (the paper's β = 5/3)"),
+                  "MSLR (smoothing): q grows by this factor after each smoothing stage (the paper's β = 5/3)"),
              1, 1e6, true),
       ranged(spec("mslr.q_max", T::kFloat, "10000",
-                  "MSLR: largest q; a subproblem that reaches it without mslr.tolerance warns "
+                  "MSLR (smoothing): largest q; a subproblem that reaches it without mslr.tolerance warns "
                   "(mslr_not_converged)"),
              0, 1e15, true),
       ranged(spec("mslr.tolerance", T::kFloat, "0.001",
-                  "MSLR: a subproblem ends when its certified relative gap (P − D)/P is at most this "
-                  "(solvers/mslr/smoothed_minimax.h)"),
+                  "MSLR: a subproblem ends when its certified relative gap (P − D)/P is at most this, by either "
+                  "mslr.subproblem (solvers/mslr/latent_newton.h, smoothed_minimax.h)"),
              0, 1),
       ranged(spec("mslr.gradient_tolerance", T::kFloat, "0.001",
-                  "MSLR: a smoothing stage ends when no coordinate's |∂f(α,q)/∂α_i| exceeds this in a sweep"),
+                  "MSLR (smoothing): a smoothing stage ends when no coordinate's |∂f(α,q)/∂α_i| exceeds this in a sweep"),
              0, 1e6, true),
-      ranged(spec("mslr.max_sweeps", T::kInt, "100", "MSLR: coordinate-descent sweeps per smoothing stage at most"), 1,
+      ranged(spec("mslr.max_sweeps", T::kInt, "100", "MSLR (smoothing): coordinate-descent sweeps per smoothing stage at most"), 1,
              1e9),
       choices(spec("mslr.order", T::kEnum, "\"shuffled\"",
-                   "MSLR: row order of the coordinate sweeps: shuffled (a new seeded permutation per sweep, "
+                   "MSLR (smoothing): row order of the coordinate sweeps: shuffled (a new seeded permutation per sweep, "
                    "as LIBLINEAR; the same on every run) or cyclic (the paper's; stalls on data with many "
                    "identical rows)"),
               {"shuffled", "cyclic"}),
+      choices(spec("mslr.subproblem", T::kEnum, "\"newton\"",
+                   "MSLR: how each subproblem is solved: newton (proximal Newton on its primal, the latent "
+                   "squared group norm with one group per constraint; solvers/mslr/latent_newton.h) or "
+                   "smoothing (the paper's smoothing coordinate descent, mslr.q0 .. mslr.order); both stop on "
+                   "the same certified gap mslr.tolerance"),
+              {"newton", "smoothing"}),
+      ranged(spec("mslr.newton_max_iterations", T::kInt, "500",
+                  "MSLR with mslr.subproblem = \"newton\": Newton steps per subproblem at most (a subproblem "
+                  "that stops there above mslr.tolerance warns, mslr_not_converged)"),
+             1, 1e9),
       ranged(spec("mslr.features", T::kIntList, "[]",
                   "fgm path with solver = \"mslr\": feature counts to produce models at, in one run "
-                  "(increasing; the constraint that reaches a count admits only the new features that fit)"),
+                  "(increasing; the constraint that reaches a count admits only the new features that fit; the "
+                  "counts decide where the run ends, so mslr.eps_outer does not stop a path)"),
              1, 1e18),
       choices(spec("apg.method", T::kEnum, "\"auto\"",
                    "how the subproblem (31) is solved: apg (accelerated proximal gradient, Algorithm 4), "

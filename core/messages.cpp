@@ -168,6 +168,20 @@ std::string path_points_missing(std::string_view key, std::string_view missing_c
                      "points have {} selected features)",
                      key, missing_counts, delivered_counts);
 }
+std::string mslr_path_points_missing_iterations(std::string_view missing_counts, std::string_view delivered_counts,
+                                                int max_iterations) {
+  return fmt::format("mslr.features: no point at {} features: the run reached mslr.max_iterations = {} first "
+                     "(iterations whose constraint repeats selected features add fewer than mslr.r new ones; the "
+                     "path's points have {} selected features); raise mslr.r, or mslr.max_iterations up to 64",
+                     missing_counts, max_iterations, delivered_counts);
+}
+std::string mslr_path_needs_iterations(std::string_view key, uint64_t last_count, uint64_t r, uint64_t needed,
+                                       uint64_t allowed, std::string_view remedy) {
+  return fmt::format("{}: mslr.features asks for {} features, which needs at least {} cutting-plane iterations "
+                     "(each adds at most mslr.r = {} features), but {} allows {}; the path would deliver fewer "
+                     "points than asked: {}",
+                     key, last_count, needed, r, key, allowed, remedy);
+}
 std::string path_counts_beyond_features(std::string_view key, uint64_t largest, uint64_t available,
                                         std::string_view what) {
   return fmt::format("{}: {} features asked for, but the training data has only {} {}; the path would "

@@ -69,6 +69,14 @@ std::string chance_level_point(int point, uint64_t selected, std::string_view se
                                double majority_rate);
 std::string path_points_missing(std::string_view key, std::string_view missing_counts,
                                 std::string_view delivered_counts);
+// An MSLR path that reached mslr.max_iterations before its last count (some
+// iterations added fewer than mslr.r new features).
+std::string mslr_path_points_missing_iterations(std::string_view missing_counts, std::string_view delivered_counts,
+                                                int max_iterations);
+// An MSLR path whose last count needs more cutting-plane iterations (each adds
+// at most mslr.r features) than `key` allows.
+std::string mslr_path_needs_iterations(std::string_view key, uint64_t last_count, uint64_t r, uint64_t needed,
+                                       uint64_t allowed, std::string_view remedy);
 std::string path_counts_beyond_features(std::string_view key, uint64_t largest, uint64_t available,
                                         std::string_view what);
 std::string index_beyond_declared(std::string_view path, uint64_t line, uint64_t column,

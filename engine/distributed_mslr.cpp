@@ -12,6 +12,7 @@
 #include "cache/top_b_cache.h"
 #include "core/error.h"
 #include "engine/own_partitions.h"
+#include "solvers/mslr/latent_newton.h"
 #include "solvers/mslr/smoothed_minimax.h"
 
 namespace fgm {
@@ -169,13 +170,19 @@ void DistributedMslrRun::solve(MslrIteration& rec) {
   for (const auto& d : constraints_) constraints.emplace_back(d.begin(), d.end());
   const auto t_solve = std::chrono::steady_clock::now();
   mslr::MinimaxResult r;
-  {
+  if (settings_.smoothing) {
     std::vector<mslr::SelectedRows> rows;
     for (const auto& cache : columns_) rows.push_back(mslr::SelectedRows::from_cache(*cache, budget_));
     std::vector<mslr::MinimaxPart> parts;
     for (size_t q = 0; q < rows.size(); ++q) parts.push_back({&rows[q], labels_[q].data(), &alpha_[q], &beta_[q]});
     r = mslr::solve_smoothed_minimax(parts, {out_.manifest.partitions, own_->range().first}, own_->reduction(),
                                      constraints, settings_.minimax, &budget_);
+  } else {
+    std::vector<mslr::LatentPart> parts;
+    for (size_t q = 0; q < columns_.size(); ++q)
+      parts.push_back({columns_[q].get(), labels_[q].data(), &alpha_[q], &beta_[q]});
+    r = mslr::solve_minimax_newton(parts, own_->reduction(), constraints, settings_.minimax, settings_.newton,
+                                   mslr_loop::warm_mu(out_.result.iterations), budget_);
   }
   rec.solve_seconds = seconds_since(t_solve);
   mslr_loop::record_solve(rec, r, settings_);

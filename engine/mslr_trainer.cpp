@@ -257,9 +257,13 @@ void MslrRun::solve(MslrIteration& rec) {
   for (const auto& d : constraints_) constraints.emplace_back(d.begin(), d.end());
   auto t_solve = std::chrono::steady_clock::now();
   mslr::MinimaxResult r;
-  {
+  if (settings_.smoothing) {
     const mslr::SelectedRows rows = mslr::SelectedRows::from_cache(cache_, budget_);
     r = mslr::solve_smoothed_minimax(rows, y_, constraints, settings_.minimax, alpha_, beta_, &budget_);
+  } else {
+    LocalRowSums one_process;
+    r = mslr::solve_minimax_newton({{&cache_, y_, &alpha_, &beta_}}, one_process, constraints, settings_.minimax,
+                                   settings_.newton, mslr_loop::warm_mu(out_.iterations), budget_);
   }
   rec.solve_seconds = seconds_since(t_solve);
   mslr_loop::record_solve(rec, r, settings_);
@@ -583,6 +587,10 @@ std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, in
   return "";
 }
 
+std::vector<double> warm_mu(const std::vector<MslrIteration>& iterations) {
+  return iterations.empty() ? std::vector<double>{} : iterations.back().mu;
+}
+
 void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSettings& settings) {
   rec.objective = r.primal;
   rec.dual = r.dual;
@@ -594,12 +602,20 @@ void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSe
   rec.bisections = r.bisections;
   rec.converged = r.converged;
   rec.mu = r.mu;
-  if (!r.converged && settings.warnings)
+  if (r.converged || !settings.warnings) return;
+  if (settings.smoothing)
     settings.warnings->add("mslr_not_converged",
                            "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped at q = " +
                                std::to_string(r.q) + " with relative gap " + std::to_string(r.relative_gap) +
                                " above mslr.tolerance (mslr.q_max reached, or the gap stopped shrinking); raise "
                                "mslr.q_max or mslr.max_sweeps");
+  else
+    settings.warnings->add("mslr_not_converged",
+                           "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped after " +
+                               std::to_string(r.newton_steps) + " Newton steps with relative gap " +
+                               std::to_string(r.relative_gap) +
+                               " above mslr.tolerance (the step limit, or no further decrease at rounding level); "
+                               "raise mslr.newton_max_iterations or mslr.tolerance");
 }
 
 }  // namespace mslr_loop

@@ -13,6 +13,9 @@
 // adds at most r new ones. α starts at min(1, C/2) (ERRATA 001: the paper's
 // α = 1 lies outside (0, C) when C ≤ 1). No bias.
 //
+// The subproblem is solved by the primal proximal Newton method of
+// solvers/mslr/latent_newton.h (default) or by the paper's smoothing method.
+//
 // Stops (stop_reason): "eps_outer" when the SIP violation of the last α,
 // ½Σ_{j∈d^t} c_j² − max_s ½‖w^s‖², is at most eps_outer times the last
 // subproblem's objective P; "no_new_constraint" when d^t adds nothing (no
@@ -40,6 +43,7 @@
 #include "features/feature_space.h"
 #include "io/model_file.h"
 #include "io/shard_store.h"
+#include "solvers/mslr/latent_newton.h"
 #include "solvers/mslr/smoothed_minimax.h"
 
 namespace fgm {
@@ -53,6 +57,11 @@ struct MslrSettings {
   uint64_t max_features = 0;       // 0: no cap
   std::vector<uint64_t> checkpoints;  // feature counts at which a path point is taken (increasing)
   mslr::MinimaxOptions minimax;    // C, q0, q_factor, q_max, tolerances
+  // How the subproblem is solved: the primal proximal Newton method
+  // (solvers/mslr/latent_newton.h) or the paper's smoothing coordinate
+  // descent (solvers/mslr/smoothed_minimax.h); the same problem and certificate.
+  bool smoothing = false;
+  mslr::LatentNewtonOptions newton;
   SchedulerOptions scheduler;
   uint64_t block_bytes = 4 << 20;
   FeatureSpaceSettings space;      // kind "linear" only
@@ -194,6 +203,10 @@ bool stopped_short_of_checkpoint(const MslrSettings& settings, const MslrOutcome
 // The loop's record (iterations, stop, passes) into a resume state and back.
 void save_progress(const MslrOutcome& out, MslrState& s);
 void restore_progress(const MslrState& s, MslrOutcome& out);
+
+// The warm start of the next Newton solve: μ of the last iteration (empty
+// before the first); the α it left is the run's α.
+std::vector<double> warm_mu(const std::vector<MslrIteration>& iterations);
 
 // The subproblem's figures into `rec`, and the warning when it did not certify.
 void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSettings& settings);

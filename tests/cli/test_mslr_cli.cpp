@@ -105,6 +105,47 @@ TEST_CASE("fgm path with solver = mslr writes a model per count of mslr.features
   CHECK(contains(slurp(dir.file("out/report.html")), "Training objective against selected features"));
 }
 
+// Each cutting-plane iteration adds at most mslr.r features, so the last
+// count needs ⌈count/r⌉ iterations: the default mslr.max_iterations is
+// raised, a smaller one the user set is refused before the run (naming the
+// key and where it was set), and a count past 64·r is refused naming mslr.r.
+TEST_CASE("fgm path with solver = mslr never returns fewer points for want of iterations", "[cli][mslr]") {
+  TempDir dir("mslr-path-iterations");
+  REQUIRE(run(dir, kData).code == 0);
+  const std::string base = "path solver=mslr data.train=data/train.svm data.test=data/test.svm output.dir=out ";
+  // [5, 12] at r = 1 needs 12 iterations, more than the default 10 (the run
+  // converges at 14 features: every count below is reachable).
+  RunResult raised = run(dir, base + "mslr.r=1 'mslr.features=[5,12]'");
+  INFO(raised.err);
+  REQUIRE(raised.code == 0);
+  CHECK(contains(raised.out, "points=2"));
+  CHECK(contains(raised.err, "mslr.max_iterations raised from 10"));
+  const std::string csv = slurp(dir.file("out/path.csv"));
+  CHECK(contains(csv, "\n1,5,"));
+  CHECK(contains(csv, "\n2,12,"));
+  const std::string json = slurp(dir.file("out/path.json"));
+  CHECK(contains(json, "\"stop_reason\": \"last_checkpoint\""));
+  CHECK_FALSE(contains(json, "path_points_missing"));
+  std::filesystem::remove_all(dir.file("out"));
+  struct Refusal {
+    std::string args, key, remedy;
+  };
+  for (const Refusal& c : std::vector<Refusal>{
+           {"mslr.r=1 mslr.max_iterations=10 'mslr.features=[5,12]'", "command line: mslr.max_iterations",
+            "set mslr.max_iterations to at least 12"},
+           {"mslr.r=1 'mslr.features=[100]'", "mslr.r", "raise mslr.r to at least 2"},
+           {"mslr.r=1 mslr.max_iterations=64 'mslr.features=[100]'", "mslr.max_iterations",
+            "raise mslr.r to at least 2"},
+       }) {
+    RunResult r = run(dir, base + c.args);
+    INFO(c.args << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, c.key));
+    CHECK(contains(r.err, c.remedy));
+    CHECK_FALSE(std::filesystem::exists(dir.file("out")));
+  }
+}
+
 TEST_CASE("solver = mslr: bad and foreign keys are errors naming the key, with no output", "[cli][mslr]") {
   TempDir dir("mslr-keys");
   REQUIRE(run(dir, kData).code == 0);
@@ -121,6 +162,8 @@ TEST_CASE("solver = mslr: bad and foreign keys are errors naming the key, with n
            {"solver=mslr mslr.max_iterations=65", "mslr.max_iterations"},
            {"solver=mslr mslr.q_factor=1", "mslr.q_factor"},
            {"solver=mslr mslr.order=backwards", "mslr.order"},
+           {"solver=mslr mslr.subproblem=dual", "mslr.subproblem"},
+           {"solver=mslr mslr.newton_max_iterations=0", "mslr.newton_max_iterations"},
            {"solver=mslr 'mslr.features=[3]'", "mslr.features"},
            {"solver=mslr features.kind=poly2", "features.kind"},
            {"solver=mslr mslr.rr=3", "mslr.rr"},

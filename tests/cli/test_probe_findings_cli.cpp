@@ -249,6 +249,22 @@ TEST_CASE("paths refuse counts they cannot reach and warn when they deliver fewe
   CAPTURE(r.err);
   REQUIRE(r.code == 2);
   REQUIRE(contains(r.err, "mslr.features: 70 features asked for"));
+  // No path delivers fewer points for want of iterations (issue 22): FGM's
+  // path.features run takes as many as its counts need, whatever
+  // fgm.max_iterations says; MSLR's raises or refuses (test_mslr_cli.cpp).
+  r = run(dir, path + "output.dir=few fgm.B=2 fgm.max_iterations=1 'path.features=[2, 6, 10]' path.debias=false");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(contains(r.out, "points=3"));
+  REQUIRE(contains(slurp(dir.file("few/path.csv")), "\n3,2,10,10,"));
+  REQUIRE_FALSE(contains(slurp(dir.file("few/path.json")), "path_points_missing"));
+  // MSLR's refusal on a partitioned store too, before any output.
+  r = run(dir, "path data.train=parts output.dir=pm solver=mslr mslr.r=1 mslr.max_iterations=5 'mslr.features=[10]'");
+  CAPTURE(r.err);
+  REQUIRE(r.code == 2);
+  REQUIRE(contains(r.err, "command line: mslr.max_iterations"));
+  REQUIRE(contains(r.err, "set mslr.max_iterations to at least 10"));
+  REQUIRE_FALSE(fs::exists(dir.path / "pm"));
 
   // Declared wider than the data: 80 columns, 30 of them empty. The counts
   // pass the width check but 75 cannot be reached: warned, in path.json too.

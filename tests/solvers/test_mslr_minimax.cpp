@@ -5,7 +5,8 @@
 // minimax theorem turns min_α max_t f_t into min over μ in the simplex of
 // Φ(μ) = min_v ½Σ_j d̄_j v_j² + C Σ_i ln(1 + exp(−y_i Σ_j d̄_j v_j x_ij))
 // (d̄ = Σ_t μ_t d^t), which the oracle solves by golden-section search over μ
-// (Φ is convex in μ) around a dense long-double Newton solve in v.
+// (Φ is convex in μ) around a dense long-double Newton solve in v. The primal
+// proximal Newton solve (solvers/mslr/latent_newton.h) against the same oracle.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -19,6 +20,7 @@
 #include "core/communicator.h"
 #include "core/memory_budget.h"
 #include "solvers/apg_reduction.h"
+#include "solvers/mslr/latent_newton.h"
 #include "solvers/mslr/newton_bisection.h"
 #include "solvers/mslr/smoothed_minimax.h"
 
@@ -557,6 +559,175 @@ TEST_CASE("the minimax solve over row partitions reaches the oracle optimum; one
           CHECK(alpha == pp.alpha[0]);
           CHECK(s.sweeps == r.sweeps);
         }
+      }
+    }
+  }
+}
+
+namespace {
+
+// The columns of `p` as one cache (the selected columns of a run).
+std::unique_ptr<SelectedFeatureCache> columns_of(const DenseProblem& p, MemoryBudget& budget) {
+  auto cache = std::make_unique<SelectedFeatureCache>(budget, p.n);
+  rows_of(p, budget, *cache);
+  return cache;
+}
+
+// w'x_i of the model the solver returns (weights per column).
+std::vector<double> model_decisions(const DenseProblem& p, const std::vector<double>& weights) {
+  std::vector<double> d(p.n, 0.0);
+  for (size_t i = 0; i < p.n; ++i)
+    for (size_t j = 0; j < p.m; ++j) d[i] += weights[j] * p.at(i, j);
+  return d;
+}
+
+struct NewtonRun {
+  MinimaxResult result;
+  std::vector<double> alpha, beta;
+};
+
+NewtonRun newton_solve(const DenseProblem& p, double C, double tolerance, const std::vector<double>& warm_mu = {},
+                       const std::vector<double>& alpha0 = {}, int max_iterations = 500) {
+  MemoryBudget budget(64 << 20);
+  auto cache = columns_of(p, budget);
+  NewtonRun run;
+  run.alpha = alpha0.empty() ? std::vector<double>(p.n, std::min(1.0, C / 2)) : alpha0;
+  run.beta.resize(p.n);
+  for (size_t i = 0; i < p.n; ++i) run.beta[i] = C - run.alpha[i];
+  MinimaxOptions options;
+  options.C = C;
+  options.tolerance = tolerance;
+  LatentNewtonOptions newton;
+  newton.max_iterations = max_iterations;
+  LocalRowSums one_process;
+  run.result = solve_minimax_newton({{cache.get(), p.y.data(), &run.alpha, &run.beta}}, one_process, p.constraints,
+                                    options, newton, warm_mu, budget);
+  return run;
+}
+
+// The certificate, α, and the model's decision values against the oracle.
+void check_against_oracle(const DenseProblem& p, double C, const NewtonRun& run, double tolerance) {
+  const MinimaxResult& r = run.result;
+  const std::vector<LD> mu = oracle_weights(p, C);
+  std::vector<LD> decision;
+  const LD phi_star = weighted_lr(p, C, mu, &decision);
+  INFO("gap " << r.relative_gap << " steps " << r.newton_steps << " oracle " << double(phi_star));
+  CHECK(r.converged);
+  CHECK(r.relative_gap <= tolerance);
+  CHECK(r.dual <= double(phi_star) * (1 + 1e-9));
+  CHECK(r.primal >= double(phi_star) * (1 - 1e-9));
+  CHECK(r.primal == Approx(double(phi_star)).epsilon(2 * tolerance + 1e-9));
+  // α*_i = C σ(−y_i m_i) is unique; ‖α − α*‖² ≤ (C/2)(P − D) (strong convexity, modulus 4/C).
+  const double alpha_radius = std::sqrt(C / 2 * std::max(0.0, r.primal - r.dual));
+  const std::vector<double> d = model_decisions(p, r.weights);
+  for (size_t i = 0; i < p.n; ++i) {
+    const double expected = double(C * sigmoid_ld(-p.y[i] * decision[i]));
+    CHECK(run.alpha[i] == Approx(expected).margin(alpha_radius + 1e-9));
+    CHECK(run.alpha[i] + run.beta[i] == Approx(C).epsilon(1e-12));
+    CHECK(run.alpha[i] > 0);
+    CHECK(run.beta[i] > 0);
+    if (tolerance <= 1e-7)
+      CHECK(d[i] == Approx(double(decision[i])).margin(1e-3 * (1 + std::fabs(double(decision[i])))));
+  }
+  double mu_sum = 0;
+  for (double m : r.mu) {
+    CHECK(m >= 0);
+    mu_sum += m;
+  }
+  CHECK(mu_sum == Approx(1.0).epsilon(1e-12));
+}
+
+}  // namespace
+
+TEST_CASE("the primal Newton solve reaches the minimax optimum of the independent oracle",
+          "[solvers][mslr][oracle][latent_newton]") {
+  const double C = 10.0;
+  int seed = 0;
+  for (Kind kind : {Kind::kGaussian, Kind::kBinary, Kind::kInteger, Kind::kTied}) {
+    for (size_t T : {size_t(1), size_t(2), size_t(3)}) {
+      ++seed;
+      const DenseProblem p = make_problem(100 + seed, kind, 36, 6, T, 0.7);
+      for (double tolerance : {1e-3, 1e-8}) {
+        INFO("kind " << int(kind) << " T " << T << " tolerance " << tolerance);
+        check_against_oracle(p, C, newton_solve(p, C, tolerance), tolerance);
+      }
+    }
+  }
+  SECTION("two identical constraints and a constraint inside another (ties in μ)") {
+    DenseProblem p = make_problem(77, Kind::kTied, 40, 6, 2, 1.0);
+    p.constraints = {{0, 1, 2}, {0, 1, 2}, {1, 2}};
+    // The oracle handles T ≤ 3: {0,1,2} twice and its subset {1,2}.
+    check_against_oracle(p, C, newton_solve(p, C, 1e-8), 1e-8);
+  }
+  SECTION("C below 1 and large margins: α stays strictly inside (0, C)") {
+    const DenseProblem p = make_problem(91, Kind::kGaussian, 36, 6, 2, 40.0);
+    check_against_oracle(p, 0.5, newton_solve(p, 0.5, 1e-8), 1e-8);
+  }
+}
+
+TEST_CASE("the primal Newton solve from a warm start reaches the same optimum as from zero",
+          "[solvers][mslr][oracle][latent_newton]") {
+  const double C = 10.0;
+  int seed = 0;
+  for (Kind kind : {Kind::kGaussian, Kind::kBinary, Kind::kInteger, Kind::kTied}) {
+    ++seed;
+    // The cutting-plane order: solve over d^1, d^2, then over d^1..d^3 from that α and μ.
+    const DenseProblem p3 = make_problem(200 + seed, kind, 40, 6, 3, 0.7);
+    DenseProblem p2 = p3;
+    p2.constraints.pop_back();
+    const NewtonRun first = newton_solve(p2, C, 1e-6);
+    REQUIRE(first.result.converged);
+    const NewtonRun warm = newton_solve(p3, C, 1e-8, first.result.mu, first.alpha);
+    const NewtonRun cold = newton_solve(p3, C, 1e-8);
+    INFO("kind " << int(kind) << " warm steps " << warm.result.newton_steps << " cold " << cold.result.newton_steps);
+    check_against_oracle(p3, C, warm, 1e-8);
+    CHECK(warm.result.primal == Approx(cold.result.primal).epsilon(3e-8));
+  }
+}
+
+TEST_CASE("a primal Newton solve stopped by its step limit is not called converged",
+          "[solvers][mslr][latent_newton]") {
+  const DenseProblem p = make_problem(5, Kind::kGaussian, 60, 6, 3, 2.0);
+  const NewtonRun run = newton_solve(p, 10.0, 1e-14, {}, {}, 1);
+  INFO("gap " << run.result.relative_gap);
+  CHECK(run.result.newton_steps <= 1);
+  CHECK(run.result.relative_gap > 1e-14);
+  CHECK_FALSE(run.result.converged);
+  CHECK(run.result.dual <= run.result.primal);
+}
+
+TEST_CASE("the primal Newton solve over row partitions: the oracle optimum; one partition is the single-store solve",
+          "[solvers][mslr][oracle][partitions][latent_newton]") {
+  const double C = 10.0;
+  int seed = 0;
+  for (Kind kind : {Kind::kGaussian, Kind::kBinary, Kind::kInteger, Kind::kTied}) {
+    ++seed;
+    const DenseProblem p = make_problem(300 + seed, kind, 40, 6, 3, 0.7);
+    const NewtonRun single = newton_solve(p, C, 1e-8);
+    for (uint32_t partitions : {1u, 2u, 4u}) {
+      MemoryBudget budget(64 << 20);
+      PartitionedProblem pp = split_rows(p, partitions, C, budget);
+      SingleRankCommunicator comm;
+      PartitionTreeRowSums reduction(comm, partitions, 0);
+      std::vector<LatentPart> parts;
+      for (uint32_t k = 0; k < partitions; ++k)
+        parts.push_back({pp.caches[k].get(), pp.parts[k].y.data(), &pp.alpha[k], &pp.beta[k]});
+      MinimaxOptions options;
+      options.C = C;
+      options.tolerance = 1e-8;
+      NewtonRun run;
+      run.result = solve_minimax_newton(parts, reduction, p.constraints, options, {}, {}, budget);
+      for (uint32_t k = 0; k < partitions; ++k) {
+        run.alpha.insert(run.alpha.end(), pp.alpha[k].begin(), pp.alpha[k].end());
+        run.beta.insert(run.beta.end(), pp.beta[k].begin(), pp.beta[k].end());
+      }
+      INFO("kind " << int(kind) << " P " << partitions);
+      check_against_oracle(p, C, run, 1e-8);
+      if (partitions == 1) {  // the single-store call on the same rows: the same bits
+        CHECK(std::memcmp(&single.result.primal, &run.result.primal, sizeof(double)) == 0);
+        CHECK(std::memcmp(&single.result.dual, &run.result.dual, sizeof(double)) == 0);
+        CHECK(single.result.weights == run.result.weights);
+        CHECK(single.alpha == run.alpha);
       }
     }
   }
