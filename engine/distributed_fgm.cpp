@@ -446,11 +446,8 @@ uint64_t DistributedRun::selected_units() const {
 // The outer stop rules checked before iteration t scores ("" to go on): the
 // single-store trainer's, taken after iteration t − 1's solve.
 std::string DistributedRun::stop_rule(int t) const {
-  if (!settings_.checkpoints.empty() && selected_units() >= settings_.checkpoints.back())
-    return "last_checkpoint";  // fgm path: its last point is reached
-  if (settings_.max_features > 0 && selected_units() >= settings_.max_features) return "max_features";
-  if (t > settings_.max_iterations) return "max_iterations";
-  return "";
+  return outer_stop_rule(settings_.max_features, settings_.checkpoints, settings_.max_iterations, selected_units(),
+                         t - 1);
 }
 
 bool DistributedRun::needs_certificate() const {

@@ -144,10 +144,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   // a larger one is streamed block by block.
   scheduler_ = settings.scheduler;
   if (!shared_stream) {
-    if (keeps_store_resident(info, budget)) {
-      resident_ = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-      scheduler_.keep_resident = true;
-    }
+    resident_ = reserve_resident_store(info, budget, scheduler_);
     stream_ = std::make_unique<BlockStream>(store, scheduler_, budget);
   }
   // Dual variables, decision values and a = α∘y: O(n) each.
@@ -311,14 +308,10 @@ void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
   f_prev_ = r.objective;
 }
 
-// The outer stopping rules, in order; "" to go on.
+// The outer stopping rules after iteration t's solve; "" to go on.
 std::string FgmRun::stop_reason(int t) const {
-  const uint64_t units = selected_units();
-  if (settings_.max_features > 0 && units >= settings_.max_features) return "max_features";
-  if (!settings_.checkpoints.empty() && units >= settings_.checkpoints.back())
-    return "last_checkpoint";
-  if (t == settings_.max_iterations) return "max_iterations";
-  return "";
+  return outer_stop_rule(settings_.max_features, settings_.checkpoints, settings_.max_iterations, selected_units(),
+                         t);
 }
 
 // Outer iteration t: score, add the batch, solve (31) warm-started, update α.
@@ -570,12 +563,8 @@ LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSetti
   }
   // As FgmRun does for itself, once for all runs, after their state: the
   // store stays resident only if that leaves room.
-  const StoreInfo& info = store.info();
   SchedulerOptions scheduler = first_.scheduler;
-  if (keeps_store_resident(info, budget)) {
-    resident_ = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-    scheduler.keep_resident = true;
-  }
+  resident_ = reserve_resident_store(store.info(), budget, scheduler);
   stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
   blocks_ = store.plan_blocks(
       scoring_block_bytes(first_.block_bytes, budget, store.info().n_rows, scheduler.keep_resident));
@@ -664,6 +653,14 @@ uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units,
   return settings.B;
 }
 
+std::string outer_stop_rule(uint64_t max_features, const std::vector<uint64_t>& checkpoints, int max_iterations,
+                            uint64_t selected_units, int iterations) {
+  if (max_features > 0 && selected_units >= max_features) return "max_features";
+  if (!checkpoints.empty() && selected_units >= checkpoints.back()) return "last_checkpoint";
+  if (iterations >= max_iterations) return "max_iterations";
+  return "";
+}
+
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
   uint64_t target = std::min(block_bytes, budget.limit() / 16);
   // Units of ~16 bytes per row: a tiled pass reuses each dual-slice line for
@@ -677,6 +674,12 @@ uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, u
 
 bool keeps_store_resident(const StoreInfo& info, const MemoryBudget& budget) {
   return resident_store_bytes(info) <= budget.available() / 2;
+}
+
+Reservation reserve_resident_store(const StoreInfo& info, MemoryBudget& budget, SchedulerOptions& scheduler) {
+  scheduler.keep_resident = keeps_store_resident(info, budget);
+  if (!scheduler.keep_resident) return Reservation{};
+  return budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
 }
 
 

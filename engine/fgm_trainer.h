@@ -43,6 +43,11 @@ namespace fgm {
 // 16th of the budget for a resident store, a 32nd for a streamed one) is the
 // unit of one parallel task. Exposed for bench/.
 bool keeps_store_resident(const StoreInfo& info, const MemoryBudget& budget);
+// When keeps_store_resident: reserves what the resident stream may hold
+// (resident_store_bytes, not just the shard bytes) and sets
+// scheduler.keep_resident; else an empty reservation. The one place every
+// resident stream (FGM, lockstep, MSLR, SIFS, each own partition) reserves.
+Reservation reserve_resident_store(const StoreInfo& info, MemoryBudget& budget, SchedulerOptions& scheduler);
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident);
 
 struct TrainSettings {
@@ -79,6 +84,14 @@ struct TrainSettings {
 // moves past the counts already reached. Shared by the single-store and the
 // distributed trainer.
 uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint);
+
+// The outer stop rules after an iteration's solve, in their one order ("" to
+// go on): `selected_units` reached max_features (0: no cap), then the last of
+// `checkpoints` (a path's end), then `iterations` reached max_iterations.
+// The one definition for FGM on one store and on partitions, and for MSLR on
+// both (its mslr.* counterparts), so their stop_reason cannot drift apart.
+std::string outer_stop_rule(uint64_t max_features, const std::vector<uint64_t>& checkpoints, int max_iterations,
+                            uint64_t selected_units, int iterations);
 
 struct IterationRecord {
   int iter = 0;

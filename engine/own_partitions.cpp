@@ -53,10 +53,9 @@ OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const S
     if (!manifest_.part_checksums.empty() && info.store_checksum != manifest_.part_checksums[p])
       throw Error(ErrorKind::kCorruption, msg::partition_not_of_store(partition_dir(dir_, p), kPartitionManifestName,
                                                                       info.store_checksum, manifest_.part_checksums[p]));
-    const bool keep_resident = keeps_store_resident(info, budget);
-    if (keep_resident)
-      part.resident = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-    open_stream(part, keep_resident, budget);
+    SchedulerOptions resident_choice;
+    part.resident = reserve_resident_store(info, budget, resident_choice);
+    open_stream(part, resident_choice.keep_resident, budget);
     own_.push_back(std::move(part));
   }
 }
