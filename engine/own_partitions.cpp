@@ -153,18 +153,6 @@ SparseSums OwnPartitions::partition_column_dots_many(size_t q, const double* a, 
   return out;
 }
 
-std::vector<double> OwnPartitions::column_dots(const std::vector<std::vector<double>>& a, uint64_t& bytes_streamed) {
-  const uint64_t m = manifest_.n_features;
-  std::vector<std::vector<double>> local;
-  for (size_t q = 0; q < own_.size(); ++q) {
-    std::vector<double> c(m, 0.0);
-    const SparseSums dots = partition_column_dots(q, a[q].data(), bytes_streamed);
-    for (size_t k = 0; k < dots.keys.size(); ++k) c[dots.keys[k]] = dots.values[k];
-    local.push_back(std::move(c));
-  }
-  return sum(local, m);
-}
-
 namespace {
 
 // The candidates [first, end) of rank `rank`: features, or groups.
