@@ -1,4 +1,5 @@
 #include "engine/distributed_fgm.h"
+#include "core/clock.h"
 #include "engine/model_provenance.h"
 
 #include <chrono>
@@ -38,10 +39,6 @@ constexpr uint64_t kColumnMaxEntryBytes = 32;  // an unordered_map<uint64_t, flo
 
 CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
   return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 // Where a run's labels come from: the label values of all partitions
@@ -350,14 +347,7 @@ void DistributedRun::polish_final_solve() {
   const ApgResult r = solve(true);
   update_duals();
   record(rec.iter, "solve", before);
-  const IterationRecord inexact = rec;
-  record_apg_result(r, rec);
-  rec.solve_seconds = inexact.solve_seconds + seconds_since(phase_start);
-  rec.apg_iterations += inexact.apg_iterations;
-  rec.apg_line_search_steps += inexact.apg_line_search_steps;
-  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
-  rec.apg_recomputed_products += inexact.apg_recomputed_products;
-  rec.objective = r.objective;
+  record_polished_solve(r, seconds_since(phase_start), rec);
   objective_ = r.objective;
   if (comm_.rank() == 0) warn_apg_stop(rec, settings_.warnings);
 }

@@ -1,4 +1,5 @@
 #include "engine/distributed_mslr.h"
+#include "core/clock.h"
 #include "engine/model_provenance.h"
 
 #include <algorithm>
@@ -18,10 +19,6 @@ namespace fgm {
 namespace {
 
 using mslr_loop::ConstraintMember;
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 class DistributedMslrRun {
  public:

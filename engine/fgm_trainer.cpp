@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/clock.h"
 #include "engine/model_provenance.h"
 #include "engine/value_span.h"
 #include "cache/selected_features.h"
@@ -20,10 +21,6 @@
 
 namespace fgm {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 void warn(RunWarnings* warnings, std::string code, std::string message) {
   RunWarnings log_only;
@@ -413,14 +410,7 @@ void FgmRun::polish_final_solve() {
   ApgResult r = solve_apg(cache_, y_, apg, progress_.apg, decision_, budget_);
   solved_ = true;
   dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
-  const IterationRecord inexact = rec;
-  record_apg_result(r, rec);
-  rec.solve_seconds = inexact.solve_seconds + seconds_since(t_solve);
-  rec.objective = r.objective;
-  rec.apg_iterations += inexact.apg_iterations;
-  rec.apg_line_search_steps += inexact.apg_line_search_steps;
-  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
-  rec.apg_recomputed_products += inexact.apg_recomputed_products;
+  record_polished_solve(r, seconds_since(t_solve), rec);
   warn_apg_stop(rec, settings_.warnings);
   progress_.total_apg_iterations += r.iterations;
   progress_.total_line_search_steps += r.line_search_steps;
@@ -640,6 +630,17 @@ void record_apg_result(const ApgResult& r, IterationRecord& rec) {
   rec.apg_converged = r.certified && r.converged;
   rec.apg_relative_gap = r.relative_gap;
   rec.apg_stop = rec.apg_converged ? "converged" : r.converged ? "inexact" : r.stalled ? "stalled" : "max_iterations";
+}
+
+void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& rec) {
+  const IterationRecord inexact = rec;
+  record_apg_result(r, rec);
+  rec.solve_seconds = inexact.solve_seconds + seconds;
+  rec.objective = r.objective;
+  rec.apg_iterations += inexact.apg_iterations;
+  rec.apg_line_search_steps += inexact.apg_line_search_steps;
+  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
+  rec.apg_recomputed_products += inexact.apg_recomputed_products;
 }
 
 uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint) {

@@ -122,6 +122,9 @@ struct IterationRecord {
 
 // An APG solve's figures in an outer iteration's record (apg_* fields).
 void record_apg_result(const ApgResult& r, IterationRecord& rec);
+// A certified solve that polished the last iteration's inexact one into its
+// record: r's figures and objective, both solves' APG work and time summed.
+void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& rec);
 
 struct TrainOutcome {
   Model model;

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cache/selected_features.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
@@ -20,10 +21,6 @@
 
 namespace fgm {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 using mslr_loop::ConstraintMember;
 
