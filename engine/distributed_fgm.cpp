@@ -441,8 +441,7 @@ std::string DistributedRun::stop_rule(int t) const {
 }
 
 bool DistributedRun::needs_certificate() const {
-  // no_new_features and eps_outer measured the final α's violation already.
-  return settings_.final_certificate && out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer" &&
+  return settings_.final_certificate && !scoring_stop_measured_violation(out_.stop_reason) &&
          !out_.iterations.empty();
 }
 
@@ -687,13 +686,8 @@ bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
   IterationRecord& rec = rec_;
   const int t = t_;
   out_.final_sip_violation = rec.sip_violation;
-  if (fresh.empty()) {
-    out_.stop_reason = "no_new_features";
-    polish_final_solve();
-    return false;
-  }
-  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * objective_) {
-    out_.stop_reason = "eps_outer";
+  out_.stop_reason = scoring_stop_rule(settings_, fresh.empty(), t, rec.sip_violation, objective_);
+  if (!out_.stop_reason.empty()) {
     polish_final_solve();
     return false;
   }
@@ -735,7 +729,7 @@ bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
 }
 
 DistributedOutcome DistributedRun::finish(bool certified) {
-  if (!certified && out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer")
+  if (!certified && !scoring_stop_measured_violation(out_.stop_reason))
     out_.final_sip_violation = std::numeric_limits<double>::quiet_NaN();
   // A path that ran out of new features before its next checkpoint still reports the model it reached.
   if (next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&

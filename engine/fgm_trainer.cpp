@@ -346,17 +346,8 @@ bool FgmRun::after_scoring(SpaceScores wc, double score_seconds) {
   rec.candidates_scored = wc.candidates_scored;
   rec.pair_updates = wc.pair_updates;
   rec.sip_violation = batch_violation_terms(wc);
-  if (wc.top.empty()) {
-    progress_.stop_reason = "no_new_features";
-    out_.final_sip_violation = rec.sip_violation;
-    polish_final_solve();
-    return false;
-  }
-  // The outer stop: α^{t−1}'s SIP violation relative to F_{t−1} (a relative
-  // gap of the cutting-plane relaxation; see the header). Tested here, where
-  // the violation of the last solve's α is known, so it costs no extra pass.
-  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * f_prev_) {
-    progress_.stop_reason = "eps_outer";
+  progress_.stop_reason = scoring_stop_rule(settings_, wc.top.empty(), t, rec.sip_violation, f_prev_);
+  if (!progress_.stop_reason.empty()) {
     out_.final_sip_violation = rec.sip_violation;
     polish_final_solve();
     return false;
@@ -422,9 +413,8 @@ void FgmRun::polish_final_solve() {
 void FgmRun::final_certificate() { record_certificate(worst_case_analysis(settings_.B)); }
 
 bool FgmRun::needs_certificate() const {
-  // no_new_features and eps_outer measured the final α's violation already.
-  return settings_.final_certificate && progress_.stop_reason != "no_new_features" &&
-         progress_.stop_reason != "eps_outer" && !progress_.iterations.empty();
+  return settings_.final_certificate && !scoring_stop_measured_violation(progress_.stop_reason) &&
+         !progress_.iterations.empty();
 }
 
 ScoreRequest FgmRun::certificate_request() {
@@ -630,6 +620,17 @@ void record_apg_result(const ApgResult& r, IterationRecord& rec) {
   rec.apg_converged = r.certified && r.converged;
   rec.apg_relative_gap = r.relative_gap;
   rec.apg_stop = rec.apg_converged ? "converged" : r.converged ? "inexact" : r.stalled ? "stalled" : "max_iterations";
+}
+
+std::string scoring_stop_rule(const TrainSettings& settings, bool nothing_new, int t, double sip_violation,
+                              double last_objective) {
+  if (nothing_new) return "no_new_features";
+  if (t > 1 && settings.eps_outer > 0 && sip_violation <= settings.eps_outer * last_objective) return "eps_outer";
+  return "";
+}
+
+bool scoring_stop_measured_violation(const std::string& stop_reason) {
+  return stop_reason == "no_new_features" || stop_reason == "eps_outer";
 }
 
 void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& rec) {

@@ -92,6 +92,14 @@ uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units,
 // both (its mslr.* counterparts), so their stop_reason cannot drift apart.
 std::string outer_stop_rule(uint64_t max_features, const std::vector<uint64_t>& checkpoints, int max_iterations,
                             uint64_t selected_units, int iterations);
+// The stop rules iteration t's scoring pass decides before its batch is added
+// ("" to go on): nothing new to add ("no_new_features"), then α^{t−1}'s SIP
+// violation at most eps_outer·F_{t−1} ("eps_outer", from t = 2; a relative gap
+// of the cutting-plane relaxation, known here at no extra pass). Either
+// measured the final α's violation: scoring_stop_measured_violation.
+std::string scoring_stop_rule(const TrainSettings& settings, bool nothing_new, int t, double sip_violation,
+                              double last_objective);
+bool scoring_stop_measured_violation(const std::string& stop_reason);
 
 struct IterationRecord {
   int iter = 0;
