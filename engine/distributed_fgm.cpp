@@ -591,10 +591,8 @@ void DistributedRun::check_chance_level() {
   }
   const std::vector<double> total = own_->sum(local, 3);
   record(static_cast<int>(out_.iterations.size()), "diagnostics", before);
-  if (total[0] == 0) return;
-  out_.train_accuracy = total[2] / total[0];
-  out_.majority_rate = std::max(total[1], total[0] - total[1]) / total[0];
-  if (out_.train_accuracy <= out_.majority_rate)
+  if (at_chance_level(total[0], total[2], std::max(total[1], total[0] - total[1]), out_.train_accuracy,
+                      out_.majority_rate))
     warn(comm_, settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
@@ -850,10 +848,7 @@ class DistributedArgmax {
       rows += total[1 + c];
       largest = std::max(largest, total[1 + c]);
     }
-    if (rows == 0) return;
-    out.train_accuracy = total[0] / rows;
-    out.majority_rate = largest / rows;
-    if (out.train_accuracy <= out.majority_rate)
+    if (at_chance_level(rows, total[0], largest, out.train_accuracy, out.majority_rate))
       warn(comm, warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
   }
 

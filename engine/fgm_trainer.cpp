@@ -256,12 +256,9 @@ void FgmRun::check_chance_level() {
     positive += y_[i] > 0;
     correct += (decision_[i] > 0) == (y_[i] > 0);
   }
-  if (fit == 0) return;
-  out_.train_accuracy = double(correct) / double(fit);
-  out_.majority_rate = double(std::max(positive, fit - positive)) / double(fit);
-  if (out_.train_accuracy <= out_.majority_rate)
-    warn(settings_.warnings, "chance_level_model",
-         msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
+  if (at_chance_level(double(fit), double(correct), double(std::max(positive, fit - positive)), out_.train_accuracy,
+                      out_.majority_rate))
+    warn(settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
 // (37): ½ Σ_{j∈d_new} c_j² − max_h ½ Σ_{j∈d_h} c_j², with the current α. The
@@ -631,6 +628,14 @@ std::string scoring_stop_rule(const TrainSettings& settings, bool nothing_new, i
 
 bool scoring_stop_measured_violation(const std::string& stop_reason) {
   return stop_reason == "no_new_features" || stop_reason == "eps_outer";
+}
+
+bool at_chance_level(double rows, double correct, double largest_class, double& train_accuracy,
+                     double& majority_rate) {
+  if (rows == 0) return false;
+  train_accuracy = correct / rows;
+  majority_rate = largest_class / rows;
+  return train_accuracy <= majority_rate;
 }
 
 void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& rec) {

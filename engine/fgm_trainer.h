@@ -156,6 +156,12 @@ struct TrainOutcome {
   double majority_rate = 0;       // the larger class's share of those rows
 };
 
+// A final model's training accuracy (`correct` of `rows`) and the largest
+// class's share; true when it does no better (chance_level_model). Shared by
+// binary and one-vs-rest runs on one store and on partitions (tree-summed counts).
+bool at_chance_level(double rows, double correct, double largest_class, double& train_accuracy,
+                     double& majority_rate);
+
 // Warning thresholds (see the header comment; chosen in bench/README.md).
 constexpr double kValueSpanLimit = 1e4;
 constexpr double kFirstSolveLimit = 1e-3;
