@@ -22,6 +22,7 @@
 #include "engine/distributed_fgm.h"
 #include "engine/evaluate.h"
 #include "engine/solver_choice.h"
+#include "engine/train_settings.h"
 #include "io/partitioned_store.h"
 #include "report/report_page.h"
 
@@ -233,6 +234,7 @@ void warn_if_threads_exceed_affinity(int threads, const Communicator& comm, RunW
 }
 
 void require_partitioned_store(const Config& config, const Communicator& comm) {
+  reject_partitioned_store_mismatch(config);
   if (comm.size() == 1 || is_partitioned_store(config.get_string("data.train"))) return;
   throw Error(ErrorKind::kConfig,
               fmt::format("data.train = {} is not a partitioned store, and this run has {} ranks: ingest it with "

@@ -81,7 +81,10 @@ int path_exclusive_partitioned(const Config& config, bool restart);
 void reject_transform_and_truth_on_partitions(const Config& config, std::string_view solver);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
-// store: throws Error(kConfig) saying how to make one otherwise.
+// store: throws Error(kConfig) saying how to make one otherwise. A partitioned
+// store meets the single store's data.index_base / data.features checks
+// (reject_partitioned_store_mismatch). Called by fgm train and fgm path
+// before any partitioned run, whatever the solver.
 void require_partitioned_store(const Config& config, const Communicator& comm);
 
 // The CPUs this process may run on (sched_getaffinity); 0 when unknown.

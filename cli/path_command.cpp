@@ -235,10 +235,8 @@ void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, 
 // transforms, resume session), then the solver's own path (cli/solver_commands.h).
 int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
   Communicator& world = world_communicator();
-  if (solver == SolverKind::kSifs && (world.size() > 1 || is_partitioned_store(config.get_string("data.train")))) {
-    require_partitioned_store(config, world);
-    return path_sifs_partitioned(config, world, restart);
-  }
+  if (solver == SolverKind::kSifs && (world.size() > 1 || is_partitioned_store(config.get_string("data.train"))))
+    return path_sifs_partitioned(config, world, restart);  // fgm path checked require_partitioned_store
   if (solver == SolverKind::kExclusive && is_partitioned_store(config.get_string("data.train")))
     return path_exclusive_partitioned(config, restart);
   if (solver == SolverKind::kMslr && is_partitioned_store(config.get_string("data.train")))

@@ -22,6 +22,7 @@
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
@@ -35,10 +36,6 @@
 
 namespace fgm::cli {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void write_point(JsonWriter& j, const SifsPoint& p) {
   j.begin_object();

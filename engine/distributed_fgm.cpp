@@ -1,4 +1,5 @@
 #include "engine/distributed_fgm.h"
+#include "core/clock.h"
 #include "engine/model_provenance.h"
 
 #include <chrono>
@@ -38,10 +39,6 @@ constexpr uint64_t kColumnMaxEntryBytes = 32;  // an unordered_map<uint64_t, flo
 
 CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
   return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 // Where a run's labels come from: the label values of all partitions
@@ -350,14 +347,7 @@ void DistributedRun::polish_final_solve() {
   const ApgResult r = solve(true);
   update_duals();
   record(rec.iter, "solve", before);
-  const IterationRecord inexact = rec;
-  record_apg_result(r, rec);
-  rec.solve_seconds = inexact.solve_seconds + seconds_since(phase_start);
-  rec.apg_iterations += inexact.apg_iterations;
-  rec.apg_line_search_steps += inexact.apg_line_search_steps;
-  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
-  rec.apg_recomputed_products += inexact.apg_recomputed_products;
-  rec.objective = r.objective;
+  record_polished_solve(r, seconds_since(phase_start), rec);
   objective_ = r.objective;
   if (comm_.rank() == 0) warn_apg_stop(rec, settings_.warnings);
 }
@@ -446,16 +436,12 @@ uint64_t DistributedRun::selected_units() const {
 // The outer stop rules checked before iteration t scores ("" to go on): the
 // single-store trainer's, taken after iteration t − 1's solve.
 std::string DistributedRun::stop_rule(int t) const {
-  if (!settings_.checkpoints.empty() && selected_units() >= settings_.checkpoints.back())
-    return "last_checkpoint";  // fgm path: its last point is reached
-  if (settings_.max_features > 0 && selected_units() >= settings_.max_features) return "max_features";
-  if (t > settings_.max_iterations) return "max_iterations";
-  return "";
+  return outer_stop_rule(settings_.max_features, settings_.checkpoints, settings_.max_iterations, selected_units(),
+                         t - 1);
 }
 
 bool DistributedRun::needs_certificate() const {
-  // no_new_features and eps_outer measured the final α's violation already.
-  return settings_.final_certificate && out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer" &&
+  return settings_.final_certificate && !scoring_stop_measured_violation(out_.stop_reason) &&
          !out_.iterations.empty();
 }
 
@@ -605,10 +591,8 @@ void DistributedRun::check_chance_level() {
   }
   const std::vector<double> total = own_->sum(local, 3);
   record(static_cast<int>(out_.iterations.size()), "diagnostics", before);
-  if (total[0] == 0) return;
-  out_.train_accuracy = total[2] / total[0];
-  out_.majority_rate = std::max(total[1], total[0] - total[1]) / total[0];
-  if (out_.train_accuracy <= out_.majority_rate)
+  if (at_chance_level(total[0], total[2], std::max(total[1], total[0] - total[1]), out_.train_accuracy,
+                      out_.majority_rate))
     warn(comm_, settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
@@ -700,13 +684,8 @@ bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
   IterationRecord& rec = rec_;
   const int t = t_;
   out_.final_sip_violation = rec.sip_violation;
-  if (fresh.empty()) {
-    out_.stop_reason = "no_new_features";
-    polish_final_solve();
-    return false;
-  }
-  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * objective_) {
-    out_.stop_reason = "eps_outer";
+  out_.stop_reason = scoring_stop_rule(settings_, fresh.empty(), t, rec.sip_violation, objective_);
+  if (!out_.stop_reason.empty()) {
     polish_final_solve();
     return false;
   }
@@ -748,7 +727,7 @@ bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
 }
 
 DistributedOutcome DistributedRun::finish(bool certified) {
-  if (!certified && out_.stop_reason != "no_new_features" && out_.stop_reason != "eps_outer")
+  if (!certified && !scoring_stop_measured_violation(out_.stop_reason))
     out_.final_sip_violation = std::numeric_limits<double>::quiet_NaN();
   // A path that ran out of new features before its next checkpoint still reports the model it reached.
   if (next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
@@ -869,10 +848,7 @@ class DistributedArgmax {
       rows += total[1 + c];
       largest = std::max(largest, total[1 + c]);
     }
-    if (rows == 0) return;
-    out.train_accuracy = total[0] / rows;
-    out.majority_rate = largest / rows;
-    if (out.train_accuracy <= out.majority_rate)
+    if (at_chance_level(rows, total[0], largest, out.train_accuracy, out.majority_rate))
       warn(comm, warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
   }
 

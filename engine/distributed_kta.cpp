@@ -197,13 +197,10 @@ class KtaPartitions {
     n_negative_ = n_ - n_positive_;
     // ỹ = (y − m)/‖y − m1‖ with m and the norm from the class counts: a
     // row's ỹ depends on its label only, whatever the rank count.
-    const double nd = static_cast<double>(n_), np = static_cast<double>(n_positive_),
-                 nn = static_cast<double>(n_negative_);
-    const double m = (np - nn) / nd;
-    const double scale = 1.0 / std::sqrt(np * (1 - m) * (1 - m) + nn * (1 + m) * (1 + m));
+    const kta::UnitLabelScale s = kta::unit_label_scale(n_positive_, n_negative_);
     for (const std::vector<int8_t>& y : labels_) {
       std::vector<double> unit(y.size());
-      for (size_t i = 0; i < y.size(); ++i) unit[i] = (y[i] - m) * scale;
+      for (size_t i = 0; i < y.size(); ++i) unit[i] = (y[i] - s.mean) * s.scale;
       unit_labels_.push_back(std::move(unit));
     }
   }
@@ -245,7 +242,7 @@ class KtaPartitions {
           own_[q], "KTA centred sums (linear)",
           [&](uint64_t id, const kta::ColumnEntries& c) {
             const size_t k = static_cast<size_t>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
-            return Entry{id, kta::centred_square_sum(c, mean[k], 0.0)};
+            return Entry{id, kta::centred_square_sum(c, mean[k])};
           },
           pass);
       for (const auto& [id, value] : entries) {

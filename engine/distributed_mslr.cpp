@@ -1,15 +1,16 @@
 #include "engine/distributed_mslr.h"
+#include "core/clock.h"
 #include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "cache/selected_features.h"
-#include "cache/top_b_cache.h"
 #include "core/error.h"
 #include "engine/own_partitions.h"
 #include "solvers/mslr/latent_newton.h"
@@ -19,10 +20,6 @@ namespace fgm {
 namespace {
 
 using mslr_loop::ConstraintMember;
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 class DistributedMslrRun {
  public:
@@ -58,13 +55,13 @@ class DistributedMslrRun {
   DistributedMslrOutcome out_;
   std::unique_ptr<OwnPartitions> own_;
   double positive_ = 1, negative_ = -1;
-  Reservation row_memory_, score_memory_;
+  Reservation row_memory_;
   // Per own partition: labels (±1), α, C − α, a = α∘y, its rows of the selected columns.
   std::vector<std::vector<int8_t>> labels_;
   std::vector<std::vector<double>> alpha_, beta_, a_;
   std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
   std::vector<uint64_t> selected_ids_;            // feature id per selected column
-  std::vector<char> is_selected_;                 // per feature
+  std::unordered_set<uint64_t> is_selected_;      // the selected feature ids
   std::vector<double> selected_c_;                // c_j per selected column for the current α
   std::vector<std::vector<size_t>> constraints_;  // selected-column positions of d^1..d^t, increasing
   std::vector<double> weights_;                   // the last subproblem's model per selected column
@@ -101,34 +98,25 @@ void DistributedMslrRun::open_partitions() {
     a_.emplace_back(rows, 0.0);
     columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, rows));
   }
-  const uint64_t m = out_.manifest.n_features;
-  score_memory_ = budget_.reserve(m * (sizeof(double) * (own_->size() + static_cast<uint64_t>(comm_.size()) + 2) + 1),
-                                  "score vectors of a distributed scoring pass",
-                                  "use fewer features or more memory per rank");
-  is_selected_.assign(m, 0);
 }
 
 // (8) from the global c of this α: the selected columns' c_j and the top
 // unselected c_j² (ties to the smaller id), chosen by the single-store rules.
+// Scored by column ranges as FGM's linear pass (OwnPartitions::score_by_ranges):
+// only non-empty columns travel, no rank holds a length-m vector.
 std::vector<ConstraintMember> DistributedMslrRun::most_active_constraint(uint64_t new_limit, MslrIteration& rec) {
   for (size_t q = 0; q < a_.size(); ++q)
     for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * labels_[q][i];
-  const std::vector<double> c = own_->column_dots(a_, rec.bytes_streamed);
+  OwnPartitions::RangeScores scored = own_->score_by_ranges(
+      a_, nullptr, [&](uint64_t id) { return is_selected_.count(id) > 0; }, selected_ids_, selected_ids_,
+      std::max<uint64_t>(new_limit, 1), rec.bytes_streamed);
+  selected_c_ = std::move(scored.selected_dots);
   std::vector<ConstraintMember> pool;
-  selected_c_.assign(selected_ids_.size(), 0.0);
   for (size_t k = 0; k < selected_ids_.size(); ++k) {
-    selected_c_[k] = c[selected_ids_[k]];
     const double score = selected_c_[k] * selected_c_[k];
     if (score > 0) pool.push_back({score, selected_ids_[k], k});
   }
-  TopBCache top(std::max<uint64_t>(new_limit, 1), &budget_);
-  for (uint64_t j = 0; j < c.size(); ++j) {
-    const double s = c[j] * c[j];
-    if (s > 0 && !is_selected_[j] && top.may_admit(s)) top.offer({s, j});
-  }
-  Reservation top_memory;
-  for (const ScoredCandidate& candidate : top.take_sorted(&top_memory))
-    pool.push_back({candidate.score, candidate.id, SIZE_MAX});
+  for (const ScoredCandidate& candidate : scored.top) pool.push_back({candidate.score, candidate.id, SIZE_MAX});
   return mslr_loop::choose_constraint(std::move(pool), settings_.r, new_limit);
 }
 
@@ -160,7 +148,7 @@ void DistributedMslrRun::add_column(uint64_t id) {
     columns_[q]->add_column(key, rows, values);
   }
   selected_ids_.push_back(id);
-  is_selected_[id] = 1;
+  is_selected_.insert(id);
 }
 
 // The subproblem over this rank's partitions as row parts, every row sum
@@ -248,7 +236,7 @@ void DistributedMslrRun::restore(const MslrState& s) {
   for (const auto& batch : s.batches) {
     for (auto& cache : columns_) cache->begin_batch();
     for (uint64_t id : batch) {
-      if (id >= is_selected_.size() || is_selected_[id])
+      if (id >= out_.manifest.n_features || is_selected_.count(id))
         throw Error(ErrorKind::kCorruption, fmt::format("MSLR resume state: feature {} out of range or repeated", id));
       add_column(id);
     }

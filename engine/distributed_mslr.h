@@ -2,9 +2,11 @@
 // (io/partitioned_store.h), data-parallel over the ranks of a Communicator
 // (docs/distributed.md, "MSLR"). Each rank opens only its own partitions
 // (engine/own_partitions.h); α and C − α stay with their rows. Per iteration:
-//   1. scoring: c = Σ_i α_i y_i x_i over all rows (OwnPartitions::column_dots,
-//      partition-tree sum), the same on every rank; the constraint d^t is the
-//      top r of c_j² by the single-store rules (mslr_loop::choose_constraint);
+//   1. scoring: c = Σ_i α_i y_i x_i over all rows by column ranges
+//      (OwnPartitions::score_by_ranges, as FGM's linear pass: sparse
+//      partition-tree sums, each rank's top list, one allgather); the
+//      constraint d^t is the top r of c_j² by the single-store rules
+//      (mslr_loop::choose_constraint);
 //   2. each rank reads its rows of the new columns;
 //   3. the subproblem over the rank's partitions as row parts
 //      (solvers/mslr/smoothed_minimax.h: CoCoA+ rounds with σ' = P, every row

@@ -1,4 +1,5 @@
 #include "engine/distributed_sifs.h"
+#include "core/clock.h"
 #include "engine/model_provenance.h"
 
 #include <algorithm>
@@ -14,10 +15,6 @@
 
 namespace fgm {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // The layout of `classes` (indices into the store's class values) by the
 // class values of all partitions.

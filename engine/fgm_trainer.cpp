@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/clock.h"
 #include "engine/model_provenance.h"
 #include "engine/value_span.h"
 #include "cache/selected_features.h"
@@ -20,10 +21,6 @@
 
 namespace fgm {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 void warn(RunWarnings* warnings, std::string code, std::string message) {
   RunWarnings log_only;
@@ -144,10 +141,7 @@ FgmRun::FgmRun(const ShardStore& store, const TrainSettings& settings, MemoryBud
   // a larger one is streamed block by block.
   scheduler_ = settings.scheduler;
   if (!shared_stream) {
-    if (keeps_store_resident(info, budget)) {
-      resident_ = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-      scheduler_.keep_resident = true;
-    }
+    resident_ = reserve_resident_store(info, budget, scheduler_);
     stream_ = std::make_unique<BlockStream>(store, scheduler_, budget);
   }
   // Dual variables, decision values and a = α∘y: O(n) each.
@@ -262,12 +256,9 @@ void FgmRun::check_chance_level() {
     positive += y_[i] > 0;
     correct += (decision_[i] > 0) == (y_[i] > 0);
   }
-  if (fit == 0) return;
-  out_.train_accuracy = double(correct) / double(fit);
-  out_.majority_rate = double(std::max(positive, fit - positive)) / double(fit);
-  if (out_.train_accuracy <= out_.majority_rate)
-    warn(settings_.warnings, "chance_level_model",
-         msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
+  if (at_chance_level(double(fit), double(correct), double(std::max(positive, fit - positive)), out_.train_accuracy,
+                      out_.majority_rate))
+    warn(settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
 // (37): ½ Σ_{j∈d_new} c_j² − max_h ½ Σ_{j∈d_h} c_j², with the current α. The
@@ -311,14 +302,10 @@ void FgmRun::record_solve(const ApgResult& r, IterationRecord& rec) {
   f_prev_ = r.objective;
 }
 
-// The outer stopping rules, in order; "" to go on.
+// The outer stopping rules after iteration t's solve; "" to go on.
 std::string FgmRun::stop_reason(int t) const {
-  const uint64_t units = selected_units();
-  if (settings_.max_features > 0 && units >= settings_.max_features) return "max_features";
-  if (!settings_.checkpoints.empty() && units >= settings_.checkpoints.back())
-    return "last_checkpoint";
-  if (t == settings_.max_iterations) return "max_iterations";
-  return "";
+  return outer_stop_rule(settings_.max_features, settings_.checkpoints, settings_.max_iterations, selected_units(),
+                         t);
 }
 
 // Outer iteration t: score, add the batch, solve (31) warm-started, update α.
@@ -356,17 +343,8 @@ bool FgmRun::after_scoring(SpaceScores wc, double score_seconds) {
   rec.candidates_scored = wc.candidates_scored;
   rec.pair_updates = wc.pair_updates;
   rec.sip_violation = batch_violation_terms(wc);
-  if (wc.top.empty()) {
-    progress_.stop_reason = "no_new_features";
-    out_.final_sip_violation = rec.sip_violation;
-    polish_final_solve();
-    return false;
-  }
-  // The outer stop: α^{t−1}'s SIP violation relative to F_{t−1} (a relative
-  // gap of the cutting-plane relaxation; see the header). Tested here, where
-  // the violation of the last solve's α is known, so it costs no extra pass.
-  if (t > 1 && settings_.eps_outer > 0 && rec.sip_violation <= settings_.eps_outer * f_prev_) {
-    progress_.stop_reason = "eps_outer";
+  progress_.stop_reason = scoring_stop_rule(settings_, wc.top.empty(), t, rec.sip_violation, f_prev_);
+  if (!progress_.stop_reason.empty()) {
     out_.final_sip_violation = rec.sip_violation;
     polish_final_solve();
     return false;
@@ -420,14 +398,7 @@ void FgmRun::polish_final_solve() {
   ApgResult r = solve_apg(cache_, y_, apg, progress_.apg, decision_, budget_);
   solved_ = true;
   dual_from_decision(settings_.apg.loss, settings_.apg.C, y_, decision_, progress_.alpha);
-  const IterationRecord inexact = rec;
-  record_apg_result(r, rec);
-  rec.solve_seconds = inexact.solve_seconds + seconds_since(t_solve);
-  rec.objective = r.objective;
-  rec.apg_iterations += inexact.apg_iterations;
-  rec.apg_line_search_steps += inexact.apg_line_search_steps;
-  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
-  rec.apg_recomputed_products += inexact.apg_recomputed_products;
+  record_polished_solve(r, seconds_since(t_solve), rec);
   warn_apg_stop(rec, settings_.warnings);
   progress_.total_apg_iterations += r.iterations;
   progress_.total_line_search_steps += r.line_search_steps;
@@ -439,9 +410,8 @@ void FgmRun::polish_final_solve() {
 void FgmRun::final_certificate() { record_certificate(worst_case_analysis(settings_.B)); }
 
 bool FgmRun::needs_certificate() const {
-  // no_new_features and eps_outer measured the final α's violation already.
-  return settings_.final_certificate && progress_.stop_reason != "no_new_features" &&
-         progress_.stop_reason != "eps_outer" && !progress_.iterations.empty();
+  return settings_.final_certificate && !scoring_stop_measured_violation(progress_.stop_reason) &&
+         !progress_.iterations.empty();
 }
 
 ScoreRequest FgmRun::certificate_request() {
@@ -570,12 +540,8 @@ LockstepRuns::LockstepRuns(const ShardStore& store, const std::vector<TrainSetti
   }
   // As FgmRun does for itself, once for all runs, after their state: the
   // store stays resident only if that leaves room.
-  const StoreInfo& info = store.info();
   SchedulerOptions scheduler = first_.scheduler;
-  if (keeps_store_resident(info, budget)) {
-    resident_ = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-    scheduler.keep_resident = true;
-  }
+  resident_ = reserve_resident_store(store.info(), budget, scheduler);
   stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
   blocks_ = store.plan_blocks(
       scoring_block_bytes(first_.block_bytes, budget, store.info().n_rows, scheduler.keep_resident));
@@ -653,6 +619,36 @@ void record_apg_result(const ApgResult& r, IterationRecord& rec) {
   rec.apg_stop = rec.apg_converged ? "converged" : r.converged ? "inexact" : r.stalled ? "stalled" : "max_iterations";
 }
 
+std::string scoring_stop_rule(const TrainSettings& settings, bool nothing_new, int t, double sip_violation,
+                              double last_objective) {
+  if (nothing_new) return "no_new_features";
+  if (t > 1 && settings.eps_outer > 0 && sip_violation <= settings.eps_outer * last_objective) return "eps_outer";
+  return "";
+}
+
+bool scoring_stop_measured_violation(const std::string& stop_reason) {
+  return stop_reason == "no_new_features" || stop_reason == "eps_outer";
+}
+
+bool at_chance_level(double rows, double correct, double largest_class, double& train_accuracy,
+                     double& majority_rate) {
+  if (rows == 0) return false;
+  train_accuracy = correct / rows;
+  majority_rate = largest_class / rows;
+  return train_accuracy <= majority_rate;
+}
+
+void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& rec) {
+  const IterationRecord inexact = rec;
+  record_apg_result(r, rec);
+  rec.solve_seconds = inexact.solve_seconds + seconds;
+  rec.objective = r.objective;
+  rec.apg_iterations += inexact.apg_iterations;
+  rec.apg_line_search_steps += inexact.apg_line_search_steps;
+  rec.apg_gradient_evaluations += inexact.apg_gradient_evaluations;
+  rec.apg_recomputed_products += inexact.apg_recomputed_products;
+}
+
 uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint) {
   // Land exactly on the next checkpoint and never pass max_features.
   const auto& points = settings.checkpoints;
@@ -662,6 +658,14 @@ uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units,
   if (settings.max_features > 0) limit = std::min(limit, settings.max_features);
   if (limit != UINT64_MAX) return std::min<uint64_t>(settings.B, limit - selected_units);
   return settings.B;
+}
+
+std::string outer_stop_rule(uint64_t max_features, const std::vector<uint64_t>& checkpoints, int max_iterations,
+                            uint64_t selected_units, int iterations) {
+  if (max_features > 0 && selected_units >= max_features) return "max_features";
+  if (!checkpoints.empty() && selected_units >= checkpoints.back()) return "last_checkpoint";
+  if (iterations >= max_iterations) return "max_iterations";
+  return "";
 }
 
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
@@ -677,6 +681,12 @@ uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, u
 
 bool keeps_store_resident(const StoreInfo& info, const MemoryBudget& budget) {
   return resident_store_bytes(info) <= budget.available() / 2;
+}
+
+Reservation reserve_resident_store(const StoreInfo& info, MemoryBudget& budget, SchedulerOptions& scheduler) {
+  scheduler.keep_resident = keeps_store_resident(info, budget);
+  if (!scheduler.keep_resident) return Reservation{};
+  return budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
 }
 
 

@@ -43,6 +43,11 @@ namespace fgm {
 // 16th of the budget for a resident store, a 32nd for a streamed one) is the
 // unit of one parallel task. Exposed for bench/.
 bool keeps_store_resident(const StoreInfo& info, const MemoryBudget& budget);
+// When keeps_store_resident: reserves what the resident stream may hold
+// (resident_store_bytes, not just the shard bytes) and sets
+// scheduler.keep_resident; else an empty reservation. The one place every
+// resident stream (FGM, lockstep, MSLR, SIFS, each own partition) reserves.
+Reservation reserve_resident_store(const StoreInfo& info, MemoryBudget& budget, SchedulerOptions& scheduler);
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident);
 
 struct TrainSettings {
@@ -80,6 +85,22 @@ struct TrainSettings {
 // distributed trainer.
 uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint);
 
+// The outer stop rules after an iteration's solve, in their one order ("" to
+// go on): `selected_units` reached max_features (0: no cap), then the last of
+// `checkpoints` (a path's end), then `iterations` reached max_iterations.
+// The one definition for FGM on one store and on partitions, and for MSLR on
+// both (its mslr.* counterparts), so their stop_reason cannot drift apart.
+std::string outer_stop_rule(uint64_t max_features, const std::vector<uint64_t>& checkpoints, int max_iterations,
+                            uint64_t selected_units, int iterations);
+// The stop rules iteration t's scoring pass decides before its batch is added
+// ("" to go on): nothing new to add ("no_new_features"), then α^{t−1}'s SIP
+// violation at most eps_outer·F_{t−1} ("eps_outer", from t = 2; a relative gap
+// of the cutting-plane relaxation, known here at no extra pass). Either
+// measured the final α's violation: scoring_stop_measured_violation.
+std::string scoring_stop_rule(const TrainSettings& settings, bool nothing_new, int t, double sip_violation,
+                              double last_objective);
+bool scoring_stop_measured_violation(const std::string& stop_reason);
+
 struct IterationRecord {
   int iter = 0;
   uint64_t selected = 0;          // features in the model after this iteration
@@ -109,6 +130,9 @@ struct IterationRecord {
 
 // An APG solve's figures in an outer iteration's record (apg_* fields).
 void record_apg_result(const ApgResult& r, IterationRecord& rec);
+// A certified solve that polished the last iteration's inexact one into its
+// record: r's figures and objective, both solves' APG work and time summed.
+void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& rec);
 
 struct TrainOutcome {
   Model model;
@@ -131,6 +155,12 @@ struct TrainOutcome {
   double train_accuracy = 0;      // final model on the rows of this fit (decision > 0 → +1)
   double majority_rate = 0;       // the larger class's share of those rows
 };
+
+// A final model's training accuracy (`correct` of `rows`) and the largest
+// class's share; true when it does no better (chance_level_model). Shared by
+// binary and one-vs-rest runs on one store and on partitions (tree-summed counts).
+bool at_chance_level(double rows, double correct, double largest_class, double& train_accuracy,
+                     double& majority_rate);
 
 // Warning thresholds (see the header comment; chosen in bench/README.md).
 constexpr double kValueSpanLimit = 1e4;

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cache/selected_features.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
@@ -20,10 +21,6 @@
 
 namespace fgm {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 using mslr_loop::ConstraintMember;
 
@@ -196,10 +193,7 @@ MslrRun::MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBu
   space_ = make_feature_space(space_settings, store, budget);
   // As FGM: a store that fits comfortably stays resident between passes.
   SchedulerOptions scheduler = settings.scheduler;
-  if (store.info().shard_bytes <= budget.available() / 2) {
-    resident_ = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
-    scheduler.keep_resident = true;
-  }
+  resident_ = reserve_resident_store(store.info(), budget, scheduler);
   stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
   blocks_ = store.plan_blocks(scoring_block_bytes(settings.block_bytes, budget, n_, scheduler.keep_resident));
   dual_memory_ = budget.reserve(3 * n_ * sizeof(double), "dual variables", "use fewer training rows");
@@ -581,10 +575,7 @@ void restore_progress(const MslrState& s, MslrOutcome& out) {
 }
 
 std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, int t) {
-  if (settings.max_features > 0 && selected >= settings.max_features) return "max_features";
-  if (!settings.checkpoints.empty() && selected >= settings.checkpoints.back()) return "last_checkpoint";
-  if (t == settings.max_iterations) return "max_iterations";
-  return "";
+  return outer_stop_rule(settings.max_features, settings.checkpoints, settings.max_iterations, selected, t);
 }
 
 std::vector<double> warm_mu(const std::vector<MslrIteration>& iterations) {

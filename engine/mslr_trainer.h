@@ -188,7 +188,7 @@ std::string constraint_stop(const std::vector<ConstraintMember>& members,
                             double last_objective, double& sip_violation);
 
 // The stop after iteration t's solve ("max_features", "last_checkpoint",
-// "max_iterations"), or "" to go on.
+// "max_iterations"), or "" to go on: FGM's outer_stop_rule (engine/fgm_trainer.h).
 std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, int t);
 
 // Whether `selected` features reach the path checkpoint `next_checkpoint`

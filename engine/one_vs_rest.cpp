@@ -110,10 +110,8 @@ class TrainingArgmax {
       ++count[truth[i]];
       correct += best_class_[i] == truth[i];
     }
-    if (fit == 0) return;
-    out.train_accuracy = double(correct) / double(fit);
-    out.majority_rate = double(*std::max_element(count.begin(), count.end())) / double(fit);
-    if (out.train_accuracy <= out.majority_rate) {
+    if (at_chance_level(double(fit), double(correct), double(*std::max_element(count.begin(), count.end())),
+                        out.train_accuracy, out.majority_rate)) {
       RunWarnings log_only;
       (warnings ? *warnings : log_only)
           .add("chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));

@@ -53,10 +53,9 @@ OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const S
     if (!manifest_.part_checksums.empty() && info.store_checksum != manifest_.part_checksums[p])
       throw Error(ErrorKind::kCorruption, msg::partition_not_of_store(partition_dir(dir_, p), kPartitionManifestName,
                                                                       info.store_checksum, manifest_.part_checksums[p]));
-    const bool keep_resident = keeps_store_resident(info, budget);
-    if (keep_resident)
-      part.resident = budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
-    open_stream(part, keep_resident, budget);
+    SchedulerOptions resident_choice;
+    part.resident = reserve_resident_store(info, budget, resident_choice);
+    open_stream(part, resident_choice.keep_resident, budget);
     own_.push_back(std::move(part));
   }
 }
@@ -152,18 +151,6 @@ SparseSums OwnPartitions::partition_column_dots_many(size_t q, const double* a, 
       [K](const BlockRef& ref) { return ref.column_count * K * 2 * sizeof(double); });
   bytes_streamed += pass.bytes_streamed;
   return out;
-}
-
-std::vector<double> OwnPartitions::column_dots(const std::vector<std::vector<double>>& a, uint64_t& bytes_streamed) {
-  const uint64_t m = manifest_.n_features;
-  std::vector<std::vector<double>> local;
-  for (size_t q = 0; q < own_.size(); ++q) {
-    std::vector<double> c(m, 0.0);
-    const SparseSums dots = partition_column_dots(q, a[q].data(), bytes_streamed);
-    for (size_t k = 0; k < dots.keys.size(); ++k) c[dots.keys[k]] = dots.values[k];
-    local.push_back(std::move(c));
-  }
-  return sum(local, m);
 }
 
 namespace {

@@ -65,12 +65,6 @@ class OwnPartitions {
   // Σ over every partition's vectors (`local[q]` of own partition q, each of
   // `length`), in the partition tree, on every rank; a collective.
   std::vector<double> sum(const std::vector<std::vector<double>>& local, size_t length);
-  // c = Σ_i a_i x_i over all rows of all partitions (manifest().n_features
-  // entries), the same bits on every rank for every rank count: each own
-  // partition is streamed with the tiled kernel (features/block_scores.h) and
-  // the partitions' vectors are added in the partition tree. `a[q]` holds own
-  // partition q's row weights; `bytes_streamed` grows by the shard bytes read.
-  std::vector<double> column_dots(const std::vector<std::vector<double>>& a, uint64_t& bytes_streamed);
   // Replaces the stores of this rank's partitions (in order) by what `wrap`
   // makes of them (features.transform: TransformedStores over all
   // partitions' statistics), with streams and block plans over the new ones.

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cache/selected_features.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/messages.h"
 #include "engine/model_provenance.h"
@@ -16,7 +17,6 @@ namespace fgm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::vector<double> alignment_values(const std::vector<kta::FeatureAlignment>& features) {
   std::vector<double> a;

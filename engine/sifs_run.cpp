@@ -67,19 +67,15 @@ std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c,
   // once. Without screening the baseline holds its whole problem row-major
   // after one extraction, and the pages stay resident for its other passes.
   const bool screening = mode != SifsScreening::kNone;
-  if (!screening && store.info().shard_bytes <= budget.available() / 2) {
-    run->resident = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
-    so.keep_resident = true;
-  }
+  if (!screening) run->resident = reserve_resident_store(store.info(), budget, so);
   run->stream = std::make_unique<BlockStream>(store, so, budget);
   run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
                                          run->layout, budget);
-  if (screening && !run->data->hold_columns() && store.info().shard_bytes <= budget.available() / 2) {
+  if (screening && !run->data->hold_columns() && keeps_store_resident(store.info(), budget)) {
     // Too large to hold decoded: keep at least the pages, as FGM does.
     run->data.reset();
     run->stream.reset();
-    run->resident = budget.reserve(store.info().shard_bytes, "store pages kept resident between passes");
-    so.keep_resident = true;
+    run->resident = reserve_resident_store(store.info(), budget, so);
     run->stream = std::make_unique<BlockStream>(store, so, budget);
     run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
                                            run->layout, budget);

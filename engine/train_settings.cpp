@@ -79,22 +79,42 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
                     fmt::format("it applies to features.kind = {} only (this run uses {})", owner, kind));
 }
 
-void reject_store_mismatch(const Config& c, const StoreInfo& info) {
-  const std::string train = c.get_string("data.train");
-  if (train.empty() || !is_store_directory(train)) return;  // text: ingested with these keys
+namespace {
+
+// The checks of reject_store_mismatch, for a store of either kind that was
+// ingested with `index_base` and is `n_features` wide (`declared_features`:
+// the width --features gave, accepted too; 0: none).
+void reject_ingest_key_mismatch(const Config& c, const std::string& train, int64_t store_index_base,
+                                uint64_t n_features, uint64_t declared_features) {
   const int64_t index_base = c.get_int("data.index_base");
-  if (c.set_by_user("data.index_base") && index_base != info.index_base)
+  if (c.set_by_user("data.index_base") && index_base != store_index_base)
     throw Error(ErrorKind::kConfig,
                 msg::store_key_mismatch(c.where_set("data.index_base"), "data.index_base",
                                         std::to_string(index_base), train,
-                                        std::to_string(info.index_base), "--index-base"));
+                                        std::to_string(store_index_base), "--index-base"));
   const uint64_t width = static_cast<uint64_t>(c.get_int("data.features"));
-  if (c.set_by_user("data.features") && width != 0 && width != info.n_features &&
-      width != info.declared_features)
+  if (c.set_by_user("data.features") && width != 0 && width != n_features && width != declared_features)
     throw Error(ErrorKind::kConfig,
                 msg::store_key_mismatch(c.where_set("data.features"), "data.features",
                                         std::to_string(width), train,
-                                        std::to_string(info.n_features), "--features"));
+                                        std::to_string(n_features), "--features"));
+}
+
+}  // namespace
+
+void reject_store_mismatch(const Config& c, const StoreInfo& info) {
+  const std::string train = c.get_string("data.train");
+  if (train.empty() || !is_store_directory(train)) return;  // text: ingested with these keys
+  reject_ingest_key_mismatch(c, train, info.index_base, info.n_features, info.declared_features);
+}
+
+void reject_partitioned_store_mismatch(const Config& c) {
+  const std::string train = c.get_string("data.train");
+  if (train.empty() || !is_partitioned_store(train)) return;
+  // Every partition was ingested with the manifest's base and width (a width
+  // --features gave is the width).
+  const PartitionManifest manifest = read_partition_manifest(train);
+  reject_ingest_key_mismatch(c, train, manifest.index_base, manifest.n_features, manifest.n_features);
 }
 
 namespace {

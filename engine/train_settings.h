@@ -21,6 +21,9 @@ void reject_ignored_keys(const Config& config, ConfigCommand command);
 // ignored, and are configuration errors (equal values are accepted, so one
 // config serves the text file and its store).
 void reject_store_mismatch(const Config& config, const StoreInfo& info);
+// The same checks when data.train is a partitioned store, against its
+// manifest (every rank reads it; called before any partitioned run).
+void reject_partitioned_store_mismatch(const Config& config);
 
 // Every path `command` will read or write is usable (exit 4 naming the path,
 // its key and the reason otherwise), checked before any ingest or scoring

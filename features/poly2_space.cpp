@@ -33,6 +33,7 @@
 // budget before it is allocated; what is left is O(blocks + threads)
 // bookkeeping. The large ones live in 2 MiB pages (core/huge_pages.h): they
 // are allocated afresh by every pass.
+#include "core/clock.h"
 #include "features/poly2_space.h"
 
 #include <tbb/blocked_range.h>
@@ -127,10 +128,6 @@ inline uint64_t eligible_prefix(const double* u, const uint32_t* idx, uint64_t l
   for (; q < len && q < 8; ++q)
     if (!(u[idx[q]] >= need)) return q;
   return q == len ? q : q + kernel(u, idx + q, len - q, 1.0, need);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace fgm::exclusive {
@@ -42,10 +43,6 @@ std::vector<Violator> find_violators(const ExclusiveGroups& G, const std::vector
     return a.excess != b.excess ? a.excess > b.excess : a.column < b.column;
   });
   return out;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 uint64_t count_nonzeros(const std::vector<double>& w) {

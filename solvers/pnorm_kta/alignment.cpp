@@ -8,20 +8,19 @@ namespace fgm::kta {
 
 const char* kernel_name(KernelKind kind) { return kind == KernelKind::kLinear ? "linear" : "rbf"; }
 
+UnitLabelScale unit_label_scale(uint64_t n_positive, uint64_t n_negative) {
+  const double np = static_cast<double>(n_positive), nn = static_cast<double>(n_negative);
+  const double m = (np - nn) / (np + nn);
+  return {m, 1.0 / std::sqrt(np * (1 - m) * (1 - m) + nn * (1 + m) * (1 + m))};
+}
+
 std::vector<double> centred_unit_labels(const int8_t* labels, uint64_t n) {
-  double sum = 0;
-  for (uint64_t r = 0; r < n; ++r) sum += labels[r];
-  const double mean = sum / static_cast<double>(n);
+  uint64_t positives = 0;
+  for (uint64_t r = 0; r < n; ++r) positives += labels[r] > 0;
+  if (positives == 0 || positives == n) return {};  // all labels equal: Hy = 0
+  const UnitLabelScale s = unit_label_scale(positives, n - positives);
   std::vector<double> y(n);
-  double norm2 = 0;
-  for (uint64_t r = 0; r < n; ++r) {
-    y[r] = labels[r] - mean;
-    norm2 += y[r] * y[r];
-  }
-  // All labels equal: Hy is 0 up to rounding (|mean| = 1 exactly then).
-  if (n == 0 || std::fabs(mean) >= 1.0) return {};
-  const double scale = 1.0 / std::sqrt(norm2);
-  for (double& v : y) v *= scale;
+  for (uint64_t r = 0; r < n; ++r) y[r] = (labels[r] - s.mean) * s.scale;
   return y;
 }
 
@@ -35,8 +34,8 @@ LinearColumnSums linear_column_sums(const ColumnEntries& column, const double* u
   return out;
 }
 
-double centred_square_sum(const ColumnEntries& column, double mean, double start) {
-  double centred2 = start;
+double centred_square_sum(const ColumnEntries& column, double mean) {
+  double centred2 = 0;
   for (uint64_t e = 0; e < column.nnz; ++e) {
     const double d = column.values[e] - mean;
     centred2 += d * d;
@@ -61,7 +60,7 @@ FeatureAlignment linear_alignment(uint64_t feature, const ColumnEntries& column,
   const LinearColumnSums sums = linear_column_sums(column, unit_labels);
   const double mean = sums.sum / static_cast<double>(n);
   const double zeros = static_cast<double>(n - column.nnz) * mean * mean;
-  return linear_alignment_from_sums(feature, false, sums, centred_square_sum(column, mean, zeros), n);
+  return linear_alignment_from_sums(feature, false, sums, zeros + centred_square_sum(column, mean), n);
 }
 
 namespace {

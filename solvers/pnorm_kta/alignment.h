@@ -50,7 +50,14 @@ struct FeatureAlignment {
   double bandwidth = 0;  // RBF h_i (0 for linear)
 };
 
-// ỹ = H y / ‖H y‖ for ±1 labels. Empty when all labels are equal (Hy = 0).
+// ỹ = H y / ‖H y‖ for ±1 labels: row i's ỹ_i = (y_i − m)·scale with
+// m = (n₊ − n₋)/n and scale = 1/√(n₊(1 − m)² + n₋(1 + m)²), from the class
+// counts only, so a row's ỹ is the same bits on one store and on any
+// partitioning of it. Empty when all labels are equal (Hy = 0).
+struct UnitLabelScale {
+  double mean = 0, scale = 0;
+};
+UnitLabelScale unit_label_scale(uint64_t n_positive, uint64_t n_negative);
 std::vector<double> centred_unit_labels(const int8_t* labels, uint64_t n);
 
 // One column: `nnz` stored entries (rows strictly increasing, values) of a
@@ -72,9 +79,10 @@ struct LinearColumnSums {
   double sum = 0, label_dot = 0;
 };
 LinearColumnSums linear_column_sums(const ColumnEntries& column, const double* unit_labels);
-//   start + Σ_nz (x − μ)² over its stored entries, in row order;
-double centred_square_sum(const ColumnEntries& column, double mean, double start);
-//   a_i from the sums over all n rows (`centred2` = ‖x − μ1‖²; `constant`:
+//   Σ_nz (x − μ)² over its stored entries, in row order;
+double centred_square_sum(const ColumnEntries& column, double mean);
+//   a_i from the sums over all n rows (`centred2` = ‖x − μ1‖² =
+//   (n − nnz)·μ² + Σ_nz (x − μ)², added in that order; `constant`:
 //   col_min = col_max over all rows).
 FeatureAlignment linear_alignment_from_sums(uint64_t feature, bool constant, const LinearColumnSums& sums,
                                             double centred2, uint64_t n);

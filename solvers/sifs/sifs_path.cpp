@@ -4,16 +4,10 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace fgm {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 SifsSolver::SifsSolver(SifsData& data, const SifsSettings& settings) : SifsSolver(static_cast<SifsPasses&>(data), settings) {
   data_ = &data;

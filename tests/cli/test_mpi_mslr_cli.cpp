@@ -137,6 +137,53 @@ TEST_CASE("MSLR on a one-partition store is the single-store model bit for bit",
   CHECK(single.positive_label == parted.positive_label);
 }
 
+// The scoring pass goes by column ranges (sparse sums of the non-empty
+// columns, as FGM's): the same rows with their columns moved to ids near 2^40
+// (a dense score vector would be 8 TiB per rank) train in 24 MB per rank, and
+// give the model of the original ids, moved, with the same weight bits.
+TEST_CASE("MSLR on a partitioned store scores sparsely: ids near 2^40 in a budget a dense vector would exceed",
+          "[.mpi][mpi][mslr]") {
+  TempDir dir("fgm-mpi-mslr");
+  const std::string original = mixed_libsvm(300, 24, 4, 18);
+  const uint64_t far = uint64_t{1} << 40;
+  auto moved = [&](uint64_t id) { return far + 977 * id; };  // 1-based ids, increasing
+  std::istringstream in(original);
+  std::string text, line;
+  while (std::getline(in, line)) {
+    std::istringstream tokens(line);
+    std::string token;
+    tokens >> token;
+    text += token;
+    while (tokens >> token) {
+      const size_t colon = token.find(':');
+      text += " " + std::to_string(moved(std::stoull(token.substr(0, colon)))) + token.substr(colon);
+    }
+    text += "\n";
+  }
+  dir.write("near.txt", original);
+  dir.write("far.txt", text);
+  REQUIRE(run(dir, "ingest near.txt --out near --partitions 2").code == 0);
+  REQUIRE(run(dir, "ingest far.txt --out far --partitions 2").code == 0);
+  const std::string args = "train solver=mslr mslr.r=3 mslr.max_iterations=3 ";
+  REQUIRE(run(dir, args + "data.train=near output.dir=n").code == 0);
+  const std::string small = args + "engine.memory_budget=24MB data.train=far output.dir=";
+  RunResult r = run(dir, small + "f1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(run_mpi(dir, 2, small + "f2").code == 0);
+  CHECK(model_bytes(dir.file("f1/model.fgm")) == model_bytes(dir.file("f2/model.fgm")));
+  const Model n = read_model(dir.file("n/model.fgm")), f = read_model(dir.file("f2/model.fgm"));
+  CHECK(f.n_features > far);
+  REQUIRE(!n.features.empty());
+  REQUIRE(n.features.size() == f.features.size());
+  for (size_t k = 0; k < n.features.size(); ++k) {
+    CHECK(f.features[k].key.ids[0] + 1 == moved(n.features[k].key.ids[0] + 1));  // model ids are 0-based
+    CHECK(f.features[k].batch == n.features[k].batch);
+    CHECK(std::memcmp(&f.features[k].weight, &n.features[k].weight, sizeof(double)) == 0);
+  }
+  CHECK(std::memcmp(&f.objective, &n.objective, sizeof(double)) == 0);
+}
+
 // An independent check of the data-parallel subproblem (CoCoA+ rounds over 4
 // partitions) against the sequential single-store solver on the same rows,
 // unpartitioned: both certify their duality gap to mslr.tolerance, so their

@@ -1,0 +1,176 @@
+// A store of one partition (`fgm ingest --partitions 1`) is the single store
+// on the partitioned path: every solver trains the single store's model from
+// it, bit for bit, and both meet the same config checks (data.index_base,
+// data.features). Without mpirun here ([cli]); under `mpirun -np 1` and with
+// 2 ranks in the [mpi] tests at the end.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "io/model_file.h"
+#include "tests/cli/cli_test_util.h"
+#include "tests/cli/mpi_test_util.h"
+
+namespace fgm::test {
+namespace {
+
+// Labels 1, 2, 3: class k raises features 3k+1..3k+3; the rest is noise.
+std::string three_classes(uint64_t rows, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  std::string text;
+  for (uint64_t i = 0; i < rows; ++i) {
+    const int k = static_cast<int>(i % 3);
+    text += std::to_string(k + 1);
+    for (int j = 1; j <= 15; ++j) {
+      double v = std::round(normal(rng) * 100) / 100;
+      if (j > 3 * k && j <= 3 * k + 3) v += 2;
+      if (v != 0) text += " " + std::to_string(j) + ":" + std::to_string(v).substr(0, 5);
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+// in.txt (binary) and three.txt (three classes), each as a single store and
+// as a store of one partition.
+void write_stores(const TempDir& dir) {
+  dir.write("in.txt", random_libsvm(400, 30, 0.3, 7, {1, 4, 9, 16}));
+  dir.write("three.txt", three_classes(240, 5));
+  for (const std::string name : {"in", "three"}) {
+    REQUIRE(run(dir, "ingest " + name + ".txt --out " + name + "-single --tile-rows 64").code == 0);
+    REQUIRE(run(dir, "ingest " + name + ".txt --out " + name + "-one --partitions 1 --tile-rows 64").code == 0);
+  }
+}
+
+struct SolverCase {
+  std::string name, data, args;
+};
+
+// Every solver, fgm one-vs-rest included, on a config it supports on
+// partitions. SIFS is not here: one store runs Prox-SDCA with screening, a
+// partitioned store the accelerated proximal gradient (engine/distributed_sifs.h),
+// so their models agree within the duality gap, not bit for bit (the SIFS
+// test below).
+const std::vector<SolverCase>& solver_cases() {
+  static const std::vector<SolverCase> cases = {
+      {"fgm", "in", "fgm.B=2 fgm.max_iterations=3"},
+      {"fgm-bias", "in", "fgm.B=2 fgm.max_iterations=3 fgm.bias=true fgm.loss=logistic"},
+      {"fgm-one-vs-rest", "three", "fgm.B=2 fgm.max_iterations=2"},
+      {"mslr", "in", "solver=mslr mslr.r=2 mslr.max_iterations=3"},
+      {"exclusive", "in", "solver=exclusive exclusive.lambda=0.5 exclusive.random_groups=6"},
+      {"pnorm_kta", "in", "solver=pnorm_kta kta.p=1.5"},
+  };
+  return cases;
+}
+
+// `launch` "" (no mpirun) or an mpirun prefix: trains each case on the
+// one-partition store and compares with the single store's model.
+void require_one_partition_models(const TempDir& dir, const std::string& launch) {
+  for (const auto& c : solver_cases()) {
+    INFO(c.name << (launch.empty() ? "" : " under " + launch));
+    const std::string args = "train " + c.args + " output.dir=";
+    RunResult single = run(dir, args + c.name + "-s data.train=" + c.data + "-single");
+    INFO(single.err);
+    REQUIRE(single.code == 0);
+    RunResult one = run_launched(dir, launch, args + c.name + "-p" + (launch.empty() ? "" : "m") +
+                                                  " data.train=" + c.data + "-one");
+    INFO(one.err);
+    REQUIRE(one.code == 0);
+    require_same_model(dir.file(c.name + "-s/model.fgm"),
+                       dir.file(c.name + "-p" + (launch.empty() ? "" : "m") + "/model.fgm"));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a one-partition store trains the single store's model bit for bit, for every solver",
+          "[cli][partitions]") {
+  TempDir dir("fgm-one-partition");
+  write_stores(dir);
+  require_one_partition_models(dir, "");
+}
+
+// By design (see solver_cases): the same support and the same optimum within
+// the solvers' certified gaps (sifs.tol), one model per launch.
+void require_one_partition_sifs_optimum(const TempDir& dir, const std::string& launch, const std::string& tag) {
+  const std::string args = "train solver=sifs sifs.beta_ratio=0.2 sifs.alpha_ratio=0.1 sifs.alpha_points=5 ";
+  REQUIRE(run(dir, args + "data.train=in-single output.dir=sifs-s" + tag).code == 0);
+  REQUIRE(run_launched(dir, launch, args + "data.train=in-one output.dir=sifs-p" + tag).code == 0);
+  const Model s = read_model(dir.file("sifs-s" + tag + "/model.fgm")), p = read_model(dir.file("sifs-p" + tag + "/model.fgm"));
+  REQUIRE(!s.features.empty());
+  REQUIRE(s.features.size() == p.features.size());
+  for (size_t k = 0; k < s.features.size(); ++k) {
+    CHECK(s.features[k].key == p.features[k].key);
+    CHECK(std::abs(s.features[k].weight - p.features[k].weight) <= 1e-4 * (1 + std::abs(s.features[k].weight)));
+  }
+  CHECK(std::abs(s.objective - p.objective) <= 1e-8 * std::abs(s.objective));
+}
+
+TEST_CASE("SIFS on a one-partition store reaches the single store's optimum (another solver, by design)",
+          "[cli][partitions][sifs]") {
+  TempDir dir("fgm-one-partition-sifs");
+  write_stores(dir);
+  require_one_partition_sifs_optimum(dir, "", "");
+}
+
+TEST_CASE("a partitioned store meets the single store's data.index_base and data.features checks",
+          "[cli][errors][config][partitions]") {
+  TempDir dir("fgm-partition-keys");
+  dir.write("t.svm", "+1 1:1 2:1\n-1 2:1 3:1\n+1 1:1 3:0.5\n-1 3:1\n+1 1:2 2:0.5\n-1 3:2\n");
+  REQUIRE(run(dir, "ingest t.svm --out single").code == 0);
+  REQUIRE(run(dir, "ingest t.svm --out parts --partitions 2").code == 0);
+  for (const std::string store : {"single", "parts"}) {
+    for (const std::string command : {"train fgm.B=1", "path fgm.B=1 'path.features=[1]'",
+                                      "train solver=mslr mslr.r=1", "train solver=exclusive exclusive.random_groups=2"}) {
+      INFO(store << ": " << command);
+      const std::string base = command + " data.train=" + store + " output.dir=run ";
+      RunResult r = run(dir, base + "data.index_base=0");
+      CHECK(r.code == 2);
+      CHECK(contains(r.err, "key 'data.index_base' = 0 would be ignored: data.train is the store " + store));
+      CHECK(contains(r.err, "built with --index-base 1"));
+      r = run(dir, base + "data.features=10");
+      CHECK(r.code == 2);
+      CHECK(contains(r.err, "key 'data.features' = 10 would be ignored"));
+      CHECK(contains(r.err, "built with --features 3"));
+      CHECK_FALSE(std::filesystem::exists(dir.file("run")));
+      // Values that agree with the store are accepted: one config serves both.
+      CHECK(run(dir, base + "data.index_base=1 data.features=3").code == 0);
+      std::filesystem::remove_all(dir.file("run"));
+    }
+  }
+}
+
+TEST_CASE("under mpirun -np 1 a one-partition store trains the single store's model bit for bit, for every solver",
+          "[.mpi][mpi][partitions]") {
+  TempDir dir("fgm-one-partition-mpi");
+  write_stores(dir);
+  require_one_partition_models(dir, kMpirun + "-np 1 ");
+  require_one_partition_sifs_optimum(dir, kMpirun + "-np 1 ", "m");
+}
+
+TEST_CASE("under mpirun a partitioned store meets the data.index_base and data.features checks",
+          "[.mpi][mpi][partitions]") {
+  TempDir dir("fgm-partition-keys-mpi");
+  dir.write("t.svm", "+1 1:1 2:1\n-1 2:1 3:1\n+1 1:1 3:0.5\n-1 3:1\n+1 1:2 2:0.5\n-1 3:2\n");
+  REQUIRE(run(dir, "ingest t.svm --out parts --partitions 2").code == 0);
+  for (const std::string command : {"train fgm.B=1", "path fgm.B=1 'path.features=[1]'"}) {
+    for (int np : {1, 2}) {
+      INFO(command << " on " << np << " rank(s)");
+      const std::string base = command + " data.train=parts output.dir=run ";
+      RunResult r = run_mpi(dir, np, base + "data.index_base=0");
+      CHECK(r.code == 2);
+      CHECK(contains(r.err, "key 'data.index_base' = 0 would be ignored"));
+      r = run_mpi(dir, np, base + "data.features=10");
+      CHECK(r.code == 2);
+      CHECK(contains(r.err, "key 'data.features' = 10 would be ignored"));
+      CHECK_FALSE(std::filesystem::exists(dir.file("run")));
+    }
+  }
+}
+
+}  // namespace fgm::test

@@ -1,0 +1,126 @@
+// The single-store and the partitioned paths of one algorithm agree where they
+// share a rule: the FGM stop rules (engine/fgm_trainer.h outer_stop_rule) and
+// the budget a resident stream reserves (reserve_resident_store). Runs on one
+// rank (SingleRankCommunicator); several ranks: tests/cli/test_mpi_*.cpp.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "core/memory_budget.h"
+#include "engine/distributed_fgm.h"
+#include "engine/fgm_trainer.h"
+#include "engine/mslr_trainer.h"
+#include "engine/sifs_run.h"
+#include "io/ingest.h"
+#include "io/partitioned_store.h"
+#include "io/shard_store.h"
+#include "tests/test_util.h"
+
+using namespace fgm;
+
+namespace {
+
+TrainSettings settings_where_three_rules_fire() {
+  TrainSettings s;
+  s.B = 2;
+  s.eps_outer = 0;  // only the three count rules can end the run
+  s.apg.C = 10;
+  s.block_bytes = 16 << 10;
+  // After iteration 2, four features are selected: fgm.max_features, the last
+  // checkpoint and fgm.max_iterations all fire at once.
+  s.max_iterations = 2;
+  s.max_features = 4;
+  s.checkpoints = {4};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("when several stop rules fire at once, one store and a partitioned store name the same one",
+          "[engine][fgm][distributed][stop]") {
+  test::TempDir dir("fgm-stop-agree");
+  const std::string text = dir.write("train.svm", test::random_libsvm(300, 30, 0.3, 2, {1, 2}));
+  MemoryBudget budget(256ull << 20);
+  IngestOptions options;
+  options.block_bytes = 4 << 10;
+  ingest_libsvm(text, dir.file("store"), options, budget);
+  ingest_partitioned(text, dir.file("parts"), 2, options, budget);
+  const TrainSettings s = settings_where_three_rules_fire();
+
+  auto store = ShardStore::open(dir.file("store"), budget);
+  const TrainOutcome one = train_fgm(*store, s, budget);
+  SingleRankCommunicator comm;
+  const DistributedOutcome parts = train_fgm_distributed(comm, dir.file("parts"), s, budget);
+
+  REQUIRE(one.iterations.size() == 2);
+  REQUIRE(parts.iterations.size() == 2);
+  CHECK(one.model.features.size() == 4);
+  CHECK(parts.model.features.size() == 4);
+  // The rules' one order: fgm.max_features first.
+  CHECK(one.stop_reason == "max_features");
+  CHECK(parts.stop_reason == one.stop_reason);
+}
+
+TEST_CASE("the stop rules' one order", "[engine][fgm][stop]") {
+  const std::vector<uint64_t> path = {4, 8};
+  CHECK(outer_stop_rule(4, path, 3, 4, 3) == "max_features");  // all three
+  CHECK(outer_stop_rule(0, path, 3, 8, 3) == "last_checkpoint");
+  CHECK(outer_stop_rule(0, path, 3, 4, 3) == "max_iterations");  // a checkpoint that is not the last
+  CHECK(outer_stop_rule(5, {}, 3, 4, 2) == "");
+  CHECK(outer_stop_rule(0, {}, 3, 100, 4) == "max_iterations");  // past the cap (a resumed run) still stops
+}
+
+namespace {
+
+// A tall store of several tiles: its resident copy holds each block's row
+// order (about 10 bytes per nonzero) on top of the shard bytes, so
+// resident_store_bytes is well above shard_bytes.
+std::unique_ptr<ShardStore> tall_store(const test::TempDir& dir, MemoryBudget& budget) {
+  const std::string text = dir.write("tall.svm", test::random_libsvm(2000, 60, 0.5, 9, {1, 2}));
+  IngestOptions options;
+  options.block_bytes = 4 << 10;
+  options.tile_rows = 256;
+  ingest_libsvm(text, dir.file("tall"), options, budget);
+  return ShardStore::open(dir.file("tall"), budget);
+}
+
+}  // namespace
+
+TEST_CASE("MSLR and SIFS reserve what a resident stream may hold, as FGM does", "[engine][budget][resident]") {
+  test::TempDir dir("fgm-resident-reserve");
+  MemoryBudget ingest_budget(256ull << 20);
+  auto store = tall_store(dir, ingest_budget);
+  const StoreInfo& info = store->info();
+  const uint64_t held = resident_store_bytes(info);  // the resident stream's capacity (features/block_stream.h)
+  REQUIRE(held > 2 * info.shard_bytes);              // the case the shard bytes under-reserve
+
+  SECTION("FGM") {
+    MemoryBudget budget(64ull << 20);
+    TrainSettings s;
+    s.B = 2;
+    s.max_iterations = 2;
+    s.block_bytes = 16 << 10;
+    REQUIRE(keeps_store_resident(info, budget));
+    CHECK(train_fgm(*store, s, budget).budget_peak >= held);
+  }
+  SECTION("MSLR") {
+    MemoryBudget budget(64ull << 20);
+    MslrSettings s;
+    s.r = 2;
+    s.max_iterations = 2;
+    s.minimax.C = 10;
+    s.block_bytes = 16 << 10;
+    REQUIRE(keeps_store_resident(info, budget));
+    // The run's peak covers the stream's resident copy (its other state is
+    // far smaller: 2000 rows, 4 selected columns).
+    CHECK(train_mslr(*store, s, budget).budget_peak >= held);
+  }
+  SECTION("SIFS without screening (the baseline keeps the pages)") {
+    MemoryBudget budget(64ull << 20);
+    const Config config = Config::load("", {"solver=sifs", "engine.block_bytes=16384"});
+    auto run = open_sifs_run(*store, config, budget, SifsScreening::kNone);
+    CHECK(run->resident.bytes() == held);
+  }
+}
