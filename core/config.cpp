@@ -153,7 +153,7 @@ std::vector<ParamSpec> build_specs() {
       choices(spec("apg.method", T::kEnum, "\"auto\"",
                    "how the subproblem (31) is solved: apg (accelerated proximal gradient, Algorithm 4), "
                    "newton (proximal Newton over the selected columns' rows, stops on its certified duality "
-                   "gap; at most 1024 selected columns) or auto (newton up to 1024 columns, apg beyond)"),
+                   "gap; at most 2048 selected columns) or auto (newton up to 2048 columns, apg beyond)"),
               {"apg", "newton", "auto"}),
       ranged(spec("apg.eps_inner", T::kFloat, "0.15",
                   "APG stop: the prox-gradient mapping norm falls to this fraction of its value "

@@ -27,7 +27,7 @@ namespace fgm {
 
 // The largest column count the proximal Newton solver takes: its model is a
 // dense (d+1)² matrix, and a model iteration costs O(d²).
-constexpr size_t kProxNewtonMaxColumns = 1024;
+constexpr size_t kProxNewtonMaxColumns = 2048;
 
 // Solves (31) like solve_apg(parts, ...) (same state, decision outputs and
 // result fields; `iterations` counts Newton steps) and stops when the

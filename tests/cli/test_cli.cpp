@@ -629,7 +629,7 @@ TEST_CASE("APG stopped by its iteration cap is a warning and is recorded per ite
                             "assert codes.count('debias_gap_above_tolerance') == 2, codes\n"));
 }
 
-// The default subproblem solver (apg.method = auto: proximal Newton up to 1,024
+// The default subproblem solver (apg.method = auto: proximal Newton up to 2,048
 // columns) certifies every solve, intermediate ones included; capped above
 // apg.gap_tolerance, each solve is the run warning, and an uncapped run has
 // none. The gaps it reports bound the suboptimality against a re-solve to
