@@ -230,12 +230,14 @@ class PcpSolver {
     return decrease_holds(f_new, f_bar_, linear, L, step);
   }
 
-  void accept(double beta) {
+  bool accept(double beta) {
     change_ = squared_distance(up_new_, up_) + squared_distance(um_new_, um_);
     shift_and_extrapolate(up_old_, up_, up_new_, upb_, beta);
     shift_and_extrapolate(um_old_, um_, um_new_, umb_, beta);
     shift_and_extrapolate(z_old_, z_, z_new_, zb_, beta);
+    return false;
   }
+  void finish() {}
 
   bool converged(double tol) const {
     const double norm = std::sqrt(dot(up_, up_) + dot(um_, um_));
@@ -326,11 +328,13 @@ class LocpSolver {
     return decrease_holds(smooth_loss(X_, o_.loss, y_, z_new_.data()), f_bar_, linear, L, step);
   }
 
-  void accept(double beta) {
+  bool accept(double beta) {
     change_ = squared_distance(w_new_, w_);
     shift_and_extrapolate(w_old_, w_, w_new_, wb_, beta);
     shift_and_extrapolate(z_old_, z_, z_new_, zb_, beta);
+    return false;
   }
+  void finish() {}
 
   bool converged(double tol) const { return std::sqrt(change_) <= tol * std::max(std::sqrt(dot(w_, w_)), 1e-12); }
   Vec weights() const { return w_; }
@@ -360,18 +364,20 @@ class LicpSolver {
              const Vec& warm_dual)
       : X_(X), y_(y), G_(G), o_(o), n_(X.rows()), p_(X.columns()), m_(G.total_members()) {
     if (!(o.ridge > 0)) throw_error(ErrorKind::kConfig, "exclusive.ridge must be > 0 for exclusive.algorithm = \"licp\"");
-    memory_ = budget.reserve((6 * p_ + 10 * n_ + 4 * m_) * sizeof(double), "exclusive: Fista-licp vectors",
+    memory_ = budget.reserve((9 * p_ + 11 * n_ + 4 * m_) * sizeof(double), "exclusive: Fista-licp vectors",
                              "use the working set (exclusive.working_set = true) or fewer features");
     for (Vec* v : {&u_, &u_old_, &ub_, &u_new_, &grad_u_, &ry_}) v->assign(n_, 0.0);
     for (Vec* v : {&b_, &b_old_, &bb_, &b_new_}) v->assign(n_, 0.0);
     for (Vec* v : {&v_, &v_old_, &vb_, &v_new_}) v->assign(m_, 0.0);
-    for (Vec* v : {&q_, &q_old_, &qb_, &q_new_, &a_, &V_new_}) v->assign(p_, 0.0);
+    for (Vec* v : {&q_, &q_old_, &qb_, &q_new_, &a_, &V_new_, &a_current_, &w_cert_}) v->assign(p_, 0.0);
+    z_cert_.assign(n_, 0.0);
     if (!warm_dual.empty()) {
       for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, 1.0);
       for (uint64_t i = 0; i < n_; ++i) ry_[i] = y_[i] * u_[i];
       X_.transposed_update_multiply(
           ry_.data(), a_.data(), [&](uint64_t f, uint64_t e) { std::copy(a_.begin() + f, a_.begin() + e, q_.begin() + f); },
           q_.data(), b_.data());
+      a_current_ = a_;
     }
     ub_ = u_, vb_ = v_, qb_ = q_, bb_ = b_;
   }
@@ -431,32 +437,46 @@ class LicpSolver {
     return decrease_holds(f_new, f_bar_, linear, L, step);
   }
 
-  void accept(double beta) {
+  // Gradient restart (O'Donoghue & Candès 2015): when the momentum points
+  // against the gradient-map step, ⟨x̄ − x', x' − x⟩ > 0, drop it (β = 0) and
+  // return true so that the loop resets t = 1. The dual (11) is not strongly
+  // convex; without restarts FISTA creeps at O(1/k²) for ~10⁵ iterations on a
+  // 2,000-row set, with restarts it converges linearly near the optimum.
+  bool accept(double beta) {
+    double score = X_.sum_rows([&](uint64_t begin, uint64_t end, double* out) {
+      double s = 0;
+      for (uint64_t i = begin; i < end; ++i) s += (ub_[i] - u_new_[i]) * (u_new_[i] - u_[i]);
+      *out = s;
+    });
+    for (uint64_t q = 0; q < m_; ++q) score += (vb_[q] - v_new_[q]) * (v_new_[q] - v_[q]);
+    const bool restart = score > 0;
+    if (restart) beta = 0;
     shift_and_extrapolate(u_old_, u_, u_new_, ub_, beta);
     shift_and_extrapolate(v_old_, v_, v_new_, vb_, beta);
     shift_and_extrapolate(q_old_, q_, q_new_, qb_, beta);
     shift_and_extrapolate(b_old_, b_, b_new_, bb_, beta);
-    // The hinge loss at Xw = b/α and Σ u, in one row sum.
-    double sums[2];
-    X_.sum_rows(2, [&](uint64_t begin, uint64_t end, double* out) {
-      double loss = 0, total = 0;
-      for (uint64_t i = begin; i < end; ++i) {
-        loss += std::max(0.0, 1.0 - y_[i] * (b_[i] / o_.ridge));
-        total += u_[i];
-      }
-      out[0] = loss, out[1] = total;
-    }, sums);
-    gap_ = primal(sums[0]) - dual(sums[1]);
+    a_current_ = a_;  // Xᵀ(y∘u) of the accepted u (the last trial's)
+    ++accepted_;
+    certified_ = false;
+    if (!G_.disjoint || accepted_ % kCertifyEvery == 0) certify();
+    return restart;
   }
 
-  bool converged(double tol) const { return gap_ <= tol * std::max(1.0, std::fabs(primal_)); }
+  // The certificate at the final iterate (the loop may stop between checks).
+  void finish() {
+    if (!certified_) certify();
+  }
+
+  bool converged(double tol) const { return certified_ && gap_ <= tol * std::max(1.0, std::fabs(primal_)); }
 
   Vec weights() const {
+    if (G_.disjoint && !use_q_) return w_cert_;
     Vec w(p_);
     for (uint64_t k = 0; k < p_; ++k) w[k] = q_[k] / o_.ridge;
     return w;
   }
   Vec margins() const {
+    if (G_.disjoint && !use_q_) return z_cert_;
     Vec z(n_);
     for (uint64_t i = 0; i < n_; ++i) z[i] = b_[i] / o_.ridge;
     return z;
@@ -473,9 +493,67 @@ class LicpSolver {
       *out = s;
     });
   }
+  // The duality gap of (10) at the current dual point.
+  //  * Disjoint groups: v is eliminated exactly. Ω(w) = (α/2)‖w‖² + (λ/2)‖w‖_e²
+  //    is α-strongly convex and separable over the groups, so the dual of (10)
+  //    is D(u) = 1ᵀu − Ω*(Zu) with the primal point w(u) = ∇Ω*(Zu), per group
+  //    w_g = prox_{(λ/α)·½‖·‖₁²}((Zu)_g/α) (a column in no group: (Zu)_k/α).
+  //    D(u) ≥ D(u, v) for every v, and the primal point is the better of
+  //    w(u) and the iterate's q/α, so this gap is never looser than (11)'s;
+  //    it costs one multiply, done every kCertifyEvery iterations.
+  //  * Overlapping groups: Ω* has no closed form; P(q/α) − D(u, v) of (11).
+  void certify() {
+    certified_ = true;
+    if (!G_.disjoint) {
+      double sums[2];
+      X_.sum_rows(2, [&](uint64_t begin, uint64_t end, double* out) {
+        double loss = 0, total = 0;
+        for (uint64_t i = begin; i < end; ++i) {
+          loss += std::max(0.0, 1.0 - y_[i] * (b_[i] / o_.ridge));
+          total += u_[i];
+        }
+        out[0] = loss, out[1] = total;
+      }, sums);
+      gap_ = primal(sums[0]) - dual(sums[1]);
+      return;
+    }
+    const double alpha = o_.ridge;
+    for (uint64_t k = 0; k < p_; ++k) w_cert_[k] = a_current_[k] / alpha;  // columns in no group
+    Vec& c = member_d_;
+    for (uint64_t g = 0; g < G_.count(); ++g) {
+      const uint64_t first_member = G_.member_ptr[g], size = G_.size(g);
+      c.resize(size);
+      for (uint64_t q = 0; q < size; ++q) c[q] = a_current_[G_.members[first_member + q]] / alpha;
+      prox_l1_squared(c.data(), size, o_.lambda / alpha, c.data(), scratch_);
+      for (uint64_t q = 0; q < size; ++q) w_cert_[G_.members[first_member + q]] = c[q];
+    }
+    X_.multiply(w_cert_.data(), z_cert_.data());
+    // Hinge losses at w(u) and at the iterate's own primal point q/α, and Σu.
+    double sums[3];
+    X_.sum_rows(3, [&](uint64_t begin, uint64_t end, double* out) {
+      double loss = 0, loss_q = 0, total = 0;
+      for (uint64_t i = begin; i < end; ++i) {
+        loss += std::max(0.0, 1.0 - y_[i] * z_cert_[i]);
+        loss_q += std::max(0.0, 1.0 - y_[i] * (b_[i] / alpha));
+        total += u_[i];
+      }
+      out[0] = loss, out[1] = loss_q, out[2] = total;
+    }, sums);
+    // D(u) = 1ᵀu − ⟨Zu, w(u)⟩ + Ω(w(u)).
+    const double omega = regularizer(ExclusiveLoss::kHinge, G_, w_cert_.data(), o_.lambda, alpha);
+    const double dual_value = sums[2] - dot(a_current_, w_cert_) + omega;
+    const double primal_w = sums[0] + omega;
+    const double primal_q = primal(sums[1]);  // sets primal_
+    // The better primal point is the answer (both are certified by D(u)).
+    use_q_ = primal_q < primal_w;
+    primal_ = std::min(primal_q, primal_w);
+    gap_ = std::max(0.0, primal_ - dual_value);
+  }
+
   // (10) at w = q/α, from its hinge loss (at Xw = b/α).
   double primal(double hinge_loss) {
-    const Vec w = weights();
+    Vec w(p_);
+    for (uint64_t k = 0; k < p_; ++k) w[k] = q_[k] / o_.ridge;
     primal_ = hinge_loss + regularizer(ExclusiveLoss::kHinge, G_, w.data(), o_.lambda, o_.ridge);
     return primal_;
   }
@@ -502,6 +580,10 @@ class LicpSolver {
   Vec v_, v_old_, vb_, v_new_;
   Vec q_, q_old_, qb_, q_new_, a_, V_new_;
   Vec member_d_;  // one group's entries (reused: no allocation per iteration)
+  Vec a_current_, w_cert_, z_cert_;  // disjoint groups: Zu, w(u) and Xw(u) of the certificate
+  static constexpr uint64_t kCertifyEvery = 5;
+  uint64_t accepted_ = 0;
+  bool certified_ = false, use_q_ = false;
   double f_bar_ = 0, gap_ = 0, primal_ = 0;
 };
 
@@ -522,8 +604,7 @@ void run_fista(Solver& s, Design& X, double norm_squared, const Vec& y, const Ex
     }
     const double t_next = o.paper_momentum_misprint ? 0.5 + 0.5 * std::sqrt(1 + 4 * t)
                                                     : 0.5 + 0.5 * std::sqrt(1 + 4 * t * t);
-    s.accept((t - 1) / t_next);
-    t = t_next;
+    t = s.accept((t - 1) / t_next) ? 1.0 : t_next;  // true: momentum restarted
     out.iterations = k;
     if (o.record_objective) {
       const Vec w = s.weights();
@@ -535,6 +616,7 @@ void run_fista(Solver& s, Design& X, double norm_squared, const Vec& y, const Ex
       break;
     }
   }
+  s.finish();
   out.lipschitz = L;
   out.w = s.weights();
   out.margins = s.margins();

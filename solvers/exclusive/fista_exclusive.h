@@ -29,6 +29,10 @@
 // ‖x_k − x_{k−1}‖ ≤ tolerance·max(‖x_k‖, 1e-12)... on the solver's variables;
 // licp stops when the primal–dual gap of (10) is ≤ tolerance·max(1, P(w)).
 // Both also stop at max_iterations (converged = false).
+// licp deviations (fista_exclusive.cpp, LicpSolver): gradient-restarted
+// momentum (O'Donoghue & Candès), and with disjoint groups the gap uses the
+// dual with v eliminated, D(u) = 1ᵀu − Ω*(Zu) ≥ D(u, v), certified every 5
+// iterations, with the better of w(u) = ∇Ω*(Zu) and q/α as the answer.
 #pragma once
 
 #include <cstdint>
