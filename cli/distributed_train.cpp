@@ -27,9 +27,6 @@
 #include "report/report_page.h"
 
 namespace fgm::cli {
-namespace {
-
-}  // namespace
 
 void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget) {
   const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
@@ -128,6 +125,15 @@ void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const st
   write_config_section(j, config);
 }
 
+std::unique_ptr<ResumeSession> open_rank0_session(const Config& config, Communicator& comm, std::string_view command,
+                                                  const std::string& final_output, bool restart, MemoryBudget& budget) {
+  if (comm.rank() != 0) return nullptr;
+  const std::string out_dir = config.get_string("output.dir");
+  const RunIdentity identity = partitioned_run_identity(config, comm.size(), command);
+  refuse_other_rank_count(out_dir, restart, comm.size(), budget);
+  return std::make_unique<ResumeSession>(out_dir, identity, restart, final_output, budget);
+}
+
 void check_same_configuration(Communicator& comm, const Config& config) {
   std::string settings_text;
   for (const auto& [key, value] : config.dump())
@@ -142,12 +148,10 @@ void check_same_configuration(Communicator& comm, const Config& config) {
 }
 
 RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command) {
-  RunIdentity identity;
-  identity.command = std::string(command);
-  identity.config = result_config(config.dump());
-  identity.config[kRanksIdentityKey] = std::to_string(ranks);
   const std::string dir = config.get_string("data.train");
-  identity.store_checksum = partitioned_store_identity(dir, read_partition_manifest(dir));
+  RunIdentity identity =
+      store_run_identity(config, command, partitioned_store_identity(dir, read_partition_manifest(dir)));
+  identity.config[kRanksIdentityKey] = std::to_string(ranks);
   return identity;
 }
 
@@ -266,13 +270,10 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   // checkpoint); it tells the others whether it resumes, and they read the
   // same checkpoint file (output.dir is on a file system all ranks share,
   // like the store).
-  std::unique_ptr<ResumeSession> session;
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
   std::optional<TrainProgress> resume;
   int32_t resuming = 0;
-  if (comm.rank() == 0) {
-    const RunIdentity identity = partitioned_run_identity(config, comm.size());
-    refuse_other_rank_count(out_dir, restart, comm.size(), budget);
-    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "model.fgm", budget);
+  if (session) {
     if (TrainProgress* saved = session->train()) {
       resume = std::move(*saved);
       resuming = 1;
@@ -302,41 +303,27 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   if (!multiclass)
     spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
                  outcome.model.features.size());
-  std::vector<ModelFeature> all_features = outcome.model.features;
-  for (const auto& c : outcome.model.classes) all_features.insert(all_features.end(), c.features.begin(), c.features.end());
+  const std::vector<ModelFeature> selected = all_features(outcome.model);
   // data.test passed its syntax pass before training; if evaluating it fails, the model is kept.
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, outcome.model, budget, warnings);
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
-
+  const ModelResults results = score_and_write_model(config, outcome.model, &selected, budget, warnings);
   JsonWriter j;
   begin_partitioned_run_json(j, "fgm", dir, outcome.manifest, outcome.model.config);
   write_distributed_section(j, outcome, ranks);
   if (multiclass)
-    write_multiclass_runs(j, outcome, has_test ? &test : nullptr);
+    write_multiclass_runs(j, outcome, results.test_or_null());
   else
     write_binary_run(j, outcome);
   j.key("objective").value(outcome.model.objective);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
   j.key("seconds").value(outcome.seconds);
-  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, has_test ? &test : nullptr,
-             has_truth ? &truth : nullptr, warnings, out_dir, *session);
-  if (has_truth) {
-    fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
-    if (truth.planted_cross > 0) fmt::print("recovered_cross={}/{} ", truth.recovered_cross, truth.planted_cross);
-  }
+  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, results, warnings, out_dir, *session);
+  print_truth(results, true);
   if (multiclass)
-    fmt::print("classes={} selected={}", outcome.model.classes.size(), all_features.size());
+    fmt::print("classes={} selected={}", outcome.model.classes.size(), selected.size());
   else
     fmt::print("selected={} iterations={}", outcome.model.features.size(), outcome.iterations.size());
   fmt::print(" objective={:.6g} ranks={}", outcome.model.objective, comm.size());
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", out_dir);
+  print_test_and_model(results, out_dir);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,12 @@ void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const st
                                 const PartitionManifest& manifest, const std::map<std::string, std::string>& config);
 // The resume identity of `command` (train, path) on `ranks` ranks of the partitioned store data.train.
 RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command = "train");
+
+// Rank 0's resume session for `command` on the partitioned store data.train
+// (output.dir, its lock and checkpoint; a checkpoint written on another rank
+// count is refused first); null on the other ranks.
+std::unique_ptr<ResumeSession> open_rank0_session(const Config& config, Communicator& comm, std::string_view command,
+                                                  const std::string& final_output, bool restart, MemoryBudget& budget);
 
 // Every rank must run the same thing: the configuration (but engine.threads
 // and engine.memory_budget) is compared across ranks, and the first rank that

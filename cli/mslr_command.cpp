@@ -283,12 +283,7 @@ DistributedSession open_distributed_session(Communicator& comm, const Config& co
   const uint32_t partitions = read_partition_manifest(dir).partitions;
   // Ranks that do not divide the partitions: the trainer refuses them, naming the store.
   if (partitions % static_cast<uint32_t>(comm.size()) == 0) d.own = partitions_of_rank(partitions, comm.size(), comm.rank());
-  if (comm.rank() == 0) {
-    RunIdentity identity = partitioned_run_identity(config, comm.size());
-    identity.command = command;
-    refuse_other_rank_count(out_dir, restart, comm.size(), budget);
-    d.session = std::make_unique<ResumeSession>(out_dir, identity, restart, final_output, budget);
-  }
+  d.session = open_rank0_session(config, comm, command, final_output, restart, budget);
   d.resume = load_distributed_state(comm, d.session.get(), out_dir, settings, d.own, budget, path_points);
   return d;
 }
@@ -318,29 +313,18 @@ int train_mslr(SolverCommand& command) {
   model.config = config.dump();
   model.solver = "mslr";
 
-  // Evaluate before writing anything, so a bad test file leaves no output.
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, model, command.budget, command.warnings);
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
-
-  create_output_directory(command.out_dir, "output.dir");
-  write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), model);
+  const ModelResults results = score_and_write_model(config, model, &model.features, command.budget, command.warnings);
   const double f0 = objective_no_features(store, settings.minimax.C);
   JsonWriter j;
   begin_run_json(j, "mslr", config, command.data, model.config);
   write_outcome(j, outcome, f0, resume ? resume->iterations.size() : 0);
-  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
-             *command.session);
+  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config, results,
+             command.warnings, command.out_dir, *command.session);
 
-  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  print_truth(results, false);
   fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), outcome.iterations.size(),
              model.objective);
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", command.out_dir);
+  print_test_and_model(results, command.out_dir);
   return 0;
 }
 
@@ -377,23 +361,17 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
   if (comm.rank() != 0) return 0;
   spdlog::info("stopped: {} after {} iterations, {} features", outcome.result.stop_reason,
                outcome.result.iterations.size(), model.features.size());
-  // Evaluate before writing anything, so a bad test file leaves no output.
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
   JsonWriter j;
   begin_partitioned_run_json(j, "mslr", dir, outcome.manifest, model.config);
   write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
   write_outcome(j, outcome.result, outcome.objective_no_features, d.resume ? d.resume->iterations.size() : 0);
-  finish_run(j, budget, outcome.result.budget_peak, outcome.result.seconds, 0.0, config, has_test ? &test : nullptr,
-             nullptr, warnings, out_dir, *d.session);
+  finish_run(j, budget, outcome.result.budget_peak, outcome.result.seconds, 0.0, config, results, warnings, out_dir,
+             *d.session);
   remove_dual_slices(out_dir);
   fmt::print("selected={} iterations={} objective={:.6g} ranks={}", model.features.size(),
              outcome.result.iterations.size(), model.objective, comm.size());
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", out_dir);
+  print_test_and_model(results, out_dir);
   return 0;
 }
 

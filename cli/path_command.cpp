@@ -250,11 +250,8 @@ int path_with_other_solver(SolverKind solver, const Config& config, bool restart
   data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
                                         budget, config.get_bytes("engine.block_bytes"));
   const std::string out_dir = config.get_string("output.dir");
-  RunIdentity identity;
-  identity.command = "path";
-  identity.config = result_config(config.dump());
-  identity.store_checksum = data.store->info().store_checksum;
-  ResumeSession session(out_dir, identity, restart, "path.csv", budget);
+  ResumeSession session(out_dir, store_run_identity(config, "path", data.store->info().store_checksum), restart,
+                        "path.csv", budget);
   RunWarnings warnings;
   SolverCommand command{config, data, budget, warnings, out_dir, &session};
   return dispatch_solver_path(solver, command);
@@ -339,16 +336,8 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
   reject_unreachable_counts(config, ps, read_partition_manifest(dir).n_features);
   const std::string out_dir = config.get_string("output.dir");
   reject_multiclass_partitioned_path(comm, dir, budget);  // as on one store: before the lock and any output
-  std::unique_ptr<ResumeSession> session;
-  if (comm.rank() == 0) {
-    RunIdentity identity;
-    identity.command = "path";
-    identity.config = result_config(config.dump());
-    identity.config[kRanksIdentityKey] = std::to_string(comm.size());
-    identity.store_checksum = partitioned_store_identity(dir, read_partition_manifest(dir));
-    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
-    spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
-  }
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
+  if (session) spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
   std::optional<ResumeCheckpoint> saved = shared_checkpoint(comm, session.get(), out_dir, budget);
   PathHooks hooks;
   if (saved) {
@@ -434,12 +423,8 @@ Command add_path(CLI::App& app) {
     reject_unreachable_counts(config, ps, data.store->info().n_features);
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
-    auto config_dump = config.dump();
-    RunIdentity identity;
-    identity.command = "path";
-    identity.config = result_config(config_dump);
-    identity.store_checksum = data.store->info().store_checksum;
-    ResumeSession session(out_dir, identity, args->restart, "path.csv", budget);
+    ResumeSession session(out_dir, store_run_identity(config, "path", data.store->info().store_checksum),
+                          args->restart, "path.csv", budget);
     if (session.resuming()) {
       const PathProgress& saved = *session.path();
       const TrainProgress* run = session.train();

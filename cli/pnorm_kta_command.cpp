@@ -260,11 +260,6 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
                         const KtaTrainOutput& output) {
   Model& model = trained.model;
   model.config = config.dump();
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) {
-    test = evaluate_test_file_keeping_model(config, model, output.budget, output.warnings);
-  }
   // The selected features: a linear model's weights, or a kernel SVM's
   // features with their kernel weights d_j.
   std::vector<ModelFeature> selected = model.features;
@@ -277,13 +272,8 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
       selected.push_back(f);
     }
   }
+  const ModelResults results = score_and_write_model(config, model, &selected, output.budget, output.warnings);
   spdlog::info("pnorm_kta at p={:.4g}: {} features selected", run.points.back().p, selected.size());
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), selected);
-
-  create_output_directory(output.out_dir, "output.dir");
-  write_model((std::filesystem::path(output.out_dir) / "model.fgm").string(), model);
   JsonWriter j;
   output.begin_json(j, model.config);
   write_kta_section(j, settings, run);
@@ -304,17 +294,16 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
     j.key("C").value(model.C);
     j.end_object();
   }
-  finish_run(j, output.budget, output.budget_peak, output.train_seconds, output.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, output.warnings, output.out_dir,
-             output.session);
+  finish_run(j, output.budget, output.budget_peak, output.train_seconds, output.ingest_seconds, config, results,
+             output.warnings, output.out_dir, output.session);
 
-  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  print_truth(results, false);
   fmt::print("p={:.4g} selected={}", run.points.back().p, selected.size());
   if (model.has_kernel_svm())
     fmt::print(" support_vectors={}", model.kernel_svm.n_support());
   else
     fmt::print(" objective={:.6g}", model.objective);
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
+  if (results.test) fmt::print(" accuracy={:.4f} auc={:.4f}", results.test->accuracy, results.test->auc);
   fmt::print("{} model={}/model.fgm\n", output.summary_extra, output.out_dir);
   return 0;
 }
@@ -333,15 +322,6 @@ void reject_kta_on_partitions(const Config& config) {
                 fmt::format("{}features.transform: a feature transform is not supported by solver = \"pnorm_kta\" "
                             "on a partitioned store yet (docs/distributed.md lists what is distributed)",
                             config.where_set("features.transform")));
-}
-
-// Rank 0's resume session (output.dir and its lock; a KTA run has no checkpoint).
-std::unique_ptr<ResumeSession> rank0_session(const Config& config, Communicator& comm, const char* command,
-                                             const char* product, bool restart, MemoryBudget& budget) {
-  if (comm.rank() != 0) return nullptr;
-  RunIdentity identity = partitioned_run_identity(config, comm.size());
-  identity.command = command;
-  return std::make_unique<ResumeSession>(config.get_string("output.dir"), identity, restart, product, budget);
 }
 
 }  // namespace
@@ -373,7 +353,7 @@ int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Comm
   KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "train", "model.fgm", restart, budget);
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
   const auto start = std::chrono::steady_clock::now();
   DistributedKtaOutcome outcome = train_kta_distributed(comm, dir, settings, budget);
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -403,7 +383,7 @@ int path_pnorm_kta_partitioned(const Config& config, bool restart) {
   RunWarnings warnings;
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "path", "path.csv", restart, budget);
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
   if (session)
     spdlog::info("pnorm_kta path on partitioned store {} with {} rank(s): p {} -> {} step {}", dir, comm.size(),
                  settings.path.p_start, settings.path.p_end, settings.path.p_step);

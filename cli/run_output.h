@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,30 @@ struct TruthRecovery {
 
 // How many planted features (data.truth) are among `features`.
 TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features);
+
+// What a train run learns of its final model before writing anything:
+// data.test's metrics and data.truth's recovery, each when configured.
+struct ModelResults {
+  std::optional<EvalResult> test;
+  std::optional<TruthRecovery> truth;
+  const EvalResult* test_or_null() const { return test ? &*test : nullptr; }
+};
+
+// The end of a train run before run.json: data.test scored
+// (evaluate_test_file_keeping_model), data.truth recovered among
+// `truth_among` (null: not recovered), then output.dir/model.fgm written.
+ModelResults score_and_write_model(const Config& config, const Model& model,
+                                   const std::vector<ModelFeature>* truth_among, MemoryBudget& budget,
+                                   RunWarnings& warnings);
+
+// The features of `model` and of every class of a multi-class model.
+std::vector<ModelFeature> all_features(const Model& model);
+
+// The result line of `fgm train`: its opening "recovered=R/P " with
+// data.truth (and "recovered_cross=R/P " when `cross` and crosses were
+// planted), and its end " accuracy=… auc=…" with data.test, then the model.
+void print_truth(const ModelResults& results, bool cross);
+void print_test_and_model(const ModelResults& results, const std::string& out_dir);
 
 // The opening of run.json (and of a path's path.json): the object begins,
 // then engine_version, solver, data and config.
@@ -69,7 +94,7 @@ void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 // test metrics, truth recovery and warnings close run.json's object; the file
 // is written atomically, then the report, then the resume session is closed.
 void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
-                double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
-                const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session);
+                double ingest_seconds, const Config& config, const ModelResults& results, const RunWarnings& warnings,
+                const std::string& out_dir, ResumeSession& session);
 
 }  // namespace fgm::cli

@@ -320,11 +320,7 @@ PartitionedSifs open_partitioned_sifs(const Config& config, Communicator& comm, 
   check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   PartitionedSifs run;
-  if (comm.rank() == 0) {
-    const RunIdentity identity = partitioned_run_identity(config, comm.size(), command);
-    run.session = std::make_unique<ResumeSession>(config.get_string("output.dir"), identity, restart, final_output,
-                                                  budget);
-  }
+  run.session = open_rank0_session(config, comm, command, final_output, restart, budget);
   run.passes = std::make_unique<DistributedSifsPasses>(comm, dir, scheduler_options_from_config(config),
                                                        config.get_bytes("engine.block_bytes"), budget);
   run.outcome.ranks = comm.size();
@@ -362,11 +358,7 @@ int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communica
   const std::vector<RankResources> ranks = gather_rank_resources(comm, budget.peak());
   if (comm.rank() != 0) return 0;
   const std::string out_dir = config.get_string("output.dir");
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
   JsonWriter j;
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
@@ -377,9 +369,8 @@ int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communica
   write_train_sections(j, solver, trained, run.passes->layout(), model);
   j.key("solver_reductions").value(solver.reductions());
   j.key("total_bytes_streamed").value(run.passes->counters().bytes_streamed);
-  finish_run(j, budget, budget.peak(), train_seconds, 0.0, config, has_test ? &test : nullptr, nullptr, warnings,
-             out_dir, *run.session);
-  print_trained(trained, has_test ? &test : nullptr, out_dir, fmt::format(" ranks={}", comm.size()));
+  finish_run(j, budget, budget.peak(), train_seconds, 0.0, config, results, warnings, out_dir, *run.session);
+  print_trained(trained, results.test_or_null(), out_dir, fmt::format(" ranks={}", comm.size()));
   return 0;
 }
 
@@ -433,23 +424,14 @@ int train_sifs(SolverCommand& cmd) {
   Model model = sifs_model(store, *run->data, trained.solution, trained.last.objective);
   model.config = config.dump();
 
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) {
-    test = evaluate_test_file_keeping_model(config, model, cmd.budget, cmd.warnings);
-  }
-  const bool has_truth = !config.get_string("data.truth").empty() && !model.multiclass();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
-
-  create_output_directory(cmd.out_dir, "output.dir");
-  write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
+  const ModelResults results = score_and_write_model(config, model, model.multiclass() ? nullptr : &model.features,
+                                                     cmd.budget, cmd.warnings);
   JsonWriter j;
   begin_run_json(j, "sifs", config, cmd.data, model.config);
   write_train_sections(j, solver, trained, run->layout, model);
-  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
-  print_trained(trained, has_test ? &test : nullptr, cmd.out_dir, "");
+  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config, results, cmd.warnings,
+             cmd.out_dir, *cmd.session);
+  print_trained(trained, results.test_or_null(), cmd.out_dir, "");
   return 0;
 }
 
