@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,27 +45,34 @@ struct RankResources {
 std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak);
 
 // run.json's "distributed": ranks, partitions, every rank's memory, and the
-// communication of every phase of every outer iteration (on rank 0; of the
-// outcome: ranks, manifest, own_partitions, communication).
-void write_distributed_section(JsonWriter& j, int rank_count, const PartitionManifest& manifest,
-                               uint32_t partitions_per_rank, const std::vector<CommunicationRecord>& communication,
-                               const std::vector<RankResources>& ranks, const std::vector<double>& class_labels = {});
-void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks);
+// communication of every phase of every outer iteration (on rank 0).
+// `class_labels`: as write_communication_records.
+void write_distributed_section(JsonWriter& j, const PartitionedRun& run, const std::vector<RankResources>& ranks,
+                               const std::vector<double>& class_labels = {});
 
 // run.json's "data" of a partitioned store.
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest);
-// The opening of a distributed run's run.json: the object begins, then
-// engine_version, solver, data (the partitioned store) and config.
+// The opening of a distributed run's run.json (or path.json): the object
+// begins, then engine_version, solver, data (the partitioned store `dir`),
+// config and "distributed" (write_distributed_section).
 void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
-                                const PartitionManifest& manifest, const std::map<std::string, std::string>& config);
+                                const std::map<std::string, std::string>& config, const PartitionedRun& run,
+                                const std::vector<RankResources>& ranks,
+                                const std::vector<double>& class_labels = {});
 // The resume identity of `command` (train, path) on `ranks` ranks of the partitioned store data.train.
 RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command = "train");
 
 // Rank 0's resume session for `command` on the partitioned store data.train
-// (output.dir, its lock and checkpoint; a checkpoint written on another rank
-// count is refused first); null on the other ranks.
+// (output.dir, its lock and checkpoint); null on the other ranks.
 std::unique_ptr<ResumeSession> open_rank0_session(const Config& config, Communicator& comm, std::string_view command,
                                                   const std::string& final_output, bool restart, MemoryBudget& budget);
+
+// The checkpoint a partitioned run resumes from, on every rank: rank 0's
+// session (open_rank0_session) decides and tells the others, which read the
+// same file (output.dir is on a file system all ranks share, like the
+// store). Empty: start from scratch.
+std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
+                                                  const std::string& out_dir, MemoryBudget& budget);
 
 // Every rank must run the same thing: the configuration (but engine.threads
 // and engine.memory_budget) is compared across ranks, and the first rank that

@@ -18,9 +18,7 @@
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
-#include "core/error.h"
 #include "core/json_writer.h"
-#include "core/messages.h"
 #include "core/path_checks.h"
 #include "engine/distributed_exclusive.h"
 #include "engine/evaluate.h"
@@ -228,8 +226,7 @@ int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Comm
   warn_not_converged(warnings, outcome.classes, multiclass, settings);
   const ModelResults results = score_and_write_model(config, outcome.model, nullptr, budget, warnings);
   JsonWriter j;
-  begin_partitioned_run_json(j, "exclusive", dir, outcome.manifest, outcome.model.config);
-  write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
+  begin_partitioned_run_json(j, "exclusive", dir, outcome.model.config, outcome, ranks);
   if (multiclass)
     write_multiclass_run(j, settings, outcome.classes, outcome.model, outcome.class_values, outcome.class_counts,
                          results.test_or_null());
@@ -307,15 +304,10 @@ int write_path(const Config& config, const ExclusiveSettings& settings, std::vec
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
-  write_warnings(j, output.warnings);
-  j.end_object();
   create_output_directory(output.out_dir, "output.dir");
   for (size_t k = 0; k < points.size(); ++k)
     write_model((std::filesystem::path(output.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
-  write_file_atomic((std::filesystem::path(output.out_dir) / "path.csv").string(), csv);
-  write_file_atomic((std::filesystem::path(output.out_dir) / "path.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(output.out_dir, {.train = false, .path = true});
-  output.session.finish();
+  finish_path(j, output.warnings, csv, config, output.out_dir, output.session);
   fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, output.out_dir);
   return 0;
 }
@@ -346,9 +338,7 @@ int path_exclusive_partitioned(const Config& config, bool restart) {
   if (comm.rank() != 0) return 0;
   const PathOutput output{budget, warnings, out_dir, *session,
                           [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                            begin_partitioned_run_json(j, "exclusive", dir, outcome.manifest, dump);
-                            write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
-                                                      outcome.communication, ranks);
+                            begin_partitioned_run_json(j, "exclusive", dir, dump, outcome, ranks);
                           }};
   return write_path(config, settings, outcome.classes, output);
 }

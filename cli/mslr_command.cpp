@@ -24,7 +24,6 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/partition_sum.h"
 #include "core/path_checks.h"
 #include "io/partitioned_store.h"
 #include "engine/distributed_mslr.h"
@@ -283,6 +282,7 @@ DistributedSession open_distributed_session(Communicator& comm, const Config& co
   const uint32_t partitions = read_partition_manifest(dir).partitions;
   // Ranks that do not divide the partitions: the trainer refuses them, naming the store.
   if (partitions % static_cast<uint32_t>(comm.size()) == 0) d.own = partitions_of_rank(partitions, comm.size(), comm.rank());
+  if (comm.rank() == 0) refuse_other_rank_count(out_dir, restart, comm.size(), budget);
   d.session = open_rank0_session(config, comm, command, final_output, restart, budget);
   d.resume = load_distributed_state(comm, d.session.get(), out_dir, settings, d.own, budget, path_points);
   return d;
@@ -363,8 +363,7 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
                outcome.result.iterations.size(), model.features.size());
   const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
   JsonWriter j;
-  begin_partitioned_run_json(j, "mslr", dir, outcome.manifest, model.config);
-  write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
+  begin_partitioned_run_json(j, "mslr", dir, model.config, outcome, ranks);
   write_outcome(j, outcome.result, outcome.objective_no_features, d.resume ? d.resume->iterations.size() : 0);
   finish_run(j, budget, outcome.result.budget_peak, outcome.result.seconds, 0.0, config, results, warnings, out_dir,
              *d.session);
@@ -531,7 +530,6 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
     csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
                        p.last.relative_gap, cell(p.test.accuracy), cell(p.test.auc), p.seconds);
   }
-  write_file_atomic(out_dir + "/path.csv", csv);
   JsonWriter j;
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
@@ -553,11 +551,7 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
   }
   j.end_array();
   write_config_section(j, config.dump());
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
-  session.finish();
+  finish_path(j, warnings, csv, config, out_dir, session);
   fmt::print("points={} seconds={:.3f} csv={}/path.csv", points.size(), outcome.seconds, out_dir);
 }
 
@@ -637,8 +631,7 @@ int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart
   write_path(config, out_dir, path, outcome.result, settings.max_iterations, outcome.objective_no_features,
              [&](JsonWriter& j) {
                write_partitioned_data_section(j, dir, outcome.manifest);
-               write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
-                                         outcome.communication, ranks);
+               write_distributed_section(j, outcome, ranks);
              },
              warnings, *d.session);
   remove_dual_slices(out_dir);

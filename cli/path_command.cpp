@@ -145,9 +145,9 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
 }
 
 // The points' models (each atomic), then path.csv and path.json that name
-// them, and the report. `extra_json` adds sections to path.json.
+// them, and the report; the session closed. `extra_json` adds sections to path.json.
 void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, double ingest_seconds,
-                        const RunWarnings& warnings, const std::string& out_dir,
+                        const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session,
                         const std::function<void(JsonWriter&)>& extra_json) {
   const auto config_dump = config.dump();
   // Models first (each atomic), then the table and log that name them.
@@ -172,8 +172,6 @@ void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, d
                        p.seconds, p.apg_iterations, cell(p.cv.accuracy.mean), cell(p.cv.accuracy.se),
                        cell(p.cv.auc.mean), cell(p.cv.auc.se));
   }
-  write_file_atomic(out_dir + "/path.csv", csv);
-
   JsonWriter j;
   j.begin_object();
   j.key("solver").value("fgm");
@@ -190,10 +188,7 @@ void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, d
   write_folds(j, outcome);
   if (extra_json) extra_json(j);
   write_config_section(j, config_dump);
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+  finish_path(j, warnings, csv, config, out_dir, session);
 }
 
 void log_point(const PathPoint& p) {
@@ -296,24 +291,6 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.end_object();
 }
 
-// The checkpoint a distributed path resumes from, on every rank: rank 0's
-// session decides (it holds output.dir, its lock and the checkpoint) and
-// tells the others, which read the same file (output.dir is on a file system
-// all ranks share, like the store). Empty: start from scratch.
-std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
-                                                  const std::string& out_dir, MemoryBudget& budget) {
-  int32_t resuming = session && session->resuming() ? 1 : 0;
-  comm.broadcast(&resuming, sizeof resuming, 0);
-  if (!resuming) return std::nullopt;
-  if (session) {
-    ResumeCheckpoint saved;
-    saved.path = std::move(*session->path());
-    if (TrainProgress* train = session->train()) saved.train = std::move(*train);
-    return saved;
-  }
-  return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
-}
-
 // Linear features without groups: a count beyond the store's width can never
 // be reached, so the path would deliver fewer points than asked (issue 23
 // item 9): refused before the run, naming path.features.
@@ -359,9 +336,8 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
   }
   DistributedPathOutcome outcome = run_fgm_path_distributed(comm, dir, ps, budget, hooks);
   if (comm.rank() != 0) return 0;
-  write_path_outputs(config, outcome.path, ps.folds, 0.0, warnings, out_dir,
+  write_path_outputs(config, outcome.path, ps.folds, 0.0, warnings, out_dir, *session,
                      [&](JsonWriter& j) { write_distributed_path_section(j, outcome); });
-  session->finish();
   print_path_summary(outcome.path, out_dir, fmt::format(" ranks={}", comm.size()));
   return 0;
 }
@@ -447,8 +423,7 @@ Command add_path(CLI::App& app) {
     hooks.on_fold_end = log_fold_end;
     PathOutcome outcome = run_fgm_path(*data.store, ps, budget, hooks);
 
-    write_path_outputs(config, outcome, ps.folds, data.ingest_seconds, warnings, out_dir, {});
-    session.finish();
+    write_path_outputs(config, outcome, ps.folds, data.ingest_seconds, warnings, out_dir, session, {});
     print_path_summary(outcome, out_dir, "");
     return 0;
   }};

@@ -15,7 +15,6 @@
 // data-parallel (engine/distributed_kta.h); rank 0 writes the same outputs
 // plus the distributed sections. The RBF kernel is refused there.
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -146,14 +145,14 @@ void log_point(const KtaPoint& p) {
 }
 
 // A path's outputs: point-<n>.fgm (the linear SVMs), path.csv, path.json
-// (`extra_json` adds sections), the report and the result line
-// (`summary_extra` ends it).
+// (`extra_json` adds sections), the report, the closed session and the
+// result line (`summary_extra` ends it).
 class KtaPathWriter {
  public:
   explicit KtaPathWriter(const Config& config) : config_(config) {}
 
   void write(const KtaSettings& settings, const KtaRun& run, const std::string& out_dir, double ingest_seconds,
-             const RunWarnings& warnings, const std::function<void(JsonWriter&)>& extra_json,
+             const RunWarnings& warnings, ResumeSession& session, const std::function<void(JsonWriter&)>& extra_json,
              const std::string& summary_extra) const {
     create_output_directory(out_dir, "output.dir");
     // Models first (each atomic), then the table and log that name them.
@@ -170,7 +169,6 @@ class KtaPathWriter {
       seconds += p.path_seconds + p.svm_seconds;
       csv += csv_row(p, seconds);
     }
-    write_file_atomic(out_dir + "/path.csv", csv);
     JsonWriter j;
     j.begin_object();
     j.key("solver").value("pnorm_kta");
@@ -190,10 +188,7 @@ class KtaPathWriter {
     j.key("peak_rss_bytes").value(peak_rss_bytes());
     if (extra_json) extra_json(j);
     write_config_section(j, result_config(config_.dump()));
-    write_warnings(j, warnings);
-    j.end_object();
-    write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-    if (config_.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+    finish_path(j, warnings, csv, config_, out_dir, session);
     print_summary(run, out_dir, summary_extra);
   }
 
@@ -234,8 +229,7 @@ int path_pnorm_kta(SolverCommand& cmd) {
   spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", run.alignments.size(), run.alignment_seconds,
                format_bytes(run.alignment_pass.bytes_streamed));
   run_kta_path(store, settings, cmd.budget, run, [](const KtaPoint& p, const kta::PathPoint&) { log_point(p); });
-  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, {}, "");
-  if (cmd.session) cmd.session->finish();
+  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, *cmd.session, {}, "");
   return 0;
 }
 
@@ -361,9 +355,7 @@ int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Comm
   if (comm.rank() != 0) return 0;
   const KtaTrainOutput output{budget, outcome.budget_peak, train_seconds, 0.0, warnings, out_dir, *session,
                               [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                                begin_partitioned_run_json(j, "pnorm_kta", dir, outcome.manifest, dump);
-                                write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
-                                                          outcome.communication, ranks);
+                                begin_partitioned_run_json(j, "pnorm_kta", dir, dump, outcome, ranks);
                               },
                               fmt::format(" ranks={}", comm.size())};
   return write_train_outputs(config, settings, outcome.run, outcome.trained, output);
@@ -394,14 +386,12 @@ int path_pnorm_kta_partitioned(const Config& config, bool restart) {
   const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
   if (comm.rank() != 0) return 0;
   KtaPathWriter(config).write(
-      settings, outcome.run, out_dir, 0.0, warnings,
+      settings, outcome.run, out_dir, 0.0, warnings, *session,
       [&](JsonWriter& j) {
         write_partitioned_data_section(j, dir, outcome.manifest);
-        write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication,
-                                  ranks);
+        write_distributed_section(j, outcome, ranks);
       },
       fmt::format(" ranks={}", comm.size()));
-  session->finish();
   return 0;
 }
 

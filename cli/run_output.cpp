@@ -130,6 +130,16 @@ void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak,
   session.finish();
 }
 
+void finish_path(JsonWriter& j, const RunWarnings& warnings, const std::string& csv, const Config& config,
+                 const std::string& out_dir, ResumeSession& session) {
+  write_warnings(j, warnings);
+  j.end_object();
+  write_file_atomic((std::filesystem::path(out_dir) / "path.csv").string(), csv);
+  write_file_atomic((std::filesystem::path(out_dir) / "path.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+  session.finish();
+}
+
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
   j.key("selected_features").begin_array();
   for (const auto& f : features) {

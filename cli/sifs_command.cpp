@@ -13,7 +13,6 @@
 #include <functional>
 #include <optional>
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -23,14 +22,11 @@
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
 #include "core/clock.h"
-#include "core/error.h"
 #include "core/json_writer.h"
-#include "core/messages.h"
 #include "core/path_checks.h"
 #include "engine/distributed_sifs.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
-#include "io/partitioned_store.h"
 #include "engine/sifs_run.h"
 #include "report/report_page.h"
 
@@ -281,15 +277,9 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
     j.key("max_objective_excess_over_gaps").value(worst);
   }
   if (extra) extra(j);
-  write_warnings(j, warnings);
-  j.end_object();
-
   create_output_directory(out_dir, "output.dir");
   write_model(fmt::format("{}/point-{}.fgm", out_dir, fp.best), fp.featured);
-  write_file_atomic(out_dir + "/path.csv", csv);
-  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
-  session.finish();
+  finish_path(j, warnings, csv, config, out_dir, session);
   fmt::print("solver=sifs points={} seconds={:.3f}", screened.points.size(), screened.seconds);
   if (baseline) fmt::print(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds, baseline->seconds / screened.seconds);
   fmt::print(" path={}/path.csv\n", out_dir);
@@ -302,7 +292,7 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
 struct PartitionedSifs {
   std::unique_ptr<ResumeSession> session;  // rank 0: output.dir, its lock
   std::unique_ptr<DistributedSifsPasses> passes;
-  DistributedOutcome outcome;  // ranks, manifest, own partitions and the communication records
+  PartitionedRun outcome;
   CommunicationStats last;
 
   // The communication since the last record, as phase `phase` of step `step`.
@@ -323,10 +313,7 @@ PartitionedSifs open_partitioned_sifs(const Config& config, Communicator& comm, 
   run.session = open_rank0_session(config, comm, command, final_output, restart, budget);
   run.passes = std::make_unique<DistributedSifsPasses>(comm, dir, scheduler_options_from_config(config),
                                                        config.get_bytes("engine.block_bytes"), budget);
-  run.outcome.ranks = comm.size();
-  run.outcome.manifest = run.passes->manifest();
-  run.outcome.first_partition = run.passes->own().range().first;
-  run.outcome.own_partitions = run.passes->own().range().count;
+  run.outcome.describe(run.passes->own());
   spdlog::info("sifs on partitioned store {} with {} rank(s): {} rows, {} non-empty features, {} partitions",
                dir, comm.size(), run.outcome.manifest.n_rows, run.passes->columns(), run.outcome.manifest.partitions);
   return run;
@@ -360,12 +347,7 @@ int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communica
   const std::string out_dir = config.get_string("output.dir");
   const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("sifs");
-  write_partitioned_data_section(j, config.get_string("data.train"), run.outcome.manifest);
-  write_config_section(j, model.config);
-  write_distributed_section(j, run.outcome, ranks);
+  begin_partitioned_run_json(j, "sifs", config.get_string("data.train"), model.config, run.outcome, ranks);
   write_train_sections(j, solver, trained, run.passes->layout(), model);
   j.key("solver_reductions").value(solver.reductions());
   j.key("total_bytes_streamed").value(run.passes->counters().bytes_streamed);

@@ -1,6 +1,4 @@
 // fgm train: config + overrides -> store -> FGM -> model.fgm + run.json
-#include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,20 +12,14 @@
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "cli/resume.h"
-#include "core/atomic_file.h"
 #include "core/config.h"
-#include "core/hash.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
-#include "core/simd/simd.h"
-#include "engine/evaluate.h"
 #include "engine/one_vs_rest.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
-#include "synth/synthetic_data.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 
@@ -60,23 +52,8 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
   const ModelResults results = score_and_write_model(config, model, &selected, budget, warnings);
   JsonWriter j;
   begin_run_json(j, "fgm", config, data, model.config);
-  j.key("multiclass").value("ovr");
-  j.key("iterations").begin_array().end_array();  // per class, below
-  j.key("classes").begin_array();
-  uint64_t total_apg = 0;
-  for (size_t c = 0; c < outcome.classes.size(); ++c) {
-    const TrainOutcome& o = outcome.classes[c];
-    total_apg += o.total_apg_iterations;
-    write_class_run(j, info.class_values[c], info.class_counts[c], o, model.index_base,
-                    results.test ? &results.test->class_auc[c] : nullptr);
-  }
-  j.end_array();
-  j.key("selected_total").value(uint64_t{selected.size()});
-  j.key("iterations_restored").value(uint64_t{0});
-  j.key("total_apg_iterations").value(total_apg);
-  // Lockstep classes share their passes: the store's actual streaming.
-  j.key("lockstep").value(outcome.lockstep);
-  j.key("scoring_passes").value(outcome.scoring_passes);
+  write_one_vs_rest_runs(j, outcome.classes, info.class_values, info.class_counts, model.index_base,
+                         results.test_or_null(), outcome.lockstep, outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.bytes_streamed);
   finish_run(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config, results, warnings,
              out_dir, session);
