@@ -161,47 +161,43 @@ void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits,
   print_test_and_model(results, out_dir);
 }
 
-// fgm train on a multi-class store: one binary fit per class (one-vs-rest,
-// engine/exclusive_trainer.h).
-int train_exclusive_multiclass(SolverCommand& command, const ExclusiveSettings& settings) {
+}  // namespace
+
+// A binary store: one fit; a multi-class store: one binary fit per class
+// (one-vs-rest, engine/exclusive_trainer.h).
+int train_exclusive(SolverCommand& command) {
   const Config& config = command.config;
+  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
   const StoreInfo& info = command.data.store->info();
-  spdlog::info("exclusive: {} classes, one-vs-rest", info.classes());
-  ExclusiveMulticlassOutcome outcome = train_exclusive_one_vs_rest(*command.data.store, settings, command.budget);
+  const bool multiclass = info.classes() > 2;
+  ExclusiveMulticlassOutcome outcome;
+  if (multiclass) {
+    spdlog::info("exclusive: {} classes, one-vs-rest", info.classes());
+    outcome = train_exclusive_one_vs_rest(*command.data.store, settings, command.budget);
+  } else {
+    spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}",
+                 exclusive::algorithm_name(settings.fista.algorithm), exclusive::loss_name(settings.fista.loss),
+                 settings.fista.lambda, settings.threads);
+    outcome.classes.push_back(train_exclusive_model(*command.data.store, settings, command.budget));
+    outcome.model = outcome.classes.front().model;
+    outcome.seconds = outcome.classes.front().seconds;
+    outcome.budget_peak = outcome.classes.front().budget_peak;
+  }
   Model& model = outcome.model;
   model.config = config.dump();
-  warn_not_converged(command.warnings, outcome.classes, true, settings);
+  warn_not_converged(command.warnings, outcome.classes, multiclass, settings);
   const std::vector<ModelFeature> selected = all_features(model);
   const ModelResults results = score_and_write_model(config, model, &selected, command.budget, command.warnings);
   JsonWriter j;
   begin_run_json(j, "exclusive", config, command.data, model.config);
-  write_multiclass_run(j, settings, outcome.classes, model, info.class_values, info.class_counts,
-                       results.test_or_null());
+  if (multiclass)
+    write_multiclass_run(j, settings, outcome.classes, model, info.class_values, info.class_counts,
+                         results.test_or_null());
+  else
+    write_binary_run(j, settings, outcome.classes.front());
   finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config, results,
              command.warnings, command.out_dir, *command.session);
   print_result(model, outcome.classes, results, command.out_dir, 0);
-  return 0;
-}
-
-}  // namespace
-
-int train_exclusive(SolverCommand& command) {
-  const Config& config = command.config;
-  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
-  if (command.data.store->info().classes() > 2) return train_exclusive_multiclass(command, settings);
-  spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}", exclusive::algorithm_name(settings.fista.algorithm),
-               exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
-  ExclusiveOutcome outcome = train_exclusive_model(*command.data.store, settings, command.budget);
-  outcome.model.config = config.dump();
-  warn_not_converged(command.warnings, {outcome}, false, settings);
-  const ModelResults results =
-      score_and_write_model(config, outcome.model, &outcome.model.features, command.budget, command.warnings);
-  JsonWriter j;
-  begin_run_json(j, "exclusive", config, command.data, outcome.model.config);
-  write_binary_run(j, settings, outcome);
-  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config, results,
-             command.warnings, command.out_dir, *command.session);
-  print_result(outcome.model, {outcome}, results, command.out_dir, 0);
   return 0;
 }
 

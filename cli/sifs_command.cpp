@@ -64,10 +64,9 @@ struct PathTotals {
   SifsPassCounters passes;
 };
 
-// The grid of `solver`; on_point gets each point and its solution.
+// The grid of `solver`; on_point gets each point and its solution. The
+// caller times it (seconds, cpu_seconds), with its own setup.
 PathTotals run_solver_grid(SifsSolver& solver, const std::function<void(const SifsPoint&, const SifsReference&)>& on_point) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::clock_t cpu0 = std::clock();
   PathTotals totals;
   solver.run_path([&](const SifsPoint& p, const SifsReference& sol) {
     totals.points.push_back(p);
@@ -77,8 +76,6 @@ PathTotals run_solver_grid(SifsSolver& solver, const std::function<void(const Si
     totals.not_converged += !p.converged;
     if (on_point) on_point(p, sol);
   });
-  totals.seconds = seconds_since(t0);
-  totals.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   return totals;
 }
 
