@@ -84,13 +84,6 @@ void check_same_configuration(Communicator& comm, const Config& config);
 void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
                                  const std::vector<double>& class_labels = {});
 
-// fgm train with solver = "exclusive" on a partitioned store
-// (engine/distributed_exclusive.h; cli/exclusive_command.cpp).
-int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                                RunWarnings& warnings);
-// fgm path with solver = "exclusive" on a partitioned store (binary), with or without mpirun.
-int path_exclusive_partitioned(const Config& config, bool restart);
-
 // features.transform and data.truth, which the partitioned runs of the
 // solvers other than fgm do not have yet: a config error naming the key.
 void reject_transform_and_truth_on_partitions(const Config& config, std::string_view solver);
@@ -109,9 +102,5 @@ unsigned allowed_cpus();
 // under mpirun's default binding each rank is bound to one core, and TBB
 // then runs on one thread whatever engine.threads says.
 void warn_if_threads_exceed_affinity(int threads, const Communicator& comm, RunWarnings& warnings);
-
-// fgm train with solver = "mslr" on a partitioned store (cli/mslr_command.cpp).
-int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                           RunWarnings& warnings);
 
 }  // namespace fgm::cli

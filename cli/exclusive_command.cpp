@@ -320,11 +320,9 @@ int path_exclusive(SolverCommand& command) {
   return write_path(command.config, settings, points, output);
 }
 
-int path_exclusive_partitioned(const Config& config, bool restart) {
-  Communicator& comm = world_communicator();
+int path_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                               RunWarnings& warnings) {
   check_same_configuration(comm, config);
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
   reject_transform_and_truth_on_partitions(config, "exclusive");
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");

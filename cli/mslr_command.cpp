@@ -313,7 +313,8 @@ int train_mslr(SolverCommand& command) {
   model.config = config.dump();
   model.solver = "mslr";
 
-  const ModelResults results = score_and_write_model(config, model, &model.features, command.budget, command.warnings);
+  const ModelResults results =
+      score_and_write_model(config, model, &model.features, command.budget, command.warnings);
   const double f0 = objective_no_features(store, settings.minimax.C);
   JsonWriter j;
   begin_run_json(j, "mslr", config, command.data, model.config);
@@ -596,11 +597,10 @@ int path_mslr(SolverCommand& command) {
 // mpirun: the single-store path over engine/distributed_mslr.h. Every rank
 // runs it; rank 0 takes the points and writes every output (path.json with
 // "distributed"). Resume as train_mslr_partitioned, rank 0's state with the points.
-int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart) {
+int path_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                          RunWarnings& warnings) {
   check_same_configuration(comm, config);
   reject_transform_and_truth_on_partitions(config, "mslr");
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
   MslrSettings settings = path_settings_from_config(config);
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");

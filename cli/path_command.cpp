@@ -229,16 +229,24 @@ void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, 
 // fgm path with a solver other than FGM: the shared setup (budget, data,
 // transforms, resume session), then the solver's own path (cli/solver_commands.h).
 int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
-  Communicator& world = world_communicator();
-  if (solver == SolverKind::kSifs && (world.size() > 1 || is_partitioned_store(config.get_string("data.train"))))
-    return path_sifs_partitioned(config, world, restart);  // fgm path checked require_partitioned_store
-  if (solver == SolverKind::kExclusive && is_partitioned_store(config.get_string("data.train")))
-    return path_exclusive_partitioned(config, restart);
-  if (solver == SolverKind::kMslr && is_partitioned_store(config.get_string("data.train")))
-    return path_mslr_partitioned(config, world, restart);
-  if (solver == SolverKind::kPnormKta && is_partitioned_store(config.get_string("data.train")))
-    return path_pnorm_kta_partitioned(config, restart);
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  RunWarnings warnings;
+  // fgm path checked require_partitioned_store: with more than one rank, data.train is partitioned.
+  if (is_partitioned_store(config.get_string("data.train"))) {
+    Communicator& world = world_communicator();
+    switch (solver) {
+      case SolverKind::kSifs:
+        return path_sifs_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kExclusive:
+        return path_exclusive_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kMslr:
+        return path_mslr_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kPnormKta:
+        return path_pnorm_kta_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kFgm:
+        break;
+    }
+  }
   TrainingData data = open_training_data(config.get_string("data.train"),
                                          training_data_options_from_config(config), budget);
   reject_store_mismatch(config, data.store->info());
@@ -247,7 +255,6 @@ int path_with_other_solver(SolverKind solver, const Config& config, bool restart
   const std::string out_dir = config.get_string("output.dir");
   ResumeSession session(out_dir, store_run_identity(config, "path", data.store->info().store_checksum), restart,
                         "path.csv", budget);
-  RunWarnings warnings;
   SolverCommand command{config, data, budget, warnings, out_dir, &session};
   return dispatch_solver_path(solver, command);
 }

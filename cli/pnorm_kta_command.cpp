@@ -361,8 +361,8 @@ int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Comm
   return write_train_outputs(config, settings, outcome.run, outcome.trained, output);
 }
 
-int path_pnorm_kta_partitioned(const Config& config, bool restart) {
-  Communicator& comm = world_communicator();
+int path_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                               RunWarnings& warnings) {
   check_same_configuration(comm, config);
   reject_kta_ignored_keys(config, KtaCommand::kPath);
   reject_kta_on_partitions(config);
@@ -371,8 +371,6 @@ int path_pnorm_kta_partitioned(const Config& config, bool restart) {
     settings.test_path.clear();
     settings.validation_path.clear();
   }
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
   std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);

@@ -353,9 +353,8 @@ int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communica
   return 0;
 }
 
-int path_sifs_partitioned(const Config& config, Communicator& comm, bool restart) {
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
+int path_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                          RunWarnings& warnings) {
   PartitionedSifs run = open_partitioned_sifs(config, comm, budget, restart, "path", "path.csv");
   const SifsSettings settings = sifs_settings_from_config(config);
   FeaturedPoint fp(config);
