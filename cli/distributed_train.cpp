@@ -15,21 +15,14 @@
 #include "cli/solver_commands.h"
 #include "core/hash.h"
 #include "core/messages.h"
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_writer.h"
-#include "core/path_checks.h"
 #include "engine/distributed_fgm.h"
-#include "engine/evaluate.h"
 #include "engine/solver_choice.h"
 #include "engine/train_settings.h"
 #include "io/partitioned_store.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
-namespace {
-
-}  // namespace
 
 void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget) {
   const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
@@ -54,13 +47,12 @@ std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t bu
   return out;
 }
 
-void write_distributed_section(JsonWriter& j, int rank_count, const PartitionManifest& manifest,
-                               uint32_t partitions_per_rank, const std::vector<CommunicationRecord>& communication,
-                               const std::vector<RankResources>& ranks, const std::vector<double>& class_labels) {
+void write_distributed_section(JsonWriter& j, const PartitionedRun& run, const std::vector<RankResources>& ranks,
+                               const std::vector<double>& class_labels) {
   j.key("distributed").begin_object();
-  j.key("ranks").value(rank_count);
-  j.key("partitions").value(static_cast<uint64_t>(manifest.partitions));
-  j.key("partitions_per_rank").value(static_cast<uint64_t>(partitions_per_rank));
+  j.key("ranks").value(run.ranks);
+  j.key("partitions").value(static_cast<uint64_t>(run.manifest.partitions));
+  j.key("partitions_per_rank").value(static_cast<uint64_t>(run.own_partitions));
   j.key("rank_resources").begin_array();
   for (size_t r = 0; r < ranks.size(); ++r) {
     j.begin_object();
@@ -72,7 +64,7 @@ void write_distributed_section(JsonWriter& j, int rank_count, const PartitionMan
   j.end_array();
   j.key("communication_of").value("rank 0: payload bytes sent plus received");
   j.key("passes");
-  write_communication_records(j, communication, class_labels);
+  write_communication_records(j, run.communication, class_labels);
   j.end_object();
 }
 
@@ -105,10 +97,6 @@ void write_communication_records(JsonWriter& j, const std::vector<CommunicationR
   j.end_array();
 }
 
-void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks) {
-  write_distributed_section(j, o.ranks, o.manifest, o.own_partitions, o.communication, ranks, o.class_labels);
-}
-
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest) {
   j.key("data").begin_object();
   j.key("train").value(dir);
@@ -120,12 +108,37 @@ void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const
 }
 
 void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
-                                const PartitionManifest& manifest, const std::map<std::string, std::string>& config) {
+                                const std::map<std::string, std::string>& config, const PartitionedRun& run,
+                                const std::vector<RankResources>& ranks,
+                                const std::vector<double>& class_labels) {
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
   j.key("solver").value(std::string(solver));
-  write_partitioned_data_section(j, dir, manifest);
+  write_partitioned_data_section(j, dir, run.manifest);
   write_config_section(j, config);
+  write_distributed_section(j, run, ranks, class_labels);
+}
+
+std::unique_ptr<ResumeSession> open_rank0_session(const Config& config, Communicator& comm, std::string_view command,
+                                                  const std::string& final_output, bool restart, MemoryBudget& budget) {
+  if (comm.rank() != 0) return nullptr;
+  return std::make_unique<ResumeSession>(config.get_string("output.dir"),
+                                         partitioned_run_identity(config, comm.size(), command), restart,
+                                         final_output, budget);
+}
+
+std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
+                                                  const std::string& out_dir, MemoryBudget& budget) {
+  int32_t resuming = session && session->resuming() ? 1 : 0;
+  comm.broadcast(&resuming, sizeof resuming, 0);
+  if (!resuming) return std::nullopt;
+  if (session) {
+    ResumeCheckpoint saved;
+    saved.path = std::move(*session->path());
+    if (TrainProgress* train = session->train()) saved.train = std::move(*train);
+    return saved;
+  }
+  return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
 }
 
 void check_same_configuration(Communicator& comm, const Config& config) {
@@ -142,30 +155,14 @@ void check_same_configuration(Communicator& comm, const Config& config) {
 }
 
 RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command) {
-  RunIdentity identity;
-  identity.command = std::string(command);
-  identity.config = result_config(config.dump());
-  identity.config[kRanksIdentityKey] = std::to_string(ranks);
   const std::string dir = config.get_string("data.train");
-  identity.store_checksum = partitioned_store_identity(dir, read_partition_manifest(dir));
+  RunIdentity identity =
+      store_run_identity(config, command, partitioned_store_identity(dir, read_partition_manifest(dir)));
+  identity.config[kRanksIdentityKey] = std::to_string(ranks);
   return identity;
 }
 
 namespace {
-
-// A class run of a distributed one-vs-rest model as the single-store writer
-// takes it (cli/run_output.h write_class_run).
-TrainOutcome class_outcome(const DistributedOutcome& o) {
-  TrainOutcome t;
-  t.model = o.model;
-  t.iterations = o.iterations;
-  t.stop_reason = o.stop_reason;
-  t.final_sip_violation = o.final_sip_violation;
-  t.objective_no_features = o.objective_no_features;
-  for (const auto& r : o.iterations) t.total_apg_iterations += r.apg_iterations;
-  t.seconds = o.seconds;
-  return t;
-}
 
 // run.json of a binary model: the single-store keys.
 void write_binary_run(JsonWriter& j, const DistributedOutcome& o) {
@@ -178,28 +175,6 @@ void write_binary_run(JsonWriter& j, const DistributedOutcome& o) {
   j.key("final_sip_violation").value(o.final_sip_violation);
   write_selected_features(j, o.model.features, o.model.index_base);
   j.key("bias").value(o.model.bias);
-}
-
-// run.json of a one-vs-rest model: the single-store multi-class keys
-// (cli/train_command.cpp), one entry per class run.
-void write_multiclass_runs(JsonWriter& j, const DistributedOutcome& o, const EvalResult* test) {
-  j.key("multiclass").value("ovr");
-  j.key("iterations").begin_array().end_array();  // per class, below
-  j.key("classes").begin_array();
-  uint64_t selected = 0, total_apg = 0, passes = 0;
-  for (size_t c = 0; c < o.classes.size(); ++c) {
-    const TrainOutcome t = class_outcome(o.classes[c]);
-    selected += t.model.features.size();
-    total_apg += t.total_apg_iterations;
-    write_class_run(j, o.class_labels[c], o.class_rows[c], t, o.model.index_base, test ? &test->class_auc[c] : nullptr);
-  }
-  j.end_array();
-  for (const auto& r : o.communication) passes += r.phase == "scoring";
-  j.key("selected_total").value(selected);
-  j.key("iterations_restored").value(uint64_t{0});
-  j.key("total_apg_iterations").value(total_apg);
-  j.key("lockstep").value(o.lockstep);  // the classes shared their scoring passes
-  j.key("scoring_passes").value(passes);
 }
 
 }  // namespace
@@ -266,32 +241,19 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   // checkpoint); it tells the others whether it resumes, and they read the
   // same checkpoint file (output.dir is on a file system all ranks share,
   // like the store).
-  std::unique_ptr<ResumeSession> session;
-  std::optional<TrainProgress> resume;
-  int32_t resuming = 0;
-  if (comm.rank() == 0) {
-    const RunIdentity identity = partitioned_run_identity(config, comm.size());
-    refuse_other_rank_count(out_dir, restart, comm.size(), budget);
-    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "model.fgm", budget);
-    if (TrainProgress* saved = session->train()) {
-      resume = std::move(*saved);
-      resuming = 1;
-      spdlog::info("{}", msg::resuming_from(session->file(), resume->iterations.size() + 1,
-                                            fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations),
-                                            resume->apg.w.size()));
-    }
-  }
-  comm.broadcast(&resuming, sizeof resuming, 0);
-  if (resuming && comm.rank() != 0) {
-    ResumeCheckpoint saved = read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
-    if (!saved.train) throw Error(ErrorKind::kCorruption, "checkpoint of rank 0 has no training state");
-    resume = std::move(*saved.train);
-  }
+  if (comm.rank() == 0) refuse_other_rank_count(out_dir, restart, comm.size(), budget);
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
+  std::optional<ResumeCheckpoint> saved = shared_checkpoint(comm, session.get(), out_dir, budget);
+  if (saved && !saved->train) throw Error(ErrorKind::kCorruption, "checkpoint of rank 0 has no training state");
+  if (saved && session)
+    spdlog::info("{}", msg::resuming_from(session->file(), saved->train->iterations.size() + 1,
+                                          fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations),
+                                          saved->train->apg.w.size()));
   if (comm.rank() == 0)
     spdlog::info("training on partitioned store {} with {} rank(s), B={}, C={}, loss={}, threads={}", dir,
                  comm.size(), settings.B, settings.apg.C, loss_name(settings.apg.loss), settings.apg.threads);
   DistributedHooks hooks;
-  if (resume) hooks.resume = &*resume;
+  if (saved) hooks.resume = &*saved->train;
   if (session) hooks.on_progress = [&](const TrainProgress& progress) { session->save(&progress, nullptr); };
   DistributedOutcome outcome =
       train_fgm_distributed(comm, dir, settings, budget, hooks, config.get_string_list("features.transform"));
@@ -302,41 +264,30 @@ int train_partitioned(const Config& config, const TrainSettings& settings, Memor
   if (!multiclass)
     spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
                  outcome.model.features.size());
-  std::vector<ModelFeature> all_features = outcome.model.features;
-  for (const auto& c : outcome.model.classes) all_features.insert(all_features.end(), c.features.begin(), c.features.end());
+  const std::vector<ModelFeature> selected = all_features(outcome.model);
   // data.test passed its syntax pass before training; if evaluating it fails, the model is kept.
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, outcome.model, budget, warnings);
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
-
+  const ModelResults results = score_and_write_model(config, outcome.model, &selected, budget, warnings);
   JsonWriter j;
-  begin_partitioned_run_json(j, "fgm", dir, outcome.manifest, outcome.model.config);
-  write_distributed_section(j, outcome, ranks);
-  if (multiclass)
-    write_multiclass_runs(j, outcome, has_test ? &test : nullptr);
-  else
+  begin_partitioned_run_json(j, "fgm", dir, outcome.model.config, outcome, ranks, outcome.class_labels);
+  if (multiclass) {
+    uint64_t passes = 0;
+    for (const auto& r : outcome.communication) passes += r.phase == "scoring";
+    write_one_vs_rest_runs(j, outcome.classes, outcome.class_labels, outcome.class_rows, outcome.model.index_base,
+                           results.test_or_null(), outcome.lockstep, passes);
+  } else {
     write_binary_run(j, outcome);
+  }
   j.key("objective").value(outcome.model.objective);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
   j.key("seconds").value(outcome.seconds);
-  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, has_test ? &test : nullptr,
-             has_truth ? &truth : nullptr, warnings, out_dir, *session);
-  if (has_truth) {
-    fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
-    if (truth.planted_cross > 0) fmt::print("recovered_cross={}/{} ", truth.recovered_cross, truth.planted_cross);
-  }
+  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, results, warnings, out_dir, *session);
+  print_truth(results, true);
   if (multiclass)
-    fmt::print("classes={} selected={}", outcome.model.classes.size(), all_features.size());
+    fmt::print("classes={} selected={}", outcome.model.classes.size(), selected.size());
   else
     fmt::print("selected={} iterations={}", outcome.model.features.size(), outcome.iterations.size());
   fmt::print(" objective={:.6g} ranks={}", outcome.model.objective, comm.size());
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", out_dir);
+  print_test_and_model(results, out_dir);
   return 0;
 }
 

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,21 +45,34 @@ struct RankResources {
 std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak);
 
 // run.json's "distributed": ranks, partitions, every rank's memory, and the
-// communication of every phase of every outer iteration (on rank 0; of the
-// outcome: ranks, manifest, own_partitions, communication).
-void write_distributed_section(JsonWriter& j, int rank_count, const PartitionManifest& manifest,
-                               uint32_t partitions_per_rank, const std::vector<CommunicationRecord>& communication,
-                               const std::vector<RankResources>& ranks, const std::vector<double>& class_labels = {});
-void write_distributed_section(JsonWriter& j, const DistributedOutcome& o, const std::vector<RankResources>& ranks);
+// communication of every phase of every outer iteration (on rank 0).
+// `class_labels`: as write_communication_records.
+void write_distributed_section(JsonWriter& j, const PartitionedRun& run, const std::vector<RankResources>& ranks,
+                               const std::vector<double>& class_labels = {});
 
 // run.json's "data" of a partitioned store.
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest);
-// The opening of a distributed run's run.json: the object begins, then
-// engine_version, solver, data (the partitioned store) and config.
+// The opening of a distributed run's run.json (or path.json): the object
+// begins, then engine_version, solver, data (the partitioned store `dir`),
+// config and "distributed" (write_distributed_section).
 void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
-                                const PartitionManifest& manifest, const std::map<std::string, std::string>& config);
+                                const std::map<std::string, std::string>& config, const PartitionedRun& run,
+                                const std::vector<RankResources>& ranks,
+                                const std::vector<double>& class_labels = {});
 // The resume identity of `command` (train, path) on `ranks` ranks of the partitioned store data.train.
 RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command = "train");
+
+// Rank 0's resume session for `command` on the partitioned store data.train
+// (output.dir, its lock and checkpoint); null on the other ranks.
+std::unique_ptr<ResumeSession> open_rank0_session(const Config& config, Communicator& comm, std::string_view command,
+                                                  const std::string& final_output, bool restart, MemoryBudget& budget);
+
+// The checkpoint a partitioned run resumes from, on every rank: rank 0's
+// session (open_rank0_session) decides and tells the others, which read the
+// same file (output.dir is on a file system all ranks share, like the
+// store). Empty: start from scratch.
+std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
+                                                  const std::string& out_dir, MemoryBudget& budget);
 
 // Every rank must run the same thing: the configuration (but engine.threads
 // and engine.memory_budget) is compared across ranks, and the first rank that
@@ -68,13 +83,6 @@ void check_same_configuration(Communicator& comm, const Config& config);
 // `class_labels`: one-vs-rest runs' labels, named by the records' class_index.
 void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
                                  const std::vector<double>& class_labels = {});
-
-// fgm train with solver = "exclusive" on a partitioned store
-// (engine/distributed_exclusive.h; cli/exclusive_command.cpp).
-int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                                RunWarnings& warnings);
-// fgm path with solver = "exclusive" on a partitioned store (binary), with or without mpirun.
-int path_exclusive_partitioned(const Config& config, bool restart);
 
 // features.transform and data.truth, which the partitioned runs of the
 // solvers other than fgm do not have yet: a config error naming the key.
@@ -94,9 +102,5 @@ unsigned allowed_cpus();
 // under mpirun's default binding each rank is bound to one core, and TBB
 // then runs on one thread whatever engine.threads says.
 void warn_if_threads_exceed_affinity(int threads, const Communicator& comm, RunWarnings& warnings);
-
-// fgm train with solver = "mslr" on a partitioned store (cli/mslr_command.cpp).
-int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                           RunWarnings& warnings);
 
 }  // namespace fgm::cli

@@ -18,9 +18,7 @@
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
-#include "core/error.h"
 #include "core/json_writer.h"
-#include "core/messages.h"
 #include "core/path_checks.h"
 #include "engine/distributed_exclusive.h"
 #include "engine/evaluate.h"
@@ -148,9 +146,9 @@ void write_multiclass_run(JsonWriter& j, const ExclusiveSettings& settings, cons
 }
 
 // The line `fgm train` prints; `ranks` > 0 for a distributed run.
-void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits, const EvalResult* test,
-                  const TruthRecovery* truth, const std::string& out_dir, int ranks) {
-  if (truth) fmt::print("recovered={}/{} ", truth->recovered, truth->planted);
+void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits, const ModelResults& results,
+                  const std::string& out_dir, int ranks) {
+  print_truth(results, false);
   if (model.classes.empty()) {
     fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), fits.front().fit.fista_iterations,
                model.objective);
@@ -160,69 +158,46 @@ void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits,
     fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
   }
   if (ranks > 0) fmt::print(" ranks={}", ranks);
-  if (test) fmt::print(" accuracy={:.4f} auc={:.4f}", test->accuracy, test->auc);
-  fmt::print(" model={}/model.fgm\n", out_dir);
-}
-
-// fgm train on a multi-class store: one binary fit per class (one-vs-rest,
-// engine/exclusive_trainer.h).
-int train_exclusive_multiclass(SolverCommand& command, const ExclusiveSettings& settings) {
-  const Config& config = command.config;
-  const StoreInfo& info = command.data.store->info();
-  spdlog::info("exclusive: {} classes, one-vs-rest", info.classes());
-  ExclusiveMulticlassOutcome outcome = train_exclusive_one_vs_rest(*command.data.store, settings, command.budget);
-  Model& model = outcome.model;
-  model.config = config.dump();
-  std::vector<ModelFeature> all_features;
-  for (const auto& c : model.classes) all_features.insert(all_features.end(), c.features.begin(), c.features.end());
-  warn_not_converged(command.warnings, outcome.classes, true, settings);
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, model, command.budget, command.warnings);
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
-
-  create_output_directory(command.out_dir, "output.dir");
-  write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), model);
-  JsonWriter j;
-  begin_run_json(j, "exclusive", config, command.data, model.config);
-  write_multiclass_run(j, settings, outcome.classes, model, info.class_values, info.class_counts,
-                       has_test ? &test : nullptr);
-  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
-             *command.session);
-  print_result(model, outcome.classes, has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.out_dir, 0);
-  return 0;
+  print_test_and_model(results, out_dir);
 }
 
 }  // namespace
 
+// A binary store: one fit; a multi-class store: one binary fit per class
+// (one-vs-rest, engine/exclusive_trainer.h).
 int train_exclusive(SolverCommand& command) {
   const Config& config = command.config;
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
-  if (command.data.store->info().classes() > 2) return train_exclusive_multiclass(command, settings);
-  spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}", exclusive::algorithm_name(settings.fista.algorithm),
-               exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
-  ExclusiveOutcome outcome = train_exclusive_model(*command.data.store, settings, command.budget);
-  outcome.model.config = config.dump();
-  warn_not_converged(command.warnings, {outcome}, false, settings);
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, outcome.model, command.budget, command.warnings);
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), outcome.model.features);
-
-  create_output_directory(command.out_dir, "output.dir");
-  write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), outcome.model);
+  const StoreInfo& info = command.data.store->info();
+  const bool multiclass = info.classes() > 2;
+  ExclusiveMulticlassOutcome outcome;
+  if (multiclass) {
+    spdlog::info("exclusive: {} classes, one-vs-rest", info.classes());
+    outcome = train_exclusive_one_vs_rest(*command.data.store, settings, command.budget);
+  } else {
+    spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}",
+                 exclusive::algorithm_name(settings.fista.algorithm), exclusive::loss_name(settings.fista.loss),
+                 settings.fista.lambda, settings.threads);
+    outcome.classes.push_back(train_exclusive_model(*command.data.store, settings, command.budget));
+    outcome.model = outcome.classes.front().model;
+    outcome.seconds = outcome.classes.front().seconds;
+    outcome.budget_peak = outcome.classes.front().budget_peak;
+  }
+  Model& model = outcome.model;
+  model.config = config.dump();
+  warn_not_converged(command.warnings, outcome.classes, multiclass, settings);
+  const std::vector<ModelFeature> selected = all_features(model);
+  const ModelResults results = score_and_write_model(config, model, &selected, command.budget, command.warnings);
   JsonWriter j;
-  begin_run_json(j, "exclusive", config, command.data, outcome.model.config);
-  write_binary_run(j, settings, outcome);
-  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
-             *command.session);
-  print_result(outcome.model, {outcome}, has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.out_dir, 0);
+  begin_run_json(j, "exclusive", config, command.data, model.config);
+  if (multiclass)
+    write_multiclass_run(j, settings, outcome.classes, model, info.class_values, info.class_counts,
+                         results.test_or_null());
+  else
+    write_binary_run(j, settings, outcome.classes.front());
+  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config, results,
+             command.warnings, command.out_dir, *command.session);
+  print_result(model, outcome.classes, results, command.out_dir, 0);
   return 0;
 }
 
@@ -234,36 +209,27 @@ int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Comm
   reject_transform_and_truth_on_partitions(config, "exclusive");
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session;
-  if (comm.rank() == 0) {
-    session = std::make_unique<ResumeSession>(out_dir, partitioned_run_identity(config, comm.size()), restart,
-                                              "model.fgm", budget);
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
+  if (session)
     spdlog::info("exclusive on partitioned store {} with {} rank(s): algorithm={} loss={} lambda={} threads={}", dir,
                  comm.size(), exclusive::algorithm_name(settings.fista.algorithm),
                  exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
-  }
   DistributedExclusiveOutcome outcome = train_exclusive_distributed(comm, dir, settings, budget);
   outcome.model.config = config.dump();
   const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
   if (comm.rank() != 0) return 0;
   const bool multiclass = !outcome.model.classes.empty();
   warn_not_converged(warnings, outcome.classes, multiclass, settings);
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, outcome.model, budget, warnings);
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
+  const ModelResults results = score_and_write_model(config, outcome.model, nullptr, budget, warnings);
   JsonWriter j;
-  begin_partitioned_run_json(j, "exclusive", dir, outcome.manifest, outcome.model.config);
-  write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
+  begin_partitioned_run_json(j, "exclusive", dir, outcome.model.config, outcome, ranks);
   if (multiclass)
     write_multiclass_run(j, settings, outcome.classes, outcome.model, outcome.class_values, outcome.class_counts,
-                         has_test ? &test : nullptr);
+                         results.test_or_null());
   else
     write_binary_run(j, settings, outcome.classes.front());
-  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, has_test ? &test : nullptr, nullptr,
-             warnings, out_dir, *session);
-  print_result(outcome.model, outcome.classes, has_test ? &test : nullptr, nullptr, out_dir, comm.size());
+  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, results, warnings, out_dir, *session);
+  print_result(outcome.model, outcome.classes, results, out_dir, comm.size());
   return 0;
 }
 
@@ -334,15 +300,10 @@ int write_path(const Config& config, const ExclusiveSettings& settings, std::vec
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
-  write_warnings(j, output.warnings);
-  j.end_object();
   create_output_directory(output.out_dir, "output.dir");
   for (size_t k = 0; k < points.size(); ++k)
     write_model((std::filesystem::path(output.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
-  write_file_atomic((std::filesystem::path(output.out_dir) / "path.csv").string(), csv);
-  write_file_atomic((std::filesystem::path(output.out_dir) / "path.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(output.out_dir, {.train = false, .path = true});
-  output.session.finish();
+  finish_path(j, output.warnings, csv, config, output.out_dir, output.session);
   fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, output.out_dir);
   return 0;
 }
@@ -359,27 +320,19 @@ int path_exclusive(SolverCommand& command) {
   return write_path(command.config, settings, points, output);
 }
 
-int path_exclusive_partitioned(const Config& config, bool restart) {
-  Communicator& comm = world_communicator();
+int path_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                               RunWarnings& warnings) {
   check_same_configuration(comm, config);
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
   reject_transform_and_truth_on_partitions(config, "exclusive");
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session;
-  if (comm.rank() == 0) {
-    RunIdentity identity = partitioned_run_identity(config, comm.size(), "path");
-    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
-  }
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
   DistributedExclusiveOutcome outcome = path_exclusive_distributed(comm, dir, settings, budget);
   const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
   if (comm.rank() != 0) return 0;
   const PathOutput output{budget, warnings, out_dir, *session,
                           [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                            begin_partitioned_run_json(j, "exclusive", dir, outcome.manifest, dump);
-                            write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
-                                                      outcome.communication, ranks);
+                            begin_partitioned_run_json(j, "exclusive", dir, dump, outcome, ranks);
                           }};
   return write_path(config, settings, outcome.classes, output);
 }

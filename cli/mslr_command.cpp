@@ -24,7 +24,6 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/partition_sum.h"
 #include "core/path_checks.h"
 #include "io/partitioned_store.h"
 #include "engine/distributed_mslr.h"
@@ -283,12 +282,8 @@ DistributedSession open_distributed_session(Communicator& comm, const Config& co
   const uint32_t partitions = read_partition_manifest(dir).partitions;
   // Ranks that do not divide the partitions: the trainer refuses them, naming the store.
   if (partitions % static_cast<uint32_t>(comm.size()) == 0) d.own = partitions_of_rank(partitions, comm.size(), comm.rank());
-  if (comm.rank() == 0) {
-    RunIdentity identity = partitioned_run_identity(config, comm.size());
-    identity.command = command;
-    refuse_other_rank_count(out_dir, restart, comm.size(), budget);
-    d.session = std::make_unique<ResumeSession>(out_dir, identity, restart, final_output, budget);
-  }
+  if (comm.rank() == 0) refuse_other_rank_count(out_dir, restart, comm.size(), budget);
+  d.session = open_rank0_session(config, comm, command, final_output, restart, budget);
   d.resume = load_distributed_state(comm, d.session.get(), out_dir, settings, d.own, budget, path_points);
   return d;
 }
@@ -318,29 +313,19 @@ int train_mslr(SolverCommand& command) {
   model.config = config.dump();
   model.solver = "mslr";
 
-  // Evaluate before writing anything, so a bad test file leaves no output.
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, model, command.budget, command.warnings);
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
-
-  create_output_directory(command.out_dir, "output.dir");
-  write_model((std::filesystem::path(command.out_dir) / "model.fgm").string(), model);
+  const ModelResults results =
+      score_and_write_model(config, model, &model.features, command.budget, command.warnings);
   const double f0 = objective_no_features(store, settings.minimax.C);
   JsonWriter j;
   begin_run_json(j, "mslr", config, command.data, model.config);
   write_outcome(j, outcome, f0, resume ? resume->iterations.size() : 0);
-  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, command.warnings, command.out_dir,
-             *command.session);
+  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config, results,
+             command.warnings, command.out_dir, *command.session);
 
-  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  print_truth(results, false);
   fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), outcome.iterations.size(),
              model.objective);
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", command.out_dir);
+  print_test_and_model(results, command.out_dir);
   return 0;
 }
 
@@ -377,23 +362,16 @@ int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communica
   if (comm.rank() != 0) return 0;
   spdlog::info("stopped: {} after {} iterations, {} features", outcome.result.stop_reason,
                outcome.result.iterations.size(), model.features.size());
-  // Evaluate before writing anything, so a bad test file leaves no output.
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
   JsonWriter j;
-  begin_partitioned_run_json(j, "mslr", dir, outcome.manifest, model.config);
-  write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication, ranks);
+  begin_partitioned_run_json(j, "mslr", dir, model.config, outcome, ranks);
   write_outcome(j, outcome.result, outcome.objective_no_features, d.resume ? d.resume->iterations.size() : 0);
-  finish_run(j, budget, outcome.result.budget_peak, outcome.result.seconds, 0.0, config, has_test ? &test : nullptr,
-             nullptr, warnings, out_dir, *d.session);
+  finish_run(j, budget, outcome.result.budget_peak, outcome.result.seconds, 0.0, config, results, warnings, out_dir,
+             *d.session);
   remove_dual_slices(out_dir);
   fmt::print("selected={} iterations={} objective={:.6g} ranks={}", model.features.size(),
              outcome.result.iterations.size(), model.objective, comm.size());
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", out_dir);
+  print_test_and_model(results, out_dir);
   return 0;
 }
 
@@ -553,7 +531,6 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
     csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
                        p.last.relative_gap, cell(p.test.accuracy), cell(p.test.auc), p.seconds);
   }
-  write_file_atomic(out_dir + "/path.csv", csv);
   JsonWriter j;
   j.begin_object();
   j.key("engine_version").value(FGM_VERSION);
@@ -575,11 +552,7 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
   }
   j.end_array();
   write_config_section(j, config.dump());
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
-  session.finish();
+  finish_path(j, warnings, csv, config, out_dir, session);
   fmt::print("points={} seconds={:.3f} csv={}/path.csv", points.size(), outcome.seconds, out_dir);
 }
 
@@ -624,11 +597,10 @@ int path_mslr(SolverCommand& command) {
 // mpirun: the single-store path over engine/distributed_mslr.h. Every rank
 // runs it; rank 0 takes the points and writes every output (path.json with
 // "distributed"). Resume as train_mslr_partitioned, rank 0's state with the points.
-int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart) {
+int path_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                          RunWarnings& warnings) {
   check_same_configuration(comm, config);
   reject_transform_and_truth_on_partitions(config, "mslr");
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
   MslrSettings settings = path_settings_from_config(config);
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
@@ -659,8 +631,7 @@ int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart
   write_path(config, out_dir, path, outcome.result, settings.max_iterations, outcome.objective_no_features,
              [&](JsonWriter& j) {
                write_partitioned_data_section(j, dir, outcome.manifest);
-               write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
-                                         outcome.communication, ranks);
+               write_distributed_section(j, outcome, ranks);
              },
              warnings, *d.session);
   remove_dual_slices(out_dir);

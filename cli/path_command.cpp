@@ -145,9 +145,9 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
 }
 
 // The points' models (each atomic), then path.csv and path.json that name
-// them, and the report. `extra_json` adds sections to path.json.
+// them, and the report; the session closed. `extra_json` adds sections to path.json.
 void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, double ingest_seconds,
-                        const RunWarnings& warnings, const std::string& out_dir,
+                        const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session,
                         const std::function<void(JsonWriter&)>& extra_json) {
   const auto config_dump = config.dump();
   // Models first (each atomic), then the table and log that name them.
@@ -172,8 +172,6 @@ void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, d
                        p.seconds, p.apg_iterations, cell(p.cv.accuracy.mean), cell(p.cv.accuracy.se),
                        cell(p.cv.auc.mean), cell(p.cv.auc.se));
   }
-  write_file_atomic(out_dir + "/path.csv", csv);
-
   JsonWriter j;
   j.begin_object();
   j.key("solver").value("fgm");
@@ -190,10 +188,7 @@ void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, d
   write_folds(j, outcome);
   if (extra_json) extra_json(j);
   write_config_section(j, config_dump);
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+  finish_path(j, warnings, csv, config, out_dir, session);
 }
 
 void log_point(const PathPoint& p) {
@@ -234,28 +229,32 @@ void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, 
 // fgm path with a solver other than FGM: the shared setup (budget, data,
 // transforms, resume session), then the solver's own path (cli/solver_commands.h).
 int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
-  Communicator& world = world_communicator();
-  if (solver == SolverKind::kSifs && (world.size() > 1 || is_partitioned_store(config.get_string("data.train"))))
-    return path_sifs_partitioned(config, world, restart);  // fgm path checked require_partitioned_store
-  if (solver == SolverKind::kExclusive && is_partitioned_store(config.get_string("data.train")))
-    return path_exclusive_partitioned(config, restart);
-  if (solver == SolverKind::kMslr && is_partitioned_store(config.get_string("data.train")))
-    return path_mslr_partitioned(config, world, restart);
-  if (solver == SolverKind::kPnormKta && is_partitioned_store(config.get_string("data.train")))
-    return path_pnorm_kta_partitioned(config, restart);
   MemoryBudget budget(config.get_bytes("engine.memory_budget"));
+  RunWarnings warnings;
+  // fgm path checked require_partitioned_store: with more than one rank, data.train is partitioned.
+  if (is_partitioned_store(config.get_string("data.train"))) {
+    Communicator& world = world_communicator();
+    switch (solver) {
+      case SolverKind::kSifs:
+        return path_sifs_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kExclusive:
+        return path_exclusive_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kMslr:
+        return path_mslr_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kPnormKta:
+        return path_pnorm_kta_partitioned(config, budget, world, restart, warnings);
+      case SolverKind::kFgm:
+        break;
+    }
+  }
   TrainingData data = open_training_data(config.get_string("data.train"),
                                          training_data_options_from_config(config), budget);
   reject_store_mismatch(config, data.store->info());
   data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
                                         budget, config.get_bytes("engine.block_bytes"));
   const std::string out_dir = config.get_string("output.dir");
-  RunIdentity identity;
-  identity.command = "path";
-  identity.config = result_config(config.dump());
-  identity.store_checksum = data.store->info().store_checksum;
-  ResumeSession session(out_dir, identity, restart, "path.csv", budget);
-  RunWarnings warnings;
+  ResumeSession session(out_dir, store_run_identity(config, "path", data.store->info().store_checksum), restart,
+                        "path.csv", budget);
   SolverCommand command{config, data, budget, warnings, out_dir, &session};
   return dispatch_solver_path(solver, command);
 }
@@ -299,24 +298,6 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.end_object();
 }
 
-// The checkpoint a distributed path resumes from, on every rank: rank 0's
-// session decides (it holds output.dir, its lock and the checkpoint) and
-// tells the others, which read the same file (output.dir is on a file system
-// all ranks share, like the store). Empty: start from scratch.
-std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
-                                                  const std::string& out_dir, MemoryBudget& budget) {
-  int32_t resuming = session && session->resuming() ? 1 : 0;
-  comm.broadcast(&resuming, sizeof resuming, 0);
-  if (!resuming) return std::nullopt;
-  if (session) {
-    ResumeCheckpoint saved;
-    saved.path = std::move(*session->path());
-    if (TrainProgress* train = session->train()) saved.train = std::move(*train);
-    return saved;
-  }
-  return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
-}
-
 // Linear features without groups: a count beyond the store's width can never
 // be reached, so the path would deliver fewer points than asked (issue 23
 // item 9): refused before the run, naming path.features.
@@ -339,16 +320,8 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
   reject_unreachable_counts(config, ps, read_partition_manifest(dir).n_features);
   const std::string out_dir = config.get_string("output.dir");
   reject_multiclass_partitioned_path(comm, dir, budget);  // as on one store: before the lock and any output
-  std::unique_ptr<ResumeSession> session;
-  if (comm.rank() == 0) {
-    RunIdentity identity;
-    identity.command = "path";
-    identity.config = result_config(config.dump());
-    identity.config[kRanksIdentityKey] = std::to_string(comm.size());
-    identity.store_checksum = partitioned_store_identity(dir, read_partition_manifest(dir));
-    session = std::make_unique<ResumeSession>(out_dir, identity, restart, "path.csv", budget);
-    spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
-  }
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
+  if (session) spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
   std::optional<ResumeCheckpoint> saved = shared_checkpoint(comm, session.get(), out_dir, budget);
   PathHooks hooks;
   if (saved) {
@@ -370,9 +343,8 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
   }
   DistributedPathOutcome outcome = run_fgm_path_distributed(comm, dir, ps, budget, hooks);
   if (comm.rank() != 0) return 0;
-  write_path_outputs(config, outcome.path, ps.folds, 0.0, warnings, out_dir,
+  write_path_outputs(config, outcome.path, ps.folds, 0.0, warnings, out_dir, *session,
                      [&](JsonWriter& j) { write_distributed_path_section(j, outcome); });
-  session->finish();
   print_path_summary(outcome.path, out_dir, fmt::format(" ranks={}", comm.size()));
   return 0;
 }
@@ -434,12 +406,8 @@ Command add_path(CLI::App& app) {
     reject_unreachable_counts(config, ps, data.store->info().n_features);
     const std::string out_dir = config.get_string("output.dir");
     create_output_directory(out_dir, "output.dir");
-    auto config_dump = config.dump();
-    RunIdentity identity;
-    identity.command = "path";
-    identity.config = result_config(config_dump);
-    identity.store_checksum = data.store->info().store_checksum;
-    ResumeSession session(out_dir, identity, args->restart, "path.csv", budget);
+    ResumeSession session(out_dir, store_run_identity(config, "path", data.store->info().store_checksum),
+                          args->restart, "path.csv", budget);
     if (session.resuming()) {
       const PathProgress& saved = *session.path();
       const TrainProgress* run = session.train();
@@ -462,8 +430,7 @@ Command add_path(CLI::App& app) {
     hooks.on_fold_end = log_fold_end;
     PathOutcome outcome = run_fgm_path(*data.store, ps, budget, hooks);
 
-    write_path_outputs(config, outcome, ps.folds, data.ingest_seconds, warnings, out_dir, {});
-    session.finish();
+    write_path_outputs(config, outcome, ps.folds, data.ingest_seconds, warnings, out_dir, session, {});
     print_path_summary(outcome, out_dir, "");
     return 0;
   }};

@@ -15,7 +15,6 @@
 // data-parallel (engine/distributed_kta.h); rank 0 writes the same outputs
 // plus the distributed sections. The RBF kernel is refused there.
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -146,14 +145,14 @@ void log_point(const KtaPoint& p) {
 }
 
 // A path's outputs: point-<n>.fgm (the linear SVMs), path.csv, path.json
-// (`extra_json` adds sections), the report and the result line
-// (`summary_extra` ends it).
+// (`extra_json` adds sections), the report, the closed session and the
+// result line (`summary_extra` ends it).
 class KtaPathWriter {
  public:
   explicit KtaPathWriter(const Config& config) : config_(config) {}
 
   void write(const KtaSettings& settings, const KtaRun& run, const std::string& out_dir, double ingest_seconds,
-             const RunWarnings& warnings, const std::function<void(JsonWriter&)>& extra_json,
+             const RunWarnings& warnings, ResumeSession& session, const std::function<void(JsonWriter&)>& extra_json,
              const std::string& summary_extra) const {
     create_output_directory(out_dir, "output.dir");
     // Models first (each atomic), then the table and log that name them.
@@ -170,7 +169,6 @@ class KtaPathWriter {
       seconds += p.path_seconds + p.svm_seconds;
       csv += csv_row(p, seconds);
     }
-    write_file_atomic(out_dir + "/path.csv", csv);
     JsonWriter j;
     j.begin_object();
     j.key("solver").value("pnorm_kta");
@@ -190,10 +188,7 @@ class KtaPathWriter {
     j.key("peak_rss_bytes").value(peak_rss_bytes());
     if (extra_json) extra_json(j);
     write_config_section(j, result_config(config_.dump()));
-    write_warnings(j, warnings);
-    j.end_object();
-    write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-    if (config_.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
+    finish_path(j, warnings, csv, config_, out_dir, session);
     print_summary(run, out_dir, summary_extra);
   }
 
@@ -234,8 +229,7 @@ int path_pnorm_kta(SolverCommand& cmd) {
   spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", run.alignments.size(), run.alignment_seconds,
                format_bytes(run.alignment_pass.bytes_streamed));
   run_kta_path(store, settings, cmd.budget, run, [](const KtaPoint& p, const kta::PathPoint&) { log_point(p); });
-  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, {}, "");
-  if (cmd.session) cmd.session->finish();
+  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, *cmd.session, {}, "");
   return 0;
 }
 
@@ -260,11 +254,6 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
                         const KtaTrainOutput& output) {
   Model& model = trained.model;
   model.config = config.dump();
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) {
-    test = evaluate_test_file_keeping_model(config, model, output.budget, output.warnings);
-  }
   // The selected features: a linear model's weights, or a kernel SVM's
   // features with their kernel weights d_j.
   std::vector<ModelFeature> selected = model.features;
@@ -277,13 +266,8 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
       selected.push_back(f);
     }
   }
+  const ModelResults results = score_and_write_model(config, model, &selected, output.budget, output.warnings);
   spdlog::info("pnorm_kta at p={:.4g}: {} features selected", run.points.back().p, selected.size());
-  const bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), selected);
-
-  create_output_directory(output.out_dir, "output.dir");
-  write_model((std::filesystem::path(output.out_dir) / "model.fgm").string(), model);
   JsonWriter j;
   output.begin_json(j, model.config);
   write_kta_section(j, settings, run);
@@ -304,17 +288,16 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
     j.key("C").value(model.C);
     j.end_object();
   }
-  finish_run(j, output.budget, output.budget_peak, output.train_seconds, output.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, output.warnings, output.out_dir,
-             output.session);
+  finish_run(j, output.budget, output.budget_peak, output.train_seconds, output.ingest_seconds, config, results,
+             output.warnings, output.out_dir, output.session);
 
-  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
+  print_truth(results, false);
   fmt::print("p={:.4g} selected={}", run.points.back().p, selected.size());
   if (model.has_kernel_svm())
     fmt::print(" support_vectors={}", model.kernel_svm.n_support());
   else
     fmt::print(" objective={:.6g}", model.objective);
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
+  if (results.test) fmt::print(" accuracy={:.4f} auc={:.4f}", results.test->accuracy, results.test->auc);
   fmt::print("{} model={}/model.fgm\n", output.summary_extra, output.out_dir);
   return 0;
 }
@@ -333,15 +316,6 @@ void reject_kta_on_partitions(const Config& config) {
                 fmt::format("{}features.transform: a feature transform is not supported by solver = \"pnorm_kta\" "
                             "on a partitioned store yet (docs/distributed.md lists what is distributed)",
                             config.where_set("features.transform")));
-}
-
-// Rank 0's resume session (output.dir and its lock; a KTA run has no checkpoint).
-std::unique_ptr<ResumeSession> rank0_session(const Config& config, Communicator& comm, const char* command,
-                                             const char* product, bool restart, MemoryBudget& budget) {
-  if (comm.rank() != 0) return nullptr;
-  RunIdentity identity = partitioned_run_identity(config, comm.size());
-  identity.command = command;
-  return std::make_unique<ResumeSession>(config.get_string("output.dir"), identity, restart, product, budget);
 }
 
 }  // namespace
@@ -373,7 +347,7 @@ int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Comm
   KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "train", "model.fgm", restart, budget);
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
   const auto start = std::chrono::steady_clock::now();
   DistributedKtaOutcome outcome = train_kta_distributed(comm, dir, settings, budget);
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -381,16 +355,14 @@ int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Comm
   if (comm.rank() != 0) return 0;
   const KtaTrainOutput output{budget, outcome.budget_peak, train_seconds, 0.0, warnings, out_dir, *session,
                               [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                                begin_partitioned_run_json(j, "pnorm_kta", dir, outcome.manifest, dump);
-                                write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions,
-                                                          outcome.communication, ranks);
+                                begin_partitioned_run_json(j, "pnorm_kta", dir, dump, outcome, ranks);
                               },
                               fmt::format(" ranks={}", comm.size())};
   return write_train_outputs(config, settings, outcome.run, outcome.trained, output);
 }
 
-int path_pnorm_kta_partitioned(const Config& config, bool restart) {
-  Communicator& comm = world_communicator();
+int path_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                               RunWarnings& warnings) {
   check_same_configuration(comm, config);
   reject_kta_ignored_keys(config, KtaCommand::kPath);
   reject_kta_on_partitions(config);
@@ -399,11 +371,9 @@ int path_pnorm_kta_partitioned(const Config& config, bool restart) {
     settings.test_path.clear();
     settings.validation_path.clear();
   }
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
   settings.warnings = &warnings;
   const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = rank0_session(config, comm, "path", "path.csv", restart, budget);
+  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
   if (session)
     spdlog::info("pnorm_kta path on partitioned store {} with {} rank(s): p {} -> {} step {}", dir, comm.size(),
                  settings.path.p_start, settings.path.p_end, settings.path.p_step);
@@ -414,14 +384,12 @@ int path_pnorm_kta_partitioned(const Config& config, bool restart) {
   const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
   if (comm.rank() != 0) return 0;
   KtaPathWriter(config).write(
-      settings, outcome.run, out_dir, 0.0, warnings,
+      settings, outcome.run, out_dir, 0.0, warnings, *session,
       [&](JsonWriter& j) {
         write_partitioned_data_section(j, dir, outcome.manifest);
-        write_distributed_section(j, outcome.ranks, outcome.manifest, outcome.own_partitions, outcome.communication,
-                                  ranks);
+        write_distributed_section(j, outcome, ranks);
       },
       fmt::format(" ranks={}", comm.size()));
-  session->finish();
   return 0;
 }
 

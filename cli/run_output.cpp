@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "core/atomic_file.h"
 #include "core/hash.h"
 #include "core/messages.h"
@@ -18,14 +20,14 @@ namespace {
 // test metrics (macro AUC for multi-class) and the planted-truth recovery.
 void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak,
                                 double train_seconds, double ingest_seconds, const Config& config,
-                                const EvalResult* test, const TruthRecovery* truth) {
+                                const ModelResults& results) {
   j.key("memory_budget_bytes").value(budget.limit());
   j.key("memory_budget_peak_bytes").value(budget_peak);
   j.key("peak_rss_bytes").value(peak_rss_bytes());
   j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
   j.key("train_seconds").value(train_seconds);
   j.key("total_seconds").value(train_seconds + ingest_seconds);
-  if (test) {
+  if (const auto& test = results.test) {
     j.key("test").begin_object();
     j.key("path").value(config.get_string("data.test"));
     j.key("rows").value(test->rows);
@@ -33,7 +35,7 @@ void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint6
     j.key("auc").value(test->auc);
     j.end_object();
   }
-  if (truth) {
+  if (const auto& truth = results.truth) {
     j.key("truth").begin_object();
     j.key("planted").value(truth->planted);
     j.key("recovered").value(truth->recovered);
@@ -85,14 +87,56 @@ void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutc
   j.end_object();
 }
 
+ModelResults score_and_write_model(const Config& config, const Model& model,
+                                   const std::vector<ModelFeature>* truth_among, MemoryBudget& budget,
+                                   RunWarnings& warnings) {
+  ModelResults results;
+  if (!config.get_string("data.test").empty())
+    results.test = evaluate_test_file_keeping_model(config, model, budget, warnings);
+  if (truth_among && !config.get_string("data.truth").empty())
+    results.truth = recover_truth(config.get_string("data.truth"), *truth_among);
+  const std::string out_dir = config.get_string("output.dir");
+  create_output_directory(out_dir, "output.dir");
+  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  return results;
+}
+
+std::vector<ModelFeature> all_features(const Model& model) {
+  std::vector<ModelFeature> all = model.features;
+  for (const auto& c : model.classes) all.insert(all.end(), c.features.begin(), c.features.end());
+  return all;
+}
+
+void print_truth(const ModelResults& results, bool cross) {
+  if (!results.truth) return;
+  const TruthRecovery& t = *results.truth;
+  fmt::print("recovered={}/{} ", t.recovered, t.planted);
+  if (cross && t.planted_cross > 0) fmt::print("recovered_cross={}/{} ", t.recovered_cross, t.planted_cross);
+}
+
+void print_test_and_model(const ModelResults& results, const std::string& out_dir) {
+  if (results.test) fmt::print(" accuracy={:.4f} auc={:.4f}", results.test->accuracy, results.test->auc);
+  fmt::print(" model={}/model.fgm\n", out_dir);
+}
+
 void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
-                double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
-                const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session) {
-  write_resources_test_truth(j, budget, budget_peak, train_seconds, ingest_seconds, config, test, truth);
+                double ingest_seconds, const Config& config, const ModelResults& results, const RunWarnings& warnings,
+                const std::string& out_dir, ResumeSession& session) {
+  write_resources_test_truth(j, budget, budget_peak, train_seconds, ingest_seconds, config, results);
   write_warnings(j, warnings);
   j.end_object();
   write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
   if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
+  session.finish();
+}
+
+void finish_path(JsonWriter& j, const RunWarnings& warnings, const std::string& csv, const Config& config,
+                 const std::string& out_dir, ResumeSession& session) {
+  write_warnings(j, warnings);
+  j.end_object();
+  write_file_atomic((std::filesystem::path(out_dir) / "path.csv").string(), csv);
+  write_file_atomic((std::filesystem::path(out_dir) / "path.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
   session.finish();
 }
 

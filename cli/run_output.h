@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,30 @@ struct TruthRecovery {
 
 // How many planted features (data.truth) are among `features`.
 TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features);
+
+// What a train run learns of its final model before writing anything:
+// data.test's metrics and data.truth's recovery, each when configured.
+struct ModelResults {
+  std::optional<EvalResult> test;
+  std::optional<TruthRecovery> truth;
+  const EvalResult* test_or_null() const { return test ? &*test : nullptr; }
+};
+
+// The end of a train run before run.json: data.test scored
+// (evaluate_test_file_keeping_model), data.truth recovered among
+// `truth_among` (null: not recovered), then output.dir/model.fgm written.
+ModelResults score_and_write_model(const Config& config, const Model& model,
+                                   const std::vector<ModelFeature>* truth_among, MemoryBudget& budget,
+                                   RunWarnings& warnings);
+
+// The features of `model` and of every class of a multi-class model.
+std::vector<ModelFeature> all_features(const Model& model);
+
+// The result line of `fgm train`: its opening "recovered=R/P " with
+// data.truth (and "recovered_cross=R/P " when `cross` and crosses were
+// planted), and its end " accuracy=… auc=…" with data.test, then the model.
+void print_truth(const ModelResults& results, bool cross);
+void print_test_and_model(const ModelResults& results, const std::string& out_dir);
 
 // The opening of run.json (and of a path's path.json): the object begins,
 // then engine_version, solver, data and config.
@@ -59,6 +84,31 @@ void write_config_section(JsonWriter& j, const std::map<std::string, std::string
 void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutcome& o, int index_base,
                      const double* test_auc);
 
+// run.json of a one-vs-rest FGM run after its opening (single-store and
+// distributed): "multiclass", each class run (write_class_run: class c is
+// labels[c] with rows[c] rows) and their totals; `scoring_passes` counts the
+// store's streams, which classes in lockstep share.
+template <class ClassRun>  // TrainOutcome or one derived from it
+void write_one_vs_rest_runs(JsonWriter& j, const std::vector<ClassRun>& classes, const std::vector<double>& labels,
+                            const std::vector<uint64_t>& rows, int index_base, const EvalResult* test, bool lockstep,
+                            uint64_t scoring_passes) {
+  j.key("multiclass").value("ovr");
+  j.key("iterations").begin_array().end_array();  // per class, below
+  j.key("classes").begin_array();
+  uint64_t selected = 0, total_apg = 0;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    selected += classes[c].model.features.size();
+    total_apg += classes[c].total_apg_iterations;
+    write_class_run(j, labels[c], rows[c], classes[c], index_base, test ? &test->class_auc[c] : nullptr);
+  }
+  j.end_array();
+  j.key("selected_total").value(selected);
+  j.key("iterations_restored").value(uint64_t{0});
+  j.key("total_apg_iterations").value(total_apg);
+  j.key("lockstep").value(lockstep);
+  j.key("scoring_passes").value(scoring_passes);
+}
+
 // "selected_features": id (in the file's index base), kind, group, weight, batch.
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base);
 
@@ -69,7 +119,13 @@ void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 // test metrics, truth recovery and warnings close run.json's object; the file
 // is written atomically, then the report, then the resume session is closed.
 void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
-                double ingest_seconds, const Config& config, const EvalResult* test, const TruthRecovery* truth,
-                const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session);
+                double ingest_seconds, const Config& config, const ModelResults& results, const RunWarnings& warnings,
+                const std::string& out_dir, ResumeSession& session);
+
+// The end of every path run: the warnings close path.json's object, path.csv
+// (`csv`) and path.json are written atomically, then the report, and the
+// resume session is closed.
+void finish_path(JsonWriter& j, const RunWarnings& warnings, const std::string& csv, const Config& config,
+                 const std::string& out_dir, ResumeSession& session);
 
 }  // namespace fgm::cli

@@ -13,7 +13,6 @@
 #include <functional>
 #include <optional>
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -23,14 +22,11 @@
 #include "cli/solver_commands.h"
 #include "core/atomic_file.h"
 #include "core/clock.h"
-#include "core/error.h"
 #include "core/json_writer.h"
-#include "core/messages.h"
 #include "core/path_checks.h"
 #include "engine/distributed_sifs.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
-#include "io/partitioned_store.h"
 #include "engine/sifs_run.h"
 #include "report/report_page.h"
 
@@ -68,10 +64,9 @@ struct PathTotals {
   SifsPassCounters passes;
 };
 
-// The grid of `solver`; on_point gets each point and its solution.
+// The grid of `solver`; on_point gets each point and its solution. The
+// caller times it (seconds, cpu_seconds), with its own setup.
 PathTotals run_solver_grid(SifsSolver& solver, const std::function<void(const SifsPoint&, const SifsReference&)>& on_point) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::clock_t cpu0 = std::clock();
   PathTotals totals;
   solver.run_path([&](const SifsPoint& p, const SifsReference& sol) {
     totals.points.push_back(p);
@@ -81,8 +76,6 @@ PathTotals run_solver_grid(SifsSolver& solver, const std::function<void(const Si
     totals.not_converged += !p.converged;
     if (on_point) on_point(p, sol);
   });
-  totals.seconds = seconds_since(t0);
-  totals.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   return totals;
 }
 
@@ -281,15 +274,9 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
     j.key("max_objective_excess_over_gaps").value(worst);
   }
   if (extra) extra(j);
-  write_warnings(j, warnings);
-  j.end_object();
-
   create_output_directory(out_dir, "output.dir");
   write_model(fmt::format("{}/point-{}.fgm", out_dir, fp.best), fp.featured);
-  write_file_atomic(out_dir + "/path.csv", csv);
-  write_file_atomic(out_dir + "/path.json", j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
-  session.finish();
+  finish_path(j, warnings, csv, config, out_dir, session);
   fmt::print("solver=sifs points={} seconds={:.3f}", screened.points.size(), screened.seconds);
   if (baseline) fmt::print(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds, baseline->seconds / screened.seconds);
   fmt::print(" path={}/path.csv\n", out_dir);
@@ -302,7 +289,7 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
 struct PartitionedSifs {
   std::unique_ptr<ResumeSession> session;  // rank 0: output.dir, its lock
   std::unique_ptr<DistributedSifsPasses> passes;
-  DistributedOutcome outcome;  // ranks, manifest, own partitions and the communication records
+  PartitionedRun outcome;
   CommunicationStats last;
 
   // The communication since the last record, as phase `phase` of step `step`.
@@ -320,17 +307,10 @@ PartitionedSifs open_partitioned_sifs(const Config& config, Communicator& comm, 
   check_same_configuration(comm, config);
   const std::string dir = config.get_string("data.train");
   PartitionedSifs run;
-  if (comm.rank() == 0) {
-    const RunIdentity identity = partitioned_run_identity(config, comm.size(), command);
-    run.session = std::make_unique<ResumeSession>(config.get_string("output.dir"), identity, restart, final_output,
-                                                  budget);
-  }
+  run.session = open_rank0_session(config, comm, command, final_output, restart, budget);
   run.passes = std::make_unique<DistributedSifsPasses>(comm, dir, scheduler_options_from_config(config),
                                                        config.get_bytes("engine.block_bytes"), budget);
-  run.outcome.ranks = comm.size();
-  run.outcome.manifest = run.passes->manifest();
-  run.outcome.first_partition = run.passes->own().range().first;
-  run.outcome.own_partitions = run.passes->own().range().count;
+  run.outcome.describe(run.passes->own());
   spdlog::info("sifs on partitioned store {} with {} rank(s): {} rows, {} non-empty features, {} partitions",
                dir, comm.size(), run.outcome.manifest.n_rows, run.passes->columns(), run.outcome.manifest.partitions);
   return run;
@@ -362,30 +342,19 @@ int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communica
   const std::vector<RankResources> ranks = gather_rank_resources(comm, budget.peak());
   if (comm.rank() != 0) return 0;
   const std::string out_dir = config.get_string("output.dir");
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("sifs");
-  write_partitioned_data_section(j, config.get_string("data.train"), run.outcome.manifest);
-  write_config_section(j, model.config);
-  write_distributed_section(j, run.outcome, ranks);
+  begin_partitioned_run_json(j, "sifs", config.get_string("data.train"), model.config, run.outcome, ranks);
   write_train_sections(j, solver, trained, run.passes->layout(), model);
   j.key("solver_reductions").value(solver.reductions());
   j.key("total_bytes_streamed").value(run.passes->counters().bytes_streamed);
-  finish_run(j, budget, budget.peak(), train_seconds, 0.0, config, has_test ? &test : nullptr, nullptr, warnings,
-             out_dir, *run.session);
-  print_trained(trained, has_test ? &test : nullptr, out_dir, fmt::format(" ranks={}", comm.size()));
+  finish_run(j, budget, budget.peak(), train_seconds, 0.0, config, results, warnings, out_dir, *run.session);
+  print_trained(trained, results.test_or_null(), out_dir, fmt::format(" ranks={}", comm.size()));
   return 0;
 }
 
-int path_sifs_partitioned(const Config& config, Communicator& comm, bool restart) {
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
+int path_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                          RunWarnings& warnings) {
   PartitionedSifs run = open_partitioned_sifs(config, comm, budget, restart, "path", "path.csv");
   const SifsSettings settings = sifs_settings_from_config(config);
   FeaturedPoint fp(config);
@@ -433,23 +402,14 @@ int train_sifs(SolverCommand& cmd) {
   Model model = sifs_model(store, *run->data, trained.solution, trained.last.objective);
   model.config = config.dump();
 
-  const bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) {
-    test = evaluate_test_file_keeping_model(config, model, cmd.budget, cmd.warnings);
-  }
-  const bool has_truth = !config.get_string("data.truth").empty() && !model.multiclass();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), model.features);
-
-  create_output_directory(cmd.out_dir, "output.dir");
-  write_model((std::filesystem::path(cmd.out_dir) / "model.fgm").string(), model);
+  const ModelResults results = score_and_write_model(config, model, model.multiclass() ? nullptr : &model.features,
+                                                     cmd.budget, cmd.warnings);
   JsonWriter j;
   begin_run_json(j, "sifs", config, cmd.data, model.config);
   write_train_sections(j, solver, trained, run->layout, model);
-  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, cmd.warnings, cmd.out_dir, *cmd.session);
-  print_trained(trained, has_test ? &test : nullptr, cmd.out_dir, "");
+  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config, results, cmd.warnings,
+             cmd.out_dir, *cmd.session);
+  print_trained(trained, results.test_or_null(), cmd.out_dir, "");
   return 0;
 }
 

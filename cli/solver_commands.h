@@ -29,18 +29,12 @@ struct SolverCommand {
 // solver = "sifs" (cli/sifs_command.cpp).
 int train_sifs(SolverCommand& command);
 int path_sifs(SolverCommand& command);
-// solver = "sifs" on a partitioned store, with or without mpirun (rank 0 writes the outputs).
-int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                           RunWarnings& warnings);
-int path_sifs_partitioned(const Config& config, Communicator& comm, bool restart);
 // solver = "exclusive" (cli/exclusive_command.cpp).
 int train_exclusive(SolverCommand& command);
 int path_exclusive(SolverCommand& command);
 // solver = "mslr" (cli/mslr_command.cpp).
 int train_mslr(SolverCommand& command);
 int path_mslr(SolverCommand& command);
-// fgm path with solver = "mslr" on a partitioned store, with or without mpirun (rank 0 writes the outputs).
-int path_mslr_partitioned(const Config& config, Communicator& comm, bool restart);
 
 // Run `solver` (not kFgm) for `fgm train` / `fgm path`; the process exit code.
 int dispatch_solver_train(SolverKind solver, SolverCommand& command);
@@ -49,10 +43,25 @@ int dispatch_solver_path(SolverKind solver, SolverCommand& command);
 // solver = "pnorm_kta" (cli/pnorm_kta_command.cpp).
 int train_pnorm_kta(SolverCommand& command);
 int path_pnorm_kta(SolverCommand& command);
-// solver = "pnorm_kta" (kta.kernel = "linear") on a partitioned store, with or
-// without mpirun (rank 0 writes the outputs).
+
+// Each solver on a partitioned store, with or without mpirun (every rank runs
+// it; rank 0 writes the outputs): sifs, exclusive, mslr and pnorm_kta with
+// kta.kernel = "linear" (engine/distributed_<solver>.h).
+int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                           RunWarnings& warnings);
+int path_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                          RunWarnings& warnings);
+int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                                RunWarnings& warnings);
+int path_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                               RunWarnings& warnings);
+int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                           RunWarnings& warnings);
+int path_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                          RunWarnings& warnings);
 int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
                                 RunWarnings& warnings);
-int path_pnorm_kta_partitioned(const Config& config, bool restart);
+int path_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
+                               RunWarnings& warnings);
 
 }  // namespace fgm::cli

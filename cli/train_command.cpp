@@ -1,6 +1,4 @@
 // fgm train: config + overrides -> store -> FGM -> model.fgm + run.json
-#include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,20 +12,14 @@
 #include "cli/run_output.h"
 #include "cli/solver_commands.h"
 #include "cli/resume.h"
-#include "core/atomic_file.h"
 #include "core/config.h"
-#include "core/hash.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
-#include "core/simd/simd.h"
-#include "engine/evaluate.h"
 #include "engine/one_vs_rest.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
-#include "synth/synthetic_data.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 
@@ -56,51 +48,19 @@ int train_multiclass(const Config& config, const TrainSettings& settings, const 
                format_bytes(outcome.bytes_streamed));
   Model& model = outcome.model;
   model.config = config.dump();
-  uint64_t selected = 0;
-  std::vector<ModelFeature> all_features;
-  for (const auto& c : model.classes) {
-    selected += c.features.size();
-    all_features.insert(all_features.end(), c.features.begin(), c.features.end());
-  }
-
-  bool has_test = !config.get_string("data.test").empty();
-  EvalResult test;
-  if (has_test) {
-    test = evaluate_test_file_keeping_model(config, model, budget, warnings);
-  }
-  bool has_truth = !config.get_string("data.truth").empty();
-  TruthRecovery truth;
-  if (has_truth) truth = recover_truth(config.get_string("data.truth"), all_features);
-
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+  const std::vector<ModelFeature> selected = all_features(model);
+  const ModelResults results = score_and_write_model(config, model, &selected, budget, warnings);
   JsonWriter j;
   begin_run_json(j, "fgm", config, data, model.config);
-  j.key("multiclass").value("ovr");
-  j.key("iterations").begin_array().end_array();  // per class, below
-  j.key("classes").begin_array();
-  uint64_t total_apg = 0;
-  for (size_t c = 0; c < outcome.classes.size(); ++c) {
-    const TrainOutcome& o = outcome.classes[c];
-    total_apg += o.total_apg_iterations;
-    write_class_run(j, info.class_values[c], info.class_counts[c], o, model.index_base,
-                    has_test ? &test.class_auc[c] : nullptr);
-  }
-  j.end_array();
-  j.key("selected_total").value(selected);
-  j.key("iterations_restored").value(uint64_t{0});
-  j.key("total_apg_iterations").value(total_apg);
-  // Lockstep classes share their passes: the store's actual streaming.
-  j.key("lockstep").value(outcome.lockstep);
-  j.key("scoring_passes").value(outcome.scoring_passes);
+  write_one_vs_rest_runs(j, outcome.classes, info.class_values, info.class_counts, model.index_base,
+                         results.test_or_null(), outcome.lockstep, outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.bytes_streamed);
-  finish_run(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
-             has_test ? &test : nullptr, has_truth ? &truth : nullptr, warnings, out_dir, session);
+  finish_run(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config, results, warnings,
+             out_dir, session);
 
-  if (has_truth) fmt::print("recovered={}/{} ", truth.recovered, truth.planted);
-  fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
-  if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-  fmt::print(" model={}/model.fgm\n", out_dir);
+  print_truth(results, false);
+  fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected.size(), model.objective);
+  print_test_and_model(results, out_dir);
   return 0;
 }
 
@@ -147,11 +107,8 @@ Command add_train(CLI::App& app) {
     data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
                                           budget, config.get_bytes("engine.block_bytes"));
     const StoreInfo& info = data.store->info();
-    RunIdentity identity;
-    identity.command = "train";
-    identity.config = result_config(config.dump());
-    identity.store_checksum = info.store_checksum;
-    ResumeSession session(out_dir, identity, args->restart, "model.fgm", budget);
+    ResumeSession session(out_dir, store_run_identity(config, "train", info.store_checksum), args->restart,
+                          "model.fgm", budget);
     if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm) {
       SolverCommand command{config, data, budget, warnings, out_dir, &session};
       return dispatch_solver_train(solver, command);
@@ -187,20 +144,8 @@ Command add_train(CLI::App& app) {
     outcome.model.config = config.dump();
 
     // data.test passed its syntax pass before training; if evaluating it fails, the model is kept.
-    bool has_test = !config.get_string("data.test").empty();
-    EvalResult test;
-    if (has_test) {
-      test = evaluate_test_file_keeping_model(config, outcome.model, budget, warnings);
-    }
-    bool has_truth = !config.get_string("data.truth").empty();
-    TruthRecovery truth;
-    if (has_truth) truth = recover_truth(config.get_string("data.truth"), outcome.model.features);
-    const uint64_t recovered = truth.recovered, planted = truth.planted;
-    const uint64_t recovered_cross = truth.recovered_cross, planted_cross = truth.planted_cross;
-
-    create_output_directory(out_dir, "output.dir");
-    write_model((std::filesystem::path(out_dir) / "model.fgm").string(), outcome.model);
-
+    const ModelResults results =
+        score_and_write_model(config, outcome.model, &outcome.model.features, budget, warnings);
     JsonWriter j;
     begin_run_json(j, "fgm", config, data, outcome.model.config);
     j.key("iterations").begin_array();
@@ -214,17 +159,13 @@ Command add_train(CLI::App& app) {
     j.key("bias").value(outcome.model.bias);
     j.key("total_apg_iterations").value(outcome.total_apg_iterations);
     j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-    finish_run(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config,
-               has_test ? &test : nullptr, has_truth ? &truth : nullptr, warnings, out_dir, session);
+    finish_run(j, budget, outcome.budget_peak, outcome.seconds, data.ingest_seconds, config, results, warnings,
+               out_dir, session);
 
-    if (has_truth) {
-      fmt::print("recovered={}/{} ", recovered, planted);
-      if (planted_cross > 0) fmt::print("recovered_cross={}/{} ", recovered_cross, planted_cross);
-    }
+    print_truth(results, true);
     fmt::print("selected={} iterations={} objective={:.6g}", outcome.model.features.size(),
                outcome.iterations.size(), outcome.model.objective);
-    if (has_test) fmt::print(" accuracy={:.4f} auc={:.4f}", test.accuracy, test.auc);
-    fmt::print(" model={}/model.fgm\n", out_dir);
+    print_test_and_model(results, out_dir);
     return 0;
   }};
 }

@@ -147,9 +147,7 @@ class ExclusiveRun {
     SchedulerOptions scheduler;
     scheduler.threads = settings.threads;
     own_ = std::make_unique<OwnPartitions>(comm, dir, scheduler, settings.block_bytes, budget);
-    out_.manifest = own_->manifest();
-    out_.ranks = comm.size();
-    out_.own_partitions = own_->range().count;
+    out_.describe(*own_);
     design_ = std::make_unique<PartitionedDesign>(*own_, budget);
     read_classes();
     labels_memory_ = budget.reserve(design_->rows() * sizeof(double), "exclusive: labels of this rank's rows");

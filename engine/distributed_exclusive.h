@@ -64,17 +64,13 @@ class PartitionedDesign final : public exclusive::Design {
 // A distributed exclusive run and its communication by phase (run.json's
 // "distributed" section: iteration 0 is the setup, iteration c + 1 class c's
 // fit; a path is one phase).
-struct DistributedExclusiveOutcome {
+struct DistributedExclusiveOutcome : PartitionedRun {
   Model model;                            // binary: the fit's model; multi-class: one per class
   // The fits: binary, one; multi-class, one per class (one-vs-rest, in class
   // order); a path, one per λ of exclusive.path_lambda.
   std::vector<ExclusiveOutcome> classes;
   std::vector<double> class_values;       // the sorted labels of all partitions
   std::vector<uint64_t> class_counts;     // rows of each class, over all partitions
-  std::vector<CommunicationRecord> communication;
-  PartitionManifest manifest;
-  int ranks = 1;
-  uint32_t own_partitions = 0;
   uint64_t budget_peak = 0;
   double seconds = 0;
 };

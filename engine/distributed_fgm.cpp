@@ -167,10 +167,7 @@ class DistributedRun {
 };
 
 void DistributedRun::open_partitions() {
-  out_.manifest = own_->manifest();
-  out_.ranks = comm_.size();
-  out_.first_partition = own_->range().first;
-  out_.own_partitions = own_->range().count;
+  out_.describe(*own_);
 }
 
 // Labels as ±1 by the classes of ALL partitions (a partition may lack one
@@ -737,6 +734,11 @@ DistributedOutcome DistributedRun::finish(bool certified) {
   if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
   if (settings_.check_chance_level) check_chance_level();
   out_.model = make_model(objective_);
+  for (const IterationRecord& r : out_.iterations) {
+    out_.total_apg_iterations += r.apg_iterations;
+    out_.total_line_search_steps += r.apg_line_search_steps;
+    out_.total_gradient_evaluations += r.apg_gradient_evaluations;
+  }
   out_.budget_peak = budget_.peak();
   out_.seconds = seconds_since(start_);
   return std::move(out_);

@@ -24,7 +24,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -48,26 +47,27 @@ struct CommunicationRecord {
   std::vector<int> shared_by = {};  // one-vs-rest in lockstep: the classes a shared scoring pass served
 };
 
-struct DistributedOutcome {
-  Model model;
-  std::vector<IterationRecord> iterations;
+// What every partitioned run reports besides its result (run.json's
+// "distributed"): the store, the rank count, this rank's partitions and its
+// communication.
+struct PartitionedRun {
   std::vector<CommunicationRecord> communication;
-  std::string stop_reason;
-  double objective_no_features = 0;  // F_0 = P(0)
-  // (37) of the final α: from the pass that ended the loop (no_new_features,
-  // eps_outer) or the final certificate; NaN when fgm.final_certificate is off.
-  double final_sip_violation = std::numeric_limits<double>::quiet_NaN();
   PartitionManifest manifest;
   int ranks = 1;
   uint32_t first_partition = 0, own_partitions = 0;
-  uint64_t total_bytes_streamed = 0;
+  // The store and the partitions that `own` opened.
+  void describe(OwnPartitions& own) {
+    manifest = own.manifest();
+    ranks = own.comm().size();
+    first_partition = own.range().first;
+    own_partitions = own.range().count;
+  }
+};
+
+// The single-store outcome (model, iterations, stop reason, totals over the
+// iterations, diagnostics; scoring_passes unset) and the partitioned run.
+struct DistributedOutcome : TrainOutcome, PartitionedRun {
   uint64_t iterations_restored = 0;  // outer iterations taken from a checkpoint
-  uint64_t budget_peak = 0;          // this rank's MemoryBudget peak
-  double seconds = 0;
-  // Diagnostics behind the warnings (engine/fgm_trainer.h TrainOutcome).
-  double value_span = 0;
-  double train_accuracy = std::numeric_limits<double>::quiet_NaN();
-  double majority_rate = std::numeric_limits<double>::quiet_NaN();
   // One-vs-rest (more than two label values): `model` is the multi-class
   // model (combine_class_models), classes[c] the binary run of class
   // class_labels[c] against the rest (+1: that class), class_rows[c] its rows

@@ -78,9 +78,7 @@ class KtaPartitions {
  public:
   KtaPartitions(Communicator& comm, const std::string& dir, const KtaSettings& settings, MemoryBudget& budget)
       : comm_(comm), budget_(budget), own_(comm, dir, settings.scheduler, settings.block_bytes, budget) {
-    out_.manifest = own_.manifest();
-    out_.ranks = comm.size();
-    out_.own_partitions = own_.range().count;
+    out_.describe(own_);
     const CommunicationStats before = comm.stats();
     read_labels();
     out_.communication.push_back({0, "labels", since(comm.stats(), before)});

@@ -28,16 +28,12 @@
 
 namespace fgm {
 
-struct DistributedKtaOutcome {
+struct DistributedKtaOutcome : PartitionedRun {
   KtaRun run;
   KtaTrained trained;  // fgm train: the SVM at kta.p
-  // Phases: iteration 0 "alignments"; a path's point k (1-based) "svm" as
-  // iteration k; fgm train's model "svm" as iteration 1.
-  std::vector<CommunicationRecord> communication;
-  PartitionManifest manifest;
-  int ranks = 1;
-  uint32_t own_partitions = 0;
   uint64_t budget_peak = 0;
+  // The communication's phases: iteration 0 "alignments"; a path's point k
+  // (1-based) "svm" as iteration k; fgm train's model "svm" as iteration 1.
 };
 
 // fgm path: the alignments, the path and, when settings.evaluate, a linear

@@ -73,9 +73,7 @@ class DistributedMslrRun {
 // This rank's partitions, labels as ±1 by the classes of all partitions, α⁰.
 void DistributedMslrRun::open_partitions() {
   own_ = std::make_unique<OwnPartitions>(comm_, dir_, settings_.scheduler, settings_.block_bytes, budget_);
-  out_.manifest = own_->manifest();
-  out_.ranks = comm_.size();
-  out_.own_partitions = own_->range().count;
+  out_.describe(*own_);
   const std::vector<double> values = own_->class_values();
   if (values.size() != 2)
     throw Error(ErrorKind::kConfig, fmt::format("{}: {} labels, but solver = \"mslr\" trains binary models only "

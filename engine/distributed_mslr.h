@@ -30,12 +30,9 @@
 
 namespace fgm {
 
-struct DistributedMslrOutcome {
-  MslrOutcome result;                               // model, iterations, stop reason (the same on every rank)
-  std::vector<CommunicationRecord> communication;  // this rank's, per phase and iteration
-  PartitionManifest manifest;
-  int ranks = 1;
-  uint32_t own_partitions = 0;
+// communication: this rank's, per phase and iteration.
+struct DistributedMslrOutcome : PartitionedRun {
+  MslrOutcome result;  // model, iterations, stop reason (the same on every rank)
   double objective_no_features = 0;  // C·ln 2 per row: P at w = 0
 };
 
