@@ -104,3 +104,25 @@ def test_ctrl_c_interrupts_a_long_fit_cleanly(shared_data, tmp_path, monkeypatch
     assert capfd.readouterr().out == "stdout is back\n"
     X, y = planted_data()
     assert fgm.FGMClassifier(B=3).fit(X, y).score(X, y) > 0.9  # the next fit runs
+
+
+def test_ctrl_c_interrupts_a_long_in_memory_solve():
+    """The other solvers' in-memory loops (here the exclusive solver's FISTA on
+    its working set, which reads no block) stop at the next iteration too."""
+    import _thread
+    import time
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 1000)) * (rng.random((300, 1000)) < 0.5)
+    y = np.where(X[:, :20] @ rng.standard_normal(20) > 0, 1, -1)  # separable: nearly hard-margin
+    long_fit = fgm.FGMClassifier(solver="exclusive", params={
+        "exclusive.algorithm": "licp", "exclusive.loss": "hinge", "exclusive.random_groups": 5,
+        "exclusive.tolerance": 1e-12})
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        long_fit.fit(X, y)
+    assert time.monotonic() - start < 6.0
+    timer.join()
+    assert not hasattr(long_fit, "model_")

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "solvers/exclusive/cone_projection.h"
 #include "solvers/losses.h"
 
@@ -596,6 +597,7 @@ void run_fista(Solver& s, Design& X, double norm_squared, const Vec& y, const Ex
   if (!(L > 0)) L = 1.0;  // an all-zero design: any step is exact
   double t = 1;
   for (int k = 1; k <= o.max_iterations; ++k) {
+    check_interrupt();
     s.trial(L, true);
     while (!s.sufficient_decrease(L) && L < 1e300) {
       L *= 2;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "solvers/apg_reduction.h"
 #include "solvers/losses.h"
 #include "solvers/mslr/newton_bisection.h"
@@ -422,6 +423,7 @@ MinimaxResult SmoothedMinimax::solve() {
   // solved. One partition: one block, the single-store stage.
   const int stall_rounds = options_.stall_sweeps * static_cast<int>(partitions_);
   for (;;) {
+    check_interrupt();
     out_.q = q;
     ++out_.stages;
     bool solved = false;

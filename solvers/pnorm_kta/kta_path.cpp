@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/messages.h"
+#include "core/interrupt.h"
 
 namespace fgm::kta {
 
@@ -108,6 +109,7 @@ void follow_path(const std::vector<double>& alignments, const PathOptions& o,
   }
   visit(point);
   for (size_t step = 1; step < grid.size(); ++step) {
+    check_interrupt();
     const double previous_p = grid[step - 1], p = grid[step];
     point.p = p;
     point.counts = {};

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 #include "solvers/sifs/sifs_reduced_rows.h"
 
 namespace fgm {
@@ -168,6 +169,7 @@ FistaResult solve_reduced_fista(const std::vector<ReducedProblem>& parts, uint64
   double t = 1;
   int since_refresh = 0;
   while (out.primal - out.dual > tol && out.iterations < max_iterations) {
+    check_interrupt();
     // One reduction per trial: the trial point's sums, Σ⟨a_d, Δ⟩² for the
     // step test, and the sums at the next extrapolated point (when no restart).
     std::vector<double> next, step(W), momentum(W);

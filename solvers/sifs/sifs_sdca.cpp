@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/interrupt.h"
 
 namespace fgm {
 namespace {
@@ -63,6 +64,7 @@ GapParts run_epochs(const ReducedProblem& p, const ReducedRows& rows, const std:
   for (size_t q = 0; q < order.size(); ++q) order[q] = static_cast<uint32_t>(q);
   auto update_w = [&](uint64_t e) { w[e] = soft_threshold(z[e], p.beta) / p.alpha; };
   while (g.gap() > target && epochs < max_epochs) {
+    check_interrupt();
     // Fisher–Yates with the seeded generator (std::shuffle's draws are library-defined).
     for (size_t q = order.size(); q > 1; --q) std::swap(order[q - 1], order[rng() % q]);
     for (uint32_t q : order) {
