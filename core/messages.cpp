@@ -247,6 +247,11 @@ std::string version_mismatch(std::string_view path, uint32_t found, uint32_t sup
                      "data again with this version",
                      location(path), found, supported);
 }
+std::string version_mismatch(std::string_view path, uint32_t found, uint32_t oldest, uint32_t newest) {
+  return fmt::format("{}format version {} is not supported by this fgm (supports {} to {}); ingest "
+                     "the data again with this version",
+                     location(path), found, oldest, newest);
+}
 std::string manifest_mismatch(std::string_view manifest_path, std::string_view shard_path,
                               std::string_view field, std::string_view expected,
                               std::string_view actual) {

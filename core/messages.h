@@ -96,6 +96,7 @@ std::string checksum_mismatch(std::string_view path, std::string_view what, uint
                               uint64_t actual);
 std::string truncated_file(std::string_view path, uint64_t expected_bytes, uint64_t actual_bytes);
 std::string version_mismatch(std::string_view path, uint32_t found, uint32_t supported);
+std::string version_mismatch(std::string_view path, uint32_t found, uint32_t oldest, uint32_t newest);
 std::string manifest_mismatch(std::string_view manifest_path, std::string_view shard_path,
                               std::string_view field, std::string_view expected,
                               std::string_view actual);

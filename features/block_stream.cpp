@@ -118,7 +118,7 @@ class ResidentBlocks {
     const uint64_t k = c.column_count, cells = c.cell_count(), nnz = c.nnz();
     const uint64_t tiles = c.tile_count == 0 ? 0 : c.tile_count + 1;
     return up8(8 * k) + 2 * up8(4 * k) + up8(4 * tiles) + up8(4 * cells) +
-           up8(c.tile_count ? 4 * (cells + 1) : 0) + 2 * up8(4 * nnz);
+           up8(c.tile_count ? 4 * (cells + 1) : 0) + (c.unit_values ? 1 : 2) * up8(4 * nnz);
   }
   static void copy_arrays(const ColumnBlock& c, uint8_t* at, ColumnBlock& view) {
     const uint64_t k = c.column_count, cells = c.cell_count(), nnz = c.nnz();
@@ -139,7 +139,8 @@ class ResidentBlocks {
     view.cell_column = reinterpret_cast<const uint32_t*>(copy(c.cell_column, 4 * cells));
     view.cell_ptr = reinterpret_cast<const uint32_t*>(copy(c.cell_ptr, c.tile_count ? 4 * (cells + 1) : 0));
     view.row_ids = reinterpret_cast<const uint32_t*>(copy(c.row_ids, 4 * nnz));
-    view.values = reinterpret_cast<const float*>(copy(c.values, 4 * nnz));
+    // Unit values stay the store's shared ones (the store outlives its stream).
+    if (!c.unit_values) view.values = reinterpret_cast<const float*>(copy(c.values, 4 * nnz));
   }
   static std::pair<uint64_t, uint64_t> key(const BlockRef& r) { return {r.first_column, r.end_column}; }
   mutable std::mutex mutex_;

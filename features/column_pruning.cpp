@@ -58,6 +58,16 @@ namespace {
 inline void add_cell(const ColumnBlock& block, uint32_t cell, uint32_t k, const double* a, double* c) {
   const uint32_t begin = block.cell_ptr[cell], n = block.cell_ptr[cell + 1] - begin;
   const uint32_t* rows = block.row_ids + begin;
+  if (block.unit_values) {  // a·1 = a: the same adds without reading values
+    if (n >= kMultiAccumulatorCell) {
+      c[k] += cell_sum(rows, n, a);
+      return;
+    }
+    double sum = c[k];
+    for (uint32_t p = 0; p < n; ++p) sum += a[rows[p]];
+    c[k] = sum;
+    return;
+  }
   const float* values = block.values + begin;
   if (n >= kMultiAccumulatorCell) {
     c[k] += cell_dot(rows, values, n, a);

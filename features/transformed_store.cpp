@@ -136,11 +136,32 @@ void TransformedStore::transform_values(uint64_t feature, const uint32_t* rows, 
     values[e] = stored_value(feature, rows[e], factor.data(), values[e]);
 }
 
+std::vector<BlockRef> TransformedStore::plan_blocks(uint64_t target_bytes) const {
+  std::vector<BlockRef> refs = inner_->plan_blocks(target_bytes);
+  for (BlockRef& r : refs) {
+    if (!r.unit_values) continue;
+    r.unit_values = false;
+    r.bytes += 4 * r.nnz;
+    r.read_bytes += unit_values_bytes(r);
+  }
+  return refs;
+}
+
+uint64_t TransformedStore::unit_values_bytes(const BlockRef& block) {
+  return (4 * block.nnz + 63) / 64 * 64;
+}
+
 // The values are transformed cell by cell (tile by tile) in the caller's
 // buffer; each column's min/max then covers its cells and, when it has fewer
 // than n entries, the implicit zeros.
 ColumnBlock TransformedStore::read_block(const BlockRef& block, BlockBuffer& buffer) const {
   ColumnBlock c = inner_->read_block(block, buffer);
+  if (c.unit_values) {  // its ones are shared: the transformed values go beside the block
+    float* own = buffer.values_room(c.nnz());
+    std::fill_n(own, c.nnz(), 1.0f);
+    c.values = own;
+    c.unit_values = false;
+  }
   auto* values = const_cast<float*>(c.values);
   auto* col_min = const_cast<float*>(c.col_min);
   auto* col_max = const_cast<float*>(c.col_max);

@@ -69,9 +69,9 @@ class TransformedStore : public ShardStore {
   const std::string& dir() const override { return inner_->dir(); }
   const int8_t* labels() const override { return inner_->labels(); }
   const uint16_t* classes() const override { return inner_->classes(); }
-  std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const override {
-    return inner_->plan_blocks(target_bytes);
-  }
+  // The inner store's blocks; a unit-valued block's transformed values need
+  // room of their own in the read buffer (its ones are shared and read-only).
+  std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const override;
   ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const override;
   void prefetch_block(const BlockRef& block) const override { inner_->prefetch_block(block); }
   void read_column(uint64_t feature, std::vector<uint32_t>& rows,
@@ -89,6 +89,7 @@ class TransformedStore : public ShardStore {
   std::string cache_file(size_t stage) const;
 
  private:
+  static uint64_t unit_values_bytes(const BlockRef& block);
   struct Stage {
     TransformKind kind;
     std::vector<uint64_t> ids;    // per-feature stages: the non-empty columns, increasing

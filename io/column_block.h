@@ -1,4 +1,4 @@
-// The in-memory view of one stored column block (store format 4): the
+// The in-memory view of one stored column block (store formats 4 and 5): the
 // nonzeros of a range of feature ids, split into row tiles (Compressed Sparse
 // Blocks, Buluç et al. 2009). Rows of tile t are [t·tile_rows, (t+1)·tile_rows).
 //
@@ -74,6 +74,11 @@ struct ColumnBlock {
   const uint32_t* cell_ptr = nullptr;
   const uint32_t* row_ids = nullptr;
   const float* values = nullptr;
+  // A unit-valued stored block (store format 5): every value is 1.0 and
+  // `values` points at read-only ones shared by the store (at least nnz of
+  // them), not into the read buffer; a copy keeps the pointer, a consumer
+  // that rewrites values writes them elsewhere.
+  bool unit_values = false;
   const RowOrder* row_order = nullptr;  // optional: the same nonzeros by row (blocks kept in memory)
   // Optional: each listed column's nonzeros (blocks kept in memory; the
   // pruned scoring pass's bounds, features/column_pruning.h, then need no scan).

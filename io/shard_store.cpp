@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <new>
 #include <limits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -54,8 +56,9 @@ std::vector<uint8_t> read_preamble_and_header(FileReader& in, const char* magic,
   in.read(&pre, sizeof(pre));
   if (h) h->update(&pre, sizeof(pre));
   if (std::memcmp(pre.magic, magic, 8) != 0) corrupt(msg::not_an_fgm_file(path, kind));
-  if (pre.format_version != kStoreFormatVersion)
-    corrupt(msg::version_mismatch(path, pre.format_version, kStoreFormatVersion));
+  if (!readable_store_format(pre.format_version))
+    corrupt(msg::version_mismatch(path, pre.format_version, kOldestReadableStoreFormat,
+                                  kStoreFormatVersion));
   if (pre.flatbuffer_bytes < 8 || pre.flatbuffer_bytes > max_header)
     corrupt(msg::not_an_fgm_file(path, kind));
   if (sizeof(pre) + pre.flatbuffer_bytes > in.size())
@@ -135,11 +138,12 @@ std::pair<uint64_t, uint64_t> blocks_extent(const Shard& sh, uint64_t first, uin
 
 // The layout of a stored block from its table entry.
 store::BlockLayout layout_of(const store::BlockEntry& e) {
-  return store::block_layout(e.column_count, e.cell_count, e.nnz, e.tile_count);
+  return store::block_layout(e.column_count, e.cell_count, e.nnz, e.tile_count, e.unit_values());
 }
 
-// A view of a stored block whose bytes start at `base`.
-ColumnBlock view_of(const store::BlockEntry& e, uint32_t tile_rows, uint8_t* base) {
+// A view of a stored block whose bytes start at `base`; a unit-valued block's
+// values are `ones` (at least e.nnz entries of 1.0f).
+ColumnBlock view_of(const store::BlockEntry& e, uint32_t tile_rows, uint8_t* base, const float* ones) {
   const store::BlockLayout l = layout_of(e);
   ColumnBlock c;
   c.first_column = e.first_column;
@@ -154,7 +158,8 @@ ColumnBlock view_of(const store::BlockEntry& e, uint32_t tile_rows, uint8_t* bas
   c.cell_column = reinterpret_cast<const uint32_t*>(base + l.cell_column);
   c.cell_ptr = reinterpret_cast<const uint32_t*>(base + l.cell_ptr);
   c.row_ids = reinterpret_cast<const uint32_t*>(base + l.row_ids);
-  c.values = reinterpret_cast<const float*>(base + l.values);
+  c.values = e.unit_values() ? ones : reinterpret_cast<const float*>(base + l.values);
+  c.unit_values = e.unit_values();
   return c;
 }
 
@@ -252,6 +257,42 @@ const char* check_block(const ColumnBlock& c, const store::BlockEntry& e, uint64
   return nullptr;
 }
 
+// `count` floats of 1.0 in pages made read-only once filled: blocks of every
+// thread share them, and a consumer that wrote into them by mistake would
+// change every later block, so a write faults instead.
+class ReadOnlyOnes {
+ public:
+  ReadOnlyOnes() = default;
+  ReadOnlyOnes(MemoryBudget& budget, uint64_t count)
+      : bytes_((4 * count + 4095) / 4096 * 4096),
+        reservation_(budget.reserve(bytes_, "store unit values (ones for the binary blocks)",
+                                    "raise engine.memory_budget")) {
+    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    std::fill_n(static_cast<float*>(p), bytes_ / 4, 1.0f);
+    ::mprotect(p, bytes_, PROT_READ);
+    data_ = static_cast<const float*>(p);
+  }
+  ReadOnlyOnes(ReadOnlyOnes&& o) noexcept
+      : bytes_(std::exchange(o.bytes_, 0)), reservation_(std::move(o.reservation_)),
+        data_(std::exchange(o.data_, nullptr)) {}
+  ReadOnlyOnes& operator=(ReadOnlyOnes&& o) noexcept {
+    std::swap(bytes_, o.bytes_);
+    std::swap(reservation_, o.reservation_);
+    std::swap(data_, o.data_);
+    return *this;
+  }
+  ~ReadOnlyOnes() {
+    if (data_) ::munmap(const_cast<float*>(data_), bytes_);
+  }
+  const float* data() const { return data_; }
+
+ private:
+  uint64_t bytes_ = 0;
+  Reservation reservation_;
+  const float* data_ = nullptr;
+};
+
 class PreadShardStore final : public ShardStore {
  public:
   PreadShardStore(std::string dir, MemoryBudget& budget) : dir_(std::move(dir)), budget_(budget) {}
@@ -312,6 +353,9 @@ class PreadShardStore final : public ShardStore {
   MemoryBudget& budget_;
   BudgetedArray<int8_t> labels_;
   BudgetedArray<uint16_t> classes_;
+  // 1.0f for as many nonzeros as the largest unit-valued block holds: the
+  // values of every unit-valued block read (format 5).
+  ReadOnlyOnes unit_values_;
   std::vector<Shard> shards_;
   // Every stored block in id order: its first id, shard and shard-local index.
   std::vector<uint64_t> block_first_;
@@ -381,6 +425,7 @@ void PreadShardStore::load() {
   // Shards stay open from verification on (a store replaced by rename is then
   // still read as verified); only beyond the descriptor limit per read.
   const uint64_t keep_open = descriptors_for_shards(shards_.size());
+  uint64_t largest_unit_block = 0;
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (i < keep_open) {
       shards_[i].fd = ::open(shards_[i].path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -394,8 +439,11 @@ void PreadShardStore::load() {
     for (uint64_t b = 0; b < shards_[i].blocks.size(); ++b) {
       block_first_.push_back(shards_[i].blocks[b].first_column);
       block_at_.emplace_back(static_cast<uint32_t>(i), b);
+      if (shards_[i].blocks[b].unit_values())
+        largest_unit_block = std::max(largest_unit_block, shards_[i].blocks[b].nnz);
     }
   }
+  if (largest_unit_block > 0) unit_values_ = ReadOnlyOnes(budget_, largest_unit_block);
 }
 
 void PreadShardStore::load_manifest(const std::string& path,
@@ -409,8 +457,9 @@ void PreadShardStore::load_manifest(const std::string& path,
   if (!schema::VerifySizePrefixedManifestBuffer(verifier))
     corrupt(msg::not_an_fgm_file(path, "store manifest"));
   const schema::Manifest* m = schema::GetSizePrefixedManifest(buffer.data());
-  if (m->format_version() != kStoreFormatVersion)
-    corrupt(msg::version_mismatch(path, m->format_version(), kStoreFormatVersion));
+  if (!readable_store_format(m->format_version()))
+    corrupt(msg::version_mismatch(path, m->format_version(), kOldestReadableStoreFormat,
+                                  kStoreFormatVersion));
 
   info_.format_version = m->format_version();
   info_.n_rows = m->n_rows();
@@ -539,8 +588,8 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
   if (!schema::VerifySizePrefixedShardHeaderBuffer(verifier))
     corrupt(msg::not_an_fgm_file(path, "store shard"));
   const schema::ShardHeader* h = schema::GetSizePrefixedShardHeader(buffer.data());
-  if (h->format_version() != kStoreFormatVersion)
-    corrupt(msg::version_mismatch(path, h->format_version(), kStoreFormatVersion));
+  if (h->format_version() != info_.format_version)
+    corrupt(msg::version_mismatch(path, h->format_version(), info_.format_version));
   // Identity before bytes: a shard from elsewhere (swapped, copied from
   // another store) is reported as such rather than as a bad checksum.
   auto check = [&](const char* field, uint64_t want, uint64_t got) {
@@ -559,10 +608,11 @@ void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
   if (piece_bytes < store::kMinPieceBytes || piece_bytes > store::kMaxPieceBytes ||
       piece_bytes % store::kAlign != 0)
     corrupt(msg::store_inconsistent(path, "bad checksum piece size"));
-  // Every block takes at least 64 bytes of table and every nonzero 8 bytes:
-  // larger counts would wrap the layout's offsets into a small,
-  // self-consistent layout that lies about the arrays.
-  if (h->block_count() > in.size() / sizeof(store::BlockEntry) || h->nnz() > in.size() / 8 ||
+  // Every block takes at least 64 bytes of table and every nonzero 4 bytes
+  // (8 unless its block is unit-valued): larger counts would wrap the
+  // layout's offsets into a small, self-consistent layout that lies about
+  // the arrays.
+  if (h->block_count() > in.size() / sizeof(store::BlockEntry) || h->nnz() > in.size() / 4 ||
       h->block_table_offset() > in.size() || h->block_table_offset() % store::kAlign != 0)
     corrupt(msg::store_inconsistent(path, "the header's counts do not fit in the file"));
   const store::ShardLayout l =
@@ -640,12 +690,14 @@ void PreadShardStore::load_block_table(Shard& sh) {
         e.column_count >= 1 && e.nnz >= e.column_count &&
         e.nnz <= std::numeric_limits<uint32_t>::max() && e.cell_count >= e.column_count &&
         e.cell_count <= e.nnz && e.tile_count == tiles &&
-        (tiles != 1 || e.cell_count == e.column_count) && e.nnz <= l.block_table / 8 &&
+        (tiles != 1 || e.cell_count == e.column_count) &&
+        e.nnz <= l.block_table / (e.unit_values() ? 4 : 8) &&
         e.column_count <= l.block_table / 16;
     if (!counts_ok || e.first_column < next || e.end_column <= e.first_column ||
         e.end_column > sh.end_column || e.column_count > e.end_column - e.first_column ||
         (b == 0 && e.first_column != sh.first_column) || e.offset != offset ||
-        e.bytes != layout_of(e).bytes || e.bytes > l.block_table - offset || e.reserved != 0)
+        e.bytes != layout_of(e).bytes || e.bytes > l.block_table - offset ||
+        (e.flags & ~store::kBlockUnitValues) != 0 || (e.unit_values() && info_.format_version < 5))
       corrupt(msg::store_inconsistent(sh.path, fmt::format("block {} of the block table is "
                                                            "inconsistent",
                                                            b)));
@@ -747,6 +799,9 @@ BlockRef PreadShardStore::ref_of(uint32_t shard, uint64_t first, uint64_t count)
     cells += e.cell_count;
   }
   r.bytes = store::block_array_bytes(r.column_count, cells, r.nnz, tiles);
+  // A merged group has its values in the read buffer (copied, ones or not).
+  r.unit_values = count == 1 && sh.blocks[first].unit_values();
+  if (r.unit_values) r.bytes -= 4 * r.nnz;
   auto [begin, end] = blocks_extent(sh, first, count);
   r.read_bytes = store::align_up(piece_extent(sh.layout, begin, end).bytes());
   // Several stored blocks are merged into one view after the read.
@@ -838,6 +893,7 @@ ColumnBlock merge_blocks(const std::vector<ColumnBlock>& parts, uint8_t* out) {
   c.cell_ptr = cell_ptr;
   c.row_ids = row_ids;
   c.values = values;
+  c.unit_values = false;  // the values were copied into the buffer
   return c;
 }
 
@@ -864,7 +920,7 @@ ColumnBlock PreadShardStore::read_block(const BlockRef& block, BlockBuffer& buff
   std::vector<ColumnBlock> parts;
   for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b) {
     const store::BlockEntry& entry = sh.blocks[b];
-    ColumnBlock c = view_of(entry, info_.tile_rows, base + (entry.offset - e.begin));
+    ColumnBlock c = view_of(entry, info_.tile_rows, base + (entry.offset - e.begin), unit_values_.data());
     if (const char* wrong = check_block(c, entry, info_.n_rows))
       corrupt(msg::store_changed(sh.path, wrong));
     parts.push_back(c);
@@ -941,8 +997,11 @@ void PreadShardStore::read_column(uint64_t feature, std::vector<uint32_t>& rows,
     values.resize(old + n);
     read_exact(sh, e.offset + l.row_ids + 4 * uint64_t{ptr[0]}, e.offset + l.row_ids + 4 * uint64_t{ptr[1]},
                rows.data() + old);
-    read_exact(sh, e.offset + l.values + 4 * uint64_t{ptr[0]}, e.offset + l.values + 4 * uint64_t{ptr[1]},
-               values.data() + old);
+    if (e.unit_values())
+      std::fill(values.begin() + static_cast<int64_t>(old), values.end(), 1.0f);
+    else
+      read_exact(sh, e.offset + l.values + 4 * uint64_t{ptr[0]},
+                 e.offset + l.values + 4 * uint64_t{ptr[1]}, values.data() + old);
     const uint64_t row_begin = t * uint64_t{info_.tile_rows};
     const uint64_t row_end = std::min<uint64_t>(row_begin + info_.tile_rows, info_.n_rows);
     for (uint64_t i = old; i < old + n; ++i)

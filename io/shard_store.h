@@ -1,4 +1,4 @@
-// Column-block shard store (format 4): the on-disk form of a training set,
+// Column-block shard store (format 5): the on-disk form of a training set,
 // written by io/store_writer.h (ingest, io/ingest.h, and the synthetic
 // generator feed it) and read here. A store directory holds:
 //   manifest.fgm   FlatBuffer (n, m, nnz, label map and counts, class table,
@@ -11,7 +11,7 @@
 //                  piece size and piece-table checksum) followed by a 64-byte
 //                  aligned raw block: the shard's stored column blocks one
 //                  after the other, then the block table (store::BlockEntry
-//                  per block: id range, counts, offset) -- the data region --
+//                  per block: id range, counts, offset, flags) -- the data region --
 //                  then the piece table: XXH64 of every 16 KiB piece of the
 //                  data region.
 // A stored column block is laid out as io/column_block.h describes: row tiles
@@ -33,7 +33,9 @@
 // 32 per column). A column is never split: one bigger than a target is a
 // block (or shard) of its own.
 // Values are stored as float32; row ids are uint32 (a store holds at most
-// 2^32-1 rows); cell pointers are block-local uint32.
+// 2^32-1 rows); cell pointers are block-local uint32. A block whose values
+// are all 1.0 stores none (kBlockUnitValues, format 5): the reader hands out
+// a shared array of ones for it, so every consumer sees the same values.
 // The output is deterministic: the same input and options give byte-identical
 // files whatever the thread count or budget.
 // Every file is verified when the store is opened (FlatBuffers verifier,
@@ -53,8 +55,8 @@
 // classes: the binary label map); multi-class training relabels per class.
 // Format history: 1 had one raw-block checksum per shard (no piece table);
 // 2 had no class table (two labels only); 3 stored every column of
-// [0, n_features) in plain CSC; version 4 stores are required (older ones:
-// "ingest the data again").
+// [0, n_features) in plain CSC; 4 had no unit-valued blocks. Versions 4 and
+// 5 are read (older ones: "ingest the data again"); ingest writes 5.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +71,11 @@
 
 namespace fgm {
 
-inline constexpr uint32_t kStoreFormatVersion = 4;
+inline constexpr uint32_t kStoreFormatVersion = 5;
+inline constexpr uint32_t kOldestReadableStoreFormat = 4;
+inline bool readable_store_format(uint32_t version) {
+  return version >= kOldestReadableStoreFormat && version <= kStoreFormatVersion;
+}
 // Distinct labels a store may hold (a file with more is most likely a
 // regression target, which fgm does not fit).
 inline constexpr uint32_t kMaxClasses = 1024;
@@ -114,6 +120,8 @@ struct BlockRef {
   uint64_t bytes = 0;         // bytes of the block's arrays (a compact copy of the ColumnBlock)
   uint64_t read_bytes = 0;    // BlockBuffer bytes read_block needs (whole checksum pieces,
                               // plus the merged arrays when several stored blocks are grouped)
+  bool unit_values = false;   // one unit-valued stored block: read_block gives shared ones
+                              // (ColumnBlock::unit_values), `bytes` holds no values
 };
 
 // Caller-owned, reusable memory that read_block reads into (64-byte aligned).
@@ -131,11 +139,23 @@ class BlockBuffer {
 
   uint8_t* get(uint64_t bytes);  // at least `bytes`; previous contents are not kept
   uint64_t capacity() const { return capacity_; }
+  // Room for `count` values beside the block (a wrapper that rewrites the
+  // values of a unit-valued block, whose ones are shared, writes them here;
+  // its plan_blocks counts them in read_bytes). Kept until the next call.
+  float* values_room(uint64_t count) {
+    if (count > values_capacity_) {
+      values_room_ = std::make_unique<float[]>(count);
+      values_capacity_ = count;
+    }
+    return values_room_.get();
+  }
 
  private:
   void release() noexcept;
   uint8_t* data_ = nullptr;
   uint64_t capacity_ = 0;
+  std::unique_ptr<float[]> values_room_;
+  uint64_t values_capacity_ = 0;
 };
 
 class ShardStore {

@@ -40,10 +40,10 @@ static_assert(sizeof(Preamble) == 24);
 inline constexpr uint64_t kPieceBytes = 16 << 10;
 inline constexpr uint64_t kMinPieceBytes = 4 << 10, kMaxPieceBytes = 16 << 20;
 
-// Format 4. A shard's raw block is a sequence of stored column blocks (each
-// 64-byte aligned, laid out by block_layout), then the block table (one
-// BlockEntry per block): together the data region, checksummed in pieces;
-// then the piece table.
+// Format 5 (format 4 plus unit-valued blocks; both are read). A shard's raw
+// block is a sequence of stored column blocks (each 64-byte aligned, laid out
+// by block_layout), then the block table (one BlockEntry per block): together
+// the data region, checksummed in pieces; then the piece table.
 //
 // Inside a stored block (offsets from the block's start, each 64-byte
 // aligned; see io/column_block.h for the meaning):
@@ -51,6 +51,11 @@ inline constexpr uint64_t kMinPieceBytes = 4 << 10, kMaxPieceBytes = 16 << 20;
 //   column_ids uint64[k]    col_min  float32[k]         bigger than the shard
 //   col_max  float32[k]     tile_cells uint32[T+1]      target streams its rows
 //   cell_column uint32[cells]  cell_ptr uint32[cells+1] before its cells are known)
+// A block whose every stored value is 1.0 (binary data: text presence, clicks,
+// one-hot) has kBlockUnitValues in its entry's flags and no values array
+// (format 5): 4 of its 8 bytes per nonzero are not written, read or hashed.
+inline constexpr uint64_t kBlockUnitValues = 1;
+
 struct BlockLayout {
   uint64_t row_ids = 0, values = 0, column_ids = 0, col_min = 0, col_max = 0;
   uint64_t tile_cells = 0, cell_column = 0, cell_ptr = 0;
@@ -59,11 +64,11 @@ struct BlockLayout {
 };
 
 inline BlockLayout block_layout(uint64_t column_count, uint64_t cells, uint64_t nnz,
-                                uint64_t tile_count) {
+                                uint64_t tile_count, bool unit_values = false) {
   BlockLayout l;
   l.row_ids = 0;
   l.values = align_up(4 * nnz);
-  l.column_ids = align_up(l.values + 4 * nnz);
+  l.column_ids = align_up(l.values + (unit_values ? 0 : 4 * nnz));
   l.col_min = align_up(l.column_ids + 8 * column_count);
   l.col_max = align_up(l.col_min + 4 * column_count);
   l.tile_cells = align_up(l.col_max + 4 * column_count);
@@ -91,7 +96,8 @@ struct BlockEntry {
   uint64_t bytes;         // block_layout(...).bytes
   uint32_t cell_count;
   uint32_t tile_count;
-  uint64_t reserved;      // zero
+  uint64_t flags;         // kBlockUnitValues or 0 (format 4: always 0)
+  bool unit_values() const { return (flags & kBlockUnitValues) != 0; }
 };
 static_assert(sizeof(BlockEntry) == 64);
 

@@ -67,7 +67,7 @@ struct Meta {
   uint64_t end;  // shard-local nnz offset after this column
   float min, max;
   uint32_t cells;  // tiles holding its rows
-  uint32_t unused;
+  uint32_t unit;   // 1: every stored value is 1.0
 };
 static_assert(sizeof(Pair) == 8 && sizeof(Meta) == 32);
 
@@ -151,7 +151,8 @@ class StoreWriter::Impl {
     nnz_ += nnz;
     auto [lo, hi] = range_with_zeros(sink.min, sink.max, nnz, o_.n_rows);
     Meta& m = meta(count_);
-    m = Meta{id, nnz_, lo, hi, static_cast<uint32_t>(sink.tiles.cells), 0};
+    m = Meta{id, nnz_, lo, hi, static_cast<uint32_t>(sink.tiles.cells),
+             sink.min == 1.0f && sink.max == 1.0f ? 1u : 0u};
     // Block cut: a block holds columns while its arrays stay within the target.
     const uint64_t cost = 16 + 8 * nnz + 8 * sink.tiles.cells;
     if (count_ == 0 || (block_cost_ > 0 && block_cost_ + cost > o_.block_target_bytes)) {
@@ -213,6 +214,7 @@ class StoreWriter::Impl {
   // A staged block: columns [begin, end) of the shard.
   struct StagedBlock {
     uint64_t begin, end, nnz_begin, nnz, cells;
+    bool unit;  // every value 1.0: no values array (kBlockUnitValues)
     BlockLayout layout;
   };
 
@@ -224,9 +226,13 @@ class StoreWriter::Impl {
       s.end = b + 1 < block_begin_.size() ? block_begin_[b + 1] : count_;
       s.nnz_begin = begin_of(s.begin);
       s.nnz = meta(s.end - 1).end - s.nnz_begin;
-      for (uint64_t j = s.begin; j < s.end; ++j) s.cells += meta(j).cells;
+      s.unit = true;
+      for (uint64_t j = s.begin; j < s.end; ++j) {
+        s.cells += meta(j).cells;
+        s.unit = s.unit && meta(j).unit == 1;
+      }
       FGM_ASSERT(s.nnz <= std::numeric_limits<uint32_t>::max());
-      s.layout = block_layout(s.end - s.begin, s.cells, s.nnz, tiles_);
+      s.layout = block_layout(s.end - s.begin, s.cells, s.nnz, tiles_, s.unit);
       blocks.push_back(s);
     }
     return blocks;
@@ -301,7 +307,7 @@ class StoreWriter::Impl {
     const BlockLayout& l = b.layout;
     emit_nonzeros([](const Pair& p) -> uint32_t { return p.row; });
     pad_to(l.values);
-    emit_nonzeros([](const Pair& p) -> float { return p.value; });
+    if (!b.unit) emit_nonzeros([](const Pair& p) -> float { return p.value; });
     pad_to(l.column_ids);
     emit(b.end - b.begin, [&](uint64_t k) -> uint64_t { return meta(b.begin + k).id; });
     pad_to(l.col_min);
@@ -333,6 +339,7 @@ class StoreWriter::Impl {
     e.bytes = b.layout.bytes;
     e.cell_count = static_cast<uint32_t>(b.cells);
     e.tile_count = static_cast<uint32_t>(tiles_);
+    e.flags = b.unit ? kBlockUnitValues : 0;
     return e;
   }
 
@@ -429,15 +436,29 @@ class StoreWriter::Impl {
       append(rows_buffer, rows_fill, rows_at, data, 4 * n);
       rows_seen += n;
     }
+    // While every value so far is 1.0 nothing is written: a unit-valued
+    // column has no values array. The first other value writes the ones
+    // held back, then the values follow as they come.
     void values(const uint8_t* data, uint64_t n) override {
+      bool ones = true;
       for (uint64_t i = 0; i < n; ++i) {
         float v;
         std::memcpy(&v, data + 4 * i, 4);
         min = std::min(min, v);
         max = std::max(max, v);
+        ones = ones && v == 1.0f;
+      }
+      values_seen += n;
+      if (unit && ones) return;
+      if (unit) {
+        unit = false;
+        float batch[1024];
+        std::fill(batch, batch + 1024, 1.0f);
+        for (uint64_t i = 0; i < values_seen - n; i += 1024)
+          append(values_buffer, values_fill, values_at, reinterpret_cast<const uint8_t*>(batch),
+                 4 * std::min<uint64_t>(1024, values_seen - n - i));
       }
       append(values_buffer, values_fill, values_at, data, 4 * n);
-      values_seen += n;
     }
     void append(BudgetedArray<uint8_t>& buffer, uint64_t& fill, uint64_t& at, const uint8_t* data,
                 uint64_t bytes) {
@@ -465,6 +486,7 @@ class StoreWriter::Impl {
     uint64_t tile_rows;
     std::vector<std::pair<uint32_t, uint64_t>> cells;  // (tile, nonzeros): at most T
     uint64_t rows_seen = 0, values_seen = 0;
+    bool unit = true;  // every value so far is 1.0 (none written yet)
     float min = std::numeric_limits<float>::infinity();
     float max = -std::numeric_limits<float>::infinity();
   };
@@ -483,6 +505,7 @@ class StoreWriter::Impl {
       FileWriter out(path, budget_, 4096, "store writer shard file");
       std::vector<std::pair<uint32_t, uint64_t>> cells;
       float lo = 0, hi = 0;
+      bool unit = false;
       {
         RegionSink sink(out, budget_, o_.io_bytes, raw, raw + align_up(4 * nnz), o_.tile_rows);
         fill(sink);
@@ -490,8 +513,9 @@ class StoreWriter::Impl {
         FGM_ASSERT(sink.rows_seen == nnz && sink.values_seen == nnz);
         std::tie(lo, hi) = range_with_zeros(sink.min, sink.max, nnz, o_.n_rows);
         cells = std::move(sink.cells);
+        unit = sink.unit;
       }
-      const BlockLayout bl = block_layout(1, cells.size(), nnz, tiles_);
+      const BlockLayout bl = block_layout(1, cells.size(), nnz, tiles_, unit);
       FGM_ASSERT(bl.values == align_up(4 * nnz));
       const ShardLayout layout = shard_layout(bl.bytes, 1);
       total = raw + layout.raw_bytes;
@@ -517,6 +541,7 @@ class StoreWriter::Impl {
       e.bytes = bl.bytes;
       e.cell_count = static_cast<uint32_t>(cells.size());
       e.tile_count = static_cast<uint32_t>(tiles_);
+      e.flags = unit ? kBlockUnitValues : 0;
       out.write_at(raw + layout.block_table, &e, sizeof(e));
       // Sized now: the gaps between the arrays read back as zeros.
       if (::ftruncate(out.fd(), static_cast<off_t>(total)) != 0)

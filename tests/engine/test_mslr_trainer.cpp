@@ -137,11 +137,12 @@ TEST_CASE("MSLR gives the same bits for 1 and 2 threads and for a store several 
   auto [ample, store_bytes] = run(256ull << 20, 1);
   auto [two_threads, unused] = run(256ull << 20, 2);
   CHECK(same_model(ample.model, two_threads.model));
-  // A budget a quarter of the store: streamed, not resident.
-  const uint64_t tight = std::max<uint64_t>(store_bytes / 4, 1);
+  // A budget a third of the store (binary values: 4 bytes a nonzero):
+  // streamed, not resident.
+  const uint64_t tight = std::max<uint64_t>(store_bytes / 3, 1);
   INFO("store " << store_bytes << " budget " << tight);
   auto [small, unused2] = run(tight, 2);
-  CHECK(store_bytes >= 4 * tight);
+  CHECK(store_bytes >= 3 * tight);
   CHECK(same_model(ample.model, small.model));
   REQUIRE(ample.iterations.size() == small.iterations.size());
   for (size_t t = 0; t < ample.iterations.size(); ++t) CHECK(ample.iterations[t].objective == small.iterations[t].objective);

@@ -7,12 +7,14 @@
 #include <atomic>
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 #include <set>
 
 #include "features/block_scores.h"
 #include "features/block_stream.h"
+#include "features/column_pruning.h"
 #include "features/feature_groups.h"
 #include "features/feature_space.h"
 #include "tests/features/tiled_store.h"
@@ -562,5 +564,43 @@ TEST_CASE("resident tall stores are scored by row order: the streamed pass's top
         }
       }
     }
+  }
+}
+
+TEST_CASE("unit-valued blocks: c without reading values equals the value walk bit for bit and a brute force",
+          "[features][tiled][unit]") {
+  // Real duals, so the sums round: equality then shows the same adds in the
+  // same order, not merely the same exact total.
+  Data d(400, 50, Kind::kBinary, false, 907);
+  std::mt19937_64 rng(5);
+  for (double& v : d.a) v = std::uniform_real_distribution<double>(-3, 3)(rng);
+  const std::vector<double> dense = d.dense_c(d.a);
+  for (uint32_t tile_rows : {1u, 3u, 64u, 65536u}) {
+    CAPTURE(tile_rows);
+    auto block = test::build_tiled_block(d.triplets, d.n, tile_rows, 0, d.id_space);
+    ColumnBlock with_values = block->view;
+    ColumnBlock unit = with_values;
+    unit.unit_values = true;
+    const std::vector<float> poisoned(unit.nnz(), std::numeric_limits<float>::quiet_NaN());
+    unit.values = poisoned.data();  // a unit path that read values would give NaN
+    std::vector<double> walked(with_values.column_count), summed(unit.column_count);
+    block_column_dots(with_values, d.a.data(), walked.data());
+    block_column_dots(unit, d.a.data(), summed.data());
+    std::vector<uint8_t> live(unit.column_count, 1);
+    std::vector<uint32_t> live_columns;
+    for (uint32_t k = 0; k < unit.column_count; ++k) live_columns.push_back(k);
+    std::vector<double> pruned(unit.column_count), pruned_values(unit.column_count);
+    block_column_dots_live(unit, d.a.data(), live.data(), live_columns.data(), live_columns.size(), pruned.data());
+    block_column_dots_live(with_values, d.a.data(), live.data(), live_columns.data(), live_columns.size(),
+                           pruned_values.data());
+    for (uint64_t k = 0; k < unit.column_count; ++k) {
+      REQUIRE(summed[k] == walked[k]);
+      REQUIRE(pruned[k] == pruned_values[k]);
+      REQUIRE(summed[k] == Approx(dense[d.dense_index(unit.column_ids[k])]).margin(1e-9));
+    }
+    double long_cells = 0;
+    for (uint32_t x = 0; x < unit.cell_count(); ++x)
+      long_cells += unit.cell_ptr[x + 1] - unit.cell_ptr[x] >= kMultiAccumulatorCell;
+    if (tile_rows == 65536u) REQUIRE(long_cells > 0);  // cell_sum's four-accumulator path ran
   }
 }

@@ -380,20 +380,22 @@ struct CraftedBlock {
   uint64_t n_features = 2;
   uint64_t entry_nnz = 0;  // nonzero: what the block table entry claims instead
   uint64_t shard_nnz = 0;  // nonzero: what the header and manifest claim instead
+  uint64_t flags = 0;      // the block table entry's flags (values are then not written)
 };
 
 void write_crafted_store(const std::string& dir, const CraftedBlock& c) {
   fs::create_directories(dir);
   const uint64_t k = c.column_ids.size(), cells = c.cell_column.size(), nnz = c.rows.size();
   const uint64_t T = c.tile_cells.size() - 1;
-  const store::BlockLayout bl = store::block_layout(k, cells, nnz, T);
+  const bool unit = (c.flags & store::kBlockUnitValues) != 0;
+  const store::BlockLayout bl = store::block_layout(k, cells, nnz, T, unit);
   const store::ShardLayout l = store::shard_layout(bl.bytes, 1);
   std::string raw(l.raw_bytes, '\0');
   auto put = [&](uint64_t at, const auto& v) {
     std::memcpy(raw.data() + at, v.data(), sizeof(v[0]) * v.size());
   };
   put(bl.row_ids, c.rows);
-  put(bl.values, c.values);
+  if (!unit) put(bl.values, c.values);
   put(bl.column_ids, c.column_ids);
   put(bl.col_min, c.col_min);
   put(bl.col_max, c.col_max);
@@ -410,6 +412,7 @@ void write_crafted_store(const std::string& dir, const CraftedBlock& c) {
   e.bytes = bl.bytes;
   e.cell_count = static_cast<uint32_t>(cells);
   e.tile_count = static_cast<uint32_t>(T);
+  e.flags = c.flags;
   std::memcpy(raw.data() + l.block_table, &e, sizeof(e));
   store::PieceHasher pieces;
   pieces.update(raw.data(), l.data_bytes);
@@ -533,6 +536,7 @@ TEST_CASE("read_block checks every bound of a crafted block before use", "[io][s
   broken("tile-cells-start", [](CraftedBlock& c) { c.tile_cells = {1, 2, 3}; },
          "tile directory out of range");
   broken("column-ids", [](CraftedBlock& c) { c.column_ids = {1, 0}; }, "column ids out of order");
+  broken("unknown-flag", [](CraftedBlock& c) { c.flags = 2; }, "inconsistent");
   broken("column-ids-equal", [](CraftedBlock& c) {
     c.column_ids = {0, 0};  // a range of one id cannot list two columns
     c.n_features = 5;
@@ -690,4 +694,135 @@ TEST_CASE("StoreWriter::peak_bytes covers what the writer reserves", "[io][store
     REQUIRE(budget.peak() <= store::StoreWriter::peak_bytes(o));
     REQUIRE(budget.used() == 0);
   }
+}
+
+// ------------------------------------------------------ unit-valued blocks
+
+TEST_CASE("a unit-valued crafted block reads as ones", "[io][store][format4]") {
+  test::TempDir dir("fgm-format5-crafted");
+  CraftedBlock c;
+  c.flags = store::kBlockUnitValues;
+  c.values = {1, 1, 1};
+  c.col_min = {0, 0};
+  c.col_max = {1, 1};
+  write_crafted_store(dir.file("unit"), c);
+  MemoryBudget budget(64 << 20);
+  auto store = ShardStore::open(dir.file("unit"), budget);
+  BlockBuffer buffer;
+  const std::vector<BlockRef> refs = store->plan_blocks(1 << 20);
+  REQUIRE(refs.size() == 1);
+  const ColumnBlock block = store->read_block(refs[0], buffer);
+  REQUIRE(block.nnz() == 3);
+  for (uint64_t q = 0; q < block.nnz(); ++q) CHECK(block.values[q] == 1.0f);
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+  store->read_column(0, rows, values);
+  CHECK(rows == std::vector<uint32_t>{0, 3});
+  CHECK(values == std::vector<float>{1, 1});
+}
+
+namespace {
+
+// Σ_i a_i x_ij per column over every block, in the store's own block order.
+std::map<uint64_t, double> column_sums(const ShardStore& store, const std::vector<double>& a) {
+  std::map<uint64_t, double> sums;
+  BlockBuffer buffer;
+  for (const BlockRef& ref : store.plan_blocks(1 << 20)) {
+    const ColumnBlock c = store.read_block(ref, buffer);
+    for (uint32_t t = 0; t < c.tile_count; ++t)
+      for (uint32_t x = c.tile_cells[t]; x < c.tile_cells[t + 1]; ++x)
+        for (uint32_t q = c.cell_ptr[x]; q < c.cell_ptr[x + 1]; ++q)
+          sums[c.column_ids[c.cell_column[x]]] += a[c.row_ids[q]] * static_cast<double>(c.values[q]);
+  }
+  return sums;
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("binary columns are stored without values: 4 bytes a nonzero less, the same sums",
+          "[io][store][format4]") {
+  // The twin: the same text with every value 2 (a store that keeps its
+  // values). Doubling is exact in floating point, so every column sum of the
+  // unit-valued store is exactly half the twin's.
+  test::TempDir dir("fgm-format5-unit");
+  MemoryBudget budget(64 << 20);
+  const uint32_t tile_rows = GENERATE(3u, kDefaultTileRows);
+  const std::string ones = random_text(Kind::kBinary, 400, 90, 5);
+  const std::string twos = replace_all(ones, ":1 ", ":2 ");
+  const std::string twos_eol = replace_all(twos, ":1\n", ":2\n");
+  IngestOptions o;
+  o.tile_rows = tile_rows;
+  o.block_bytes = 1024;
+  o.shard_target_bytes = 8 << 10;
+  ingest_libsvm(dir.write("ones.svm", ones), dir.file("ones"), o, budget);
+  ingest_libsvm(dir.write("twos.svm", twos_eol), dir.file("twos"), o, budget);
+  auto unit = ShardStore::open(dir.file("ones"), budget);
+  auto kept = ShardStore::open(dir.file("twos"), budget);
+  CHECK(unit->info().format_version == 5);
+  check_store_against_twin(*unit, twin_of(dir.file("ones.svm")), tile_rows);
+  check_store_against_twin(*kept, twin_of(dir.file("twos.svm")), tile_rows);
+  const uint64_t nnz = unit->info().nnz;
+  REQUIRE(kept->info().nnz == nnz);
+  // Each block drops its values array (64-byte aligned, so up to 63 bytes of
+  // padding per block less or more).
+  const uint64_t saved = kept->info().shard_bytes - unit->info().shard_bytes;
+  CHECK(saved + 64 * unit->info().block_count >= 4 * nnz);
+  CHECK(saved <= 4 * nnz + 64 * unit->info().block_count);
+  std::mt19937_64 rng(3);
+  std::vector<double> a(unit->info().n_rows);
+  for (double& v : a) v = std::uniform_real_distribution<double>(-1, 1)(rng);
+  const auto u = column_sums(*unit, a), k = column_sums(*kept, a);
+  REQUIRE(u.size() == k.size());
+  for (const auto& [j, s] : u) {
+    INFO("column " << j);
+    CHECK(2 * s == k.at(j));
+  }
+}
+
+TEST_CASE("a tall column streamed to disk keeps its values exactly, ones held back or not",
+          "[io][store][format4]") {
+  // The writer holds back leading ones of a column bigger than the shard
+  // buffer; a later other value must write them first, in place.
+  test::TempDir dir("fgm-format5-tall");
+  MemoryBudget budget(64 << 20);
+  const int other_at = GENERATE(-1, 0, 1, 1023, 1024, 1025, 2999);
+  CAPTURE(other_at);
+  std::string text;
+  for (int r = 0; r < 3000; ++r)
+    text += fmt::format("{} 2:{} {}:1\n", r % 2 ? "+1" : "-1", r == other_at ? "0.5" : "1", 5 + r % 4);
+  const std::string path = dir.write("tall.svm", text);
+  IngestOptions o;
+  o.tile_rows = 100;
+  o.shard_target_bytes = 4096;  // column 2 is a shard of its own
+  o.block_bytes = 1024;
+  IngestStats st = ingest_libsvm(path, dir.file("s"), o, budget);
+  CHECK(st.shards >= 2);
+  auto store = ShardStore::open(dir.file("s"), budget);
+  check_store_against_twin(*store, twin_of(path), 100);
+}
+
+TEST_CASE("a format 4 store written by an earlier fgm still reads, equal to its text",
+          "[io][store][format4]") {
+  const std::string fixture = std::string(FGM_SOURCE_DIR) + "/tests/io/data/format4";
+  MemoryBudget budget(64 << 20);
+  auto old_store = ShardStore::open(fixture, budget);
+  CHECK(old_store->info().format_version == 4);
+  const Twin twin = twin_of(fixture + "/source.svm");
+  check_store_against_twin(*old_store, twin, 16);
+  // The same text ingested now: format 5, its binary blocks without values.
+  test::TempDir dir("fgm-format4-again");
+  IngestOptions o;
+  o.tile_rows = 16;
+  o.block_bytes = 512;
+  ingest_libsvm(fixture + "/source.svm", dir.file("s"), o, budget);
+  auto new_store = ShardStore::open(dir.file("s"), budget);
+  CHECK(new_store->info().format_version == 5);
+  CHECK(new_store->info().shard_bytes < old_store->info().shard_bytes);
+  check_store_against_twin(*new_store, twin, 16);
 }

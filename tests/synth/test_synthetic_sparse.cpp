@@ -421,9 +421,10 @@ TEST_CASE("sparse synth: gzip text reads back as the plain text", "[io][synth]")
 }
 
 TEST_CASE("sparse synth: a store bigger than the budget is written within it", "[io][synth]") {
-  // 160k rows x 2M features: ~57 MB of shards (format 4: empty columns are
-  // not stored) from a 32 MB budget (column counts 8 MB, row chunks, the
-  // writer's shard buffer, and a column buffer that takes several passes).
+  // 160k rows x 2M features: ~57 MB of shards (empty columns are not
+  // stored; real values, so every value is stored) from a 32 MB budget
+  // (column counts 8 MB, row chunks, the writer's shard buffer, and a column
+  // buffer that takes several passes).
   test::TempDir dir("fgm-synth");
   const uint64_t limit = 32 * kMiB;
   MemoryBudget budget(limit);
@@ -433,6 +434,7 @@ TEST_CASE("sparse synth: a store bigger than the budget is written within it", "
   o.features = 2000000;
   o.threads = 2;
   o.store = true;
+  o.values = SynthValues::kReal;
   o.seed = 3;
   // Reset VmHWM to the current RSS (Linux >= 4.0), so the peak is this run's.
   bool hwm_reset = false;
