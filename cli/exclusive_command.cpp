@@ -242,9 +242,7 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
                                  not_converged, points.size(), settings.fista.max_iterations));
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
   std::string csv = "point,lambda,selected,train_objective,fista_iterations,store_passes,working_set_size,converged,"
-                    "warm_started,point_seconds,seconds";
-  if (has_test) csv += ",test_accuracy,test_auc";
-  csv += "\n";
+                    "warm_started,point_seconds,seconds,test_accuracy,test_auc\n";
   double cumulative = 0;
   for (size_t k = 0; k < points.size(); ++k) {
     const ExclusiveOutcome& o = points[k];
@@ -252,12 +250,10 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     csv += fmt::format("{},{:.17g},{},{:.17g},{},{},{},{},{},{:.6f},{:.6f}", k, o.model.C, o.model.features.size(),
                        o.model.objective, o.fit.fista_iterations, o.fit.full_passes, o.fit.working_set,
                        o.fit.converged ? 1 : 0, o.warm_started ? 1 : 0, o.seconds, cumulative);
-    if (has_test) csv += fmt::format(",{:.6f},{:.6f}", tests[k].accuracy, tests[k].auc);
-    csv += "\n";
+    csv += has_test ? fmt::format(",{:.6f},{:.6f}\n", tests[k].accuracy, tests[k].auc) : ",,\n";
   }
   JsonWriter j;
-  run.begin_json(j, "exclusive", points.empty() ? std::map<std::string, std::string>{} : points.front().model.config,
-                 partitioned);
+  run.begin_json(j, "exclusive", config.dump(), partitioned);
   j.key("mode").value("lambda");
   j.key("best_point").value(best);
   j.key("warm_start").value(settings.path_warm_start);

@@ -476,9 +476,8 @@ void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOut
   for (size_t k = 0; k < points.size(); ++k) {
     const PathPoints::Point& p = points[k];
     write_model(fmt::format("{}/point-{}.fgm", out_dir, k + 1), p.model);
-    auto cell = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); };
     csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
-                       p.last.relative_gap, cell(p.test.accuracy), cell(p.test.auc), p.seconds);
+                       p.last.relative_gap, csv_cell(p.test.accuracy), csv_cell(p.test.auc), p.seconds);
   }
   JsonWriter j;
   j.begin_object();

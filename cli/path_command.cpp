@@ -35,8 +35,6 @@
 namespace fgm::cli {
 namespace {
 
-std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
-
 const char* kCsvHeader =
     "point,B,C,selected,nonzero,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
     "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc,"
@@ -144,90 +142,6 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
   j.end_array();
 }
 
-void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome& o);
-
-// The points' models (each atomic), then path.csv and path.json that name
-// them, and the report; the session closed. On a partitioned store path.json
-// has the "distributed" section of `distributed`.
-void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const DistributedPathOutcome* distributed) {
-  const std::string& out_dir = run.out_dir;
-  const auto config_dump = run.config.dump();
-  // Models first (each atomic), then the table and log that name them.
-  for (auto& p : outcome.points) {
-    p.model.config = config_dump;
-    write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
-    if (p.has_debiased) {
-      p.debiased.config = config_dump;
-      p.debiased.config["debiased"] = "true";
-      write_model(fmt::format("{}/point-{}-debiased.fgm", out_dir, p.point), p.debiased);
-    }
-  }
-  std::string csv = kCsvHeader;
-  for (const auto& p : outcome.points) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", p.point, p.B, p.C,
-                       p.selected,
-                       p.nonzero,
-                       cell(p.train_objective), cell(p.test.accuracy), cell(p.test.auc),
-                       cell(p.validation.accuracy), cell(p.validation.auc),
-                       cell(p.test_debiased.accuracy), cell(p.test_debiased.auc),
-                       cell(p.validation_debiased.accuracy), cell(p.validation_debiased.auc),
-                       p.seconds, p.apg_iterations, cell(p.cv.accuracy.mean), cell(p.cv.accuracy.se),
-                       cell(p.cv.auc.mean), cell(p.cv.auc.se));
-  }
-  JsonWriter j;
-  j.begin_object();
-  j.key("solver").value("fgm");
-  j.key("mode").value(outcome.mode);
-  j.key("points").value(static_cast<uint64_t>(outcome.points.size()));
-  j.key("best_point").value(static_cast<int64_t>(outcome.best >= 0 ? outcome.points[outcome.best].point : -1));
-  j.key("total_apg_iterations").value(outcome.total_apg_iterations);
-  j.key("total_gradient_evaluations").value(outcome.total_gradient_evaluations);
-  j.key("seconds").value(outcome.seconds);
-  j.key("ingest_seconds").value(run.ingest_seconds());
-  j.key("peak_rss_bytes").value(peak_rss_bytes());
-  write_selection(j, outcome, folds);
-  write_runs(j, outcome);
-  write_folds(j, outcome);
-  if (distributed) write_distributed_path_section(j, *distributed);
-  write_config_section(j, config_dump);
-  run.finish_path(j, csv);
-}
-
-void log_point(const PathPoint& p) {
-  spdlog::info("point {}: B={} C={} selected {} objective {:.6g} test acc {} (debiased {}) valid acc {} at {:.2f}s",
-               p.point, p.B, p.C, p.selected, p.train_objective, cell(p.test.accuracy),
-               cell(p.test_debiased.accuracy), cell(p.validation.accuracy), p.seconds);
-}
-
-void log_fold_start(const FoldRun& f, int folds) {
-  spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows, f.held_out_rows);
-}
-
-void log_fold_end(const FoldRun& f, int folds) {
-  std::string acc;
-  for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + cell(p.accuracy);
-  spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
-               f.selected.size(), f.seconds, acc);
-}
-
-// The result line on stdout.
-void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
-  if (outcome.best >= 0) {
-    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
-    fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
-               b.validation.accuracy);
-  }
-  if (outcome.selection.chosen >= 0) {
-    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
-    fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
-               c.selected);
-    if (outcome.selection.has_cv)
-      fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
-  }
-  fmt::print("{}\n", extra);
-}
-
 // path.json's "distributed": ranks, partitions and rank 0's communication,
 // in total, of the points' refits, of the cross-validation, and per FGM run
 // of the full-data path and phase.
@@ -254,6 +168,88 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   for (const auto& run : o.communication) write_communication_records(j, run);
   j.end_array();
   j.end_object();
+}
+
+// The points' models (each atomic), then path.csv and path.json that name
+// them, and the report; the session closed. On a partitioned store path.json
+// has the "distributed" section of `distributed`.
+void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const DistributedPathOutcome* distributed) {
+  const std::string& out_dir = run.out_dir;
+  const auto config_dump = run.config.dump();
+  // Models first (each atomic), then the table and log that name them.
+  for (auto& p : outcome.points) {
+    p.model.config = config_dump;
+    write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
+    if (p.has_debiased) {
+      p.debiased.config = config_dump;
+      p.debiased.config["debiased"] = "true";
+      write_model(fmt::format("{}/point-{}-debiased.fgm", out_dir, p.point), p.debiased);
+    }
+  }
+  std::string csv = kCsvHeader;
+  for (const auto& p : outcome.points) {
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", p.point, p.B, p.C,
+                       p.selected,
+                       p.nonzero,
+                       csv_cell(p.train_objective), csv_cell(p.test.accuracy), csv_cell(p.test.auc),
+                       csv_cell(p.validation.accuracy), csv_cell(p.validation.auc),
+                       csv_cell(p.test_debiased.accuracy), csv_cell(p.test_debiased.auc),
+                       csv_cell(p.validation_debiased.accuracy), csv_cell(p.validation_debiased.auc),
+                       p.seconds, p.apg_iterations, csv_cell(p.cv.accuracy.mean), csv_cell(p.cv.accuracy.se),
+                       csv_cell(p.cv.auc.mean), csv_cell(p.cv.auc.se));
+  }
+  JsonWriter j;
+  j.begin_object();
+  j.key("solver").value("fgm");
+  j.key("mode").value(outcome.mode);
+  j.key("points").value(static_cast<uint64_t>(outcome.points.size()));
+  j.key("best_point").value(static_cast<int64_t>(outcome.best >= 0 ? outcome.points[outcome.best].point : -1));
+  j.key("total_apg_iterations").value(outcome.total_apg_iterations);
+  j.key("total_gradient_evaluations").value(outcome.total_gradient_evaluations);
+  j.key("seconds").value(outcome.seconds);
+  j.key("ingest_seconds").value(run.ingest_seconds());
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  write_selection(j, outcome, folds);
+  write_runs(j, outcome);
+  write_folds(j, outcome);
+  if (distributed) write_distributed_path_section(j, *distributed);
+  write_config_section(j, config_dump);
+  run.finish_path(j, csv);
+}
+
+void log_point(const PathPoint& p) {
+  spdlog::info("point {}: B={} C={} selected {} objective {:.6g} test acc {} (debiased {}) valid acc {} at {:.2f}s",
+               p.point, p.B, p.C, p.selected, p.train_objective, csv_cell(p.test.accuracy),
+               csv_cell(p.test_debiased.accuracy), csv_cell(p.validation.accuracy), p.seconds);
+}
+
+void log_fold_start(const FoldRun& f, int folds) {
+  spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows, f.held_out_rows);
+}
+
+void log_fold_end(const FoldRun& f, int folds) {
+  std::string acc;
+  for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + csv_cell(p.accuracy);
+  spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
+               f.selected.size(), f.seconds, acc);
+}
+
+// The result line on stdout.
+void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
+  fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
+  if (outcome.best >= 0) {
+    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
+    fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
+               b.validation.accuracy);
+  }
+  if (outcome.selection.chosen >= 0) {
+    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
+    fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
+               c.selected);
+    if (outcome.selection.has_cv)
+      fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
+  }
+  fmt::print("{}\n", extra);
 }
 
 // Linear features without groups: a count beyond the store's width can never

@@ -84,8 +84,6 @@ KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
   return s;
 }
 
-std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
-
 // "kta": the settings and the alignment pass, shared by run.json and path.json.
 void write_kta_section(JsonWriter& j, const KtaSettings& s, const KtaRun& run) {
   j.key("kta").begin_object();
@@ -114,8 +112,8 @@ const char* kCsvHeader =
 
 std::string csv_row(const KtaPoint& p, double seconds_since_start) {
   return fmt::format("{},{:.6g},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.4f},{},{}\n", p.point, p.p, p.selected,
-                     cell(p.weight_sum), cell(p.test.accuracy), cell(p.test.auc), cell(p.validation.accuracy),
-                     cell(p.validation.auc), cell(p.train_accuracy), seconds_since_start, p.path_seconds,
+                     csv_cell(p.weight_sum), csv_cell(p.test.accuracy), csv_cell(p.test.auc), csv_cell(p.validation.accuracy),
+                     csv_cell(p.validation.auc), csv_cell(p.train_accuracy), seconds_since_start, p.path_seconds,
                      p.svm_seconds, p.newton_steps, p.bisection_steps);
 }
 
@@ -138,7 +136,7 @@ void write_point_ref(JsonWriter& j, const char* name, const KtaRun& run, int ind
 
 void log_point(const KtaPoint& p) {
   spdlog::info("p={:.4g}: selected {} test acc {} valid acc {} (path {:.4f}s, svm {:.3f}s)", p.p, p.selected,
-               cell(p.test.accuracy), cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
+               csv_cell(p.test.accuracy), csv_cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
 }
 
 // A path's outputs: point-<n>.fgm (the linear SVMs), path.csv, path.json

@@ -1,6 +1,7 @@
 #include "cli/run_output.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -180,6 +181,8 @@ void write_data_section(JsonWriter& j, const Config& config, const TrainingData&
   j.end_object();
 }
 
+
+std::string csv_cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); }
 
 void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
   j.key("warnings").begin_array();

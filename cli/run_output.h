@@ -101,6 +101,12 @@ void write_one_vs_rest_runs(JsonWriter& j, const std::vector<ClassRun>& classes,
 // "selected_features": id (in the file's index base), kind, group, weight, batch.
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base);
 
+// The columns every solver's path.csv has (docs/file-formats.md); a cell
+// without a value (no data.test) is empty.
+inline constexpr const char* kSharedPathColumns[] = {"point", "selected", "test_accuracy", "test_auc", "seconds"};
+// A path.csv cell with 6 significant digits; empty for a value that is not finite.
+std::string csv_cell(double v);
+
 // The run's warnings as [{"code": ..., "message": ...}] (run.json and path.json).
 void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 

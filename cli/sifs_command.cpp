@@ -165,10 +165,13 @@ struct FeaturedPoint {
     const int64_t k = static_cast<int64_t>(accuracy.size());
     if (has_test) {
       if (!test_rows) test_rows = load_labeled_rows(config.get_string("data.test"), model, budget, test_memory);
-      accuracy.push_back(evaluate_rows(*test_rows, model, false, budget).accuracy);
+      const EvalResult test = evaluate_rows(*test_rows, model, false, budget);
+      accuracy.push_back(test.accuracy);
+      auc.push_back(test.auc);
       if (best >= 0 && !(accuracy.back() > accuracy[static_cast<size_t>(best)])) return;
     } else {
       accuracy.push_back(NAN);
+      auc.push_back(NAN);
     }
     best = k;
     featured = std::move(model);
@@ -176,7 +179,7 @@ struct FeaturedPoint {
   bool has_test;
   Reservation test_memory;
   std::optional<LabeledRows> test_rows;
-  std::vector<double> accuracy;
+  std::vector<double> accuracy, auc;
   Model featured;
   int64_t best = -1;
 };
@@ -206,9 +209,7 @@ void write_path_outputs(SolverRun& run, const SifsSettings& settings, const Path
   std::string csv =
       "point,beta,alpha,beta_ratio,alpha_ratio,closed_form,selected,train_objective,gap,converged,epochs,"
       "features_screened,samples_screened_R,samples_screened_L,reduced_features,reduced_samples,reduced_nnz,"
-      "screening_seconds,extract_seconds,solve_seconds,seconds";
-  if (fp.has_test) csv += ",test_accuracy";
-  csv += "\n";
+      "screening_seconds,extract_seconds,solve_seconds,seconds,test_accuracy,test_auc\n";
   double cumulative = 0;
   for (size_t k = 0; k < screened.points.size(); ++k) {
     const SifsPoint& p = screened.points[k];
@@ -218,8 +219,7 @@ void write_path_outputs(SolverRun& run, const SifsSettings& settings, const Path
                        p.objective, p.gap, p.converged ? 1 : 0, p.epochs, p.weights_screened, p.samples_in_R,
                        p.samples_in_L, p.reduced_features, p.reduced_samples, p.reduced_nnz, p.screening_seconds,
                        p.extract_seconds, p.solve_seconds, cumulative);
-    if (fp.has_test) csv += fmt::format(",{:.6f}", fp.accuracy[k]);
-    csv += "\n";
+    csv += fp.has_test ? fmt::format(",{:.6f},{:.6f}\n", fp.accuracy[k], fp.auc[k]) : ",,\n";
   }
 
   JsonWriter j;
