@@ -17,6 +17,7 @@
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
+#include "cli/solver_registry.h"
 #include "core/atomic_file.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -345,9 +346,8 @@ int path_fgm_run(SolverRun& run) {
 
 Command add_path(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "path", "a path of models in one run with the configured solver (feature counts or B / C values for "
-      "fgm, a grid for sifs, λ values for exclusive, feature counts for mslr, p values for pnorm_kta); "
-      "writes path.csv and path.json");
+      "path", "a path of models in one run with the configured solver (" + solver_list(true) +
+                  "); writes path.csv and path.json");
   struct Args {
     std::string config;
     std::vector<std::string> overrides;

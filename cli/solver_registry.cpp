@@ -25,19 +25,20 @@ void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned
 const std::vector<SolverEntry>& solver_registry() {
   static const std::vector<SolverEntry> entries = {
       {"fgm", "Feature Generating Machine: cutting plane over feature groups, APG on the active set",
+       "feature counts or B / C values",
        {.multiclass = true, .partitioned = true, .partitioned_path = true, .partitioned_train_transforms = true,
         .partitioned_truth = true, .every_feature_space = true, .resume = true},
        check_fgm_config, check_fgm_data, train_fgm_run, path_fgm_run},
-      {"sifs", "SIFS: simultaneous safe feature and sample screening for sparse SVMs",
+      {"sifs", "SIFS: simultaneous safe feature and sample screening for sparse SVMs", "a (β, α) grid",
        {.multiclass = true, .multiclass_path = true, .partitioned = true, .partitioned_path = true},
        nullptr, nullptr, train_sifs, path_sifs},
-      {"pnorm_kta", "generalized l_p kernel-target alignment: a path over p",
+      {"pnorm_kta", "generalized l_p kernel-target alignment: a path over p", "p values",
        {.partitioned = true, .partitioned_path = true}, check_pnorm_kta_config, nullptr, train_pnorm_kta,
        path_pnorm_kta},
-      {"mslr", "minimax sparse logistic regression: cutting plane with a minimax subproblem",
+      {"mslr", "minimax sparse logistic regression: cutting plane with a minimax subproblem", "feature counts",
        {.partitioned = true, .partitioned_path = true, .resume = true}, nullptr, nullptr, train_mslr,
        path_mslr},
-      {"exclusive", "exclusive sparsity norm over feature groups (FISTA with a working set)",
+      {"exclusive", "exclusive sparsity norm over feature groups (FISTA with a working set)", "λ values",
        {.multiclass = true, .partitioned = true, .partitioned_path = true}, nullptr, nullptr, train_exclusive,
        path_exclusive},
   };
@@ -49,6 +50,14 @@ const SolverEntry& find_solver(std::string_view name) {
     if (e.name == name) return e;
   // config validation restricts `solver` to its choices; this is a bug
   throw Error(ErrorKind::kInternal, fmt::format("find_solver: no solver '{}' is registered", name));
+}
+
+std::string solver_list(bool with_path_points) {
+  std::string list;
+  for (const SolverEntry& e : solver_registry())
+    list += (list.empty() ? "" : ", ") +
+            (with_path_points ? fmt::format("{} for {}", e.path_points, e.name) : std::string(e.name));
+  return list;
 }
 
 std::vector<std::string> solver_keys(const SolverEntry& entry) {

@@ -28,6 +28,7 @@ struct SolverCapabilities {
 struct SolverEntry {
   std::string_view name;  // the value of `solver`
   std::string_view description;
+  std::string_view path_points;  // what `fgm path` varies, for its --help
   SolverCapabilities can;
   // Checks of the config alone (settings, key combinations): before any data is opened.
   void (*check_config)(const Config& config, RunKind kind, bool partitioned) = nullptr;
@@ -42,6 +43,8 @@ const std::vector<SolverEntry>& solver_registry();
 // The entry of `name`; an internal error when there is none (config
 // validation restricts `solver` to the registered names).
 const SolverEntry& find_solver(std::string_view name);
+// "fgm, sifs, ..." (`with_path_points`: "feature counts for fgm, ..."), for --help.
+std::string solver_list(bool with_path_points);
 // The config keys `entry` reads beyond the shared sections (data.*, engine.*,
 // features.*, output.*): its own sections'.
 std::vector<std::string> solver_keys(const SolverEntry& entry);

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/distributed_train.h"
 #include "cli/runner.h"
+#include "cli/solver_registry.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json_writer.h"
@@ -160,8 +161,10 @@ int train_fgm_run(SolverRun& run) {
 }
 
 Command add_train(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "train one model with the configured solver (key `solver`: fgm, sifs, exclusive, mslr or pnorm_kta) "
-      "from a TOML config and key=value overrides; writes model.fgm and run.json");
+  auto* sub = app.add_subcommand("train", "train one model with the configured solver (key `solver`: " +
+                                              solver_list(false) +
+                                              ") from a TOML config and key=value overrides; writes model.fgm "
+                                              "and run.json");
   struct Args {
     std::string config;
     std::vector<std::string> overrides;

@@ -48,11 +48,17 @@ TEST_CASE("the registry lists every solver of the `solver` key, each with its ow
   const std::vector<std::string> mslr = cli::solver_keys(cli::find_solver("mslr"));
   CHECK(std::find(mslr.begin(), mslr.end(), "mslr.r") != mslr.end());
   CHECK_THROWS_AS(cli::find_solver("nonesuch"), Error);
+  // --help of fgm train and fgm path lists every registered solver.
+  for (const char* command : {"train", "path"}) {
+    TempDir dir;
+    const RunResult help = run(dir, std::string(command) + " --help");
+    for (const auto& e : entries) CHECK(contains(help.out, std::string(e.name)));
+  }
 }
 
 TEST_CASE("a solver without a capability is refused from the registry's data, naming the key", "[registry]") {
   Config config = Config::load("", {"data.train=store", "features.transform=[\"maxabs\"]"});
-  cli::SolverEntry bare{"bare", "a test entry with no capability", {}, nullptr, nullptr, nullptr, nullptr};
+  cli::SolverEntry bare{"bare", "a test entry with no capability", "nothing", {}, nullptr, nullptr, nullptr, nullptr};
   auto refusal = [&](cli::RunKind kind, bool partitioned, size_t classes) -> std::string {
     try {
       cli::refuse_missing_capability(bare, config, kind, partitioned, classes);
