@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/solver_registry.h"
 #include "core/communicator.h"
 #include "core/error.h"
 #include "core/messages.h"
@@ -36,8 +37,8 @@ namespace {
 // The command line's subcommands, registered on one CLI::App.
 struct CommandLine {
   CLI::App app{"fgm — feature selection for ultrahigh-dimensional classification (binary and multi-class), "
-               "out of core: the Feature Generating Machine and four further solvers (sifs, exclusive, mslr, "
-               "pnorm_kta), on one machine or over MPI"};
+               "out of core: the Feature Generating Machine and further solvers (key `solver`: " +
+               cli::solver_list(false) + "), on one machine or over MPI"};
   std::vector<cli::Command> commands;
   CommandLine() {
     app.require_subcommand(1);

@@ -12,7 +12,7 @@
 
 #include "cli/resume.h"
 #include "cli/run_output.h"
-#include "cli/solver_commands.h"
+#include "cli/runner.h"
 #include "core/hash.h"
 #include "core/messages.h"
 #include "core/error.h"
@@ -107,26 +107,6 @@ void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const
   j.end_object();
 }
 
-void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
-                                const std::map<std::string, std::string>& config, const PartitionedRun& run,
-                                const std::vector<RankResources>& ranks,
-                                const std::vector<double>& class_labels) {
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value(std::string(solver));
-  write_partitioned_data_section(j, dir, run.manifest);
-  write_config_section(j, config);
-  write_distributed_section(j, run, ranks, class_labels);
-}
-
-std::unique_ptr<ResumeSession> open_rank0_session(const Config& config, Communicator& comm, std::string_view command,
-                                                  const std::string& final_output, bool restart, MemoryBudget& budget) {
-  if (comm.rank() != 0) return nullptr;
-  return std::make_unique<ResumeSession>(config.get_string("output.dir"),
-                                         partitioned_run_identity(config, comm.size(), command), restart,
-                                         final_output, budget);
-}
-
 std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
                                                   const std::string& out_dir, MemoryBudget& budget) {
   int32_t resuming = session && session->resuming() ? 1 : 0;
@@ -162,33 +142,6 @@ RunIdentity partitioned_run_identity(const Config& config, int ranks, std::strin
   return identity;
 }
 
-namespace {
-
-// run.json of a binary model: the single-store keys.
-void write_binary_run(JsonWriter& j, const DistributedOutcome& o) {
-  j.key("iterations").begin_array();
-  for (const auto& r : o.iterations) write_iteration(j, r);
-  j.end_array();
-  j.key("stop_reason").value(o.stop_reason);
-  j.key("iterations_restored").value(o.iterations_restored);
-  j.key("objective_no_features").value(o.objective_no_features);
-  j.key("final_sip_violation").value(o.final_sip_violation);
-  write_selected_features(j, o.model.features, o.model.index_base);
-  j.key("bias").value(o.model.bias);
-}
-
-}  // namespace
-
-void reject_transform_and_truth_on_partitions(const Config& config, std::string_view solver) {
-  auto refuse = [&](const char* key, const char* what) {
-    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported with solver = {} on a partitioned store "
-                                                "yet (docs/distributed.md lists what is distributed)",
-                                                key, what, solver));
-  };
-  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
-  if (!config.get_string("data.truth").empty()) refuse("data.truth", "truth recovery");
-}
-
 unsigned allowed_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -216,79 +169,6 @@ void require_partitioned_store(const Config& config, const Communicator& comm) {
                           "fgm ingest INPUT --out STORE --partitions {} and set data.train = STORE "
                           "(docs/distributed.md)",
                           config.get_string("data.train"), comm.size(), comm.size()));
-}
-
-int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
-                      bool restart, RunWarnings& warnings) {
-  warn_if_threads_exceed_affinity(settings.scheduler.threads, comm, warnings);
-  // Each solver's partitioned run checks that every rank has its configuration (one collective).
-  switch (solver_from_config(config)) {
-    case SolverKind::kSifs:
-      return train_sifs_partitioned(config, budget, comm, restart, warnings);
-    case SolverKind::kExclusive:
-      return train_exclusive_partitioned(config, budget, comm, restart, warnings);
-    case SolverKind::kMslr:
-      return train_mslr_partitioned(config, budget, comm, restart, warnings);
-    case SolverKind::kPnormKta:
-      return train_pnorm_kta_partitioned(config, budget, comm, restart, warnings);
-    case SolverKind::kFgm:
-      break;
-  }
-  check_same_configuration(comm, config);
-  const std::string dir = config.get_string("data.train");
-  const std::string out_dir = config.get_string("output.dir");
-  // Rank 0 alone opens the resume session (output.dir, its lock, the
-  // checkpoint); it tells the others whether it resumes, and they read the
-  // same checkpoint file (output.dir is on a file system all ranks share,
-  // like the store).
-  if (comm.rank() == 0) refuse_other_rank_count(out_dir, restart, comm.size(), budget);
-  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
-  std::optional<ResumeCheckpoint> saved = shared_checkpoint(comm, session.get(), out_dir, budget);
-  if (saved && !saved->train) throw Error(ErrorKind::kCorruption, "checkpoint of rank 0 has no training state");
-  if (saved && session)
-    spdlog::info("{}", msg::resuming_from(session->file(), saved->train->iterations.size() + 1,
-                                          fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations),
-                                          saved->train->apg.w.size()));
-  if (comm.rank() == 0)
-    spdlog::info("training on partitioned store {} with {} rank(s), B={}, C={}, loss={}, threads={}", dir,
-                 comm.size(), settings.B, settings.apg.C, loss_name(settings.apg.loss), settings.apg.threads);
-  DistributedHooks hooks;
-  if (saved) hooks.resume = &*saved->train;
-  if (session) hooks.on_progress = [&](const TrainProgress& progress) { session->save(&progress, nullptr); };
-  DistributedOutcome outcome =
-      train_fgm_distributed(comm, dir, settings, budget, hooks, config.get_string_list("features.transform"));
-  outcome.model.config = config.dump();
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
-  if (comm.rank() != 0) return 0;
-  const bool multiclass = !outcome.classes.empty();
-  if (!multiclass)
-    spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
-                 outcome.model.features.size());
-  const std::vector<ModelFeature> selected = all_features(outcome.model);
-  // data.test passed its syntax pass before training; if evaluating it fails, the model is kept.
-  const ModelResults results = score_and_write_model(config, outcome.model, &selected, budget, warnings);
-  JsonWriter j;
-  begin_partitioned_run_json(j, "fgm", dir, outcome.model.config, outcome, ranks, outcome.class_labels);
-  if (multiclass) {
-    uint64_t passes = 0;
-    for (const auto& r : outcome.communication) passes += r.phase == "scoring";
-    write_one_vs_rest_runs(j, outcome.classes, outcome.class_labels, outcome.class_rows, outcome.model.index_base,
-                           results.test_or_null(), outcome.lockstep, passes);
-  } else {
-    write_binary_run(j, outcome);
-  }
-  j.key("objective").value(outcome.model.objective);
-  j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-  j.key("seconds").value(outcome.seconds);
-  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, results, warnings, out_dir, *session);
-  print_truth(results, true);
-  if (multiclass)
-    fmt::print("classes={} selected={}", outcome.model.classes.size(), selected.size());
-  else
-    fmt::print("selected={} iterations={}", outcome.model.features.size(), outcome.iterations.size());
-  fmt::print(" objective={:.6g} ranks={}", outcome.model.objective, comm.size());
-  print_test_and_model(results, out_dir);
-  return 0;
 }
 
 }  // namespace fgm::cli

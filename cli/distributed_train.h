@@ -1,10 +1,7 @@
-// fgm train on a partitioned store (io/partitioned_store.h), with or without
-// mpirun, for every solver (each solver's partitioned run is in its own
-// cli/<solver>_command.cpp). The FGM run: engine/distributed_fgm.h over the
-// world communicator; rank 0 writes
-// model.fgm, run.json (with the communication of every phase and every
-// rank's peak RSS), the report and the resume checkpoints (every rank reads
-// the same checkpoint to resume; a checkpoint of another rank count is refused).
+// What runs on a partitioned store (io/partitioned_store.h), with or without
+// mpirun, share: rank 0's resume session and the rank-count check, the ranks'
+// resources, run.json's "data" and "distributed" sections, the same-config
+// check. The runner (cli/runner.h) and the solvers' partitioned paths use them.
 #pragma once
 
 #include <map>
@@ -26,9 +23,6 @@
 
 namespace fgm::cli {
 
-// `restart`: --restart (discard output.dir's checkpoint).
-int train_partitioned(const Config& config, const TrainSettings& settings, MemoryBudget& budget, Communicator& comm,
-                      bool restart, RunWarnings& warnings);
 
 // The rank count in a distributed run's checkpoint identity: resuming on
 // another count is refused.
@@ -52,23 +46,11 @@ void write_distributed_section(JsonWriter& j, const PartitionedRun& run, const s
 
 // run.json's "data" of a partitioned store.
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest);
-// The opening of a distributed run's run.json (or path.json): the object
-// begins, then engine_version, solver, data (the partitioned store `dir`),
-// config and "distributed" (write_distributed_section).
-void begin_partitioned_run_json(JsonWriter& j, std::string_view solver, const std::string& dir,
-                                const std::map<std::string, std::string>& config, const PartitionedRun& run,
-                                const std::vector<RankResources>& ranks,
-                                const std::vector<double>& class_labels = {});
 // The resume identity of `command` (train, path) on `ranks` ranks of the partitioned store data.train.
 RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command = "train");
 
-// Rank 0's resume session for `command` on the partitioned store data.train
-// (output.dir, its lock and checkpoint); null on the other ranks.
-std::unique_ptr<ResumeSession> open_rank0_session(const Config& config, Communicator& comm, std::string_view command,
-                                                  const std::string& final_output, bool restart, MemoryBudget& budget);
-
-// The checkpoint a partitioned run resumes from, on every rank: rank 0's
-// session (open_rank0_session) decides and tells the others, which read the
+// The checkpoint a run resumes from, on every rank (a single store: one): rank 0's
+// session (opened by the runner) decides and tells the others, which read the
 // same file (output.dir is on a file system all ranks share, like the
 // store). Empty: start from scratch.
 std::optional<ResumeCheckpoint> shared_checkpoint(Communicator& comm, ResumeSession* session,
@@ -83,10 +65,6 @@ void check_same_configuration(Communicator& comm, const Config& config);
 // `class_labels`: one-vs-rest runs' labels, named by the records' class_index.
 void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
                                  const std::vector<double>& class_labels = {});
-
-// features.transform and data.truth, which the partitioned runs of the
-// solvers other than fgm do not have yet: a config error naming the key.
-void reject_transform_and_truth_on_partitions(const Config& config, std::string_view solver);
 
 // Under mpirun with more than one rank, data.train must be a partitioned
 // store: throws Error(kConfig) saying how to make one otherwise. A partitioned

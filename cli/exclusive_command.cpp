@@ -16,7 +16,7 @@
 
 #include "cli/distributed_train.h"
 #include "cli/run_output.h"
-#include "cli/solver_commands.h"
+#include "cli/runner.h"
 #include "core/atomic_file.h"
 #include "core/json_writer.h"
 #include "core/path_checks.h"
@@ -145,9 +145,9 @@ void write_multiclass_run(JsonWriter& j, const ExclusiveSettings& settings, cons
   j.key("bias").value(0.0);
 }
 
-// The line `fgm train` prints; `ranks` > 0 for a distributed run.
+// The line `fgm train` prints (`suffix`: SolverRun::ranks_suffix).
 void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits, const ModelResults& results,
-                  const std::string& out_dir, int ranks) {
+                  const std::string& out_dir, const std::string& suffix) {
   print_truth(results, false);
   if (model.classes.empty()) {
     fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), fits.front().fit.fista_iterations,
@@ -157,118 +157,92 @@ void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits,
     for (const auto& c : model.classes) selected += c.features.size();
     fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
   }
-  if (ranks > 0) fmt::print(" ranks={}", ranks);
+  fmt::print("{}", suffix);
   print_test_and_model(results, out_dir);
+}
+
+// The fits of fgm train: a binary store, one; a multi-class store, one
+// binary fit per class (one-vs-rest); on a partitioned store every rank fits.
+DistributedExclusiveOutcome fit_exclusive(SolverRun& run, const ExclusiveSettings& settings) {
+  if (run.partitioned()) {
+    if (run.comm.rank() == 0)
+      spdlog::info("exclusive on partitioned store {} with {} rank(s): algorithm={} loss={} lambda={} threads={}",
+                   run.dir, run.comm.size(), exclusive::algorithm_name(settings.fista.algorithm),
+                   exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
+    return train_exclusive_distributed(run.comm, run.dir, settings, run.budget);
+  }
+  const ShardStore& store = *run.data->store;
+  DistributedExclusiveOutcome out;
+  out.class_values = store.info().class_values;
+  out.class_counts = store.info().class_counts;
+  if (store.info().classes() > 2) {
+    spdlog::info("exclusive: {} classes, one-vs-rest", store.info().classes());
+    ExclusiveMulticlassOutcome fits = train_exclusive_one_vs_rest(store, settings, run.budget);
+    out.model = std::move(fits.model);
+    out.classes = std::move(fits.classes);
+    out.seconds = fits.seconds;
+    out.budget_peak = fits.budget_peak;
+    return out;
+  }
+  spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}", exclusive::algorithm_name(settings.fista.algorithm),
+               exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
+  out.classes.push_back(train_exclusive_model(store, settings, run.budget));
+  out.model = out.classes.front().model;
+  out.seconds = out.classes.front().seconds;
+  out.budget_peak = out.classes.front().budget_peak;
+  return out;
 }
 
 }  // namespace
 
-// A binary store: one fit; a multi-class store: one binary fit per class
-// (one-vs-rest, engine/exclusive_trainer.h).
-int train_exclusive(SolverCommand& command) {
-  const Config& config = command.config;
+// solver = "exclusive" (engine/exclusive_trainer.h, engine/distributed_exclusive.h).
+int train_exclusive(SolverRun& run) {
+  const Config& config = run.config;
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
-  const StoreInfo& info = command.data.store->info();
-  const bool multiclass = info.classes() > 2;
-  ExclusiveMulticlassOutcome outcome;
-  if (multiclass) {
-    spdlog::info("exclusive: {} classes, one-vs-rest", info.classes());
-    outcome = train_exclusive_one_vs_rest(*command.data.store, settings, command.budget);
-  } else {
-    spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}",
-                 exclusive::algorithm_name(settings.fista.algorithm), exclusive::loss_name(settings.fista.loss),
-                 settings.fista.lambda, settings.threads);
-    outcome.classes.push_back(train_exclusive_model(*command.data.store, settings, command.budget));
-    outcome.model = outcome.classes.front().model;
-    outcome.seconds = outcome.classes.front().seconds;
-    outcome.budget_peak = outcome.classes.front().budget_peak;
-  }
+  DistributedExclusiveOutcome outcome = fit_exclusive(run, settings);
   Model& model = outcome.model;
-  model.config = config.dump();
-  warn_not_converged(command.warnings, outcome.classes, multiclass, settings);
+  if (!run.gather_outputs(outcome.budget_peak)) return 0;
+  const bool multiclass = !model.classes.empty();
+  warn_not_converged(run.warnings, outcome.classes, multiclass, settings);
   const std::vector<ModelFeature> selected = all_features(model);
-  const ModelResults results = score_and_write_model(config, model, &selected, command.budget, command.warnings);
+  const ModelResults results = score_and_write_model(config, model, &selected, run.budget, run.warnings);
   JsonWriter j;
-  begin_run_json(j, "exclusive", config, command.data, model.config);
+  run.begin_json(j, "exclusive", model.config, &outcome);
   if (multiclass)
-    write_multiclass_run(j, settings, outcome.classes, model, info.class_values, info.class_counts,
+    write_multiclass_run(j, settings, outcome.classes, model, outcome.class_values, outcome.class_counts,
                          results.test_or_null());
   else
     write_binary_run(j, settings, outcome.classes.front());
-  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config, results,
-             command.warnings, command.out_dir, *command.session);
-  print_result(model, outcome.classes, results, command.out_dir, 0);
-  return 0;
-}
-
-// Every rank fits; rank 0 alone opens output.dir (its lock) and writes the
-// model, run.json (with the "distributed" section) and the report.
-int train_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                                RunWarnings& warnings) {
-  check_same_configuration(comm, config);
-  reject_transform_and_truth_on_partitions(config, "exclusive");
-  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
-  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
-  if (session)
-    spdlog::info("exclusive on partitioned store {} with {} rank(s): algorithm={} loss={} lambda={} threads={}", dir,
-                 comm.size(), exclusive::algorithm_name(settings.fista.algorithm),
-                 exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
-  DistributedExclusiveOutcome outcome = train_exclusive_distributed(comm, dir, settings, budget);
-  outcome.model.config = config.dump();
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
-  if (comm.rank() != 0) return 0;
-  const bool multiclass = !outcome.model.classes.empty();
-  warn_not_converged(warnings, outcome.classes, multiclass, settings);
-  const ModelResults results = score_and_write_model(config, outcome.model, nullptr, budget, warnings);
-  JsonWriter j;
-  begin_partitioned_run_json(j, "exclusive", dir, outcome.model.config, outcome, ranks);
-  if (multiclass)
-    write_multiclass_run(j, settings, outcome.classes, outcome.model, outcome.class_values, outcome.class_counts,
-                         results.test_or_null());
-  else
-    write_binary_run(j, settings, outcome.classes.front());
-  finish_run(j, budget, outcome.budget_peak, outcome.seconds, 0.0, config, results, warnings, out_dir, *session);
-  print_result(outcome.model, outcome.classes, results, out_dir, comm.size());
+  run.finish_train(j, results, outcome.budget_peak, outcome.seconds);
+  print_result(model, outcome.classes, results, run.out_dir, run.ranks_suffix());
   return 0;
 }
 
 namespace {
 
-// Where a path's outputs go, and how path.json opens (the object begun, then
-// engine_version, solver, data, config and, distributed, its section).
-struct PathOutput {
-  MemoryBudget& budget;
-  RunWarnings& warnings;
-  const std::string& out_dir;
-  ResumeSession& session;
-  std::function<void(JsonWriter&, const std::map<std::string, std::string>&)> begin_json;
-};
-
 // Test metrics of every point, then point-<k>.fgm, path.csv, path.json and the report.
-int write_path(const Config& config, const ExclusiveSettings& settings, std::vector<ExclusiveOutcome>& points,
-               const PathOutput& output) {
+int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<ExclusiveOutcome>& points,
+               const PartitionedRun* partitioned) {
+  const Config& config = run.config;
   const bool has_test = !config.get_string("data.test").empty();
   std::vector<EvalResult> tests(points.size());
   int64_t best = -1;  // the best test accuracy (an oracle figure, as SIFS's path): the report's featured point
   for (size_t k = 0; k < points.size(); ++k) {
     points[k].model.config = config.dump();
     if (!has_test) continue;
-    tests[k] = evaluate_test_file(config, points[k].model, output.budget, output.warnings);
+    tests[k] = evaluate_test_file(config, points[k].model, run.budget, run.warnings);
     if (best < 0 || tests[k].accuracy > tests[static_cast<size_t>(best)].accuracy) best = static_cast<int64_t>(k);
   }
   uint64_t not_converged = 0;
   for (const auto& o : points) not_converged += !o.fit.converged;
   if (not_converged > 0)
-    output.warnings.add("exclusive_not_converged",
-                        fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
-                                     "set's round limit) before the stopping rule held (path.csv: converged = 0)",
-                                     not_converged, points.size(), settings.fista.max_iterations));
+    run.warnings.add("exclusive_not_converged",
+                     fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
+                                 "set's round limit) before the stopping rule held (path.csv: converged = 0)",
+                                 not_converged, points.size(), settings.fista.max_iterations));
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
   std::string csv = "point,lambda,selected,train_objective,fista_iterations,store_passes,working_set_size,converged,"
-                    "warm_started,point_seconds,seconds";
-  if (has_test) csv += ",test_accuracy,test_auc";
-  csv += "\n";
+                    "warm_started,point_seconds,seconds,test_accuracy,test_auc\n";
   double cumulative = 0;
   for (size_t k = 0; k < points.size(); ++k) {
     const ExclusiveOutcome& o = points[k];
@@ -276,11 +250,10 @@ int write_path(const Config& config, const ExclusiveSettings& settings, std::vec
     csv += fmt::format("{},{:.17g},{},{:.17g},{},{},{},{},{},{:.6f},{:.6f}", k, o.model.C, o.model.features.size(),
                        o.model.objective, o.fit.fista_iterations, o.fit.full_passes, o.fit.working_set,
                        o.fit.converged ? 1 : 0, o.warm_started ? 1 : 0, o.seconds, cumulative);
-    if (has_test) csv += fmt::format(",{:.6f},{:.6f}", tests[k].accuracy, tests[k].auc);
-    csv += "\n";
+    csv += has_test ? fmt::format(",{:.6f},{:.6f}\n", tests[k].accuracy, tests[k].auc) : ",,\n";
   }
   JsonWriter j;
-  output.begin_json(j, points.empty() ? std::map<std::string, std::string>{} : points.front().model.config);
+  run.begin_json(j, "exclusive", config.dump(), partitioned);
   j.key("mode").value("lambda");
   j.key("best_point").value(best);
   j.key("warm_start").value(settings.path_warm_start);
@@ -300,41 +273,24 @@ int write_path(const Config& config, const ExclusiveSettings& settings, std::vec
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
-  create_output_directory(output.out_dir, "output.dir");
   for (size_t k = 0; k < points.size(); ++k)
-    write_model((std::filesystem::path(output.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
-  finish_path(j, output.warnings, csv, config, output.out_dir, output.session);
-  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, output.out_dir);
+    write_model((std::filesystem::path(run.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
+  run.finish_path(j, csv);
+  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, run.out_dir);
   return 0;
 }
 
 }  // namespace
 
-int path_exclusive(SolverCommand& command) {
-  const ExclusiveSettings settings = exclusive_settings_from_config(command.config, ConfigCommand::kPath);
-  std::vector<ExclusiveOutcome> points = train_exclusive_path(*command.data.store, settings, command.budget);
-  const PathOutput output{command.budget, command.warnings, command.out_dir, *command.session,
-                          [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                            begin_run_json(j, "exclusive", command.config, command.data, dump);
-                          }};
-  return write_path(command.config, settings, points, output);
-}
-
-int path_exclusive_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                               RunWarnings& warnings) {
-  check_same_configuration(comm, config);
-  reject_transform_and_truth_on_partitions(config, "exclusive");
-  const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kPath);
-  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
-  DistributedExclusiveOutcome outcome = path_exclusive_distributed(comm, dir, settings, budget);
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
-  if (comm.rank() != 0) return 0;
-  const PathOutput output{budget, warnings, out_dir, *session,
-                          [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                            begin_partitioned_run_json(j, "exclusive", dir, dump, outcome, ranks);
-                          }};
-  return write_path(config, settings, outcome.classes, output);
+int path_exclusive(SolverRun& run) {
+  const ExclusiveSettings settings = exclusive_settings_from_config(run.config, ConfigCommand::kPath);
+  if (!run.partitioned()) {
+    std::vector<ExclusiveOutcome> points = train_exclusive_path(*run.data->store, settings, run.budget);
+    return write_path(run, settings, points, nullptr);
+  }
+  DistributedExclusiveOutcome outcome = path_exclusive_distributed(run.comm, run.dir, settings, run.budget);
+  if (!run.gather_outputs(outcome.budget_peak)) return 0;
+  return write_path(run, settings, outcome.classes, &outcome);
 }
 
 }  // namespace fgm::cli

@@ -19,7 +19,7 @@
 #include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
-#include "cli/solver_commands.h"
+#include "cli/runner.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_writer.h"
@@ -58,16 +58,6 @@ MslrSettings mslr_settings_from_config(const Config& c) {
   s.block_bytes = shared.block_bytes;
   s.space = shared.space;
   return s;
-}
-
-// A store with more than two labels: MSLR is binary (the paper has no multi-class form).
-void require_binary(const SolverCommand& command) {
-  const StoreInfo& info = command.data.store->info();
-  if (info.classes() > 2)
-    throw Error(ErrorKind::kConfig,
-                fmt::format("{}: {} labels, but solver = \"mslr\" trains binary models only (relabel the data "
-                            "to two classes, or use solver = \"fgm\" for one-vs-rest)",
-                            command.data.store_dir, info.classes()));
 }
 
 // P with no feature selected (w = 0): C·ln 2 per row of the fit.
@@ -169,11 +159,10 @@ MslrState decode_saved_state(const SolverState& saved, const std::string& file, 
 }
 
 // The saved state of an interrupted run of this command, if any (logged).
-std::optional<MslrState> saved_state(SolverCommand& command, const MslrSettings& settings,
-                                     std::string* path_points = nullptr) {
-  const SolverState* saved = command.session->solver_state("mslr");
+std::optional<MslrState> saved_state(SolverRun& run, const MslrSettings& settings, std::string* path_points) {
+  const SolverState* saved = run.session->solver_state("mslr");
   if (!saved) return std::nullopt;
-  return decode_saved_state(*saved, command.session->file(), settings, path_points, true);
+  return decode_saved_state(*saved, run.session->file(), settings, path_points, true);
 }
 
 // A partitioned run's resume state is split: rank 0's checkpoint holds
@@ -266,117 +255,76 @@ void remove_dual_slices(const std::string& out_dir) {
     if (entry.path().filename().string().rfind(kDualSlicePrefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
 }
 
-// The partitioned run's resume session on rank 0 (a checkpoint of another
-// rank count refused first), and on every rank the state to resume from.
-struct DistributedSession {
-  std::unique_ptr<ResumeSession> session;  // rank 0: output.dir's lock; closed by the outputs' writer
-  std::optional<MslrState> resume;
-  PartitionRange own;
-};
-DistributedSession open_distributed_session(Communicator& comm, const Config& config, const std::string& command,
-                                            const std::string& final_output, bool restart,
-                                            const MslrSettings& settings, MemoryBudget& budget,
-                                            std::string* path_points) {
-  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  DistributedSession d;
-  const uint32_t partitions = read_partition_manifest(dir).partitions;
-  // Ranks that do not divide the partitions: the trainer refuses them, naming the store.
-  if (partitions % static_cast<uint32_t>(comm.size()) == 0) d.own = partitions_of_rank(partitions, comm.size(), comm.rank());
-  if (comm.rank() == 0) refuse_other_rank_count(out_dir, restart, comm.size(), budget);
-  d.session = open_rank0_session(config, comm, command, final_output, restart, budget);
-  d.resume = load_distributed_state(comm, d.session.get(), out_dir, settings, d.own, budget, path_points);
-  return d;
+// This rank's partitions (empty when the ranks do not divide them: the trainer refuses that, naming the store).
+PartitionRange own_partitions(const SolverRun& run) {
+  const uint32_t partitions = read_partition_manifest(run.dir).partitions;
+  if (partitions % static_cast<uint32_t>(run.comm.size()) != 0) return {};
+  return partitions_of_rank(partitions, run.comm.size(), run.comm.rank());
+}
+
+// The state to resume from, on every rank (`path_points`: as decode_saved_state).
+std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings, const PartitionRange& own,
+                                      std::string* path_points) {
+  if (!run.partitioned()) return saved_state(run, settings, path_points);
+  return load_distributed_state(run.comm, run.session.get(), run.out_dir, settings, own, run.budget, path_points);
+}
+
+// Saves the state after an iteration: `bytes` encodes what rank 0's checkpoint
+// holds (a partitioned run's without the duals, which every rank saves itself).
+void save_state(SolverRun& run, const PartitionRange& own, const MslrState& state,
+                const std::function<std::string(const MslrState&)>& bytes) {
+  if (!run.partitioned()) return run.session->save_solver_state({"mslr", bytes(state)});
+  save_distributed_state(run.comm, run.out_dir, state, own, [&](const MslrState& shared) {
+    run.session->save_solver_state({"mslr", bytes(shared)});
+  });
+}
+
+// The run over either backend; its result on every rank.
+DistributedMslrOutcome run_mslr(SolverRun& run, const MslrSettings& settings, const MslrHooks& hooks) {
+  if (run.partitioned()) return train_mslr_distributed(run.comm, run.dir, settings, run.budget, hooks);
+  DistributedMslrOutcome outcome;
+  outcome.result = fgm::train_mslr(*run.data->store, settings, run.budget, hooks);
+  outcome.objective_no_features = objective_no_features(*run.data->store, settings.minimax.C);
+  return outcome;
 }
 
 }  // namespace
 
-int train_mslr(SolverCommand& command) {
-  require_binary(command);
-  const Config& config = command.config;
+// solver = "mslr" (engine/mslr_trainer.h, engine/distributed_mslr.h). Resume
+// checkpoints after every iteration: rank 0's, and on a partitioned store
+// every rank's dual slice (save_distributed_state).
+int train_mslr(SolverRun& run) {
+  const Config& config = run.config;
   MslrSettings settings = mslr_settings_from_config(config);
-  settings.warnings = &command.warnings;
-  const ShardStore& store = *command.data.store;
-  spdlog::info("MSLR on {} rows x {} features ({} nonzeros), r={}, C={}, T_m={}, threads={}", store.info().n_rows,
-               store.info().n_features, store.info().nnz, settings.r, settings.minimax.C, settings.max_iterations,
-               settings.scheduler.threads);
-  const std::optional<MslrState> resume = saved_state(command, settings);
+  settings.warnings = &run.warnings;
+  const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
+  const std::optional<MslrState> resume = resume_state(run, settings, own, nullptr);
   if (resume) settings.resume = &*resume;
+  if (run.session)
+    spdlog::info("MSLR on {} with {} rank(s), r={}, C={}, T_m={}, threads={}", run.dir, run.comm.size(), settings.r,
+                 settings.minimax.C, settings.max_iterations, settings.scheduler.threads);
   MslrHooks hooks;
-  hooks.on_iteration = log_iteration;
-  hooks.on_state = [&](const MslrState& state) {
-    command.session->save_solver_state({"mslr", encode_mslr_state(state)});
-  };
-  MslrOutcome outcome = fgm::train_mslr(store, settings, command.budget, hooks);
-  spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
-               outcome.model.features.size());
-  Model& model = outcome.model;
-  model.config = config.dump();
-  model.solver = "mslr";
-
-  const ModelResults results =
-      score_and_write_model(config, model, &model.features, command.budget, command.warnings);
-  const double f0 = objective_no_features(store, settings.minimax.C);
-  JsonWriter j;
-  begin_run_json(j, "mslr", config, command.data, model.config);
-  write_outcome(j, outcome, f0, resume ? resume->iterations.size() : 0);
-  finish_run(j, command.budget, outcome.budget_peak, outcome.seconds, command.data.ingest_seconds, config, results,
-             command.warnings, command.out_dir, *command.session);
-
-  print_truth(results, false);
-  fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), outcome.iterations.size(),
-             model.objective);
-  print_test_and_model(results, command.out_dir);
-  return 0;
-}
-
-// fgm train with solver = "mslr" on a partitioned store, with or without
-// mpirun (engine/distributed_mslr.h). Rank 0 writes model.fgm, run.json (the
-// single-store shape with the partitioned "data" and "distributed") and the
-// report. Resume checkpoints after every iteration: rank 0's, and every
-// rank's dual slice (save_distributed_state); a checkpoint resumes on the
-// same rank count only.
-int train_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                           RunWarnings& warnings) {
-  check_same_configuration(comm, config);
-  reject_transform_and_truth_on_partitions(config, "mslr");
-  MslrSettings settings = mslr_settings_from_config(config);
-  settings.warnings = &warnings;
-  const std::string dir = config.get_string("data.train");
-  const std::string out_dir = config.get_string("output.dir");
-  DistributedSession d = open_distributed_session(comm, config, "train", "model.fgm", restart, settings, budget, nullptr);
-  if (d.resume) settings.resume = &*d.resume;
-  if (comm.rank() == 0)
-    spdlog::info("MSLR on partitioned store {} with {} rank(s), r={}, C={}, T_m={}, threads={}", dir, comm.size(),
-                 settings.r, settings.minimax.C, settings.max_iterations, settings.scheduler.threads);
-  MslrHooks hooks;
-  if (comm.rank() == 0) hooks.on_iteration = log_iteration;
-  hooks.on_state = [&](const MslrState& state) {
-    save_distributed_state(comm, out_dir, state, d.own, [&](const MslrState& shared) {
-      d.session->save_solver_state({"mslr", encode_mslr_state(shared)});
-    });
-  };
-  DistributedMslrOutcome outcome = train_mslr_distributed(comm, dir, settings, budget, hooks);
+  if (run.session) hooks.on_iteration = log_iteration;
+  hooks.on_state = [&](const MslrState& state) { save_state(run, own, state, encode_mslr_state); };
+  DistributedMslrOutcome outcome = run_mslr(run, settings, hooks);
   Model& model = outcome.result.model;
-  model.config = config.dump();
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.result.budget_peak);
-  if (comm.rank() != 0) return 0;
+  if (!run.gather_outputs(outcome.result.budget_peak)) return 0;
   spdlog::info("stopped: {} after {} iterations, {} features", outcome.result.stop_reason,
                outcome.result.iterations.size(), model.features.size());
-  const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
+  const ModelResults results = score_and_write_model(config, model, &model.features, run.budget, run.warnings);
   JsonWriter j;
-  begin_partitioned_run_json(j, "mslr", dir, model.config, outcome, ranks);
-  write_outcome(j, outcome.result, outcome.objective_no_features, d.resume ? d.resume->iterations.size() : 0);
-  finish_run(j, budget, outcome.result.budget_peak, outcome.result.seconds, 0.0, config, results, warnings, out_dir,
-             *d.session);
-  remove_dual_slices(out_dir);
-  fmt::print("selected={} iterations={} objective={:.6g} ranks={}", model.features.size(),
-             outcome.result.iterations.size(), model.objective, comm.size());
-  print_test_and_model(results, out_dir);
+  run.begin_json(j, "mslr", model.config, &outcome);
+  write_outcome(j, outcome.result, outcome.objective_no_features, resume ? resume->iterations.size() : 0);
+  run.finish_train(j, results, outcome.result.budget_peak, outcome.result.seconds);
+  if (run.partitioned()) remove_dual_slices(run.out_dir);
+  print_truth(results, false);
+  fmt::print("selected={} iterations={} objective={:.6g}{}", model.features.size(), outcome.result.iterations.size(),
+             model.objective, run.ranks_suffix());
+  print_test_and_model(results, run.out_dir);
   return 0;
 }
 
 namespace {
-
 // A path never delivers fewer points for want of iterations: each iteration
 // adds at most r features, so the last count needs ⌈last/r⌉ of them. An
 // mslr.max_iterations below that is refused when the user set it; the
@@ -504,9 +452,11 @@ class PathPoints {
 // point-<k>.fgm, path.csv (point, selected, objective, test accuracy/AUC,
 // seconds), path.json (`data_section` writes its "data" and, on a
 // partitioned store, "distributed") and the report; the session finished.
-void write_path(const Config& config, const std::string& out_dir, const PathPoints& path, const MslrOutcome& outcome,
-                int max_iterations, double f0, const std::function<void(JsonWriter&)>& data_section,
-                RunWarnings& warnings, ResumeSession& session) {
+void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOutcome& result, int max_iterations) {
+  const Config& config = run.config;
+  const std::string& out_dir = run.out_dir;
+  const MslrOutcome& outcome = result.result;
+  const double f0 = result.objective_no_features;
   const auto& points = path.points();
   // A count the run could not reach gives no point of its own: say so.
   const std::vector<double> asked = config.get_list("mslr.features");
@@ -516,20 +466,18 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
     for (size_t k = std::min(points.size(), asked.size() - 1); k < asked.size(); ++k)
       missing += (missing.empty() ? "" : ", ") + fmt::format("{}", asked[k]);
     for (const auto& p : points) delivered += (delivered.empty() ? "" : ", ") + std::to_string(p.model.features.size());
-    warnings.add("path_points_missing",
+    run.warnings.add("path_points_missing",
                  outcome.stop_reason == "max_iterations"
                      ? msg::mslr_path_points_missing_iterations(missing, delivered, max_iterations)
                      : msg::path_points_missing("mslr.features", missing, delivered));
   }
-  create_output_directory(out_dir, "output.dir");
   // train_objective and seconds (from the start of the run) as the report reads them.
   std::string csv = "point,selected,train_objective,relative_gap,test_accuracy,test_auc,seconds\n";
   for (size_t k = 0; k < points.size(); ++k) {
     const PathPoints::Point& p = points[k];
     write_model(fmt::format("{}/point-{}.fgm", out_dir, k + 1), p.model);
-    auto cell = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); };
     csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
-                       p.last.relative_gap, cell(p.test.accuracy), cell(p.test.auc), p.seconds);
+                       p.last.relative_gap, csv_cell(p.test.accuracy), csv_cell(p.test.auc), p.seconds);
   }
   JsonWriter j;
   j.begin_object();
@@ -538,7 +486,7 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
   j.key("mode").value("features");
   // No point is chosen on held-out data: the report features the last one.
   j.key("best_point").value(int64_t{-1});
-  data_section(j);
+  run.write_data(j, &result);
   j.key("points").value(static_cast<uint64_t>(points.size()));
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("seconds").value(outcome.seconds);
@@ -552,90 +500,48 @@ void write_path(const Config& config, const std::string& out_dir, const PathPoin
   }
   j.end_array();
   write_config_section(j, config.dump());
-  finish_path(j, warnings, csv, config, out_dir, session);
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv", points.size(), outcome.seconds, out_dir);
+  run.finish_path(j, csv);
+  fmt::print("points={} seconds={:.3f} csv={}/path.csv{}\n", points.size(), outcome.seconds, out_dir,
+             run.ranks_suffix());
 }
 
 }  // namespace
 
 // One run with a checkpoint at each count of mslr.features: point-<k>.fgm,
-// path.csv (point, selected, objective, test accuracy/AUC, seconds) and path.json.
-int path_mslr(SolverCommand& command) {
-  require_binary(command);
-  const Config& config = command.config;
+// path.csv (point, selected, objective, test accuracy/AUC, seconds) and
+// path.json. Rank 0 takes the points; resume as train_mslr, rank 0's state
+// with the points taken.
+int path_mslr(SolverRun& run) {
+  const Config& config = run.config;
   MslrSettings settings = path_settings_from_config(config);
-  settings.warnings = &command.warnings;
+  settings.warnings = &run.warnings;
   // A count beyond the store's width can never be reached (MSLR selects linear features).
-  if (const uint64_t width = command.data.store->info().n_features; settings.checkpoints.back() > width)
+  const uint64_t width = run.partitioned() ? read_partition_manifest(run.dir).n_features
+                                           : run.data->store->info().n_features;
+  if (settings.checkpoints.back() > width)
     throw Error(ErrorKind::kConfig,
                 msg::path_counts_beyond_features(config.where_set("mslr.features") + "mslr.features",
                                                  settings.checkpoints.back(), width, "features"));
-  PathPoints path(config, command.budget, command.warnings);
-  // Resume: the trainer's state and the points taken before the interruption.
+  PathPoints path(config, run.budget, run.warnings);
+  const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
   std::string saved_points;
-  const std::optional<MslrState> resume = saved_state(command, settings, &saved_points);
+  const std::optional<MslrState> resume = resume_state(run, settings, own, &saved_points);
   if (resume) {
     settings.resume = &*resume;
-    path.restore(saved_points, *resume, command.session->file());
+    if (run.session) path.restore(saved_points, *resume, run.session->file());
   }
   MslrHooks hooks;
-  hooks.on_iteration = log_iteration;
-  hooks.on_checkpoint = [&](const MslrCheckpoint& cp) { path.take(cp); };
-  hooks.on_state = [&](const MslrState& state) {
-    command.session->save_solver_state({"mslr", path_state_bytes(state, path.bytes())});
-  };
-  MslrOutcome outcome = fgm::train_mslr(*command.data.store, settings, command.budget, hooks);
-  write_path(config, command.out_dir, path, outcome, settings.max_iterations,
-             objective_no_features(*command.data.store, settings.minimax.C),
-             [&](JsonWriter& j) { write_data_section(j, config, command.data); }, command.warnings,
-             *command.session);
-  fmt::print("\n");
-  return 0;
-}
-
-// fgm path with solver = "mslr" on a partitioned store, with or without
-// mpirun: the single-store path over engine/distributed_mslr.h. Every rank
-// runs it; rank 0 takes the points and writes every output (path.json with
-// "distributed"). Resume as train_mslr_partitioned, rank 0's state with the points.
-int path_mslr_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                          RunWarnings& warnings) {
-  check_same_configuration(comm, config);
-  reject_transform_and_truth_on_partitions(config, "mslr");
-  MslrSettings settings = path_settings_from_config(config);
-  settings.warnings = &warnings;
-  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::string saved_points;
-  DistributedSession d =
-      open_distributed_session(comm, config, "path", "path.csv", restart, settings, budget, &saved_points);
-  PathPoints path(config, budget, warnings);
-  if (d.resume) {
-    settings.resume = &*d.resume;
-    if (comm.rank() == 0) path.restore(saved_points, *d.resume, d.session->file());
-  }
-  if (comm.rank() == 0)
-    spdlog::info("MSLR path on partitioned store {} with {} rank(s), r={}, C={}", dir, comm.size(), settings.r,
-                 settings.minimax.C);
-  MslrHooks hooks;
-  if (comm.rank() == 0) {
+  if (run.session) {
     hooks.on_iteration = log_iteration;
     hooks.on_checkpoint = [&](const MslrCheckpoint& cp) { path.take(cp); };
   }
   hooks.on_state = [&](const MslrState& state) {
-    save_distributed_state(comm, out_dir, state, d.own, [&](const MslrState& shared) {
-      d.session->save_solver_state({"mslr", path_state_bytes(shared, path.bytes())});
-    });
+    save_state(run, own, state, [&](const MslrState& saved) { return path_state_bytes(saved, path.bytes()); });
   };
-  DistributedMslrOutcome outcome = train_mslr_distributed(comm, dir, settings, budget, hooks);
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.result.budget_peak);
-  if (comm.rank() != 0) return 0;
-  write_path(config, out_dir, path, outcome.result, settings.max_iterations, outcome.objective_no_features,
-             [&](JsonWriter& j) {
-               write_partitioned_data_section(j, dir, outcome.manifest);
-               write_distributed_section(j, outcome, ranks);
-             },
-             warnings, *d.session);
-  remove_dual_slices(out_dir);
-  fmt::print(" ranks={}\n", comm.size());
+  DistributedMslrOutcome outcome = run_mslr(run, settings, hooks);
+  if (!run.gather_outputs(outcome.result.budget_peak)) return 0;
+  write_path(run, path, outcome, settings.max_iterations);
+  if (run.partitioned()) remove_dual_slices(run.out_dir);
   return 0;
 }
 

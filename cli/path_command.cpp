@@ -16,7 +16,8 @@
 #include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
-#include "cli/solver_commands.h"
+#include "cli/runner.h"
+#include "cli/solver_registry.h"
 #include "core/atomic_file.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -34,8 +35,6 @@
 
 namespace fgm::cli {
 namespace {
-
-std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
 
 const char* kCsvHeader =
     "point,B,C,selected,nonzero,train_objective,test_accuracy,test_auc,validation_accuracy,validation_auc,"
@@ -144,132 +143,6 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
   j.end_array();
 }
 
-// The points' models (each atomic), then path.csv and path.json that name
-// them, and the report; the session closed. `extra_json` adds sections to path.json.
-void write_path_outputs(const Config& config, PathOutcome& outcome, int folds, double ingest_seconds,
-                        const RunWarnings& warnings, const std::string& out_dir, ResumeSession& session,
-                        const std::function<void(JsonWriter&)>& extra_json) {
-  const auto config_dump = config.dump();
-  // Models first (each atomic), then the table and log that name them.
-  for (auto& p : outcome.points) {
-    p.model.config = config_dump;
-    write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
-    if (p.has_debiased) {
-      p.debiased.config = config_dump;
-      p.debiased.config["debiased"] = "true";
-      write_model(fmt::format("{}/point-{}-debiased.fgm", out_dir, p.point), p.debiased);
-    }
-  }
-  std::string csv = kCsvHeader;
-  for (const auto& p : outcome.points) {
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", p.point, p.B, p.C,
-                       p.selected,
-                       p.nonzero,
-                       cell(p.train_objective), cell(p.test.accuracy), cell(p.test.auc),
-                       cell(p.validation.accuracy), cell(p.validation.auc),
-                       cell(p.test_debiased.accuracy), cell(p.test_debiased.auc),
-                       cell(p.validation_debiased.accuracy), cell(p.validation_debiased.auc),
-                       p.seconds, p.apg_iterations, cell(p.cv.accuracy.mean), cell(p.cv.accuracy.se),
-                       cell(p.cv.auc.mean), cell(p.cv.auc.se));
-  }
-  JsonWriter j;
-  j.begin_object();
-  j.key("solver").value("fgm");
-  j.key("mode").value(outcome.mode);
-  j.key("points").value(static_cast<uint64_t>(outcome.points.size()));
-  j.key("best_point").value(static_cast<int64_t>(outcome.best >= 0 ? outcome.points[outcome.best].point : -1));
-  j.key("total_apg_iterations").value(outcome.total_apg_iterations);
-  j.key("total_gradient_evaluations").value(outcome.total_gradient_evaluations);
-  j.key("seconds").value(outcome.seconds);
-  j.key("ingest_seconds").value(ingest_seconds);
-  j.key("peak_rss_bytes").value(peak_rss_bytes());
-  write_selection(j, outcome, folds);
-  write_runs(j, outcome);
-  write_folds(j, outcome);
-  if (extra_json) extra_json(j);
-  write_config_section(j, config_dump);
-  finish_path(j, warnings, csv, config, out_dir, session);
-}
-
-void log_point(const PathPoint& p) {
-  spdlog::info("point {}: B={} C={} selected {} objective {:.6g} test acc {} (debiased {}) valid acc {} at {:.2f}s",
-               p.point, p.B, p.C, p.selected, p.train_objective, cell(p.test.accuracy),
-               cell(p.test_debiased.accuracy), cell(p.validation.accuracy), p.seconds);
-}
-
-void log_fold_start(const FoldRun& f, int folds) {
-  spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows, f.held_out_rows);
-}
-
-void log_fold_end(const FoldRun& f, int folds) {
-  std::string acc;
-  for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + cell(p.accuracy);
-  spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
-               f.selected.size(), f.seconds, acc);
-}
-
-// The result line on stdout.
-void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
-  if (outcome.best >= 0) {
-    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
-    fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
-               b.validation.accuracy);
-  }
-  if (outcome.selection.chosen >= 0) {
-    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
-    fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
-               c.selected);
-    if (outcome.selection.has_cv)
-      fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
-  }
-  fmt::print("{}\n", extra);
-}
-
-// fgm path with a solver other than FGM: the shared setup (budget, data,
-// transforms, resume session), then the solver's own path (cli/solver_commands.h).
-int path_with_other_solver(SolverKind solver, const Config& config, bool restart) {
-  MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-  RunWarnings warnings;
-  // fgm path checked require_partitioned_store: with more than one rank, data.train is partitioned.
-  if (is_partitioned_store(config.get_string("data.train"))) {
-    Communicator& world = world_communicator();
-    switch (solver) {
-      case SolverKind::kSifs:
-        return path_sifs_partitioned(config, budget, world, restart, warnings);
-      case SolverKind::kExclusive:
-        return path_exclusive_partitioned(config, budget, world, restart, warnings);
-      case SolverKind::kMslr:
-        return path_mslr_partitioned(config, budget, world, restart, warnings);
-      case SolverKind::kPnormKta:
-        return path_pnorm_kta_partitioned(config, budget, world, restart, warnings);
-      case SolverKind::kFgm:
-        break;
-    }
-  }
-  TrainingData data = open_training_data(config.get_string("data.train"),
-                                         training_data_options_from_config(config), budget);
-  reject_store_mismatch(config, data.store->info());
-  data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
-                                        budget, config.get_bytes("engine.block_bytes"));
-  const std::string out_dir = config.get_string("output.dir");
-  ResumeSession session(out_dir, store_run_identity(config, "path", data.store->info().store_checksum), restart,
-                        "path.csv", budget);
-  SolverCommand command{config, data, budget, warnings, out_dir, &session};
-  return dispatch_solver_path(solver, command);
-}
-
-// Settings that fgm path on a partitioned store does not have yet: refused,
-// naming the key, before any work.
-void reject_unsupported_on_partitions(const Config& config) {
-  auto refuse = [&](const char* key, const std::string& why) {
-    throw Error(ErrorKind::kConfig, fmt::format("{}: {} is not supported by fgm path on a partitioned store yet "
-                                                "(docs/distributed.md lists what is distributed)",
-                                                key, why));
-  };
-  if (!config.get_string_list("features.transform").empty()) refuse("features.transform", "a feature transform");
-}
-
 // path.json's "distributed": ranks, partitions and rank 0's communication,
 // in total, of the points' refits, of the cross-validation, and per FGM run
 // of the full-data path and phase.
@@ -298,6 +171,88 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.end_object();
 }
 
+// The points' models (each atomic), then path.csv and path.json that name
+// them, and the report; the session closed. On a partitioned store path.json
+// has the "distributed" section of `distributed`.
+void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const DistributedPathOutcome* distributed) {
+  const std::string& out_dir = run.out_dir;
+  const auto config_dump = run.config.dump();
+  // Models first (each atomic), then the table and log that name them.
+  for (auto& p : outcome.points) {
+    p.model.config = config_dump;
+    write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
+    if (p.has_debiased) {
+      p.debiased.config = config_dump;
+      p.debiased.config["debiased"] = "true";
+      write_model(fmt::format("{}/point-{}-debiased.fgm", out_dir, p.point), p.debiased);
+    }
+  }
+  std::string csv = kCsvHeader;
+  for (const auto& p : outcome.points) {
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3f},{},{},{},{},{}\n", p.point, p.B, p.C,
+                       p.selected,
+                       p.nonzero,
+                       csv_cell(p.train_objective), csv_cell(p.test.accuracy), csv_cell(p.test.auc),
+                       csv_cell(p.validation.accuracy), csv_cell(p.validation.auc),
+                       csv_cell(p.test_debiased.accuracy), csv_cell(p.test_debiased.auc),
+                       csv_cell(p.validation_debiased.accuracy), csv_cell(p.validation_debiased.auc),
+                       p.seconds, p.apg_iterations, csv_cell(p.cv.accuracy.mean), csv_cell(p.cv.accuracy.se),
+                       csv_cell(p.cv.auc.mean), csv_cell(p.cv.auc.se));
+  }
+  JsonWriter j;
+  j.begin_object();
+  j.key("solver").value("fgm");
+  j.key("mode").value(outcome.mode);
+  j.key("points").value(static_cast<uint64_t>(outcome.points.size()));
+  j.key("best_point").value(static_cast<int64_t>(outcome.best >= 0 ? outcome.points[outcome.best].point : -1));
+  j.key("total_apg_iterations").value(outcome.total_apg_iterations);
+  j.key("total_gradient_evaluations").value(outcome.total_gradient_evaluations);
+  j.key("seconds").value(outcome.seconds);
+  j.key("ingest_seconds").value(run.ingest_seconds());
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  write_selection(j, outcome, folds);
+  write_runs(j, outcome);
+  write_folds(j, outcome);
+  if (distributed) write_distributed_path_section(j, *distributed);
+  write_config_section(j, config_dump);
+  run.finish_path(j, csv);
+}
+
+void log_point(const PathPoint& p) {
+  spdlog::info("point {}: B={} C={} selected {} objective {:.6g} test acc {} (debiased {}) valid acc {} at {:.2f}s",
+               p.point, p.B, p.C, p.selected, p.train_objective, csv_cell(p.test.accuracy),
+               csv_cell(p.test_debiased.accuracy), csv_cell(p.validation.accuracy), p.seconds);
+}
+
+void log_fold_start(const FoldRun& f, int folds) {
+  spdlog::info("cv fold {}/{}: training on {} rows, {} held out", f.fold, folds, f.training_rows, f.held_out_rows);
+}
+
+void log_fold_end(const FoldRun& f, int folds) {
+  std::string acc;
+  for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + csv_cell(p.accuracy);
+  spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
+               f.selected.size(), f.seconds, acc);
+}
+
+// The result line on stdout.
+void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
+  fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
+  if (outcome.best >= 0) {
+    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
+    fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
+               b.validation.accuracy);
+  }
+  if (outcome.selection.chosen >= 0) {
+    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
+    fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
+               c.selected);
+    if (outcome.selection.has_cv)
+      fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
+  }
+  fmt::print("{}\n", extra);
+}
+
 // Linear features without groups: a count beyond the store's width can never
 // be reached, so the path would deliver fewer points than asked (issue 23
 // item 9): refused before the run, naming path.features.
@@ -308,30 +263,65 @@ void reject_unreachable_counts(const Config& config, const PathSettings& ps, uin
                                                                      ps.feature_counts.back(), width, "features"));
 }
 
-// fgm path on a partitioned store, with or without mpirun
-// (engine/distributed_path.h): every rank runs the path; rank 0 holds the
-// output directory's lock and the resume checkpoint, evaluates the points
-// and writes every output. A checkpoint resumes on the same rank count only
-// (the count is part of the run's identity).
-int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget& budget, Communicator& comm,
-                     bool restart, RunWarnings& warnings) {
-  check_same_configuration(comm, config);
-  const std::string dir = config.get_string("data.train");
-  reject_unreachable_counts(config, ps, read_partition_manifest(dir).n_features);
-  const std::string out_dir = config.get_string("output.dir");
-  reject_multiclass_partitioned_path(comm, dir, budget);  // as on one store: before the lock and any output
-  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
-  if (session) spdlog::info("path on partitioned store {} with {} rank(s)", dir, comm.size());
-  std::optional<ResumeCheckpoint> saved = shared_checkpoint(comm, session.get(), out_dir, budget);
+// fgm path's settings (path.* and the fgm.* of every run), checked.
+PathSettings path_settings_from_config(const Config& config) {
+  PathSettings ps;
+  ps.base = train_settings_from_config(config);
+  for (double v : config.get_list("path.features")) ps.feature_counts.push_back(static_cast<uint64_t>(v));
+  for (double v : config.get_list("path.B")) ps.B_values.push_back(static_cast<uint64_t>(v));
+  ps.C_values = config.get_list("path.C");
+  ps.debias = config.get_bool("path.debias");
+  ps.debias_C = config.get_float("path.debias_C");
+  ps.test_path = config.get_string("data.test");
+  ps.validation_path = config.get_string("data.validation");
+  ps.folds = static_cast<int>(config.get_int("path.folds"));
+  ps.fold_seed = static_cast<uint64_t>(config.get_int("path.fold_seed"));
+  validate_path_settings(ps);
+  return ps;
+}
+
+}  // namespace
+
+void check_fgm_config(const Config& config, RunKind kind, bool partitioned) {
+  if (kind == RunKind::kPath) path_settings_from_config(config);
+}
+
+// Before the output directory: the folds fit the rows, the counts the width;
+// a multi-class partitioned store is refused (as on one store).
+void check_fgm_data(SolverRun& run) {
+  if (run.kind != RunKind::kPath) return;
+  const PathSettings ps = path_settings_from_config(run.config);
+  if (run.partitioned()) {
+    reject_unreachable_counts(run.config, ps, read_partition_manifest(run.dir).n_features);
+    reject_multiclass_partitioned_path(run.comm, run.dir, run.budget);
+    return;
+  }
+  validate_folds(ps, *run.data->store);
+  reject_unreachable_counts(run.config, ps, run.data->store->info().n_features);
+}
+
+// solver = "fgm": the path (engine/fgm_path.h). On a partitioned store
+// (engine/distributed_path.h) every rank runs it; rank 0 holds the resume
+// checkpoint, evaluates the points and writes every output.
+int path_fgm_run(SolverRun& run) {
+  PathSettings ps = path_settings_from_config(run.config);
+  ps.base.warnings = &run.warnings;
+  ResumeSession* session = run.session.get();
+  if (session && run.partitioned())
+    spdlog::info("path on partitioned store {} with {} rank(s)", run.dir, run.comm.size());
+  std::optional<ResumeCheckpoint> saved = shared_checkpoint(run.comm, session, run.out_dir, run.budget);
   PathHooks hooks;
   if (saved) {
     hooks.resume = &saved->path;
     hooks.resume_train = saved->train ? &*saved->train : nullptr;
-    if (comm.rank() == 0)
-      spdlog::info("{}", msg::resuming_from(session->file(), (saved->train ? saved->train->iterations.size() : 0) + 1,
-                                            fmt::format("path run {} with {} points done", saved->path.run + 1,
+    const uint64_t runs = std::max({ps.feature_counts.empty() ? 0 : uint64_t{1}, uint64_t{ps.B_values.size()},
+                                    uint64_t{ps.C_values.size()}});
+    if (session)
+      spdlog::info("{}", msg::resuming_from(session->file(), (hooks.resume_train ? saved->train->iterations.size() : 0) + 1,
+                                            fmt::format("path run {} of {} with {} points done",
+                                                        std::min(saved->path.run + 1, runs), runs,
                                                         saved->path.points.size()),
-                                            saved->train ? saved->train->apg.w.size() : 0));
+                                            hooks.resume_train ? saved->train->apg.w.size() : 0));
   }
   if (session) {
     hooks.on_point = log_point;
@@ -341,21 +331,23 @@ int path_partitioned(const Config& config, const PathSettings& ps, MemoryBudget&
       session->save(train, &progress);
     };
   }
-  DistributedPathOutcome outcome = run_fgm_path_distributed(comm, dir, ps, budget, hooks);
-  if (comm.rank() != 0) return 0;
-  write_path_outputs(config, outcome.path, ps.folds, 0.0, warnings, out_dir, *session,
-                     [&](JsonWriter& j) { write_distributed_path_section(j, outcome); });
-  print_path_summary(outcome.path, out_dir, fmt::format(" ranks={}", comm.size()));
+  if (!run.partitioned()) {
+    PathOutcome outcome = run_fgm_path(*run.data->store, ps, run.budget, hooks);
+    write_path_outputs(run, outcome, ps.folds, nullptr);
+    print_path_summary(outcome, run.out_dir, "");
+    return 0;
+  }
+  DistributedPathOutcome outcome = run_fgm_path_distributed(run.comm, run.dir, ps, run.budget, hooks);
+  if (!session) return 0;
+  write_path_outputs(run, outcome.path, ps.folds, &outcome);
+  print_path_summary(outcome.path, run.out_dir, run.ranks_suffix());
   return 0;
 }
 
-}  // namespace
-
 Command add_path(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "path", "a path of models in one run with the configured solver (feature counts or B / C values for "
-      "fgm, a grid for sifs, λ values for exclusive, feature counts for mslr, p values for pnorm_kta); "
-      "writes path.csv and path.json");
+      "path", "a path of models in one run with the configured solver (" + solver_list(true) +
+                  "); writes path.csv and path.json");
   struct Args {
     std::string config;
     std::vector<std::string> overrides;
@@ -372,67 +364,7 @@ Command add_path(CLI::App& app) {
       throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
     reject_ignored_keys(config, ConfigCommand::kPath);
     check_config_paths(config, ConfigCommand::kPath);
-    Communicator& world = world_communicator();
-    require_partitioned_store(config, world);
-    const bool partitioned = is_partitioned_store(config.get_string("data.train"));
-    if (partitioned) reject_unsupported_on_partitions(config);
-    if (const SolverKind solver = solver_from_config(config); solver != SolverKind::kFgm)
-      return path_with_other_solver(solver, config, args->restart);
-    PathSettings ps;
-    ps.base = train_settings_from_config(config);
-    RunWarnings warnings;
-    ps.base.warnings = &warnings;
-    for (double v : config.get_list("path.features")) ps.feature_counts.push_back(static_cast<uint64_t>(v));
-    for (double v : config.get_list("path.B")) ps.B_values.push_back(static_cast<uint64_t>(v));
-    ps.C_values = config.get_list("path.C");
-    ps.debias = config.get_bool("path.debias");
-    ps.debias_C = config.get_float("path.debias_C");
-    ps.test_path = config.get_string("data.test");
-    ps.validation_path = config.get_string("data.validation");
-    ps.folds = static_cast<int>(config.get_int("path.folds"));
-    ps.fold_seed = static_cast<uint64_t>(config.get_int("path.fold_seed"));
-    validate_path_settings(ps);
-    MemoryBudget budget(config.get_bytes("engine.memory_budget"));
-    if (partitioned) return path_partitioned(config, ps, budget, world, args->restart, warnings);
-    TrainingData data = open_training_data(config.get_string("data.train"),
-                                           training_data_options_from_config(config), budget);
-    reject_store_mismatch(config, data.store->info());
-    if (data.store->info().classes() > 2)
-      throw Error(ErrorKind::kConfig,
-                  msg::multiclass_path_unsupported(data.store_dir, data.store->info().classes()));
-    validate_folds(ps, *data.store);  // before anything is written
-    data.store = apply_feature_transforms(std::move(data.store), config.get_string_list("features.transform"),
-                                          budget, config.get_bytes("engine.block_bytes"));
-    reject_unreachable_counts(config, ps, data.store->info().n_features);
-    const std::string out_dir = config.get_string("output.dir");
-    create_output_directory(out_dir, "output.dir");
-    ResumeSession session(out_dir, store_run_identity(config, "path", data.store->info().store_checksum),
-                          args->restart, "path.csv", budget);
-    if (session.resuming()) {
-      const PathProgress& saved = *session.path();
-      const TrainProgress* run = session.train();
-      uint64_t runs = std::max({ps.feature_counts.empty() ? 0 : uint64_t{1}, uint64_t{ps.B_values.size()},
-                                uint64_t{ps.C_values.size()}});
-      spdlog::info("{}", msg::resuming_from(
-                             session.file(), (run ? run->iterations.size() : 0) + 1,
-                             fmt::format("path run {} of {} with {} points done", std::min(saved.run + 1, runs), runs,
-                                         saved.points.size()),
-                             run ? run->apg.w.size() : 0));
-    }
-    PathHooks hooks;
-    hooks.resume = session.path();
-    hooks.resume_train = session.train();
-    hooks.on_progress = [&](const PathProgress& progress, const TrainProgress* train) {
-      session.save(train, &progress);
-    };
-    hooks.on_point = log_point;
-    hooks.on_fold_start = log_fold_start;
-    hooks.on_fold_end = log_fold_end;
-    PathOutcome outcome = run_fgm_path(*data.store, ps, budget, hooks);
-
-    write_path_outputs(config, outcome, ps.folds, data.ingest_seconds, warnings, out_dir, session, {});
-    print_path_summary(outcome, out_dir, "");
-    return 0;
+    return run_solver(RunKind::kPath, config, args->restart);
   }};
 }
 

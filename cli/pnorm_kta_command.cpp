@@ -24,7 +24,7 @@
 
 #include "cli/distributed_train.h"
 #include "cli/run_output.h"
-#include "cli/solver_commands.h"
+#include "cli/runner.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_writer.h"
@@ -84,8 +84,6 @@ KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
   return s;
 }
 
-std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
-
 // "kta": the settings and the alignment pass, shared by run.json and path.json.
 void write_kta_section(JsonWriter& j, const KtaSettings& s, const KtaRun& run) {
   j.key("kta").begin_object();
@@ -114,8 +112,8 @@ const char* kCsvHeader =
 
 std::string csv_row(const KtaPoint& p, double seconds_since_start) {
   return fmt::format("{},{:.6g},{},{},{},{},{},{},{},{:.4f},{:.6f},{:.4f},{},{}\n", p.point, p.p, p.selected,
-                     cell(p.weight_sum), cell(p.test.accuracy), cell(p.test.auc), cell(p.validation.accuracy),
-                     cell(p.validation.auc), cell(p.train_accuracy), seconds_since_start, p.path_seconds,
+                     csv_cell(p.weight_sum), csv_cell(p.test.accuracy), csv_cell(p.test.auc), csv_cell(p.validation.accuracy),
+                     csv_cell(p.validation.auc), csv_cell(p.train_accuracy), seconds_since_start, p.path_seconds,
                      p.svm_seconds, p.newton_steps, p.bisection_steps);
 }
 
@@ -135,13 +133,10 @@ void write_point_ref(JsonWriter& j, const char* name, const KtaRun& run, int ind
   j.end_object();
 }
 
-}  // namespace
-
-namespace {
 
 void log_point(const KtaPoint& p) {
   spdlog::info("p={:.4g}: selected {} test acc {} valid acc {} (path {:.4f}s, svm {:.3f}s)", p.p, p.selected,
-               cell(p.test.accuracy), cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
+               csv_cell(p.test.accuracy), csv_cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
 }
 
 // A path's outputs: point-<n>.fgm (the linear SVMs), path.csv, path.json
@@ -151,10 +146,9 @@ class KtaPathWriter {
  public:
   explicit KtaPathWriter(const Config& config) : config_(config) {}
 
-  void write(const KtaSettings& settings, const KtaRun& run, const std::string& out_dir, double ingest_seconds,
-             const RunWarnings& warnings, ResumeSession& session, const std::function<void(JsonWriter&)>& extra_json,
-             const std::string& summary_extra) const {
-    create_output_directory(out_dir, "output.dir");
+  void write(const KtaSettings& settings, const KtaRun& run, SolverRun& solver_run,
+             const PartitionedRun* partitioned) const {
+    const std::string& out_dir = solver_run.out_dir;
     // Models first (each atomic), then the table and log that name them.
     bool point_models = false;
     std::string csv = kCsvHeader;
@@ -184,12 +178,12 @@ class KtaPathWriter {
                     "ORACLE: the best test accuracy along the path, chosen on the test set itself (as in the "
                     "paper's Tables 2 and 3); not an estimate of generalisation");
     j.key("seconds").value(run.total_seconds);
-    j.key("ingest_seconds").value(ingest_seconds);
+    j.key("ingest_seconds").value(solver_run.ingest_seconds());
     j.key("peak_rss_bytes").value(peak_rss_bytes());
-    if (extra_json) extra_json(j);
+    if (partitioned) solver_run.write_data(j, partitioned);
     write_config_section(j, result_config(config_.dump()));
-    finish_path(j, warnings, csv, config_, out_dir, session);
-    print_summary(run, out_dir, summary_extra);
+    solver_run.finish_path(j, csv);
+    print_summary(run, out_dir, solver_run.ranks_suffix());
   }
 
  private:
@@ -213,47 +207,15 @@ class KtaPathWriter {
   const Config& config_;
 };
 
-}  // namespace
-
-int path_pnorm_kta(SolverCommand& cmd) {
-  const Config& config = cmd.config;
-  reject_kta_ignored_keys(config, KtaCommand::kPath);
-  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kPath);
-  settings.warnings = &cmd.warnings;
-  const ShardStore& store = *cmd.data.store;
-  const StoreInfo& info = store.info();
-  spdlog::info("pnorm_kta path on {} rows x {} features: kernel {}, p {} -> {} step {}", info.n_rows,
-               info.n_features, kta::kernel_name(settings.kernel), settings.path.p_start, settings.path.p_end,
-               settings.path.p_step);
-  KtaRun run = compute_alignments(store, settings, cmd.budget);
-  spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", run.alignments.size(), run.alignment_seconds,
-               format_bytes(run.alignment_pass.bytes_streamed));
-  run_kta_path(store, settings, cmd.budget, run, [](const KtaPoint& p, const kta::PathPoint&) { log_point(p); });
-  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, *cmd.session, {}, "");
-  return 0;
-}
-
-namespace {
-
-// Where fgm train's outputs go and how run.json opens (the object begun,
-// then engine_version, solver, data, config and, distributed, its section).
-struct KtaTrainOutput {
-  MemoryBudget& budget;
-  uint64_t budget_peak;
-  double train_seconds, ingest_seconds;
-  RunWarnings& warnings;
-  const std::string& out_dir;
-  ResumeSession& session;
-  std::function<void(JsonWriter&, const std::map<std::string, std::string>&)> begin_json;
-  std::string summary_extra;  // ends the result line
-};
 
 // data.test's metrics (before anything is written, so a bad test file leaves
 // no output), model.fgm, run.json, the report and the result line.
-int write_train_outputs(const Config& config, const KtaSettings& settings, const KtaRun& run, KtaTrained& trained,
-                        const KtaTrainOutput& output) {
-  Model& model = trained.model;
-  model.config = config.dump();
+int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, DistributedKtaOutcome& outcome,
+                        double train_seconds) {
+  const Config& config = solver_run.config;
+  const KtaRun& run = outcome.run;
+  const KtaTrained& trained = outcome.trained;
+  Model& model = outcome.trained.model;
   // The selected features: a linear model's weights, or a kernel SVM's
   // features with their kernel weights d_j.
   std::vector<ModelFeature> selected = model.features;
@@ -266,10 +228,11 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
       selected.push_back(f);
     }
   }
-  const ModelResults results = score_and_write_model(config, model, &selected, output.budget, output.warnings);
+  const ModelResults results =
+      score_and_write_model(config, model, &selected, solver_run.budget, solver_run.warnings);
   spdlog::info("pnorm_kta at p={:.4g}: {} features selected", run.points.back().p, selected.size());
   JsonWriter j;
-  output.begin_json(j, model.config);
+  solver_run.begin_json(j, "pnorm_kta", model.config, &outcome);
   write_kta_section(j, settings, run);
   j.key("p").value(run.points.back().p);
   j.key("iterations").begin_array();  // FGM's outer iterations: none here
@@ -288,8 +251,7 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
     j.key("C").value(model.C);
     j.end_object();
   }
-  finish_run(j, output.budget, output.budget_peak, output.train_seconds, output.ingest_seconds, config, results,
-             output.warnings, output.out_dir, output.session);
+  solver_run.finish_train(j, results, outcome.budget_peak, train_seconds);
 
   print_truth(results, false);
   fmt::print("p={:.4g} selected={}", run.points.back().p, selected.size());
@@ -298,98 +260,66 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
   else
     fmt::print(" objective={:.6g}", model.objective);
   if (results.test) fmt::print(" accuracy={:.4f} auc={:.4f}", results.test->accuracy, results.test->auc);
-  fmt::print("{} model={}/model.fgm\n", output.summary_extra, output.out_dir);
+  fmt::print("{} model={}/model.fgm\n", solver_run.ranks_suffix(), solver_run.out_dir);
   return 0;
 }
 
-// What needs every row at once: refused on a partitioned store, naming the key.
-void reject_kta_on_partitions(const Config& config) {
-  if (config.get_string("kta.kernel") == "rbf")
+}  // namespace
+
+void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned) {
+  reject_kta_ignored_keys(config, kind == RunKind::kTrain ? KtaCommand::kTrain : KtaCommand::kPath);
+  // What needs every row at once: refused on a partitioned store, naming the key.
+  if (partitioned && config.get_string("kta.kernel") == "rbf")
     throw Error(ErrorKind::kConfig,
                 fmt::format("{}kta.kernel = \"rbf\" is not supported on a partitioned store: the RBF kernels' "
                             "median-heuristic bandwidths and the kernel SVM's n x n training kernel need every row of "
                             "every partition at once, which no rank holds; use kta.kernel = \"linear\" or the "
                             "unpartitioned store (docs/distributed.md, \"p-norm KTA\")",
                             config.where_set("kta.kernel")));
-  if (!config.get_string_list("features.transform").empty())
-    throw Error(ErrorKind::kConfig,
-                fmt::format("{}features.transform: a feature transform is not supported by solver = \"pnorm_kta\" "
-                            "on a partitioned store yet (docs/distributed.md lists what is distributed)",
-                            config.where_set("features.transform")));
 }
 
-}  // namespace
-
-int train_pnorm_kta(SolverCommand& cmd) {
-  const Config& config = cmd.config;
-  reject_kta_ignored_keys(config, KtaCommand::kTrain);
-  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
-  settings.warnings = &cmd.warnings;
-  const ShardStore& store = *cmd.data.store;
+// solver = "pnorm_kta" (engine/pnorm_kta_path.h; linear kernel on a partitioned store: engine/distributed_kta.h).
+int train_pnorm_kta(SolverRun& run) {
+  KtaSettings settings = kta_settings_from_config(run.config, KtaCommand::kTrain);
+  settings.warnings = &run.warnings;
   const auto start = std::chrono::steady_clock::now();
-  KtaRun run = compute_alignments(store, settings, cmd.budget);
-  KtaTrained trained = train_kta_model(store, settings, cmd.budget, run);
+  DistributedKtaOutcome outcome;
+  if (run.partitioned()) {
+    outcome = train_kta_distributed(run.comm, run.dir, settings, run.budget);
+  } else {
+    outcome.run = compute_alignments(*run.data->store, settings, run.budget);
+    outcome.trained = train_kta_model(*run.data->store, settings, run.budget, outcome.run);
+    outcome.budget_peak = run.budget.peak();
+  }
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const KtaTrainOutput output{cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, cmd.warnings,
-                              cmd.out_dir, *cmd.session,
-                              [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                                begin_run_json(j, "pnorm_kta", config, cmd.data, dump);
-                              },
-                              ""};
-  return write_train_outputs(config, settings, run, trained, output);
+  if (!run.gather_outputs(outcome.budget_peak)) return 0;
+  return write_train_outputs(run, settings, outcome, train_seconds);
 }
 
-int train_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                                RunWarnings& warnings) {
-  check_same_configuration(comm, config);
-  reject_kta_ignored_keys(config, KtaCommand::kTrain);
-  reject_kta_on_partitions(config);
-  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kTrain);
-  settings.warnings = &warnings;
-  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "train", "model.fgm", restart, budget);
-  const auto start = std::chrono::steady_clock::now();
-  DistributedKtaOutcome outcome = train_kta_distributed(comm, dir, settings, budget);
-  const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
-  if (comm.rank() != 0) return 0;
-  const KtaTrainOutput output{budget, outcome.budget_peak, train_seconds, 0.0, warnings, out_dir, *session,
-                              [&](JsonWriter& j, const std::map<std::string, std::string>& dump) {
-                                begin_partitioned_run_json(j, "pnorm_kta", dir, dump, outcome, ranks);
-                              },
-                              fmt::format(" ranks={}", comm.size())};
-  return write_train_outputs(config, settings, outcome.run, outcome.trained, output);
-}
-
-int path_pnorm_kta_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                               RunWarnings& warnings) {
-  check_same_configuration(comm, config);
-  reject_kta_ignored_keys(config, KtaCommand::kPath);
-  reject_kta_on_partitions(config);
-  KtaSettings settings = kta_settings_from_config(config, KtaCommand::kPath);
-  if (comm.rank() != 0) {  // rank 0 evaluates the points (the models are the same on every rank)
+int path_pnorm_kta(SolverRun& run) {
+  KtaSettings settings = kta_settings_from_config(run.config, KtaCommand::kPath);
+  if (run.comm.rank() != 0) {  // rank 0 evaluates the points (the models are the same on every rank)
     settings.test_path.clear();
     settings.validation_path.clear();
   }
-  settings.warnings = &warnings;
-  const std::string dir = config.get_string("data.train"), out_dir = config.get_string("output.dir");
-  std::unique_ptr<ResumeSession> session = open_rank0_session(config, comm, "path", "path.csv", restart, budget);
-  if (session)
-    spdlog::info("pnorm_kta path on partitioned store {} with {} rank(s): p {} -> {} step {}", dir, comm.size(),
-                 settings.path.p_start, settings.path.p_end, settings.path.p_step);
-  DistributedKtaOutcome outcome = path_kta_distributed(
-      comm, dir, settings, budget, [&](const KtaPoint& p, const kta::PathPoint&) {
-        if (comm.rank() == 0) log_point(p);
-      });
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, outcome.budget_peak);
-  if (comm.rank() != 0) return 0;
-  KtaPathWriter(config).write(
-      settings, outcome.run, out_dir, 0.0, warnings, *session,
-      [&](JsonWriter& j) {
-        write_partitioned_data_section(j, dir, outcome.manifest);
-        write_distributed_section(j, outcome, ranks);
-      },
-      fmt::format(" ranks={}", comm.size()));
+  settings.warnings = &run.warnings;
+  if (run.session)
+    spdlog::info("pnorm_kta path on {} with {} rank(s): kernel {}, p {} -> {} step {}", run.dir, run.comm.size(),
+                 kta::kernel_name(settings.kernel), settings.path.p_start, settings.path.p_end, settings.path.p_step);
+  auto on_point = [&](const KtaPoint& p, const kta::PathPoint&) {
+    if (run.comm.rank() == 0) log_point(p);
+  };
+  DistributedKtaOutcome outcome;
+  if (run.partitioned()) {
+    outcome = path_kta_distributed(run.comm, run.dir, settings, run.budget, on_point);
+  } else {
+    outcome.run = compute_alignments(*run.data->store, settings, run.budget);
+    spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", outcome.run.alignments.size(),
+                 outcome.run.alignment_seconds, format_bytes(outcome.run.alignment_pass.bytes_streamed));
+    run_kta_path(*run.data->store, settings, run.budget, outcome.run, on_point);
+  }
+  if (!run.gather_outputs(outcome.budget_peak)) return 0;
+  KtaPathWriter(run.config).write(settings, outcome.run, run, run.partitioned() ? &outcome : nullptr);
   return 0;
 }
 

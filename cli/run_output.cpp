@@ -1,11 +1,13 @@
 #include "cli/run_output.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
@@ -16,32 +18,20 @@
 namespace fgm::cli {
 namespace {
 
-// The end of run.json shared by binary and multi-class runs: resources, the
-// test metrics (macro AUC for multi-class) and the planted-truth recovery.
-void write_resources_test_truth(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak,
-                                double train_seconds, double ingest_seconds, const Config& config,
-                                const ModelResults& results) {
-  j.key("memory_budget_bytes").value(budget.limit());
-  j.key("memory_budget_peak_bytes").value(budget_peak);
-  j.key("peak_rss_bytes").value(peak_rss_bytes());
-  j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
-  j.key("train_seconds").value(train_seconds);
-  j.key("total_seconds").value(train_seconds + ingest_seconds);
-  if (const auto& test = results.test) {
-    j.key("test").begin_object();
-    j.key("path").value(config.get_string("data.test"));
-    j.key("rows").value(test->rows);
-    j.key("accuracy").value(test->accuracy);
-    j.key("auc").value(test->auc);
-    j.end_object();
-  }
-  if (const auto& truth = results.truth) {
-    j.key("truth").begin_object();
-    j.key("planted").value(truth->planted);
-    j.key("recovered").value(truth->recovered);
-    j.key("planted_cross").value(truth->planted_cross);
-    j.key("recovered_cross").value(truth->recovered_cross);
-    j.end_object();
+// evaluate_test_file for a run whose output is model.fgm: data.test passed
+// its syntax pass before training, so what fails here (a label the model
+// does not know, an I/O error) must not lose the trained model: it is
+// written to output.dir/model.fgm (without run.json) and the error says so.
+EvalResult evaluate_test_file_keeping_model(const Config& config, const Model& model, MemoryBudget& budget,
+                                            RunWarnings& warnings) {
+  try {
+    return evaluate_test_file(config, model, budget, warnings);
+  } catch (const Error& e) {
+    const std::string out_dir = config.get_string("output.dir");
+    const std::string model_path = (std::filesystem::path(out_dir) / "model.fgm").string();
+    create_output_directory(out_dir, "output.dir");
+    write_model(model_path, model);
+    throw Error(e.kind(), msg::evaluation_failed_model_kept(e.what(), model_path));
   }
 }
 
@@ -87,9 +77,10 @@ void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutc
   j.end_object();
 }
 
-ModelResults score_and_write_model(const Config& config, const Model& model,
+ModelResults score_and_write_model(const Config& config, Model& model,
                                    const std::vector<ModelFeature>* truth_among, MemoryBudget& budget,
                                    RunWarnings& warnings) {
+  model.config = config.dump();
   ModelResults results;
   if (!config.get_string("data.test").empty())
     results.test = evaluate_test_file_keeping_model(config, model, budget, warnings);
@@ -119,25 +110,35 @@ void print_test_and_model(const ModelResults& results, const std::string& out_di
   fmt::print(" model={}/model.fgm\n", out_dir);
 }
 
-void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
-                double ingest_seconds, const Config& config, const ModelResults& results, const RunWarnings& warnings,
-                const std::string& out_dir, ResumeSession& session) {
-  write_resources_test_truth(j, budget, budget_peak, train_seconds, ingest_seconds, config, results);
+void finish_run_json(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
+                     double ingest_seconds, const Config& config, const ModelResults& results,
+                     const RunWarnings& warnings, const std::string& out_dir) {
+  j.key("memory_budget_bytes").value(budget.limit());
+  j.key("memory_budget_peak_bytes").value(budget_peak);
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
+  j.key("train_seconds").value(train_seconds);
+  j.key("total_seconds").value(train_seconds + ingest_seconds);
+  if (const auto& test = results.test) {
+    j.key("test").begin_object();
+    j.key("path").value(config.get_string("data.test"));
+    j.key("rows").value(test->rows);
+    j.key("accuracy").value(test->accuracy);
+    j.key("auc").value(test->auc);
+    j.end_object();
+  }
+  if (const auto& truth = results.truth) {
+    j.key("truth").begin_object();
+    j.key("planted").value(truth->planted);
+    j.key("recovered").value(truth->recovered);
+    j.key("planted_cross").value(truth->planted_cross);
+    j.key("recovered_cross").value(truth->recovered_cross);
+    j.end_object();
+  }
   write_warnings(j, warnings);
   j.end_object();
   write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
   if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
-  session.finish();
-}
-
-void finish_path(JsonWriter& j, const RunWarnings& warnings, const std::string& csv, const Config& config,
-                 const std::string& out_dir, ResumeSession& session) {
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic((std::filesystem::path(out_dir) / "path.csv").string(), csv);
-  write_file_atomic((std::filesystem::path(out_dir) / "path.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
-  session.finish();
 }
 
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
@@ -181,6 +182,8 @@ void write_data_section(JsonWriter& j, const Config& config, const TrainingData&
 }
 
 
+std::string csv_cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); }
+
 void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
   j.key("warnings").begin_array();
   for (const auto& w : warnings.list()) {
@@ -216,15 +219,6 @@ void write_iteration(JsonWriter& j, const IterationRecord& r) {
   j.end_object();
 }
 
-void begin_run_json(JsonWriter& j, std::string_view solver, const Config& config, const TrainingData& data,
-                    const std::map<std::string, std::string>& config_dump) {
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value(std::string(solver));
-  write_data_section(j, config, data);
-  write_config_section(j, config_dump);
-}
-
 EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings) {
   EvalResult test = evaluate_file(config.get_string("data.test"), model, false, budget);
   if (test.ignored_features > 0)
@@ -232,19 +226,6 @@ EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBu
                  msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
                                        test.first_ignored_index + model.index_base, model.n_features));
   return test;
-}
-
-EvalResult evaluate_test_file_keeping_model(const Config& config, const Model& model, MemoryBudget& budget,
-                                            RunWarnings& warnings) {
-  try {
-    return evaluate_test_file(config, model, budget, warnings);
-  } catch (const Error& e) {
-    const std::string out_dir = config.get_string("output.dir");
-    const std::string model_path = (std::filesystem::path(out_dir) / "model.fgm").string();
-    create_output_directory(out_dir, "output.dir");
-    write_model(model_path, model);
-    throw Error(e.kind(), msg::evaluation_failed_model_kept(e.what(), model_path));
-  }
 }
 
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config) {

@@ -1,6 +1,7 @@
 // The parts of run.json that every solver writes the same way, and the end of
 // every `fgm train` run: test metrics, planted-truth recovery, resources,
-// warnings, the atomic write, the report and the closed resume session.
+// warnings, the atomic write and the report (the runner, cli/runner.h, closes
+// the resume session).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/resume.h"
 #include "core/config.h"
 #include "core/json_writer.h"
 #include "core/memory_budget.h"
@@ -37,10 +37,10 @@ struct ModelResults {
   const EvalResult* test_or_null() const { return test ? &*test : nullptr; }
 };
 
-// The end of a train run before run.json: data.test scored
-// (evaluate_test_file_keeping_model), data.truth recovered among
-// `truth_among` (null: not recovered), then output.dir/model.fgm written.
-ModelResults score_and_write_model(const Config& config, const Model& model,
+// The end of a train run before run.json: the model's provenance completed
+// (model.config: every key's value), data.test scored, data.truth recovered
+// among `truth_among` (null: not recovered), then output.dir/model.fgm written.
+ModelResults score_and_write_model(const Config& config, Model& model,
                                    const std::vector<ModelFeature>* truth_among, MemoryBudget& budget,
                                    RunWarnings& warnings);
 
@@ -53,21 +53,10 @@ std::vector<ModelFeature> all_features(const Model& model);
 void print_truth(const ModelResults& results, bool cross);
 void print_test_and_model(const ModelResults& results, const std::string& out_dir);
 
-// The opening of run.json (and of a path's path.json): the object begins,
-// then engine_version, solver, data and config.
-void begin_run_json(JsonWriter& j, std::string_view solver, const Config& config, const TrainingData& data,
-                    const std::map<std::string, std::string>& config_dump);
-
 // data.test scored with `model`; a test file wider than the model adds the
 // run warning test_features_beyond_model. Call it before writing anything, so
 // a bad test file leaves no output.
 EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings);
-// evaluate_test_file for a run whose output is model.fgm: data.test passed
-// its syntax pass before training, so what fails here (a label the model
-// does not know, an I/O error) must not lose the trained model: it is
-// written to output.dir/model.fgm (without run.json) and the error says so.
-EvalResult evaluate_test_file_keeping_model(const Config& config, const Model& model, MemoryBudget& budget,
-                                            RunWarnings& warnings);
 
 // "data": the training file, its store and its shape.
 void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data);
@@ -112,20 +101,21 @@ void write_one_vs_rest_runs(JsonWriter& j, const std::vector<ClassRun>& classes,
 // "selected_features": id (in the file's index base), kind, group, weight, batch.
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base);
 
+// The columns every solver's path.csv has (docs/file-formats.md); a cell
+// without a value (no data.test) is empty.
+inline constexpr const char* kSharedPathColumns[] = {"point", "selected", "test_accuracy", "test_auc", "seconds"};
+// A path.csv cell with 6 significant digits; empty for a value that is not finite.
+std::string csv_cell(double v);
+
 // The run's warnings as [{"code": ..., "message": ...}] (run.json and path.json).
 void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 
-// The end of every train run (any solver, binary and multi-class): resources,
-// test metrics, truth recovery and warnings close run.json's object; the file
-// is written atomically, then the report, then the resume session is closed.
-void finish_run(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
-                double ingest_seconds, const Config& config, const ModelResults& results, const RunWarnings& warnings,
-                const std::string& out_dir, ResumeSession& session);
-
-// The end of every path run: the warnings close path.json's object, path.csv
-// (`csv`) and path.json are written atomically, then the report, and the
-// resume session is closed.
-void finish_path(JsonWriter& j, const RunWarnings& warnings, const std::string& csv, const Config& config,
-                 const std::string& out_dir, ResumeSession& session);
+// The end of every train run (any solver, binary and multi-class; called by
+// SolverRun::finish_train): resources, test metrics, truth recovery and
+// warnings close run.json's object; the file is written atomically, then the
+// report.
+void finish_run_json(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
+                     double ingest_seconds, const Config& config, const ModelResults& results,
+                     const RunWarnings& warnings, const std::string& out_dir);
 
 }  // namespace fgm::cli

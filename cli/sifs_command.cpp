@@ -19,7 +19,7 @@
 
 #include "cli/distributed_train.h"
 #include "cli/run_output.h"
-#include "cli/solver_commands.h"
+#include "cli/runner.h"
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/json_writer.h"
@@ -165,10 +165,13 @@ struct FeaturedPoint {
     const int64_t k = static_cast<int64_t>(accuracy.size());
     if (has_test) {
       if (!test_rows) test_rows = load_labeled_rows(config.get_string("data.test"), model, budget, test_memory);
-      accuracy.push_back(evaluate_rows(*test_rows, model, false, budget).accuracy);
+      const EvalResult test = evaluate_rows(*test_rows, model, false, budget);
+      accuracy.push_back(test.accuracy);
+      auc.push_back(test.auc);
       if (best >= 0 && !(accuracy.back() > accuracy[static_cast<size_t>(best)])) return;
     } else {
       accuracy.push_back(NAN);
+      auc.push_back(NAN);
     }
     best = k;
     featured = std::move(model);
@@ -176,7 +179,7 @@ struct FeaturedPoint {
   bool has_test;
   Reservation test_memory;
   std::optional<LabeledRows> test_rows;
-  std::vector<double> accuracy;
+  std::vector<double> accuracy, auc;
   Model featured;
   int64_t best = -1;
 };
@@ -191,11 +194,11 @@ std::optional<PathTotals> baseline_grid(const Config& config, const SifsSettings
 }
 
 // path.csv, path.json (data_section writes its "data", extra adds its own keys), the featured model, the report.
-void write_path_outputs(const Config& config, const SifsSettings& settings, const PathTotals& screened,
-                        const std::optional<PathTotals>& baseline, const FeaturedPoint& fp, RunWarnings& warnings,
-                        const std::string& out_dir, ResumeSession& session,
-                        const std::function<void(JsonWriter&)>& data_section,
-                        const std::function<void(JsonWriter&)>& extra) {
+void write_path_outputs(SolverRun& run, const SifsSettings& settings, const PathTotals& screened,
+                        const std::optional<PathTotals>& baseline, const FeaturedPoint& fp,
+                        const PartitionedRun* partitioned) {
+  const Config& config = run.config;
+  RunWarnings& warnings = run.warnings;
   if (screened.not_converged > 0)
     warnings.add("sifs_not_converged",
                      fmt::format("{} grid points stopped at sifs.max_epochs = {} above sifs.tol = {:.3g} (path.csv: "
@@ -206,9 +209,7 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
   std::string csv =
       "point,beta,alpha,beta_ratio,alpha_ratio,closed_form,selected,train_objective,gap,converged,epochs,"
       "features_screened,samples_screened_R,samples_screened_L,reduced_features,reduced_samples,reduced_nnz,"
-      "screening_seconds,extract_seconds,solve_seconds,seconds";
-  if (fp.has_test) csv += ",test_accuracy";
-  csv += "\n";
+      "screening_seconds,extract_seconds,solve_seconds,seconds,test_accuracy,test_auc\n";
   double cumulative = 0;
   for (size_t k = 0; k < screened.points.size(); ++k) {
     const SifsPoint& p = screened.points[k];
@@ -218,8 +219,7 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
                        p.objective, p.gap, p.converged ? 1 : 0, p.epochs, p.weights_screened, p.samples_in_R,
                        p.samples_in_L, p.reduced_features, p.reduced_samples, p.reduced_nnz, p.screening_seconds,
                        p.extract_seconds, p.solve_seconds, cumulative);
-    if (fp.has_test) csv += fmt::format(",{:.6f}", fp.accuracy[k]);
-    csv += "\n";
+    csv += fp.has_test ? fmt::format(",{:.6f},{:.6f}\n", fp.accuracy[k], fp.auc[k]) : ",,\n";
   }
 
   JsonWriter j;
@@ -229,7 +229,8 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
   j.key("mode").value("sifs");
   // The largest test accuracy (an oracle figure: chosen on the test set), -1 without data.test.
   j.key("best_point").value(fp.has_test ? fp.best : int64_t{-1});
-  data_section(j);
+  if (!run.partitioned()) run.write_data(j, nullptr);
+  else write_partitioned_data_section(j, run.dir, partitioned->manifest);
   write_config_section(j, config.dump());
   auto totals = [&](const PathTotals& t) {
     j.begin_object();
@@ -273,21 +274,17 @@ void write_path_outputs(const Config& config, const SifsSettings& settings, cons
                                  (screened.screening + screened.extract + screened.solve));
     j.key("max_objective_excess_over_gaps").value(worst);
   }
-  if (extra) extra(j);
-  create_output_directory(out_dir, "output.dir");
-  write_model(fmt::format("{}/point-{}.fgm", out_dir, fp.best), fp.featured);
-  finish_path(j, warnings, csv, config, out_dir, session);
+  if (partitioned) write_distributed_section(j, *partitioned, run.ranks);
+  write_model(fmt::format("{}/point-{}.fgm", run.out_dir, fp.best), fp.featured);
+  run.finish_path(j, csv);
   fmt::print("solver=sifs points={} seconds={:.3f}", screened.points.size(), screened.seconds);
   if (baseline) fmt::print(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds, baseline->seconds / screened.seconds);
-  fmt::print(" path={}/path.csv\n", out_dir);
+  fmt::print(" path={}/path.csv\n", run.out_dir);
 }
-
-
 
 // solver = sifs on a partitioned store (engine/distributed_sifs.h): every
 // rank runs the same grid on its own partitions; rank 0 writes the outputs.
 struct PartitionedSifs {
-  std::unique_ptr<ResumeSession> session;  // rank 0: output.dir, its lock
   std::unique_ptr<DistributedSifsPasses> passes;
   PartitionedRun outcome;
   CommunicationStats last;
@@ -301,15 +298,13 @@ struct PartitionedSifs {
   }
 };
 
-PartitionedSifs open_partitioned_sifs(const Config& config, Communicator& comm, MemoryBudget& budget, bool restart,
-                                      const char* command, const char* final_output) {
-  reject_transform_and_truth_on_partitions(config, "sifs");
-  check_same_configuration(comm, config);
-  const std::string dir = config.get_string("data.train");
+PartitionedSifs open_partitioned_sifs(SolverRun& solver_run) {
+  const Config& config = solver_run.config;
+  const std::string& dir = solver_run.dir;
+  Communicator& comm = solver_run.comm;
   PartitionedSifs run;
-  run.session = open_rank0_session(config, comm, command, final_output, restart, budget);
   run.passes = std::make_unique<DistributedSifsPasses>(comm, dir, scheduler_options_from_config(config),
-                                                       config.get_bytes("engine.block_bytes"), budget);
+                                                       config.get_bytes("engine.block_bytes"), solver_run.budget);
   run.outcome.describe(run.passes->own());
   spdlog::info("sifs on partitioned store {} with {} rank(s): {} rows, {} non-empty features, {} partitions",
                dir, comm.size(), run.outcome.manifest.n_rows, run.passes->columns(), run.outcome.manifest.partitions);
@@ -324,38 +319,11 @@ SifsPassCounters counters_since(const SifsPassCounters& now, const SifsPassCount
   return d;
 }
 
-}  // namespace
-
-int train_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                           RunWarnings& warnings) {
-  PartitionedSifs run = open_partitioned_sifs(config, comm, budget, restart, "train", "model.fgm");
-  const SifsSettings settings = sifs_settings_from_config(config);
-  const auto t0 = std::chrono::steady_clock::now();
-  DistributedSifsSolver solver(*run.passes, settings);
-  run.record(0, "setup");
-  TrainedPoint trained = train_point(solver, config);
-  run.record(1, "train");
-  const double train_seconds = seconds_since(t0);
-  warn_not_converged(trained.last, settings, warnings);
-  Model model = distributed_sifs_model(*run.passes, trained.solution, trained.last.objective);
-  model.config = config.dump();
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, budget.peak());
-  if (comm.rank() != 0) return 0;
-  const std::string out_dir = config.get_string("output.dir");
-  const ModelResults results = score_and_write_model(config, model, nullptr, budget, warnings);
-  JsonWriter j;
-  begin_partitioned_run_json(j, "sifs", config.get_string("data.train"), model.config, run.outcome, ranks);
-  write_train_sections(j, solver, trained, run.passes->layout(), model);
-  j.key("solver_reductions").value(solver.reductions());
-  j.key("total_bytes_streamed").value(run.passes->counters().bytes_streamed);
-  finish_run(j, budget, budget.peak(), train_seconds, 0.0, config, results, warnings, out_dir, *run.session);
-  print_trained(trained, results.test_or_null(), out_dir, fmt::format(" ranks={}", comm.size()));
-  return 0;
-}
-
-int path_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicator& comm, bool restart,
-                          RunWarnings& warnings) {
-  PartitionedSifs run = open_partitioned_sifs(config, comm, budget, restart, "path", "path.csv");
+int path_sifs_partitioned(SolverRun& solver_run) {
+  const Config& config = solver_run.config;
+  MemoryBudget& budget = solver_run.budget;
+  Communicator& comm = solver_run.comm;
+  PartitionedSifs run = open_partitioned_sifs(solver_run);
   const SifsSettings settings = sifs_settings_from_config(config);
   FeaturedPoint fp(config);
   int step = 0;
@@ -379,44 +347,58 @@ int path_sifs_partitioned(const Config& config, MemoryBudget& budget, Communicat
   const PathTotals screened = grid(settings, true);
   const std::optional<PathTotals> baseline =
       baseline_grid(config, settings, [&](const SifsSettings& none) { return grid(none, false); });
-  const std::vector<RankResources> ranks = gather_rank_resources(comm, budget.peak());
-  if (comm.rank() != 0) return 0;
+  if (!solver_run.gather_outputs(budget.peak())) return 0;
   fp.featured.config = config.dump();
-  write_path_outputs(
-      config, settings, screened, baseline, fp, warnings, config.get_string("output.dir"), *run.session,
-      [&](JsonWriter& j) { write_partitioned_data_section(j, config.get_string("data.train"), run.outcome.manifest); },
-      [&](JsonWriter& j) { write_distributed_section(j, run.outcome, ranks); });
+  write_path_outputs(solver_run, settings, screened, baseline, fp, &run.outcome);
   return 0;
 }
 
-int train_sifs(SolverCommand& cmd) {
-  const Config& config = cmd.config;
+}  // namespace
+
+// solver = "sifs" (engine/sifs_run.h; on a partitioned store every rank
+// runs the same solve over engine/distributed_sifs.h, rank 0 writes the outputs).
+int train_sifs(SolverRun& run) {
+  const Config& config = run.config;
   const SifsSettings settings = sifs_settings_from_config(config);
-  const ShardStore& store = *cmd.data.store;
   const auto t0 = std::chrono::steady_clock::now();
-  auto run = open_sifs_run(store, config, cmd.budget, settings.screening);
-  SifsSolver solver(*run->data, settings);
-  TrainedPoint trained = train_point(solver, config);
+  std::unique_ptr<SifsRun> single;
+  PartitionedSifs partitioned;
+  std::unique_ptr<SifsSolver> solver;
+  if (run.partitioned()) {
+    partitioned = open_partitioned_sifs(run);
+    solver = std::make_unique<DistributedSifsSolver>(*partitioned.passes, settings);
+    partitioned.record(0, "setup");
+  } else {
+    single = open_sifs_run(*run.data->store, config, run.budget, settings.screening);
+    solver = std::make_unique<SifsSolver>(*single->data, settings);
+  }
+  TrainedPoint trained = train_point(*solver, config);
+  if (run.partitioned()) partitioned.record(1, "train");
   const double train_seconds = seconds_since(t0);
-  warn_not_converged(trained.last, settings, cmd.warnings);
-  Model model = sifs_model(store, *run->data, trained.solution, trained.last.objective);
-  model.config = config.dump();
-
+  warn_not_converged(trained.last, settings, run.warnings);
+  Model model = run.partitioned()
+                    ? distributed_sifs_model(*partitioned.passes, trained.solution, trained.last.objective)
+                    : sifs_model(*run.data->store, *single->data, trained.solution, trained.last.objective);
+  if (!run.gather_outputs(run.budget.peak())) return 0;
   const ModelResults results = score_and_write_model(config, model, model.multiclass() ? nullptr : &model.features,
-                                                     cmd.budget, cmd.warnings);
+                                                     run.budget, run.warnings);
   JsonWriter j;
-  begin_run_json(j, "sifs", config, cmd.data, model.config);
-  write_train_sections(j, solver, trained, run->layout, model);
-  finish_run(j, cmd.budget, cmd.budget.peak(), train_seconds, cmd.data.ingest_seconds, config, results, cmd.warnings,
-             cmd.out_dir, *cmd.session);
-  print_trained(trained, results.test_or_null(), cmd.out_dir, "");
+  run.begin_json(j, "sifs", model.config, &partitioned.outcome);
+  write_train_sections(j, *solver, trained, run.partitioned() ? partitioned.passes->layout() : single->layout, model);
+  if (run.partitioned()) {
+    j.key("solver_reductions").value(static_cast<const DistributedSifsSolver&>(*solver).reductions());
+    j.key("total_bytes_streamed").value(partitioned.passes->counters().bytes_streamed);
+  }
+  run.finish_train(j, results, run.budget.peak(), train_seconds);
+  print_trained(trained, results.test_or_null(), run.out_dir, run.ranks_suffix());
   return 0;
 }
 
-int path_sifs(SolverCommand& cmd) {
+int path_sifs(SolverRun& cmd) {
+  if (cmd.partitioned()) return path_sifs_partitioned(cmd);
   const Config& config = cmd.config;
   const SifsSettings settings = sifs_settings_from_config(config);
-  const ShardStore& store = *cmd.data.store;
+  const ShardStore& store = *cmd.data->store;
   FeaturedPoint fp(config);
   PathTotals screened = run_grid(store, config, cmd.budget, settings,
                                  [&](const SifsPoint& p, const SifsData& data, const SifsReference& sol) {
@@ -426,8 +408,7 @@ int path_sifs(SolverCommand& cmd) {
   const std::optional<PathTotals> baseline = baseline_grid(config, settings, [&](const SifsSettings& none) {
     return run_grid(store, config, cmd.budget, none, nullptr);
   });
-  write_path_outputs(config, settings, screened, baseline, fp, cmd.warnings, cmd.out_dir, *cmd.session,
-                     [&](JsonWriter& j) { write_data_section(j, config, cmd.data); }, nullptr);
+  write_path_outputs(cmd, settings, screened, baseline, fp, nullptr);
   return 0;
 }
 

@@ -19,17 +19,18 @@ constexpr std::array<std::pair<SolverKind, std::string_view>, 5> kSolverNames{{
     {SolverKind::kExclusive, "exclusive"},
 }};
 
-// Config sections and the solver that reads them. `path.*` is the FGM path
-// (feature counts, B or C values); the other solvers keep their path grid in
-// their own section.
-constexpr std::array<std::pair<std::string_view, SolverKind>, 6> kSectionOwners{{
-    {"fgm.", SolverKind::kFgm},
-    {"path.", SolverKind::kFgm},
-    {"sifs.", SolverKind::kSifs},
-    {"kta.", SolverKind::kPnormKta},
-    {"mslr.", SolverKind::kMslr},
-    {"exclusive.", SolverKind::kExclusive},
-}};
+// Config sections and the solver that reads them (a solver added to the
+// registry, cli/solver_registry.cpp, adds its section here). `path.*` is the
+// FGM path (feature counts, B or C values); the other solvers keep their path
+// grid in their own section.
+constexpr std::pair<std::string_view, std::string_view> kSectionOwners[] = {
+    {"fgm.", "fgm"},
+    {"path.", "fgm"},
+    {"sifs.", "sifs"},
+    {"kta.", "pnorm_kta"},
+    {"mslr.", "mslr"},
+    {"exclusive.", "exclusive"},
+};
 
 }  // namespace
 
@@ -52,39 +53,28 @@ SolverKind solver_from_config(const Config& config) {
   throw Error(ErrorKind::kInternal, fmt::format("solver_from_config: unknown solver '{}'", name));
 }
 
-std::optional<SolverKind> solver_owning_key(std::string_view key) {
+std::optional<std::string_view> solver_section_owner(std::string_view key) {
   for (const auto& [prefix, owner] : kSectionOwners)
     if (key.substr(0, prefix.size()) == prefix) return owner;
   return std::nullopt;
 }
 
-bool solver_supports_kind(SolverKind solver, std::string_view kind) {
-  switch (solver) {
-    case SolverKind::kFgm:
-      return true;  // every feature space of features/
-    default:
-      return kind == "linear";
-  }
+std::optional<SolverKind> solver_owning_key(std::string_view key) {
+  const std::optional<std::string_view> owner = solver_section_owner(key);
+  return owner ? solver_from_name(*owner) : std::nullopt;
 }
 
 void reject_other_solver_keys(const Config& config) {
-  const SolverKind solver = solver_from_config(config);
-  const std::string_view name = solver_name(solver);
+  const std::string name = config.get_string("solver");
   for (const ParamSpec& spec : param_specs()) {
     if (!config.set_by_user(spec.key)) continue;
-    std::optional<SolverKind> owner = solver_owning_key(spec.key);
-    if (owner && *owner != solver)
+    const std::optional<std::string_view> owner = solver_section_owner(spec.key);
+    if (owner && *owner != name)
       throw Error(ErrorKind::kConfig,
                   msg::ignored_key(config.where_set(spec.key), spec.key,
                                    fmt::format("it belongs to solver = \"{}\" and this run uses solver = \"{}\"",
-                                               solver_name(*owner), name)));
+                                               *owner, name)));
   }
-  const std::string kind = config.get_string("features.kind");
-  if (!solver_supports_kind(solver, kind))
-    throw Error(ErrorKind::kConfig,
-                fmt::format("{}features.kind = \"{}\" is not supported by solver = \"{}\" (it runs on "
-                            "features.kind = \"linear\"); remove features.kind or choose solver = \"fgm\"",
-                            config.where_set("features.kind"), kind, name));
 }
 
 }  // namespace fgm

@@ -23,16 +23,15 @@ std::string_view solver_name(SolverKind kind);
 std::optional<SolverKind> solver_from_name(std::string_view name);
 SolverKind solver_from_config(const Config& config);
 
-// The solver whose section a key belongs to (`fgm.B` -> kFgm, `sifs.gamma`
-// -> kSifs); nullopt for keys every solver reads (data.*, engine.*, ...).
+// The name of the solver whose section a key belongs to (`fgm.B` -> "fgm",
+// `kta.p` -> "pnorm_kta"); nullopt for keys every solver reads (data.*,
+// engine.*, features.*, ...). solver_owning_key: the same as a SolverKind.
+std::optional<std::string_view> solver_section_owner(std::string_view key);
 std::optional<SolverKind> solver_owning_key(std::string_view key);
 
-// Whether `solver` can run on features.kind = `kind`.
-bool solver_supports_kind(SolverKind solver, std::string_view kind);
-
-// A user-set key owned by another solver than config's `solver`, or a
-// features.kind the solver does not support, is a configuration error naming
-// the key and where it was set.
+// A user-set key owned by another solver than config's `solver` is a
+// configuration error naming the key and where it was set. (The feature
+// spaces a solver runs on are its registry entry's: cli/solver_registry.h.)
 void reject_other_solver_keys(const Config& config);
 
 }  // namespace fgm

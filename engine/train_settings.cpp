@@ -27,7 +27,7 @@ void reject_if_set(const Config& c, const std::string& key, const std::string& w
 
 void reject_ignored_keys(const Config& c, ConfigCommand command) {
   reject_other_solver_keys(c);  // first: its message names the solver the key belongs to
-  if (solver_from_config(c) == SolverKind::kSifs) reject_sifs_ignored_keys(c, command == ConfigCommand::kTrain);
+  if (c.get_string("solver") == "sifs") reject_sifs_ignored_keys(c, command == ConfigCommand::kTrain);
   if (command == ConfigCommand::kTrain) {
     for (const char* key : {"path.features", "path.B", "path.C", "path.debias", "path.debias_C", "path.folds",
                             "path.fold_seed"})
@@ -44,7 +44,7 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
       reject_if_set(c, "fgm.max_features",
                     "with path.features the path's largest count is where the run stops");
   }
-  if (solver_from_config(c) == SolverKind::kMslr) {
+  if (c.get_string("solver") == "mslr") {
     for (const ParamSpec& spec : param_specs())
       if (spec.key.rfind("apg.", 0) == 0)
         reject_if_set(c, spec.key, "solver = \"mslr\" has no APG solve (its subproblem is read from mslr.*)");

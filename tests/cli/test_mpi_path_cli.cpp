@@ -340,7 +340,7 @@ TEST_CASE("a distributed fgm path killed mid-run resumes on the same rank count 
   // Another rank count is refused, naming the difference; the checkpoint stays.
   RunResult r = run_mpi(dir, 4, args + "output.dir=o");
   CHECK(r.code == 2);
-  CHECK(contains(r.err, "ranks (mpirun -np): checkpoint 2, now 4"));
+  CHECK(contains(r.err, "written by a run on 2 rank(s), this run has 4"));
   REQUIRE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
   // The same count resumes: every point and refit as the uninterrupted run's.
   r = run_mpi(dir, 2, args + "output.dir=o");
