@@ -46,9 +46,7 @@ struct LabelChoice {
 // Rank 0 alone adds a warning (every rank takes the same decision; one copy in
 // the log and in run.json).
 void warn(const Communicator& comm, RunWarnings* warnings, std::string code, std::string message) {
-  if (comm.rank() != 0) return;
-  RunWarnings log_only;
-  (warnings ? *warnings : log_only).add(std::move(code), std::move(message));
+  if (comm.rank() == 0) add_warning(warnings, std::move(code), std::move(message));
 }
 
 // This rank's partitions as the FGM loop's rows (engine/fgm_loop.h): per own

@@ -8,11 +8,6 @@ namespace fgm {
 
 namespace {
 
-void warn(RunWarnings* warnings, std::string code, std::string message) {
-  RunWarnings log_only;
-  (warnings ? *warnings : log_only).add(std::move(code), std::move(message));
-}
-
 // The next batch of a run that has `selected_units` selection units: B,
 // shortened to land exactly on the next of settings.checkpoints and never to
 // pass settings.max_features. `next_checkpoint` (index into checkpoints)
@@ -75,12 +70,12 @@ void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings) {
   // "converged" (certified) and "inexact" (an intermediate solve that met apg.eps_inner) met their rule.
   const bool stalled = rec.apg_stop == "stalled";
   if (rec.apg_certified && !rec.apg_converged) {
-    warn(warnings, "apg_gap_above_tolerance",
+    add_warning(warnings, "apg_gap_above_tolerance",
          msg::apg_gap_above_tolerance(rec.iter, rec.apg_iterations, rec.apg_relative_gap,
                                       stalled ? "stalled (rounding floor reached)" : "stopped at apg.max_iterations"));
   } else if (!rec.apg_certified && rec.apg_stop != "inexact" && rec.apg_stop != "converged") {
-    if (stalled) warn(warnings, "apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
-    else warn(warnings, "apg_max_iterations", msg::apg_iteration_cap(rec.iter, rec.apg_iterations));
+    if (stalled) add_warning(warnings, "apg_stalled", msg::apg_stalled(rec.iter, rec.apg_iterations));
+    else add_warning(warnings, "apg_max_iterations", msg::apg_iteration_cap(rec.iter, rec.apg_iterations));
   }
 }
 
@@ -92,7 +87,7 @@ void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings) {
 void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
   warn_apg_stop(rec, warnings);
   if (rec.iter == 1 && rec.rel_decrease < kFirstSolveLimit)
-    warn(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
+    add_warning(warnings, "first_solve_no_progress", msg::first_solve_no_progress(rec.rel_decrease, kFirstSolveLimit));
 }
 
 }  // namespace
@@ -334,7 +329,7 @@ void FgmLoop::check_chance_level() {
   if (!rows_.chance_counts(fit, positive, correct, static_cast<int>(progress_.iterations.size()))) return;
   if (at_chance_level(fit, correct, std::max(positive, fit - positive), out_.train_accuracy, out_.majority_rate) &&
       rows_.reports_warnings())
-    warn(settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
+    add_warning(settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }
 
 TrainOutcome FgmLoop::finish() {
