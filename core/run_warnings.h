@@ -27,4 +27,7 @@ class RunWarnings {
   std::vector<RunWarning> items_;
 };
 
+// warnings->add, or only the log line when there is no list (null).
+void add_warning(RunWarnings* warnings, std::string code, std::string message);
+
 }  // namespace fgm

@@ -1,11 +1,8 @@
 #include "engine/distributed_fgm.h"
-#include "core/clock.h"
-#include "engine/model_provenance.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <algorithm>
-#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,21 +12,17 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/clock.h"
 #include "core/error.h"
-#include "core/partition_sum.h"
+#include "core/messages.h"
 #include "engine/distributed_spaces.h"
-#include "engine/own_partitions.h"
-#include "engine/fgm_trainer.h"
-#include "engine/one_vs_rest.h"
+#include "engine/fgm_loop.h"
+#include "engine/model_provenance.h"
 #include "engine/value_span.h"
 #include "features/block_scores.h"
-#include "features/block_stream.h"
 #include "features/feature_groups.h"
 #include "features/transformed_store.h"
-#include "core/messages.h"
 #include "io/libsvm_reader.h"
-#include "solvers/apg.h"
-#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -53,88 +46,76 @@ struct LabelChoice {
 // Rank 0 alone adds a warning (every rank takes the same decision; one copy in
 // the log and in run.json).
 void warn(const Communicator& comm, RunWarnings* warnings, std::string code, std::string message) {
-  if (comm.rank() != 0) return;
-  RunWarnings log_only;
-  (warnings ? *warnings : log_only).add(std::move(code), std::move(message));
+  if (comm.rank() == 0) add_warning(warnings, std::move(code), std::move(message));
 }
 
-class DistributedRun {
+// This rank's partitions as the FGM loop's rows (engine/fgm_loop.h): per own
+// partition its labels, its rows of the selected columns, its decision
+// values and a = α∘y; every sum over rows goes through the partition tree.
+class PartitionRows final : public FgmRows {
  public:
   // `labels_start`: the communication counters when this run's label phase
   // began (the label values were gathered before the run). `value_span`: this
   // run measures the value span on its first pass (one warning per store).
-  DistributedRun(Communicator& comm, OwnPartitions& own, const TrainSettings& settings, MemoryBudget& budget,
-                 const DistributedHooks& hooks, LabelChoice labels, const CommunicationStats& labels_start,
-                 bool value_span)
-      : comm_(comm), dir_(own.dir()), settings_(settings), budget_(budget), hooks_(hooks), own_(&own),
-        label_choice_(std::move(labels)), labels_start_(labels_start), value_span_pending_(value_span) {}
+  PartitionRows(Communicator& comm, OwnPartitions& own, const TrainSettings& settings, MemoryBudget& budget,
+                const DistributedHooks& hooks, LabelChoice labels, const CommunicationStats& labels_start,
+                bool value_span);
 
-  DistributedOutcome run();
+  double fit_without_features(ApgState& state) override;
+  FgmPass score(uint64_t batch, int iteration) override;
+  void add_batch(const std::vector<uint64_t>& ids) override;
+  ApgResult solve(const ApgOptions& apg, ApgState& state) override;
+  const SelectedFeatureCache& columns() const override { return *columns_.front(); }
+  uint64_t saved_duals() const override { return 0; }
+  void restore_duals(TrainProgress& saved) override;
+  Model model_frame() const override;
+  void record_transforms(Model& model) const override;
+  void hand_out_decisions() override;
+  bool chance_counts(double& fit, double& positive, double& correct, int iteration) override;
+  double value_span() const override { return value_span_; }
+  bool reports_warnings() const override { return comm_.rank() == 0; }
+  void begin_phase() override { phase_start_ = comm_.stats(); }
+  void end_phase(int iteration, const char* phase) override { record(iteration, phase, phase_start_); }
+  void after_iteration(const IterationRecord& rec) override;
 
-  // run() in steps, for one-vs-rest in lockstep (several runs sharing each
-  // scoring pass): begin(); while (start_iteration()) { score; if
-  // (!after_scoring(top)) break; } then the certificate pass if
-  // needs_certificate(), and finish().
-  void begin();
-  bool start_iteration();  // false: a stop rule ended the loop
-  bool after_scoring(std::vector<ScoredCandidate> fresh);  // false: the loop ended (no new features, eps_outer)
-  bool needs_certificate() const;
-  DistributedOutcome finish(bool certified);
-  // This run's request in a shared pass: its duals, selection and batch size
-  // (settings.B for the certificate pass).
-  OwnPartitions::RangeRequest range_request(bool certificate) const;
+  // A lockstep pass (linear features and groups): this run's request (its
+  // duals, selection and batch size), then its share of the scores as a pass.
+  OwnPartitions::RangeRequest range_request(uint64_t batch) const;
+  FgmPass take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds, uint64_t bytes_streamed);
   const FeatureGroups* groups() const { return groups_.get(); }
-  bool linear_or_groups() const { return space_ == nullptr; }
-  // The shared pass's scores of this run: the top-B and the SIP violation,
-  // as scoring_pass would have taken them.
-  std::vector<ScoredCandidate> take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds,
-                                                  uint64_t bytes_streamed, bool certificate);
   bool measures_value_span() const { return value_span_pending_; }
   void observe_values();
   void check_value_span(int iteration);
-  int iteration() const { return t_; }
+  // This rank's rows of the selected columns and their reduction (path points, refits).
+  std::vector<ApgRowPart> parts();
+  RowSumReduction& reduction() { return own_.reduction(); }
+  std::vector<CommunicationRecord>& communication() { return communication_; }
 
  private:
-  void open_partitions();
   void map_labels();
-  OwnPartitions::RangeScores scores(const std::unordered_set<uint64_t>& is_selected, uint64_t batch);
-  void add_batch(const std::vector<ScoredCandidate>& top);
-  void add_generated_batch(const std::vector<ScoredCandidate>& top);
+  void add_columns(const std::vector<uint64_t>& ids);
+  void add_generated_columns(const std::vector<uint64_t>& ids);
+  FgmPass range_pass(OwnPartitions::RangeScores& scored, uint64_t bytes_streamed) const;
   double best_batch_score(const std::vector<double>& c) const;
   std::vector<double> selected_column_dots();
   void update_duals();
-  std::vector<ApgRowPart> parts();
-  ApgResult solve(bool certify);
-  bool solve_is_final() const;
-  void polish_final_solve();
-  int restore(TrainProgress& saved, std::unordered_set<uint64_t>& is_selected, double& objective);
-  void save_progress() const;
-  std::vector<ScoredCandidate> scoring_pass(uint64_t batch, const std::unordered_set<uint64_t>& is_selected,
-                                            IterationRecord& rec, Reservation& top_memory);
-  uint64_t selected_units() const;
-  std::string stop_rule(int t) const;
-  std::vector<ScoredCandidate> take_range_scores(OwnPartitions::RangeScores& scored, IterationRecord& rec,
-                                                 Reservation& top_memory);
-  void check_chance_level();
   std::string space_kind() const { return space_ ? settings_.space.kind : groups_ ? "group" : "linear"; }
-  Model make_model(double objective) const;
-  void emit_point(const std::function<void(const DistributedPoint&)>& hook, double objective);
   void record(int iteration, const char* phase, const CommunicationStats& before) {
-    out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
+    communication_.push_back({iteration, phase, since(comm_.stats(), before)});
   }
 
   Communicator& comm_;
-  std::string dir_;
+  OwnPartitions& own_;
   const TrainSettings& settings_;
   MemoryBudget& budget_;
   const DistributedHooks& hooks_;
-  DistributedOutcome out_;
-  OwnPartitions* own_;
   LabelChoice label_choice_;
-  CommunicationStats labels_start_;
+  std::vector<CommunicationRecord> communication_;
+  CommunicationStats phase_start_;
   // The value span of the first pass: this rank's per-column max |value| (all
   // own partitions), filled by the streams' observers.
   bool value_span_pending_ = false;
+  double value_span_ = 0;
   std::mutex column_max_mutex_;
   std::unordered_map<uint64_t, float> column_max_;  // the non-empty columns only (hashed id spaces)
   Reservation column_max_memory_;
@@ -143,50 +124,54 @@ class DistributedRun {
   std::vector<std::vector<int8_t>> labels_;
   std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
   std::vector<std::vector<double>> decisions_;
-  std::vector<size_t> batch_begin_;  // batch h: selected columns [batch_begin_[h], batch_begin_[h+1])
-  ApgState state_;
   Reservation row_memory_;
-  std::vector<std::vector<double>> a_;  // α∘y per own partition
-  std::vector<std::vector<uint64_t>> batches_;  // candidate ids (features or groups) per outer iteration
+  std::vector<std::vector<double>> a_;   // α∘y per own partition
   std::vector<uint64_t> selected_;       // feature ids, cache order
   std::vector<uint64_t> column_group_;   // group of each selected column (group spaces)
-  std::unique_ptr<FeatureGroups> groups_;  // features.groups; null: linear features
-  std::unique_ptr<DistributedSpace> space_;  // poly2, hik, additive; null: linear features and groups
-  std::vector<FeatureKey> selected_keys_;    // key of each selected column (generated spaces)
-  double positive_ = 1, negative_ = -1;
-  uint64_t bytes_streamed_ = 0;  // by this rank in the current scoring pass
-  uint64_t batch_ = 0;           // this outer iteration's B (shortened before a path checkpoint)
-  uint64_t next_checkpoint_ = 0, last_point_units_ = 0;  // settings.checkpoints: the next, the units at the last point
-  // The outer loop's state between the steps of run().
-  std::chrono::steady_clock::time_point start_;
-  int t_ = 1;
   std::unordered_set<uint64_t> is_selected_;  // selected features or groups
-  double objective_ = 0;
-  IterationRecord rec_;  // the current outer iteration
-  Reservation top_memory_;
+  std::unique_ptr<FeatureGroups> groups_;     // features.groups; null: linear features
+  std::unique_ptr<DistributedSpace> space_;   // poly2, hik, additive; null: linear features and groups
+  double positive_ = 1, negative_ = -1;
 };
 
-void DistributedRun::open_partitions() {
-  out_.describe(*own_);
+PartitionRows::PartitionRows(Communicator& comm, OwnPartitions& own, const TrainSettings& settings,
+                             MemoryBudget& budget, const DistributedHooks& hooks, LabelChoice labels,
+                             const CommunicationStats& labels_start, bool value_span)
+    : comm_(comm), own_(own), settings_(settings), budget_(budget), hooks_(hooks),
+      label_choice_(std::move(labels)), value_span_pending_(value_span) {
+  map_labels();
+  const PartitionManifest& manifest = own.manifest();
+  if (settings_.space.kind != "linear") {
+    std::vector<const ShardStore*> stores;
+    for (size_t q = 0; q < own.size(); ++q) stores.push_back(own[q].store.get());
+    space_ = make_distributed_space(settings_.space, comm_,
+                                    {manifest.partitions, own.range().first, manifest.n_rows, manifest.n_features},
+                                    stores, budget_);
+  }
+  record(0, "labels", labels_start);
+  if (!settings_.space.groups_path.empty())
+    groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
+        settings_.space.groups_path, manifest.n_features, manifest.index_base, budget_,
+        parse_group_structure(settings_.space.group_structure)));
 }
 
 // Labels as ±1 by the classes of ALL partitions (a partition may lack one
 // class): +1 for the chosen positive value, −1 for every other.
-void DistributedRun::map_labels() {
+void PartitionRows::map_labels() {
   const std::vector<double>& values = label_choice_.values;
   positive_ = values[label_choice_.positive];
   negative_ = values[label_choice_.positive == 0 ? 1 : 0];
-  row_memory_ = budget_.reserve(own_->own_rows() * (3 * sizeof(double) + 1), "dual vectors of this rank's partitions",
+  row_memory_ = budget_.reserve(own_.own_rows() * (3 * sizeof(double) + 1), "dual vectors of this rank's partitions",
                                 "use more ranks (more, smaller partitions)");
-  for (size_t q = 0; q < own_->size(); ++q) {
-    const ShardStore& store = *(*own_)[q].store;
+  for (size_t q = 0; q < own_.size(); ++q) {
+    const ShardStore& store = *own_[q].store;
     const StoreInfo& info = store.info();
     std::vector<int8_t> y(info.n_rows);
     const uint16_t* classes = store.classes();
     for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = info.class_values[classes[i]] == positive_ ? 1 : -1;
     if (hooks_.left_out)
       for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = (*hooks_.left_out)[q][i] ? int8_t{0} : y[i];
-    // α⁰ = C·1 without a bias (a = C·y); with one, run() fits b first.
+    // α⁰ = C·1 without a bias (a = C·y); with one, fit_without_features fits b first.
     std::vector<double> a(info.n_rows);
     for (uint64_t i = 0; i < info.n_rows; ++i) a[i] = settings_.apg.C * double(y[i]);
     labels_.push_back(std::move(y));
@@ -196,24 +181,34 @@ void DistributedRun::map_labels() {
   }
 }
 
-// The top-B unselected features or groups and the selected columns' c_j,
-// the same on every rank, scored by column ranges (OwnPartitions::score_by_ranges).
-OwnPartitions::RangeScores DistributedRun::scores(const std::unordered_set<uint64_t>& is_selected, uint64_t batch) {
-  uint64_t bytes = 0;
-  OwnPartitions::RangeScores scored = own_->score_by_ranges(
-      a_, groups_.get(), [&](uint64_t id) { return is_selected.count(id) > 0; }, selected_, column_group_,
-      batch, bytes);
-  out_.total_bytes_streamed += bytes;
-  bytes_streamed_ += bytes;
-  return scored;
+// As on one store: with a bias, b alone is fitted first; else F_0 = P(0),
+// reduced like every row sum.
+double PartitionRows::fit_without_features(ApgState& state) {
+  if (settings_.apg.bias) {
+    begin_phase();
+    ApgOptions apg = settings_.apg;
+    apg.certify = false;
+    const ApgResult r = solve(apg, state);
+    end_phase(0, "solve");
+    return r.objective;
+  }
+  std::vector<std::vector<double>> local;
+  for (const auto& y : labels_)
+    local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, y.data(), std::vector<double>(y.size(), 0.0))});
+  return own_.sum(local, 1).front();
 }
 
-void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
+void PartitionRows::add_batch(const std::vector<uint64_t>& ids) {
+  if (space_) add_generated_columns(ids);
+  else add_columns(ids);
+}
+
+// Linear features or the members of groups, read from each own partition.
+void PartitionRows::add_columns(const std::vector<uint64_t>& ids) {
+  const uint64_t candidates = groups_ ? groups_->n_groups : own_.manifest().n_features;
   std::vector<uint32_t> rows;
   std::vector<float> values;
   for (auto& columns : columns_) columns->begin_batch();
-  batches_.emplace_back();
-  for (const auto& c : top) batches_.back().push_back(c.id);
   auto add_column = [&](uint64_t feature, uint64_t group) {
     selected_.push_back(feature);
     column_group_.push_back(group);
@@ -223,44 +218,44 @@ void DistributedRun::add_batch(const std::vector<ScoredCandidate>& top) {
       key.kind = FeatureKind::kGroup;
       key.group = group;
     }
-    for (size_t q = 0; q < own_->size(); ++q) {
-      (*own_)[q].store->read_column(feature, rows, values);
+    for (size_t q = 0; q < own_.size(); ++q) {
+      own_[q].store->read_column(feature, rows, values);
       columns_[q]->add_column(key, rows, values);
     }
   };
-  for (const auto& c : top) {
+  for (uint64_t id : ids) {
+    if (id >= candidates)  // a corrupt checkpoint
+      throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
+                                                      candidates, own_.dir()));
+    is_selected_.insert(id);
     if (!groups_) {
-      add_column(c.id, 0);
+      add_column(id, 0);
       continue;
     }
-    for (uint64_t p = 0; p < groups_->size(c.id); ++p) add_column(groups_->member(c.id, p), c.id);
+    for (uint64_t p = 0; p < groups_->size(id); ++p) add_column(groups_->member(id, p), id);
   }
-  batch_begin_.push_back(selected_.size());
 }
 
 // The generated columns of the new candidates on this rank's partitions. A
 // column empty on every partition (an expansion component no row reaches)
 // carries no weight and is dropped, as the single-store cache drops it: one
 // reduction of the per-partition entry counts decides, the same on every rank.
-void DistributedRun::add_generated_batch(const std::vector<ScoredCandidate>& top) {
-  std::vector<std::vector<std::vector<GeneratedColumn>>> fresh(own_->size());  // [partition][candidate][column]
+void PartitionRows::add_generated_columns(const std::vector<uint64_t>& ids) {
+  std::vector<std::vector<std::vector<GeneratedColumn>>> fresh(own_.size());  // [partition][candidate][column]
   std::vector<FeatureKey> keys;
-  std::vector<std::vector<double>> counts(own_->size());
-  batches_.emplace_back();
-  for (const auto& c : top) {
-    batches_.back().push_back(c.id);
-    space_->mark_selected(c.id);
-    for (size_t q = 0; q < own_->size(); ++q) {
-      fresh[q].push_back(space_->columns(*(*own_)[q].store, c.id));
+  std::vector<std::vector<double>> counts(own_.size());
+  for (uint64_t id : ids) {
+    space_->mark_selected(id);
+    for (size_t q = 0; q < own_.size(); ++q) {
+      fresh[q].push_back(space_->columns(*own_[q].store, id));
       for (const auto& col : fresh[q].back()) {
         counts[q].push_back(static_cast<double>(col.rows.size()));
         if (q == 0) keys.push_back(col.key);
       }
     }
   }
-  const std::vector<double> total =
-      own_->sum(counts, keys.size());
-  for (size_t q = 0; q < own_->size(); ++q) {
+  const std::vector<double> total = own_.sum(counts, keys.size());
+  for (size_t q = 0; q < own_.size(); ++q) {
     columns_[q]->begin_batch();
     size_t k = 0;
     for (const auto& candidate : fresh[q])
@@ -269,16 +264,14 @@ void DistributedRun::add_generated_batch(const std::vector<ScoredCandidate>& top
   }
   for (size_t k = 0; k < keys.size(); ++k)
     if (total[k] > 0) {
-      selected_keys_.push_back(keys[k]);
       selected_.push_back(keys[k].ids[0]);
       column_group_.push_back(keys[k].group);
     }
-  batch_begin_.push_back(selected_.size());
 }
 
 // c_h = Σ_i a_i x_ih of every selected column, tree-reduced (the generated
 // spaces' scores of the selected features, for (37)).
-std::vector<double> DistributedRun::selected_column_dots() {
+std::vector<double> PartitionRows::selected_column_dots() {
   std::vector<std::vector<double>> local;
   for (size_t q = 0; q < columns_.size(); ++q) {
     std::vector<double> dots(selected_.size(), 0.0);
@@ -287,22 +280,23 @@ std::vector<double> DistributedRun::selected_column_dots() {
     }
     local.push_back(std::move(dots));
   }
-  return own_->sum(local, selected_.size());
+  return own_.sum(local, selected_.size());
 }
 
 // max_h ½Σ_{j∈d_h} c_j² over the batches so far, c indexed by selected column.
-double DistributedRun::best_batch_score(const std::vector<double>& c) const {
+double PartitionRows::best_batch_score(const std::vector<double>& c) const {
+  const SelectedFeatureCache& cache = columns();
   double best = 0;
-  for (size_t h = 0; h + 1 < batch_begin_.size(); ++h) {
+  for (size_t h = 0; h < cache.num_batches(); ++h) {
     double s = 0;
-    for (size_t j = batch_begin_[h]; j < batch_begin_[h + 1]; ++j) s += c[j] * c[j];
+    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) s += c[j] * c[j];
     best = std::max(best, 0.5 * s);
   }
   return best;
 }
 
 // α from the decision values on this rank's rows (Theorem 3), a = α∘y.
-void DistributedRun::update_duals() {
+void PartitionRows::update_duals() {
   std::vector<double> alpha;
   for (size_t q = 0; q < labels_.size(); ++q) {
     dual_from_decision(settings_.apg.loss, settings_.apg.C, labels_[q].data(), decisions_[q], alpha);
@@ -310,150 +304,52 @@ void DistributedRun::update_duals() {
   }
 }
 
-// The subproblem (31) over the selected columns: the single-store APG over
-// this rank's partitions, every row sum reduced in the partition tree.
-std::vector<ApgRowPart> DistributedRun::parts() {
+std::vector<ApgRowPart> PartitionRows::parts() {
   std::vector<ApgRowPart> out;
   for (size_t q = 0; q < columns_.size(); ++q) out.push_back({columns_[q].get(), labels_[q].data(), &decisions_[q]});
   return out;
 }
 
-// certify: stop on apg.gap_tolerance (the run's final solve, a path point's), else on apg.eps_inner.
-ApgResult DistributedRun::solve(bool certify) {
-  ApgOptions apg = settings_.apg;
-  apg.certify = certify;
-  return solve_apg(parts(), own_->reduction(), apg, state_, budget_);
-}
-
-// As FgmRun::solve_is_final on one store: the batch just added ends the run
-// or reaches a path checkpoint, so its solve is certified.
-bool DistributedRun::solve_is_final() const {
-  if (next_checkpoint_ < settings_.checkpoints.size() && selected_units() >= settings_.checkpoints[next_checkpoint_])
-    return true;
-  return !stop_rule(t_ + 1).empty();
-}
-
-// As FgmRun::polish_final_solve: eps_outer or no_new_features ended the run
-// after an inexact solve, so the model comes from a certified solve
-// warm-started at it, recorded with the last outer iteration.
-void DistributedRun::polish_final_solve() {
-  if (out_.iterations.empty() || out_.iterations.back().apg_certified) return;
-  IterationRecord& rec = out_.iterations.back();
-  const auto phase_start = std::chrono::steady_clock::now();
-  const CommunicationStats before = comm_.stats();
-  const ApgResult r = solve(true);
+// The subproblem (31) over the selected columns: the single-store APG over
+// this rank's partitions, every row sum reduced in the partition tree.
+ApgResult PartitionRows::solve(const ApgOptions& apg, ApgState& state) {
+  const ApgResult r = solve_apg(parts(), own_.reduction(), apg, state, budget_);
   update_duals();
-  record(rec.iter, "solve", before);
-  record_polished_solve(r, seconds_since(phase_start), rec);
-  objective_ = r.objective;
-  if (comm_.rank() == 0) warn_apg_stop(rec, settings_.warnings);
+  return r;
 }
 
-// The state after the checkpoint's last outer iteration: its batches read
-// again from this rank's partitions, ω and L_t, the iteration log, and α
-// formed from ω as the solve formed it. Returns the next iteration.
-int DistributedRun::restore(TrainProgress& saved, std::unordered_set<uint64_t>& is_selected, double& objective) {
-  const uint64_t candidates = groups_ ? groups_->n_groups : out_.manifest.n_features;
-  for (const auto& batch : saved.batches) {
-    std::vector<ScoredCandidate> top;
-    for (uint64_t id : batch) {
-      if (!space_ && id >= candidates)
-        throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
-                                                        candidates, dir_));
-      if (!space_) is_selected.insert(id);
-      top.push_back({0.0, id});
-    }
-    if (space_)
-      add_generated_batch(top);
-    else
-      add_batch(top);
-  }
-  if (saved.apg.w.size() != selected_.size())
-    throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: {} weights for {} selected columns", saved.apg.w.size(),
-                                                    selected_.size()));
-  state_ = std::move(saved.apg);
-  next_checkpoint_ = saved.next_path_point;
-  last_point_units_ = saved.last_path_point_features;
-  out_.iterations = std::move(saved.iterations);
-  out_.iterations_restored = out_.iterations.size();
-  if (!out_.iterations.empty()) objective = out_.iterations.back().objective;
-  if (!selected_.empty()) {
-    apg_decision_values(parts(), settings_.apg, state_, budget_);
-    update_duals();
-  }
-  return static_cast<int>(out_.iterations.size()) + 1;
+// α formed from the checkpoint's ω exactly as the solve formed it.
+void PartitionRows::restore_duals(TrainProgress& saved) {
+  if (selected_.empty()) return;
+  apg_decision_values(parts(), settings_.apg, saved.apg, budget_);
+  update_duals();
 }
 
-void DistributedRun::save_progress() const {
-  if (!hooks_.on_progress) return;
-  TrainProgress progress;
-  progress.batches = batches_;
-  progress.apg = state_;
-  progress.iterations = out_.iterations;
-  progress.next_path_point = next_checkpoint_;
-  progress.last_path_point_features = last_point_units_;
-  hooks_.on_progress(progress);
-}
-
-Model DistributedRun::make_model(double objective) const {
-  Model model = model_of_partitioned_store(out_.manifest, negative_, positive_, "fgm");
-  model.loss = loss_name(settings_.apg.loss);
-  model.C = settings_.apg.C;
-  model.B = settings_.B;
-  model.iterations = static_cast<uint32_t>(out_.iterations.size());
+Model PartitionRows::model_frame() const {
+  Model model = model_of_partitioned_store(own_.manifest(), negative_, positive_, "fgm");
   model.feature_kind = groups_ ? "group" : "linear";
   if (space_) space_->describe(model);
-  model.objective = objective;
-  model.has_bias = settings_.apg.bias;
-  model.bias = settings_.apg.bias ? state_.b : 0.0;
-  for (size_t h = 0; h + 1 < batch_begin_.size(); ++h)
-    for (size_t j = batch_begin_[h]; j < batch_begin_[h + 1]; ++j) {
-      ModelFeature f;
-      f.key.kind = groups_ ? FeatureKind::kGroup : FeatureKind::kLinear;
-      f.key.ids[0] = selected_[j];
-      if (groups_) f.key.group = column_group_[j];
-      if (space_) f.key = selected_keys_[j];
-      f.weight = state_.w[j];
-      f.batch = static_cast<uint32_t>(h + 1);  // outer iterations count from 1, as in engine/fgm_trainer.cpp
-      model.features.push_back(f);
-    }
-  record_feature_transforms(*(*own_)[0].store, model);  // predict applies them to raw rows
   return model;
 }
 
-// fgm.max_features and the stop rules count selection units, what one top-B
-// slot holds: a feature (linear, poly2) or a group (group, hik, additive), as
-// the single-store trainer does.
-uint64_t DistributedRun::selected_units() const {
-  uint64_t units = 0;
-  for (const auto& batch : batches_) units += batch.size();
-  return units;
-}
+void PartitionRows::record_transforms(Model& model) const { record_feature_transforms(*own_[0].store, model); }
 
-// The outer stop rules checked before iteration t scores ("" to go on): the
-// single-store trainer's, taken after iteration t − 1's solve.
-std::string DistributedRun::stop_rule(int t) const {
-  return outer_stop_rule(settings_.max_features, settings_.checkpoints, settings_.max_iterations, selected_units(),
-                         t - 1);
-}
-
-bool DistributedRun::needs_certificate() const {
-  return settings_.final_certificate && !scoring_stop_measured_violation(out_.stop_reason) &&
-         !out_.iterations.empty();
+void PartitionRows::hand_out_decisions() {
+  if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
 }
 
 // The streams of this rank's partitions record each column's max |value| of
 // the pass that follows (the value-span warning).
-void DistributedRun::observe_values() {
+void PartitionRows::observe_values() {
   // A hash map entry costs about 32 bytes; every non-empty column of this rank's partitions may get one.
   uint64_t columns = 0;
-  for (size_t q = 0; q < own_->size(); ++q) columns += (*own_)[q].store->info().nonempty_columns;
+  for (size_t q = 0; q < own_.size(); ++q) columns += own_[q].store->info().nonempty_columns;
   column_max_memory_ = budget_.reserve(columns * kColumnMaxEntryBytes, "per-column max |value| of a pass",
                                        "use fewer features or more memory per rank");
   column_max_.clear();
   column_max_.reserve(columns);
-  for (size_t q = 0; q < own_->size(); ++q)
-    (*own_)[q].stream->set_observer([this](const ColumnBlock& block) {
+  for (size_t q = 0; q < own_.size(); ++q)
+    own_[q].stream->set_observer([this](const ColumnBlock& block) {
       const std::vector<float> m = block_column_max_abs(block);
       std::lock_guard<std::mutex> lock(column_max_mutex_);
       for (uint32_t k = 0; k < block.column_count; ++k) {
@@ -466,8 +362,8 @@ void DistributedRun::observe_values() {
 // The value span over all partitions: each rank's nonzero column maxima
 // (id, max) gathered, the maximum per column (exact in any order), then the
 // single-store trainer's measure and warning (engine/value_span.h).
-void DistributedRun::check_value_span(int iteration) {
-  for (size_t q = 0; q < own_->size(); ++q) (*own_)[q].stream->set_observer({});
+void PartitionRows::check_value_span(int iteration) {
+  for (size_t q = 0; q < own_.size(); ++q) own_[q].stream->set_observer({});
   value_span_pending_ = false;
   const CommunicationStats before = comm_.stats();
   struct ColumnMax {  // 16 bytes, no padding
@@ -488,261 +384,151 @@ void DistributedRun::check_value_span(int iteration) {
   }
   ValueSpan span;
   for (const auto& [id, max] : column_max_) span.add_column_max(max);
-  if (comm_.rank() == 0) out_.value_span = span.check(space_kind() == "poly2" ? 2 : 1, space_kind(), settings_.warnings);
+  if (comm_.rank() == 0) value_span_ = span.check(space_kind() == "poly2" ? 2 : 1, space_kind(), settings_.warnings);
   column_max_ = {};
   column_max_memory_ = {};
   record(iteration, "diagnostics", before);
 }
 
 // One scoring pass against the current α: the top-`batch` unselected
-// candidates (empty: nothing left to add), with rec's scoring fields and the
-// SIP violation (37) of α: ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
-std::vector<ScoredCandidate> DistributedRun::scoring_pass(uint64_t batch, const std::unordered_set<uint64_t>& is_selected,
-                                                          IterationRecord& rec, Reservation& top_memory) {
-  const auto phase_start = std::chrono::steady_clock::now();
+// candidates, linear features and groups scored by column ranges
+// (OwnPartitions::score_by_ranges), the generated spaces by their own pass.
+FgmPass PartitionRows::score(uint64_t batch, int iteration) {
+  const auto start = std::chrono::steady_clock::now();
   const CommunicationStats before = comm_.stats();
   const bool measure_span = value_span_pending_;
   if (measure_span) observe_values();
-  bytes_streamed_ = 0;
-  std::vector<ScoredCandidate> fresh;
-  double best = 0, fresh_sum = 0;
+  FgmPass pass;
   if (space_) {
     std::vector<PartitionScoringInput> inputs;
-    for (size_t q = 0; q < own_->size(); ++q) inputs.push_back({(*own_)[q].stream.get(), &(*own_)[q].blocks, a_[q].data()});
+    for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
     DistributedScores scored = space_->score(inputs, batch);
-    fresh = std::move(scored.top);
-    top_memory = std::move(scored.top_memory);
-    best = best_batch_score(selected_column_dots());
-    rec.candidates_scored = scored.candidates_scored;
-    rec.pair_updates = scored.pair_updates;
-    bytes_streamed_ += scored.bytes_streamed;
-    out_.total_bytes_streamed += scored.bytes_streamed;
+    pass.top = std::move(scored.top);
+    pass.top_memory = std::move(scored.top_memory);
+    const double best = best_batch_score(selected_column_dots());
+    double fresh = 0;
+    for (const auto& f : pass.top) fresh += f.score;
+    pass.sip_violation = 0.5 * fresh - best;  // (37)
+    pass.candidates_scored = scored.candidates_scored;
+    pass.pair_updates = scored.pair_updates;
+    pass.bytes_streamed = scored.bytes_streamed;
   } else {
-    OwnPartitions::RangeScores scored = scores(is_selected, batch);
-    fresh = take_range_scores(scored, rec, top_memory);
+    uint64_t bytes = 0;
+    OwnPartitions::RangeScores scored =
+        own_.score_by_ranges(a_, groups_.get(), [&](uint64_t id) { return is_selected_.count(id) > 0; }, selected_,
+                             column_group_, batch, bytes);
+    pass = range_pass(scored, bytes);
   }
-  if (space_) {
-    for (const auto& f : fresh) fresh_sum += f.score;
-    rec.sip_violation = 0.5 * fresh_sum - best;
-  }
-  rec.score_seconds = seconds_since(phase_start);
-  rec.bytes_streamed = bytes_streamed_;
-  record(rec.iter, "scoring", before);
-  if (measure_span) check_value_span(rec.iter);
-  return fresh;
+  pass.seconds = seconds_since(start);
+  record(iteration, "scoring", before);
+  if (measure_span) check_value_span(iteration);
+  return pass;
 }
 
-// A linear or group pass's top-B, with rec's candidates and the SIP violation
-// (37) of α: ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
-std::vector<ScoredCandidate> DistributedRun::take_range_scores(OwnPartitions::RangeScores& scored,
-                                                               IterationRecord& rec, Reservation& top_memory) {
-  std::vector<ScoredCandidate> fresh = std::move(scored.top);
-  top_memory = std::move(scored.top_memory);
+// A linear or group pass's top-B and the SIP violation (37) of α:
+// ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
+FgmPass PartitionRows::range_pass(OwnPartitions::RangeScores& scored, uint64_t bytes_streamed) const {
+  FgmPass pass;
   const double best = best_batch_score(scored.selected_dots);
-  rec.candidates_scored = groups_ ? groups_->n_groups : out_.manifest.n_features;
-  double fresh_sum = 0;
-  for (const auto& f : fresh) fresh_sum += f.score;
-  rec.sip_violation = 0.5 * fresh_sum - best;
-  return fresh;
+  pass.top = std::move(scored.top);
+  pass.top_memory = std::move(scored.top_memory);
+  pass.candidates_scored = groups_ ? groups_->n_groups : own_.manifest().n_features;
+  double fresh = 0;
+  for (const auto& f : pass.top) fresh += f.score;
+  pass.sip_violation = 0.5 * fresh - best;
+  pass.bytes_streamed = bytes_streamed;
+  return pass;
 }
 
-OwnPartitions::RangeRequest DistributedRun::range_request(bool certificate) const {
+OwnPartitions::RangeRequest PartitionRows::range_request(uint64_t batch) const {
   OwnPartitions::RangeRequest r;
   r.a = &a_;
   r.is_selected = [this](uint64_t id) { return is_selected_.count(id) > 0; };
   r.selected = &selected_;
   r.selected_group = &column_group_;
-  r.B = certificate ? settings_.B : batch_;
+  r.B = batch;
   return r;
 }
 
-std::vector<ScoredCandidate> DistributedRun::take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds,
-                                                                uint64_t bytes_streamed, bool certificate) {
-  IterationRecord certificate_rec;
-  IterationRecord& rec = certificate ? certificate_rec : rec_;
-  rec.iter = t_;
-  Reservation certificate_memory;
-  std::vector<ScoredCandidate> fresh =
-      take_range_scores(scored, rec, certificate ? certificate_memory : top_memory_);
-  rec.score_seconds = seconds;
-  rec.bytes_streamed = bytes_streamed;
-  if (certificate) out_.final_sip_violation = rec.sip_violation;
-  return fresh;
+FgmPass PartitionRows::take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds,
+                                          uint64_t bytes_streamed) {
+  FgmPass pass = range_pass(scored, bytes_streamed);
+  pass.seconds = seconds;
+  return pass;
 }
 
-// Warns when the final model does no better on its training rows than always
-// predicting the larger class (decision > 0 → +1; the counts are tree sums).
-void DistributedRun::check_chance_level() {
+// The final model's counts on this rank's rows, tree-summed (decision > 0 → +1).
+bool PartitionRows::chance_counts(double& fit, double& positive, double& correct, int iteration) {
   const CommunicationStats before = comm_.stats();
   std::vector<std::vector<double>> local;  // per partition: rows, positive rows, correct
   for (size_t q = 0; q < labels_.size(); ++q) {
-    double fit = 0, positive = 0, correct = 0;
+    double rows = 0, pos = 0, right = 0;
     for (size_t i = 0; i < labels_[q].size(); ++i) {
       if (labels_[q][i] == 0) continue;  // a row left out of the fit
       const double d = decisions_[q].empty() ? 0.0 : decisions_[q][i];
-      fit += 1;
-      positive += labels_[q][i] > 0;
-      correct += (d > 0) == (labels_[q][i] > 0);
+      rows += 1;
+      pos += labels_[q][i] > 0;
+      right += (d > 0) == (labels_[q][i] > 0);
     }
-    local.push_back({fit, positive, correct});
+    local.push_back({rows, pos, right});
   }
-  const std::vector<double> total = own_->sum(local, 3);
-  record(static_cast<int>(out_.iterations.size()), "diagnostics", before);
-  if (at_chance_level(total[0], total[2], std::max(total[1], total[0] - total[1]), out_.train_accuracy,
-                      out_.majority_rate))
-    warn(comm_, settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
-}
-
-void DistributedRun::emit_point(const std::function<void(const DistributedPoint&)>& hook, double objective) {
-  last_point_units_ = selected_units();
-  if (!hook) return;
-  DistributedPoint p;
-  p.point.features = selected_units();
-  p.point.model = make_model(objective);
-  if (!out_.iterations.empty()) p.point.last = &out_.iterations.back();
-  for (const IterationRecord& r : out_.iterations) {
-    p.point.apg_iterations += r.apg_iterations;
-    p.point.line_search_steps += r.apg_line_search_steps;
-    p.point.gradient_evaluations += r.apg_gradient_evaluations;
-  }
-  p.rows = parts();
-  p.reduction = &own_->reduction();
-  hook(p);
-}
-
-DistributedOutcome DistributedRun::run() {
-  begin();
-  while (start_iteration())
-    if (!after_scoring(scoring_pass(batch_, is_selected_, rec_, top_memory_))) break;
-  const bool certified = needs_certificate();
-  if (certified) {
-    // One more pass for the SIP violation (37) of the final α, as on one store.
-    IterationRecord rec;
-    rec.iter = t_;
-    Reservation top_memory;
-    scoring_pass(settings_.B, is_selected_, rec, top_memory);
-    out_.final_sip_violation = rec.sip_violation;
-  }
-  return finish(certified);
-}
-
-void DistributedRun::begin() {
-  start_ = std::chrono::steady_clock::now();
-  CommunicationStats before = labels_start_;
-  open_partitions();
-  map_labels();
-  if (settings_.space.kind != "linear") {
-    std::vector<const ShardStore*> stores;
-    for (size_t q = 0; q < own_->size(); ++q) stores.push_back((*own_)[q].store.get());
-    space_ = make_distributed_space(settings_.space, comm_,
-                                    {out_.manifest.partitions, own_->range().first, out_.manifest.n_rows,
-                                     out_.manifest.n_features},
-                                    stores, budget_);
-  }
-  record(0, "labels", before);
-  batch_begin_ = {0};
-  // F_0 and α⁰: the solution of (31) with no feature selected. With a bias
-  // that is b alone, fitted first as the single-store trainer does
-  // (engine/fgm_trainer.cpp fit_without_features); else F_0 = P(0), reduced
-  // like every row sum.
-  if (settings_.apg.bias) {
-    before = comm_.stats();
-    const ApgResult r = solve(false);
-    update_duals();
-    out_.objective_no_features = r.objective;
-    record(0, "solve", before);
-  } else {
-    std::vector<std::vector<double>> local;
-    for (const auto& y : labels_)
-      local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, y.data(), std::vector<double>(y.size(), 0.0))});
-    out_.objective_no_features = own_->sum(local, 1).front();
-  }
-  objective_ = out_.objective_no_features;
-  if (!settings_.space.groups_path.empty())
-    groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
-        settings_.space.groups_path, out_.manifest.n_features, out_.manifest.index_base, budget_,
-        parse_group_structure(settings_.space.group_structure)));
-  t_ = hooks_.resume ? restore(*hooks_.resume, is_selected_, objective_) : 1;
-  if (comm_.rank() == 0)
-    for (const auto& rec : out_.iterations) warn_iteration(rec, settings_.warnings);  // restored ones, as on one store
-}
-
-bool DistributedRun::start_iteration() {
-  out_.stop_reason = stop_rule(t_);
-  if (!out_.stop_reason.empty()) return false;
-  rec_ = IterationRecord{};
-  rec_.iter = t_;
-  top_memory_ = Reservation{};
-  batch_ = next_batch_size(settings_, selected_units(), next_checkpoint_);
+  const std::vector<double> total = own_.sum(local, 3);
+  record(iteration, "diagnostics", before);
+  fit = total[0];
+  positive = total[1];
+  correct = total[2];
   return true;
 }
 
-bool DistributedRun::after_scoring(std::vector<ScoredCandidate> fresh) {
-  IterationRecord& rec = rec_;
-  const int t = t_;
-  out_.final_sip_violation = rec.sip_violation;
-  out_.stop_reason = scoring_stop_rule(settings_, fresh.empty(), t, rec.sip_violation, objective_);
-  if (!out_.stop_reason.empty()) {
-    polish_final_solve();
-    return false;
-  }
-  const auto phase_start = std::chrono::steady_clock::now();
-  const CommunicationStats before = comm_.stats();
-  if (space_) {
-    add_generated_batch(fresh);
-  } else {
-    for (const auto& f : fresh) is_selected_.insert(f.id);
-    add_batch(fresh);
-  }
-  const ApgResult r = solve(solve_is_final());
-  update_duals();
-  rec.solve_seconds = seconds_since(phase_start);
-  record(t, "solve", before);
-  rec.selected = selected_.size();
-  rec.added = fresh.size();
-  rec.rel_decrease = out_.objective_no_features > 0 ? (objective_ - r.objective) / out_.objective_no_features : 0;  // (38)
-  objective_ = r.objective;
-  rec.objective = r.objective;
-  record_apg_result(r, rec);
-  rec.peak_rss_bytes = peak_rss_bytes();
-  if (comm_.rank() == 0) warn_iteration(rec, settings_.warnings);
-  out_.iterations.push_back(rec);
-  if (next_checkpoint_ < settings_.checkpoints.size() &&
-      selected_units() >= settings_.checkpoints[next_checkpoint_])
-    emit_point(hooks_.on_checkpoint, objective_);
-  save_progress();
+void PartitionRows::after_iteration(const IterationRecord& rec) {
+  if (comm_.rank() != 0) return;
   uint64_t communicated = 0;
-  for (const auto& c : out_.communication) communicated += c.iteration == t ? c.comm.bytes : 0;
-  if (comm_.rank() == 0)
-    spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
-                 "{:.3f}s ({} APG its), communicated {} B",
-                 label_choice_.one_vs_rest ? fmt::format("class {} ", label_text(positive_)) : "",
-                 t, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds, rec.solve_seconds,
-                 rec.apg_iterations, communicated);
-  ++t_;
-  return true;
+  for (const auto& c : communication_) communicated += c.iteration == rec.iter ? c.comm.bytes : 0;
+  spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
+               "{:.3f}s ({} APG its), communicated {} B",
+               label_choice_.one_vs_rest ? fmt::format("class {} ", label_text(positive_)) : "", rec.iter,
+               rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds, rec.solve_seconds,
+               rec.apg_iterations, communicated);
 }
 
-DistributedOutcome DistributedRun::finish(bool certified) {
-  if (!certified && !scoring_stop_measured_violation(out_.stop_reason))
-    out_.final_sip_violation = std::numeric_limits<double>::quiet_NaN();
-  // A path that ran out of new features before its next checkpoint still reports the model it reached.
-  if (next_checkpoint_ < settings_.checkpoints.size() && !out_.iterations.empty() &&
-      selected_units() > last_point_units_)
-    emit_point(hooks_.on_checkpoint, objective_);
-  emit_point(hooks_.on_final, objective_);
-  if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
-  if (settings_.check_chance_level) check_chance_level();
-  out_.model = make_model(objective_);
-  for (const IterationRecord& r : out_.iterations) {
-    out_.total_apg_iterations += r.apg_iterations;
-    out_.total_line_search_steps += r.apg_line_search_steps;
-    out_.total_gradient_evaluations += r.apg_gradient_evaluations;
-  }
-  out_.budget_peak = budget_.peak();
-  out_.seconds = seconds_since(start_);
-  return std::move(out_);
+// The loop's hooks for a partitioned run: path points carry this rank's rows.
+TrainHooks loop_hooks(const DistributedHooks& hooks, PartitionRows& rows) {
+  TrainHooks h;
+  h.resume = hooks.resume;
+  h.on_progress = hooks.on_progress;
+  auto point = [&rows](const std::function<void(const DistributedPoint&)>& hook) -> CheckpointCallback {
+    if (!hook) return {};
+    return [&rows, &hook](const Checkpoint& cp) { hook(DistributedPoint{cp, rows.parts(), &rows.reduction()}); };
+  };
+  h.on_checkpoint = point(hooks.on_checkpoint);
+  h.on_final = point(hooks.on_final);
+  return h;
 }
+
+// One binary FGM run on this rank's partitions.
+struct PartitionedFgmRun {
+  PartitionedFgmRun(Communicator& comm, OwnPartitions& own, const TrainSettings& settings, MemoryBudget& budget,
+                    const DistributedHooks& hooks, LabelChoice labels, const CommunicationStats& labels_start,
+                    bool value_span)
+      : own(own),
+        rows(comm, own, settings, budget, hooks, std::move(labels), labels_start, value_span),
+        hooks(loop_hooks(hooks, rows)),
+        loop(rows, settings, budget, this->hooks) {}
+
+  DistributedOutcome outcome(TrainOutcome result) {
+    DistributedOutcome out;
+    static_cast<TrainOutcome&>(out) = std::move(result);
+    out.describe(own);
+    out.communication = std::move(rows.communication());
+    out.iterations_restored = loop.iterations_restored();
+    return out;
+  }
+
+  OwnPartitions& own;
+  PartitionRows rows;
+  TrainHooks hooks;
+  FgmLoop loop;
+};
 
 // The maximum of sparse per-partition statistics over all partitions: each
 // rank's entries (the maximum over its partitions) gathered, merged by key.
@@ -867,80 +653,40 @@ class DistributedArgmax {
 // pass would give; then each served class solves its subproblem, in class
 // order, exactly as it would alone. So a run makes max_c(passes of c) passes,
 // not their sum, and every class's model is that of its own run.
-class LockstepClassRuns {
- public:
-  LockstepClassRuns(Communicator& comm, OwnPartitions& own, DistributedOutcome& out)
-      : comm_(comm), own_(own), out_(out) {}
-
-  void add(std::unique_ptr<DistributedRun> run) {
-    run->begin();
-    runs_.push_back(std::move(run));
-    phase_.push_back(Phase::kIterating);
-    certified_.push_back(false);
-    if (!runs_.back()->start_iteration()) leave_loop(runs_.size() - 1);
-  }
-
-  // Shared passes until every run is done; then each run's outcome.
-  std::vector<DistributedOutcome> run() {
-    while (shared_pass()) {
-    }
-    std::vector<DistributedOutcome> outcomes;
-    for (size_t r = 0; r < runs_.size(); ++r) outcomes.push_back(runs_[r]->finish(certified_[r]));
-    return outcomes;
-  }
-
- private:
-  enum class Phase { kIterating, kCertificate, kDone };
-
-  void leave_loop(size_t r) {
-    phase_[r] = runs_[r]->needs_certificate() ? Phase::kCertificate : Phase::kDone;
-    certified_[r] = phase_[r] == Phase::kCertificate;
-  }
-
-  bool shared_pass() {
-    std::vector<size_t> served;
+std::vector<DistributedOutcome> run_classes_in_lockstep(Communicator& comm, OwnPartitions& own,
+                                                        std::vector<std::unique_ptr<PartitionedFgmRun>>& runs,
+                                                        uint64_t certificate_batch, DistributedOutcome& out) {
+  auto shared_pass = [&](const std::vector<size_t>& served, const std::vector<uint64_t>& batches) {
     std::vector<OwnPartitions::RangeRequest> requests;
-    for (size_t r = 0; r < runs_.size(); ++r) {
-      if (phase_[r] == Phase::kDone) continue;
-      served.push_back(r);
-      requests.push_back(runs_[r]->range_request(phase_[r] == Phase::kCertificate));
-    }
-    if (served.empty()) return false;
+    for (size_t q = 0; q < served.size(); ++q) requests.push_back(runs[served[q]]->rows.range_request(batches[q]));
     // The first class measures the value span on its first pass (one warning per store).
-    DistributedRun& first = *runs_.front();
-    const bool span = phase_.front() != Phase::kDone && first.measures_value_span();
+    PartitionRows& first = runs.front()->rows;
+    const bool span = served.front() == 0 && first.measures_value_span();
     if (span) first.observe_values();
     const auto start = std::chrono::steady_clock::now();
-    const CommunicationStats before = comm_.stats();
+    const CommunicationStats before = comm.stats();
     uint64_t bytes = 0;
     std::vector<OwnPartitions::RangeScores> scores =
-        own_.score_by_ranges_many(runs_[served.front()]->groups(), requests, bytes);
+        own.score_by_ranges_many(runs[served.front()]->rows.groups(), requests, bytes);
     const double seconds = seconds_since(start);
-    CommunicationRecord record{runs_[served.front()]->iteration(), "scoring", since(comm_.stats(), before), -1};
+    CommunicationRecord record{runs[served.front()]->loop.next_iteration(), "scoring", since(comm.stats(), before),
+                               -1};
     for (size_t r : served) record.shared_by.push_back(static_cast<int>(r));
-    out_.communication.push_back(std::move(record));
-    out_.total_bytes_streamed += bytes;
-    if (span) first.check_value_span(first.iteration());
-    for (size_t q = 0; q < served.size(); ++q) {
-      const size_t r = served[q];
-      const bool certificate = phase_[r] == Phase::kCertificate;
-      std::vector<ScoredCandidate> fresh = runs_[r]->take_shared_scores(std::move(scores[q]), seconds, bytes, certificate);
-      if (certificate) {
-        phase_[r] = Phase::kDone;
-        continue;
-      }
-      if (!runs_[r]->after_scoring(std::move(fresh)) || !runs_[r]->start_iteration()) leave_loop(r);
-    }
-    return true;
-  }
-
-  Communicator& comm_;
-  OwnPartitions& own_;
-  DistributedOutcome& out_;
-  std::vector<std::unique_ptr<DistributedRun>> runs_;
-  std::vector<Phase> phase_;
-  std::vector<bool> certified_;  // the run had its final certificate pass
-};
+    out.communication.push_back(std::move(record));
+    out.total_bytes_streamed += bytes;
+    if (span) first.check_value_span(runs.front()->loop.next_iteration());
+    std::vector<FgmPass> passes;
+    for (size_t q = 0; q < served.size(); ++q)
+      passes.push_back(runs[served[q]]->rows.take_shared_scores(std::move(scores[q]), seconds, bytes));
+    return passes;
+  };
+  std::vector<FgmLoop*> loops;
+  for (auto& run : runs) loops.push_back(&run->loop);
+  run_in_lockstep(loops, certificate_batch, shared_pass);
+  std::vector<DistributedOutcome> outcomes;
+  for (auto& run : runs) outcomes.push_back(run->outcome(run->loop.finish()));
+  return outcomes;
+}
 
 // Lockstep holds the K class runs' row state at once (duals, labels and
 // decision values: 3·8 + 1 bytes per own row each), the duals interleaved for
@@ -1005,15 +751,16 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
     hooks[c].on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) { argmax.add(c, d); };
   std::vector<DistributedOutcome> outcomes;
   if (lockstep) {
-    LockstepClassRuns runs(comm, own, out);
+    std::vector<std::unique_ptr<PartitionedFgmRun>> runs;
     for (size_t c = 0; c < K; ++c)
-      runs.add(std::make_unique<DistributedRun>(comm, own, class_settings, budget, hooks[c], LabelChoice{values, c, true},
-                                                c == 0 ? labels_start : comm.stats(), c == 0));
-    outcomes = runs.run();
+      runs.push_back(std::make_unique<PartitionedFgmRun>(comm, own, class_settings, budget, hooks[c],
+                                                         LabelChoice{values, c, true},
+                                                         c == 0 ? labels_start : comm.stats(), c == 0));
+    outcomes = run_classes_in_lockstep(comm, own, runs, settings.B, out);
   } else {
     for (size_t c = 0; c < K; ++c) {
-      DistributedRun run(comm, own, class_settings, budget, hooks[c], {values, c, true}, labels_start, c == 0);
-      outcomes.push_back(run.run());
+      PartitionedFgmRun run(comm, own, class_settings, budget, hooks[c], {values, c, true}, labels_start, c == 0);
+      outcomes.push_back(run.outcome(run.loop.run()));
       labels_start = comm.stats();
     }
   }
@@ -1024,7 +771,7 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
       record.class_index = static_cast<int>(c);
       out.communication.push_back(std::move(record));
     }
-    out.total_bytes_streamed += o.total_bytes_streamed;
+    if (!lockstep) out.total_bytes_streamed += o.total_bytes_streamed;  // else counted once per shared pass
     if (c == 0) out.value_span = o.value_span;
     models.push_back(o.model);
     out.classes.push_back(std::move(o));
@@ -1063,8 +810,8 @@ DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& 
     FGM_ASSERT(hooks.resume == nullptr);
     return train_one_vs_rest_distributed(comm, own, values, settings, budget, labels_start, schedule);
   }
-  DistributedRun run(comm, own, settings, budget, hooks, {values, 1, false}, labels_start, true);
-  return run.run();
+  PartitionedFgmRun run(comm, own, settings, budget, hooks, {values, 1, false}, labels_start, true);
+  return run.outcome(run.loop.run());
 }
 
 }  // namespace fgm

@@ -6,7 +6,7 @@
 //      (OwnPartitions::score_by_ranges, as FGM's linear pass: sparse
 //      partition-tree sums, each rank's top list, one allgather); the
 //      constraint d^t is the top r of c_j² by the single-store rules
-//      (mslr_loop::choose_constraint);
+//      (engine/mslr_loop.h);
 //   2. each rank reads its rows of the new columns;
 //   3. the subproblem over the rank's partitions as row parts
 //      (solvers/mslr/smoothed_minimax.h: CoCoA+ rounds with σ' = P, every row

@@ -220,12 +220,9 @@ void PathRun::add_point(const RunPoint& point, uint64_t B, double C) {
     if (settings_.debias_C > 0) o.C = settings_.debias_C;
     o.certify = true;  // stops on apg.gap_tolerance (a fixed eps_inner = 1e-10 cost 5–10× the path)
     DebiasResult d = debias_refit(point.rows->parts, *point.rows->reduction, model, o, budget_);
-    if (!d.solve.converged) {
-      RunWarnings log_only;
-      (settings_.base.warnings ? *settings_.base.warnings : log_only)
-          .add("debias_gap_above_tolerance",
-               msg::debias_gap_above_tolerance(p.point, d.solve.iterations, d.solve.relative_gap));
-    }
+    if (!d.solve.converged)
+      add_warning(settings_.base.warnings, "debias_gap_above_tolerance",
+                  msg::debias_gap_above_tolerance(p.point, d.solve.iterations, d.solve.relative_gap));
     p.debiased = std::move(d.model);
     p.has_debiased = true;
   }

@@ -4,7 +4,7 @@
 // B most violating features (or groups) to the selected-feature cache, and
 // solves the ℓ2,1²-regularised subproblem (31) over them by APG (Algorithm 4),
 // warm-started. α⁰ = C·1 without a bias; with one (FGM-SHIFT), α⁰ comes from the
-// fitted bias-only model (see FgmRun::fit_without_features). α^t from Theorem 3.
+// fitted bias-only model (engine/fgm_trainer.cpp StoreRows). α^t from Theorem 3.
 // Stops when the SIP violation (37) of α^t is at most eps_outer times the
 // objective F_t (eps_outer = 0: never), after T iterations, or when the
 // worst-case analysis finds nothing new. The violation is the gap of the
@@ -78,13 +78,6 @@ struct TrainSettings {
   RunWarnings* warnings = nullptr;
 };
 
-// The next batch of a run that has `selected_units` selection units: B,
-// shortened to land exactly on the next of settings.checkpoints and never to
-// pass settings.max_features. `next_checkpoint` (index into checkpoints)
-// moves past the counts already reached. Shared by the single-store and the
-// distributed trainer.
-uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units, uint64_t& next_checkpoint);
-
 // The outer stop rules after an iteration's solve, in their one order ("" to
 // go on): `selected_units` reached max_features (0: no cap), then the last of
 // `checkpoints` (a path's end), then `iterations` reached max_iterations.
@@ -92,14 +85,6 @@ uint64_t next_batch_size(const TrainSettings& settings, uint64_t selected_units,
 // both (its mslr.* counterparts), so their stop_reason cannot drift apart.
 std::string outer_stop_rule(uint64_t max_features, const std::vector<uint64_t>& checkpoints, int max_iterations,
                             uint64_t selected_units, int iterations);
-// The stop rules iteration t's scoring pass decides before its batch is added
-// ("" to go on): nothing new to add ("no_new_features"), then α^{t−1}'s SIP
-// violation at most eps_outer·F_{t−1} ("eps_outer", from t = 2; a relative gap
-// of the cutting-plane relaxation, known here at no extra pass). Either
-// measured the final α's violation: scoring_stop_measured_violation.
-std::string scoring_stop_rule(const TrainSettings& settings, bool nothing_new, int t, double sip_violation,
-                              double last_objective);
-bool scoring_stop_measured_violation(const std::string& stop_reason);
 
 struct IterationRecord {
   int iter = 0;
@@ -127,12 +112,6 @@ struct IterationRecord {
   std::string apg_stop;           // "converged", "inexact", "max_iterations" or "stalled"
   uint64_t apg_recomputed_products = 0;  // inner-product cache misses (the budget had no room)
 };
-
-// An APG solve's figures in an outer iteration's record (apg_* fields).
-void record_apg_result(const ApgResult& r, IterationRecord& rec);
-// A certified solve that polished the last iteration's inexact one into its
-// record: r's figures and objective, both solves' APG work and time summed.
-void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& rec);
 
 struct TrainOutcome {
   Model model;
@@ -165,16 +144,6 @@ bool at_chance_level(double rows, double correct, double largest_class, double& 
 // Warning thresholds (see the header comment; chosen in bench/README.md).
 constexpr double kValueSpanLimit = 1e4;
 constexpr double kFirstSolveLimit = 1e-3;
-
-// The warnings an outer iteration's solve raises (also replayed for iterations
-// restored from a checkpoint, so a resumed run reports the same warnings): a
-// solve that ended at the iteration cap or in a stall is not converged; a
-// first solve that barely lowers F_0 (with a converged solve, the selected
-// features cannot fit the labels: usually a few huge features).
-void warn_iteration(const IterationRecord& rec, RunWarnings* warnings);
-// Only the APG part: a certified solve above apg.gap_tolerance
-// (apg_gap_above_tolerance), an inexact one at the cap or stalled.
-void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings);
 
 // The state of the run when a checkpoint count is reached (a `fgm path`
 // point; not the resume checkpoint, which stores a TrainProgress).
@@ -220,6 +189,7 @@ using ProgressCallback = std::function<void(const TrainProgress&)>;
 struct TrainHooks {
   IterationCallback on_iteration;    // after each outer iteration, for logs
   CheckpointCallback on_checkpoint;  // at each of settings.checkpoints (fgm path)
+  CheckpointCallback on_final;       // at the end of the run, its final state
   // After each outer iteration, once its path point (if any) was emitted and
   // the stop decision was taken: the state to persist for a resume.
   ProgressCallback on_progress;

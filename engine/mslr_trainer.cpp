@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <ctime>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -15,14 +13,13 @@
 #include "core/messages.h"
 #include "engine/fgm_trainer.h"
 #include "engine/model_provenance.h"
+#include "engine/mslr_loop.h"
 #include "features/block_scores.h"
 #include "features/cached_column_dot.h"
 #include "features/transformed_store.h"
 
 namespace fgm {
 namespace {
-
-using mslr_loop::ConstraintMember;
 
 constexpr char kStateTag[] = "MSLRSTATE1";
 constexpr char kDualSliceTag[] = "MSLRDUALS1";
@@ -138,27 +135,346 @@ MslrIteration read_iteration(StateReader& r) {
   return it;
 }
 
-class MslrRun {
+// A feature of the next constraint: its c_j², candidate id, and its position
+// in the selected columns (SIZE_MAX while not selected).
+struct ConstraintMember {
+  double score = 0;
+  uint64_t id = 0;
+  size_t position = SIZE_MAX;
+};
+
+// How many new features the next constraint may bring: all r, unless
+// max_features or the next path checkpoint is closer.
+uint64_t new_feature_limit(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
+  uint64_t limit = settings.r;
+  if (settings.max_features > 0)
+    limit = std::min(limit, settings.max_features - std::min(selected, settings.max_features));
+  if (next_checkpoint < settings.checkpoints.size())
+    limit = std::min(limit, settings.checkpoints[next_checkpoint] - std::min(selected, settings.checkpoints[next_checkpoint]));
+  return limit;
+}
+
+// (8): the top r of `pool` (the selected features' and the pass's top
+// unselected c_j², each with c_j² > 0) by score, ties to the smaller id,
+// admitting at most `new_limit` unselected ones.
+std::vector<ConstraintMember> choose_constraint(std::vector<ConstraintMember> pool, uint64_t r, uint64_t new_limit) {
+  std::sort(pool.begin(), pool.end(), [](const ConstraintMember& x, const ConstraintMember& y) {
+    return x.score != y.score ? x.score > y.score : x.id < y.id;
+  });
+  std::vector<ConstraintMember> chosen;
+  uint64_t fresh = 0;
+  for (const ConstraintMember& m : pool) {
+    if (chosen.size() == r) break;
+    if (m.position == SIZE_MAX) {
+      if (fresh == new_limit) continue;
+      ++fresh;
+    }
+    chosen.push_back(m);
+  }
+  return chosen;
+}
+
+// The stop tests that need the new constraint, with its SIP violation ½Σ_{j∈d} c_j² −
+// max_s ½Σ_{j∈d^s} c_j² (`selected_c`: c_j per selected column) written to
+// `sip_violation`: "no_new_constraint", "eps_outer", or "" to go on.
+std::string constraint_stop(const std::vector<ConstraintMember>& members,
+                            const std::vector<std::vector<size_t>>& constraints,
+                            const std::vector<double>& selected_c, const MslrSettings& settings, int t,
+                            double last_objective, double& sip_violation) {
+  std::vector<size_t> known;
+  double fresh = 0;
+  for (const ConstraintMember& m : members) {
+    if (m.position != SIZE_MAX) known.push_back(m.position);
+  }
+  for (const ConstraintMember& m : members) fresh += m.score;
+  double held = 0;
+  for (const auto& d : constraints) {
+    double s = 0;
+    for (size_t k : d) s += selected_c[k] * selected_c[k];
+    held = std::max(held, 0.5 * s);
+  }
+  sip_violation = 0.5 * fresh - held;
+  std::sort(known.begin(), known.end());
+  const bool repeated = known.size() == members.size() &&
+                        std::find(constraints.begin(), constraints.end(), known) != constraints.end();
+  if (members.empty() || repeated) return "no_new_constraint";
+  if (t > 1 && settings.eps_outer > 0 && sip_violation <= settings.eps_outer * last_objective) return "eps_outer";
+  return "";
+}
+
+// The subproblem's figures into `rec`, and the warning when it did not certify.
+void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSettings& settings) {
+  rec.objective = r.primal;
+  rec.dual = r.dual;
+  rec.relative_gap = r.relative_gap;
+  rec.q = r.q;
+  rec.stages = r.stages;
+  rec.sweeps = r.sweeps;
+  rec.newton_steps = r.newton_steps;
+  rec.bisections = r.bisections;
+  rec.converged = r.converged;
+  rec.mu = r.mu;
+  if (r.converged || !settings.warnings) return;
+  if (settings.smoothing)
+    settings.warnings->add("mslr_not_converged",
+                           "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped at q = " +
+                               std::to_string(r.q) + " with relative gap " + std::to_string(r.relative_gap) +
+                               " above mslr.tolerance (mslr.q_max reached, or the gap stopped shrinking); raise "
+                               "mslr.q_max or mslr.max_sweeps");
+  else
+    settings.warnings->add("mslr_not_converged",
+                           "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped after " +
+                               std::to_string(r.newton_steps) + " Newton steps with relative gap " +
+                               std::to_string(r.relative_gap) +
+                               " above mslr.tolerance (the step limit, or no further decrease at rounding level); "
+                               "raise mslr.newton_max_iterations or mslr.tolerance");
+}
+
+// The cutting-plane loop over a backend's rows.
+class MslrLoop {
  public:
-  MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget, const MslrHooks& hooks);
+  MslrLoop(MslrRows& rows, const MslrSettings& settings, MemoryBudget& budget, const MslrHooks& hooks)
+      : rows_(rows), settings_(settings), budget_(budget), hooks_(hooks) {
+    FGM_ASSERT(settings.max_iterations >= 1 && size_t(settings.max_iterations) <= mslr::kMaxConstraints);
+  }
   MslrOutcome run();
 
  private:
   bool iteration(int t);
-  std::vector<ConstraintMember> most_active_constraint(SpaceScores& wc, uint64_t new_limit);
+  std::vector<ConstraintMember> most_active_constraint(const std::vector<ScoredCandidate>& top, uint64_t new_limit);
   std::vector<size_t> admit(const std::vector<ConstraintMember>& members);
   void solve(MslrIteration& rec);
+  uint64_t selected() const { return selected_ids_.size(); }
   Model make_model() const;
   void emit_checkpoint();
-  std::vector<double> decision_values() const;
+  bool stopped_short_of_checkpoint() const;
   void restore(const MslrState& state);
   MslrState state() const;
 
-  const ShardStore& store_;
+  MslrRows& rows_;
   const MslrSettings& settings_;
   MemoryBudget& budget_;
   const MslrHooks& hooks_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::vector<std::vector<uint64_t>> batches_;    // candidate ids per batch of selected columns
+  std::vector<uint64_t> selected_ids_;            // candidate id per selected column
+  std::vector<double> selected_c_;                // c_j per selected column for the current α
+  std::vector<std::vector<size_t>> constraints_;  // selected-column positions of d^1..d^t, increasing
+  std::vector<double> weights_;                   // the last subproblem's model per selected column
+  double last_objective_ = 0;
+  size_t next_checkpoint_ = 0;
+  double resumed_seconds_ = 0;  // the interrupted run's time, when resumed
+  MslrOutcome out_;
+};
+
+// (8): the top r of c_j² over all features — the pass's unselected top r and
+// the selected ones' c_j (the pass's summation) — admitting at most
+// `new_limit` unselected ones.
+std::vector<ConstraintMember> MslrLoop::most_active_constraint(const std::vector<ScoredCandidate>& top,
+                                                               uint64_t new_limit) {
+  std::vector<ConstraintMember> pool;
+  for (size_t k = 0; k < selected_c_.size(); ++k) {
+    const double score = selected_c_[k] * selected_c_[k];
+    if (score > 0) pool.push_back({score, selected_ids_[k], k});
+  }
+  for (const ScoredCandidate& c : top) pool.push_back({c.score, c.id, SIZE_MAX});
+  return choose_constraint(std::move(pool), settings_.r, new_limit);
+}
+
+// Reads the constraint's new features (one batch); returns the constraint as
+// selected-column positions, increasing.
+std::vector<size_t> MslrLoop::admit(const std::vector<ConstraintMember>& members) {
+  std::vector<size_t> positions;
+  std::vector<uint64_t> fresh;
+  for (const ConstraintMember& m : members) {
+    if (m.position != SIZE_MAX) {
+      positions.push_back(m.position);
+      continue;
+    }
+    positions.push_back(selected_ids_.size());
+    selected_ids_.push_back(m.id);
+    fresh.push_back(m.id);
+  }
+  rows_.add_batch(fresh);
+  batches_.push_back(std::move(fresh));
+  FGM_ASSERT(rows_.columns().num_columns() == selected_ids_.size());  // linear features: one column each
+  std::sort(positions.begin(), positions.end());
+  return positions;
+}
+
+void MslrLoop::solve(MslrIteration& rec) {
+  std::vector<std::vector<uint32_t>> constraints;
+  for (const auto& d : constraints_) constraints.emplace_back(d.begin(), d.end());
+  const auto t_solve = std::chrono::steady_clock::now();
+  // The warm start of a Newton solve: μ of the last iteration (empty before the first).
+  const mslr::MinimaxResult r =
+      rows_.solve(constraints, out_.iterations.empty() ? std::vector<double>{} : out_.iterations.back().mu);
+  rec.solve_seconds = seconds_since(t_solve);
+  record_solve(rec, r, settings_);
+  weights_ = r.weights;
+  last_objective_ = r.primal;
+}
+
+// Iteration t: the most active constraint for the current α, the stop tests
+// that need it, then the subproblem. Returns false when the loop ends.
+bool MslrLoop::iteration(int t) {
+  MslrIteration rec;
+  rec.iter = t;
+  rows_.begin_phase();
+  const auto t_score = std::chrono::steady_clock::now();
+  const uint64_t new_limit = new_feature_limit(settings_, selected(), next_checkpoint_);
+  const std::vector<ScoredCandidate> top =
+      rows_.score(std::max<uint64_t>(new_limit, 1), selected_c_, rec.bytes_streamed);
+  ++out_.scoring_passes;
+  out_.total_bytes_streamed += rec.bytes_streamed;
+  rec.score_seconds = seconds_since(t_score);
+  rows_.end_phase(t, "scoring");
+  const std::vector<ConstraintMember> members = most_active_constraint(top, new_limit);
+  out_.stop_reason = constraint_stop(members, constraints_, selected_c_, settings_, t, last_objective_,
+                                     rec.sip_violation);
+  out_.final_sip_violation = rec.sip_violation;
+  if (!out_.stop_reason.empty()) return false;
+  rows_.begin_phase();
+  const size_t before = selected();
+  constraints_.push_back(admit(members));
+  rec.added = selected() - before;
+  rec.constraint_size = constraints_.back().size();
+  rec.selected = selected();
+  solve(rec);
+  rows_.end_phase(t, "solve");
+  rec.peak_rss_bytes = peak_rss_bytes();
+  out_.iterations.push_back(rec);
+  if (hooks_.on_iteration) hooks_.on_iteration(out_.iterations.back());
+  const auto& points = settings_.checkpoints;
+  if (next_checkpoint_ < points.size() && selected() >= points[next_checkpoint_]) {
+    emit_checkpoint();
+    while (next_checkpoint_ < points.size() && points[next_checkpoint_] <= selected()) ++next_checkpoint_;
+  }
+  out_.stop_reason =
+      outer_stop_rule(settings_.max_features, settings_.checkpoints, settings_.max_iterations, selected(), t);
+  if (hooks_.on_state) hooks_.on_state(state());
+  return out_.stop_reason.empty();
+}
+
+// A path that stopped before its next checkpoint still reports where it got
+// (one more point), unless that model is a point already.
+bool MslrLoop::stopped_short_of_checkpoint() const {
+  const auto& points = settings_.checkpoints;
+  return next_checkpoint_ < points.size() && !out_.iterations.empty() &&
+         (next_checkpoint_ == 0 || points[next_checkpoint_ - 1] < selected());
+}
+
+// The selected columns re-read batch by batch in the saved order (the same
+// columns at the same positions); everything else is copied.
+void MslrLoop::restore(const MslrState& s) {
+  rows_.restore_duals(s);
+  for (const auto& batch : s.batches) {
+    rows_.add_batch(batch);
+    batches_.push_back(batch);
+    selected_ids_.insert(selected_ids_.end(), batch.begin(), batch.end());
+  }
+  FGM_ASSERT(rows_.columns().num_columns() == selected_ids_.size());
+  for (const auto& d : s.constraints) {
+    for (uint64_t k : d) FGM_ASSERT(k < selected_ids_.size());
+    constraints_.emplace_back(d.begin(), d.end());
+  }
+  weights_ = s.weights;
+  last_objective_ = s.last_objective;
+  next_checkpoint_ = static_cast<size_t>(s.next_checkpoint);
+  out_.iterations = s.iterations;
+  out_.stop_reason = s.stop_reason;
+  out_.final_sip_violation = s.final_sip_violation;
+  out_.scoring_passes = s.scoring_passes;
+  out_.total_bytes_streamed = s.total_bytes_streamed;
+  resumed_seconds_ = s.seconds;
+}
+
+MslrState MslrLoop::state() const {
+  MslrState s;
+  s.batches = batches_;
+  for (const auto& d : constraints_) s.constraints.emplace_back(d.begin(), d.end());
+  rows_.save_duals(s);
+  s.weights = weights_;
+  s.last_objective = last_objective_;
+  s.next_checkpoint = next_checkpoint_;
+  s.iterations = out_.iterations;
+  s.stop_reason = out_.stop_reason;
+  s.final_sip_violation = out_.final_sip_violation;
+  s.scoring_passes = out_.scoring_passes;
+  s.total_bytes_streamed = out_.total_bytes_streamed;
+  s.seconds = resumed_seconds_ + seconds_since(start_);
+  return s;
+}
+
+Model MslrLoop::make_model() const {
+  Model m = rows_.model_frame();
+  m.loss = "logistic";
+  m.C = settings_.minimax.C;
+  m.B = settings_.r;
+  m.iterations = static_cast<uint32_t>(out_.iterations.size());
+  m.has_bias = false;
+  m.objective = last_objective_;
+  const SelectedFeatureCache& cache = rows_.columns();
+  for (size_t h = 0; h < cache.num_batches(); ++h)
+    for (size_t k = cache.batch_begin(h); k < cache.batch_end(h); ++k) {
+      ModelFeature f;
+      f.key = cache.key(k);
+      f.weight = k < weights_.size() ? weights_[k] : 0.0;
+      f.batch = static_cast<uint32_t>(h + 1);
+      m.features.push_back(f);
+    }
+  rows_.record_transforms(m);
+  return m;
+}
+
+void MslrLoop::emit_checkpoint() {
+  if (!hooks_.on_checkpoint) return;
+  MslrCheckpoint cp;
+  cp.features = selected();
+  cp.model = make_model();
+  cp.last = &out_.iterations.back();
+  cp.seconds = resumed_seconds_ + seconds_since(start_);
+  hooks_.on_checkpoint(cp);
+}
+
+MslrOutcome MslrLoop::run() {
+  if (settings_.resume) restore(*settings_.resume);
+  if (out_.stop_reason.empty())
+    for (int t = static_cast<int>(out_.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
+      if (!iteration(t)) break;
+  if (stopped_short_of_checkpoint()) emit_checkpoint();
+  rows_.hand_out_decisions(weights_, hooks_);
+  out_.model = make_model();
+  out_.seconds = resumed_seconds_ + seconds_since(start_);
+  out_.budget_peak = budget_.peak();
+  return std::move(out_);
+}
+
+// The single store as the loop's rows: α, C − α and a = α∘y over its n
+// rows, the selected-feature cache, streamed passes (resident when it fits).
+class StoreMslrRows final : public MslrRows {
+ public:
+  StoreMslrRows(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget);
+
+  std::vector<ScoredCandidate> score(uint64_t batch, std::vector<double>& selected_c,
+                                     uint64_t& bytes_streamed) override;
+  void add_batch(const std::vector<uint64_t>& ids) override;
+  mslr::MinimaxResult solve(const std::vector<std::vector<uint32_t>>& constraints,
+                            const std::vector<double>& warm_mu) override;
+  const SelectedFeatureCache& columns() const override { return cache_; }
+  void restore_duals(const MslrState& s) override;
+  void save_duals(MslrState& s) const override {
+    s.alpha = alpha_;
+    s.beta = beta_;
+  }
+  Model model_frame() const override;
+  void record_transforms(Model& m) const override { record_feature_transforms(store_, m); }
+  void hand_out_decisions(const std::vector<double>& weights, const MslrHooks& hooks) const override;
+
+ private:
+  const ShardStore& store_;
+  const MslrSettings& settings_;
+  MemoryBudget& budget_;
   const uint64_t n_;
   const int8_t* y_;
   std::unique_ptr<FeatureSpace> space_;
@@ -168,26 +484,15 @@ class MslrRun {
   Reservation dual_memory_;
   std::vector<double> alpha_, beta_, a_;  // α, C − α, α∘y
   SelectedFeatureCache cache_;
-  std::vector<uint64_t> selected_ids_;    // candidate id per cache column
-  std::vector<double> selected_c_;        // c_j per cache column for the current α
-  std::vector<std::vector<size_t>> constraints_;  // cache positions of d^1..d^t, increasing
-  std::vector<double> weights_;           // model weights per cache column
-  double last_objective_ = 0;
-  size_t next_checkpoint_ = 0;
-  double resumed_seconds_ = 0;  // the interrupted run's time, when resumed
-  MslrOutcome out_;
 };
 
-MslrRun::MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
-                 const MslrHooks& hooks)
+StoreMslrRows::StoreMslrRows(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget)
     : store_(store),
       settings_(settings),
       budget_(budget),
-      hooks_(hooks),
       n_(store.info().n_rows),
       y_(settings.labels ? settings.labels : store.labels()),
       cache_(budget, store.info().n_rows) {
-  FGM_ASSERT(settings.max_iterations >= 1 && size_t(settings.max_iterations) <= mslr::kMaxConstraints);
   FeatureSpaceSettings space_settings = settings.space;
   space_settings.index_base = store.info().index_base;
   space_ = make_feature_space(space_settings, store, budget);
@@ -209,199 +514,66 @@ MslrRun::MslrRun(const ShardStore& store, const MslrSettings& settings, MemoryBu
     }
 }
 
-// (8): the top r of c_j² over all features — the pass's unselected top r and
-// the selected ones' c_j from the cache (the pass's summation) — admitting at
-// most `new_limit` unselected ones. Also sets selected_c_.
-std::vector<ConstraintMember> MslrRun::most_active_constraint(SpaceScores& wc, uint64_t new_limit) {
-  std::vector<ConstraintMember> pool;
-  const uint32_t tile_rows = store_.info().tile_rows;
-  selected_c_.assign(cache_.num_columns(), 0.0);
-  for (size_t k = 0; k < cache_.num_columns(); ++k) {
-    selected_c_[k] = tiled_column_dot(cache_.column(k), a_.data(), tile_rows);
-    const double score = selected_c_[k] * selected_c_[k];
-    if (score > 0) pool.push_back({score, selected_ids_[k], k});
-  }
-  for (const ScoredCandidate& c : wc.top) pool.push_back({c.score, c.id, SIZE_MAX});
-  return mslr_loop::choose_constraint(std::move(pool), settings_.r, new_limit);
+// The streamed pass's unselected top, the selected columns' c_j from the
+// cache with the pass's summation.
+std::vector<ScoredCandidate> StoreMslrRows::score(uint64_t batch, std::vector<double>& selected_c,
+                                                  uint64_t& bytes_streamed) {
+  for (uint64_t i = 0; i < n_; ++i) a_[i] = alpha_[i] * y_[i];
+  SpaceScores wc = run_worst_case_analysis(*space_, *stream_, blocks_, a_.data(), batch, budget_);
+  bytes_streamed = wc.pass.bytes_streamed;
+  selected_c.assign(cache_.num_columns(), 0.0);
+  for (size_t k = 0; k < cache_.num_columns(); ++k)
+    selected_c[k] = tiled_column_dot(cache_.column(k), a_.data(), store_.info().tile_rows);
+  return std::move(wc.top);
 }
 
-// Selects and materialises the constraint's new features (one cache batch);
-// returns the constraint as cache positions, increasing.
-std::vector<size_t> MslrRun::admit(const std::vector<ConstraintMember>& members) {
-  std::vector<size_t> positions;
+void StoreMslrRows::add_batch(const std::vector<uint64_t>& ids) {
   cache_.begin_batch();
-  for (const ConstraintMember& m : members) {
-    if (m.position != SIZE_MAX) {
-      positions.push_back(m.position);
-      continue;
-    }
-    const size_t at = cache_.num_columns();
-    space_->mark_selected(m.id);
-    space_->materialize(store_, m.id, cache_);
-    FGM_ASSERT(cache_.num_columns() == at + 1);  // linear features: one column each
-    selected_ids_.push_back(m.id);
-    positions.push_back(at);
+  for (uint64_t id : ids) {
+    space_->mark_selected(id);
+    space_->materialize(store_, id, cache_);
   }
-  std::sort(positions.begin(), positions.end());
-  return positions;
 }
 
-void MslrRun::solve(MslrIteration& rec) {
-  std::vector<std::vector<uint32_t>> constraints;
-  for (const auto& d : constraints_) constraints.emplace_back(d.begin(), d.end());
-  auto t_solve = std::chrono::steady_clock::now();
-  mslr::MinimaxResult r;
+mslr::MinimaxResult StoreMslrRows::solve(const std::vector<std::vector<uint32_t>>& constraints,
+                                         const std::vector<double>& warm_mu) {
   if (settings_.smoothing) {
     const mslr::SelectedRows rows = mslr::SelectedRows::from_cache(cache_, budget_);
-    r = mslr::solve_smoothed_minimax(rows, y_, constraints, settings_.minimax, alpha_, beta_, &budget_);
-  } else {
-    LocalRowSums one_process;
-    r = mslr::solve_minimax_newton({{&cache_, y_, &alpha_, &beta_}}, one_process, constraints, settings_.minimax,
-                                   settings_.newton, mslr_loop::warm_mu(out_.iterations), budget_);
+    return mslr::solve_smoothed_minimax(rows, y_, constraints, settings_.minimax, alpha_, beta_, &budget_);
   }
-  rec.solve_seconds = seconds_since(t_solve);
-  mslr_loop::record_solve(rec, r, settings_);
-  weights_ = r.weights;
-  last_objective_ = r.primal;
+  LocalRowSums one_process;
+  return mslr::solve_minimax_newton({{&cache_, y_, &alpha_, &beta_}}, one_process, constraints, settings_.minimax,
+                                    settings_.newton, warm_mu, budget_);
 }
 
-// Iteration t: the most active constraint for the current α, the stop tests
-// that need it, then the subproblem. Returns false when the loop ends.
-bool MslrRun::iteration(int t) {
-  MslrIteration rec;
-  rec.iter = t;
-  for (uint64_t i = 0; i < n_; ++i) a_[i] = alpha_[i] * y_[i];
-  auto t_score = std::chrono::steady_clock::now();
-  const uint64_t new_limit = mslr_loop::new_feature_limit(settings_, cache_.num_columns(), next_checkpoint_);
-  SpaceScores wc = run_worst_case_analysis(*space_, *stream_, blocks_, a_.data(), std::max<uint64_t>(new_limit, 1),
-                                           budget_);
-  ++out_.scoring_passes;
-  rec.score_seconds = seconds_since(t_score);
-  rec.bytes_streamed = wc.pass.bytes_streamed;
-  out_.total_bytes_streamed += wc.pass.bytes_streamed;
-  const std::vector<ConstraintMember> members = most_active_constraint(wc, new_limit);
-  out_.stop_reason = mslr_loop::constraint_stop(members, constraints_, selected_c_, settings_, t, last_objective_,
-                                                rec.sip_violation);
-  out_.final_sip_violation = rec.sip_violation;
-  if (!out_.stop_reason.empty()) return false;
-  const size_t before = cache_.num_columns();
-  constraints_.push_back(admit(members));
-  rec.added = cache_.num_columns() - before;
-  rec.constraint_size = constraints_.back().size();
-  rec.selected = cache_.num_columns();
-  solve(rec);
-  rec.peak_rss_bytes = peak_rss_bytes();
-  out_.iterations.push_back(rec);
-  if (hooks_.on_iteration) hooks_.on_iteration(out_.iterations.back());
-  if (mslr_loop::reaches_checkpoint(settings_, cache_.num_columns(), next_checkpoint_)) {
-    emit_checkpoint();
-    next_checkpoint_ = mslr_loop::next_checkpoint_after(settings_, cache_.num_columns(), next_checkpoint_);
-  }
-  out_.stop_reason = mslr_loop::stop_after_solve(settings_, cache_.num_columns(), t);
-  if (hooks_.on_state) hooks_.on_state(state());
-  return out_.stop_reason.empty();
-}
-
-// The cache is rebuilt batch by batch in the saved order (the same columns at
-// the same positions); everything else is copied.
-void MslrRun::restore(const MslrState& s) {
+void StoreMslrRows::restore_duals(const MslrState& s) {
   if (s.alpha.size() != n_ || s.beta.size() != n_)
     throw Error(ErrorKind::kCorruption, "MSLR resume state: " + std::to_string(s.alpha.size()) +
                                             " dual variables for a store of " + std::to_string(n_) + " rows");
-  for (const auto& batch : s.batches) {
-    cache_.begin_batch();
-    for (uint64_t id : batch) {
-      space_->mark_selected(id);
-      space_->materialize(store_, id, cache_);
-      selected_ids_.push_back(id);
-    }
-  }
-  FGM_ASSERT(cache_.num_columns() == selected_ids_.size());
-  constraints_.clear();
-  for (const auto& d : s.constraints) {
-    for (uint64_t k : d) FGM_ASSERT(k < cache_.num_columns());
-    constraints_.emplace_back(d.begin(), d.end());
-  }
   alpha_ = s.alpha;
   beta_ = s.beta;
-  weights_ = s.weights;
-  last_objective_ = s.last_objective;
-  next_checkpoint_ = static_cast<size_t>(s.next_checkpoint);
-  mslr_loop::restore_progress(s, out_);
-  resumed_seconds_ = s.seconds;
 }
 
-MslrState MslrRun::state() const {
-  MslrState s;
-  for (size_t h = 0; h < cache_.num_batches(); ++h)
-    s.batches.emplace_back(selected_ids_.begin() + cache_.batch_begin(h), selected_ids_.begin() + cache_.batch_end(h));
-  for (const auto& d : constraints_) s.constraints.emplace_back(d.begin(), d.end());
-  s.alpha = alpha_;
-  s.beta = beta_;
-  s.weights = weights_;
-  s.last_objective = last_objective_;
-  s.next_checkpoint = next_checkpoint_;
-  mslr_loop::save_progress(out_, s);
-  s.seconds = resumed_seconds_ + seconds_since(start_);
-  return s;
-}
-
-Model MslrRun::make_model() const {
-  const StoreInfo& info = store_.info();
-  Model m = model_of_store(info, "mslr");
-  m.loss = "logistic";
-  m.C = settings_.minimax.C;
-  m.B = settings_.r;
-  m.iterations = static_cast<uint32_t>(out_.iterations.size());
-  m.has_bias = false;
+Model StoreMslrRows::model_frame() const {
+  Model m = model_of_store(store_.info(), "mslr");
   space_->describe(m);
-  m.objective = last_objective_;
-  for (size_t h = 0; h < cache_.num_batches(); ++h)
-    for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
-      ModelFeature f;
-      f.key = cache_.key(k);
-      f.weight = k < weights_.size() ? weights_[k] : 0.0;
-      f.batch = static_cast<uint32_t>(h + 1);
-      m.features.push_back(f);
-    }
-  record_feature_transforms(store_, m);
   return m;
 }
 
-void MslrRun::emit_checkpoint() {
-  if (!hooks_.on_checkpoint) return;
-  MslrCheckpoint cp;
-  cp.features = cache_.num_columns();
-  cp.model = make_model();
-  cp.last = &out_.iterations.back();
-  cp.seconds = resumed_seconds_ + seconds_since(start_);
-  hooks_.on_checkpoint(cp);
-}
-
-std::vector<double> MslrRun::decision_values() const {
+void StoreMslrRows::hand_out_decisions(const std::vector<double>& weights, const MslrHooks& hooks) const {
+  if (!hooks.on_final_decision) return;
   std::vector<double> d(n_, 0.0);
-  for (size_t k = 0; k < cache_.num_columns() && k < weights_.size(); ++k) {
-    cache_.column(k).for_each([&](uint32_t row, float value) { d[row] += weights_[k] * value; });
-  }
-  return d;
-}
-
-MslrOutcome MslrRun::run() {
-  if (settings_.resume) restore(*settings_.resume);
-  if (out_.stop_reason.empty())
-    for (int t = static_cast<int>(out_.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
-      if (!iteration(t)) break;
-  // A path that stopped before its next checkpoint still reports where it got.
-  if (hooks_.on_checkpoint && mslr_loop::stopped_short_of_checkpoint(settings_, out_, cache_.num_columns(), next_checkpoint_))
-    emit_checkpoint();
-  if (hooks_.on_final_decision) hooks_.on_final_decision(decision_values());
-  out_.model = make_model();
-  out_.seconds = resumed_seconds_ + seconds_since(start_);
-  out_.budget_peak = budget_.peak();
-  return std::move(out_);
+  for (size_t k = 0; k < cache_.num_columns() && k < weights.size(); ++k)
+    cache_.column(k).for_each([&](uint32_t row, float value) { d[row] += weights[k] * value; });
+  hooks.on_final_decision(d);
 }
 
 }  // namespace
+
+MslrOutcome run_mslr(MslrRows& rows, const MslrSettings& settings, MemoryBudget& budget, const MslrHooks& hooks) {
+  MslrLoop loop(rows, settings, budget, hooks);
+  return loop.run();
+}
 
 std::string encode_mslr_state(const MslrState& s) {
   StateWriter w;
@@ -489,132 +661,10 @@ MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string
   return slice;
 }
 
-namespace mslr_loop {
-
-uint64_t new_feature_limit(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
-  uint64_t limit = settings.r;
-  if (settings.max_features > 0)
-    limit = std::min(limit, settings.max_features - std::min(selected, settings.max_features));
-  if (next_checkpoint < settings.checkpoints.size())
-    limit = std::min(limit, settings.checkpoints[next_checkpoint] - std::min(selected, settings.checkpoints[next_checkpoint]));
-  return limit;
-}
-
-std::vector<ConstraintMember> choose_constraint(std::vector<ConstraintMember> pool, uint64_t r, uint64_t new_limit) {
-  std::sort(pool.begin(), pool.end(), [](const ConstraintMember& x, const ConstraintMember& y) {
-    return x.score != y.score ? x.score > y.score : x.id < y.id;
-  });
-  std::vector<ConstraintMember> chosen;
-  uint64_t fresh = 0;
-  for (const ConstraintMember& m : pool) {
-    if (chosen.size() == r) break;
-    if (m.position == SIZE_MAX) {
-      if (fresh == new_limit) continue;
-      ++fresh;
-    }
-    chosen.push_back(m);
-  }
-  return chosen;
-}
-
-std::string constraint_stop(const std::vector<ConstraintMember>& members,
-                            const std::vector<std::vector<size_t>>& constraints,
-                            const std::vector<double>& selected_c, const MslrSettings& settings, int t,
-                            double last_objective, double& sip_violation) {
-  std::vector<size_t> known;
-  double fresh = 0;
-  for (const ConstraintMember& m : members) {
-    if (m.position != SIZE_MAX) known.push_back(m.position);
-  }
-  for (const ConstraintMember& m : members) fresh += m.score;
-  double held = 0;
-  for (const auto& d : constraints) {
-    double s = 0;
-    for (size_t k : d) s += selected_c[k] * selected_c[k];
-    held = std::max(held, 0.5 * s);
-  }
-  sip_violation = 0.5 * fresh - held;
-  std::sort(known.begin(), known.end());
-  const bool repeated = known.size() == members.size() &&
-                        std::find(constraints.begin(), constraints.end(), known) != constraints.end();
-  if (members.empty() || repeated) return "no_new_constraint";
-  if (t > 1 && settings.eps_outer > 0 && sip_violation <= settings.eps_outer * last_objective) return "eps_outer";
-  return "";
-}
-
-bool reaches_checkpoint(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
-  return next_checkpoint < settings.checkpoints.size() && selected >= settings.checkpoints[next_checkpoint];
-}
-
-size_t next_checkpoint_after(const MslrSettings& settings, uint64_t selected, size_t next_checkpoint) {
-  while (next_checkpoint < settings.checkpoints.size() && settings.checkpoints[next_checkpoint] <= selected)
-    ++next_checkpoint;
-  return next_checkpoint;
-}
-
-bool stopped_short_of_checkpoint(const MslrSettings& settings, const MslrOutcome& out, uint64_t selected,
-                                 size_t next_checkpoint) {
-  return next_checkpoint < settings.checkpoints.size() && !out.iterations.empty() &&
-         (next_checkpoint == 0 || settings.checkpoints[next_checkpoint - 1] < selected);
-}
-
-void save_progress(const MslrOutcome& out, MslrState& s) {
-  s.iterations = out.iterations;
-  s.stop_reason = out.stop_reason;
-  s.final_sip_violation = out.final_sip_violation;
-  s.scoring_passes = out.scoring_passes;
-  s.total_bytes_streamed = out.total_bytes_streamed;
-}
-
-void restore_progress(const MslrState& s, MslrOutcome& out) {
-  out.iterations = s.iterations;
-  out.stop_reason = s.stop_reason;
-  out.final_sip_violation = s.final_sip_violation;
-  out.scoring_passes = s.scoring_passes;
-  out.total_bytes_streamed = s.total_bytes_streamed;
-}
-
-std::string stop_after_solve(const MslrSettings& settings, uint64_t selected, int t) {
-  return outer_stop_rule(settings.max_features, settings.checkpoints, settings.max_iterations, selected, t);
-}
-
-std::vector<double> warm_mu(const std::vector<MslrIteration>& iterations) {
-  return iterations.empty() ? std::vector<double>{} : iterations.back().mu;
-}
-
-void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSettings& settings) {
-  rec.objective = r.primal;
-  rec.dual = r.dual;
-  rec.relative_gap = r.relative_gap;
-  rec.q = r.q;
-  rec.stages = r.stages;
-  rec.sweeps = r.sweeps;
-  rec.newton_steps = r.newton_steps;
-  rec.bisections = r.bisections;
-  rec.converged = r.converged;
-  rec.mu = r.mu;
-  if (r.converged || !settings.warnings) return;
-  if (settings.smoothing)
-    settings.warnings->add("mslr_not_converged",
-                           "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped at q = " +
-                               std::to_string(r.q) + " with relative gap " + std::to_string(r.relative_gap) +
-                               " above mslr.tolerance (mslr.q_max reached, or the gap stopped shrinking); raise "
-                               "mslr.q_max or mslr.max_sweeps");
-  else
-    settings.warnings->add("mslr_not_converged",
-                           "MSLR iteration " + std::to_string(rec.iter) + ": the subproblem stopped after " +
-                               std::to_string(r.newton_steps) + " Newton steps with relative gap " +
-                               std::to_string(r.relative_gap) +
-                               " above mslr.tolerance (the step limit, or no further decrease at rounding level); "
-                               "raise mslr.newton_max_iterations or mslr.tolerance");
-}
-
-}  // namespace mslr_loop
-
 MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
                        const MslrHooks& hooks) {
-  MslrRun run(store, settings, budget, hooks);
-  return run.run();
+  StoreMslrRows rows(store, settings, budget);
+  return run_mslr(rows, settings, budget, hooks);
 }
 
 }  // namespace fgm

@@ -111,11 +111,8 @@ class TrainingArgmax {
       correct += best_class_[i] == truth[i];
     }
     if (at_chance_level(double(fit), double(correct), double(*std::max_element(count.begin(), count.end())),
-                        out.train_accuracy, out.majority_rate)) {
-      RunWarnings log_only;
-      (warnings ? *warnings : log_only)
-          .add("chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
-    }
+                        out.train_accuracy, out.majority_rate))
+      add_warning(warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
   }
 
  private:
@@ -148,8 +145,7 @@ void run_lockstep(const ShardStore& store, std::vector<TrainSettings> settings, 
     o = train_fgm_lockstep(store, settings, budget, hooks);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kOutOfMemory) throw;
-    RunWarnings log_only;
-    (warnings ? *warnings : log_only).add("ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(settings.size(), e.what()));
+    add_warning(warnings, "ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(settings.size(), e.what()));
     for (auto& s : settings) s.warnings = warnings;
     run_sequential(store, settings, budget, hooks, out);
     return;

@@ -192,12 +192,9 @@ Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
   apg.certify = true;  // the point's model: held to apg.gap_tolerance
   ApgState state;
   const ApgResult result = solve_apg(parts, *rows.reduction, apg, state, budget);
-  if (!result.converged) {
-    RunWarnings log_only;
-    (settings.warnings ? *settings.warnings : log_only)
-        .add("kta_svm_gap_above_tolerance",
-             msg::kta_svm_gap_above_tolerance(point.p, result.iterations, result.relative_gap));
-  }
+  if (!result.converged)
+    add_warning(settings.warnings, "kta_svm_gap_above_tolerance",
+                msg::kta_svm_gap_above_tolerance(point.p, result.iterations, result.relative_gap));
   m.objective = result.objective;
   m.iterations = static_cast<uint32_t>(result.iterations);
   m.bias = state.b;

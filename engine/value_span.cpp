@@ -60,11 +60,9 @@ double ValueSpan::check(int degree, const std::string& kind, RunWarnings* warnin
   const double largest = largest_, typical_value = typical();
   if (!(typical_value > 0)) return 0;
   const double span = std::pow(largest / typical_value, degree);
-  if (span > kValueSpanLimit) {
-    RunWarnings log_only;
-    (warnings ? *warnings : log_only)
-        .add("feature_value_span", msg::feature_value_span(span, largest, typical_value, degree, kind, kValueSpanLimit));
-  }
+  if (span > kValueSpanLimit)
+    add_warning(warnings, "feature_value_span",
+                msg::feature_value_span(span, largest, typical_value, degree, kind, kValueSpanLimit));
   return span;
 }
 

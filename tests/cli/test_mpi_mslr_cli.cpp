@@ -299,7 +299,7 @@ TEST_CASE("MSLR path on a partitioned store: the same points byte for byte on 1,
   INFO(one.err);
   REQUIRE(one.code == 0);
   CHECK(contains(one.out, "points=3"));
-  // The second point caps its constraint's new features at 5 − 3 (mslr_loop::new_feature_limit).
+  // The second point caps its constraint's new features at 5 − 3 (new_feature_limit, engine/mslr_trainer.cpp).
   CHECK(read_model(dir.file("o1/point-2.fgm")).features.size() == 5);
   CHECK(read_model(dir.file("o1/point-3.fgm")).features.size() == 9);
   const JsonValue path_json = parse_json(slurp(dir.file("o1/path.json")), "path.json");
