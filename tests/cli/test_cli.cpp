@@ -667,8 +667,9 @@ TEST_CASE("Newton solves are certified in every outer iteration; capped ones war
 // the budget plus a fixed allowance (binary, libraries, stacks).
 TEST_CASE("training under a budget a third of the store: same model, bounded peak RSS", "[cli][budget]") {
   TempDir dir("fgm-cli-budget");
-  REQUIRE(run(dir, "synth --kind sparse --out data --rows 40000 --test-rows 200 --features 30000 "
-                   "--nnz-per-row 40 --zipf 0.9 --store --memory-budget 64MB "
+  REQUIRE(run(dir, "synth --kind sparse --out data --rows 50000 --test-rows 200 --features 30000 "
+                   // Binary: 4 bytes a nonzero (no values stored), a 13 MB store.
+                   "--nnz-per-row 62 --zipf 0.9 --store --memory-budget 64MB "
                    // Stored blocks are read whole: small ones, so that several fit 4 MB.
                    "--block-bytes 262144")
               .code == 0);
