@@ -137,6 +137,8 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
   std::vector<uint64_t> W;  // sorted compact columns
   double scale = 0;
   double full_gap = -1;  // E-SVM, disjoint groups: the full problem's certified gap at the last check
+  double last_inner_tolerance = fista.tolerance;
+  bool tighten = false;  // the next restricted solve is a tight re-solve of the same W
   // A warm start solves on the previous λ's W first (its weights, margins and
   // dual are the restricted solve's start); the checks then run as usual.
   bool solve_first = false;
@@ -173,13 +175,16 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
       if (certify && !certified && violators.empty())
         violators = find_violators(groups, gradient, fit.w, fista.lambda, 0.0);
       fit.max_violation = violators.empty() ? 0.0 : violators.front().excess / scale;
-      if (certified || violators.empty()) {
+      // Nothing to add but not certified after a loose restricted solve: solve W again, tightly.
+      tighten = certify && !certified && violators.empty() && last_inner_tolerance > fista.tolerance;
+      if (!tighten && (certified || violators.empty())) {
         fit.converged = certify ? certified : fit.rounds > 0 ? fit.last_solve.converged : true;
         break;
       }
       if (round >= ws.max_rounds) break;
       // Add the largest violators; W stays sorted.
-      const uint64_t add = std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
+      const uint64_t add =
+          tighten ? 0 : std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
       log.added = add;
       log.violation = fit.max_violation;
       log.check_seconds = seconds_since(start);
@@ -192,7 +197,15 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     ExclusiveGroups GW = restrict_groups(groups, W, budget);
     std::vector<double> warm_w(W.size());
     for (size_t q = 0; q < W.size(); ++q) warm_w[q] = fit.w[W[q]];
-    fit.last_solve = solve_exclusive(*XW, y, GW, fista, budget, hinge ? std::vector<double>{} : warm_w,
+    // With a certified full gap, the restricted solve needs only a fraction
+    // of it (celer's rule): early rounds, whose W will grow, stop sooner.
+    FistaOptions inner = fista;
+    if (full_gap > 0 && !tighten) {
+      const double primal = fit.rounds > 0 ? fit.last_solve.objective : fit.objective_at_zero;
+      inner.tolerance = std::max(fista.tolerance, 0.1 * full_gap / std::max(1.0, primal));
+    }
+    last_inner_tolerance = inner.tolerance;
+    fit.last_solve = solve_exclusive(*XW, y, GW, inner, budget, hinge ? std::vector<double>{} : warm_w,
                                      hinge ? dual : std::vector<double>{});
     fit.rounds = round + 1;
     fit.fista_iterations += fit.last_solve.iterations;
