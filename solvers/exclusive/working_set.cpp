@@ -202,7 +202,9 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     FistaOptions inner = fista;
     if (full_gap > 0 && !tighten) {
       const double primal = fit.rounds > 0 ? fit.last_solve.objective : fit.objective_at_zero;
-      inner.tolerance = std::max(fista.tolerance, 0.1 * full_gap / std::max(1.0, primal));
+      // At most 1e-2: right after W grows the full gap can exceed P, and a
+      // looser stop would accept the previous round's dual unchanged.
+      inner.tolerance = std::clamp(0.1 * full_gap / std::max(1.0, primal), fista.tolerance, std::max(fista.tolerance, 1e-2));
     }
     last_inner_tolerance = inner.tolerance;
     fit.last_solve = solve_exclusive(*XW, y, GW, inner, budget, hinge ? std::vector<double>{} : warm_w,
