@@ -88,6 +88,10 @@ class InMemoryDesign final : public Design {
   void multiply(const double* x, double* z) override;
   void multiply_transposed(const double* r, double* g) override;
   std::unique_ptr<Design> restrict_columns(const std::vector<uint64_t>& sorted_columns) override;
+  // The CSC arrays (read by solvers that need row access: licp_coordinate.h).
+  const std::vector<uint64_t>& column_ptr() const { return column_ptr_; }
+  const std::vector<uint32_t>& row_ids() const { return row_ids_; }
+  const std::vector<float>& values() const { return values_; }
 
  private:
   MemoryBudget& budget_;

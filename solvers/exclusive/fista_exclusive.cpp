@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/interrupt.h"
 #include "solvers/exclusive/cone_projection.h"
+#include "solvers/exclusive/licp_coordinate.h"
 #include "solvers/losses.h"
 
 namespace fgm::exclusive {
@@ -660,6 +661,9 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
                                         "logistic losses");
   if (!warm_w.empty()) FGM_ASSERT(warm_w.size() == X.columns());
   if (!warm_dual.empty()) FGM_ASSERT(warm_dual.size() == X.rows());
+  if (options.algorithm == Algorithm::kLicp && options.licp_coordinate && groups.disjoint)
+    if (const auto* in_memory = dynamic_cast<const InMemoryDesign*>(&X))
+      return solve_licp_coordinate(*in_memory, y, groups, options, budget, warm_dual);
   FistaResult out;
   const uint64_t passes_before = X.passes();
   const double norm_squared = options.lipschitz > 0     ? 0.0

@@ -33,6 +33,9 @@
 // momentum (O'Donoghue & Candès), and with disjoint groups the gap uses the
 // dual with v eliminated, D(u) = 1ᵀu − Ω*(Zu) ≥ D(u, v), certified every 5
 // iterations, with the better of w(u) = ∇Ω*(Zu) and q/α as the answer.
+// With disjoint groups on an in-memory design (the working set's restricted
+// problems) licp runs dual coordinate ascent on D(u) instead
+// (licp_coordinate.h; FistaOptions::licp_coordinate), same stopping rule.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +66,10 @@ struct FistaOptions {
   // The paper's printed momentum t' = ½ + ½√(1 + 4t), for the rate test only.
   bool paper_momentum_misprint = false;
   bool record_objective = false;  // objective of every iterate in FistaResult::trace
+  // licp with disjoint groups on an in-memory design (the working set's
+  // restricted problems): dual coordinate ascent (licp_coordinate.h) instead
+  // of FISTA; false: FISTA always (the tests' second, independent solver).
+  bool licp_coordinate = true;
 };
 
 struct FistaResult {

@@ -1,0 +1,439 @@
+// Dual coordinate ascent for E-SVM (10) with disjoint groups (see the header).
+// The columns are renumbered so that each group is one contiguous range (a
+// column in no group is a range of its own with μ = 0), and the rows are kept
+// as a CSR over the new numbering: a row's entries then meet each group's
+// range in one run, so a step refreshes exactly the groups the row touches.
+#include "solvers/exclusive/licp_coordinate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <array>
+
+#include "core/error.h"
+#include "core/interrupt.h"
+#include "solvers/exclusive/cone_projection.h"
+
+namespace fgm::exclusive {
+
+size_t prox_l1_squared_newton(const double* c, size_t d, double mu, double* w, double& tau) {
+  if (!(mu > 0)) {
+    size_t support = 0;
+    for (size_t j = 0; j < d; ++j) support += (w[j] = c[j]) != 0;
+    tau = 0;
+    return support;
+  }
+  auto support_of = [&](double t, double& sum) {
+    size_t count = 0;
+    sum = 0;
+    for (size_t j = 0; j < d; ++j) {
+      const double m = std::fabs(c[j]);
+      if (m > t) sum += m, ++count;
+    }
+    return count;
+  };
+  double t = std::max(tau, 0.0), sum = 0;
+  size_t count = support_of(t, sum);
+  bool exact = false;
+  // Newton's iterates are monotone after the first step, so the support
+  // shrinks each time: at most d + 2 steps (more only from rounding).
+  for (size_t step = 0; step < d + 3; ++step) {
+    const double next = mu * sum / (1.0 + mu * double(count));
+    double next_sum = 0;
+    const size_t next_count = support_of(next, next_sum);
+    t = next;
+    if (next_count == count) {
+      exact = true;
+      break;
+    }
+    count = next_count, sum = next_sum;
+  }
+  if (!exact) {  // rounding made the iterates cycle: the sorting projection (Algorithm 2)
+    ProjectionScratch scratch;
+    prox_l1_squared(c, d, mu, w, scratch);
+    double l1 = 0;
+    size_t support = 0;
+    for (size_t j = 0; j < d; ++j) l1 += std::fabs(w[j]), support += w[j] != 0;
+    tau = mu * l1;
+    return support;
+  }
+  tau = t;
+  size_t support = 0;
+  for (size_t j = 0; j < d; ++j) {
+    const double m = std::fabs(c[j]);
+    w[j] = m > t ? std::copysign(m - t, c[j]) : 0.0;
+    support += w[j] != 0;
+  }
+  return support;
+}
+
+namespace {
+
+using Vec = std::vector<double>;
+
+class CoordinateLicp {
+ public:
+  CoordinateLicp(const InMemoryDesign& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o,
+                 MemoryBudget& budget, const Vec& warm_dual)
+      : y_(y), o_(o), n_(X.rows()), p_(X.columns()), alpha_(o.ridge), mu_(o.lambda / o.ridge) {
+    if (!(o.ridge > 0)) throw_error(ErrorKind::kConfig, "exclusive.ridge must be > 0 for exclusive.algorithm = \"licp\"");
+    FGM_ASSERT(G.disjoint && G.columns == p_);
+    const uint64_t nnz = X.values().size();
+    memory_ = budget.reserve(nnz * (sizeof(uint32_t) + sizeof(float)) + (3 * n_ + 8 * p_) * sizeof(double),
+                             "exclusive: licp coordinate ascent (rows of the working set, vectors)",
+                             "lower exclusive.working_set_growth or engine.memory_budget's other users");
+    number_columns(G);
+    build_rows(X);
+    u_.assign(n_, 0.0);
+    if (!warm_dual.empty())
+      for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, 1.0);
+    a_.assign(p_, 0.0), w_.assign(p_, 0.0), c_.assign(p_, 0.0), saved_a_.assign(p_, 0.0), saved_w_.assign(p_, 0.0);
+    margins_.assign(n_, 0.0);
+    const size_t ranges = range_begin_.size() - 1;
+    tau_.assign(ranges, 0.0), support_.assign(ranges, 0), conjugate_.assign(ranges, 0.0);
+    saved_tau_.assign(ranges, 0.0), saved_support_.assign(ranges, 0), saved_conjugate_.assign(ranges, 0.0);
+  }
+
+  void run(FistaResult& out) {
+    std::mt19937_64 rng(0xe5u);
+    std::vector<uint32_t> order(n_);
+    for (uint64_t i = 0; i < n_; ++i) order[i] = static_cast<uint32_t>(i);
+    certify();
+    out.passes = 1;
+    for (int epoch = 1; epoch <= o_.max_iterations && !converged(); ++epoch) {
+      check_interrupt();
+      std::shuffle(order.begin(), order.end(), rng);
+      for (uint32_t i : order) step(i);
+      certify();
+      // A Newton step pays once the pattern (support of w, rows at the
+      // bounds) has settled: when an epoch left it unchanged, or the last
+      // Newton step was a full one.
+      if (!converged() && (pattern_ == previous_pattern_ || last_newton_ == 1.0)) {
+        last_newton_ = newton_step();
+        if (last_newton_ > 0) {
+          certify();
+          ++out.backtracks;  // Newton steps taken (reported as FISTA's backtracks)
+        }
+      }
+      out.iterations = epoch;
+      out.passes += 2;
+      if (o_.record_objective) out.trace.push_back(primal_);
+    }
+    out.converged = converged();
+    out.duality_gap = gap_;
+    out.objective = primal_;
+    out.loss = hinge_;
+    out.regularizer = primal_ - hinge_;
+    out.dual = u_;
+    out.margins = margins_;
+    out.w.assign(p_, 0.0);
+    for (uint64_t k = 0; k < p_; ++k) out.w[k] = w_[position_[k]];
+  }
+
+ private:
+  bool converged() const { return gap_ <= o_.tolerance * std::max(1.0, std::fabs(primal_)); }
+
+  // Groups as contiguous ranges: position_[k] is column k's new index.
+  void number_columns(const ExclusiveGroups& G) {
+    position_.assign(p_, std::numeric_limits<uint64_t>::max());
+    range_begin_.assign(1, 0);
+    uint64_t next = 0;
+    for (uint64_t g = 0; g < G.count(); ++g) {
+      if (G.size(g) == 0) continue;
+      for (uint64_t q = G.member_ptr[g]; q < G.member_ptr[g + 1]; ++q) position_[G.members[q]] = next++;
+      range_begin_.push_back(next);
+      range_mu_.push_back(mu_);
+    }
+    for (uint64_t k = 0; k < p_; ++k) {
+      if (position_[k] != std::numeric_limits<uint64_t>::max()) continue;
+      position_[k] = next++;  // in no group: no exclusive penalty
+      range_begin_.push_back(next);
+      range_mu_.push_back(0.0);
+    }
+    range_of_.resize(p_);
+    for (size_t r = 0; r + 1 < range_begin_.size(); ++r)
+      for (uint64_t j = range_begin_[r]; j < range_begin_[r + 1]; ++j) range_of_[j] = static_cast<uint32_t>(r);
+  }
+
+  // CSR of the rows over the new numbering, entries increasing in it.
+  void build_rows(const InMemoryDesign& X) {
+    const auto& ptr = X.column_ptr();
+    const auto& rows = X.row_ids();
+    const auto& values = X.values();
+    row_ptr_.assign(n_ + 1, 0);
+    for (uint32_t r : rows) ++row_ptr_[r + 1];
+    for (uint64_t i = 0; i < n_; ++i) row_ptr_[i + 1] += row_ptr_[i];
+    entry_column_.resize(rows.size());
+    entry_value_.resize(rows.size());
+    std::vector<uint64_t> fill(row_ptr_.begin(), row_ptr_.end() - 1);
+    std::vector<uint64_t> column_at(p_);
+    for (uint64_t k = 0; k < p_; ++k) column_at[position_[k]] = k;
+    for (uint64_t j = 0; j < p_; ++j) {
+      const uint64_t k = column_at[j];
+      for (uint64_t q = ptr[k]; q < ptr[k + 1]; ++q) {
+        const uint64_t slot = fill[rows[q]]++;
+        entry_column_[slot] = static_cast<uint32_t>(j);
+        entry_value_[slot] = values[q];
+      }
+    }
+    row_norm_squared_.assign(n_, 0.0);
+    for (uint64_t i = 0; i < n_; ++i)
+      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q)
+        row_norm_squared_[i] += double(entry_value_[q]) * double(entry_value_[q]);
+  }
+
+  // w, τ, |support| and Ω*_r of range r from a.
+  void refresh_range(size_t r) {
+    const uint64_t b = range_begin_[r], e = range_begin_[r + 1];
+    for (uint64_t j = b; j < e; ++j) c_[j] = a_[j] / alpha_;
+    support_[r] = prox_l1_squared_newton(&c_[b], e - b, range_mu_[r], &w_[b], tau_[r]);
+    double aw = 0, ww = 0, l1 = 0;
+    for (uint64_t j = b; j < e; ++j) aw += a_[j] * w_[j], ww += w_[j] * w_[j], l1 += std::fabs(w_[j]);
+    conjugate_[r] = aw - 0.5 * alpha_ * ww - 0.5 * alpha_ * range_mu_[r] * l1 * l1;
+  }
+
+  // a += δ·y_i·x_i and the ranges it touches; returns the change of Ω*.
+  double apply(uint64_t i, double delta, bool save) {
+    const uint64_t b = row_ptr_[i], e = row_ptr_[i + 1];
+    const double scale = delta * y_[i];
+    double change = 0;
+    for (uint64_t q = b; q < e;) {
+      const uint32_t r = range_of_[entry_column_[q]];
+      if (save) {
+        for (uint64_t j = range_begin_[r]; j < range_begin_[r + 1]; ++j) saved_a_[j] = a_[j], saved_w_[j] = w_[j];
+        saved_tau_[r] = tau_[r], saved_support_[r] = support_[r], saved_conjugate_[r] = conjugate_[r];
+      }
+      for (; q < e && range_of_[entry_column_[q]] == r; ++q) a_[entry_column_[q]] += scale * double(entry_value_[q]);
+      const double before = conjugate_[r];
+      refresh_range(r);
+      change += conjugate_[r] - before;
+    }
+    return change;
+  }
+
+  void restore(uint64_t i) {
+    const uint64_t b = row_ptr_[i], e = row_ptr_[i + 1];
+    for (uint64_t q = b; q < e;) {
+      const uint32_t r = range_of_[entry_column_[q]];
+      for (uint64_t j = range_begin_[r]; j < range_begin_[r + 1]; ++j) a_[j] = saved_a_[j], w_[j] = saved_w_[j];
+      tau_[r] = saved_tau_[r], support_[r] = saved_support_[r], conjugate_[r] = saved_conjugate_[r];
+      while (q < e && range_of_[entry_column_[q]] == r) ++q;
+    }
+  }
+
+  // Curvature of Ω*(Zu) along coordinate i at the current w (see the header).
+  double local_curvature(uint64_t i) const {
+    const uint64_t b = row_ptr_[i], e = row_ptr_[i + 1];
+    double h = 0;
+    for (uint64_t q = b; q < e;) {
+      const uint32_t r = range_of_[entry_column_[q]];
+      double squares = 0, signed_sum = 0;
+      for (; q < e && range_of_[entry_column_[q]] == r; ++q) {
+        const double wk = w_[entry_column_[q]], v = entry_value_[q];
+        if (wk == 0) continue;
+        squares += v * v;
+        signed_sum += wk > 0 ? v : -v;
+      }
+      h += squares - range_mu_[r] / (1.0 + range_mu_[r] * double(support_[r])) * signed_sum * signed_sum;
+    }
+    return h / alpha_;
+  }
+
+  void step(uint64_t i) {
+    const uint64_t b = row_ptr_[i], e = row_ptr_[i + 1];
+    if (b == e) {  // an empty row: D grows with u_i
+      u_[i] = 1.0;
+      return;
+    }
+    double xw = 0;
+    for (uint64_t q = b; q < e; ++q) xw += double(entry_value_[q]) * w_[entry_column_[q]];
+    const double gradient = 1.0 - y_[i] * xw;
+    if ((u_[i] <= 0 && gradient <= 0) || (u_[i] >= 1 && gradient >= 0)) return;
+    const double safe = row_norm_squared_[i] / alpha_;
+    double h = local_curvature(i);
+    if (!(h > 1e-12 * safe)) h = safe;
+    double delta = std::clamp(u_[i] + gradient / h, 0.0, 1.0) - u_[i];
+    if (delta == 0) return;
+    const double change = apply(i, delta, h != safe);
+    if (h != safe && delta - change < 0) {  // the Newton step overshot: the safe step
+      restore(i);
+      delta = std::clamp(u_[i] + gradient / safe, 0.0, 1.0) - u_[i];
+      if (delta == 0) return;
+      apply(i, delta, false);
+    }
+    u_[i] += delta;
+  }
+
+  // (Qv) over the rows F, Q = Z J Zᵀ restricted to F, J = ∂w/∂a at the
+  // current pattern (per group (1/α)(I − μ/(1 + μ|S_g|)·s sᵀ) on the support S_g).
+  void q_times(const std::vector<uint32_t>& F, const Vec& v, Vec& out) {
+    std::fill(t_.begin(), t_.end(), 0.0);
+    for (size_t f = 0; f < F.size(); ++f) {
+      const uint64_t i = F[f];
+      const double scale = v[f] * y_[i];
+      if (scale == 0) continue;
+      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) t_[entry_column_[q]] += scale * double(entry_value_[q]);
+    }
+    for (size_t r = 0; r + 1 < range_begin_.size(); ++r) {
+      const uint64_t b = range_begin_[r], e = range_begin_[r + 1];
+      double signed_sum = 0;
+      for (uint64_t j = b; j < e; ++j)
+        if (w_[j] != 0) signed_sum += w_[j] > 0 ? t_[j] : -t_[j];
+      const double c = range_mu_[r] / (1.0 + range_mu_[r] * double(support_[r]));
+      for (uint64_t j = b; j < e; ++j)
+        t_[j] = w_[j] == 0 ? 0.0 : (t_[j] - c * (w_[j] > 0 ? signed_sum : -signed_sum)) / alpha_;
+    }
+    for (size_t f = 0; f < F.size(); ++f) {
+      const uint64_t i = F[f];
+      double s = 0;
+      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) s += double(entry_value_[q]) * t_[entry_column_[q]];
+      out[f] = y_[i] * s;
+    }
+  }
+
+  // D(u) with Zu updated from the current a by the rows whose u differs
+  // (a, w and the ranges are left at `candidate`).
+  double dual_at(const Vec& candidate) {
+    double sum_u = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      sum_u += candidate[i];
+      const double d = candidate[i] - u_[i];
+      if (d == 0) continue;
+      const double scale = d * y_[i];
+      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) a_[entry_column_[q]] += scale * double(entry_value_[q]);
+    }
+    double conjugate = 0;
+    for (size_t r = 0; r + 1 < range_begin_.size(); ++r) {
+      refresh_range(r);
+      conjugate += conjugate_[r];
+    }
+    return sum_u - conjugate;
+  }
+
+  // Projected Newton (Bertsekas 1982) on D over the rows free to move, with
+  // the curvature of the current support pattern: d solves (Q_FF + εI)d = ∇_F D
+  // by conjugate gradients, then u ← clip(u + t·d) for the first t = 1, ½, …
+  // that increases D (exactly evaluated). Needs certify()'s state; returns
+  // the step t taken (0: none; a, w are then stale: the caller certifies).
+  double newton_step() {
+    std::vector<uint32_t> F;
+    Vec gradient;
+    double diagonal = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      const double g = 1.0 - y_[i] * margins_[i];
+      if ((u_[i] > 0 && u_[i] < 1) || (u_[i] <= 0 && g > 0) || (u_[i] >= 1 && g < 0)) {
+        F.push_back(static_cast<uint32_t>(i));
+        gradient.push_back(g);
+        diagonal = std::max(diagonal, row_norm_squared_[i] / alpha_);
+      }
+    }
+    if (F.empty()) return 0;
+    t_.assign(p_, 0.0);
+    const size_t m = F.size();
+    const double epsilon = 1e-8 * diagonal;
+    Vec d(m, 0.0), r = gradient, dir = r, qd(m);
+    double rr = 0;
+    for (double e : r) rr += e * e;
+    const double stop = 1e-12 * rr;
+    for (int it = 0; it < 50 && rr > stop; ++it) {
+      q_times(F, dir, qd);
+      double dqd = 0;
+      for (size_t f = 0; f < m; ++f) dqd += dir[f] * (qd[f] += epsilon * dir[f]);
+      if (!(dqd > 0)) break;
+      const double step = rr / dqd;
+      double rr_next = 0;
+      for (size_t f = 0; f < m; ++f) {
+        d[f] += step * dir[f];
+        r[f] -= step * qd[f];
+        rr_next += r[f] * r[f];
+      }
+      for (size_t f = 0; f < m; ++f) dir[f] = r[f] + (rr_next / rr) * dir[f];
+      rr = rr_next;
+    }
+    double dual_now = 0;
+    for (uint64_t i = 0; i < n_; ++i) dual_now += u_[i];
+    for (double c : conjugate_) dual_now -= c;
+    const Vec a_now = a_;
+    Vec candidate(u_);
+    double largest = 0;
+    for (double e : d) largest = std::max(largest, std::fabs(e));
+    if (!(largest > 0)) return 0;
+    for (double t = std::min(1.0, 1.0 / largest); t > 1e-6; t *= 0.5) {
+      candidate = u_;
+      for (size_t f = 0; f < m; ++f) candidate[F[f]] = std::clamp(u_[F[f]] + t * d[f], 0.0, 1.0);
+      const double value = dual_at(candidate);
+      a_ = a_now;
+      if (value > dual_now) {
+        u_ = candidate;
+        return t;
+      }
+    }
+    for (size_t r = 0; r + 1 < range_begin_.size(); ++r) refresh_range(r);  // back to u's w
+    return 0;
+  }
+
+  // Zu recomputed from u (no drift), w(u), and the gap P(w(u)) − D(u).
+  void certify() {
+    std::fill(a_.begin(), a_.end(), 0.0);
+    double sum_u = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      sum_u += u_[i];
+      if (u_[i] == 0) continue;
+      const double scale = u_[i] * y_[i];
+      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) a_[entry_column_[q]] += scale * double(entry_value_[q]);
+    }
+    double conjugate = 0, omega = 0;
+    for (size_t r = 0; r + 1 < range_begin_.size(); ++r) {
+      refresh_range(r);
+      conjugate += conjugate_[r];
+      double ww = 0, l1 = 0;
+      for (uint64_t j = range_begin_[r]; j < range_begin_[r + 1]; ++j) ww += w_[j] * w_[j], l1 += std::fabs(w_[j]);
+      omega += 0.5 * alpha_ * ww + 0.5 * alpha_ * range_mu_[r] * l1 * l1;
+    }
+    hinge_ = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      double z = 0;
+      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) z += double(entry_value_[q]) * w_[entry_column_[q]];
+      margins_[i] = z;
+      hinge_ += std::max(0.0, 1.0 - y_[i] * z);
+    }
+    primal_ = hinge_ + omega;
+    previous_pattern_ = pattern_;
+    pattern_ = {0, 0, 0};
+    for (size_t r = 0; r < support_.size(); ++r) pattern_[0] += support_[r];
+    for (uint64_t i = 0; i < n_; ++i) pattern_[1] += u_[i] <= 0, pattern_[2] += u_[i] >= 1;
+    gap_ = std::max(0.0, primal_ - (sum_u - conjugate));
+  }
+
+  const Vec& y_;
+  const FistaOptions& o_;
+  uint64_t n_, p_;
+  double alpha_, mu_;
+  Reservation memory_;
+  std::vector<uint64_t> position_, range_begin_, row_ptr_;
+  std::vector<uint32_t> range_of_, entry_column_;
+  std::vector<float> entry_value_;
+  Vec range_mu_, row_norm_squared_;
+  Vec u_, a_, w_, c_, margins_, saved_a_, saved_w_, t_;
+  Vec tau_, conjugate_, saved_tau_, saved_conjugate_;
+  std::vector<size_t> support_, saved_support_;
+  double gap_ = std::numeric_limits<double>::infinity(), primal_ = 0, hinge_ = 0;
+  double last_newton_ = 0;
+  // (|support of w|, rows with u = 0, rows with u = 1) at the last two certificates.
+  std::array<uint64_t, 3> pattern_{}, previous_pattern_{1, 1, 1};
+};
+
+}  // namespace
+
+FistaResult solve_licp_coordinate(const InMemoryDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
+                                  const FistaOptions& options, MemoryBudget& budget, const std::vector<double>& warm_dual) {
+  FGM_ASSERT(y.size() == X.rows() && groups.columns == X.columns());
+  if (!warm_dual.empty()) FGM_ASSERT(warm_dual.size() == X.rows());
+  FistaResult out;
+  CoordinateLicp solver(X, y, groups, options, budget, warm_dual);
+  solver.run(out);
+  return out;
+}
+
+}  // namespace fgm::exclusive
