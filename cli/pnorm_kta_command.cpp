@@ -18,6 +18,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -32,6 +34,7 @@
 #include "core/path_checks.h"
 #include "core/progress.h"
 #include "engine/distributed_kta.h"
+#include "engine/pnorm_kta_cv.h"
 #include "engine/pnorm_kta_path.h"
 #include "engine/train_settings.h"
 #include "report/report_page.h"
@@ -49,8 +52,17 @@ void reject_if_set(const Config& c, const char* key, std::string_view why) {
 void reject_kta_ignored_keys(const Config& c, KtaCommand command) {
   if (command == KtaCommand::kTrain) {
     reject_if_set(c, "kta.p_end", "fgm train's path ends at kta.p (kta.p_end is fgm path's)");
+    for (const char* key : {"kta.lambda1_grid", "kta.lambda2_grid", "kta.C_grid"})
+      reject_if_set(c, key, "it is a grid of fgm path's cross-validation (path.folds); fgm train makes one model");
   } else {
     reject_if_set(c, "kta.p", "it picks the model of fgm train; fgm path reports every p down to kta.p_end");
+    // The grids of the cross-validation (engine/pnorm_kta_cv.h), and the one value each replaces.
+    const bool cv = c.get_int("path.folds") >= 2;
+    for (const auto& [grid, one] : {std::pair{"kta.lambda1_grid", "kta.lambda1"},
+                                    std::pair{"kta.lambda2_grid", "kta.lambda2"}, std::pair{"kta.C_grid", "kta.C"}}) {
+      if (!cv) reject_if_set(c, grid, "it is a grid of the cross-validation, which path.folds (< 2) turns off");
+      if (cv && c.set_by_user(grid)) reject_if_set(c, one, fmt::format("{} lists the values to choose from", grid));
+    }
   }
   if (c.get_string("kta.kernel") == "rbf")
     for (const char* key : {"apg.eps_inner", "apg.gap_tolerance", "apg.eta", "apg.max_iterations"})
@@ -82,6 +94,20 @@ KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
   }
   kta::check_path_options(s.path);
   return s;
+}
+
+KtaCvOptions kta_cv_options_from_config(const Config& c) {
+  KtaCvOptions o;
+  o.folds = static_cast<int>(c.get_int("path.folds"));
+  o.seed = static_cast<uint64_t>(c.get_int("path.fold_seed"));
+  auto grid = [&](const char* key, const char* one) {
+    std::vector<double> v = c.get_list(key);
+    return v.empty() ? std::vector<double>{c.get_float(one)} : v;
+  };
+  o.lambda1s = grid("kta.lambda1_grid", "kta.lambda1");
+  o.lambda2s = grid("kta.lambda2_grid", "kta.lambda2");
+  o.Cs = grid("kta.C_grid", "kta.C");
+  return o;
 }
 
 std::string cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
@@ -228,8 +254,35 @@ int path_pnorm_kta(SolverCommand& cmd) {
   KtaRun run = compute_alignments(store, settings, cmd.budget);
   spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", run.alignments.size(), run.alignment_seconds,
                format_bytes(run.alignment_pass.bytes_streamed));
+  // path.folds >= 2: choose lambda1, lambda2, C and the point by cross-validation, then refit with them.
+  const KtaCvOptions cv_options = kta_cv_options_from_config(config);
+  std::optional<KtaCvResult> cv;
+  if (cv_options.folds >= 2) {
+    cv = cross_validate_kta(store, settings, cv_options, cmd.budget);
+    const KtaCvCandidate& chosen = cv->candidates[static_cast<size_t>(cv->chosen)];
+    spdlog::info("{}-fold cross-validation over {} candidates in {:.3f}s: lambda1 {} lambda2 {} C {} p {:.4g} "
+                 "(cv accuracy {:.4f})",
+                 cv->folds, cv->candidates.size(), cv->seconds, chosen.lambda1, chosen.lambda2, chosen.C, chosen.p,
+                 chosen.accuracy());
+    settings.path.lambda1 = chosen.lambda1;
+    settings.path.lambda2 = chosen.lambda2;
+    settings.C = chosen.C;
+  }
   run_kta_path(store, settings, cmd.budget, run, [](const KtaPoint& p, const kta::PathPoint&) { log_point(p); });
-  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, *cmd.session, {}, "");
+  std::function<void(JsonWriter&)> cv_json;
+  std::string cv_summary;
+  if (cv) {
+    create_output_directory(cmd.out_dir, "output.dir");
+    write_file_atomic(cmd.out_dir + "/cv.csv", kta_cv_csv(*cv));
+    cv_json = [&](JsonWriter& j) { write_kta_cv_section(j, cv_options, *cv, run); };
+    const KtaCvCandidate& c = cv->candidates[static_cast<size_t>(cv->chosen)];
+    const KtaPoint& refit = run.points[static_cast<size_t>(c.point - 1)];
+    cv_summary = fmt::format(" cv_accuracy={:.4f} cv_lambda1={} cv_lambda2={} cv_C={} cv_p={:.4g} cv_selected={} "
+                             "cv_test_accuracy={}",
+                             c.accuracy(), c.lambda1, c.lambda2, c.C, c.p, refit.selected, cell(refit.test.accuracy));
+  }
+  KtaPathWriter(config).write(settings, run, cmd.out_dir, cmd.data.ingest_seconds, cmd.warnings, *cmd.session,
+                              cv_json, cv_summary);
   return 0;
 }
 
@@ -304,6 +357,12 @@ int write_train_outputs(const Config& config, const KtaSettings& settings, const
 
 // What needs every row at once: refused on a partitioned store, naming the key.
 void reject_kta_on_partitions(const Config& config) {
+  if (config.get_int("path.folds") >= 2)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}path.folds: the cross-validation of solver = \"pnorm_kta\" is not supported on a "
+                            "partitioned store yet (it needs each fold's rows of every partition); run it on the "
+                            "unpartitioned store or set path.folds = 0",
+                            config.where_set("path.folds")));
   if (config.get_string("kta.kernel") == "rbf")
     throw Error(ErrorKind::kConfig,
                 fmt::format("{}kta.kernel = \"rbf\" is not supported on a partitioned store: the RBF kernels' "

@@ -73,6 +73,9 @@ void reject_other_solver_keys(const Config& config) {
   for (const ParamSpec& spec : param_specs()) {
     if (!config.set_by_user(spec.key)) continue;
     std::optional<SolverKind> owner = solver_owning_key(spec.key);
+    // The cross-validation folds of `fgm path` are read by pnorm_kta too (engine/pnorm_kta_cv.h).
+    const bool shared_with_kta = spec.key == "path.folds" || spec.key == "path.fold_seed";
+    if (shared_with_kta && solver == SolverKind::kPnormKta) continue;
     if (owner && *owner != solver)
       throw Error(ErrorKind::kConfig,
                   msg::ignored_key(config.where_set(spec.key), spec.key,
