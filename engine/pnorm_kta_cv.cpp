@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -251,6 +252,8 @@ KtaCvResult cross_validate_kta(const ShardStore& store, const KtaSettings& setti
           }
           ++j;
         });
+        spdlog::info("KTA cross-validation: fold {}/{}, lambda1 {} lambda2 {}: {} points x {} C ({:.1f}s so far)",
+                     f + 1, folds.size(), path.lambda1, path.lambda2, j, nC, seconds_since(start));
       }
     }
   out.chosen = choose_kta_candidate(out.candidates);
