@@ -18,6 +18,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -32,6 +34,7 @@
 #include "core/path_checks.h"
 #include "core/progress.h"
 #include "engine/distributed_kta.h"
+#include "engine/pnorm_kta_cv.h"
 #include "engine/pnorm_kta_path.h"
 #include "engine/train_settings.h"
 #include "report/report_page.h"
@@ -49,8 +52,17 @@ void reject_if_set(const Config& c, const char* key, std::string_view why) {
 void reject_kta_ignored_keys(const Config& c, KtaCommand command) {
   if (command == KtaCommand::kTrain) {
     reject_if_set(c, "kta.p_end", "fgm train's path ends at kta.p (kta.p_end is fgm path's)");
+    for (const char* key : {"kta.lambda1_grid", "kta.lambda2_grid", "kta.C_grid"})
+      reject_if_set(c, key, "it is a grid of fgm path's cross-validation (path.folds); fgm train makes one model");
   } else {
     reject_if_set(c, "kta.p", "it picks the model of fgm train; fgm path reports every p down to kta.p_end");
+    // The grids of the cross-validation (engine/pnorm_kta_cv.h), and the one value each replaces.
+    const bool cv = c.get_int("path.folds") >= 2;
+    for (const auto& [grid, one] : {std::pair{"kta.lambda1_grid", "kta.lambda1"},
+                                    std::pair{"kta.lambda2_grid", "kta.lambda2"}, std::pair{"kta.C_grid", "kta.C"}}) {
+      if (!cv) reject_if_set(c, grid, "it is a grid of the cross-validation, which path.folds (< 2) turns off");
+      if (cv && c.set_by_user(grid)) reject_if_set(c, one, fmt::format("{} lists the values to choose from", grid));
+    }
   }
   if (c.get_string("kta.kernel") == "rbf")
     for (const char* key : {"apg.eps_inner", "apg.gap_tolerance", "apg.eta", "apg.max_iterations"})
@@ -82,6 +94,20 @@ KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
   }
   kta::check_path_options(s.path);
   return s;
+}
+
+KtaCvOptions kta_cv_options_from_config(const Config& c) {
+  KtaCvOptions o;
+  o.folds = static_cast<int>(c.get_int("path.folds"));
+  o.seed = static_cast<uint64_t>(c.get_int("path.fold_seed"));
+  auto grid = [&](const char* key, const char* one) {
+    std::vector<double> v = c.get_list(key);
+    return v.empty() ? std::vector<double>{c.get_float(one)} : v;
+  };
+  o.lambda1s = grid("kta.lambda1_grid", "kta.lambda1");
+  o.lambda2s = grid("kta.lambda2_grid", "kta.lambda2");
+  o.Cs = grid("kta.C_grid", "kta.C");
+  return o;
 }
 
 // "kta": the settings and the alignment pass, shared by run.json and path.json.
@@ -147,7 +173,8 @@ class KtaPathWriter {
   explicit KtaPathWriter(const Config& config) : config_(config) {}
 
   void write(const KtaSettings& settings, const KtaRun& run, SolverRun& solver_run,
-             const PartitionedRun* partitioned) const {
+             const PartitionedRun* partitioned, const std::function<void(JsonWriter&)>& extra_json = {},
+             const std::string& summary_extra = "") const {
     const std::string& out_dir = solver_run.out_dir;
     // Models first (each atomic), then the table and log that name them.
     bool point_models = false;
@@ -181,9 +208,10 @@ class KtaPathWriter {
     j.key("ingest_seconds").value(solver_run.ingest_seconds());
     j.key("peak_rss_bytes").value(peak_rss_bytes());
     if (partitioned) solver_run.write_data(j, partitioned);
+    if (extra_json) extra_json(j);
     write_config_section(j, result_config(config_.dump()));
     solver_run.finish_path(j, csv);
-    print_summary(run, out_dir, solver_run.ranks_suffix());
+    print_summary(run, out_dir, summary_extra + solver_run.ranks_suffix());
   }
 
  private:
@@ -269,6 +297,12 @@ int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, Dist
 void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned) {
   reject_kta_ignored_keys(config, kind == RunKind::kTrain ? KtaCommand::kTrain : KtaCommand::kPath);
   // What needs every row at once: refused on a partitioned store, naming the key.
+  if (partitioned && config.get_int("path.folds") >= 2)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}path.folds: the cross-validation of solver = \"pnorm_kta\" is not supported on a "
+                            "partitioned store yet (it needs each fold's rows of every partition); run it on the "
+                            "unpartitioned store or set path.folds = 0",
+                            config.where_set("path.folds")));
   if (partitioned && config.get_string("kta.kernel") == "rbf")
     throw Error(ErrorKind::kConfig,
                 fmt::format("{}kta.kernel = \"rbf\" is not supported on a partitioned store: the RBF kernels' "
@@ -310,16 +344,45 @@ int path_pnorm_kta(SolverRun& run) {
     if (run.comm.rank() == 0) log_point(p);
   };
   DistributedKtaOutcome outcome;
+  // path.folds >= 2 (one store; refused on partitions): choose lambda1,
+  // lambda2, C and the point by cross-validation, then refit with them.
+  const KtaCvOptions cv_options = kta_cv_options_from_config(run.config);
+  std::optional<KtaCvResult> cv;
   if (run.partitioned()) {
     outcome = path_kta_distributed(run.comm, run.dir, settings, run.budget, on_point);
   } else {
-    outcome.run = compute_alignments(*run.data->store, settings, run.budget);
+    const ShardStore& store = *run.data->store;
+    outcome.run = compute_alignments(store, settings, run.budget);
     spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", outcome.run.alignments.size(),
                  outcome.run.alignment_seconds, format_bytes(outcome.run.alignment_pass.bytes_streamed));
-    run_kta_path(*run.data->store, settings, run.budget, outcome.run, on_point);
+    if (cv_options.folds >= 2) {
+      cv = cross_validate_kta(store, settings, cv_options, run.budget);
+      const KtaCvCandidate& chosen = cv->candidates[static_cast<size_t>(cv->chosen)];
+      spdlog::info("{}-fold cross-validation over {} candidates in {:.3f}s: lambda1 {} lambda2 {} C {} p {:.4g} "
+                   "(cv accuracy {:.4f})",
+                   cv->folds, cv->candidates.size(), cv->seconds, chosen.lambda1, chosen.lambda2, chosen.C, chosen.p,
+                   chosen.accuracy());
+      settings.path.lambda1 = chosen.lambda1;
+      settings.path.lambda2 = chosen.lambda2;
+      settings.C = chosen.C;
+    }
+    run_kta_path(store, settings, run.budget, outcome.run, on_point);
   }
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
-  KtaPathWriter(run.config).write(settings, outcome.run, run, run.partitioned() ? &outcome : nullptr);
+  std::function<void(JsonWriter&)> cv_json;
+  std::string cv_summary;
+  if (cv) {
+    write_file_atomic(run.out_dir + "/cv.csv", kta_cv_csv(*cv));
+    cv_json = [&](JsonWriter& j) { write_kta_cv_section(j, cv_options, *cv, outcome.run); };
+    const KtaCvCandidate& c = cv->candidates[static_cast<size_t>(cv->chosen)];
+    const KtaPoint& refit = outcome.run.points[static_cast<size_t>(c.point - 1)];
+    cv_summary = fmt::format(" cv_accuracy={:.4f} cv_lambda1={} cv_lambda2={} cv_C={} cv_p={:.4g} cv_selected={} "
+                             "cv_test_accuracy={}",
+                             c.accuracy(), c.lambda1, c.lambda2, c.C, c.p, refit.selected,
+                             csv_cell(refit.test.accuracy));
+  }
+  KtaPathWriter(run.config)
+      .write(settings, outcome.run, run, run.partitioned() ? &outcome : nullptr, cv_json, cv_summary);
   return 0;
 }
 

@@ -260,11 +260,13 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("path.folds", T::kInt, "0",
                   "fgm path: k-fold cross-validation over the path's points (0 or 1: off); "
                   "stratified folds of the training rows, the chosen point by the "
-                  "one-standard-error rule on the mean held-out accuracy"),
+                  "one-standard-error rule on the mean held-out accuracy; solver = pnorm_kta: chooses "
+                  "the path point, kta.lambda1, kta.lambda2 and kta.C (their _grid keys) by the "
+                  "held-out accuracy over all folds"),
              0, 100),
       ranged(spec("path.fold_seed", T::kInt, "1",
-                  "fgm path: seed of the cross-validation folds (the same seed gives the same "
-                  "folds)"),
+                  "fgm path (fgm and pnorm_kta): seed of the cross-validation folds (the same seed "
+                  "gives the same folds)"),
              0, 1e18),
       // solver = "pnorm_kta" (engine/pnorm_kta_path.h, seed 004).
       choices(spec("kta.kernel", T::kEnum, "\"linear\"",
@@ -295,6 +297,18 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("kta.C", T::kFloat, "1.0",
                   "pnorm_kta: loss weight C of the SVM on the selected features (linear: squared "
                   "hinge by APG; rbf: LIBSVM C-SVC); the combined kernel has mean diagonal 1"),
+             0, 1e12, true),
+      ranged(spec("kta.lambda1_grid", T::kFloatList, "[]",
+                  "pnorm_kta, fgm path with path.folds >= 2: values of kta.lambda1 the cross-validation "
+                  "chooses from ([]: kta.lambda1 only)"),
+             0, 1e12, true),
+      ranged(spec("kta.lambda2_grid", T::kFloatList, "[]",
+                  "pnorm_kta, fgm path with path.folds >= 2: values of kta.lambda2 the cross-validation "
+                  "chooses from ([]: kta.lambda2 only)"),
+             0, 1e12),
+      ranged(spec("kta.C_grid", T::kFloatList, "[]",
+                  "pnorm_kta, fgm path with path.folds >= 2: values of kta.C the cross-validation "
+                  "chooses from ([]: kta.C only)"),
              0, 1e12, true),
       // SIFS (solvers/sifs/, seed 003): grid of fgm path, point of fgm train.
       ranged(spec("sifs.beta_max_ratio", T::kFloat, "1",

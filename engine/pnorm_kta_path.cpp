@@ -147,7 +147,7 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
 
 Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
                            const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
-                           MemoryBudget& budget) {
+                           MemoryBudget& budget, const KtaRowSubsetColumns* subset) {
   const uint64_t n = rows.n;
   Model m = rows.shape;
   m.loss = loss_name(Loss::kSquaredHinge);
@@ -173,11 +173,15 @@ Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
   std::vector<float> values;
   for (size_t q = 0; q < rows.parts.size(); ++q) {
     const ShardStore& store = *rows.parts[q];
-    caches.push_back(std::make_unique<SelectedFeatureCache>(budget, store.info().n_rows));
+    caches.push_back(
+        std::make_unique<SelectedFeatureCache>(budget, subset ? subset->part_rows[q] : store.info().n_rows));
     caches.back()->begin_batch();
     for (size_t k = 0; k < point.active.size(); ++k) {
       const uint64_t feature = alignments[point.active[k]].feature;
-      store.read_column(feature, column_rows, values);
+      if (subset)
+        subset->read_column(q, feature, column_rows, values);
+      else
+        store.read_column(feature, column_rows, values);
       for (float& v : values) v = static_cast<float>(v * scale[k]);
       FeatureKey key;
       key.ids[0] = feature;

@@ -113,11 +113,20 @@ struct KtaRows {
   Model shape;                                     // the models' label map and provenance
 };
 
+// A subset of the parts' rows (a cross-validation fold's training rows,
+// engine/pnorm_kta_cv.h): part q holds part_rows[q] rows and its columns come
+// from read_column(q, feature, rows, values) instead of the store.
+struct KtaRowSubsetColumns {
+  std::vector<uint64_t> part_rows;
+  std::function<void(size_t, uint64_t, std::vector<uint32_t>&, std::vector<float>&)> read_column;
+};
+
 // The linear SVM at one path point as a model on the raw features (solver
 // "pnorm_kta", bias on). An empty selection gives the majority-class model.
+// `subset` (optional): the parts' rows it lists instead of all.
 Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
                            const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
-                           MemoryBudget& budget);
+                           MemoryBudget& budget, const KtaRowSubsetColumns* subset = nullptr);
 // The same on one store's rows.
 Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
                            const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,

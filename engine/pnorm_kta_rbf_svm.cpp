@@ -81,6 +81,27 @@ Reservation take_support_vectors(const svm_model& svm, const SelectedKernels& s,
   return memory;
 }
 
+// The C-SVC parameters of every KTA kernel SVM (fits and cross-validation alike).
+svm_parameter kta_svm_parameters(double C) {
+  svm_parameter param{};
+  param.svm_type = C_SVC;
+  param.kernel_type = PRECOMPUTED;
+  param.cache_size = 64;
+  param.eps = 1e-3;
+  param.C = C;
+  param.shrinking = 1;
+  return param;
+}
+
+Reservation reserve_kernel(uint64_t rows, uint64_t bytes, MemoryBudget& budget) {
+  try {
+    return budget.reserve(bytes, "training kernel of the KTA kernel SVM");
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kOutOfMemory) throw;
+    throw Error(ErrorKind::kOutOfMemory, msg::kta_kernel_too_large(rows, bytes, budget.limit()));
+  }
+}
+
 }  // namespace
 
 KtaRbfFit fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::FeatureAlignment>& alignments,
@@ -103,13 +124,7 @@ KtaRbfFit fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::Feat
   }
   const SelectedKernels s = load_selected(store, alignments, point, budget);
   const uint64_t kernel_bytes = n * (n + 2) * sizeof(svm_node);
-  Reservation kernel_memory;
-  try {
-    kernel_memory = budget.reserve(kernel_bytes, "training kernel of the KTA kernel SVM");
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kOutOfMemory) throw;
-    throw Error(ErrorKind::kOutOfMemory, msg::kta_kernel_too_large(n, kernel_bytes, budget.limit()));
-  }
+  Reservation kernel_memory = reserve_kernel(n, kernel_bytes, budget);
   std::vector<svm_node> nodes(n * (n + 2));
   std::vector<svm_node*> row_ptrs(n);
   std::vector<double> labels(n);
@@ -124,13 +139,7 @@ KtaRbfFit fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::Feat
     row[n + 1] = {-1, 0.0};
   }
   svm_problem problem{static_cast<int>(n), labels.data(), row_ptrs.data()};
-  svm_parameter param{};
-  param.svm_type = C_SVC;
-  param.kernel_type = PRECOMPUTED;
-  param.cache_size = 64;
-  param.eps = 1e-3;
-  param.C = C;
-  param.shrinking = 1;
+  svm_parameter param = kta_svm_parameters(C);
   if (const char* problem_text = svm_check_parameter(&problem, &param))
     throw Error(ErrorKind::kInternal, std::string("LIBSVM parameters: ") + problem_text);
   svm_set_print_string_function(silent);
@@ -140,6 +149,51 @@ KtaRbfFit fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::Feat
   fit.train_accuracy = static_cast<double>(correct) / static_cast<double>(n);
   fit.memory = take_support_vectors(*svm, s, n, fit.model, budget);
   return fit;
+}
+
+std::vector<uint64_t> kta_rbf_held_out_correct(const std::vector<float>& train, const std::vector<int8_t>& train_labels,
+                                               const std::vector<float>& held, const std::vector<int8_t>& held_labels,
+                                               const std::vector<double>& weight, const std::vector<double>& gamma,
+                                               const std::vector<double>& Cs, MemoryBudget& budget) {
+  const uint64_t n = train_labels.size(), h = held_labels.size();
+  const size_t m = weight.size();
+  std::vector<uint64_t> correct(Cs.size(), 0);
+  if (m == 0) {  // fit_kta_rbf_model's empty selection: the majority class
+    uint64_t positives = 0;
+    for (int8_t y : train_labels) positives += y > 0;
+    const int8_t majority = 2 * positives >= n ? 1 : -1;
+    uint64_t right = 0;
+    for (int8_t y : held_labels) right += y == majority;
+    correct.assign(Cs.size(), right);
+    return correct;
+  }
+  FGM_ASSERT(train.size() == n * m && held.size() == h * m);
+  const uint64_t kernel_bytes = (n + h) * (n + 2) * sizeof(svm_node);
+  Reservation kernel_memory = reserve_kernel(n, kernel_bytes, budget);
+  // Rows of the precomputed kernel against the training rows: training rows
+  // first (LIBSVM's problem), then the held rows (scored).
+  std::vector<svm_node> nodes((n + h) * (n + 2));
+  std::vector<svm_node*> row_ptrs(n + h);
+  for (uint64_t r = 0; r < n + h; ++r) {
+    svm_node* row = nodes.data() + r * (n + 2);
+    row_ptrs[r] = row;
+    const float* x = r < n ? train.data() + r * m : held.data() + (r - n) * m;
+    row[0] = {0, static_cast<double>(r + 1)};
+    for (uint64_t c = 0; c < n; ++c)
+      row[c + 1] = {static_cast<int>(c + 1), rbf_sum_kernel(weight.data(), gamma.data(), x, train.data() + c * m, m)};
+    row[n + 1] = {-1, 0.0};
+  }
+  std::vector<double> labels(train_labels.begin(), train_labels.end());
+  svm_problem problem{static_cast<int>(n), labels.data(), row_ptrs.data()};
+  svm_set_print_string_function(silent);
+  for (size_t c = 0; c < Cs.size(); ++c) {
+    svm_parameter param = kta_svm_parameters(Cs[c]);
+    if (const char* problem_text = svm_check_parameter(&problem, &param))
+      throw Error(ErrorKind::kInternal, std::string("LIBSVM parameters: ") + problem_text);
+    std::unique_ptr<svm_model, ModelDeleter> svm(svm_train(&problem, &param));
+    for (uint64_t r = 0; r < h; ++r) correct[c] += svm_predict(svm.get(), row_ptrs[n + r]) == held_labels[r];
+  }
+  return correct;
 }
 
 }  // namespace fgm

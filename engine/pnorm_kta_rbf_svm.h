@@ -33,4 +33,16 @@ struct KtaRbfFit {
 KtaRbfFit fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::FeatureAlignment>& alignments,
                             const kta::PathPoint& point, double C, Model shape, MemoryBudget& budget);
 
+// Cross-validation (engine/pnorm_kta_cv.h): for each C of `Cs`, the number of
+// `held` rows that LIBSVM's C-SVC (the same parameters as fit_kta_rbf_model)
+// trained on `train` classifies correctly. Rows are dense over the m selected
+// features (row-major), `weight` the d_i and `gamma` the 1/(2h_i²); the
+// training kernel is built once for all C (reserved from the budget). With
+// m = 0 every held row gets the training rows' majority class (+1 on a tie),
+// as fit_kta_rbf_model's empty model does.
+std::vector<uint64_t> kta_rbf_held_out_correct(const std::vector<float>& train, const std::vector<int8_t>& train_labels,
+                                               const std::vector<float>& held, const std::vector<int8_t>& held_labels,
+                                               const std::vector<double>& weight, const std::vector<double>& gamma,
+                                               const std::vector<double>& Cs, MemoryBudget& budget);
+
 }  // namespace fgm

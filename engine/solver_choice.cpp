@@ -69,6 +69,9 @@ void reject_other_solver_keys(const Config& config) {
   for (const ParamSpec& spec : param_specs()) {
     if (!config.set_by_user(spec.key)) continue;
     const std::optional<std::string_view> owner = solver_section_owner(spec.key);
+    // The cross-validation folds of `fgm path` are read by pnorm_kta too (engine/pnorm_kta_cv.h).
+    const bool shared_with_kta = spec.key == "path.folds" || spec.key == "path.fold_seed";
+    if (shared_with_kta && name == "pnorm_kta") continue;
     if (owner && *owner != name)
       throw Error(ErrorKind::kConfig,
                   msg::ignored_key(config.where_set(spec.key), spec.key,

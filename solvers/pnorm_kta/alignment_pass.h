@@ -26,3 +26,29 @@ AlignmentPass stream_alignments(const BlockStream& stream, const std::vector<Blo
                                 KernelKind kernel, MemoryBudget& budget);
 
 }  // namespace fgm::kta
+
+namespace fgm::kta {
+
+// A subset of the store's rows as a store of its own would hold them: `local`
+// maps each store row to its row in the subset (kNotInSubset when left out),
+// the subset's rows keep the store's order; `labels` are the subset's ±1
+// labels (n of them).
+inline constexpr uint32_t kNotInSubset = 0xffffffffu;
+struct RowSubset {
+  std::vector<uint32_t> local;  // store rows
+  std::vector<int8_t> labels;   // subset rows
+  uint64_t n() const { return labels.size(); }
+};
+
+// The alignments of every subset in one streamed pass: out[s] equals
+// stream_alignments on a store holding subset s's rows only (the same values
+// in the same order, so the same bits); a column without entries in a subset
+// is left out of it, as such a store would not list it. Throws when a
+// subset's labels are all equal.
+std::vector<std::vector<FeatureAlignment>> stream_subset_alignments(const BlockStream& stream,
+                                                                    const std::vector<BlockRef>& blocks,
+                                                                    KernelKind kernel,
+                                                                    const std::vector<RowSubset>& subsets,
+                                                                    MemoryBudget& budget);
+
+}  // namespace fgm::kta

@@ -1,9 +1,11 @@
 // fgm path / train / predict / inspect / report with solver = "pnorm_kta".
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
+#include "core/json_reader.h"
 #include "tests/cli/cli_test_util.h"
 
 using namespace fgm::test;
@@ -171,4 +173,84 @@ TEST_CASE("pnorm_kta: a linear SVM above apg.gap_tolerance is a warning", "[kta]
   r = run(f.dir, "path --config kta.toml output.dir=ok");
   REQUIRE(r.code == 0);
   REQUIRE_FALSE(contains(slurp(f.dir.file("ok/path.json")), "kta_svm_gap_above_tolerance"));
+}
+
+TEST_CASE("fgm path with solver = pnorm_kta and path.folds: the CV choice, refit and oracle side by side",
+          "[kta][cli][cv]") {
+  KtaFiles f;
+  f.dir.write("cv.toml",
+              "solver = \"pnorm_kta\"\n"
+              "[data]\ntrain = \"train.svm\"\ntest = \"test.svm\"\n"
+              "[kta]\nlambda1 = 0.01\n"
+              "[engine]\ncache_dir = \"cache\"\nprogress = \"off\"\n");
+  const std::string args =
+      "path --config cv.toml path.folds=3 path.fold_seed=5 kta.lambda2_grid=[0.02,0.1] kta.C_grid=[0.1,10] "
+      "kta.p_step=0.25 engine.block_bytes=4KB";
+  std::string csv[2];
+  for (int threads : {1, 2}) {
+    const std::string out = "cv" + std::to_string(threads);
+    const RunResult r = run(f.dir, args + " engine.threads=" + std::to_string(threads) + " output.dir=" + out);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(contains(r.out, "cv_accuracy="));
+    REQUIRE(contains(r.out, "oracle_best_test_accuracy="));
+    csv[threads - 1] = slurp(f.dir.file(out + "/cv.csv"));
+  }
+  REQUIRE(csv[0] == csv[1]);  // no timings in cv.csv: the same bits for 1 and 2 threads
+  const auto rows = csv_cells(csv[0]);
+  REQUIRE(rows.size() == 1 + 1 * 2 * 5 * 2);  // lambda1 x lambda2 x points x C
+  const size_t acc = column_of(rows[0], "cv_accuracy"), chosen = column_of(rows[0], "chosen");
+  const size_t l2 = column_of(rows[0], "lambda2"), C = column_of(rows[0], "C"), point = column_of(rows[0], "point");
+  double best = -1;
+  size_t chosen_row = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    best = std::max(best, std::stod(rows[i][acc]));
+    if (rows[i][chosen] == "1") {
+      REQUIRE(chosen_row == 0);
+      chosen_row = i;
+    }
+  }
+  REQUIRE(chosen_row > 0);
+  REQUIRE(std::stod(rows[chosen_row][acc]) == best);
+  // path.json: the refit ran with the chosen lambda2 and C, and the chosen point's test accuracy is path.csv's.
+  const fgm::JsonValue json = fgm::parse_json(slurp(f.dir.file("cv1/path.json")), "path.json");
+  const fgm::JsonValue* cv = json.find("cross_validation");
+  REQUIRE(cv);
+  CHECK(cv->find("folds")->number() == 3);
+  const fgm::JsonValue* choice = cv->find("chosen");
+  CHECK(choice->find("lambda2")->number() == Approx(std::stod(rows[chosen_row][l2])));
+  CHECK(choice->find("C")->number() == Approx(std::stod(rows[chosen_row][C])));
+  CHECK(json.find("kta")->find("lambda2")->number() == choice->find("lambda2")->number());
+  CHECK(json.find("kta")->find("C")->number() == choice->find("C")->number());
+  CHECK(json.find("oracle_best_test"));
+  const auto path = csv_cells(slurp(f.dir.file("cv1/path.csv")));
+  const size_t k = std::stoul(rows[chosen_row][point]);
+  CHECK(choice->find("test_accuracy")->number() == Approx(std::stod(path[k][column_of(path[0], "test_accuracy")])));
+}
+
+TEST_CASE("pnorm_kta cross-validation: unsupported combinations are refused naming the key", "[kta][cli][cv]") {
+  KtaFiles f;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"path --config kta.toml kta.lambda2_grid=[0.1,0.2]", "kta.lambda2_grid"},
+      {"path --config kta.toml path.folds=3 kta.C_grid=[1,2] kta.C=3", "kta.C"},
+      {"path --config kta.toml path.folds=3 kta.lambda1_grid=[0]", "kta.lambda1_grid"},
+      {"path --config kta.toml path.folds=500", "path.folds"},
+      {"path --config kta.toml path.fold_seed=3", "path.fold_seed"},
+      {"train --config kta.toml path.folds=3", "path.folds"},
+      {"train --config kta.toml kta.C_grid=[1,2]", "kta.C_grid"},
+  };
+  for (const auto& [args, key] : cases) {
+    CAPTURE(args);
+    const RunResult r = run(f.dir, args + " output.dir=bad");
+    REQUIRE(r.code == 2);
+    REQUIRE(contains(r.err, key));
+    REQUIRE_FALSE(std::filesystem::exists(f.dir.file("bad")));
+  }
+  // A partitioned store: the CV needs each fold's rows of every partition.
+  REQUIRE(run(f.dir, "ingest train.svm --out parts --partitions 2").code == 0);
+  const RunResult parts = run(f.dir, "path --config kta.toml data.train=parts path.folds=3 output.dir=bad");
+  REQUIRE(parts.code != 0);
+  REQUIRE(contains(parts.err, "path.folds"));
+  REQUIRE(contains(parts.err, "partitioned"));
+  REQUIRE_FALSE(std::filesystem::exists(f.dir.file("bad/path.json")));
 }
