@@ -34,11 +34,19 @@ namespace fgm {
 inline constexpr uint32_t kMultiAccumulatorCell = 16;
 inline constexpr uint32_t kCellPrefetch = 32;
 
-// Σ_p a[rows[p]]·values[p] over one cell (or one whole column).
-inline double cell_dot(const uint32_t* rows, const float* values, uint32_t nnz, const double* a) {
+namespace detail {
+
+// Σ_p a[rows[p]]·values[p] over one cell; kUnitValues: every value is 1 and
+// is not read (a·1 = a exactly, so the same sum bit for bit).
+template <bool kUnitValues>
+inline double cell_dot_impl(const uint32_t* rows, const float* values, uint32_t nnz, const double* a) {
+  auto term = [&](uint32_t k) {
+    if constexpr (kUnitValues) return a[rows[k]];
+    else return a[rows[k]] * static_cast<double>(values[k]);
+  };
   if (nnz < kMultiAccumulatorCell) {
     double s = 0;
-    for (uint32_t k = 0; k < nnz; ++k) s += a[rows[k]] * static_cast<double>(values[k]);
+    for (uint32_t k = 0; k < nnz; ++k) s += term(k);
     return s;
   }
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -49,47 +57,31 @@ inline double cell_dot(const uint32_t* rows, const float* values, uint32_t nnz, 
   for (; k + 4 + kCellPrefetch <= nnz; k += 4) {
     __builtin_prefetch(a + rows[k + kCellPrefetch], 0, 3);
     __builtin_prefetch(a + rows[k + kCellPrefetch + 2], 0, 3);
-    s0 += a[rows[k]] * static_cast<double>(values[k]);
-    s1 += a[rows[k + 1]] * static_cast<double>(values[k + 1]);
-    s2 += a[rows[k + 2]] * static_cast<double>(values[k + 2]);
-    s3 += a[rows[k + 3]] * static_cast<double>(values[k + 3]);
+    s0 += term(k);
+    s1 += term(k + 1);
+    s2 += term(k + 2);
+    s3 += term(k + 3);
   }
   for (; k + 4 <= nnz; k += 4) {
-    s0 += a[rows[k]] * static_cast<double>(values[k]);
-    s1 += a[rows[k + 1]] * static_cast<double>(values[k + 1]);
-    s2 += a[rows[k + 2]] * static_cast<double>(values[k + 2]);
-    s3 += a[rows[k + 3]] * static_cast<double>(values[k + 3]);
+    s0 += term(k);
+    s1 += term(k + 1);
+    s2 += term(k + 2);
+    s3 += term(k + 3);
   }
-  for (; k < nnz; ++k) s0 += a[rows[k]] * static_cast<double>(values[k]);
+  for (; k < nnz; ++k) s0 += term(k);
   return (s0 + s1) + (s2 + s3);
 }
 
-// cell_dot of a unit-valued cell (every value 1): the same adds in the same
-// order, a·1 = a exactly, so the same sum bit for bit without reading values.
+}  // namespace detail
+
+// Σ_p a[rows[p]]·values[p] over one cell (or one whole column).
+inline double cell_dot(const uint32_t* rows, const float* values, uint32_t nnz, const double* a) {
+  return detail::cell_dot_impl<false>(rows, values, nnz, a);
+}
+
+// cell_dot of a unit-valued cell (every value 1), without reading values.
 inline double cell_sum(const uint32_t* rows, uint32_t nnz, const double* a) {
-  if (nnz < kMultiAccumulatorCell) {
-    double s = 0;
-    for (uint32_t k = 0; k < nnz; ++k) s += a[rows[k]];
-    return s;
-  }
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  uint32_t k = 0;
-  for (; k + 4 + kCellPrefetch <= nnz; k += 4) {
-    __builtin_prefetch(a + rows[k + kCellPrefetch], 0, 3);
-    __builtin_prefetch(a + rows[k + kCellPrefetch + 2], 0, 3);
-    s0 += a[rows[k]];
-    s1 += a[rows[k + 1]];
-    s2 += a[rows[k + 2]];
-    s3 += a[rows[k + 3]];
-  }
-  for (; k + 4 <= nnz; k += 4) {
-    s0 += a[rows[k]];
-    s1 += a[rows[k + 1]];
-    s2 += a[rows[k + 2]];
-    s3 += a[rows[k + 3]];
-  }
-  for (; k < nnz; ++k) s0 += a[rows[k]];
-  return (s0 + s1) + (s2 + s3);
+  return detail::cell_dot_impl<true>(rows, nullptr, nnz, a);
 }
 
 namespace detail {
