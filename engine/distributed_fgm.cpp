@@ -585,66 +585,26 @@ void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names,
   }
 }
 
-// The multi-class model's predictions on this rank's rows, built as the class
-// runs finish: the largest decision value, a tie to the smaller class index
-// (as the single-store one-vs-rest check), for the chance-level warning.
-class DistributedArgmax {
- public:
-  DistributedArgmax(OwnPartitions& own, MemoryBudget& budget)
-      : memory_(budget.reserve(own.own_rows() * (sizeof(double) + sizeof(uint16_t)),
-                               "one-vs-rest training predictions", "use more ranks (more, smaller partitions)")) {
-    for (size_t q = 0; q < own.size(); ++q) {
-      best_.emplace_back(own.rows(q), -std::numeric_limits<double>::infinity());
-      best_class_.emplace_back(own.rows(q), uint16_t{0});
-    }
+// The multi-class model on this rank's rows: rows per class over all
+// partitions (tree sums of counts), the training accuracy and the largest
+// class's share; warns when the accuracy is no better than that share.
+void check_class_predictions(Communicator& comm, OwnPartitions& own, const TrainingArgmax& argmax,
+                             const std::vector<double>& labels, RunWarnings* warnings, DistributedOutcome& out) {
+  const size_t K = labels.size();
+  std::vector<std::vector<double>> local;
+  for (size_t q = 0; q < own.size(); ++q) {
+    const ShardStore& store = *own[q].store;
+    const uint16_t* classes = store.classes();
+    local.push_back(argmax.counts(q, K, [&](uint64_t i) {
+      const double value = store.info().class_values[classes[i]];
+      return static_cast<size_t>(std::lower_bound(labels.begin(), labels.end(), value) - labels.begin());
+    }));
   }
-
-  void add(size_t c, const std::vector<std::vector<double>>& decisions) {
-    for (size_t q = 0; q < best_.size(); ++q)
-      for (size_t i = 0; i < best_[q].size(); ++i) {
-        const double d = decisions[q].empty() ? 0.0 : decisions[q][i];
-        if (d > best_[q][i]) {  // classes arrive in increasing order: a tie keeps the smaller
-          best_[q][i] = d;
-          best_class_[q][i] = static_cast<uint16_t>(c);
-        }
-      }
-  }
-
-  // Rows per class over all partitions (tree sums of counts), the training
-  // accuracy and the largest class's share; warns when the accuracy is no
-  // better than that share.
-  void check(Communicator& comm, OwnPartitions& own, const std::vector<double>& labels, RunWarnings* warnings,
-             DistributedOutcome& out) const {
-    const size_t K = labels.size();
-    std::vector<std::vector<double>> local;  // per partition: correct, then rows of each class
-    for (size_t q = 0; q < own.size(); ++q) {
-      const ShardStore& store = *own[q].store;
-      const uint16_t* classes = store.classes();
-      std::vector<double> counts(K + 1, 0.0);
-      for (uint64_t i = 0; i < store.info().n_rows; ++i) {
-        const double value = store.info().class_values[classes[i]];
-        const size_t c = static_cast<size_t>(std::lower_bound(labels.begin(), labels.end(), value) - labels.begin());
-        counts[1 + c] += 1;
-        counts[0] += best_class_[q][i] == c;
-      }
-      local.push_back(std::move(counts));
-    }
-    const std::vector<double> total = own.sum(local, K + 1);
-    double rows = 0, largest = 0;
-    for (size_t c = 0; c < K; ++c) {
-      out.class_rows.push_back(static_cast<uint64_t>(total[1 + c]));
-      rows += total[1 + c];
-      largest = std::max(largest, total[1 + c]);
-    }
-    if (at_chance_level(rows, total[0], largest, out.train_accuracy, out.majority_rate))
-      warn(comm, warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
-  }
-
- private:
-  Reservation memory_;
-  std::vector<std::vector<double>> best_;
-  std::vector<std::vector<uint16_t>> best_class_;
-};
+  const std::vector<double> total = own.sum(local, K + 1);
+  for (size_t c = 0; c < K; ++c) out.class_rows.push_back(static_cast<uint64_t>(total[1 + c]));
+  if (TrainingArgmax::at_chance_level(total, out.train_accuracy, out.majority_rate))
+    warn(comm, warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
+}
 
 // The class runs of one-vs-rest in lockstep (linear features and groups):
 // every pass streams this rank's partitions once and scores the dual vectors
@@ -728,42 +688,48 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
                                      CommunicationStats labels_start, OneVsRestSchedule schedule) {
   const auto start = std::chrono::steady_clock::now();
   const size_t K = values.size();
-  bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && settings.space.kind == "linear" &&
-                  own.fits_many(K);
-  if (lockstep) {
-    const std::string shortfall = lockstep_shortfall(comm, own, K, budget);  // in class 1's label phase
-    if (!shortfall.empty()) {
-      lockstep = false;
-      warn(comm, settings.warnings, "ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(K, shortfall));
-    }
-  }
-  if (comm.rank() == 0)
-    spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K,
-                 lockstep ? "in lockstep: each scoring pass shared by the classes" : "one class after another");
+  const bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && settings.space.kind == "linear" &&
+                        own.fits_many(K);
+  // In class 1's label phase.
+  const std::string shortfall = lockstep ? lockstep_shortfall(comm, own, K, budget) : "";
   TrainSettings class_settings = settings;
   class_settings.check_chance_level = false;  // a class against the rest is no multi-class model
-  DistributedArgmax argmax(own, budget);
+  std::vector<uint64_t> part_rows;
+  for (size_t q = 0; q < own.size(); ++q) part_rows.push_back(own.rows(q));
+  TrainingArgmax argmax(part_rows, budget, "use more ranks (more, smaller partitions)");
   DistributedOutcome out;
   out.class_labels = values;
-  out.lockstep = lockstep;
   std::vector<DistributedHooks> hooks(K);
   for (size_t c = 0; c < K; ++c)
-    hooks[c].on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) { argmax.add(c, d); };
+    hooks[c].on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) {
+      for (size_t q = 0; q < d.size(); ++q) argmax.add(c, q, d[q]);
+    };
+  auto announce = [&](const char* how) {
+    if (comm.rank() == 0)
+      spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K, how);
+  };
   std::vector<DistributedOutcome> outcomes;
-  if (lockstep) {
+  auto run_lockstep = [&] {
+    announce("in lockstep: each scoring pass shared by the classes");
     std::vector<std::unique_ptr<PartitionedFgmRun>> runs;
     for (size_t c = 0; c < K; ++c)
       runs.push_back(std::make_unique<PartitionedFgmRun>(comm, own, class_settings, budget, hooks[c],
                                                          LabelChoice{values, c, true},
                                                          c == 0 ? labels_start : comm.stats(), c == 0));
     outcomes = run_classes_in_lockstep(comm, own, runs, settings.B, out);
-  } else {
+  };
+  auto run_one_by_one = [&] {
+    announce("one class after another");
     for (size_t c = 0; c < K; ++c) {
       PartitionedFgmRun run(comm, own, class_settings, budget, hooks[c], {values, c, true}, labels_start, c == 0);
       outcomes.push_back(run.outcome(run.loop.run()));
+      out.total_bytes_streamed += outcomes.back().total_bytes_streamed;  // lockstep: once per shared pass
       labels_start = comm.stats();
     }
-  }
+  };
+  out.lockstep = schedule_classes(K, lockstep, shortfall, run_lockstep, run_one_by_one, [&](std::string m) {
+    warn(comm, settings.warnings, "ovr_lockstep_fell_back", std::move(m));
+  });
   std::vector<Model> models;
   for (size_t c = 0; c < K; ++c) {
     DistributedOutcome& o = outcomes[c];
@@ -771,23 +737,17 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
       record.class_index = static_cast<int>(c);
       out.communication.push_back(std::move(record));
     }
-    if (!lockstep) out.total_bytes_streamed += o.total_bytes_streamed;  // else counted once per shared pass
-    if (c == 0) out.value_span = o.value_span;
+    out.objective_no_features += o.objective_no_features;
     models.push_back(o.model);
     out.classes.push_back(std::move(o));
   }
   out.model = combine_class_models(models, values);
   record_class_transforms(*own[0].store, out.model);
   const CommunicationStats before = comm.stats();
-  argmax.check(comm, own, values, settings.warnings, out);
+  check_class_predictions(comm, own, argmax, values, settings.warnings, out);
   out.communication.push_back({0, "diagnostics", since(comm.stats(), before)});  // of no class
-  const DistributedOutcome& first = out.classes.front();
-  out.manifest = first.manifest;
-  out.ranks = first.ranks;
-  out.first_partition = first.first_partition;
-  out.own_partitions = first.own_partitions;
-  out.objective_no_features = 0;
-  for (const auto& o : out.classes) out.objective_no_features += o.objective_no_features;
+  out.value_span = out.classes.front().value_span;
+  out.describe(own);
   out.budget_peak = budget.peak();
   out.seconds = seconds_since(start);
   return out;

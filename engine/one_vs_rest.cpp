@@ -4,7 +4,6 @@
 #include <chrono>
 #include <limits>
 #include <map>
-#include <tuple>
 
 #include "core/error.h"
 #include "core/messages.h"
@@ -71,94 +70,65 @@ void record_class_transforms(const ShardStore& store, Model& model) {
   model.transforms = std::move(all_classes.transforms);
 }
 
-namespace {
-
-// The multi-class model's predictions on its training rows, built as the
-// class runs finish (in any order): the largest decision value, a tie to the
-// smaller class index (as argmax_class), for the chance-level check.
-class TrainingArgmax {
- public:
-  TrainingArgmax(uint64_t n, MemoryBudget& budget)
-      : memory_(budget.reserve(n * (sizeof(double) + sizeof(uint16_t)), "one-vs-rest training predictions",
-                               "use fewer training rows")),
-        best_(n, -std::numeric_limits<double>::infinity()),
-        best_class_(n, std::numeric_limits<uint16_t>::max()) {}
-
-  // A class may report twice (a lockstep attempt that fell back reruns it):
-  // the same values, so the second changes nothing.
-  void add(size_t c, const std::vector<double>& decision) {
-    if (c >= seen_.size()) seen_.resize(c + 1, false);
-    seen_[c] = true;
-    for (size_t i = 0; i < best_.size(); ++i)
-      if (decision[i] > best_[i] || (decision[i] == best_[i] && c < best_class_[i])) {
-        best_[i] = decision[i];
-        best_class_[i] = static_cast<uint16_t>(c);
-      }
+TrainingArgmax::TrainingArgmax(const std::vector<uint64_t>& part_rows, MemoryBudget& budget, const char* remedy) {
+  uint64_t rows = 0;
+  for (uint64_t n : part_rows) {
+    rows += n;
+    best_.emplace_back(n, -std::numeric_limits<double>::infinity());
+    best_class_.emplace_back(n, std::numeric_limits<uint16_t>::max());
   }
+  memory_ = budget.reserve(rows * (sizeof(double) + sizeof(uint16_t)), "one-vs-rest training predictions", remedy);
+}
 
-  // Warns when the training accuracy is no better than always predicting the
-  // largest class. Skipped unless every class reported (a restored run).
-  void check(const ShardStore& store, const int8_t* mask, size_t K, RunWarnings* warnings,
-             OneVsRestOutcome& out) const {
-    if (seen_.size() != K || std::find(seen_.begin(), seen_.end(), false) != seen_.end()) return;
-    const uint16_t* truth = store.classes();
-    std::vector<uint64_t> count(K, 0);
-    uint64_t fit = 0, correct = 0;
-    for (size_t i = 0; i < best_.size(); ++i) {
-      if (mask && mask[i] == 0) continue;
-      ++fit;
-      ++count[truth[i]];
-      correct += best_class_[i] == truth[i];
+void TrainingArgmax::add(size_t c, size_t q, const std::vector<double>& decision) {
+  std::vector<double>& best = best_[q];
+  for (size_t i = 0; i < best.size(); ++i) {
+    const double d = decision.empty() ? 0.0 : decision[i];
+    if (d > best[i] || (d == best[i] && c < best_class_[q][i])) {
+      best[i] = d;
+      best_class_[q][i] = static_cast<uint16_t>(c);
     }
-    if (at_chance_level(double(fit), double(correct), double(*std::max_element(count.begin(), count.end())),
-                        out.train_accuracy, out.majority_rate))
-      add_warning(warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
-  }
-
- private:
-  Reservation memory_;
-  std::vector<double> best_;
-  std::vector<uint16_t> best_class_;
-  std::vector<bool> seen_;
-};
-
-void run_sequential(const ShardStore& store, const std::vector<TrainSettings>& settings, MemoryBudget& budget,
-                    const std::vector<TrainHooks>& hooks, OneVsRestOutcome& out) {
-  for (size_t c = 0; c < settings.size(); ++c) {
-    TrainOutcome o = train_fgm(store, settings[c], budget, hooks[c]);
-    out.scoring_passes += o.scoring_passes;
-    out.bytes_streamed += o.total_bytes_streamed;
-    out.classes.push_back(std::move(o));
   }
 }
 
-// Lockstep keeps the K runs' state (duals, selected columns, APG) at once;
-// when that exceeds the budget, the K runs go one after another instead
-// (a run warning says so). The attempt's warnings are kept only if it succeeds.
-void run_lockstep(const ShardStore& store, std::vector<TrainSettings> settings, MemoryBudget& budget,
-                  const std::vector<TrainHooks>& hooks, OneVsRestOutcome& out) {
-  RunWarnings* warnings = settings.front().warnings;
-  RunWarnings attempt_warnings;
-  for (auto& s : settings) s.warnings = &attempt_warnings;
-  LockstepOutcome o;
-  try {
-    o = train_fgm_lockstep(store, settings, budget, hooks);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kOutOfMemory) throw;
-    add_warning(warnings, "ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(settings.size(), e.what()));
-    for (auto& s : settings) s.warnings = warnings;
-    run_sequential(store, settings, budget, hooks, out);
-    return;
+std::vector<double> TrainingArgmax::counts(size_t q, size_t K, const std::function<size_t(uint64_t)>& class_of) const {
+  std::vector<double> counts(K + 1, 0.0);
+  for (uint64_t i = 0; i < best_[q].size(); ++i) {
+    const size_t c = class_of(i);
+    if (c == SIZE_MAX) continue;
+    counts[1 + c] += 1;
+    counts[0] += best_class_[q][i] == c;
   }
-  for (const RunWarning& w : attempt_warnings.list())
-    if (warnings) warnings->add(w.code, w.message);
-  out.lockstep = true;
-  out.scoring_passes = o.scoring_passes;
-  out.bytes_streamed = o.bytes_streamed;
-  out.classes = std::move(o.runs);
+  return counts;
 }
 
-}  // namespace
+bool TrainingArgmax::at_chance_level(const std::vector<double>& total, double& train_accuracy,
+                                     double& majority_rate) {
+  double rows = 0, largest = 0;
+  for (size_t c = 1; c < total.size(); ++c) {
+    rows += total[c];
+    largest = std::max(largest, total[c]);
+  }
+  return fgm::at_chance_level(rows, total[0], largest, train_accuracy, majority_rate);
+}
+
+bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>& shortfall,
+                      const std::function<void()>& run_lockstep, const std::function<void()>& run_one_by_one,
+                      const std::function<void(std::string)>& warn_fell_back) {
+  std::string lacking = lockstep ? shortfall.value_or("") : "";
+  if (lockstep && lacking.empty()) {
+    try {
+      run_lockstep();
+      return true;
+    } catch (const Error& e) {
+      if (shortfall || e.kind() != ErrorKind::kOutOfMemory) throw;
+      lacking = e.what();
+    }
+  }
+  if (lockstep) warn_fell_back(msg::ovr_lockstep_fell_back(K, lacking));
+  run_one_by_one();
+  return false;
+}
 
 OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings,
                                    MemoryBudget& budget, const ClassIterationCallback& on_iteration,
@@ -171,21 +141,37 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
   std::vector<std::vector<int8_t>> labels(K);
   std::vector<TrainSettings> class_settings(K, settings);
   std::vector<TrainHooks> hooks(K);
+  TrainingArgmax argmax({info.n_rows}, budget, "use fewer training rows");
   for (size_t c = 0; c < K; ++c) {
     labels[c] = one_vs_rest_labels(store, c, settings.labels);
     class_settings[c].labels = labels[c].data();
-    if (on_iteration) hooks[c].on_iteration = [&on_iteration, c](const IterationRecord& r) { on_iteration(c, r); };
-  }
-  TrainingArgmax argmax(info.n_rows, budget);
-  for (size_t c = 0; c < K; ++c) {
     class_settings[c].check_chance_level = false;  // a class against the rest is no multi-class model
-    hooks[c].on_final_decision = [&argmax, c](const std::vector<double>& d) { argmax.add(c, d); };
+    if (on_iteration) hooks[c].on_iteration = [&on_iteration, c](const IterationRecord& r) { on_iteration(c, r); };
+    hooks[c].on_final_decision = [&argmax, c](const std::vector<double>& d) { argmax.add(c, 0, d); };
   }
   OneVsRestOutcome out;
-  if (schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space))
-    run_lockstep(store, class_settings, budget, hooks, out);
-  else
-    run_sequential(store, class_settings, budget, hooks, out);
+  // The K runs' state (duals, selected columns, APG) is alive at once; the
+  // attempt's warnings are kept only if it succeeds.
+  auto run_lockstep = [&] {
+    RunWarnings attempt_warnings;
+    std::vector<TrainSettings> attempt = class_settings;
+    for (auto& s : attempt) s.warnings = &attempt_warnings;
+    LockstepOutcome o = train_fgm_lockstep(store, attempt, budget, hooks);
+    for (const RunWarning& w : attempt_warnings.list()) add_warning(settings.warnings, w.code, w.message);
+    out.scoring_passes = o.scoring_passes;
+    out.bytes_streamed = o.bytes_streamed;
+    out.classes = std::move(o.runs);
+  };
+  auto run_one_by_one = [&] {
+    for (size_t c = 0; c < K; ++c) {
+      out.classes.push_back(train_fgm(store, class_settings[c], budget, hooks[c]));
+      out.scoring_passes += out.classes.back().scoring_passes;
+      out.bytes_streamed += out.classes.back().total_bytes_streamed;
+    }
+  };
+  out.lockstep = schedule_classes(
+      K, schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space), std::nullopt,
+      run_lockstep, run_one_by_one, [&](std::string m) { add_warning(settings.warnings, "ovr_lockstep_fell_back", m); });
 
   std::vector<Model> models;
   for (size_t c = 0; c < K; ++c) {
@@ -195,7 +181,12 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
   out.budget_peak = budget.peak();
   out.model = combine_class_models(models, info.class_values);
   record_class_transforms(store, out.model);
-  argmax.check(store, settings.labels, K, settings.warnings, out);
+  const uint16_t* truth = store.classes();
+  const int8_t* mask = settings.labels;
+  if (TrainingArgmax::at_chance_level(
+          argmax.counts(0, K, [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; }),
+          out.train_accuracy, out.majority_rate))
+    add_warning(settings.warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

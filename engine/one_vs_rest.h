@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/fgm_trainer.h"
@@ -61,6 +63,42 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
 // their features, biases and objectives per class, the union of their
 // expansion scalings. `labels` are the class values, increasing.
 Model combine_class_models(const std::vector<Model>& models, const std::vector<double>& labels);
+
+// The multi-class model's predictions on its training rows, built as the
+// class runs finish (in any order): the largest decision value, a tie to the
+// smaller class index (as argmax_class), for the chance-level check. The
+// rows come in parts: one store is one part; a partitioned run, this rank's
+// partitions (their counts then summed in the partition tree).
+class TrainingArgmax {
+ public:
+  TrainingArgmax(const std::vector<uint64_t>& part_rows, MemoryBudget& budget, const char* remedy);
+  // Class c's decision values on part q (empty: all 0, the empty model's).
+  // A class may report twice (a lockstep attempt that fell back reruns it):
+  // the same values, so the second changes nothing.
+  void add(size_t c, size_t q, const std::vector<double>& decision);
+  // Part q's counts: [0] rows predicted right, [1 + c] rows of class c.
+  // class_of(i): row i's class index, SIZE_MAX for a row outside the fit.
+  std::vector<double> counts(size_t q, size_t K, const std::function<size_t(uint64_t)>& class_of) const;
+  // From the counts over all rows: the training accuracy and the largest
+  // class's share; true when the model does no better.
+  static bool at_chance_level(const std::vector<double>& total, double& train_accuracy, double& majority_rate);
+
+ private:
+  Reservation memory_;
+  std::vector<std::vector<double>> best_;
+  std::vector<std::vector<uint16_t>> best_class_;
+};
+
+// One-vs-rest's schedule on either backend (one store, or this rank's
+// partitions): the K class runs in lockstep when `lockstep` (the space shares
+// scoring passes) and it fits, else one after another, with the run warning
+// "ovr_lockstep_fell_back". `shortfall`: what lockstep lacks, checked
+// beforehand ("": it fits), as partitions must (an out of memory on one rank
+// would break the others' collectives); nullopt: the attempt finds out, and an
+// out of memory falls back (one store). Returns whether they ran in lockstep.
+bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>& shortfall,
+                      const std::function<void()>& run_lockstep, const std::function<void()>& run_one_by_one,
+                      const std::function<void(std::string)>& warn_fell_back);
 
 // The feature transforms of `store` (features.transform) with the statistics
 // of every class's features: each class model recorded only its own, and

@@ -368,17 +368,25 @@ void score_for_indices(const std::vector<fgm::ModelScorer>& scorers, const Ptr* 
     score_for_values(scorers, indptr, static_cast<const int64_t*>(indices.data()), data, n_rows, out);
 }
 
-py::array_t<double> decision_values(const py::bytes& bytes, const py::array& indptr, const py::array& indices,
-                                    const py::array& data, int64_t n_rows) {
-  check_arrays(indptr, indices, data, n_rows);
-  const fgm::Model model = model_of(bytes);
-  std::vector<fgm::Model> class_models;
+// The model's scorers: one per class of a multi-class model (each over its
+// entry of `class_models`, filled here: the scorers hold references), else
+// one over `model`.
+std::vector<fgm::ModelScorer> scorers_of(const fgm::Model& model, std::vector<fgm::Model>& class_models) {
   for (size_t k = 0; k < model.classes.size(); ++k) class_models.push_back(fgm::class_model(model, k));
   std::vector<fgm::ModelScorer> scorers;
   if (model.multiclass())
     for (const auto& m : class_models) scorers.emplace_back(m);
   else
     scorers.emplace_back(model);
+  return scorers;
+}
+
+py::array_t<double> decision_values(const py::bytes& bytes, const py::array& indptr, const py::array& indices,
+                                    const py::array& data, int64_t n_rows) {
+  check_arrays(indptr, indices, data, n_rows);
+  const fgm::Model model = model_of(bytes);
+  std::vector<fgm::Model> class_models;
+  const std::vector<fgm::ModelScorer> scorers = scorers_of(model, class_models);
   const auto K = static_cast<py::ssize_t>(scorers.size());
   py::array_t<double> out({static_cast<py::ssize_t>(n_rows), K});
   double* values = out.mutable_data();
@@ -398,12 +406,7 @@ py::array_t<double> decision_values(const py::bytes& bytes, const py::array& ind
 py::tuple file_decision_values(const py::bytes& bytes, const std::string& path, uint64_t memory_budget) {
   const fgm::Model model = model_of(bytes);
   std::vector<fgm::Model> class_models;
-  for (size_t k = 0; k < model.classes.size(); ++k) class_models.push_back(fgm::class_model(model, k));
-  std::vector<fgm::ModelScorer> scorers;
-  if (model.multiclass())
-    for (const auto& m : class_models) scorers.emplace_back(m);
-  else
-    scorers.emplace_back(model);
+  const std::vector<fgm::ModelScorer> scorers = scorers_of(model, class_models);
   const size_t K = scorers.size();
   std::vector<double> values, labels;
   {
