@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Issue 22, item 4: the hik and additive expansions against linear features on
-data (bench/README.md, "Kernel expansions against linear").
+data (bench/feature_spaces.md).
 
 For each dataset with a train/test split in ../shared/data (a9a, ijcnn1,
 madelon), ingest the training file once (the test file is read as text), then train features.kind = linear, hik and
