@@ -85,8 +85,10 @@ Command add_synth(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "synth",
       "write synthetic data with a planted truth: --kind gaussian (Section 8.2: Gaussian X, "
-      "planted sparse w, y = sign(Xw)) or --kind sparse (kddb-like: Zipf feature popularity, "
-      "~29 nonzeros per row, planted linear and cross terms)");
+      "planted sparse w, y = sign(Xw)), --kind groups (Section 8.6.1: the same X, consecutive "
+      "groups of features, a few planted groups; writes groups.txt and planted_groups.txt too) or "
+      "--kind sparse (kddb-like: Zipf feature popularity, ~29 nonzeros per row, planted linear and "
+      "cross terms)");
   auto o = std::make_shared<SynthOptions>();
   auto sp = std::make_shared<SparseSynthOptions>();
   struct Args {
@@ -95,8 +97,8 @@ Command add_synth(CLI::App& app) {
   auto args = std::make_shared<Args>();
   sub->add_option("--out", args->out, "output directory (train.svm or store/, test.svm, truth.txt)")
       ->required();
-  sub->add_option("--kind", args->kind, "gaussian (default) or sparse")
-      ->check(CLI::IsMember({"gaussian", "sparse"}))
+  sub->add_option("--kind", args->kind, "gaussian (default), groups or sparse")
+      ->check(CLI::IsMember({"gaussian", "groups", "sparse"}))
       ->capture_default_str();
   sub->add_option("--rows", o->rows, "training rows")->capture_default_str();
   sub->add_option("--test-rows", o->test_rows, "test rows")->capture_default_str();
@@ -105,8 +107,15 @@ Command add_synth(CLI::App& app) {
   // gaussian only
   sub->add_option("--relevant", o->relevant, "gaussian: planted relevant features")
       ->capture_default_str();
-  sub->add_option("--digits", o->digits, "gaussian: significant digits per value")
+  sub->add_option("--digits", o->digits, "gaussian, groups: significant digits per value")
       ->check(CLI::Range(1, 17))
+      ->capture_default_str();
+  // groups only
+  const std::vector<std::string> groups_only = {"--features-per-group", "--relevant-groups"};
+  sub->add_option("--features-per-group", o->features_per_group,
+                  "groups: features per group (consecutive ids; the last group takes the remainder)")
+      ->capture_default_str();
+  sub->add_option("--relevant-groups", o->relevant_groups, "groups: planted relevant groups")
       ->capture_default_str();
   // sparse only
   const std::vector<std::string> sparse_only = {
@@ -152,13 +161,26 @@ Command add_synth(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--block-bytes", sp->block_bytes,
                   "sparse --store: stored block target in bytes (0: as fgm ingest)");
-  return {sub, [o, sp, args, sub, sparse_only]() {
+  return {sub, [o, sp, args, sub, sparse_only, groups_only]() {
             auto misplaced = [&](const std::vector<std::string>& names, const char* kind) {
               for (const auto& name : names)
                 if (sub->count(name) > 0)
                   throw Error(ErrorKind::kConfig,
                               fmt::format("synth: {} applies to --kind {} only", name, kind));
             };
+            if (args->kind != "groups") misplaced(groups_only, "groups");
+            if (args->kind == "groups") {
+              misplaced(sparse_only, "sparse");
+              misplaced({"--relevant"}, "gaussian");
+              check_output_directory(args->out, "--out");
+              GroupedTruth t = write_grouped_synthetic(args->out, *o);
+              fmt::print("wrote {0}/train.svm ({1} rows), {0}/test.svm ({2} rows), {0}/truth.txt "
+                         "({3} planted features), {0}/groups.txt, {0}/planted_groups.txt ({4} "
+                         "planted groups of {5} features each, {6} features)\n",
+                         args->out, o->rows, o->test_rows, t.features.ids.size(), t.groups.size(),
+                         o->features_per_group, o->features);
+              return 0;
+            }
             if (args->kind == "gaussian") {
               misplaced(sparse_only, "sparse");
               check_output_directory(args->out, "--out");
@@ -169,7 +191,8 @@ Command add_synth(CLI::App& app) {
                          o->features);
               return 0;
             }
-            misplaced({"--relevant", "--digits"}, "gaussian");
+            misplaced({"--relevant"}, "gaussian");
+            misplaced({"--digits"}, "gaussian or groups");
             check_output_directory(args->out, "--out");
             sp->rows = o->rows;
             sp->test_rows = o->test_rows;

@@ -77,34 +77,82 @@ void write_split(const std::string& path, uint64_t rows, const SynthOptions& o,
 
 }  // namespace
 
-PlantedTruth write_gaussian_synthetic(const std::string& dir, const SynthOptions& o) {
-  if (o.relevant > o.features)
-    throw Error(ErrorKind::kConfig, "synth: --relevant must not exceed --features");
-  std::filesystem::create_directories(dir);
-  std::mt19937_64 rng(o.seed);
-  std::vector<uint64_t> all(o.features);
-  for (uint64_t j = 0; j < o.features; ++j) all[j] = j;
-  // Partial Fisher–Yates for the planted support.
-  for (uint64_t i = 0; i < o.relevant; ++i) {
-    std::uniform_int_distribution<uint64_t> pick(i, o.features - 1);
+namespace {
+
+// The first `count` of a uniform random permutation of 0..n-1 (partial
+// Fisher–Yates), sorted.
+std::vector<uint64_t> draw_subset(uint64_t n, uint64_t count, std::mt19937_64& rng) {
+  std::vector<uint64_t> all(n);
+  for (uint64_t j = 0; j < n; ++j) all[j] = j;
+  for (uint64_t i = 0; i < count; ++i) {
+    std::uniform_int_distribution<uint64_t> pick(i, n - 1);
     std::swap(all[i], all[pick(rng)]);
   }
-  PlantedTruth truth;
-  truth.ids.assign(all.begin(), all.begin() + static_cast<long>(o.relevant));
-  std::sort(truth.ids.begin(), truth.ids.end());
-  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  all.resize(count);
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// Both splits from the dense w, then truth.txt ("<1-based id> <weight>").
+void write_splits_and_truth(const std::string& dir, const SynthOptions& o, const PlantedTruth& truth,
+                            std::mt19937_64& rng) {
   std::vector<double> w(o.features, 0.0);
-  for (uint64_t id : truth.ids) {
-    double v = unif(rng);
-    w[id] = v;
-    truth.weights.push_back(v);
-  }
+  for (size_t i = 0; i < truth.ids.size(); ++i) w[truth.ids[i]] = truth.weights[i];
   write_split((std::filesystem::path(dir) / "train.svm").string(), o.rows, o, w, rng);
   write_split((std::filesystem::path(dir) / "test.svm").string(), o.test_rows, o, w, rng);
   std::string t;
   for (size_t i = 0; i < truth.ids.size(); ++i)
     t += fmt::format("{} {:.17g}\n", truth.ids[i] + 1, truth.weights[i]);
   write_file_atomic((std::filesystem::path(dir) / "truth.txt").string(), t);
+}
+
+}  // namespace
+
+PlantedTruth write_gaussian_synthetic(const std::string& dir, const SynthOptions& o) {
+  if (o.relevant > o.features)
+    throw Error(ErrorKind::kConfig, "synth: --relevant must not exceed --features");
+  std::filesystem::create_directories(dir);
+  std::mt19937_64 rng(o.seed);
+  PlantedTruth truth;
+  truth.ids = draw_subset(o.features, o.relevant, rng);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  for (size_t i = 0; i < truth.ids.size(); ++i) truth.weights.push_back(unif(rng));
+  write_splits_and_truth(dir, o, truth, rng);
+  return truth;
+}
+
+GroupedTruth write_grouped_synthetic(const std::string& dir, const SynthOptions& o) {
+  if (o.features_per_group == 0)
+    throw Error(ErrorKind::kConfig, "synth: --features-per-group must be at least 1");
+  const uint64_t n_groups = (o.features + o.features_per_group - 1) / o.features_per_group;
+  if (o.relevant_groups > n_groups)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("synth: --relevant-groups {} exceeds the {} groups of --features {} / "
+                            "--features-per-group {}",
+                            o.relevant_groups, n_groups, o.features, o.features_per_group));
+  std::filesystem::create_directories(dir);
+  std::mt19937_64 rng(o.seed);
+  GroupedTruth truth;
+  truth.groups = draw_subset(n_groups, o.relevant_groups, rng);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (uint64_t g : truth.groups) {
+    const uint64_t end = std::min(o.features, (g + 1) * o.features_per_group);
+    for (uint64_t j = g * o.features_per_group; j < end; ++j) {
+      truth.features.ids.push_back(j);
+      truth.features.weights.push_back(normal(rng));
+    }
+  }
+  write_splits_and_truth(dir, o, truth.features, rng);
+  std::string groups, planted;
+  for (uint64_t g = 0; g < n_groups; ++g) {
+    const uint64_t end = std::min(o.features, (g + 1) * o.features_per_group);
+    for (uint64_t j = g * o.features_per_group; j < end; ++j)
+      fmt::format_to(std::back_inserter(groups), "{}{}", j == g * o.features_per_group ? "" : " ", j + 1);
+    groups += '\n';
+  }
+  for (uint64_t g : truth.groups) planted += fmt::format("{}\n", g + 1);
+  write_file_atomic((std::filesystem::path(dir) / "groups.txt").string(), groups);
+  write_file_atomic((std::filesystem::path(dir) / "planted_groups.txt").string(), planted);
   return truth;
 }
 

@@ -19,6 +19,9 @@ struct SynthOptions {
   uint64_t relevant = 300;
   uint64_t seed = 1;
   int digits = 5;  // significant digits written per value
+  // Grouped generator only (write_grouped_synthetic).
+  uint64_t features_per_group = 10;
+  uint64_t relevant_groups = 100;
 };
 
 struct PlantedTruth {
@@ -33,6 +36,20 @@ struct PlantedTruth {
 
 // Writes <dir>/train.svm, <dir>/test.svm, <dir>/truth.txt (each atomically).
 PlantedTruth write_gaussian_synthetic(const std::string& dir, const SynthOptions& options);
+
+// The grouped design of FGM Section 8.6.1: the same Gaussian X and labels
+// y = sign(Xw), the features split into consecutive groups of
+// `features_per_group` (the last group takes the remainder), and
+// `relevant_groups` groups drawn uniformly whose features get i.i.d. N(0,1)
+// weights (`relevant` is unused). Writes train.svm, test.svm, truth.txt (every
+// planted feature, as above), groups.txt (line g lists the 1-based ids of
+// group g: the file features.groups reads) and planted_groups.txt (the planted
+// groups' 1-based line numbers in groups.txt, increasing).
+struct GroupedTruth {
+  PlantedTruth features;
+  std::vector<uint64_t> groups;  // planted groups, 0-based, increasing
+};
+GroupedTruth write_grouped_synthetic(const std::string& dir, const SynthOptions& options);
 
 // Reads truth.txt (1-based ids): "<id> <weight>" lines (this generator), or
 // "linear <id> <weight>", "cross <j> <k> <weight>" and "bias <b>" lines (the
