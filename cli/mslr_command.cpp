@@ -4,7 +4,6 @@
 // one record per cutting-plane iteration, or for the path one model per
 // count of mslr.features, path.csv and path.json.
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -124,31 +123,11 @@ void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_
   j.key("iterations_restored").value(iterations_restored);
 }
 
-// The bytes of a path's saved state: the trainer's state, then the points
-// already taken (PathPoints::bytes).
-std::string path_state_bytes(const MslrState& state, const std::string& points) {
-  const std::string trainer = encode_mslr_state(state);
-  std::string bytes(8, '\0');
-  const uint64_t length = trainer.size();
-  std::memcpy(bytes.data(), &length, 8);
-  return bytes + trainer + points;
-}
-
 // The state saved in the checkpoint `file`; for fgm path (`path_points` set)
 // also the points taken before the interruption. Logged when `log`.
 MslrState decode_saved_state(const SolverState& saved, const std::string& file, const MslrSettings& settings,
-                             std::string* path_points, bool log) {
-  std::string bytes = saved.bytes;
-  if (path_points) {  // fgm path: the trainer's state, then the points already taken
-    uint64_t length = 0;
-    if (bytes.size() < 8) throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path state: truncated"));
-    std::memcpy(&length, bytes.data(), 8);
-    if (length > bytes.size() - 8)
-      throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path state: truncated"));
-    *path_points = bytes.substr(8 + length);
-    bytes = bytes.substr(8, length);
-  }
-  MslrState state = decode_mslr_state(bytes, file);
+                             std::vector<MslrSavedPoint>* path_points, bool log) {
+  MslrState state = decode_mslr_state(saved.bytes, file, path_points);
   uint64_t selected = 0;
   for (const auto& b : state.batches) selected += b.size();
   std::string of_what = fmt::format("at most {} (mslr.max_iterations)", settings.max_iterations);
@@ -159,7 +138,7 @@ MslrState decode_saved_state(const SolverState& saved, const std::string& file, 
 }
 
 // The saved state of an interrupted run of this command, if any (logged).
-std::optional<MslrState> saved_state(SolverRun& run, const MslrSettings& settings, std::string* path_points) {
+std::optional<MslrState> saved_state(SolverRun& run, const MslrSettings& settings, std::vector<MslrSavedPoint>* path_points) {
   const SolverState* saved = run.session->solver_state("mslr");
   if (!saved) return std::nullopt;
   return decode_saved_state(*saved, run.session->file(), settings, path_points, true);
@@ -210,7 +189,7 @@ void save_distributed_state(Communicator& comm, const std::string& out_dir, cons
 // rank's slice of the checkpoint's iteration. `path_points`: as decode_saved_state (rank 0).
 std::optional<MslrState> load_distributed_state(Communicator& comm, ResumeSession* session, const std::string& out_dir,
                                                 const MslrSettings& settings, const PartitionRange& own,
-                                                MemoryBudget& budget, std::string* path_points) {
+                                                MemoryBudget& budget, std::vector<MslrSavedPoint>* path_points) {
   int32_t resuming = session && session->solver_state("mslr") ? 1 : 0;
   comm.broadcast(&resuming, sizeof resuming, 0);
   if (!resuming) return std::nullopt;
@@ -222,7 +201,7 @@ std::optional<MslrState> load_distributed_state(Communicator& comm, ResumeSessio
     const ResumeCheckpoint saved = read_checkpoint(file, budget);
     if (!saved.solver || saved.solver->solver != "mslr")
       throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "no MSLR state (rank 0 read one)"));
-    std::string points;
+    std::vector<MslrSavedPoint> points;
     state = decode_saved_state(*saved.solver, file, settings, path_points ? &points : nullptr, false);
   }
   const std::string file = dual_slice_file(out_dir, comm.rank(), state->iterations.size());
@@ -264,7 +243,7 @@ PartitionRange own_partitions(const SolverRun& run) {
 
 // The state to resume from, on every rank (`path_points`: as decode_saved_state).
 std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings, const PartitionRange& own,
-                                      std::string* path_points) {
+                                      std::vector<MslrSavedPoint>* path_points) {
   if (!run.partitioned()) return saved_state(run, settings, path_points);
   return load_distributed_state(run.comm, run.session.get(), run.out_dir, settings, own, run.budget, path_points);
 }
@@ -305,7 +284,9 @@ int train_mslr(SolverRun& run) {
                  settings.minimax.C, settings.max_iterations, settings.scheduler.threads);
   MslrHooks hooks;
   if (run.session) hooks.on_iteration = log_iteration;
-  hooks.on_state = [&](const MslrState& state) { save_state(run, own, state, encode_mslr_state); };
+  hooks.on_state = [&](const MslrState& state) {
+    save_state(run, own, state, [](const MslrState& saved) { return encode_mslr_state(saved); });
+  };
   DistributedMslrOutcome outcome = run_mslr(run, settings, hooks);
   Model& model = outcome.result.model;
   if (!run.gather_outputs(outcome.result.budget_peak)) return 0;
@@ -372,7 +353,7 @@ MslrSettings path_settings_from_config(const Config& config) {
 }
 
 // The points of an MSLR path as the run reaches them (each with its test
-// metrics), and their bytes saved with the trainer's state to resume them.
+// metrics), and their model files saved with the trainer's state to resume them.
 class PathPoints {
  public:
   struct Point {
@@ -387,29 +368,15 @@ class PathPoints {
 
   // The points taken before the interruption (their models as saved; test
   // metrics evaluated again).
-  void restore(const std::string& saved, const MslrState& resume, const std::string& file) {
-    for (size_t at = 0; at < saved.size();) {
-      auto u64 = [&]() {
-        uint64_t v = 0;
-        if (saved.size() - at < 8)
-          throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path points: truncated"));
-        std::memcpy(&v, saved.data() + at, 8);
-        at += 8;
-        return v;
-      };
+  void restore(const std::vector<MslrSavedPoint>& saved, const MslrState& resume, const std::string& file) {
+    for (const auto& point : saved) {
       Point p;
-      const uint64_t iteration = u64();
-      const uint64_t seconds_bits = u64();
-      std::memcpy(&p.seconds, &seconds_bits, 8);
-      const uint64_t length = u64();
-      if (iteration < 1 || iteration > resume.iterations.size() || length > saved.size() - at)
-        throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path points: damaged"));
-      p.model = decode_model(saved.substr(at, length), file);
-      at += length;
-      p.last = resume.iterations[iteration - 1];
+      p.seconds = point.seconds;
+      p.model = decode_model(point.model, file);
+      p.last = resume.iterations[point.iteration - 1];  // decode_mslr_state checked the range
       add(std::move(p));
     }
-    bytes_ = saved;
+    saved_ = saved;
   }
 
   void take(const MslrCheckpoint& cp) {
@@ -419,19 +386,12 @@ class PathPoints {
     p.model.solver = "mslr";
     p.last = *cp.last;
     p.seconds = cp.seconds;
-    auto u64 = [&](uint64_t v) { bytes_.append(reinterpret_cast<const char*>(&v), 8); };
-    const std::string model = encode_model(p.model);
-    uint64_t seconds_bits = 0;
-    std::memcpy(&seconds_bits, &p.seconds, 8);
-    u64(static_cast<uint64_t>(p.last.iter));
-    u64(seconds_bits);
-    u64(model.size());
-    bytes_ += model;
+    saved_.push_back({static_cast<uint64_t>(p.last.iter), p.seconds, encode_model(p.model)});
     add(std::move(p));
   }
 
   const std::vector<Point>& points() const { return points_; }
-  const std::string& bytes() const { return bytes_; }
+  const std::vector<MslrSavedPoint>& saved() const { return saved_; }
 
  private:
   void add(Point p) {
@@ -446,7 +406,7 @@ class PathPoints {
   RunWarnings& warnings_;
   const bool has_test_;
   std::vector<Point> points_;
-  std::string bytes_;  // the points taken so far, as saved with the state
+  std::vector<MslrSavedPoint> saved_;  // the points taken so far, as saved with the state
 };
 
 // point-<k>.fgm, path.csv (point, selected, objective, test accuracy/AUC,
@@ -524,7 +484,7 @@ int path_mslr(SolverRun& run) {
                                                  settings.checkpoints.back(), width, "features"));
   PathPoints path(config, run.budget, run.warnings);
   const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
-  std::string saved_points;
+  std::vector<MslrSavedPoint> saved_points;
   const std::optional<MslrState> resume = resume_state(run, settings, own, &saved_points);
   if (resume) {
     settings.resume = &*resume;
@@ -536,7 +496,7 @@ int path_mslr(SolverRun& run) {
     hooks.on_checkpoint = [&](const MslrCheckpoint& cp) { path.take(cp); };
   }
   hooks.on_state = [&](const MslrState& state) {
-    save_state(run, own, state, [&](const MslrState& saved) { return path_state_bytes(saved, path.bytes()); });
+    save_state(run, own, state, [&](const MslrState& saved) { return encode_mslr_state(saved, path.saved()); });
   };
   DistributedMslrOutcome outcome = run_mslr(run, settings, hooks);
   if (!run.gather_outputs(outcome.result.budget_peak)) return 0;

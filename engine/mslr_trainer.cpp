@@ -17,11 +17,13 @@
 #include "features/block_scores.h"
 #include "features/cached_column_dot.h"
 #include "features/transformed_store.h"
+#include "io/schema/mslr_checkpoint_generated.h"
 
 namespace fgm {
 namespace {
 
-constexpr char kStateTag[] = "MSLRSTATE1";
+// The tag that opened the hand-rolled MSLR state of fgm before the FlatBuffers one.
+constexpr char kOldStateTag[] = "MSLRSTATE1";
 constexpr char kDualSliceTag[] = "MSLRDUALS1";
 
 // Fixed-width little-endian fields (the machines fgm runs on are little-endian;
@@ -88,52 +90,6 @@ class StateReader {
   const std::string& file_;
   size_t at_ = 0;
 };
-
-void write_iteration(StateWriter& w, const MslrIteration& r) {
-  w.scalar<int32_t>(r.iter);
-  w.scalar(r.selected);
-  w.scalar(r.added);
-  w.scalar(r.constraint_size);
-  w.scalar(r.sip_violation);
-  w.scalar(r.objective);
-  w.scalar(r.dual);
-  w.scalar(r.relative_gap);
-  w.scalar(r.q);
-  w.scalar<int32_t>(r.stages);
-  w.scalar<int32_t>(r.sweeps);
-  w.scalar(r.newton_steps);
-  w.scalar(r.bisections);
-  w.scalar<uint8_t>(r.converged);
-  w.vector(r.mu);
-  w.scalar(r.score_seconds);
-  w.scalar(r.solve_seconds);
-  w.scalar(r.bytes_streamed);
-  w.scalar(r.peak_rss_bytes);
-}
-
-MslrIteration read_iteration(StateReader& r) {
-  MslrIteration it;
-  it.iter = r.scalar<int32_t>();
-  it.selected = r.scalar<uint64_t>();
-  it.added = r.scalar<uint64_t>();
-  it.constraint_size = r.scalar<uint64_t>();
-  it.sip_violation = r.scalar<double>();
-  it.objective = r.scalar<double>();
-  it.dual = r.scalar<double>();
-  it.relative_gap = r.scalar<double>();
-  it.q = r.scalar<double>();
-  it.stages = r.scalar<int32_t>();
-  it.sweeps = r.scalar<int32_t>();
-  it.newton_steps = r.scalar<uint64_t>();
-  it.bisections = r.scalar<uint64_t>();
-  it.converged = r.scalar<uint8_t>() != 0;
-  it.mu = r.vector<double>();
-  it.score_seconds = r.scalar<double>();
-  it.solve_seconds = r.scalar<double>();
-  it.bytes_streamed = r.scalar<uint64_t>();
-  it.peak_rss_bytes = r.scalar<uint64_t>();
-  return it;
-}
 
 // A feature of the next constraint: its c_j², candidate id, and its position
 // in the selected columns (SIZE_MAX while not selected).
@@ -575,51 +531,124 @@ MslrOutcome run_mslr(MslrRows& rows, const MslrSettings& settings, MemoryBudget&
   return loop.run();
 }
 
-std::string encode_mslr_state(const MslrState& s) {
-  StateWriter w;
-  w.string(kStateTag);
-  w.scalar<uint64_t>(s.batches.size());
-  for (const auto& b : s.batches) w.vector(b);
-  w.scalar<uint64_t>(s.constraints.size());
-  for (const auto& d : s.constraints) w.vector(d);
-  w.vector(s.alpha);
-  w.vector(s.beta);
-  w.vector(s.weights);
-  w.scalar(s.last_objective);
-  w.scalar(s.next_checkpoint);
-  w.scalar<uint64_t>(s.iterations.size());
-  for (const auto& it : s.iterations) write_iteration(w, it);
-  w.string(s.stop_reason);
-  w.scalar(s.final_sip_violation);
-  w.scalar(s.scoring_passes);
-  w.scalar(s.total_bytes_streamed);
-  w.scalar(s.seconds);
-  return w.take();
+namespace {
+
+flatbuffers::Offset<schema::MslrIterationRecord> write_iteration(flatbuffers::FlatBufferBuilder& fb,
+                                                                 const MslrIteration& r) {
+  return schema::CreateMslrIterationRecord(fb, r.iter, r.selected, r.added, r.constraint_size, r.sip_violation,
+                                           r.objective, r.dual, r.relative_gap, r.q, r.stages, r.sweeps,
+                                           r.newton_steps, r.bisections, r.converged, fb.CreateVector(r.mu),
+                                           r.score_seconds, r.solve_seconds, r.bytes_streamed, r.peak_rss_bytes);
 }
 
-MslrState decode_mslr_state(const std::string& bytes, const std::string& file) {
-  StateReader r(bytes, file);
-  if (r.string() != kStateTag) r.fail("unknown format");
+template <class T>
+std::vector<T> read_vector(const flatbuffers::Vector<T>* v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>{};
+}
+
+MslrIteration read_iteration(const schema::MslrIterationRecord& r) {
+  MslrIteration it;
+  it.iter = r.iter();
+  it.selected = r.selected();
+  it.added = r.added();
+  it.constraint_size = r.constraint_size();
+  it.sip_violation = r.sip_violation();
+  it.objective = r.objective();
+  it.dual = r.dual();
+  it.relative_gap = r.relative_gap();
+  it.q = r.q();
+  it.stages = r.stages();
+  it.sweeps = r.sweeps();
+  it.newton_steps = r.newton_steps();
+  it.bisections = r.bisections();
+  it.converged = r.converged();
+  it.mu = read_vector(r.mu());
+  it.score_seconds = r.score_seconds();
+  it.solve_seconds = r.solve_seconds();
+  it.bytes_streamed = r.bytes_streamed();
+  it.peak_rss_bytes = r.peak_rss_bytes();
+  return it;
+}
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::IdList>>> write_id_lists(
+    flatbuffers::FlatBufferBuilder& fb, const std::vector<std::vector<uint64_t>>& lists) {
+  std::vector<flatbuffers::Offset<schema::IdList>> out;
+  for (const auto& ids : lists) out.push_back(schema::CreateIdList(fb, fb.CreateVector(ids)));
+  return fb.CreateVector(out);
+}
+
+std::vector<std::vector<uint64_t>> read_id_lists(
+    const flatbuffers::Vector<flatbuffers::Offset<schema::IdList>>* lists) {
+  std::vector<std::vector<uint64_t>> out;
+  if (lists)
+    for (const auto* list : *lists) out.push_back(read_vector(list->ids()));
+  return out;
+}
+
+// The bytes are not this format's: an MSLR state of an fgm from before it
+// (hand-rolled, opening with kOldStateTag, after a length prefix for fgm
+// path) is named as such.
+[[noreturn]] void refuse_unknown_state(const std::string& bytes, const std::string& file) {
+  const bool old = bytes.substr(0, 32).find(kOldStateTag) != std::string::npos;
+  throw Error(ErrorKind::kCorruption,
+              msg::not_a_checkpoint(file, old ? "MSLR state in the hand-rolled format of an earlier fgm, which this "
+                                                "version no longer reads"
+                                              : "MSLR state: unknown format"));
+}
+
+}  // namespace
+
+std::string encode_mslr_state(const MslrState& s, const std::vector<MslrSavedPoint>& points) {
+  flatbuffers::FlatBufferBuilder fb;
+  std::vector<flatbuffers::Offset<schema::MslrIterationRecord>> iterations;
+  for (const auto& it : s.iterations) iterations.push_back(write_iteration(fb, it));
+  std::vector<flatbuffers::Offset<schema::MslrPathPointState>> saved_points;
+  for (const auto& p : points)
+    saved_points.push_back(schema::CreateMslrPathPointState(
+        fb, p.iteration, p.seconds,
+        fb.CreateVector(reinterpret_cast<const uint8_t*>(p.model.data()), p.model.size())));
+  const auto batches = write_id_lists(fb, s.batches);
+  const auto constraints = write_id_lists(fb, s.constraints);
+  fb.Finish(schema::CreateMslrCheckpointState(
+                fb, batches, constraints, fb.CreateVector(s.alpha), fb.CreateVector(s.beta),
+                fb.CreateVector(s.weights), s.last_objective, s.next_checkpoint, fb.CreateVector(iterations),
+                fb.CreateString(s.stop_reason), s.final_sip_violation, s.scoring_passes, s.total_bytes_streamed,
+                s.seconds, fb.CreateVector(saved_points)),
+            schema::MslrCheckpointStateIdentifier());
+  return std::string(reinterpret_cast<const char*>(fb.GetBufferPointer()), fb.GetSize());
+}
+
+MslrState decode_mslr_state(const std::string& bytes, const std::string& file, std::vector<MslrSavedPoint>* points) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (bytes.size() < 8 || !schema::MslrCheckpointStateBufferHasIdentifier(data)) refuse_unknown_state(bytes, file);
+  flatbuffers::Verifier verifier(data, bytes.size());
+  if (!schema::VerifyMslrCheckpointStateBuffer(verifier))
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR state: FlatBuffer verification failed"));
+  const schema::MslrCheckpointState& c = *schema::GetMslrCheckpointState(data);
   MslrState s;
-  const uint64_t batches = r.scalar<uint64_t>();
-  for (uint64_t h = 0; h < batches; ++h) s.batches.push_back(r.vector<uint64_t>());
-  const uint64_t constraints = r.scalar<uint64_t>();
-  if (constraints > mslr::kMaxConstraints) r.fail("too many constraints");
-  for (uint64_t t = 0; t < constraints; ++t) s.constraints.push_back(r.vector<uint64_t>());
-  s.alpha = r.vector<double>();
-  s.beta = r.vector<double>();
-  s.weights = r.vector<double>();
-  s.last_objective = r.scalar<double>();
-  s.next_checkpoint = r.scalar<uint64_t>();
-  const uint64_t iterations = r.scalar<uint64_t>();
-  if (iterations > mslr::kMaxConstraints) r.fail("too many iterations");
-  for (uint64_t t = 0; t < iterations; ++t) s.iterations.push_back(read_iteration(r));
-  s.stop_reason = r.string();
-  s.final_sip_violation = r.scalar<double>();
-  s.scoring_passes = r.scalar<uint64_t>();
-  s.total_bytes_streamed = r.scalar<uint64_t>();
-  s.seconds = r.scalar<double>();
-  if (!r.at_end()) r.fail("trailing bytes");
+  s.batches = read_id_lists(c.batches());
+  s.constraints = read_id_lists(c.constraints());
+  if (s.constraints.size() > mslr::kMaxConstraints)
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR state: too many constraints"));
+  s.alpha = read_vector(c.alpha());
+  s.beta = read_vector(c.beta());
+  s.weights = read_vector(c.weights());
+  s.last_objective = c.last_objective();
+  s.next_checkpoint = c.next_checkpoint();
+  if (c.iterations())
+    for (const auto* it : *c.iterations()) s.iterations.push_back(read_iteration(*it));
+  s.stop_reason = c.stop_reason() ? c.stop_reason()->str() : "";
+  s.final_sip_violation = c.final_sip_violation();
+  s.scoring_passes = c.scoring_passes();
+  s.total_bytes_streamed = c.total_bytes_streamed();
+  s.seconds = c.seconds();
+  if (points && c.path_points())
+    for (const auto* p : *c.path_points()) {
+      if (p->iteration() < 1 || p->iteration() > s.iterations.size() || !p->model())
+        throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR path points: damaged"));
+      points->push_back({p->iteration(), p->seconds(),
+                         std::string(reinterpret_cast<const char*>(p->model()->data()), p->model()->size())});
+    }
   return s;
 }
 

@@ -125,11 +125,22 @@ struct MslrState {
   double seconds = 0;       // elapsed before the interruption
 };
 
-// A self-describing byte string (tag "MSLRSTATE1", then the fields); the
-// checkpoint file around it carries the checksum.
-std::string encode_mslr_state(const MslrState& state);
-// Throws Error(kCorruption) naming `file` if `bytes` is not a state of this format.
-MslrState decode_mslr_state(const std::string& bytes, const std::string& file);
+// A point of fgm path already taken, saved with the state: the iteration
+// that reached it, its elapsed time and its model file (io/model_file.h).
+struct MslrSavedPoint {
+  uint64_t iteration = 0;
+  double seconds = 0;
+  std::string model;
+};
+
+// A FlatBuffer (io/schema/mslr_checkpoint.fbs) for Checkpoint.solver_state;
+// the checkpoint file around it carries the checksum and the run identity.
+std::string encode_mslr_state(const MslrState& state, const std::vector<MslrSavedPoint>& points = {});
+// Throws Error(kCorruption) naming `file` if `bytes` is not a state of this
+// format (an earlier fgm's hand-rolled MSLR state is named as such).
+// `points`: if set, receives the saved path points.
+MslrState decode_mslr_state(const std::string& bytes, const std::string& file,
+                            std::vector<MslrSavedPoint>* points = nullptr);
 
 // A rank's share of a partitioned run's state (engine/distributed_mslr.h):
 // α and C − α of its own partitions' rows, saved by that rank next to the

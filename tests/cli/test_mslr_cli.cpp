@@ -11,10 +11,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <thread>
 
+#include "core/memory_budget.h"
+#include "engine/mslr_trainer.h"
+#include "engine/resume_checkpoint.h"
 #include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
 
@@ -272,6 +276,13 @@ std::string csv_without_seconds(const std::string& text) {
   return out;
 }
 
+// A real checkpoint of `fgm train solver=mslr` written by fgm before MSLR's
+// state moved into a FlatBuffer (its hand-rolled encode_mslr_state, tag
+// "MSLRSTATE1"), killed after its first iteration: synth --kind sparse --rows
+// 300 --test-rows 100 --features 200 --planted-linear 6 --planted-cross 0
+// --min-term-frequency 0.03 --nnz-per-row 15 --seed 3, mslr.r=3.
+const char* kHandRolledCheckpoint = FGM_SOURCE_DIR "/tests/cli/fixtures/mslr-hand-rolled-checkpoint.fgm";
+
 }  // namespace
 
 TEST_CASE("solver = mslr: a run killed after a completed iteration resumes to the uninterrupted model",
@@ -322,6 +333,37 @@ TEST_CASE("solver = mslr: a run killed after a completed iteration resumes to th
             without_timings(slurp(dir.file("whole-path/path.json"))));
       CHECK(std::filesystem::exists(dir.file("cut-path/report.html")));
     }
+  }
+  SECTION("a checkpoint in the hand-rolled MSLR format of an earlier fgm is refused, naming the file and --restart") {
+    const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";
+    REQUIRE(kill_after_checkpoints(dir, words(train + "output.dir=cut"), checkpoint, 1));
+    // This run's checkpoint (identity, checksummed frame) holding the old file's state as that fgm wrote it.
+    fgm::MemoryBudget budget(uint64_t{1} << 30);
+    const fgm::ResumeCheckpoint saved = fgm::read_checkpoint(checkpoint.string(), budget);
+    const fgm::ResumeCheckpoint old = fgm::read_checkpoint(kHandRolledCheckpoint, budget);
+    REQUIRE(old.solver);
+    REQUIRE(old.solver->bytes.find("MSLRSTATE1") == 8);
+    const fgm::SolverState old_state = *old.solver;
+    fgm::write_checkpoint(checkpoint.string(), saved.identity, nullptr, nullptr, budget, &old_state);
+    const RunResult r = run(dir, train + "output.dir=cut");
+    INFO(r.err);
+    CHECK(r.code == 5);
+    CHECK(contains(r.err, "cut/checkpoint.fgm"));
+    CHECK(contains(r.err, "hand-rolled format of an earlier fgm"));
+    CHECK(contains(r.err, "--restart"));
+    CHECK_FALSE(std::filesystem::exists(dir.path / "cut" / "model.fgm"));
+    // The old file itself, and fgm path's old framing (the state behind its length, then the points).
+    CHECK_THROWS_WITH(fgm::decode_mslr_state(old.solver->bytes, kHandRolledCheckpoint),
+                      Catch::Contains(kHandRolledCheckpoint) && Catch::Contains("hand-rolled format"));
+    std::string framed(8, '\0');
+    const uint64_t length = old_state.bytes.size();
+    std::memcpy(framed.data(), &length, 8);
+    CHECK_THROWS_WITH(fgm::decode_mslr_state(framed + old_state.bytes, "p.fgm"),
+                      Catch::Contains("p.fgm") && Catch::Contains("hand-rolled format of an earlier fgm"));
+    const RunResult restarted = run(dir, train + "output.dir=cut --restart");
+    INFO(restarted.err);
+    REQUIRE(restarted.code == 0);
+    CHECK(model_without_time(dir.file("cut/model.fgm")) == model_without_time(dir.file("whole/model.fgm")));
   }
   SECTION("another mslr setting: the checkpoint is refused naming the key") {
     const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";

@@ -220,6 +220,7 @@ TEST_CASE("MSLR resumed from the state after any iteration, through a checkpoint
     CHECK_FALSE(read.train);
     const MslrState state = decode_mslr_state(read.solver->bytes, file);
     CHECK(state.iterations.size() == k + 1);
+    CHECK(encode_mslr_state(state) == states[k]);  // every field read back as written
     MslrSettings resumed_settings = settings;
     resumed_settings.resume = &state;
     const MslrOutcome resumed = train_mslr(*store, resumed_settings, budget);
@@ -234,7 +235,25 @@ TEST_CASE("MSLR resumed from the state after any iteration, through a checkpoint
   // A damaged state is an error naming the file, not a different run.
   std::string cut = states[0].substr(0, states[0].size() / 2);
   CHECK_THROWS_WITH(decode_mslr_state(cut, file), Catch::Contains(file) && Catch::Contains("MSLR state"));
-  CHECK_THROWS_WITH(decode_mslr_state(states[0] + "x", file), Catch::Contains("trailing bytes"));
+  std::string foreign = states[0];
+  foreign[4] = 'X';  // the file identifier "FGMS"
+  CHECK_THROWS_WITH(decode_mslr_state(foreign, file), Catch::Contains(file) && Catch::Contains("unknown format"));
+  // fgm path's points travel in the same FlatBuffer, read back as written.
+  const std::vector<MslrSavedPoint> points{{1, 0.25, "model one"}, {3, 1.5, std::string("m\0two", 5)}};
+  std::vector<MslrSavedPoint> read_points;
+  const MslrState with_points = decode_mslr_state(encode_mslr_state(decode_mslr_state(states.back(), file), points), file,
+                                                  &read_points);
+  REQUIRE(read_points.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    CHECK(read_points[k].iteration == points[k].iteration);
+    CHECK(read_points[k].seconds == points[k].seconds);
+    CHECK(read_points[k].model == points[k].model);
+  }
+  CHECK(with_points.iterations.size() == states.size());
+  // A point of an iteration the state has not reached is damage.
+  CHECK_THROWS_WITH(decode_mslr_state(encode_mslr_state(with_points, {{states.size() + 1, 0, "m"}}), file,
+                                      &read_points),
+                    Catch::Contains("MSLR path points: damaged"));
 }
 
 // The two subproblem solvers (primal proximal Newton, the default; the
