@@ -332,12 +332,14 @@ std::string outer_stop_rule(uint64_t max_features, const std::vector<uint64_t>& 
 // once. Scores do not depend on how the columns are cut into blocks.
 uint64_t scoring_block_bytes(uint64_t block_bytes, const MemoryBudget& budget, uint64_t n_rows, bool resident) {
   uint64_t target = std::min(block_bytes, budget.limit() / 16);
-  // Units of ~16 bytes per row: a tiled pass reuses each dual-slice line for
-  // several nonzeros only when a unit holds about one nonzero per row or more
-  // (a tall store in 4 MB units touches each line ~once per unit, and the
-  // tile walk is then slower than a plain gather). A streamed unit is read
-  // into one buffer per thread, at most a 32nd of the budget.
-  target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / (resident ? 16 : 32)));
+  // Resident units of ~16 bytes per row: a tiled pass reuses each dual-slice
+  // line for several nonzeros only when a unit holds about one nonzero per
+  // row or more (a tall store in 4 MB units touches each line ~once per
+  // unit, and the tile walk is then slower than a plain gather). A streamed
+  // unit stays at engine.block_bytes: merging stored blocks beyond it costs
+  // a copy of every byte, which on the kddb shape took more CPU (~20 %)
+  // than the reuse saved.
+  if (resident) target = std::max(target, std::min<uint64_t>(16 * n_rows, budget.limit() / 16));
   return std::max<uint64_t>(64 << 10, target);
 }
 

@@ -14,6 +14,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
@@ -73,6 +74,26 @@ std::vector<uint8_t> read_preamble_and_header(FileReader& in, const char* magic,
   return buffer;
 }
 
+// What the kernel says of a file: any write, truncation, rename over it or
+// metadata change gives another value (ctime cannot be set by a user).
+struct FileIdentity {
+  uint64_t device = 0, inode = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FileIdentity& o) const {
+    return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns &&
+           ctime_ns == o.ctime_ns;
+  }
+};
+
+FileIdentity identity_of(const struct stat& st) {
+  auto ns = [](const timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; };
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+std::atomic<double> recent_write_seconds{2.0};
+std::atomic<uint64_t> bytes_rehashed{0};
+
 struct Shard {
   std::string path;
   uint64_t first_column = 0, end_column = 0, column_count = 0, nnz = 0, block_count = 0;
@@ -83,6 +104,11 @@ struct Shard {
   std::vector<uint64_t> pieces;            // piece checksums, verified at open
   std::vector<store::BlockEntry> blocks;   // the block table, verified at open
   int fd = -1;  // open since verification (-1: opened per read, too many shards)
+  // The file as verified at open; reads re-hash their pieces only when the
+  // file they read no longer matches it (or when it was written too recently
+  // for its ctime to tell a later write apart).
+  FileIdentity verified_as;
+  bool identity_trusted = false;
 };
 
 // A file descriptor for reading a shard: the one kept since open, or one
@@ -346,6 +372,7 @@ class PreadShardStore final : public ShardStore {
   void read_label_blocks(const std::string& path, const schema::Manifest& m, FileReader& in,
                          Xxh64& whole, uint64_t header_end);
   void verify(const std::string& manifest_path, Shard& shard);
+  void check_contents(const std::string& manifest_path, Shard& shard);
   void load_block_table(Shard& shard);
 
   StoreInfo info_;
@@ -581,6 +608,24 @@ void PreadShardStore::read_label_blocks(const std::string& path, const schema::M
 // bounds (col_ptr monotone and ending at nnz, row ids below n).
 void PreadShardStore::verify(const std::string& manifest_path, Shard& shard) {
   const std::string& path = shard.path;
+  struct stat before {};
+  const bool stat_before = ::stat(path.c_str(), &before) == 0;
+  check_contents(manifest_path, shard);
+  // Reads may skip re-hashing only if nothing wrote the file during the hash
+  // and its last write is old enough for a later one to get another ctime
+  // (the kernel stamps files with a clock of a few milliseconds' grain).
+  struct stat after {};
+  if (!stat_before || ::stat(path.c_str(), &after) != 0) return;
+  timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const double age = static_cast<double>(now.tv_sec - after.st_ctim.tv_sec) +
+                     1e-9 * static_cast<double>(now.tv_nsec - after.st_ctim.tv_nsec);
+  shard.verified_as = identity_of(after);
+  shard.identity_trusted = identity_of(before) == shard.verified_as && age >= recent_write_seconds.load();
+}
+
+void PreadShardStore::check_contents(const std::string& manifest_path, Shard& shard) {
+  const std::string& path = shard.path;
   FileReader in(path, budget_, verify_buffer_, "store verification", ErrorKind::kCorruption);
   auto buffer = read_preamble_and_header(in, store::kShardMagic, "store shard",
                                          store::kMaxShardHeaderBytes, shard.file_bytes, nullptr);
@@ -723,9 +768,16 @@ int PreadShardStore::open_shard(const Shard& sh, Fd& fd) const {
 }
 
 // Reads the raw-block extent `e` (whole pieces) into dst and checks every
-// piece against the table verified at open.
+// piece against the table verified at open, unless the file read is still
+// the one verified (same identity, see Shard::verified_as): re-hashing
+// unchanged bytes at every pass cost a tenth of a kddb-shaped pass.
 void PreadShardStore::read_pieces(const Shard& sh, int fd, const PieceExtent& e,
                                   uint8_t* dst) const {
+  bool rehash = true;
+  if (sh.identity_trusted) {
+    struct stat st {};
+    rehash = ::fstat(fd, &st) != 0 || !(identity_of(st) == sh.verified_as);
+  }
   uint64_t done = 0;
   while (done < e.bytes()) {
     ssize_t r = ::pread(fd, dst + done, e.bytes() - done,
@@ -742,6 +794,8 @@ void PreadShardStore::read_pieces(const Shard& sh, int fd, const PieceExtent& e,
     }
     done += static_cast<uint64_t>(r);
   }
+  if (!rehash) return;
+  bytes_rehashed.fetch_add(e.bytes(), std::memory_order_relaxed);
   const uint64_t p = sh.layout.piece_bytes;
   for (uint64_t at = e.begin; at < e.end; at += p) {
     uint64_t n = std::min(p, e.end - at);
@@ -1053,5 +1107,8 @@ std::unique_ptr<ShardStore> ShardStore::open(const std::string& dir, MemoryBudge
   store->load();
   return store;
 }
+
+void set_recent_write_seconds(double seconds) { recent_write_seconds.store(seconds); }
+uint64_t store_bytes_rehashed() { return bytes_rehashed.load(); }
 
 }  // namespace fgm

@@ -43,7 +43,12 @@
 // trusts the files: shards are read with pread() into caller-owned buffers
 // (never mmap, so a truncated file is a short read, not SIGBUS), every piece
 // a read touches is checked against the piece table kept in memory since
-// open, and every array of a block is bounds-checked before use (cell
+// open whenever the file no longer has the identity it had when verified
+// (device, inode, size, mtime, ctime: any write changes ctime, which no user
+// can set back; a file written within recent_write_seconds of its
+// verification is re-hashed at every read, since the kernel's coarse clock
+// may stamp a later write alike), and every array of a block is bounds-
+// checked before use, at every read (cell
 // columns, cell pointers, tile directory, row ids inside their tile and
 // increasing inside a cell, column ids increasing inside the block's range).
 // A store changed, shrunk or overwritten under a running engine therefore
@@ -157,6 +162,12 @@ class BlockBuffer {
   std::unique_ptr<float[]> values_room_;
   uint64_t values_capacity_ = 0;
 };
+
+// Files written less than this many seconds before their verification are
+// re-hashed at every read (default 2; tests lower it to reach the other path).
+void set_recent_write_seconds(double seconds);
+// Raw-block bytes re-hashed by reads since the process started.
+uint64_t store_bytes_rehashed();
 
 class ShardStore {
  public:

@@ -7,7 +7,7 @@ packages=(
   libboost-iostreams-dev zlib1g-dev libbz2-dev liblzma-dev
   libtbb-dev libflatbuffers-dev flatbuffers-compiler
   catch2 libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev libeigen3-dev
-  liblinear-tools libsvm-dev xz-utils bzip2 gzip python3 python3-matplotlib
+  liblinear-tools liblinear-dev libsvm-dev xz-utils bzip2 gzip python3 python3-matplotlib
   python3-liblinear python3-numpy python3-scipy python3-pil
   python3-dev python3-pybind11 pybind11-dev python3-sklearn python3-xgboost python3-pandas python3-pytest
   python3-venv python3-setuptools python3-wheel

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -646,10 +647,23 @@ TEST_CASE("ingest refuses to overwrite what is not a store", "[io][store]") {
   CHECK(!temp_dirs_left(dir / "empty"));
 }
 
+// Sets how old a file must be for reads to trust its identity, for one test.
+struct RecentWriteWindow {
+  explicit RecentWriteWindow(double seconds) { set_recent_write_seconds(seconds); }
+  ~RecentWriteWindow() { set_recent_write_seconds(2.0); }
+};
+
 TEST_CASE("reads after open are verified: a shard changed under an open store", "[io][store]") {
+  // Both read paths: a store just written (every read re-hashes its pieces)
+  // and one written before the window (reads re-hash only a changed file).
+  const bool settled = GENERATE(false, true);
+  INFO("store older than the recent-write window: " << settled);
+  RecentWriteWindow window(settled ? 0.05 : 2.0);
   SmallStore s(7, 64 << 10);
+  if (settled) std::this_thread::sleep_for(std::chrono::milliseconds(120));
   MemoryBudget budget(64 << 20);
   auto store = ShardStore::open(s.store, budget);
+  const uint64_t rehashed_at_open = store_bytes_rehashed();
   auto blocks = store->plan_blocks(8 << 10);
   REQUIRE(blocks.size() > 4);
   const std::string shard = store->dir() + "/" + shard_files(s.store)[0];
@@ -676,6 +690,8 @@ TEST_CASE("reads after open are verified: a shard changed under an open store", 
   };
   for (const auto& b : blocks)
     if (b.shard == 0) block_matches_text(b);
+  // The unchanged file is hashed again only while its last write is recent.
+  CHECK((store_bytes_rehashed() == rehashed_at_open) == settled);
 
   auto expect_changed = [&](auto&& read) {
     Error e = expect_error(read);
@@ -739,6 +755,39 @@ TEST_CASE("reads after open are verified: a shard changed under an open store", 
       if (b.shard == 0) {
         try {
           store->read_block(b, buffer);
+        } catch (const Error& e) {
+          CHECK(e.kind() == ErrorKind::kCorruption);
+          CHECK(contains(e.what(), shard));
+          refused = true;
+        }
+      }
+    CHECK(refused);
+  }
+  SECTION("one stored number changed and the mtime set back: still refused") {
+    struct stat st {};
+    REQUIRE(::stat(shard.c_str(), &st) == 0);
+    const timespec times[2] = {st.st_atim, st.st_mtim};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a later ctime tick
+    // The first nonzero's value of shard 0's first nonempty block, changed in place.
+    const BlockRef* target = nullptr;
+    for (const auto& b : blocks)
+      if (!target && b.shard == 0 && b.nnz > 0) target = &b;
+    REQUIRE(target != nullptr);
+    const float old_value = store->read_block(*target, buffer).values[0];
+    std::string bytes = read_bytes(shard);
+    const size_t at = bytes.find(std::string(reinterpret_cast<const char*>(&old_value), 4));
+    REQUIRE(at != std::string::npos);
+    const float new_value = old_value + 1;
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(reinterpret_cast<const char*>(&new_value), 4);
+    f.close();
+    REQUIRE(::utimensat(AT_FDCWD, shard.c_str(), times, 0) == 0);
+    bool refused = false;
+    for (const auto& b : blocks)
+      if (b.shard == 0) {
+        try {
+          block_matches_text(b);
         } catch (const Error& e) {
           CHECK(e.kind() == ErrorKind::kCorruption);
           CHECK(contains(e.what(), shard));
