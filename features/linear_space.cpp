@@ -7,8 +7,10 @@
 // block.
 #include "features/linear_space.h"
 
+#include <chrono>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "features/block_scores.h"
 #include "features/column_pruning.h"
@@ -280,7 +282,9 @@ std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
   std::vector<SpaceScores> out(K);
   for (size_t r = 0; r < K; ++r) {
     out[r].pass = pass;
+    const auto search_start = std::chrono::steady_clock::now();
     out[r].top = spaces[r]->top_groups(listed_c.data() + r, K, singles[r], ctx.budget, &out[r].top_memory);
+    out[r].pass.seconds += seconds_since(search_start);  // the group search is part of the analysis' time
     out[r].candidates_scored = spaces[r]->last_evaluated_;
   }
   return out;
