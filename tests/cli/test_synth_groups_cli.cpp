@@ -178,3 +178,45 @@ TEST_CASE("features.tree_pruning: pruned and exhaustive tree searches train the 
     REQUIRE(scored_total[0] < scored_total[1]);
   }
 }
+
+TEST_CASE("features.tree_pruning is refused, naming the key, where no tree search reads it",
+          "[cli][groups][tree][pruning]") {
+  TempDir dir("fgm-cli-tree-pruning-refused");
+  dir.write("t.svm", "+1 1:1 2:1\n-1 2:1 3:1\n+1 1:1 3:0.5\n-1 3:1 4:1\n+1 4:2\n-1 1:1\n");
+  dir.write("tree.txt", "1 2 3 4\n1 2\n");
+  REQUIRE(run(dir, "ingest t.svm --out parts --partitions 2").code == 0);
+  const std::string tree = " features.groups=tree.txt features.group_structure=tree features.tree_pruning=false";
+  struct Case {
+    std::string args, why;
+  };
+  for (const Case& c : {
+           Case{"train data.train=parts output.dir=run" + tree, "partitioned store's run scores every group"},
+           Case{"train data.train=t.svm output.dir=run solver=exclusive" + tree,
+                "tree-group search of solver = \"fgm\""},
+           Case{"path data.train=t.svm output.dir=run 'path.features=[1]' features.tree_pruning=true",
+                "features.group_structure = \"tree\" only"},
+       }) {
+    RunResult r = run(dir, c.args);
+    CAPTURE(c.args, r.err);
+    REQUIRE(r.code == 2);
+    REQUIRE(contains(r.err, "key 'features.tree_pruning' would be ignored"));
+    REQUIRE(contains(r.err, c.why));
+    REQUIRE_FALSE(fs::exists(dir.file("run")));
+  }
+  // fgm path reads it too: the same path either way.
+  for (const std::string pruning : {"true", "false"}) {
+    RunResult r = run(dir, "path data.train=t.svm 'path.features=[1,2]' fgm.B=1 engine.progress=off output.dir=p-" +
+                               pruning + tree.substr(0, tree.rfind('=') + 1) + pruning);
+    CAPTURE(r.err);
+    REQUIRE(r.code == 0);
+  }
+  auto objectives = [&](const std::string& out) {
+    std::vector<double> values;
+    const JsonValue path = parse_json(slurp(dir.file(out + "/path.json")), "path.json");
+    for (const JsonValue& run : path.find("runs")->items())
+      for (const JsonValue& v : run.find("iterations")->find("objective")->items()) values.push_back(v.number());
+    return values;
+  };
+  REQUIRE_FALSE(objectives("p-true").empty());
+  REQUIRE(objectives("p-true") == objectives("p-false"));
+}
