@@ -111,11 +111,15 @@ Command add_synth(CLI::App& app) {
       ->check(CLI::Range(1, 17))
       ->capture_default_str();
   // groups only
-  const std::vector<std::string> groups_only = {"--features-per-group", "--relevant-groups"};
+  const std::vector<std::string> groups_only = {"--features-per-group", "--relevant-groups", "--group-overlap"};
   sub->add_option("--features-per-group", o->features_per_group,
                   "groups: features per group (consecutive ids; the last group takes the remainder)")
       ->capture_default_str();
   sub->add_option("--relevant-groups", o->relevant_groups, "groups: planted relevant groups")
+      ->capture_default_str();
+  sub->add_option("--group-overlap", o->group_overlap,
+                  "groups: features each group shares with the next (sliding windows; train with "
+                  "features.group_structure = overlapping)")
       ->capture_default_str();
   // sparse only
   const std::vector<std::string> sparse_only = {
@@ -176,9 +180,10 @@ Command add_synth(CLI::App& app) {
               GroupedTruth t = write_grouped_synthetic(args->out, *o);
               fmt::print("wrote {0}/train.svm ({1} rows), {0}/test.svm ({2} rows), {0}/truth.txt "
                          "({3} planted features), {0}/groups.txt, {0}/planted_groups.txt ({4} "
-                         "planted groups of {5} features each, {6} features)\n",
+                         "planted groups of {5} features each, {6} features{7})\n",
                          args->out, o->rows, o->test_rows, t.features.ids.size(), t.groups.size(),
-                         o->features_per_group, o->features);
+                         o->features_per_group, o->features,
+                         o->group_overlap ? fmt::format(", neighbours sharing {}", o->group_overlap) : "");
               return 0;
             }
             if (args->kind == "gaussian") {

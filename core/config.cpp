@@ -208,6 +208,10 @@ std::vector<ParamSpec> build_specs() {
                    "structure of the groups in features.groups: disjoint, overlapping "
                    "(augmented copies) or tree (nested groups, searched with Remark 2 pruning)"),
               {"disjoint", "overlapping", "tree"}),
+      spec("features.tree_pruning", T::kBool, "true",
+           "group_structure = tree: skip a subtree whose root scores below the current B-th best "
+           "(Remark 2; exact, the selection is the same); false scores every group each pass, "
+           "to measure what the pruning saves. Single-store FGM runs only"),
       choices(spec("features.kind", T::kEnum, "\"linear\"",
                    "feature space to select from: base features, or generated on the fly "
                    "(poly2: degree-2 polynomial map of Section 6.2; hik, additive: kernel "

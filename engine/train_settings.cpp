@@ -23,6 +23,20 @@ void reject_if_set(const Config& c, const std::string& key, const std::string& w
   if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
 }
 
+// features.tree_pruning switches the tree search of FGM's GroupSpace; no
+// other search reads it.
+void reject_misplaced_tree_pruning(const Config& c) {
+  const std::string key = "features.tree_pruning";
+  if (!c.set_by_user(key)) return;
+  if (c.get_string("solver") != "fgm")
+    reject_if_set(c, key, "it switches the tree-group search of solver = \"fgm\"");
+  if (!c.set_by_user("features.groups") || c.get_string("features.group_structure") != "tree")
+    reject_if_set(c, key, "it applies to features.group_structure = \"tree\" only");
+  const std::string train = c.get_string("data.train");
+  if (!train.empty() && is_partitioned_store(train))
+    reject_if_set(c, key, "a partitioned store's run scores every group (it has no Remark 2 pruning)");
+}
+
 }  // namespace
 
 void reject_ignored_keys(const Config& c, ConfigCommand command) {
@@ -69,6 +83,7 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
   if (!c.set_by_user("features.groups"))
     reject_if_set(c, "features.group_structure",
                   "it describes the groups of features.groups, which is not set");
+  reject_misplaced_tree_pruning(c);
   const std::pair<const char*, const char*> kind_keys[] = {
       {"features.gamma", "poly2"},    {"features.coef0", "poly2"},
       {"features.levels", "hik"},     {"features.order", "additive"},
@@ -197,6 +212,7 @@ TrainSettings train_settings_from_config(const Config& c) {
   s.space.kind = c.get_string("features.kind");
   s.space.groups_path = c.get_string("features.groups");
   s.space.group_structure = c.get_string("features.group_structure");
+  s.space.tree_pruning = c.get_bool("features.tree_pruning");
   s.space.gamma = c.get_float("features.gamma");
   s.space.coef0 = c.get_float("features.coef0");
   s.space.levels = static_cast<uint32_t>(c.get_int("features.levels"));

@@ -13,7 +13,8 @@ std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& set
   if (settings.kind == "linear") {
     if (!settings.groups_path.empty())
       return std::make_unique<GroupSpace>(store, settings.groups_path,
-                                          parse_group_structure(settings.group_structure), budget);
+                                          parse_group_structure(settings.group_structure), budget,
+                                          settings.tree_pruning);
     return std::make_unique<LinearSpace>(store, budget);
   }
   if (settings.kind == "poly2") return std::make_unique<Poly2Space>(store, settings, budget);

@@ -66,6 +66,7 @@ struct FeatureSpaceSettings {
   std::string kind = "linear";          // linear | poly2 | hik | additive
   std::string groups_path;              // group file (kind linear)
   std::string group_structure = "disjoint";  // disjoint | overlapping | tree
+  bool tree_pruning = true;             // tree groups: Remark 2 pruning (false: score every group)
   int index_base = 1;
   double gamma = 1.0, coef0 = 1.0;      // poly2: (γ x'z + r)²
   uint32_t levels = 100;                // hik

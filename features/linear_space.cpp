@@ -7,8 +7,10 @@
 // block.
 #include "features/linear_space.h"
 
+#include <chrono>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "features/block_scores.h"
 #include "features/column_pruning.h"
@@ -160,9 +162,10 @@ void LinearSpace::release_column_scratch() {
 void LinearSpace::describe(Model& model) const { model.feature_kind = "linear"; }
 
 GroupSpace::GroupSpace(const ShardStore& store, const std::string& groups_path, GroupStructure structure,
-                       MemoryBudget& budget)
+                       MemoryBudget& budget, bool tree_pruning)
     : groups_(read_feature_groups(groups_path, store.info().n_features, store.info().index_base, budget,
                                   structure)),
+      tree_pruning_(tree_pruning),
       selected_(&budget) {}
 
 SpaceScores GroupSpace::score(const ScoringContext& ctx) {
@@ -188,7 +191,7 @@ std::vector<ScoredCandidate> GroupSpace::top_groups(const double* listed_c, size
   };
   TopBCache top(singles.capacity(), budget);
   uint64_t evaluated = 0;
-  if (groups_.structure != GroupStructure::kTree) {
+  if (groups_.structure != GroupStructure::kTree || !tree_pruning_) {
     for (uint64_t g = 0; g < groups_.listed_groups; ++g) {
       double s = group_score(g);
       ++evaluated;
@@ -197,6 +200,9 @@ std::vector<ScoredCandidate> GroupSpace::top_groups(const double* listed_c, size
   } else {
     // Remark 2: s_child ≤ s_parent, so a subtree whose root scores strictly
     // below the B-th best cannot contribute (ties may still win on the id).
+    // It holds in floating point too: a child's sum adds a subset of its
+    // parent's nonnegative terms in the same (feature) order, and rounded
+    // addition is monotone, so the pruned top-B is the exhaustive one.
     std::vector<uint64_t> stack(groups_.roots.rbegin(), groups_.roots.rend());
     while (!stack.empty()) {
       uint64_t g = stack.back();
@@ -276,7 +282,9 @@ std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
   std::vector<SpaceScores> out(K);
   for (size_t r = 0; r < K; ++r) {
     out[r].pass = pass;
+    const auto search_start = std::chrono::steady_clock::now();
     out[r].top = spaces[r]->top_groups(listed_c.data() + r, K, singles[r], ctx.budget, &out[r].top_memory);
+    out[r].pass.seconds += seconds_since(search_start);  // the group search is part of the analysis' time
     out[r].candidates_scored = spaces[r]->last_evaluated_;
   }
   return out;

@@ -31,8 +31,10 @@ class LinearSpace : public FeatureSpace {
 
 class GroupSpace : public FeatureSpace {
  public:
+  // tree_pruning: search tree groups with Remark 2's pruning (false: score
+  // every group, as disjoint and overlapping groups are; same result).
   GroupSpace(const ShardStore& store, const std::string& groups_path, GroupStructure structure,
-             MemoryBudget& budget);
+             MemoryBudget& budget, bool tree_pruning = true);
   std::string kind() const override { return "group"; }
   double dimension() const override { return static_cast<double>(groups_.n_groups); }
   SpaceScores score(const ScoringContext& context) override;
@@ -51,6 +53,7 @@ class GroupSpace : public FeatureSpace {
                                           MemoryBudget* budget, Reservation* top_memory);
 
   FeatureGroups groups_;
+  bool tree_pruning_;
   uint64_t last_evaluated_ = 0;
   CandidateSet selected_;
   std::vector<uint32_t> rows_;

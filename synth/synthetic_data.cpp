@@ -124,20 +124,32 @@ PlantedTruth write_gaussian_synthetic(const std::string& dir, const SynthOptions
 GroupedTruth write_grouped_synthetic(const std::string& dir, const SynthOptions& o) {
   if (o.features_per_group == 0)
     throw Error(ErrorKind::kConfig, "synth: --features-per-group must be at least 1");
-  const uint64_t n_groups = (o.features + o.features_per_group - 1) / o.features_per_group;
+  if (o.group_overlap >= o.features_per_group)
+    throw Error(ErrorKind::kConfig,
+                fmt::format("synth: --group-overlap {} must be below --features-per-group {}", o.group_overlap,
+                            o.features_per_group));
+  // Windows of features_per_group starting every `stride` features, until one reaches the last feature.
+  const uint64_t stride = o.features_per_group - o.group_overlap;
+  const uint64_t n_groups =
+      o.features <= o.features_per_group ? 1 : (o.features - o.features_per_group + stride - 1) / stride + 1;
+  auto group_begin = [&](uint64_t g) { return g * stride; };
+  auto group_end = [&](uint64_t g) { return std::min(o.features, g * stride + o.features_per_group); };
   if (o.relevant_groups > n_groups)
     throw Error(ErrorKind::kConfig,
                 fmt::format("synth: --relevant-groups {} exceeds the {} groups of --features {} / "
-                            "--features-per-group {}",
-                            o.relevant_groups, n_groups, o.features, o.features_per_group));
+                            "--features-per-group {}{}",
+                            o.relevant_groups, n_groups, o.features, o.features_per_group,
+                            o.group_overlap ? fmt::format(" / --group-overlap {}", o.group_overlap) : ""));
   std::filesystem::create_directories(dir);
   std::mt19937_64 rng(o.seed);
   GroupedTruth truth;
   truth.groups = draw_subset(n_groups, o.relevant_groups, rng);
+  // The planted features in increasing order (the groups' union), one weight each.
   std::normal_distribution<double> normal(0.0, 1.0);
   for (uint64_t g : truth.groups) {
-    const uint64_t end = std::min(o.features, (g + 1) * o.features_per_group);
-    for (uint64_t j = g * o.features_per_group; j < end; ++j) {
+    const uint64_t from = truth.features.ids.empty() ? group_begin(g)
+                                                     : std::max(group_begin(g), truth.features.ids.back() + 1);
+    for (uint64_t j = from; j < group_end(g); ++j) {
       truth.features.ids.push_back(j);
       truth.features.weights.push_back(normal(rng));
     }
@@ -145,9 +157,8 @@ GroupedTruth write_grouped_synthetic(const std::string& dir, const SynthOptions&
   write_splits_and_truth(dir, o, truth.features, rng);
   std::string groups, planted;
   for (uint64_t g = 0; g < n_groups; ++g) {
-    const uint64_t end = std::min(o.features, (g + 1) * o.features_per_group);
-    for (uint64_t j = g * o.features_per_group; j < end; ++j)
-      fmt::format_to(std::back_inserter(groups), "{}{}", j == g * o.features_per_group ? "" : " ", j + 1);
+    for (uint64_t j = group_begin(g); j < group_end(g); ++j)
+      fmt::format_to(std::back_inserter(groups), "{}{}", j == group_begin(g) ? "" : " ", j + 1);
     groups += '\n';
   }
   for (uint64_t g : truth.groups) planted += fmt::format("{}\n", g + 1);

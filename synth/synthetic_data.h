@@ -22,6 +22,7 @@ struct SynthOptions {
   // Grouped generator only (write_grouped_synthetic).
   uint64_t features_per_group = 10;
   uint64_t relevant_groups = 100;
+  uint64_t group_overlap = 0;  // features each group shares with the next (< features_per_group)
 };
 
 struct PlantedTruth {
@@ -41,7 +42,11 @@ PlantedTruth write_gaussian_synthetic(const std::string& dir, const SynthOptions
 // y = sign(Xw), the features split into consecutive groups of
 // `features_per_group` (the last group takes the remainder), and
 // `relevant_groups` groups drawn uniformly whose features get i.i.d. N(0,1)
-// weights (`relevant` is unused). Writes train.svm, test.svm, truth.txt (every
+// weights (`relevant` is unused). With `group_overlap` = k > 0 the groups are
+// sliding windows: group g starts at g·(features_per_group − k), so
+// neighbours share k features (features.group_structure = overlapping); a
+// feature of two planted groups gets one weight, and the last window ends at
+// the last feature. Writes train.svm, test.svm, truth.txt (every
 // planted feature, as above), groups.txt (line g lists the 1-based ids of
 // group g: the file features.groups reads) and planted_groups.txt (the planted
 // groups' 1-based line numbers in groups.txt, increasing).

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 
 #include "core/error.h"
@@ -23,8 +24,16 @@ struct Fixture {
   std::unique_ptr<ShardStore> store;
   std::vector<double> a;  // α∘y
 
-  Fixture(uint64_t rows, uint64_t features, double density, uint64_t seed) {
-    std::string text = test::random_libsvm(rows, features, density, seed);
+  Fixture(uint64_t rows, uint64_t features, double density, uint64_t seed)
+      : Fixture(test::random_libsvm(rows, features, density, seed), features) {
+    std::mt19937_64 rng(seed + 1);
+    std::uniform_real_distribution<double> unif(0.0, 2.0);
+    const int8_t* y = store->labels();
+    for (uint64_t i = 0; i < rows; ++i) a.push_back(unif(rng) * y[i]);
+  }
+
+  // The store of `text`; `a` is left for the caller.
+  Fixture(const std::string& text, uint64_t features) {
     std::string path = dir.write("train.svm", text);
     data = test::parse_libsvm_simple(path);
     IngestOptions o;
@@ -34,10 +43,6 @@ struct Fixture {
     o.tile_rows = 64;                 // many tiles
     ingest_libsvm(path, dir.file("store"), o, budget);
     store = ShardStore::open(dir.file("store"), budget);
-    std::mt19937_64 rng(seed + 1);
-    std::uniform_real_distribution<double> unif(0.0, 2.0);
-    const int8_t* y = store->labels();
-    for (uint64_t i = 0; i < rows; ++i) a.push_back(unif(rng) * y[i]);
   }
 
   // Oracle: c = Xᵀa from the independent in-memory parse.
@@ -259,6 +264,139 @@ TEST_CASE("tree-structured groups: pruned search equals the exhaustive one", "[f
     // Remark 2 pruning evaluated fewer groups than the tree has... unless B is large.
     CAPTURE(B, r.candidates_scored);
     if (B == 1) REQUIRE(r.candidates_scored < tree.n_groups);
+  }
+}
+
+namespace {
+
+// Binary text: each row has features drawn with probability `density`, value
+// 1; only features 1, 5, 9, ... occur (c_j = 0 elsewhere: nested groups tie).
+std::string binary_libsvm(uint64_t rows, uint64_t features, double density, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  std::string text;
+  for (uint64_t i = 0; i < rows; ++i) {
+    text += unif(rng) < 0.5 ? "+1" : "-1";
+    for (uint64_t j = 1; j <= features; ++j)
+      if (unif(rng) < density && j % 4 == 1) text += " " + std::to_string(j) + ":1";
+    text += "\n";
+  }
+  return text;
+}
+
+// Groups of [lo, hi) (1-based ids) split in `arity` near-equal parts down to
+// single features; every part of two or more features is a line.
+void nested_groups(uint64_t lo, uint64_t hi, uint64_t arity, std::string& text) {
+  if (hi - lo < 2) return;
+  for (uint64_t j = lo; j < hi; ++j) text += std::to_string(j) + " ";
+  text += "\n";
+  const uint64_t parts = std::min(arity, hi - lo);
+  for (uint64_t p = 0; p < parts; ++p)
+    nested_groups(lo + (hi - lo) * p / parts, lo + (hi - lo) * (p + 1) / parts, arity, text);
+}
+
+}  // namespace
+
+TEST_CASE("tree groups: Remark 2 pruning is exact, on binary, integer-tied and Gaussian data",
+          "[features][groups][tree][pruning]") {
+  // Binary data with a = y (integer c_j, many exact ties in ‖c_G‖², some
+  // child equal to its parent), and Gaussian data with real a.
+  Fixture binary(binary_libsvm(400, 150, 0.05, 3), 150);
+  for (uint64_t i = 0; i < binary.store->info().n_rows; ++i) binary.a.push_back(binary.store->labels()[i]);
+  Fixture gaussian(400, 150, 0.05, 17);
+  // A binary tree over 1..100, a ternary one over 101..140; 141..150 are
+  // singletons. Parents first, and reversed: children first (a child that
+  // ties its parent then wins on its smaller id).
+  std::string text;
+  nested_groups(1, 101, 2, text);
+  nested_groups(101, 141, 3, text);
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(text.substr(at, end - at + 1));
+  const std::string reversed = std::accumulate(lines.rbegin(), lines.rend(), std::string());
+  for (auto [fx, tree_text] : {std::pair{&binary, text}, std::pair{&binary, reversed}, std::pair{&gaussian, text},
+                               std::pair{&gaussian, reversed}}) {
+    const std::string path = fx->dir.write("tree.txt", tree_text);
+    FeatureGroups tree = read_feature_groups(path, 150, 1, fx->budget, GroupStructure::kTree);
+    REQUIRE(tree.roots.size() == 2);
+    const uint64_t root = tree.roots[0], inner = tree.children[tree.child_ptr[root]];
+    const std::vector<double> c = fx->in_memory_c();
+    // Every B (the pruning threshold is the B-th best: each tie at the boundary is met).
+    for (uint64_t B = 1; B <= tree.n_groups + 1; ++B) {
+      for (int threads : {1, 2}) {
+        if (threads == 2 && B % 16 != 1) continue;
+        std::vector<SpaceScores> runs;
+        for (bool pruning : {true, false}) {
+          FeatureSpaceSettings fs;
+          fs.groups_path = path;
+          fs.group_structure = "tree";
+          fs.tree_pruning = pruning;
+          auto space = make_feature_space(fs, *fx->store, fx->budget);
+          // Selected groups (a root and an inner node) are skipped but their subtrees searched.
+          space->mark_selected(root);
+          space->mark_selected(inner);
+          runs.push_back(score_space(*fx, *space, B, threads));
+        }
+        const SpaceScores& pruned = runs[0];
+        const SpaceScores& exhaustive = runs[1];
+        CAPTURE(fx == &binary, B, threads, pruned.candidates_scored);
+        REQUIRE(exhaustive.candidates_scored == tree.n_groups);
+        REQUIRE(pruned.candidates_scored <= exhaustive.candidates_scored);
+        if (B <= 16) REQUIRE(pruned.candidates_scored < exhaustive.candidates_scored);
+        REQUIRE(pruned.top.size() == exhaustive.top.size());
+        for (size_t k = 0; k < pruned.top.size(); ++k) {
+          REQUIRE(pruned.top[k].id == exhaustive.top[k].id);
+          REQUIRE(pruned.top[k].score == exhaustive.top[k].score);  // the same bits
+        }
+        // Both against the in-memory brute force without the selected groups.
+        std::vector<ScoredCandidate> oracle = brute_force(tree, c, tree.n_groups);
+        oracle.erase(std::remove_if(oracle.begin(), oracle.end(),
+                                    [&](const ScoredCandidate& s) { return s.id == root || s.id == inner; }),
+                     oracle.end());
+        if (oracle.size() > B) oracle.resize(B);
+        REQUIRE(pruned.top.size() == oracle.size());
+        for (size_t k = 0; k < oracle.size(); ++k) {
+          REQUIRE(pruned.top[k].id == oracle[k].id);
+          if (fx == &binary) REQUIRE(pruned.top[k].score == oracle[k].score);  // integer sums: exact
+        }
+      }
+    }
+    if (fx == &binary) {
+      // The tie rule is exercised: some groups in the top share a score.
+      std::vector<ScoredCandidate> all = brute_force(tree, c, tree.n_groups);
+      bool tie = false;
+      for (size_t k = 1; k < std::min<size_t>(all.size(), 40); ++k) tie = tie || all[k].score == all[k - 1].score;
+      REQUIRE(tie);
+    }
+  }
+}
+
+TEST_CASE("tree groups: a child tying the B-th best is still searched (it wins on its smaller id)",
+          "[features][groups][tree][pruning]") {
+  // a = y gives c = (3, 0, 0, 0, 2, 0). Groups: D = {5,6} (id 0, s 4), R = {1,2}
+  // (id 1, s 9), W = {4,5,6} ⊃ D (id 2, s 4). With B = 2 the search meets R, then
+  // W (the B-th best), then D: D ties W and ranks before it, so a search that
+  // pruned on s ≤ B-th best would keep W.
+  Fixture fx("+1 1:1\n+1 1:1\n+1 1:1 2:1\n-1 2:1 4:1 6:1\n+1 4:1 5:1 6:1\n+1 5:1\n", 6);
+  for (uint64_t i = 0; i < fx.store->info().n_rows; ++i) fx.a.push_back(fx.store->labels()[i]);
+  const std::string path = fx.dir.write("tree.txt", "5 6\n1 2\n4 5 6\n");
+  for (bool pruning : {true, false}) {
+    FeatureSpaceSettings fs;
+    fs.groups_path = path;
+    fs.group_structure = "tree";
+    fs.tree_pruning = pruning;
+    auto space = make_feature_space(fs, *fx.store, fx.budget);
+    SpaceScores r = score_space(fx, *space, 2, 1);
+    REQUIRE(r.top.size() == 2);
+    REQUIRE(r.top[0].id == 1);
+    REQUIRE(r.top[0].score == 9);
+    REQUIRE(r.top[1].id == 0);
+    REQUIRE(r.top[1].score == 4);
+    space = make_feature_space(fs, *fx.store, fx.budget);
+    r = score_space(fx, *space, 1, 1);  // W's subtree falls below R: pruned
+    REQUIRE(r.top.size() == 1);
+    REQUIRE(r.top[0].id == 1);
+    REQUIRE(r.candidates_scored == (pruning ? 2 + 1 : 3 + 1));  // + the singleton {3}
   }
 }
 

@@ -5,6 +5,7 @@
 // the planted model on the values as written, and the planted groups are drawn
 // uniformly.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -169,5 +170,58 @@ TEST_CASE("grouped synth: same seed same files, bad sizes refused before writing
   const std::string out = (c.path / "out").string();
   REQUIRE_THROWS_AS(write_grouped_synthetic(out, grouped_options(60, 6, 11, 5)), Error);
   REQUIRE_THROWS_AS(write_grouped_synthetic(out, grouped_options(60, 0, 1, 5)), Error);
+  REQUIRE(!fs::exists(out));
+}
+
+TEST_CASE("grouped synth with --group-overlap: sliding windows, the planted union, labels", "[synth][groups]") {
+  test::TempDir dir("fgm-synth-groups-overlap");
+  // 100 features, windows of 10 every 7 (overlap 3): starts 0, 7, ..., 91 (14 groups), the last 91..99.
+  SynthOptions o = grouped_options(100, 10, 3, 23);
+  o.group_overlap = 3;
+  const GroupedTruth truth = write_grouped_synthetic(dir.path.string(), o);
+  auto groups = read_lines_of_ids(dir.file("groups.txt"));
+  REQUIRE(groups.size() == 14);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const uint64_t first = 7 * g + 1, last = std::min<uint64_t>(first + 9, 100);
+    REQUIRE(groups[g].size() == last - first + 1);
+    for (size_t p = 0; p < groups[g].size(); ++p) REQUIRE(groups[g][p] == first + p);
+    if (g > 0) REQUIRE(groups[g - 1][7] == groups[g][0]);  // neighbours share 3 features
+  }
+  REQUIRE(groups.back().back() == 100);
+  // truth.txt: exactly the union of the planted windows, one weight each.
+  std::set<uint64_t> expected;
+  for (const auto& line : read_lines_of_ids(dir.file("planted_groups.txt")))
+    for (uint64_t id : groups[line.at(0) - 1]) expected.insert(id);
+  const auto w = read_truth_text(dir.file("truth.txt"));
+  std::set<uint64_t> got;
+  for (const auto& [id, v] : w) got.insert(id);
+  REQUIRE(got == expected);
+  REQUIRE(truth.features.ids.size() == expected.size());
+  const auto data = test::parse_libsvm_simple(dir.file("train.svm"));
+  for (size_t r = 0; r < data.rows.size(); ++r) {
+    long double margin = 0;
+    for (const auto& [j, v] : data.rows[r])
+      if (auto it = w.find(j + 1); it != w.end()) margin += static_cast<long double>(it->second) * v;
+    REQUIRE(data.labels[r] == (margin >= 0 ? 1.0 : -1.0));
+  }
+  // Adjacent planted windows share features: still one weight per feature.
+  bool adjacent = false;
+  for (uint64_t seed = 1; seed <= 40 && !adjacent; ++seed) {
+    test::TempDir d("fgm-synth-groups-overlap-seed");
+    SynthOptions q = grouped_options(30, 6, 4, seed);
+    q.group_overlap = 2;  // starts 0, 4, ..., 24: 7 groups
+    q.rows = q.test_rows = 1;
+    const GroupedTruth t = write_grouped_synthetic(d.path.string(), q);
+    for (size_t i = 1; i < t.groups.size(); ++i) adjacent = adjacent || t.groups[i] == t.groups[i - 1] + 1;
+    std::set<uint64_t> ids(t.features.ids.begin(), t.features.ids.end());
+    REQUIRE(ids.size() == t.features.ids.size());
+    REQUIRE(std::is_sorted(t.features.ids.begin(), t.features.ids.end()));
+  }
+  REQUIRE(adjacent);
+  // An overlap of a whole group is refused before writing.
+  const std::string out = (dir.path / "out").string();
+  SynthOptions bad = grouped_options(60, 6, 1, 5);
+  bad.group_overlap = 6;
+  REQUIRE_THROWS_WITH(write_grouped_synthetic(out, bad), Catch::Contains("--group-overlap 6 must be below"));
   REQUIRE(!fs::exists(out));
 }
