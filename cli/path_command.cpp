@@ -1,9 +1,6 @@
 // fgm path: models at several feature counts (or B / C values) in one run;
 // writes <output.dir>/path.csv, path.json and one model per point.
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -18,20 +15,16 @@
 #include "cli/run_output.h"
 #include "cli/runner.h"
 #include "cli/solver_registry.h"
-#include "core/atomic_file.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/path_checks.h"
 #include "core/communicator.h"
 #include "engine/distributed_path.h"
 #include "engine/fgm_path.h"
-#include "engine/solver_choice.h"
 #include "io/partitioned_store.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {

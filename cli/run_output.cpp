@@ -181,7 +181,6 @@ void write_data_section(JsonWriter& j, const Config& config, const TrainingData&
   j.end_object();
 }
 
-
 std::string csv_cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); }
 
 void write_warnings(JsonWriter& j, const RunWarnings& warnings) {

@@ -9,7 +9,6 @@
 // solved again with screening = none and path.json records the speedup and
 // the largest objective difference between the two.
 #include <chrono>
-#include <ctime>
 #include <functional>
 #include <optional>
 #include <cmath>
@@ -20,15 +19,12 @@
 #include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
-#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/json_writer.h"
-#include "core/path_checks.h"
 #include "engine/distributed_sifs.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
 #include "engine/sifs_run.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -97,7 +93,6 @@ PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget&
   totals.coordinates = run->layout.valid_coordinates();
   return totals;
 }
-
 
 // fgm train's model: from the closed form at α_max(β), sifs.alpha_points
 // log-spaced α steps down to sifs.alpha_ratio·α_max (each the next one's reference).
@@ -292,8 +287,7 @@ struct PartitionedSifs {
   // The communication since the last record, as phase `phase` of step `step`.
   void record(int step, const char* phase) {
     const CommunicationStats& now = passes->own().comm().stats();
-    outcome.communication.push_back(
-        {step, phase, {now.bytes - last.bytes, now.calls - last.calls, now.seconds - last.seconds}});
+    outcome.communication.push_back({step, phase, now - last});
     last = now;
   }
 };

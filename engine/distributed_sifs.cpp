@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
@@ -71,11 +70,7 @@ DistributedSifsPasses::DistributedSifsPasses(Communicator& comm, const std::stri
   std::vector<uint64_t> mine;
   for (const auto& d : data_)
     for (uint64_t j = 0; j < d->columns(); ++j) mine.push_back(d->column_id(j));
-  const std::vector<uint8_t> all = own_->comm().allgather(mine.data(), mine.size() * sizeof(uint64_t));
-  ids_.resize(all.size() / sizeof(uint64_t));
-  std::memcpy(ids_.data(), all.data(), all.size());
-  std::sort(ids_.begin(), ids_.end());
-  ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+  ids_ = sorted_union_of_ranks(own_->comm(), mine);
   for (const auto& d : data_) {
     std::vector<uint32_t> map(d->columns());
     for (uint64_t j = 0; j < d->columns(); ++j)

@@ -2,12 +2,10 @@
 #include "engine/model_provenance.h"
 #include "engine/train_settings.h"
 
-#include <ctime>
 #include <functional>
 
 #include "core/error.h"
 #include "core/messages.h"
-#include "core/progress.h"
 #include "features/transformed_store.h"
 
 namespace fgm {
