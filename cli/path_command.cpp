@@ -324,15 +324,11 @@ int path_fgm_run(SolverRun& run) {
       session->save(train, &progress);
     };
   }
-  if (!run.partitioned()) {
-    PathOutcome outcome = run_fgm_path(*run.data->store, ps, run.budget, hooks);
-    write_path_outputs(run, outcome, ps.folds, nullptr);
-    print_path_summary(outcome, run.out_dir, "");
-    return 0;
-  }
-  DistributedPathOutcome outcome = run_fgm_path_distributed(run.comm, run.dir, ps, run.budget, hooks);
+  DistributedPathOutcome outcome;
+  if (run.partitioned()) outcome = run_fgm_path_distributed(run.comm, run.dir, ps, run.budget, hooks);
+  else outcome.path = run_fgm_path(*run.data->store, ps, run.budget, hooks);
   if (!session) return 0;
-  write_path_outputs(run, outcome.path, ps.folds, &outcome);
+  write_path_outputs(run, outcome.path, ps.folds, run.partitioned() ? &outcome : nullptr);
   print_path_summary(outcome.path, run.out_dir, run.ranks_suffix());
   return 0;
 }

@@ -38,14 +38,16 @@ DistributedOutcome train_one_vs_rest_on_store(SolverRun& run, const TrainSetting
   const StoreInfo& info = run.data->store->info();
   spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr)", info.classes(), info.classes());
   DistributedOutcome out;
-  static_cast<FgmOutcome&>(out) = train_one_vs_rest(*run.data->store, settings, run.budget, [&](size_t c, const IterationRecord& r) {
+  auto log = [&](size_t c, const IterationRecord& r) {
     spdlog::info("class {} iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, score {:.3f}s, "
                  "solve {:.3f}s",
                  label_text(info.class_values[c]), r.iter, r.selected, r.added, r.objective, r.rel_decrease,
                  r.score_seconds, r.solve_seconds);
-  });
+  };
+  static_cast<FgmOutcome&>(out) = train_one_vs_rest(*run.data->store, settings, run.budget, log);
   spdlog::info("one-vs-rest: {} scoring passes ({}), {} streamed", out.scoring_passes,
-               out.lockstep ? "shared by the classes" : "one class after another", format_bytes(out.total_bytes_streamed));
+               out.lockstep ? "shared by the classes" : "one class after another",
+               format_bytes(out.total_bytes_streamed));
   return out;
 }
 

@@ -122,8 +122,9 @@ struct ExclusiveProblem final : ExclusiveData {
   const std::vector<uint64_t>& class_counts() const override { return store.info().class_counts; }
   const std::string& where() const override { return store.dir(); }
   ExclusiveProblemView problem_of_class(size_t c) override {
-    const std::vector<int8_t> one_vs_rest = store.info().classes() > 2 ? one_vs_rest_labels(store, c) : std::vector<int8_t>();
-    const int8_t* labels = one_vs_rest.empty() ? store.labels() : one_vs_rest.data();
+    const bool binary = store.info().classes() <= 2;
+    const std::vector<int8_t> one_vs_rest = binary ? std::vector<int8_t>() : one_vs_rest_labels(store, c);
+    const int8_t* labels = binary ? store.labels() : one_vs_rest.data();
     for (uint64_t i = 0; i < y.size(); ++i) y[i] = labels[i];
     return {design, y, groups, source, base};
   }

@@ -158,8 +158,8 @@ FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& setti
   out.budget_peak = budget.peak();
   const uint16_t* truth = store.classes();
   const int8_t* mask = settings.labels;
-  finish_one_vs_rest(out, std::move(classes), info.class_values, store,
-                     argmax.counts(0, K, [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; }),
+  auto class_of = [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; };
+  finish_one_vs_rest(out, std::move(classes), info.class_values, store, argmax.counts(0, K, class_of),
                      settings.warnings);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
