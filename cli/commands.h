@@ -5,7 +5,6 @@
 
 #include <functional>
 
-
 namespace fgm::cli {
 
 // A registered subcommand and the action to run when it was chosen.

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "core/error.h"

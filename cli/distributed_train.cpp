@@ -4,21 +4,17 @@
 
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
 #include "core/hash.h"
-#include "core/messages.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "engine/distributed_fgm.h"
-#include "engine/solver_choice.h"
 #include "engine/train_settings.h"
 #include "io/partitioned_store.h"
 

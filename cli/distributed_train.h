@@ -4,8 +4,6 @@
 // check. The runner (cli/runner.h) and the solvers' partitioned paths use them.
 #pragma once
 
-#include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,7 +20,6 @@
 #include "io/partitioned_store.h"
 
 namespace fgm::cli {
-
 
 // The rank count in a distributed run's checkpoint identity: resuming on
 // another count is refused.

@@ -5,8 +5,6 @@
 // data is evaluated before anything is written, so a bad test file leaves no output.
 #include <cmath>
 #include <filesystem>
-#include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,16 +12,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
-#include "core/atomic_file.h"
 #include "core/json_writer.h"
-#include "core/path_checks.h"
 #include "engine/distributed_exclusive.h"
 #include "engine/evaluate.h"
 #include "engine/exclusive_trainer.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -161,36 +155,11 @@ void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits,
   print_test_and_model(results, out_dir);
 }
 
-// The fits of fgm train: a binary store, one; a multi-class store, one
-// binary fit per class (one-vs-rest); on a partitioned store every rank fits.
-DistributedExclusiveOutcome fit_exclusive(SolverRun& run, const ExclusiveSettings& settings) {
-  if (run.partitioned()) {
-    if (run.comm.rank() == 0)
-      spdlog::info("exclusive on partitioned store {} with {} rank(s): algorithm={} loss={} lambda={} threads={}",
-                   run.dir, run.comm.size(), exclusive::algorithm_name(settings.fista.algorithm),
-                   exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
-    return train_exclusive_distributed(run.comm, run.dir, settings, run.budget);
-  }
-  const ShardStore& store = *run.data->store;
-  DistributedExclusiveOutcome out;
-  out.class_values = store.info().class_values;
-  out.class_counts = store.info().class_counts;
-  if (store.info().classes() > 2) {
-    spdlog::info("exclusive: {} classes, one-vs-rest", store.info().classes());
-    ExclusiveMulticlassOutcome fits = train_exclusive_one_vs_rest(store, settings, run.budget);
-    out.model = std::move(fits.model);
-    out.classes = std::move(fits.classes);
-    out.seconds = fits.seconds;
-    out.budget_peak = fits.budget_peak;
-    return out;
-  }
-  spdlog::info("exclusive: algorithm={} loss={} lambda={} threads={}", exclusive::algorithm_name(settings.fista.algorithm),
-               exclusive::loss_name(settings.fista.loss), settings.fista.lambda, settings.threads);
-  out.classes.push_back(train_exclusive_model(store, settings, run.budget));
-  out.model = out.classes.front().model;
-  out.seconds = out.classes.front().seconds;
-  out.budget_peak = out.classes.front().budget_peak;
-  return out;
+// The data of the fits: the store, or this rank's partitions (every rank fits).
+std::unique_ptr<ExclusiveData> open_data(SolverRun& run, const ExclusiveSettings& settings,
+                                         DistributedExclusiveOutcome& out) {
+  if (!run.partitioned()) return open_exclusive_store(*run.data->store, settings, run.budget);
+  return open_exclusive_partitions(run.comm, run.dir, settings, run.budget, out);
 }
 
 }  // namespace
@@ -199,7 +168,14 @@ DistributedExclusiveOutcome fit_exclusive(SolverRun& run, const ExclusiveSetting
 int train_exclusive(SolverRun& run) {
   const Config& config = run.config;
   const ExclusiveSettings settings = exclusive_settings_from_config(config, ConfigCommand::kTrain);
-  DistributedExclusiveOutcome outcome = fit_exclusive(run, settings);
+  if (run.comm.rank() == 0)
+    spdlog::info("exclusive{}: algorithm={} loss={} lambda={} threads={}",
+                 run.partitioned() ? fmt::format(" on partitioned store {} with {} rank(s)", run.dir, run.comm.size())
+                                   : "",
+                 exclusive::algorithm_name(settings.fista.algorithm), exclusive::loss_name(settings.fista.loss),
+                 settings.fista.lambda, settings.threads);
+  DistributedExclusiveOutcome outcome;
+  fgm::train_exclusive(*open_data(run, settings, outcome), settings, run.budget, outcome);
   Model& model = outcome.model;
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
   const bool multiclass = !model.classes.empty();
@@ -284,11 +260,8 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
 
 int path_exclusive(SolverRun& run) {
   const ExclusiveSettings settings = exclusive_settings_from_config(run.config, ConfigCommand::kPath);
-  if (!run.partitioned()) {
-    std::vector<ExclusiveOutcome> points = train_exclusive_path(*run.data->store, settings, run.budget);
-    return write_path(run, settings, points, nullptr);
-  }
-  DistributedExclusiveOutcome outcome = path_exclusive_distributed(run.comm, run.dir, settings, run.budget);
+  DistributedExclusiveOutcome outcome;
+  fgm::path_exclusive(*open_data(run, settings, outcome), settings, run.budget, outcome);
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
   return write_path(run, settings, outcome.classes, &outcome);
 }

@@ -8,7 +8,6 @@
 #include <functional>
 #include <iterator>
 #include <filesystem>
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -23,13 +22,11 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/path_checks.h"
 #include "io/partitioned_store.h"
 #include "engine/distributed_mslr.h"
 #include "engine/evaluate.h"
 #include "engine/mslr_trainer.h"
 #include "engine/train_settings.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 

@@ -1,9 +1,6 @@
 // fgm path: models at several feature counts (or B / C values) in one run;
 // writes <output.dir>/path.csv, path.json and one model per point.
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -18,20 +15,16 @@
 #include "cli/run_output.h"
 #include "cli/runner.h"
 #include "cli/solver_registry.h"
-#include "core/atomic_file.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/path_checks.h"
 #include "core/communicator.h"
 #include "engine/distributed_path.h"
 #include "engine/fgm_path.h"
-#include "engine/solver_choice.h"
 #include "io/partitioned_store.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -331,15 +324,11 @@ int path_fgm_run(SolverRun& run) {
       session->save(train, &progress);
     };
   }
-  if (!run.partitioned()) {
-    PathOutcome outcome = run_fgm_path(*run.data->store, ps, run.budget, hooks);
-    write_path_outputs(run, outcome, ps.folds, nullptr);
-    print_path_summary(outcome, run.out_dir, "");
-    return 0;
-  }
-  DistributedPathOutcome outcome = run_fgm_path_distributed(run.comm, run.dir, ps, run.budget, hooks);
+  DistributedPathOutcome outcome;
+  if (run.partitioned()) outcome = run_fgm_path_distributed(run.comm, run.dir, ps, run.budget, hooks);
+  else outcome.path = run_fgm_path(*run.data->store, ps, run.budget, hooks);
   if (!session) return 0;
-  write_path_outputs(run, outcome.path, ps.folds, &outcome);
+  write_path_outputs(run, outcome.path, ps.folds, run.partitioned() ? &outcome : nullptr);
   print_path_summary(outcome.path, run.out_dir, run.ranks_suffix());
   return 0;
 }

@@ -16,28 +16,23 @@
 // plus the distributed sections. The RBF kernel is refused there.
 #include <cmath>
 #include <functional>
-#include <map>
-#include <memory>
 #include <optional>
 #include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/path_checks.h"
 #include "core/progress.h"
 #include "engine/distributed_kta.h"
 #include "engine/pnorm_kta_cv.h"
 #include "engine/pnorm_kta_path.h"
 #include "engine/train_settings.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -159,7 +154,6 @@ void write_point_ref(JsonWriter& j, const char* name, const KtaRun& run, int ind
   j.end_object();
 }
 
-
 void log_point(const KtaPoint& p) {
   spdlog::info("p={:.4g}: selected {} test acc {} valid acc {} (path {:.4f}s, svm {:.3f}s)", p.p, p.selected,
                csv_cell(p.test.accuracy), csv_cell(p.validation.accuracy), p.path_seconds, p.svm_seconds);
@@ -234,7 +228,6 @@ class KtaPathWriter {
 
   const Config& config_;
 };
-
 
 // data.test's metrics (before anything is written, so a bad test file leaves
 // no output), model.fgm, run.json, the report and the result line.

@@ -57,6 +57,8 @@ TruthRecovery recover_truth(const std::string& truth_path, const std::vector<Mod
   return r;
 }
 
+namespace {
+
 void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutcome& o, int index_base,
                      const double* test_auc) {
   j.begin_object();
@@ -75,6 +77,28 @@ void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutc
   j.key("train_seconds").value(o.seconds);
   if (test_auc) j.key("test_auc").value(*test_auc);
   j.end_object();
+}
+
+}  // namespace
+
+void write_one_vs_rest_runs(JsonWriter& j, const std::vector<TrainOutcome>& classes, const std::vector<double>& labels,
+                            const std::vector<uint64_t>& rows, int index_base, const EvalResult* test, bool lockstep,
+                            uint64_t scoring_passes) {
+  j.key("multiclass").value("ovr");
+  j.key("iterations").begin_array().end_array();  // per class, below
+  j.key("classes").begin_array();
+  uint64_t selected = 0, total_apg = 0;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    selected += classes[c].model.features.size();
+    total_apg += classes[c].total_apg_iterations;
+    write_class_run(j, labels[c], rows[c], classes[c], index_base, test ? &test->class_auc[c] : nullptr);
+  }
+  j.end_array();
+  j.key("selected_total").value(selected);
+  j.key("iterations_restored").value(uint64_t{0});
+  j.key("total_apg_iterations").value(total_apg);
+  j.key("lockstep").value(lockstep);
+  j.key("scoring_passes").value(scoring_passes);
 }
 
 ModelResults score_and_write_model(const Config& config, Model& model,
@@ -180,7 +204,6 @@ void write_data_section(JsonWriter& j, const Config& config, const TrainingData&
   j.key("store_checksum").value(hex64(info.store_checksum));
   j.end_object();
 }
-
 
 std::string csv_cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); }
 

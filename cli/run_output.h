@@ -8,7 +8,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/config.h"
@@ -67,36 +66,13 @@ void write_iteration(JsonWriter& j, const IterationRecord& r);
 // "config": every key with its value, as the model records it.
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config);
 
-// One entry of a one-vs-rest run's "classes" (single-store and distributed):
-// class `label` with `rows` training rows, its binary run `o`; test_auc when
-// data.test was scored.
-void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutcome& o, int index_base,
-                     const double* test_auc);
-
 // run.json of a one-vs-rest FGM run after its opening (single-store and
-// distributed): "multiclass", each class run (write_class_run: class c is
-// labels[c] with rows[c] rows) and their totals; `scoring_passes` counts the
-// store's streams, which classes in lockstep share.
-template <class ClassRun>  // TrainOutcome or one derived from it
-void write_one_vs_rest_runs(JsonWriter& j, const std::vector<ClassRun>& classes, const std::vector<double>& labels,
+// distributed): "multiclass", each class run (class c is labels[c] with
+// rows[c] rows, test_auc when data.test was scored) and their totals;
+// `scoring_passes` counts the store's streams, which classes in lockstep share.
+void write_one_vs_rest_runs(JsonWriter& j, const std::vector<TrainOutcome>& classes, const std::vector<double>& labels,
                             const std::vector<uint64_t>& rows, int index_base, const EvalResult* test, bool lockstep,
-                            uint64_t scoring_passes) {
-  j.key("multiclass").value("ovr");
-  j.key("iterations").begin_array().end_array();  // per class, below
-  j.key("classes").begin_array();
-  uint64_t selected = 0, total_apg = 0;
-  for (size_t c = 0; c < classes.size(); ++c) {
-    selected += classes[c].model.features.size();
-    total_apg += classes[c].total_apg_iterations;
-    write_class_run(j, labels[c], rows[c], classes[c], index_base, test ? &test->class_auc[c] : nullptr);
-  }
-  j.end_array();
-  j.key("selected_total").value(selected);
-  j.key("iterations_restored").value(uint64_t{0});
-  j.key("total_apg_iterations").value(total_apg);
-  j.key("lockstep").value(lockstep);
-  j.key("scoring_passes").value(scoring_passes);
-}
+                            uint64_t scoring_passes);
 
 // "selected_features": id (in the file's index base), kind, group, weight, batch.
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base);

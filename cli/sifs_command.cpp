@@ -9,7 +9,6 @@
 // solved again with screening = none and path.json records the speedup and
 // the largest objective difference between the two.
 #include <chrono>
-#include <ctime>
 #include <functional>
 #include <optional>
 #include <cmath>
@@ -20,15 +19,12 @@
 #include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
-#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/json_writer.h"
-#include "core/path_checks.h"
 #include "engine/distributed_sifs.h"
 #include "engine/evaluate.h"
 #include "engine/train_settings.h"
 #include "engine/sifs_run.h"
-#include "report/report_page.h"
 
 namespace fgm::cli {
 namespace {
@@ -63,41 +59,6 @@ struct PathTotals {
   uint64_t weights = 0, coordinates = 0;  // K·m entries of w, valid dual coordinates
   SifsPassCounters passes;
 };
-
-// The grid of `solver`; on_point gets each point and its solution. The
-// caller times it (seconds, cpu_seconds), with its own setup.
-PathTotals run_solver_grid(SifsSolver& solver, const std::function<void(const SifsPoint&, const SifsReference&)>& on_point) {
-  PathTotals totals;
-  solver.run_path([&](const SifsPoint& p, const SifsReference& sol) {
-    totals.points.push_back(p);
-    totals.screening += p.screening_seconds;
-    totals.extract += p.extract_seconds;
-    totals.solve += p.solve_seconds;
-    totals.not_converged += !p.converged;
-    if (on_point) on_point(p, sol);
-  });
-  return totals;
-}
-
-// The grid with `settings` on a single store.
-PathTotals run_grid(const ShardStore& store, const Config& config, MemoryBudget& budget, const SifsSettings& settings,
-                    const std::function<void(const SifsPoint&, const SifsData&, const SifsReference&)>& on_point) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::clock_t cpu0 = std::clock();
-  auto run = open_sifs_run(store, config, budget, settings.screening);
-  SifsSolver solver(*run->data, settings);
-  PathTotals totals = run_solver_grid(solver, [&](const SifsPoint& p, const SifsReference& sol) {
-    if (on_point) on_point(p, *run->data, sol);
-  });
-  totals.seconds = seconds_since(t0);
-  totals.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-  totals.held = run->data->holds_columns();
-  totals.passes = run->data->counters();
-  totals.weights = run->data->weights();
-  totals.coordinates = run->layout.valid_coordinates();
-  return totals;
-}
-
 
 // fgm train's model: from the closed form at α_max(β), sifs.alpha_points
 // log-spaced α steps down to sifs.alpha_ratio·α_max (each the next one's reference).
@@ -183,6 +144,42 @@ struct FeaturedPoint {
   Model featured;
   int64_t best = -1;
 };
+
+// The data: the store, or this rank's partitions (every rank runs the same
+// solves, rank 0 writes the outputs).
+std::unique_ptr<SifsBackend> open_data(SolverRun& run, PartitionedRun& partitioned) {
+  if (!run.partitioned()) return open_sifs_store(*run.data->store, run.config, run.budget);
+  std::unique_ptr<SifsBackend> data = open_sifs_partitions(run.comm, run.dir, run.config, run.budget, partitioned);
+  spdlog::info("sifs on partitioned store {} with {} rank(s): {} rows, {} non-empty features, {} partitions", run.dir,
+               run.comm.size(), partitioned.manifest.n_rows, data->passes().columns(), partitioned.manifest.partitions);
+  return data;
+}
+
+// The grid of `settings`, timed with its setup; `fp` (rank 0) is offered
+// each point's model unless this is the baseline.
+PathTotals run_grid(SolverRun& run, SifsBackend& data, const SifsSettings& settings, FeaturedPoint* fp, int& step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t cpu0 = std::clock();
+  std::unique_ptr<SifsSolver> solver = data.solver(settings);
+  data.record(step++, "setup");
+  PathTotals totals;
+  solver->run_path([&](const SifsPoint& p, const SifsReference& sol) {
+    totals.points.push_back(p);
+    totals.screening += p.screening_seconds;
+    totals.extract += p.extract_seconds;
+    totals.solve += p.solve_seconds;
+    totals.not_converged += !p.converged;
+    data.record(step++, fp ? "point" : "baseline point");
+    if (fp && run.comm.rank() == 0) fp->offer(data.model(sol, p.objective), run.config, run.budget);
+  });
+  totals.seconds = seconds_since(t0);
+  totals.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
+  totals.held = data.holds_columns();
+  totals.passes = data.counters();
+  totals.weights = data.passes().weights();
+  totals.coordinates = data.passes().total_valid_coordinates();
+  return totals;
+}
 
 // The same grid without screening (sifs.compare), or nothing.
 std::optional<PathTotals> baseline_grid(const Config& config, const SifsSettings& settings,
@@ -282,77 +279,6 @@ void write_path_outputs(SolverRun& run, const SifsSettings& settings, const Path
   fmt::print(" path={}/path.csv\n", run.out_dir);
 }
 
-// solver = sifs on a partitioned store (engine/distributed_sifs.h): every
-// rank runs the same grid on its own partitions; rank 0 writes the outputs.
-struct PartitionedSifs {
-  std::unique_ptr<DistributedSifsPasses> passes;
-  PartitionedRun outcome;
-  CommunicationStats last;
-
-  // The communication since the last record, as phase `phase` of step `step`.
-  void record(int step, const char* phase) {
-    const CommunicationStats& now = passes->own().comm().stats();
-    outcome.communication.push_back(
-        {step, phase, {now.bytes - last.bytes, now.calls - last.calls, now.seconds - last.seconds}});
-    last = now;
-  }
-};
-
-PartitionedSifs open_partitioned_sifs(SolverRun& solver_run) {
-  const Config& config = solver_run.config;
-  const std::string& dir = solver_run.dir;
-  Communicator& comm = solver_run.comm;
-  PartitionedSifs run;
-  run.passes = std::make_unique<DistributedSifsPasses>(comm, dir, scheduler_options_from_config(config),
-                                                       config.get_bytes("engine.block_bytes"), solver_run.budget);
-  run.outcome.describe(run.passes->own());
-  spdlog::info("sifs on partitioned store {} with {} rank(s): {} rows, {} non-empty features, {} partitions",
-               dir, comm.size(), run.outcome.manifest.n_rows, run.passes->columns(), run.outcome.manifest.partitions);
-  return run;
-}
-
-SifsPassCounters counters_since(const SifsPassCounters& now, const SifsPassCounters& before) {
-  SifsPassCounters d = now;
-  d.column_passes -= before.column_passes, d.row_passes -= before.row_passes;
-  d.extract_passes -= before.extract_passes, d.norm_reuses -= before.norm_reuses;
-  d.skipped_passes -= before.skipped_passes, d.seconds -= before.seconds, d.bytes_streamed -= before.bytes_streamed;
-  return d;
-}
-
-int path_sifs_partitioned(SolverRun& solver_run) {
-  const Config& config = solver_run.config;
-  MemoryBudget& budget = solver_run.budget;
-  Communicator& comm = solver_run.comm;
-  PartitionedSifs run = open_partitioned_sifs(solver_run);
-  const SifsSettings settings = sifs_settings_from_config(config);
-  FeaturedPoint fp(config);
-  int step = 0;
-  auto grid = [&](const SifsSettings& s, bool featured) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::clock_t cpu0 = std::clock();
-    const SifsPassCounters before = run.passes->counters();
-    DistributedSifsSolver solver(*run.passes, s);
-    run.record(step++, "setup");
-    PathTotals t = run_solver_grid(solver, [&](const SifsPoint& p, const SifsReference& sol) {
-      run.record(step++, featured ? "point" : "baseline point");
-      if (featured && comm.rank() == 0) fp.offer(distributed_sifs_model(*run.passes, sol, p.objective), config, budget);
-    });
-    t.seconds = seconds_since(t0);
-    t.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
-    t.passes = counters_since(run.passes->counters(), before);
-    t.weights = run.passes->weights();
-    t.coordinates = run.passes->total_valid_coordinates();
-    return t;
-  };
-  const PathTotals screened = grid(settings, true);
-  const std::optional<PathTotals> baseline =
-      baseline_grid(config, settings, [&](const SifsSettings& none) { return grid(none, false); });
-  if (!solver_run.gather_outputs(budget.peak())) return 0;
-  fp.featured.config = config.dump();
-  write_path_outputs(solver_run, settings, screened, baseline, fp, &run.outcome);
-  return 0;
-}
-
 }  // namespace
 
 // solver = "sifs" (engine/sifs_run.h; on a partitioned store every rank
@@ -361,54 +287,43 @@ int train_sifs(SolverRun& run) {
   const Config& config = run.config;
   const SifsSettings settings = sifs_settings_from_config(config);
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<SifsRun> single;
-  PartitionedSifs partitioned;
-  std::unique_ptr<SifsSolver> solver;
-  if (run.partitioned()) {
-    partitioned = open_partitioned_sifs(run);
-    solver = std::make_unique<DistributedSifsSolver>(*partitioned.passes, settings);
-    partitioned.record(0, "setup");
-  } else {
-    single = open_sifs_run(*run.data->store, config, run.budget, settings.screening);
-    solver = std::make_unique<SifsSolver>(*single->data, settings);
-  }
+  PartitionedRun partitioned;
+  std::unique_ptr<SifsBackend> data = open_data(run, partitioned);
+  std::unique_ptr<SifsSolver> solver = data->solver(settings);
+  data->record(0, "setup");
   TrainedPoint trained = train_point(*solver, config);
-  if (run.partitioned()) partitioned.record(1, "train");
+  data->record(1, "train");
   const double train_seconds = seconds_since(t0);
   warn_not_converged(trained.last, settings, run.warnings);
-  Model model = run.partitioned()
-                    ? distributed_sifs_model(*partitioned.passes, trained.solution, trained.last.objective)
-                    : sifs_model(*run.data->store, *single->data, trained.solution, trained.last.objective);
+  Model model = data->model(trained.solution, trained.last.objective);
   if (!run.gather_outputs(run.budget.peak())) return 0;
   const ModelResults results = score_and_write_model(config, model, model.multiclass() ? nullptr : &model.features,
                                                      run.budget, run.warnings);
   JsonWriter j;
-  run.begin_json(j, "sifs", model.config, &partitioned.outcome);
-  write_train_sections(j, *solver, trained, run.partitioned() ? partitioned.passes->layout() : single->layout, model);
+  run.begin_json(j, "sifs", model.config, &partitioned);
+  write_train_sections(j, *solver, trained, data->passes().layout(), model);
   if (run.partitioned()) {
     j.key("solver_reductions").value(static_cast<const DistributedSifsSolver&>(*solver).reductions());
-    j.key("total_bytes_streamed").value(partitioned.passes->counters().bytes_streamed);
+    j.key("total_bytes_streamed").value(static_cast<DistributedSifsPasses&>(data->passes()).counters().bytes_streamed);
   }
   run.finish_train(j, results, run.budget.peak(), train_seconds);
   print_trained(trained, results.test_or_null(), run.out_dir, run.ranks_suffix());
   return 0;
 }
 
-int path_sifs(SolverRun& cmd) {
-  if (cmd.partitioned()) return path_sifs_partitioned(cmd);
-  const Config& config = cmd.config;
+int path_sifs(SolverRun& run) {
+  const Config& config = run.config;
   const SifsSettings settings = sifs_settings_from_config(config);
-  const ShardStore& store = *cmd.data->store;
+  PartitionedRun partitioned;
+  std::unique_ptr<SifsBackend> data = open_data(run, partitioned);
   FeaturedPoint fp(config);
-  PathTotals screened = run_grid(store, config, cmd.budget, settings,
-                                 [&](const SifsPoint& p, const SifsData& data, const SifsReference& sol) {
-                                   fp.offer(sifs_model(store, data, sol, p.objective), config, cmd.budget);
-                                 });
+  int step = 0;
+  const PathTotals screened = run_grid(run, *data, settings, &fp, step);
+  const std::optional<PathTotals> baseline = baseline_grid(
+      config, settings, [&](const SifsSettings& none) { return run_grid(run, *data, none, nullptr, step); });
+  if (!run.gather_outputs(run.budget.peak())) return 0;
   fp.featured.config = config.dump();
-  const std::optional<PathTotals> baseline = baseline_grid(config, settings, [&](const SifsSettings& none) {
-    return run_grid(store, config, cmd.budget, none, nullptr);
-  });
-  write_path_outputs(cmd, settings, screened, baseline, fp, nullptr);
+  write_path_outputs(run, settings, screened, baseline, fp, run.partitioned() ? &partitioned : nullptr);
   return 0;
 }
 

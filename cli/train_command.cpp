@@ -16,7 +16,6 @@
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/path_checks.h"
 #include "engine/distributed_fgm.h"
 #include "engine/one_vs_rest.h"
 #include "engine/train_settings.h"
@@ -38,24 +37,17 @@ void log_iteration(const IterationRecord& r) {
 DistributedOutcome train_one_vs_rest_on_store(SolverRun& run, const TrainSettings& settings) {
   const StoreInfo& info = run.data->store->info();
   spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr)", info.classes(), info.classes());
-  OneVsRestOutcome ovr = train_one_vs_rest(*run.data->store, settings, run.budget, [&](size_t c, const IterationRecord& r) {
+  DistributedOutcome out;
+  auto log = [&](size_t c, const IterationRecord& r) {
     spdlog::info("class {} iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, score {:.3f}s, "
                  "solve {:.3f}s",
                  label_text(info.class_values[c]), r.iter, r.selected, r.added, r.objective, r.rel_decrease,
                  r.score_seconds, r.solve_seconds);
-  });
-  spdlog::info("one-vs-rest: {} scoring passes ({}), {} streamed", ovr.scoring_passes,
-               ovr.lockstep ? "shared by the classes" : "one class after another", format_bytes(ovr.bytes_streamed));
-  DistributedOutcome out;
-  out.model = std::move(ovr.model);
-  for (TrainOutcome& c : ovr.classes) static_cast<TrainOutcome&>(out.classes.emplace_back()) = std::move(c);
-  out.class_labels = info.class_values;
-  out.class_rows = info.class_counts;
-  out.lockstep = ovr.lockstep;
-  out.scoring_passes = ovr.scoring_passes;
-  out.total_bytes_streamed = ovr.bytes_streamed;
-  out.seconds = ovr.seconds;
-  out.budget_peak = ovr.budget_peak;
+  };
+  static_cast<FgmOutcome&>(out) = train_one_vs_rest(*run.data->store, settings, run.budget, log);
+  spdlog::info("one-vs-rest: {} scoring passes ({}), {} streamed", out.scoring_passes,
+               out.lockstep ? "shared by the classes" : "one class after another",
+               format_bytes(out.total_bytes_streamed));
   return out;
 }
 

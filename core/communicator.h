@@ -6,8 +6,10 @@
 // mpirun behaves exactly as a build without MPI would.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +21,17 @@ struct CommunicationStats {
   uint64_t calls = 0;  // collective calls
   double seconds = 0;  // wall time inside them (waiting for slower ranks included)
 };
+
+// What was communicated between two readings of Communicator::stats(), and totals.
+inline CommunicationStats operator-(const CommunicationStats& now, const CommunicationStats& before) {
+  return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
+}
+inline CommunicationStats& operator+=(CommunicationStats& total, const CommunicationStats& part) {
+  total.bytes += part.bytes;
+  total.calls += part.calls;
+  total.seconds += part.seconds;
+  return total;
+}
 
 class Communicator {
  public:
@@ -73,5 +86,16 @@ void finalize_world_communicator();
 // A string every rank of `comm` passes: throws Error(kInternal) naming the
 // first rank whose value differs (a check that all ranks agree on a setting).
 void check_same_on_all_ranks(Communicator& comm, const std::string& what, const std::string& value);
+
+// The sorted union of every rank's values (one allgather): the same on every rank.
+template <class T>
+std::vector<T> sorted_union_of_ranks(Communicator& comm, const std::vector<T>& mine) {
+  const std::vector<uint8_t> all = comm.allgather(mine.data(), mine.size() * sizeof(T));
+  std::vector<T> values(all.size() / sizeof(T));
+  if (!all.empty()) std::memcpy(values.data(), all.data(), all.size());
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
 
 }  // namespace fgm

@@ -3,31 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "engine/one_vs_rest.h"
 
 namespace fgm {
-namespace {
-
-CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
-  return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
-}
-
-// The sorted union of every rank's sorted column ids (one allgather).
-std::vector<uint64_t> union_of_ranks(Communicator& comm, const std::vector<uint64_t>& mine) {
-  const std::vector<uint8_t> all = comm.allgather(mine.data(), mine.size() * sizeof(uint64_t));
-  std::vector<uint64_t> ids(all.size() / sizeof(uint64_t));
-  std::memcpy(ids.data(), all.data(), all.size());
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  return ids;
-}
-
-}  // namespace
 
 PartitionedDesign::PartitionedDesign(OwnPartitions& own, MemoryBudget& budget) : own_(own), budget_(budget) {
   std::vector<uint64_t> mine;
@@ -41,7 +22,7 @@ PartitionedDesign::PartitionedDesign(OwnPartitions& own, MemoryBudget& budget) :
   {
     Reservation gathered = budget.reserve(2 * mine.size() * sizeof(uint64_t) * static_cast<uint64_t>(own.comm().size()),
                                           "exclusive: every rank's column ids", "use fewer ranks per node");
-    ids_ = union_of_ranks(own.comm(), mine);
+    ids_ = sorted_union_of_ranks(own.comm(), mine);
   }
   for (const auto& part : parts_) {
     std::vector<uint64_t> map(part->columns());
@@ -137,32 +118,34 @@ std::unique_ptr<exclusive::Design> PartitionedDesign::restrict_columns(const std
 
 namespace {
 
-// One distributed exclusive run: this rank's partitions, their design and
-// labels, the groups, and the communication of each phase.
-class ExclusiveRun {
+// This rank's partitions, their design and labels, the groups, and the
+// communication of each phase.
+class PartitionedExclusiveData final : public ExclusiveData {
  public:
-  ExclusiveRun(Communicator& comm, const std::string& dir, const ExclusiveSettings& settings, MemoryBudget& budget)
-      : comm_(comm), budget_(budget) {
-    const CommunicationStats before = comm.stats();
+  PartitionedExclusiveData(Communicator& comm, const std::string& dir, const ExclusiveSettings& settings,
+                           MemoryBudget& budget, PartitionedRun& run)
+      : comm_(comm), run_(run) {
+    begin_fit();
     SchedulerOptions scheduler;
     scheduler.threads = settings.threads;
     own_ = std::make_unique<OwnPartitions>(comm, dir, scheduler, settings.block_bytes, budget);
-    out_.describe(*own_);
+    run.describe(*own_);
     design_ = std::make_unique<PartitionedDesign>(*own_, budget);
     read_classes();
     labels_memory_ = budget.reserve(design_->rows() * sizeof(double), "exclusive: labels of this rank's rows");
     y_.resize(design_->rows());
-    groups_ = exclusive_groups_for(settings, design_->column_ids(), out_.manifest.n_features,
-                                   out_.manifest.index_base, budget, &source_);
-    base_ = model_of_partitioned_store(out_.manifest, out_.class_values.front(), out_.class_values.back(), "exclusive");
-    record(0, "setup", before);
+    groups_ = exclusive_groups_for(settings, design_->column_ids(), run.manifest.n_features,
+                                   run.manifest.index_base, budget, &source_);
+    base_ = model_of_partitioned_store(run.manifest, class_values_.front(), class_values_.back(), "exclusive");
+    end_fit(0, "setup");
   }
 
-  size_t classes() const { return out_.class_values.size(); }
+  const std::vector<double>& class_values() const override { return class_values_; }
+  const std::vector<uint64_t>& class_counts() const override { return class_counts_; }
+  const std::string& where() const override { return own_->dir(); }
 
-  // y_i = +1 for the rows whose label is class_values[c], −1 for the others.
-  void set_labels(size_t c) {
-    const double positive = out_.class_values[c];
+  ExclusiveProblemView problem_of_class(size_t c) override {
+    const double positive = class_values_[c];
     uint64_t i = 0;
     for (size_t q = 0; q < own_->size(); ++q) {
       const ShardStore& store = *(*own_)[q].store;
@@ -170,104 +153,57 @@ class ExclusiveRun {
       for (uint64_t r = 0; r < store.info().n_rows; ++r, ++i)
         y_[i] = store.info().class_values[classes[r]] == positive ? 1.0 : -1.0;
     }
+    return {*design_, y_, groups_, source_, base_};
   }
 
-  ExclusiveProblemView view() { return {*design_, y_, groups_, source_, base_}; }
-
-  // Runs `fit` and records its communication as phase `phase` of iteration `iteration`.
-  template <class Fit>
-  auto recorded(int iteration, const char* phase, Fit&& fit) {
-    const CommunicationStats before = comm_.stats();
-    auto result = fit();
-    record(iteration, phase, before);
-    return result;
+  void begin_fit() override { before_ = comm_.stats(); }
+  void end_fit(int step, const char* phase) override {
+    run_.communication.push_back({step, phase, comm_.stats() - before_});
   }
-
-  DistributedExclusiveOutcome finish(std::chrono::steady_clock::time_point start) {
-    out_.budget_peak = budget_.peak();
-    out_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return std::move(out_);
-  }
-  DistributedExclusiveOutcome& out() { return out_; }
 
  private:
   // The classes of all partitions and their row counts (exact: counts are
   // integers far below 2^53).
   void read_classes() {
-    out_.class_values = own_->class_values();
-    if (out_.class_values.size() < 2)
+    class_values_ = own_->class_values();
+    if (class_values_.size() < 2)
       throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label(s): solver = \"exclusive\" needs two or "
                                                   "more classes",
-                                                  own_->dir(), out_.class_values.size()));
-    const size_t c = out_.class_values.size();
+                                                  own_->dir(), class_values_.size()));
+    const size_t c = class_values_.size();
     std::vector<std::vector<double>> counts;
     for (size_t q = 0; q < own_->size(); ++q) {
       const StoreInfo& info = (*own_)[q].store->info();
       std::vector<double> mine(c, 0.0);
       for (size_t k = 0; k < info.class_values.size(); ++k) {
-        const auto at = std::lower_bound(out_.class_values.begin(), out_.class_values.end(), info.class_values[k]);
-        mine[static_cast<size_t>(at - out_.class_values.begin())] += static_cast<double>(info.class_counts[k]);
+        const auto at = std::lower_bound(class_values_.begin(), class_values_.end(), info.class_values[k]);
+        mine[static_cast<size_t>(at - class_values_.begin())] += static_cast<double>(info.class_counts[k]);
       }
       counts.push_back(std::move(mine));
     }
-    for (double v : own_->sum(counts, c)) out_.class_counts.push_back(static_cast<uint64_t>(v));
-  }
-
-  void record(int iteration, const char* phase, const CommunicationStats& before) {
-    out_.communication.push_back({iteration, phase, since(comm_.stats(), before)});
+    for (double v : own_->sum(counts, c)) class_counts_.push_back(static_cast<uint64_t>(v));
   }
 
   Communicator& comm_;
-  MemoryBudget& budget_;
+  PartitionedRun& run_;
+  CommunicationStats before_;
   std::unique_ptr<OwnPartitions> own_;
   std::unique_ptr<PartitionedDesign> design_;
+  std::vector<double> class_values_;
+  std::vector<uint64_t> class_counts_;
   Reservation labels_memory_;
   std::vector<double> y_;
   exclusive::ExclusiveGroups groups_;
   std::string source_;
   Model base_;
-  DistributedExclusiveOutcome out_;
 };
 
 }  // namespace
 
-DistributedExclusiveOutcome train_exclusive_distributed(Communicator& comm, const std::string& dir,
-                                                        const ExclusiveSettings& settings, MemoryBudget& budget) {
-  const auto start = std::chrono::steady_clock::now();
-  ExclusiveRun run(comm, dir, settings, budget);
-  DistributedExclusiveOutcome& out = run.out();
-  if (run.classes() == 2) {
-    run.set_labels(1);  // the larger label is +1, as in a binary store
-    out.classes.push_back(run.recorded(1, "fit", [&] {
-      return fit_exclusive_at(run.view(), settings, settings.fista.lambda, budget);
-    }));
-    out.model = out.classes.front().model;
-    return run.finish(start);
-  }
-  std::vector<Model> models;
-  for (size_t c = 0; c < run.classes(); ++c) {
-    run.set_labels(c);
-    out.classes.push_back(run.recorded(static_cast<int>(c) + 1, "fit", [&] {
-      return fit_exclusive_at(run.view(), settings, settings.fista.lambda, budget);
-    }));
-    models.push_back(out.classes.back().model);
-  }
-  out.model = combine_class_models(models, out.class_values);
-  return run.finish(start);
-}
-
-DistributedExclusiveOutcome path_exclusive_distributed(Communicator& comm, const std::string& dir,
-                                                       const ExclusiveSettings& settings, MemoryBudget& budget) {
-  const auto start = std::chrono::steady_clock::now();
-  ExclusiveRun run(comm, dir, settings, budget);
-  if (run.classes() > 2)
-    throw Error(ErrorKind::kConfig,
-                fmt::format("fgm path with solver = \"exclusive\" fits binary stores; the store {} has {} classes "
-                            "(fgm train fits them one-vs-rest)",
-                            dir, run.classes()));
-  run.set_labels(1);
-  run.out().classes = run.recorded(1, "path", [&] { return fit_exclusive_path(run.view(), settings, budget); });
-  return run.finish(start);
+std::unique_ptr<ExclusiveData> open_exclusive_partitions(Communicator& comm, const std::string& dir,
+                                                         const ExclusiveSettings& settings, MemoryBudget& budget,
+                                                         PartitionedRun& run) {
+  return std::make_unique<PartitionedExclusiveData>(comm, dir, settings, budget, run);
 }
 
 }  // namespace fgm

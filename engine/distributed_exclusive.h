@@ -64,27 +64,14 @@ class PartitionedDesign final : public exclusive::Design {
 // A distributed exclusive run and its communication by phase (run.json's
 // "distributed" section: iteration 0 is the setup, iteration c + 1 class c's
 // fit; a path is one phase).
-struct DistributedExclusiveOutcome : PartitionedRun {
-  Model model;                            // binary: the fit's model; multi-class: one per class
-  // The fits: binary, one; multi-class, one per class (one-vs-rest, in class
-  // order); a path, one per λ of exclusive.path_lambda.
-  std::vector<ExclusiveOutcome> classes;
-  std::vector<double> class_values;       // the sorted labels of all partitions
-  std::vector<uint64_t> class_counts;     // rows of each class, over all partitions
-  uint64_t budget_peak = 0;
-  double seconds = 0;
-};
+struct DistributedExclusiveOutcome : ExclusiveRunOutcome, PartitionedRun {};
 
-// fgm train with solver = "exclusive" on the partitioned store `dir`: a
-// binary store is one fit at settings.fista.lambda, a multi-class one is
-// fitted one-vs-rest (as train_exclusive_one_vs_rest). A collective: every
-// rank calls it with the same settings.
-DistributedExclusiveOutcome train_exclusive_distributed(Communicator& comm, const std::string& dir,
-                                                        const ExclusiveSettings& settings, MemoryBudget& budget);
-
-// fgm path with solver = "exclusive" on a partitioned store (binary): one fit
-// per λ of settings.path_lambda, as train_exclusive_path.
-DistributedExclusiveOutcome path_exclusive_distributed(Communicator& comm, const std::string& dir,
-                                                       const ExclusiveSettings& settings, MemoryBudget& budget);
+// This rank's partitions of the partitioned store `dir` as the fits' data
+// (engine/exclusive_trainer.h train_exclusive, path_exclusive): a collective,
+// every rank opens it with the same settings; the setup's and each fit's
+// communication go to `run`.
+std::unique_ptr<ExclusiveData> open_exclusive_partitions(Communicator& comm, const std::string& dir,
+                                                         const ExclusiveSettings& settings, MemoryBudget& budget,
+                                                         PartitionedRun& run);
 
 }  // namespace fgm

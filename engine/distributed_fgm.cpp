@@ -30,10 +30,6 @@ namespace {
 
 constexpr uint64_t kColumnMaxEntryBytes = 32;  // an unordered_map<uint64_t, float> node and its bucket
 
-CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
-  return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
-}
-
 // Where a run's labels come from: the label values of all partitions
 // (increasing) and the one taken as +1 (the larger of two; a class against the
 // rest for one-vs-rest).
@@ -70,6 +66,10 @@ class PartitionRows final : public FgmRows {
   void restore_duals(TrainProgress& saved) override;
   Model model_frame() const override;
   void record_transforms(Model& model) const override;
+  void describe_point(Checkpoint& cp) override {
+    cp.rows = parts();
+    cp.reduction = &own_.reduction();
+  }
   void hand_out_decisions() override;
   bool chance_counts(double& fit, double& positive, double& correct, int iteration) override;
   double value_span() const override { return value_span_; }
@@ -86,12 +86,10 @@ class PartitionRows final : public FgmRows {
   bool measures_value_span() const { return value_span_pending_; }
   void observe_values();
   void check_value_span(int iteration);
-  // This rank's rows of the selected columns and their reduction (path points, refits).
-  std::vector<ApgRowPart> parts();
-  RowSumReduction& reduction() { return own_.reduction(); }
   std::vector<CommunicationRecord>& communication() { return communication_; }
 
  private:
+  std::vector<ApgRowPart> parts();  // this rank's rows of the selected columns
   void map_labels();
   void add_columns(const std::vector<uint64_t>& ids);
   void add_generated_columns(const std::vector<uint64_t>& ids);
@@ -101,7 +99,7 @@ class PartitionRows final : public FgmRows {
   void update_duals();
   std::string space_kind() const { return space_ ? settings_.space.kind : groups_ ? "group" : "linear"; }
   void record(int iteration, const char* phase, const CommunicationStats& before) {
-    communication_.push_back({iteration, phase, since(comm_.stats(), before)});
+    communication_.push_back({iteration, phase, comm_.stats() - before});
   }
 
   Communicator& comm_;
@@ -491,20 +489,6 @@ void PartitionRows::after_iteration(const IterationRecord& rec) {
                rec.apg_iterations, communicated);
 }
 
-// The loop's hooks for a partitioned run: path points carry this rank's rows.
-TrainHooks loop_hooks(const DistributedHooks& hooks, PartitionRows& rows) {
-  TrainHooks h;
-  h.resume = hooks.resume;
-  h.on_progress = hooks.on_progress;
-  auto point = [&rows](const std::function<void(const DistributedPoint&)>& hook) -> CheckpointCallback {
-    if (!hook) return {};
-    return [&rows, &hook](const Checkpoint& cp) { hook(DistributedPoint{cp, rows.parts(), &rows.reduction()}); };
-  };
-  h.on_checkpoint = point(hooks.on_checkpoint);
-  h.on_final = point(hooks.on_final);
-  return h;
-}
-
 // One binary FGM run on this rank's partitions.
 struct PartitionedFgmRun {
   PartitionedFgmRun(Communicator& comm, OwnPartitions& own, const TrainSettings& settings, MemoryBudget& budget,
@@ -512,8 +496,7 @@ struct PartitionedFgmRun {
                     bool value_span)
       : own(own),
         rows(comm, own, settings, budget, hooks, std::move(labels), labels_start, value_span),
-        hooks(loop_hooks(hooks, rows)),
-        loop(rows, settings, budget, this->hooks) {}
+        loop(rows, settings, budget, hooks) {}
 
   DistributedOutcome outcome(TrainOutcome result) {
     DistributedOutcome out;
@@ -526,7 +509,6 @@ struct PartitionedFgmRun {
 
   OwnPartitions& own;
   PartitionRows rows;
-  TrainHooks hooks;
   FgmLoop loop;
 };
 
@@ -585,27 +567,6 @@ void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names,
   }
 }
 
-// The multi-class model on this rank's rows: rows per class over all
-// partitions (tree sums of counts), the training accuracy and the largest
-// class's share; warns when the accuracy is no better than that share.
-void check_class_predictions(Communicator& comm, OwnPartitions& own, const TrainingArgmax& argmax,
-                             const std::vector<double>& labels, RunWarnings* warnings, DistributedOutcome& out) {
-  const size_t K = labels.size();
-  std::vector<std::vector<double>> local;
-  for (size_t q = 0; q < own.size(); ++q) {
-    const ShardStore& store = *own[q].store;
-    const uint16_t* classes = store.classes();
-    local.push_back(argmax.counts(q, K, [&](uint64_t i) {
-      const double value = store.info().class_values[classes[i]];
-      return static_cast<size_t>(std::lower_bound(labels.begin(), labels.end(), value) - labels.begin());
-    }));
-  }
-  const std::vector<double> total = own.sum(local, K + 1);
-  for (size_t c = 0; c < K; ++c) out.class_rows.push_back(static_cast<uint64_t>(total[1 + c]));
-  if (TrainingArgmax::at_chance_level(total, out.train_accuracy, out.majority_rate))
-    warn(comm, warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
-}
-
 // The class runs of one-vs-rest in lockstep (linear features and groups):
 // every pass streams this rank's partitions once and scores the dual vectors
 // of all classes still iterating or due their final certificate
@@ -629,7 +590,7 @@ std::vector<DistributedOutcome> run_classes_in_lockstep(Communicator& comm, OwnP
     std::vector<OwnPartitions::RangeScores> scores =
         own.score_by_ranges_many(runs[served.front()]->rows.groups(), requests, bytes);
     const double seconds = seconds_since(start);
-    CommunicationRecord record{runs[served.front()]->loop.next_iteration(), "scoring", since(comm.stats(), before),
+    CommunicationRecord record{runs[served.front()]->loop.next_iteration(), "scoring", comm.stats() - before,
                                -1};
     for (size_t r : served) record.shared_by.push_back(static_cast<int>(r));
     out.communication.push_back(std::move(record));
@@ -698,7 +659,6 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
   for (size_t q = 0; q < own.size(); ++q) part_rows.push_back(own.rows(q));
   TrainingArgmax argmax(part_rows, budget, "use more ranks (more, smaller partitions)");
   DistributedOutcome out;
-  out.class_labels = values;
   std::vector<DistributedHooks> hooks(K);
   for (size_t c = 0; c < K; ++c)
     hooks[c].on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) {
@@ -730,23 +690,28 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
   out.lockstep = schedule_classes(K, lockstep, shortfall, run_lockstep, run_one_by_one, [&](std::string m) {
     warn(comm, settings.warnings, "ovr_lockstep_fell_back", std::move(m));
   });
-  std::vector<Model> models;
+  std::vector<TrainOutcome> classes;
   for (size_t c = 0; c < K; ++c) {
-    DistributedOutcome& o = outcomes[c];
-    for (CommunicationRecord record : o.communication) {
+    for (CommunicationRecord record : outcomes[c].communication) {
       record.class_index = static_cast<int>(c);
       out.communication.push_back(std::move(record));
     }
-    out.objective_no_features += o.objective_no_features;
-    models.push_back(o.model);
-    out.classes.push_back(std::move(o));
+    classes.push_back(std::move(outcomes[c]));
   }
-  out.model = combine_class_models(models, values);
-  record_class_transforms(*own[0].store, out.model);
+  // The multi-class model on this rank's rows: rows per class over all partitions (tree sums of counts).
   const CommunicationStats before = comm.stats();
-  check_class_predictions(comm, own, argmax, values, settings.warnings, out);
-  out.communication.push_back({0, "diagnostics", since(comm.stats(), before)});  // of no class
-  out.value_span = out.classes.front().value_span;
+  std::vector<std::vector<double>> counts;
+  for (size_t q = 0; q < own.size(); ++q) {
+    const ShardStore& store = *own[q].store;
+    const uint16_t* truth = store.classes();
+    counts.push_back(argmax.counts(q, K, [&](uint64_t i) {
+      const double value = store.info().class_values[truth[i]];
+      return static_cast<size_t>(std::lower_bound(values.begin(), values.end(), value) - values.begin());
+    }));
+  }
+  finish_one_vs_rest(out, std::move(classes), values, *own[0].store, own.sum(counts, K + 1),
+                     comm.rank() == 0 ? settings.warnings : nullptr);
+  out.communication.push_back({0, "diagnostics", comm.stats() - before});  // of no class
   out.describe(own);
   out.budget_peak = budget.peak();
   out.seconds = seconds_since(start);

@@ -33,8 +33,6 @@
 #include "engine/one_vs_rest.h"
 #include "engine/own_partitions.h"
 #include "io/partitioned_store.h"
-#include "solvers/apg.h"
-#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -43,7 +41,7 @@ struct CommunicationRecord {
   int iteration = 0;
   std::string phase;  // "labels", "scoring", "solve", "diagnostics" (value span, chance level)
   CommunicationStats comm;
-  int class_index = -1;  // one-vs-rest: the class run (DistributedOutcome::classes) it belongs to
+  int class_index = -1;  // one-vs-rest: the class run (FgmOutcome::classes) it belongs to
   std::vector<int> shared_by = {};  // one-vs-rest in lockstep: the classes a shared scoring pass served
 };
 
@@ -64,55 +62,27 @@ struct PartitionedRun {
   }
 };
 
-// The single-store outcome (model, iterations, stop reason, totals over the
-// iterations, diagnostics; scoring_passes unset) and the partitioned run.
-struct DistributedOutcome : TrainOutcome, PartitionedRun {
-  uint64_t iterations_restored = 0;  // outer iterations taken from a checkpoint
-  // One-vs-rest (more than two label values): `model` is the multi-class
-  // model (combine_class_models), classes[c] the binary run of class
-  // class_labels[c] against the rest (+1: that class), class_rows[c] its rows
-  // over all partitions; iterations and stop_reason above stay empty, and
-  // `communication` holds every class run's records (class_index set).
-  std::vector<double> class_labels;
-  std::vector<uint64_t> class_rows;
-  std::vector<DistributedOutcome> classes;
-  bool lockstep = false;  // one-vs-rest: the classes shared their scoring passes
-};
+// A run of solver "fgm" (engine/one_vs_rest.h FgmOutcome, scoring_passes
+// unset) and the partitioned run; one-vs-rest: `communication` holds every
+// class run's records (class_index set).
+struct DistributedOutcome : FgmOutcome, PartitionedRun {};
 
-// Resume checkpoints of a distributed run (the CLI: rank 0 writes them, every
-// rank reads the same one). A TrainProgress of a distributed run holds the
-// batches, ω, L_t and the iteration log, not α: α lives with its rows, and is
-// formed again on each rank from ω exactly as the solve formed it
+// The hooks of a distributed run, on every rank (TrainHooks: the path points
+// carry this rank's rows). Resume checkpoints (the CLI: rank 0 writes them,
+// every rank reads the same one): a TrainProgress of a distributed run holds
+// the batches, ω, L_t and the iteration log, not α: α lives with its rows,
+// and is formed again on each rank from ω exactly as the solve formed it
 // (apg_decision_values), so a resumed run repeats the uninterrupted run's
 // arithmetic bit for bit.
-struct DistributedPoint;
-struct DistributedHooks {
-  TrainProgress* resume = nullptr;                        // start from this state (moved from)
-  std::function<void(const TrainProgress&)> on_progress;  // after each outer iteration, on every rank
+struct DistributedHooks : TrainHooks {
   // At the end of a run: the final decision values w'x − b of this rank's
   // rows, one vector per own partition (empty: all 0, the empty model).
   std::function<void(const std::vector<std::vector<double>>&)> on_final_decisions;
-  // fgm path (engine/distributed_path.h), on every rank: at each of
-  // settings.checkpoints (the batch before one is shortened to land on it; the
-  // run stops at the last one), and where the run ran out of new features
-  // before its next checkpoint ...
-  std::function<void(const DistributedPoint&)> on_checkpoint;
-  // ... and at the end of the run, with its final state.
-  std::function<void(const DistributedPoint&)> on_final;
   // Rows left out of the fit (fgm path's cross-validation folds): per own
   // partition, one entry per row, nonzero = left out (its label is 0, as with
   // TrainSettings::labels on one store: α_i = 0, in no sum). Null: every row.
   // Binary stores only.
   const std::vector<std::vector<uint8_t>>* left_out = nullptr;
-};
-
-// A path point: the model at a checkpoint, with this rank's rows of the
-// selected columns and their reduction, for a data-parallel refit
-// (engine/debias.h). `rows[q].decision` is the trainer's: a refit uses its own.
-struct DistributedPoint {
-  Checkpoint point;  // model, last iteration record, cumulative APG work (cache and labels unset)
-  std::vector<ApgRowPart> rows;
-  RowSumReduction* reduction = nullptr;
 };
 
 // A binary store trains one model; more label values train one-vs-rest

@@ -3,11 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
-#include <ctime>
 #include <limits>
-#include <memory>
 
 #include <fmt/format.h>
 
@@ -20,10 +17,6 @@ namespace fgm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
-  return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
-}
 
 // One partition's first-pass statistics of one column.
 struct ColumnSums {
@@ -81,7 +74,7 @@ class KtaPartitions {
     out_.describe(own_);
     const CommunicationStats before = comm.stats();
     read_labels();
-    out_.communication.push_back({0, "labels", since(comm.stats(), before)});
+    out_.communication.push_back({0, "labels", comm.stats() - before});
   }
 
   DistributedKtaOutcome& out() { return out_; }
@@ -159,7 +152,7 @@ class KtaPartitions {
           kta::linear_alignment_from_sums(ids[k], constant[k], sums, zeros + centred.values[k], n_));
     }
     run.alignment_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    out_.communication.push_back({0, "alignments", since(comm_.stats(), before)});
+    out_.communication.push_back({0, "alignments", comm_.stats() - before});
   }
 
   Communicator& comm() { return comm_; }
@@ -274,7 +267,7 @@ KtaPointFit partitioned_fit(KtaPartitions& parts, const KtaSettings& settings, M
     const CommunicationStats before = parts.comm().stats();
     KtaPointModel out;
     out.model = fit_kta_linear_model(parts.rows(), settings, parts.out().run.alignments, point, budget);
-    parts.out().communication.push_back({(*iteration)++, "svm", since(parts.comm().stats(), before)});
+    parts.out().communication.push_back({(*iteration)++, "svm", parts.comm().stats() - before});
     return out;
   };
 }

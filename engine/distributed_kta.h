@@ -18,13 +18,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
 #include "engine/distributed_fgm.h"
 #include "engine/pnorm_kta_path.h"
-#include "io/partitioned_store.h"
 
 namespace fgm {
 

@@ -36,9 +36,7 @@ class PartitionMslrRows final : public MslrRows {
   void begin_phase() override { phase_start_ = comm_.stats(); }
   void end_phase(int iteration, const char* phase) override { record(iteration, phase, phase_start_); }
   void record(int iteration, const char* phase, const CommunicationStats& before) {
-    const CommunicationStats& now = comm_.stats();
-    communication_.push_back(
-        {iteration, phase, {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds}});
+    communication_.push_back({iteration, phase, comm_.stats() - before});
   }
   std::vector<CommunicationRecord>& communication() { return communication_; }
 

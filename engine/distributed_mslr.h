@@ -20,13 +20,11 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
 #include "engine/distributed_fgm.h"
 #include "engine/mslr_trainer.h"
-#include "io/partitioned_store.h"
 
 namespace fgm {
 

@@ -17,16 +17,6 @@ namespace fgm {
 
 namespace {
 
-void add(CommunicationStats& total, const CommunicationStats& part) {
-  total.bytes += part.bytes;
-  total.calls += part.calls;
-  total.seconds += part.seconds;
-}
-
-CommunicationStats since(const CommunicationStats& now, const CommunicationStats& before) {
-  return {now.bytes - before.bytes, now.calls - before.calls, now.seconds - before.seconds};
-}
-
 // Rows of fold f among the `count` rows of one label dealt round-robin from
 // `dealt` on (assign_folds: the shuffled row at position r gets fold (dealt + r) mod k).
 uint64_t dealt_to_fold(uint64_t count, uint64_t dealt, int k, int f) {
@@ -48,25 +38,12 @@ class DistributedPathTrainer final : public PathTrainer {
   // The rows' label map is known once the first run has mapped the labels of all partitions.
   const Model* evaluation_shape() const override { return nullptr; }
 
-  TrainOutcome train(const TrainSettings& s, bool rows, const std::function<void(const RunPoint&)>& on_point,
-                     const TrainHooks& hooks) override {
+  TrainOutcome train(const TrainSettings& s, const TrainHooks& hooks) override {
     FGM_ASSERT(s.labels == nullptr);
     DistributedHooks h;
-    h.resume = hooks.resume;
-    h.on_progress = hooks.on_progress;
-    auto hand_out = [&](const DistributedPoint& p) {
-      const PointRows point_rows{p.rows, p.reduction};
-      const double objective = p.point.last ? p.point.last->objective : p.point.model.objective;
-      on_point({&p.point.model, objective, p.point.apg_iterations, p.point.gradient_evaluations,
-                rows ? &point_rows : nullptr});
-    };
-    // path.features: a point at each count; path.B / path.C: one at the end.
-    if (s.checkpoints.empty()) h.on_final = hand_out;
-    else h.on_checkpoint = hand_out;
+    static_cast<TrainHooks&>(h) = hooks;
     if (fold_ >= 0) h.left_out = &left_out_;
     DistributedOutcome d = train_fgm_distributed(comm_, dir_, s, budget_, h);
-    if (hooks.on_iteration)
-      for (const IterationRecord& r : d.iterations) hooks.on_iteration(r);
     record(d);
     return std::move(static_cast<TrainOutcome&>(d));
   }
@@ -114,7 +91,7 @@ class DistributedPathTrainer final : public PathTrainer {
     for (const auto& y : labels_) label_ptrs.push_back(y.data());
     folds_ = assign_partition_folds(label_rows, first, label_ptrs, rows, k, seed, budget_);
     left_out_.assign(own.size(), {});
-    add(out_.cv_communication, since(comm_.stats(), before));
+    out_.cv_communication += comm_.stats() - before;
     // Fold sizes from the label counts: label −1 is dealt from 0, +1 from n₋.
     std::vector<FoldRows> out(static_cast<size_t>(k));
     const uint64_t n = label_total[0] + label_total[1];
@@ -135,7 +112,7 @@ class DistributedPathTrainer final : public PathTrainer {
 
   // This rank's held-out rows' decision values and labels, gathered on rank 0
   // in rank order (= partition order = row order): 9 bytes a row.
-  HeldOutEval held_out(const RunPoint& point) override {
+  HeldOutEval held_out(const Checkpoint& point) override {
     const CommunicationStats before = comm_.stats();
     uint64_t held = 0;
     for (const auto& folds : folds_)
@@ -147,7 +124,7 @@ class DistributedPathTrainer final : public PathTrainer {
     scores.reserve(held);
     y.reserve(held);
     for (size_t q = 0; q < folds_.size(); ++q)
-      append_held_out_scores(*point.rows->parts[q].cache, *point.model, labels_[q].data(), folds_[q].data(), fold_,
+      append_held_out_scores(*point.rows[q].cache, point.model, labels_[q].data(), folds_[q].data(), fold_,
                              budget_, scores, y);
     std::vector<std::vector<uint8_t>> parts(static_cast<size_t>(comm_.size()));
     parts[0].resize(held * kHeldOutPairBytes);
@@ -155,7 +132,7 @@ class DistributedPathTrainer final : public PathTrainer {
     std::memcpy(parts[0].data() + held * sizeof(double), y.data(), held);
     std::vector<size_t> sizes;
     const std::vector<uint8_t> all = comm_.alltoallv(parts, &sizes);
-    add(out_.cv_communication, since(comm_.stats(), before));
+    out_.cv_communication += comm_.stats() - before;
     if (comm_.rank() != 0) return {};
     const uint64_t rows = all.size() / kHeldOutPairBytes;
     Reservation gathered = budget_.reserve(rows * (2 * sizeof(double) + 1), "held-out scores of all ranks",
@@ -182,7 +159,7 @@ class DistributedPathTrainer final : public PathTrainer {
       out_.communication.push_back(d.communication);
       return;
     }
-    for (const CommunicationRecord& c : d.communication) add(out_.cv_communication, c.comm);
+    for (const CommunicationRecord& c : d.communication) out_.cv_communication += c.comm;
   }
 
   Communicator& comm_;
@@ -211,11 +188,7 @@ void reject_multiclass_partitioned_path(Communicator& comm, const std::string& s
     const std::unique_ptr<ShardStore> part = ShardStore::open(partition_dir(store_dir, range.first + k), budget);
     for (double v : part->info().class_values) mine.push_back(v);
   }
-  const std::vector<uint8_t> all = comm.allgather(mine.data(), mine.size() * sizeof(double));
-  std::vector<double> values(all.size() / sizeof(double));
-  if (!all.empty()) std::memcpy(values.data(), all.data(), all.size());
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
+  const std::vector<double> values = sorted_union_of_ranks(comm, mine);
   if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::multiclass_path_unsupported(store_dir, values.size()));
 }
 
@@ -232,19 +205,12 @@ DistributedPathOutcome run_fgm_path_distributed(Communicator& comm, const std::s
   DistributedPathTrainer trainer(comm, store_dir, local.base, budget, out);
   const CommunicationStats before = comm.stats();
   out.path = run_path(trainer, local, budget, hooks);
-  const CommunicationStats after = comm.stats();
-  out.total_communication = {after.bytes - before.bytes, after.calls - before.calls, after.seconds - before.seconds};
+  out.total_communication = comm.stats() - before;
   // The trainer's records and the cross-validation leave out what the refits at the points communicated.
-  out.refit_communication = out.total_communication;
-  out.refit_communication.bytes -= out.cv_communication.bytes;
-  out.refit_communication.calls -= out.cv_communication.calls;
-  out.refit_communication.seconds -= out.cv_communication.seconds;
+  CommunicationStats recorded = out.cv_communication;
   for (const auto& run : out.communication)
-    for (const CommunicationRecord& c : run) {
-      out.refit_communication.bytes -= c.comm.bytes;
-      out.refit_communication.calls -= c.comm.calls;
-      out.refit_communication.seconds -= c.comm.seconds;
-    }
+    for (const CommunicationRecord& c : run) recorded += c.comm;
+  out.refit_communication = out.total_communication - recorded;
   out.budget_peak = budget.peak();
   return out;
 }

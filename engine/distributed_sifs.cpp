@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "engine/sifs_run.h"
+#include "engine/train_settings.h"
 #include "solvers/sifs/sifs_fista.h"
 
 namespace fgm {
@@ -71,11 +71,7 @@ DistributedSifsPasses::DistributedSifsPasses(Communicator& comm, const std::stri
   std::vector<uint64_t> mine;
   for (const auto& d : data_)
     for (uint64_t j = 0; j < d->columns(); ++j) mine.push_back(d->column_id(j));
-  const std::vector<uint8_t> all = own_->comm().allgather(mine.data(), mine.size() * sizeof(uint64_t));
-  ids_.resize(all.size() / sizeof(uint64_t));
-  std::memcpy(ids_.data(), all.data(), all.size());
-  std::sort(ids_.begin(), ids_.end());
-  ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+  ids_ = sorted_union_of_ranks(own_->comm(), mine);
   for (const auto& d : data_) {
     std::vector<uint32_t> map(d->columns());
     for (uint64_t j = 0; j < d->columns(); ++j)
@@ -294,13 +290,55 @@ void DistributedSifsSolver::solve_screened(const ScreenedSets& sets, const SifsR
   }
 }
 
-Model distributed_sifs_model(const DistributedSifsPasses& passes, const SifsReference& solution, double objective) {
-  const PartitionManifest& manifest = passes.manifest();
-  const std::vector<double>& values = passes.class_values();
-  Model m = model_of_partitioned_store(manifest, values.front(), values.back(), "sifs");
-  set_sifs_weights(m, passes.layout(), values, passes.columns(), [&](uint64_t j) { return passes.column_id(j); },
-                   solution, objective);
-  return m;
+namespace {
+
+SifsPassCounters counters_since(const SifsPassCounters& now, const SifsPassCounters& before) {
+  SifsPassCounters d = now;
+  d.column_passes -= before.column_passes, d.row_passes -= before.row_passes;
+  d.extract_passes -= before.extract_passes, d.norm_reuses -= before.norm_reuses;
+  d.skipped_passes -= before.skipped_passes, d.seconds -= before.seconds, d.bytes_streamed -= before.bytes_streamed;
+  return d;
+}
+
+class PartitionedSifs final : public SifsBackend {
+ public:
+  PartitionedSifs(Communicator& comm, const std::string& dir, const Config& config, MemoryBudget& budget,
+                  PartitionedRun& run)
+      : passes_(comm, dir, scheduler_options_from_config(config), config.get_bytes("engine.block_bytes"), budget),
+        run_(run) {
+    run.describe(passes_.own());
+  }
+  std::unique_ptr<SifsSolver> solver(const SifsSettings& settings) override {
+    at_solver_ = passes_.counters();
+    return std::make_unique<DistributedSifsSolver>(passes_, settings);
+  }
+  SifsPasses& passes() override { return passes_; }
+  SifsPassCounters counters() const override { return counters_since(passes_.counters(), at_solver_); }
+  Model model(const SifsReference& solution, double objective) const override {
+    const std::vector<double>& values = passes_.class_values();
+    Model m = model_of_partitioned_store(passes_.manifest(), values.front(), values.back(), "sifs");
+    set_sifs_weights(m, passes_.layout(), values, passes_.columns(), [&](uint64_t j) { return passes_.column_id(j); },
+                     solution, objective);
+    return m;
+  }
+  void record(int step, const char* phase) override {
+    const CommunicationStats& now = passes_.own().comm().stats();
+    run_.communication.push_back({step, phase, now - last_});
+    last_ = now;
+  }
+
+ private:
+  DistributedSifsPasses passes_;
+  PartitionedRun& run_;
+  SifsPassCounters at_solver_;
+  CommunicationStats last_;
+};
+
+}  // namespace
+
+std::unique_ptr<SifsBackend> open_sifs_partitions(Communicator& comm, const std::string& dir, const Config& config,
+                                                  MemoryBudget& budget, PartitionedRun& run) {
+  return std::make_unique<PartitionedSifs>(comm, dir, config, budget, run);
 }
 
 }  // namespace fgm

@@ -32,7 +32,9 @@
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
+#include "engine/distributed_fgm.h"
 #include "engine/own_partitions.h"
+#include "engine/sifs_run.h"
 #include "io/model_file.h"
 #include "solvers/sifs/sifs_path.h"
 
@@ -102,7 +104,10 @@ class DistributedSifsSolver final : public SifsSolver {
   uint64_t reductions_ = 0;
 };
 
-// The model of a solution (as engine/sifs_run.h's sifs_model, from the manifest).
-Model distributed_sifs_model(const DistributedSifsPasses& passes, const SifsReference& solution, double objective);
+// This rank's partitions of `dir` as a SIFS run's data (engine/sifs_run.h
+// SifsBackend: DistributedSifsPasses and DistributedSifsSolver); the
+// communication goes to `run`.
+std::unique_ptr<SifsBackend> open_sifs_partitions(Communicator& comm, const std::string& dir, const Config& config,
+                                                  MemoryBudget& budget, PartitionedRun& run);
 
 }  // namespace fgm

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <memory>
 
 #include <fmt/format.h>
@@ -101,12 +100,11 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
 namespace {
 
 // What both commands share: the stream, the design, the labels, the groups.
-// As FGM (engine/fgm_trainer.h): a store whose resident copy fits in half of
-// what the budget has left stays in memory between passes, and is cut into
-// the same blocks as FGM's scoring passes; a larger one is streamed.
-struct ExclusiveProblem {
+// A resident store is cut into the same blocks as FGM's scoring passes.
+struct ExclusiveProblem final : ExclusiveData {
   ExclusiveProblem(const ShardStore& store, const ExclusiveSettings& s, MemoryBudget& budget)
-      : resident(keeps_store_resident(store.info(), budget)
+      : store(store),
+        resident(keeps_store_resident(store.info(), budget)
                      ? budget.reserve(resident_store_bytes(store.info()), "store pages kept resident between passes")
                      : Reservation()),
         stream(store, scheduler(s, resident.bytes() > 0), budget),
@@ -116,15 +114,19 @@ struct ExclusiveProblem {
     const StoreInfo& info = store.info();
     labels_memory = budget.reserve(info.n_rows * sizeof(double), "exclusive: labels");
     y.resize(info.n_rows);
-    if (info.classes() <= 2) set_labels(store.labels());
     groups = exclusive_groups_for(s, design.column_ids(), info.n_features, info.index_base, budget, &source);
     base = model_of_store(info, "exclusive");
     record_feature_transforms(store, base);
   }
-  ExclusiveProblemView view() { return {design, y, groups, source, base}; }
-  // ±1 labels of the binary problem (n entries).
-  void set_labels(const int8_t* labels) {
+  const std::vector<double>& class_values() const override { return store.info().class_values; }
+  const std::vector<uint64_t>& class_counts() const override { return store.info().class_counts; }
+  const std::string& where() const override { return store.dir(); }
+  ExclusiveProblemView problem_of_class(size_t c) override {
+    const bool binary = store.info().classes() <= 2;
+    const std::vector<int8_t> one_vs_rest = binary ? std::vector<int8_t>() : one_vs_rest_labels(store, c);
+    const int8_t* labels = binary ? store.labels() : one_vs_rest.data();
     for (uint64_t i = 0; i < y.size(); ++i) y[i] = labels[i];
+    return {design, y, groups, source, base};
   }
   static SchedulerOptions scheduler(const ExclusiveSettings& s, bool keep_resident) {
     SchedulerOptions o;
@@ -132,6 +134,7 @@ struct ExclusiveProblem {
     o.keep_resident = keep_resident;
     return o;
   }
+  const ShardStore& store;
   Reservation resident;  // released after the stream that holds the blocks
   BlockStream stream;
   exclusive::StreamedDesign design;
@@ -157,8 +160,11 @@ exclusive::ExclusiveGroups exclusive_groups_for(const ExclusiveSettings& s, cons
   return exclusive::random_groups(column_ids.size(), s.random_groups, s.group_seed, budget);
 }
 
+namespace {
+
+// One working-set fit at `lambda` and its linear model (no bias).
 ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const ExclusiveSettings& s, double lambda,
-                                  MemoryBudget& budget, const exclusive::ExclusiveWarmStart* warm) {
+                                  MemoryBudget& budget, const exclusive::ExclusiveWarmStart* warm = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   exclusive::FistaOptions fista = s.fista;
   fista.lambda = lambda;
@@ -208,43 +214,43 @@ std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& pro
   return out;
 }
 
-ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
-                                       MemoryBudget& budget) {
-  if (store.info().classes() > 2)
-    throw Error(ErrorKind::kConfig, fmt::format("the store {} has {} classes: train_exclusive_one_vs_rest trains them",
-                                                store.dir(), store.info().classes()));
-  ExclusiveProblem problem(store, settings, budget);
-  return fit_exclusive_at(problem.view(), settings, settings.fista.lambda, budget);
+}  // namespace
+
+std::unique_ptr<ExclusiveData> open_exclusive_store(const ShardStore& store, const ExclusiveSettings& settings,
+                                                    MemoryBudget& budget) {
+  return std::make_unique<ExclusiveProblem>(store, settings, budget);
 }
 
-ExclusiveMulticlassOutcome train_exclusive_one_vs_rest(const ShardStore& store, const ExclusiveSettings& settings,
-                                                       MemoryBudget& budget) {
-  const auto start = std::chrono::steady_clock::now();
-  const StoreInfo& info = store.info();
-  FGM_ASSERT(info.classes() > 2);
-  ExclusiveProblem problem(store, settings, budget);
-  ExclusiveMulticlassOutcome out;
+void train_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
+                     ExclusiveRunOutcome& out) {
+  out.class_values = data.class_values();
+  out.class_counts = data.class_counts();
+  const size_t K = out.class_values.size();
   std::vector<Model> models;
-  for (size_t c = 0; c < info.classes(); ++c) {
-    problem.set_labels(one_vs_rest_labels(store, c).data());
-    out.classes.push_back(fit_exclusive_at(problem.view(), settings, settings.fista.lambda, budget));
+  for (size_t c = K > 2 ? 0 : 1; c < std::max<size_t>(K, 2); ++c) {
+    data.begin_fit();
+    out.classes.push_back(fit_exclusive_at(data.problem_of_class(c), settings, settings.fista.lambda, budget));
+    data.end_fit(static_cast<int>(out.classes.size()), "fit");
     models.push_back(out.classes.back().model);
   }
-  out.model = combine_class_models(models, info.class_values);
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.model = K > 2 ? combine_class_models(models, out.class_values) : models.front();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data.opened).count();
   out.budget_peak = budget.peak();
-  return out;
 }
 
-std::vector<ExclusiveOutcome> train_exclusive_path(const ShardStore& store, const ExclusiveSettings& settings,
-                                                   MemoryBudget& budget) {
-  if (store.info().classes() > 2)
+void path_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
+                    ExclusiveRunOutcome& out) {
+  out.class_values = data.class_values();
+  if (out.class_values.size() > 2)
     throw Error(ErrorKind::kConfig,
                 fmt::format("fgm path with solver = \"exclusive\" fits binary stores; the store {} has {} classes "
                             "(fgm train fits them one-vs-rest)",
-                            store.dir(), store.info().classes()));
-  ExclusiveProblem problem(store, settings, budget);
-  return fit_exclusive_path(problem.view(), settings, budget);
+                            data.where(), out.class_values.size()));
+  data.begin_fit();
+  out.classes = fit_exclusive_path(data.problem_of_class(1), settings, budget);
+  data.end_fit(1, "path");
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data.opened).count();
+  out.budget_peak = budget.peak();
 }
 
 }  // namespace fgm

@@ -4,7 +4,9 @@
 // `fgm predict` and `fgm inspect` read like any other.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,38 +70,51 @@ exclusive::ExclusiveGroups exclusive_groups_for(const ExclusiveSettings& s, cons
                                                 uint64_t n_features, int index_base, MemoryBudget& budget,
                                                 std::string* source);
 
-// One working-set fit at `lambda` and its linear model (no bias).
-ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
-                                  double lambda, MemoryBudget& budget,
-                                  const exclusive::ExclusiveWarmStart* warm = nullptr);
-
-// One fit per λ of settings.path_lambda (see train_exclusive_path).
-std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
-                                                 MemoryBudget& budget);
-
-// One fit at settings.fista.lambda. The store must be binary (labels ±1).
-ExclusiveOutcome train_exclusive_model(const ShardStore& store, const ExclusiveSettings& settings,
-                                       MemoryBudget& budget);
-
-// A multi-class store, one-vs-rest as the FGM solver does it
-// (engine/one_vs_rest.h): for each class c in the store's class order, the
-// binary fit on labels +1 for class c and −1 for the rest
-// (one_vs_rest_labels), one after another on the same stream, design and
-// groups. So class c's model is exactly the binary run's on the data
-// relabelled by hand (tested).
-struct ExclusiveMulticlassOutcome {
-  Model model;                            // model.classes, one per class
-  std::vector<ExclusiveOutcome> classes;  // each class's fit (its binary model too)
-  double seconds = 0;
-  uint64_t budget_peak = 0;
+// The data of the fits, wherever its rows live (one store here; this rank's
+// partitions in engine/distributed_exclusive.h): the class values of all
+// rows, the problem of each class, and the communication of each fit.
+class ExclusiveData {
+ public:
+  virtual ~ExclusiveData() = default;
+  virtual const std::vector<double>& class_values() const = 0;
+  virtual const std::vector<uint64_t>& class_counts() const = 0;  // rows of each class
+  virtual const std::string& where() const = 0;                    // the store's directory
+  // y_i = +1 on the rows of class c (binary: c = 1, the larger label), −1 on the others.
+  virtual ExclusiveProblemView problem_of_class(size_t c) = 0;
+  // A partitioned run records a fit's communication as phase `phase` of step `step`.
+  virtual void begin_fit() {}
+  virtual void end_fit(int /*step*/, const char* /*phase*/) {}
+  const std::chrono::steady_clock::time_point opened = std::chrono::steady_clock::now();  // the run's start
 };
-ExclusiveMulticlassOutcome train_exclusive_one_vs_rest(const ShardStore& store, const ExclusiveSettings& settings,
-                                                       MemoryBudget& budget);
 
-// One fit per λ of settings.path_lambda, in order, sharing the stream, the
-// design and the groups; with path_warm_start each fit starts from the
-// previous λ's (solvers/exclusive/working_set.h ExclusiveWarmStart).
-std::vector<ExclusiveOutcome> train_exclusive_path(const ShardStore& store, const ExclusiveSettings& settings,
-                                                   MemoryBudget& budget);
+// One store's data: one stream, design and set of groups for every fit.
+// As FGM (engine/fgm_trainer.h), a store whose resident copy fits in half of
+// what the budget has left stays in memory between passes.
+std::unique_ptr<ExclusiveData> open_exclusive_store(const ShardStore& store, const ExclusiveSettings& settings,
+                                                    MemoryBudget& budget);
+
+// The fits of a run: binary, one; multi-class (fgm train only), one per
+// class in class order, one-vs-rest as the FGM solver does it
+// (engine/one_vs_rest.h), so class c's model is exactly the binary fit's on
+// the data relabelled by hand (tested); a path, one per λ of
+// settings.path_lambda.
+struct ExclusiveRunOutcome {
+  Model model;                            // binary: the fit's model; multi-class: one per class
+  std::vector<ExclusiveOutcome> classes;  // the fits
+  std::vector<double> class_values;       // the sorted labels of all rows
+  std::vector<uint64_t> class_counts;     // rows of each class
+  uint64_t budget_peak = 0;
+  double seconds = 0;
+};
+
+// fgm train: one fit at settings.fista.lambda, or one per class.
+void train_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
+                     ExclusiveRunOutcome& out);
+
+// fgm path (a binary store): one fit per λ of settings.path_lambda, in order,
+// sharing the stream, the design and the groups; with path_warm_start each
+// fit starts from the previous λ's (solvers/exclusive/working_set.h ExclusiveWarmStart).
+void path_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
+                    ExclusiveRunOutcome& out);
 
 }  // namespace fgm

@@ -50,7 +50,7 @@ class FgmRows {
   // The data's part of the model: store provenance and the space's description.
   virtual Model model_frame() const = 0;
   virtual void record_transforms(Model& model) const = 0;
-  virtual void describe_point(Checkpoint&) const {}
+  virtual void describe_point(Checkpoint&) {}
   // The final decision values to the caller's hook.
   virtual void hand_out_decisions() = 0;
   // Rows of the fit, positive rows and rows the model gets right (over all

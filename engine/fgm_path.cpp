@@ -50,9 +50,7 @@ void validate_folds(int folds, uint64_t smallest_label_rows) {
 
 namespace {
 
-// train_fgm on one store. For B/C runs the refit and the held-out evaluation
-// need the selected columns: they are generated again from the store through
-// the space (a cross or expansion level is not a raw column).
+// train_fgm on one store; a fold's run has its held-out rows at label 0.
 class StorePathTrainer final : public PathTrainer {
  public:
   // `labels`: the rows' labels (TrainSettings::labels or the store's).
@@ -65,33 +63,10 @@ class StorePathTrainer final : public PathTrainer {
   }
   const Model* evaluation_shape() const override { return &shape_; }
 
-  TrainOutcome train(const TrainSettings& settings, bool rows, const std::function<void(const RunPoint&)>& on_point,
-                     const TrainHooks& hooks) override {
+  TrainOutcome train(const TrainSettings& settings, const TrainHooks& hooks) override {
     TrainSettings s = settings;
     if (fold_ >= 0) s.labels = training_labels_.data();  // the fold's rows at 0
-    const int8_t* labels = s.labels ? s.labels : store_.labels();
-    TrainHooks h = hooks;
-    if (!s.checkpoints.empty()) {
-      h.on_checkpoint = [&](const Checkpoint& cp) {
-        const PointRows point_rows = one_part(*cp.cache, cp.labels);
-        on_point({&cp.model, cp.last->objective, cp.apg_iterations, cp.gradient_evaluations,
-                  rows ? &point_rows : nullptr});
-      };
-      return train_fgm(store_, s, budget_, h);
-    }
-    TrainOutcome t = train_fgm(store_, s, budget_, h);
-    SelectedFeatureCache cache(budget_, store_.info().n_rows);
-    if (rows) {
-      FeatureSpaceSettings space_settings = s.space;
-      space_settings.index_base = store_.info().index_base;
-      std::unique_ptr<FeatureSpace> space = make_feature_space(space_settings, store_, budget_);
-      cache.begin_batch();
-      materialize_features(*space, store_, t.model.features, cache);
-    }
-    const PointRows point_rows = one_part(cache, labels);
-    on_point({&t.model, t.model.objective, t.total_apg_iterations, t.total_gradient_evaluations,
-              rows ? &point_rows : nullptr});
-    return t;
+    return train_fgm(store_, s, budget_, hooks);
   }
 
   std::vector<FoldRows> assign_folds(int k, uint64_t seed) override {
@@ -114,20 +89,15 @@ class StorePathTrainer final : public PathTrainer {
     if (fold >= 0) fold_training_labels(labels_, folds_, fold, training_labels_);
   }
 
-  HeldOutEval held_out(const RunPoint& point) override {
-    return evaluate_held_out(*point.rows->parts.front().cache, *point.model, labels_, folds_, fold_, budget_);
+  HeldOutEval held_out(const Checkpoint& point) override {
+    return evaluate_held_out(*point.rows.front().cache, point.model, labels_, folds_, fold_, budget_);
   }
 
  private:
-  PointRows one_part(const SelectedFeatureCache& cache, const int8_t* labels) {
-    return {{ApgRowPart{&cache, labels, nullptr}}, &local_};
-  }
-
   const ShardStore& store_;
   const int8_t* labels_;
   MemoryBudget& budget_;
   Model shape_;
-  LocalRowSums local_;
   BudgetedArray<uint16_t> folds_;
   BudgetedArray<int8_t> training_labels_;
   int fold_ = -1;
@@ -145,7 +115,7 @@ class PathRun {
  private:
   void load_evaluation_rows(const Model& shape);
   void evaluate_point(PathPoint& p);
-  void add_point(const RunPoint& point, uint64_t B, double C);
+  void add_point(const Checkpoint& point, uint64_t B, double C);
   uint64_t restore();
   void report_progress(uint64_t run, const TrainProgress* train);
   void warn(std::string code, std::string message) const;
@@ -203,23 +173,23 @@ void PathRun::evaluate_point(PathPoint& p) {
   }
 }
 
-void PathRun::add_point(const RunPoint& point, uint64_t B, double C) {
-  const Model& model = *point.model;
+void PathRun::add_point(const Checkpoint& point, uint64_t B, double C) {
+  const Model& model = point.model;
   PathPoint p;
   p.point = static_cast<int>(out_.points.size()) + 1;
   p.B = B;
   p.C = C;
   p.selected = model.features.size();
   for (const auto& f : model.features) p.nonzero += f.weight != 0.0;
-  p.train_objective = point.objective;
+  p.train_objective = point.last ? point.last->objective : model.objective;
   p.apg_iterations = point.apg_iterations;
   p.gradient_evaluations = point.gradient_evaluations;
   p.model = model;
-  if (settings_.debias && point.rows != nullptr) {
+  if (settings_.debias) {
     ApgOptions o = settings_.base.apg;
     if (settings_.debias_C > 0) o.C = settings_.debias_C;
     o.certify = true;  // stops on apg.gap_tolerance (a fixed eps_inner = 1e-10 cost 5–10× the path)
-    DebiasResult d = debias_refit(point.rows->parts, *point.rows->reduction, model, o, budget_);
+    DebiasResult d = debias_refit(point.rows, *point.reduction, model, o, budget_);
     if (!d.solve.converged)
       add_warning(settings_.base.warnings, "debias_gap_above_tolerance",
                   msg::debias_gap_above_tolerance(p.point, d.solve.iterations, d.solve.relative_gap));
@@ -323,9 +293,9 @@ void PathRun::run_feature_counts() {
   TrainHooks train_hooks;
   train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(0, &progress); };
   train_hooks.on_iteration = on_iteration_;
+  train_hooks.on_checkpoint = [&](const Checkpoint& point) { add_point(point, s.B, s.apg.C); };
   train_hooks.resume = hooks_.resume_train;
-  const bool rows = settings_.debias || fold_run_;
-  account(trainer_.train(s, rows, [&](const RunPoint& point) { add_point(point, s.B, s.apg.C); }, train_hooks), s);
+  account(trainer_.train(s, train_hooks), s);
 }
 
 // path.B / path.C: one FGM run per value, from `first_run` on.
@@ -340,10 +310,9 @@ void PathRun::run_value_list(uint64_t first_run) {
     TrainHooks train_hooks;
     train_hooks.on_progress = [&](const TrainProgress& progress) { report_progress(i, &progress); };
     train_hooks.on_iteration = on_iteration_;
+    train_hooks.on_final = [&](const Checkpoint& point) { add_point(point, s.B, s.apg.C); };
     if (i == first_run) train_hooks.resume = hooks_.resume_train;
-    const bool rows = settings_.debias || fold_run_;
-    account(trainer_.train(s, rows, [&](const RunPoint& point) { add_point(point, s.B, s.apg.C); }, train_hooks),
-            s);
+    account(trainer_.train(s, train_hooks), s);
     report_progress(i + 1, nullptr);
   }
 }

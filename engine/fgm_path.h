@@ -21,15 +21,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
 #include "engine/path_selection.h"
-#include "solvers/apg.h"
-#include "solvers/apg_reduction.h"
 
 namespace fgm {
 
@@ -140,24 +137,6 @@ struct PathHooks {
   TrainProgress* resume_train = nullptr;
 };
 
-// The rows of a point's selected columns, for its refit (Section 5.3,
-// engine/debias.h) and a fold's held-out evaluation: one part and
-// LocalRowSums on one store, or a rank's partitions and their partition-tree
-// reduction on a partitioned store.
-struct PointRows {
-  std::vector<ApgRowPart> parts;
-  RowSumReduction* reduction = nullptr;
-};
-
-// A point as an FGM run of the path hands it out.
-struct RunPoint {
-  const Model* model = nullptr;
-  double objective = 0;
-  uint64_t apg_iterations = 0;        // the run's cumulative work so far
-  uint64_t gradient_evaluations = 0;
-  const PointRows* rows = nullptr;    // null unless asked for
-};
-
 // One cross-validation fold's rows, over all rows of the store.
 struct FoldRows {
   uint64_t training = 0, held_out = 0;
@@ -171,13 +150,9 @@ class PathTrainer {
   // n_features, positive/negative label); null when only the first point's
   // model tells them (the rows are then loaded at the first point).
   virtual const Model* evaluation_shape() const = 0;
-  // One FGM run with `settings`. With settings.checkpoints: `on_point` at
-  // each count and where the run ran out of new features; without: once, at
-  // the end. `rows`: hand out each point's selected columns. `hooks`:
-  // on_iteration (the distributed trainer calls it for each iteration when
-  // the run ends), on_progress, resume (on_checkpoint is the trainer's).
-  virtual TrainOutcome train(const TrainSettings& settings, bool rows,
-                             const std::function<void(const RunPoint&)>& on_point, const TrainHooks& hooks) = 0;
+  // One FGM run with `settings` and `hooks` (on_checkpoint or on_final hands
+  // out the points, with this process's rows of their selected columns).
+  virtual TrainOutcome train(const TrainSettings& settings, const TrainHooks& hooks) = 0;
   // Cross-validation (path.folds = k ≥ 2): the stratified folds of all rows
   // (engine/path_selection.h assign_folds: the same folds on one store and on
   // a partitioned one) and each fold's rows. Throws a config error naming
@@ -187,7 +162,7 @@ class PathTrainer {
   virtual void set_fold(int fold) = 0;
   // ... and this is a point's accuracy and AUC on that fold's held-out rows,
   // from `point.rows` (every row of the point's selected columns).
-  virtual HeldOutEval held_out(const RunPoint& point) = 0;
+  virtual HeldOutEval held_out(const Checkpoint& point) = 0;
 };
 
 // Throws a config error unless exactly one of the lists is given and valid.

@@ -5,13 +5,13 @@
 
 #include "cache/selected_features.h"
 #include "core/error.h"
-#include "core/messages.h"
 #include "engine/fgm_loop.h"
 #include "engine/model_provenance.h"
 #include "engine/value_span.h"
 #include "features/block_scores.h"
 #include "features/cached_column_dot.h"
 #include "features/transformed_store.h"
+#include "solvers/apg_reduction.h"
 
 namespace fgm {
 namespace {
@@ -35,7 +35,7 @@ class StoreRows final : public FgmRows {
   void save_duals(TrainProgress& progress) const override { progress.alpha = alpha_; }
   Model model_frame() const override;
   void record_transforms(Model& model) const override { record_feature_transforms(store_, model); }
-  void describe_point(Checkpoint& cp) const override;
+  void describe_point(Checkpoint& cp) override;
   void hand_out_decisions() override;
   bool chance_counts(double& fit, double& positive, double& correct, int iteration) override;
   double value_span() const override { return value_span_result_; }
@@ -58,6 +58,7 @@ class StoreRows final : public FgmRows {
   const TrainHooks& hooks_;
   const uint64_t n_;
   const int8_t* y_;
+  LocalRowSums local_sums_;  // a point's refit over the one part
   std::unique_ptr<FeatureSpace> space_;
   SchedulerOptions scheduler_;
   Reservation resident_;
@@ -211,10 +212,9 @@ Model StoreRows::model_frame() const {
   return m;
 }
 
-// Selected columns and the labels, for refits on the selected features.
-void StoreRows::describe_point(Checkpoint& cp) const {
-  cp.cache = &cache_;
-  cp.labels = y_;
+void StoreRows::describe_point(Checkpoint& cp) {
+  cp.rows = {ApgRowPart{&cache_, y_, nullptr}};
+  cp.reduction = &local_sums_;
 }
 
 void StoreRows::hand_out_decisions() {

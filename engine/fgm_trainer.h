@@ -155,9 +155,11 @@ struct Checkpoint {
   uint64_t apg_iterations = 0;    // cumulative APG work so far
   uint64_t line_search_steps = 0;
   uint64_t gradient_evaluations = 0;
-  // Selected columns and the labels, for refits on the selected features.
-  const class SelectedFeatureCache* cache = nullptr;
-  const int8_t* labels = nullptr;
+  // This process's rows of the selected columns (one part on one store, a
+  // rank's partitions) and their row-sum reduction, for refits on the
+  // selected features (engine/debias.h), which use their own decision values.
+  std::vector<ApgRowPart> rows;
+  class RowSumReduction* reduction = nullptr;
 };
 
 // Everything the next outer iteration reads, after iteration

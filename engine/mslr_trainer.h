@@ -32,7 +32,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>

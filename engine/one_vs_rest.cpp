@@ -62,14 +62,6 @@ Model combine_class_models(const std::vector<Model>& models, const std::vector<d
   return m;
 }
 
-void record_class_transforms(const ShardStore& store, Model& model) {
-  Model all_classes;
-  for (const auto& c : model.classes)
-    all_classes.features.insert(all_classes.features.end(), c.features.begin(), c.features.end());
-  record_feature_transforms(store, all_classes);
-  model.transforms = std::move(all_classes.transforms);
-}
-
 TrainingArgmax::TrainingArgmax(const std::vector<uint64_t>& part_rows, MemoryBudget& budget, const char* remedy) {
   uint64_t rows = 0;
   for (uint64_t n : part_rows) {
@@ -102,16 +94,6 @@ std::vector<double> TrainingArgmax::counts(size_t q, size_t K, const std::functi
   return counts;
 }
 
-bool TrainingArgmax::at_chance_level(const std::vector<double>& total, double& train_accuracy,
-                                     double& majority_rate) {
-  double rows = 0, largest = 0;
-  for (size_t c = 1; c < total.size(); ++c) {
-    rows += total[c];
-    largest = std::max(largest, total[c]);
-  }
-  return fgm::at_chance_level(rows, total[0], largest, train_accuracy, majority_rate);
-}
-
 bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>& shortfall,
                       const std::function<void()>& run_lockstep, const std::function<void()>& run_one_by_one,
                       const std::function<void(std::string)>& warn_fell_back) {
@@ -130,9 +112,8 @@ bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>&
   return false;
 }
 
-OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings,
-                                   MemoryBudget& budget, const ClassIterationCallback& on_iteration,
-                                   OneVsRestSchedule schedule) {
+FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+                             const ClassIterationCallback& on_iteration, OneVsRestSchedule schedule) {
   const auto start = std::chrono::steady_clock::now();
   const StoreInfo& info = store.info();
   const size_t K = info.classes();
@@ -149,7 +130,8 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
     if (on_iteration) hooks[c].on_iteration = [&on_iteration, c](const IterationRecord& r) { on_iteration(c, r); };
     hooks[c].on_final_decision = [&argmax, c](const std::vector<double>& d) { argmax.add(c, 0, d); };
   }
-  OneVsRestOutcome out;
+  FgmOutcome out;
+  std::vector<TrainOutcome> classes;
   // The K runs' state (duals, selected columns, APG) is alive at once; the
   // attempt's warnings are kept only if it succeeds.
   auto run_lockstep = [&] {
@@ -159,36 +141,56 @@ OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings&
     LockstepOutcome o = train_fgm_lockstep(store, attempt, budget, hooks);
     for (const RunWarning& w : attempt_warnings.list()) add_warning(settings.warnings, w.code, w.message);
     out.scoring_passes = o.scoring_passes;
-    out.bytes_streamed = o.bytes_streamed;
-    out.classes = std::move(o.runs);
+    out.total_bytes_streamed = o.bytes_streamed;
+    classes = std::move(o.runs);
   };
   auto run_one_by_one = [&] {
     for (size_t c = 0; c < K; ++c) {
-      out.classes.push_back(train_fgm(store, class_settings[c], budget, hooks[c]));
-      out.scoring_passes += out.classes.back().scoring_passes;
-      out.bytes_streamed += out.classes.back().total_bytes_streamed;
+      classes.push_back(train_fgm(store, class_settings[c], budget, hooks[c]));
+      out.scoring_passes += classes.back().scoring_passes;
+      out.total_bytes_streamed += classes.back().total_bytes_streamed;
     }
   };
   out.lockstep = schedule_classes(
       K, schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space), std::nullopt,
       run_lockstep, run_one_by_one, [&](std::string m) { add_warning(settings.warnings, "ovr_lockstep_fell_back", m); });
 
-  std::vector<Model> models;
-  for (size_t c = 0; c < K; ++c) {
-    out.classes[c].model.positive_label = info.class_values[c];
-    models.push_back(out.classes[c].model);
-  }
   out.budget_peak = budget.peak();
-  out.model = combine_class_models(models, info.class_values);
-  record_class_transforms(store, out.model);
   const uint16_t* truth = store.classes();
   const int8_t* mask = settings.labels;
-  if (TrainingArgmax::at_chance_level(
-          argmax.counts(0, K, [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; }),
-          out.train_accuracy, out.majority_rate))
-    add_warning(settings.warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
+  auto class_of = [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; };
+  finish_one_vs_rest(out, std::move(classes), info.class_values, store, argmax.counts(0, K, class_of),
+                     settings.warnings);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
+}
+
+void finish_one_vs_rest(FgmOutcome& out, std::vector<TrainOutcome> classes, const std::vector<double>& values,
+                        const ShardStore& store, const std::vector<double>& counts, RunWarnings* warnings) {
+  std::vector<Model> models;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    classes[c].model.positive_label = values[c];
+    models.push_back(classes[c].model);
+    out.objective_no_features += classes[c].objective_no_features;
+    out.class_rows.push_back(static_cast<uint64_t>(counts[1 + c]));
+  }
+  out.model = combine_class_models(models, values);
+  // Each class model recorded only its own features' transform statistics; predict needs them all.
+  Model all_classes;
+  for (const auto& c : out.model.classes)
+    all_classes.features.insert(all_classes.features.end(), c.features.begin(), c.features.end());
+  record_feature_transforms(store, all_classes);
+  out.model.transforms = std::move(all_classes.transforms);
+  double rows = 0, largest = 0;
+  for (size_t c = 1; c < counts.size(); ++c) {
+    rows += counts[c];
+    largest = std::max(largest, counts[c]);
+  }
+  if (at_chance_level(rows, counts[0], largest, out.train_accuracy, out.majority_rate))
+    add_warning(warnings, "chance_level_model", msg::chance_level_model(out.train_accuracy, out.majority_rate));
+  out.class_labels = values;
+  out.value_span = classes.front().value_span;
+  out.classes = std::move(classes);
 }
 
 }  // namespace fgm

@@ -18,7 +18,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,18 +31,19 @@ namespace fgm {
 std::vector<int8_t> one_vs_rest_labels(const ShardStore& store, size_t c,
                                        const int8_t* mask = nullptr);
 
-struct OneVsRestOutcome {
-  Model model;                        // multi-class: model.classes, one per class
-  std::vector<TrainOutcome> classes;  // each class's binary run (its model too)
-  double seconds = 0;
-  uint64_t budget_peak = 0;
-  bool lockstep = false;        // the classes shared their scoring passes
-  uint64_t scoring_passes = 0;  // streams over the store, all classes together
-  uint64_t bytes_streamed = 0;  // what those passes read
-  // The multi-class model on its training rows (argmax of the classes'
-  // decision values) and the largest class's share: the chance-level check.
-  double train_accuracy = std::numeric_limits<double>::quiet_NaN();
-  double majority_rate = std::numeric_limits<double>::quiet_NaN();
+// A run of solver "fgm" on either backend: one binary run (the TrainOutcome
+// fields), or one-vs-rest: `model` is the multi-class model, classes[c] the
+// binary run of class class_labels[c] against the rest (+1: that class) with
+// class_rows[c] rows; iterations and stop_reason stay empty, scoring_passes
+// and total_bytes_streamed count the streams over the data, which classes in
+// lockstep share; train_accuracy and majority_rate are the multi-class
+// model's (argmax of the classes' decision values) for the chance check.
+struct FgmOutcome : TrainOutcome {
+  uint64_t iterations_restored = 0;  // outer iterations taken from a checkpoint
+  std::vector<double> class_labels;
+  std::vector<uint64_t> class_rows;
+  std::vector<TrainOutcome> classes;
+  bool lockstep = false;
 };
 
 enum class OneVsRestSchedule {
@@ -54,10 +54,9 @@ enum class OneVsRestSchedule {
 // on_iteration(c, record) after each outer iteration of class c's run.
 using ClassIterationCallback = std::function<void(size_t, const IterationRecord&)>;
 
-OneVsRestOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings,
-                                   MemoryBudget& budget,
-                                   const ClassIterationCallback& on_iteration = {},
-                                   OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
+FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+                             const ClassIterationCallback& on_iteration = {},
+                             OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
 
 // The multi-class model of per-class binary models (same space and settings):
 // their features, biases and objectives per class, the union of their
@@ -79,9 +78,6 @@ class TrainingArgmax {
   // Part q's counts: [0] rows predicted right, [1 + c] rows of class c.
   // class_of(i): row i's class index, SIZE_MAX for a row outside the fit.
   std::vector<double> counts(size_t q, size_t K, const std::function<size_t(uint64_t)>& class_of) const;
-  // From the counts over all rows: the training accuracy and the largest
-  // class's share; true when the model does no better.
-  static bool at_chance_level(const std::vector<double>& total, double& train_accuracy, double& majority_rate);
 
  private:
   Reservation memory_;
@@ -100,9 +96,12 @@ bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>&
                       const std::function<void()>& run_lockstep, const std::function<void()>& run_one_by_one,
                       const std::function<void(std::string)>& warn_fell_back);
 
-// The feature transforms of `store` (features.transform) with the statistics
-// of every class's features: each class model recorded only its own, and
-// predict needs them all.
-void record_class_transforms(const ShardStore& store, Model& model);
+// The end of one-vs-rest on either backend, from the class runs (in class
+// order, `values` increasing): their models combined (with the feature
+// transforms of every class, from `store`), class_rows and the chance check
+// from `counts` (TrainingArgmax::counts over all rows), the run's totals.
+// `warnings`: null on the ranks that do not report.
+void finish_one_vs_rest(FgmOutcome& out, std::vector<TrainOutcome> classes, const std::vector<double>& values,
+                        const ShardStore& store, const std::vector<double>& counts, RunWarnings* warnings);
 
 }  // namespace fgm

@@ -1,7 +1,6 @@
 #include "engine/own_partitions.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -91,12 +90,7 @@ std::vector<double> OwnPartitions::class_values() {
   std::vector<double> mine;
   for (const auto& part : own_)
     for (double v : part.store->info().class_values) mine.push_back(v);
-  const std::vector<uint8_t> all = comm_.allgather(mine.data(), mine.size() * sizeof(double));
-  std::vector<double> values(all.size() / sizeof(double));
-  std::memcpy(values.data(), all.data(), all.size());
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
-  return values;
+  return sorted_union_of_ranks(comm_, mine);
 }
 
 std::vector<double> OwnPartitions::sum(const std::vector<std::vector<double>>& local, size_t length) {

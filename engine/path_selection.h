@@ -8,7 +8,6 @@
 #include <array>
 #include <cstdint>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "cache/selected_features.h"

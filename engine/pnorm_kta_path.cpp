@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <memory>
 
 #include "cache/selected_features.h"

@@ -2,12 +2,11 @@
 #include "engine/model_provenance.h"
 #include "engine/train_settings.h"
 
-#include <ctime>
 #include <functional>
+#include <utility>
 
 #include "core/error.h"
 #include "core/messages.h"
-#include "core/progress.h"
 #include "features/transformed_store.h"
 
 namespace fgm {
@@ -118,13 +117,40 @@ void set_sifs_weights(Model& m, const SifsLayout& layout, const std::vector<doub
   m.negative_label = class_values.front();
 }
 
-Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective) {
-  const StoreInfo& info = store.info();
-  Model m = model_of_store(info, "sifs");
-  set_sifs_weights(m, data.layout(), info.class_values, data.columns(), [&](uint64_t j) { return data.column_id(j); },
-                   solution, objective);
-  record_feature_transforms(store, m);
-  return m;
+namespace {
+
+class StoreSifs final : public SifsBackend {
+ public:
+  StoreSifs(const ShardStore& store, const Config& config, MemoryBudget& budget)
+      : store_(store), config_(config), budget_(budget) {}
+  std::unique_ptr<SifsSolver> solver(const SifsSettings& settings) override {
+    run_.reset();
+    run_ = open_sifs_run(store_, config_, budget_, settings.screening);
+    return std::make_unique<SifsSolver>(*run_->data, settings);
+  }
+  SifsPasses& passes() override { return *run_->data; }
+  SifsPassCounters counters() const override { return std::as_const(*run_->data).counters(); }
+  bool holds_columns() const override { return run_->data->holds_columns(); }
+  Model model(const SifsReference& solution, double objective) const override {
+    const SifsData& data = *run_->data;
+    Model m = model_of_store(store_.info(), "sifs");
+    set_sifs_weights(m, data.layout(), store_.info().class_values, data.columns(),
+                     [&](uint64_t j) { return data.column_id(j); }, solution, objective);
+    record_feature_transforms(store_, m);
+    return m;
+  }
+
+ private:
+  const ShardStore& store_;
+  const Config& config_;
+  MemoryBudget& budget_;
+  std::unique_ptr<SifsRun> run_;
+};
+
+}  // namespace
+
+std::unique_ptr<SifsBackend> open_sifs_store(const ShardStore& store, const Config& config, MemoryBudget& budget) {
+  return std::make_unique<StoreSifs>(store, config, budget);
 }
 
 }  // namespace fgm

@@ -55,7 +55,23 @@ void set_sifs_weights(Model& m, const SifsLayout& layout, const std::vector<doub
                       const std::function<uint64_t(uint64_t)>& column_id, const SifsReference& solution,
                       double objective);
 
-// The model of a solution (weights w: K·m over the data's columns).
-Model sifs_model(const ShardStore& store, const SifsData& data, const SifsReference& solution, double objective);
+// The data a SIFS run solves on, wherever its rows live: one store
+// (open_sifs_store) or this rank's partitions (engine/distributed_sifs.h
+// open_sifs_partitions).
+class SifsBackend {
+ public:
+  virtual ~SifsBackend() = default;
+  // A solver of `settings` over the data (one store: its data opened for
+  // settings.screening, the previous solver's closed first).
+  virtual std::unique_ptr<SifsSolver> solver(const SifsSettings& settings) = 0;
+  virtual SifsPasses& passes() = 0;                  // the last solver's: layout, weights, coordinates
+  virtual SifsPassCounters counters() const = 0;     // the passes since the last solver() began
+  virtual bool holds_columns() const { return false; }  // the nonzeros held column-major
+  virtual Model model(const SifsReference& solution, double objective) const = 0;
+  // A partitioned run records its communication since the last record as phase `phase` of step `step`.
+  virtual void record(int /*step*/, const char* /*phase*/) {}
+};
+
+std::unique_ptr<SifsBackend> open_sifs_store(const ShardStore& store, const Config& config, MemoryBudget& budget);
 
 }  // namespace fgm

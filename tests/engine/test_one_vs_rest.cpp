@@ -107,8 +107,8 @@ TEST_CASE("one-vs-rest equals K binary runs on files relabelled by hand",
   const StoreInfo& info = store->info();
   REQUIRE(info.class_values == std::vector<double>{1, 2, 3});
 
-  OneVsRestOutcome one = train_one_vs_rest(*store, settings_for(kind, 1), budget);
-  OneVsRestOutcome two = train_one_vs_rest(*store, settings_for(kind, 2), budget);
+  FgmOutcome one = train_one_vs_rest(*store, settings_for(kind, 1), budget);
+  FgmOutcome two = train_one_vs_rest(*store, settings_for(kind, 2), budget);
   REQUIRE(one.model.classes.size() == 3);
   // linear shares its scoring passes across the classes; poly2/hik do not.
   REQUIRE(one.lockstep == (kind == "linear"));
@@ -279,8 +279,8 @@ TEST_CASE("lockstep one-vs-rest equals the sequential runs and streams max, not 
   s.eps_outer = 3.5e-2;
   s.max_features = 20;
 
-  OneVsRestOutcome lock = train_one_vs_rest(*store, s, budget);
-  OneVsRestOutcome seq = train_one_vs_rest(*store, s, budget, {}, OneVsRestSchedule::kSequential);
+  FgmOutcome lock = train_one_vs_rest(*store, s, budget);
+  FgmOutcome seq = train_one_vs_rest(*store, s, budget, {}, OneVsRestSchedule::kSequential);
   REQUIRE(lock.lockstep);
   REQUIRE(!seq.lockstep);
   REQUIRE(lock.classes.size() == 3);
@@ -292,7 +292,7 @@ TEST_CASE("lockstep one-vs-rest equals the sequential runs and streams max, not 
     REQUIRE(lock.model.classes[c].features.size() == seq.model.classes[c].features.size());
     // Every class's model comes from a solve certified to apg.gap_tolerance,
     // whichever rule stopped it (eps_outer: a polish solve after the loop).
-    for (const OneVsRestOutcome* o : {&lock, &seq}) {
+    for (const FgmOutcome* o : {&lock, &seq}) {
       const IterationRecord& last = o->classes[c].iterations.back();
       REQUIRE(last.apg_certified);
       REQUIRE(last.apg_stop == "converged");
@@ -310,8 +310,8 @@ TEST_CASE("lockstep one-vs-rest equals the sequential runs and streams max, not 
   // Every pass reads the whole store: bytes = passes × one pass.
   const uint64_t one_pass = seq.classes[0].iterations.front().bytes_streamed;
   REQUIRE(one_pass > 0);
-  REQUIRE(seq.bytes_streamed == sum_passes * one_pass);
-  REQUIRE(lock.bytes_streamed == max_passes * one_pass);
+  REQUIRE(seq.total_bytes_streamed == sum_passes * one_pass);
+  REQUIRE(lock.total_bytes_streamed == max_passes * one_pass);
 }
 
 TEST_CASE("one-vs-rest falls back to one class after another when lockstep does not fit the budget",
@@ -321,7 +321,7 @@ TEST_CASE("one-vs-rest falls back to one class after another when lockstep does 
   auto store = ingest(dir, "multi", three_class_text(3000, 15, 5), store_budget);
   TrainSettings s = settings_for("linear", 1);
   MemoryBudget roomy(256ull << 20);
-  OneVsRestOutcome want = train_one_vs_rest(*store, s, roomy, {}, OneVsRestSchedule::kSequential);
+  FgmOutcome want = train_one_vs_rest(*store, s, roomy, {}, OneVsRestSchedule::kSequential);
   REQUIRE(train_one_vs_rest(*store, s, roomy).lockstep);
   // The smallest budget (in steps of 1/8) that holds the classes' runs one at
   // a time: the three at once need more.
@@ -339,7 +339,7 @@ TEST_CASE("one-vs-rest falls back to one class after another when lockstep does 
     MemoryBudget tight(limit);
     RunWarnings warnings;
     s.warnings = &warnings;
-    OneVsRestOutcome got = train_one_vs_rest(*store, s, tight);
+    FgmOutcome got = train_one_vs_rest(*store, s, tight);
     REQUIRE(!got.lockstep);
     REQUIRE(got.scoring_passes == want.scoring_passes);
     const auto list = warnings.list();
@@ -366,7 +366,7 @@ TEST_CASE("one-vs-rest checks the multi-class model for chance level, once", "[e
   RunWarnings warnings;
   TrainSettings s = settings_for("linear", 1);
   s.warnings = &warnings;
-  OneVsRestOutcome out = train_one_vs_rest(*good, s, budget);
+  FgmOutcome out = train_one_vs_rest(*good, s, budget);
   const uint16_t* truth = good->classes();
   const uint64_t n = good->info().n_rows;
   // Decision values from the model itself: store columns, class weights, bias.
@@ -406,7 +406,7 @@ TEST_CASE("one-vs-rest checks the multi-class model for chance level, once", "[e
   auto noise = ingest(dir, "noise", text, budget);
   RunWarnings noise_warnings;
   s.warnings = &noise_warnings;
-  OneVsRestOutcome bad = train_one_vs_rest(*noise, s, budget);
+  FgmOutcome bad = train_one_vs_rest(*noise, s, budget);
   CHECK(bad.train_accuracy <= bad.majority_rate);
   CHECK(count_code(noise_warnings, "chance_level_model") == 1);
 }
