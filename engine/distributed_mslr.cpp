@@ -90,10 +90,13 @@ PartitionMslrRows::PartitionMslrRows(Communicator& comm, OwnPartitions& own, con
 // only non-empty columns travel, no rank holds a length-m vector.
 std::vector<ScoredCandidate> PartitionMslrRows::score(uint64_t batch, std::vector<double>& selected_c,
                                                       uint64_t& bytes_streamed) {
-  for (size_t q = 0; q < a_.size(); ++q)
+  std::vector<const double*> a;
+  for (size_t q = 0; q < a_.size(); ++q) {
     for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * labels_[q][i];
+    a.push_back(a_[q].data());
+  }
   OwnPartitions::RangeScores scored = own_.score_by_ranges(
-      a_, nullptr, [&](uint64_t id) { return is_selected_.count(id) > 0; }, selected_ids_, selected_ids_, batch,
+      a, nullptr, [&](uint64_t id) { return is_selected_.count(id) > 0; }, selected_ids_, selected_ids_, batch,
       bytes_streamed);
   selected_c = std::move(scored.selected_dots);
   return std::move(scored.top);

@@ -5,18 +5,115 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/partition_sum.h"
+#include "features/feature_groups.h"
 #include "features/kernel_maps.h"
 #include "features/partition_spaces.h"
 #include "features/poly2_space.h"
 
 namespace fgm {
 namespace {
+
+// Where this rank's partitions sit in the tree.
+struct PartitionLayout {
+  uint32_t partitions = 1;
+  uint32_t first_partition = 0;
+  uint64_t total_rows = 0;
+  uint64_t n_features = 0;
+};
+
+// Linear features (no features.groups) or groups of them, scored by column
+// ranges (OwnPartitions::score_by_ranges); the pass carries the selected
+// columns' c_j for (37). A candidate's columns are base columns, read as stored.
+class PartitionedLinear final : public DistributedSpace {
+ public:
+  PartitionedLinear(const FeatureSpaceSettings& s, OwnPartitions& own, MemoryBudget& budget) : own_(own) {
+    if (!s.groups_path.empty())
+      groups_ = std::make_unique<FeatureGroups>(read_feature_groups(s.groups_path, own.manifest().n_features,
+                                                                    own.manifest().index_base, budget,
+                                                                    parse_group_structure(s.group_structure)));
+  }
+  std::string kind() const override { return groups_ ? "group" : "linear"; }
+  DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) override {
+    uint64_t bytes = 0;
+    OwnPartitions::RangeScores scored =
+        own_.score_by_ranges(duals(parts), groups_.get(), is_selected(), selected_, column_group_, B, bytes);
+    return take(std::move(scored), bytes);
+  }
+  void mark_selected(uint64_t id) override {
+    const uint64_t candidates = groups_ ? groups_->n_groups : own_.manifest().n_features;
+    if (id >= candidates)  // a corrupt checkpoint
+      throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
+                                                      candidates, own_.dir()));
+    is_selected_.insert(id);
+    for (uint64_t p = 0; p < (groups_ ? groups_->size(id) : 1); ++p) {
+      selected_.push_back(groups_ ? groups_->member(id, p) : id);
+      column_group_.push_back(groups_ ? id : 0);
+    }
+  }
+  std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t id) override {
+    std::vector<GeneratedColumn> out(groups_ ? groups_->size(id) : 1);
+    for (uint64_t p = 0; p < out.size(); ++p) {
+      out[p].key.ids[0] = groups_ ? groups_->member(id, p) : id;
+      if (groups_) {
+        out[p].key.kind = FeatureKind::kGroup;
+        out[p].key.group = id;
+      }
+      partition.read_column(out[p].key.ids[0], out[p].rows, out[p].values);
+    }
+    return out;
+  }
+  bool keeps_empty_columns() const override { return true; }
+  void describe(Model& model) const override { model.feature_kind = kind(); }
+
+  static std::vector<DistributedScores> score_many(const std::vector<DistributedScoreRequest>& requests) {
+    const auto* first = dynamic_cast<const PartitionedLinear*>(requests.front().space);
+    FGM_ASSERT(first);
+    std::vector<OwnPartitions::RangeRequest> ranges;
+    for (const DistributedScoreRequest& request : requests) {
+      const auto* space = dynamic_cast<const PartitionedLinear*>(request.space);
+      FGM_ASSERT(space);
+      ranges.push_back({duals(request.parts), space->is_selected(), &space->selected_, &space->column_group_,
+                        request.B});
+    }
+    uint64_t bytes = 0;
+    std::vector<OwnPartitions::RangeScores> scored = first->own_.score_by_ranges_many(first->groups_.get(), ranges, bytes);
+    std::vector<DistributedScores> out;
+    for (size_t r = 0; r < requests.size(); ++r) out.push_back(first->take(std::move(scored[r]), bytes));
+    return out;
+  }
+
+ private:
+  static std::vector<const double*> duals(const std::vector<PartitionScoringInput>& parts) {
+    std::vector<const double*> a;
+    for (const PartitionScoringInput& p : parts) a.push_back(p.a);
+    return a;
+  }
+  std::function<bool(uint64_t)> is_selected() const {
+    return [this](uint64_t id) { return is_selected_.count(id) > 0; };
+  }
+  DistributedScores take(OwnPartitions::RangeScores scored, uint64_t bytes) const {
+    DistributedScores out;
+    out.top = std::move(scored.top);
+    out.top_memory = std::move(scored.top_memory);
+    out.selected_dots = std::move(scored.selected_dots);
+    out.candidates_scored = groups_ ? groups_->n_groups : own_.manifest().n_features;
+    out.bytes_streamed = bytes;
+    return out;
+  }
+
+  OwnPartitions& own_;
+  std::unique_ptr<FeatureGroups> groups_;
+  std::unordered_set<uint64_t> is_selected_;  // selected features or groups
+  std::vector<uint64_t> selected_;            // the selected columns' features, in order
+  std::vector<uint64_t> column_group_;        // and their groups (group spaces)
+};
 
 // The certified bound threshold of features/poly2_space.cpp (same derivation:
 // a pair sum of N ≤ n terms in ANY order, here the partition tree's, is off by
@@ -519,14 +616,22 @@ void DistributedExpansion::mark_selected(uint64_t candidate) {
 
 }  // namespace
 
-std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, Communicator& comm,
-                                                         const PartitionLayout& layout,
-                                                         const std::vector<const ShardStore*>& own,
+std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, OwnPartitions& own,
                                                          MemoryBudget& budget) {
-  if (settings.kind == "poly2") return std::make_unique<DistributedPoly2>(settings, comm, layout, budget);
+  if (settings.kind == "linear") return std::make_unique<PartitionedLinear>(settings, own, budget);
+  const PartitionManifest& manifest = own.manifest();
+  const PartitionLayout layout{manifest.partitions, own.range().first, manifest.n_rows, manifest.n_features};
+  if (settings.kind == "poly2") return std::make_unique<DistributedPoly2>(settings, own.comm(), layout, budget);
+  std::vector<const ShardStore*> stores;
+  for (size_t q = 0; q < own.size(); ++q) stores.push_back(own[q].store.get());
   if (settings.kind == "hik" || settings.kind == "additive")
-    return std::make_unique<DistributedExpansion>(settings, comm, layout, own, budget);
+    return std::make_unique<DistributedExpansion>(settings, own.comm(), layout, stores, budget);
   throw Error(ErrorKind::kInternal, "make_distributed_space: features.kind = " + settings.kind);
+}
+
+std::vector<DistributedScores> score_many(const std::vector<DistributedScoreRequest>& requests) {
+  FGM_ASSERT(!requests.empty());
+  return PartitionedLinear::score_many(requests);
 }
 
 }  // namespace fgm

@@ -1,6 +1,7 @@
-// The distributed worst-case analysis of the generated feature spaces
-// (features.kind = poly2, hik, additive) on a partitioned store
-// (docs/distributed.md, "poly-2 and kernel spaces"). Every quantity summed
+// The distributed worst-case analysis of every feature space on a
+// partitioned store: linear features and groups scored by column ranges
+// (OwnPartitions::score_by_ranges), and the generated spaces (features.kind =
+// poly2, hik, additive; docs/distributed.md, "poly-2 and kernel spaces"). Every quantity summed
 // over rows is summed per partition by features/partition_spaces.h and the
 // partitions' sums are added in the fixed partition tree
 // (core/partition_sum.h); every decision (bounds, threshold, candidate pairs,
@@ -28,11 +29,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/top_b_cache.h"
 #include "core/communicator.h"
+#include "engine/own_partitions.h"
 #include "core/feature_key.h"
 #include "core/memory_budget.h"
 #include "features/block_stream.h"
@@ -49,14 +52,6 @@ struct PartitionScoringInput {
   const double* a = nullptr;  // α∘y over the partition's rows
 };
 
-// Where this rank's partitions sit in the tree.
-struct PartitionLayout {
-  uint32_t partitions = 1;
-  uint32_t first_partition = 0;
-  uint64_t total_rows = 0;
-  uint64_t n_features = 0;
-};
-
 struct DistributedScores {
   std::vector<ScoredCandidate> top;  // best first, unselected, scores > 0
   Reservation top_memory;
@@ -66,6 +61,9 @@ struct DistributedScores {
   uint64_t candidate_pairs = 0;  // pairs summed exactly (co-occurring candidates, all partitions)
   uint64_t pair_updates = 0;     // a_i x_ij x_ik accumulations on this rank
   double threshold = 0;          // θ of the seed
+  // c_j of each selected column, in selection order, when the pass computed
+  // them on the way (linear, group); else the caller sums its cached columns.
+  std::optional<std::vector<double>> selected_dots;
 };
 
 // One generated column of a selected candidate on one partition.
@@ -82,20 +80,33 @@ class DistributedSpace {
   // The top-B of the pass, the same on every rank (collective: every rank calls it).
   virtual DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) = 0;
   virtual void mark_selected(uint64_t candidate) = 0;
-  // The candidate's generated columns on one of this rank's partitions; the
-  // same keys, in the same order, on every partition (a column may be empty).
+  // The candidate's columns on one of this rank's partitions; the same keys,
+  // in the same order, on every partition (a column may be empty).
   virtual std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t candidate) = 0;
+  // Whether a column empty on every partition is kept (base columns, as read)
+  // or dropped (a generated column no row reaches, as the single store drops it).
+  virtual bool keeps_empty_columns() const { return false; }
   // Kind and parameters (and, for hik/additive, the global scaling of the selected features).
   virtual void describe(Model& model) const = 0;
 };
 
-// The space of settings.kind (poly2, hik or additive) over this rank's
-// partitions `own` (collective: hik/additive exchange the column ranges).
-// hik/additive need m·dim() < 2^64 (a config error naming features.levels or
-// features.order otherwise).
-std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, Communicator& comm,
-                                                         const PartitionLayout& layout,
-                                                         const std::vector<const ShardStore*>& own,
+// The space of settings.kind over this rank's partitions `own` (collective:
+// hik/additive exchange the column ranges). hik/additive need m·dim() < 2^64
+// (a config error naming features.levels or features.order otherwise).
+std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, OwnPartitions& own,
                                                          MemoryBudget& budget);
+
+// One dual vector of a shared scoring pass (one-vs-rest in lockstep).
+struct DistributedScoreRequest {
+  DistributedSpace* space = nullptr;
+  std::vector<PartitionScoringInput> parts;
+  uint64_t B = 10;
+};
+
+// Scores every request in ONE stream over this rank's partitions: result r is
+// requests[r].space->score(parts, B), bit for bit, with the shared pass's
+// bytes. The spaces are all linear or all group (of one group file), the kind
+// scores_many (features/feature_space.h) admits. Collective.
+std::vector<DistributedScores> score_many(const std::vector<DistributedScoreRequest>& requests);
 
 }  // namespace fgm
