@@ -78,8 +78,8 @@ class PartitionRows final : public FgmRows {
 
   // A lockstep pass (linear features and groups): this run's request (its
   // space, duals and batch size), then its share of the scores as a pass.
-  DistributedScoreRequest scoring_request(uint64_t batch);
-  FgmPass take_scores(DistributedScores scored);
+  ScoreRequest scoring_request(uint64_t batch);
+  FgmPass take_scores(SpaceScores scored);
   bool measures_value_span() const { return value_span_pending_; }
   void observe_values();
   void check_value_span(int iteration);
@@ -120,7 +120,7 @@ class PartitionRows final : public FgmRows {
   std::vector<std::vector<double>> decisions_;
   Reservation row_memory_;
   std::vector<std::vector<double>> a_;  // α∘y per own partition
-  std::unique_ptr<DistributedSpace> space_;
+  std::unique_ptr<FeatureSpace> space_;
   double positive_ = 1, negative_ = -1;
 };
 
@@ -335,20 +335,29 @@ FgmPass PartitionRows::score(uint64_t batch, int iteration) {
   const CommunicationStats before = comm_.stats();
   const bool measure_span = value_span_pending_;
   if (measure_span) observe_values();
-  FgmPass pass = take_scores(space_->score(scoring_inputs(), batch));
+  ScoringContext context;
+  context.parts = scoring_inputs();
+  context.B = batch;
+  context.threads = settings_.scheduler.threads;
+  context.budget = &budget_;
+  FgmPass pass = take_scores(space_->score(context));
   pass.seconds = seconds_since(start);
   record(iteration, "scoring", before);
   if (measure_span) check_value_span(iteration);
   return pass;
 }
 
-DistributedScoreRequest PartitionRows::scoring_request(uint64_t batch) {
-  return {space_.get(), scoring_inputs(), batch};
+ScoreRequest PartitionRows::scoring_request(uint64_t batch) {
+  ScoreRequest request;
+  request.space = space_.get();
+  request.parts = scoring_inputs();
+  request.B = batch;
+  return request;
 }
 
 // A pass's top-B and the SIP violation (37) of α:
 // ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
-FgmPass PartitionRows::take_scores(DistributedScores scored) {
+FgmPass PartitionRows::take_scores(SpaceScores scored) {
   FgmPass pass;
   const double best = best_batch_score(scored.selected_dots ? *scored.selected_dots : selected_column_dots());
   pass.top = std::move(scored.top);
@@ -358,7 +367,7 @@ FgmPass PartitionRows::take_scores(DistributedScores scored) {
   pass.sip_violation = 0.5 * fresh - best;
   pass.candidates_scored = scored.candidates_scored;
   pass.pair_updates = scored.pair_updates;
-  pass.bytes_streamed = scored.bytes_streamed;
+  pass.bytes_streamed = scored.pass.bytes_streamed;
   return pass;
 }
 
@@ -522,7 +531,7 @@ std::vector<DistributedOutcome> run_classes_in_lockstep(Communicator& comm, OwnP
                                                         std::vector<std::unique_ptr<PartitionedFgmRun>>& runs,
                                                         uint64_t certificate_batch, DistributedOutcome& out) {
   auto shared_pass = [&](const std::vector<size_t>& served, const std::vector<uint64_t>& batches) {
-    std::vector<DistributedScoreRequest> requests;
+    std::vector<ScoreRequest> requests;
     for (size_t q = 0; q < served.size(); ++q) requests.push_back(runs[served[q]]->rows.scoring_request(batches[q]));
     // The first class measures the value span on its first pass (one warning per store).
     PartitionRows& first = runs.front()->rows;
@@ -530,13 +539,13 @@ std::vector<DistributedOutcome> run_classes_in_lockstep(Communicator& comm, OwnP
     if (span) first.observe_values();
     const auto start = std::chrono::steady_clock::now();
     const CommunicationStats before = comm.stats();
-    std::vector<DistributedScores> scores = score_many(requests);
+    std::vector<SpaceScores> scores = score_many(ScoringContext{}, requests);
     const double seconds = seconds_since(start);
     CommunicationRecord record{runs[served.front()]->loop.next_iteration(), "scoring", since(comm.stats(), before),
                                -1};
     for (size_t r : served) record.shared_by.push_back(static_cast<int>(r));
     out.communication.push_back(std::move(record));
-    out.total_bytes_streamed += scores.front().bytes_streamed;
+    out.total_bytes_streamed += scores.front().pass.bytes_streamed;
     if (span) first.check_value_span(runs.front()->loop.next_iteration());
     std::vector<FgmPass> passes;
     for (size_t q = 0; q < served.size(); ++q) {

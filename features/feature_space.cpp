@@ -26,8 +26,16 @@ bool scores_many(const FeatureSpaceSettings& settings) { return settings.kind ==
 
 std::vector<SpaceScores> score_many(const ScoringContext& ctx, const std::vector<ScoreRequest>& requests) {
   FGM_ASSERT(!requests.empty());
-  if (dynamic_cast<const GroupSpace*>(requests.front().space)) return GroupSpace::score_many(ctx, requests);
-  return LinearSpace::score_many(ctx, requests);
+  return requests.front().space->score_many(ctx, requests);
+}
+
+std::vector<SpaceScores> FeatureSpace::score_many(const ScoringContext&, const std::vector<ScoreRequest>&) {
+  throw Error(ErrorKind::kInternal, "score_many: features.kind = " + kind() + " scores one dual vector per pass");
+}
+
+void FeatureSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
+  for (const GeneratedColumn& col : columns(store, candidate))
+    if (keeps_empty_columns() || !col.rows.empty()) cache.add_column(col.key, col.rows, col.values);
 }
 
 void materialize_features(FeatureSpace& space, const ShardStore& store,
