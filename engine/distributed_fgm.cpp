@@ -316,8 +316,8 @@ void PartitionRows::check_value_span(int iteration) {
   }
   ValueSpan span;
   for (const auto& [id, max] : column_max_) span.add_column_max(max);
-  const std::string kind = space_->kind();
-  if (comm_.rank() == 0) value_span_ = span.check(kind == "poly2" ? 2 : 1, kind, settings_.warnings);
+  if (comm_.rank() == 0)
+    value_span_ = span.check(feature_space_kind(settings_.space.kind).value_degree, space_->kind(), settings_.warnings);
   column_max_ = {};
   column_max_memory_ = {};
   record(iteration, "diagnostics", before);

@@ -48,10 +48,10 @@ class PartitionedLinear final : public FeatureSpace {
     return take(std::move(scored), bytes);
   }
   void mark_selected(uint64_t id) override {
-    if (id >= candidates())  // a corrupt checkpoint
-      throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
-                                                      candidates(), own_.dir()));
-    is_selected_.insert(id);
+    if (id >= candidates() || !is_selected_.insert(id).second)  // a corrupt checkpoint
+      throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is repeated or beyond the {} "
+                                                      "candidates of {}",
+                                                      id, candidates(), own_.dir()));
     for (uint64_t p = 0; p < (groups_ ? groups_->size(id) : 1); ++p) {
       selected_.push_back(groups_ ? groups_->member(id, p) : id);
       column_group_.push_back(groups_ ? id : 0);
@@ -105,14 +105,6 @@ class PartitionedLinear final : public FeatureSpace {
   std::vector<uint64_t> selected_;            // the selected columns' features, in order
   std::vector<uint64_t> column_group_;        // and their groups (group spaces)
 };
-
-// The certified bound threshold of features/poly2_space.cpp (same derivation:
-// a pair sum of N ≤ n terms in ANY order, here the partition tree's, is off by
-// at most γ_{N−1}·Σ|terms|, so ŝ_jk ≥ θ implies û_j·û_k ≥ t).
-double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
-  const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
-  return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
-}
 
 class DistributedPoly2 final : public FeatureSpace {
  public:
@@ -601,7 +593,9 @@ std::unique_ptr<FeatureSpace> make_distributed_space(const FeatureSpaceSettings&
   for (size_t q = 0; q < own.size(); ++q) stores.push_back(own[q].store.get());
   if (settings.kind == "hik" || settings.kind == "additive")
     return std::make_unique<DistributedExpansion>(settings, own.comm(), layout, stores, budget);
-  throw Error(ErrorKind::kInternal, "make_distributed_space: features.kind = " + settings.kind);
+  throw Error(ErrorKind::kConfig, msg::out_of_range("", "features.kind", settings.kind,
+                                                   "a kind with a partitioned form on a partitioned store "
+                                                   "(linear, poly2, hik, additive)"));
 }
 
 }  // namespace fgm

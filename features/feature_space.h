@@ -120,6 +120,27 @@ struct FeatureSpaceSettings {
   uint64_t pair_block_features = 0;     // poly2: features per block of the pair stage (0: from budget)
 };
 
+class Config;
+
+// A feature space as registered once (feature_space_kinds(), in
+// features/feature_space.cpp): features.kind, its own features.* keys (set
+// with another kind, each is refused naming it), the degree of its values in
+// the base values (the value-span warning), whether score_many serves it, and
+// its maker over the single store (make_distributed_space makes its
+// partitioned form).
+struct FeatureSpaceKind {
+  std::string kind;
+  std::vector<std::string> keys;
+  int value_degree = 1;
+  bool scores_many = false;
+  std::unique_ptr<FeatureSpace> (*make)(const FeatureSpaceSettings&, const ShardStore&, MemoryBudget&) = nullptr;
+};
+const std::vector<FeatureSpaceKind>& feature_space_kinds();
+// The entry of features.kind = `kind` (a config error naming the key if none).
+const FeatureSpaceKind& feature_space_kind(const std::string& kind);
+// FeatureSpaceSettings from the features.* keys (index_base stays 1: the store's).
+FeatureSpaceSettings feature_space_settings(const Config& config);
+
 std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
                                                  const ShardStore& store, MemoryBudget& budget);
 
@@ -140,7 +161,7 @@ struct ScoreRequest {
 
 // Whether score_many can serve spaces made from these settings (linear and
 // group; the poly2 and expansion spaces score one vector per pass).
-bool scores_many(const FeatureSpaceSettings& settings);
+inline bool scores_many(const FeatureSpaceSettings& settings) { return feature_space_kind(settings.kind).scores_many; }
 
 // Scores every request in ONE stream over the store (or this rank's
 // partitions): result r equals requests[r].space->score() with a =

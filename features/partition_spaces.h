@@ -33,6 +33,11 @@ namespace fgm {
 SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
                                    PassStats* pass);
 
+// The bound threshold t for θ (features/poly2_space.cpp): every pair whose
+// computed score can reach θ has û_j·û_k ≥ t, for a pair sum of at most n
+// terms added in ANY order (row order, GEMM blocks, the partition tree).
+double pair_bound_threshold(double theta, double cross_scale, uint64_t n);
+
 // The features that may take part in a candidate pair, by decreasing bound
 // (ties: smaller id); pair (p, q), p < q, is a candidate iff
 // bound[p]·bound[q] ≥ t (evaluated exactly so on every rank).

@@ -114,10 +114,14 @@ void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budg
 // So ŝ_jk ≥ θ implies û_j·û_k ≥ t̂·(1−2γ_{n+1}−5ε) to first order; the
 // comparisons fl(û_j·û_k) < t and û_k ≥ fl(t/û_j) each cost one ε more.
 // ρ = 4(n+8)ε covers all of it with room (ρ ≥ 2γ_{n+1} + 10ε for n < 2^48).
+}  // namespace
+
 double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
 }
+
+namespace {
 
 // Algorithm 5's threshold test on a row: the length of the prefix of
 // idx[0, len) with u[idx] ≥ need. Sparse rows mostly stop within a few
