@@ -7,7 +7,6 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -20,7 +19,6 @@
 #include "engine/model_provenance.h"
 #include "engine/value_span.h"
 #include "features/block_scores.h"
-#include "features/feature_groups.h"
 #include "features/transformed_store.h"
 #include "io/libsvm_reader.h"
 
@@ -79,10 +77,9 @@ class PartitionRows final : public FgmRows {
   void after_iteration(const IterationRecord& rec) override;
 
   // A lockstep pass (linear features and groups): this run's request (its
-  // duals, selection and batch size), then its share of the scores as a pass.
-  OwnPartitions::RangeRequest range_request(uint64_t batch) const;
-  FgmPass take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds, uint64_t bytes_streamed);
-  const FeatureGroups* groups() const { return groups_.get(); }
+  // space, duals and batch size), then its share of the scores as a pass.
+  ScoreRequest scoring_request(uint64_t batch);
+  FgmPass take_scores(SpaceScores scored);
   bool measures_value_span() const { return value_span_pending_; }
   void observe_values();
   void check_value_span(int iteration);
@@ -91,13 +88,10 @@ class PartitionRows final : public FgmRows {
  private:
   std::vector<ApgRowPart> parts();  // this rank's rows of the selected columns
   void map_labels();
-  void add_columns(const std::vector<uint64_t>& ids);
-  void add_generated_columns(const std::vector<uint64_t>& ids);
-  FgmPass range_pass(OwnPartitions::RangeScores& scored, uint64_t bytes_streamed) const;
+  std::vector<PartitionScoringInput> scoring_inputs() const;
   double best_batch_score(const std::vector<double>& c) const;
   std::vector<double> selected_column_dots();
   void update_duals();
-  std::string space_kind() const { return space_ ? settings_.space.kind : groups_ ? "group" : "linear"; }
   void record(int iteration, const char* phase, const CommunicationStats& before) {
     communication_.push_back({iteration, phase, comm_.stats() - before});
   }
@@ -123,12 +117,8 @@ class PartitionRows final : public FgmRows {
   std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
   std::vector<std::vector<double>> decisions_;
   Reservation row_memory_;
-  std::vector<std::vector<double>> a_;   // α∘y per own partition
-  std::vector<uint64_t> selected_;       // feature ids, cache order
-  std::vector<uint64_t> column_group_;   // group of each selected column (group spaces)
-  std::unordered_set<uint64_t> is_selected_;  // selected features or groups
-  std::unique_ptr<FeatureGroups> groups_;     // features.groups; null: linear features
-  std::unique_ptr<DistributedSpace> space_;   // poly2, hik, additive; null: linear features and groups
+  std::vector<std::vector<double>> a_;  // α∘y per own partition
+  std::unique_ptr<FeatureSpace> space_;
   double positive_ = 1, negative_ = -1;
 };
 
@@ -138,19 +128,8 @@ PartitionRows::PartitionRows(Communicator& comm, OwnPartitions& own, const Train
     : comm_(comm), own_(own), settings_(settings), budget_(budget), hooks_(hooks),
       label_choice_(std::move(labels)), value_span_pending_(value_span) {
   map_labels();
-  const PartitionManifest& manifest = own.manifest();
-  if (settings_.space.kind != "linear") {
-    std::vector<const ShardStore*> stores;
-    for (size_t q = 0; q < own.size(); ++q) stores.push_back(own[q].store.get());
-    space_ = make_distributed_space(settings_.space, comm_,
-                                    {manifest.partitions, own.range().first, manifest.n_rows, manifest.n_features},
-                                    stores, budget_);
-  }
+  space_ = make_distributed_space(settings_.space, own_, budget_);
   record(0, "labels", labels_start);
-  if (!settings_.space.groups_path.empty())
-    groups_ = std::make_unique<FeatureGroups>(read_feature_groups(
-        settings_.space.groups_path, manifest.n_features, manifest.index_base, budget_,
-        parse_group_structure(settings_.space.group_structure)));
 }
 
 // Labels as ±1 by the classes of ALL partitions (a partition may lack one
@@ -196,89 +175,43 @@ double PartitionRows::fit_without_features(ApgState& state) {
   return own_.sum(local, 1).front();
 }
 
+// The new candidates' columns on this rank's partitions. A generated column
+// empty on every partition (an expansion component no row reaches) carries no
+// weight and is dropped, as the single-store cache drops it: one reduction of
+// the per-partition entry counts decides, the same on every rank.
 void PartitionRows::add_batch(const std::vector<uint64_t>& ids) {
-  if (space_) add_generated_columns(ids);
-  else add_columns(ids);
-}
-
-// Linear features or the members of groups, read from each own partition.
-void PartitionRows::add_columns(const std::vector<uint64_t>& ids) {
-  const uint64_t candidates = groups_ ? groups_->n_groups : own_.manifest().n_features;
-  std::vector<uint32_t> rows;
-  std::vector<float> values;
-  for (auto& columns : columns_) columns->begin_batch();
-  auto add_column = [&](uint64_t feature, uint64_t group) {
-    selected_.push_back(feature);
-    column_group_.push_back(group);
-    FeatureKey key;
-    key.ids[0] = feature;
-    if (groups_) {
-      key.kind = FeatureKind::kGroup;
-      key.group = group;
-    }
-    for (size_t q = 0; q < own_.size(); ++q) {
-      own_[q].store->read_column(feature, rows, values);
-      columns_[q]->add_column(key, rows, values);
-    }
-  };
-  for (uint64_t id : ids) {
-    if (id >= candidates)  // a corrupt checkpoint
-      throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is beyond the {} candidates of {}", id,
-                                                      candidates, own_.dir()));
-    is_selected_.insert(id);
-    if (!groups_) {
-      add_column(id, 0);
-      continue;
-    }
-    for (uint64_t p = 0; p < groups_->size(id); ++p) add_column(groups_->member(id, p), id);
-  }
-}
-
-// The generated columns of the new candidates on this rank's partitions. A
-// column empty on every partition (an expansion component no row reaches)
-// carries no weight and is dropped, as the single-store cache drops it: one
-// reduction of the per-partition entry counts decides, the same on every rank.
-void PartitionRows::add_generated_columns(const std::vector<uint64_t>& ids) {
-  std::vector<std::vector<std::vector<GeneratedColumn>>> fresh(own_.size());  // [partition][candidate][column]
-  std::vector<FeatureKey> keys;
+  std::vector<std::vector<GeneratedColumn>> fresh(own_.size());  // [partition][column]
   std::vector<std::vector<double>> counts(own_.size());
   for (uint64_t id : ids) {
     space_->mark_selected(id);
-    for (size_t q = 0; q < own_.size(); ++q) {
-      fresh[q].push_back(space_->columns(*own_[q].store, id));
-      for (const auto& col : fresh[q].back()) {
+    for (size_t q = 0; q < own_.size(); ++q)
+      for (GeneratedColumn& col : space_->columns(*own_[q].store, id)) {
         counts[q].push_back(static_cast<double>(col.rows.size()));
-        if (q == 0) keys.push_back(col.key);
+        fresh[q].push_back(std::move(col));
       }
-    }
   }
-  const std::vector<double> total = own_.sum(counts, keys.size());
+  const size_t n_fresh = fresh.front().size();
+  const std::vector<double> total =
+      space_->keeps_empty_columns() ? std::vector<double>(n_fresh, 1.0) : own_.sum(counts, n_fresh);
   for (size_t q = 0; q < own_.size(); ++q) {
     columns_[q]->begin_batch();
-    size_t k = 0;
-    for (const auto& candidate : fresh[q])
-      for (const auto& col : candidate)
-        if (total[k++] > 0) columns_[q]->add_column(col.key, col.rows, col.values);
+    for (size_t k = 0; k < n_fresh; ++k)
+      if (total[k] > 0) columns_[q]->add_column(fresh[q][k].key, fresh[q][k].rows, fresh[q][k].values);
   }
-  for (size_t k = 0; k < keys.size(); ++k)
-    if (total[k] > 0) {
-      selected_.push_back(keys[k].ids[0]);
-      column_group_.push_back(keys[k].group);
-    }
 }
 
 // c_h = Σ_i a_i x_ih of every selected column, tree-reduced (the generated
 // spaces' scores of the selected features, for (37)).
 std::vector<double> PartitionRows::selected_column_dots() {
+  const size_t selected = columns().num_columns();
   std::vector<std::vector<double>> local;
   for (size_t q = 0; q < columns_.size(); ++q) {
-    std::vector<double> dots(selected_.size(), 0.0);
-    for (size_t h = 0; h < selected_.size(); ++h) {
+    std::vector<double> dots(selected, 0.0);
+    for (size_t h = 0; h < selected; ++h)
       columns_[q]->column(h).for_each([&](uint32_t row, float value) { dots[h] += a_[q][row] * double(value); });
-    }
     local.push_back(std::move(dots));
   }
-  return own_.sum(local, selected_.size());
+  return own_.sum(local, selected);
 }
 
 // max_h ½Σ_{j∈d_h} c_j² over the batches so far, c indexed by selected column.
@@ -318,15 +251,14 @@ ApgResult PartitionRows::solve(const ApgOptions& apg, ApgState& state) {
 
 // α formed from the checkpoint's ω exactly as the solve formed it.
 void PartitionRows::restore_duals(TrainProgress& saved) {
-  if (selected_.empty()) return;
+  if (columns().num_columns() == 0) return;
   apg_decision_values(parts(), settings_.apg, saved.apg, budget_);
   update_duals();
 }
 
 Model PartitionRows::model_frame() const {
   Model model = model_of_partitioned_store(own_.manifest(), negative_, positive_, "fgm");
-  model.feature_kind = groups_ ? "group" : "linear";
-  if (space_) space_->describe(model);
+  space_->describe(model);
   return model;
 }
 
@@ -382,76 +314,58 @@ void PartitionRows::check_value_span(int iteration) {
   }
   ValueSpan span;
   for (const auto& [id, max] : column_max_) span.add_column_max(max);
-  if (comm_.rank() == 0) value_span_ = span.check(space_kind() == "poly2" ? 2 : 1, space_kind(), settings_.warnings);
+  if (comm_.rank() == 0)
+    value_span_ = span.check(feature_space_kind(settings_.space.kind).value_degree, space_->kind(), settings_.warnings);
   column_max_ = {};
   column_max_memory_ = {};
   record(iteration, "diagnostics", before);
 }
 
-// One scoring pass against the current α: the top-`batch` unselected
-// candidates, linear features and groups scored by column ranges
-// (OwnPartitions::score_by_ranges), the generated spaces by their own pass.
+std::vector<PartitionScoringInput> PartitionRows::scoring_inputs() const {
+  std::vector<PartitionScoringInput> inputs;
+  for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
+  return inputs;
+}
+
+// One scoring pass against the current α: the top-`batch` unselected candidates.
 FgmPass PartitionRows::score(uint64_t batch, int iteration) {
   const auto start = std::chrono::steady_clock::now();
   const CommunicationStats before = comm_.stats();
   const bool measure_span = value_span_pending_;
   if (measure_span) observe_values();
-  FgmPass pass;
-  if (space_) {
-    std::vector<PartitionScoringInput> inputs;
-    for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
-    DistributedScores scored = space_->score(inputs, batch);
-    pass.top = std::move(scored.top);
-    pass.top_memory = std::move(scored.top_memory);
-    const double best = best_batch_score(selected_column_dots());
-    double fresh = 0;
-    for (const auto& f : pass.top) fresh += f.score;
-    pass.sip_violation = 0.5 * fresh - best;  // (37)
-    pass.candidates_scored = scored.candidates_scored;
-    pass.pair_updates = scored.pair_updates;
-    pass.bytes_streamed = scored.bytes_streamed;
-  } else {
-    uint64_t bytes = 0;
-    OwnPartitions::RangeScores scored =
-        own_.score_by_ranges(a_, groups_.get(), [&](uint64_t id) { return is_selected_.count(id) > 0; }, selected_,
-                             column_group_, batch, bytes);
-    pass = range_pass(scored, bytes);
-  }
+  ScoringContext context;
+  context.parts = scoring_inputs();
+  context.B = batch;
+  context.threads = settings_.scheduler.threads;
+  context.budget = &budget_;
+  FgmPass pass = take_scores(space_->score(context));
   pass.seconds = seconds_since(start);
   record(iteration, "scoring", before);
   if (measure_span) check_value_span(iteration);
   return pass;
 }
 
-// A linear or group pass's top-B and the SIP violation (37) of α:
+ScoreRequest PartitionRows::scoring_request(uint64_t batch) {
+  ScoreRequest request;
+  request.space = space_.get();
+  request.parts = scoring_inputs();
+  request.B = batch;
+  return request;
+}
+
+// A pass's top-B and the SIP violation (37) of α:
 // ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
-FgmPass PartitionRows::range_pass(OwnPartitions::RangeScores& scored, uint64_t bytes_streamed) const {
+FgmPass PartitionRows::take_scores(SpaceScores scored) {
   FgmPass pass;
-  const double best = best_batch_score(scored.selected_dots);
+  const double best = best_batch_score(scored.selected_dots ? *scored.selected_dots : selected_column_dots());
   pass.top = std::move(scored.top);
   pass.top_memory = std::move(scored.top_memory);
-  pass.candidates_scored = groups_ ? groups_->n_groups : own_.manifest().n_features;
   double fresh = 0;
   for (const auto& f : pass.top) fresh += f.score;
   pass.sip_violation = 0.5 * fresh - best;
-  pass.bytes_streamed = bytes_streamed;
-  return pass;
-}
-
-OwnPartitions::RangeRequest PartitionRows::range_request(uint64_t batch) const {
-  OwnPartitions::RangeRequest r;
-  r.a = &a_;
-  r.is_selected = [this](uint64_t id) { return is_selected_.count(id) > 0; };
-  r.selected = &selected_;
-  r.selected_group = &column_group_;
-  r.B = batch;
-  return r;
-}
-
-FgmPass PartitionRows::take_shared_scores(OwnPartitions::RangeScores&& scored, double seconds,
-                                          uint64_t bytes_streamed) {
-  FgmPass pass = range_pass(scored, bytes_streamed);
-  pass.seconds = seconds;
+  pass.candidates_scored = scored.candidates_scored;
+  pass.pair_updates = scored.pair_updates;
+  pass.bytes_streamed = scored.pass.bytes_streamed;
   return pass;
 }
 
@@ -578,27 +492,27 @@ std::vector<DistributedOutcome> run_classes_in_lockstep(Communicator& comm, OwnP
                                                         std::vector<std::unique_ptr<PartitionedFgmRun>>& runs,
                                                         uint64_t certificate_batch, DistributedOutcome& out) {
   auto shared_pass = [&](const std::vector<size_t>& served, const std::vector<uint64_t>& batches) {
-    std::vector<OwnPartitions::RangeRequest> requests;
-    for (size_t q = 0; q < served.size(); ++q) requests.push_back(runs[served[q]]->rows.range_request(batches[q]));
+    std::vector<ScoreRequest> requests;
+    for (size_t q = 0; q < served.size(); ++q) requests.push_back(runs[served[q]]->rows.scoring_request(batches[q]));
     // The first class measures the value span on its first pass (one warning per store).
     PartitionRows& first = runs.front()->rows;
     const bool span = served.front() == 0 && first.measures_value_span();
     if (span) first.observe_values();
     const auto start = std::chrono::steady_clock::now();
     const CommunicationStats before = comm.stats();
-    uint64_t bytes = 0;
-    std::vector<OwnPartitions::RangeScores> scores =
-        own.score_by_ranges_many(runs[served.front()]->rows.groups(), requests, bytes);
+    std::vector<SpaceScores> scores = score_many(ScoringContext{}, requests);
     const double seconds = seconds_since(start);
     CommunicationRecord record{runs[served.front()]->loop.next_iteration(), "scoring", comm.stats() - before,
                                -1};
     for (size_t r : served) record.shared_by.push_back(static_cast<int>(r));
     out.communication.push_back(std::move(record));
-    out.total_bytes_streamed += bytes;
+    out.total_bytes_streamed += scores.front().pass.bytes_streamed;
     if (span) first.check_value_span(runs.front()->loop.next_iteration());
     std::vector<FgmPass> passes;
-    for (size_t q = 0; q < served.size(); ++q)
-      passes.push_back(runs[served[q]]->rows.take_shared_scores(std::move(scores[q]), seconds, bytes));
+    for (size_t q = 0; q < served.size(); ++q) {
+      passes.push_back(runs[served[q]]->rows.take_scores(std::move(scores[q])));
+      passes.back().seconds = seconds;
+    }
     return passes;
   };
   std::vector<FgmLoop*> loops;
@@ -649,7 +563,7 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
                                      CommunicationStats labels_start, OneVsRestSchedule schedule) {
   const auto start = std::chrono::steady_clock::now();
   const size_t K = values.size();
-  const bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && settings.space.kind == "linear" &&
+  const bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space) &&
                         own.fits_many(K);
   // In class 1's label phase.
   const std::string shortfall = lockstep ? lockstep_shortfall(comm, own, K, budget) : "";

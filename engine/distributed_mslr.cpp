@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "cache/selected_features.h"
 #include "core/error.h"
+#include "engine/distributed_spaces.h"
 #include "engine/model_provenance.h"
 #include "engine/mslr_loop.h"
 #include "engine/own_partitions.h"
@@ -52,8 +52,7 @@ class PartitionMslrRows final : public MslrRows {
   std::vector<std::vector<int8_t>> labels_;
   std::vector<std::vector<double>> alpha_, beta_, a_;
   std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
-  std::vector<uint64_t> selected_ids_;        // feature id per selected column
-  std::unordered_set<uint64_t> is_selected_;  // the selected feature ids
+  std::unique_ptr<FeatureSpace> space_;  // linear features over this rank's partitions
 };
 
 // Labels as ±1 by the classes of all partitions, α⁰.
@@ -82,37 +81,32 @@ PartitionMslrRows::PartitionMslrRows(Communicator& comm, OwnPartitions& own, con
     a_.emplace_back(rows, 0.0);
     columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, rows));
   }
+  space_ = make_distributed_space(settings_.space, own_, budget_);
 }
 
-// Scored by column ranges as FGM's linear pass (OwnPartitions::score_by_ranges):
-// only non-empty columns travel, no rank holds a length-m vector.
+// FGM's linear pass over the partitions (engine/distributed_spaces.h, by
+// column ranges): only non-empty columns travel, no rank holds a length-m vector.
 std::vector<ScoredCandidate> PartitionMslrRows::score(uint64_t batch, std::vector<double>& selected_c,
                                                       uint64_t& bytes_streamed) {
-  for (size_t q = 0; q < a_.size(); ++q)
+  ScoringContext context;
+  context.B = batch;
+  context.budget = &budget_;
+  for (size_t q = 0; q < a_.size(); ++q) {
     for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * labels_[q][i];
-  OwnPartitions::RangeScores scored = own_.score_by_ranges(
-      a_, nullptr, [&](uint64_t id) { return is_selected_.count(id) > 0; }, selected_ids_, selected_ids_, batch,
-      bytes_streamed);
-  selected_c = std::move(scored.selected_dots);
+    context.parts.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
+  }
+  SpaceScores scored = space_->score(context);
+  selected_c = std::move(*scored.selected_dots);
+  bytes_streamed += scored.pass.bytes_streamed;
   return std::move(scored.top);
 }
 
 // The features' rows in this rank's partitions, as the next selected columns.
 void PartitionMslrRows::add_batch(const std::vector<uint64_t>& ids) {
-  std::vector<uint32_t> rows;
-  std::vector<float> values;
   for (auto& cache : columns_) cache->begin_batch();
   for (uint64_t id : ids) {
-    if (id >= own_.manifest().n_features || is_selected_.count(id))  // a corrupt resume state
-      throw Error(ErrorKind::kCorruption, fmt::format("MSLR resume state: feature {} out of range or repeated", id));
-    FeatureKey key;
-    key.ids[0] = id;
-    for (size_t q = 0; q < own_.size(); ++q) {
-      own_[q].store->read_column(id, rows, values);
-      columns_[q]->add_column(key, rows, values);
-    }
-    selected_ids_.push_back(id);
-    is_selected_.insert(id);
+    space_->mark_selected(id);
+    for (size_t q = 0; q < own_.size(); ++q) space_->materialize(*own_[q].store, id, *columns_[q]);
   }
 }
 

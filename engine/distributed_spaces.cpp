@@ -5,12 +5,14 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/partition_sum.h"
+#include "features/feature_groups.h"
 #include "features/kernel_maps.h"
 #include "features/partition_spaces.h"
 #include "features/poly2_space.h"
@@ -18,17 +20,95 @@
 namespace fgm {
 namespace {
 
-// The certified bound threshold of features/poly2_space.cpp (same derivation:
-// a pair sum of N ≤ n terms in ANY order, here the partition tree's, is off by
-// at most γ_{N−1}·Σ|terms|, so ŝ_jk ≥ θ implies û_j·û_k ≥ t).
-double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
-  const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
-  return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
-}
+// Where this rank's partitions sit in the tree.
+struct SpaceLayout {
+  uint32_t partitions = 1;
+  uint32_t first_partition = 0;
+  uint64_t total_rows = 0;
+  uint64_t n_features = 0;
+};
 
-class DistributedPoly2 final : public DistributedSpace {
+// Linear features (no features.groups) or groups of them, scored by column
+// ranges (OwnPartitions::score_by_ranges); the pass carries the selected
+// columns' c_j for (37). A candidate's columns are base columns, read as stored.
+class PartitionedLinear final : public FeatureSpace {
  public:
-  DistributedPoly2(const FeatureSpaceSettings& s, Communicator& comm, const PartitionLayout& layout, MemoryBudget& budget)
+  PartitionedLinear(const FeatureSpaceSettings& s, OwnPartitions& own, MemoryBudget& budget) : own_(own) {
+    if (!s.groups_path.empty())
+      groups_ = std::make_unique<FeatureGroups>(read_feature_groups(s.groups_path, own.manifest().n_features,
+                                                                    own.manifest().index_base, budget,
+                                                                    parse_group_structure(s.group_structure)));
+  }
+  std::string kind() const override { return groups_ ? "group" : "linear"; }
+  double dimension() const override { return static_cast<double>(candidates()); }
+  SpaceScores score(const ScoringContext& ctx) override {
+    uint64_t bytes = 0;
+    OwnPartitions::RangeScores scored =
+        own_.score_by_ranges(duals(ctx.parts), groups_.get(), is_selected(), selected_, column_group_, ctx.B, bytes);
+    return take(std::move(scored), bytes);
+  }
+  void mark_selected(uint64_t id) override {
+    if (id >= candidates() || !is_selected_.insert(id).second)  // a corrupt checkpoint
+      throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is repeated or beyond the {} "
+                                                      "candidates of {}",
+                                                      id, candidates(), own_.dir()));
+    for (uint64_t p = 0; p < (groups_ ? groups_->size(id) : 1); ++p) {
+      selected_.push_back(groups_ ? groups_->member(id, p) : id);
+      column_group_.push_back(groups_ ? id : 0);
+    }
+  }
+  std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t id) override {
+    return groups_ ? group_columns(partition, *groups_, id) : linear_columns(partition, id);
+  }
+  bool keeps_empty_columns() const override { return true; }
+  uint64_t candidate_of(const FeatureKey& key) const override { return groups_ ? key.group : key.ids[0]; }
+  void describe(Model& model) const override { model.feature_kind = kind(); }
+
+  std::vector<SpaceScores> score_many(const ScoringContext&, const std::vector<ScoreRequest>& requests) override {
+    std::vector<OwnPartitions::RangeRequest> ranges;
+    for (const ScoreRequest& request : requests) {
+      const auto* space = dynamic_cast<const PartitionedLinear*>(request.space);
+      FGM_ASSERT(space);
+      ranges.push_back({duals(request.parts), space->is_selected(), &space->selected_, &space->column_group_,
+                        request.B});
+    }
+    uint64_t bytes = 0;
+    std::vector<OwnPartitions::RangeScores> scored = own_.score_by_ranges_many(groups_.get(), ranges, bytes);
+    std::vector<SpaceScores> out;
+    for (size_t r = 0; r < requests.size(); ++r) out.push_back(take(std::move(scored[r]), bytes));
+    return out;
+  }
+
+ private:
+  static std::vector<const double*> duals(const std::vector<PartitionScoringInput>& parts) {
+    std::vector<const double*> a;
+    for (const PartitionScoringInput& p : parts) a.push_back(p.a);
+    return a;
+  }
+  std::function<bool(uint64_t)> is_selected() const {
+    return [this](uint64_t id) { return is_selected_.count(id) > 0; };
+  }
+  uint64_t candidates() const { return groups_ ? groups_->n_groups : own_.manifest().n_features; }
+  SpaceScores take(OwnPartitions::RangeScores scored, uint64_t bytes) const {
+    SpaceScores out;
+    out.top = std::move(scored.top);
+    out.top_memory = std::move(scored.top_memory);
+    out.selected_dots = std::move(scored.selected_dots);
+    out.candidates_scored = candidates();
+    out.pass.bytes_streamed = bytes;
+    return out;
+  }
+
+  OwnPartitions& own_;
+  std::unique_ptr<FeatureGroups> groups_;
+  std::unordered_set<uint64_t> is_selected_;  // selected features or groups
+  std::vector<uint64_t> selected_;            // the selected columns' features, in order
+  std::vector<uint64_t> column_group_;        // and their groups (group spaces)
+};
+
+class DistributedPoly2 final : public FeatureSpace {
+ public:
+  DistributedPoly2(const FeatureSpaceSettings& s, Communicator& comm, const SpaceLayout& layout, MemoryBudget& budget)
       : comm_(comm),
         layout_(layout),
         budget_(budget),
@@ -42,18 +122,16 @@ class DistributedPoly2 final : public DistributedSpace {
                                     fmt::format("at most 2^31-1 base features (the store has {})", layout.n_features)));
   }
   std::string kind() const override { return "poly2"; }
-  DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) override;
+  double dimension() const override {
+    const double m = static_cast<double>(layout_.n_features);
+    return 2 * m + m * (m - 1) / 2;  // as Poly2Space
+  }
+  SpaceScores score(const ScoringContext& ctx) override;
   void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
   std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t candidate) override {
-    GeneratedColumn col;
-    const uint64_t kind = poly2_kind(candidate);
-    col.key.kind = kind == kPoly2Linear ? FeatureKind::kLinear : kind == kPoly2Square ? FeatureKind::kSquare
-                                                                                       : FeatureKind::kCross;
-    col.key.ids[0] = poly2_first(candidate);
-    if (kind == kPoly2Cross) col.key.ids[1] = poly2_second(candidate);
-    poly2_partition_column(partition, candidate, gamma_, coef0_, col.rows, col.values);
-    return {std::move(col)};
+    return poly2_columns(partition, candidate, gamma_, coef0_);
   }
+  uint64_t candidate_of(const FeatureKey& key) const override { return poly2_candidate_of(key); }
   void describe(Model& model) const override {
     model.feature_kind = "poly2";
     model.gamma = gamma_;
@@ -63,7 +141,7 @@ class DistributedPoly2 final : public DistributedSpace {
  private:
   // Σ over all partitions of each partition's exact sums of the pairs of `active`.
   SparseSums pair_sums(const std::vector<PartitionScoringInput>& parts, const Poly2ActiveSet& active,
-                       DistributedScores& out, Reservation& sums_memory) {
+                       SpaceScores& out, Reservation& sums_memory) {
     std::vector<SparseSums> local;
     PassStats pass;
     Reservation held = budget_.reserve(0, "poly2 candidate-pair partials of this rank's partitions",
@@ -72,7 +150,7 @@ class DistributedPoly2 final : public DistributedSpace {
       local.push_back(poly2_partition_pair_sums(*p.stream, *p.blocks, p.a, active, budget_, &pass, &out.pair_updates));
       held.resize(held.bytes() + local.back().keys.size() * 16);
     }
-    out.bytes_streamed += pass.bytes_streamed;
+    out.pass.bytes_streamed += pass.bytes_streamed;
     SparseSums sums = allreduce_partition_sparse_sums(comm_, layout_.partitions, layout_.first_partition, local);
     // The received nodes and the result (16 bytes a pair each) while the partials are held.
     sums_memory = budget_.reserve(sums.keys.size() * 16 * (2 + static_cast<uint64_t>(comm_.size())),
@@ -87,11 +165,11 @@ class DistributedPoly2 final : public DistributedSpace {
     }
   }
   double cross_scale() const { return 2.0 * gamma_ * gamma_; }
-  SparseSums range_moments(const std::vector<PartitionScoringInput>& parts, DistributedScores& out,
+  SparseSums range_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
                            Reservation& memory);
 
   Communicator& comm_;
-  PartitionLayout layout_;
+  SpaceLayout layout_;
   MemoryBudget& budget_;
   double gamma_, coef0_;
   uint64_t seed_features_;
@@ -110,7 +188,7 @@ bool bound_before(const BoundedFeature& x, const BoundedFeature& y) { return x.u
 // so rank r holds the global moments of base features [⌊r·m/K⌋, ⌊(r+1)·m/K⌋).
 // From them it offers its range's linear and square scores and keeps its
 // range's features with u_j > 0 (`range_u`).
-SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInput>& parts, DistributedScores& out,
+SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
                                            Reservation& memory) {
   const uint64_t m = layout_.n_features;
   std::vector<ColumnSpans> wanted;
@@ -127,13 +205,15 @@ SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInp
         return poly2_partition_moments(*in.stream, *in.blocks, in.a, &pass);
       },
       wanted, &memory);
-  out.bytes_streamed += pass.bytes_streamed;
+  out.pass.bytes_streamed += pass.bytes_streamed;
   memory.resize(16 * moments.keys.size());
   return moments;
 }
 
-DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInput>& parts, uint64_t B) {
-  DistributedScores out;
+SpaceScores DistributedPoly2::score(const ScoringContext& ctx) {
+  const std::vector<PartitionScoringInput>& parts = ctx.parts;
+  const uint64_t B = ctx.B;
+  SpaceScores out;
   const uint64_t m = layout_.n_features;
   const double lin_scale = 2.0 * gamma_ * coef0_, sq_scale = gamma_ * gamma_;
   Reservation moments_memory = budget_.reserve(0, "poly2 moments of a distributed scoring pass",
@@ -185,7 +265,6 @@ DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInpu
     offer_pairs(seed_sums, seeded);
     if (seeded.full()) theta = seeded.worst().score;
   }
-  out.threshold = theta;
   // 3. candidates: every pair whose bound can reach θ, summed exactly. H =
   // {j : u_j·u_max ≥ t}, each range's members gathered, by decreasing u.
   Poly2ActiveSet active;
@@ -207,8 +286,7 @@ DistributedScores DistributedPoly2::score(const std::vector<PartitionScoringInpu
          active.ids[active.summed_prefix] == seeds.ids[active.summed_prefix])
     ++active.summed_prefix;
   const SparseSums candidates = pair_sums(parts, active, out, candidate_memory);
-  out.candidate_pairs = seed_sums.keys.size() + candidates.keys.size();
-  out.candidates_scored += out.candidate_pairs;
+  out.candidates_scored += seed_sums.keys.size() + candidates.keys.size();  // the pairs summed exactly
   offer_pairs(seed_sums, top);  // each pair once: the seed's, then the rest of H's
   offer_pairs(candidates, top);
   out.top = top.take_sorted(&out.top_memory);
@@ -236,11 +314,11 @@ void append(std::vector<uint8_t>& out, const T* data, size_t count) {
   out.insert(out.end(), b, b + count * sizeof(T));
 }
 
-class DistributedExpansion final : public DistributedSpace {
+class DistributedExpansion final : public FeatureSpace {
  public:
-  DistributedExpansion(const FeatureSpaceSettings& s, Communicator& comm, const PartitionLayout& layout,
+  DistributedExpansion(const FeatureSpaceSettings& s, Communicator& comm, const SpaceLayout& layout,
                        const std::vector<const ShardStore*>& own, MemoryBudget& budget)
-      : comm_(comm), layout_(layout), budget_(budget), map_(map_from_settings(s)), selected_(&budget) {
+      : comm_(comm), layout_(layout), budget_(budget), map_(expansion_map_from_settings(s)), selected_(&budget) {
     if (layout.n_features > std::numeric_limits<uint64_t>::max() / map_.dim())
       throw Error(ErrorKind::kConfig,
                   msg::out_of_range("", s.kind == "hik" ? "features.levels" : "features.order",
@@ -249,23 +327,13 @@ class DistributedExpansion final : public DistributedSpace {
     exchange_ranges(own);
   }
   std::string kind() const override { return map_.kind() == FeatureKind::kHik ? "hik" : "additive"; }
-  DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) override;
+  double dimension() const override { return static_cast<double>(layout_.n_features) * map_.dim(); }
+  SpaceScores score(const ScoringContext& ctx) override;
   void mark_selected(uint64_t candidate) override;
+  uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t j) override {
-    std::vector<std::vector<uint32_t>> rows;
-    std::vector<std::vector<float>> values;
     const RangeRecord range = selected_range(j);
-    expansion_partition_columns(partition, map_, j, range.lo, range.hi, rows, values);
-    std::vector<GeneratedColumn> out(map_.dim());
-    for (uint32_t l = 0; l < map_.dim(); ++l) {
-      out[l].key.kind = map_.kind();
-      out[l].key.ids[0] = j;
-      out[l].key.group = j;
-      out[l].key.level = l;
-      out[l].rows = std::move(rows[l]);
-      out[l].values = std::move(values[l]);
-    }
-    return out;
+    return expansion_columns(partition, map_, j, range.lo, range.hi);
   }
   void describe(Model& model) const override {
     describe_expansion_model(map_, selected_ids_,
@@ -277,12 +345,6 @@ class DistributedExpansion final : public DistributedSpace {
   }
 
  private:
-  static ExpansionMap map_from_settings(const FeatureSpaceSettings& s) {
-    if (s.kind == "hik") return ExpansionMap::hik(s.levels);
-    auto kernel = parse_additive_kernel(s.kernel);
-    if (!kernel) throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kernel", s.kernel, "chi2, intersection"));
-    return ExpansionMap::additive(*kernel, s.order, s.period > 0 ? s.period : additive_default_period(*kernel, s.order));
-  }
   void exchange_ranges(const std::vector<const ShardStore*>& own);
   std::vector<RangeRecord> owned_ranges(const std::vector<uint8_t>& received, const std::vector<size_t>& sizes,
                                         std::vector<std::vector<uint64_t>>& asked) const;
@@ -298,7 +360,7 @@ class DistributedExpansion final : public DistributedSpace {
   }
 
   Communicator& comm_;
-  PartitionLayout layout_;
+  SpaceLayout layout_;
   MemoryBudget& budget_;
   ExpansionMap map_;
   Reservation range_memory_;
@@ -451,8 +513,10 @@ std::vector<RangeRecord> DistributedExpansion::owned_ranges(const std::vector<ui
 // tree (rank r gets the keys j·D + l of its features [⌊r·m/K⌋, ⌊(r+1)·m/K⌋)),
 // its range's top-B, and one allgather of the K lists with the candidates'
 // ranges (ties to the smaller id).
-DistributedScores DistributedExpansion::score(const std::vector<PartitionScoringInput>& parts, uint64_t B) {
-  DistributedScores out;
+SpaceScores DistributedExpansion::score(const ScoringContext& ctx) {
+  const std::vector<PartitionScoringInput>& parts = ctx.parts;
+  const uint64_t B = ctx.B;
+  SpaceScores out;
   const uint64_t m = layout_.n_features, D = map_.dim();
   Reservation memory = budget_.reserve(0, "hik/additive component sums of a distributed scoring pass",
                                        "use more ranks (more, smaller partitions), a smaller "
@@ -473,7 +537,7 @@ DistributedScores DistributedExpansion::score(const std::vector<PartitionScoring
         return expansion_partition_sums(*in.stream, *in.blocks, in.a, map_, ranges_, raised_zero_, is_selected, &pass);
       },
       wanted, &memory);
-  out.bytes_streamed = pass.bytes_streamed;
+  out.pass.bytes_streamed = pass.bytes_streamed;
   memory.resize(16 * sums.keys.size());
   TopBCache range_top(B, &budget_);
   for (size_t e = 0; e < sums.keys.size();) {
@@ -519,14 +583,19 @@ void DistributedExpansion::mark_selected(uint64_t candidate) {
 
 }  // namespace
 
-std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, Communicator& comm,
-                                                         const PartitionLayout& layout,
-                                                         const std::vector<const ShardStore*>& own,
+std::unique_ptr<FeatureSpace> make_distributed_space(const FeatureSpaceSettings& settings, OwnPartitions& own,
                                                          MemoryBudget& budget) {
-  if (settings.kind == "poly2") return std::make_unique<DistributedPoly2>(settings, comm, layout, budget);
+  if (settings.kind == "linear") return std::make_unique<PartitionedLinear>(settings, own, budget);
+  const PartitionManifest& manifest = own.manifest();
+  const SpaceLayout layout{manifest.partitions, own.range().first, manifest.n_rows, manifest.n_features};
+  if (settings.kind == "poly2") return std::make_unique<DistributedPoly2>(settings, own.comm(), layout, budget);
+  std::vector<const ShardStore*> stores;
+  for (size_t q = 0; q < own.size(); ++q) stores.push_back(own[q].store.get());
   if (settings.kind == "hik" || settings.kind == "additive")
-    return std::make_unique<DistributedExpansion>(settings, comm, layout, own, budget);
-  throw Error(ErrorKind::kInternal, "make_distributed_space: features.kind = " + settings.kind);
+    return std::make_unique<DistributedExpansion>(settings, own.comm(), layout, stores, budget);
+  throw Error(ErrorKind::kConfig, msg::out_of_range("", "features.kind", settings.kind,
+                                                   "a kind with a partitioned form on a partitioned store "
+                                                   "(linear, poly2, hik, additive)"));
 }
 
 }  // namespace fgm

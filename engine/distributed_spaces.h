@@ -1,6 +1,7 @@
-// The distributed worst-case analysis of the generated feature spaces
-// (features.kind = poly2, hik, additive) on a partitioned store
-// (docs/distributed.md, "poly-2 and kernel spaces"). Every quantity summed
+// The feature spaces (features/feature_space.h) over this rank's partitions
+// of a partitioned store: the distributed worst-case analysis of linear features and groups scored by column ranges
+// (OwnPartitions::score_by_ranges), and the generated spaces (features.kind =
+// poly2, hik, additive; docs/distributed.md, "poly-2 and kernel spaces"). Every quantity summed
 // over rows is summed per partition by features/partition_spaces.h and the
 // partitions' sums are added in the fixed partition tree
 // (core/partition_sum.h); every decision (bounds, threshold, candidate pairs,
@@ -26,76 +27,21 @@
 // allgather of the K lists with the candidates' ranges. Nothing m-sized.
 #pragma once
 
-#include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
 
-#include "cache/top_b_cache.h"
-#include "core/communicator.h"
-#include "core/feature_key.h"
 #include "core/memory_budget.h"
-#include "features/block_stream.h"
+#include "engine/own_partitions.h"
 #include "features/feature_space.h"
-#include "io/model_file.h"
-#include "io/shard_store.h"
 
 namespace fgm {
 
-// One of this rank's partitions as a scoring pass sees it.
-struct PartitionScoringInput {
-  const BlockStream* stream = nullptr;
-  const std::vector<BlockRef>* blocks = nullptr;
-  const double* a = nullptr;  // α∘y over the partition's rows
-};
-
-// Where this rank's partitions sit in the tree.
-struct PartitionLayout {
-  uint32_t partitions = 1;
-  uint32_t first_partition = 0;
-  uint64_t total_rows = 0;
-  uint64_t n_features = 0;
-};
-
-struct DistributedScores {
-  std::vector<ScoredCandidate> top;  // best first, unselected, scores > 0
-  Reservation top_memory;
-  uint64_t candidates_scored = 0;
-  uint64_t bytes_streamed = 0;  // by this rank
-  // poly2
-  uint64_t candidate_pairs = 0;  // pairs summed exactly (co-occurring candidates, all partitions)
-  uint64_t pair_updates = 0;     // a_i x_ij x_ik accumulations on this rank
-  double threshold = 0;          // θ of the seed
-};
-
-// One generated column of a selected candidate on one partition.
-struct GeneratedColumn {
-  FeatureKey key;
-  std::vector<uint32_t> rows;
-  std::vector<float> values;
-};
-
-class DistributedSpace {
- public:
-  virtual ~DistributedSpace() = default;
-  virtual std::string kind() const = 0;
-  // The top-B of the pass, the same on every rank (collective: every rank calls it).
-  virtual DistributedScores score(const std::vector<PartitionScoringInput>& parts, uint64_t B) = 0;
-  virtual void mark_selected(uint64_t candidate) = 0;
-  // The candidate's generated columns on one of this rank's partitions; the
-  // same keys, in the same order, on every partition (a column may be empty).
-  virtual std::vector<GeneratedColumn> columns(const ShardStore& partition, uint64_t candidate) = 0;
-  // Kind and parameters (and, for hik/additive, the global scaling of the selected features).
-  virtual void describe(Model& model) const = 0;
-};
-
-// The space of settings.kind (poly2, hik or additive) over this rank's
-// partitions `own` (collective: hik/additive exchange the column ranges).
-// hik/additive need m·dim() < 2^64 (a config error naming features.levels or
+// The space of settings.kind over this rank's partitions `own` (collective:
+// hik/additive exchange the column ranges). Its score() reads context.parts
+// and context.B, and is a collective: the same top-B on every rank. hik/additive
+// need m·dim() < 2^64 (a config error naming features.levels or
 // features.order otherwise).
-std::unique_ptr<DistributedSpace> make_distributed_space(const FeatureSpaceSettings& settings, Communicator& comm,
-                                                         const PartitionLayout& layout,
-                                                         const std::vector<const ShardStore*>& own,
-                                                         MemoryBudget& budget);
+std::unique_ptr<FeatureSpace> make_distributed_space(const FeatureSpaceSettings& settings, OwnPartitions& own,
+                                                     MemoryBudget& budget);
 
 }  // namespace fgm

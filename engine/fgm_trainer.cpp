@@ -185,7 +185,8 @@ void StoreRows::observe_values(BlockStream& stream) {
 void StoreRows::after_first_pass(BlockStream& stream) {
   if (!value_span_) return;
   stream.set_observer({});
-  value_span_result_ = value_span_->check(space_->kind() == "poly2" ? 2 : 1, space_->kind(), settings_.warnings);
+  value_span_result_ =
+      value_span_->check(feature_space_kind(settings_.space.kind).value_degree, space_->kind(), settings_.warnings);
   value_span_.reset();
 }
 

@@ -220,7 +220,7 @@ std::vector<int> OwnPartitions::selected_owners(const FeatureGroups* groups, con
   return owners;
 }
 
-OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std::vector<double>>& a,
+OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<const double*>& a,
                                                           const FeatureGroups* groups,
                                                           const std::function<bool(uint64_t)>& is_selected,
                                                           const std::vector<uint64_t>& selected,
@@ -233,7 +233,7 @@ OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<std:
   const std::vector<ColumnSpans>& wanted = wanted_columns(groups);
   const SparseSums dots = reduce_scatter_partition_sparse_sums(
       comm_, manifest_.partitions, range_.first, range_.count,
-      [&](uint32_t p) { return partition_column_dots(p - range_.first, a[p - range_.first].data(), bytes_streamed); },
+      [&](uint32_t p) { return partition_column_dots(p - range_.first, a[p - range_.first], bytes_streamed); },
       wanted, &memory);
   memory.resize(16 * dots.keys.size());
 
@@ -276,8 +276,8 @@ std::vector<OwnPartitions::RangeScores> OwnPartitions::score_by_ranges_many(cons
                                             "use more ranks (more, smaller partitions) or more memory per rank");
         std::vector<double> a(rows(q) * K);
         for (size_t k = 0; k < K; ++k) {
-          const std::vector<double>& ak = (*requests[k].a)[q];
-          for (uint64_t i = 0; i < ak.size(); ++i) a[i * K + k] = ak[i];
+          const double* ak = requests[k].a[q];
+          for (uint64_t i = 0; i < rows(q); ++i) a[i * K + k] = ak[i];
         }
         return partition_column_dots_many(q, a.data(), K, bytes_streamed);
       },

@@ -96,7 +96,7 @@ class OwnPartitions {
     std::vector<double> selected_dots;  // c_j of each `selected` column, in order
     Reservation top_memory;
   };
-  RangeScores score_by_ranges(const std::vector<std::vector<double>>& a, const FeatureGroups* groups,
+  RangeScores score_by_ranges(const std::vector<const double*>& a, const FeatureGroups* groups,
                               const std::function<bool(uint64_t)>& is_selected,
                               const std::vector<uint64_t>& selected, const std::vector<uint64_t>& selected_group,
                               size_t B, uint64_t& bytes_streamed);
@@ -110,7 +110,7 @@ class OwnPartitions {
   // column), and one allgather carries every request's top list and selected
   // dots. Requires n_features·K < 2^64 (fits_many). Collectives: 2.
   struct RangeRequest {
-    const std::vector<std::vector<double>>* a = nullptr;  // per own partition
+    std::vector<const double*> a;  // per own partition
     std::function<bool(uint64_t)> is_selected;
     const std::vector<uint64_t>* selected = nullptr;
     const std::vector<uint64_t>* selected_group = nullptr;

@@ -84,14 +84,10 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
     reject_if_set(c, "features.group_structure",
                   "it describes the groups of features.groups, which is not set");
   reject_misplaced_tree_pruning(c);
-  const std::pair<const char*, const char*> kind_keys[] = {
-      {"features.gamma", "poly2"},    {"features.coef0", "poly2"},
-      {"features.levels", "hik"},     {"features.order", "additive"},
-      {"features.period", "additive"}, {"features.kernel", "additive"}};
-  for (const auto& [key, owner] : kind_keys)
-    if (kind != owner)
-      reject_if_set(c, key,
-                    fmt::format("it applies to features.kind = {} only (this run uses {})", owner, kind));
+  for (const FeatureSpaceKind& owner : feature_space_kinds())
+    for (const std::string& key : owner.keys)
+      if (kind != owner.kind)
+        reject_if_set(c, key, fmt::format("it applies to features.kind = {} only (this run uses {})", owner.kind, kind));
 }
 
 namespace {
@@ -209,16 +205,7 @@ TrainSettings train_settings_from_config(const Config& c) {
   read_apg_keys(c, s.apg);
   s.scheduler = scheduler_options_from_config(c);
   s.block_bytes = c.get_bytes("engine.block_bytes");
-  s.space.kind = c.get_string("features.kind");
-  s.space.groups_path = c.get_string("features.groups");
-  s.space.group_structure = c.get_string("features.group_structure");
-  s.space.tree_pruning = c.get_bool("features.tree_pruning");
-  s.space.gamma = c.get_float("features.gamma");
-  s.space.coef0 = c.get_float("features.coef0");
-  s.space.levels = static_cast<uint32_t>(c.get_int("features.levels"));
-  s.space.order = static_cast<uint32_t>(c.get_int("features.order"));
-  s.space.period = c.get_float("features.period");
-  s.space.kernel = c.get_string("features.kernel");
+  s.space = feature_space_settings(c);
   s.max_features = static_cast<uint64_t>(c.get_int("fgm.max_features"));
   return s;
 }

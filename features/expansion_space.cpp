@@ -11,6 +11,7 @@
 // selected-feature cache hold them), so scoring, the cache and prediction see
 // the same numbers.
 #include "features/expansion_space.h"
+#include "features/partition_spaces.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,9 +20,8 @@
 #include "core/messages.h"
 
 namespace fgm {
-namespace {
 
-ExpansionMap map_from_settings(const FeatureSpaceSettings& s) {
+ExpansionMap expansion_map_from_settings(const FeatureSpaceSettings& s) {
   if (s.kind == "hik") return ExpansionMap::hik(s.levels);
   auto kernel = parse_additive_kernel(s.kernel);
   if (!kernel)
@@ -30,27 +30,14 @@ ExpansionMap map_from_settings(const FeatureSpaceSettings& s) {
   return ExpansionMap::additive(*kernel, s.order, period);
 }
 
+namespace {
 inline double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
-
-// Float32-rounded components [l0, l1) of φ(x) into out[0 .. l1−l0).
-void components(const ExpansionMap& map, double x, uint32_t l0, uint32_t l1, double* scratch,
-                double* out) {
-  if (map.kind() == FeatureKind::kHik) {
-    ExpansionMap::HikSplit s = map.hik_split(x);
-    for (uint32_t l = l0; l < l1; ++l)
-      out[l - l0] = l < s.full ? f32(map.hik_unit()) : (l == s.full ? f32(s.partial) : 0.0);
-    return;
-  }
-  map.eval(x, scratch);
-  for (uint32_t l = l0; l < l1; ++l) out[l - l0] = f32(scratch[l]);
-}
-
 }  // namespace
 
 ExpansionSpace::ExpansionSpace(const ShardStore& store, const FeatureSpaceSettings& settings,
                                MemoryBudget& budget)
     : store_(store),
-      map_(map_from_settings(settings)),
+      map_(expansion_map_from_settings(settings)),
       n_features_(store.info().n_features),
       n_rows_(store.info().n_rows),
       selected_(&budget) {}
@@ -120,7 +107,7 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
               const double ai = a[block.row_ids[p]];
               sum_entries += ai;
               if (!have_last || block.values[p] != last) {
-                components(map_, scale_to_unit(block.values[p], lo, hi), 0, D, scratch.data(), phi.data());
+                expansion_components(map_, scale_to_unit(block.values[p], lo, hi), scratch.data(), phi.data());
                 last = block.values[p];
                 have_last = true;
               }
@@ -129,7 +116,7 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
           }
           if (implicit) {
             const double rest = sum_a - sum_entries;
-            components(map_, x0, 0, D, scratch.data(), phi.data());
+            expansion_components(map_, x0, scratch.data(), phi.data());
             for (uint32_t l = 0; l < D; ++l) c[l] += phi[l] * rest;
           }
           double s = 0;
@@ -145,59 +132,8 @@ SpaceScores ExpansionSpace::score(const ScoringContext& ctx) {
   return out;
 }
 
-void ExpansionSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
-  store.read_column(candidate, rows_, values_);
-  const double lo = store.column_min(candidate), hi = store.column_max(candidate);
-  const double x0 = scale_to_unit(0.0, lo, hi);
-  const uint64_t n = n_rows_;
-  const bool dense = x0 > 0 && rows_.size() < n;
-  const uint32_t D = map_.dim();
-  constexpr uint32_t kChunk = 16;  // components built per sweep over the column
-  std::vector<double> scratch(D), phi(kChunk), phi0(kChunk);
-  std::vector<std::vector<uint32_t>> col_rows(std::min(kChunk, D));
-  std::vector<std::vector<float>> col_vals(col_rows.size());
-  FeatureKey key;
-  key.kind = map_.kind();
-  key.ids[0] = candidate;
-  key.group = candidate;
-  for (uint32_t l0 = 0; l0 < D; l0 += kChunk) {
-    const uint32_t l1 = std::min(D, l0 + kChunk), w = l1 - l0;
-    for (uint32_t t = 0; t < w; ++t) {
-      col_rows[t].clear();
-      col_vals[t].clear();
-    }
-    auto push = [&](uint32_t row, const double* v) {
-      for (uint32_t t = 0; t < w; ++t) {
-        const float f = static_cast<float>(v[t]);
-        if (f == 0) continue;  // columns stay sparse
-        col_rows[t].push_back(row);
-        col_vals[t].push_back(f);
-      }
-    };
-    if (dense) {
-      components(map_, x0, l0, l1, scratch.data(), phi0.data());
-      size_t p = 0;
-      for (uint64_t i = 0; i < n; ++i) {
-        if (p < rows_.size() && rows_[p] == i) {
-          components(map_, scale_to_unit(values_[p], lo, hi), l0, l1, scratch.data(), phi.data());
-          push(static_cast<uint32_t>(i), phi.data());
-          ++p;
-        } else {
-          push(static_cast<uint32_t>(i), phi0.data());
-        }
-      }
-    } else {
-      for (size_t p = 0; p < rows_.size(); ++p) {
-        components(map_, scale_to_unit(values_[p], lo, hi), l0, l1, scratch.data(), phi.data());
-        push(rows_[p], phi.data());
-      }
-    }
-    for (uint32_t t = 0; t < w; ++t) {
-      if (col_rows[t].empty()) continue;  // an all-zero component can carry no weight
-      key.level = l0 + t;
-      cache.add_column(key, col_rows[t], col_vals[t]);
-    }
-  }
+std::vector<GeneratedColumn> ExpansionSpace::columns(const ShardStore& store, uint64_t candidate) {
+  return expansion_columns(store, map_, candidate, store.column_min(candidate), store.column_max(candidate));
 }
 
 void ExpansionSpace::describe(Model& model) const {

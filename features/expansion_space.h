@@ -18,7 +18,7 @@ class ExpansionSpace : public FeatureSpace {
   double dimension() const override;
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override;
-  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  std::vector<GeneratedColumn> columns(const ShardStore& store, uint64_t candidate) override;
   uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   void describe(Model& model) const override;
   const ExpansionMap& map() const { return map_; }
@@ -30,8 +30,6 @@ class ExpansionSpace : public FeatureSpace {
   uint64_t n_rows_;
   CandidateSet selected_;
   std::vector<uint64_t> selected_ids_;
-  std::vector<uint32_t> rows_;
-  std::vector<float> values_;
 };
 
 }  // namespace fgm

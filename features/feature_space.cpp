@@ -1,5 +1,6 @@
 #include "features/feature_space.h"
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/messages.h"
 #include "features/expansion_space.h"
@@ -8,27 +9,74 @@
 
 namespace fgm {
 
-std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
-                                                 const ShardStore& store, MemoryBudget& budget) {
-  if (settings.kind == "linear") {
-    if (!settings.groups_path.empty())
-      return std::make_unique<GroupSpace>(store, settings.groups_path,
-                                          parse_group_structure(settings.group_structure), budget,
-                                          settings.tree_pruning);
-    return std::make_unique<LinearSpace>(store, budget);
-  }
-  if (settings.kind == "poly2") return std::make_unique<Poly2Space>(store, settings, budget);
-  if (settings.kind == "hik" || settings.kind == "additive")
-    return std::make_unique<ExpansionSpace>(store, settings, budget);
-  throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kind", settings.kind, "linear"));
+namespace {
+
+// Base features, or the groups of features.groups.
+std::unique_ptr<FeatureSpace> make_linear(const FeatureSpaceSettings& s, const ShardStore& store,
+                                          MemoryBudget& budget) {
+  if (s.groups_path.empty()) return std::make_unique<LinearSpace>(store, budget);
+  return std::make_unique<GroupSpace>(store, s.groups_path, parse_group_structure(s.group_structure), budget,
+                                      s.tree_pruning);
 }
 
-bool scores_many(const FeatureSpaceSettings& settings) { return settings.kind == "linear"; }
+template <class Space>
+std::unique_ptr<FeatureSpace> make(const FeatureSpaceSettings& s, const ShardStore& store, MemoryBudget& budget) {
+  return std::make_unique<Space>(store, s, budget);
+}
+
+}  // namespace
+
+const std::vector<FeatureSpaceKind>& feature_space_kinds() {
+  static const std::vector<FeatureSpaceKind> kinds = {
+      {"linear", {}, 1, true, make_linear},
+      {"poly2", {"features.gamma", "features.coef0"}, 2, false, make<Poly2Space>},
+      {"hik", {"features.levels"}, 1, false, make<ExpansionSpace>},
+      {"additive", {"features.order", "features.period", "features.kernel"}, 1, false, make<ExpansionSpace>},
+  };
+  return kinds;
+}
+
+const FeatureSpaceKind& feature_space_kind(const std::string& kind) {
+  std::string names;
+  for (const FeatureSpaceKind& k : feature_space_kinds()) {
+    if (k.kind == kind) return k;
+    names += (names.empty() ? "" : ", ") + k.kind;
+  }
+  throw Error(ErrorKind::kConfig, msg::bad_enum("", "features.kind", kind, names));
+}
+
+FeatureSpaceSettings feature_space_settings(const Config& c) {
+  FeatureSpaceSettings s;
+  s.kind = c.get_string("features.kind");
+  s.groups_path = c.get_string("features.groups");
+  s.group_structure = c.get_string("features.group_structure");
+  s.tree_pruning = c.get_bool("features.tree_pruning");
+  s.gamma = c.get_float("features.gamma");
+  s.coef0 = c.get_float("features.coef0");
+  s.levels = static_cast<uint32_t>(c.get_int("features.levels"));
+  s.order = static_cast<uint32_t>(c.get_int("features.order"));
+  s.period = c.get_float("features.period");
+  s.kernel = c.get_string("features.kernel");
+  return s;
+}
+
+std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
+                                                 const ShardStore& store, MemoryBudget& budget) {
+  return feature_space_kind(settings.kind).make(settings, store, budget);
+}
 
 std::vector<SpaceScores> score_many(const ScoringContext& ctx, const std::vector<ScoreRequest>& requests) {
   FGM_ASSERT(!requests.empty());
-  if (dynamic_cast<const GroupSpace*>(requests.front().space)) return GroupSpace::score_many(ctx, requests);
-  return LinearSpace::score_many(ctx, requests);
+  return requests.front().space->score_many(ctx, requests);
+}
+
+std::vector<SpaceScores> FeatureSpace::score_many(const ScoringContext&, const std::vector<ScoreRequest>&) {
+  throw Error(ErrorKind::kInternal, "score_many: features.kind = " + kind() + " scores one dual vector per pass");
+}
+
+void FeatureSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
+  for (const GeneratedColumn& col : columns(store, candidate))
+    if (keeps_empty_columns() || !col.rows.empty()) cache.add_column(col.key, col.rows, col.values);
 }
 
 void materialize_features(FeatureSpace& space, const ShardStore& store,

@@ -2,10 +2,16 @@
 // incremental form Algorithm 5) searches. A space enumerates its candidates
 // (features or groups of generated features) block by block through a typed
 // BlockStream (features/block_stream.h), scores them against a = α∘y, keeps the top-B
-// unselected ones, and materialises a selected candidate's columns for the
+// unselected ones, and generates a selected candidate's columns for the
 // APG. Spaces: linear (base features), group (disjoint/overlapping/tree
 // groups of base features), poly2 (degree-2 polynomial map, Section 6.2),
 // hik and additive (kernel expansions, Section 6.1).
+//
+// One interface for both data backends: make_feature_space makes a space
+// over the single store (this file), make_distributed_space
+// (engine/distributed_spaces.h) the same kind over this rank's partitions of
+// a partitioned store, whose score() is a collective; both generate columns
+// with the same columns() code, so a model's features are the same bits.
 //
 // Candidate ids are exact encodings (never hashes); ties in score are broken
 // by the smaller id so results do not depend on threads.
@@ -14,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,11 +33,21 @@
 
 namespace fgm {
 
+// One of this rank's partitions as a scoring pass sees it.
+struct PartitionScoringInput {
+  const BlockStream* stream = nullptr;
+  const std::vector<BlockRef>* blocks = nullptr;
+  const double* a = nullptr;  // α∘y over the partition's rows
+};
+
+// The rows a pass scores: the single store (store, blocks, stream, a) or, for
+// a space made over a partitioned store, this rank's partitions (parts).
 struct ScoringContext {
   const ShardStore* store = nullptr;
   const std::vector<BlockRef>* blocks = nullptr;
   const BlockStream* stream = nullptr;
   const double* a = nullptr;  // α_i y_i, n entries
+  std::vector<PartitionScoringInput> parts;
   uint64_t B = 10;
   int threads = 1;
   MemoryBudget* budget = nullptr;
@@ -40,9 +57,27 @@ struct SpaceScores {
   std::vector<ScoredCandidate> top;   // best first, scores > 0, unselected only
   Reservation top_memory;              // covers `top` (B may far exceed the candidates)
   uint64_t candidates_scored = 0;     // generated features (or groups) whose score was computed
-  uint64_t pair_updates = 0;          // Σ_i a_i x_ij x_ik accumulations (poly2)
-  PassStats pass;                     // all streaming of this analysis
+  uint64_t pair_updates = 0;          // Σ_i a_i x_ij x_ik accumulations (poly2; this rank's)
+  PassStats pass;                     // all streaming of this analysis (this rank's)
+  // c_j of each selected column, in selection order, when a partitioned pass
+  // computed them on the way (linear, group); else the caller sums its columns.
+  std::optional<std::vector<double>> selected_dots;
 };
+
+// One generated column of a candidate on one store (the single store or a partition).
+struct GeneratedColumn {
+  FeatureKey key;
+  std::vector<uint32_t> rows;
+  std::vector<float> values;
+};
+
+struct FeatureGroups;
+// The column of base feature `feature` (linear), the columns of group
+// `group`'s members (group), as stored; both backends' linear spaces read these.
+std::vector<GeneratedColumn> linear_columns(const ShardStore& store, uint64_t feature);
+std::vector<GeneratedColumn> group_columns(const ShardStore& store, const FeatureGroups& groups, uint64_t group);
+
+struct ScoreRequest;
 
 class FeatureSpace {
  public:
@@ -51,15 +86,25 @@ class FeatureSpace {
   // Number of candidates (generated features or groups); may exceed 10^14.
   virtual double dimension() const = 0;
 
+  // The top-B unselected candidates of a pass over context's rows (over
+  // partitions: a collective, the same top-B on every rank).
   virtual SpaceScores score(const ScoringContext& context) = 0;
-  // Excludes a candidate from later passes.
+  // Excludes a candidate from later passes (over partitions: every rank, the same candidates).
   virtual void mark_selected(uint64_t candidate) = 0;
-  // Appends the candidate's column(s) to the current batch of `cache`.
-  virtual void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) = 0;
+  // The candidate's columns on `store` (the single store, or one partition:
+  // the same keys in the same order on every partition; a column may be empty).
+  virtual std::vector<GeneratedColumn> columns(const ShardStore& store, uint64_t candidate) = 0;
+  // Whether a column empty on all rows is kept (base columns, as read) or
+  // dropped (a generated column no row reaches carries no weight).
+  virtual bool keeps_empty_columns() const { return false; }
+  // Appends the candidate's columns (those kept) to the current batch of `cache`.
+  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache);
   // The candidate whose materialisation produced a column with this key.
   virtual uint64_t candidate_of(const FeatureKey& key) const = 0;
   // Writes the space's definition (kind, parameters, scaling) into the model.
   virtual void describe(Model& model) const = 0;
+  // score_many for requests on spaces of this one's kind (those scores_many admits).
+  virtual std::vector<SpaceScores> score_many(const ScoringContext& context, const std::vector<ScoreRequest>& requests);
 };
 
 struct FeatureSpaceSettings {
@@ -76,6 +121,27 @@ struct FeatureSpaceSettings {
   uint64_t pair_block_features = 0;     // poly2: features per block of the pair stage (0: from budget)
 };
 
+class Config;
+
+// A feature space as registered once (feature_space_kinds(), in
+// features/feature_space.cpp): features.kind, its own features.* keys (set
+// with another kind, each is refused naming it), the degree of its values in
+// the base values (the value-span warning), whether score_many serves it, and
+// its maker over the single store (make_distributed_space makes its
+// partitioned form).
+struct FeatureSpaceKind {
+  std::string kind;
+  std::vector<std::string> keys;
+  int value_degree = 1;
+  bool scores_many = false;
+  std::unique_ptr<FeatureSpace> (*make)(const FeatureSpaceSettings&, const ShardStore&, MemoryBudget&) = nullptr;
+};
+const std::vector<FeatureSpaceKind>& feature_space_kinds();
+// The entry of features.kind = `kind` (a config error naming the key if none).
+const FeatureSpaceKind& feature_space_kind(const std::string& kind);
+// FeatureSpaceSettings from the features.* keys (index_base stays 1: the store's).
+FeatureSpaceSettings feature_space_settings(const Config& config);
+
 std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
                                                  const ShardStore& store, MemoryBudget& budget);
 
@@ -90,18 +156,19 @@ void materialize_features(FeatureSpace& space, const ShardStore& store,
 struct ScoreRequest {
   FeatureSpace* space = nullptr;
   const double* a = nullptr;  // α_i y_i of this problem, n entries
+  std::vector<PartitionScoringInput> parts;  // over partitions: this problem's a per own partition
   uint64_t B = 10;
 };
 
 // Whether score_many can serve spaces made from these settings (linear and
 // group; the poly2 and expansion spaces score one vector per pass).
-bool scores_many(const FeatureSpaceSettings& settings);
+inline bool scores_many(const FeatureSpaceSettings& settings) { return feature_space_kind(settings.kind).scores_many; }
 
-// Scores every request in ONE stream over the store: result r equals
-// requests[r].space->score() with a = requests[r].a and B = requests[r].B,
-// bit for bit, except that every result's `pass` is the one shared pass.
-// The spaces are all linear or all group (of one group file) on `context.store`; context.a and
-// context.B are unused. The K interleaved dual vectors (K·n doubles) and the
+// Scores every request in ONE stream over the store (or this rank's
+// partitions): result r equals requests[r].space->score() with a =
+// requests[r].a (parts) and B = requests[r].B, bit for bit, except that every
+// result's `pass` is the one shared pass. The spaces are all linear or all
+// group (of one group file) on `context.store`; context.a and context.B are unused. The K interleaved dual vectors (K·n doubles) and the
 // per-request heaps are reserved from context.budget.
 std::vector<SpaceScores> score_many(const ScoringContext& context, const std::vector<ScoreRequest>& requests);
 

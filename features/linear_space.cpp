@@ -142,21 +142,15 @@ std::vector<SpaceScores> LinearSpace::score_many(const ScoringContext& ctx,
   return shared_pass_results(global, pass, spaces.front()->n_features_);
 }
 
-void LinearSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
-  store.read_column(candidate, rows_, values_);
-  FeatureKey key;
-  key.kind = FeatureKind::kLinear;
-  key.ids[0] = candidate;
-  cache.add_column(key, rows_, values_);
-  release_column_scratch();
-}
-
-// The scratch of a column read (8 bytes per nonzero, ~80 MB for a column on
-// 10^7 rows) is not kept between materialisations: the cache holds the column
-// in its compact form, and the APG that runs next takes the budget.
-void LinearSpace::release_column_scratch() {
-  std::vector<uint32_t>().swap(rows_);
-  std::vector<float>().swap(values_);
+// The read of a column (8 bytes per nonzero, ~80 MB for a column on 10^7
+// rows) is not kept between materialisations: the cache holds the column in
+// its compact form, and the APG that runs next takes the budget.
+std::vector<GeneratedColumn> linear_columns(const ShardStore& store, uint64_t feature) {
+  std::vector<GeneratedColumn> out(1);
+  out[0].key.kind = FeatureKind::kLinear;
+  out[0].key.ids[0] = feature;
+  store.read_column(feature, out[0].rows, out[0].values);
+  return out;
 }
 
 void LinearSpace::describe(Model& model) const { model.feature_kind = "linear"; }
@@ -290,18 +284,15 @@ std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
   return out;
 }
 
-void GroupSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
-  for (uint64_t p = 0; p < groups_.size(candidate); ++p) {
-    const uint64_t f = groups_.member(candidate, p);
-    store.read_column(f, rows_, values_);
-    FeatureKey key;
-    key.kind = FeatureKind::kGroup;
-    key.ids[0] = f;
-    key.group = candidate;
-    cache.add_column(key, rows_, values_);
+std::vector<GeneratedColumn> group_columns(const ShardStore& store, const FeatureGroups& groups, uint64_t group) {
+  std::vector<GeneratedColumn> out(groups.size(group));
+  for (uint64_t p = 0; p < out.size(); ++p) {
+    out[p].key.kind = FeatureKind::kGroup;
+    out[p].key.ids[0] = groups.member(group, p);
+    out[p].key.group = group;
+    store.read_column(out[p].key.ids[0], out[p].rows, out[p].values);
   }
-  std::vector<uint32_t>().swap(rows_);  // as LinearSpace::release_column_scratch
-  std::vector<float>().swap(values_);
+  return out;
 }
 
 void GroupSpace::describe(Model& model) const { model.feature_kind = "group"; }

@@ -13,20 +13,19 @@ class LinearSpace : public FeatureSpace {
   double dimension() const override { return static_cast<double>(n_features_); }
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
-  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  std::vector<GeneratedColumn> columns(const ShardStore& store, uint64_t candidate) override {
+    return linear_columns(store, candidate);
+  }
+  bool keeps_empty_columns() const override { return true; }
   uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   void describe(Model& model) const override;
   // score_many (feature_space.h) for requests on LinearSpaces.
-  static std::vector<SpaceScores> score_many(const ScoringContext& context,
-                                             const std::vector<ScoreRequest>& requests);
+  std::vector<SpaceScores> score_many(const ScoringContext& context,
+                                      const std::vector<ScoreRequest>& requests) override;
 
  private:
-  void release_column_scratch();
-
   uint64_t n_features_;
   CandidateSet selected_;
-  std::vector<uint32_t> rows_;  // one column read, released after materialize
-  std::vector<float> values_;
 };
 
 class GroupSpace : public FeatureSpace {
@@ -39,14 +38,17 @@ class GroupSpace : public FeatureSpace {
   double dimension() const override { return static_cast<double>(groups_.n_groups); }
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
-  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  std::vector<GeneratedColumn> columns(const ShardStore& store, uint64_t candidate) override {
+    return group_columns(store, groups_, candidate);
+  }
+  bool keeps_empty_columns() const override { return true; }
   uint64_t candidate_of(const FeatureKey& key) const override { return key.group; }
   void describe(Model& model) const override;
   const FeatureGroups& groups() const { return groups_; }
   uint64_t last_evaluated() const { return last_evaluated_; }  // group scores computed by the last pass
   // score_many (feature_space.h) for requests on GroupSpaces of one group file.
-  static std::vector<SpaceScores> score_many(const ScoringContext& context,
-                                             const std::vector<ScoreRequest>& requests);
+  std::vector<SpaceScores> score_many(const ScoringContext& context,
+                                      const std::vector<ScoreRequest>& requests) override;
 
  private:
   std::vector<ScoredCandidate> top_groups(const double* listed_c, size_t stride, TopBCache& singles,
@@ -56,8 +58,6 @@ class GroupSpace : public FeatureSpace {
   bool tree_pruning_;
   uint64_t last_evaluated_ = 0;
   CandidateSet selected_;
-  std::vector<uint32_t> rows_;
-  std::vector<float> values_;
 };
 
 }  // namespace fgm

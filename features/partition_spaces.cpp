@@ -211,13 +211,18 @@ SparseSums poly2_partition_pair_sums(const BlockStream& stream, const std::vecto
   return out;
 }
 
-void poly2_partition_column(const ShardStore& store, uint64_t candidate, double gamma, double coef0,
-                            std::vector<uint32_t>& rows, std::vector<float>& values) {
+std::vector<GeneratedColumn> poly2_columns(const ShardStore& store, uint64_t candidate, double gamma, double coef0) {
   const uint64_t kind = poly2_kind(candidate), j = poly2_first(candidate), k = poly2_second(candidate);
+  std::vector<GeneratedColumn> out(1);
+  FeatureKey& key = out[0].key;
+  std::vector<uint32_t>& rows = out[0].rows;
+  std::vector<float>& values = out[0].values;
+  key.kind = kind == kPoly2Linear ? FeatureKind::kLinear : kind == kPoly2Square ? FeatureKind::kSquare
+                                                                                 : FeatureKind::kCross;
+  key.ids[0] = j;
+  if (kind == kPoly2Cross) key.ids[1] = k;
   std::vector<uint32_t> rows_a, rows_b;
   std::vector<float> vals_a, vals_b;
-  rows.clear();
-  values.clear();
   store.read_column(j, rows_a, vals_a);
   if (kind == kPoly2Linear) {
     const float s = static_cast<float>(std::sqrt(2.0 * gamma * coef0));
@@ -245,12 +250,15 @@ void poly2_partition_column(const ShardStore& store, uint64_t candidate, double 
       }
     }
   }
+  return out;
 }
 
-namespace {
+uint64_t poly2_candidate_of(const FeatureKey& key) {
+  if (key.kind == FeatureKind::kCross) return poly2_id(kPoly2Cross, key.ids[0], key.ids[1]);
+  return poly2_id(key.kind == FeatureKind::kSquare ? kPoly2Square : kPoly2Linear, key.ids[0]);
+}
 
-// Float32-rounded components φ(x) into out (dim() values), as ExpansionSpace's components().
-void components(const ExpansionMap& map, double x, double* scratch, double* out) {
+void expansion_components(const ExpansionMap& map, double x, double* scratch, double* out) {
   const uint32_t D = map.dim();
   if (map.kind() == FeatureKind::kHik) {
     ExpansionMap::HikSplit s = map.hik_split(x);
@@ -260,8 +268,6 @@ void components(const ExpansionMap& map, double x, double* scratch, double* out)
   map.eval(x, scratch);
   for (uint32_t l = 0; l < D; ++l) out[l] = f32(scratch[l]);
 }
-
-}  // namespace
 
 size_t ColumnRanges::find(uint64_t id) const {
   const auto at = std::lower_bound(ids.begin(), ids.end(), id);
@@ -318,7 +324,7 @@ void column_components(const ExpansionMap& map, const CscColumns& block, uint64_
   for (uint64_t e = begin; e < end; ++e) {
     const double ai = a[block.row_ids[e]];
     sum_entries += ai;
-    components(map, scale_to_unit(block.values[e], lo, hi), scratch.data(), phi.data());
+    expansion_components(map, scale_to_unit(block.values[e], lo, hi), scratch.data(), phi.data());
     for (uint32_t l = 0; l < D; ++l) c[l] += ai * phi[l];
   }
 }
@@ -391,7 +397,7 @@ SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector
       if (at == ranges.ids.size())
         throw Error(ErrorKind::kInternal, "hik/additive: no global range for column " + std::to_string(j));
       const double rest = sum_a - sum_entries;
-      components(map, scale_to_unit(0.0, ranges.lo[at], ranges.hi[at]), scratch.data(), phi.data());
+      expansion_components(map, scale_to_unit(0.0, ranges.lo[at], ranges.hi[at]), scratch.data(), phi.data());
       for (uint32_t l = 0; l < D; ++l) v[l] += phi[l] * rest;
     }
     for (uint32_t l = 0; l < D; ++l)
@@ -403,43 +409,49 @@ SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector
   return out;
 }
 
-void expansion_partition_columns(const ShardStore& store, const ExpansionMap& map, uint64_t j, float lo, float hi,
-                                 std::vector<std::vector<uint32_t>>& rows, std::vector<std::vector<float>>& values) {
+std::vector<GeneratedColumn> expansion_columns(const ShardStore& store, const ExpansionMap& map, uint64_t j, float lo,
+                                               float hi) {
   const uint32_t D = map.dim();
   const uint64_t n = store.info().n_rows;
   std::vector<uint32_t> col_rows;
   std::vector<float> col_values;
   store.read_column(j, col_rows, col_values);
-  rows.assign(D, {});
-  values.assign(D, {});
+  std::vector<GeneratedColumn> out(D);
+  for (uint32_t l = 0; l < D; ++l) {
+    out[l].key.kind = map.kind();
+    out[l].key.ids[0] = j;
+    out[l].key.group = j;
+    out[l].key.level = l;
+  }
   std::vector<double> phi(D), phi0(D), scratch(D);
   auto push = [&](uint32_t row, const double* v) {
     for (uint32_t l = 0; l < D; ++l) {
       const float f = static_cast<float>(v[l]);
       if (f == 0) continue;  // columns stay sparse
-      rows[l].push_back(row);
-      values[l].push_back(f);
+      out[l].rows.push_back(row);
+      out[l].values.push_back(f);
     }
   };
   const double x0 = scale_to_unit(0.0, lo, hi);
   if (x0 > 0 && col_rows.size() < n) {
-    components(map, x0, scratch.data(), phi0.data());
+    expansion_components(map, x0, scratch.data(), phi0.data());
     size_t p = 0;
     for (uint64_t i = 0; i < n; ++i) {
       if (p < col_rows.size() && col_rows[p] == i) {
-        components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
+        expansion_components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
         push(static_cast<uint32_t>(i), phi.data());
         ++p;
       } else {
         push(static_cast<uint32_t>(i), phi0.data());
       }
     }
-    return;
+    return out;
   }
   for (size_t p = 0; p < col_rows.size(); ++p) {
-    components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
+    expansion_components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
     push(col_rows[p], phi.data());
   }
+  return out;
 }
 
 }  // namespace fgm

@@ -1,6 +1,7 @@
 // The per-partition half of the distributed worst-case analysis for the
 // generated feature spaces (poly2, hik, additive; docs/distributed.md,
-// "poly-2 and kernel spaces"). Each function reads ONE store (a row
+// "poly-2 and kernel spaces"), and their columns, which the single-store
+// spaces generate with the same code. Each function reads ONE store (a row
 // partition) and returns its partial sums over that partition's rows, in a
 // fixed order that depends on the partition's data only (not on threads, not
 // on the rank count); engine/distributed_spaces.cpp adds the partitions'
@@ -15,6 +16,7 @@
 #include "core/memory_budget.h"
 #include "core/partition_sum.h"
 #include "features/block_stream.h"
+#include "features/feature_space.h"
 #include "features/kernel_maps.h"
 #include "io/shard_store.h"
 
@@ -30,6 +32,11 @@ namespace fgm {
 // per non-empty column, whatever the id space (reserved by the caller).
 SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
                                    PassStats* pass);
+
+// The bound threshold t for θ (features/poly2_space.cpp): every pair whose
+// computed score can reach θ has û_j·û_k ≥ t, for a pair sum of at most n
+// terms added in ANY order (row order, GEMM blocks, the partition tree).
+double pair_bound_threshold(double theta, double cross_scale, uint64_t n);
 
 // The features that may take part in a candidate pair, by decreasing bound
 // (ties: smaller id); pair (p, q), p < q, is a candidate iff
@@ -51,12 +58,20 @@ SparseSums poly2_partition_pair_sums(const BlockStream& stream, const std::vecto
                                      const Poly2ActiveSet& active, MemoryBudget& budget, PassStats* pass,
                                      uint64_t* pair_updates);
 
-// The partition's rows of generated poly-2 feature `candidate` (poly2_id),
-// with the values Poly2Space::materialize gives (so prediction agrees).
-void poly2_partition_column(const ShardStore& store, uint64_t candidate, double gamma, double coef0,
-                            std::vector<uint32_t>& rows, std::vector<float>& values);
+// The store's column of generated poly-2 feature `candidate` (poly2_id):
+// √(2γr)·x_j, γ·x_j² or √2·γ·x_j·x_k (as float), as prediction computes them.
+std::vector<GeneratedColumn> poly2_columns(const ShardStore& store, uint64_t candidate, double gamma, double coef0);
+// The poly2_id of a generated column's key.
+uint64_t poly2_candidate_of(const FeatureKey& key);
 
 // ---- hik and additive expansions (FGM Section 6.1) ----
+
+// The map of settings.kind (hik or additive) with its parameters; a config
+// error naming features.kernel for an unknown kernel.
+ExpansionMap expansion_map_from_settings(const FeatureSpaceSettings& settings);
+
+// φ(x), its dim() components float32-rounded, into out (`scratch`: dim() doubles).
+void expansion_components(const ExpansionMap& map, double x, double* scratch, double* out);
 
 // The global range [lo, hi] of some base columns (min/max over all
 // partitions, implicit zeros included), by increasing id: a rank's table holds
@@ -91,10 +106,10 @@ SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector
                                     const std::vector<uint64_t>& raised_zero,
                                     const std::function<bool(uint64_t)>& selected, PassStats* pass);
 
-// The partition's rows of the dim() components of base feature j (all of
-// them, in level order; a component may be empty on this partition), with
-// the values ExpansionSpace::materialize gives for the range [lo, hi].
-void expansion_partition_columns(const ShardStore& store, const ExpansionMap& map, uint64_t j, float lo, float hi,
-                                 std::vector<std::vector<uint32_t>>& rows, std::vector<std::vector<float>>& values);
+// The store's columns of the dim() components of base feature j (all of
+// them, in level order; a component may be empty on this store), x_j scaled
+// by the range [lo, hi], values float32-rounded.
+std::vector<GeneratedColumn> expansion_columns(const ShardStore& store, const ExpansionMap& map, uint64_t j, float lo,
+                                               float hi);
 
 }  // namespace fgm

@@ -35,6 +35,7 @@
 // are allocated afresh by every pass.
 #include "core/clock.h"
 #include "features/poly2_space.h"
+#include "features/partition_spaces.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -113,10 +114,14 @@ void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budg
 // So ŝ_jk ≥ θ implies û_j·û_k ≥ t̂·(1−2γ_{n+1}−5ε) to first order; the
 // comparisons fl(û_j·û_k) < t and û_k ≥ fl(t/û_j) each cost one ε more.
 // ρ = 4(n+8)ε covers all of it with room (ρ ≥ 2γ_{n+1} + 10ε for n < 2^48).
+}  // namespace
+
 double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
 }
+
+namespace {
 
 // Algorithm 5's threshold test on a row: the length of the prefix of
 // idx[0, len) with u[idx] ≥ need. Sparse rows mostly stop within a few
@@ -750,50 +755,11 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   pass.out.candidates_scored += stats_.candidate_pairs;
 }
 
-void Poly2Space::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
-  const uint64_t kind = poly2_kind(candidate), j = poly2_first(candidate), k = poly2_second(candidate);
-  FeatureKey key;
-  key.ids[0] = j;
-  rows_out_.clear();
-  vals_out_.clear();
-  store.read_column(j, rows_a_, vals_a_);
-  if (kind == kPoly2Linear) {
-    key.kind = FeatureKind::kLinear;
-    const float s = static_cast<float>(std::sqrt(2.0 * gamma_ * coef0_));
-    for (size_t e = 0; e < rows_a_.size(); ++e) {
-      rows_out_.push_back(rows_a_[e]);
-      vals_out_.push_back(s * vals_a_[e]);
-    }
-  } else if (kind == kPoly2Square) {
-    key.kind = FeatureKind::kSquare;
-    for (size_t e = 0; e < rows_a_.size(); ++e) {
-      rows_out_.push_back(rows_a_[e]);
-      vals_out_.push_back(static_cast<float>(gamma_ * vals_a_[e] * vals_a_[e]));
-    }
-  } else {
-    key.kind = FeatureKind::kCross;
-    key.ids[1] = k;
-    store.read_column(k, rows_b_, vals_b_);
-    const double s = std::sqrt(2.0) * gamma_;
-    size_t p = 0, q = 0;
-    while (p < rows_a_.size() && q < rows_b_.size()) {
-      if (rows_a_[p] < rows_b_[q]) ++p;
-      else if (rows_b_[q] < rows_a_[p]) ++q;
-      else {
-        rows_out_.push_back(rows_a_[p]);
-        vals_out_.push_back(static_cast<float>(s * vals_a_[p] * vals_b_[q]));
-        ++p;
-        ++q;
-      }
-    }
-  }
-  cache.add_column(key, rows_out_, vals_out_);
+std::vector<GeneratedColumn> Poly2Space::columns(const ShardStore& store, uint64_t candidate) {
+  return poly2_columns(store, candidate, gamma_, coef0_);
 }
 
-uint64_t Poly2Space::candidate_of(const FeatureKey& key) const {
-  if (key.kind == FeatureKind::kCross) return poly2_id(kPoly2Cross, key.ids[0], key.ids[1]);
-  return poly2_id(key.kind == FeatureKind::kSquare ? kPoly2Square : kPoly2Linear, key.ids[0]);
-}
+uint64_t Poly2Space::candidate_of(const FeatureKey& key) const { return poly2_candidate_of(key); }
 
 void Poly2Space::describe(Model& model) const {
   model.feature_kind = "poly2";

@@ -36,7 +36,7 @@ class Poly2Space : public FeatureSpace {
   double dimension() const override;
   SpaceScores score(const ScoringContext& context) override;
   void mark_selected(uint64_t candidate) override { selected_.insert(candidate); }
-  void materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) override;
+  std::vector<GeneratedColumn> columns(const ShardStore& store, uint64_t candidate) override;
   uint64_t candidate_of(const FeatureKey& key) const override;
   void describe(Model& model) const override;
   const Poly2Stats& last_stats() const { return stats_; }
@@ -68,8 +68,6 @@ class Poly2Space : public FeatureSpace {
   bool dense_allowed_ = true;
   std::unordered_set<uint64_t> selected_;
   Poly2Stats stats_;
-  std::vector<uint32_t> rows_a_, rows_b_, rows_out_;
-  std::vector<float> vals_a_, vals_b_, vals_out_;
 };
 
 }  // namespace fgm

@@ -227,7 +227,7 @@ TEST_CASE("shared one-vs-rest pass on tiled blocks equals each request's own pas
     for (size_t r = 0; r < 3; ++r) {
       spaces.push_back(make_feature_space(fs, *store, budget));
       spaces.back()->mark_selected(groups ? r : d.ids[r]);
-      requests.push_back({spaces.back().get(), duals[r].data(), 8 + r});
+      requests.push_back({spaces.back().get(), duals[r].data(), {}, 8 + r});
     }
     for (int threads : {1, 2, 4}) {
       SchedulerOptions so;
