@@ -1,6 +1,6 @@
 // The driver of solver = "exclusive" (seed 002): config → settings, the store
 // → StreamedDesign, the groups (features.groups, or random), the working-set
-// fit (solvers/exclusive/working_set.h) → a linear model (no bias) that
+// fit (solvers/exclusive/working_set.h) → a linear model (a bias with exclusive.bias) that
 // `fgm predict` and `fgm inspect` read like any other.
 #pragma once
 
@@ -68,7 +68,7 @@ exclusive::ExclusiveGroups exclusive_groups_for(const ExclusiveSettings& s, cons
                                                 uint64_t n_features, int index_base, MemoryBudget& budget,
                                                 std::string* source);
 
-// One working-set fit at `lambda` and its linear model (no bias).
+// One working-set fit at `lambda` and its linear model (with b under exclusive.bias).
 ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
                                   double lambda, MemoryBudget& budget,
                                   const exclusive::ExclusiveWarmStart* warm = nullptr);

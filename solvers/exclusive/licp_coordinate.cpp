@@ -77,6 +77,7 @@ class CoordinateLicp {
   CoordinateLicp(const InMemoryDesign& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o,
                  MemoryBudget& budget, const Vec& warm_dual)
       : y_(y), o_(o), n_(X.rows()), p_(X.columns()), alpha_(o.ridge), mu_(o.lambda / o.ridge) {
+    bias_ = o.bias;
     if (!(o.ridge > 0)) throw_error(ErrorKind::kConfig, "exclusive.ridge must be > 0 for exclusive.algorithm = \"licp\"");
     FGM_ASSERT(G.disjoint && G.columns == p_);
     const uint64_t nnz = X.values().size();
@@ -88,6 +89,15 @@ class CoordinateLicp {
     u_.assign(n_, 0.0);
     if (!warm_dual.empty())
       for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, 1.0);
+    if (bias_) {
+      // ρ of the augmented term: the constraint's direction y/√n gets about
+      // the curvature of one coordinate (ρn ≈ mean ‖x_i‖²/α), enough for the
+      // multiplier to move without slowing the coordinate steps.
+      double mean = 0;
+      for (double r : row_norm_squared_) mean += r / alpha_;
+      rho_ = kRhoScale * std::max(mean / double(std::max<uint64_t>(n_, 1)), 1e-12) / double(std::max<uint64_t>(n_, 1));
+      for (uint64_t i = 0; i < n_; ++i) s_ += y_[i] * u_[i];
+    }
     a_.assign(p_, 0.0), w_.assign(p_, 0.0), c_.assign(p_, 0.0), saved_a_.assign(p_, 0.0), saved_w_.assign(p_, 0.0);
     margins_.assign(n_, 0.0);
     const size_t ranges = range_begin_.size() - 1;
@@ -105,6 +115,7 @@ class CoordinateLicp {
       check_interrupt();
       std::shuffle(order.begin(), order.end(), rng);
       for (uint32_t i : order) step(i);
+      if (bias_) b_ += rho_ * s_;  // the multiplier's (ALM) update
       certify();
       // A Newton step pays once the pattern (support of w, rows at the
       // bounds) has settled: when an epoch left it unchanged, or the last
@@ -126,7 +137,10 @@ class CoordinateLicp {
     out.loss = hinge_;
     out.regularizer = primal_ - hinge_;
     out.dual = u_;
+    if (bias_) balance_dual(y_, out.dual);  // feasible (yᵀu = 0): the working set's full gap needs it
+    out.bias = best_bias_;
     out.margins = margins_;
+    for (double& z : out.margins) z += best_bias_;
     out.w.assign(p_, 0.0);
     for (uint64_t k = 0; k < p_; ++k) out.w[k] = w_[position_[k]];
   }
@@ -248,22 +262,33 @@ class CoordinateLicp {
     }
     double xw = 0;
     for (uint64_t q = b; q < e; ++q) xw += double(entry_value_[q]) * w_[entry_column_[q]];
-    const double gradient = 1.0 - y_[i] * xw;
+    // With the bias: the augmented Lagrangian's gradient, margin x_iᵀw + b + ρs.
+    const double gradient = 1.0 - y_[i] * (xw + (bias_ ? b_ + rho_ * s_ : 0.0));
     if ((u_[i] <= 0 && gradient <= 0) || (u_[i] >= 1 && gradient >= 0)) return;
-    const double safe = row_norm_squared_[i] / alpha_;
-    double h = local_curvature(i);
+    const double safe = row_norm_squared_[i] / alpha_ + rho_;
+    double h = local_curvature(i) + rho_;
     if (!(h > 1e-12 * safe)) h = safe;
     double delta = std::clamp(u_[i] + gradient / h, 0.0, 1.0) - u_[i];
     if (delta == 0) return;
     const double change = apply(i, delta, h != safe);
-    if (h != safe && delta - change < 0) {  // the Newton step overshot: the safe step
+    if (h != safe && gain(i, delta, change) < 0) {  // the Newton step overshot: the safe step
       restore(i);
       delta = std::clamp(u_[i] + gradient / safe, 0.0, 1.0) - u_[i];
       if (delta == 0) return;
       apply(i, delta, false);
     }
     u_[i] += delta;
+    s_ += y_[i] * delta;
   }
+
+  // Change of the (augmented) dual by u_i += δ, given the change of Ω*.
+  double gain(uint64_t i, double delta, double conjugate_change) const {
+    if (!bias_) return delta - conjugate_change;
+    return delta * (1.0 - y_[i] * b_) - conjugate_change - rho_ * (s_ * y_[i] * delta + 0.5 * delta * delta);
+  }
+
+  // The augmented terms −b·s − (ρ/2)s² at s = yᵀu (0 without the bias).
+  double augmented(double s) const { return bias_ ? -b_ * s - 0.5 * rho_ * s * s : 0.0; }
 
   // (Qv) over the rows F, Q = Z J Zᵀ restricted to F, J = ∂w/∂a at the
   // current pattern (per group (1/α)(I − μ/(1 + μ|S_g|)·s sᵀ) on the support S_g).
@@ -321,7 +346,7 @@ class CoordinateLicp {
     Vec gradient;
     double diagonal = 0;
     for (uint64_t i = 0; i < n_; ++i) {
-      const double g = 1.0 - y_[i] * margins_[i];
+      const double g = 1.0 - y_[i] * (margins_[i] + (bias_ ? b_ + rho_ * s_ : 0.0));
       if ((u_[i] > 0 && u_[i] < 1) || (u_[i] <= 0 && g > 0) || (u_[i] >= 1 && g < 0)) {
         F.push_back(static_cast<uint32_t>(i));
         gradient.push_back(g);
@@ -338,6 +363,11 @@ class CoordinateLicp {
     const double stop = 1e-12 * rr;
     for (int it = 0; it < 50 && rr > stop; ++it) {
       q_times(F, dir, qd);
+      if (bias_) {  // + ρ y_F y_Fᵀ
+        double ydir = 0;
+        for (size_t f = 0; f < m; ++f) ydir += y_[F[f]] * dir[f];
+        for (size_t f = 0; f < m; ++f) qd[f] += rho_ * y_[F[f]] * ydir;
+      }
       double dqd = 0;
       for (size_t f = 0; f < m; ++f) dqd += dir[f] * (qd[f] += epsilon * dir[f]);
       if (!(dqd > 0)) break;
@@ -351,7 +381,7 @@ class CoordinateLicp {
       for (size_t f = 0; f < m; ++f) dir[f] = r[f] + (rr_next / rr) * dir[f];
       rr = rr_next;
     }
-    double dual_now = 0;
+    double dual_now = augmented(s_);
     for (uint64_t i = 0; i < n_; ++i) dual_now += u_[i];
     for (double c : conjugate_) dual_now -= c;
     const Vec a_now = a_;
@@ -362,10 +392,14 @@ class CoordinateLicp {
     for (double t = std::min(1.0, 1.0 / largest); t > 1e-6; t *= 0.5) {
       candidate = u_;
       for (size_t f = 0; f < m; ++f) candidate[F[f]] = std::clamp(u_[F[f]] + t * d[f], 0.0, 1.0);
-      const double value = dual_at(candidate);
+      double s = 0;
+      if (bias_)
+        for (uint64_t i = 0; i < n_; ++i) s += y_[i] * candidate[i];
+      const double value = dual_at(candidate) + augmented(s);
       a_ = a_now;
       if (value > dual_now) {
         u_ = candidate;
+        s_ = s;
         return t;
       }
     }
@@ -374,14 +408,41 @@ class CoordinateLicp {
   }
 
   // Zu recomputed from u (no drift), w(u), and the gap P(w(u)) − D(u).
+  // With the bias: the primal at w(u) and its best b (exact), the dual at u
+  // scaled to yᵀu = 0 (balance_dual: any feasible u bounds the optimum).
   void certify() {
-    std::fill(a_.begin(), a_.end(), 0.0);
-    double sum_u = 0;
-    for (uint64_t i = 0; i < n_; ++i) {
-      sum_u += u_[i];
-      if (u_[i] == 0) continue;
-      const double scale = u_[i] * y_[i];
-      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) a_[entry_column_[q]] += scale * double(entry_value_[q]);
+    double sum_u = 0, sum_feasible = 0, conjugate_feasible = 0;
+    if (bias_) {
+      // Z₊u₊ into a_, Z₋u₋ into t_ (the classes' parts), then the feasible dual.
+      double positive = 0, negative = 0;
+      for (uint64_t i = 0; i < n_; ++i) (y_[i] > 0 ? positive : negative) += u_[i];
+      const double scale_pos = positive > negative ? negative / positive : 1.0;
+      const double scale_neg = negative > positive ? positive / negative : 1.0;
+      std::fill(a_.begin(), a_.end(), 0.0);
+      t_.assign(p_, 0.0);
+      for (uint64_t i = 0; i < n_; ++i) {
+        if (u_[i] == 0) continue;
+        Vec& target = y_[i] > 0 ? a_ : t_;
+        for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) target[entry_column_[q]] += u_[i] * double(entry_value_[q]);
+      }
+      const Vec positive_part = a_;
+      for (uint64_t j = 0; j < p_; ++j) a_[j] = scale_pos * positive_part[j] - scale_neg * t_[j];
+      for (size_t r = 0; r + 1 < range_begin_.size(); ++r) {
+        refresh_range(r);
+        conjugate_feasible += conjugate_[r];
+      }
+      sum_feasible = scale_pos * positive + scale_neg * negative;
+      for (uint64_t j = 0; j < p_; ++j) a_[j] = positive_part[j] - t_[j];
+      s_ = positive - negative;
+      sum_u = positive + negative;
+    } else {
+      std::fill(a_.begin(), a_.end(), 0.0);
+      for (uint64_t i = 0; i < n_; ++i) {
+        sum_u += u_[i];
+        if (u_[i] == 0) continue;
+        const double scale = u_[i] * y_[i];
+        for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) a_[entry_column_[q]] += scale * double(entry_value_[q]);
+      }
     }
     double conjugate = 0, omega = 0;
     for (size_t r = 0; r + 1 < range_begin_.size(); ++r) {
@@ -391,19 +452,23 @@ class CoordinateLicp {
       for (uint64_t j = range_begin_[r]; j < range_begin_[r + 1]; ++j) ww += w_[j] * w_[j], l1 += std::fabs(w_[j]);
       omega += 0.5 * alpha_ * ww + 0.5 * alpha_ * range_mu_[r] * l1 * l1;
     }
-    hinge_ = 0;
     for (uint64_t i = 0; i < n_; ++i) {
       double z = 0;
       for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) z += double(entry_value_[q]) * w_[entry_column_[q]];
       margins_[i] = z;
-      hinge_ += std::max(0.0, 1.0 - y_[i] * z);
     }
+    if (bias_) {
+      best_bias_ = best_hinge_bias(y_, margins_.data());
+      if (!multiplier_started_) b_ = best_bias_, multiplier_started_ = true;
+    }
+    hinge_ = 0;
+    for (uint64_t i = 0; i < n_; ++i) hinge_ += std::max(0.0, 1.0 - y_[i] * (margins_[i] + best_bias_));
     primal_ = hinge_ + omega;
     previous_pattern_ = pattern_;
     pattern_ = {0, 0, 0};
     for (size_t r = 0; r < support_.size(); ++r) pattern_[0] += support_[r];
     for (uint64_t i = 0; i < n_; ++i) pattern_[1] += u_[i] <= 0, pattern_[2] += u_[i] >= 1;
-    gap_ = std::max(0.0, primal_ - (sum_u - conjugate));
+    gap_ = std::max(0.0, primal_ - (bias_ ? sum_feasible - conjugate_feasible : sum_u - conjugate));
   }
 
   const Vec& y_;
@@ -420,6 +485,12 @@ class CoordinateLicp {
   std::vector<size_t> support_, saved_support_;
   double gap_ = std::numeric_limits<double>::infinity(), primal_ = 0, hinge_ = 0;
   double last_newton_ = 0;
+  // The bias (o.bias): the multiplier b of yᵀu = 0 in the augmented
+  // Lagrangian 1ᵀu − Ω*(Zu) − b·s − (ρ/2)s², s = yᵀu, updated b += ρs after
+  // every epoch (Hestenes–Powell); the reported bias is the best for w(u).
+  static constexpr double kRhoScale = 1.0;
+  bool bias_ = false, multiplier_started_ = false;
+  double rho_ = 0, b_ = 0, s_ = 0, best_bias_ = 0;
   // (|support of w|, rows with u = 0, rows with u = 1) at the last two certificates.
   std::array<uint64_t, 3> pattern_{}, previous_pattern_{1, 1, 1};
 };

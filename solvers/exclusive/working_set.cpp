@@ -87,6 +87,7 @@ ExclusiveWarmStart ExclusiveFit::warm_start() const {
   ExclusiveWarmStart s;
   s.w = w;
   s.margins = margins;
+  s.bias = bias;
   s.dual = last_solve.dual;
   s.working_set = working_set_columns;
   s.gradient_scale = gradient_scale;
@@ -112,7 +113,7 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     FistaOptions options = fista;
     if (warm && warm->norm_squared > 0) options.norm_squared = warm->norm_squared;
     fit.last_solve = solve_exclusive(X, y, groups, options, budget, warm && !hinge ? warm->w : std::vector<double>{},
-                                     warm && hinge ? warm->dual : std::vector<double>{});
+                                     warm && hinge ? warm->dual : std::vector<double>{}, warm ? warm->bias : 0.0);
     WorkingSetRound r;
     r.working_set = p;
     r.nonzeros = count_nonzeros(fit.last_solve.w);
@@ -123,6 +124,7 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     fit.round_log.push_back(r);
     fit.w = fit.last_solve.w;
     fit.margins = fit.last_solve.margins;
+    fit.bias = fit.last_solve.bias;
     fit.working_set = p;
     fit.fista_iterations = fit.last_solve.iterations;
     fit.converged = fit.last_solve.converged;
@@ -147,9 +149,16 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     W = warm->working_set;
     fit.w = warm->w;
     fit.margins = warm->margins;
+    fit.bias = warm->bias;
     dual = warm->dual;
     scale = warm->gradient_scale;
     solve_first = true;
+  }
+  // E-SVM with the bias: the check's dual must satisfy yᵀu = 0 (the restricted
+  // solves return such a u); before any solve, all ones balanced.
+  if (hinge && fista.bias && dual.empty()) {
+    dual.assign(n, 1.0);
+    balance_dual(y, dual);
   }
   for (int round = 0;; ++round) {
     auto start = std::chrono::steady_clock::now();
@@ -208,12 +217,13 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     }
     last_inner_tolerance = inner.tolerance;
     fit.last_solve = solve_exclusive(*XW, y, GW, inner, budget, hinge ? std::vector<double>{} : warm_w,
-                                     hinge ? dual : std::vector<double>{});
+                                     hinge ? dual : std::vector<double>{}, fit.bias);
     fit.rounds = round + 1;
     fit.fista_iterations += fit.last_solve.iterations;
     std::fill(fit.w.begin(), fit.w.end(), 0.0);
     for (size_t q = 0; q < W.size(); ++q) fit.w[W[q]] = fit.last_solve.w[q];
     fit.margins = fit.last_solve.margins;
+    fit.bias = fit.last_solve.bias;
     dual = fit.last_solve.dual;
     log.working_set = W.size();
     log.nonzeros = count_nonzeros(fit.w);
