@@ -81,9 +81,11 @@ class CoordinateLicp {
     if (!(o.ridge > 0)) throw_error(ErrorKind::kConfig, "exclusive.ridge must be > 0 for exclusive.algorithm = \"licp\"");
     FGM_ASSERT(G.disjoint && G.columns == p_);
     const uint64_t nnz = X.values().size();
-    memory_ = budget.reserve(nnz * (sizeof(uint32_t) + sizeof(float)) + (3 * n_ + 8 * p_) * sizeof(double),
+    memory_ = budget.reserve(nnz * (sizeof(uint32_t) + sizeof(float)) + (3 * n_ + 9 * p_) * sizeof(double),
                              "exclusive: licp coordinate ascent (rows of the working set, vectors)",
                              "lower exclusive.working_set_growth or engine.memory_budget's other users");
+    newton_memory_ = budget.reserve(0, "exclusive: licp Newton system (free rows × support of w)",
+                                    "raise engine.memory_budget or lower exclusive.working_set_growth");
     number_columns(G);
     build_rows(X);
     u_.assign(n_, 0.0);
@@ -200,15 +202,64 @@ class CoordinateLicp {
         row_norm_squared_[i] += double(entry_value_[q]) * double(entry_value_[q]);
   }
 
-  // w, τ, |support| and Ω*_r of range r from a.
+  // w, τ, |support| and Ω*_r of range r from a: prox_l1_squared_newton's
+  // iteration on c = a/α read in place, then one pass writes w and sums the
+  // conjugate in closed form over the support (w_j = sgn(c_j)(|c_j| − τ)):
+  //   Ω*_r = (α/2)Σ_S (c_j² − τ²) − (αμ/2)‖w‖₁²,  ‖w‖₁ = Σ_S (|c_j| − τ).
   void refresh_range(size_t r) {
     const uint64_t b = range_begin_[r], e = range_begin_[r + 1];
-    for (uint64_t j = b; j < e; ++j) c_[j] = a_[j] / alpha_;
-    support_[r] = prox_l1_squared_newton(&c_[b], e - b, range_mu_[r], &w_[b], tau_[r]);
-    double aw = 0, ww = 0, l1 = 0;
-    for (uint64_t j = b; j < e; ++j) aw += a_[j] * w_[j], ww += w_[j] * w_[j], l1 += std::fabs(w_[j]);
-    conjugate_[r] = aw - 0.5 * alpha_ * ww - 0.5 * alpha_ * range_mu_[r] * l1 * l1;
+    const double mu = range_mu_[r], inv_alpha = 1.0 / alpha_;
+    auto support_of = [&](double t, double& sum) {
+      size_t count = 0;
+      sum = 0;
+      for (uint64_t j = b; j < e; ++j) {
+        const double m = std::fabs(a_[j]) * inv_alpha;
+        if (m > t) sum += m, ++count;
+      }
+      return count;
+    };
+    double t = 0;
+    if (mu > 0) {
+      double sum = 0;
+      t = std::max(tau_[r], 0.0);
+      size_t count = support_of(t, sum);
+      bool exact = false;
+      for (size_t step = 0; step < (e - b) + 3; ++step) {  // as prox_l1_squared_newton
+        const double next = mu * sum / (1.0 + mu * double(count));
+        double next_sum = 0;
+        const size_t next_count = support_of(next, next_sum);
+        t = next;
+        if (next_count == count) {
+          exact = true;
+          break;
+        }
+        count = next_count, sum = next_sum;
+      }
+      if (!exact) {  // rounding made the iterates cycle: the sorting projection
+        for (uint64_t j = b; j < e; ++j) c_[j] = a_[j] * inv_alpha;
+        support_[r] = prox_l1_squared_newton(&c_[b], e - b, mu, &w_[b], tau_[r]);
+        double aw = 0, ww = 0, l1 = 0;
+        for (uint64_t j = b; j < e; ++j) aw += a_[j] * w_[j], ww += w_[j] * w_[j], l1 += std::fabs(w_[j]);
+        conjugate_[r] = aw - 0.5 * alpha_ * ww - 0.5 * alpha_ * mu * l1 * l1;
+        return;
+      }
+    }
+    size_t support = 0;
+    double squares = 0, l1 = 0;
+    for (uint64_t j = b; j < e; ++j) {
+      const double c = a_[j] * inv_alpha, m = std::fabs(c);
+      if (m > t) {
+        w_[j] = std::copysign(m - t, c);
+        squares += (m - t) * (m + t), l1 += m - t, ++support;
+      } else {
+        w_[j] = 0.0;
+      }
+    }
+    tau_[r] = t;
+    support_[r] = support;
+    conjugate_[r] = 0.5 * alpha_ * squares - 0.5 * alpha_ * mu * l1 * l1;
   }
+
 
   // a += δ·y_i·x_i and the ranges it touches; returns the change of Ω*.
   double apply(uint64_t i, double delta, bool save) {
@@ -314,7 +365,15 @@ class CoordinateLicp {
       N.range_begin.push_back(N.sign.size());
       N.range_c.push_back(range_mu_[r] / (1.0 + range_mu_[r] * double(support_[r])));
     }
+    uint64_t entries = 0;  // reserved before the system is filled
+    for (uint32_t i : F)
+      for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q)
+        entries += compact[entry_column_[q]] != std::numeric_limits<uint32_t>::max();
+    const uint64_t bytes = entries * (sizeof(uint32_t) + sizeof(double)) + (F.size() + 1) * sizeof(uint64_t);
+    if (bytes > newton_memory_.bytes())
+      newton_memory_.resize(bytes);
     N.row_ptr.assign(1, 0), N.column.clear(), N.value.clear();
+    N.column.reserve(entries), N.value.reserve(entries);
     for (uint32_t i : F) {
       for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) {
         const uint32_t k = compact[entry_column_[q]];
@@ -398,7 +457,7 @@ class CoordinateLicp {
       }
     }
     if (F.empty()) return 0;
-    NewtonSystem system;
+    NewtonSystem& system = newton_system_;  // reused: no page faults per step
     build_newton_system(F, system);
     const size_t m = F.size();
     const double epsilon = kNewtonDamping * diagonal;
@@ -525,6 +584,8 @@ class CoordinateLicp {
   std::vector<size_t> support_, saved_support_;
   double gap_ = std::numeric_limits<double>::infinity(), primal_ = 0, hinge_ = 0;
   double last_newton_ = 0;
+  NewtonSystem newton_system_;
+  Reservation newton_memory_;  // its rows (free rows × support of w)
   // Newton's damping ε = kNewtonDamping·max_i ‖x_i‖²/α (the dual Hessian is
   // singular on the planted set; 1e-8 made steps of t ≈ 2⁻¹², 1e-4 of ½–1),
   // and its CG's stop: relative residual kCgResidual or kCgIterations.

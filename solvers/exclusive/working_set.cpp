@@ -12,6 +12,10 @@
 namespace fgm::exclusive {
 namespace {
 
+// E-SVM's working set drops a zero weight whose |gradient| is below this
+// fraction of its threshold θ_k (far from re-entering).
+constexpr double kPruneRatio = 0.5;
+
 // ρ: per-row derivative of the loss at the current solution (hinge: −y∘u).
 void row_derivative(const FistaOptions& o, const std::vector<double>& y, const std::vector<double>& margins,
                     const std::vector<double>& dual, std::vector<double>& rho) {
@@ -191,6 +195,23 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
         break;
       }
       if (round >= ws.max_rounds) break;
+      // E-SVM (certified): W keeps its nonzero weights only (celer's pruned
+      // working set). A zero weight that is no violator is optimal at zero in
+      // the restricted problem too, so dropping it keeps the restricted
+      // optimum; W then stays near twice the support (the planted set: 5,486
+      // columns for 1,639 nonzeros without it, every epoch paying for all).
+      if (certify && !tighten) {
+        std::vector<double> group_l1;
+        exclusive_norm_squared(groups, fit.w.data(), &group_l1);
+        auto far_from_boundary = [&](uint64_t k) {  // a zero weight with |g_k| < θ_k / 2
+          if (fit.w[k] != 0) return false;
+          double theta = 0;
+          for (uint64_t q = groups.membership_ptr[k]; q < groups.membership_ptr[k + 1]; ++q)
+            theta += fista.lambda * group_l1[groups.memberships[q]];
+          return std::fabs(gradient[k]) < kPruneRatio * theta;
+        };
+        W.erase(std::remove_if(W.begin(), W.end(), far_from_boundary), W.end());
+      }
       // Add the largest violators; W stays sorted.
       const uint64_t add =
           tighten ? 0 : std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
