@@ -1,5 +1,5 @@
 // fgm train / fgm path with solver = "exclusive" (engine/exclusive_trainer.h).
-// train: model.fgm (a linear model without bias; one-vs-rest classes on a
+// train: model.fgm (a linear model, with a bias under exclusive.bias; one-vs-rest classes on a
 // multi-class store) + run.json with an "exclusive" section (per class). path: one model per exclusive.path_lambda value
 // (point-<k>.fgm), path.csv, path.json and report.html (output.report). Test
 // data is evaluated before anything is written, so a bad test file leaves no output.
@@ -107,7 +107,7 @@ void write_binary_run(JsonWriter& j, const ExclusiveSettings& settings, const Ex
   write_exclusive_section(j, settings, o);
   write_rounds(j, o);
   write_selected_features(j, o.model.features, o.model.index_base);
-  j.key("bias").value(0.0);
+  j.key("bias").value(o.model.bias);
 }
 
 // run.json of a one-vs-rest fit, after its opening: as the FGM solver's

@@ -360,9 +360,12 @@ std::vector<ParamSpec> build_specs() {
                    "groups, squared or logistic), Fista-licp (E-SVM: hinge loss + (ridge/2)|w|^2, any groups)"),
               {"pcp", "locp", "licp"}),
       choices(spec("exclusive.loss", T::kEnum, "\"logistic\"",
-                   "exclusive: loss summed over the rows (no bias): squared ½(w'x − y)², logistic "
-                   "log(1 + exp(−y w'x)), hinge max(0, 1 − y w'x) (licp only)"),
+                   "exclusive: loss summed over the rows: squared ½(w'x − y)², logistic "
+                   "log(1 + exp(−y w'x)), hinge max(0, 1 − y w'x) (licp only); w'x + b with exclusive.bias"),
               {"squared", "logistic", "hinge"}),
+      spec("exclusive.bias", T::kBool, "false",
+           "exclusive: learn an unregularised bias b, margins w'x + b (licp: disjoint groups and the working "
+           "set on one store); the model's decision value w'x + b"),
       ranged(spec("exclusive.lambda", T::kFloat, "1.0",
                   "exclusive: λ of (λ/2)‖w‖_e², ‖w‖_e² = Σ_g ‖w_g‖₁² (β of E-SVM (10))"),
              0, 1e15, true),

@@ -53,6 +53,12 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   s.fista.lambda = c.get_float("exclusive.lambda");
   s.fista.ridge = c.get_float("exclusive.ridge");
   if (!licp) reject(c, "exclusive.ridge", "it is the α of E-SVM, read by exclusive.algorithm = \"licp\" only");
+  s.fista.bias = c.get_bool("exclusive.bias");
+  if (s.fista.bias && licp && !c.get_bool("exclusive.working_set"))
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}exclusive.bias = true with exclusive.algorithm = \"licp\" needs exclusive.working_set = "
+                            "true (the coordinate solver of the restricted problems carries the bias)",
+                            c.where_set("exclusive.bias")));
   s.fista.tolerance = c.get_float("exclusive.tolerance");
   s.fista.max_iterations = static_cast<int>(c.get_int("exclusive.max_iterations"));
   s.working_set.enabled = c.get_bool("exclusive.working_set");
@@ -180,7 +186,8 @@ ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const Exc
   m.loss = exclusive::loss_name(fista.loss);
   m.C = lambda;  // the model's regularisation parameter (λ); the full config is in m.config
   m.iterations = static_cast<uint32_t>(out.fit.fista_iterations);
-  m.has_bias = false;
+  m.has_bias = fista.bias;
+  m.bias = -out.fit.bias;  // the model's decision value is w'x − bias
   m.feature_kind = "linear";
   m.objective = out.fit.last_solve.objective;
   for (uint64_t k = 0; k < out.fit.w.size(); ++k) {

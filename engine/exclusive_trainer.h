@@ -1,6 +1,6 @@
 // The driver of solver = "exclusive" (seed 002): config → settings, the store
 // → StreamedDesign, the groups (features.groups, or random), the working-set
-// fit (solvers/exclusive/working_set.h) → a linear model (no bias) that
+// fit (solvers/exclusive/working_set.h) → a linear model (a bias with exclusive.bias) that
 // `fgm predict` and `fgm inspect` read like any other.
 #pragma once
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/error.h"
@@ -178,11 +179,53 @@ double estimate_norm_squared(Design& X, int iterations, MemoryBudget& budget) {
   return estimate;
 }
 
+// The unregularised bias of pcp and locp: one more FISTA variable, with
+// ∂F/∂b = Σ_i r_i, added to every margin of z' = Xw' + b'.
+class BiasVariable {
+ public:
+  void start(Design& X, bool enabled, double warm) {
+    on_ = enabled;
+    b_ = bar_ = old_ = next_ = enabled ? warm : 0.0;
+    // All rows of X (every rank's): the bias column's ‖1‖² for the step bound.
+    rows_ = enabled ? X.sum_rows([](uint64_t begin, uint64_t end, double* out) { *out = double(end - begin); }) : 0.0;
+  }
+  double norm_squared() const { return rows_; }
+  // ∂F/∂b at x̄ from r = ∂f/∂z (a row sum: a collective on a distributed design).
+  void gradient(Design& X, const Vec& r) {
+    if (!on_) return;
+    grad_ = X.sum_rows([&](uint64_t begin, uint64_t end, double* out) {
+      double s = 0;
+      for (uint64_t i = begin; i < end; ++i) s += r[i];
+      *out = s;
+    });
+  }
+  // b' = b̄ − ∂F/∂b / L, added to the margins z' = Xw'.
+  void step(double L, Vec& z_new) {
+    if (!on_) return;
+    next_ = bar_ - grad_ / L;
+    for (double& z : z_new) z += next_;
+  }
+  void add_to_test(double& linear, double& step) const {
+    const double d = next_ - bar_;
+    linear += grad_ * d, step += d * d;
+  }
+  double change_squared() const { return (next_ - b_) * (next_ - b_); }
+  void accept(double beta) {
+    old_ = b_, b_ = next_;
+    bar_ = b_ + beta * (b_ - old_);
+  }
+  double value() const { return b_; }
+
+ private:
+  bool on_ = false;
+  double b_ = 0, bar_ = 0, old_ = 0, next_ = 0, grad_ = 0, rows_ = 0;
+};
+
 // ---------------------------------------------------------------- Fista-pcp
 class PcpSolver {
  public:
   PcpSolver(Design& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o, MemoryBudget& budget,
-            const Vec& warm_w)
+            const Vec& warm_w, double warm_bias)
       : X_(X), y_(y), G_(G), o_(o), n_(X.rows()), p_(X.columns()) {
     memory_ = budget.reserve((11 * p_ + 5 * n_ + 2 * G.count()) * sizeof(double), "exclusive: Fista-pcp vectors",
                              "use the working set (exclusive.working_set = true) or fewer features");
@@ -197,15 +240,21 @@ class PcpSolver {
       }
       X_.multiply(w_new_.data(), z_.data());
     }
+    bias_.start(X_, o.bias, warm_bias);
+    for (double& z : z_) z += bias_.value();
     upb_ = up_, umb_ = um_, zb_ = z_;
   }
 
   double initial_lipschitz(double norm_squared) const {
-    return 2.0 * loss_curvature(o_.loss) * norm_squared + 2.0 * o_.lambda * double(G_.max_overlap_weight());
+    return 2.0 * loss_curvature(o_.loss) * norm_squared + loss_curvature(o_.loss) * bias_.norm_squared() +
+           2.0 * o_.lambda * double(G_.max_overlap_weight());
   }
 
   void trial(double L, bool first) {
-    if (first) f_bar_ = loss_and_derivative(X_, o_.loss, y_, zb_.data(), r_.data()) + regularize(upb_, umb_, &reg_g_);
+    if (first) {
+      f_bar_ = loss_and_derivative(X_, o_.loss, y_, zb_.data(), r_.data()) + regularize(upb_, umb_, &reg_g_);
+      bias_.gradient(X_, r_);
+    }
     auto update = [&](uint64_t first_col, uint64_t end) {
       for (uint64_t k = first_col; k < end; ++k) {
         up_new_[k] = std::max(0.0, upb_[k] - (g_[k] + reg_g_[k]) / L);
@@ -219,6 +268,7 @@ class PcpSolver {
       update(0, p_);
       X_.multiply(w_new_.data(), z_new_.data());
     }
+    bias_.step(L, z_new_);
   }
 
   bool sufficient_decrease(double L) {
@@ -229,11 +279,13 @@ class PcpSolver {
       linear += (g_[k] + reg_g_[k]) * dp + (-g_[k] + reg_g_[k]) * dm;
       step += dp * dp + dm * dm;
     }
+    bias_.add_to_test(linear, step);
     return decrease_holds(f_new, f_bar_, linear, L, step);
   }
 
   bool accept(double beta) {
-    change_ = squared_distance(up_new_, up_) + squared_distance(um_new_, um_);
+    change_ = squared_distance(up_new_, up_) + squared_distance(um_new_, um_) + bias_.change_squared();
+    bias_.accept(beta);
     shift_and_extrapolate(up_old_, up_, up_new_, upb_, beta);
     shift_and_extrapolate(um_old_, um_, um_new_, umb_, beta);
     shift_and_extrapolate(z_old_, z_, z_new_, zb_, beta);
@@ -242,7 +294,7 @@ class PcpSolver {
   void finish() {}
 
   bool converged(double tol) const {
-    const double norm = std::sqrt(dot(up_, up_) + dot(um_, um_));
+    const double norm = std::sqrt(dot(up_, up_) + dot(um_, um_) + bias_.value() * bias_.value());
     return std::sqrt(change_) <= tol * std::max(norm, 1e-12);
   }
 
@@ -252,6 +304,7 @@ class PcpSolver {
     return w;
   }
   const Vec& margins() const { return z_; }
+  double bias() const { return bias_.value(); }
 
  private:
   // (λ/2) Σ_g (1ᵀ(u₊ + u₋)_g)², and its gradient λ Σ_{g∋k} s_g (same for u₊ and u₋).
@@ -276,6 +329,7 @@ class PcpSolver {
   Reservation memory_;
   Vec up_, um_, up_old_, um_old_, upb_, umb_, up_new_, um_new_, w_new_, g_, reg_g_;
   Vec z_, z_old_, zb_, z_new_, r_;
+  BiasVariable bias_;
   double f_bar_ = 0, change_ = 0;
 };
 
@@ -283,7 +337,7 @@ class PcpSolver {
 class LocpSolver {
  public:
   LocpSolver(Design& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o, MemoryBudget& budget,
-             const Vec& warm_w)
+             const Vec& warm_w, double warm_bias)
       : X_(X), y_(y), G_(G), o_(o), n_(X.rows()), p_(X.columns()) {
     if (!G.disjoint)
       throw_error(ErrorKind::kConfig,
@@ -297,15 +351,20 @@ class LocpSolver {
       w_ = warm_w;
       X_.multiply(w_.data(), z_.data());
     }
+    bias_.start(X_, o.bias, warm_bias);
+    for (double& z : z_) z += bias_.value();
     wb_ = w_, zb_ = z_;
   }
 
-  double initial_lipschitz(double norm_squared) const { return loss_curvature(o_.loss) * norm_squared; }
+  double initial_lipschitz(double norm_squared) const {
+    return loss_curvature(o_.loss) * (norm_squared + bias_.norm_squared());
+  }
 
   void trial(double L, bool first) {
     if (first) {
       f_bar_ = loss_and_derivative(X_, o_.loss, y_, zb_.data(), r_.data());
       X_.multiply_transposed(r_.data(), g_.data());
+      bias_.gradient(X_, r_);
     }
     for (uint64_t k = 0; k < p_; ++k) c_[k] = wb_[k] - g_[k] / L;
     w_new_ = c_;  // a column in no group has no penalty: the prox leaves it
@@ -318,6 +377,7 @@ class LocpSolver {
       for (uint64_t q = 0; q < d; ++q) w_new_[G_.members[G_.member_ptr[g] + q]] = member_c[q];
     }
     X_.multiply(w_new_.data(), z_new_.data());
+    bias_.step(L, z_new_);
   }
 
   bool sufficient_decrease(double L) {
@@ -327,20 +387,25 @@ class LocpSolver {
       linear += g_[k] * d;
       step += d * d;
     }
+    bias_.add_to_test(linear, step);
     return decrease_holds(smooth_loss(X_, o_.loss, y_, z_new_.data()), f_bar_, linear, L, step);
   }
 
   bool accept(double beta) {
-    change_ = squared_distance(w_new_, w_);
+    change_ = squared_distance(w_new_, w_) + bias_.change_squared();
+    bias_.accept(beta);
     shift_and_extrapolate(w_old_, w_, w_new_, wb_, beta);
     shift_and_extrapolate(z_old_, z_, z_new_, zb_, beta);
     return false;
   }
   void finish() {}
 
-  bool converged(double tol) const { return std::sqrt(change_) <= tol * std::max(std::sqrt(dot(w_, w_)), 1e-12); }
+  bool converged(double tol) const {
+    return std::sqrt(change_) <= tol * std::max(std::sqrt(dot(w_, w_) + bias_.value() * bias_.value()), 1e-12);
+  }
   Vec weights() const { return w_; }
   const Vec& margins() const { return z_; }
+  double bias() const { return bias_.value(); }
 
  private:
   Design& X_;
@@ -353,6 +418,7 @@ class LocpSolver {
   Vec member_c_;  // one group's entries (reused: no allocation per iteration)
   Vec w_, w_old_, wb_, w_new_, g_, c_;
   Vec z_, z_old_, zb_, z_new_, r_;
+  BiasVariable bias_;
   double f_bar_ = 0, change_ = 0;
 };
 
@@ -485,6 +551,7 @@ class LicpSolver {
   }
   const Vec& dual_u() const { return u_; }
   double gap() const { return gap_; }
+  double bias() const { return 0.0; }
 
  private:
   // Σ over all rows of a row vector.
@@ -623,11 +690,34 @@ void run_fista(Solver& s, Design& X, double norm_squared, const Vec& y, const Ex
   out.lipschitz = L;
   out.w = s.weights();
   out.margins = s.margins();
+  out.bias = s.bias();
   out.objective = exclusive_objective(X, o.loss, y, out.margins.data(), G, out.w.data(), o.lambda, o.ridge, &out.loss);
   out.regularizer = out.objective - out.loss;
 }
 
 }  // namespace
+
+double best_hinge_bias(const std::vector<double>& y, const double* z) {
+  // The slope is −n₊ left of every kink and rises by 1 at each: the minimisers
+  // are [k_(n₊), k_(n₊+1)] (sorted kinks, 1-based; ±∞ past the ends).
+  std::vector<double> kinks(y.size());
+  size_t positives = 0;
+  for (size_t i = 0; i < y.size(); ++i) kinks[i] = y[i] - z[i], positives += y[i] > 0;
+  std::sort(kinks.begin(), kinks.end());
+  const double low = positives == 0 ? -std::numeric_limits<double>::infinity() : kinks[positives - 1];
+  const double high = positives == kinks.size() ? std::numeric_limits<double>::infinity() : kinks[positives];
+  return std::clamp(0.0, low, high);
+}
+
+void balance_dual(const std::vector<double>& y, std::vector<double>& u) {
+  double positive = 0, negative = 0;
+  for (size_t i = 0; i < y.size(); ++i) (y[i] > 0 ? positive : negative) += u[i];
+  if (positive == negative) return;
+  const bool shrink_positive = positive > negative;
+  const double scale = shrink_positive ? negative / positive : positive / negative;
+  for (size_t i = 0; i < y.size(); ++i)
+    if ((y[i] > 0) == shrink_positive) u[i] *= scale;
+}
 
 void loss_derivative(ExclusiveLoss loss, const std::vector<double>& y, const double* z, double* r) {
   for (size_t i = 0; i < y.size(); ++i) r[i] = row_loss_derivative(loss, y[i], z[i]);
@@ -650,7 +740,7 @@ double exclusive_objective(Design& X, ExclusiveLoss loss, const std::vector<doub
 
 FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
                             const FistaOptions& options, MemoryBudget& budget, const std::vector<double>& warm_w,
-                            const std::vector<double>& warm_dual) {
+                            const std::vector<double>& warm_dual, double warm_bias) {
   FGM_ASSERT(y.size() == X.rows() && groups.columns == X.columns());
   const bool hinge = options.loss == ExclusiveLoss::kHinge;
   if (hinge != (options.algorithm == Algorithm::kLicp))
@@ -664,6 +754,11 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
   if (options.algorithm == Algorithm::kLicp && options.licp_coordinate && groups.disjoint)
     if (const auto* in_memory = dynamic_cast<const InMemoryDesign*>(&X))
       return solve_licp_coordinate(*in_memory, y, groups, options, budget, warm_dual);
+  if (options.algorithm == Algorithm::kLicp && options.bias)
+    throw_error(ErrorKind::kConfig,
+                "exclusive.bias = true with exclusive.algorithm = \"licp\" needs disjoint groups and the working set "
+                "on one store (the coordinate solver); the FISTA licp (overlapping groups, exclusive.working_set = "
+                "false, partitioned stores) has no bias: set exclusive.bias = false");
   FistaResult out;
   const uint64_t passes_before = X.passes();
   const double norm_squared = options.lipschitz > 0     ? 0.0
@@ -672,12 +767,12 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
   out.norm_squared = norm_squared;
   switch (options.algorithm) {
     case Algorithm::kPcp: {
-      PcpSolver s(X, y, groups, options, budget, warm_w);
+      PcpSolver s(X, y, groups, options, budget, warm_w, warm_bias);
       run_fista(s, X, norm_squared, y, groups, options, out);
       break;
     }
     case Algorithm::kLocp: {
-      LocpSolver s(X, y, groups, options, budget, warm_w);
+      LocpSolver s(X, y, groups, options, budget, warm_w, warm_bias);
       run_fista(s, X, norm_squared, y, groups, options, out);
       break;
     }

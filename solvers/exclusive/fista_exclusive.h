@@ -14,7 +14,11 @@
 //              (u ∈ [0,1]^n, v^g ∈ R^{|g|}): F = (1/2α)‖Zu − Σ_g v̄^g‖² − 1ᵀu,
 //              Z = Xᵀdiag(y); prox = clip u, v^g = P∞^{1/(Lλ)}(·, 0) (Alg. 3);
 //              w = (Zu − Σ_g v̄^g)/α. Any groups.
-// No bias (the paper has none). Losses are sums over the rows, as in the paper.
+// Losses are sums over the rows, as in the paper. The paper has no bias;
+// FistaOptions::bias adds an unregularised b to every margin (x_iᵀw + b):
+// pcp and locp take b as one more, unpenalised FISTA variable; licp's dual
+// then carries yᵀu = 0 (licp_coordinate.h: an augmented Lagrangian; the FISTA
+// licp rejects it).
 //
 // FISTA (Algorithm 1) with the ERRATA 002 momentum t' = ½ + ½√(1 + 4t²) (the
 // printed √(1 + 4t) loses the O(1/k²) rate), and Beck–Teboulle backtracking:
@@ -70,6 +74,7 @@ struct FistaOptions {
   // restricted problems): dual coordinate ascent (licp_coordinate.h) instead
   // of FISTA; false: FISTA always (the tests' second, independent solver).
   bool licp_coordinate = true;
+  bool bias = false;  // an unregularised bias b (margins x_iᵀw + b)
 };
 
 struct FistaResult {
@@ -86,15 +91,26 @@ struct FistaResult {
   double norm_squared = 0;      // the ‖X‖² estimate L started from (0 when options.lipschitz was given)
   uint64_t passes = 0;          // passes over X by this solve
   std::vector<double> trace;    // record_objective: objective after each iteration
-  std::vector<double> margins;  // Xw at w (n entries)
+  std::vector<double> margins;  // Xw + b at w (n entries)
+  double bias = 0;              // b (0 without FistaOptions::bias)
 };
 
 // `y`: n labels (±1 for logistic and hinge). `warm_w` (p) / `warm_dual` (n)
 // may be empty. Throws Error(kConfig) naming exclusive.algorithm / exclusive.loss
 // for an unsupported combination (locp on overlapping groups, licp without hinge).
+// `warm_bias`: b's start (pcp, locp with options.bias).
 FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
                             const FistaOptions& options, MemoryBudget& budget,
-                            const std::vector<double>& warm_w = {}, const std::vector<double>& warm_dual = {});
+                            const std::vector<double>& warm_w = {}, const std::vector<double>& warm_dual = {},
+                            double warm_bias = 0);
+
+// argmin_b Σ_i max(0, 1 − y_i(z_i + b)) (y = ±1; z: n = y.size() margins),
+// exactly: the sum is convex piecewise linear in b with its kinks at y_i − z_i;
+// of the minimisers (an interval) the one nearest 0.
+double best_hinge_bias(const std::vector<double>& y, const double* z);
+
+// Scales the u of the class with the larger Σu so that yᵀu = 0 (u stays in [0,1]^n).
+void balance_dual(const std::vector<double>& y, std::vector<double>& u);
 
 // The objective of (7) (pcp/locp losses) or (10) (hinge) at w, from the margins
 // z = Xw: used by the solvers and by the tests' oracles.

@@ -15,8 +15,17 @@
 // the groups' Ω*), else replaced by the safe step with h = ‖x_i‖²/α (Ω* has a
 // 1/α-Lipschitz gradient, so that step never decreases D). Coordinates go in
 // a seeded random order per epoch (deterministic); after every epoch Zu is
-// recomputed from u and the gap P(w(u)) − D(u) certifies the stop:
+// recomputed from u, a damped projected Newton step on the rows free to move
+// follows (CG on the support of w only; the dual is degenerate when more rows
+// are free than w has nonzeros), and the gap P(w(u)) − D(u) certifies the stop:
 // gap ≤ tolerance·max(1, P), as Fista-licp. max_iterations counts epochs.
+//
+// With FistaOptions::bias (margins x_iᵀw + b) the dual gains yᵀu = 0. The
+// steps then ascend the augmented Lagrangian 1ᵀu − Ω*(Zu) − b·s − (ρ/2)s²,
+// s = yᵀu (coordinate gradient 1 − y_i(x_iᵀw + b + ρs), curvature + ρ), and
+// b += ρs after each epoch (the method of multipliers). The certificate stays
+// exact: P at w(u) with its best b (best_hinge_bias), D at u scaled to yᵀu = 0
+// (balance_dual); the returned dual is that feasible u, the bias that b.
 #pragma once
 
 #include <vector>

@@ -12,6 +12,10 @@
 namespace fgm::exclusive {
 namespace {
 
+// E-SVM's working set drops a zero weight whose |gradient| is below this
+// fraction of its threshold θ_k (far from re-entering).
+constexpr double kPruneRatio = 0.5;
+
 // ρ: per-row derivative of the loss at the current solution (hinge: −y∘u).
 void row_derivative(const FistaOptions& o, const std::vector<double>& y, const std::vector<double>& margins,
                     const std::vector<double>& dual, std::vector<double>& rho) {
@@ -87,6 +91,7 @@ ExclusiveWarmStart ExclusiveFit::warm_start() const {
   ExclusiveWarmStart s;
   s.w = w;
   s.margins = margins;
+  s.bias = bias;
   s.dual = last_solve.dual;
   s.working_set = working_set_columns;
   s.gradient_scale = gradient_scale;
@@ -112,7 +117,7 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     FistaOptions options = fista;
     if (warm && warm->norm_squared > 0) options.norm_squared = warm->norm_squared;
     fit.last_solve = solve_exclusive(X, y, groups, options, budget, warm && !hinge ? warm->w : std::vector<double>{},
-                                     warm && hinge ? warm->dual : std::vector<double>{});
+                                     warm && hinge ? warm->dual : std::vector<double>{}, warm ? warm->bias : 0.0);
     WorkingSetRound r;
     r.working_set = p;
     r.nonzeros = count_nonzeros(fit.last_solve.w);
@@ -123,6 +128,7 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     fit.round_log.push_back(r);
     fit.w = fit.last_solve.w;
     fit.margins = fit.last_solve.margins;
+    fit.bias = fit.last_solve.bias;
     fit.working_set = p;
     fit.fista_iterations = fit.last_solve.iterations;
     fit.converged = fit.last_solve.converged;
@@ -147,9 +153,16 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     W = warm->working_set;
     fit.w = warm->w;
     fit.margins = warm->margins;
+    fit.bias = warm->bias;
     dual = warm->dual;
     scale = warm->gradient_scale;
     solve_first = true;
+  }
+  // E-SVM with the bias: the check's dual must satisfy yᵀu = 0 (the restricted
+  // solves return such a u); before any solve, all ones balanced.
+  if (hinge && fista.bias && dual.empty()) {
+    dual.assign(n, 1.0);
+    balance_dual(y, dual);
   }
   for (int round = 0;; ++round) {
     auto start = std::chrono::steady_clock::now();
@@ -182,6 +195,23 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
         break;
       }
       if (round >= ws.max_rounds) break;
+      // E-SVM (certified): W keeps its nonzero weights only (celer's pruned
+      // working set). A zero weight that is no violator is optimal at zero in
+      // the restricted problem too, so dropping it keeps the restricted
+      // optimum; W then stays near twice the support (the planted set: 5,486
+      // columns for 1,639 nonzeros without it, every epoch paying for all).
+      if (certify && !tighten) {
+        std::vector<double> group_l1;
+        exclusive_norm_squared(groups, fit.w.data(), &group_l1);
+        auto far_from_boundary = [&](uint64_t k) {  // a zero weight with |g_k| < θ_k / 2
+          if (fit.w[k] != 0) return false;
+          double theta = 0;
+          for (uint64_t q = groups.membership_ptr[k]; q < groups.membership_ptr[k + 1]; ++q)
+            theta += fista.lambda * group_l1[groups.memberships[q]];
+          return std::fabs(gradient[k]) < kPruneRatio * theta;
+        };
+        W.erase(std::remove_if(W.begin(), W.end(), far_from_boundary), W.end());
+      }
       // Add the largest violators; W stays sorted.
       const uint64_t add =
           tighten ? 0 : std::min<uint64_t>(violators.size(), std::max<uint64_t>(ws.growth, W.size()));
@@ -208,12 +238,13 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     }
     last_inner_tolerance = inner.tolerance;
     fit.last_solve = solve_exclusive(*XW, y, GW, inner, budget, hinge ? std::vector<double>{} : warm_w,
-                                     hinge ? dual : std::vector<double>{});
+                                     hinge ? dual : std::vector<double>{}, fit.bias);
     fit.rounds = round + 1;
     fit.fista_iterations += fit.last_solve.iterations;
     std::fill(fit.w.begin(), fit.w.end(), 0.0);
     for (size_t q = 0; q < W.size(); ++q) fit.w[W[q]] = fit.last_solve.w[q];
     fit.margins = fit.last_solve.margins;
+    fit.bias = fit.last_solve.bias;
     dual = fit.last_solve.dual;
     log.working_set = W.size();
     log.nonzeros = count_nonzeros(fit.w);

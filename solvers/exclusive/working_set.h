@@ -53,7 +53,8 @@ struct WorkingSetRound {
 // margins, dual, working set, ‖X‖² and ‖Xᵀρ₀‖∞, which do not depend on λ).
 struct ExclusiveWarmStart {
   std::vector<double> w;                // p
-  std::vector<double> margins;          // Xw (n)
+  std::vector<double> margins;          // Xw + b (n)
+  double bias = 0;                      // b (FistaOptions::bias)
   std::vector<double> dual;             // licp: u (n), else empty
   std::vector<uint64_t> working_set;    // sorted compact columns (working set only)
   double gradient_scale = 0;            // ‖Xᵀρ₀‖∞ (working set only)
@@ -62,7 +63,8 @@ struct ExclusiveWarmStart {
 
 struct ExclusiveFit {
   std::vector<double> w;        // one per design column
-  std::vector<double> margins;  // Xw
+  std::vector<double> margins;  // Xw + b
+  double bias = 0;              // b (FistaOptions::bias; else 0)
   FistaResult last_solve;       // the last (restricted or full) FISTA solve
   int rounds = 0;               // restricted solves (0 without the working set)
   uint64_t working_set = 0;     // |W| at the end (p without it)

@@ -5,8 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
@@ -138,6 +142,8 @@ TEST_CASE("misused exclusive keys are errors naming the key; nothing is written"
        "exclusive.path_warm_start"},
       {"path", "solver=exclusive exclusive.random_groups=3 'exclusive.path_lambda=[1.0]' exclusive.lambda=2",
        "exclusive.lambda"},
+      {"train", "solver=exclusive exclusive.random_groups=3 exclusive.algorithm=licp exclusive.bias=true "
+                "exclusive.working_set=false", "exclusive.bias"},
   };
   for (const Bad& b : cases) {
     auto r = run(dir, b.command + " " + data + b.args);
@@ -201,5 +207,65 @@ TEST_CASE("fgm train solver=exclusive on three classes equals three binary runs"
     };
     CHECK(squeeze(of_class) == squeeze(single));
     CHECK(contains(of_class, "\"weight\""));  // a class with features
+  }
+}
+
+namespace {
+
+// The number after "key": in a JSON text, from `from` on.
+double json_number(const std::string& text, const std::string& key, size_t from = 0) {
+  const auto at = text.find("\"" + key + "\":", from);
+  REQUIRE(at != std::string::npos);
+  return std::stod(text.substr(at + key.size() + 3));
+}
+
+}  // namespace
+
+// exclusive.bias: the model carries b and fgm predict adds it. The decision
+// values predict writes equal Σ w_k x_k − bias recomputed here from run.json's
+// weights and bias on a hand-written test file; the classes are unbalanced
+// (b matters), for licp (E-SVM) and pcp (logistic).
+TEST_CASE("fgm train with exclusive.bias writes the bias and fgm predict uses it", "[exclusive][cli][bias]") {
+  TempDir dir("fgm-exclusive-bias");
+  std::ostringstream train, test;
+  std::vector<std::map<int, double>> test_rows;
+  for (int i = 0; i < 80; ++i) {
+    std::map<int, double> row;
+    for (int k = 1; k <= 6; ++k) row[k] = std::round(10 * std::sin(1.7 * i + 2.3 * k)) / 4;  // integer quarters
+    const double score = row[1] - 0.5 * row[2] + 0.8;
+    std::ostringstream line;
+    line << (score > 0 ? 1 : -1);
+    for (const auto& [k, v] : row) line << ' ' << k << ':' << v;
+    (i < 60 ? train : test) << line.str() << '\n';
+    if (i >= 60) test_rows.push_back(row);
+  }
+  dir.write("train.svm", train.str());
+  dir.write("test.svm", test.str());
+  const std::string base = "data.train=train.svm engine.cache_dir=cache solver=exclusive exclusive.random_groups=2 ";
+  for (const std::string algorithm : {"licp", "pcp"}) {
+    INFO(algorithm);
+    auto r = run(dir, "train " + base + "exclusive.algorithm=" + algorithm + " exclusive.bias=true output.dir=o-" +
+                          algorithm);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const std::string run_json = slurp(dir.file("o-" + algorithm + "/run.json"));
+    const double bias = json_number(run_json, "bias", run_json.find("\"selected_features\""));
+    CHECK(bias != 0.0);
+    std::map<int, double> weights;
+    const std::string features = selected_features(run_json);
+    for (size_t at = features.find("\"id\":"); at != std::string::npos; at = features.find("\"id\":", at + 1))
+      weights[int(json_number(features, "id", at))] = json_number(features, "weight", at);
+    REQUIRE(!weights.empty());
+    auto p = run(dir, "predict --model o-" + algorithm + "/model.fgm --out decisions.txt test.svm");
+    REQUIRE(p.code == 0);
+    std::istringstream decisions(slurp(dir.file("decisions.txt")));
+    for (const auto& row : test_rows) {
+      double expected = -bias, got = 0;
+      for (const auto& [k, w] : weights) expected += w * row.at(k);
+      REQUIRE(decisions >> got);
+      CHECK(got == Approx(expected).margin(1e-9));
+    }
+    auto i = run(dir, "inspect o-" + algorithm + "/model.fgm");
+    CHECK(contains(i.out, "\"has_bias\": true"));
   }
 }

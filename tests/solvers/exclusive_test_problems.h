@@ -45,24 +45,28 @@ inline DenseProblem dense_problem(uint64_t seed, size_t n, size_t p, bool classi
 // Largest violation of the optimality conditions of (7), relative to
 // ‖∇f(0)‖∞: with θ_k = λ Σ_{g∋k} ‖w_g‖₁, a nonzero w_k needs
 // ∇f_k + θ_k·sgn(w_k) = 0, a zero one |∇f_k| ≤ θ_k.
+// With a bias b (margins x_iᵀw + b), also its condition Σ_i ∂f/∂z_i = 0.
 inline double kkt_violation(const DenseProblem& d, const exclusive::ExclusiveGroups& G, exclusive::ExclusiveLoss loss,
-                            double lambda, const std::vector<double>& w) {
-  auto gradient_at = [&](const std::vector<double>& v) {
+                            double lambda, const std::vector<double>& w, double bias = 0, bool with_bias = false) {
+  long double bias_derivative = 0;
+  auto gradient_at = [&](const std::vector<double>& v, long double b) {
     std::vector<long double> r(d.n), g(d.p, 0.0L);
+    bias_derivative = 0;
     for (size_t i = 0; i < d.n; ++i) {
-      long double z = 0;
+      long double z = b;
       for (size_t j = 0; j < d.p; ++j) z += (long double)d.at(i, j) * v[j];
       r[i] = loss == exclusive::ExclusiveLoss::kSquared ? z - d.y[i]
                                                         : -d.y[i] / (1.0L + std::exp((long double)d.y[i] * z));
+      bias_derivative += r[i];
     }
     for (size_t i = 0; i < d.n; ++i)
       for (size_t j = 0; j < d.p; ++j) g[j] += r[i] * d.at(i, j);
     return g;
   };
-  const auto g0 = gradient_at(std::vector<double>(d.p, 0.0));
+  const auto g0 = gradient_at(std::vector<double>(d.p, 0.0), 0.0L);
   long double scale = 1e-300L;
   for (auto e : g0) scale = std::max(scale, std::fabs(e));
-  const auto g = gradient_at(w);
+  const auto g = gradient_at(w, bias);
   std::vector<long double> group_l1(G.count(), 0.0L);
   for (uint64_t k = 0; k < G.count(); ++k)
     for (uint64_t q = G.member_ptr[k]; q < G.member_ptr[k + 1]; ++q) group_l1[k] += std::fabs((long double)w[G.members[q]]);
@@ -74,15 +78,16 @@ inline double kkt_violation(const DenseProblem& d, const exclusive::ExclusiveGro
                                                  : std::max(0.0L, std::fabs(g[j]) - theta);
     worst = std::max(worst, v / scale);
   }
+  if (with_bias) worst = std::max(worst, std::fabs(bias_derivative) / scale);
   return double(worst);
 }
 
 // (10) at w from the dense matrix.
 inline double esvm_objective(const DenseProblem& d, const exclusive::ExclusiveGroups& G, double lambda, double ridge,
-                             const std::vector<double>& w) {
+                             const std::vector<double>& w, double bias = 0) {
   long double hinge = 0, ww = 0, e = 0;
   for (size_t i = 0; i < d.n; ++i) {
-    long double z = 0;
+    long double z = bias;
     for (size_t j = 0; j < d.p; ++j) z += (long double)d.at(i, j) * w[j];
     hinge += std::max(0.0L, 1.0L - d.y[i] * z);
   }
