@@ -11,9 +11,11 @@
 #   KDD_FEATURES (29890095) KDD_THREADS (2) KDD_BUDGETS ("10GB 2GB")
 #   KDD_METHODS ("auto apg": apg.method values to compare; apg is the
 #   first-order solver of the paper) KDD_PATH (1: also the path
-#   [10,20,50,100,200] at 4GB) KDD_LIBLINEAR (0: 1 also writes the training
-#   text and runs LIBLINEAR -s 5 on it; ~7 GB of text, ~10 GB of memory)
-#   KDD_LIBLINEAR_C (its values of C).
+#   [10,20,50,100,200] at 4GB) KDD_LIBLINEAR (0; "store": LIBLINEAR -s 5
+#   trained from the store's rows by fgm_liblinear_store, beside FGM, ~20 GB
+#   of memory; 1: also writes the training text and runs liblinear-train on
+#   it, whose parse of 6 GB takes over 40 minutes) KDD_LIBLINEAR_C (its
+#   values of C).
 set -euo pipefail
 FGM=${1:?usage: run_kddb.sh FGM [WORK_DIR]}
 W=${2:-bench/work/kdd}
@@ -76,6 +78,11 @@ if [ "${KDD_PATH:-1}" = 1 ]; then
   cut -d, -f1-8 "$out/path.csv"
 fi
 
+if [ "${KDD_LIBLINEAR:-0}" = store ]; then
+  /usr/bin/time -v "$(dirname "$FGM")/fgm_liblinear_store" --store "$W/store" --test "$W/test.svm" \
+    --C ${KDD_LIBLINEAR_C:-2e-7 3e-7 5e-7 1e-6 2e-6 5e-6 1e-5 3e-5 1e-4} 2> "$W/ll-store.time" | tee "$W/ll-store.jsonl"
+  grep -E 'Elapsed|Maximum resident' "$W/ll-store.time"
+fi
 if [ "${KDD_LIBLINEAR:-0}" = 1 ]; then
   if [ ! -f "$W/text/train.svm" ]; then
     "$FGM" synth --kind sparse --out "$W/text" --rows "$ROWS" --test-rows "$TEST_ROWS" --features "$FEATURES" \
