@@ -690,7 +690,7 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   // pair, and a direct add costs a fraction of a hash probe. Either way each
   // pair's terms are added in row order, so the sums are the same.
   uint32_t core = std::min<uint32_t>(H, kCorePairFeatures);
-  while (core > 0 && uint64_t{threads} * core * core * (sizeof(double) + 1) > budget.available() / 4) core /= 2;
+  while (core > 0 && static_cast<uint64_t>(threads) * core * core * (sizeof(double) + 1) > budget.available() / 4) core /= 2;
   auto t_sparse = std::chrono::steady_clock::now();
   // Each partition's table is reserved before it runs; at most `threads` at once.
   tbb::task_arena arena(threads);

@@ -17,6 +17,31 @@
 
 namespace fgm::exclusive {
 
+namespace {
+
+// Newton's iteration for the threshold t of the ℓ1² prox, t = μΣ_S|c_j| /
+// (1 + μ|S|) over S = {|c_j| > t}, from max(t0, 0); support_of(t, sum)
+// returns |S| and sets sum = Σ_S|c_j|. The iterates are monotone after the
+// first step, so the support shrinks each time: at most d + 2 steps. False
+// if rounding made them cycle (the caller then sorts).
+template <class SupportOf>
+bool newton_threshold(double mu, double t0, size_t d, SupportOf&& support_of, double& t) {
+  double sum = 0;
+  t = std::max(t0, 0.0);
+  size_t count = support_of(t, sum);
+  for (size_t step = 0; step < d + 3; ++step) {
+    const double next = mu * sum / (1.0 + mu * double(count));
+    double next_sum = 0;
+    const size_t next_count = support_of(next, next_sum);
+    t = next;
+    if (next_count == count) return true;
+    count = next_count, sum = next_sum;
+  }
+  return false;
+}
+
+}  // namespace
+
 size_t prox_l1_squared_newton(const double* c, size_t d, double mu, double* w, double& tau) {
   if (!(mu > 0)) {
     size_t support = 0;
@@ -33,23 +58,8 @@ size_t prox_l1_squared_newton(const double* c, size_t d, double mu, double* w, d
     }
     return count;
   };
-  double t = std::max(tau, 0.0), sum = 0;
-  size_t count = support_of(t, sum);
-  bool exact = false;
-  // Newton's iterates are monotone after the first step, so the support
-  // shrinks each time: at most d + 2 steps (more only from rounding).
-  for (size_t step = 0; step < d + 3; ++step) {
-    const double next = mu * sum / (1.0 + mu * double(count));
-    double next_sum = 0;
-    const size_t next_count = support_of(next, next_sum);
-    t = next;
-    if (next_count == count) {
-      exact = true;
-      break;
-    }
-    count = next_count, sum = next_sum;
-  }
-  if (!exact) {  // rounding made the iterates cycle: the sorting projection (Algorithm 2)
+  double t = 0;
+  if (!newton_threshold(mu, tau, d, support_of, t)) {  // the sorting projection (Algorithm 2)
     ProjectionScratch scratch;
     prox_l1_squared(c, d, mu, w, scratch);
     double l1 = 0;
@@ -219,30 +229,13 @@ class CoordinateLicp {
       return count;
     };
     double t = 0;
-    if (mu > 0) {
-      double sum = 0;
-      t = std::max(tau_[r], 0.0);
-      size_t count = support_of(t, sum);
-      bool exact = false;
-      for (size_t step = 0; step < (e - b) + 3; ++step) {  // as prox_l1_squared_newton
-        const double next = mu * sum / (1.0 + mu * double(count));
-        double next_sum = 0;
-        const size_t next_count = support_of(next, next_sum);
-        t = next;
-        if (next_count == count) {
-          exact = true;
-          break;
-        }
-        count = next_count, sum = next_sum;
-      }
-      if (!exact) {  // rounding made the iterates cycle: the sorting projection
-        for (uint64_t j = b; j < e; ++j) c_[j] = a_[j] * inv_alpha;
-        support_[r] = prox_l1_squared_newton(&c_[b], e - b, mu, &w_[b], tau_[r]);
-        double aw = 0, ww = 0, l1 = 0;
-        for (uint64_t j = b; j < e; ++j) aw += a_[j] * w_[j], ww += w_[j] * w_[j], l1 += std::fabs(w_[j]);
-        conjugate_[r] = aw - 0.5 * alpha_ * ww - 0.5 * alpha_ * mu * l1 * l1;
-        return;
-      }
+    if (mu > 0 && !newton_threshold(mu, tau_[r], e - b, support_of, t)) {  // the sorting projection
+      for (uint64_t j = b; j < e; ++j) c_[j] = a_[j] * inv_alpha;
+      support_[r] = prox_l1_squared_newton(&c_[b], e - b, mu, &w_[b], tau_[r]);
+      double aw = 0, ww = 0, l1 = 0;
+      for (uint64_t j = b; j < e; ++j) aw += a_[j] * w_[j], ww += w_[j] * w_[j], l1 += std::fabs(w_[j]);
+      conjugate_[r] = aw - 0.5 * alpha_ * ww - 0.5 * alpha_ * mu * l1 * l1;
+      return;
     }
     size_t support = 0;
     double squares = 0, l1 = 0;
