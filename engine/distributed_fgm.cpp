@@ -178,14 +178,19 @@ double PartitionRows::fit_without_features(ApgState& state) {
 // The new candidates' columns on this rank's partitions. A generated column
 // empty on every partition (an expansion component no row reaches) carries no
 // weight and is dropped, as the single-store cache drops it: one reduction of
-// the per-partition entry counts decides, the same on every rank.
+// the per-partition entry counts decides, the same on every rank. The columns
+// stay reserved until the cache has copied them.
 void PartitionRows::add_batch(const std::vector<uint64_t>& ids) {
   std::vector<std::vector<GeneratedColumn>> fresh(own_.size());  // [partition][column]
   std::vector<std::vector<double>> counts(own_.size());
+  std::vector<Reservation> held;
   for (uint64_t id : ids) {
     space_->mark_selected(id);
     for (size_t q = 0; q < own_.size(); ++q)
       for (GeneratedColumn& col : space_->columns(*own_[q].store, id)) {
+        held.push_back(budget_.reserve(col.rows.capacity() * sizeof(uint32_t) + col.values.capacity() * sizeof(float),
+                                       "a new batch's columns before the selected-feature cache copies them",
+                                       "lower fgm.B"));
         counts[q].push_back(static_cast<double>(col.rows.size()));
         fresh[q].push_back(std::move(col));
       }
