@@ -42,10 +42,11 @@ class PartitionedLinear final : public FeatureSpace {
   std::string kind() const override { return groups_ ? "group" : "linear"; }
   double dimension() const override { return static_cast<double>(candidates()); }
   SpaceScores score(const ScoringContext& ctx) override {
-    uint64_t bytes = 0;
-    OwnPartitions::RangeScores scored =
-        own_.score_by_ranges(duals(ctx.parts), groups_.get(), is_selected(), selected_, column_group_, ctx.B, bytes);
-    return take(std::move(scored), bytes);
+    ScoreRequest request;
+    request.space = this;
+    request.parts = ctx.parts;
+    request.B = ctx.B;
+    return std::move(score_many(ctx, {request}).front());
   }
   void mark_selected(uint64_t id) override {
     if (id >= candidates() || !is_selected_.insert(id).second)  // a corrupt checkpoint
@@ -73,7 +74,7 @@ class PartitionedLinear final : public FeatureSpace {
                         request.B});
     }
     uint64_t bytes = 0;
-    std::vector<OwnPartitions::RangeScores> scored = own_.score_by_ranges_many(groups_.get(), ranges, bytes);
+    std::vector<OwnPartitions::RangeScores> scored = own_.score_by_ranges(groups_.get(), ranges, bytes);
     std::vector<SpaceScores> out;
     for (size_t r = 0; r < requests.size(); ++r) out.push_back(take(std::move(scored[r]), bytes));
     return out;
@@ -191,12 +192,8 @@ bool bound_before(const BoundedFeature& x, const BoundedFeature& y) { return x.u
 SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
                                            Reservation& memory) {
   const uint64_t m = layout_.n_features;
-  std::vector<ColumnSpans> wanted;
-  for (int d = 0; d < comm_.size(); ++d) {
-    ColumnSpans keys;  // the three keys 3j, 3j + 1, 3j + 2 of each feature j of d's range
-    for (const auto& [first, end] : column_range_of_rank(m, comm_.size(), d).spans) keys.spans.emplace_back(3 * first, 3 * end);
-    wanted.push_back(keys);
-  }
+  // The three keys 3j, 3j + 1, 3j + 2 of each feature j of each rank's range.
+  const std::vector<ColumnSpans> wanted = rank_key_ranges(m, comm_.size(), 3);
   PassStats pass;
   SparseSums moments = reduce_scatter_partition_sparse_sums(
       comm_, layout_.partitions, layout_.first_partition, static_cast<uint32_t>(parts.size()),
@@ -299,14 +296,6 @@ struct RangeRecord {
   float lo = 0, hi = 0;
 };
 bool id_before(const RangeRecord& x, const RangeRecord& y) { return x.id < y.id; }
-
-// The rank whose column range [⌊d·m/K⌋, ⌊(d+1)·m/K⌋) holds base feature j.
-int owner_of(uint64_t j, uint64_t m, int ranks) {
-  int d = static_cast<int>(static_cast<unsigned __int128>(j) * static_cast<unsigned>(ranks) / m);
-  while (d + 1 < ranks && !column_range_of_rank(m, ranks, d).contains(j)) ++d;
-  while (d > 0 && !column_range_of_rank(m, ranks, d).contains(j)) --d;
-  return d;
-}
 
 template <class T>
 void append(std::vector<uint8_t>& out, const T* data, size_t count) {
@@ -416,7 +405,7 @@ void DistributedExpansion::exchange_ranges(const std::vector<const ShardStore*>&
       r.hi = std::max(r.hi, listed_here ? p.hi[next[q]] : 0.0f);
       next[q] += listed_here;
     }
-    const auto d = static_cast<size_t>(owner_of(j, m, K));
+    const auto d = static_cast<size_t>(rank_of_id(j, m, K));
     append(parts[d], &r, 1);
     sent[d].push_back(j);
   }
@@ -521,13 +510,7 @@ SpaceScores DistributedExpansion::score(const ScoringContext& ctx) {
   Reservation memory = budget_.reserve(0, "hik/additive component sums of a distributed scoring pass",
                                        "use more ranks (more, smaller partitions), a smaller "
                                        "features.levels/features.order, or more memory per rank");
-  std::vector<ColumnSpans> wanted;
-  for (int d = 0; d < comm_.size(); ++d) {
-    ColumnSpans keys;
-    for (const auto& [first, end] : column_range_of_rank(m, comm_.size(), d).spans)
-      keys.spans.emplace_back(first * D, end * D);
-    wanted.push_back(keys);
-  }
+  const std::vector<ColumnSpans> wanted = rank_key_ranges(m, comm_.size(), D);
   PassStats pass;
   const auto is_selected = [&](uint64_t j) { return selected_.test(j); };
   const SparseSums sums = reduce_scatter_partition_sparse_sums(
@@ -572,7 +555,7 @@ void DistributedExpansion::mark_selected(uint64_t candidate) {
     range = *at;
   } else {
     std::vector<RangeRecord> mine;
-    if (owner_of(candidate, layout_.n_features, comm_.size()) == comm_.rank()) mine.push_back(known_range(candidate));
+    if (rank_of_id(candidate, layout_.n_features, comm_.size()) == comm_.rank()) mine.push_back(known_range(candidate));
     const std::vector<RangeRecord> all = allgather_lists(comm_, mine, std::vector<char>{}).first;
     if (all.size() != 1) throw Error(ErrorKind::kInternal, "hik/additive: no owner for a selected feature's range");
     range = all.front();
