@@ -1,12 +1,10 @@
 #include "engine/distributed_exclusive.h"
-#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include <fmt/format.h>
-
 #include "core/error.h"
+#include "engine/model_provenance.h"
 
 namespace fgm {
 

@@ -13,12 +13,10 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/messages.h"
 #include "engine/distributed_spaces.h"
 #include "engine/fgm_loop.h"
 #include "engine/model_provenance.h"
 #include "engine/value_span.h"
-#include "features/block_scores.h"
 #include "features/transformed_store.h"
 #include "io/libsvm_reader.h"
 
@@ -36,12 +34,6 @@ struct LabelChoice {
   size_t positive = 1;
   bool one_vs_rest = false;
 };
-
-// Rank 0 alone adds a warning (every rank takes the same decision; one copy in
-// the log and in run.json).
-void warn(const Communicator& comm, RunWarnings* warnings, std::string code, std::string message) {
-  if (comm.rank() == 0) add_warning(warnings, std::move(code), std::move(message));
-}
 
 // The maximum of sparse per-partition statistics over all partitions: each
 // rank's entries (the maximum over its partitions) gathered, merged by key.
@@ -119,7 +111,6 @@ class PartitionRows final : public FgmRows {
  private:
   std::vector<ApgRowPart> parts();  // this rank's rows of the selected columns
   void map_labels();
-  std::vector<PartitionScoringInput> scoring_inputs() const;
   std::vector<double> selected_column_dots();
   void update_duals();
   void record(int iteration, const char* phase, const CommunicationStats& before) {
@@ -284,7 +275,8 @@ Model PartitionRows::model_frame() const {
 void PartitionRows::record_transforms(Model& model) const { record_feature_transforms(*own_[0].store, model); }
 
 void PartitionRows::hand_out_decisions() {
-  if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
+  if (hooks_.on_final_decision)
+    for (size_t q = 0; q < decisions_.size(); ++q) hooks_.on_final_decision(q, decisions_[q]);
 }
 
 // The streams of this rank's partitions record each column's max |value| of
@@ -333,12 +325,6 @@ void PartitionRows::check_value_span(int iteration) {
   record(iteration, "diagnostics", before);
 }
 
-std::vector<PartitionScoringInput> PartitionRows::scoring_inputs() const {
-  std::vector<PartitionScoringInput> inputs;
-  for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
-  return inputs;
-}
-
 // One scoring pass against the current α: the top-`batch` unselected candidates.
 FgmPass PartitionRows::score(uint64_t batch, int iteration) {
   const auto start = std::chrono::steady_clock::now();
@@ -346,7 +332,7 @@ FgmPass PartitionRows::score(uint64_t batch, int iteration) {
   const bool measure_span = value_span_pending_;
   if (measure_span) observe_values();
   ScoringContext context;
-  context.parts = scoring_inputs();
+  context.parts = own_.scoring_inputs(a_);
   context.B = batch;
   context.threads = settings_.scheduler.threads;
   context.budget = &budget_;
@@ -360,7 +346,7 @@ FgmPass PartitionRows::score(uint64_t batch, int iteration) {
 ScoreRequest PartitionRows::scoring_request(uint64_t batch) {
   ScoreRequest request;
   request.space = space_.get();
-  request.parts = scoring_inputs();
+  request.parts = own_.scoring_inputs(a_);
   request.B = batch;
   return request;
 }
@@ -427,7 +413,7 @@ void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names,
   statistics.n_rows = own.manifest().n_rows;
   statistics.combine = [&](const std::vector<SparseSums>& local, bool is_max) {
     if (is_max) return allreduce_partition_max(comm, local);
-    return allreduce_partition_sparse_sums(comm, own.manifest().partitions, own.range().first, local);
+    return own.sum(local);
   };
   own.wrap_stores(
       [&](std::vector<std::unique_ptr<ShardStore>> stores) {
@@ -535,9 +521,7 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
   DistributedOutcome out;
   std::vector<DistributedHooks> hooks(K);
   for (size_t c = 0; c < K; ++c)
-    hooks[c].on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) {
-      for (size_t q = 0; q < d.size(); ++q) argmax.add(c, q, d[q]);
-    };
+    hooks[c].on_final_decision = [&argmax, c](size_t q, const std::vector<double>& d) { argmax.add(c, q, d); };
   auto announce = [&](const char* how) {
     if (comm.rank() == 0)
       spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K, how);
@@ -562,7 +546,8 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
     }
   };
   out.lockstep = schedule_classes(K, lockstep, shortfall, run_lockstep, run_one_by_one, [&](std::string m) {
-    warn(comm, settings.warnings, "ovr_lockstep_fell_back", std::move(m));
+    // Rank 0 alone adds it (every rank takes the same decision: one copy in the log and run.json).
+    if (comm.rank() == 0) add_warning(settings.warnings, "ovr_lockstep_fell_back", std::move(m));
   });
   std::vector<TrainOutcome> classes;
   for (size_t c = 0; c < K; ++c) {

@@ -52,12 +52,11 @@ struct PartitionedRun {
   std::vector<CommunicationRecord> communication;
   PartitionManifest manifest;
   int ranks = 1;
-  uint32_t first_partition = 0, own_partitions = 0;
+  uint32_t own_partitions = 0;
   // The store and the partitions that `own` opened.
   void describe(OwnPartitions& own) {
     manifest = own.manifest();
     ranks = own.comm().size();
-    first_partition = own.range().first;
     own_partitions = own.range().count;
   }
 };
@@ -75,9 +74,6 @@ struct DistributedOutcome : FgmOutcome, PartitionedRun {};
 // (apg_decision_values), so a resumed run repeats the uninterrupted run's
 // arithmetic bit for bit.
 struct DistributedHooks : TrainHooks {
-  // At the end of a run: the final decision values w'x − b of this rank's
-  // rows, one vector per own partition (empty: all 0, the empty model).
-  std::function<void(const std::vector<std::vector<double>>&)> on_final_decisions;
   // Rows left out of the fit (fgm path's cross-validation folds): per own
   // partition, one entry per row, nonzero = left out (its label is 0, as with
   // TrainSettings::labels on one store: α_i = 0, in no sum). Null: every row.

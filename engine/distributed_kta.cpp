@@ -1,5 +1,4 @@
 #include "engine/distributed_kta.h"
-#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +10,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/partition_sum.h"
+#include "engine/model_provenance.h"
 #include "engine/own_partitions.h"
 
 namespace fgm {
@@ -126,7 +126,7 @@ class KtaPartitions {
           local[q].keys.push_back(c.id);
           local[q].values.push_back(field(c));
         }
-      return allreduce_partition_sparse_sums(comm_, own_.manifest().partitions, own_.range().first, local);
+      return own_.sum(local);
     };
     const SparseSums sum = tree_sum([](const ColumnSums& c) { return c.sums.sum; });
     const SparseSums label_dot = tree_sum([](const ColumnSums& c) { return c.sums.label_dot; });
@@ -233,7 +233,7 @@ class KtaPartitions {
         local[q].values.push_back(value);
       }
     }
-    return allreduce_partition_sparse_sums(comm_, own_.manifest().partitions, own_.range().first, local);
+    return own_.sum(local);
   }
 
   Communicator& comm_;

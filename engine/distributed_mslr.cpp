@@ -88,10 +88,9 @@ std::vector<ScoredCandidate> PartitionMslrRows::score(uint64_t batch, std::vecto
   ScoringContext context;
   context.B = batch;
   context.budget = &budget_;
-  for (size_t q = 0; q < a_.size(); ++q) {
+  for (size_t q = 0; q < a_.size(); ++q)
     for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * labels_[q][i];
-    context.parts.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
-  }
+  context.parts = own_.scoring_inputs(a_);
   SpaceScores scored = space_->score(context);
   selected_c = std::move(*scored.selected_dots);
   bytes_streamed += scored.pass.bytes_streamed;

@@ -1,7 +1,5 @@
 #include "engine/distributed_path.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -10,8 +8,6 @@
 #include "core/messages.h"
 #include "engine/own_partitions.h"
 #include "engine/path_selection.h"
-#include "io/partitioned_store.h"
-#include "io/shard_store.h"
 
 namespace fgm {
 

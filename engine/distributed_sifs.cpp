@@ -1,14 +1,11 @@
 #include "engine/distributed_sifs.h"
-#include "core/clock.h"
-#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
-#include <fmt/format.h>
-
-#include "core/error.h"
+#include "core/clock.h"
+#include "engine/model_provenance.h"
 #include "engine/sifs_run.h"
 #include "engine/train_settings.h"
 #include "solvers/sifs/sifs_fista.h"

@@ -198,7 +198,7 @@ void StoreRows::describe_point(Checkpoint& cp) {
 }
 
 void StoreRows::hand_out_decisions() {
-  if (solved_ && hooks_.on_final_decision) hooks_.on_final_decision(decision_);
+  if (solved_ && hooks_.on_final_decision) hooks_.on_final_decision(0, decision_);
 }
 
 bool StoreRows::chance_counts(double counts[3], int) {

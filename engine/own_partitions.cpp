@@ -104,6 +104,12 @@ uint64_t OwnPartitions::own_rows() const {
   return rows;
 }
 
+std::vector<PartitionScoringInput> OwnPartitions::scoring_inputs(const std::vector<std::vector<double>>& a) const {
+  std::vector<PartitionScoringInput> inputs;
+  for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a[q].data()});
+  return inputs;
+}
+
 std::vector<double> OwnPartitions::class_values(bool at_least_two) {
   std::vector<double> mine;
   for (const auto& part : own_)
@@ -135,6 +141,17 @@ std::vector<uint16_t> OwnPartitions::class_indices(size_t q, const std::vector<d
 
 std::vector<double> OwnPartitions::sum(const std::vector<std::vector<double>>& local, size_t length) {
   return allreduce_partition_sums(comm_, manifest_.partitions, range_.first, local, length);
+}
+
+SparseSums OwnPartitions::sum(const std::vector<SparseSums>& local) {
+  return allreduce_partition_sparse_sums(comm_, manifest_.partitions, range_.first, local);
+}
+
+SparseSums OwnPartitions::reduce_scatter(const std::function<SparseSums(size_t)>& partial,
+                                         const std::vector<ColumnSpans>& wanted, Reservation* memory) {
+  return reduce_scatter_partition_sparse_sums(
+      comm_, manifest_.partitions, range_.first, range_.count, [&](uint32_t p) { return partial(p - range_.first); },
+      wanted, memory);
 }
 
 SparseSums OwnPartitions::partition_column_dots(size_t q, const double* a, size_t K, uint64_t& bytes_streamed) {
@@ -252,10 +269,8 @@ std::vector<OwnPartitions::RangeScores> OwnPartitions::score_by_ranges(const Fea
   std::vector<ColumnSpans> wanted = wanted_columns(groups);
   for (ColumnSpans& w : wanted)
     for (auto& [first, end] : w.spans) first *= K, end *= K;
-  SparseSums dots = reduce_scatter_partition_sparse_sums(
-      comm_, manifest_.partitions, range_.first, range_.count,
-      [&](uint32_t p) {
-        const size_t q = p - range_.first;
+  SparseSums dots = reduce_scatter(
+      [&](size_t q) {
         if (K == 1) return partition_column_dots(q, requests[0].a[q], 1, bytes_streamed);
         Reservation duals = budget_.reserve(rows(q) * K * sizeof(double), "interleaved dual vectors of a partition",
                                             "use more ranks (more, smaller partitions) or more memory per rank");

@@ -18,6 +18,7 @@
 #include "cache/top_b_cache.h"
 #include "core/partition_sum.h"
 #include "features/block_stream.h"
+#include "features/feature_space.h"
 #include "io/partitioned_store.h"
 #include "io/shard_store.h"
 #include "solvers/apg_reduction.h"
@@ -60,6 +61,8 @@ class OwnPartitions {
   const OwnPartition& operator[](size_t q) const { return own_[q]; }
   uint64_t rows(size_t q) const { return own_[q].store->info().n_rows; }
   uint64_t own_rows() const;
+  // The partitions as a scoring pass's rows, own partition q against duals a[q].
+  std::vector<PartitionScoringInput> scoring_inputs(const std::vector<std::vector<double>>& a) const;
   // The partition-tree reduction of row sums over all ranks (for solvers/apg).
   PartitionTreeRowSums& reduction() { return *reduction_; }
   Communicator& comm() { return comm_; }
@@ -74,6 +77,12 @@ class OwnPartitions {
   // Σ over every partition's vectors (`local[q]` of own partition q, each of
   // `length`), in the partition tree, on every rank; a collective.
   std::vector<double> sum(const std::vector<std::vector<double>>& local, size_t length);
+  // The same for sparse sums (core/partition_sum.h), and its reduce-scatter:
+  // rank d gets the keys of `wanted[d]`, own partition q's sums made by
+  // `partial(q)` when the tree needs them.
+  SparseSums sum(const std::vector<SparseSums>& local);
+  SparseSums reduce_scatter(const std::function<SparseSums(size_t)>& partial, const std::vector<ColumnSpans>& wanted,
+                            Reservation* memory);
   // Replaces the stores of this rank's partitions (in order) by what `wrap`
   // makes of them (features.transform: TransformedStores over all
   // partitions' statistics), with streams and block plans over the new ones.
