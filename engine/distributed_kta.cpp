@@ -11,7 +11,6 @@
 #include "core/messages.h"
 #include "core/partition_sum.h"
 #include "engine/model_provenance.h"
-#include "engine/own_partitions.h"
 
 namespace fgm {
 namespace {

@@ -11,7 +11,6 @@
 #include "engine/distributed_spaces.h"
 #include "engine/model_provenance.h"
 #include "engine/mslr_loop.h"
-#include "engine/own_partitions.h"
 #include "solvers/mslr/latent_newton.h"
 #include "solvers/mslr/smoothed_minimax.h"
 

@@ -32,7 +32,6 @@
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
-#include "engine/distributed_fgm.h"
 #include "engine/own_partitions.h"
 #include "engine/sifs_run.h"
 #include "io/model_file.h"

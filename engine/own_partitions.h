@@ -154,4 +154,29 @@ class OwnPartitions {
   std::vector<ColumnSpans> wanted_;
 };
 
+// The communication of one phase of one outer iteration on this rank.
+struct CommunicationRecord {
+  int iteration = 0;
+  std::string phase;  // "labels", "scoring", "solve", "diagnostics" (value span, chance level)
+  CommunicationStats comm;
+  int class_index = -1;  // one-vs-rest: the class run (FgmOutcome::classes) it belongs to
+  std::vector<int> shared_by = {};  // one-vs-rest in lockstep: the classes a shared scoring pass served
+};
+
+// What every partitioned run reports besides its result (run.json's
+// "distributed"): the store, the rank count, this rank's partitions and its
+// communication.
+struct PartitionedRun {
+  std::vector<CommunicationRecord> communication;
+  PartitionManifest manifest;
+  int ranks = 1;
+  uint32_t own_partitions = 0;
+  // The store and the partitions that `own` opened.
+  void describe(OwnPartitions& own) {
+    manifest = own.manifest();
+    ranks = own.comm().size();
+    own_partitions = own.range().count;
+  }
+};
+
 }  // namespace fgm
