@@ -19,6 +19,14 @@
 #include "io/partitioned_store.h"
 
 namespace fgm::cli {
+namespace {
+
+// The rank count in a distributed run's checkpoint identity: resuming on
+// another count is refused.
+constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
+
+// The CPUs this process may run on (sched_getaffinity); 0 when unknown.
+}  // namespace
 
 void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget) {
   const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();

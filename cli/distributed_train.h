@@ -21,10 +21,6 @@
 
 namespace fgm::cli {
 
-// The rank count in a distributed run's checkpoint identity: resuming on
-// another count is refused.
-inline constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
-
 // The refusal of a checkpoint in `out_dir` written by a run on another
 // number of ranks (rank 0, before its resume session reads the checkpoint).
 void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget);
@@ -70,8 +66,6 @@ void write_communication_records(JsonWriter& j, const std::vector<CommunicationR
 // before any partitioned run, whatever the solver.
 void require_partitioned_store(const Config& config, const Communicator& comm);
 
-// The CPUs this process may run on (sched_getaffinity); 0 when unknown.
-unsigned allowed_cpus();
 // Warns (log and run.json's warnings, code "threads_exceed_cpu_affinity")
 // when engine.threads asks for more threads than this process may run on:
 // under mpirun's default binding each rank is bound to one core, and TBB

@@ -1,12 +1,10 @@
 #include "engine/distributed_exclusive.h"
-#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include <fmt/format.h>
-
 #include "core/error.h"
+#include "engine/model_provenance.h"
 
 namespace fgm {
 
@@ -145,14 +143,9 @@ class PartitionedExclusiveData final : public ExclusiveData {
   const std::string& where() const override { return own_->dir(); }
 
   ExclusiveProblemView problem_of_class(size_t c) override {
-    const double positive = class_values_[c];
-    uint64_t i = 0;
-    for (size_t q = 0; q < own_->size(); ++q) {
-      const ShardStore& store = *(*own_)[q].store;
-      const uint16_t* classes = store.classes();
-      for (uint64_t r = 0; r < store.info().n_rows; ++r, ++i)
-        y_[i] = store.info().class_values[classes[r]] == positive ? 1.0 : -1.0;
-    }
+    auto y = y_.begin();
+    for (size_t q = 0; q < own_->size(); ++q)
+      for (int8_t label : own_->binary_labels(q, class_values_[c])) *y++ = label;
     return {*design_, y_, groups_, source_, base_};
   }
 
@@ -166,10 +159,6 @@ class PartitionedExclusiveData final : public ExclusiveData {
   // integers far below 2^53).
   void read_classes() {
     class_values_ = own_->class_values();
-    if (class_values_.size() < 2)
-      throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label(s): solver = \"exclusive\" needs two or "
-                                                  "more classes",
-                                                  own_->dir(), class_values_.size()));
     const size_t c = class_values_.size();
     std::vector<std::vector<double>> counts;
     for (size_t q = 0; q < own_->size(); ++q) {

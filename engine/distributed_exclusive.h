@@ -20,7 +20,6 @@
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
-#include "engine/distributed_fgm.h"
 #include "engine/exclusive_trainer.h"
 #include "engine/own_partitions.h"
 #include "solvers/exclusive/design.h"

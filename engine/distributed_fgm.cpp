@@ -13,12 +13,10 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/messages.h"
 #include "engine/distributed_spaces.h"
 #include "engine/fgm_loop.h"
 #include "engine/model_provenance.h"
 #include "engine/value_span.h"
-#include "features/block_scores.h"
 #include "features/transformed_store.h"
 #include "io/libsvm_reader.h"
 
@@ -37,10 +35,35 @@ struct LabelChoice {
   bool one_vs_rest = false;
 };
 
-// Rank 0 alone adds a warning (every rank takes the same decision; one copy in
-// the log and in run.json).
-void warn(const Communicator& comm, RunWarnings* warnings, std::string code, std::string message) {
-  if (comm.rank() == 0) add_warning(warnings, std::move(code), std::move(message));
+// The maximum of sparse per-partition statistics over all partitions: each
+// rank's entries (the maximum over its partitions) gathered, merged by key.
+// The maximum is exact, so any order gives the same bits.
+SparseSums allreduce_partition_max(Communicator& comm, const std::vector<SparseSums>& local) {
+  std::map<uint64_t, double> mine;
+  for (const auto& part : local)
+    for (size_t k = 0; k < part.keys.size(); ++k) {
+      auto [it, fresh] = mine.emplace(part.keys[k], part.values[k]);
+      if (!fresh) it->second = std::max(it->second, part.values[k]);
+    }
+  struct Entry {
+    uint64_t key;
+    double value;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : mine) entries.push_back({key, value});
+  const std::vector<uint8_t> all = comm.allgather(entries.data(), entries.size() * sizeof(Entry));
+  for (size_t k = 0; k < all.size() / sizeof(Entry); ++k) {
+    Entry e;
+    std::memcpy(&e, all.data() + k * sizeof e, sizeof e);
+    auto [it, fresh] = mine.emplace(e.key, e.value);
+    if (!fresh) it->second = std::max(it->second, e.value);
+  }
+  SparseSums out;
+  for (const auto& [key, value] : mine) {
+    out.keys.push_back(key);
+    out.values.push_back(value);
+  }
+  return out;
 }
 
 // This rank's partitions as the FGM loop's rows (engine/fgm_loop.h): per own
@@ -69,7 +92,7 @@ class PartitionRows final : public FgmRows {
     cp.reduction = &own_.reduction();
   }
   void hand_out_decisions() override;
-  bool chance_counts(double& fit, double& positive, double& correct, int iteration) override;
+  bool chance_counts(double counts[3], int iteration) override;
   double value_span() const override { return value_span_; }
   bool reports_warnings() const override { return comm_.rank() == 0; }
   void begin_phase() override { phase_start_ = comm_.stats(); }
@@ -88,8 +111,6 @@ class PartitionRows final : public FgmRows {
  private:
   std::vector<ApgRowPart> parts();  // this rank's rows of the selected columns
   void map_labels();
-  std::vector<PartitionScoringInput> scoring_inputs() const;
-  double best_batch_score(const std::vector<double>& c) const;
   std::vector<double> selected_column_dots();
   void update_duals();
   void record(int iteration, const char* phase, const CommunicationStats& before) {
@@ -141,20 +162,16 @@ void PartitionRows::map_labels() {
   row_memory_ = budget_.reserve(own_.own_rows() * (3 * sizeof(double) + 1), "dual vectors of this rank's partitions",
                                 "use more ranks (more, smaller partitions)");
   for (size_t q = 0; q < own_.size(); ++q) {
-    const ShardStore& store = *own_[q].store;
-    const StoreInfo& info = store.info();
-    std::vector<int8_t> y(info.n_rows);
-    const uint16_t* classes = store.classes();
-    for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = info.class_values[classes[i]] == positive_ ? 1 : -1;
+    std::vector<int8_t> y = own_.binary_labels(q, positive_);
     if (hooks_.left_out)
-      for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = (*hooks_.left_out)[q][i] ? int8_t{0} : y[i];
+      for (uint64_t i = 0; i < y.size(); ++i) y[i] = (*hooks_.left_out)[q][i] ? int8_t{0} : y[i];
     // α⁰ = C·1 without a bias (a = C·y); with one, fit_without_features fits b first.
-    std::vector<double> a(info.n_rows);
-    for (uint64_t i = 0; i < info.n_rows; ++i) a[i] = settings_.apg.C * double(y[i]);
+    std::vector<double> a(y.size());
+    for (uint64_t i = 0; i < y.size(); ++i) a[i] = settings_.apg.C * double(y[i]);
+    columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, y.size()));
     labels_.push_back(std::move(y));
     a_.push_back(std::move(a));
     decisions_.emplace_back();
-    columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, info.n_rows));
   }
 }
 
@@ -219,18 +236,6 @@ std::vector<double> PartitionRows::selected_column_dots() {
   return own_.sum(local, selected);
 }
 
-// max_h ½Σ_{j∈d_h} c_j² over the batches so far, c indexed by selected column.
-double PartitionRows::best_batch_score(const std::vector<double>& c) const {
-  const SelectedFeatureCache& cache = columns();
-  double best = 0;
-  for (size_t h = 0; h < cache.num_batches(); ++h) {
-    double s = 0;
-    for (size_t j = cache.batch_begin(h); j < cache.batch_end(h); ++j) s += c[j] * c[j];
-    best = std::max(best, 0.5 * s);
-  }
-  return best;
-}
-
 // α from the decision values on this rank's rows (Theorem 3), a = α∘y.
 void PartitionRows::update_duals() {
   std::vector<double> alpha;
@@ -270,7 +275,8 @@ Model PartitionRows::model_frame() const {
 void PartitionRows::record_transforms(Model& model) const { record_feature_transforms(*own_[0].store, model); }
 
 void PartitionRows::hand_out_decisions() {
-  if (hooks_.on_final_decisions) hooks_.on_final_decisions(decisions_);
+  if (hooks_.on_final_decision)
+    for (size_t q = 0; q < decisions_.size(); ++q) hooks_.on_final_decision(q, decisions_[q]);
 }
 
 // The streams of this rank's partitions record each column's max |value| of
@@ -301,35 +307,22 @@ void PartitionRows::check_value_span(int iteration) {
   for (size_t q = 0; q < own_.size(); ++q) own_[q].stream->set_observer({});
   value_span_pending_ = false;
   const CommunicationStats before = comm_.stats();
-  struct ColumnMax {  // 16 bytes, no padding
-    uint64_t id;
-    double max;
-  };
-  std::vector<ColumnMax> mine;
+  SparseSums mine;
   for (const auto& [id, max] : column_max_)
-    if (max > 0) mine.push_back({id, max});
-  Reservation exchange = budget_.reserve(mine.size() * sizeof(ColumnMax), "value-span exchange of a pass",
-                                         "use fewer features or more memory per rank");
-  const std::vector<uint8_t> all = comm_.allgather(mine.data(), mine.size() * sizeof(ColumnMax));
-  exchange.resize((mine.size() + all.size() / sizeof(ColumnMax)) * sizeof(ColumnMax));
-  for (size_t k = 0; k < all.size() / sizeof(ColumnMax); ++k) {
-    ColumnMax c;
-    std::memcpy(&c, all.data() + k * sizeof(ColumnMax), sizeof c);
-    column_max_[c.id] = std::max(column_max_[c.id], static_cast<float>(c.max));
-  }
+    if (max > 0) {
+      mine.keys.push_back(id);
+      mine.values.push_back(max);
+    }
+  column_max_ = {};
+  Reservation exchange = budget_.reserve(mine.keys.size() * 16 * (1 + static_cast<uint64_t>(comm_.size())),
+                                         "value-span exchange of a pass", "use fewer features or more memory per rank");
+  const SparseSums all = allreduce_partition_max(comm_, {mine});
   ValueSpan span;
-  for (const auto& [id, max] : column_max_) span.add_column_max(max);
+  for (double max : all.values) span.add_column_max(static_cast<float>(max));
   if (comm_.rank() == 0)
     value_span_ = span.check(feature_space_kind(settings_.space.kind).value_degree, space_->kind(), settings_.warnings);
-  column_max_ = {};
   column_max_memory_ = {};
   record(iteration, "diagnostics", before);
-}
-
-std::vector<PartitionScoringInput> PartitionRows::scoring_inputs() const {
-  std::vector<PartitionScoringInput> inputs;
-  for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
-  return inputs;
 }
 
 // One scoring pass against the current α: the top-`batch` unselected candidates.
@@ -339,7 +332,7 @@ FgmPass PartitionRows::score(uint64_t batch, int iteration) {
   const bool measure_span = value_span_pending_;
   if (measure_span) observe_values();
   ScoringContext context;
-  context.parts = scoring_inputs();
+  context.parts = own_.scoring_inputs(a_);
   context.B = batch;
   context.threads = settings_.scheduler.threads;
   context.budget = &budget_;
@@ -353,47 +346,26 @@ FgmPass PartitionRows::score(uint64_t batch, int iteration) {
 ScoreRequest PartitionRows::scoring_request(uint64_t batch) {
   ScoreRequest request;
   request.space = space_.get();
-  request.parts = scoring_inputs();
+  request.parts = own_.scoring_inputs(a_);
   request.B = batch;
   return request;
 }
 
-// A pass's top-B and the SIP violation (37) of α:
-// ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j².
+// A pass's top-B and the SIP violation (37) of α.
 FgmPass PartitionRows::take_scores(SpaceScores scored) {
-  FgmPass pass;
-  const double best = best_batch_score(scored.selected_dots ? *scored.selected_dots : selected_column_dots());
-  pass.top = std::move(scored.top);
-  pass.top_memory = std::move(scored.top_memory);
-  double fresh = 0;
-  for (const auto& f : pass.top) fresh += f.score;
-  pass.sip_violation = 0.5 * fresh - best;
-  pass.candidates_scored = scored.candidates_scored;
-  pass.pair_updates = scored.pair_updates;
-  pass.bytes_streamed = scored.pass.bytes_streamed;
-  return pass;
+  const std::vector<double> selected_c = scored.selected_dots ? *scored.selected_dots : selected_column_dots();
+  return scored_pass(std::move(scored), columns(), selected_c);
 }
 
 // The final model's counts on this rank's rows, tree-summed (decision > 0 → +1).
-bool PartitionRows::chance_counts(double& fit, double& positive, double& correct, int iteration) {
+bool PartitionRows::chance_counts(double counts[3], int iteration) {
   const CommunicationStats before = comm_.stats();
-  std::vector<std::vector<double>> local;  // per partition: rows, positive rows, correct
-  for (size_t q = 0; q < labels_.size(); ++q) {
-    double rows = 0, pos = 0, right = 0;
-    for (size_t i = 0; i < labels_[q].size(); ++i) {
-      if (labels_[q][i] == 0) continue;  // a row left out of the fit
-      const double d = decisions_[q].empty() ? 0.0 : decisions_[q][i];
-      rows += 1;
-      pos += labels_[q][i] > 0;
-      right += (d > 0) == (labels_[q][i] > 0);
-    }
-    local.push_back({rows, pos, right});
-  }
+  std::vector<std::vector<double>> local(labels_.size(), std::vector<double>(3, 0.0));  // rows, positive, correct
+  for (size_t q = 0; q < labels_.size(); ++q)
+    count_fit(labels_[q].data(), labels_[q].size(), decisions_[q], local[q].data());
   const std::vector<double> total = own_.sum(local, 3);
   record(iteration, "diagnostics", before);
-  fit = total[0];
-  positive = total[1];
-  correct = total[2];
+  std::copy(total.begin(), total.end(), counts);
   return true;
 }
 
@@ -431,37 +403,6 @@ struct PartitionedFgmRun {
   FgmLoop loop;
 };
 
-// The maximum of sparse per-partition statistics over all partitions: each
-// rank's entries (the maximum over its partitions) gathered, merged by key.
-// The maximum is exact, so any order gives the same bits.
-SparseSums allreduce_partition_max(Communicator& comm, const std::vector<SparseSums>& local) {
-  std::map<uint64_t, double> mine;
-  for (const auto& part : local)
-    for (size_t k = 0; k < part.keys.size(); ++k) {
-      auto [it, fresh] = mine.emplace(part.keys[k], part.values[k]);
-      if (!fresh) it->second = std::max(it->second, part.values[k]);
-    }
-  struct Entry {
-    uint64_t key;
-    double value;
-  };
-  std::vector<Entry> entries;
-  for (const auto& [key, value] : mine) entries.push_back({key, value});
-  const std::vector<uint8_t> all = comm.allgather(entries.data(), entries.size() * sizeof(Entry));
-  for (size_t k = 0; k < all.size() / sizeof(Entry); ++k) {
-    Entry e;
-    std::memcpy(&e, all.data() + k * sizeof e, sizeof e);
-    auto [it, fresh] = mine.emplace(e.key, e.value);
-    if (!fresh) it->second = std::max(it->second, e.value);
-  }
-  SparseSums out;
-  for (const auto& [key, value] : mine) {
-    out.keys.push_back(key);
-    out.values.push_back(value);
-  }
-  return out;
-}
-
 // features.transform on this rank's partitions, with the statistics of all
 // partitions: sums (scale, tfidf) in the sparse partition tree, maxima
 // (maxabs) exactly; each partition's stores are then read transformed.
@@ -472,7 +413,7 @@ void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names,
   statistics.n_rows = own.manifest().n_rows;
   statistics.combine = [&](const std::vector<SparseSums>& local, bool is_max) {
     if (is_max) return allreduce_partition_max(comm, local);
-    return allreduce_partition_sparse_sums(comm, own.manifest().partitions, own.range().first, local);
+    return own.sum(local);
   };
   own.wrap_stores(
       [&](std::vector<std::unique_ptr<ShardStore>> stores) {
@@ -489,7 +430,7 @@ void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names,
 // The class runs of one-vs-rest in lockstep (linear features and groups):
 // every pass streams this rank's partitions once and scores the dual vectors
 // of all classes still iterating or due their final certificate
-// (OwnPartitions::score_by_ranges_many), each class getting the bits its own
+// (OwnPartitions::score_by_ranges), each class getting the bits its own
 // pass would give; then each served class solves its subproblem, in class
 // order, exactly as it would alone. So a run makes max_c(passes of c) passes,
 // not their sum, and every class's model is that of its own run.
@@ -580,9 +521,7 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
   DistributedOutcome out;
   std::vector<DistributedHooks> hooks(K);
   for (size_t c = 0; c < K; ++c)
-    hooks[c].on_final_decisions = [&argmax, c](const std::vector<std::vector<double>>& d) {
-      for (size_t q = 0; q < d.size(); ++q) argmax.add(c, q, d[q]);
-    };
+    hooks[c].on_final_decision = [&argmax, c](size_t q, const std::vector<double>& d) { argmax.add(c, q, d); };
   auto announce = [&](const char* how) {
     if (comm.rank() == 0)
       spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K, how);
@@ -607,7 +546,8 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
     }
   };
   out.lockstep = schedule_classes(K, lockstep, shortfall, run_lockstep, run_one_by_one, [&](std::string m) {
-    warn(comm, settings.warnings, "ovr_lockstep_fell_back", std::move(m));
+    // Rank 0 alone adds it (every rank takes the same decision: one copy in the log and run.json).
+    if (comm.rank() == 0) add_warning(settings.warnings, "ovr_lockstep_fell_back", std::move(m));
   });
   std::vector<TrainOutcome> classes;
   for (size_t c = 0; c < K; ++c) {
@@ -621,12 +561,8 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
   const CommunicationStats before = comm.stats();
   std::vector<std::vector<double>> counts;
   for (size_t q = 0; q < own.size(); ++q) {
-    const ShardStore& store = *own[q].store;
-    const uint16_t* truth = store.classes();
-    counts.push_back(argmax.counts(q, K, [&](uint64_t i) {
-      const double value = store.info().class_values[truth[i]];
-      return static_cast<size_t>(std::lower_bound(values.begin(), values.end(), value) - values.begin());
-    }));
+    const std::vector<uint16_t> truth = own.class_indices(q, values);
+    counts.push_back(argmax.counts(q, K, [&](uint64_t i) { return size_t{truth[i]}; }));
   }
   finish_one_vs_rest(out, std::move(classes), values, *own[0].store, own.sum(counts, K + 1),
                      comm.rank() == 0 ? settings.warnings : nullptr);
@@ -647,9 +583,6 @@ DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& 
   OwnPartitions own(comm, store_dir, settings.scheduler, settings.block_bytes, budget);
   if (!transforms.empty()) apply_transforms(own, transforms, settings.block_bytes, budget);
   const std::vector<double> values = own.class_values();
-  if (values.size() < 2)
-    throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label value(s): training needs at least two",
-                                                store_dir, values.size()));
   if (values.size() > 2) {
     FGM_ASSERT(hooks.resume == nullptr);
     return train_one_vs_rest_distributed(comm, own, values, settings, budget, labels_start, schedule);

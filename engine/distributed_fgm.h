@@ -2,24 +2,16 @@
 // (io/partitioned_store.h), data-parallel over the ranks of a Communicator
 // (docs/distributed.md). Each rank opens only its own partitions. Per outer
 // iteration:
-//   1. scoring: each rank computes c = Σ_i a_i x_i over each of its
-//      partitions (the single-process tiled kernel, features/block_scores.h),
-//      the partitions' c vectors are added in the fixed partition tree
-//      (core/partition_sum.h) and every rank picks the same top-B;
+//   1. scoring: the space's pass over this rank's partitions
+//      (engine/distributed_spaces.h), every sum over rows added in the fixed
+//      partition tree (core/partition_sum.h): the same top-B on every rank;
 //   2. each rank reads its rows of the new columns;
 //   3. the subproblem is solved by the single-store APG (solvers/apg.h) over
 //      this rank's partitions, every row sum reduced in the partition tree;
 //   4. each rank forms α (Theorem 3) on its own rows.
 // Same store and settings give the same model bit for bit for every rank
-// count dividing the partition count and any engine.threads. Linear features
-// and groups of them (features.groups, any structure), and the generated
-// spaces poly2/hik/additive (engine/distributed_spaces.h); with or without
-// the bias (fgm.bias: FGM-SHIFT, b fitted first as in the single-store
-// trainer); fgm.max_features; the final certificate pass and the single-store
-// trainer's warnings. More than two label values (over all partitions): one
-// distributed run per class, one-vs-rest (engine/one_vs_rest.h), the classes
-// sharing each scoring pass (lockstep) for linear features and groups. Other
-// settings are refused by the CLI, naming the key.
+// count dividing the partition count and any engine.threads. What runs on
+// partitions, and what the CLI refuses naming the key: docs/distributed.md.
 #pragma once
 
 #include <cstdint>
@@ -36,32 +28,6 @@
 
 namespace fgm {
 
-// The communication of one phase of one outer iteration on this rank.
-struct CommunicationRecord {
-  int iteration = 0;
-  std::string phase;  // "labels", "scoring", "solve", "diagnostics" (value span, chance level)
-  CommunicationStats comm;
-  int class_index = -1;  // one-vs-rest: the class run (FgmOutcome::classes) it belongs to
-  std::vector<int> shared_by = {};  // one-vs-rest in lockstep: the classes a shared scoring pass served
-};
-
-// What every partitioned run reports besides its result (run.json's
-// "distributed"): the store, the rank count, this rank's partitions and its
-// communication.
-struct PartitionedRun {
-  std::vector<CommunicationRecord> communication;
-  PartitionManifest manifest;
-  int ranks = 1;
-  uint32_t first_partition = 0, own_partitions = 0;
-  // The store and the partitions that `own` opened.
-  void describe(OwnPartitions& own) {
-    manifest = own.manifest();
-    ranks = own.comm().size();
-    first_partition = own.range().first;
-    own_partitions = own.range().count;
-  }
-};
-
 // A run of solver "fgm" (engine/one_vs_rest.h FgmOutcome, scoring_passes
 // unset) and the partitioned run; one-vs-rest: `communication` holds every
 // class run's records (class_index set).
@@ -75,9 +41,6 @@ struct DistributedOutcome : FgmOutcome, PartitionedRun {};
 // (apg_decision_values), so a resumed run repeats the uninterrupted run's
 // arithmetic bit for bit.
 struct DistributedHooks : TrainHooks {
-  // At the end of a run: the final decision values w'x − b of this rank's
-  // rows, one vector per own partition (empty: all 0, the empty model).
-  std::function<void(const std::vector<std::vector<double>>&)> on_final_decisions;
   // Rows left out of the fit (fgm path's cross-validation folds): per own
   // partition, one entry per row, nonzero = left out (its label is 0, as with
   // TrainSettings::labels on one store: α_i = 0, in no sum). Null: every row.

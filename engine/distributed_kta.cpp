@@ -1,5 +1,4 @@
 #include "engine/distributed_kta.h"
-#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +10,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "core/partition_sum.h"
-#include "engine/own_partitions.h"
+#include "engine/model_provenance.h"
 
 namespace fgm {
 namespace {
@@ -126,7 +125,7 @@ class KtaPartitions {
           local[q].keys.push_back(c.id);
           local[q].values.push_back(field(c));
         }
-      return allreduce_partition_sparse_sums(comm_, own_.manifest().partitions, own_.range().first, local);
+      return own_.sum(local);
     };
     const SparseSums sum = tree_sum([](const ColumnSums& c) { return c.sums.sum; });
     const SparseSums label_dot = tree_sum([](const ColumnSums& c) { return c.sums.label_dot; });
@@ -159,7 +158,7 @@ class KtaPartitions {
 
  private:
   void read_labels() {
-    const std::vector<double> values = own_.class_values();
+    const std::vector<double> values = own_.class_values(false);
     if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::kta_needs_two_labels(own_.dir(), values.size()));
     if (values.size() < 2)
       throw Error(ErrorKind::kInvalidInput,
@@ -170,17 +169,9 @@ class KtaPartitions {
                                      "use more ranks (more, smaller partitions)");
     std::vector<std::vector<double>> counts;
     for (size_t q = 0; q < own_.size(); ++q) {
-      const ShardStore& store = *own_[q].store;
-      const StoreInfo& info = store.info();
-      const uint16_t* classes = store.classes();
-      std::vector<int8_t> y(info.n_rows);
-      double positives = 0;
-      for (uint64_t i = 0; i < info.n_rows; ++i) {
-        y[i] = info.class_values[classes[i]] == positive_ ? 1 : -1;
-        positives += y[i] > 0;
-      }
-      labels_.push_back(std::move(y));
-      counts.push_back({static_cast<double>(info.n_rows), positives});
+      labels_.push_back(own_.binary_labels(q, positive_));
+      const double positives = static_cast<double>(std::count(labels_.back().begin(), labels_.back().end(), 1));
+      counts.push_back({static_cast<double>(own_.rows(q)), positives});
     }
     const std::vector<double> total = own_.sum(counts, 2);  // exact: integers far below 2^53
     n_ = static_cast<uint64_t>(total[0]);
@@ -241,7 +232,7 @@ class KtaPartitions {
         local[q].values.push_back(value);
       }
     }
-    return allreduce_partition_sparse_sums(comm_, own_.manifest().partitions, own_.range().first, local);
+    return own_.sum(local);
   }
 
   Communicator& comm_;
@@ -255,11 +246,6 @@ class KtaPartitions {
   double positive_ = 1, negative_ = -1;
 };
 
-void require_linear(const KtaSettings& settings) {
-  if (settings.kernel != kta::KernelKind::kLinear)
-    throw Error(ErrorKind::kConfig, "kta.kernel: only \"linear\" runs on a partitioned store");
-}
-
 // The linear SVM of a point over this rank's partitions, its communication
 // recorded as phase "svm" of iteration `*iteration` (then counted up).
 KtaPointFit partitioned_fit(KtaPartitions& parts, const KtaSettings& settings, MemoryBudget& budget, int* iteration) {
@@ -272,33 +258,36 @@ KtaPointFit partitioned_fit(KtaPartitions& parts, const KtaSettings& settings, M
   };
 }
 
-}  // namespace
-
-DistributedKtaOutcome path_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                           MemoryBudget& budget, const KtaPointVisitor& on_point) {
-  require_linear(settings);
+// The alignments over this rank's partitions, then `run` (the path or the
+// trained model) with the SVM fits over them.
+template <class Run>
+DistributedKtaOutcome run_on_partitions(Communicator& comm, const std::string& dir, const KtaSettings& settings,
+                                        MemoryBudget& budget, Run&& run) {
+  if (settings.kernel != kta::KernelKind::kLinear)
+    throw Error(ErrorKind::kConfig, "kta.kernel: only \"linear\" runs on a partitioned store");
   kta::check_path_options(settings.path);
   KtaPartitions parts(comm, dir, settings, budget);
   parts.compute_alignments();
   int iteration = 1;
-  run_kta_path(settings, parts.shape(), partitioned_fit(parts, settings, budget, &iteration), budget, parts.out().run,
-               on_point);
+  run(parts, partitioned_fit(parts, settings, budget, &iteration));
   parts.out().budget_peak = budget.peak();
   return std::move(parts.out());
 }
 
+}  // namespace
+
+DistributedKtaOutcome path_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
+                                           MemoryBudget& budget, const KtaPointVisitor& on_point) {
+  return run_on_partitions(comm, dir, settings, budget, [&](KtaPartitions& parts, const KtaPointFit& fit) {
+    run_kta_path(settings, parts.shape(), fit, budget, parts.out().run, on_point);
+  });
+}
+
 DistributedKtaOutcome train_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
                                             MemoryBudget& budget) {
-  require_linear(settings);
-  kta::check_path_options(settings.path);
-  KtaPartitions parts(comm, dir, settings, budget);
-  parts.compute_alignments();
-  int iteration = 1;
-  DistributedKtaOutcome& out = parts.out();
-  out.trained = train_kta_model(settings, parts.shape(), partitioned_fit(parts, settings, budget, &iteration), budget,
-                                out.run);
-  out.budget_peak = budget.peak();
-  return std::move(out);
+  return run_on_partitions(comm, dir, settings, budget, [&](KtaPartitions& parts, const KtaPointFit& fit) {
+    parts.out().trained = train_kta_model(settings, parts.shape(), fit, budget, parts.out().run);
+  });
 }
 
 }  // namespace fgm

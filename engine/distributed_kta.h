@@ -21,7 +21,7 @@
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
-#include "engine/distributed_fgm.h"
+#include "engine/own_partitions.h"
 #include "engine/pnorm_kta_path.h"
 
 namespace fgm {

@@ -11,7 +11,6 @@
 #include "engine/distributed_spaces.h"
 #include "engine/model_provenance.h"
 #include "engine/mslr_loop.h"
-#include "engine/own_partitions.h"
 #include "solvers/mslr/latent_newton.h"
 #include "solvers/mslr/smoothed_minimax.h"
 
@@ -60,7 +59,7 @@ PartitionMslrRows::PartitionMslrRows(Communicator& comm, OwnPartitions& own, con
                                      MemoryBudget& budget)
     : comm_(comm), own_(own), settings_(settings), budget_(budget) {
   const std::vector<double> values = own.class_values();
-  if (values.size() != 2)
+  if (values.size() > 2)
     throw Error(ErrorKind::kConfig, fmt::format("{}: {} labels, but solver = \"mslr\" trains binary models only "
                                                 "(relabel the data to two classes)",
                                                 own.dir(), values.size()));
@@ -71,11 +70,8 @@ PartitionMslrRows::PartitionMslrRows(Communicator& comm, OwnPartitions& own, con
   const double C = settings_.minimax.C;
   const double start = std::min(1.0, C / 2);  // strictly inside (0, C) for any C (ERRATA 001)
   for (size_t q = 0; q < own.size(); ++q) {
-    const ShardStore& store = *own[q].store;
-    const uint64_t rows = store.info().n_rows;
-    std::vector<int8_t> y(rows);
-    for (uint64_t i = 0; i < rows; ++i) y[i] = store.info().class_values[store.classes()[i]] == positive_ ? 1 : -1;
-    labels_.push_back(std::move(y));
+    const uint64_t rows = own.rows(q);
+    labels_.push_back(own.binary_labels(q, positive_));
     alpha_.emplace_back(rows, start);
     beta_.emplace_back(rows, C - start);
     a_.emplace_back(rows, 0.0);
@@ -91,10 +87,9 @@ std::vector<ScoredCandidate> PartitionMslrRows::score(uint64_t batch, std::vecto
   ScoringContext context;
   context.B = batch;
   context.budget = &budget_;
-  for (size_t q = 0; q < a_.size(); ++q) {
+  for (size_t q = 0; q < a_.size(); ++q)
     for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * labels_[q][i];
-    context.parts.push_back({own_[q].stream.get(), &own_[q].blocks, a_[q].data()});
-  }
+  context.parts = own_.scoring_inputs(a_);
   SpaceScores scored = space_->score(context);
   selected_c = std::move(*scored.selected_dots);
   bytes_streamed += scored.pass.bytes_streamed;

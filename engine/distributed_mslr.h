@@ -23,7 +23,7 @@
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
-#include "engine/distributed_fgm.h"
+#include "engine/own_partitions.h"
 #include "engine/mslr_trainer.h"
 
 namespace fgm {

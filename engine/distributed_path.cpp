@@ -1,7 +1,5 @@
 #include "engine/distributed_path.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -10,8 +8,6 @@
 #include "core/messages.h"
 #include "engine/own_partitions.h"
 #include "engine/path_selection.h"
-#include "io/partitioned_store.h"
-#include "io/shard_store.h"
 
 namespace fgm {
 
@@ -56,9 +52,6 @@ class DistributedPathTrainer final : public PathTrainer {
     OwnPartitions own(comm_, dir_, base_.scheduler, base_.block_bytes, budget_);
     const std::vector<double> values = own.class_values();
     if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::multiclass_path_unsupported(dir_, values.size()));
-    if (values.size() < 2)
-      throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label value(s): training needs at least two",
-                                                  dir_, values.size()));
     const uint32_t partitions = own.manifest().partitions, first = own.range().first;
     labels_memory_ = budget_.reserve(own.own_rows() * (1 + sizeof(uint8_t)), "cross-validation labels and row mask",
                                      "use more ranks (more, smaller partitions)");
@@ -67,14 +60,9 @@ class DistributedPathTrainer final : public PathTrainer {
     std::vector<const int8_t*> label_ptrs;
     std::vector<uint64_t> rows;
     for (size_t q = 0; q < own.size(); ++q) {
-      const ShardStore& store = *own[q].store;
-      const uint16_t* classes = store.classes();
-      std::vector<int8_t> y(store.info().n_rows);
+      std::vector<int8_t> y = own.binary_labels(q, values[1]);
       std::vector<double> counts(2 * size_t(partitions), 0.0);
-      for (uint64_t i = 0; i < y.size(); ++i) {
-        y[i] = store.info().class_values[classes[i]] == values[1] ? 1 : -1;
-        counts[2 * (first + q) + (y[i] > 0)] += 1;
-      }
+      for (int8_t label : y) counts[2 * (first + q) + (label > 0)] += 1;
       labels_.push_back(std::move(y));
       local.push_back(std::move(counts));
       rows.push_back(own.rows(q));
@@ -179,16 +167,8 @@ class DistributedPathTrainer final : public PathTrainer {
 }  // namespace
 
 void reject_multiclass_partitioned_path(Communicator& comm, const std::string& store_dir, MemoryBudget& budget) {
-  const PartitionManifest manifest = read_partition_manifest(store_dir);
-  if (const std::string e = partition_mismatch(store_dir, manifest.partitions, comm.size()); !e.empty())
-    throw Error(ErrorKind::kConfig, e);
-  const PartitionRange range = partitions_of_rank(manifest.partitions, comm.size(), comm.rank());
-  std::vector<double> mine;
-  for (uint32_t k = 0; k < range.count; ++k) {
-    const std::unique_ptr<ShardStore> part = ShardStore::open(partition_dir(store_dir, range.first + k), budget);
-    for (double v : part->info().class_values) mine.push_back(v);
-  }
-  const std::vector<double> values = sorted_union_of_ranks(comm, mine);
+  OwnPartitions own(comm, store_dir, SchedulerOptions{}, TrainSettings{}.block_bytes, budget);
+  const std::vector<double> values = own.class_values(false);
   if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::multiclass_path_unsupported(store_dir, values.size()));
 }
 

@@ -1,14 +1,11 @@
 #include "engine/distributed_sifs.h"
-#include "core/clock.h"
-#include "engine/model_provenance.h"
 
 #include <algorithm>
 #include <chrono>
 #include <utility>
 
-#include <fmt/format.h>
-
-#include "core/error.h"
+#include "core/clock.h"
+#include "engine/model_provenance.h"
 #include "engine/sifs_run.h"
 #include "engine/train_settings.h"
 #include "solvers/sifs/sifs_fista.h"
@@ -16,19 +13,11 @@
 namespace fgm {
 namespace {
 
-// The layout of `classes` (indices into the store's class values) by the
-// class values of all partitions.
-SifsLayout layout_of(const ShardStore& store, const std::vector<double>& values) {
-  const StoreInfo& info = store.info();
-  const uint16_t* classes = store.classes();
-  std::vector<uint16_t> global(info.n_rows);
-  for (uint64_t i = 0; i < info.n_rows; ++i)
-    global[i] = static_cast<uint16_t>(std::lower_bound(values.begin(), values.end(), info.class_values[classes[i]]) -
-                                      values.begin());
-  if (values.size() > 2) return SifsLayout::multiclass(std::move(global), static_cast<uint32_t>(values.size()));
-  std::vector<int8_t> labels(info.n_rows);
-  for (uint64_t i = 0; i < info.n_rows; ++i) labels[i] = global[i] == 1 ? 1 : -1;
-  return SifsLayout::binary(std::move(labels));
+// Own partition q's layout by the class values of all partitions.
+SifsLayout layout_of(const OwnPartitions& own, size_t q, const std::vector<double>& values) {
+  if (values.size() > 2)
+    return SifsLayout::multiclass(own.class_indices(q, values), static_cast<uint32_t>(values.size()));
+  return SifsLayout::binary(own.binary_labels(q, values[1]));
 }
 
 SifsLayout concatenated(const std::vector<std::unique_ptr<SifsLayout>>& parts) {
@@ -52,13 +41,10 @@ DistributedSifsPasses::DistributedSifsPasses(Communicator& comm, const std::stri
     : budget_(budget) {
   own_ = std::make_unique<OwnPartitions>(comm, dir, scheduler, block_bytes, budget);
   class_values_ = own_->class_values();
-  if (class_values_.size() < 2)
-    throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label(s): solver = sifs needs two classes or more",
-                                                dir, class_values_.size()));
   uint64_t rows = 0;
   for (size_t q = 0; q < own_->size(); ++q) {
     OwnPartition& part = (*own_)[q];
-    part_layouts_.push_back(std::make_unique<SifsLayout>(layout_of(*part.store, class_values_)));
+    part_layouts_.push_back(std::make_unique<SifsLayout>(layout_of(*own_, q, class_values_)));
     // The block plan of engine.block_bytes alone (not of the budget a rank
     // has left): row sums add per block, so the plan fixes their bits.
     data_.push_back(std::make_unique<SifsData>(*part.stream, part.store->plan_blocks(block_bytes),
@@ -89,21 +75,13 @@ std::vector<double> DistributedSifsPasses::sum_parts(const std::vector<std::vect
   return own_->sum(local, length);
 }
 
-std::vector<double> DistributedSifsPasses::to_part(size_t q, const std::vector<double>& c) const {
+template <class T>
+std::vector<T> DistributedSifsPasses::to_part(size_t q, const std::vector<T>& c) const {
   const uint32_t K = layout_.blocks();
   const uint64_t m = columns(), mq = data_[q]->columns();
-  std::vector<double> out(K * mq);
+  std::vector<T> out(K * mq);
   for (uint32_t k = 0; k < K; ++k)
     for (uint64_t j = 0; j < mq; ++j) out[k * mq + j] = c[k * m + to_global_[q][j]];
-  return out;
-}
-
-std::vector<uint8_t> DistributedSifsPasses::to_part(size_t q, const std::vector<uint8_t>& mask) const {
-  const uint32_t K = layout_.blocks();
-  const uint64_t m = columns(), mq = data_[q]->columns();
-  std::vector<uint8_t> out(K * mq);
-  for (uint32_t k = 0; k < K; ++k)
-    for (uint64_t j = 0; j < mq; ++j) out[k * mq + j] = mask[k * m + to_global_[q][j]];
   return out;
 }
 

@@ -32,7 +32,6 @@
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
-#include "engine/distributed_fgm.h"
 #include "engine/own_partitions.h"
 #include "engine/sifs_run.h"
 #include "io/model_file.h"
@@ -74,9 +73,9 @@ class DistributedSifsPasses final : public SifsPasses {
   SifsPassCounters counters() const;
 
  private:
-  // Per part, c (K·m, global) as the part's K·m_q vector.
-  std::vector<double> to_part(size_t q, const std::vector<double>& c) const;
-  std::vector<uint8_t> to_part(size_t q, const std::vector<uint8_t>& mask) const;
+  // Per part, c (K·m, global: values or a mask) as the part's K·m_q vector.
+  template <class T>
+  std::vector<T> to_part(size_t q, const std::vector<T>& c) const;
 
   MemoryBudget& budget_;
   std::unique_ptr<OwnPartitions> own_;

@@ -20,14 +20,6 @@
 namespace fgm {
 namespace {
 
-// Where this rank's partitions sit in the tree.
-struct SpaceLayout {
-  uint32_t partitions = 1;
-  uint32_t first_partition = 0;
-  uint64_t total_rows = 0;
-  uint64_t n_features = 0;
-};
-
 // Linear features (no features.groups) or groups of them, scored by column
 // ranges (OwnPartitions::score_by_ranges); the pass carries the selected
 // columns' c_j for (37). A candidate's columns are base columns, read as stored.
@@ -42,10 +34,11 @@ class PartitionedLinear final : public FeatureSpace {
   std::string kind() const override { return groups_ ? "group" : "linear"; }
   double dimension() const override { return static_cast<double>(candidates()); }
   SpaceScores score(const ScoringContext& ctx) override {
-    uint64_t bytes = 0;
-    OwnPartitions::RangeScores scored =
-        own_.score_by_ranges(duals(ctx.parts), groups_.get(), is_selected(), selected_, column_group_, ctx.B, bytes);
-    return take(std::move(scored), bytes);
+    ScoreRequest request;
+    request.space = this;
+    request.parts = ctx.parts;
+    request.B = ctx.B;
+    return std::move(score_many(ctx, {request}).front());
   }
   void mark_selected(uint64_t id) override {
     if (id >= candidates() || !is_selected_.insert(id).second)  // a corrupt checkpoint
@@ -73,7 +66,7 @@ class PartitionedLinear final : public FeatureSpace {
                         request.B});
     }
     uint64_t bytes = 0;
-    std::vector<OwnPartitions::RangeScores> scored = own_.score_by_ranges_many(groups_.get(), ranges, bytes);
+    std::vector<OwnPartitions::RangeScores> scored = own_.score_by_ranges(groups_.get(), ranges, bytes);
     std::vector<SpaceScores> out;
     for (size_t r = 0; r < requests.size(); ++r) out.push_back(take(std::move(scored[r]), bytes));
     return out;
@@ -108,22 +101,23 @@ class PartitionedLinear final : public FeatureSpace {
 
 class DistributedPoly2 final : public FeatureSpace {
  public:
-  DistributedPoly2(const FeatureSpaceSettings& s, Communicator& comm, const SpaceLayout& layout, MemoryBudget& budget)
-      : comm_(comm),
-        layout_(layout),
+  DistributedPoly2(const FeatureSpaceSettings& s, OwnPartitions& own, MemoryBudget& budget)
+      : own_(own),
+        comm_(own.comm()),
+        m_(own.manifest().n_features),
         budget_(budget),
         gamma_(s.gamma),
         coef0_(s.coef0),
         seed_features_(s.pair_block_features > 0 ? s.pair_block_features : 256),
         selected_(&budget) {
-    if (layout.n_features >= (uint64_t{1} << 31))
+    if (m_ >= (uint64_t{1} << 31))
       throw Error(ErrorKind::kConfig,
                   msg::out_of_range("", "features.kind", "poly2",
-                                    fmt::format("at most 2^31-1 base features (the store has {})", layout.n_features)));
+                                    fmt::format("at most 2^31-1 base features (the store has {})", m_)));
   }
   std::string kind() const override { return "poly2"; }
   double dimension() const override {
-    const double m = static_cast<double>(layout_.n_features);
+    const double m = static_cast<double>(m_);
     return 2 * m + m * (m - 1) / 2;  // as Poly2Space
   }
   SpaceScores score(const ScoringContext& ctx) override;
@@ -151,7 +145,7 @@ class DistributedPoly2 final : public FeatureSpace {
       held.resize(held.bytes() + local.back().keys.size() * 16);
     }
     out.pass.bytes_streamed += pass.bytes_streamed;
-    SparseSums sums = allreduce_partition_sparse_sums(comm_, layout_.partitions, layout_.first_partition, local);
+    SparseSums sums = own_.sum(local);
     // The received nodes and the result (16 bytes a pair each) while the partials are held.
     sums_memory = budget_.reserve(sums.keys.size() * 16 * (2 + static_cast<uint64_t>(comm_.size())),
                                          "poly2 candidate-pair sums of all partitions",
@@ -168,8 +162,9 @@ class DistributedPoly2 final : public FeatureSpace {
   SparseSums range_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
                            Reservation& memory);
 
+  OwnPartitions& own_;
   Communicator& comm_;
-  SpaceLayout layout_;
+  const uint64_t m_;  // base features
   MemoryBudget& budget_;
   double gamma_, coef0_;
   uint64_t seed_features_;
@@ -190,21 +185,12 @@ bool bound_before(const BoundedFeature& x, const BoundedFeature& y) { return x.u
 // range's features with u_j > 0 (`range_u`).
 SparseSums DistributedPoly2::range_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
                                            Reservation& memory) {
-  const uint64_t m = layout_.n_features;
-  std::vector<ColumnSpans> wanted;
-  for (int d = 0; d < comm_.size(); ++d) {
-    ColumnSpans keys;  // the three keys 3j, 3j + 1, 3j + 2 of each feature j of d's range
-    for (const auto& [first, end] : column_range_of_rank(m, comm_.size(), d).spans) keys.spans.emplace_back(3 * first, 3 * end);
-    wanted.push_back(keys);
-  }
+  // The three keys 3j, 3j + 1, 3j + 2 of each feature j of each rank's range.
+  const std::vector<ColumnSpans> wanted = rank_key_ranges(m_, comm_.size(), 3);
   PassStats pass;
-  SparseSums moments = reduce_scatter_partition_sparse_sums(
-      comm_, layout_.partitions, layout_.first_partition, static_cast<uint32_t>(parts.size()),
-      [&](uint32_t p) {
-        const PartitionScoringInput& in = parts[p - layout_.first_partition];
-        return poly2_partition_moments(*in.stream, *in.blocks, in.a, &pass);
-      },
-      wanted, &memory);
+  SparseSums moments = own_.reduce_scatter(
+      [&](size_t q) { return poly2_partition_moments(*parts[q].stream, *parts[q].blocks, parts[q].a, &pass); }, wanted,
+      &memory);
   out.pass.bytes_streamed += pass.bytes_streamed;
   memory.resize(16 * moments.keys.size());
   return moments;
@@ -214,7 +200,6 @@ SpaceScores DistributedPoly2::score(const ScoringContext& ctx) {
   const std::vector<PartitionScoringInput>& parts = ctx.parts;
   const uint64_t B = ctx.B;
   SpaceScores out;
-  const uint64_t m = layout_.n_features;
   const double lin_scale = 2.0 * gamma_ * coef0_, sq_scale = gamma_ * gamma_;
   Reservation moments_memory = budget_.reserve(0, "poly2 moments of a distributed scoring pass",
                                                "use more ranks (more, smaller partitions) or more memory per rank");
@@ -234,7 +219,7 @@ SpaceScores DistributedPoly2::score(const ScoringContext& ctx) {
     }
     moments_memory.resize(range_u.size() * sizeof(BoundedFeature));
   }
-  out.candidates_scored = 2 * m;
+  out.candidates_scored = 2 * m_;
   // 2. seed: the S features of largest bound over all ranges (each range's S
   // best, merged in the same order), their pairs summed exactly; θ from them
   // and the singles' top-B (each range's B best, merged: the global B best).
@@ -268,7 +253,7 @@ SpaceScores DistributedPoly2::score(const ScoringContext& ctx) {
   // 3. candidates: every pair whose bound can reach θ, summed exactly. H =
   // {j : u_j·u_max ≥ t}, each range's members gathered, by decreasing u.
   Poly2ActiveSet active;
-  active.t = pair_bound_threshold(theta, cross_scale(), layout_.total_rows);
+  active.t = pair_bound_threshold(theta, cross_scale(), own_.manifest().n_rows);
   std::vector<BoundedFeature> range_active;
   for (const BoundedFeature& f : range_u)
     if (f.u * u_max >= active.t) range_active.push_back(f);
@@ -300,14 +285,6 @@ struct RangeRecord {
 };
 bool id_before(const RangeRecord& x, const RangeRecord& y) { return x.id < y.id; }
 
-// The rank whose column range [⌊d·m/K⌋, ⌊(d+1)·m/K⌋) holds base feature j.
-int owner_of(uint64_t j, uint64_t m, int ranks) {
-  int d = static_cast<int>(static_cast<unsigned __int128>(j) * static_cast<unsigned>(ranks) / m);
-  while (d + 1 < ranks && !column_range_of_rank(m, ranks, d).contains(j)) ++d;
-  while (d > 0 && !column_range_of_rank(m, ranks, d).contains(j)) --d;
-  return d;
-}
-
 template <class T>
 void append(std::vector<uint8_t>& out, const T* data, size_t count) {
   const auto* b = reinterpret_cast<const uint8_t*>(data);
@@ -316,18 +293,18 @@ void append(std::vector<uint8_t>& out, const T* data, size_t count) {
 
 class DistributedExpansion final : public FeatureSpace {
  public:
-  DistributedExpansion(const FeatureSpaceSettings& s, Communicator& comm, const SpaceLayout& layout,
-                       const std::vector<const ShardStore*>& own, MemoryBudget& budget)
-      : comm_(comm), layout_(layout), budget_(budget), map_(expansion_map_from_settings(s)), selected_(&budget) {
-    if (layout.n_features > std::numeric_limits<uint64_t>::max() / map_.dim())
+  DistributedExpansion(const FeatureSpaceSettings& s, OwnPartitions& own, MemoryBudget& budget)
+      : own_(own), comm_(own.comm()), m_(own.manifest().n_features), budget_(budget),
+        map_(expansion_map_from_settings(s)), selected_(&budget) {
+    if (m_ > std::numeric_limits<uint64_t>::max() / map_.dim())
       throw Error(ErrorKind::kConfig,
                   msg::out_of_range("", s.kind == "hik" ? "features.levels" : "features.order",
                                     std::to_string(s.kind == "hik" ? s.levels : s.order),
-                                    fmt::format("at most 2^64 component sums ({} base features)", layout.n_features)));
-    exchange_ranges(own);
+                                    fmt::format("at most 2^64 component sums ({} base features)", m_)));
+    exchange_ranges();
   }
   std::string kind() const override { return map_.kind() == FeatureKind::kHik ? "hik" : "additive"; }
-  double dimension() const override { return static_cast<double>(layout_.n_features) * map_.dim(); }
+  double dimension() const override { return static_cast<double>(m_) * map_.dim(); }
   SpaceScores score(const ScoringContext& ctx) override;
   void mark_selected(uint64_t candidate) override;
   uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
@@ -345,7 +322,7 @@ class DistributedExpansion final : public FeatureSpace {
   }
 
  private:
-  void exchange_ranges(const std::vector<const ShardStore*>& own);
+  void exchange_ranges();
   std::vector<RangeRecord> owned_ranges(const std::vector<uint8_t>& received, const std::vector<size_t>& sizes,
                                         std::vector<std::vector<uint64_t>>& asked) const;
   RangeRecord selected_range(uint64_t j) const {
@@ -359,8 +336,9 @@ class DistributedExpansion final : public FeatureSpace {
     return at == ranges_.ids.size() ? RangeRecord{j} : RangeRecord{j, ranges_.lo[at], ranges_.hi[at]};
   }
 
+  OwnPartitions& own_;
   Communicator& comm_;
-  SpaceLayout layout_;
+  const uint64_t m_;  // base features
   MemoryBudget& budget_;
   ExpansionMap map_;
   Reservation range_memory_;
@@ -383,8 +361,7 @@ class DistributedExpansion final : public FeatureSpace {
 // returns the global range of what each rank asked for, and to every rank the
 // columns of its range whose zero scales above 0 (every partition sums those).
 // Two alltoallv, in the phase that calls the constructor.
-void DistributedExpansion::exchange_ranges(const std::vector<const ShardStore*>& own) {
-  const uint64_t m = layout_.n_features;
+void DistributedExpansion::exchange_ranges() {
   const int K = comm_.size();
   range_memory_ = budget_.reserve(0, "hik/additive column ranges", "use more ranks (more, smaller partitions)");
   // Each own partition's non-empty columns with their min/max, then per
@@ -392,8 +369,8 @@ void DistributedExpansion::exchange_ranges(const std::vector<const ShardStore*>&
   // column's min/max is 0 and 0).
   std::vector<ColumnRanges> partitions;
   uint64_t listed = 0;
-  for (const ShardStore* store : own) {
-    partitions.push_back(partition_column_ranges(*store, budget_));
+  for (size_t q = 0; q < own_.size(); ++q) {
+    partitions.push_back(partition_column_ranges(*own_[q].store, budget_));
     listed += partitions.back().ids.size();
     range_memory_.resize(16 * listed);
   }
@@ -416,7 +393,7 @@ void DistributedExpansion::exchange_ranges(const std::vector<const ShardStore*>&
       r.hi = std::max(r.hi, listed_here ? p.hi[next[q]] : 0.0f);
       next[q] += listed_here;
     }
-    const auto d = static_cast<size_t>(owner_of(j, m, K));
+    const auto d = static_cast<size_t>(rank_of_id(j, m_, K));
     append(parts[d], &r, 1);
     sent[d].push_back(j);
   }
@@ -517,23 +494,16 @@ SpaceScores DistributedExpansion::score(const ScoringContext& ctx) {
   const std::vector<PartitionScoringInput>& parts = ctx.parts;
   const uint64_t B = ctx.B;
   SpaceScores out;
-  const uint64_t m = layout_.n_features, D = map_.dim();
+  const uint64_t D = map_.dim();
   Reservation memory = budget_.reserve(0, "hik/additive component sums of a distributed scoring pass",
                                        "use more ranks (more, smaller partitions), a smaller "
                                        "features.levels/features.order, or more memory per rank");
-  std::vector<ColumnSpans> wanted;
-  for (int d = 0; d < comm_.size(); ++d) {
-    ColumnSpans keys;
-    for (const auto& [first, end] : column_range_of_rank(m, comm_.size(), d).spans)
-      keys.spans.emplace_back(first * D, end * D);
-    wanted.push_back(keys);
-  }
+  const std::vector<ColumnSpans> wanted = rank_key_ranges(m_, comm_.size(), D);
   PassStats pass;
   const auto is_selected = [&](uint64_t j) { return selected_.test(j); };
-  const SparseSums sums = reduce_scatter_partition_sparse_sums(
-      comm_, layout_.partitions, layout_.first_partition, static_cast<uint32_t>(parts.size()),
-      [&](uint32_t p) {
-        const PartitionScoringInput& in = parts[p - layout_.first_partition];
+  const SparseSums sums = own_.reduce_scatter(
+      [&](size_t q) {
+        const PartitionScoringInput& in = parts[q];
         return expansion_partition_sums(*in.stream, *in.blocks, in.a, map_, ranges_, raised_zero_, is_selected, &pass);
       },
       wanted, &memory);
@@ -555,7 +525,7 @@ SpaceScores DistributedExpansion::score(const ScoringContext& ctx) {
   for (const ScoredCandidate& c : tops) top.offer(c);
   std::sort(ranges.begin(), ranges.end(), id_before);
   top_ranges_ = std::move(ranges);
-  out.candidates_scored = m * D;
+  out.candidates_scored = m_ * D;
   out.top = top.take_sorted(&out.top_memory);
   return out;
 }
@@ -572,7 +542,7 @@ void DistributedExpansion::mark_selected(uint64_t candidate) {
     range = *at;
   } else {
     std::vector<RangeRecord> mine;
-    if (owner_of(candidate, layout_.n_features, comm_.size()) == comm_.rank()) mine.push_back(known_range(candidate));
+    if (rank_of_id(candidate, m_, comm_.size()) == comm_.rank()) mine.push_back(known_range(candidate));
     const std::vector<RangeRecord> all = allgather_lists(comm_, mine, std::vector<char>{}).first;
     if (all.size() != 1) throw Error(ErrorKind::kInternal, "hik/additive: no owner for a selected feature's range");
     range = all.front();
@@ -586,13 +556,9 @@ void DistributedExpansion::mark_selected(uint64_t candidate) {
 std::unique_ptr<FeatureSpace> make_distributed_space(const FeatureSpaceSettings& settings, OwnPartitions& own,
                                                          MemoryBudget& budget) {
   if (settings.kind == "linear") return std::make_unique<PartitionedLinear>(settings, own, budget);
-  const PartitionManifest& manifest = own.manifest();
-  const SpaceLayout layout{manifest.partitions, own.range().first, manifest.n_rows, manifest.n_features};
-  if (settings.kind == "poly2") return std::make_unique<DistributedPoly2>(settings, own.comm(), layout, budget);
-  std::vector<const ShardStore*> stores;
-  for (size_t q = 0; q < own.size(); ++q) stores.push_back(own[q].store.get());
+  if (settings.kind == "poly2") return std::make_unique<DistributedPoly2>(settings, own, budget);
   if (settings.kind == "hik" || settings.kind == "additive")
-    return std::make_unique<DistributedExpansion>(settings, own.comm(), layout, stores, budget);
+    return std::make_unique<DistributedExpansion>(settings, own, budget);
   throw Error(ErrorKind::kConfig, msg::out_of_range("", "features.kind", settings.kind,
                                                    "a kind with a partitioned form on a partitioned store "
                                                    "(linear, poly2, hik, additive)"));

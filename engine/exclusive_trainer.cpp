@@ -110,12 +110,16 @@ namespace {
 struct ExclusiveProblem final : ExclusiveData {
   ExclusiveProblem(const ShardStore& store, const ExclusiveSettings& s, MemoryBudget& budget)
       : store(store),
-        resident(keeps_store_resident(store.info(), budget)
-                     ? budget.reserve(resident_store_bytes(store.info()), "store pages kept resident between passes")
-                     : Reservation()),
-        stream(store, scheduler(s, resident.bytes() > 0), budget),
+        scheduling([&] {
+          SchedulerOptions o;
+          o.threads = s.threads;
+          return o;
+        }()),
+        resident(reserve_resident_store(store.info(), budget, scheduling)),
+        stream(store, scheduling, budget),
         design(stream,
-               store.plan_blocks(scoring_block_bytes(s.block_bytes, budget, store.info().n_rows, resident.bytes() > 0)),
+               store.plan_blocks(
+                   scoring_block_bytes(s.block_bytes, budget, store.info().n_rows, scheduling.keep_resident)),
                budget) {
     const StoreInfo& info = store.info();
     labels_memory = budget.reserve(info.n_rows * sizeof(double), "exclusive: labels");
@@ -134,13 +138,8 @@ struct ExclusiveProblem final : ExclusiveData {
     for (uint64_t i = 0; i < y.size(); ++i) y[i] = labels[i];
     return {design, y, groups, source, base};
   }
-  static SchedulerOptions scheduler(const ExclusiveSettings& s, bool keep_resident) {
-    SchedulerOptions o;
-    o.threads = s.threads;
-    o.keep_resident = keep_resident;
-    return o;
-  }
   const ShardStore& store;
+  SchedulerOptions scheduling;  // engine.threads; keep_resident set by `resident`
   Reservation resident;  // released after the stream that holds the blocks
   BlockStream stream;
   exclusive::StreamedDesign design;

@@ -92,24 +92,49 @@ void warn_iteration(const IterationRecord& rec, RunWarnings* warnings) {
 
 }  // namespace
 
+FgmPass scored_pass(SpaceScores scored, const SelectedFeatureCache& columns, const std::vector<double>& selected_c) {
+  double best = 0;
+  for (size_t h = 0; h < columns.num_batches(); ++h) {
+    double s = 0;
+    for (size_t j = columns.batch_begin(h); j < columns.batch_end(h); ++j) s += selected_c[j] * selected_c[j];
+    best = std::max(best, 0.5 * s);
+  }
+  FgmPass pass;
+  double fresh = 0;
+  for (const auto& c : scored.top) fresh += c.score;
+  pass.sip_violation = 0.5 * fresh - best;
+  pass.top = std::move(scored.top);
+  pass.top_memory = std::move(scored.top_memory);
+  pass.seconds = scored.pass.seconds;
+  pass.bytes_streamed = scored.pass.bytes_streamed;
+  pass.candidates_scored = scored.candidates_scored;
+  pass.pair_updates = scored.pair_updates;
+  return pass;
+}
+
+void count_fit(const int8_t* y, uint64_t n, const std::vector<double>& decision, double counts[3]) {
+  for (uint64_t i = 0; i < n; ++i) {
+    if (y[i] == 0) continue;  // a row left out of the fit
+    const double d = decision.empty() ? 0.0 : decision[i];
+    counts[0] += 1;
+    counts[1] += y[i] > 0;
+    counts[2] += (d > 0) == (y[i] > 0);
+  }
+}
+
 FgmLoop::FgmLoop(FgmRows& rows, const TrainSettings& settings, MemoryBudget& budget, const TrainHooks& hooks)
     : rows_(rows), settings_(settings), budget_(budget), hooks_(hooks) {
   f0_ = f_prev_ = out_.objective_no_features = rows.fit_without_features(progress_.apg);
 }
 
+// A loop alone is the lockstep of one: its passes are its own.
 TrainOutcome FgmLoop::run() {
-  begin();
-  while (iterating()) {
-    FgmPass pass = rows_.score(batch_size(), next_iteration());
+  run_in_lockstep({this}, settings_.B, [this](const std::vector<size_t>&, const std::vector<uint64_t>& batches) {
     ++out_.scoring_passes;
-    if (!after_scoring(std::move(pass))) break;
-  }
-  end_iterations();
-  if (needs_certificate()) {
-    // One more pass for the SIP violation (37) of the final α: the certificate.
-    record_certificate(rows_.score(settings_.B, next_iteration()));
-    ++out_.scoring_passes;
-  }
+    std::vector<FgmPass> pass;
+    pass.push_back(rows_.score(batches.front(), next_iteration()));
+    return pass;
+  });
   return finish();
 }
 
@@ -325,9 +350,9 @@ void FgmLoop::emit_point(const CheckpointCallback& hook, uint64_t features) {
 // Warns when the final model does no better on its own training rows than
 // always predicting the larger class: never report a chance-level model silently.
 void FgmLoop::check_chance_level() {
-  double fit = 0, positive = 0, correct = 0;
-  if (!rows_.chance_counts(fit, positive, correct, static_cast<int>(progress_.iterations.size()))) return;
-  if (at_chance_level(fit, correct, std::max(positive, fit - positive), out_.train_accuracy, out_.majority_rate) &&
+  double c[3] = {0, 0, 0};  // rows of the fit, positive, right
+  if (!rows_.chance_counts(c, static_cast<int>(progress_.iterations.size()))) return;
+  if (at_chance_level(c[0], c[2], std::max(c[1], c[0] - c[1]), out_.train_accuracy, out_.majority_rate) &&
       rows_.reports_warnings())
     add_warning(settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));
 }

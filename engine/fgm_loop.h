@@ -26,6 +26,15 @@ struct FgmPass {
   uint64_t bytes_streamed = 0, candidates_scored = 0, pair_updates = 0;
 };
 
+// A pass from a space's scores: its top-B and the SIP violation (37) of α,
+// ½Σ_{j∈new} s_j − max_h ½Σ_{j∈d_h} c_j², with `selected_c` the c_j of the
+// selected columns (cache order).
+FgmPass scored_pass(SpaceScores scored, const SelectedFeatureCache& columns, const std::vector<double>& selected_c);
+
+// The rows of a fit (y ≠ 0), the positive ones and those the decision values
+// (empty: all 0) get right (d > 0 → +1), added to `counts`.
+void count_fit(const int8_t* y, uint64_t n, const std::vector<double>& decision, double counts[3]);
+
 class FgmRows {
  public:
   virtual ~FgmRows() = default;
@@ -53,9 +62,8 @@ class FgmRows {
   virtual void describe_point(Checkpoint&) {}
   // The final decision values to the caller's hook.
   virtual void hand_out_decisions() = 0;
-  // Rows of the fit, positive rows and rows the model gets right (over all
-  // rows); false when the decision values are unknown (a restored run).
-  virtual bool chance_counts(double& fit, double& positive, double& correct, int iteration) = 0;
+  // count_fit over all rows; false when the decision values are unknown (a restored run).
+  virtual bool chance_counts(double counts[3], int iteration) = 0;
   virtual double value_span() const = 0;
   // Whether this process adds the run's warnings (rank 0 of a partitioned run).
   virtual bool reports_warnings() const { return true; }

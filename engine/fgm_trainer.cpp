@@ -37,7 +37,7 @@ class StoreRows final : public FgmRows {
   void record_transforms(Model& model) const override { record_feature_transforms(store_, model); }
   void describe_point(Checkpoint& cp) override;
   void hand_out_decisions() override;
-  bool chance_counts(double& fit, double& positive, double& correct, int iteration) override;
+  bool chance_counts(double counts[3], int iteration) override;
   double value_span() const override { return value_span_result_; }
 
   // A lockstep pass: this run's a = α∘y and batch size; then its scores as a pass.
@@ -50,7 +50,6 @@ class StoreRows final : public FgmRows {
 
  private:
   void update_dual_product();
-  double batch_violation_terms(const SpaceScores& wc) const;
 
   const ShardStore& store_;
   const TrainSettings& settings_;
@@ -160,16 +159,13 @@ ScoreRequest StoreRows::scoring_request(uint64_t batch) {
   return request;
 }
 
+// (37) with the current α: the cached columns give c_j exactly (the scoring
+// pass's summation).
 FgmPass StoreRows::take_scores(SpaceScores wc) {
-  FgmPass pass;
-  pass.sip_violation = batch_violation_terms(wc);
-  pass.top = std::move(wc.top);
-  pass.top_memory = std::move(wc.top_memory);
-  pass.seconds = wc.pass.seconds;
-  pass.bytes_streamed = wc.pass.bytes_streamed;
-  pass.candidates_scored = wc.candidates_scored;
-  pass.pair_updates = wc.pair_updates;
-  return pass;
+  std::vector<double> selected_c(cache_.num_columns());
+  for (size_t k = 0; k < selected_c.size(); ++k)
+    selected_c[k] = tiled_column_dot(cache_.column(k), a_.data(), store_.info().tile_rows);
+  return scored_pass(std::move(wc), cache_, selected_c);
 }
 
 // The first pass of this process also measures the value span (of what the
@@ -190,23 +186,6 @@ void StoreRows::after_first_pass(BlockStream& stream) {
   value_span_.reset();
 }
 
-// (37): ½ Σ_{j∈d_new} c_j² − max_h ½ Σ_{j∈d_h} c_j², with the current α. The
-// cached columns give c_j exactly (same summation as the scoring pass).
-double StoreRows::batch_violation_terms(const SpaceScores& wc) const {
-  double best = 0;
-  for (size_t h = 0; h < cache_.num_batches(); ++h) {
-    double s = 0;
-    for (size_t k = cache_.batch_begin(h); k < cache_.batch_end(h); ++k) {
-      double c = tiled_column_dot(cache_.column(k), a_.data(), store_.info().tile_rows);
-      s += c * c;
-    }
-    best = std::max(best, 0.5 * s);
-  }
-  double fresh = 0;
-  for (const auto& c : wc.top) fresh += c.score;
-  return 0.5 * fresh - best;
-}
-
 Model StoreRows::model_frame() const {
   Model m = model_of_store(store_.info(), "fgm");
   space_->describe(m);
@@ -219,21 +198,12 @@ void StoreRows::describe_point(Checkpoint& cp) {
 }
 
 void StoreRows::hand_out_decisions() {
-  if (solved_ && hooks_.on_final_decision) hooks_.on_final_decision(decision_);
+  if (solved_ && hooks_.on_final_decision) hooks_.on_final_decision(0, decision_);
 }
 
-bool StoreRows::chance_counts(double& fit, double& positive, double& correct, int) {
+bool StoreRows::chance_counts(double counts[3], int) {
   if (!solved_) return false;
-  uint64_t rows = 0, pos = 0, right = 0;
-  for (uint64_t i = 0; i < n_; ++i) {
-    if (y_[i] == 0) continue;
-    ++rows;
-    pos += y_[i] > 0;
-    right += (decision_[i] > 0) == (y_[i] > 0);
-  }
-  fit = double(rows);
-  positive = double(pos);
-  correct = double(right);
+  count_fit(y_, n_, decision_, counts);
   return true;
 }
 

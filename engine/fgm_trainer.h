@@ -195,9 +195,11 @@ struct TrainHooks {
   // After each outer iteration, once its path point (if any) was emitted and
   // the stop decision was taken: the state to persist for a resume.
   ProgressCallback on_progress;
-  // At the end of the run: the final model's decision values d = w'x − b, n
-  // entries (not called when a finished run is restored from a checkpoint).
-  std::function<void(const std::vector<double>&)> on_final_decision;
+  // At the end of the run: the final model's decision values d = w'x − b of
+  // part q's rows (one store: part 0, n entries; partitions: each own
+  // partition, empty for the empty model: all 0). Not called when a finished
+  // single-store run is restored from a checkpoint.
+  std::function<void(size_t q, const std::vector<double>& d)> on_final_decision;
   // Start from this state instead of from scratch (it must come from a run of
   // the same settings on the same store). Moved from.
   TrainProgress* resume = nullptr;
@@ -213,16 +215,12 @@ struct LockstepOutcome {
 };
 
 // train_fgm for several runs that differ only in their labels (one-vs-rest),
-// advanced outer iteration by outer iteration together: each shared pass
-// streams the store once and scores the dual vector of every run still going
-// (features/feature_space.h score_many; the space must be one scores_many
-// serves). A run stops by its own rules and drops out; its final certificate
-// shares the next pass. So the store is streamed max over runs of (outer
-// iterations + certificate) times, not the sum. runs[r] equals train_fgm's
-// outcome for settings[r] and hooks[r] bit for bit (features, weights,
-// objectives, iteration records) except timings and budget figures; each
-// record's bytes_streamed is the shared pass it took part in. on_iteration
-// calls of different runs interleave.
+// in lockstep (engine/fgm_loop.h run_in_lockstep): each shared pass streams
+// the store once for every run still going (score_many; the space must be one
+// scores_many serves). runs[r] equals train_fgm's outcome for settings[r] and
+// hooks[r] bit for bit except timings and budget figures; each record's
+// bytes_streamed is the shared pass it took part in. on_iteration calls of
+// different runs interleave.
 LockstepOutcome train_fgm_lockstep(const ShardStore& store, const std::vector<TrainSettings>& settings,
                                    MemoryBudget& budget, const std::vector<TrainHooks>& hooks);
 

@@ -128,7 +128,7 @@ FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& setti
     class_settings[c].labels = labels[c].data();
     class_settings[c].check_chance_level = false;  // a class against the rest is no multi-class model
     if (on_iteration) hooks[c].on_iteration = [&on_iteration, c](const IterationRecord& r) { on_iteration(c, r); };
-    hooks[c].on_final_decision = [&argmax, c](const std::vector<double>& d) { argmax.add(c, 0, d); };
+    hooks[c].on_final_decision = [&argmax, c](size_t q, const std::vector<double>& d) { argmax.add(c, q, d); };
   }
   FgmOutcome out;
   std::vector<TrainOutcome> classes;

@@ -25,6 +25,24 @@ std::string partition_mismatch(const std::string& store_dir, uint32_t partitions
       store_dir, partitions, ranks, partitions, divisors, ranks);
 }
 
+int rank_of_id(uint64_t j, uint64_t m, int ranks) {
+  int d = static_cast<int>(static_cast<unsigned __int128>(j) * static_cast<unsigned>(ranks) / m);
+  while (d + 1 < ranks && !column_range_of_rank(m, ranks, d).contains(j)) ++d;
+  while (d > 0 && !column_range_of_rank(m, ranks, d).contains(j)) --d;
+  return d;
+}
+
+std::vector<ColumnSpans> rank_key_ranges(uint64_t m, int ranks, uint64_t width) {
+  std::vector<ColumnSpans> out;
+  for (int d = 0; d < ranks; ++d) {
+    ColumnSpans keys;
+    for (const auto& [first, end] : column_range_of_rank(m, ranks, d).spans)
+      keys.spans.emplace_back(first * width, end * width);
+    out.push_back(std::move(keys));
+  }
+  return out;
+}
+
 OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const SchedulerOptions& scheduler,
                              uint64_t block_bytes, MemoryBudget& budget)
     : comm_(comm),
@@ -86,41 +104,57 @@ uint64_t OwnPartitions::own_rows() const {
   return rows;
 }
 
-std::vector<double> OwnPartitions::class_values() {
+std::vector<PartitionScoringInput> OwnPartitions::scoring_inputs(const std::vector<std::vector<double>>& a) const {
+  std::vector<PartitionScoringInput> inputs;
+  for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a[q].data()});
+  return inputs;
+}
+
+std::vector<double> OwnPartitions::class_values(bool at_least_two) {
   std::vector<double> mine;
   for (const auto& part : own_)
     for (double v : part.store->info().class_values) mine.push_back(v);
-  return sorted_union_of_ranks(comm_, mine);
+  std::vector<double> values = sorted_union_of_ranks(comm_, mine);
+  if (at_least_two && values.size() < 2)
+    throw Error(ErrorKind::kConfig, fmt::format("{} has {} distinct label value(s): training needs at least two",
+                                                dir_, values.size()));
+  return values;
+}
+
+std::vector<int8_t> OwnPartitions::binary_labels(size_t q, double positive) const {
+  const StoreInfo& info = own_[q].store->info();
+  const uint16_t* classes = own_[q].store->classes();
+  std::vector<int8_t> y(info.n_rows);
+  for (uint64_t i = 0; i < info.n_rows; ++i) y[i] = info.class_values[classes[i]] == positive ? 1 : -1;
+  return y;
+}
+
+std::vector<uint16_t> OwnPartitions::class_indices(size_t q, const std::vector<double>& values) const {
+  const StoreInfo& info = own_[q].store->info();
+  const uint16_t* classes = own_[q].store->classes();
+  std::vector<uint16_t> index(info.n_rows);
+  for (uint64_t i = 0; i < info.n_rows; ++i)
+    index[i] = static_cast<uint16_t>(std::lower_bound(values.begin(), values.end(), info.class_values[classes[i]]) -
+                                     values.begin());
+  return index;
 }
 
 std::vector<double> OwnPartitions::sum(const std::vector<std::vector<double>>& local, size_t length) {
   return allreduce_partition_sums(comm_, manifest_.partitions, range_.first, local, length);
 }
 
-SparseSums OwnPartitions::partition_column_dots(size_t q, const double* a, uint64_t& bytes_streamed) {
-  SparseSums out;
-  const PassStats pass = stream_blocks<SparseSums>(
-      *own_[q].stream, own_[q].blocks, "scoring",
-      [&](const BlockRef&, const ColumnBlock& block) {
-        SparseSums dots;
-        dots.keys.assign(block.column_ids, block.column_ids + block.column_count);
-        dots.values.resize(block.column_count);
-        block_column_dots(block, a, dots.values.data());
-        return dots;
-      },
-      [&](SparseSums&& block) {
-        if (!block.keys.empty() && !out.keys.empty() && block.keys.front() <= out.keys.back())
-          throw Error(ErrorKind::kInternal, "scoring: blocks of a partition out of column order");
-        out.keys.insert(out.keys.end(), block.keys.begin(), block.keys.end());
-        out.values.insert(out.values.end(), block.values.begin(), block.values.end());
-      },
-      [](const BlockRef& ref) { return ref.column_count * 2 * sizeof(double); });
-  bytes_streamed += pass.bytes_streamed;
-  return out;
+SparseSums OwnPartitions::sum(const std::vector<SparseSums>& local) {
+  return allreduce_partition_sparse_sums(comm_, manifest_.partitions, range_.first, local);
 }
 
-SparseSums OwnPartitions::partition_column_dots_many(size_t q, const double* a, size_t K,
-                                                    uint64_t& bytes_streamed) {
+SparseSums OwnPartitions::reduce_scatter(const std::function<SparseSums(size_t)>& partial,
+                                         const std::vector<ColumnSpans>& wanted, Reservation* memory) {
+  return reduce_scatter_partition_sparse_sums(
+      comm_, manifest_.partitions, range_.first, range_.count, [&](uint32_t p) { return partial(p - range_.first); },
+      wanted, memory);
+}
+
+SparseSums OwnPartitions::partition_column_dots(size_t q, const double* a, size_t K, uint64_t& bytes_streamed) {
   SparseSums out;
   out.keys.reserve(own_[q].store->info().nonempty_columns * K);
   out.values.reserve(own_[q].store->info().nonempty_columns * K);
@@ -132,8 +166,12 @@ SparseSums OwnPartitions::partition_column_dots_many(size_t q, const double* a, 
         for (uint32_t k = 0; k < block.column_count; ++k)
           for (size_t r = 0; r < K; ++r) dots.keys[k * K + r] = block.column_ids[k] * K + r;
         dots.values.resize(block.column_count * K);
-        std::vector<double> acc(5 * K);
-        block_column_dots_many(block, a, K, acc.data(), dots.values.data());
+        if (K == 1) {
+          block_column_dots(block, a, dots.values.data());
+        } else {
+          std::vector<double> acc(5 * K);
+          block_column_dots_many(block, a, K, acc.data(), dots.values.data());
+        }
         return dots;
       },
       [&](SparseSums&& block) {
@@ -212,66 +250,28 @@ std::vector<int> OwnPartitions::selected_owners(const FeatureGroups* groups, con
   std::vector<int> owners(selected.size());
   for (size_t h = 0; h < selected.size(); ++h) {
     const uint64_t id = groups ? selected_group[h] : selected[h];
-    owners[h] = -1;
-    for (int d = 0; d < comm_.size() && owners[h] < 0; ++d)
-      if (column_range_of_rank(n_candidates, comm_.size(), d).contains(id)) owners[h] = d;
-    if (owners[h] < 0) throw Error(ErrorKind::kInternal, "scoring: a selected candidate outside every rank's range");
+    if (id >= n_candidates) throw Error(ErrorKind::kInternal, "scoring: a selected candidate outside every rank's range");
+    owners[h] = rank_of_id(id, n_candidates, comm_.size());
   }
   return owners;
 }
 
-OwnPartitions::RangeScores OwnPartitions::score_by_ranges(const std::vector<const double*>& a,
-                                                          const FeatureGroups* groups,
-                                                          const std::function<bool(uint64_t)>& is_selected,
-                                                          const std::vector<uint64_t>& selected,
-                                                          const std::vector<uint64_t>& selected_group, size_t B,
-                                                          uint64_t& bytes_streamed) {
-  Reservation memory = budget_.reserve(0, "column dots of a distributed scoring pass",
-                                       "use more ranks (more, smaller partitions) or more memory per rank");
-  // Each partition's dots (its non-empty columns, 16 bytes each) are made
-  // when the partition tree needs them and added into their node at once.
-  const std::vector<ColumnSpans>& wanted = wanted_columns(groups);
-  const SparseSums dots = reduce_scatter_partition_sparse_sums(
-      comm_, manifest_.partitions, range_.first, range_.count,
-      [&](uint32_t p) { return partition_column_dots(p - range_.first, a[p - range_.first], bytes_streamed); },
-      wanted, &memory);
-  memory.resize(16 * dots.keys.size());
-
-  const std::vector<ScoredCandidate> mine = local_top(dots, groups, is_selected, B);
-  const std::vector<int> owners = selected_owners(groups, selected, selected_group);
-  // One allgather: every rank's top list and the c_j of the selected columns it owns, in order.
-  std::vector<double> owned;
-  for (size_t h = 0; h < selected.size(); ++h)
-    if (owners[h] == comm_.rank()) owned.push_back(dot_at(dots, selected[h]));
-  const auto [tops, values] = allgather_lists(comm_, mine, owned);
-  RangeScores out;
-  TopBCache top(B, &budget_);
-  for (const ScoredCandidate& c : tops) top.offer(c);
-  // The values arrive by rank, each rank's in increasing h.
-  out.selected_dots.assign(selected.size(), 0.0);
-  size_t next = 0;
-  for (int d = 0; d < comm_.size(); ++d)
-    for (size_t h = 0; h < selected.size(); ++h)
-      if (owners[h] == d) out.selected_dots[h] = values[next++];
-  out.top = top.take_sorted(&out.top_memory);
-  return out;
-}
-
-std::vector<OwnPartitions::RangeScores> OwnPartitions::score_by_ranges_many(const FeatureGroups* groups,
-                                                                        const std::vector<RangeRequest>& requests,
-                                                                        uint64_t& bytes_streamed) {
+std::vector<OwnPartitions::RangeScores> OwnPartitions::score_by_ranges(const FeatureGroups* groups,
+                                                                   const std::vector<RangeRequest>& requests,
+                                                                   uint64_t& bytes_streamed) {
   const size_t K = requests.size();
   FGM_ASSERT(fits_many(K));
   Reservation memory = budget_.reserve(0, "column dots of a distributed scoring pass",
                                        "use more ranks (more, smaller partitions) or more memory per rank");
-  // Rank d's keys: those of its columns, for every request.
+  // Rank d's keys: those of its columns, for every request. Each partition's
+  // dots (its non-empty columns) are made when the partition tree needs them
+  // and added into their node at once.
   std::vector<ColumnSpans> wanted = wanted_columns(groups);
   for (ColumnSpans& w : wanted)
     for (auto& [first, end] : w.spans) first *= K, end *= K;
-  const SparseSums dots = reduce_scatter_partition_sparse_sums(
-      comm_, manifest_.partitions, range_.first, range_.count,
-      [&](uint32_t p) {
-        const size_t q = p - range_.first;
+  SparseSums dots = reduce_scatter(
+      [&](size_t q) {
+        if (K == 1) return partition_column_dots(q, requests[0].a[q], 1, bytes_streamed);
         Reservation duals = budget_.reserve(rows(q) * K * sizeof(double), "interleaved dual vectors of a partition",
                                             "use more ranks (more, smaller partitions) or more memory per rank");
         std::vector<double> a(rows(q) * K);
@@ -279,30 +279,36 @@ std::vector<OwnPartitions::RangeScores> OwnPartitions::score_by_ranges_many(cons
           const double* ak = requests[k].a[q];
           for (uint64_t i = 0; i < rows(q); ++i) a[i * K + k] = ak[i];
         }
-        return partition_column_dots_many(q, a.data(), K, bytes_streamed);
+        return partition_column_dots(q, a.data(), K, bytes_streamed);
       },
       wanted, &memory);
-  // Each request's dots, as score_by_ranges would have received them.
-  memory.resize(32 * dots.keys.size());
+  // Each request's dots, as a pass of its own would have received them.
   std::vector<SparseSums> mine(K);
-  for (SparseSums& d : mine) {
-    d.keys.reserve(dots.keys.size() / K + 1);
-    d.values.reserve(dots.keys.size() / K + 1);
-  }
-  for (size_t e = 0; e < dots.keys.size(); ++e) {
-    SparseSums& d = mine[dots.keys[e] % K];
-    d.keys.push_back(dots.keys[e] / K);
-    d.values.push_back(dots.values[e]);
+  if (K == 1) {
+    memory.resize(16 * dots.keys.size());
+    mine[0] = std::move(dots);
+  } else {
+    memory.resize(32 * dots.keys.size());
+    for (SparseSums& d : mine) {
+      d.keys.reserve(dots.keys.size() / K + 1);
+      d.values.reserve(dots.keys.size() / K + 1);
+    }
+    for (size_t e = 0; e < dots.keys.size(); ++e) {
+      SparseSums& d = mine[dots.keys[e] % K];
+      d.keys.push_back(dots.keys[e] / K);
+      d.values.push_back(dots.values[e]);
+    }
   }
   // One allgather: per rank, its K top lists back to back, and [K list
-  // lengths, then each request's c_j of the selected columns it owns].
+  // lengths (none for one request), then each request's c_j of the selected
+  // columns it owns, in increasing h].
   std::vector<std::vector<int>> owners(K);
   std::vector<ScoredCandidate> tops_mine;
-  std::vector<double> second(K);
+  std::vector<double> second;
   for (size_t k = 0; k < K; ++k) {
     const std::vector<ScoredCandidate> top = local_top(mine[k], groups, requests[k].is_selected, requests[k].B);
     tops_mine.insert(tops_mine.end(), top.begin(), top.end());
-    second[k] = static_cast<double>(top.size());
+    if (K > 1) second.push_back(static_cast<double>(top.size()));
   }
   for (size_t k = 0; k < K; ++k) {
     const std::vector<uint64_t>& selected = *requests[k].selected;
@@ -319,10 +325,11 @@ std::vector<OwnPartitions::RangeScores> OwnPartitions::score_by_ranges_many(cons
   }
   size_t next_top = 0, next_value = 0;
   for (int d = 0; d < comm_.size(); ++d) {
-    std::vector<size_t> lengths(K);
-    for (size_t k = 0; k < K; ++k) lengths[k] = static_cast<size_t>(values[next_value++]);
+    std::vector<size_t> lengths(K, tops.size());  // one request: every rank's list in rank order
+    if (K > 1)
+      for (size_t k = 0; k < K; ++k) lengths[k] = static_cast<size_t>(values[next_value++]);
     for (size_t k = 0; k < K; ++k)
-      for (size_t l = 0; l < lengths[k]; ++l) merged[k]->offer(tops[next_top++]);
+      for (size_t l = 0; l < lengths[k] && next_top < tops.size(); ++l) merged[k]->offer(tops[next_top++]);
     for (size_t k = 0; k < K; ++k)
       for (size_t h = 0; h < owners[k].size(); ++h)
         if (owners[k][h] == d) out[k].selected_dots[h] = values[next_value++];

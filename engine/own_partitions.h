@@ -18,6 +18,7 @@
 #include "cache/top_b_cache.h"
 #include "core/partition_sum.h"
 #include "features/block_stream.h"
+#include "features/feature_space.h"
 #include "io/partitioned_store.h"
 #include "io/shard_store.h"
 #include "solvers/apg_reduction.h"
@@ -28,6 +29,11 @@ struct FeatureGroups;
 
 // The error when `ranks` cannot deal out `partitions` evenly (empty if they can).
 std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks);
+
+// The rank whose range of [0, m) (column_range_of_rank) holds id j < m.
+int rank_of_id(uint64_t j, uint64_t m, int ranks);
+// Every rank's range of [0, m), each id j standing for the keys [j·width, (j + 1)·width).
+std::vector<ColumnSpans> rank_key_ranges(uint64_t m, int ranks, uint64_t width);
 
 // One of this rank's partitions, opened.
 struct OwnPartition {
@@ -55,16 +61,28 @@ class OwnPartitions {
   const OwnPartition& operator[](size_t q) const { return own_[q]; }
   uint64_t rows(size_t q) const { return own_[q].store->info().n_rows; }
   uint64_t own_rows() const;
+  // The partitions as a scoring pass's rows, own partition q against duals a[q].
+  std::vector<PartitionScoringInput> scoring_inputs(const std::vector<std::vector<double>>& a) const;
   // The partition-tree reduction of row sums over all ranks (for solvers/apg).
   PartitionTreeRowSums& reduction() { return *reduction_; }
   Communicator& comm() { return comm_; }
 
   // The sorted distinct label values of all partitions (a partition may lack
-  // a class); a collective.
-  std::vector<double> class_values();
+  // a class); a collective. `at_least_two`: fewer are a config error naming the store.
+  std::vector<double> class_values(bool at_least_two = true);
+  // Own partition q's rows as ±1 (+1: label `positive`), and as indices into
+  // `values` (all partitions' class values, increasing).
+  std::vector<int8_t> binary_labels(size_t q, double positive) const;
+  std::vector<uint16_t> class_indices(size_t q, const std::vector<double>& values) const;
   // Σ over every partition's vectors (`local[q]` of own partition q, each of
   // `length`), in the partition tree, on every rank; a collective.
   std::vector<double> sum(const std::vector<std::vector<double>>& local, size_t length);
+  // The same for sparse sums (core/partition_sum.h), and its reduce-scatter:
+  // rank d gets the keys of `wanted[d]`, own partition q's sums made by
+  // `partial(q)` when the tree needs them.
+  SparseSums sum(const std::vector<SparseSums>& local);
+  SparseSums reduce_scatter(const std::function<SparseSums(size_t)>& partial, const std::vector<ColumnSpans>& wanted,
+                            Reservation* memory);
   // Replaces the stores of this rank's partitions (in order) by what `wrap`
   // makes of them (features.transform: TransformedStores over all
   // partitions' statistics), with streams and block plans over the new ones.
@@ -74,41 +92,32 @@ class OwnPartitions {
 
   // Own partition q's Σ_i a_i x_ij over its non-empty columns only, as
   // (column id, value) with increasing ids (the partition's column directory,
-  // so an id space of 2^63 costs what the partition's columns cost).
-  SparseSums partition_column_dots(size_t q, const double* a, uint64_t& bytes_streamed);
-  // The same for K dual vectors interleaved row by row (a[i·K + k]): key
-  // j·K + k holds vector k's dot of column j, the bits of partition_column_dots.
-  SparseSums partition_column_dots_many(size_t q, const double* a, size_t K, uint64_t& bytes_streamed);
+  // so an id space of 2^63 costs what the partition's columns cost); for K
+  // dual vectors interleaved row by row (a[i·K + k]), key j·K + k holds
+  // vector k's dot of column j, the bits of a single vector's.
+  SparseSums partition_column_dots(size_t q, const double* a, size_t K, uint64_t& bytes_streamed);
 
   // The scoring pass of linear features (groups == nullptr) or groups by
-  // column ranges (docs/distributed.md, "Scoring by column ranges"): rank r
-  // scores the candidates [⌊r·N/K⌋, ⌊(r+1)·N/K⌋) (N features or groups) from
-  // the tree sums of their columns only (a reduce-scatter of the sparse
-  // per-partition dots), keeps its top-B of those not `is_selected`, and one
-  // allgather of the K lists gives every rank the same top-B, equal to the
-  // top-B over all candidates (score s_j = c_j², s_g = Σ_{j∈g} c_j² with
-  // members in increasing order; ties to the smaller id). The same allgather
-  // carries c_j of the `selected` columns (for (37)), each from the rank that
-  // owns it (`selected_group[h]`: the group of selected column h). Collectives:
-  // 2 (alltoallv, allgather); every buffer is reserved from the budget.
+  // column ranges (docs/distributed.md, "Scoring by column ranges") for one
+  // dual vector or several (one-vs-rest in lockstep). Request k scores its
+  // duals a[k] (per own partition) with its own selection and batch size B:
+  // rank r scores the candidates [⌊r·N/K⌋, ⌊(r+1)·N/K⌋) (N features or
+  // groups) from the tree sums of their columns only (a reduce-scatter of the
+  // sparse per-partition dots; several requests' dots of column j travel as
+  // keys j·K + k, added as a single vector's), keeps its top-B of those not
+  // `is_selected`, and one allgather of the lists gives every rank the same
+  // top-B, equal to the top-B over all candidates (score s_j = c_j²,
+  // s_g = Σ_{j∈g} c_j² with members in increasing order; ties to the smaller
+  // id). The same allgather carries c_j of the `selected` columns (for (37)),
+  // each from the rank that owns it (`selected_group[h]`: the group of
+  // selected column h). Each request gets the bits a pass of its own would
+  // give. Requires n_features·K < 2^64 (fits_many). Collectives: 2
+  // (alltoallv, allgather); every buffer is reserved from the budget.
   struct RangeScores {
     std::vector<ScoredCandidate> top;   // sorted, the same on every rank
     std::vector<double> selected_dots;  // c_j of each `selected` column, in order
     Reservation top_memory;
   };
-  RangeScores score_by_ranges(const std::vector<const double*>& a, const FeatureGroups* groups,
-                              const std::function<bool(uint64_t)>& is_selected,
-                              const std::vector<uint64_t>& selected, const std::vector<uint64_t>& selected_group,
-                              size_t B, uint64_t& bytes_streamed);
-
-  // The same pass for several dual vectors at once (one-vs-rest in lockstep):
-  // request k scores a[k] with its own selection and batch size, and gets the
-  // RangeScores score_by_ranges would give it, bit for bit. Each partition is
-  // streamed once for all of them (block_column_dots_many over interleaved
-  // duals), the K dots of column j travel as key j·K + k through the same
-  // reduce-scatter (the tree adds each key as it adds a single vector's
-  // column), and one allgather carries every request's top list and selected
-  // dots. Requires n_features·K < 2^64 (fits_many). Collectives: 2.
   struct RangeRequest {
     std::vector<const double*> a;  // per own partition
     std::function<bool(uint64_t)> is_selected;
@@ -116,8 +125,8 @@ class OwnPartitions {
     const std::vector<uint64_t>* selected_group = nullptr;
     size_t B = 0;
   };
-  std::vector<RangeScores> score_by_ranges_many(const FeatureGroups* groups, const std::vector<RangeRequest>& requests,
-                                                uint64_t& bytes_streamed);
+  std::vector<RangeScores> score_by_ranges(const FeatureGroups* groups, const std::vector<RangeRequest>& requests,
+                                           uint64_t& bytes_streamed);
   // Whether K dual vectors' keys j·K + k fit 64 bits.
   bool fits_many(size_t K) const { return K >= 1 && manifest_.n_features <= UINT64_MAX / K; }
 
@@ -143,6 +152,31 @@ class OwnPartitions {
   bool wanted_made_ = false;
   const FeatureGroups* wanted_for_ = nullptr;  // the groups wanted_ was made for
   std::vector<ColumnSpans> wanted_;
+};
+
+// The communication of one phase of one outer iteration on this rank.
+struct CommunicationRecord {
+  int iteration = 0;
+  std::string phase;  // "labels", "scoring", "solve", "diagnostics" (value span, chance level)
+  CommunicationStats comm;
+  int class_index = -1;  // one-vs-rest: the class run (FgmOutcome::classes) it belongs to
+  std::vector<int> shared_by = {};  // one-vs-rest in lockstep: the classes a shared scoring pass served
+};
+
+// What every partitioned run reports besides its result (run.json's
+// "distributed"): the store, the rank count, this rank's partitions and its
+// communication.
+struct PartitionedRun {
+  std::vector<CommunicationRecord> communication;
+  PartitionManifest manifest;
+  int ranks = 1;
+  uint32_t own_partitions = 0;
+  // The store and the partitions that `own` opened.
+  void describe(OwnPartitions& own) {
+    manifest = own.manifest();
+    ranks = own.comm().size();
+    own_partitions = own.range().count;
+  }
 };
 
 }  // namespace fgm

@@ -65,20 +65,18 @@ std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c,
   // (SifsData::hold_columns) when they fit; the store pages are then read
   // once. Without screening the baseline holds its whole problem row-major
   // after one extraction, and the pages stay resident for its other passes.
-  const bool screening = mode != SifsScreening::kNone;
-  if (!screening) run->resident = reserve_resident_store(store.info(), budget, so);
-  run->stream = std::make_unique<BlockStream>(store, so, budget);
-  run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
-                                         run->layout, budget);
-  if (screening && !run->data->hold_columns() && keeps_store_resident(store.info(), budget)) {
-    // Too large to hold decoded: keep at least the pages, as FGM does.
+  auto open = [&](bool resident) {
     run->data.reset();
     run->stream.reset();
-    run->resident = reserve_resident_store(store.info(), budget, so);
+    if (resident) run->resident = reserve_resident_store(store.info(), budget, so);
     run->stream = std::make_unique<BlockStream>(store, so, budget);
     run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
                                            run->layout, budget);
-  }
+  };
+  const bool screening = mode != SifsScreening::kNone;
+  open(!screening);
+  // Too large to hold decoded: keep at least the pages, as FGM does.
+  if (screening && !run->data->hold_columns() && keeps_store_resident(store.info(), budget)) open(true);
   return run;
 }
 
