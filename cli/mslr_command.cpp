@@ -101,8 +101,8 @@ void write_iteration(JsonWriter& j, const MslrIteration& r, double previous_obje
   j.end_object();
 }
 
-// run.json from "iterations" to "iterations_restored": what single-store and partitioned runs share.
-void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_t iterations_restored) {
+// "iterations" of run.json and path.json (`f0`: P with no feature selected).
+void write_iterations(JsonWriter& j, const MslrOutcome& outcome, double f0) {
   j.key("iterations").begin_array();
   double previous = f0;
   for (const auto& r : outcome.iterations) {
@@ -110,6 +110,11 @@ void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_
     previous = r.objective;
   }
   j.end_array();
+}
+
+// run.json from "iterations" to "iterations_restored": what single-store and partitioned runs share.
+void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_t iterations_restored) {
+  write_iterations(j, outcome, f0);
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("final_sip_violation").value(outcome.final_sip_violation);
   j.key("objective_no_features").value(f0);
@@ -132,13 +137,6 @@ MslrState decode_saved_state(const SolverState& saved, const std::string& file, 
     of_what += fmt::format(" — the run had stopped ({}); what is left is the outputs", state.stop_reason);
   if (log) spdlog::info("{}", msg::resuming_from(file, state.iterations.size() + 1, of_what, selected));
   return state;
-}
-
-// The saved state of an interrupted run of this command, if any (logged).
-std::optional<MslrState> saved_state(SolverRun& run, const MslrSettings& settings, std::vector<MslrSavedPoint>* path_points) {
-  const SolverState* saved = run.session->solver_state("mslr");
-  if (!saved) return std::nullopt;
-  return decode_saved_state(*saved, run.session->file(), settings, path_points, true);
 }
 
 // A partitioned run's resume state is split: rank 0's checkpoint holds
@@ -180,28 +178,31 @@ void save_distributed_state(Communicator& comm, const std::string& out_dir, cons
   save_shared(shared);
 }
 
-// The state a partitioned run resumes from, on every rank: rank 0's session
-// decides and tells the others, which read the same checkpoint (output.dir
-// is on a file system all ranks share, like the store); the duals from this
-// rank's slice of the checkpoint's iteration. `path_points`: as decode_saved_state (rank 0).
-std::optional<MslrState> load_distributed_state(Communicator& comm, ResumeSession* session, const std::string& out_dir,
-                                                const MslrSettings& settings, const PartitionRange& own,
-                                                MemoryBudget& budget, std::vector<MslrSavedPoint>* path_points) {
+// The state to resume from, on every rank: rank 0's session decides and
+// tells the others, which read the same checkpoint (output.dir is on a file
+// system all ranks share, like the store); on a partitioned store the duals
+// from this rank's slice of the checkpoint's iteration. `path_points`: as
+// decode_saved_state (rank 0).
+std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings, const PartitionRange& own,
+                                      std::vector<MslrSavedPoint>* path_points) {
+  ResumeSession* session = run.session.get();
   int32_t resuming = session && session->solver_state("mslr") ? 1 : 0;
-  comm.broadcast(&resuming, sizeof resuming, 0);
+  run.comm.broadcast(&resuming, sizeof resuming, 0);
   if (!resuming) return std::nullopt;
   std::optional<MslrState> state;
   if (session) {
     state = decode_saved_state(*session->solver_state("mslr"), session->file(), settings, path_points, true);
   } else {
-    const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
-    const ResumeCheckpoint saved = read_checkpoint(file, budget);
+    const std::string file = (std::filesystem::path(run.out_dir) / kCheckpointFileName).string();
+    const ResumeCheckpoint saved = read_checkpoint(file, run.budget);
     if (!saved.solver || saved.solver->solver != "mslr")
       throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "no MSLR state (rank 0 read one)"));
     std::vector<MslrSavedPoint> points;
     state = decode_saved_state(*saved.solver, file, settings, path_points ? &points : nullptr, false);
   }
-  const std::string file = dual_slice_file(out_dir, comm.rank(), state->iterations.size());
+  if (!run.partitioned()) return state;
+  Communicator& comm = run.comm;
+  const std::string file = dual_slice_file(run.out_dir, comm.rank(), state->iterations.size());
   std::error_code status_error;
   if (std::filesystem::exists(file, status_error) && !std::filesystem::is_regular_file(file, status_error))
     throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "not a regular file"));
@@ -236,13 +237,6 @@ PartitionRange own_partitions(const SolverRun& run) {
   const uint32_t partitions = read_partition_manifest(run.dir).partitions;
   if (partitions % static_cast<uint32_t>(run.comm.size()) != 0) return {};
   return partitions_of_rank(partitions, run.comm.size(), run.comm.rank());
-}
-
-// The state to resume from, on every rank (`path_points`: as decode_saved_state).
-std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings, const PartitionRange& own,
-                                      std::vector<MslrSavedPoint>* path_points) {
-  if (!run.partitioned()) return saved_state(run, settings, path_points);
-  return load_distributed_state(run.comm, run.session.get(), run.out_dir, settings, own, run.budget, path_points);
 }
 
 // Saves the state after an iteration: `bytes` encodes what rank 0's checkpoint
@@ -289,17 +283,22 @@ int train_mslr(SolverRun& run) {
   if (!run.gather_outputs(outcome.result.budget_peak)) return 0;
   spdlog::info("stopped: {} after {} iterations, {} features", outcome.result.stop_reason,
                outcome.result.iterations.size(), model.features.size());
-  const ModelResults results = score_and_write_model(config, model, &model.features, run.budget, run.warnings);
-  JsonWriter j;
-  run.begin_json(j, "mslr", model.config, &outcome);
-  write_outcome(j, outcome.result, outcome.objective_no_features, resume ? resume->iterations.size() : 0);
-  run.finish_train(j, results, outcome.result.budget_peak, outcome.result.seconds);
+  const uint64_t restored = resume ? resume->iterations.size() : 0;
+  const int code = run.finish_train(
+      {.solver = "mslr",
+       .model = &model,
+       .truth_among = &model.features,
+       .partitioned = &outcome,
+       .budget_peak = outcome.result.budget_peak,
+       .train_seconds = outcome.result.seconds,
+       .sections =
+           [&](JsonWriter& j, const EvalResult*) {
+             write_outcome(j, outcome.result, outcome.objective_no_features, restored);
+           },
+       .summary = fmt::format("selected={} iterations={} objective={:.6g}", model.features.size(),
+                              outcome.result.iterations.size(), model.objective)});
   if (run.partitioned()) remove_dual_slices(run.out_dir);
-  print_truth(results, false);
-  fmt::print("selected={} iterations={} objective={:.6g}{}", model.features.size(), outcome.result.iterations.size(),
-             model.objective, run.ranks_suffix());
-  print_test_and_model(results, run.out_dir);
-  return 0;
+  return code;
 }
 
 namespace {
@@ -407,8 +406,7 @@ class PathPoints {
 };
 
 // point-<k>.fgm, path.csv (point, selected, objective, test accuracy/AUC,
-// seconds), path.json (`data_section` writes its "data" and, on a
-// partitioned store, "distributed") and the report; the session finished.
+// seconds), path.json and the report; the session finished.
 void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOutcome& result, int max_iterations) {
   const Config& config = run.config;
   const std::string& out_dir = run.out_dir;
@@ -432,31 +430,21 @@ void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOut
   std::string csv = "point,selected,train_objective,relative_gap,test_accuracy,test_auc,seconds\n";
   for (size_t k = 0; k < points.size(); ++k) {
     const PathPoints::Point& p = points[k];
-    write_model(fmt::format("{}/point-{}.fgm", out_dir, k + 1), p.model);
+    run.write_point_model(std::to_string(k + 1), p.model);
     csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
                        p.last.relative_gap, csv_cell(p.test.accuracy), csv_cell(p.test.auc), p.seconds);
   }
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("mslr");
+  run.begin_json(j, "mslr", config.dump(), &result);
   j.key("mode").value("features");
   // No point is chosen on held-out data: the report features the last one.
   j.key("best_point").value(int64_t{-1});
-  run.write_data(j, &result);
   j.key("points").value(static_cast<uint64_t>(points.size()));
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("seconds").value(outcome.seconds);
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-  j.key("iterations").begin_array();
-  double previous = f0;
-  for (const auto& r : outcome.iterations) {
-    write_iteration(j, r, previous, f0);
-    previous = r.objective;
-  }
-  j.end_array();
-  write_config_section(j, config.dump());
+  write_iterations(j, outcome, f0);
   run.finish_path(j, csv);
   fmt::print("points={} seconds={:.3f} csv={}/path.csv{}\n", points.size(), outcome.seconds, out_dir,
              run.ranks_suffix());
@@ -472,13 +460,8 @@ int path_mslr(SolverRun& run) {
   const Config& config = run.config;
   MslrSettings settings = path_settings_from_config(config);
   settings.warnings = &run.warnings;
-  // A count beyond the store's width can never be reached (MSLR selects linear features).
-  const uint64_t width = run.partitioned() ? read_partition_manifest(run.dir).n_features
-                                           : run.data->store->info().n_features;
-  if (settings.checkpoints.back() > width)
-    throw Error(ErrorKind::kConfig,
-                msg::path_counts_beyond_features(config.where_set("mslr.features") + "mslr.features",
-                                                 settings.checkpoints.back(), width, "features"));
+  // MSLR selects linear features: a count beyond the store's width can never be reached.
+  run.refuse_counts_beyond_width("mslr.features", settings.checkpoints.back());
   PathPoints path(config, run.budget, run.warnings);
   const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
   std::vector<MslrSavedPoint> saved_points;

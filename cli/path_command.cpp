@@ -9,12 +9,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/commands.h"
 #include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
-#include "cli/solver_registry.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json_writer.h"
@@ -172,8 +170,7 @@ void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const D
   const auto config_dump = run.config.dump();
   // Models first (each atomic), then the table and log that name them.
   for (auto& p : outcome.points) {
-    p.model.config = config_dump;
-    write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
+    run.write_point_model(std::to_string(p.point), p.model);
     if (p.has_debiased) {
       p.debiased.config = config_dump;
       p.debiased.config["debiased"] = "true";
@@ -246,16 +243,6 @@ void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, 
   fmt::print("{}\n", extra);
 }
 
-// Linear features without groups: a count beyond the store's width can never
-// be reached, so the path would deliver fewer points than asked (issue 23
-// item 9): refused before the run, naming path.features.
-void reject_unreachable_counts(const Config& config, const PathSettings& ps, uint64_t width) {
-  if (!ps.feature_counts.empty() && ps.base.space.kind == "linear" && ps.base.space.groups_path.empty() &&
-      ps.feature_counts.back() > width)
-    throw Error(ErrorKind::kConfig, msg::path_counts_beyond_features(config.where_set("path.features") + "path.features",
-                                                                     ps.feature_counts.back(), width, "features"));
-}
-
 // fgm path's settings (path.* and the fgm.* of every run), checked.
 PathSettings path_settings_from_config(const Config& config) {
   PathSettings ps;
@@ -284,13 +271,12 @@ void check_fgm_config(const Config& config, RunKind kind, bool partitioned) {
 void check_fgm_data(SolverRun& run) {
   if (run.kind != RunKind::kPath) return;
   const PathSettings ps = path_settings_from_config(run.config);
-  if (run.partitioned()) {
-    reject_unreachable_counts(run.config, ps, read_partition_manifest(run.dir).n_features);
-    reject_multiclass_partitioned_path(run.comm, run.dir, run.budget);
-    return;
-  }
-  validate_folds(ps, *run.data->store);
-  reject_unreachable_counts(run.config, ps, run.data->store->info().n_features);
+  if (run.partitioned()) reject_multiclass_partitioned_path(run.comm, run.dir, run.budget);
+  else validate_folds(ps, *run.data->store);
+  // Linear features without groups: a count beyond the store's width can
+  // never be reached (issue 23 item 9).
+  if (!ps.feature_counts.empty() && ps.base.space.kind == "linear" && ps.base.space.groups_path.empty())
+    run.refuse_counts_beyond_width("path.features", ps.feature_counts.back());
 }
 
 // solver = "fgm": the path (engine/fgm_path.h). On a partitioned store
@@ -331,30 +317,6 @@ int path_fgm_run(SolverRun& run) {
   write_path_outputs(run, outcome.path, ps.folds, run.partitioned() ? &outcome : nullptr);
   print_path_summary(outcome.path, run.out_dir, run.ranks_suffix());
   return 0;
-}
-
-Command add_path(CLI::App& app) {
-  auto* sub = app.add_subcommand(
-      "path", "a path of models in one run with the configured solver (" + solver_list(true) +
-                  "); writes path.csv and path.json");
-  struct Args {
-    std::string config;
-    std::vector<std::string> overrides;
-    bool restart = false;
-  };
-  auto args = std::make_shared<Args>();
-  sub->add_option("--config", args->config, "TOML config file");
-  sub->add_option("overrides", args->overrides, "key=value overrides (the command line wins)");
-  sub->add_flag("--restart", args->restart,
-                "ignore (and remove) the resume checkpoint in output.dir and start from scratch");
-  return {sub, [args]() {
-    Config config = Config::load(args->config, args->overrides);
-    if (config.get_string("data.train").empty())
-      throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
-    reject_ignored_keys(config, ConfigCommand::kPath);
-    check_config_paths(config, ConfigCommand::kPath);
-    return run_solver(RunKind::kPath, config, args->restart);
-  }};
 }
 
 }  // namespace fgm::cli
