@@ -165,7 +165,6 @@ int train_exclusive(SolverRun& run) {
   return run.finish_train(
       {.solver = "exclusive",
        .model = &model,
-       .truth_among = &selected,
        .partitioned = &outcome,
        .budget_peak = outcome.budget_peak,
        .train_seconds = outcome.seconds,

@@ -149,35 +149,6 @@ std::string dual_slice_file(const std::string& out_dir, int rank, uint64_t itera
   return (std::filesystem::path(out_dir) / fmt::format("{}{}.iter-{}", kDualSlicePrefix, rank, iteration)).string();
 }
 
-// After a completed iteration, on every rank: this rank's slice, then — once
-// every rank's slice is on disk — rank 0's checkpoint (`save_shared`, the
-// state without the duals). The slice of two iterations back goes: rank 0
-// saved the checkpoint of the last one before it joined this iteration's
-// collectives, so no checkpoint refers to it any more.
-void save_distributed_state(Communicator& comm, const std::string& out_dir, const MslrState& state,
-                            const PartitionRange& own, const std::function<void(const MslrState&)>& save_shared) {
-  MslrDualSlice slice;
-  slice.iteration = state.iterations.size();
-  slice.rank = comm.rank();
-  slice.ranks = comm.size();
-  slice.first_partition = own.first;
-  slice.partitions = own.count;
-  slice.alpha = state.alpha;
-  slice.beta = state.beta;
-  write_file_atomic(dual_slice_file(out_dir, comm.rank(), slice.iteration), encode_mslr_dual_slice(slice));
-  if (slice.iteration >= 2) {
-    std::error_code ec;
-    std::filesystem::remove(dual_slice_file(out_dir, comm.rank(), slice.iteration - 2), ec);
-  }
-  const uint8_t written = 1;
-  comm.allgather(&written, 1);  // every rank's slice of this iteration is written
-  if (comm.rank() != 0) return;
-  MslrState shared = state;
-  shared.alpha.clear();
-  shared.beta.clear();
-  save_shared(shared);
-}
-
 // The state to resume from, on every rank: rank 0's session decides and
 // tells the others, which read the same checkpoint (output.dir is on a file
 // system all ranks share, like the store); on a partitioned store the duals
@@ -239,14 +210,36 @@ PartitionRange own_partitions(const SolverRun& run) {
   return partitions_of_rank(partitions, run.comm.size(), run.comm.rank());
 }
 
-// Saves the state after an iteration: `bytes` encodes what rank 0's checkpoint
-// holds (a partitioned run's without the duals, which every rank saves itself).
+// Saves the state after an iteration: `bytes` encodes what rank 0's
+// checkpoint holds. On a partitioned store every rank first writes its slice
+// of the duals, then — once every rank's slice is on disk — rank 0 its
+// checkpoint, the state without the duals. The slice of two iterations back
+// goes: rank 0 saved the checkpoint of the last one before it joined this
+// iteration's collectives, so no checkpoint refers to it any more.
 void save_state(SolverRun& run, const PartitionRange& own, const MslrState& state,
                 const std::function<std::string(const MslrState&)>& bytes) {
   if (!run.partitioned()) return run.session->save_solver_state({"mslr", bytes(state)});
-  save_distributed_state(run.comm, run.out_dir, state, own, [&](const MslrState& shared) {
-    run.session->save_solver_state({"mslr", bytes(shared)});
-  });
+  Communicator& comm = run.comm;
+  MslrDualSlice slice;
+  slice.iteration = state.iterations.size();
+  slice.rank = comm.rank();
+  slice.ranks = comm.size();
+  slice.first_partition = own.first;
+  slice.partitions = own.count;
+  slice.alpha = state.alpha;
+  slice.beta = state.beta;
+  write_file_atomic(dual_slice_file(run.out_dir, comm.rank(), slice.iteration), encode_mslr_dual_slice(slice));
+  if (slice.iteration >= 2) {
+    std::error_code ec;
+    std::filesystem::remove(dual_slice_file(run.out_dir, comm.rank(), slice.iteration - 2), ec);
+  }
+  const uint8_t written = 1;
+  comm.allgather(&written, 1);  // every rank's slice of this iteration is written
+  if (comm.rank() != 0) return;
+  MslrState shared = state;
+  shared.alpha.clear();
+  shared.beta.clear();
+  run.session->save_solver_state({"mslr", bytes(shared)});
 }
 
 // The run over either backend; its result on every rank.
@@ -262,7 +255,7 @@ DistributedMslrOutcome run_mslr(SolverRun& run, const MslrSettings& settings, co
 
 // solver = "mslr" (engine/mslr_trainer.h, engine/distributed_mslr.h). Resume
 // checkpoints after every iteration: rank 0's, and on a partitioned store
-// every rank's dual slice (save_distributed_state).
+// every rank's dual slice (save_state).
 int train_mslr(SolverRun& run) {
   const Config& config = run.config;
   MslrSettings settings = mslr_settings_from_config(config);
@@ -287,7 +280,6 @@ int train_mslr(SolverRun& run) {
   const int code = run.finish_train(
       {.solver = "mslr",
        .model = &model,
-       .truth_among = &model.features,
        .partitioned = &outcome,
        .budget_peak = outcome.result.budget_peak,
        .train_seconds = outcome.result.seconds,

@@ -77,23 +77,13 @@ void write_folds(JsonWriter& j, const PathOutcome& o) {
     j.key("seconds").value(f.seconds);
     j.key("total_apg_iterations").value(f.total_apg_iterations);
     j.key("iterations").begin_object();
-    j.key("selected").begin_array(true);
-    for (uint64_t v : f.selected) j.value(v);
-    j.end_array();
-    j.key("objective").begin_array(true);
-    for (double v : f.objective) j.value(v);
-    j.end_array();
-    j.key("apg_iterations").begin_array(true);
-    for (int v : f.apg_iterations) j.value(static_cast<int64_t>(v));
-    j.end_array();
+    write_column(j, "selected", f.selected, [](uint64_t v) { return v; });
+    write_column(j, "objective", f.objective, [](double v) { return v; });
+    write_column(j, "apg_iterations", f.apg_iterations, [](int v) { return static_cast<int64_t>(v); });
     j.end_object();
     j.key("points").begin_object();
-    j.key("held_out_accuracy").begin_array(true);
-    for (const auto& p : f.points) j.value(p.accuracy);
-    j.end_array();
-    j.key("held_out_auc").begin_array(true);
-    for (const auto& p : f.points) j.value(p.auc);
-    j.end_array();
+    write_column(j, "held_out_accuracy", f.points, [](const HeldOutEval& p) { return p.accuracy; });
+    write_column(j, "held_out_auc", f.points, [](const HeldOutEval& p) { return p.auc; });
     j.end_object();
     j.end_object();
   }
@@ -110,11 +100,7 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
     j.key("C").value(r.C);
     j.key("stop_reason").value(r.stop_reason);
     j.key("iterations").begin_object();
-    auto column = [&](const char* name, auto field) {
-      j.key(name).begin_array(true);
-      for (const IterationRecord& it : r.iterations) j.value(field(it));
-      j.end_array();
-    };
+    auto column = [&](const char* name, auto field) { write_column(j, name, r.iterations, field); };
     column("iter", [](const IterationRecord& it) { return static_cast<int64_t>(it.iter); });
     column("selected", [](const IterationRecord& it) { return it.selected; });
     column("added", [](const IterationRecord& it) { return it.added; });

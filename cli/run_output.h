@@ -43,6 +43,14 @@ void write_one_vs_rest_runs(JsonWriter& j, const std::vector<TrainOutcome>& clas
                             const std::vector<uint64_t>& rows, int index_base, const EvalResult* test, bool lockstep,
                             uint64_t scoring_passes);
 
+// `key`: field(x) of every x in `items`, on one line (path.json's columns).
+template <class Items, class Field>
+void write_column(JsonWriter& j, const char* key, const Items& items, const Field& field) {
+  j.key(key).begin_array(true);
+  for (const auto& x : items) j.value(field(x));
+  j.end_array();
+}
+
 // "selected_features": id (in the file's index base), kind, group, weight, batch.
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base);
 

@@ -100,13 +100,15 @@ int SolverRun::finish_train(const TrainOutputs& out) {
   std::optional<EvalResult> test;
   if (!config.get_string("data.test").empty()) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
   std::optional<TruthRecovery> truth;
-  if (out.truth_among && !config.get_string("data.truth").empty())
-    truth = recover_truth(config.get_string("data.truth"), *out.truth_among);
+  if (!config.get_string("data.truth").empty())
+    truth = recover_truth(config.get_string("data.truth"),
+                          out.truth_among ? *out.truth_among : all_features(model));
   create_output_directory(out_dir, "output.dir");
   write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
 
   JsonWriter j;
-  begin_json(j, out.solver, model.config, out.partitioned, out.class_labels ? *out.class_labels : std::vector<double>{});
+  begin_json(j, out.solver, model.config, out.partitioned,
+             out.class_labels ? *out.class_labels : std::vector<double>{});
   out.sections(j, test ? &*test : nullptr);
   j.key("memory_budget_bytes").value(budget.limit());
   j.key("memory_budget_peak_bytes").value(out.budget_peak);

@@ -33,16 +33,17 @@ enum class RunKind { kTrain, kPath };
 
 // What a train run hands to SolverRun::finish_train once its model is
 // trained: the model's provenance is completed, data.test scored (a failure
-// keeps model.fgm), data.truth recovered among `truth_among`, model.fgm
-// written; run.json opened (begin_json), `sections` add the solver's own,
-// then resources, test metrics, truth and warnings close it; the report, the
-// session closed, and the result line: "recovered=R/P " (`cross_truth`:
-// "recovered_cross=R/P " too), `summary`, " ranks=N" on a partitioned store,
-// " accuracy=… auc=…" with data.test, then the model.
+// keeps model.fgm), data.truth recovered among `truth_among` (null: the
+// model's features, every class's), model.fgm written; run.json opened
+// (begin_json), `sections` add the solver's own, then resources, test
+// metrics, truth and warnings close it; the report, the session closed, and
+// the result line: "recovered=R/P " (`cross_truth`: "recovered_cross=R/P "
+// too), `summary`, " ranks=N" on a partitioned store, " accuracy=… auc=…"
+// with data.test, then the model.
 struct TrainOutputs {
   std::string_view solver;
   Model* model = nullptr;
-  const std::vector<ModelFeature>* truth_among = nullptr;  // null: data.truth not recovered
+  const std::vector<ModelFeature>* truth_among = nullptr;
   const PartitionedRun* partitioned = nullptr;
   uint64_t budget_peak = 0;
   double train_seconds = 0;

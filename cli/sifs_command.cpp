@@ -277,7 +277,6 @@ int train_sifs(SolverRun& run) {
   return run.finish_train(
       {.solver = "sifs",
        .model = &model,
-       .truth_among = model.multiclass() ? nullptr : &model.features,
        .partitioned = &partitioned,
        .budget_peak = run.budget.peak(),
        .train_seconds = train_seconds,

@@ -132,7 +132,6 @@ int train_fgm_run(SolverRun& run) {
   return run.finish_train(
       {.solver = "fgm",
        .model = &model,
-       .truth_among = &selected,
        .partitioned = &outcome,
        .budget_peak = outcome.budget_peak,
        .train_seconds = outcome.seconds,

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "engine/debias.h"
+#include "engine/model_provenance.h"
 
 namespace fgm {
 
@@ -55,12 +56,7 @@ class StorePathTrainer final : public PathTrainer {
  public:
   // `labels`: the rows' labels (TrainSettings::labels or the store's).
   StorePathTrainer(const ShardStore& store, const int8_t* labels, MemoryBudget& budget)
-      : store_(store), labels_(labels), budget_(budget) {
-    shape_.index_base = store.info().index_base;
-    shape_.n_features = store.info().n_features;
-    shape_.positive_label = store.info().positive_value;
-    shape_.negative_label = store.info().negative_value;
-  }
+      : store_(store), labels_(labels), budget_(budget), shape_(model_of_store(store.info(), "fgm")) {}
   const Model* evaluation_shape() const override { return &shape_; }
 
   TrainOutcome train(const TrainSettings& settings, const TrainHooks& hooks) override {
