@@ -313,20 +313,16 @@ void PathRun::run_value_list(uint64_t first_run) {
   }
 }
 
-// The highest validation accuracy; ties: fewer features.
+// The highest validation accuracy; ties: fewer features, then the earlier point.
 void PathRun::pick_best() {
   if (!validation_) return;
-  for (size_t i = 0; i < out_.points.size(); ++i) {
-    const auto& p = out_.points[i];
-    if (out_.best < 0) {
+  auto better = [](const PathPoint& p, const PathPoint& b) {
+    return p.validation.accuracy > b.validation.accuracy ||
+           (p.validation.accuracy == b.validation.accuracy && p.selected < b.selected);
+  };
+  for (size_t i = 0; i < out_.points.size(); ++i)
+    if (out_.best < 0 || better(out_.points[i], out_.points[static_cast<size_t>(out_.best)]))
       out_.best = static_cast<int>(i);
-      continue;
-    }
-    const auto& b = out_.points[static_cast<size_t>(out_.best)];
-    if (p.validation.accuracy > b.validation.accuracy ||
-        (p.validation.accuracy == b.validation.accuracy && p.selected < b.selected))
-      out_.best = static_cast<int>(i);
-  }
 }
 
 PathOutcome PathRun::run() {
