@@ -230,8 +230,8 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
   }
   j.end_array();
   for (size_t k = 0; k < points.size(); ++k) run.write_point_model(std::to_string(k), points[k].model);
-  run.finish_path(j, csv);
-  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, run.out_dir);
+  run.finish_path(j, csv, fmt::format("points={} seconds={:.3f} path={}/path.csv", points.size(), cumulative,
+                                      run.out_dir));
   return 0;
 }
 

@@ -351,8 +351,7 @@ class PathPoints {
     EvalResult test;
   };
 
-  PathPoints(const Config& config, MemoryBudget& budget, RunWarnings& warnings)
-      : config_(config), budget_(budget), warnings_(warnings), has_test_(!config.get_string("data.test").empty()) {}
+  explicit PathPoints(SolverRun& run) : run_(run), has_test_(!run.config.get_string("data.test").empty()) {}
 
   // The points taken before the interruption (their models as saved; test
   // metrics evaluated again).
@@ -370,7 +369,7 @@ class PathPoints {
   void take(const MslrCheckpoint& cp) {
     Point p;
     p.model = cp.model;
-    p.model.config = config_.dump();
+    p.model.config = run_.config.dump();
     p.model.solver = "mslr";
     p.last = *cp.last;
     p.seconds = cp.seconds;
@@ -383,15 +382,13 @@ class PathPoints {
 
  private:
   void add(Point p) {
-    if (has_test_) p.test = evaluate_test_file(config_, p.model, budget_, warnings_);
+    if (has_test_) p.test = evaluate_test_file(run_.config, p.model, run_.budget, run_.warnings);
     spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points_.size() + 1,
                  p.model.features.size(), p.last.objective, p.test.accuracy);
     points_.push_back(std::move(p));
   }
 
-  const Config& config_;
-  MemoryBudget& budget_;
-  RunWarnings& warnings_;
+  SolverRun& run_;
   const bool has_test_;
   std::vector<Point> points_;
   std::vector<MslrSavedPoint> saved_;  // the points taken so far, as saved with the state
@@ -437,9 +434,8 @@ void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOut
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
   write_iterations(j, outcome, f0);
-  run.finish_path(j, csv);
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv{}\n", points.size(), outcome.seconds, out_dir,
-             run.ranks_suffix());
+  run.finish_path(j, csv, fmt::format("points={} seconds={:.3f} csv={}/path.csv", points.size(), outcome.seconds,
+                                      out_dir));
 }
 
 }  // namespace
@@ -454,7 +450,7 @@ int path_mslr(SolverRun& run) {
   settings.warnings = &run.warnings;
   // MSLR selects linear features: a count beyond the store's width can never be reached.
   run.refuse_counts_beyond_width("mslr.features", settings.checkpoints.back());
-  PathPoints path(config, run.budget, run.warnings);
+  PathPoints path(run);
   const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
   std::vector<MslrSavedPoint> saved_points;
   const std::optional<MslrState> resume = resume_state(run, settings, own, &saved_points);

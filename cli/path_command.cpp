@@ -129,18 +129,17 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.key("partitions").value(static_cast<uint64_t>(o.manifest.partitions));
   j.key("partitions_per_rank").value(static_cast<uint64_t>(o.own_partitions));
   j.key("communication_of").value("rank 0: payload bytes sent plus received");
-  j.key("bytes").value(o.total_communication.bytes);
-  j.key("collectives").value(o.total_communication.calls);
-  j.key("seconds").value(o.total_communication.seconds);
+  auto stats = [&](const CommunicationStats& c) {
+    j.key("bytes").value(c.bytes);
+    j.key("collectives").value(c.calls);
+    j.key("seconds").value(c.seconds);
+  };
+  stats(o.total_communication);
   j.key("refits").begin_object();
-  j.key("bytes").value(o.refit_communication.bytes);
-  j.key("collectives").value(o.refit_communication.calls);
-  j.key("seconds").value(o.refit_communication.seconds);
+  stats(o.refit_communication);
   j.end_object();
   j.key("cross_validation").begin_object();  // fold assignment, the folds' runs, held-out gathers
-  j.key("bytes").value(o.cv_communication.bytes);
-  j.key("collectives").value(o.cv_communication.calls);
-  j.key("seconds").value(o.cv_communication.seconds);
+  stats(o.cv_communication);
   j.end_object();
   j.key("runs").begin_array();
   for (const auto& run : o.communication) write_communication_records(j, run);
@@ -148,8 +147,27 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.end_object();
 }
 
+// The result line.
+std::string path_summary(const PathOutcome& outcome, const std::string& out_dir) {
+  std::string line =
+      fmt::format("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
+  if (outcome.best >= 0) {
+    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
+    line += fmt::format(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
+                        b.validation.accuracy);
+  }
+  if (outcome.selection.chosen >= 0) {
+    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
+    line += fmt::format(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
+                        c.selected);
+    if (outcome.selection.has_cv)
+      line += fmt::format(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
+  }
+  return line;
+}
+
 // The points' models (each atomic), then path.csv and path.json that name
-// them, and the report; the session closed. On a partitioned store path.json
+// them, the report and the result line; the session closed. On a partitioned store path.json
 // has the "distributed" section of `distributed`.
 void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const DistributedPathOutcome* distributed) {
   const std::string& out_dir = run.out_dir;
@@ -191,7 +209,7 @@ void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const D
   write_folds(j, outcome);
   if (distributed) write_distributed_path_section(j, *distributed);
   write_config_section(j, config_dump);
-  run.finish_path(j, csv);
+  run.finish_path(j, csv, path_summary(outcome, out_dir));
 }
 
 void log_point(const PathPoint& p) {
@@ -209,24 +227,6 @@ void log_fold_end(const FoldRun& f, int folds) {
   for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + csv_cell(p.accuracy);
   spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
                f.selected.size(), f.seconds, acc);
-}
-
-// The result line on stdout.
-void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
-  if (outcome.best >= 0) {
-    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
-    fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
-               b.validation.accuracy);
-  }
-  if (outcome.selection.chosen >= 0) {
-    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
-    fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
-               c.selected);
-    if (outcome.selection.has_cv)
-      fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
-  }
-  fmt::print("{}\n", extra);
 }
 
 // fgm path's settings (path.* and the fgm.* of every run), checked.
@@ -301,7 +301,6 @@ int path_fgm_run(SolverRun& run) {
   else outcome.path = run_fgm_path(*run.data->store, ps, run.budget, hooks);
   if (!session) return 0;
   write_path_outputs(run, outcome.path, ps.folds, run.partitioned() ? &outcome : nullptr);
-  print_path_summary(outcome.path, run.out_dir, run.ranks_suffix());
   return 0;
 }
 

@@ -188,22 +188,22 @@ void write_path_outputs(const KtaSettings& settings, const KtaRun& run, SolverRu
   j.key("ingest_seconds").value(solver_run.ingest_seconds());
   j.key("peak_rss_bytes").value(peak_rss_bytes());
   if (extra_json) extra_json(j);
-  solver_run.finish_path(j, csv);
-  fmt::print("points={} seconds={:.3f} seconds_per_point={:.4f} csv={}/path.csv", run.points.size(),
-             run.total_seconds,
-             run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size(),
-             solver_run.out_dir);
+  std::string summary =
+      fmt::format("points={} seconds={:.3f} seconds_per_point={:.4f} csv={}/path.csv", run.points.size(),
+                  run.total_seconds,
+                  run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size(),
+                  solver_run.out_dir);
   if (run.best_validation_point >= 0) {
     const KtaPoint& b = run.points[run.best_validation_point];
-    fmt::print(" best_point={} best_p={:.4g} best_selected={} best_validation_accuracy={:.4f}", b.point, b.p,
-               b.selected, b.validation.accuracy);
+    summary += fmt::format(" best_point={} best_p={:.4g} best_selected={} best_validation_accuracy={:.4f}", b.point,
+                           b.p, b.selected, b.validation.accuracy);
   }
   if (run.best_test_point >= 0) {
     const KtaPoint& o = run.points[run.best_test_point];
-    fmt::print(" oracle_best_test_accuracy={:.4f} oracle_p={:.4g} oracle_selected={}", o.test.accuracy, o.p,
-               o.selected);
+    summary += fmt::format(" oracle_best_test_accuracy={:.4f} oracle_p={:.4g} oracle_selected={}", o.test.accuracy,
+                           o.p, o.selected);
   }
-  fmt::print("{}{}\n", summary_extra, solver_run.ranks_suffix());
+  solver_run.finish_path(j, csv, summary + summary_extra);
 }
 
 // model.fgm, run.json, the report and the result line (SolverRun::finish_train).

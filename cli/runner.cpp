@@ -154,13 +154,14 @@ void SolverRun::write_point_model(const std::string& k, Model model) const {
   write_model((std::filesystem::path(out_dir) / fmt::format("point-{}.fgm", k)).string(), model);
 }
 
-void SolverRun::finish_path(JsonWriter& j, const std::string& csv) {
+void SolverRun::finish_path(JsonWriter& j, const std::string& csv, const std::string& summary) {
   write_warnings(j, warnings);
   j.end_object();
   write_file_atomic((std::filesystem::path(out_dir) / "path.csv").string(), csv);
   write_file_atomic((std::filesystem::path(out_dir) / "path.json").string(), j.str() + "\n");
   if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
   session->finish();
+  fmt::print("{}{}\n", summary, ranks_suffix());
 }
 
 namespace {

@@ -93,8 +93,9 @@ struct SolverRun {
   // A path point's model: the run's config recorded, written as output.dir/point-<k>.fgm.
   void write_point_model(const std::string& k, Model model) const;
   // The end of a path run: the warnings close path.json's object; path.csv
-  // (`csv`) and path.json written atomically, the report, the session closed.
-  void finish_path(JsonWriter& j, const std::string& csv);
+  // (`csv`) and path.json written atomically, the report, the session
+  // closed; the result line is `summary` and " ranks=N" on a partitioned store.
+  void finish_path(JsonWriter& j, const std::string& csv, const std::string& summary);
 };
 
 // fgm train / fgm path with the config's solver; the process exit code.

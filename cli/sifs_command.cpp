@@ -250,10 +250,13 @@ void write_path_outputs(SolverRun& run, const SifsSettings& settings, const Path
     j.key("max_objective_excess_over_gaps").value(worst);
   }
   run.write_point_model(std::to_string(fp.best), fp.featured);
-  run.finish_path(j, csv);
-  fmt::print("solver=sifs points={} seconds={:.3f}", screened.points.size(), screened.seconds);
-  if (baseline) fmt::print(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds, baseline->seconds / screened.seconds);
-  fmt::print(" path={}/path.csv\n", run.out_dir);
+  run.finish_path(j, csv,
+                  fmt::format("solver=sifs points={} seconds={:.3f}{} path={}/path.csv", screened.points.size(),
+                              screened.seconds,
+                              baseline ? fmt::format(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds,
+                                                     baseline->seconds / screened.seconds)
+                                       : "",
+                              run.out_dir));
 }
 
 }  // namespace
