@@ -42,8 +42,8 @@ struct CommandLine {
   std::vector<cli::Command> commands;
   CommandLine() {
     app.require_subcommand(1);
-    commands = {cli::add_ingest(app), cli::add_train(app), cli::add_predict(app), cli::add_inspect(app),
-                cli::add_synth(app),  cli::add_path(app),  cli::add_report(app)};
+    commands = {cli::add_ingest(app), cli::add_solver_command(app, false), cli::add_predict(app), cli::add_inspect(app),
+                cli::add_synth(app),  cli::add_solver_command(app, true),  cli::add_report(app)};
   }
 };
 

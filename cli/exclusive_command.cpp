@@ -84,22 +84,19 @@ void write_rounds(JsonWriter& j, const ExclusiveOutcome& o) {
   j.key("final_sip_violation").value(o.fit.max_violation);
 }
 
-// Warns of fits that stopped before their stopping rule held.
-void warn_not_converged(RunWarnings& warnings, const std::vector<ExclusiveOutcome>& fits, bool multiclass,
-                        const ExclusiveSettings& settings) {
+// Warns of fits that stopped before their stopping rule held: `of_what`
+// ("classes", "λ values") counts them; null: the one binary fit.
+void warn_not_converged(RunWarnings& warnings, const std::vector<ExclusiveOutcome>& fits, const char* of_what,
+                        const ExclusiveSettings& settings, const char* note = "") {
   uint64_t not_converged = 0;
   for (const auto& o : fits) not_converged += !o.fit.converged;
   if (not_converged == 0) return;
-  if (multiclass)
-    warnings.add("exclusive_not_converged",
-                 fmt::format("{} of {} classes stopped at exclusive.max_iterations = {} (or the working "
-                             "set's round limit) before the stopping rule held",
-                             not_converged, fits.size(), settings.fista.max_iterations));
-  else
-    warnings.add("exclusive_not_converged",
-                 fmt::format("the exclusive solver stopped at exclusive.max_iterations = {} (or the "
-                             "working set's round limit) before its stopping rule held",
-                             settings.fista.max_iterations));
+  warnings.add("exclusive_not_converged",
+               fmt::format("{} stopped at exclusive.max_iterations = {} (or the working set's round limit) before "
+                           "{} stopping rule held{}",
+                           of_what ? fmt::format("{} of {} {}", not_converged, fits.size(), of_what)
+                                   : std::string("the exclusive solver"),
+                           settings.fista.max_iterations, of_what ? "the" : "its", note));
 }
 
 // run.json of a binary fit, after its opening.
@@ -139,22 +136,6 @@ void write_multiclass_run(JsonWriter& j, const ExclusiveSettings& settings, cons
   j.key("bias").value(0.0);
 }
 
-// The line `fgm train` prints (`suffix`: SolverRun::ranks_suffix).
-void print_result(const Model& model, const std::vector<ExclusiveOutcome>& fits, const ModelResults& results,
-                  const std::string& out_dir, const std::string& suffix) {
-  print_truth(results, false);
-  if (model.classes.empty()) {
-    fmt::print("selected={} iterations={} objective={:.6g}", model.features.size(), fits.front().fit.fista_iterations,
-               model.objective);
-  } else {
-    uint64_t selected = 0;
-    for (const auto& c : model.classes) selected += c.features.size();
-    fmt::print("classes={} selected={} objective={:.6g}", model.classes.size(), selected, model.objective);
-  }
-  fmt::print("{}", suffix);
-  print_test_and_model(results, out_dir);
-}
-
 // The data of the fits: the store, or this rank's partitions (every rank fits).
 std::unique_ptr<ExclusiveData> open_data(SolverRun& run, const ExclusiveSettings& settings,
                                          DistributedExclusiveOutcome& out) {
@@ -179,19 +160,26 @@ int train_exclusive(SolverRun& run) {
   Model& model = outcome.model;
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
   const bool multiclass = !model.classes.empty();
-  warn_not_converged(run.warnings, outcome.classes, multiclass, settings);
+  warn_not_converged(run.warnings, outcome.classes, multiclass ? "classes" : nullptr, settings);
   const std::vector<ModelFeature> selected = all_features(model);
-  const ModelResults results = score_and_write_model(config, model, &selected, run.budget, run.warnings);
-  JsonWriter j;
-  run.begin_json(j, "exclusive", model.config, &outcome);
-  if (multiclass)
-    write_multiclass_run(j, settings, outcome.classes, model, outcome.class_values, outcome.class_counts,
-                         results.test_or_null());
-  else
-    write_binary_run(j, settings, outcome.classes.front());
-  run.finish_train(j, results, outcome.budget_peak, outcome.seconds);
-  print_result(model, outcome.classes, results, run.out_dir, run.ranks_suffix());
-  return 0;
+  return run.finish_train(
+      {.solver = "exclusive",
+       .model = &model,
+       .partitioned = &outcome,
+       .budget_peak = outcome.budget_peak,
+       .train_seconds = outcome.seconds,
+       .sections =
+           [&](JsonWriter& j, const EvalResult* test) {
+             if (multiclass)
+               write_multiclass_run(j, settings, outcome.classes, model, outcome.class_values, outcome.class_counts,
+                                    test);
+             else
+               write_binary_run(j, settings, outcome.classes.front());
+           },
+       .summary = multiclass ? fmt::format("classes={} selected={} objective={:.6g}", model.classes.size(),
+                                           selected.size(), model.objective)
+                             : fmt::format("selected={} iterations={} objective={:.6g}", model.features.size(),
+                                           outcome.classes.front().fit.fista_iterations, model.objective)});
 }
 
 namespace {
@@ -203,19 +191,11 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
   const bool has_test = !config.get_string("data.test").empty();
   std::vector<EvalResult> tests(points.size());
   int64_t best = -1;  // the best test accuracy (an oracle figure, as SIFS's path): the report's featured point
-  for (size_t k = 0; k < points.size(); ++k) {
-    points[k].model.config = config.dump();
-    if (!has_test) continue;
+  for (size_t k = 0; k < points.size() && has_test; ++k) {
     tests[k] = evaluate_test_file(config, points[k].model, run.budget, run.warnings);
     if (best < 0 || tests[k].accuracy > tests[static_cast<size_t>(best)].accuracy) best = static_cast<int64_t>(k);
   }
-  uint64_t not_converged = 0;
-  for (const auto& o : points) not_converged += !o.fit.converged;
-  if (not_converged > 0)
-    run.warnings.add("exclusive_not_converged",
-                     fmt::format("{} of {} λ values stopped at exclusive.max_iterations = {} (or the working "
-                                 "set's round limit) before the stopping rule held (path.csv: converged = 0)",
-                                 not_converged, points.size(), settings.fista.max_iterations));
+  warn_not_converged(run.warnings, points, "λ values", settings, " (path.csv: converged = 0)");
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
   std::string csv = "point,lambda,selected,train_objective,fista_iterations,store_passes,working_set_size,converged,"
                     "warm_started,point_seconds,seconds,test_accuracy,test_auc\n";
@@ -249,10 +229,9 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
-  for (size_t k = 0; k < points.size(); ++k)
-    write_model((std::filesystem::path(run.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
-  run.finish_path(j, csv);
-  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, run.out_dir);
+  for (size_t k = 0; k < points.size(); ++k) run.write_point_model(std::to_string(k), points[k].model);
+  run.finish_path(j, csv, fmt::format("points={} seconds={:.3f} path={}/path.csv", points.size(), cumulative,
+                                      run.out_dir));
   return 0;
 }
 

@@ -62,26 +62,31 @@ void write_kernel_svm(JsonWriter& j, const KernelSvm& k, uint64_t base) {
   j.end_object();
 }
 
+// `rows` lines of at most `line_bytes` each (`line(i)`), their text reserved
+// from the budget, written atomically to `path`.
+template <class Line>
+void write_score_file(const std::string& path, size_t rows, uint64_t line_bytes, MemoryBudget& budget,
+                      const char* remedy, const Line& line) {
+  Reservation text_mem = budget.reserve(rows * line_bytes, "score file text", remedy);
+  std::string text;
+  text.reserve(rows * line_bytes);
+  for (size_t i = 0; i < rows; ++i) text += line(i);
+  write_file_atomic(path, text);
+}
+
 // fgm predict --unlabelled: predicted labels and decision values, no metrics.
 int predict_unlabelled(const std::string& input, const std::string& out, const Model& model, MemoryBudget& budget) {
   Reservation predictions_mem;
   const Predictions p = predict_file(input, model, budget, predictions_mem);
-  if (p.ignored_features > 0)
-    spdlog::warn("{}", msg::wider_than_model(input, p.first_ignored_line, p.first_ignored_index + model.index_base,
+  if (p.beyond.features > 0)
+    spdlog::warn("{}", msg::wider_than_model(input, p.beyond.first_line, p.beyond.first_index + model.index_base,
                                              model.n_features));
   std::map<double, uint64_t> counts;
   for (double label : p.labels) ++counts[label];
-  if (!out.empty()) {
-    // A label (at most 24 characters) and "{:.9g}" (at most 16), a space and a newline.
-    constexpr uint64_t kLineBytes = 42;
-    Reservation text_mem = budget.reserve(p.labels.size() * kLineBytes, "score file text",
-                                          "write scores for a smaller file");
-    std::string text;
-    text.reserve(p.labels.size() * kLineBytes);
-    for (size_t i = 0; i < p.labels.size(); ++i)
-      text += label_text(p.labels[i]) + fmt::format(" {:.9g}\n", p.decisions[i]);
-    write_file_atomic(out, text);
-  }
+  // A label (at most 24 characters) and "{:.9g}" (at most 16), a space and a newline.
+  if (!out.empty())
+    write_score_file(out, p.labels.size(), 42, budget, "write scores for a smaller file",
+                     [&](size_t i) { return label_text(p.labels[i]) + fmt::format(" {:.9g}\n", p.decisions[i]); });
   fmt::print("rows={}", p.labels.size());
   for (const auto& [label, count] : counts) fmt::print(" predicted[{}]={}", label_text(label), count);
   fmt::print("\n");
@@ -118,22 +123,18 @@ Command add_predict(CLI::App& app) {
             if (args->unlabelled) return predict_unlabelled(args->input, args->out, model, budget);
             Reservation scores_mem;
             EvalResult r = evaluate_file(args->input, model, !args->out.empty(), budget, &scores_mem);
-            if (r.ignored_features > 0)
-              spdlog::warn("{}", msg::wider_than_model(args->input, r.first_ignored_line,
-                                                       r.first_ignored_index + model.index_base,
+            if (r.beyond.features > 0)
+              spdlog::warn("{}", msg::wider_than_model(args->input, r.beyond.first_line,
+                                                       r.beyond.first_index + model.index_base,
                                                        model.n_features));
-            if (!args->out.empty()) {
-              // "{:.9g}\n" is at most 17 characters ("-1.23456789e-100\n").
-              constexpr uint64_t kLineBytes = 17;
-              Reservation text_mem = budget.reserve(r.scores.size() * kLineBytes, "score file text",
-                                                    "write scores for a smaller test file");
-              std::string text;
-              text.reserve(r.scores.size() * kLineBytes);
-              // A one-vs-rest model writes the predicted original label.
-              for (double s : r.scores)
-                text += model.multiclass() ? label_text(s) + "\n" : fmt::format("{:.9g}\n", s);
-              write_file_atomic(args->out, text);
-            }
+            // "{:.9g}\n" is at most 17 characters ("-1.23456789e-100\n"); a one-vs-rest
+            // model writes the predicted original label.
+            if (!args->out.empty())
+              write_score_file(args->out, r.scores.size(), 17, budget, "write scores for a smaller test file",
+                               [&](size_t i) {
+                                 return model.multiclass() ? label_text(r.scores[i]) + "\n"
+                                                           : fmt::format("{:.9g}\n", r.scores[i]);
+                               });
             fmt::print("accuracy={:.6f} auc={:.6f} rows={}\n", r.accuracy, r.auc, r.rows);
             return 0;
           }};

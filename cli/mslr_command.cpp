@@ -101,8 +101,8 @@ void write_iteration(JsonWriter& j, const MslrIteration& r, double previous_obje
   j.end_object();
 }
 
-// run.json from "iterations" to "iterations_restored": what single-store and partitioned runs share.
-void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_t iterations_restored) {
+// "iterations" of run.json and path.json (`f0`: P with no feature selected).
+void write_iterations(JsonWriter& j, const MslrOutcome& outcome, double f0) {
   j.key("iterations").begin_array();
   double previous = f0;
   for (const auto& r : outcome.iterations) {
@@ -110,6 +110,11 @@ void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_
     previous = r.objective;
   }
   j.end_array();
+}
+
+// run.json from "iterations" to "iterations_restored": what single-store and partitioned runs share.
+void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_t iterations_restored) {
+  write_iterations(j, outcome, f0);
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("final_sip_violation").value(outcome.final_sip_violation);
   j.key("objective_no_features").value(f0);
@@ -134,13 +139,6 @@ MslrState decode_saved_state(const SolverState& saved, const std::string& file, 
   return state;
 }
 
-// The saved state of an interrupted run of this command, if any (logged).
-std::optional<MslrState> saved_state(SolverRun& run, const MslrSettings& settings, std::vector<MslrSavedPoint>* path_points) {
-  const SolverState* saved = run.session->solver_state("mslr");
-  if (!saved) return std::nullopt;
-  return decode_saved_state(*saved, run.session->file(), settings, path_points, true);
-}
-
 // A partitioned run's resume state is split: rank 0's checkpoint holds
 // MslrState without the duals, and every rank keeps α and C − α of its own
 // rows in a slice file of its own next to it, one per completed iteration
@@ -151,57 +149,31 @@ std::string dual_slice_file(const std::string& out_dir, int rank, uint64_t itera
   return (std::filesystem::path(out_dir) / fmt::format("{}{}.iter-{}", kDualSlicePrefix, rank, iteration)).string();
 }
 
-// After a completed iteration, on every rank: this rank's slice, then — once
-// every rank's slice is on disk — rank 0's checkpoint (`save_shared`, the
-// state without the duals). The slice of two iterations back goes: rank 0
-// saved the checkpoint of the last one before it joined this iteration's
-// collectives, so no checkpoint refers to it any more.
-void save_distributed_state(Communicator& comm, const std::string& out_dir, const MslrState& state,
-                            const PartitionRange& own, const std::function<void(const MslrState&)>& save_shared) {
-  MslrDualSlice slice;
-  slice.iteration = state.iterations.size();
-  slice.rank = comm.rank();
-  slice.ranks = comm.size();
-  slice.first_partition = own.first;
-  slice.partitions = own.count;
-  slice.alpha = state.alpha;
-  slice.beta = state.beta;
-  write_file_atomic(dual_slice_file(out_dir, comm.rank(), slice.iteration), encode_mslr_dual_slice(slice));
-  if (slice.iteration >= 2) {
-    std::error_code ec;
-    std::filesystem::remove(dual_slice_file(out_dir, comm.rank(), slice.iteration - 2), ec);
-  }
-  const uint8_t written = 1;
-  comm.allgather(&written, 1);  // every rank's slice of this iteration is written
-  if (comm.rank() != 0) return;
-  MslrState shared = state;
-  shared.alpha.clear();
-  shared.beta.clear();
-  save_shared(shared);
-}
-
-// The state a partitioned run resumes from, on every rank: rank 0's session
-// decides and tells the others, which read the same checkpoint (output.dir
-// is on a file system all ranks share, like the store); the duals from this
-// rank's slice of the checkpoint's iteration. `path_points`: as decode_saved_state (rank 0).
-std::optional<MslrState> load_distributed_state(Communicator& comm, ResumeSession* session, const std::string& out_dir,
-                                                const MslrSettings& settings, const PartitionRange& own,
-                                                MemoryBudget& budget, std::vector<MslrSavedPoint>* path_points) {
+// The state to resume from, on every rank: rank 0's session decides and
+// tells the others, which read the same checkpoint (output.dir is on a file
+// system all ranks share, like the store); on a partitioned store the duals
+// from this rank's slice of the checkpoint's iteration. `path_points`: as
+// decode_saved_state (rank 0).
+std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings, const PartitionRange& own,
+                                      std::vector<MslrSavedPoint>* path_points) {
+  ResumeSession* session = run.session.get();
   int32_t resuming = session && session->solver_state("mslr") ? 1 : 0;
-  comm.broadcast(&resuming, sizeof resuming, 0);
+  run.comm.broadcast(&resuming, sizeof resuming, 0);
   if (!resuming) return std::nullopt;
   std::optional<MslrState> state;
   if (session) {
     state = decode_saved_state(*session->solver_state("mslr"), session->file(), settings, path_points, true);
   } else {
-    const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
-    const ResumeCheckpoint saved = read_checkpoint(file, budget);
+    const std::string file = (std::filesystem::path(run.out_dir) / kCheckpointFileName).string();
+    const ResumeCheckpoint saved = read_checkpoint(file, run.budget);
     if (!saved.solver || saved.solver->solver != "mslr")
       throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "no MSLR state (rank 0 read one)"));
     std::vector<MslrSavedPoint> points;
     state = decode_saved_state(*saved.solver, file, settings, path_points ? &points : nullptr, false);
   }
-  const std::string file = dual_slice_file(out_dir, comm.rank(), state->iterations.size());
+  if (!run.partitioned()) return state;
+  Communicator& comm = run.comm;
+  const std::string file = dual_slice_file(run.out_dir, comm.rank(), state->iterations.size());
   std::error_code status_error;
   if (std::filesystem::exists(file, status_error) && !std::filesystem::is_regular_file(file, status_error))
     throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "not a regular file"));
@@ -238,21 +210,36 @@ PartitionRange own_partitions(const SolverRun& run) {
   return partitions_of_rank(partitions, run.comm.size(), run.comm.rank());
 }
 
-// The state to resume from, on every rank (`path_points`: as decode_saved_state).
-std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings, const PartitionRange& own,
-                                      std::vector<MslrSavedPoint>* path_points) {
-  if (!run.partitioned()) return saved_state(run, settings, path_points);
-  return load_distributed_state(run.comm, run.session.get(), run.out_dir, settings, own, run.budget, path_points);
-}
-
-// Saves the state after an iteration: `bytes` encodes what rank 0's checkpoint
-// holds (a partitioned run's without the duals, which every rank saves itself).
+// Saves the state after an iteration: `bytes` encodes what rank 0's
+// checkpoint holds. On a partitioned store every rank first writes its slice
+// of the duals, then — once every rank's slice is on disk — rank 0 its
+// checkpoint, the state without the duals. The slice of two iterations back
+// goes: rank 0 saved the checkpoint of the last one before it joined this
+// iteration's collectives, so no checkpoint refers to it any more.
 void save_state(SolverRun& run, const PartitionRange& own, const MslrState& state,
                 const std::function<std::string(const MslrState&)>& bytes) {
   if (!run.partitioned()) return run.session->save_solver_state({"mslr", bytes(state)});
-  save_distributed_state(run.comm, run.out_dir, state, own, [&](const MslrState& shared) {
-    run.session->save_solver_state({"mslr", bytes(shared)});
-  });
+  Communicator& comm = run.comm;
+  MslrDualSlice slice;
+  slice.iteration = state.iterations.size();
+  slice.rank = comm.rank();
+  slice.ranks = comm.size();
+  slice.first_partition = own.first;
+  slice.partitions = own.count;
+  slice.alpha = state.alpha;
+  slice.beta = state.beta;
+  write_file_atomic(dual_slice_file(run.out_dir, comm.rank(), slice.iteration), encode_mslr_dual_slice(slice));
+  if (slice.iteration >= 2) {
+    std::error_code ec;
+    std::filesystem::remove(dual_slice_file(run.out_dir, comm.rank(), slice.iteration - 2), ec);
+  }
+  const uint8_t written = 1;
+  comm.allgather(&written, 1);  // every rank's slice of this iteration is written
+  if (comm.rank() != 0) return;
+  MslrState shared = state;
+  shared.alpha.clear();
+  shared.beta.clear();
+  run.session->save_solver_state({"mslr", bytes(shared)});
 }
 
 // The run over either backend; its result on every rank.
@@ -268,7 +255,7 @@ DistributedMslrOutcome run_mslr(SolverRun& run, const MslrSettings& settings, co
 
 // solver = "mslr" (engine/mslr_trainer.h, engine/distributed_mslr.h). Resume
 // checkpoints after every iteration: rank 0's, and on a partitioned store
-// every rank's dual slice (save_distributed_state).
+// every rank's dual slice (save_state).
 int train_mslr(SolverRun& run) {
   const Config& config = run.config;
   MslrSettings settings = mslr_settings_from_config(config);
@@ -289,17 +276,21 @@ int train_mslr(SolverRun& run) {
   if (!run.gather_outputs(outcome.result.budget_peak)) return 0;
   spdlog::info("stopped: {} after {} iterations, {} features", outcome.result.stop_reason,
                outcome.result.iterations.size(), model.features.size());
-  const ModelResults results = score_and_write_model(config, model, &model.features, run.budget, run.warnings);
-  JsonWriter j;
-  run.begin_json(j, "mslr", model.config, &outcome);
-  write_outcome(j, outcome.result, outcome.objective_no_features, resume ? resume->iterations.size() : 0);
-  run.finish_train(j, results, outcome.result.budget_peak, outcome.result.seconds);
+  const uint64_t restored = resume ? resume->iterations.size() : 0;
+  const int code = run.finish_train(
+      {.solver = "mslr",
+       .model = &model,
+       .partitioned = &outcome,
+       .budget_peak = outcome.result.budget_peak,
+       .train_seconds = outcome.result.seconds,
+       .sections =
+           [&](JsonWriter& j, const EvalResult*) {
+             write_outcome(j, outcome.result, outcome.objective_no_features, restored);
+           },
+       .summary = fmt::format("selected={} iterations={} objective={:.6g}", model.features.size(),
+                              outcome.result.iterations.size(), model.objective)});
   if (run.partitioned()) remove_dual_slices(run.out_dir);
-  print_truth(results, false);
-  fmt::print("selected={} iterations={} objective={:.6g}{}", model.features.size(), outcome.result.iterations.size(),
-             model.objective, run.ranks_suffix());
-  print_test_and_model(results, run.out_dir);
-  return 0;
+  return code;
 }
 
 namespace {
@@ -360,8 +351,7 @@ class PathPoints {
     EvalResult test;
   };
 
-  PathPoints(const Config& config, MemoryBudget& budget, RunWarnings& warnings)
-      : config_(config), budget_(budget), warnings_(warnings), has_test_(!config.get_string("data.test").empty()) {}
+  explicit PathPoints(SolverRun& run) : run_(run), has_test_(!run.config.get_string("data.test").empty()) {}
 
   // The points taken before the interruption (their models as saved; test
   // metrics evaluated again).
@@ -379,7 +369,7 @@ class PathPoints {
   void take(const MslrCheckpoint& cp) {
     Point p;
     p.model = cp.model;
-    p.model.config = config_.dump();
+    p.model.config = run_.config.dump();
     p.model.solver = "mslr";
     p.last = *cp.last;
     p.seconds = cp.seconds;
@@ -392,23 +382,20 @@ class PathPoints {
 
  private:
   void add(Point p) {
-    if (has_test_) p.test = evaluate_test_file(config_, p.model, budget_, warnings_);
+    if (has_test_) p.test = evaluate_test_file(run_.config, p.model, run_.budget, run_.warnings);
     spdlog::info("point {}: {} features, objective {:.6g}, test accuracy {:.4f}", points_.size() + 1,
                  p.model.features.size(), p.last.objective, p.test.accuracy);
     points_.push_back(std::move(p));
   }
 
-  const Config& config_;
-  MemoryBudget& budget_;
-  RunWarnings& warnings_;
+  SolverRun& run_;
   const bool has_test_;
   std::vector<Point> points_;
   std::vector<MslrSavedPoint> saved_;  // the points taken so far, as saved with the state
 };
 
 // point-<k>.fgm, path.csv (point, selected, objective, test accuracy/AUC,
-// seconds), path.json (`data_section` writes its "data" and, on a
-// partitioned store, "distributed") and the report; the session finished.
+// seconds), path.json and the report; the session finished.
 void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOutcome& result, int max_iterations) {
   const Config& config = run.config;
   const std::string& out_dir = run.out_dir;
@@ -432,34 +419,23 @@ void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOut
   std::string csv = "point,selected,train_objective,relative_gap,test_accuracy,test_auc,seconds\n";
   for (size_t k = 0; k < points.size(); ++k) {
     const PathPoints::Point& p = points[k];
-    write_model(fmt::format("{}/point-{}.fgm", out_dir, k + 1), p.model);
+    run.write_point_model(std::to_string(k + 1), p.model);
     csv += fmt::format("{},{},{:.10g},{:.3g},{},{},{:.3f}\n", k + 1, p.model.features.size(), p.last.objective,
                        p.last.relative_gap, csv_cell(p.test.accuracy), csv_cell(p.test.auc), p.seconds);
   }
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("mslr");
+  run.begin_json(j, "mslr", config.dump(), &result);
   j.key("mode").value("features");
   // No point is chosen on held-out data: the report features the last one.
   j.key("best_point").value(int64_t{-1});
-  run.write_data(j, &result);
   j.key("points").value(static_cast<uint64_t>(points.size()));
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("seconds").value(outcome.seconds);
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-  j.key("iterations").begin_array();
-  double previous = f0;
-  for (const auto& r : outcome.iterations) {
-    write_iteration(j, r, previous, f0);
-    previous = r.objective;
-  }
-  j.end_array();
-  write_config_section(j, config.dump());
-  run.finish_path(j, csv);
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv{}\n", points.size(), outcome.seconds, out_dir,
-             run.ranks_suffix());
+  write_iterations(j, outcome, f0);
+  run.finish_path(j, csv, fmt::format("points={} seconds={:.3f} csv={}/path.csv", points.size(), outcome.seconds,
+                                      out_dir));
 }
 
 }  // namespace
@@ -472,14 +448,9 @@ int path_mslr(SolverRun& run) {
   const Config& config = run.config;
   MslrSettings settings = path_settings_from_config(config);
   settings.warnings = &run.warnings;
-  // A count beyond the store's width can never be reached (MSLR selects linear features).
-  const uint64_t width = run.partitioned() ? read_partition_manifest(run.dir).n_features
-                                           : run.data->store->info().n_features;
-  if (settings.checkpoints.back() > width)
-    throw Error(ErrorKind::kConfig,
-                msg::path_counts_beyond_features(config.where_set("mslr.features") + "mslr.features",
-                                                 settings.checkpoints.back(), width, "features"));
-  PathPoints path(config, run.budget, run.warnings);
+  // MSLR selects linear features: a count beyond the store's width can never be reached.
+  run.refuse_counts_beyond_width("mslr.features", settings.checkpoints.back());
+  PathPoints path(run);
   const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
   std::vector<MslrSavedPoint> saved_points;
   const std::optional<MslrState> resume = resume_state(run, settings, own, &saved_points);

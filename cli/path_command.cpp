@@ -9,12 +9,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/commands.h"
 #include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
-#include "cli/solver_registry.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json_writer.h"
@@ -79,23 +77,13 @@ void write_folds(JsonWriter& j, const PathOutcome& o) {
     j.key("seconds").value(f.seconds);
     j.key("total_apg_iterations").value(f.total_apg_iterations);
     j.key("iterations").begin_object();
-    j.key("selected").begin_array(true);
-    for (uint64_t v : f.selected) j.value(v);
-    j.end_array();
-    j.key("objective").begin_array(true);
-    for (double v : f.objective) j.value(v);
-    j.end_array();
-    j.key("apg_iterations").begin_array(true);
-    for (int v : f.apg_iterations) j.value(static_cast<int64_t>(v));
-    j.end_array();
+    write_column(j, "selected", f.selected, [](uint64_t v) { return v; });
+    write_column(j, "objective", f.objective, [](double v) { return v; });
+    write_column(j, "apg_iterations", f.apg_iterations, [](int v) { return static_cast<int64_t>(v); });
     j.end_object();
     j.key("points").begin_object();
-    j.key("held_out_accuracy").begin_array(true);
-    for (const auto& p : f.points) j.value(p.accuracy);
-    j.end_array();
-    j.key("held_out_auc").begin_array(true);
-    for (const auto& p : f.points) j.value(p.auc);
-    j.end_array();
+    write_column(j, "held_out_accuracy", f.points, [](const HeldOutEval& p) { return p.accuracy; });
+    write_column(j, "held_out_auc", f.points, [](const HeldOutEval& p) { return p.auc; });
     j.end_object();
     j.end_object();
   }
@@ -112,11 +100,7 @@ void write_runs(JsonWriter& j, const PathOutcome& o) {
     j.key("C").value(r.C);
     j.key("stop_reason").value(r.stop_reason);
     j.key("iterations").begin_object();
-    auto column = [&](const char* name, auto field) {
-      j.key(name).begin_array(true);
-      for (const IterationRecord& it : r.iterations) j.value(field(it));
-      j.end_array();
-    };
+    auto column = [&](const char* name, auto field) { write_column(j, name, r.iterations, field); };
     column("iter", [](const IterationRecord& it) { return static_cast<int64_t>(it.iter); });
     column("selected", [](const IterationRecord& it) { return it.selected; });
     column("added", [](const IterationRecord& it) { return it.added; });
@@ -145,18 +129,17 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.key("partitions").value(static_cast<uint64_t>(o.manifest.partitions));
   j.key("partitions_per_rank").value(static_cast<uint64_t>(o.own_partitions));
   j.key("communication_of").value("rank 0: payload bytes sent plus received");
-  j.key("bytes").value(o.total_communication.bytes);
-  j.key("collectives").value(o.total_communication.calls);
-  j.key("seconds").value(o.total_communication.seconds);
+  auto stats = [&](const CommunicationStats& c) {
+    j.key("bytes").value(c.bytes);
+    j.key("collectives").value(c.calls);
+    j.key("seconds").value(c.seconds);
+  };
+  stats(o.total_communication);
   j.key("refits").begin_object();
-  j.key("bytes").value(o.refit_communication.bytes);
-  j.key("collectives").value(o.refit_communication.calls);
-  j.key("seconds").value(o.refit_communication.seconds);
+  stats(o.refit_communication);
   j.end_object();
   j.key("cross_validation").begin_object();  // fold assignment, the folds' runs, held-out gathers
-  j.key("bytes").value(o.cv_communication.bytes);
-  j.key("collectives").value(o.cv_communication.calls);
-  j.key("seconds").value(o.cv_communication.seconds);
+  stats(o.cv_communication);
   j.end_object();
   j.key("runs").begin_array();
   for (const auto& run : o.communication) write_communication_records(j, run);
@@ -164,16 +147,34 @@ void write_distributed_path_section(JsonWriter& j, const DistributedPathOutcome&
   j.end_object();
 }
 
+// The result line.
+std::string path_summary(const PathOutcome& outcome, const std::string& out_dir) {
+  std::string line =
+      fmt::format("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
+  if (outcome.best >= 0) {
+    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
+    line += fmt::format(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
+                        b.validation.accuracy);
+  }
+  if (outcome.selection.chosen >= 0) {
+    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
+    line += fmt::format(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
+                        c.selected);
+    if (outcome.selection.has_cv)
+      line += fmt::format(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
+  }
+  return line;
+}
+
 // The points' models (each atomic), then path.csv and path.json that name
-// them, and the report; the session closed. On a partitioned store path.json
+// them, the report and the result line; the session closed. On a partitioned store path.json
 // has the "distributed" section of `distributed`.
 void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const DistributedPathOutcome* distributed) {
   const std::string& out_dir = run.out_dir;
   const auto config_dump = run.config.dump();
   // Models first (each atomic), then the table and log that name them.
   for (auto& p : outcome.points) {
-    p.model.config = config_dump;
-    write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), p.model);
+    run.write_point_model(std::to_string(p.point), p.model);
     if (p.has_debiased) {
       p.debiased.config = config_dump;
       p.debiased.config["debiased"] = "true";
@@ -208,7 +209,7 @@ void write_path_outputs(SolverRun& run, PathOutcome& outcome, int folds, const D
   write_folds(j, outcome);
   if (distributed) write_distributed_path_section(j, *distributed);
   write_config_section(j, config_dump);
-  run.finish_path(j, csv);
+  run.finish_path(j, csv, path_summary(outcome, out_dir));
 }
 
 void log_point(const PathPoint& p) {
@@ -226,34 +227,6 @@ void log_fold_end(const FoldRun& f, int folds) {
   for (const auto& p : f.points) acc += (acc.empty() ? "" : " ") + csv_cell(p.accuracy);
   spdlog::info("cv fold {}/{}: {} outer iterations in {:.2f}s; held-out accuracy by point: {}", f.fold, folds,
                f.selected.size(), f.seconds, acc);
-}
-
-// The result line on stdout.
-void print_path_summary(const PathOutcome& outcome, const std::string& out_dir, const std::string& extra) {
-  fmt::print("points={} seconds={:.3f} csv={}/path.csv", outcome.points.size(), outcome.seconds, out_dir);
-  if (outcome.best >= 0) {
-    const auto& b = outcome.points[static_cast<size_t>(outcome.best)];
-    fmt::print(" best_point={} best_selected={} best_validation_accuracy={:.4f}", b.point, b.selected,
-               b.validation.accuracy);
-  }
-  if (outcome.selection.chosen >= 0) {
-    const auto& c = outcome.points[static_cast<size_t>(outcome.selection.chosen)];
-    fmt::print(" chosen_point={} chosen_by={} chosen_selected={}", c.point, outcome.selection.criterion,
-               c.selected);
-    if (outcome.selection.has_cv)
-      fmt::print(" chosen_cv_accuracy={:.4f}+-{:.4f}", c.cv.accuracy.mean, c.cv.accuracy.se);
-  }
-  fmt::print("{}\n", extra);
-}
-
-// Linear features without groups: a count beyond the store's width can never
-// be reached, so the path would deliver fewer points than asked (issue 23
-// item 9): refused before the run, naming path.features.
-void reject_unreachable_counts(const Config& config, const PathSettings& ps, uint64_t width) {
-  if (!ps.feature_counts.empty() && ps.base.space.kind == "linear" && ps.base.space.groups_path.empty() &&
-      ps.feature_counts.back() > width)
-    throw Error(ErrorKind::kConfig, msg::path_counts_beyond_features(config.where_set("path.features") + "path.features",
-                                                                     ps.feature_counts.back(), width, "features"));
 }
 
 // fgm path's settings (path.* and the fgm.* of every run), checked.
@@ -284,13 +257,12 @@ void check_fgm_config(const Config& config, RunKind kind, bool partitioned) {
 void check_fgm_data(SolverRun& run) {
   if (run.kind != RunKind::kPath) return;
   const PathSettings ps = path_settings_from_config(run.config);
-  if (run.partitioned()) {
-    reject_unreachable_counts(run.config, ps, read_partition_manifest(run.dir).n_features);
-    reject_multiclass_partitioned_path(run.comm, run.dir, run.budget);
-    return;
-  }
-  validate_folds(ps, *run.data->store);
-  reject_unreachable_counts(run.config, ps, run.data->store->info().n_features);
+  if (run.partitioned()) reject_multiclass_partitioned_path(run.comm, run.dir, run.budget);
+  else validate_folds(ps, *run.data->store);
+  // Linear features without groups: a count beyond the store's width can
+  // never be reached (issue 23 item 9).
+  if (!ps.feature_counts.empty() && ps.base.space.kind == "linear" && ps.base.space.groups_path.empty())
+    run.refuse_counts_beyond_width("path.features", ps.feature_counts.back());
 }
 
 // solver = "fgm": the path (engine/fgm_path.h). On a partitioned store
@@ -329,32 +301,7 @@ int path_fgm_run(SolverRun& run) {
   else outcome.path = run_fgm_path(*run.data->store, ps, run.budget, hooks);
   if (!session) return 0;
   write_path_outputs(run, outcome.path, ps.folds, run.partitioned() ? &outcome : nullptr);
-  print_path_summary(outcome.path, run.out_dir, run.ranks_suffix());
   return 0;
-}
-
-Command add_path(CLI::App& app) {
-  auto* sub = app.add_subcommand(
-      "path", "a path of models in one run with the configured solver (" + solver_list(true) +
-                  "); writes path.csv and path.json");
-  struct Args {
-    std::string config;
-    std::vector<std::string> overrides;
-    bool restart = false;
-  };
-  auto args = std::make_shared<Args>();
-  sub->add_option("--config", args->config, "TOML config file");
-  sub->add_option("overrides", args->overrides, "key=value overrides (the command line wins)");
-  sub->add_flag("--restart", args->restart,
-                "ignore (and remove) the resume checkpoint in output.dir and start from scratch");
-  return {sub, [args]() {
-    Config config = Config::load(args->config, args->overrides);
-    if (config.get_string("data.train").empty())
-      throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data"));
-    reject_ignored_keys(config, ConfigCommand::kPath);
-    check_config_paths(config, ConfigCommand::kPath);
-    return run_solver(RunKind::kPath, config, args->restart);
-  }};
 }
 
 }  // namespace fgm::cli

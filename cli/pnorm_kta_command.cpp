@@ -37,15 +37,9 @@
 namespace fgm::cli {
 namespace {
 
-enum class KtaCommand { kTrain, kPath };
-
-void reject_if_set(const Config& c, const char* key, std::string_view why) {
-  if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
-}
-
 // Keys this command would ignore (the shared checks ran already).
-void reject_kta_ignored_keys(const Config& c, KtaCommand command) {
-  if (command == KtaCommand::kTrain) {
+void reject_kta_ignored_keys(const Config& c, RunKind kind) {
+  if (kind == RunKind::kTrain) {
     reject_if_set(c, "kta.p_end", "fgm train's path ends at kta.p (kta.p_end is fgm path's)");
     for (const char* key : {"kta.lambda1_grid", "kta.lambda2_grid", "kta.C_grid"})
       reject_if_set(c, key, "it is a grid of fgm path's cross-validation (path.folds); fgm train makes one model");
@@ -64,7 +58,7 @@ void reject_kta_ignored_keys(const Config& c, KtaCommand command) {
       reject_if_set(c, key, "kta.kernel = \"rbf\" measures accuracy with LIBSVM, not the APG solver");
 }
 
-KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
+KtaSettings kta_settings_from_config(const Config& c, RunKind kind) {
   KtaSettings s;
   s.kernel = c.get_string("kta.kernel") == "rbf" ? kta::KernelKind::kRbf : kta::KernelKind::kLinear;
   s.path.lambda1 = c.get_float("kta.lambda1");
@@ -78,7 +72,7 @@ KtaSettings kta_settings_from_config(const Config& c, KtaCommand command) {
   read_apg_keys(c, s.apg);
   s.scheduler = scheduler_options_from_config(c);
   s.block_bytes = c.get_bytes("engine.block_bytes");
-  if (command == KtaCommand::kPath) {
+  if (kind == RunKind::kPath) {
     s.test_path = c.get_string("data.test");
     s.validation_path = c.get_string("data.validation");
   } else {
@@ -162,80 +156,60 @@ void log_point(const KtaPoint& p) {
 // A path's outputs: point-<n>.fgm (the linear SVMs), path.csv, path.json
 // (`extra_json` adds sections), the report, the closed session and the
 // result line (`summary_extra` ends it).
-class KtaPathWriter {
- public:
-  explicit KtaPathWriter(const Config& config) : config_(config) {}
-
-  void write(const KtaSettings& settings, const KtaRun& run, SolverRun& solver_run,
-             const PartitionedRun* partitioned, const std::function<void(JsonWriter&)>& extra_json = {},
-             const std::string& summary_extra = "") const {
-    const std::string& out_dir = solver_run.out_dir;
-    // Models first (each atomic), then the table and log that name them.
-    bool point_models = false;
-    std::string csv = kCsvHeader;
-    double seconds = run.alignment_seconds;
-    for (const KtaPoint& p : run.points) {
-      if (p.has_model) {
-        Model m = p.model;
-        m.config = config_.dump();
-        write_model(fmt::format("{}/point-{}.fgm", out_dir, p.point), m);
-        point_models = true;
-      }
-      seconds += p.path_seconds + p.svm_seconds;
-      csv += csv_row(p, seconds);
+void write_path_outputs(const KtaSettings& settings, const KtaRun& run, SolverRun& solver_run,
+                        const PartitionedRun* partitioned, const std::function<void(JsonWriter&)>& extra_json,
+                        const std::string& summary_extra) {
+  // Models first (each atomic), then the table and log that name them.
+  bool point_models = false;
+  std::string csv = kCsvHeader;
+  double seconds = run.alignment_seconds;
+  for (const KtaPoint& p : run.points) {
+    if (p.has_model) {
+      solver_run.write_point_model(std::to_string(p.point), p.model);
+      point_models = true;
     }
-    JsonWriter j;
-    j.begin_object();
-    j.key("solver").value("pnorm_kta");
-    j.key("mode").value("p");
-    j.key("points").value(static_cast<uint64_t>(run.points.size()));
-    j.key("point_models").value(point_models);  // point-<n>.fgm (linear kernel)
-    const int best_point = run.best_validation_point >= 0 ? run.points[run.best_validation_point].point : -1;
-    j.key("best_point").value(static_cast<int64_t>(best_point));
-    write_kta_section(j, settings, run);
-    write_point_ref(j, "best_validation", run, run.best_validation_point,
-                    "the point with the best validation accuracy (data.validation)");
-    write_point_ref(j, "oracle_best_test", run, run.best_test_point,
-                    "ORACLE: the best test accuracy along the path, chosen on the test set itself (as in the "
-                    "paper's Tables 2 and 3); not an estimate of generalisation");
-    j.key("seconds").value(run.total_seconds);
-    j.key("ingest_seconds").value(solver_run.ingest_seconds());
-    j.key("peak_rss_bytes").value(peak_rss_bytes());
-    if (partitioned) solver_run.write_data(j, partitioned);
-    if (extra_json) extra_json(j);
-    write_config_section(j, result_config(config_.dump()));
-    solver_run.finish_path(j, csv);
-    print_summary(run, out_dir, summary_extra + solver_run.ranks_suffix());
+    seconds += p.path_seconds + p.svm_seconds;
+    csv += csv_row(p, seconds);
   }
-
- private:
-  static void print_summary(const KtaRun& run, const std::string& out_dir, const std::string& extra) {
-    fmt::print("points={} seconds={:.3f} seconds_per_point={:.4f} csv={}/path.csv", run.points.size(),
-               run.total_seconds,
-               run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size(), out_dir);
-    if (run.best_validation_point >= 0) {
-      const KtaPoint& b = run.points[run.best_validation_point];
-      fmt::print(" best_point={} best_p={:.4g} best_selected={} best_validation_accuracy={:.4f}", b.point, b.p,
-                 b.selected, b.validation.accuracy);
-    }
-    if (run.best_test_point >= 0) {
-      const KtaPoint& o = run.points[run.best_test_point];
-      fmt::print(" oracle_best_test_accuracy={:.4f} oracle_p={:.4g} oracle_selected={}", o.test.accuracy, o.p,
-                 o.selected);
-    }
-    fmt::print("{}\n", extra);
+  JsonWriter j;
+  solver_run.begin_json(j, "pnorm_kta", result_config(solver_run.config.dump()), partitioned);
+  j.key("mode").value("p");
+  j.key("points").value(static_cast<uint64_t>(run.points.size()));
+  j.key("point_models").value(point_models);  // point-<n>.fgm (linear kernel)
+  const int best_point = run.best_validation_point >= 0 ? run.points[run.best_validation_point].point : -1;
+  j.key("best_point").value(static_cast<int64_t>(best_point));
+  write_kta_section(j, settings, run);
+  write_point_ref(j, "best_validation", run, run.best_validation_point,
+                  "the point with the best validation accuracy (data.validation)");
+  write_point_ref(j, "oracle_best_test", run, run.best_test_point,
+                  "ORACLE: the best test accuracy along the path, chosen on the test set itself (as in the "
+                  "paper's Tables 2 and 3); not an estimate of generalisation");
+  j.key("seconds").value(run.total_seconds);
+  j.key("ingest_seconds").value(solver_run.ingest_seconds());
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  if (extra_json) extra_json(j);
+  std::string summary =
+      fmt::format("points={} seconds={:.3f} seconds_per_point={:.4f} csv={}/path.csv", run.points.size(),
+                  run.total_seconds,
+                  run.points.empty() ? 0.0 : (run.alignment_seconds + run.path_seconds) / run.points.size(),
+                  solver_run.out_dir);
+  if (run.best_validation_point >= 0) {
+    const KtaPoint& b = run.points[run.best_validation_point];
+    summary += fmt::format(" best_point={} best_p={:.4g} best_selected={} best_validation_accuracy={:.4f}", b.point,
+                           b.p, b.selected, b.validation.accuracy);
   }
+  if (run.best_test_point >= 0) {
+    const KtaPoint& o = run.points[run.best_test_point];
+    summary += fmt::format(" oracle_best_test_accuracy={:.4f} oracle_p={:.4g} oracle_selected={}", o.test.accuracy,
+                           o.p, o.selected);
+  }
+  solver_run.finish_path(j, csv, summary + summary_extra);
+}
 
-  const Config& config_;
-};
-
-// data.test's metrics (before anything is written, so a bad test file leaves
-// no output), model.fgm, run.json, the report and the result line.
+// model.fgm, run.json, the report and the result line (SolverRun::finish_train).
 int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, DistributedKtaOutcome& outcome,
                         double train_seconds) {
-  const Config& config = solver_run.config;
   const KtaRun& run = outcome.run;
-  const KtaTrained& trained = outcome.trained;
   Model& model = outcome.trained.model;
   // The selected features: a linear model's weights, or a kernel SVM's
   // features with their kernel weights d_j.
@@ -249,46 +223,44 @@ int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, Dist
       selected.push_back(f);
     }
   }
-  const ModelResults results =
-      score_and_write_model(config, model, &selected, solver_run.budget, solver_run.warnings);
   spdlog::info("pnorm_kta at p={:.4g}: {} features selected", run.points.back().p, selected.size());
-  JsonWriter j;
-  solver_run.begin_json(j, "pnorm_kta", model.config, &outcome);
-  write_kta_section(j, settings, run);
-  j.key("p").value(run.points.back().p);
-  j.key("iterations").begin_array();  // FGM's outer iterations: none here
-  j.end_array();
-  j.key("objective").value(model.objective);
-  j.key("objective_no_features").value(std::nan(""));
-  j.key("final_sip_violation").value(std::nan(""));
-  write_selected_features(j, selected, model.index_base);
-  j.key("bias").value(model.bias);
-  if (model.has_kernel_svm()) {
-    j.key("kernel_svm").begin_object();
-    j.key("kernel").value(model.kernel_svm.kernel);
-    j.key("support_vectors").value(static_cast<uint64_t>(model.kernel_svm.n_support()));
-    j.key("training_rows").value(model.kernel_svm.training_rows);
-    j.key("train_accuracy").value(trained.train_accuracy);
-    j.key("C").value(model.C);
-    j.end_object();
-  }
-  solver_run.finish_train(j, results, outcome.budget_peak, train_seconds);
-
-  print_truth(results, false);
-  fmt::print("p={:.4g} selected={}", run.points.back().p, selected.size());
-  if (model.has_kernel_svm())
-    fmt::print(" support_vectors={}", model.kernel_svm.n_support());
-  else
-    fmt::print(" objective={:.6g}", model.objective);
-  if (results.test) fmt::print(" accuracy={:.4f} auc={:.4f}", results.test->accuracy, results.test->auc);
-  fmt::print("{} model={}/model.fgm\n", solver_run.ranks_suffix(), solver_run.out_dir);
-  return 0;
+  auto sections = [&](JsonWriter& j, const EvalResult*) {
+    write_kta_section(j, settings, run);
+    j.key("p").value(run.points.back().p);
+    j.key("iterations").begin_array().end_array();  // FGM's outer iterations: none here
+    j.key("objective").value(model.objective);
+    j.key("objective_no_features").value(std::nan(""));
+    j.key("final_sip_violation").value(std::nan(""));
+    write_selected_features(j, selected, model.index_base);
+    j.key("bias").value(model.bias);
+    if (model.has_kernel_svm()) {
+      j.key("kernel_svm").begin_object();
+      j.key("kernel").value(model.kernel_svm.kernel);
+      j.key("support_vectors").value(static_cast<uint64_t>(model.kernel_svm.n_support()));
+      j.key("training_rows").value(model.kernel_svm.training_rows);
+      j.key("train_accuracy").value(outcome.trained.train_accuracy);
+      j.key("C").value(model.C);
+      j.end_object();
+    }
+  };
+  return solver_run.finish_train(
+      {.solver = "pnorm_kta",
+       .model = &model,
+       .truth_among = &selected,
+       .partitioned = &outcome,
+       .budget_peak = outcome.budget_peak,
+       .train_seconds = train_seconds,
+       .sections = sections,
+       .summary = fmt::format("p={:.4g} selected={} {}", run.points.back().p, selected.size(),
+                              model.has_kernel_svm()
+                                  ? fmt::format("support_vectors={}", model.kernel_svm.n_support())
+                                  : fmt::format("objective={:.6g}", model.objective))});
 }
 
 }  // namespace
 
 void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned) {
-  reject_kta_ignored_keys(config, kind == RunKind::kTrain ? KtaCommand::kTrain : KtaCommand::kPath);
+  reject_kta_ignored_keys(config, kind);
   // What needs every row at once: refused on a partitioned store, naming the key.
   if (partitioned && config.get_int("path.folds") >= 2)
     throw Error(ErrorKind::kConfig,
@@ -307,7 +279,7 @@ void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned
 
 // solver = "pnorm_kta" (engine/pnorm_kta_path.h; linear kernel on a partitioned store: engine/distributed_kta.h).
 int train_pnorm_kta(SolverRun& run) {
-  KtaSettings settings = kta_settings_from_config(run.config, KtaCommand::kTrain);
+  KtaSettings settings = kta_settings_from_config(run.config, RunKind::kTrain);
   settings.warnings = &run.warnings;
   const auto start = std::chrono::steady_clock::now();
   DistributedKtaOutcome outcome;
@@ -324,7 +296,7 @@ int train_pnorm_kta(SolverRun& run) {
 }
 
 int path_pnorm_kta(SolverRun& run) {
-  KtaSettings settings = kta_settings_from_config(run.config, KtaCommand::kPath);
+  KtaSettings settings = kta_settings_from_config(run.config, RunKind::kPath);
   if (run.comm.rank() != 0) {  // rank 0 evaluates the points (the models are the same on every rank)
     settings.test_path.clear();
     settings.validation_path.clear();
@@ -374,8 +346,7 @@ int path_pnorm_kta(SolverRun& run) {
                              c.accuracy(), c.lambda1, c.lambda2, c.C, c.p, refit.selected,
                              csv_cell(refit.test.accuracy));
   }
-  KtaPathWriter(run.config)
-      .write(settings, outcome.run, run, run.partitioned() ? &outcome : nullptr, cv_json, cv_summary);
+  write_path_outputs(settings, outcome.run, run, run.partitioned() ? &outcome : nullptr, cv_json, cv_summary);
   return 0;
 }
 

@@ -1,62 +1,13 @@
 #include "cli/run_output.h"
 
-#include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 
-#include "core/atomic_file.h"
-#include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
-#include "core/path_checks.h"
-#include "core/simd/simd.h"
-#include "report/report_page.h"
-#include "synth/synthetic_data.h"
 
 namespace fgm::cli {
-namespace {
-
-// evaluate_test_file for a run whose output is model.fgm: data.test passed
-// its syntax pass before training, so what fails here (a label the model
-// does not know, an I/O error) must not lose the trained model: it is
-// written to output.dir/model.fgm (without run.json) and the error says so.
-EvalResult evaluate_test_file_keeping_model(const Config& config, const Model& model, MemoryBudget& budget,
-                                            RunWarnings& warnings) {
-  try {
-    return evaluate_test_file(config, model, budget, warnings);
-  } catch (const Error& e) {
-    const std::string out_dir = config.get_string("output.dir");
-    const std::string model_path = (std::filesystem::path(out_dir) / "model.fgm").string();
-    create_output_directory(out_dir, "output.dir");
-    write_model(model_path, model);
-    throw Error(e.kind(), msg::evaluation_failed_model_kept(e.what(), model_path));
-  }
-}
-
-}  // namespace
-
-TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features) {
-  PlantedTruth truth = read_truth(truth_path);
-  TruthRecovery r;
-  r.planted = truth.ids.size();
-  r.planted_cross = truth.cross_ids.size();
-  std::vector<uint64_t> chosen;
-  std::vector<std::pair<uint64_t, uint64_t>> chosen_cross;
-  for (const auto& f : features) {
-    if (f.key.kind == FeatureKind::kCross) chosen_cross.emplace_back(f.key.ids[0], f.key.ids[1]);
-    else if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup) chosen.push_back(f.key.ids[0]);
-  }
-  std::sort(chosen.begin(), chosen.end());
-  std::sort(chosen_cross.begin(), chosen_cross.end());
-  for (uint64_t id : truth.ids)
-    if (std::binary_search(chosen.begin(), chosen.end(), id)) ++r.recovered;
-  for (const auto& pair : truth.cross_ids)
-    if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++r.recovered_cross;
-  return r;
-}
-
 namespace {
 
 void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutcome& o, int index_base,
@@ -101,68 +52,10 @@ void write_one_vs_rest_runs(JsonWriter& j, const std::vector<TrainOutcome>& clas
   j.key("scoring_passes").value(scoring_passes);
 }
 
-ModelResults score_and_write_model(const Config& config, Model& model,
-                                   const std::vector<ModelFeature>* truth_among, MemoryBudget& budget,
-                                   RunWarnings& warnings) {
-  model.config = config.dump();
-  ModelResults results;
-  if (!config.get_string("data.test").empty())
-    results.test = evaluate_test_file_keeping_model(config, model, budget, warnings);
-  if (truth_among && !config.get_string("data.truth").empty())
-    results.truth = recover_truth(config.get_string("data.truth"), *truth_among);
-  const std::string out_dir = config.get_string("output.dir");
-  create_output_directory(out_dir, "output.dir");
-  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
-  return results;
-}
-
 std::vector<ModelFeature> all_features(const Model& model) {
   std::vector<ModelFeature> all = model.features;
   for (const auto& c : model.classes) all.insert(all.end(), c.features.begin(), c.features.end());
   return all;
-}
-
-void print_truth(const ModelResults& results, bool cross) {
-  if (!results.truth) return;
-  const TruthRecovery& t = *results.truth;
-  fmt::print("recovered={}/{} ", t.recovered, t.planted);
-  if (cross && t.planted_cross > 0) fmt::print("recovered_cross={}/{} ", t.recovered_cross, t.planted_cross);
-}
-
-void print_test_and_model(const ModelResults& results, const std::string& out_dir) {
-  if (results.test) fmt::print(" accuracy={:.4f} auc={:.4f}", results.test->accuracy, results.test->auc);
-  fmt::print(" model={}/model.fgm\n", out_dir);
-}
-
-void finish_run_json(JsonWriter& j, const MemoryBudget& budget, uint64_t budget_peak, double train_seconds,
-                     double ingest_seconds, const Config& config, const ModelResults& results,
-                     const RunWarnings& warnings, const std::string& out_dir) {
-  j.key("memory_budget_bytes").value(budget.limit());
-  j.key("memory_budget_peak_bytes").value(budget_peak);
-  j.key("peak_rss_bytes").value(peak_rss_bytes());
-  j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
-  j.key("train_seconds").value(train_seconds);
-  j.key("total_seconds").value(train_seconds + ingest_seconds);
-  if (const auto& test = results.test) {
-    j.key("test").begin_object();
-    j.key("path").value(config.get_string("data.test"));
-    j.key("rows").value(test->rows);
-    j.key("accuracy").value(test->accuracy);
-    j.key("auc").value(test->auc);
-    j.end_object();
-  }
-  if (const auto& truth = results.truth) {
-    j.key("truth").begin_object();
-    j.key("planted").value(truth->planted);
-    j.key("recovered").value(truth->recovered);
-    j.key("planted_cross").value(truth->planted_cross);
-    j.key("recovered_cross").value(truth->recovered_cross);
-    j.end_object();
-  }
-  write_warnings(j, warnings);
-  j.end_object();
-  write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
-  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
 }
 
 void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& features, int index_base) {
@@ -244,10 +137,10 @@ void write_iteration(JsonWriter& j, const IterationRecord& r) {
 
 EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings) {
   EvalResult test = evaluate_file(config.get_string("data.test"), model, false, budget);
-  if (test.ignored_features > 0)
+  if (test.beyond.features > 0)
     warnings.add("test_features_beyond_model",
-                 msg::wider_than_model(config.get_string("data.test"), test.first_ignored_line,
-                                       test.first_ignored_index + model.index_base, model.n_features));
+                 msg::wider_than_model(config.get_string("data.test"), test.beyond.first_line,
+                                       test.beyond.first_index + model.index_base, model.n_features));
   return test;
 }
 

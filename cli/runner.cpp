@@ -1,16 +1,23 @@
 #include "cli/runner.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "cli/commands.h"
 #include "cli/solver_registry.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/messages.h"
+#include "core/path_checks.h"
+#include "core/simd/simd.h"
 #include "engine/train_settings.h"
 #include "features/transformed_store.h"
 #include "io/partitioned_store.h"
 #include "report/report_page.h"
+#include "synth/synthetic_data.h"
 
 namespace fgm::cli {
 
@@ -18,15 +25,16 @@ std::string SolverRun::ranks_suffix() const {
   return partitioned() ? fmt::format(" ranks={}", comm.size()) : std::string();
 }
 
+void SolverRun::refuse_counts_beyond_width(const char* key, uint64_t largest) const {
+  const uint64_t width = partitioned() ? read_partition_manifest(dir).n_features : data->store->info().n_features;
+  if (largest > width)
+    throw Error(ErrorKind::kConfig,
+                msg::path_counts_beyond_features(config.where_set(key) + key, largest, width, "features"));
+}
+
 bool SolverRun::gather_outputs(uint64_t budget_peak) {
   if (partitioned()) ranks = gather_rank_resources(comm, budget_peak);
   return comm.rank() == 0;
-}
-
-void SolverRun::write_data(JsonWriter& j, const PartitionedRun* run) const {
-  if (!partitioned()) return write_data_section(j, config, *data);
-  write_partitioned_data_section(j, dir, run->manifest);
-  write_distributed_section(j, *run, ranks);
 }
 
 void SolverRun::begin_json(JsonWriter& j, std::string_view solver, const std::map<std::string, std::string>& dump,
@@ -40,18 +48,120 @@ void SolverRun::begin_json(JsonWriter& j, std::string_view solver, const std::ma
   if (partitioned()) write_distributed_section(j, *run, ranks, class_labels);
 }
 
-void SolverRun::finish_train(JsonWriter& j, const ModelResults& results, uint64_t budget_peak, double train_seconds) {
-  finish_run_json(j, budget, budget_peak, train_seconds, ingest_seconds(), config, results, warnings, out_dir);
-  session->finish();
+namespace {
+
+// How many planted features (data.truth) are among `features`.
+struct TruthRecovery {
+  uint64_t recovered = 0, planted = 0, recovered_cross = 0, planted_cross = 0;
+};
+
+TruthRecovery recover_truth(const std::string& truth_path, const std::vector<ModelFeature>& features) {
+  PlantedTruth truth = read_truth(truth_path);
+  TruthRecovery r;
+  r.planted = truth.ids.size();
+  r.planted_cross = truth.cross_ids.size();
+  std::vector<uint64_t> chosen;
+  std::vector<std::pair<uint64_t, uint64_t>> chosen_cross;
+  for (const auto& f : features) {
+    if (f.key.kind == FeatureKind::kCross) chosen_cross.emplace_back(f.key.ids[0], f.key.ids[1]);
+    else if (f.key.kind == FeatureKind::kLinear || f.key.kind == FeatureKind::kGroup) chosen.push_back(f.key.ids[0]);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  std::sort(chosen_cross.begin(), chosen_cross.end());
+  for (uint64_t id : truth.ids)
+    if (std::binary_search(chosen.begin(), chosen.end(), id)) ++r.recovered;
+  for (const auto& pair : truth.cross_ids)
+    if (std::binary_search(chosen_cross.begin(), chosen_cross.end(), pair)) ++r.recovered_cross;
+  return r;
 }
 
-void SolverRun::finish_path(JsonWriter& j, const std::string& csv) {
+// data.test passed its syntax pass before training, so what fails here (a
+// label the model does not know, an I/O error) must not lose the trained
+// model: it is written to output.dir/model.fgm (without run.json) and the
+// error says so.
+EvalResult evaluate_test_file_keeping_model(const Config& config, const Model& model, MemoryBudget& budget,
+                                            RunWarnings& warnings) {
+  try {
+    return evaluate_test_file(config, model, budget, warnings);
+  } catch (const Error& e) {
+    const std::string out_dir = config.get_string("output.dir");
+    const std::string model_path = (std::filesystem::path(out_dir) / "model.fgm").string();
+    create_output_directory(out_dir, "output.dir");
+    write_model(model_path, model);
+    throw Error(e.kind(), msg::evaluation_failed_model_kept(e.what(), model_path));
+  }
+}
+
+}  // namespace
+
+int SolverRun::finish_train(const TrainOutputs& out) {
+  Model& model = *out.model;
+  model.config = config.dump();
+  std::optional<EvalResult> test;
+  if (!config.get_string("data.test").empty()) test = evaluate_test_file_keeping_model(config, model, budget, warnings);
+  std::optional<TruthRecovery> truth;
+  if (!config.get_string("data.truth").empty())
+    truth = recover_truth(config.get_string("data.truth"),
+                          out.truth_among ? *out.truth_among : all_features(model));
+  create_output_directory(out_dir, "output.dir");
+  write_model((std::filesystem::path(out_dir) / "model.fgm").string(), model);
+
+  JsonWriter j;
+  begin_json(j, out.solver, model.config, out.partitioned,
+             out.class_labels ? *out.class_labels : std::vector<double>{});
+  out.sections(j, test ? &*test : nullptr);
+  j.key("memory_budget_bytes").value(budget.limit());
+  j.key("memory_budget_peak_bytes").value(out.budget_peak);
+  j.key("peak_rss_bytes").value(peak_rss_bytes());
+  j.key("simd_target").value(simd::target_name(simd::active_target()));  // FGM_SIMD or the best the CPU has
+  j.key("train_seconds").value(out.train_seconds);
+  j.key("total_seconds").value(out.train_seconds + ingest_seconds());
+  if (test) {
+    j.key("test").begin_object();
+    j.key("path").value(config.get_string("data.test"));
+    j.key("rows").value(test->rows);
+    j.key("accuracy").value(test->accuracy);
+    j.key("auc").value(test->auc);
+    j.end_object();
+  }
+  if (truth) {
+    j.key("truth").begin_object();
+    j.key("planted").value(truth->planted);
+    j.key("recovered").value(truth->recovered);
+    j.key("planted_cross").value(truth->planted_cross);
+    j.key("recovered_cross").value(truth->recovered_cross);
+    j.end_object();
+  }
+  write_warnings(j, warnings);
+  j.end_object();
+  write_file_atomic((std::filesystem::path(out_dir) / "run.json").string(), j.str() + "\n");
+  if (config.get_bool("output.report")) report::write_report(out_dir, {.train = true, .path = false});
+  session->finish();
+
+  if (truth) {
+    fmt::print("recovered={}/{} ", truth->recovered, truth->planted);
+    if (out.cross_truth && truth->planted_cross > 0)
+      fmt::print("recovered_cross={}/{} ", truth->recovered_cross, truth->planted_cross);
+  }
+  fmt::print("{}{}", out.summary, ranks_suffix());
+  if (test) fmt::print(" accuracy={:.4f} auc={:.4f}", test->accuracy, test->auc);
+  fmt::print(" model={}/model.fgm\n", out_dir);
+  return 0;
+}
+
+void SolverRun::write_point_model(const std::string& k, Model model) const {
+  model.config = config.dump();
+  write_model((std::filesystem::path(out_dir) / fmt::format("point-{}.fgm", k)).string(), model);
+}
+
+void SolverRun::finish_path(JsonWriter& j, const std::string& csv, const std::string& summary) {
   write_warnings(j, warnings);
   j.end_object();
   write_file_atomic((std::filesystem::path(out_dir) / "path.csv").string(), csv);
   write_file_atomic((std::filesystem::path(out_dir) / "path.json").string(), j.str() + "\n");
   if (config.get_bool("output.report")) report::write_report(out_dir, {.train = false, .path = true});
   session->finish();
+  fmt::print("{}{}\n", summary, ranks_suffix());
 }
 
 namespace {
@@ -109,6 +219,42 @@ int run_solver(RunKind kind, const Config& config, bool restart) {
     open_single(entry, run, data);
   }
   return kind == RunKind::kTrain ? entry.train(run) : entry.path(run);
+}
+
+Command add_solver_command(CLI::App& app, bool path) {
+  auto* sub = path ? app.add_subcommand("path", "a path of models in one run with the configured solver (" +
+                                                    solver_list(true) + "); writes path.csv and path.json")
+                   : app.add_subcommand("train", "train one model with the configured solver (key `solver`: " +
+                                                     solver_list(false) +
+                                                     ") from a TOML config and key=value overrides; writes model.fgm "
+                                                     "and run.json");
+  struct Args {
+    std::string config;
+    std::vector<std::string> overrides;
+    bool help_config = false;
+    bool restart = false;
+  };
+  auto args = std::make_shared<Args>();
+  sub->add_option("--config", args->config, path ? "TOML config file" : "TOML config file (see configs/)");
+  sub->add_option("overrides", args->overrides, "key=value overrides (the command line wins)");
+  if (!path) sub->add_flag("--help-config", args->help_config, "list every config key with type, default and range");
+  sub->add_flag("--restart", args->restart,
+                "ignore (and remove) the resume checkpoint in output.dir and start from scratch");
+  return {sub, [args, path]() {
+            if (args->help_config) {
+              fmt::print("{}", describe_params());
+              return 0;
+            }
+            Config config = Config::load(args->config, args->overrides);
+            if (config.get_string("data.train").empty())
+              throw Error(ErrorKind::kConfig,
+                          msg::missing_required("data.train", path ? "the training data"
+                                                                   : "the training data to select features from"));
+            const ConfigCommand command = path ? ConfigCommand::kPath : ConfigCommand::kTrain;
+            reject_ignored_keys(config, command);
+            check_config_paths(config, command);
+            return run_solver(path ? RunKind::kPath : RunKind::kTrain, config, args->restart);
+          }};
 }
 
 }  // namespace fgm::cli

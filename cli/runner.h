@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +30,28 @@
 namespace fgm::cli {
 
 enum class RunKind { kTrain, kPath };
+
+// What a train run hands to SolverRun::finish_train once its model is
+// trained: the model's provenance is completed, data.test scored (a failure
+// keeps model.fgm), data.truth recovered among `truth_among` (null: the
+// model's features, every class's), model.fgm written; run.json opened
+// (begin_json), `sections` add the solver's own, then resources, test
+// metrics, truth and warnings close it; the report, the session closed, and
+// the result line: "recovered=R/P " (`cross_truth`: "recovered_cross=R/P "
+// too), `summary`, " ranks=N" on a partitioned store, " accuracy=… auc=…"
+// with data.test, then the model.
+struct TrainOutputs {
+  std::string_view solver;
+  Model* model = nullptr;
+  const std::vector<ModelFeature>* truth_among = nullptr;
+  const PartitionedRun* partitioned = nullptr;
+  uint64_t budget_peak = 0;
+  double train_seconds = 0;
+  std::function<void(JsonWriter& j, const EvalResult* test)> sections;
+  bool cross_truth = false;
+  const std::vector<double>* class_labels = nullptr;  // a partitioned one-vs-rest run's ("distributed" names them)
+  std::string summary;
+};
 
 // One run of one solver, as the runner opened it.
 struct SolverRun {
@@ -50,6 +73,9 @@ struct SolverRun {
   std::vector<RankResources> ranks;        // after gather_outputs, on a partitioned store
 
   bool partitioned() const { return data == nullptr; }
+  // A path's largest feature count `largest` (config key `key`) beyond the
+  // store's width, which no path can reach: a config error before the run.
+  void refuse_counts_beyond_width(const char* key, uint64_t largest) const;
   double ingest_seconds() const { return data ? data->ingest_seconds : 0.0; }
   // " ranks=N" closing a partitioned run's result line, else empty.
   std::string ranks_suffix() const;
@@ -62,14 +88,14 @@ struct SolverRun {
   // "distributed" section from `partitioned`) and config.
   void begin_json(JsonWriter& j, std::string_view solver, const std::map<std::string, std::string>& config_dump,
                   const PartitionedRun* partitioned, const std::vector<double>& class_labels = {}) const;
-  // "data" (and on a partitioned store "distributed") alone, for a path.json
-  // that opens in its own order.
-  void write_data(JsonWriter& j, const PartitionedRun* partitioned) const;
-  // The end of a train run: run.json closed (finish_run_json) and written, the report, the session closed.
-  void finish_train(JsonWriter& j, const ModelResults& results, uint64_t budget_peak, double train_seconds);
+  // The end of a train run on the rank that writes the outputs (see TrainOutputs); returns the exit code 0.
+  int finish_train(const TrainOutputs& out);
+  // A path point's model: the run's config recorded, written as output.dir/point-<k>.fgm.
+  void write_point_model(const std::string& k, Model model) const;
   // The end of a path run: the warnings close path.json's object; path.csv
-  // (`csv`) and path.json written atomically, the report, the session closed.
-  void finish_path(JsonWriter& j, const std::string& csv);
+  // (`csv`) and path.json written atomically, the report, the session
+  // closed; the result line is `summary` and " ranks=N" on a partitioned store.
+  void finish_path(JsonWriter& j, const std::string& csv, const std::string& summary);
 };
 
 // fgm train / fgm path with the config's solver; the process exit code.

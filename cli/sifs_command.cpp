@@ -9,7 +9,6 @@
 // solved again with screening = none and path.json records the speedup and
 // the largest objective difference between the two.
 #include <chrono>
-#include <functional>
 #include <optional>
 #include <cmath>
 
@@ -111,13 +110,6 @@ void write_train_sections(JsonWriter& j, const SifsSolver& solver, const Trained
   if (!model.multiclass()) write_selected_features(j, model.features, model.index_base);
 }
 
-void print_trained(const TrainedPoint& t, const EvalResult* test, const std::string& out_dir, const std::string& extra) {
-  fmt::print("solver=sifs beta={:.6g} alpha={:.6g} nonzeros={} objective={:.6g} gap={:.3g}", t.beta, t.last.alpha,
-             t.last.nonzeros, t.last.objective, t.last.gap);
-  if (test) fmt::print(" accuracy={:.4f}", test->accuracy);
-  fmt::print("{} model={}/model.fgm\n", extra, out_dir);
-}
-
 // The featured point's model (the report shows it; `fgm predict` reads it):
 // the best test accuracy, or the last point without data.test.
 struct FeaturedPoint {
@@ -181,16 +173,7 @@ PathTotals run_grid(SolverRun& run, SifsBackend& data, const SifsSettings& setti
   return totals;
 }
 
-// The same grid without screening (sifs.compare), or nothing.
-std::optional<PathTotals> baseline_grid(const Config& config, const SifsSettings& settings,
-                                        const std::function<PathTotals(const SifsSettings&)>& grid) {
-  if (!config.get_bool("sifs.compare") || settings.screening == SifsScreening::kNone) return std::nullopt;
-  SifsSettings none = settings;
-  none.screening = SifsScreening::kNone;
-  return grid(none);
-}
-
-// path.csv, path.json (data_section writes its "data", extra adds its own keys), the featured model, the report.
+// path.csv, path.json, the featured model and the report (`partitioned`: on a partitioned store).
 void write_path_outputs(SolverRun& run, const SifsSettings& settings, const PathTotals& screened,
                         const std::optional<PathTotals>& baseline, const FeaturedPoint& fp,
                         const PartitionedRun* partitioned) {
@@ -220,15 +203,10 @@ void write_path_outputs(SolverRun& run, const SifsSettings& settings, const Path
   }
 
   JsonWriter j;
-  j.begin_object();
-  j.key("engine_version").value(FGM_VERSION);
-  j.key("solver").value("sifs");
+  run.begin_json(j, "sifs", config.dump(), partitioned);
   j.key("mode").value("sifs");
   // The largest test accuracy (an oracle figure: chosen on the test set), -1 without data.test.
   j.key("best_point").value(fp.has_test ? fp.best : int64_t{-1});
-  if (!run.partitioned()) run.write_data(j, nullptr);
-  else write_partitioned_data_section(j, run.dir, partitioned->manifest);
-  write_config_section(j, config.dump());
   auto totals = [&](const PathTotals& t) {
     j.begin_object();
     j.key("screening").value(screening_name(&t == &screened ? settings.screening : SifsScreening::kNone));
@@ -271,12 +249,14 @@ void write_path_outputs(SolverRun& run, const SifsSettings& settings, const Path
                                  (screened.screening + screened.extract + screened.solve));
     j.key("max_objective_excess_over_gaps").value(worst);
   }
-  if (partitioned) write_distributed_section(j, *partitioned, run.ranks);
-  write_model(fmt::format("{}/point-{}.fgm", run.out_dir, fp.best), fp.featured);
-  run.finish_path(j, csv);
-  fmt::print("solver=sifs points={} seconds={:.3f}", screened.points.size(), screened.seconds);
-  if (baseline) fmt::print(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds, baseline->seconds / screened.seconds);
-  fmt::print(" path={}/path.csv\n", run.out_dir);
+  run.write_point_model(std::to_string(fp.best), fp.featured);
+  run.finish_path(j, csv,
+                  fmt::format("solver=sifs points={} seconds={:.3f}{} path={}/path.csv", screened.points.size(),
+                              screened.seconds,
+                              baseline ? fmt::format(" baseline_seconds={:.3f} speedup={:.2f}", baseline->seconds,
+                                                     baseline->seconds / screened.seconds)
+                                       : "",
+                              run.out_dir));
 }
 
 }  // namespace
@@ -297,18 +277,23 @@ int train_sifs(SolverRun& run) {
   warn_not_converged(trained.last, settings, run.warnings);
   Model model = data->model(trained.solution, trained.last.objective);
   if (!run.gather_outputs(run.budget.peak())) return 0;
-  const ModelResults results = score_and_write_model(config, model, model.multiclass() ? nullptr : &model.features,
-                                                     run.budget, run.warnings);
-  JsonWriter j;
-  run.begin_json(j, "sifs", model.config, &partitioned);
-  write_train_sections(j, *solver, trained, data->passes().layout(), model);
-  if (run.partitioned()) {
-    j.key("solver_reductions").value(static_cast<const DistributedSifsSolver&>(*solver).reductions());
-    j.key("total_bytes_streamed").value(static_cast<DistributedSifsPasses&>(data->passes()).counters().bytes_streamed);
-  }
-  run.finish_train(j, results, run.budget.peak(), train_seconds);
-  print_trained(trained, results.test_or_null(), run.out_dir, run.ranks_suffix());
-  return 0;
+  return run.finish_train(
+      {.solver = "sifs",
+       .model = &model,
+       .partitioned = &partitioned,
+       .budget_peak = run.budget.peak(),
+       .train_seconds = train_seconds,
+       .sections =
+           [&](JsonWriter& j, const EvalResult*) {
+             write_train_sections(j, *solver, trained, data->passes().layout(), model);
+             if (!run.partitioned()) return;
+             j.key("solver_reductions").value(static_cast<const DistributedSifsSolver&>(*solver).reductions());
+             j.key("total_bytes_streamed")
+                 .value(static_cast<DistributedSifsPasses&>(data->passes()).counters().bytes_streamed);
+           },
+       .summary = fmt::format("solver=sifs beta={:.6g} alpha={:.6g} nonzeros={} objective={:.6g} gap={:.3g}",
+                              trained.beta, trained.last.alpha, trained.last.nonzeros, trained.last.objective,
+                              trained.last.gap)});
 }
 
 int path_sifs(SolverRun& run) {
@@ -319,10 +304,13 @@ int path_sifs(SolverRun& run) {
   FeaturedPoint fp(config);
   int step = 0;
   const PathTotals screened = run_grid(run, *data, settings, &fp, step);
-  const std::optional<PathTotals> baseline = baseline_grid(
-      config, settings, [&](const SifsSettings& none) { return run_grid(run, *data, none, nullptr, step); });
+  std::optional<PathTotals> baseline;
+  if (config.get_bool("sifs.compare") && settings.screening != SifsScreening::kNone) {  // the grid unscreened
+    SifsSettings none = settings;
+    none.screening = SifsScreening::kNone;
+    baseline = run_grid(run, *data, none, nullptr, step);
+  }
   if (!run.gather_outputs(run.budget.peak())) return 0;
-  fp.featured.config = config.dump();
   write_path_outputs(run, settings, screened, baseline, fp, run.partitioned() ? &partitioned : nullptr);
   return 0;
 }

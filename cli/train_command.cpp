@@ -1,5 +1,5 @@
-// fgm train (arguments -> the runner, cli/runner.h) and solver = "fgm"'s train:
-// config + overrides -> store -> FGM -> model.fgm + run.json
+// fgm train with solver = "fgm": store -> FGM (one-vs-rest on more than two
+// labels) -> model.fgm + run.json
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,10 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/commands.h"
 #include "cli/distributed_train.h"
 #include "cli/runner.h"
-#include "cli/solver_registry.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json_writer.h"
@@ -29,6 +27,15 @@ void log_iteration(const IterationRecord& r) {
                "scored {} candidates, score {:.3f}s, solve {:.3f}s ({} APG its), streamed {}",
                r.iter, r.selected, r.added, r.objective, r.rel_decrease, r.sip_violation, r.candidates_scored,
                r.score_seconds, r.solve_seconds, r.apg_iterations, format_bytes(r.bytes_streamed));
+}
+
+// The log line of a run that resumes from `saved`.
+void log_resume(const ResumeSession& session, const TrainProgress& saved, const TrainSettings& settings) {
+  std::string of_what = fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations);
+  if (!saved.stop_reason.empty())
+    of_what += fmt::format(" — the run had stopped ({}); what is left is the final pass and the outputs",
+                           saved.stop_reason);
+  spdlog::info("{}", msg::resuming_from(session.file(), saved.iterations.size() + 1, of_what, saved.apg.w.size()));
 }
 
 // A store with more than two labels (fgm.multiclass = "ovr"): one binary run
@@ -62,11 +69,7 @@ DistributedOutcome train_on_store(SolverRun& run, const TrainSettings& settings)
   DistributedOutcome out;
   if (TrainProgress* saved = session.train()) {
     out.iterations_restored = saved->iterations.size();
-    std::string of_what = fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations);
-    if (!saved->stop_reason.empty())
-      of_what += fmt::format(" — the run had stopped ({}); what is left is the final pass and the outputs",
-                             saved->stop_reason);
-    spdlog::info("{}", msg::resuming_from(session.file(), out.iterations_restored + 1, of_what, saved->apg.w.size()));
+    log_resume(session, *saved, settings);
   }
   TrainHooks hooks;
   hooks.resume = session.train();
@@ -82,10 +85,7 @@ DistributedOutcome train_on_store(SolverRun& run, const TrainSettings& settings)
 DistributedOutcome train_on_partitions(SolverRun& run, const TrainSettings& settings) {
   std::optional<ResumeCheckpoint> saved = shared_checkpoint(run.comm, run.session.get(), run.out_dir, run.budget);
   if (saved && !saved->train) throw Error(ErrorKind::kCorruption, "checkpoint of rank 0 has no training state");
-  if (saved && run.session)
-    spdlog::info("{}", msg::resuming_from(run.session->file(), saved->train->iterations.size() + 1,
-                                          fmt::format("at most {} (fgm.max_iterations)", settings.max_iterations),
-                                          saved->train->apg.w.size()));
+  if (saved && run.session) log_resume(*run.session, *saved->train, settings);
   if (run.session)
     spdlog::info("training on partitioned store {} with {} rank(s), B={}, C={}, loss={}, threads={}", run.dir,
                  run.comm.size(), settings.B, settings.apg.C, loss_name(settings.apg.loss), settings.apg.threads);
@@ -129,58 +129,30 @@ int train_fgm_run(SolverRun& run) {
     spdlog::info("stopped: {} after {} iterations, {} features, final SIP violation {:.4g}", outcome.stop_reason,
                  outcome.iterations.size(), model.features.size(), outcome.final_sip_violation);
   const std::vector<ModelFeature> selected = all_features(model);
-  // data.test passed its syntax pass before training; if evaluating it fails, the model is kept.
-  const ModelResults results = score_and_write_model(config, model, &selected, run.budget, run.warnings);
-  JsonWriter j;
-  run.begin_json(j, "fgm", model.config, &outcome, outcome.class_labels);
-  if (multiclass)
-    write_one_vs_rest_runs(j, outcome.classes, outcome.class_labels, outcome.class_rows, model.index_base,
-                           results.test_or_null(), outcome.lockstep, outcome.scoring_passes);
-  else
-    write_binary_run(j, outcome);
-  j.key("objective").value(model.objective);
-  j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-  j.key("seconds").value(outcome.seconds);
-  run.finish_train(j, results, outcome.budget_peak, outcome.seconds);
-  print_truth(results, true);
-  if (multiclass)
-    fmt::print("classes={} selected={}", model.classes.size(), selected.size());
-  else
-    fmt::print("selected={} iterations={}", model.features.size(), outcome.iterations.size());
-  fmt::print(" objective={:.6g}{}", model.objective, run.ranks_suffix());
-  print_test_and_model(results, run.out_dir);
-  return 0;
-}
-
-Command add_train(CLI::App& app) {
-  auto* sub = app.add_subcommand("train", "train one model with the configured solver (key `solver`: " +
-                                              solver_list(false) +
-                                              ") from a TOML config and key=value overrides; writes model.fgm "
-                                              "and run.json");
-  struct Args {
-    std::string config;
-    std::vector<std::string> overrides;
-    bool help_config = false;
-    bool restart = false;
-  };
-  auto args = std::make_shared<Args>();
-  sub->add_option("--config", args->config, "TOML config file (see configs/)");
-  sub->add_option("overrides", args->overrides, "key=value overrides (the command line wins)");
-  sub->add_flag("--help-config", args->help_config, "list every config key with type, default and range");
-  sub->add_flag("--restart", args->restart,
-                "ignore (and remove) the resume checkpoint in output.dir and start from scratch");
-  return {sub, [args]() {
-    if (args->help_config) {
-      fmt::print("{}", describe_params());
-      return 0;
-    }
-    Config config = Config::load(args->config, args->overrides);
-    if (config.get_string("data.train").empty())
-      throw Error(ErrorKind::kConfig, msg::missing_required("data.train", "the training data to select features from"));
-    reject_ignored_keys(config, ConfigCommand::kTrain);
-    check_config_paths(config, ConfigCommand::kTrain);
-    return run_solver(RunKind::kTrain, config, args->restart);
-  }};
+  return run.finish_train(
+      {.solver = "fgm",
+       .model = &model,
+       .partitioned = &outcome,
+       .budget_peak = outcome.budget_peak,
+       .train_seconds = outcome.seconds,
+       .sections =
+           [&](JsonWriter& j, const EvalResult* test) {
+             if (multiclass)
+               write_one_vs_rest_runs(j, outcome.classes, outcome.class_labels, outcome.class_rows, model.index_base,
+                                      test, outcome.lockstep, outcome.scoring_passes);
+             else
+               write_binary_run(j, outcome);
+             j.key("objective").value(model.objective);
+             j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
+             j.key("seconds").value(outcome.seconds);
+           },
+       .cross_truth = true,
+       .class_labels = &outcome.class_labels,
+       .summary = fmt::format("{} objective={:.6g}",
+                              multiclass ? fmt::format("classes={} selected={}", model.classes.size(), selected.size())
+                                         : fmt::format("selected={} iterations={}", model.features.size(),
+                                                       outcome.iterations.size()),
+                              model.objective)});
 }
 
 }  // namespace fgm::cli

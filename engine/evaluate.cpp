@@ -104,6 +104,10 @@ double checked_decision(const ModelScorer& scorer, const std::string& path, uint
   return d;
 }
 
+BeyondWidth beyond_width(const LibsvmReader& reader) {
+  return {reader.beyond_declared(), reader.first_beyond_line(), reader.first_beyond_index()};
+}
+
 constexpr const char* kEvalPurpose = "evaluation scores";
 constexpr const char* kEvalRemedy = "evaluate a smaller test file";
 
@@ -144,9 +148,7 @@ LabeledRows load_labeled_rows(const std::string& path, const Model& model, Memor
     if (bytes > reservation.bytes()) reservation.resize(bytes + bytes / 4);
   }
   if (out.rows() == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
-  out.ignored_features = reader.beyond_declared();
-  out.first_ignored_line = reader.first_beyond_line();
-  out.first_ignored_index = reader.first_beyond_index();
+  out.beyond = beyond_width(reader);
   return out;
 }
 
@@ -162,9 +164,7 @@ EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_
                                  rows.values.data() + b, e - b);
   }
   EvalResult r = finish(scores, rows.labels, keep_scores, budget);
-  r.ignored_features = rows.ignored_features;
-  r.first_ignored_line = rows.first_ignored_line;
-  r.first_ignored_index = rows.first_ignored_index;
+  r.beyond = rows.beyond;
   return r;
 }
 
@@ -181,37 +181,62 @@ uint16_t map_class(const std::string& path, const SparseRow& row, const Model& m
                               label_text(row.label), known));
 }
 
+// Every row of `path`, read with the model's label map and width:
+// `on_row(row, decisions)` gets each row with its decision values (one per
+// scorer; with `checked`, a value that is not finite is an error). The
+// caller's per-row vectors grow by doubling in `grow(capacity)`, `memory`
+// covering `row_bytes` per row of the old and the new buffers while they are
+// copied. An empty file is an error.
+template <class Grow, class OnRow>
+BeyondWidth scan_rows(const std::string& path, const Model& model, MemoryBudget& budget, Reservation& memory,
+                      uint64_t row_bytes, bool checked, Grow grow, OnRow on_row) {
+  std::vector<Model> class_models;  // one-vs-rest: one scorer per class
+  for (size_t k = 0; k < model.classes.size(); ++k) class_models.push_back(class_model(model, k));
+  std::vector<ModelScorer> scorers;
+  if (!model.multiclass()) scorers.emplace_back(model);
+  for (const auto& m : class_models) scorers.emplace_back(m);
+  LibsvmReader reader(path, reader_options_for(model, budget));
+  std::vector<double> decisions(scorers.size());
+  uint64_t rows = 0, capacity = 0;
+  SparseRow row;
+  while (reader.next(row)) {
+    if (rows == capacity) {
+      const uint64_t old_capacity = capacity;
+      capacity = std::max<uint64_t>(4096, 2 * old_capacity);
+      memory.resize((old_capacity + capacity) * row_bytes);
+      grow(capacity);
+      memory.resize(capacity * row_bytes);
+    }
+    for (size_t k = 0; k < decisions.size(); ++k)
+      decisions[k] = checked ? checked_decision(scorers[k], path, row.line, row.indices.data(),
+                                                row.values.data(), row.indices.size())
+                             : scorers[k].decision(row.indices.data(), row.values.data(), row.indices.size());
+    on_row(row, decisions);
+    ++rows;
+  }
+  if (rows == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+  return beyond_width(reader);
+}
+
 // One-vs-rest: K decision values per row (n·K doubles and the class of each
 // row reserved from the budget); the prediction is their argmax.
 EvalResult evaluate_multiclass_file(const std::string& path, const Model& model, bool keep_scores,
                                     MemoryBudget& budget, Reservation* scores_memory) {
   const size_t K = model.classes.size();
-  std::vector<Model> class_models;
-  for (size_t k = 0; k < K; ++k) class_models.push_back(class_model(model, k));
-  std::vector<ModelScorer> scorers;
-  for (const auto& m : class_models) scorers.emplace_back(m);
-  LibsvmReader reader(path, reader_options_for(model, budget));
   Reservation mem = budget.reserve(0, kEvalPurpose, kEvalRemedy);
-  const uint64_t row_bytes = K * sizeof(double) + sizeof(uint16_t);
   std::vector<double> decisions;
   std::vector<uint16_t> truth;
-  SparseRow row;
-  while (reader.next(row)) {
-    if (truth.size() == truth.capacity()) {
-      const uint64_t old_capacity = truth.capacity();
-      const uint64_t capacity = std::max<uint64_t>(4096, 2 * old_capacity);
-      mem.resize((old_capacity + capacity) * row_bytes);
-      decisions.reserve(capacity * K);
-      truth.reserve(capacity);
-      mem.resize(capacity * row_bytes);
-    }
-    truth.push_back(map_class(path, row, model));
-    for (const auto& scorer : scorers)
-      decisions.push_back(
-          checked_decision(scorer, path, row.line, row.indices.data(), row.values.data(), row.indices.size()));
-  }
-  if (truth.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
   EvalResult r;
+  r.beyond = scan_rows(
+      path, model, budget, mem, K * sizeof(double) + sizeof(uint16_t), true,
+      [&](uint64_t capacity) {
+        decisions.reserve(capacity * K);
+        truth.reserve(capacity);
+      },
+      [&](const SparseRow& row, const std::vector<double>& d) {
+        truth.push_back(map_class(path, row, model));
+        decisions.insert(decisions.end(), d.begin(), d.end());
+      });
   r.rows = truth.size();
   Reservation auc_mem = budget.reserve(r.rows * (sizeof(size_t) + sizeof(double) + 1),
                                        "AUC rank order", kEvalRemedy);
@@ -225,9 +250,6 @@ EvalResult evaluate_multiclass_file(const std::string& path, const Model& model,
   r.accuracy = static_cast<double>(correct) / static_cast<double>(r.rows);
   r.auc = macro_auc(decisions, truth, K, &r.class_auc);
   if (keep_scores && scores_memory) *scores_memory = std::move(mem);
-  r.ignored_features = reader.beyond_declared();
-  r.first_ignored_line = reader.first_beyond_line();
-  r.first_ignored_index = reader.first_beyond_index();
   return r;
 }
 
@@ -237,75 +259,44 @@ EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_
                          MemoryBudget& budget, Reservation* scores_memory) {
   if (model.multiclass())
     return evaluate_multiclass_file(path, model, keep_scores, budget, scores_memory);
-  LibsvmReader reader(path, reader_options_for(model, budget));
-  ModelScorer scorer(model);
   Reservation mem = budget.reserve(0, kEvalPurpose, kEvalRemedy);
   std::vector<double> scores;
   std::vector<int8_t> labels;
-  constexpr uint64_t kRowBytes = sizeof(double) + sizeof(int8_t);
-  SparseRow row;
-  while (reader.next(row)) {
-    if (scores.size() == scores.capacity()) {
-      // Grow both by reserving first; the old buffers live while copied.
-      const uint64_t old_capacity = scores.capacity();
-      const uint64_t capacity = std::max<uint64_t>(4096, 2 * old_capacity);
-      mem.resize((old_capacity + capacity) * kRowBytes);
-      scores.reserve(capacity);
-      labels.reserve(capacity);
-      mem.resize(capacity * kRowBytes);
-    }
-    labels.push_back(map_label(path, row, model));
-    scores.push_back(
-        checked_decision(scorer, path, row.line, row.indices.data(), row.values.data(), row.indices.size()));
-  }
-  if (scores.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+  const BeyondWidth beyond = scan_rows(
+      path, model, budget, mem, sizeof(double) + sizeof(int8_t), true,
+      [&](uint64_t capacity) {
+        scores.reserve(capacity);
+        labels.reserve(capacity);
+      },
+      [&](const SparseRow& row, const std::vector<double>& d) {
+        labels.push_back(map_label(path, row, model));
+        scores.push_back(d[0]);
+      });
   EvalResult r = finish(scores, labels, keep_scores, budget);
   if (keep_scores && scores_memory) *scores_memory = std::move(mem);
-  r.ignored_features = reader.beyond_declared();
-  r.first_ignored_line = reader.first_beyond_line();
-  r.first_ignored_index = reader.first_beyond_index();
+  r.beyond = beyond;
   return r;
 }
 
 Predictions predict_file(const std::string& path, const Model& model, MemoryBudget& budget, Reservation& memory) {
-  const size_t K = model.multiclass() ? model.classes.size() : 1;
-  std::vector<Model> class_models;
-  for (size_t k = 0; k < K && model.multiclass(); ++k) class_models.push_back(class_model(model, k));
-  std::vector<ModelScorer> scorers;
-  if (model.multiclass())
-    for (const auto& m : class_models) scorers.emplace_back(m);
-  else
-    scorers.emplace_back(model);
-  LibsvmReader reader(path, reader_options_for(model, budget));
   memory = budget.reserve(0, "predictions", "predict a smaller file");
-  constexpr uint64_t kRowBytes = 2 * sizeof(double);
   Predictions out;
-  std::vector<double> decision(K);
-  SparseRow row;
-  while (reader.next(row)) {
-    if (out.labels.size() == out.labels.capacity()) {
-      const uint64_t old_capacity = out.labels.capacity();
-      const uint64_t capacity = std::max<uint64_t>(4096, 2 * old_capacity);
-      memory.resize((old_capacity + capacity) * kRowBytes);
-      out.labels.reserve(capacity);
-      out.decisions.reserve(capacity);
-      memory.resize(capacity * kRowBytes);
-    }
-    for (size_t k = 0; k < K; ++k)
-      decision[k] = scorers[k].decision(row.indices.data(), row.values.data(), row.indices.size());
-    if (model.multiclass()) {
-      const size_t predicted = argmax_class(decision.data(), K);
-      out.labels.push_back(model.classes[predicted].label);
-      out.decisions.push_back(decision[predicted]);
-    } else {
-      out.labels.push_back(decision[0] > 0 ? model.positive_label : model.negative_label);
-      out.decisions.push_back(decision[0]);
-    }
-  }
-  if (out.labels.empty()) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
-  out.ignored_features = reader.beyond_declared();
-  out.first_ignored_line = reader.first_beyond_line();
-  out.first_ignored_index = reader.first_beyond_index();
+  out.beyond = scan_rows(
+      path, model, budget, memory, 2 * sizeof(double), false,
+      [&](uint64_t capacity) {
+        out.labels.reserve(capacity);
+        out.decisions.reserve(capacity);
+      },
+      [&](const SparseRow&, const std::vector<double>& d) {
+        if (model.multiclass()) {
+          const size_t predicted = argmax_class(d.data(), d.size());
+          out.labels.push_back(model.classes[predicted].label);
+          out.decisions.push_back(d[predicted]);
+        } else {
+          out.labels.push_back(d[0] > 0 ? model.positive_label : model.negative_label);
+          out.decisions.push_back(d[0]);
+        }
+      });
   return out;
 }
 

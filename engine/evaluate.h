@@ -13,13 +13,18 @@
 
 namespace fgm {
 
+// Features of a file beyond the model's width, ignored: how many, and the
+// first one's line and 0-based index (the caller warns once).
+struct BeyondWidth {
+  uint64_t features = 0, first_line = 0, first_index = 0;
+};
+
 struct EvalResult {
   uint64_t rows = 0;
   uint64_t positives = 0;
   double accuracy = std::numeric_limits<double>::quiet_NaN();
   double auc = std::numeric_limits<double>::quiet_NaN();  // NaN when one class is absent
-  uint64_t ignored_features = 0;  // features beyond the model's width
-  uint64_t first_ignored_line = 0, first_ignored_index = 0;
+  BeyondWidth beyond;
   std::vector<double> scores;     // decision values, when keep_scores
   // One-vs-rest models: `auc` is the macro AUC (mean over classes of the AUC
   // of class k's decision values, class k against the rest; classes absent
@@ -50,7 +55,7 @@ struct LabeledRows {
   std::vector<uint64_t> row_ptr{0};
   std::vector<uint64_t> indices;   // 0-based, increasing within a row
   std::vector<float> values;
-  uint64_t ignored_features = 0, first_ignored_line = 0, first_ignored_index = 0;
+  BeyondWidth beyond;
   size_t rows() const { return labels.size(); }
 };
 
@@ -61,8 +66,8 @@ LabeledRows load_labeled_rows(const std::string& path, const Model& model, Memor
 EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores,
                          MemoryBudget& budget);
 
-// Evaluates `path` (binary or one-vs-rest model). Features beyond model.n_features are ignored (counted; the
-// caller warns once). A label that is neither of the model's labels is an error.
+// Evaluates `path` (binary or one-vs-rest model); features beyond
+// model.n_features are ignored (r.beyond). A label that is neither of the model's labels is an error.
 // Labels, scores and the AUC's rank order are reserved from `budget`; with
 // keep_scores, `scores_memory` (if given) keeps the reservation of r.scores.
 EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores,
@@ -75,8 +80,7 @@ EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_
 struct Predictions {
   std::vector<double> labels;     // predicted original labels
   std::vector<double> decisions;  // decision value behind each prediction
-  uint64_t ignored_features = 0;
-  uint64_t first_ignored_line = 0, first_ignored_index = 0;
+  BeyondWidth beyond;
 };
 Predictions predict_file(const std::string& path, const Model& model, MemoryBudget& budget, Reservation& memory);
 

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "engine/debias.h"
+#include "engine/model_provenance.h"
 
 namespace fgm {
 
@@ -55,12 +56,7 @@ class StorePathTrainer final : public PathTrainer {
  public:
   // `labels`: the rows' labels (TrainSettings::labels or the store's).
   StorePathTrainer(const ShardStore& store, const int8_t* labels, MemoryBudget& budget)
-      : store_(store), labels_(labels), budget_(budget) {
-    shape_.index_base = store.info().index_base;
-    shape_.n_features = store.info().n_features;
-    shape_.positive_label = store.info().positive_value;
-    shape_.negative_label = store.info().negative_value;
-  }
+      : store_(store), labels_(labels), budget_(budget), shape_(model_of_store(store.info(), "fgm")) {}
   const Model* evaluation_shape() const override { return &shape_; }
 
   TrainOutcome train(const TrainSettings& settings, const TrainHooks& hooks) override {
@@ -317,20 +313,16 @@ void PathRun::run_value_list(uint64_t first_run) {
   }
 }
 
-// The highest validation accuracy; ties: fewer features.
+// The highest validation accuracy; ties: fewer features, then the earlier point.
 void PathRun::pick_best() {
   if (!validation_) return;
-  for (size_t i = 0; i < out_.points.size(); ++i) {
-    const auto& p = out_.points[i];
-    if (out_.best < 0) {
+  auto better = [](const PathPoint& p, const PathPoint& b) {
+    return p.validation.accuracy > b.validation.accuracy ||
+           (p.validation.accuracy == b.validation.accuracy && p.selected < b.selected);
+  };
+  for (size_t i = 0; i < out_.points.size(); ++i)
+    if (out_.best < 0 || better(out_.points[i], out_.points[static_cast<size_t>(out_.best)]))
       out_.best = static_cast<int>(i);
-      continue;
-    }
-    const auto& b = out_.points[static_cast<size_t>(out_.best)];
-    if (p.validation.accuracy > b.validation.accuracy ||
-        (p.validation.accuracy == b.validation.accuracy && p.selected < b.selected))
-      out_.best = static_cast<int>(i);
-  }
 }
 
 PathOutcome PathRun::run() {

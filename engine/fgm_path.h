@@ -175,19 +175,11 @@ void validate_folds(const PathSettings& settings, const ShardStore& store);
 void validate_folds(int folds, uint64_t smallest_label_rows);
 
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
-                         const PathHooks& hooks);
+                         const PathHooks& hooks = {});
 
 // The path over `trainer`: its points, refits, evaluations, the folds'
 // paths (settings.folds ≥ 2) and the chosen point.
 PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
                      const PathHooks& hooks);
-
-inline PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings,
-                                MemoryBudget& budget,
-                                const std::function<void(const PathPoint&)>& on_point = {}) {
-  PathHooks hooks;
-  hooks.on_point = on_point;
-  return run_fgm_path(store, settings, budget, hooks);
-}
 
 }  // namespace fgm

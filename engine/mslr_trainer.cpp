@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <type_traits>
 
 #include "cache/selected_features.h"
 #include "core/clock.h"
@@ -25,71 +24,6 @@ namespace {
 // The tag that opened the hand-rolled MSLR state of fgm before the FlatBuffers one.
 constexpr char kOldStateTag[] = "MSLRSTATE1";
 constexpr char kDualSliceTag[] = "MSLRDUALS1";
-
-// Fixed-width little-endian fields (the machines fgm runs on are little-endian;
-// the checkpoint is read back by the same build).
-class StateWriter {
- public:
-  template <class T>
-  void scalar(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  template <class T>
-  void vector(const std::vector<T>& v) {
-    scalar<uint64_t>(v.size());
-    if (!v.empty()) out_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-  }
-  void string(const std::string& v) {
-    scalar<uint64_t>(v.size());
-    out_ += v;
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-class StateReader {
- public:
-  StateReader(const std::string& bytes, const std::string& file) : bytes_(bytes), file_(file) {}
-  template <class T>
-  T scalar() {
-    T v;
-    need(sizeof v);
-    std::memcpy(&v, bytes_.data() + at_, sizeof v);
-    at_ += sizeof v;
-    return v;
-  }
-  template <class T>
-  std::vector<T> vector() {
-    const uint64_t n = scalar<uint64_t>();
-    if (n > (bytes_.size() - at_) / sizeof(T)) fail("a list runs past the end");
-    std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), bytes_.data() + at_, n * sizeof(T));
-    at_ += n * sizeof(T);
-    return v;
-  }
-  std::string string() {
-    const uint64_t n = scalar<uint64_t>();
-    need(n);
-    std::string v = bytes_.substr(at_, n);
-    at_ += n;
-    return v;
-  }
-  bool at_end() const { return at_ == bytes_.size(); }
-  [[noreturn]] void fail(const std::string& why) const {
-    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file_, "MSLR state: " + why));
-  }
-
- private:
-  void need(uint64_t n) const {
-    if (n > bytes_.size() - at_) fail("truncated");
-  }
-  const std::string& bytes_;
-  const std::string& file_;
-  size_t at_ = 0;
-};
 
 // A feature of the next constraint: its c_j², candidate id, and its position
 // in the selected columns (SIZE_MAX while not selected).
@@ -652,41 +586,72 @@ MslrState decode_mslr_state(const std::string& bytes, const std::string& file, s
   return s;
 }
 
+// A dual slice: the tag (a uint64 length and its bytes), iteration, rank,
+// ranks, first partition, partitions, α and C − α (each a uint64 count and
+// its doubles), fixed-width little-endian (the machines fgm runs on are; the
+// slice is read back by the same build), then the xxh64 of all that.
 std::string encode_mslr_dual_slice(const MslrDualSlice& slice) {
-  StateWriter w;
-  w.string(kDualSliceTag);
-  w.scalar(slice.iteration);
-  w.scalar(slice.rank);
-  w.scalar(slice.ranks);
-  w.scalar(slice.first_partition);
-  w.scalar(slice.partitions);
-  w.vector(slice.alpha);
-  w.vector(slice.beta);
-  std::string bytes = w.take();
+  std::string bytes;
+  auto put = [&bytes](const void* data, uint64_t size) {
+    if (size > 0) bytes.append(static_cast<const char*>(data), size);
+  };
+  auto put_doubles = [&](const std::vector<double>& v) {
+    const uint64_t n = v.size();
+    put(&n, sizeof n);
+    put(v.data(), n * sizeof(double));
+  };
+  const uint64_t tag_size = sizeof kDualSliceTag - 1;
+  put(&tag_size, sizeof tag_size);
+  put(kDualSliceTag, tag_size);
+  put(&slice.iteration, sizeof slice.iteration);
+  put(&slice.rank, sizeof slice.rank);
+  put(&slice.ranks, sizeof slice.ranks);
+  put(&slice.first_partition, sizeof slice.first_partition);
+  put(&slice.partitions, sizeof slice.partitions);
+  put_doubles(slice.alpha);
+  put_doubles(slice.beta);
   const uint64_t checksum = xxh64(bytes.data(), bytes.size());
-  bytes.append(reinterpret_cast<const char*>(&checksum), sizeof checksum);
+  put(&checksum, sizeof checksum);
   return bytes;
 }
 
 MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string& file) {
+  auto fail = [&file](const std::string& why) {
+    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, why));
+  };
   uint64_t checksum = 0;
-  if (bytes.size() < sizeof checksum)
-    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR dual slice: truncated"));
-  const std::string body = bytes.substr(0, bytes.size() - sizeof checksum);
-  std::memcpy(&checksum, bytes.data() + body.size(), sizeof checksum);
-  if (checksum != xxh64(body.data(), body.size()))
-    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "MSLR dual slice: checksum mismatch"));
-  StateReader r(body, file);
-  if (r.string() != kDualSliceTag) r.fail("not a dual slice");
+  if (bytes.size() < sizeof checksum) fail("MSLR dual slice: truncated");
+  const uint64_t body = bytes.size() - sizeof checksum;
+  std::memcpy(&checksum, bytes.data() + body, sizeof checksum);
+  if (checksum != xxh64(bytes.data(), body)) fail("MSLR dual slice: checksum mismatch");
+  uint64_t at = 0;
+  auto take = [&](void* out, uint64_t size) {
+    if (size > body - at) fail("MSLR state: truncated");
+    if (size > 0) std::memcpy(out, bytes.data() + at, size);
+    at += size;
+  };
+  auto take_doubles = [&] {
+    uint64_t n = 0;
+    take(&n, sizeof n);
+    if (n > (body - at) / sizeof(double)) fail("MSLR state: a list runs past the end");
+    std::vector<double> v(n);
+    take(v.data(), n * sizeof(double));
+    return v;
+  };
+  uint64_t tag_size = 0;
+  take(&tag_size, sizeof tag_size);
+  if (tag_size > body - at) fail("MSLR state: truncated");
+  if (bytes.compare(at, tag_size, kDualSliceTag) != 0) fail("MSLR state: not a dual slice");
+  at += tag_size;
   MslrDualSlice slice;
-  slice.iteration = r.scalar<uint64_t>();
-  slice.rank = r.scalar<int32_t>();
-  slice.ranks = r.scalar<int32_t>();
-  slice.first_partition = r.scalar<uint32_t>();
-  slice.partitions = r.scalar<uint32_t>();
-  slice.alpha = r.vector<double>();
-  slice.beta = r.vector<double>();
-  if (!r.at_end()) r.fail("trailing bytes");
+  take(&slice.iteration, sizeof slice.iteration);
+  take(&slice.rank, sizeof slice.rank);
+  take(&slice.ranks, sizeof slice.ranks);
+  take(&slice.first_partition, sizeof slice.first_partition);
+  take(&slice.partitions, sizeof slice.partitions);
+  slice.alpha = take_doubles();
+  slice.beta = take_doubles();
+  if (at != body) fail("MSLR state: trailing bytes");
   return slice;
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -165,25 +166,11 @@ std::vector<uint64_t> point_held_out_correct(const ShardStore& store, const KtaS
 }  // namespace
 
 int choose_kta_candidate(const std::vector<KtaCvCandidate>& candidates) {
+  // Larger is better, field by field: the correct rows, λ₂, λ₁, then the smaller C and p.
+  auto rank = [](const KtaCvCandidate& c) { return std::make_tuple(c.correct, c.lambda2, c.lambda1, -c.C, -c.p); };
   int best = -1;
-  for (int i = 0; i < static_cast<int>(candidates.size()); ++i) {
-    if (best < 0) {
-      best = i;
-      continue;
-    }
-    const KtaCvCandidate &c = candidates[i], &b = candidates[best];
-    if (c.correct != b.correct) {
-      if (c.correct > b.correct) best = i;
-    } else if (c.lambda2 != b.lambda2) {
-      if (c.lambda2 > b.lambda2) best = i;
-    } else if (c.lambda1 != b.lambda1) {
-      if (c.lambda1 > b.lambda1) best = i;
-    } else if (c.C != b.C) {
-      if (c.C < b.C) best = i;
-    } else if (c.p < b.p) {
-      best = i;
-    }
-  }
+  for (int i = 0; i < static_cast<int>(candidates.size()); ++i)
+    if (best < 0 || rank(candidates[i]) > rank(candidates[best])) best = i;
   return best;
 }
 

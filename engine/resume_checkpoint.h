@@ -44,7 +44,7 @@ struct RunIdentity {
 // The state of a solver other than FGM (solver = "mslr", …), opaque to the
 // checkpoint: the solver encodes and decodes `bytes` itself.
 struct SolverState {
-  std::string solver;  // solver_name() of the solver that wrote it
+  std::string solver;  // the `solver` of the run that wrote it
   std::string bytes;
 };
 

@@ -1,6 +1,5 @@
 #include "engine/solver_choice.h"
 
-#include <array>
 #include <utility>
 
 #include <fmt/format.h>
@@ -10,14 +9,6 @@
 
 namespace fgm {
 namespace {
-
-constexpr std::array<std::pair<SolverKind, std::string_view>, 5> kSolverNames{{
-    {SolverKind::kFgm, "fgm"},
-    {SolverKind::kSifs, "sifs"},
-    {SolverKind::kPnormKta, "pnorm_kta"},
-    {SolverKind::kMslr, "mslr"},
-    {SolverKind::kExclusive, "exclusive"},
-}};
 
 // Config sections and the solver that reads them (a solver added to the
 // registry, cli/solver_registry.cpp, adds its section here). `path.*` is the
@@ -34,34 +25,10 @@ constexpr std::pair<std::string_view, std::string_view> kSectionOwners[] = {
 
 }  // namespace
 
-std::string_view solver_name(SolverKind kind) {
-  for (const auto& [k, name] : kSolverNames)
-    if (k == kind) return name;
-  throw Error(ErrorKind::kInternal, "solver_name: unknown SolverKind");
-}
-
-std::optional<SolverKind> solver_from_name(std::string_view name) {
-  for (const auto& [k, n] : kSolverNames)
-    if (n == name) return k;
-  return std::nullopt;
-}
-
-SolverKind solver_from_config(const Config& config) {
-  const std::string name = config.get_string("solver");
-  if (auto kind = solver_from_name(name)) return *kind;
-  // config validation restricts `solver` to its choices; this is a bug
-  throw Error(ErrorKind::kInternal, fmt::format("solver_from_config: unknown solver '{}'", name));
-}
-
 std::optional<std::string_view> solver_section_owner(std::string_view key) {
   for (const auto& [prefix, owner] : kSectionOwners)
     if (key.substr(0, prefix.size()) == prefix) return owner;
   return std::nullopt;
-}
-
-std::optional<SolverKind> solver_owning_key(std::string_view key) {
-  const std::optional<std::string_view> owner = solver_section_owner(key);
-  return owner ? solver_from_name(*owner) : std::nullopt;
 }
 
 void reject_other_solver_keys(const Config& config) {

@@ -17,11 +17,11 @@
 
 namespace fgm {
 
-namespace {
-
 void reject_if_set(const Config& c, const std::string& key, const std::string& why) {
   if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
 }
+
+namespace {
 
 // features.tree_pruning switches the tree search of FGM's GroupSpace; no
 // other search reads it.

@@ -10,6 +10,10 @@ namespace fgm {
 
 enum class ConfigCommand { kTrain, kPath };
 
+// A key the user set (file or command line) that this run would ignore: a
+// configuration error naming it and `why`.
+void reject_if_set(const Config& config, const std::string& key, const std::string& why);
+
 // Keys the user set (file or command line, not defaults) that `command` would
 // accept and then ignore are configuration errors naming the key and why:
 // path.* and data.validation under `fgm train`, data.truth under `fgm path`,
