@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/messages.h"
 #include "engine/fgm_trainer.h"
 #include "engine/model_provenance.h"
 #include "engine/one_vs_rest.h"
+#include "engine/train_settings.h"
 #include "features/block_stream.h"
 #include "features/feature_groups.h"
 #include "features/transformed_store.h"
@@ -22,10 +22,6 @@ namespace {
 
 using exclusive::Algorithm;
 using exclusive::ExclusiveLoss;
-
-void reject(const Config& c, const std::string& key, const std::string& why) {
-  if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
-}
 
 Algorithm algorithm_from(const std::string& name) {
   return name == "locp" ? Algorithm::kLocp : name == "licp" ? Algorithm::kLicp : Algorithm::kPcp;
@@ -52,7 +48,7 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
                             exclusive::loss_name(s.fista.loss), exclusive::algorithm_name(s.fista.algorithm)));
   s.fista.lambda = c.get_float("exclusive.lambda");
   s.fista.ridge = c.get_float("exclusive.ridge");
-  if (!licp) reject(c, "exclusive.ridge", "it is the α of E-SVM, read by exclusive.algorithm = \"licp\" only");
+  if (!licp) reject_if_set(c, "exclusive.ridge", "it is the α of E-SVM, read by exclusive.algorithm = \"licp\" only");
   s.fista.bias = c.get_bool("exclusive.bias");
   if (s.fista.bias && licp && !c.get_bool("exclusive.working_set"))
     throw Error(ErrorKind::kConfig,
@@ -65,8 +61,8 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   s.working_set.growth = static_cast<uint64_t>(c.get_int("exclusive.working_set_growth"));
   s.working_set.kkt_tolerance = c.get_float("exclusive.kkt_tolerance");
   if (!s.working_set.enabled) {
-    reject(c, "exclusive.working_set_growth", "exclusive.working_set is false");
-    reject(c, "exclusive.kkt_tolerance", "exclusive.working_set is false");
+    reject_if_set(c, "exclusive.working_set_growth", "exclusive.working_set is false");
+    reject_if_set(c, "exclusive.kkt_tolerance", "exclusive.working_set is false");
   }
   s.groups_path = c.get_string("features.groups");
   s.group_structure = c.get_string("features.group_structure");
@@ -74,11 +70,11 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   s.expected_relevant = static_cast<uint64_t>(c.get_int("exclusive.expected_relevant"));
   s.group_seed = static_cast<uint64_t>(c.get_int("exclusive.group_seed"));
   if (!s.groups_path.empty()) {
-    reject(c, "exclusive.random_groups", "features.groups gives the groups");
-    reject(c, "exclusive.expected_relevant", "features.groups gives the groups");
-    reject(c, "exclusive.group_seed", "features.groups gives the groups (nothing is random)");
+    reject_if_set(c, "exclusive.random_groups", "features.groups gives the groups");
+    reject_if_set(c, "exclusive.expected_relevant", "features.groups gives the groups");
+    reject_if_set(c, "exclusive.group_seed", "features.groups gives the groups (nothing is random)");
   } else if (s.random_groups > 0) {
-    reject(c, "exclusive.expected_relevant", "exclusive.random_groups sets the number of groups");
+    reject_if_set(c, "exclusive.expected_relevant", "exclusive.random_groups sets the number of groups");
   } else if (s.expected_relevant > 0) {
     s.random_groups = exclusive::default_group_count(s.expected_relevant);
   } else {
@@ -89,14 +85,14 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   s.path_lambda = c.get_list("exclusive.path_lambda");
   s.path_warm_start = c.get_bool("exclusive.path_warm_start");
   if (command == ConfigCommand::kTrain) {
-    reject(c, "exclusive.path_lambda", "exclusive.path_lambda is read by `fgm path` only (fgm train makes one model)");
-    reject(c, "exclusive.path_warm_start", "it is read by `fgm path` only (fgm train makes one model)");
+    reject_if_set(c, "exclusive.path_lambda", "exclusive.path_lambda is read by `fgm path` only (fgm train makes one model)");
+    reject_if_set(c, "exclusive.path_warm_start", "it is read by `fgm path` only (fgm train makes one model)");
   }
   else if (s.path_lambda.empty())
     throw Error(ErrorKind::kConfig, "fgm path with solver = \"exclusive\" needs exclusive.path_lambda (a list of λ)");
   if (command == ConfigCommand::kPath) {
-    reject(c, "exclusive.lambda", "fgm path takes its values from exclusive.path_lambda");
-    reject(c, "data.validation", "the exclusive path reports data.test for every λ; it picks no point");
+    reject_if_set(c, "exclusive.lambda", "fgm path takes its values from exclusive.path_lambda");
+    reject_if_set(c, "data.validation", "the exclusive path reports data.test for every λ; it picks no point");
   }
   s.threads = static_cast<int>(c.get_int("engine.threads"));
   s.block_bytes = c.get_bytes("engine.block_bytes");

@@ -30,17 +30,14 @@ SifsSettings sifs_settings_from_config(const Config& c) {
 }
 
 void reject_sifs_ignored_keys(const Config& c, bool train) {
-  auto reject = [&](const char* key, const char* why) {
-    if (c.set_by_user(key)) throw Error(ErrorKind::kConfig, msg::ignored_key(c.where_set(key), key, why));
-  };
   if (train) {
     for (const char* key : {"sifs.beta_max_ratio", "sifs.beta_min_ratio", "sifs.beta_points", "sifs.alpha_min_ratio",
                             "sifs.compare"})
-      reject(key, "it sets the grid of `fgm path`; fgm train solves one point (sifs.beta_ratio, sifs.alpha_ratio)");
+      reject_if_set(c, key, "it sets the grid of `fgm path`; fgm train solves one point (sifs.beta_ratio, sifs.alpha_ratio)");
   } else {
     for (const char* key : {"sifs.beta_ratio", "sifs.alpha_ratio"})
-      reject(key, "it sets the one model of `fgm train`; fgm path solves the grid of sifs.beta_* x sifs.alpha_*");
-    reject("data.validation", "solver = sifs reports every grid point (with data.test accuracy); it picks no point");
+      reject_if_set(c, key, "it sets the one model of `fgm train`; fgm path solves the grid of sifs.beta_* x sifs.alpha_*");
+    reject_if_set(c, "data.validation", "solver = sifs reports every grid point (with data.test accuracy); it picks no point");
     // The grid is beta_points × alpha_points points; capped like the KTA path's (kta.p_step).
     const uint64_t beta = static_cast<uint64_t>(c.get_int("sifs.beta_points"));
     const uint64_t alpha = static_cast<uint64_t>(c.get_int("sifs.alpha_points"));
