@@ -125,7 +125,8 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   TopBCache global(ctx.B, ctx.budget);
   const double* a = ctx.a;
   const uint64_t B = ctx.B;
-  const double a_max = max_abs(a, ctx.store->info().n_rows);
+  const uint64_t n_rows = ctx.store->info().n_rows;
+  const double a_max = max_abs(a, n_rows);
   ScoreFloor floor;
   PruningScratchPool scratches;
   DeferredBatches deferred = deferred_batches(*ctx.store, ctx.threads, *ctx.budget);
@@ -136,7 +137,10 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
       [&](const BlockRef&, const ColumnBlock& block) {
         TopBCache local(B, ctx.budget);
         std::unique_ptr<PruningScratch> scratch = scratches.take();
-        std::unique_ptr<DeferredColumns> batch = deferred.pool.take();
+        // Blocks of more nonzeros than rows (resident units, ~2n) already
+        // reuse each dual slice within the block: their long columns are
+        // summed there, without the copy into a batch.
+        std::unique_ptr<DeferredColumns> batch = block.nnz() <= n_rows ? deferred.pool.take() : nullptr;
         offer_block_top(block, a, a_max, floor, local, selected, *scratch, batch.get());
         deferred.pool.give(std::move(batch));
         scratches.give(std::move(scratch));
