@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
 
 #include "core/error.h"
 
@@ -190,6 +192,37 @@ uint64_t DeferredColumns::flush(const double* a, ScoreFloor& floor, TopBCache& t
   bytes_ = 0;
   limit_ = std::min(capacity_, 2 * limit_);
   return live.size();
+}
+
+uint64_t DeferredColumnsPool::flush_all(const double* a, ScoreFloor& floor, TopBCache& top) {
+  std::vector<DeferredColumns*> held;
+  for (auto& d : free_)
+    if (!d->empty()) held.push_back(d.get());
+  if (held.empty()) return 0;
+  // Each batch into its own cache (B entries), merged after.
+  std::vector<TopBCache> tops(held.size(), TopBCache(top.capacity()));
+  std::vector<uint64_t> summed(held.size(), 0);
+  std::vector<std::exception_ptr> failed(held.size());
+  auto run = [&](size_t b) {
+    try {
+      summed[b] = held[b]->flush(a, floor, tops[b]);
+    } catch (...) {
+      failed[b] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t b = 1; b < held.size(); ++b) threads.emplace_back(run, b);
+  run(0);
+  for (auto& t : threads) t.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+  uint64_t total = 0;
+  for (size_t b = 0; b < held.size(); ++b) {
+    top.merge(tops[b]);
+    total += summed[b];
+  }
+  floor.raise_from(top);
+  return total;
 }
 
 }  // namespace fgm

@@ -211,12 +211,9 @@ class DeferredColumnsPool {
     std::lock_guard<std::mutex> lock(mutex_);
     free_.push_back(std::move(d));
   }
-  // Flushes every batch into `top` (after the pass's last block).
-  uint64_t flush_all(const double* a, ScoreFloor& floor, TopBCache& top) {
-    uint64_t summed = 0;
-    for (auto& d : free_) summed += d->flush(a, floor, top);
-    return summed;
-  }
+  // Flushes every batch into `top` (after the pass's last block; every
+  // batch is back), one thread a batch.
+  uint64_t flush_all(const double* a, ScoreFloor& floor, TopBCache& top);
 
  private:
   std::mutex mutex_;
