@@ -16,13 +16,16 @@
 // Then, per count threshold τ: the share of the store in columns of fewer
 // than τ nonzeros, and whether a tail part of such columns could be skipped
 // (τ·‖a‖∞·max|x| below √F) for each dual.
+// --deferred-mb: the emulated pass hands its popular columns to a
+// DeferredColumns batch of that size (columns summed in blocks, deferred,
+// flushed). --popular N: the columns of at least N nonzeros summed column
+// by column and tile by tile (thread CPU seconds, same bits checked).
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -198,10 +201,6 @@ int main(int argc, char** argv) {
         deferred_cols[d] += pc.columns_deferred;
         flushed[d] += pc.flushed_summed;
         short_summed[d] += pc.whole_block ? 0 : pc.columns_summed;
-        if (d == 0 && std::getenv("FGM_TRACE") && block_begin.size() % 10 == 1)
-          fmt::print(stderr, "block {} k {} summed {} deferred {} flushed {} floor_count {:.0f} batch_mb {:.1f}\n",
-                     block_begin.size(), block.column_count, pc.columns_summed, pc.columns_deferred, pc.flushed_summed,
-                     std::sqrt(floors[d].get()) / a_max[d], batches[d] ? batches[d]->bytes() / 1048576.0 : 0.0);
         summed[d] += pc.columns_summed;
         whole_blocks[d] += pc.whole_block ? 1 : 0;
         if (pc.whole_block) {
