@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
+
+#include "core/error.h"
 
 namespace fgm {
 
@@ -55,27 +59,31 @@ void column_score_bounds(const ColumnBlock& block, double a_max, uint32_t* count
 // cell columns (increasing inside a tile).
 namespace {
 
-inline void add_cell(const ColumnBlock& block, uint32_t cell, uint32_t k, const double* a, double* c) {
-  const uint32_t begin = block.cell_ptr[cell], n = block.cell_ptr[cell + 1] - begin;
-  const uint32_t* rows = block.row_ids + begin;
-  if (block.unit_values) {  // a·1 = a: the same adds without reading values
+// One cell's n products added to c as block_column_dots adds them; values
+// null: every value is 1 (a·1 = a: the same adds without reading values).
+inline void add_cell_terms(const uint32_t* rows, const float* values, uint32_t n, const double* a, double& c) {
+  if (!values) {
     if (n >= kMultiAccumulatorCell) {
-      c[k] += cell_sum(rows, n, a);
+      c += cell_sum(rows, n, a);
       return;
     }
-    double sum = c[k];
+    double sum = c;
     for (uint32_t p = 0; p < n; ++p) sum += a[rows[p]];
-    c[k] = sum;
+    c = sum;
     return;
   }
-  const float* values = block.values + begin;
   if (n >= kMultiAccumulatorCell) {
-    c[k] += cell_dot(rows, values, n, a);
+    c += cell_dot(rows, values, n, a);
     return;
   }
-  double sum = c[k];
+  double sum = c;
   for (uint32_t p = 0; p < n; ++p) sum += a[rows[p]] * static_cast<double>(values[p]);
-  c[k] = sum;
+  c = sum;
+}
+
+inline void add_cell(const ColumnBlock& block, uint32_t cell, uint32_t k, const double* a, double* c) {
+  const uint32_t begin = block.cell_ptr[cell], n = block.cell_ptr[cell + 1] - begin;
+  add_cell_terms(block.row_ids + begin, block.unit_values ? nullptr : block.values + begin, n, a, c[k]);
 }
 
 // Lines of the next tile's dual slice to prefetch before a cell: one per 4
@@ -113,6 +121,108 @@ void block_column_dots_live(const ColumnBlock& block, const double* a, const uin
       add_cell(block, cell, k, a, c);
     }
   }
+}
+
+// Column k's cells, tile by tile (a binary search of k in each tile's cell
+// columns, which increase inside a tile), copied to the end of the batch.
+void DeferredColumns::add(const ColumnBlock& block, uint32_t k, uint64_t nnz, double bound2) {
+  if (columns_.empty()) {
+    tile_rows_ = block.tile_rows;
+    tile_count_ = block.tile_count;
+  }
+  // bytes_ counts 4 per row id and per value, so neither array passes capacity_/4 entries.
+  if (rows_.capacity() < capacity_ / 4) rows_.reserve(capacity_ / 4);
+  if (!block.unit_values && values_.capacity() < capacity_ / 4) values_.reserve(capacity_ / 4);
+  FGM_ASSERT(block.tile_rows == tile_rows_ && block.tile_count == tile_count_);
+  Column col{block.column_ids[k], bound2, cells_.size(), cells_.size()};
+  const uint32_t* column = block.cell_column;
+  for (uint32_t t = 0; t < block.tile_count; ++t) {
+    const uint32_t c0 = block.tile_cells[t], c1 = block.tile_cells[t + 1];
+    const uint32_t at = static_cast<uint32_t>(std::lower_bound(column + c0, column + c1, k) - column);
+    if (at == c1 || column[at] != k) continue;
+    const uint32_t begin = block.cell_ptr[at], n = block.cell_ptr[at + 1] - begin;
+    Cell cell{t, n, rows_.size(), UINT64_MAX};
+    rows_.insert(rows_.end(), block.row_ids + begin, block.row_ids + begin + n);
+    if (!block.unit_values) {
+      cell.value_begin = values_.size();
+      values_.insert(values_.end(), block.values + begin, block.values + begin + n);
+    }
+    cells_.push_back(cell);
+  }
+  col.end_cell = cells_.size();
+  columns_.push_back(col);
+  bytes_ += column_bytes(block, nnz);
+}
+
+// Tile by tile, every live column's cell of that tile: the dual slice of a
+// tile is loaded once for the whole batch. The next tile's slice is
+// prefetched as the cells are summed (one line per 4 nonzeros, as the live
+// walk does).
+uint64_t DeferredColumns::flush(const double* a, ScoreFloor& floor, TopBCache& top) {
+  if (columns_.empty()) return 0;
+  const double f = floor.get();
+  std::vector<uint32_t> live;
+  for (uint32_t j = 0; j < columns_.size(); ++j)
+    if (!(columns_[j].bound2 < f)) live.push_back(j);
+  c_.assign(columns_.size(), 0.0);
+  next_.resize(columns_.size());
+  for (uint32_t j : live) next_[j] = columns_[j].first_cell;
+  for (uint32_t t = 0; t < tile_count_; ++t) {
+    detail::SlicePrefetch prefetch;
+    if (t + 1 < tile_count_) prefetch = detail::SlicePrefetch(a + uint64_t{t + 1} * tile_rows_, tile_rows_);
+    for (uint32_t j : live) {
+      const uint64_t x = next_[j];
+      if (x == columns_[j].end_cell || cells_[x].tile != t) continue;
+      const Cell& cell = cells_[x];
+      prefetch.step((cell.nnz + 3) / 4);
+      add_cell_terms(rows_.data() + cell.row_begin,
+                     cell.value_begin == UINT64_MAX ? nullptr : values_.data() + cell.value_begin, cell.nnz, a, c_[j]);
+      next_[j] = x + 1;
+    }
+  }
+  for (uint32_t j : live) {
+    const double score = c_[j] * c_[j];
+    if (score > 0 && top.may_admit(score)) top.offer({score, columns_[j].id});
+  }
+  floor.raise_from(top);
+  columns_.clear();
+  cells_.clear();
+  rows_.clear();
+  values_.clear();
+  bytes_ = 0;
+  limit_ = std::min(capacity_, 2 * limit_);
+  return live.size();
+}
+
+uint64_t DeferredColumnsPool::flush_all(const double* a, ScoreFloor& floor, TopBCache& top) {
+  std::vector<DeferredColumns*> held;
+  for (auto& d : free_)
+    if (!d->empty()) held.push_back(d.get());
+  if (held.empty()) return 0;
+  // Each batch into its own cache (B entries), merged after.
+  std::vector<TopBCache> tops(held.size(), TopBCache(top.capacity()));
+  std::vector<uint64_t> summed(held.size(), 0);
+  std::vector<std::exception_ptr> failed(held.size());
+  auto run = [&](size_t b) {
+    try {
+      summed[b] = held[b]->flush(a, floor, tops[b]);
+    } catch (...) {
+      failed[b] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t b = 1; b < held.size(); ++b) threads.emplace_back(run, b);
+  run(0);
+  for (auto& t : threads) t.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+  uint64_t total = 0;
+  for (size_t b = 0; b < held.size(); ++b) {
+    top.merge(tops[b]);
+    total += summed[b];
+  }
+  floor.raise_from(top);
+  return total;
 }
 
 }  // namespace fgm

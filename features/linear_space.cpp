@@ -7,6 +7,7 @@
 // block.
 #include "features/linear_space.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -72,6 +73,45 @@ std::vector<SpaceScores> shared_pass_results(std::vector<TopBCache>& tops, const
   return out;
 }
 
+// The pass's batches of popular columns (features/column_pruning.h,
+// DeferredColumns): one per thread, together at most an eighth of the
+// available budget and 512 MiB. A batch of capacity C holds row ids and
+// values arrays of C/4 entries each and cell and column lists of at most C
+// bytes grown by doubling: the reservation is 3·C a batch. Columns of at
+// least 16 nonzeros per tile on average are deferred: their cells are long
+// (cell_dot), and a sum over them sweeps much of the dual vector. None when
+// the budget leaves less than 1 MiB a batch.
+struct DeferredBatches {
+  Reservation memory;
+  DeferredColumnsPool pool;
+  uint64_t min_nnz = 0;  // the columns deferred have at least this many nonzeros
+};
+
+DeferredBatches deferred_batches(const ShardStore& store, int threads, MemoryBudget& budget) {
+  constexpr uint64_t kMaxBytes = uint64_t{512} << 20, kMinBatch = uint64_t{1} << 20;
+  const uint64_t batches = static_cast<uint64_t>(std::max(threads, 1));
+  const uint64_t want = std::min(kMaxBytes, budget.available() / 8) / (3 * batches) * (3 * batches);
+  Reservation memory = budget.reserve_up_to(want, 3 * batches, "popular columns summed together (scoring)");
+  const uint64_t capacity = memory.bytes() / (3 * batches);
+  const uint64_t tile_rows = store.info().tile_rows;
+  const uint64_t tiles = tile_rows == 0 ? 0 : (store.info().n_rows + tile_rows - 1) / tile_rows;
+  const uint64_t min_nnz = std::max<uint64_t>(16 * tiles, 16);
+  if (capacity < kMinBatch) return {Reservation{}, DeferredColumnsPool(0, 0, 0), min_nnz};
+  return {std::move(memory), DeferredColumnsPool(batches, capacity, min_nnz), min_nnz};
+}
+
+// The pass's blocks with those of long columns on average (at least min_nnz
+// nonzeros a column: on Zipf data the most popular columns, each a stored
+// block of its own) first, the others in store order. Their scores raise
+// the floor at once, so the later blocks prune from their start; the top-B
+// does not depend on the order.
+std::vector<BlockRef> dense_blocks_first(const std::vector<BlockRef>& blocks, uint64_t min_nnz) {
+  std::vector<BlockRef> out = blocks;
+  std::stable_partition(out.begin(), out.end(),
+                        [&](const BlockRef& b) { return b.nnz >= min_nnz * std::max<uint64_t>(b.column_count, 1); });
+  return out;
+}
+
 }  // namespace
 
 LinearSpace::LinearSpace(const ShardStore& store, MemoryBudget& budget)
@@ -85,16 +125,24 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   TopBCache global(ctx.B, ctx.budget);
   const double* a = ctx.a;
   const uint64_t B = ctx.B;
-  const double a_max = max_abs(a, ctx.store->info().n_rows);
+  const uint64_t n_rows = ctx.store->info().n_rows;
+  const double a_max = max_abs(a, n_rows);
   ScoreFloor floor;
   PruningScratchPool scratches;
+  DeferredBatches deferred = deferred_batches(*ctx.store, ctx.threads, *ctx.budget);
   auto selected = [&](uint64_t feature) { return selected_.test(feature); };
+  const std::vector<BlockRef> blocks = dense_blocks_first(*ctx.blocks, deferred.min_nnz);
   out.pass = stream_blocks<TopBCache>(
-      *ctx.stream, *ctx.blocks, "scoring",
+      *ctx.stream, blocks, "scoring",
       [&](const BlockRef&, const ColumnBlock& block) {
         TopBCache local(B, ctx.budget);
         std::unique_ptr<PruningScratch> scratch = scratches.take();
-        offer_block_top(block, a, a_max, floor, local, selected, *scratch);
+        // Blocks of more nonzeros than rows (resident units, ~2n) already
+        // reuse each dual slice within the block: their long columns are
+        // summed there, without the copy into a batch.
+        std::unique_ptr<DeferredColumns> batch = block.nnz() <= n_rows ? deferred.pool.take() : nullptr;
+        offer_block_top(block, a, a_max, floor, local, selected, *scratch, batch.get());
+        deferred.pool.give(std::move(batch));
         scratches.give(std::move(scratch));
         return local;
       },
@@ -103,6 +151,9 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
         floor.raise_from(global);
       },
       PrunedScoreBytes{});
+  const auto flush_start = std::chrono::steady_clock::now();
+  deferred.pool.flush_all(a, floor, global);
+  out.pass.seconds += seconds_since(flush_start);
   out.candidates_scored = n_features_;
   out.top = global.take_sorted(&out.top_memory);
   return out;

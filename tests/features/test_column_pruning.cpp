@@ -35,7 +35,9 @@ struct ZipfData {
   std::vector<int8_t> y;
   std::vector<test::Triplet> triplets;
 
-  ZipfData(uint64_t rows, uint64_t cols, bool real, uint64_t seed) : n(rows), m(cols) {
+  // binary: every value 1 (the blocks are then marked unit-valued, as store
+  // format 5 reads binary blocks), integer duals.
+  ZipfData(uint64_t rows, uint64_t cols, bool real, uint64_t seed, bool binary = false) : n(rows), m(cols) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> unif(0.0, 1.0);
     X.assign(m, std::vector<float>(n, 0.0f));
@@ -46,7 +48,8 @@ struct ZipfData {
       }
       const double p = std::min(0.9, 3.0 / std::pow(static_cast<double>(j + 1), 1.05));
       for (uint64_t i = 0; i < n; ++i)
-        if (unif(rng) < p) X[j][i] = real ? static_cast<float>(unif(rng) * 4 - 2) : static_cast<float>(1 + rng() % 3);
+        if (unif(rng) < p)
+          X[j][i] = binary ? 1.0f : real ? static_cast<float>(unif(rng) * 4 - 2) : static_cast<float>(1 + rng() % 3);
     }
     // Popularity spread over the id space (as the generator's permutation does).
     for (uint64_t j = 0; j < m; ++j) ids.push_back(j);
@@ -237,6 +240,90 @@ TEST_CASE("pruned block top-B equals offering every column, for any floor, ties 
     offer_block_top(block->view, d.a.data(), max_abs(d.a.data(), d.n), floor, top, [](uint64_t) { return false; },
                     scratch);
     require_same(top.sorted(), oracle);
+  }
+}
+
+TEST_CASE("deferred popular columns: every column's bits, the top-B of offering every column, any batch size",
+          "[features][pruning]") {
+  // kind 0: binary (unit-valued blocks), 1: integer values and duals (ties
+  // stay ties), 2: real ones.
+  for (int kind : {0, 1, 2}) {
+    ZipfData d(800, 600, kind == 2, 30 + kind, kind == 0);
+    const double a_max = max_abs(d.a.data(), d.n);
+    for (uint32_t tile_rows : {3u, 64u}) {
+      // Four blocks over the id range (the popular columns spread over them).
+      std::vector<std::unique_ptr<test::TiledBlock>> blocks;
+      for (uint64_t q = 0; q < 4; ++q) {
+        blocks.push_back(test::build_tiled_block(d.triplets, d.n, tile_rows, d.m * q / 4, d.m * (q + 1) / 4));
+        blocks.back()->view.unit_values = kind == 0;
+      }
+      // Every column held and flushed into a cache of all of them: each
+      // score is c² of the block kernel, bit for bit.
+      {
+        DeferredColumns batch(uint64_t{1} << 30, 1);
+        uint64_t columns = 0;
+        std::vector<ScoredCandidate> expected;
+        for (const auto& b : blocks) {
+          std::vector<double> c(b->view.column_count);
+          block_column_dots(b->view, d.a.data(), c.data());
+          std::vector<uint32_t> count(b->view.column_count);
+          column_nonzeros(b->view, count.data());
+          for (uint32_t k = 0; k < b->view.column_count; ++k) {
+            REQUIRE(batch.fits(b->view, count[k]));
+            batch.add(b->view, k, count[k], INFINITY);
+            if (c[k] * c[k] > 0) expected.push_back({c[k] * c[k], b->view.column_ids[k]});
+          }
+          columns += b->view.column_count;
+        }
+        ScoreFloor floor;
+        TopBCache all(columns);
+        REQUIRE(batch.flush(d.a.data(), floor, all) == columns);
+        REQUIRE(batch.empty());
+        std::sort(expected.begin(), expected.end(), ranks_before);
+        require_same(all.sorted(), expected);
+      }
+      const std::set<uint64_t> excluded = {d.ids[0], d.ids[3]};
+      for (size_t B : {size_t{1}, size_t{5}, size_t{40}}) {
+        TopBCache oracle_top(B);
+        for (const auto& b : blocks)
+          for (const auto& cand : offer_all(b->view, d.a.data(), B, excluded)) oracle_top.offer(cand);
+        const std::vector<ScoredCandidate> oracle = oracle_top.sorted();
+        // Batches: a few columns (flushed inside the pass, while blocks are
+        // still pruned against the floor it raised) or all of them (one
+        // flush after the last block); columns of 1 or 20+ nonzeros taken.
+        for (uint64_t capacity : {uint64_t{40000}, uint64_t{1} << 30}) {
+          for (uint64_t min_nnz : {uint64_t{1}, uint64_t{20}}) {
+            for (double start : {0.0, oracle.back().score * 0.5}) {
+              CAPTURE(kind, tile_rows, B, capacity, min_nnz, start);
+              ScoreFloor floor;
+              floor.raise(start);
+              DeferredColumns batch(capacity, min_nnz);
+              TopBCache global(B);
+              PruningScratch scratch;
+              uint64_t deferred = 0, flushed = 0;
+              for (const auto& b : blocks) {
+                TopBCache local(B);
+                const PruningCounts counts =
+                    offer_block_top(b->view, d.a.data(), a_max, floor, local,
+                                    [&](uint64_t id) { return excluded.count(id) > 0; }, scratch, &batch);
+                REQUIRE(counts.columns_summed + counts.columns_skipped + counts.columns_deferred ==
+                        b->view.column_count);
+                deferred += counts.columns_deferred;
+                flushed += counts.flushed_summed;
+                global.merge(local);
+                floor.raise_from(global);
+              }
+              // A small batch was flushed inside the pass (and summed columns there).
+              if (capacity < 100000 && start == 0) REQUIRE(flushed > 0);
+              flushed += batch.flush(d.a.data(), floor, global);
+              require_same(global.sorted(), oracle);
+              REQUIRE(deferred > 0);  // the popular columns went through the batch
+              REQUIRE(flushed <= deferred);
+            }
+          }
+        }
+      }
+    }
   }
 }
 
