@@ -15,9 +15,11 @@
 #include "cli/run_output.h"
 #include "cli/runner.h"
 #include "core/json_writer.h"
+#include "core/messages.h"
 #include "engine/distributed_exclusive.h"
 #include "engine/evaluate.h"
 #include "engine/exclusive_trainer.h"
+#include "engine/path_selection.h"
 
 namespace fgm::cli {
 namespace {
@@ -196,18 +198,76 @@ int train_exclusive(SolverRun& run) {
 
 namespace {
 
-// Test metrics of every point, then point-<k>.fgm, path.csv, path.json and the report.
+// data.validation scored with every point's model and the point chosen as
+// fgm path chooses (engine/path_selection.h): the sparsest point whose
+// validation accuracy is within one binomial standard error of the best;
+// ties in selected features go to the larger λ (more regularised).
+struct ValidationChoice {
+  std::vector<EvalResult> points;
+  PointChoice choice;
+};
+
+ValidationChoice choose_on_validation(SolverRun& run, const std::vector<ExclusiveOutcome>& points) {
+  const std::string path = run.config.get_string("data.validation");
+  ValidationChoice v;
+  std::vector<uint64_t> selected, no_B(points.size(), 0);
+  std::vector<double> inverse_lambda, accuracy, se;
+  bool warned = false;
+  for (const ExclusiveOutcome& o : points) {
+    v.points.push_back(evaluate_file(path, o.model, false, run.budget));
+    const EvalResult& e = v.points.back();
+    if (e.ignored_features > 0 && !warned)  // once: every point reads the same file
+      warned = true, run.warnings.add("validation_features_beyond_model",
+                       msg::wider_than_model(path, e.first_ignored_line, e.first_ignored_index + o.model.index_base,
+                                             o.model.n_features));
+    selected.push_back(o.model.features.size());
+    inverse_lambda.push_back(1.0 / o.model.C);  // simplicity_order: smaller C first = larger λ first
+    accuracy.push_back(e.accuracy);
+    se.push_back(binomial_se(e.accuracy, e.rows));
+  }
+  v.choice = choose_point(accuracy, se, simplicity_order(selected, no_B, inverse_lambda));
+  return v;
+}
+
+void write_validation_selection(JsonWriter& j, const ValidationChoice& v) {
+  j.key("selection").begin_object();
+  j.key("criterion").value("validation");
+  j.key("rule").value("one_standard_error");
+  j.key("metric").value("accuracy");
+  j.key("chosen_point").value(static_cast<int64_t>(v.choice.one_se));
+  j.key("validation").begin_object();
+  j.key("rows").value(v.points.empty() ? uint64_t(0) : v.points.front().rows);
+  j.key("best_mean_point").value(static_cast<int64_t>(v.choice.best));
+  j.key("one_se_point").value(static_cast<int64_t>(v.choice.one_se));
+  j.key("best_mean").value(v.choice.best_mean);
+  j.key("best_se").value(v.choice.best_se);
+  j.key("threshold").value(v.choice.threshold);
+  j.end_object();
+  j.end_object();
+}
+
+// Test metrics of every point (and data.validation's, with the chosen point),
+// then point-<k>.fgm, path.csv, path.json and the report.
 int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<ExclusiveOutcome>& points,
                const PartitionedRun* partitioned) {
   const Config& config = run.config;
   const bool has_test = !config.get_string("data.test").empty();
+  const bool has_validation = !config.get_string("data.validation").empty();
   std::vector<EvalResult> tests(points.size());
-  int64_t best = -1;  // the best test accuracy (an oracle figure, as SIFS's path): the report's featured point
+  // Without data.validation, best_point is the best test accuracy (an oracle
+  // figure, as SIFS's path) and the report's featured point; with it, the
+  // best validation accuracy, and the report features the chosen point.
+  int64_t best = -1;
   for (size_t k = 0; k < points.size(); ++k) {
     points[k].model.config = config.dump();
     if (!has_test) continue;
     tests[k] = evaluate_test_file(config, points[k].model, run.budget, run.warnings);
     if (best < 0 || tests[k].accuracy > tests[static_cast<size_t>(best)].accuracy) best = static_cast<int64_t>(k);
+  }
+  ValidationChoice validation;
+  if (has_validation) {
+    validation = choose_on_validation(run, points);
+    best = validation.choice.best;
   }
   uint64_t not_converged = 0;
   for (const auto& o : points) not_converged += !o.fit.converged;
@@ -218,7 +278,7 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
                                  not_converged, points.size(), settings.fista.max_iterations));
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
   std::string csv = "point,lambda,selected,train_objective,fista_iterations,store_passes,working_set_size,converged,"
-                    "warm_started,point_seconds,seconds,test_accuracy,test_auc\n";
+                    "warm_started,point_seconds,seconds,test_accuracy,test_auc,validation_accuracy,validation_auc\n";
   double cumulative = 0;
   for (size_t k = 0; k < points.size(); ++k) {
     const ExclusiveOutcome& o = points[k];
@@ -226,12 +286,15 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     csv += fmt::format("{},{:.17g},{},{:.17g},{},{},{},{},{},{:.6f},{:.6f}", k, o.model.C, o.model.features.size(),
                        o.model.objective, o.fit.fista_iterations, o.fit.full_passes, o.fit.working_set,
                        o.fit.converged ? 1 : 0, o.warm_started ? 1 : 0, o.seconds, cumulative);
-    csv += has_test ? fmt::format(",{:.6f},{:.6f}\n", tests[k].accuracy, tests[k].auc) : ",,\n";
+    csv += has_test ? fmt::format(",{:.6f},{:.6f}", tests[k].accuracy, tests[k].auc) : ",,";
+    csv += has_validation ? fmt::format(",{:.6f},{:.6f}\n", validation.points[k].accuracy, validation.points[k].auc)
+                          : ",,\n";
   }
   JsonWriter j;
   run.begin_json(j, "exclusive", config.dump(), partitioned);
   j.key("mode").value("lambda");
   j.key("best_point").value(best);
+  if (has_validation) write_validation_selection(j, validation);
   j.key("warm_start").value(settings.path_warm_start);
   j.key("seconds").value(cumulative);
   j.key("points").begin_array();
@@ -244,6 +307,10 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
       j.key("test_accuracy").value(tests[k].accuracy);
       j.key("test_auc").value(tests[k].auc);
     }
+    if (has_validation) {
+      j.key("validation_accuracy").value(validation.points[k].accuracy);
+      j.key("validation_auc").value(validation.points[k].auc);
+    }
     write_exclusive_section(j, settings, o);
     j.end_object();
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
@@ -252,7 +319,13 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
   for (size_t k = 0; k < points.size(); ++k)
     write_model((std::filesystem::path(run.out_dir) / fmt::format("point-{}.fgm", k)).string(), points[k].model);
   run.finish_path(j, csv);
-  fmt::print("points={} seconds={:.3f} path={}/path.csv\n", points.size(), cumulative, run.out_dir);
+  fmt::print("points={} seconds={:.3f}", points.size(), cumulative);
+  if (has_validation && validation.choice.one_se >= 0) {
+    const size_t c = static_cast<size_t>(validation.choice.one_se);
+    fmt::print(" chosen_point={} chosen_lambda={:.6g} chosen_selected={} chosen_validation_accuracy={:.4f}", c,
+               points[c].model.C, points[c].model.features.size(), validation.points[c].accuracy);
+  }
+  fmt::print(" path={}/path.csv\n", run.out_dir);
   return 0;
 }
 

@@ -96,7 +96,6 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
     throw Error(ErrorKind::kConfig, "fgm path with solver = \"exclusive\" needs exclusive.path_lambda (a list of λ)");
   if (command == ConfigCommand::kPath) {
     reject(c, "exclusive.lambda", "fgm path takes its values from exclusive.path_lambda");
-    reject(c, "data.validation", "the exclusive path reports data.test for every λ; it picks no point");
   }
   s.threads = static_cast<int>(c.get_int("engine.threads"));
   s.block_bytes = c.get_bytes("engine.block_bytes");

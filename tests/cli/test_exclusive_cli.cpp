@@ -269,3 +269,79 @@ TEST_CASE("fgm train with exclusive.bias writes the bias and fgm predict uses it
     CHECK(contains(i.out, "\"has_bias\": true"));
   }
 }
+
+// fgm path with data.validation: every point's validation accuracy in
+// path.csv equals the accuracy recomputed here from point-<k>.fgm's weights
+// (fgm inspect) on the validation rows, and the chosen point is the one-SE
+// rule recomputed here: the fewest selected features whose accuracy is at
+// least the best minus √(best(1 − best)/rows) (ties: the larger λ). A
+// validation file with a syntax error stops the path before any output.
+TEST_CASE("fgm path solver=exclusive chooses a λ on data.validation by the one-SE rule", "[exclusive][cli][validation]") {
+  TempDir dir("fgm-exclusive-validation");
+  REQUIRE(run(dir, "synth --out data --rows 200 --test-rows 160 --features 40 --relevant 6 --seed 4").code == 0);
+  std::istringstream test_text(slurp(dir.file("data/test.svm")));
+  std::string line, validation, test;
+  for (int i = 0; std::getline(test_text, line); ++i) (i < 100 ? validation : test) += line + '\n';
+  dir.write("val.svm", validation);
+  dir.write("test.svm", test);
+  const std::vector<double> lambdas = {300.0, 30.0, 3.0, 0.3, 0.03};
+  const std::string plain = "path data.train=data/train.svm data.test=test.svm engine.cache_dir=cache "
+                            "solver=exclusive exclusive.algorithm=licp exclusive.random_groups=3 "
+                            "'exclusive.path_lambda=[300.0, 30.0, 3.0, 0.3, 0.03]' output.report=false ";
+  const std::string path = plain + "data.validation=val.svm ";
+  auto r = run(dir, path + "output.dir=p");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto cells = csv_cells(slurp(dir.file("p/path.csv")));
+  REQUIRE(cells.size() == lambdas.size() + 1);
+  const size_t acc_col = csv_column(cells[0], "validation_accuracy"), sel_col = csv_column(cells[0], "selected");
+  REQUIRE(acc_col < cells[0].size());
+  const InMemoryData rows = parse_libsvm_simple(dir.file("val.svm"));
+  std::vector<double> accuracy;
+  std::vector<size_t> selected;
+  for (size_t k = 0; k < lambdas.size(); ++k) {
+    auto i = run(dir, "inspect p/point-" + std::to_string(k) + ".fgm");
+    REQUIRE(i.code == 0);
+    std::map<uint64_t, double> w;  // 0-based feature -> weight
+    const auto features = i.out.find("\"features\"");
+    for (size_t at = i.out.find("\"id\":", features); at != std::string::npos; at = i.out.find("\"id\":", at + 1))
+      w[uint64_t(json_number(i.out, "id", at)) - 1] = json_number(i.out, "weight", at);
+    size_t correct = 0;
+    for (size_t row = 0; row < rows.labels.size(); ++row) {
+      double score = 0;
+      for (const auto& [feature, value] : rows.rows[row])
+        if (w.count(feature)) score += w[feature] * value;
+      correct += (score > 0 ? 1.0 : -1.0) == rows.labels[row];
+    }
+    accuracy.push_back(double(correct) / double(rows.labels.size()));
+    selected.push_back(w.size());
+    CHECK(std::stoull(cells[k + 1][sel_col]) == w.size());
+    CHECK(std::stod(cells[k + 1][acc_col]) == Approx(accuracy.back()).margin(1e-6));
+  }
+  const double best = *std::max_element(accuracy.begin(), accuracy.end());
+  const double threshold = best - std::sqrt(best * (1 - best) / double(rows.labels.size()));
+  int64_t chosen = -1;
+  for (size_t k = 0; k < lambdas.size(); ++k)  // larger λ first, so a tie in selected keeps the larger λ
+    if (accuracy[k] >= threshold && (chosen < 0 || selected[k] < selected[size_t(chosen)])) chosen = int64_t(k);
+  const std::string json = slurp(dir.file("p/path.json"));
+  CHECK(json_number(json, "chosen_point", json.find("\"selection\"")) == double(chosen));
+  CHECK(contains(json, "\"criterion\": \"validation\""));
+  CHECK(contains(r.out, "chosen_point=" + std::to_string(chosen) + " "));
+  // The models do not depend on data.validation: the same points without it.
+  REQUIRE(run(dir, plain + "output.dir=plain").code == 0);
+  for (size_t k = 0; k < lambdas.size(); ++k) {
+    const std::string with = run(dir, "inspect p/point-" + std::to_string(k) + ".fgm").out;
+    const std::string without = run(dir, "inspect plain/point-" + std::to_string(k) + ".fgm").out;
+    auto features = [](const std::string& s) {  // the weights, not the config (output.dir differs)
+      const auto begin = s.find("\"features\"");
+      return s.substr(begin, s.find("\"config\"") - begin);
+    };
+    CHECK(features(with) == features(without));
+  }
+  // A bad validation file: an error naming file and line, nothing written.
+  dir.write("bad.svm", validation + "+1 3:x\n");
+  auto bad = run(dir, path + "output.dir=bad data.validation=bad.svm");
+  CHECK(bad.code != 0);
+  CHECK(contains(bad.err, "bad.svm:101"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("bad/path.csv")));
+}
