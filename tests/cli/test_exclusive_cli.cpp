@@ -345,3 +345,84 @@ TEST_CASE("fgm path solver=exclusive chooses a λ on data.validation by the one-
   CHECK(contains(bad.err, "bad.svm:101"));
   CHECK_FALSE(std::filesystem::exists(dir.file("bad/path.csv")));
 }
+
+namespace {
+
+// A model's weights (0-based feature -> weight) and its bias, read back with fgm inspect.
+std::pair<std::map<uint64_t, double>, double> inspected_weights(const TempDir& dir, const std::string& model) {
+  auto i = run(dir, "inspect " + model);
+  REQUIRE(i.code == 0);
+  std::map<uint64_t, double> w;
+  const auto features = i.out.find("\"features\"");
+  for (size_t at = i.out.find("\"id\":", features); at != std::string::npos; at = i.out.find("\"id\":", at + 1))
+    w[uint64_t(json_number(i.out, "id", at)) - 1] = json_number(i.out, "weight", at);
+  return {w, json_number(i.out, "bias")};
+}
+
+}  // namespace
+
+// exclusive.debias: each λ's nonzero weights refit by ½‖w‖² + (C/2)Σ ξ_i²,
+// ξ_i = max(0, 1 − y_i(w'x_i − bias)). Checked here on the training rows in
+// long double against that problem's optimality conditions, w = C Σ ξ_i y_i x_i
+// on the support and Σ ξ_i y_i = 0 (the bias), not against the solver; the
+// refit keeps the support, is the same for 1 and 2 threads, and the key is
+// refused where it would be ignored.
+TEST_CASE("fgm path solver=exclusive with exclusive.debias refits each support to its optimum", "[exclusive][cli][debias]") {
+  TempDir dir("fgm-exclusive-debias");
+  REQUIRE(run(dir, "synth --out data --rows 200 --test-rows 100 --features 40 --relevant 6 --seed 4").code == 0);
+  const double C = 0.5;
+  const std::string path = "path data.train=data/train.svm data.test=data/test.svm data.validation=data/test.svm "
+                           "engine.cache_dir=cache solver=exclusive exclusive.algorithm=licp exclusive.random_groups=3 "
+                           "exclusive.bias=true 'exclusive.path_lambda=[30.0, 3.0, 0.3]' exclusive.debias=true "
+                           "exclusive.debias_C=0.5 exclusive.tolerance=1e-10 output.report=false ";
+  auto r = run(dir, path + "output.dir=p engine.threads=1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "chosen_debiased_point="));
+  const auto cells = csv_cells(slurp(dir.file("p/path.csv")));
+  REQUIRE(cells.size() == 4);
+  const size_t refit_col = csv_column(cells[0], "debiased_test_accuracy");
+  REQUIRE(refit_col < cells[0].size());
+  const InMemoryData train = parse_libsvm_simple(dir.file("data/train.svm"));
+  for (int k = 0; k < 3; ++k) {
+    INFO("point " << k);
+    CHECK_FALSE(cells[size_t(k) + 1][refit_col].empty());
+    const auto [fit, fit_bias] = inspected_weights(dir, "p/point-" + std::to_string(k) + ".fgm");
+    const auto [w, bias] = inspected_weights(dir, "p/point-" + std::to_string(k) + "-debiased.fgm");
+    REQUIRE(!w.empty());
+    for (const auto& [feature, weight] : w) CHECK(fit.count(feature) == 1);  // no feature added
+    CHECK(w.size() == fit.size());
+    std::map<uint64_t, long double> gradient;  // C Σ ξ_i y_i x_i on the support
+    long double bias_condition = 0, scale = 0;
+    for (size_t i = 0; i < train.labels.size(); ++i) {
+      long double decision = -bias;
+      for (const auto& [feature, value] : train.rows[i])
+        if (w.count(feature)) decision += (long double)w.at(feature) * value;
+      const long double y = train.labels[i] > 0 ? 1 : -1, xi = std::max<long double>(0, 1 - y * decision);
+      bias_condition += xi * y;
+      scale += xi;
+      for (const auto& [feature, value] : train.rows[i])
+        if (w.count(feature)) gradient[feature] += C * xi * y * value;
+    }
+    long double largest = 0;
+    for (const auto& [feature, weight] : w) largest = std::max(largest, std::fabs((long double)weight));
+    for (const auto& [feature, weight] : w) CHECK(double(std::fabs(weight - gradient[feature])) < 1e-4 * double(largest));
+    CHECK(double(std::fabs(bias_condition)) < 1e-4 * double(scale));
+  }
+  REQUIRE(run(dir, path + "output.dir=p2 engine.threads=2").code == 0);
+  for (int k = 0; k < 3; ++k) {
+    const std::string name = "/point-" + std::to_string(k) + "-debiased.fgm";
+    CHECK(inspected_weights(dir, "p" + name) == inspected_weights(dir, "p2" + name));
+  }
+  // Where the keys would be ignored: errors naming them, nothing written.
+  const std::string train_keys = "data.train=data/train.svm engine.cache_dir=cache solver=exclusive "
+                                 "exclusive.algorithm=licp exclusive.random_groups=3 ";
+  auto on_train = run(dir, "train " + train_keys + "exclusive.debias=true output.dir=t1");
+  CHECK(on_train.code == 2);
+  CHECK(contains(on_train.err, "exclusive.debias"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("t1/model.fgm")));
+  auto no_refit = run(dir, "path " + train_keys + "'exclusive.path_lambda=[1.0]' exclusive.debias_C=2 output.dir=t2");
+  CHECK(no_refit.code == 2);
+  CHECK(contains(no_refit.err, "exclusive.debias_C"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("t2/path.csv")));
+}
