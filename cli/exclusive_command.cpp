@@ -14,10 +14,13 @@
 
 #include "cli/run_output.h"
 #include "cli/runner.h"
+#include "core/error.h"
 #include "core/json_writer.h"
+#include "core/messages.h"
 #include "engine/distributed_exclusive.h"
 #include "engine/evaluate.h"
 #include "engine/exclusive_trainer.h"
+#include "engine/path_selection.h"
 
 namespace fgm::cli {
 namespace {
@@ -184,21 +187,108 @@ int train_exclusive(SolverRun& run) {
 
 namespace {
 
-// Test metrics of every point, then point-<k>.fgm, path.csv, path.json and the report.
+// data.validation scored with every point's model and the point chosen as
+// fgm path chooses (engine/path_selection.h): the sparsest point whose
+// validation accuracy is within one binomial standard error of the best;
+// ties in selected features go to the larger λ (more regularised).
+struct ValidationChoice {
+  std::vector<EvalResult> points;
+  PointChoice choice;
+};
+
+ValidationChoice choose_on_validation(SolverRun& run, const std::vector<const Model*>& models) {
+  const std::string path = run.config.get_string("data.validation");
+  ValidationChoice v;
+  std::vector<uint64_t> selected, no_B(models.size(), 0);
+  std::vector<double> inverse_lambda, accuracy, se;
+  bool warned = false;
+  for (const Model* m : models) {
+    v.points.push_back(evaluate_file(path, *m, false, run.budget));
+    const EvalResult& e = v.points.back();
+    if (e.beyond.features > 0 && !warned)  // once: every point reads the same file
+      warned = true, run.warnings.add("validation_features_beyond_model",
+                                      msg::wider_than_model(path, e.beyond.first_line,
+                                                            e.beyond.first_index + m->index_base, m->n_features));
+    selected.push_back(m->features.size());
+    inverse_lambda.push_back(1.0 / m->C);  // simplicity_order: smaller C first = larger λ first
+    accuracy.push_back(e.accuracy);
+    se.push_back(binomial_se(e.accuracy, e.rows));
+  }
+  v.choice = choose_point(accuracy, se, simplicity_order(selected, no_B, inverse_lambda));
+  return v;
+}
+
+void write_choice(JsonWriter& j, const ValidationChoice& v) {
+  j.key("rows").value(v.points.empty() ? uint64_t(0) : v.points.front().rows);
+  j.key("best_mean_point").value(static_cast<int64_t>(v.choice.best));
+  j.key("one_se_point").value(static_cast<int64_t>(v.choice.one_se));
+  j.key("best_mean").value(v.choice.best_mean);
+  j.key("best_se").value(v.choice.best_se);
+  j.key("threshold").value(v.choice.threshold);
+}
+
+// "selection": the point chosen on data.validation, and (exclusive.debias)
+// the refit chosen by the same rule on its own validation accuracy.
+void write_validation_selection(JsonWriter& j, const ValidationChoice& v, const ValidationChoice* debiased) {
+  j.key("selection").begin_object();
+  j.key("criterion").value("validation");
+  j.key("rule").value("one_standard_error");
+  j.key("metric").value("accuracy");
+  j.key("chosen_point").value(static_cast<int64_t>(v.choice.one_se));
+  j.key("validation").begin_object();
+  write_choice(j, v);
+  j.end_object();
+  if (debiased) {
+    j.key("debiased").begin_object();
+    write_choice(j, *debiased);
+    j.end_object();
+  }
+  j.end_object();
+}
+
+// Test metrics of every point (and data.validation's, with the chosen point),
+// then point-<k>.fgm, path.csv, path.json and the report.
 int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<ExclusiveOutcome>& points,
                const PartitionedRun* partitioned) {
   const Config& config = run.config;
   const bool has_test = !config.get_string("data.test").empty();
+  const bool has_validation = !config.get_string("data.validation").empty();
   std::vector<EvalResult> tests(points.size());
-  int64_t best = -1;  // the best test accuracy (an oracle figure, as SIFS's path): the report's featured point
+  // Without data.validation, best_point is the best test accuracy (an oracle
+  // figure, as SIFS's path) and the report's featured point; with it, the
+  // best validation accuracy, and the report features the chosen point.
+  int64_t best = -1;
   for (size_t k = 0; k < points.size() && has_test; ++k) {
     tests[k] = evaluate_test_file(config, points[k].model, run.budget, run.warnings);
     if (best < 0 || tests[k].accuracy > tests[static_cast<size_t>(best)].accuracy) best = static_cast<int64_t>(k);
   }
+  std::vector<const Model*> models, debiased_models;
+  for (const ExclusiveOutcome& o : points) {
+    models.push_back(&o.model);
+    if (o.has_debiased) debiased_models.push_back(&o.debiased);
+  }
+  const bool has_debiased = settings.debias;
+  std::vector<EvalResult> debiased_tests(points.size());
+  for (size_t k = 0; has_debiased && k < points.size(); ++k) {
+    points[k].debiased.config = config.dump();
+    points[k].debiased.config["debiased"] = "true";
+    if (has_test) debiased_tests[k] = evaluate_test_file(config, points[k].debiased, run.budget, run.warnings);
+    if (!points[k].debias_solve.converged)
+      run.warnings.add("debias_gap_above_tolerance",
+                       msg::exclusive_debias_gap_above_tolerance(static_cast<int>(k), points[k].debias_solve.iterations,
+                                                                 points[k].debias_solve.relative_gap));
+  }
+  ValidationChoice validation, debiased_validation;
+  if (has_validation) {
+    validation = choose_on_validation(run, models);
+    best = validation.choice.best;
+    if (has_debiased) debiased_validation = choose_on_validation(run, debiased_models);
+  }
   warn_not_converged(run.warnings, points, "λ values", settings, " (path.csv: converged = 0)");
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
   std::string csv = "point,lambda,selected,train_objective,fista_iterations,store_passes,working_set_size,converged,"
-                    "warm_started,point_seconds,seconds,test_accuracy,test_auc\n";
+                    "warm_started,point_seconds,seconds,test_accuracy,test_auc,validation_accuracy,validation_auc,"
+                    "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc\n";
   double cumulative = 0;
   for (size_t k = 0; k < points.size(); ++k) {
     const ExclusiveOutcome& o = points[k];
@@ -206,12 +296,21 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     csv += fmt::format("{},{:.17g},{},{:.17g},{},{},{},{},{},{:.6f},{:.6f}", k, o.model.C, o.model.features.size(),
                        o.model.objective, o.fit.fista_iterations, o.fit.full_passes, o.fit.working_set,
                        o.fit.converged ? 1 : 0, o.warm_started ? 1 : 0, o.seconds, cumulative);
-    csv += has_test ? fmt::format(",{:.6f},{:.6f}\n", tests[k].accuracy, tests[k].auc) : ",,\n";
+    csv += has_test ? fmt::format(",{:.6f},{:.6f}", tests[k].accuracy, tests[k].auc) : ",,";
+    csv += has_validation ? fmt::format(",{:.6f},{:.6f}", validation.points[k].accuracy, validation.points[k].auc)
+                          : ",,";
+    csv += has_debiased && has_test
+               ? fmt::format(",{:.6f},{:.6f}", debiased_tests[k].accuracy, debiased_tests[k].auc)
+               : ",,";
+    csv += has_debiased && has_validation ? fmt::format(",{:.6f},{:.6f}\n", debiased_validation.points[k].accuracy,
+                                                        debiased_validation.points[k].auc)
+                                          : ",,\n";
   }
   JsonWriter j;
   run.begin_json(j, "exclusive", config.dump(), partitioned);
   j.key("mode").value("lambda");
   j.key("best_point").value(best);
+  if (has_validation) write_validation_selection(j, validation, has_debiased ? &debiased_validation : nullptr);
   j.key("warm_start").value(settings.path_warm_start);
   j.key("seconds").value(cumulative);
   j.key("points").begin_array();
@@ -224,14 +323,44 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
       j.key("test_accuracy").value(tests[k].accuracy);
       j.key("test_auc").value(tests[k].auc);
     }
+    if (has_validation) {
+      j.key("validation_accuracy").value(validation.points[k].accuracy);
+      j.key("validation_auc").value(validation.points[k].auc);
+    }
+    if (has_debiased) {
+      j.key("debiased").begin_object();
+      j.key("model").value(fmt::format("point-{}-debiased.fgm", k));
+      j.key("C").value(settings.debias_C);
+      j.key("apg_iterations").value(static_cast<int64_t>(o.debias_solve.iterations));
+      j.key("relative_gap").value(o.debias_solve.relative_gap);
+      j.key("converged").value(o.debias_solve.converged);
+      if (has_test) j.key("test_accuracy").value(debiased_tests[k].accuracy);
+      if (has_validation) j.key("validation_accuracy").value(debiased_validation.points[k].accuracy);
+      j.end_object();
+    }
     write_exclusive_section(j, settings, o);
     j.end_object();
     spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
-  for (size_t k = 0; k < points.size(); ++k) run.write_point_model(std::to_string(k), points[k].model);
-  run.finish_path(j, csv, fmt::format("points={} seconds={:.3f} path={}/path.csv", points.size(), cumulative,
-                                      run.out_dir));
+  for (size_t k = 0; k < points.size(); ++k) {
+    run.write_point_model(std::to_string(k), points[k].model);
+    if (has_debiased)  // its config keeps debiased = true
+      write_model((std::filesystem::path(run.out_dir) / fmt::format("point-{}-debiased.fgm", k)).string(),
+                  points[k].debiased);
+  }
+  std::string summary = fmt::format("points={} seconds={:.3f}", points.size(), cumulative);
+  if (has_validation && validation.choice.one_se >= 0) {
+    const size_t c = static_cast<size_t>(validation.choice.one_se);
+    summary += fmt::format(" chosen_point={} chosen_lambda={:.6g} chosen_selected={} chosen_validation_accuracy={:.4f}",
+                           c, points[c].model.C, points[c].model.features.size(), validation.points[c].accuracy);
+  }
+  if (has_debiased && has_validation && debiased_validation.choice.one_se >= 0) {
+    const size_t c = static_cast<size_t>(debiased_validation.choice.one_se);
+    summary += fmt::format(" chosen_debiased_point={} chosen_debiased_validation_accuracy={:.4f}", c,
+                           debiased_validation.points[c].accuracy);
+  }
+  run.finish_path(j, csv, fmt::format("{} path={}/path.csv", summary, run.out_dir));
   return 0;
 }
 
@@ -239,6 +368,11 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
 
 int path_exclusive(SolverRun& run) {
   const ExclusiveSettings settings = exclusive_settings_from_config(run.config, ConfigCommand::kPath);
+  if (settings.debias && run.partitioned())
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}exclusive.debias = true needs one store (the refit gathers its columns in memory); {} "
+                            "is partitioned",
+                            run.config.where_set("exclusive.debias"), run.dir));
   DistributedExclusiveOutcome outcome;
   fgm::path_exclusive(*open_data(run, settings, outcome), settings, run.budget, outcome);
   if (!run.gather_outputs(outcome.budget_peak)) return 0;

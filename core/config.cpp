@@ -399,6 +399,12 @@ std::vector<ParamSpec> build_specs() {
       ranged(spec("exclusive.path_lambda", T::kFloatList, "[]",
                   "exclusive, fgm path: values of exclusive.lambda, one model each, in the order given"),
              0, 1e15, true),
+      spec("exclusive.debias", T::kBool, "false",
+           "exclusive, fgm path: also refit an l2-regularised squared-hinge SVM, ½‖w‖² + (C/2)Σ max(0, 1 − "
+           "y(w'x + b))², on each λ's nonzero weights (FGM's de-biasing, engine/debias.h; "
+           "C = exclusive.debias_C, b with exclusive.bias) and report both (point-<k>-debiased.fgm)"),
+      ranged(spec("exclusive.debias_C", T::kFloat, "1.0", "exclusive, fgm path: C of the de-biasing refit"), 0,
+             1e12, true),
       spec("exclusive.path_warm_start", T::kBool, "true",
            "exclusive, fgm path: start each λ from the previous λ's weights, working set and ‖X‖² "
            "estimate (false: every λ starts from zero)"),

@@ -383,6 +383,12 @@ std::string debias_gap_above_tolerance(int point, int apg_iterations, double rel
                      "apg.max_iterations or apg.gap_tolerance",
                      point, apg_iterations, relative_gap);
 }
+std::string exclusive_debias_gap_above_tolerance(int point, int apg_iterations, double relative_gap) {
+  return fmt::format("path point {}: the de-biased refit (exclusive.debias) stopped after {} APG iterations with "
+                     "relative duality gap {:.3g}, above exclusive.tolerance: its weights are not converged; raise "
+                     "exclusive.max_iterations or exclusive.tolerance",
+                     point, apg_iterations, relative_gap);
+}
 std::string kta_svm_gap_above_tolerance(double p, int apg_iterations, double relative_gap) {
   return fmt::format("pnorm_kta point p = {:g}: the linear SVM's APG solve stopped after {} iterations with "
                      "relative duality gap {:.3g}, above apg.gap_tolerance: its weights are not converged; raise "

@@ -142,6 +142,8 @@ std::string apg_stalled(int outer_iteration, int apg_iterations);
 // A certified solve (apg.gap_tolerance) ended above its tolerance; `stop`: "stopped at apg.max_iterations", "stalled".
 std::string apg_gap_above_tolerance(int outer_iteration, int apg_iterations, double relative_gap, const char* stop);
 std::string debias_gap_above_tolerance(int point, int apg_iterations, double relative_gap);
+// The same for solver = exclusive (exclusive.debias), whose refit stops on exclusive.tolerance.
+std::string exclusive_debias_gap_above_tolerance(int point, int apg_iterations, double relative_gap);
 std::string kta_svm_gap_above_tolerance(double p, int apg_iterations, double relative_gap);
 // Badly scaled data (engine/fgm_trainer.cpp): each suggests features.transform.
 std::string feature_value_span(double span, double largest, double typical, int degree,

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "engine/debias.h"
 #include "engine/fgm_trainer.h"
 #include "engine/model_provenance.h"
 #include "engine/one_vs_rest.h"
@@ -84,7 +85,11 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   }
   s.path_lambda = c.get_list("exclusive.path_lambda");
   s.path_warm_start = c.get_bool("exclusive.path_warm_start");
+  s.debias = c.get_bool("exclusive.debias");
+  s.debias_C = c.get_float("exclusive.debias_C");
+  if (!s.debias) reject_if_set(c, "exclusive.debias_C", "exclusive.debias is false (no refit)");
   if (command == ConfigCommand::kTrain) {
+    reject_if_set(c, "exclusive.debias", "it is read by `fgm path` only (fgm train writes the fit's own model)");
     reject_if_set(c, "exclusive.path_lambda", "exclusive.path_lambda is read by `fgm path` only (fgm train makes one model)");
     reject_if_set(c, "exclusive.path_warm_start", "it is read by `fgm path` only (fgm train makes one model)");
   }
@@ -92,7 +97,6 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
     throw Error(ErrorKind::kConfig, "fgm path with solver = \"exclusive\" needs exclusive.path_lambda (a list of λ)");
   if (command == ConfigCommand::kPath) {
     reject_if_set(c, "exclusive.lambda", "fgm path takes its values from exclusive.path_lambda");
-    reject_if_set(c, "data.validation", "the exclusive path reports data.test for every λ; it picks no point");
   }
   s.threads = static_cast<int>(c.get_int("engine.threads"));
   s.block_bytes = c.get_bytes("engine.block_bytes");
@@ -199,6 +203,43 @@ ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const Exc
   return out;
 }
 
+// The de-biasing refit of a fit (engine/debias.h): its nonzero weights'
+// columns gathered into memory in one pass, then ½‖w‖² + (C/2)Σ ξ_i² (squared
+// hinge; the bias as the fit's) by the certified APG, warm-started at the
+// fit's weights. One thread: the refit's bits do not depend on engine.threads.
+void debias_exclusive(const ExclusiveProblemView& problem, const ExclusiveSettings& s, ExclusiveOutcome& o,
+                      MemoryBudget& budget) {
+  std::vector<uint64_t> support;
+  for (uint64_t k = 0; k < o.fit.w.size(); ++k)
+    if (o.fit.w[k] != 0) support.push_back(k);
+  const std::unique_ptr<exclusive::Design> restricted = problem.design.restrict_columns(support);
+  const auto* columns = dynamic_cast<const exclusive::InMemoryDesign*>(restricted.get());
+  FGM_ASSERT(columns != nullptr && o.model.features.size() == support.size());
+  SelectedFeatureCache cache(budget, problem.design.rows());
+  cache.begin_batch();
+  const auto& ptr = columns->column_ptr();
+  for (size_t j = 0; j < support.size(); ++j) {
+    const std::vector<uint32_t> rows(columns->row_ids().begin() + ptr[j], columns->row_ids().begin() + ptr[j + 1]);
+    const std::vector<float> values(columns->values().begin() + ptr[j], columns->values().begin() + ptr[j + 1]);
+    cache.add_column(o.model.features[j].key, rows, values);
+  }
+  const Reservation labels_memory = budget.reserve(problem.y.size(), "exclusive: labels of the de-biasing refit");
+  std::vector<int8_t> labels(problem.y.size());
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = problem.y[i] > 0 ? 1 : -1;
+  ApgOptions options;
+  options.loss = Loss::kSquaredHinge;
+  options.C = s.debias_C;
+  options.bias = s.fista.bias;
+  options.certify = true;
+  options.gap_tolerance = s.fista.tolerance;
+  options.max_iterations = s.fista.max_iterations;
+  options.threads = 1;
+  DebiasResult refit = debias_refit(cache, labels.data(), o.model, options, budget);
+  o.debiased = std::move(refit.model);
+  o.debias_solve = refit.solve;
+  o.has_debiased = true;
+}
+
 std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
                                                  MemoryBudget& budget) {
   std::vector<ExclusiveOutcome> out;
@@ -211,6 +252,7 @@ std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& pro
   for (double lambda : settings.path_lambda) {
     const bool use_warm = settings.path_warm_start && !out.empty();
     out.push_back(fit_exclusive_at(problem, settings, lambda, budget, use_warm ? &warm : nullptr));
+    if (settings.debias) debias_exclusive(problem, settings, out.back(), budget);
     if (settings.path_warm_start) warm = out.back().fit.warm_start();
   }
   return out;

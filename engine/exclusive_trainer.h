@@ -15,6 +15,7 @@
 #include "engine/train_settings.h"
 #include "io/model_file.h"
 #include "io/shard_store.h"
+#include "solvers/apg.h"
 #include "solvers/exclusive/fista_exclusive.h"
 #include "solvers/exclusive/working_set.h"
 
@@ -30,6 +31,8 @@ struct ExclusiveSettings {
   uint64_t group_seed = 1;
   std::vector<double> path_lambda;  // fgm path
   bool path_warm_start = true;      // fgm path: each λ starts from the previous one's fit
+  bool debias = false;              // fgm path: refit each λ's support (engine/debias.h)
+  double debias_C = 1.0;
   int threads = 1;
   uint64_t block_bytes = 4 << 20;
 };
@@ -49,6 +52,9 @@ struct ExclusiveOutcome {
   double seconds = 0;
   uint64_t budget_peak = 0;
   bool warm_started = false;  // fgm path: started from the previous λ's fit
+  bool has_debiased = false;  // fgm path with exclusive.debias: the refit on the nonzero weights
+  Model debiased;
+  ApgResult debias_solve;
 };
 
 // What a fit reads, whoever holds the rows: the design (a store's, or this
@@ -113,7 +119,8 @@ void train_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, Mem
 
 // fgm path (a binary store): one fit per λ of settings.path_lambda, in order,
 // sharing the stream, the design and the groups; with path_warm_start each
-// fit starts from the previous λ's (solvers/exclusive/working_set.h ExclusiveWarmStart).
+// fit starts from the previous λ's (solvers/exclusive/working_set.h ExclusiveWarmStart);
+// with settings.debias each λ's nonzero weights are refit (ExclusiveOutcome::debiased).
 void path_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
                     ExclusiveRunOutcome& out);
 

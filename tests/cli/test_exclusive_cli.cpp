@@ -269,3 +269,160 @@ TEST_CASE("fgm train with exclusive.bias writes the bias and fgm predict uses it
     CHECK(contains(i.out, "\"has_bias\": true"));
   }
 }
+
+// fgm path with data.validation: every point's validation accuracy in
+// path.csv equals the accuracy recomputed here from point-<k>.fgm's weights
+// (fgm inspect) on the validation rows, and the chosen point is the one-SE
+// rule recomputed here: the fewest selected features whose accuracy is at
+// least the best minus √(best(1 − best)/rows) (ties: the larger λ). A
+// validation file with a syntax error stops the path before any output.
+TEST_CASE("fgm path solver=exclusive chooses a λ on data.validation by the one-SE rule", "[exclusive][cli][validation]") {
+  TempDir dir("fgm-exclusive-validation");
+  REQUIRE(run(dir, "synth --out data --rows 200 --test-rows 160 --features 40 --relevant 6 --seed 4").code == 0);
+  std::istringstream test_text(slurp(dir.file("data/test.svm")));
+  std::string line, validation, test;
+  for (int i = 0; std::getline(test_text, line); ++i) (i < 100 ? validation : test) += line + '\n';
+  dir.write("val.svm", validation);
+  dir.write("test.svm", test);
+  const std::vector<double> lambdas = {300.0, 30.0, 3.0, 0.3, 0.03};
+  const std::string plain = "path data.train=data/train.svm data.test=test.svm engine.cache_dir=cache "
+                            "solver=exclusive exclusive.algorithm=licp exclusive.random_groups=3 "
+                            "'exclusive.path_lambda=[300.0, 30.0, 3.0, 0.3, 0.03]' output.report=false ";
+  const std::string path = plain + "data.validation=val.svm ";
+  auto r = run(dir, path + "output.dir=p");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto cells = csv_cells(slurp(dir.file("p/path.csv")));
+  REQUIRE(cells.size() == lambdas.size() + 1);
+  const size_t acc_col = csv_column(cells[0], "validation_accuracy"), sel_col = csv_column(cells[0], "selected");
+  REQUIRE(acc_col < cells[0].size());
+  const InMemoryData rows = parse_libsvm_simple(dir.file("val.svm"));
+  std::vector<double> accuracy;
+  std::vector<size_t> selected;
+  for (size_t k = 0; k < lambdas.size(); ++k) {
+    auto i = run(dir, "inspect p/point-" + std::to_string(k) + ".fgm");
+    REQUIRE(i.code == 0);
+    std::map<uint64_t, double> w;  // 0-based feature -> weight
+    const auto features = i.out.find("\"features\"");
+    for (size_t at = i.out.find("\"id\":", features); at != std::string::npos; at = i.out.find("\"id\":", at + 1))
+      w[uint64_t(json_number(i.out, "id", at)) - 1] = json_number(i.out, "weight", at);
+    size_t correct = 0;
+    for (size_t row = 0; row < rows.labels.size(); ++row) {
+      double score = 0;
+      for (const auto& [feature, value] : rows.rows[row])
+        if (w.count(feature)) score += w[feature] * value;
+      correct += (score > 0 ? 1.0 : -1.0) == rows.labels[row];
+    }
+    accuracy.push_back(double(correct) / double(rows.labels.size()));
+    selected.push_back(w.size());
+    CHECK(std::stoull(cells[k + 1][sel_col]) == w.size());
+    CHECK(std::stod(cells[k + 1][acc_col]) == Approx(accuracy.back()).margin(1e-6));
+  }
+  const double best = *std::max_element(accuracy.begin(), accuracy.end());
+  const double threshold = best - std::sqrt(best * (1 - best) / double(rows.labels.size()));
+  int64_t chosen = -1;
+  for (size_t k = 0; k < lambdas.size(); ++k)  // larger λ first, so a tie in selected keeps the larger λ
+    if (accuracy[k] >= threshold && (chosen < 0 || selected[k] < selected[size_t(chosen)])) chosen = int64_t(k);
+  const std::string json = slurp(dir.file("p/path.json"));
+  CHECK(json_number(json, "chosen_point", json.find("\"selection\"")) == double(chosen));
+  CHECK(contains(json, "\"criterion\": \"validation\""));
+  CHECK(contains(r.out, "chosen_point=" + std::to_string(chosen) + " "));
+  // The models do not depend on data.validation: the same points without it.
+  REQUIRE(run(dir, plain + "output.dir=plain").code == 0);
+  for (size_t k = 0; k < lambdas.size(); ++k) {
+    const std::string with = run(dir, "inspect p/point-" + std::to_string(k) + ".fgm").out;
+    const std::string without = run(dir, "inspect plain/point-" + std::to_string(k) + ".fgm").out;
+    auto features = [](const std::string& s) {  // the weights, not the config (output.dir differs)
+      const auto begin = s.find("\"features\"");
+      return s.substr(begin, s.find("\"config\"") - begin);
+    };
+    CHECK(features(with) == features(without));
+  }
+  // A bad validation file: an error naming file and line, nothing written.
+  dir.write("bad.svm", validation + "+1 3:x\n");
+  auto bad = run(dir, path + "output.dir=bad data.validation=bad.svm");
+  CHECK(bad.code != 0);
+  CHECK(contains(bad.err, "bad.svm:101"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("bad/path.csv")));
+}
+
+namespace {
+
+// A model's weights (0-based feature -> weight) and its bias, read back with fgm inspect.
+std::pair<std::map<uint64_t, double>, double> inspected_weights(const TempDir& dir, const std::string& model) {
+  auto i = run(dir, "inspect " + model);
+  REQUIRE(i.code == 0);
+  std::map<uint64_t, double> w;
+  const auto features = i.out.find("\"features\"");
+  for (size_t at = i.out.find("\"id\":", features); at != std::string::npos; at = i.out.find("\"id\":", at + 1))
+    w[uint64_t(json_number(i.out, "id", at)) - 1] = json_number(i.out, "weight", at);
+  return {w, json_number(i.out, "bias")};
+}
+
+}  // namespace
+
+// exclusive.debias: each λ's nonzero weights refit by ½‖w‖² + (C/2)Σ ξ_i²,
+// ξ_i = max(0, 1 − y_i(w'x_i − bias)). Checked here on the training rows in
+// long double against that problem's optimality conditions, w = C Σ ξ_i y_i x_i
+// on the support and Σ ξ_i y_i = 0 (the bias), not against the solver; the
+// refit keeps the support, is the same for 1 and 2 threads, and the key is
+// refused where it would be ignored.
+TEST_CASE("fgm path solver=exclusive with exclusive.debias refits each support to its optimum", "[exclusive][cli][debias]") {
+  TempDir dir("fgm-exclusive-debias");
+  REQUIRE(run(dir, "synth --out data --rows 200 --test-rows 100 --features 40 --relevant 6 --seed 4").code == 0);
+  const double C = 0.5;
+  const std::string path = "path data.train=data/train.svm data.test=data/test.svm data.validation=data/test.svm "
+                           "engine.cache_dir=cache solver=exclusive exclusive.algorithm=licp exclusive.random_groups=3 "
+                           "exclusive.bias=true 'exclusive.path_lambda=[30.0, 3.0, 0.3]' exclusive.debias=true "
+                           "exclusive.debias_C=0.5 exclusive.tolerance=1e-10 output.report=false ";
+  auto r = run(dir, path + "output.dir=p engine.threads=1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "chosen_debiased_point="));
+  const auto cells = csv_cells(slurp(dir.file("p/path.csv")));
+  REQUIRE(cells.size() == 4);
+  const size_t refit_col = csv_column(cells[0], "debiased_test_accuracy");
+  REQUIRE(refit_col < cells[0].size());
+  const InMemoryData train = parse_libsvm_simple(dir.file("data/train.svm"));
+  for (int k = 0; k < 3; ++k) {
+    INFO("point " << k);
+    CHECK_FALSE(cells[size_t(k) + 1][refit_col].empty());
+    const auto [fit, fit_bias] = inspected_weights(dir, "p/point-" + std::to_string(k) + ".fgm");
+    const auto [w, bias] = inspected_weights(dir, "p/point-" + std::to_string(k) + "-debiased.fgm");
+    REQUIRE(!w.empty());
+    for (const auto& [feature, weight] : w) CHECK(fit.count(feature) == 1);  // no feature added
+    CHECK(w.size() == fit.size());
+    std::map<uint64_t, long double> gradient;  // C Σ ξ_i y_i x_i on the support
+    long double bias_condition = 0, scale = 0;
+    for (size_t i = 0; i < train.labels.size(); ++i) {
+      long double decision = -bias;
+      for (const auto& [feature, value] : train.rows[i])
+        if (w.count(feature)) decision += (long double)w.at(feature) * value;
+      const long double y = train.labels[i] > 0 ? 1 : -1, xi = std::max<long double>(0, 1 - y * decision);
+      bias_condition += xi * y;
+      scale += xi;
+      for (const auto& [feature, value] : train.rows[i])
+        if (w.count(feature)) gradient[feature] += C * xi * y * value;
+    }
+    long double largest = 0;
+    for (const auto& [feature, weight] : w) largest = std::max(largest, std::fabs((long double)weight));
+    for (const auto& [feature, weight] : w) CHECK(double(std::fabs(weight - gradient[feature])) < 1e-4 * double(largest));
+    CHECK(double(std::fabs(bias_condition)) < 1e-4 * double(scale));
+  }
+  REQUIRE(run(dir, path + "output.dir=p2 engine.threads=2").code == 0);
+  for (int k = 0; k < 3; ++k) {
+    const std::string name = "/point-" + std::to_string(k) + "-debiased.fgm";
+    CHECK(inspected_weights(dir, "p" + name) == inspected_weights(dir, "p2" + name));
+  }
+  // Where the keys would be ignored: errors naming them, nothing written.
+  const std::string train_keys = "data.train=data/train.svm engine.cache_dir=cache solver=exclusive "
+                                 "exclusive.algorithm=licp exclusive.random_groups=3 ";
+  auto on_train = run(dir, "train " + train_keys + "exclusive.debias=true output.dir=t1");
+  CHECK(on_train.code == 2);
+  CHECK(contains(on_train.err, "exclusive.debias"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("t1/model.fgm")));
+  auto no_refit = run(dir, "path " + train_keys + "'exclusive.path_lambda=[1.0]' exclusive.debias_C=2 output.dir=t2");
+  CHECK(no_refit.code == 2);
+  CHECK(contains(no_refit.err, "exclusive.debias_C"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("t2/path.csv")));
+}
