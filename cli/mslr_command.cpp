@@ -3,9 +3,7 @@
 // without bias that predict and inspect read like any other), run.json with
 // one record per cutting-plane iteration, or for the path one model per
 // count of mslr.features, path.csv and path.json.
-#include <cmath>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <filesystem>
 #include <optional>
@@ -56,13 +54,6 @@ MslrSettings mslr_settings_from_config(const Config& c) {
   return s;
 }
 
-// P with no feature selected (w = 0): C·ln 2 per row of the fit.
-double objective_no_features(const ShardStore& store, double C) {
-  uint64_t fit = 0;
-  for (uint64_t i = 0; i < store.info().n_rows; ++i) fit += store.labels()[i] != 0;
-  return C * std::log(2.0) * static_cast<double>(fit);
-}
-
 void log_iteration(const MslrIteration& r) {
   spdlog::info("iter {:3d}: selected {:6d} (+{}), |d^t| {}, objective {:.6g}, gap {:.3g}, sip_violation {:.4g}, "
                "q {:.3g}, {} sweeps, score {:.3f}s, solve {:.3f}s",
@@ -101,8 +92,9 @@ void write_iteration(JsonWriter& j, const MslrIteration& r, double previous_obje
   j.end_object();
 }
 
-// "iterations" of run.json and path.json (`f0`: P with no feature selected).
-void write_iterations(JsonWriter& j, const MslrOutcome& outcome, double f0) {
+// "iterations" of run.json and path.json (f0: P with no feature selected).
+void write_iterations(JsonWriter& j, const MslrOutcome& outcome) {
+  const double f0 = outcome.objective_no_features;
   j.key("iterations").begin_array();
   double previous = f0;
   for (const auto& r : outcome.iterations) {
@@ -112,12 +104,12 @@ void write_iterations(JsonWriter& j, const MslrOutcome& outcome, double f0) {
   j.end_array();
 }
 
-// run.json from "iterations" to "iterations_restored": what single-store and partitioned runs share.
-void write_outcome(JsonWriter& j, const MslrOutcome& outcome, double f0, uint64_t iterations_restored) {
-  write_iterations(j, outcome, f0);
+// run.json from "iterations" to "iterations_restored".
+void write_outcome(JsonWriter& j, const MslrOutcome& outcome, uint64_t iterations_restored) {
+  write_iterations(j, outcome);
   j.key("stop_reason").value(outcome.stop_reason);
   j.key("final_sip_violation").value(outcome.final_sip_violation);
-  j.key("objective_no_features").value(f0);
+  j.key("objective_no_features").value(outcome.objective_no_features);
   write_selected_features(j, outcome.model.features, outcome.model.index_base);
   j.key("bias").value(0.0);
   j.key("scoring_passes").value(outcome.scoring_passes);
@@ -210,15 +202,14 @@ PartitionRange own_partitions(const SolverRun& run) {
   return partitions_of_rank(partitions, run.comm.size(), run.comm.rank());
 }
 
-// Saves the state after an iteration: `bytes` encodes what rank 0's
-// checkpoint holds. On a partitioned store every rank first writes its slice
+// Saves the state after an iteration (and fgm path's `points` with it). On a partitioned store every rank first writes its slice
 // of the duals, then — once every rank's slice is on disk — rank 0 its
 // checkpoint, the state without the duals. The slice of two iterations back
 // goes: rank 0 saved the checkpoint of the last one before it joined this
 // iteration's collectives, so no checkpoint refers to it any more.
 void save_state(SolverRun& run, const PartitionRange& own, const MslrState& state,
-                const std::function<std::string(const MslrState&)>& bytes) {
-  if (!run.partitioned()) return run.session->save_solver_state({"mslr", bytes(state)});
+                const std::vector<MslrSavedPoint>& points) {
+  if (!run.partitioned()) return run.session->save_solver_state({"mslr", encode_mslr_state(state, points)});
   Communicator& comm = run.comm;
   MslrDualSlice slice;
   slice.iteration = state.iterations.size();
@@ -239,105 +230,7 @@ void save_state(SolverRun& run, const PartitionRange& own, const MslrState& stat
   MslrState shared = state;
   shared.alpha.clear();
   shared.beta.clear();
-  run.session->save_solver_state({"mslr", bytes(shared)});
-}
-
-// The run over either backend; its result on every rank.
-DistributedMslrOutcome run_mslr(SolverRun& run, const MslrSettings& settings, const MslrHooks& hooks) {
-  if (run.partitioned()) return train_mslr_distributed(run.comm, run.dir, settings, run.budget, hooks);
-  DistributedMslrOutcome outcome;
-  outcome.result = fgm::train_mslr(*run.data->store, settings, run.budget, hooks);
-  outcome.objective_no_features = objective_no_features(*run.data->store, settings.minimax.C);
-  return outcome;
-}
-
-}  // namespace
-
-// solver = "mslr" (engine/mslr_trainer.h, engine/distributed_mslr.h). Resume
-// checkpoints after every iteration: rank 0's, and on a partitioned store
-// every rank's dual slice (save_state).
-int train_mslr(SolverRun& run) {
-  const Config& config = run.config;
-  MslrSettings settings = mslr_settings_from_config(config);
-  settings.warnings = &run.warnings;
-  const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
-  const std::optional<MslrState> resume = resume_state(run, settings, own, nullptr);
-  if (resume) settings.resume = &*resume;
-  if (run.session)
-    spdlog::info("MSLR on {} with {} rank(s), r={}, C={}, T_m={}, threads={}", run.dir, run.comm.size(), settings.r,
-                 settings.minimax.C, settings.max_iterations, settings.scheduler.threads);
-  MslrHooks hooks;
-  if (run.session) hooks.on_iteration = log_iteration;
-  hooks.on_state = [&](const MslrState& state) {
-    save_state(run, own, state, [](const MslrState& saved) { return encode_mslr_state(saved); });
-  };
-  DistributedMslrOutcome outcome = run_mslr(run, settings, hooks);
-  Model& model = outcome.result.model;
-  if (!run.gather_outputs(outcome.result.budget_peak)) return 0;
-  spdlog::info("stopped: {} after {} iterations, {} features", outcome.result.stop_reason,
-               outcome.result.iterations.size(), model.features.size());
-  const uint64_t restored = resume ? resume->iterations.size() : 0;
-  const int code = run.finish_train(
-      {.solver = "mslr",
-       .model = &model,
-       .partitioned = &outcome,
-       .budget_peak = outcome.result.budget_peak,
-       .train_seconds = outcome.result.seconds,
-       .sections =
-           [&](JsonWriter& j, const EvalResult*) {
-             write_outcome(j, outcome.result, outcome.objective_no_features, restored);
-           },
-       .summary = fmt::format("selected={} iterations={} objective={:.6g}", model.features.size(),
-                              outcome.result.iterations.size(), model.objective)});
-  if (run.partitioned()) remove_dual_slices(run.out_dir);
-  return code;
-}
-
-namespace {
-// A path never delivers fewer points for want of iterations: each iteration
-// adds at most r features, so the last count needs ⌈last/r⌉ of them. An
-// mslr.max_iterations below that is refused when the user set it; the
-// default is raised to the most the run allows (the path stops at its last
-// count anyway). Beyond that, mslr.r must grow.
-void raise_iterations_for_counts(const Config& config, MslrSettings& settings) {
-  const uint64_t last = settings.checkpoints.back();
-  const uint64_t needed = (last + settings.r - 1) / settings.r;
-  if (needed <= static_cast<uint64_t>(settings.max_iterations)) return;
-  const uint64_t most = mslr::kMaxConstraints;
-  if (config.set_by_user("mslr.max_iterations"))
-    throw Error(ErrorKind::kConfig,
-                msg::mslr_path_needs_iterations(
-                    config.where_set("mslr.max_iterations") + "mslr.max_iterations", last, settings.r, needed,
-                    static_cast<uint64_t>(settings.max_iterations),
-                    needed <= most ? fmt::format("set mslr.max_iterations to at least {}", needed)
-                                   : fmt::format("raise mslr.r to at least {}", (last + most - 1) / most)));
-  if (needed > most)
-    throw Error(ErrorKind::kConfig,
-                msg::mslr_path_needs_iterations(config.where_set("mslr.r") + "mslr.r", last, settings.r, needed, most,
-                                                fmt::format("mslr.max_iterations is at most {}; raise mslr.r to at "
-                                                            "least {}",
-                                                            most, (last + most - 1) / most)));
-  spdlog::info("mslr.max_iterations raised from {} to {}: mslr.features asks for {} features, at most {} per iteration",
-               settings.max_iterations, most, last, settings.r);
-  settings.max_iterations = static_cast<int>(most);
-}
-
-// mslr.* with the path's checkpoints: the counts of mslr.features, increasing.
-MslrSettings path_settings_from_config(const Config& config) {
-  MslrSettings settings = mslr_settings_from_config(config);
-  for (double v : config.get_list("mslr.features")) settings.checkpoints.push_back(static_cast<uint64_t>(v));
-  if (settings.checkpoints.empty())
-    throw Error(ErrorKind::kConfig,
-                msg::missing_required("mslr.features", "the feature counts of the MSLR path (solver = \"mslr\")"));
-  for (size_t k = 1; k < settings.checkpoints.size(); ++k)
-    if (settings.checkpoints[k] <= settings.checkpoints[k - 1])
-      throw Error(ErrorKind::kConfig, fmt::format("{}mslr.features must be increasing ({} after {})",
-                                                  config.where_set("mslr.features"), settings.checkpoints[k],
-                                                  settings.checkpoints[k - 1]));
-  // The counts decide where the path ends (as FGM's path.features).
-  settings.eps_outer = 0;
-  raise_iterations_for_counts(config, settings);
-  return settings;
+  run.session->save_solver_state({"mslr", encode_mslr_state(shared, points)});
 }
 
 // The points of an MSLR path as the run reaches them (each with its test
@@ -394,13 +287,113 @@ class PathPoints {
   std::vector<MslrSavedPoint> saved_;  // the points taken so far, as saved with the state
 };
 
+// The loop over the store or this rank's partitions, its result on every
+// rank: resumed from output.dir's checkpoint when it holds a state, which is
+// saved after every iteration (save_state). `path` (fgm path): rank 0 takes
+// the points, the restored ones first, saved with the state. `restored`: the
+// iterations the checkpoint had completed.
+MslrOutcome run_resumable(SolverRun& run, MslrSettings settings, PathPoints* path, PartitionedRun& partitioned,
+                          uint64_t& restored) {
+  settings.warnings = &run.warnings;
+  const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
+  std::vector<MslrSavedPoint> saved_points;
+  const std::optional<MslrState> resume = resume_state(run, settings, own, path ? &saved_points : nullptr);
+  restored = resume ? resume->iterations.size() : 0;
+  if (resume) settings.resume = &*resume;
+  if (resume && path && run.session) path->restore(saved_points, *resume, run.session->file());
+  MslrHooks hooks;
+  if (run.session) {
+    spdlog::info("MSLR on {} with {} rank(s), r={}, C={}, T_m={}, threads={}", run.dir, run.comm.size(), settings.r,
+                 settings.minimax.C, settings.max_iterations, settings.scheduler.threads);
+    hooks.on_iteration = log_iteration;
+    if (path) hooks.on_checkpoint = [path](const MslrCheckpoint& cp) { path->take(cp); };
+  }
+  const std::vector<MslrSavedPoint> no_points;
+  hooks.on_state = [&](const MslrState& state) { save_state(run, own, state, path ? path->saved() : no_points); };
+  if (!run.partitioned()) return fgm::train_mslr(*run.data->store, settings, run.budget, hooks);
+  return run_mslr(*open_mslr_partitions(run.comm, run.dir, settings, run.budget, partitioned), settings, run.budget,
+                  hooks);
+}
+
+}  // namespace
+
+// solver = "mslr" (engine/mslr_trainer.h, engine/distributed_mslr.h). Resume
+// checkpoints after every iteration: rank 0's, and on a partitioned store
+// every rank's dual slice (save_state).
+int train_mslr(SolverRun& run) {
+  PartitionedRun partitioned;
+  uint64_t restored = 0;
+  MslrOutcome outcome = run_resumable(run, mslr_settings_from_config(run.config), nullptr, partitioned, restored);
+  Model& model = outcome.model;
+  if (!run.gather_outputs(outcome.budget_peak)) return 0;
+  spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
+               model.features.size());
+  const int code = run.finish_train(
+      {.solver = "mslr",
+       .model = &model,
+       .partitioned = &partitioned,
+       .budget_peak = outcome.budget_peak,
+       .train_seconds = outcome.seconds,
+       .sections = [&](JsonWriter& j, const EvalResult*) { write_outcome(j, outcome, restored); },
+       .summary = fmt::format("selected={} iterations={} objective={:.6g}", model.features.size(),
+                              outcome.iterations.size(), model.objective)});
+  if (run.partitioned()) remove_dual_slices(run.out_dir);
+  return code;
+}
+
+namespace {
+// A path never delivers fewer points for want of iterations: each iteration
+// adds at most r features, so the last count needs ⌈last/r⌉ of them. An
+// mslr.max_iterations below that is refused when the user set it; the
+// default is raised to the most the run allows (the path stops at its last
+// count anyway). Beyond that, mslr.r must grow.
+void raise_iterations_for_counts(const Config& config, MslrSettings& settings) {
+  const uint64_t last = settings.checkpoints.back();
+  const uint64_t needed = (last + settings.r - 1) / settings.r;
+  if (needed <= static_cast<uint64_t>(settings.max_iterations)) return;
+  const uint64_t most = mslr::kMaxConstraints;
+  if (config.set_by_user("mslr.max_iterations"))
+    throw Error(ErrorKind::kConfig,
+                msg::mslr_path_needs_iterations(
+                    config.where_set("mslr.max_iterations") + "mslr.max_iterations", last, settings.r, needed,
+                    static_cast<uint64_t>(settings.max_iterations),
+                    needed <= most ? fmt::format("set mslr.max_iterations to at least {}", needed)
+                                   : fmt::format("raise mslr.r to at least {}", (last + most - 1) / most)));
+  if (needed > most)
+    throw Error(ErrorKind::kConfig,
+                msg::mslr_path_needs_iterations(config.where_set("mslr.r") + "mslr.r", last, settings.r, needed, most,
+                                                fmt::format("mslr.max_iterations is at most {}; raise mslr.r to at "
+                                                            "least {}",
+                                                            most, (last + most - 1) / most)));
+  spdlog::info("mslr.max_iterations raised from {} to {}: mslr.features asks for {} features, at most {} per iteration",
+               settings.max_iterations, most, last, settings.r);
+  settings.max_iterations = static_cast<int>(most);
+}
+
+// mslr.* with the path's checkpoints: the counts of mslr.features, increasing.
+MslrSettings path_settings_from_config(const Config& config) {
+  MslrSettings settings = mslr_settings_from_config(config);
+  for (double v : config.get_list("mslr.features")) settings.checkpoints.push_back(static_cast<uint64_t>(v));
+  if (settings.checkpoints.empty())
+    throw Error(ErrorKind::kConfig,
+                msg::missing_required("mslr.features", "the feature counts of the MSLR path (solver = \"mslr\")"));
+  for (size_t k = 1; k < settings.checkpoints.size(); ++k)
+    if (settings.checkpoints[k] <= settings.checkpoints[k - 1])
+      throw Error(ErrorKind::kConfig, fmt::format("{}mslr.features must be increasing ({} after {})",
+                                                  config.where_set("mslr.features"), settings.checkpoints[k],
+                                                  settings.checkpoints[k - 1]));
+  // The counts decide where the path ends (as FGM's path.features).
+  settings.eps_outer = 0;
+  raise_iterations_for_counts(config, settings);
+  return settings;
+}
+
 // point-<k>.fgm, path.csv (point, selected, objective, test accuracy/AUC,
 // seconds), path.json and the report; the session finished.
-void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOutcome& result, int max_iterations) {
+void write_path(SolverRun& run, const PathPoints& path, const MslrOutcome& outcome, const PartitionedRun& partitioned,
+                int max_iterations) {
   const Config& config = run.config;
   const std::string& out_dir = run.out_dir;
-  const MslrOutcome& outcome = result.result;
-  const double f0 = result.objective_no_features;
   const auto& points = path.points();
   // A count the run could not reach gives no point of its own: say so.
   const std::vector<double> asked = config.get_list("mslr.features");
@@ -424,7 +417,7 @@ void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOut
                        p.last.relative_gap, csv_cell(p.test.accuracy), csv_cell(p.test.auc), p.seconds);
   }
   JsonWriter j;
-  run.begin_json(j, "mslr", config.dump(), &result);
+  run.begin_json(j, "mslr", config.dump(), &partitioned);
   j.key("mode").value("features");
   // No point is chosen on held-out data: the report features the last one.
   j.key("best_point").value(int64_t{-1});
@@ -433,7 +426,7 @@ void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOut
   j.key("seconds").value(outcome.seconds);
   j.key("scoring_passes").value(outcome.scoring_passes);
   j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
-  write_iterations(j, outcome, f0);
+  write_iterations(j, outcome);
   run.finish_path(j, csv, fmt::format("points={} seconds={:.3f} csv={}/path.csv", points.size(), outcome.seconds,
                                       out_dir));
 }
@@ -446,29 +439,15 @@ void write_path(SolverRun& run, const PathPoints& path, const DistributedMslrOut
 // with the points taken.
 int path_mslr(SolverRun& run) {
   const Config& config = run.config;
-  MslrSettings settings = path_settings_from_config(config);
-  settings.warnings = &run.warnings;
+  const MslrSettings settings = path_settings_from_config(config);
   // MSLR selects linear features: a count beyond the store's width can never be reached.
   run.refuse_counts_beyond_width("mslr.features", settings.checkpoints.back());
   PathPoints path(run);
-  const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
-  std::vector<MslrSavedPoint> saved_points;
-  const std::optional<MslrState> resume = resume_state(run, settings, own, &saved_points);
-  if (resume) {
-    settings.resume = &*resume;
-    if (run.session) path.restore(saved_points, *resume, run.session->file());
-  }
-  MslrHooks hooks;
-  if (run.session) {
-    hooks.on_iteration = log_iteration;
-    hooks.on_checkpoint = [&](const MslrCheckpoint& cp) { path.take(cp); };
-  }
-  hooks.on_state = [&](const MslrState& state) {
-    save_state(run, own, state, [&](const MslrState& saved) { return encode_mslr_state(saved, path.saved()); });
-  };
-  DistributedMslrOutcome outcome = run_mslr(run, settings, hooks);
-  if (!run.gather_outputs(outcome.result.budget_peak)) return 0;
-  write_path(run, path, outcome, settings.max_iterations);
+  PartitionedRun partitioned;
+  uint64_t restored = 0;
+  const MslrOutcome outcome = run_resumable(run, settings, &path, partitioned, restored);
+  if (!run.gather_outputs(outcome.budget_peak)) return 0;
+  write_path(run, path, outcome, partitioned, settings.max_iterations);
   if (run.partitioned()) remove_dual_slices(run.out_dir);
   return 0;
 }

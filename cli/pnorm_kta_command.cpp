@@ -207,10 +207,9 @@ void write_path_outputs(const KtaSettings& settings, const KtaRun& run, SolverRu
 }
 
 // model.fgm, run.json, the report and the result line (SolverRun::finish_train).
-int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, DistributedKtaOutcome& outcome,
-                        double train_seconds) {
-  const KtaRun& run = outcome.run;
-  Model& model = outcome.trained.model;
+int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, const KtaRun& run, KtaTrained& trained,
+                        const PartitionedRun& partitioned, double train_seconds) {
+  Model& model = trained.model;
   // The selected features: a linear model's weights, or a kernel SVM's
   // features with their kernel weights d_j.
   std::vector<ModelFeature> selected = model.features;
@@ -238,7 +237,7 @@ int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, Dist
       j.key("kernel").value(model.kernel_svm.kernel);
       j.key("support_vectors").value(static_cast<uint64_t>(model.kernel_svm.n_support()));
       j.key("training_rows").value(model.kernel_svm.training_rows);
-      j.key("train_accuracy").value(outcome.trained.train_accuracy);
+      j.key("train_accuracy").value(trained.train_accuracy);
       j.key("C").value(model.C);
       j.end_object();
     }
@@ -247,8 +246,8 @@ int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, Dist
       {.solver = "pnorm_kta",
        .model = &model,
        .truth_among = &selected,
-       .partitioned = &outcome,
-       .budget_peak = outcome.budget_peak,
+       .partitioned = &partitioned,
+       .budget_peak = solver_run.budget.peak(),
        .train_seconds = train_seconds,
        .sections = sections,
        .summary = fmt::format("p={:.4g} selected={} {}", run.points.back().p, selected.size(),
@@ -277,22 +276,29 @@ void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned
                             config.where_set("kta.kernel")));
 }
 
+namespace {
+
+// The rows: the store, or this rank's partitions (every rank runs the same
+// path, rank 0 writes the outputs).
+std::unique_ptr<KtaData> open_data(SolverRun& run, const KtaSettings& settings, PartitionedRun& partitioned) {
+  if (run.partitioned()) return open_kta_partitions(run.comm, run.dir, settings, run.budget, partitioned);
+  return open_kta_store(*run.data->store, run.budget);
+}
+
+}  // namespace
+
 // solver = "pnorm_kta" (engine/pnorm_kta_path.h; linear kernel on a partitioned store: engine/distributed_kta.h).
 int train_pnorm_kta(SolverRun& run) {
   KtaSettings settings = kta_settings_from_config(run.config, RunKind::kTrain);
   settings.warnings = &run.warnings;
   const auto start = std::chrono::steady_clock::now();
-  DistributedKtaOutcome outcome;
-  if (run.partitioned()) {
-    outcome = train_kta_distributed(run.comm, run.dir, settings, run.budget);
-  } else {
-    outcome.run = compute_alignments(*run.data->store, settings, run.budget);
-    outcome.trained = train_kta_model(*run.data->store, settings, run.budget, outcome.run);
-    outcome.budget_peak = run.budget.peak();
-  }
+  PartitionedRun partitioned;
+  std::unique_ptr<KtaData> data = open_data(run, settings, partitioned);
+  KtaRun kta = data->align(settings);
+  KtaTrained trained = train_kta_model(*data, settings, run.budget, kta);
   const double train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!run.gather_outputs(outcome.budget_peak)) return 0;
-  return write_train_outputs(run, settings, outcome, train_seconds);
+  if (!run.gather_outputs(run.budget.peak())) return 0;
+  return write_train_outputs(run, settings, kta, trained, partitioned, train_seconds);
 }
 
 int path_pnorm_kta(SolverRun& run) {
@@ -308,45 +314,42 @@ int path_pnorm_kta(SolverRun& run) {
   auto on_point = [&](const KtaPoint& p, const kta::PathPoint&) {
     if (run.comm.rank() == 0) log_point(p);
   };
-  DistributedKtaOutcome outcome;
+  PartitionedRun partitioned;
+  std::unique_ptr<KtaData> data = open_data(run, settings, partitioned);
+  KtaRun kta = data->align(settings);
+  if (run.session)
+    spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", kta.alignments.size(), kta.alignment_seconds,
+                 format_bytes(kta.alignment_pass.bytes_streamed));
   // path.folds >= 2 (one store; refused on partitions): choose lambda1,
   // lambda2, C and the point by cross-validation, then refit with them.
   const KtaCvOptions cv_options = kta_cv_options_from_config(run.config);
   std::optional<KtaCvResult> cv;
-  if (run.partitioned()) {
-    outcome = path_kta_distributed(run.comm, run.dir, settings, run.budget, on_point);
-  } else {
-    const ShardStore& store = *run.data->store;
-    outcome.run = compute_alignments(store, settings, run.budget);
-    spdlog::info("alignments of {} features in {:.3f}s ({} streamed)", outcome.run.alignments.size(),
-                 outcome.run.alignment_seconds, format_bytes(outcome.run.alignment_pass.bytes_streamed));
-    if (cv_options.folds >= 2) {
-      cv = cross_validate_kta(store, settings, cv_options, run.budget);
-      const KtaCvCandidate& chosen = cv->candidates[static_cast<size_t>(cv->chosen)];
-      spdlog::info("{}-fold cross-validation over {} candidates in {:.3f}s: lambda1 {} lambda2 {} C {} p {:.4g} "
-                   "(cv accuracy {:.4f})",
-                   cv->folds, cv->candidates.size(), cv->seconds, chosen.lambda1, chosen.lambda2, chosen.C, chosen.p,
-                   chosen.accuracy());
-      settings.path.lambda1 = chosen.lambda1;
-      settings.path.lambda2 = chosen.lambda2;
-      settings.C = chosen.C;
-    }
-    run_kta_path(store, settings, run.budget, outcome.run, on_point);
+  if (cv_options.folds >= 2) {
+    cv = cross_validate_kta(*run.data->store, settings, cv_options, run.budget);
+    const KtaCvCandidate& chosen = cv->candidates[static_cast<size_t>(cv->chosen)];
+    spdlog::info("{}-fold cross-validation over {} candidates in {:.3f}s: lambda1 {} lambda2 {} C {} p {:.4g} "
+                 "(cv accuracy {:.4f})",
+                 cv->folds, cv->candidates.size(), cv->seconds, chosen.lambda1, chosen.lambda2, chosen.C, chosen.p,
+                 chosen.accuracy());
+    settings.path.lambda1 = chosen.lambda1;
+    settings.path.lambda2 = chosen.lambda2;
+    settings.C = chosen.C;
   }
-  if (!run.gather_outputs(outcome.budget_peak)) return 0;
+  run_kta_path(*data, settings, run.budget, kta, on_point);
+  if (!run.gather_outputs(run.budget.peak())) return 0;
   std::function<void(JsonWriter&)> cv_json;
   std::string cv_summary;
   if (cv) {
     write_file_atomic(run.out_dir + "/cv.csv", kta_cv_csv(*cv));
-    cv_json = [&](JsonWriter& j) { write_kta_cv_section(j, cv_options, *cv, outcome.run); };
+    cv_json = [&](JsonWriter& j) { write_kta_cv_section(j, cv_options, *cv, kta); };
     const KtaCvCandidate& c = cv->candidates[static_cast<size_t>(cv->chosen)];
-    const KtaPoint& refit = outcome.run.points[static_cast<size_t>(c.point - 1)];
+    const KtaPoint& refit = kta.points[static_cast<size_t>(c.point - 1)];
     cv_summary = fmt::format(" cv_accuracy={:.4f} cv_lambda1={} cv_lambda2={} cv_C={} cv_p={:.4g} cv_selected={} "
                              "cv_test_accuracy={}",
                              c.accuracy(), c.lambda1, c.lambda2, c.C, c.p, refit.selected,
                              csv_cell(refit.test.accuracy));
   }
-  write_path_outputs(settings, outcome.run, run, run.partitioned() ? &outcome : nullptr, cv_json, cv_summary);
+  write_path_outputs(settings, kta, run, run.partitioned() ? &partitioned : nullptr, cv_json, cv_summary);
   return 0;
 }
 

@@ -66,23 +66,34 @@ std::vector<Result> per_column_pass(const OwnPartition& part, const char* label,
 
 // This rank's partitions with their ±1 labels (by the classes of all
 // partitions: a partition may lack one) and centred unit labels ỹ.
-class KtaPartitions {
+class KtaPartitions final : public KtaData {
  public:
-  KtaPartitions(Communicator& comm, const std::string& dir, const KtaSettings& settings, MemoryBudget& budget)
-      : comm_(comm), budget_(budget), own_(comm, dir, settings.scheduler, settings.block_bytes, budget) {
+  KtaPartitions(Communicator& comm, const std::string& dir, const KtaSettings& settings, MemoryBudget& budget,
+                PartitionedRun& out)
+      : comm_(comm), budget_(budget), own_(comm, dir, settings.scheduler, settings.block_bytes, budget), out_(out) {
     out_.describe(own_);
     const CommunicationStats before = comm.stats();
     read_labels();
     out_.communication.push_back({0, "labels", comm.stats() - before});
   }
 
-  DistributedKtaOutcome& out() { return out_; }
-
   // The models' label map and provenance (no store checksum: the partitions have their own).
-  Model shape() const {
+  Model shape() const override {
     Model m = model_of_partitioned_store(out_.manifest, negative_, positive_, "pnorm_kta");
     m.feature_kind = "linear";
     return m;
+  }
+
+  // The linear SVM of a point over this rank's partitions, its communication
+  // recorded as phase "svm" of the next iteration (a path's point k: k;
+  // fgm train's one model: 1).
+  KtaPointModel fit(const KtaSettings& settings, const std::vector<kta::FeatureAlignment>& alignments,
+                    const kta::PathPoint& point) override {
+    const CommunicationStats before = comm_.stats();
+    KtaPointModel fitted;
+    fitted.model = fit_kta_linear_model(rows(), settings, alignments, point, budget_);
+    out_.communication.push_back({svm_iteration_++, "svm", comm_.stats() - before});
+    return fitted;
   }
 
   KtaRows rows() {
@@ -100,10 +111,11 @@ class KtaPartitions {
   }
 
   // The alignments of all non-empty columns (increasing id), the same bits on every rank.
-  void compute_alignments() {
+  KtaRun align(const KtaSettings& settings) override {
+    kta::check_path_options(settings.path);
     const auto start = Clock::now();
     const CommunicationStats before = comm_.stats();
-    KtaRun& run = out_.run;
+    KtaRun run;
     std::vector<std::vector<ColumnSums>> firsts;
     uint64_t own_columns = 0;
     for (size_t q = 0; q < own_.size(); ++q)
@@ -152,9 +164,8 @@ class KtaPartitions {
     }
     run.alignment_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     out_.communication.push_back({0, "alignments", comm_.stats() - before});
+    return run;
   }
-
-  Communicator& comm() { return comm_; }
 
  private:
   void read_labels() {
@@ -238,7 +249,8 @@ class KtaPartitions {
   Communicator& comm_;
   MemoryBudget& budget_;
   OwnPartitions own_;
-  DistributedKtaOutcome out_;
+  PartitionedRun& out_;
+  int svm_iteration_ = 1;
   std::vector<std::vector<int8_t>> labels_;
   std::vector<std::vector<double>> unit_labels_;
   Reservation labels_memory_;
@@ -246,48 +258,13 @@ class KtaPartitions {
   double positive_ = 1, negative_ = -1;
 };
 
-// The linear SVM of a point over this rank's partitions, its communication
-// recorded as phase "svm" of iteration `*iteration` (then counted up).
-KtaPointFit partitioned_fit(KtaPartitions& parts, const KtaSettings& settings, MemoryBudget& budget, int* iteration) {
-  return [&parts, &settings, &budget, iteration](const kta::PathPoint& point) {
-    const CommunicationStats before = parts.comm().stats();
-    KtaPointModel out;
-    out.model = fit_kta_linear_model(parts.rows(), settings, parts.out().run.alignments, point, budget);
-    parts.out().communication.push_back({(*iteration)++, "svm", parts.comm().stats() - before});
-    return out;
-  };
-}
-
-// The alignments over this rank's partitions, then `run` (the path or the
-// trained model) with the SVM fits over them.
-template <class Run>
-DistributedKtaOutcome run_on_partitions(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                        MemoryBudget& budget, Run&& run) {
-  if (settings.kernel != kta::KernelKind::kLinear)
-    throw Error(ErrorKind::kConfig, "kta.kernel: only \"linear\" runs on a partitioned store");
-  kta::check_path_options(settings.path);
-  KtaPartitions parts(comm, dir, settings, budget);
-  parts.compute_alignments();
-  int iteration = 1;
-  run(parts, partitioned_fit(parts, settings, budget, &iteration));
-  parts.out().budget_peak = budget.peak();
-  return std::move(parts.out());
-}
-
 }  // namespace
 
-DistributedKtaOutcome path_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                           MemoryBudget& budget, const KtaPointVisitor& on_point) {
-  return run_on_partitions(comm, dir, settings, budget, [&](KtaPartitions& parts, const KtaPointFit& fit) {
-    run_kta_path(settings, parts.shape(), fit, budget, parts.out().run, on_point);
-  });
-}
-
-DistributedKtaOutcome train_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                            MemoryBudget& budget) {
-  return run_on_partitions(comm, dir, settings, budget, [&](KtaPartitions& parts, const KtaPointFit& fit) {
-    parts.out().trained = train_kta_model(settings, parts.shape(), fit, budget, parts.out().run);
-  });
+std::unique_ptr<KtaData> open_kta_partitions(Communicator& comm, const std::string& dir, const KtaSettings& settings,
+                                             MemoryBudget& budget, PartitionedRun& run) {
+  if (settings.kernel != kta::KernelKind::kLinear)
+    throw Error(ErrorKind::kConfig, "kta.kernel: only \"linear\" runs on a partitioned store");
+  return std::make_unique<KtaPartitions>(comm, dir, settings, budget, run);
 }
 
 }  // namespace fgm

@@ -16,7 +16,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 
 #include "core/communicator.h"
@@ -26,23 +26,12 @@
 
 namespace fgm {
 
-struct DistributedKtaOutcome : PartitionedRun {
-  KtaRun run;
-  KtaTrained trained;  // fgm train: the SVM at kta.p
-  uint64_t budget_peak = 0;
-  // The communication's phases: iteration 0 "alignments"; a path's point k
-  // (1-based) "svm" as iteration k; fgm train's model "svm" as iteration 1.
-};
-
-// fgm path: the alignments, the path and, when settings.evaluate, a linear
-// SVM at every point (data.test / data.validation are read where they are
-// set: give them to rank 0 only). A collective; kernel must be linear.
-using KtaPointVisitor = std::function<void(const KtaPoint&, const kta::PathPoint&)>;
-DistributedKtaOutcome path_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                           MemoryBudget& budget, const KtaPointVisitor& on_point);
-
-// fgm train: the path down to kta.p and the linear SVM at its last point.
-DistributedKtaOutcome train_kta_distributed(Communicator& comm, const std::string& dir, const KtaSettings& settings,
-                                            MemoryBudget& budget);
+// This rank's partitions as a KTA run's rows (engine/pnorm_kta_path.h
+// KtaData, run_kta_path and train_kta_model over them are collectives);
+// kernel must be linear. `run` records the communication's phases: iteration
+// 0 "labels" and "alignments"; a path's point k (1-based) "svm" as iteration
+// k; fgm train's model "svm" as iteration 1.
+std::unique_ptr<KtaData> open_kta_partitions(Communicator& comm, const std::string& dir, const KtaSettings& settings,
+                                             MemoryBudget& budget, PartitionedRun& run);
 
 }  // namespace fgm

@@ -1,7 +1,6 @@
 #include "engine/distributed_mslr.h"
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 
 #include <fmt/format.h>
@@ -21,7 +20,8 @@ namespace {
 // labels (±1), α, C − α, a = α∘y and its rows of the selected columns.
 class PartitionMslrRows final : public MslrRows {
  public:
-  PartitionMslrRows(Communicator& comm, OwnPartitions& own, const MslrSettings& settings, MemoryBudget& budget);
+  PartitionMslrRows(Communicator& comm, const std::string& dir, const MslrSettings& settings, MemoryBudget& budget,
+                    PartitionedRun& run);
 
   std::vector<ScoredCandidate> score(uint64_t batch, std::vector<double>& selected_c,
                                      uint64_t& bytes_streamed) override;
@@ -32,20 +32,19 @@ class PartitionMslrRows final : public MslrRows {
   void restore_duals(const MslrState& s) override;
   void save_duals(MslrState& s) const override;
   Model model_frame() const override;
+  uint64_t fit_rows() const override { return own_.manifest().n_rows; }
   void begin_phase() override { phase_start_ = comm_.stats(); }
-  void end_phase(int iteration, const char* phase) override { record(iteration, phase, phase_start_); }
-  void record(int iteration, const char* phase, const CommunicationStats& before) {
-    communication_.push_back({iteration, phase, comm_.stats() - before});
+  void end_phase(int iteration, const char* phase) override {
+    run_.communication.push_back({iteration, phase, comm_.stats() - phase_start_});
   }
-  std::vector<CommunicationRecord>& communication() { return communication_; }
 
  private:
   Communicator& comm_;
-  OwnPartitions& own_;
+  PartitionedRun& run_;
+  CommunicationStats phase_start_;  // before the partitions open: their labels are phase "labels"
+  OwnPartitions own_;
   const MslrSettings& settings_;
   MemoryBudget& budget_;
-  std::vector<CommunicationRecord> communication_;
-  CommunicationStats phase_start_;
   double positive_ = 1, negative_ = -1;
   Reservation row_memory_;
   std::vector<std::vector<int8_t>> labels_;
@@ -55,29 +54,37 @@ class PartitionMslrRows final : public MslrRows {
 };
 
 // Labels as ±1 by the classes of all partitions, α⁰.
-PartitionMslrRows::PartitionMslrRows(Communicator& comm, OwnPartitions& own, const MslrSettings& settings,
-                                     MemoryBudget& budget)
-    : comm_(comm), own_(own), settings_(settings), budget_(budget) {
-  const std::vector<double> values = own.class_values();
+PartitionMslrRows::PartitionMslrRows(Communicator& comm, const std::string& dir, const MslrSettings& settings,
+                                     MemoryBudget& budget, PartitionedRun& run)
+    : comm_(comm),
+      run_(run),
+      phase_start_(comm.stats()),
+      own_(comm, dir, settings.scheduler, settings.block_bytes, budget),
+      settings_(settings),
+      budget_(budget) {
+  FGM_ASSERT(!settings.labels);
+  run.describe(own_);
+  const std::vector<double> values = own_.class_values();
   if (values.size() > 2)
     throw Error(ErrorKind::kConfig, fmt::format("{}: {} labels, but solver = \"mslr\" trains binary models only "
                                                 "(relabel the data to two classes)",
-                                                own.dir(), values.size()));
+                                                own_.dir(), values.size()));
   negative_ = values[0];
   positive_ = values[1];
-  row_memory_ = budget_.reserve(own.own_rows() * (3 * sizeof(double) + 1), "dual variables of this rank's partitions",
+  row_memory_ = budget_.reserve(own_.own_rows() * (3 * sizeof(double) + 1), "dual variables of this rank's partitions",
                                 "use more ranks (more, smaller partitions)");
   const double C = settings_.minimax.C;
   const double start = std::min(1.0, C / 2);  // strictly inside (0, C) for any C (ERRATA 001)
-  for (size_t q = 0; q < own.size(); ++q) {
-    const uint64_t rows = own.rows(q);
-    labels_.push_back(own.binary_labels(q, positive_));
+  for (size_t q = 0; q < own_.size(); ++q) {
+    const uint64_t rows = own_.rows(q);
+    labels_.push_back(own_.binary_labels(q, positive_));
     alpha_.emplace_back(rows, start);
     beta_.emplace_back(rows, C - start);
     a_.emplace_back(rows, 0.0);
     columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, rows));
   }
   space_ = make_distributed_space(settings_.space, own_, budget_);
+  end_phase(0, "labels");
 }
 
 // FGM's linear pass over the partitions (engine/distributed_spaces.h, by
@@ -153,20 +160,9 @@ Model PartitionMslrRows::model_frame() const {
 
 }  // namespace
 
-DistributedMslrOutcome train_mslr_distributed(Communicator& comm, const std::string& store_dir,
-                                              const MslrSettings& settings, MemoryBudget& budget,
-                                              const MslrHooks& hooks) {
-  FGM_ASSERT(!settings.labels);
-  const CommunicationStats before = comm.stats();
-  OwnPartitions own(comm, store_dir, settings.scheduler, settings.block_bytes, budget);
-  PartitionMslrRows rows(comm, own, settings, budget);
-  rows.record(0, "labels", before);
-  DistributedMslrOutcome out;
-  out.describe(own);
-  out.objective_no_features = settings.minimax.C * std::log(2.0) * static_cast<double>(own.manifest().n_rows);
-  out.result = run_mslr(rows, settings, budget, hooks);
-  out.communication = std::move(rows.communication());
-  return out;
+std::unique_ptr<MslrRows> open_mslr_partitions(Communicator& comm, const std::string& dir, const MslrSettings& settings,
+                                               MemoryBudget& budget, PartitionedRun& run) {
+  return std::make_unique<PartitionMslrRows>(comm, dir, settings, budget, run);
 }
 
 }  // namespace fgm

@@ -19,25 +19,21 @@
 // resumed run takes the same (settings.resume) on the same rank count.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/communicator.h"
 #include "core/memory_budget.h"
 #include "engine/own_partitions.h"
-#include "engine/mslr_trainer.h"
+#include "engine/mslr_loop.h"
 
 namespace fgm {
 
-// communication: this rank's, per phase and iteration.
-struct DistributedMslrOutcome : PartitionedRun {
-  MslrOutcome result;  // model, iterations, stop reason (the same on every rank)
-  double objective_no_features = 0;  // C·ln 2 per row: P at w = 0
-};
-
-// `settings.labels` must be unset; the hooks run on every rank
-// (on_final_decision is not called).
-DistributedMslrOutcome train_mslr_distributed(Communicator& comm, const std::string& store_dir,
-                                              const MslrSettings& settings, MemoryBudget& budget,
-                                              const MslrHooks& hooks = {});
+// This rank's partitions as the loop's rows (engine/mslr_loop.h run_mslr over
+// them is a collective; the hooks run on every rank, on_final_decision is not
+// called). `settings.labels` must be unset. `run` records this rank's
+// communication per phase and iteration.
+std::unique_ptr<MslrRows> open_mslr_partitions(Communicator& comm, const std::string& dir, const MslrSettings& settings,
+                                               MemoryBudget& budget, PartitionedRun& run);
 
 }  // namespace fgm

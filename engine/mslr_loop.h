@@ -35,6 +35,8 @@ class MslrRows {
   // The data's part of the model: store provenance and the space's description.
   virtual Model model_frame() const = 0;
   virtual void record_transforms(Model&) const {}
+  // The rows with a label (each adds C·ln 2 to P at w = 0).
+  virtual uint64_t fit_rows() const = 0;
   // The final model's decision values to the caller's hook (one store only).
   virtual void hand_out_decisions(const std::vector<double>& weights, const MslrHooks& hooks) const {}
   // The communication log of a partitioned run (FgmRows's).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -335,6 +336,7 @@ MslrOutcome MslrLoop::run() {
   if (stopped_short_of_checkpoint()) emit_checkpoint();
   rows_.hand_out_decisions(weights_, hooks_);
   out_.model = make_model();
+  out_.objective_no_features = settings_.minimax.C * std::log(2.0) * static_cast<double>(rows_.fit_rows());
   out_.seconds = resumed_seconds_ + seconds_since(start_);
   out_.budget_peak = budget_.peak();
   return std::move(out_);
@@ -359,6 +361,7 @@ class StoreMslrRows final : public MslrRows {
   }
   Model model_frame() const override;
   void record_transforms(Model& m) const override { record_feature_transforms(store_, m); }
+  uint64_t fit_rows() const override { return n_ - static_cast<uint64_t>(std::count(y_, y_ + n_, 0)); }
   void hand_out_decisions(const std::vector<double>& weights, const MslrHooks& hooks) const override;
 
  private:

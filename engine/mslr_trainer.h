@@ -93,6 +93,7 @@ struct MslrOutcome {
   std::vector<MslrIteration> iterations;
   std::string stop_reason;
   double final_sip_violation = 0;  // of the final α, when the loop measured it
+  double objective_no_features = 0;  // P at w = 0: C·ln 2 per row of the fit
   uint64_t scoring_passes = 0;
   uint64_t total_bytes_streamed = 0;
   double seconds = 0;

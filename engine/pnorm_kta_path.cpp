@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "engine/model_provenance.h"
-#include "engine/pnorm_kta_rbf_svm.h"
 #include "features/transformed_store.h"
 
 namespace fgm {
@@ -45,9 +44,9 @@ Model kta_model_shape(const ShardStore& store) {
   return m;
 }
 
-void evaluate_point(const KtaSettings& settings, const KtaPointFit& fit, const kta::PathPoint& point,
+void evaluate_point(KtaData& data, const KtaSettings& settings, const KtaRun& run, const kta::PathPoint& point,
                     const EvaluationRows& rows, MemoryBudget& budget, KtaPoint& out) {
-  KtaPointModel fitted = fit(point);
+  KtaPointModel fitted = data.fit(settings, run.alignments, point);
   if (rows.test) out.test = evaluate_rows(*rows.test, fitted.model, false, budget);
   if (rows.validation) out.validation = evaluate_rows(*rows.validation, fitted.model, false, budget);
   out.train_accuracy = fitted.train_accuracy;
@@ -58,22 +57,30 @@ void evaluate_point(const KtaSettings& settings, const KtaPointFit& fit, const k
   }
 }
 
-// One store's SVMs: the linear one over its rows, or LIBSVM's.
-KtaPointFit single_store_fit(const ShardStore& store, const KtaSettings& settings, const KtaRun& run,
-                             MemoryBudget& budget) {
-  return [&store, &settings, &run, &budget](const kta::PathPoint& point) {
+// One store's rows: its alignment pass, and its SVMs: the linear one over
+// its rows, or LIBSVM's.
+class StoreKta final : public KtaData {
+ public:
+  StoreKta(const ShardStore& store, MemoryBudget& budget) : store_(store), budget_(budget) {}
+  KtaRun align(const KtaSettings& settings) override { return compute_alignments(store_, settings, budget_); }
+  Model shape() const override { return kta_model_shape(store_); }
+  KtaPointModel fit(const KtaSettings& settings, const std::vector<kta::FeatureAlignment>& alignments,
+                    const kta::PathPoint& point) override {
+    if (settings.kernel == kta::KernelKind::kRbf)
+      return fit_kta_rbf_model(store_, alignments, point, settings.C, kta_model_shape(store_), budget_);
+    const StoreInfo& info = store_.info();
+    LocalRowSums one_process;
+    const KtaRows rows{{&store_}, {store_.labels()}, &one_process, info.n_rows, info.n_positive, info.n_negative,
+                       kta_model_shape(store_)};
     KtaPointModel out;
-    if (settings.kernel == kta::KernelKind::kRbf) {
-      KtaRbfFit fit = fit_kta_rbf_model(store, run.alignments, point, settings.C, kta_model_shape(store), budget);
-      out.model = std::move(fit.model);
-      out.memory = std::move(fit.memory);
-      out.train_accuracy = fit.train_accuracy;
-    } else {
-      out.model = fit_kta_linear_model(store, settings, run.alignments, point, budget);
-    }
+    out.model = fit_kta_linear_model(rows, settings, alignments, point, budget_);
     return out;
-  };
-}
+  }
+
+ private:
+  const ShardStore& store_;
+  MemoryBudget& budget_;
+};
 
 }  // namespace
 
@@ -92,16 +99,14 @@ KtaRun compute_alignments(const ShardStore& store, const KtaSettings& settings, 
   return run;
 }
 
-void run_kta_path(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run,
-                  const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point) {
-  run_kta_path(settings, kta_model_shape(store), single_store_fit(store, settings, run, budget), budget, run,
-               on_point);
+std::unique_ptr<KtaData> open_kta_store(const ShardStore& store, MemoryBudget& budget) {
+  return std::make_unique<StoreKta>(store, budget);
 }
 
-void run_kta_path(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit, MemoryBudget& budget,
-                  KtaRun& run, const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point) {
+void run_kta_path(KtaData& data, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run,
+                  const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point) {
   const auto start = Clock::now();
-  const EvaluationRows rows(shape, settings, budget);
+  const EvaluationRows rows(data.shape(), settings, budget);
   Reservation path_memory = budget.reserve(run.alignments.size() * (sizeof(double) + 12),
                                            "KTA path: alignments, active set and weights");
   const std::vector<double> a = alignment_values(run.alignments);
@@ -117,7 +122,7 @@ void run_kta_path(const KtaSettings& settings, const Model& shape, const KtaPoin
     p.path_seconds = seconds_since(mark);
     run.path_seconds += p.path_seconds;
     const auto svm_start = Clock::now();
-    if (settings.evaluate) evaluate_point(settings, fit, point, rows, budget, p);
+    if (settings.evaluate) evaluate_point(data, settings, run, point, rows, budget, p);
     p.svm_seconds = seconds_since(svm_start);
     run.points.push_back(p);
     const int index = static_cast<int>(run.points.size()) - 1;
@@ -132,16 +137,6 @@ void run_kta_path(const KtaSettings& settings, const Model& shape, const KtaPoin
     mark = Clock::now();
   });
   run.total_seconds = run.alignment_seconds + seconds_since(start);
-}
-
-Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
-                           const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
-                           MemoryBudget& budget) {
-  const StoreInfo& info = store.info();
-  LocalRowSums local;
-  const KtaRows rows{{&store}, {store.labels()}, &local, info.n_rows, info.n_positive, info.n_negative,
-                     kta_model_shape(store)};
-  return fit_kta_linear_model(rows, settings, alignments, point, budget);
 }
 
 Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
@@ -213,23 +208,15 @@ Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
   return m;
 }
 
-KtaTrained train_kta_model(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget,
-                           KtaRun& run) {
-  return train_kta_model(settings, kta_model_shape(store), single_store_fit(store, settings, run, budget), budget,
-                         run);
-}
-
-KtaTrained train_kta_model(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit,
-                           MemoryBudget& budget, KtaRun& run) {
+KtaTrained train_kta_model(KtaData& data, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run) {
   KtaSettings to_train_p = settings;
   to_train_p.path.p_end = settings.train_p;
   to_train_p.evaluate = false;
   to_train_p.test_path.clear();
   to_train_p.validation_path.clear();
   kta::PathPoint last;
-  run_kta_path(to_train_p, shape, fit, budget, run,
-               [&](const KtaPoint&, const kta::PathPoint& point) { last = point; });
-  return fit(last);
+  run_kta_path(data, to_train_p, budget, run, [&](const KtaPoint&, const kta::PathPoint& point) { last = point; });
+  return data.fit(to_train_p, run.alignments, last);
 }
 
 }  // namespace fgm

@@ -24,12 +24,14 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
 #include "engine/evaluate.h"
+#include "engine/pnorm_kta_rbf_svm.h"
 #include "features/block_stream.h"
 #include "io/model_file.h"
 #include "io/shard_store.h"
@@ -83,24 +85,28 @@ struct KtaRun {
 // Streams the alignments (step 1).
 KtaRun compute_alignments(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget);
 
-// Steps 2 and 3 after compute_alignments; on_point is called after each point.
-void run_kta_path(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run,
-                  const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point);
-
-// The SVM of one path point (a linear model, or the RBF kernel SVM whose
-// arrays `memory` holds) and, RBF only, its training accuracy.
-struct KtaPointModel {
-  Model model;
-  Reservation memory;
-  double train_accuracy = std::numeric_limits<double>::quiet_NaN();
+// The rows a KTA run aligns and fits on: one store (open_kta_store) or this
+// rank's partitions (engine/distributed_kta.h open_kta_partitions). The path
+// and `fgm train` below run over either.
+class KtaData {
+ public:
+  virtual ~KtaData() = default;
+  // Step 1: the alignments of every non-empty column (increasing id).
+  virtual KtaRun align(const KtaSettings& settings) = 0;
+  // The models' label map, width and provenance.
+  virtual Model shape() const = 0;
+  // The SVM of one path point (a partitioned run fits over its partitions).
+  virtual KtaPointModel fit(const KtaSettings& settings, const std::vector<kta::FeatureAlignment>& alignments,
+                            const kta::PathPoint& point) = 0;
 };
-using KtaPointFit = std::function<KtaPointModel(const kta::PathPoint&)>;
 
-// Steps 2 and 3 with the SVMs made by `fit` (a distributed run fits over its
-// partitions); `shape` (the models' label map) reads data.test and
-// data.validation, which only the process that reports sets.
-void run_kta_path(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit, MemoryBudget& budget,
-                  KtaRun& run, const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point);
+std::unique_ptr<KtaData> open_kta_store(const ShardStore& store, MemoryBudget& budget);
+
+// Steps 2 and 3 after KtaData::align; on_point is called after each point.
+// data.test and data.validation (settings) are read where they are set:
+// only the process that reports sets them.
+void run_kta_path(KtaData& data, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run,
+                  const std::function<void(const KtaPoint&, const kta::PathPoint&)>& on_point);
 
 // The training rows of the linear SVMs: one store, or this rank's partitions
 // of a partitioned store, whose sums over rows `reduction` adds (LocalRowSums
@@ -127,10 +133,6 @@ struct KtaRowSubsetColumns {
 Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
                            const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
                            MemoryBudget& budget, const KtaRowSubsetColumns* subset = nullptr);
-// The same on one store's rows.
-Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
-                           const std::vector<kta::FeatureAlignment>& alignments, const kta::PathPoint& point,
-                           MemoryBudget& budget);
 
 // `fgm train`: the path from kta.p_start down to kta.p (same step), and the
 // SVM at its last point: linear, a linear model on the raw features; rbf, a
@@ -138,10 +140,6 @@ Model fit_kta_linear_model(const ShardStore& store, const KtaSettings& settings,
 // `run` (alignments and the path's points, without SVMs at the intermediate
 // points).
 using KtaTrained = KtaPointModel;
-KtaTrained train_kta_model(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget,
-                           KtaRun& run);
-// The same with the SVM made by `fit`.
-KtaTrained train_kta_model(const KtaSettings& settings, const Model& shape, const KtaPointFit& fit,
-                           MemoryBudget& budget, KtaRun& run);
+KtaTrained train_kta_model(KtaData& data, const KtaSettings& settings, MemoryBudget& budget, KtaRun& run);
 
 }  // namespace fgm

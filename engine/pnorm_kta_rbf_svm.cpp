@@ -104,12 +104,12 @@ Reservation reserve_kernel(uint64_t rows, uint64_t bytes, MemoryBudget& budget) 
 
 }  // namespace
 
-KtaRbfFit fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::FeatureAlignment>& alignments,
+KtaPointModel fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::FeatureAlignment>& alignments,
                             const kta::PathPoint& point, double C, Model shape, MemoryBudget& budget) {
   const StoreInfo& info = store.info();
   const uint64_t n = info.n_rows;
   const int8_t* y = store.labels();
-  KtaRbfFit fit;
+  KtaPointModel fit;
   fit.model = std::move(shape);
   fit.model.has_bias = true;
   fit.model.C = C;

@@ -10,6 +10,7 @@
 // oriented towards the positive label; features/model_scorer.h scores it.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "core/memory_budget.h"
@@ -20,17 +21,19 @@
 
 namespace fgm {
 
-struct KtaRbfFit {
+// The SVM of one point of the path (a linear model, or the RBF kernel SVM
+// whose arrays `memory` holds) and, RBF only, its training accuracy.
+struct KtaPointModel {
   Model model;
   Reservation memory;  // the model's kernel SVM arrays (support vectors)
-  double train_accuracy = 0;
+  double train_accuracy = std::numeric_limits<double>::quiet_NaN();
 };
 
 // `shape` carries the label map and provenance (solver, store checksums,
 // transforms); the fit fills its kernel SVM and bias. An empty selection
 // gives the majority-class model (no support vectors, decision −bias).
 // C is LIBSVM's cost parameter.
-KtaRbfFit fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::FeatureAlignment>& alignments,
+KtaPointModel fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::FeatureAlignment>& alignments,
                             const kta::PathPoint& point, double C, Model shape, MemoryBudget& budget);
 
 // Cross-validation (engine/pnorm_kta_cv.h): for each C of `Cs`, the number of

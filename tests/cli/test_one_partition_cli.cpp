@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_reader.h"
 #include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/mpi_test_util.h"
@@ -116,6 +117,62 @@ TEST_CASE("SIFS on a one-partition store reaches the single store's optimum (ano
   TempDir dir("fgm-one-partition-sifs");
   write_stores(dir);
   require_one_partition_sifs_optimum(dir, "", "");
+}
+
+// path.csv without its timings (the columns named *seconds).
+std::vector<std::vector<std::string>> untimed_cells(const std::string& file) {
+  std::vector<std::vector<std::string>> rows = csv_cells(slurp(file));
+  REQUIRE(!rows.empty());
+  const std::vector<std::string> header = rows.front();
+  for (auto& row : rows) {
+    std::vector<std::string> kept;
+    for (size_t c = 0; c < row.size() && c < header.size(); ++c)
+      if (header[c].size() < 7 || header[c].substr(header[c].size() - 7) != "seconds") kept.push_back(row[c]);
+    row = kept;
+  }
+  return rows;
+}
+
+// MSLR and p-norm KTA run one loop over either store (engine/mslr_loop.h
+// MslrRows, engine/pnorm_kta_path.h KtaData): their paths, point models and
+// the figures the loop computes (MSLR's objective with no feature) are the
+// same from a one-partition store.
+TEST_CASE("a one-partition store gives the single store's MSLR and p-norm KTA paths bit for bit",
+          "[cli][partitions][mslr][kta]") {
+  TempDir dir("fgm-one-partition-path");
+  write_stores(dir);
+  const std::vector<SolverCase> cases = {
+      {"mslr", "in", "solver=mslr mslr.r=2 'mslr.features=[2,4]'"},
+      {"pnorm_kta", "in", "solver=pnorm_kta kta.p_step=0.25"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    for (const std::string store : {"single", "one"}) {
+      const RunResult r = run(dir, "path " + c.args + " data.train=" + c.data + "-" + store + " output.dir=" +
+                                       c.name + "-" + store);
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+    }
+    const std::vector<std::vector<std::string>> single = untimed_cells(dir.file(c.name + "-single/path.csv"));
+    CHECK(single == untimed_cells(dir.file(c.name + "-one/path.csv")));
+    REQUIRE(single.size() >= 3);
+    for (size_t k = 1; k < single.size(); ++k)
+      require_same_model(dir.file(c.name + "-single/point-" + single[k][0] + ".fgm"),
+                         dir.file(c.name + "-one/point-" + single[k][0] + ".fgm"));
+  }
+  // MSLR's P at w = 0 (C ln 2 per row), and the first decrease relative to it.
+  std::vector<JsonValue> runs;
+  for (const std::string store : {"single", "one"}) {
+    REQUIRE(run(dir, "train solver=mslr mslr.r=2 mslr.max_iterations=2 data.train=in-" + store +
+                         " output.dir=mslr-train-" + store)
+                .code == 0);
+    runs.push_back(parse_json(slurp(dir.file("mslr-train-" + store + "/run.json")), "run.json"));
+  }
+  const double f0 = runs[0].find("objective_no_features")->number();
+  CHECK(f0 == Approx(10 * std::log(2.0) * 400).epsilon(1e-12));  // mslr.C = 10 (default), 400 rows
+  CHECK(same_bits(f0, runs[1].find("objective_no_features")->number()));
+  CHECK(same_bits(runs[0].find("iterations")->items().at(0).find("rel_decrease")->number(),
+                  runs[1].find("iterations")->items().at(0).find("rel_decrease")->number()));
 }
 
 TEST_CASE("a partitioned store meets the single store's data.index_base and data.features checks",

@@ -79,14 +79,16 @@ TEST_CASE("distributed KTA alignments: the dense oracle and the single store; ac
   SingleRankCommunicator comm;
   const KtaSettings s = linear_settings(2);
   std::vector<kta::PathPoint> points;
-  const DistributedKtaOutcome out =
-      path_kta_distributed(comm, dir.file("store"), s, budget, [&](const KtaPoint& p, const kta::PathPoint& point) {
-        points.push_back(point);
-        CHECK(p.has_model);
-        CHECK(p.model.features.size() == p.selected);
-      });
+  PartitionedRun partitioned;
+  const std::unique_ptr<KtaData> data = open_kta_partitions(comm, dir.file("store"), s, budget, partitioned);
+  KtaRun run = data->align(s);
+  run_kta_path(*data, s, budget, run, [&](const KtaPoint& p, const kta::PathPoint& point) {
+    points.push_back(point);
+    CHECK(p.has_model);
+    CHECK(p.model.features.size() == p.selected);
+  });
   REQUIRE(points.size() == 21);
-  const std::vector<kta::FeatureAlignment>& a = out.run.alignments;
+  const std::vector<kta::FeatureAlignment>& a = run.alignments;
 
   // The dense oracle, and the single store's pass over the same rows.
   REQUIRE(a.size() == oracle.size());

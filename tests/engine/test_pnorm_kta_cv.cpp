@@ -123,7 +123,7 @@ std::vector<KtaCvCandidate> brute_force(const std::vector<std::string>& lines, c
           s.C = C;
           s.test_path = held_file;
           KtaRun run = compute_alignments(*store, s, budget);
-          run_kta_path(*store, s, budget, run, {});
+          run_kta_path(*open_kta_store(*store, budget), s, budget, run, {});
           runs.push_back(std::move(run));
         }
         for (size_t j = 0; j < runs[0].points.size(); ++j)

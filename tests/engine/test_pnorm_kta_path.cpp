@@ -81,7 +81,7 @@ TEST_CASE("KTA driver: points follow the closed form; the linear SVM meets its o
   KtaRun run = compute_alignments(*fx.store, s, fx.budget);
   REQUIRE(run.alignments.size() == 12);
   std::vector<kta::PathPoint> points;
-  run_kta_path(*fx.store, s, fx.budget, run, [&](const KtaPoint& p, const kta::PathPoint& pp) {
+  run_kta_path(*open_kta_store(*fx.store, fx.budget), s, fx.budget, run, [&](const KtaPoint& p, const kta::PathPoint& pp) {
     points.push_back(pp);
     uint64_t expected = 0;
     for (const auto& f : run.alignments) expected += f.alignment > kta::active_threshold(p.p, s.path);
@@ -97,7 +97,7 @@ TEST_CASE("KTA driver: points follow the closed form; the linear SVM meets its o
   for (const auto& pp : points)
     if (pp.active.size() >= 2) point = &pp;
   REQUIRE(point != nullptr);
-  const Model m = fit_kta_linear_model(*fx.store, s, run.alignments, *point, fx.budget);
+  const Model m = open_kta_store(*fx.store, fx.budget)->fit(s, run.alignments, *point).model;
   const size_t n = fx.data.labels.size();
   double eta_sum = 0;
   for (double w : point->weights) eta_sum += w;
@@ -151,7 +151,7 @@ TEST_CASE("KTA driver: the RBF kernel SVM learns |x| that no linear model can", 
     s.path.lambda2 = 0.02;
     s.path.p_step = 0.25;
     KtaRun run = compute_alignments(*fx.store, s, fx.budget);
-    run_kta_path(*fx.store, s, fx.budget, run, nullptr);
+    run_kta_path(*open_kta_store(*fx.store, fx.budget), s, fx.budget, run, nullptr);
     REQUIRE(run.best_test_point >= 0);
     const double best = run.points[run.best_test_point].test.accuracy;
     (kernel == kta::KernelKind::kLinear ? best_linear : best_rbf) = best;
@@ -173,7 +173,7 @@ TEST_CASE("KTA driver: 1 and 2 threads give the same path and models", "[kta][en
     KtaSettings s = settings_for(kta::KernelKind::kLinear, threads);
     s.train_p = 1.3;
     KtaRun run;
-    const Model m = train_kta_model(*fx.store, s, fx.budget, run).model;
+    const Model m = train_kta_model(*open_kta_store(*fx.store, fx.budget), s, fx.budget, run).model;
     REQUIRE(run.points.back().p == Approx(1.3));
     std::vector<double> w;
     for (const auto& f : m.features) w.push_back(f.weight);
