@@ -54,29 +54,6 @@ SifsLayout sifs_layout_of(const ShardStore& store) {
                                 static_cast<uint32_t>(info.classes()));
 }
 
-std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& c, MemoryBudget& budget,
-                                       SifsScreening mode) {
-  auto run = std::make_unique<SifsRun>(SifsRun{sifs_layout_of(store), Reservation(), nullptr, nullptr});
-  SchedulerOptions so = scheduler_options_from_config(c);
-  // With screening, the rule passes run over the nonzeros held column-major
-  // (SifsData::hold_columns) when they fit; the store pages are then read
-  // once. Without screening the baseline holds its whole problem row-major
-  // after one extraction, and the pages stay resident for its other passes.
-  auto open = [&](bool resident) {
-    run->data.reset();
-    run->stream.reset();
-    if (resident) run->resident = reserve_resident_store(store.info(), budget, so);
-    run->stream = std::make_unique<BlockStream>(store, so, budget);
-    run->data = std::make_unique<SifsData>(*run->stream, store.plan_blocks(c.get_bytes("engine.block_bytes")),
-                                           run->layout, budget);
-  };
-  const bool screening = mode != SifsScreening::kNone;
-  open(!screening);
-  // Too large to hold decoded: keep at least the pages, as FGM does.
-  if (screening && !run->data->hold_columns() && keeps_store_resident(store.info(), budget)) open(true);
-  return run;
-}
-
 void set_sifs_weights(Model& m, const SifsLayout& layout, const std::vector<double>& class_values, uint64_t columns,
                       const std::function<uint64_t(uint64_t)>& column_id, const SifsReference& solution,
                       double objective) {
@@ -117,17 +94,23 @@ namespace {
 class StoreSifs final : public SifsBackend {
  public:
   StoreSifs(const ShardStore& store, const Config& config, MemoryBudget& budget)
-      : store_(store), config_(config), budget_(budget) {}
+      : store_(store), config_(config), budget_(budget), layout_(sifs_layout_of(store)) {}
   std::unique_ptr<SifsSolver> solver(const SifsSettings& settings) override {
-    run_.reset();
-    run_ = open_sifs_run(store_, config_, budget_, settings.screening);
-    return std::make_unique<SifsSolver>(*run_->data, settings);
+    // With screening, the rule passes run over the nonzeros held column-major
+    // (SifsData::hold_columns) when they fit; the store pages are then read
+    // once. Without screening the baseline holds its whole problem row-major
+    // after one extraction, and the pages stay resident for its other passes.
+    const bool screening = settings.screening != SifsScreening::kNone;
+    open(!screening);
+    // Too large to hold decoded: keep at least the pages, as FGM does.
+    if (screening && !data_->hold_columns() && keeps_store_resident(store_.info(), budget_)) open(true);
+    return std::make_unique<SifsSolver>(*data_, settings);
   }
-  SifsPasses& passes() override { return *run_->data; }
-  SifsPassCounters counters() const override { return std::as_const(*run_->data).counters(); }
-  bool holds_columns() const override { return run_->data->holds_columns(); }
+  SifsPasses& passes() override { return *data_; }
+  SifsPassCounters counters() const override { return std::as_const(*data_).counters(); }
+  bool holds_columns() const override { return data_->holds_columns(); }
   Model model(const SifsReference& solution, double objective) const override {
-    const SifsData& data = *run_->data;
+    const SifsData& data = *data_;
     Model m = model_of_store(store_.info(), "sifs");
     set_sifs_weights(m, data.layout(), store_.info().class_values, data.columns(),
                      [&](uint64_t j) { return data.column_id(j); }, solution, objective);
@@ -136,10 +119,25 @@ class StoreSifs final : public SifsBackend {
   }
 
  private:
+  // The data over a new stream (the previous one's closed first), whose pages stay when `resident`.
+  void open(bool resident) {
+    data_.reset();
+    stream_.reset();
+    resident_.release();
+    SchedulerOptions so = scheduler_options_from_config(config_);
+    if (resident) resident_ = reserve_resident_store(store_.info(), budget_, so);
+    stream_ = std::make_unique<BlockStream>(store_, so, budget_);
+    data_ = std::make_unique<SifsData>(*stream_, store_.plan_blocks(config_.get_bytes("engine.block_bytes")), layout_,
+                                       budget_);
+  }
+
   const ShardStore& store_;
   const Config& config_;
   MemoryBudget& budget_;
-  std::unique_ptr<SifsRun> run_;
+  const SifsLayout layout_;
+  Reservation resident_;  // before stream_: the stream releases its blocks first
+  std::unique_ptr<BlockStream> stream_;
+  std::unique_ptr<SifsData> data_;
 };
 
 }  // namespace

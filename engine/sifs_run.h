@@ -32,22 +32,6 @@ void reject_sifs_ignored_keys(const Config& config, bool train);
 // Binary on a store with two classes, multi-class (Section 5) with more.
 SifsLayout sifs_layout_of(const ShardStore& store);
 
-// The streamed data of a run: stream and block plan from engine.* keys.
-// With screening (mode != none), nonzeros that fit in half the free budget
-// are held column-major in memory for every pass (SifsData::hold_columns);
-// otherwise, and for the baseline (mode = none, which holds its whole problem
-// row-major after one extraction), a store that fits in half the free budget
-// keeps its pages resident between the passes (as FGM's does); a larger one
-// is streamed block by block each pass.
-struct SifsRun {
-  SifsLayout layout;
-  Reservation resident;  // before stream: the stream releases its blocks first
-  std::unique_ptr<BlockStream> stream;
-  std::unique_ptr<SifsData> data;
-};
-std::unique_ptr<SifsRun> open_sifs_run(const ShardStore& store, const Config& config, MemoryBudget& budget,
-                                       SifsScreening mode);
-
 // A solution's weights (w: K·m over `columns` columns, their ids by
 // column_id) as m's features (binary) or class models (multi-class, labelled
 // by class_values), with the loss and objective.
@@ -72,6 +56,14 @@ class SifsBackend {
   virtual void record(int /*step*/, const char* /*phase*/) {}
 };
 
+// One store's data: stream and block plan from engine.* keys. With
+// screening (mode != none), nonzeros that fit in half the free budget are
+// held column-major in memory for every pass (SifsData::hold_columns);
+// otherwise, and for the baseline (mode = none, which holds its whole
+// problem row-major after one extraction), a store that fits in half the
+// free budget keeps its pages resident between the passes (as FGM's does,
+// reserving what the resident stream may hold); a larger one is streamed
+// block by block each pass.
 std::unique_ptr<SifsBackend> open_sifs_store(const ShardStore& store, const Config& config, MemoryBudget& budget);
 
 }  // namespace fgm
