@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/run_output.h"
 #include "core/atomic_file.h"
 #include "core/hash.h"
 #include "core/json_writer.h"
@@ -200,9 +201,7 @@ Command add_inspect(CLI::App& app) {
               }
               j.end_array();
             }
-            j.key("config").begin_object();
-            for (const auto& [k, v] : m.config) j.key(k).value(v);
-            j.end_object();
+            write_config_section(j, m.config);
             j.end_object();
             fmt::print("{}\n", j.str());
             return 0;

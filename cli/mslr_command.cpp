@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"

@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/distributed_train.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
 #include "core/clock.h"
