@@ -62,7 +62,21 @@ void evaluate_point(KtaData& data, const KtaSettings& settings, const KtaRun& ru
 class StoreKta final : public KtaData {
  public:
   StoreKta(const ShardStore& store, MemoryBudget& budget) : store_(store), budget_(budget) {}
-  KtaRun align(const KtaSettings& settings) override { return compute_alignments(store_, settings, budget_); }
+  // One streamed pass (solvers/pnorm_kta/alignment_pass.h).
+  KtaRun align(const KtaSettings& settings) override {
+    if (store_.info().classes() > 2)
+      throw Error(ErrorKind::kConfig, msg::kta_needs_two_labels(store_.dir(), store_.info().classes()));
+    kta::check_path_options(settings.path);
+    const auto start = Clock::now();
+    KtaRun run;
+    BlockStream stream(store_, settings.scheduler, budget_);
+    kta::AlignmentPass pass =
+        kta::stream_alignments(stream, store_.plan_blocks(settings.block_bytes), settings.kernel, budget_);
+    run.alignments = std::move(pass.features);
+    run.alignment_pass = pass.pass;
+    run.alignment_seconds = seconds_since(start);
+    return run;
+  }
   Model shape() const override { return kta_model_shape(store_); }
   KtaPointModel fit(const KtaSettings& settings, const std::vector<kta::FeatureAlignment>& alignments,
                     const kta::PathPoint& point) override {
@@ -83,21 +97,6 @@ class StoreKta final : public KtaData {
 };
 
 }  // namespace
-
-KtaRun compute_alignments(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget) {
-  if (store.info().classes() > 2)
-    throw Error(ErrorKind::kConfig, msg::kta_needs_two_labels(store.dir(), store.info().classes()));
-  kta::check_path_options(settings.path);
-  const auto start = Clock::now();
-  KtaRun run;
-  BlockStream stream(store, settings.scheduler, budget);
-  kta::AlignmentPass pass =
-      kta::stream_alignments(stream, store.plan_blocks(settings.block_bytes), settings.kernel, budget);
-  run.alignments = std::move(pass.features);
-  run.alignment_pass = pass.pass;
-  run.alignment_seconds = seconds_since(start);
-  return run;
-}
 
 std::unique_ptr<KtaData> open_kta_store(const ShardStore& store, MemoryBudget& budget) {
   return std::make_unique<StoreKta>(store, budget);

@@ -82,9 +82,6 @@ struct KtaRun {
   int best_validation_point = -1;  // index into points
 };
 
-// Streams the alignments (step 1).
-KtaRun compute_alignments(const ShardStore& store, const KtaSettings& settings, MemoryBudget& budget);
-
 // The rows a KTA run aligns and fits on: one store (open_kta_store) or this
 // rank's partitions (engine/distributed_kta.h open_kta_partitions). The path
 // and `fgm train` below run over either.

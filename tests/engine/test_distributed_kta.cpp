@@ -93,7 +93,7 @@ TEST_CASE("distributed KTA alignments: the dense oracle and the single store; ac
   // The dense oracle, and the single store's pass over the same rows.
   REQUIRE(a.size() == oracle.size());
   const std::unique_ptr<ShardStore> plain = ShardStore::open(dir.file("plain"), budget);
-  const KtaRun single = compute_alignments(*plain, s, budget);
+  const KtaRun single = open_kta_store(*plain, budget)->align(s);
   REQUIRE(single.alignments.size() == a.size());
   for (size_t k = 0; k < a.size(); ++k) {
     INFO("feature " << a[k].feature);

@@ -1,7 +1,7 @@
 // The pnorm_kta cross-validation (engine/pnorm_kta_cv.h) against a brute-force
 // twin built only from the single-fit API: each fold's training rows written
 // as a LIBSVM file and ingested as a store of their own, the path run there
-// (compute_alignments, run_kta_path) for every (λ₁, λ₂, C) with the fold's
+// (KtaData::align, run_kta_path) for every (λ₁, λ₂, C) with the fold's
 // held-out rows as data.test, and the correct counts summed over folds. The
 // candidates' counts, the choice (an independent sort on the documented tie
 // rule) and the folds (a brute-force count per class and fold) must agree;
@@ -122,8 +122,9 @@ std::vector<KtaCvCandidate> brute_force(const std::vector<std::string>& lines, c
           s.path.lambda2 = l2;
           s.C = C;
           s.test_path = held_file;
-          KtaRun run = compute_alignments(*store, s, budget);
-          run_kta_path(*open_kta_store(*store, budget), s, budget, run, {});
+          const std::unique_ptr<KtaData> data = open_kta_store(*store, budget);
+          KtaRun run = data->align(s);
+          run_kta_path(*data, s, budget, run, {});
           runs.push_back(std::move(run));
         }
         for (size_t j = 0; j < runs[0].points.size(); ++j)

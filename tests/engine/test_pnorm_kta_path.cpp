@@ -78,10 +78,11 @@ TEST_CASE("KTA driver: points follow the closed form; the linear SVM meets its o
   Fixture fx;
   KtaSettings s = settings_for(kta::KernelKind::kLinear, 1);
   s.test_path = fx.test_path;
-  KtaRun run = compute_alignments(*fx.store, s, fx.budget);
+  const std::unique_ptr<KtaData> data = open_kta_store(*fx.store, fx.budget);
+  KtaRun run = data->align(s);
   REQUIRE(run.alignments.size() == 12);
   std::vector<kta::PathPoint> points;
-  run_kta_path(*open_kta_store(*fx.store, fx.budget), s, fx.budget, run, [&](const KtaPoint& p, const kta::PathPoint& pp) {
+  run_kta_path(*data, s, fx.budget, run, [&](const KtaPoint& p, const kta::PathPoint& pp) {
     points.push_back(pp);
     uint64_t expected = 0;
     for (const auto& f : run.alignments) expected += f.alignment > kta::active_threshold(p.p, s.path);
@@ -97,7 +98,7 @@ TEST_CASE("KTA driver: points follow the closed form; the linear SVM meets its o
   for (const auto& pp : points)
     if (pp.active.size() >= 2) point = &pp;
   REQUIRE(point != nullptr);
-  const Model m = open_kta_store(*fx.store, fx.budget)->fit(s, run.alignments, *point).model;
+  const Model m = data->fit(s, run.alignments, *point).model;
   const size_t n = fx.data.labels.size();
   double eta_sum = 0;
   for (double w : point->weights) eta_sum += w;
@@ -150,8 +151,9 @@ TEST_CASE("KTA driver: the RBF kernel SVM learns |x| that no linear model can", 
     s.path.lambda1 = 0.01;
     s.path.lambda2 = 0.02;
     s.path.p_step = 0.25;
-    KtaRun run = compute_alignments(*fx.store, s, fx.budget);
-    run_kta_path(*open_kta_store(*fx.store, fx.budget), s, fx.budget, run, nullptr);
+    const std::unique_ptr<KtaData> data = open_kta_store(*fx.store, fx.budget);
+    KtaRun run = data->align(s);
+    run_kta_path(*data, s, fx.budget, run, nullptr);
     REQUIRE(run.best_test_point >= 0);
     const double best = run.points[run.best_test_point].test.accuracy;
     (kernel == kta::KernelKind::kLinear ? best_linear : best_rbf) = best;
@@ -172,9 +174,11 @@ TEST_CASE("KTA driver: 1 and 2 threads give the same path and models", "[kta][en
   for (int threads : {1, 2}) {
     KtaSettings s = settings_for(kta::KernelKind::kLinear, threads);
     s.train_p = 1.3;
-    KtaRun run;
-    const Model m = train_kta_model(*open_kta_store(*fx.store, fx.budget), s, fx.budget, run).model;
+    const std::unique_ptr<KtaData> data = open_kta_store(*fx.store, fx.budget);
+    KtaRun run = data->align(s);
+    const Model m = train_kta_model(*data, s, fx.budget, run).model;
     REQUIRE(run.points.back().p == Approx(1.3));
+    REQUIRE(!m.features.empty());  // the path had the alignments (an empty run selects nothing)
     std::vector<double> w;
     for (const auto& f : m.features) w.push_back(f.weight);
     w.push_back(m.bias);
