@@ -201,9 +201,10 @@ PartitionRange own_partitions(const SolverRun& run) {
   return partitions_of_rank(partitions, run.comm.size(), run.comm.rank());
 }
 
-// Saves the state after an iteration (and fgm path's `points` with it). On a partitioned store every rank first writes its slice
-// of the duals, then — once every rank's slice is on disk — rank 0 its
-// checkpoint, the state without the duals. The slice of two iterations back
+// Saves the state after an iteration (and fgm path's `points` with it). On a
+// partitioned store every rank first writes its slice of the duals, then —
+// once every rank's slice is on disk — rank 0 its checkpoint, the state
+// without the duals. The slice of two iterations back
 // goes: rank 0 saved the checkpoint of the last one before it joined this
 // iteration's collectives, so no checkpoint refers to it any more.
 void save_state(SolverRun& run, const PartitionRange& own, const MslrState& state,
