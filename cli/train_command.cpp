@@ -43,7 +43,6 @@ void log_resume(const ResumeSession& session, const TrainProgress& saved, const 
 // resume checkpoints: an interrupted multi-class run starts again.
 DistributedOutcome train_one_vs_rest_on_store(SolverRun& run, const TrainSettings& settings) {
   const StoreInfo& info = run.data->store->info();
-  spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr)", info.classes(), info.classes());
   DistributedOutcome out;
   auto log = [&](size_t c, const IterationRecord& r) {
     spdlog::info("class {} iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, score {:.3f}s, "
@@ -92,10 +91,8 @@ DistributedOutcome train_on_partitions(SolverRun& run, const TrainSettings& sett
   DistributedHooks hooks;
   if (saved) hooks.resume = &*saved->train;
   if (run.session) hooks.on_progress = [&](const TrainProgress& progress) { run.session->save(&progress, nullptr); };
-  DistributedOutcome out = train_fgm_distributed(run.comm, run.dir, settings, run.budget, hooks,
-                                                 run.config.get_string_list("features.transform"));
-  for (const auto& r : out.communication) out.scoring_passes += r.phase == "scoring";
-  return out;
+  return train_fgm_distributed(run.comm, run.dir, settings, run.budget, hooks,
+                               run.config.get_string_list("features.transform"));
 }
 
 // run.json of a binary run after its opening.

@@ -81,6 +81,7 @@ class PartitionSource final : public RowSource {
   RowSumReduction& reduction() override { return own_.reduction(); }
   Communicator* comm() override { return &own_.comm(); }
   uint64_t total_rows() const override { return own_.manifest().n_rows; }
+  const char* row_memory_remedy() const override { return "use more ranks (more, smaller partitions)"; }
   std::unique_ptr<FeatureSpace> make_space(const FeatureSpaceSettings& settings, MemoryBudget& budget) override {
     return make_distributed_space(settings, own_, budget);
   }
@@ -143,44 +144,30 @@ double PartitionSource::value_span(int degree, const std::string& kind, RunWarni
   return span.check(degree, kind, warnings);
 }
 
-// One binary FGM run on this rank's partitions: labels as ±1 by the classes
-// of ALL partitions (a partition may lack one class), +1 for the chosen
-// positive value, −1 for every other, 0 for a row left out.
-struct PartitionedFgmRun {
-  PartitionedFgmRun(PartitionSource& source, OwnPartitions& own, const TrainSettings& settings, MemoryBudget& budget,
-                    const DistributedHooks& hooks, const LabelChoice& choice, const CommunicationStats& labels_start)
-      : own(own) {
-    const double positive = choice.values[choice.positive], negative = choice.values[choice.positive == 0 ? 1 : 0];
-    labels_memory = budget.reserve(own.own_rows(), "labels of this rank's partitions",
-                                   "use more ranks (more, smaller partitions)");
-    std::vector<const int8_t*> y;
-    for (size_t q = 0; q < own.size(); ++q) {
-      labels.push_back(own.binary_labels(q, positive));
-      if (hooks.left_out)
-        for (uint64_t i = 0; i < labels[q].size(); ++i) labels[q][i] = (*hooks.left_out)[q][i] ? int8_t{0} : labels[q][i];
-      y.push_back(labels[q].data());
-    }
-    rows = std::make_unique<FgmRows>(source, settings, budget, hooks, std::move(y), negative, positive,
-                                     choice.one_vs_rest ? fmt::format("class {} ", label_text(positive)) : "");
-    rows->communication().push_back({0, "labels", own.comm().stats() - labels_start});
-    loop = std::make_unique<FgmLoop>(*rows, settings, budget, hooks);
+// One binary FGM run's rows on this rank's partitions: labels as ±1 by the
+// classes of ALL partitions (a partition may lack one class), +1 for the
+// chosen positive value, −1 for every other, 0 for a row left out.
+// `labels_start`: the communication counters when its label phase began.
+ClassRun partition_run(PartitionSource& source, OwnPartitions& own, const TrainSettings& settings,
+                       MemoryBudget& budget, const TrainHooks& hooks, const LabelChoice& choice,
+                       const CommunicationStats& labels_start, const std::vector<std::vector<uint8_t>>* left_out) {
+  const double positive = choice.values[choice.positive], negative = choice.values[choice.positive == 0 ? 1 : 0];
+  ClassRun run;
+  run.labels_memory = budget.reserve(own.own_rows(), "labels of this rank's partitions",
+                                     "use more ranks (more, smaller partitions)");
+  std::vector<const int8_t*> y;
+  for (size_t q = 0; q < own.size(); ++q) {
+    run.labels.push_back(own.binary_labels(q, positive));
+    if (left_out)
+      for (uint64_t i = 0; i < run.labels[q].size(); ++i)
+        run.labels[q][i] = (*left_out)[q][i] ? int8_t{0} : run.labels[q][i];
+    y.push_back(run.labels[q].data());
   }
-
-  DistributedOutcome outcome(TrainOutcome result) {
-    DistributedOutcome out;
-    static_cast<TrainOutcome&>(out) = std::move(result);
-    out.describe(own);
-    out.communication = std::move(rows->communication());
-    out.iterations_restored = loop->iterations_restored();
-    return out;
-  }
-
-  OwnPartitions& own;
-  Reservation labels_memory;
-  std::vector<std::vector<int8_t>> labels;
-  std::unique_ptr<FgmRows> rows;
-  std::unique_ptr<FgmLoop> loop;
-};
+  run.rows = std::make_unique<FgmRows>(source, settings, budget, hooks, std::move(y), negative, positive,
+                                       choice.one_vs_rest ? fmt::format("class {} ", label_text(positive)) : "");
+  run.rows->communication().push_back({0, "labels", own.comm().stats() - labels_start});
+  return run;
+}
 
 // features.transform on this rank's partitions, with the statistics of all
 // partitions: sums (scale, tfidf) in the sparse partition tree, maxima
@@ -236,90 +223,43 @@ std::string lockstep_shortfall(Communicator& comm, OwnPartitions& own, size_t K,
   return "";
 }
 
-// One-vs-rest over the partitions: for each label value c (increasing), the
-// binary distributed run of c against the rest on the same open partitions,
-// in lockstep where the space allows (linear features and groups) or one
-// after another, combined as the single-store one-vs-rest trainer combines
-// its class runs (engine/one_vs_rest.h). No resume checkpoints, as on one store.
-DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitions& own, const std::vector<double>& values,
-                                     const TrainSettings& settings, MemoryBudget& budget,
-                                     CommunicationStats labels_start, OneVsRestSchedule schedule) {
-  const auto start = std::chrono::steady_clock::now();
+// One-vs-rest over the partitions (engine/one_vs_rest.h): the class runs on
+// the same open partitions, their counts tree-summed. No resume checkpoints,
+// as on one store.
+DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitions& own,
+                                                 const std::vector<double>& values, const TrainSettings& settings,
+                                                 MemoryBudget& budget, CommunicationStats labels_start,
+                                                 OneVsRestSchedule schedule) {
   const size_t K = values.size();
-  const bool lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space) &&
-                        own.fits_many(K);
+  OneVsRestBackend backend;
+  backend.values = values;
+  backend.lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space) &&
+                     own.fits_many(K);
   // In class 1's label phase.
-  const std::string shortfall = lockstep ? lockstep_shortfall(comm, own, K, budget) : "";
-  TrainSettings class_settings = settings;
-  class_settings.check_chance_level = false;  // a class against the rest is no multi-class model
-  std::vector<uint64_t> part_rows;
-  for (size_t q = 0; q < own.size(); ++q) part_rows.push_back(own.rows(q));
-  TrainingArgmax argmax(part_rows, budget, "use more ranks (more, smaller partitions)");
+  backend.shortfall = backend.lockstep ? lockstep_shortfall(comm, own, K, budget) : "";
+  for (size_t q = 0; q < own.size(); ++q) backend.part_rows.push_back(own.rows(q));
+  backend.remedy = "use more ranks (more, smaller partitions)";
+  backend.make_source = [&] { return std::make_unique<PartitionSource>(own, budget); };
+  bool first = true;
+  backend.make_run = [&](RowSource& source, size_t c, const TrainSettings& s, const TrainHooks& hooks) {
+    const CommunicationStats start = first ? labels_start : comm.stats();
+    first = false;
+    return partition_run(static_cast<PartitionSource&>(source), own, s, budget, hooks, {values, c, true}, start,
+                         nullptr);
+  };
+  backend.counts = [&](const TrainingArgmax& argmax) {
+    std::vector<std::vector<double>> counts;
+    for (size_t q = 0; q < own.size(); ++q) {
+      const std::vector<uint16_t> truth = own.class_indices(q, values);
+      counts.push_back(argmax.counts(q, K, [&](uint64_t i) { return size_t{truth[i]}; }));
+    }
+    return own.sum(counts, K + 1);
+  };
+  backend.store = own[0].store.get();
+  backend.comm = &comm;
   DistributedOutcome out;
-  std::vector<DistributedHooks> hooks(K);
-  for (size_t c = 0; c < K; ++c)
-    hooks[c].on_final_decision = [&argmax, c](size_t q, const std::vector<double>& d) { argmax.add(c, q, d); };
-  auto announce = [&](const char* how) {
-    if (comm.rank() == 0)
-      spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K, how);
-  };
-  std::vector<DistributedOutcome> outcomes;
-  PartitionSource source(own, budget);
-  // The class runs in lockstep: every pass streams this rank's partitions
-  // once and scores the dual vectors of all classes still iterating or due
-  // their final certificate (OwnPartitions::score_by_ranges), each class
-  // getting the bits its own pass would give.
-  auto run_lockstep = [&] {
-    announce("in lockstep: each scoring pass shared by the classes");
-    std::vector<std::unique_ptr<PartitionedFgmRun>> runs;
-    std::vector<FgmRows*> rows;
-    std::vector<FgmLoop*> loops;
-    for (size_t c = 0; c < K; ++c) {
-      runs.push_back(std::make_unique<PartitionedFgmRun>(source, own, class_settings, budget, hooks[c],
-                                                         LabelChoice{values, c, true},
-                                                         c == 0 ? labels_start : comm.stats()));
-      rows.push_back(runs.back()->rows.get());
-      loops.push_back(runs.back()->loop.get());
-    }
-    uint64_t passes = 0;
-    std::vector<TrainOutcome> results =
-        run_rows_in_lockstep(source, rows, loops, settings.B, passes, out.total_bytes_streamed, out.communication);
-    for (size_t c = 0; c < K; ++c) outcomes.push_back(runs[c]->outcome(std::move(results[c])));
-  };
-  auto run_one_by_one = [&] {
-    announce("one class after another");
-    for (size_t c = 0; c < K; ++c) {
-      PartitionedFgmRun run(source, own, class_settings, budget, hooks[c], {values, c, true}, labels_start);
-      outcomes.push_back(run.outcome(run.loop->run()));
-      out.total_bytes_streamed += outcomes.back().total_bytes_streamed;  // lockstep: once per shared pass
-      labels_start = comm.stats();
-    }
-  };
-  out.lockstep = schedule_classes(K, lockstep, shortfall, run_lockstep, run_one_by_one, [&](std::string m) {
-    // Rank 0 alone adds it (every rank takes the same decision: one copy in the log and run.json).
-    if (comm.rank() == 0) add_warning(settings.warnings, "ovr_lockstep_fell_back", std::move(m));
-  });
-  std::vector<TrainOutcome> classes;
-  for (size_t c = 0; c < K; ++c) {
-    for (CommunicationRecord record : outcomes[c].communication) {
-      record.class_index = static_cast<int>(c);
-      out.communication.push_back(std::move(record));
-    }
-    classes.push_back(std::move(outcomes[c]));
-  }
-  // The multi-class model on this rank's rows: rows per class over all partitions (tree sums of counts).
-  const CommunicationStats before = comm.stats();
-  std::vector<std::vector<double>> counts;
-  for (size_t q = 0; q < own.size(); ++q) {
-    const std::vector<uint16_t> truth = own.class_indices(q, values);
-    counts.push_back(argmax.counts(q, K, [&](uint64_t i) { return size_t{truth[i]}; }));
-  }
-  finish_one_vs_rest(out, std::move(classes), values, *own[0].store, own.sum(counts, K + 1),
-                     comm.rank() == 0 ? settings.warnings : nullptr);
-  out.communication.push_back({0, "diagnostics", comm.stats() - before});  // of no class
+  static_cast<FgmOutcome&>(out) = run_one_vs_rest(backend, settings, budget, &out.communication);
   out.describe(own);
-  out.budget_peak = budget.peak();
-  out.seconds = seconds_since(start);
   return out;
 }
 
@@ -338,8 +278,14 @@ DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& 
     return train_one_vs_rest_distributed(comm, own, values, settings, budget, labels_start, schedule);
   }
   PartitionSource source(own, budget);
-  PartitionedFgmRun run(source, own, settings, budget, hooks, {values, 1, false}, labels_start);
-  return run.outcome(run.loop->run());
+  ClassRun run = partition_run(source, own, settings, budget, hooks, {values, 1, false}, labels_start, hooks.left_out);
+  FgmLoop loop(*run.rows, settings, budget, hooks);
+  DistributedOutcome out;
+  static_cast<TrainOutcome&>(out) = loop.run();
+  out.describe(own);
+  out.communication = std::move(run.rows->communication());
+  out.iterations_restored = loop.iterations_restored();
+  return out;
 }
 
 }  // namespace fgm

@@ -137,7 +137,7 @@ FgmRows::FgmRows(RowSource& source, const TrainSettings& settings, MemoryBudget&
   space_ = source.make_space(settings.space, budget);
   source.open();
   // α, a = α∘y and the decision values: O(n) each.
-  dual_memory_ = budget.reserve(3 * rows_ * sizeof(double), "dual variables", "use fewer training rows");
+  dual_memory_ = budget.reserve(3 * rows_ * sizeof(double), "dual variables", source.row_memory_remedy());
   for (size_t q = 0; q < source.parts(); ++q) {
     const uint64_t n = source.store(q).info().n_rows;
     alpha_.emplace_back(n, settings.apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)

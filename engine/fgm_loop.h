@@ -52,12 +52,16 @@ class RowSource {
   // Part q's stream and scoring blocks against duals `a`.
   virtual PartitionScoringInput input(size_t q, const double* a) = 0;
   // Opens what the scoring passes stream (the single store: after the run's
-  // state, so a resident copy is reserved from what that leaves).
+  // state, or with defer_open after every lockstep run's, so a resident copy
+  // is reserved from what that leaves).
   virtual void open() {}
+  bool defer_open = false;
   virtual RowSumReduction& reduction() = 0;
   // The ranks of a partitioned run (null: one process, nothing to record or gate).
   virtual Communicator* comm() { return nullptr; }
   virtual uint64_t total_rows() const = 0;
+  // What to change when the rows' duals do not fit the budget.
+  virtual const char* row_memory_remedy() const { return "use fewer training rows"; }
   virtual std::unique_ptr<FeatureSpace> make_space(const FeatureSpaceSettings& settings, MemoryBudget& budget) = 0;
   // The model's store provenance; a partitioned store's labels are the run's.
   virtual Model model_frame(double negative, double positive) const = 0;
@@ -72,6 +76,10 @@ class RowSource {
   virtual double value_span(int degree, const std::string& kind, RunWarnings* warnings) = 0;
   bool value_span_pending = true;
 };
+
+// The single store as a row source (engine/fgm_trainer.cpp); `settings`
+// (its scheduler and block target) must outlive it.
+std::unique_ptr<RowSource> store_source(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget);
 
 // The rows of one FGM run on a RowSource (one run per label set: one-vs-rest
 // makes K on one source): per part its labels, its rows of the selected

@@ -12,33 +12,24 @@
 namespace fgm {
 namespace {
 
-const int8_t* labels_of(const ShardStore& store, const TrainSettings& settings) {
-  return settings.labels ? settings.labels : store.labels();
-}
-
 // The single store as the FGM loop's row source: one part, summed without
 // any addition (LocalRowSums). Its stream opens after the run's state (or,
 // in lockstep, after every run's), resident when it fits.
 class StoreSource final : public RowSource {
  public:
-  StoreSource(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget, bool defer_open = false)
-      : store_(store), settings_(settings), budget_(budget), defer_open_(defer_open) {}
+  StoreSource(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget)
+      : store_(store), settings_(settings), budget_(budget) {}
 
   size_t parts() const override { return 1; }
   const ShardStore& store(size_t) const override { return store_; }
   PartitionScoringInput input(size_t, const double* a) override { return {stream_.get(), &blocks_, a}; }
   void open() override {
-    if (defer_open_ || stream_) return;
+    if (defer_open || stream_) return;
     SchedulerOptions scheduler = settings_.scheduler;
     resident_ = reserve_resident_store(store_.info(), budget_, scheduler);
     stream_ = std::make_unique<BlockStream>(store_, scheduler, budget_);
     blocks_ = store_.plan_blocks(
         scoring_block_bytes(settings_.block_bytes, budget_, store_.info().n_rows, scheduler.keep_resident));
-  }
-  // Lockstep: every run's state first, then the shared stream.
-  void open_shared() {
-    defer_open_ = false;
-    open();
   }
   RowSumReduction& reduction() override { return sums_; }
   uint64_t total_rows() const override { return store_.info().n_rows; }
@@ -61,7 +52,6 @@ class StoreSource final : public RowSource {
   const ShardStore& store_;
   const TrainSettings& settings_;
   MemoryBudget& budget_;
-  bool defer_open_;
   LocalRowSums sums_;
   Reservation resident_;  // released after the stream, which holds what it reserves
   std::unique_ptr<BlockStream> stream_;
@@ -116,37 +106,14 @@ Reservation reserve_resident_store(const StoreInfo& info, MemoryBudget& budget, 
   return budget.reserve(resident_store_bytes(info), "store pages kept resident between passes");
 }
 
-// Runs that differ only in their labels, advanced together (run_in_lockstep):
-// each shared pass scores every run served with one stream over the store.
-LockstepOutcome train_fgm_lockstep(const ShardStore& store, const std::vector<TrainSettings>& settings,
-                                   MemoryBudget& budget, const std::vector<TrainHooks>& hooks) {
-  FGM_ASSERT(!settings.empty() && settings.size() == hooks.size());
-  StoreSource source(store, settings.front(), budget, true);
-  std::vector<std::unique_ptr<FgmRows>> rows;
-  std::vector<std::unique_ptr<FgmLoop>> runs;
-  std::vector<FgmRows*> row_list;
-  std::vector<FgmLoop*> loops;
-  for (size_t r = 0; r < settings.size(); ++r) {
-    rows.push_back(std::make_unique<FgmRows>(source, settings[r], budget, hooks[r],
-                                             std::vector<const int8_t*>{labels_of(store, settings[r])}));
-    runs.push_back(std::make_unique<FgmLoop>(*rows.back(), settings[r], budget, hooks[r]));
-    row_list.push_back(rows.back().get());
-    loops.push_back(runs.back().get());
-  }
-  // As a single run does for itself, once for all runs, after their state:
-  // the store stays resident only if that leaves room.
-  source.open_shared();
-  LockstepOutcome out;
-  std::vector<CommunicationRecord> none;
-  out.runs = run_rows_in_lockstep(source, row_list, loops, settings.front().B, out.scoring_passes,
-                                  out.bytes_streamed, none);
-  return out;
+std::unique_ptr<RowSource> store_source(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget) {
+  return std::make_unique<StoreSource>(store, settings, budget);
 }
 
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
                        const TrainHooks& hooks) {
   StoreSource source(store, settings, budget);
-  FgmRows rows(source, settings, budget, hooks, {labels_of(store, settings)});
+  FgmRows rows(source, settings, budget, hooks, {settings.labels ? settings.labels : store.labels()});
   FgmLoop loop(rows, settings, budget, hooks);
   return loop.run();
 }
