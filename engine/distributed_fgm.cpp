@@ -237,8 +237,6 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
                      own.fits_many(K);
   // In class 1's label phase.
   backend.shortfall = backend.lockstep ? lockstep_shortfall(comm, own, K, budget) : "";
-  for (size_t q = 0; q < own.size(); ++q) backend.part_rows.push_back(own.rows(q));
-  backend.remedy = "use more ranks (more, smaller partitions)";
   backend.make_source = [&] { return std::make_unique<PartitionSource>(own, budget); };
   bool first = true;
   backend.make_run = [&](RowSource& source, size_t c, const TrainSettings& s, const TrainHooks& hooks) {
@@ -255,8 +253,6 @@ DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitio
     }
     return own.sum(counts, K + 1);
   };
-  backend.store = own[0].store.get();
-  backend.comm = &comm;
   DistributedOutcome out;
   static_cast<FgmOutcome&>(out) = run_one_vs_rest(backend, settings, budget, &out.communication);
   out.describe(own);

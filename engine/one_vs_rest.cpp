@@ -158,10 +158,14 @@ FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings&
                            std::vector<CommunicationRecord>* communication) {
   const auto start = std::chrono::steady_clock::now();
   const size_t K = backend.values.size();
-  const bool reports = !backend.comm || backend.comm->rank() == 0;
+  std::unique_ptr<RowSource> source = backend.make_source();
+  Communicator* comm = source->comm();
+  const bool reports = !comm || comm->rank() == 0;
   TrainSettings class_settings = settings;
   class_settings.check_chance_level = false;  // a class against the rest is no multi-class model
-  TrainingArgmax argmax(backend.part_rows, budget, backend.remedy);
+  std::vector<uint64_t> part_rows;
+  for (size_t q = 0; q < source->parts(); ++q) part_rows.push_back(source->store(q).info().n_rows);
+  TrainingArgmax argmax(part_rows, budget, source->row_memory_remedy());
   std::vector<TrainHooks> hooks(K);
   for (size_t c = 0; c < K; ++c) {
     if (backend.on_iteration)
@@ -187,7 +191,6 @@ FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings&
     RunWarnings attempt_warnings;
     TrainSettings attempt = class_settings;
     attempt.warnings = &attempt_warnings;
-    std::unique_ptr<RowSource> source = backend.make_source();
     source->defer_open = true;
     std::vector<ClassRun> runs;
     std::vector<FgmRows*> rows;
@@ -212,7 +215,7 @@ FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings&
   };
   auto run_one_by_one = [&] {
     announce("one class after another");
-    std::unique_ptr<RowSource> source = backend.make_source();
+    source = backend.make_source();  // a lockstep attempt's stream goes
     for (size_t c = 0; c < K; ++c) {
       ClassRun run = backend.make_run(*source, c, class_settings, hooks[c]);
       run.loop = std::make_unique<FgmLoop>(*run.rows, class_settings, budget, hooks[c]);
@@ -228,11 +231,11 @@ FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings&
                                     if (reports) add_warning(settings.warnings, "ovr_lockstep_fell_back", std::move(m));
                                   });
   // The multi-class model on the training rows: rows per class over all parts.
-  const CommunicationStats before = backend.comm ? backend.comm->stats() : CommunicationStats{};
+  const CommunicationStats before = comm ? comm->stats() : CommunicationStats{};
   const std::vector<double> counts = backend.counts(argmax);
-  if (backend.comm) records.push_back({0, "diagnostics", backend.comm->stats() - before});  // of no class
+  if (comm) records.push_back({0, "diagnostics", comm->stats() - before});  // of no class
   if (communication) *communication = std::move(records);
-  finish_one_vs_rest(out, std::move(classes), backend.values, *backend.store, counts,
+  finish_one_vs_rest(out, std::move(classes), backend.values, source->store(0), counts,
                      reports ? settings.warnings : nullptr);
   out.budget_peak = budget.peak();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -250,8 +253,6 @@ FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& setti
   OneVsRestBackend backend;
   backend.values = info.class_values;
   backend.lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space);
-  backend.part_rows = {info.n_rows};
-  backend.remedy = "use fewer training rows";
   backend.make_source = [&] { return store_source(store, settings, budget); };
   backend.make_run = [&](RowSource& source, size_t c, const TrainSettings& s, const TrainHooks& hooks) {
     ClassRun run;
@@ -263,7 +264,6 @@ FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& setti
     const int8_t* mask = settings.labels;
     return argmax.counts(0, K, [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; });
   };
-  backend.store = &store;
   backend.on_iteration = on_iteration;
   return run_one_vs_rest(backend, settings, budget);
 }

@@ -105,16 +105,13 @@ struct OneVsRestBackend {
   // (an out of memory on one rank would break the others' collectives);
   // nullopt: the attempt finds out, and an out of memory falls back (one store).
   std::optional<std::string> shortfall;
-  std::vector<uint64_t> part_rows;   // this process's rows per part
-  const char* remedy = "";           // of the training predictions' reservation
-  // A source for one schedule (lockstep, or the classes one after another).
+  // A source for one schedule (lockstep, or the classes one after another);
+  // not opened until a run asks.
   std::function<std::unique_ptr<RowSource>()> make_source;
   // Class c's rows on `source` (the driver adds the loop).
   std::function<ClassRun(RowSource&, size_t c, const TrainSettings&, const TrainHooks&)> make_run;
   // The multi-class model's counts over all rows (TrainingArgmax::counts, reduced).
   std::function<std::vector<double>(const TrainingArgmax&)> counts;
-  const ShardStore* store = nullptr;  // the feature transforms' statistics
-  Communicator* comm = nullptr;       // partitions: the communication log, rank 0 reports
   ClassIterationCallback on_iteration;
 };
 
