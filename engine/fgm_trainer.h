@@ -4,7 +4,7 @@
 // B most violating features (or groups) to the selected-feature cache, and
 // solves the ℓ2,1²-regularised subproblem (31) over them by APG (Algorithm 4),
 // warm-started. α⁰ = C·1 without a bias; with one (FGM-SHIFT), α⁰ comes from the
-// fitted bias-only model (engine/fgm_trainer.cpp StoreRows). α^t from Theorem 3.
+// fitted bias-only model (engine/fgm_loop.cpp FgmRows). α^t from Theorem 3.
 // Stops when the SIP violation (37) of α^t is at most eps_outer times the
 // objective F_t (eps_outer = 0: never), after T iterations, or when the
 // worst-case analysis finds nothing new. The violation is the gap of the
