@@ -43,7 +43,6 @@ void log_resume(const ResumeSession& session, const TrainProgress& saved, const 
 // resume checkpoints: an interrupted multi-class run starts again.
 DistributedOutcome train_one_vs_rest_on_store(SolverRun& run, const TrainSettings& settings) {
   const StoreInfo& info = run.data->store->info();
-  spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr)", info.classes(), info.classes());
   DistributedOutcome out;
   auto log = [&](size_t c, const IterationRecord& r) {
     spdlog::info("class {} iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, score {:.3f}s, "
@@ -58,43 +57,33 @@ DistributedOutcome train_one_vs_rest_on_store(SolverRun& run, const TrainSetting
   return out;
 }
 
-// FGM on one store (engine/fgm_trainer.h), resumed from the session's checkpoint.
-DistributedOutcome train_on_store(SolverRun& run, const TrainSettings& settings) {
-  const StoreInfo& info = run.data->store->info();
-  spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
-               info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
-               loss_name(settings.apg.loss), settings.apg.threads);
-  if (info.classes() > 2) return train_one_vs_rest_on_store(run, settings);
-  ResumeSession& session = *run.session;
-  DistributedOutcome out;
-  if (TrainProgress* saved = session.train()) {
-    out.iterations_restored = saved->iterations.size();
-    log_resume(session, *saved, settings);
+// FGM on either backend (engine/fgm_trainer.h, engine/distributed_fgm.h),
+// resumed from the checkpoint: on a partitioned store rank 0's session tells
+// the others whether it resumes, and they read the same file.
+DistributedOutcome train_on_data(SolverRun& run, const TrainSettings& settings) {
+  if (!run.partitioned()) {
+    const StoreInfo& info = run.data->store->info();
+    spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
+                 info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
+                 loss_name(settings.apg.loss), settings.apg.threads);
+    if (info.classes() > 2) return train_one_vs_rest_on_store(run, settings);
+  } else if (run.session) {
+    spdlog::info("training on partitioned store {} with {} rank(s), B={}, C={}, loss={}, threads={}", run.dir,
+                 run.comm.size(), settings.B, settings.apg.C, loss_name(settings.apg.loss), settings.apg.threads);
   }
-  TrainHooks hooks;
-  hooks.resume = session.train();
-  hooks.on_progress = [&](const TrainProgress& progress) { session.save(&progress, nullptr); };
-  hooks.on_iteration = log_iteration;
-  static_cast<TrainOutcome&>(out) = train_fgm(*run.data->store, settings, run.budget, hooks);
-  return out;
-}
-
-// FGM on a partitioned store over the world communicator
-// (engine/distributed_fgm.h): rank 0's session tells the others whether it
-// resumes, and they read the same checkpoint file.
-DistributedOutcome train_on_partitions(SolverRun& run, const TrainSettings& settings) {
   std::optional<ResumeCheckpoint> saved = shared_checkpoint(run.comm, run.session.get(), run.out_dir, run.budget);
   if (saved && !saved->train) throw Error(ErrorKind::kCorruption, "checkpoint of rank 0 has no training state");
   if (saved && run.session) log_resume(*run.session, *saved->train, settings);
-  if (run.session)
-    spdlog::info("training on partitioned store {} with {} rank(s), B={}, C={}, loss={}, threads={}", run.dir,
-                 run.comm.size(), settings.B, settings.apg.C, loss_name(settings.apg.loss), settings.apg.threads);
   DistributedHooks hooks;
   if (saved) hooks.resume = &*saved->train;
   if (run.session) hooks.on_progress = [&](const TrainProgress& progress) { run.session->save(&progress, nullptr); };
-  DistributedOutcome out = train_fgm_distributed(run.comm, run.dir, settings, run.budget, hooks,
-                                                 run.config.get_string_list("features.transform"));
-  for (const auto& r : out.communication) out.scoring_passes += r.phase == "scoring";
+  if (run.partitioned())
+    return train_fgm_distributed(run.comm, run.dir, settings, run.budget, hooks,
+                                 run.config.get_string_list("features.transform"));
+  DistributedOutcome out;
+  out.iterations_restored = saved ? saved->train->iterations.size() : 0;
+  hooks.on_iteration = log_iteration;
+  static_cast<TrainOutcome&>(out) = train_fgm(*run.data->store, settings, run.budget, hooks);
   return out;
 }
 
@@ -121,7 +110,7 @@ int train_fgm_run(SolverRun& run) {
   const Config& config = run.config;
   TrainSettings settings = train_settings_from_config(config);
   settings.warnings = &run.warnings;
-  DistributedOutcome outcome = run.partitioned() ? train_on_partitions(run, settings) : train_on_store(run, settings);
+  DistributedOutcome outcome = train_on_data(run, settings);
   Model& model = outcome.model;
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
   const bool multiclass = !outcome.classes.empty();

@@ -28,8 +28,8 @@
 
 namespace fgm {
 
-// A run of solver "fgm" (engine/one_vs_rest.h FgmOutcome, scoring_passes
-// unset) and the partitioned run; one-vs-rest: `communication` holds every
+// A run of solver "fgm" (engine/one_vs_rest.h FgmOutcome) and the
+// partitioned run; one-vs-rest: `communication` holds every
 // class run's records (class_index set).
 struct DistributedOutcome : FgmOutcome, PartitionedRun {};
 

@@ -1,8 +1,12 @@
 #include "engine/fgm_loop.h"
 
+#include <spdlog/spdlog.h>
+
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/messages.h"
+#include "features/cached_column_dot.h"
+#include "features/transformed_store.h"
 
 namespace fgm {
 
@@ -120,6 +124,262 @@ void count_fit(const int8_t* y, uint64_t n, const std::vector<double>& decision,
     counts[1] += y[i] > 0;
     counts[2] += (d > 0) == (y[i] > 0);
   }
+}
+
+FgmRows::FgmRows(RowSource& source, const TrainSettings& settings, MemoryBudget& budget, const TrainHooks& hooks,
+                 std::vector<const int8_t*> labels, double negative, double positive, std::string log_label)
+    : source_(source), settings_(settings), budget_(budget), hooks_(hooks), comm_(source.comm()),
+      y_(std::move(labels)), negative_(negative), positive_(positive), log_label_(std::move(log_label)) {
+  for (size_t q = 0; q < source.parts(); ++q) {
+    rows_ += source.store(q).info().n_rows;
+    columns_.push_back(std::make_unique<SelectedFeatureCache>(budget, source.store(q).info().n_rows));
+  }
+  space_ = source.make_space(settings.space, budget);
+  source.open();
+  // α, a = α∘y and the decision values: O(n) each.
+  dual_memory_ = budget.reserve(3 * rows_ * sizeof(double), "dual variables", source.row_memory_remedy());
+  for (size_t q = 0; q < source.parts(); ++q) {
+    const uint64_t n = source.store(q).info().n_rows;
+    alpha_.emplace_back(n, settings.apg.C);  // α⁰ = C·1 (no feature selected ⇒ ξ = 1)
+    a_.emplace_back(n);
+    decisions_.emplace_back(n, 0.0);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (y_[q][i] == 0) alpha_[q][i] = 0;  // a row outside the fit
+      a_[q][i] = alpha_[q][i] * double(y_[q][i]);
+    }
+  }
+}
+
+// F_0 and α⁰: the solution of (31) with no feature selected. Without a bias
+// that is ω = 0, b = 0, so α⁰ = C·1 (Algorithm 1). With a bias, b is fitted
+// first: on unbalanced labels (a small class against the rest) α = C·1 would
+// make the first worst-case analysis pick the features of the larger class —
+// the bias's job — instead of the ones that tell the classes apart. With the
+// fitted b, Σ_i α_i y_i = 0 (the optimality condition of b), so every score
+// measures what a feature adds beyond the class balance.
+double FgmRows::fit_without_features(ApgState& state) {
+  if (settings_.apg.bias && source_.total_rows() > 0) {
+    begin_phase();
+    ApgOptions apg = settings_.apg;
+    apg.certify = false;
+    const ApgResult r = solve(apg, state);
+    end_phase(0, "solve");
+    return r.objective;
+  }
+  std::vector<std::vector<double>> local;
+  for (size_t q = 0; q < y_.size(); ++q)
+    local.push_back({loss_value(settings_.apg.loss, settings_.apg.C, y_[q], decisions_[q])});
+  return source_.reduction().sum(local, 1).front();
+}
+
+// The new candidates' columns on every part. A generated column empty on
+// every part (an expansion component no row reaches) carries no weight and is
+// dropped: one reduction of the per-part entry counts decides, the same on
+// every rank, once per batch (partitions) or per candidate (one part: no
+// exchange). The columns stay reserved until the cache has copied them.
+void FgmRows::add_batch(const std::vector<uint64_t>& ids) {
+  for (auto& cache : columns_) cache->begin_batch();
+  std::vector<std::vector<GeneratedColumn>> fresh(columns_.size());  // [part][column]
+  std::vector<std::vector<double>> counts(columns_.size());
+  std::vector<Reservation> held;
+  auto flush = [&] {
+    const size_t n_fresh = fresh.front().size();
+    const std::vector<double> total =
+        space_->keeps_empty_columns() ? std::vector<double>(n_fresh, 1.0) : source_.reduction().sum(counts, n_fresh);
+    for (size_t q = 0; q < columns_.size(); ++q) {
+      for (size_t k = 0; k < n_fresh; ++k)
+        if (total[k] > 0) columns_[q]->add_column(fresh[q][k].key, fresh[q][k].rows, fresh[q][k].values);
+      fresh[q].clear();
+      counts[q].clear();
+    }
+    held.clear();
+  };
+  for (uint64_t id : ids) {
+    space_->mark_selected(id);
+    for (size_t q = 0; q < columns_.size(); ++q)
+      for (GeneratedColumn& col : space_->columns(source_.store(q), id)) {
+        held.push_back(budget_.reserve(col.rows.capacity() * sizeof(uint32_t) + col.values.capacity() * sizeof(float),
+                                       "a new batch's columns before the selected-feature cache copies them",
+                                       "lower fgm.B"));
+        counts[q].push_back(static_cast<double>(col.rows.size()));
+        fresh[q].push_back(std::move(col));
+      }
+    if (!source_.reduction().batched()) flush();
+  }
+  flush();
+}
+
+// c_h = Σ_i a_i x_ih of every selected column (the scoring pass's tiled
+// summation per part), reduced over the parts: the scores of the selected
+// features, for (37).
+std::vector<double> FgmRows::selected_column_dots() {
+  const size_t selected = columns().num_columns();
+  std::vector<std::vector<double>> local;
+  for (size_t q = 0; q < columns_.size(); ++q) {
+    std::vector<double> dots(selected);
+    for (size_t h = 0; h < selected; ++h)
+      dots[h] = tiled_column_dot(columns_[q]->column(h), a_[q].data(), source_.store(q).info().tile_rows);
+    local.push_back(std::move(dots));
+  }
+  return source_.reduction().sum(local, selected);
+}
+
+// α from the decision values (Theorem 3), a = α∘y.
+void FgmRows::update_duals() {
+  for (size_t q = 0; q < y_.size(); ++q) {
+    dual_from_decision(settings_.apg.loss, settings_.apg.C, y_[q], decisions_[q], alpha_[q]);
+    for (uint64_t i = 0; i < alpha_[q].size(); ++i) a_[q][i] = alpha_[q][i] * double(y_[q][i]);
+  }
+}
+
+std::vector<ApgRowPart> FgmRows::row_parts() {
+  std::vector<ApgRowPart> out;
+  for (size_t q = 0; q < columns_.size(); ++q) out.push_back({columns_[q].get(), y_[q], &decisions_[q]});
+  return out;
+}
+
+// The subproblem (31) over the selected columns: APG over the parts, every
+// row sum reduced by the source.
+ApgResult FgmRows::solve(const ApgOptions& apg, ApgState& state) {
+  const ApgResult r = solve_apg(row_parts(), source_.reduction(), apg, state, budget_);
+  solved_ = true;
+  update_duals();
+  return r;
+}
+
+// α from the checkpoint (the single store's format), or formed from its ω
+// exactly as the solve formed it (a resumed run repeats the arithmetic).
+void FgmRows::restore_duals(TrainProgress& saved) {
+  if (source_.duals_in_checkpoint()) {
+    solved_ = saved.iterations.empty();
+    alpha_.front() = std::move(saved.alpha);
+    for (uint64_t i = 0; i < alpha_[0].size(); ++i) a_[0][i] = alpha_[0][i] * double(y_[0][i]);
+    return;
+  }
+  if (columns().num_columns() == 0) return;
+  apg_decision_values(row_parts(), settings_.apg, saved.apg, budget_);
+  update_duals();
+}
+
+void FgmRows::save_duals(TrainProgress& progress) const {
+  if (source_.duals_in_checkpoint()) progress.alpha = alpha_.front();
+}
+
+std::vector<PartitionScoringInput> FgmRows::inputs() {
+  std::vector<PartitionScoringInput> out;
+  for (size_t q = 0; q < a_.size(); ++q) out.push_back(source_.input(q, a_[q].data()));
+  return out;
+}
+
+// Algorithm 2 against the current α: the top-`batch` unselected candidates.
+FgmPass FgmRows::score(uint64_t batch, int iteration) {
+  const auto start = std::chrono::steady_clock::now();
+  begin_phase();
+  const bool measure_span = observe_values();
+  FgmPass pass = take_scores(space_->score(scoring_context(batch)));
+  pass.seconds = seconds_since(start);
+  end_phase(iteration, "scoring");
+  if (measure_span) check_value_span(iteration);
+  return pass;
+}
+
+// This run's pass over the source; a space over the single store reads its
+// one part as the context's store, a partitioned space the parts.
+ScoringContext FgmRows::scoring_context(uint64_t batch) {
+  ScoringContext context;
+  context.parts = inputs();
+  context.store = &source_.store(0);
+  context.stream = context.parts[0].stream;
+  context.blocks = context.parts[0].blocks;
+  context.a = a_[0].data();
+  context.B = batch;
+  context.threads = settings_.scheduler.threads;
+  context.budget = &budget_;
+  return context;
+}
+
+ScoreRequest FgmRows::scoring_request(uint64_t batch) {
+  ScoreRequest request;
+  request.space = space_.get();
+  request.parts = inputs();
+  request.a = a_[0].data();
+  request.B = batch;
+  return request;
+}
+
+// A pass's top-B and the SIP violation (37) of α (c_j of the selected
+// columns from the pass when it computed them on the way).
+FgmPass FgmRows::take_scores(SpaceScores scored) {
+  const std::vector<double> selected_c = scored.selected_dots ? *scored.selected_dots : selected_column_dots();
+  return scored_pass(std::move(scored), columns(), selected_c);
+}
+
+bool FgmRows::observe_values() {
+  if (!source_.value_span_pending) return false;
+  source_.observe_values();
+  return true;
+}
+
+// The span of what the space scores: largest over typical per-column max
+// |value|, squared for poly2, whose features are products of two values.
+void FgmRows::check_value_span(int iteration) {
+  source_.value_span_pending = false;
+  begin_phase();
+  value_span_ = source_.value_span(feature_space_kind(settings_.space.kind).value_degree, space_->kind(),
+                                   reports_warnings() ? settings_.warnings : nullptr);
+  end_phase(iteration, "diagnostics");
+}
+
+Model FgmRows::model_frame() const {
+  Model model = source_.model_frame(negative_, positive_);
+  space_->describe(model);
+  return model;
+}
+
+void FgmRows::record_transforms(Model& model) const { record_feature_transforms(source_.store(0), model); }
+
+void FgmRows::describe_point(Checkpoint& cp) {
+  cp.rows = row_parts();
+  cp.reduction = &source_.reduction();
+}
+
+void FgmRows::hand_out_decisions() {
+  if (solved_ && hooks_.on_final_decision)
+    for (size_t q = 0; q < decisions_.size(); ++q) hooks_.on_final_decision(q, decisions_[q]);
+}
+
+// The final model's counts over all rows, reduced (decision > 0 → +1).
+bool FgmRows::chance_counts(double counts[3], int iteration) {
+  if (!solved_) return false;
+  begin_phase();
+  std::vector<std::vector<double>> local(y_.size(), std::vector<double>(3, 0.0));  // rows, positive, correct
+  for (size_t q = 0; q < y_.size(); ++q) count_fit(y_[q], decisions_[q].size(), decisions_[q], local[q].data());
+  const std::vector<double> total = source_.reduction().sum(local, 3);
+  end_phase(iteration, "diagnostics");
+  std::copy(total.begin(), total.end(), counts);
+  return true;
+}
+
+void FgmRows::begin_phase() {
+  if (comm_) phase_start_ = comm_->stats();
+}
+
+void FgmRows::end_phase(int iteration, const char* phase) {
+  if (comm_) record(iteration, phase, phase_start_);
+}
+
+void FgmRows::record(int iteration, const char* phase, const CommunicationStats& before) {
+  communication_.push_back({iteration, phase, comm_->stats() - before});
+}
+
+void FgmRows::after_iteration(const IterationRecord& rec) {
+  if (!comm_ || comm_->rank() != 0) return;
+  uint64_t communicated = 0;
+  for (const auto& c : communication_) communicated += c.iteration == rec.iter ? c.comm.bytes : 0;
+  spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
+               "{:.3f}s ({} APG its), communicated {} B",
+               log_label_, rec.iter, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds,
+               rec.solve_seconds, rec.apg_iterations, communicated);
 }
 
 FgmLoop::FgmLoop(FgmRows& rows, const TrainSettings& settings, MemoryBudget& budget, const TrainHooks& hooks)
@@ -407,6 +667,42 @@ void run_in_lockstep(const std::vector<FgmLoop*>& loops, uint64_t certificate_ba
       }
     }
   }
+}
+
+std::vector<TrainOutcome> run_rows_in_lockstep(RowSource& source, const std::vector<FgmRows*>& rows,
+                                               const std::vector<FgmLoop*>& loops, uint64_t certificate_batch,
+                                               uint64_t& passes, uint64_t& bytes,
+                                               std::vector<CommunicationRecord>& communication) {
+  Communicator* comm = source.comm();
+  auto shared_pass = [&](const std::vector<size_t>& served, const std::vector<uint64_t>& batches) {
+    std::vector<ScoreRequest> requests;
+    for (size_t q = 0; q < served.size(); ++q) requests.push_back(rows[served[q]]->scoring_request(batches[q]));
+    // The first run served measures the value span on the source's first pass (one warning per store).
+    FgmRows& first = *rows[served.front()];
+    const int iteration = loops[served.front()]->next_iteration();
+    const bool span = first.observe_values();
+    const auto start = std::chrono::steady_clock::now();
+    const CommunicationStats before = comm ? comm->stats() : CommunicationStats{};
+    std::vector<SpaceScores> scores = score_many(first.scoring_context(0), requests);
+    const double seconds = seconds_since(start);
+    if (comm) {
+      communication.push_back({iteration, "scoring", comm->stats() - before, -1});
+      for (size_t r : served) communication.back().shared_by.push_back(static_cast<int>(r));
+    }
+    ++passes;
+    bytes += scores.front().pass.bytes_streamed;
+    if (span) first.check_value_span(iteration);
+    std::vector<FgmPass> out;
+    for (size_t q = 0; q < served.size(); ++q) {
+      out.push_back(rows[served[q]]->take_scores(std::move(scores[q])));
+      out.back().seconds = seconds;
+    }
+    return out;
+  };
+  run_in_lockstep(loops, certificate_batch, shared_pass);
+  std::vector<TrainOutcome> outcomes;
+  for (FgmLoop* loop : loops) outcomes.push_back(loop->finish());
+  return outcomes;
 }
 
 }  // namespace fgm

@@ -1,19 +1,23 @@
-// The one FGM outer loop (engine/fgm_trainer.h, Algorithm 1) over a data
-// backend: the single store (engine/fgm_trainer.cpp) or this rank's
-// partitions of a partitioned store (engine/distributed_fgm.cpp). The loop
-// owns what does not depend on where the rows live: the stop rules, batch
-// sizes, resume, path points, the model, the iteration records and the
-// warnings. The backend owns the rows: their duals, the selected columns, the
-// scoring pass and the solve with its row-sum reduction.
+// The one FGM outer loop (engine/fgm_trainer.h, Algorithm 1) over one row
+// backend (RowSource): the single store as one part (engine/fgm_trainer.cpp)
+// or this rank's partitions of a partitioned store
+// (engine/distributed_fgm.cpp). The loop owns what does not depend on where
+// the rows live: the stop rules, batch sizes, resume, path points, the model,
+// the iteration records and the warnings. FgmRows owns a run's rows on the
+// source: their duals, the selected columns, the scoring pass and the solve;
+// the source only says where the parts are and how their sums add up.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "cache/selected_features.h"
 #include "engine/fgm_trainer.h"
+#include "engine/own_partitions.h"
 
 namespace fgm {
 
@@ -35,43 +39,128 @@ FgmPass scored_pass(SpaceScores scored, const SelectedFeatureCache& columns, con
 // (empty: all 0) get right (d > 0 → +1), added to `counts`.
 void count_fit(const int8_t* y, uint64_t n, const std::vector<double>& decision, double counts[3]);
 
+// Where an FGM run's rows live: the single store as one part
+// (engine/fgm_trainer.cpp) or this rank's partitions of a partitioned store
+// (engine/distributed_fgm.cpp). Every sum over rows goes through reduction():
+// one part adds nothing (the single store's bits), partitions add in the
+// fixed partition tree (every rank count's bits).
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  virtual size_t parts() const = 0;
+  virtual const ShardStore& store(size_t q) const = 0;
+  // Part q's stream and scoring blocks against duals `a`.
+  virtual PartitionScoringInput input(size_t q, const double* a) = 0;
+  // Opens what the scoring passes stream (the single store: after the run's
+  // state, or with defer_open after every lockstep run's, so a resident copy
+  // is reserved from what that leaves).
+  virtual void open() {}
+  bool defer_open = false;
+  virtual RowSumReduction& reduction() = 0;
+  // The ranks of a partitioned run (null: one process, nothing to record or gate).
+  virtual Communicator* comm() { return nullptr; }
+  virtual uint64_t total_rows() const = 0;
+  // What to change when the rows' duals do not fit the budget.
+  virtual const char* row_memory_remedy() const { return "use fewer training rows"; }
+  virtual std::unique_ptr<FeatureSpace> make_space(const FeatureSpaceSettings& settings, MemoryBudget& budget) = 0;
+  // The model's store provenance; a partitioned store's labels are the run's.
+  virtual Model model_frame(double negative, double positive) const = 0;
+  // Whether a resume checkpoint holds α (n entries): the single store's
+  // format; partitions form α again from ω, where it lives with its rows.
+  virtual bool duals_in_checkpoint() const { return false; }
+  // The value-span warning of the source's first pass (one per store): the
+  // streams observe the pass, then the span of what they saw (0 on a rank
+  // that does not report). A real difference: one store's blocks hold each
+  // column once, partitions share columns and take the maximum over ranks.
+  virtual void observe_values() = 0;
+  virtual double value_span(int degree, const std::string& kind, RunWarnings* warnings) = 0;
+  bool value_span_pending = true;
+};
+
+// The single store as a row source (engine/fgm_trainer.cpp); `settings`
+// (its scheduler and block target) must outlive it.
+std::unique_ptr<RowSource> store_source(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget);
+
+// The rows of one FGM run on a RowSource (one run per label set: one-vs-rest
+// makes K on one source): per part its labels, its rows of the selected
+// columns, its decision values, α and a = α∘y.
 class FgmRows {
  public:
-  virtual ~FgmRows() = default;
+  // `labels[q]`: part q's ±1 labels (0: a row outside the fit), kept alive by
+  // the caller. `negative`/`positive`: the label values (a partitioned
+  // model's); `log_label`: a one-vs-rest class's name in the rank-0 log.
+  FgmRows(RowSource& source, const TrainSettings& settings, MemoryBudget& budget, const TrainHooks& hooks,
+          std::vector<const int8_t*> labels, double negative = -1, double positive = 1, std::string log_label = "");
+
   // F_0, the objective of (31) with no feature selected; with a bias, b is
   // fitted first (into `state`) and α⁰ comes from its decision values.
-  virtual double fit_without_features(ApgState& state) = 0;
+  double fit_without_features(ApgState& state);
   // The top-`batch` unselected candidates against α, with (37).
   // `iteration` names the pass in the communication log.
-  virtual FgmPass score(uint64_t batch, int iteration) = 0;
+  FgmPass score(uint64_t batch, int iteration);
   // Marks the candidates selected and reads their columns as a new batch.
-  virtual void add_batch(const std::vector<uint64_t>& ids) = 0;
+  void add_batch(const std::vector<uint64_t>& ids);
   // (31) over the selected columns, warm-started at `state`; then α (Theorem 3).
-  virtual ApgResult solve(const ApgOptions& apg, ApgState& state) = 0;
-  // The selected columns on these rows (keys and batches for the model).
-  virtual const SelectedFeatureCache& columns() const = 0;
-  // A checkpoint's α entries: n for the single store, none for partitions
-  // (α lives with its rows and is formed again from ω).
-  virtual uint64_t saved_duals() const = 0;
+  ApgResult solve(const ApgOptions& apg, ApgState& state);
+  // The selected columns (keys and batches for the model).
+  const SelectedFeatureCache& columns() const { return *columns_.front(); }
+  // A checkpoint's α entries (RowSource::duals_in_checkpoint).
+  uint64_t saved_duals() const { return source_.duals_in_checkpoint() ? rows_ : 0; }
   // α after a checkpoint's batches were replayed (`saved` holds ω).
-  virtual void restore_duals(TrainProgress& saved) = 0;
-  virtual void save_duals(TrainProgress&) const {}
-  // The data's part of the model: store provenance and the space's description.
-  virtual Model model_frame() const = 0;
-  virtual void record_transforms(Model& model) const = 0;
-  virtual void describe_point(Checkpoint&) {}
+  void restore_duals(TrainProgress& saved);
+  void save_duals(TrainProgress& progress) const;
+  Model model_frame() const;
+  void record_transforms(Model& model) const;
+  void describe_point(Checkpoint& cp);
   // The final decision values to the caller's hook.
-  virtual void hand_out_decisions() = 0;
+  void hand_out_decisions();
   // count_fit over all rows; false when the decision values are unknown (a restored run).
-  virtual bool chance_counts(double counts[3], int iteration) = 0;
-  virtual double value_span() const = 0;
+  bool chance_counts(double counts[3], int iteration);
+  double value_span() const { return value_span_; }
   // Whether this process adds the run's warnings (rank 0 of a partitioned run).
-  virtual bool reports_warnings() const { return true; }
+  bool reports_warnings() const { return !comm_ || comm_->rank() == 0; }
   // The communication log of a partitioned run: begin_phase, then
   // end_phase(iteration, name) records what the phase exchanged.
-  virtual void begin_phase() {}
-  virtual void end_phase(int iteration, const char* phase) {}
-  virtual void after_iteration(const IterationRecord&) {}
+  void begin_phase();
+  void end_phase(int iteration, const char* phase);
+  void after_iteration(const IterationRecord& rec);
+
+  // A lockstep pass: this run's request (its space, duals and batch size),
+  // then its scores as a pass.
+  ScoringContext scoring_context(uint64_t batch);
+  ScoreRequest scoring_request(uint64_t batch);
+  FgmPass take_scores(SpaceScores scored);
+  // The value span on the source's first pass: before it, and after it.
+  bool observe_values();
+  void check_value_span(int iteration);
+  std::vector<CommunicationRecord>& communication() { return communication_; }
+
+ private:
+  std::vector<ApgRowPart> row_parts();
+  std::vector<PartitionScoringInput> inputs();
+  std::vector<double> selected_column_dots();
+  void update_duals();
+  void record(int iteration, const char* phase, const CommunicationStats& before);
+
+  RowSource& source_;
+  const TrainSettings& settings_;
+  MemoryBudget& budget_;
+  const TrainHooks& hooks_;
+  Communicator* comm_;
+  std::vector<const int8_t*> y_;
+  double negative_, positive_;
+  std::string log_label_;
+  uint64_t rows_ = 0;  // this process's
+  std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
+  std::unique_ptr<FeatureSpace> space_;
+  Reservation dual_memory_;
+  std::vector<std::vector<double>> alpha_, a_, decisions_;  // per part; a = α∘y, d = w'x − b
+  std::vector<CommunicationRecord> communication_;
+  CommunicationStats phase_start_;
+  double value_span_ = 0;
+  // decisions_ hold the current model's values: true for a fresh run (0, the
+  // empty model's) and after any solve; not after restoring α from a checkpoint.
+  bool solved_ = true;
 };
 
 // run() = begin(); outer iterations while iterating(); end_iterations(); the
@@ -128,5 +217,15 @@ class FgmLoop {
 using SharedPass =
     std::function<std::vector<FgmPass>(const std::vector<size_t>& served, const std::vector<uint64_t>& batches)>;
 void run_in_lockstep(const std::vector<FgmLoop*>& loops, uint64_t certificate_batch, const SharedPass& shared_pass);
+
+// Runs that differ only in their labels (one-vs-rest) on one source, in
+// lockstep (run_in_lockstep): each shared pass scores the served runs'
+// duals in one stream over the source (score_many). Returns each run's
+// finish(); `passes`, `bytes` count the shared passes, `communication` gets
+// their records (shared_by: the runs served).
+std::vector<TrainOutcome> run_rows_in_lockstep(RowSource& source, const std::vector<FgmRows*>& rows,
+                                               const std::vector<FgmLoop*>& loops, uint64_t certificate_batch,
+                                               uint64_t& passes, uint64_t& bytes,
+                                               std::vector<CommunicationRecord>& communication);
 
 }  // namespace fgm

@@ -4,7 +4,7 @@
 // B most violating features (or groups) to the selected-feature cache, and
 // solves the ℓ2,1²-regularised subproblem (31) over them by APG (Algorithm 4),
 // warm-started. α⁰ = C·1 without a bias; with one (FGM-SHIFT), α⁰ comes from the
-// fitted bias-only model (engine/fgm_trainer.cpp StoreRows). α^t from Theorem 3.
+// fitted bias-only model (engine/fgm_loop.cpp FgmRows). α^t from Theorem 3.
 // Stops when the SIP violation (37) of α^t is at most eps_outer times the
 // objective F_t (eps_outer = 0: never), after T iterations, or when the
 // worst-case analysis finds nothing new. The violation is the gap of the
@@ -123,7 +123,7 @@ struct TrainOutcome {
   uint64_t total_line_search_steps = 0;
   uint64_t total_gradient_evaluations = 0;
   uint64_t total_bytes_streamed = 0;
-  // Streams over the store this run made by itself (0 when a LockstepRuns
+  // Streams over the store this run made by itself (0 when a lockstep driver
   // streamed for it): outer iterations, the pass that ended the loop, the
   // final certificate. Not restored from a checkpoint.
   uint64_t scoring_passes = 0;
@@ -207,22 +207,6 @@ struct TrainHooks {
 
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
                        const TrainHooks& hooks);
-
-struct LockstepOutcome {
-  std::vector<TrainOutcome> runs;  // as train_fgm's, in the order of the settings
-  uint64_t scoring_passes = 0;     // streams over the store, all runs together
-  uint64_t bytes_streamed = 0;     // what those passes read
-};
-
-// train_fgm for several runs that differ only in their labels (one-vs-rest),
-// in lockstep (engine/fgm_loop.h run_in_lockstep): each shared pass streams
-// the store once for every run still going (score_many; the space must be one
-// scores_many serves). runs[r] equals train_fgm's outcome for settings[r] and
-// hooks[r] bit for bit except timings and budget figures; each record's
-// bytes_streamed is the shared pass it took part in. on_iteration calls of
-// different runs interleave.
-LockstepOutcome train_fgm_lockstep(const ShardStore& store, const std::vector<TrainSettings>& settings,
-                                   MemoryBudget& budget, const std::vector<TrainHooks>& hooks);
 
 inline TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
                               MemoryBudget& budget, const IterationCallback& on_iteration = {},

@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "core/messages.h"
 #include "features/transformed_store.h"
@@ -94,6 +96,11 @@ std::vector<double> TrainingArgmax::counts(size_t q, size_t K, const std::functi
   return counts;
 }
 
+namespace {
+
+// The K class runs in lockstep when `lockstep` and it fits (`shortfall`, or
+// an attempt that ends in an out of memory), else one after another, with the
+// run warning "ovr_lockstep_fell_back". Returns whether they ran in lockstep.
 bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>& shortfall,
                       const std::function<void()>& run_lockstep, const std::function<void()>& run_one_by_one,
                       const std::function<void(std::string)>& warn_fell_back) {
@@ -112,59 +119,11 @@ bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>&
   return false;
 }
 
-FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-                             const ClassIterationCallback& on_iteration, OneVsRestSchedule schedule) {
-  const auto start = std::chrono::steady_clock::now();
-  const StoreInfo& info = store.info();
-  const size_t K = info.classes();
-  // n bytes of labels per class problem (all alive in lockstep).
-  Reservation labels_mem = budget.reserve(K * info.n_rows, "one-vs-rest labels", "use fewer training rows");
-  std::vector<std::vector<int8_t>> labels(K);
-  std::vector<TrainSettings> class_settings(K, settings);
-  std::vector<TrainHooks> hooks(K);
-  TrainingArgmax argmax({info.n_rows}, budget, "use fewer training rows");
-  for (size_t c = 0; c < K; ++c) {
-    labels[c] = one_vs_rest_labels(store, c, settings.labels);
-    class_settings[c].labels = labels[c].data();
-    class_settings[c].check_chance_level = false;  // a class against the rest is no multi-class model
-    if (on_iteration) hooks[c].on_iteration = [&on_iteration, c](const IterationRecord& r) { on_iteration(c, r); };
-    hooks[c].on_final_decision = [&argmax, c](size_t q, const std::vector<double>& d) { argmax.add(c, q, d); };
-  }
-  FgmOutcome out;
-  std::vector<TrainOutcome> classes;
-  // The K runs' state (duals, selected columns, APG) is alive at once; the
-  // attempt's warnings are kept only if it succeeds.
-  auto run_lockstep = [&] {
-    RunWarnings attempt_warnings;
-    std::vector<TrainSettings> attempt = class_settings;
-    for (auto& s : attempt) s.warnings = &attempt_warnings;
-    LockstepOutcome o = train_fgm_lockstep(store, attempt, budget, hooks);
-    for (const RunWarning& w : attempt_warnings.list()) add_warning(settings.warnings, w.code, w.message);
-    out.scoring_passes = o.scoring_passes;
-    out.total_bytes_streamed = o.bytes_streamed;
-    classes = std::move(o.runs);
-  };
-  auto run_one_by_one = [&] {
-    for (size_t c = 0; c < K; ++c) {
-      classes.push_back(train_fgm(store, class_settings[c], budget, hooks[c]));
-      out.scoring_passes += classes.back().scoring_passes;
-      out.total_bytes_streamed += classes.back().total_bytes_streamed;
-    }
-  };
-  out.lockstep = schedule_classes(
-      K, schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space), std::nullopt,
-      run_lockstep, run_one_by_one, [&](std::string m) { add_warning(settings.warnings, "ovr_lockstep_fell_back", m); });
-
-  out.budget_peak = budget.peak();
-  const uint16_t* truth = store.classes();
-  const int8_t* mask = settings.labels;
-  auto class_of = [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; };
-  finish_one_vs_rest(out, std::move(classes), info.class_values, store, argmax.counts(0, K, class_of),
-                     settings.warnings);
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return out;
-}
-
+// The end of one-vs-rest, from the class runs (in class order, `values`
+// increasing): their models combined (with the feature transforms of every
+// class, from `store`), class_rows and the chance check from `counts`
+// (TrainingArgmax::counts over all rows), the run's totals. `warnings`: null
+// on the ranks that do not report.
 void finish_one_vs_rest(FgmOutcome& out, std::vector<TrainOutcome> classes, const std::vector<double>& values,
                         const ShardStore& store, const std::vector<double>& counts, RunWarnings* warnings) {
   std::vector<Model> models;
@@ -191,6 +150,122 @@ void finish_one_vs_rest(FgmOutcome& out, std::vector<TrainOutcome> classes, cons
   out.class_labels = values;
   out.value_span = classes.front().value_span;
   out.classes = std::move(classes);
+}
+
+}  // namespace
+
+FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings& settings, MemoryBudget& budget,
+                           std::vector<CommunicationRecord>* communication) {
+  const auto start = std::chrono::steady_clock::now();
+  const size_t K = backend.values.size();
+  std::unique_ptr<RowSource> source = backend.make_source();
+  Communicator* comm = source->comm();
+  const bool reports = !comm || comm->rank() == 0;
+  TrainSettings class_settings = settings;
+  class_settings.check_chance_level = false;  // a class against the rest is no multi-class model
+  std::vector<uint64_t> part_rows;
+  for (size_t q = 0; q < source->parts(); ++q) part_rows.push_back(source->store(q).info().n_rows);
+  TrainingArgmax argmax(part_rows, budget, source->row_memory_remedy());
+  std::vector<TrainHooks> hooks(K);
+  for (size_t c = 0; c < K; ++c) {
+    if (backend.on_iteration)
+      hooks[c].on_iteration = [&backend, c](const IterationRecord& r) { backend.on_iteration(c, r); };
+    hooks[c].on_final_decision = [&argmax, c](size_t q, const std::vector<double>& d) { argmax.add(c, q, d); };
+  }
+  auto announce = [&](const char* how) {
+    if (reports) spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K, how);
+  };
+  FgmOutcome out;
+  std::vector<TrainOutcome> classes;
+  std::vector<CommunicationRecord> records;  // the shared passes', then each class's
+  auto take_records = [&](size_t c, FgmRows& rows) {
+    for (CommunicationRecord record : rows.communication()) {
+      record.class_index = static_cast<int>(c);
+      records.push_back(std::move(record));
+    }
+  };
+  // The K runs' state (duals, selected columns, APG) is alive at once; the
+  // attempt's warnings and counts are kept only if it succeeds.
+  auto run_lockstep = [&] {
+    announce("in lockstep: each scoring pass shared by the classes");
+    RunWarnings attempt_warnings;
+    TrainSettings attempt = class_settings;
+    attempt.warnings = &attempt_warnings;
+    source->defer_open = true;
+    std::vector<ClassRun> runs;
+    std::vector<FgmRows*> rows;
+    std::vector<FgmLoop*> loops;
+    for (size_t c = 0; c < K; ++c) {
+      runs.push_back(backend.make_run(*source, c, attempt, hooks[c]));
+      runs.back().loop = std::make_unique<FgmLoop>(*runs.back().rows, attempt, budget, hooks[c]);
+      rows.push_back(runs.back().rows.get());
+      loops.push_back(runs.back().loop.get());
+    }
+    source->defer_open = false;
+    source->open();
+    uint64_t passes = 0, bytes = 0;
+    std::vector<CommunicationRecord> shared;
+    std::vector<TrainOutcome> done = run_rows_in_lockstep(*source, rows, loops, settings.B, passes, bytes, shared);
+    for (const RunWarning& w : attempt_warnings.list()) add_warning(settings.warnings, w.code, w.message);
+    out.scoring_passes = passes;
+    out.total_bytes_streamed = bytes;
+    records = std::move(shared);
+    for (size_t c = 0; c < K; ++c) take_records(c, *runs[c].rows);
+    classes = std::move(done);
+  };
+  auto run_one_by_one = [&] {
+    announce("one class after another");
+    source = backend.make_source();  // a lockstep attempt's stream goes
+    for (size_t c = 0; c < K; ++c) {
+      ClassRun run = backend.make_run(*source, c, class_settings, hooks[c]);
+      run.loop = std::make_unique<FgmLoop>(*run.rows, class_settings, budget, hooks[c]);
+      classes.push_back(run.loop->run());
+      out.scoring_passes += classes.back().scoring_passes;
+      out.total_bytes_streamed += classes.back().total_bytes_streamed;
+      take_records(c, *run.rows);
+    }
+  };
+  out.lockstep = schedule_classes(K, backend.lockstep, backend.shortfall, run_lockstep, run_one_by_one,
+                                  [&](std::string m) {
+                                    // One copy (every rank takes the same decision).
+                                    if (reports) add_warning(settings.warnings, "ovr_lockstep_fell_back", std::move(m));
+                                  });
+  // The multi-class model on the training rows: rows per class over all parts.
+  const CommunicationStats before = comm ? comm->stats() : CommunicationStats{};
+  const std::vector<double> counts = backend.counts(argmax);
+  if (comm) records.push_back({0, "diagnostics", comm->stats() - before});  // of no class
+  if (communication) *communication = std::move(records);
+  finish_one_vs_rest(out, std::move(classes), backend.values, source->store(0), counts,
+                     reports ? settings.warnings : nullptr);
+  out.budget_peak = budget.peak();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+                             const ClassIterationCallback& on_iteration, OneVsRestSchedule schedule) {
+  const StoreInfo& info = store.info();
+  const size_t K = info.classes();
+  // n bytes of labels per class problem (all alive in lockstep).
+  Reservation labels_memory = budget.reserve(K * info.n_rows, "one-vs-rest labels", "use fewer training rows");
+  std::vector<std::vector<int8_t>> labels;
+  for (size_t c = 0; c < K; ++c) labels.push_back(one_vs_rest_labels(store, c, settings.labels));
+  OneVsRestBackend backend;
+  backend.values = info.class_values;
+  backend.lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space);
+  backend.make_source = [&] { return store_source(store, settings, budget); };
+  backend.make_run = [&](RowSource& source, size_t c, const TrainSettings& s, const TrainHooks& hooks) {
+    ClassRun run;
+    run.rows = std::make_unique<FgmRows>(source, s, budget, hooks, std::vector<const int8_t*>{labels[c].data()});
+    return run;
+  };
+  backend.counts = [&](const TrainingArgmax& argmax) {
+    const uint16_t* truth = store.classes();
+    const int8_t* mask = settings.labels;
+    return argmax.counts(0, K, [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; });
+  };
+  backend.on_iteration = on_iteration;
+  return run_one_vs_rest(backend, settings, budget);
 }
 
 }  // namespace fgm

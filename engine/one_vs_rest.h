@@ -1,27 +1,30 @@
-// One-vs-rest training on a multi-class store: for each class c (in the
-// store's class order, increasing label value), a binary FGM run on labels +1
-// for rows of class c and -1 for the rest (TrainSettings::labels), each from
-// scratch with the same settings. So class c's features, weights and bias are
-// exactly those of a binary run on the data relabelled by hand, for any
-// thread count.
+// One-vs-rest training on a multi-class store, on either backend (one store,
+// or this rank's partitions): for each class c (increasing label value), a
+// binary FGM run on labels +1 for rows of class c and -1 for the rest, each
+// from scratch with the same settings. So class c's features, weights and
+// bias are exactly those of a binary run on the data relabelled by hand, for
+// any thread count.
 // Linear and group spaces run the K problems in lockstep
-// (train_fgm_lockstep): each outer iteration streams the store once and
-// scores the dual vectors of all classes still running, so the store is
-// streamed max_c(passes of class c) times rather than the sum. poly2, hik and
-// additive run the K problems one after another, each with its own passes
-// (their scoring state — pair blocks, expansion tables — is per vector).
-// Lockstep holds the K runs' state at once; when that exceeds the budget the
-// K runs go one after another (run warning "ovr_lockstep_fell_back"; the
-// iterations of the abandoned attempt were already reported to on_iteration).
-// Either way the models are the same.
+// (engine/fgm_loop.h run_rows_in_lockstep): each outer iteration streams the
+// data once and scores the dual vectors of all classes still running, so the
+// data is streamed max_c(passes of class c) times rather than the sum. poly2,
+// hik and additive run the K problems one after another, each with its own
+// passes (their scoring state — pair blocks, expansion tables — is per
+// vector). Lockstep holds the K runs' state at once; when that exceeds the
+// budget the K runs go one after another (run warning
+// "ovr_lockstep_fell_back"; on one store the iterations of the abandoned
+// attempt were already reported to on_iteration). Either way the models are
+// the same.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/fgm_loop.h"
 #include "engine/fgm_trainer.h"
 
 namespace fgm {
@@ -85,23 +88,39 @@ class TrainingArgmax {
   std::vector<std::vector<uint16_t>> best_class_;
 };
 
-// One-vs-rest's schedule on either backend (one store, or this rank's
-// partitions): the K class runs in lockstep when `lockstep` (the space shares
-// scoring passes) and it fits, else one after another, with the run warning
-// "ovr_lockstep_fell_back". `shortfall`: what lockstep lacks, checked
-// beforehand ("": it fits), as partitions must (an out of memory on one rank
-// would break the others' collectives); nullopt: the attempt finds out, and an
-// out of memory falls back (one store). Returns whether they ran in lockstep.
-bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>& shortfall,
-                      const std::function<void()>& run_lockstep, const std::function<void()>& run_one_by_one,
-                      const std::function<void(std::string)>& warn_fell_back);
+// One class's binary run on a source: its labels per part (when the run
+// owns them), its rows and its loop.
+struct ClassRun {
+  std::vector<std::vector<int8_t>> labels;
+  Reservation labels_memory;
+  std::unique_ptr<FgmRows> rows;
+  std::unique_ptr<FgmLoop> loop;
+};
 
-// The end of one-vs-rest on either backend, from the class runs (in class
-// order, `values` increasing): their models combined (with the feature
-// transforms of every class, from `store`), class_rows and the chance check
-// from `counts` (TrainingArgmax::counts over all rows), the run's totals.
-// `warnings`: null on the ranks that do not report.
-void finish_one_vs_rest(FgmOutcome& out, std::vector<TrainOutcome> classes, const std::vector<double>& values,
-                        const ShardStore& store, const std::vector<double>& counts, RunWarnings* warnings);
+// What one-vs-rest needs of a backend.
+struct OneVsRestBackend {
+  std::vector<double> values;        // the class values, increasing
+  bool lockstep = false;             // the schedule, the space and the backend allow shared passes
+  // What lockstep lacks, checked beforehand ("": it fits), as partitions must
+  // (an out of memory on one rank would break the others' collectives);
+  // nullopt: the attempt finds out, and an out of memory falls back (one store).
+  std::optional<std::string> shortfall;
+  // A source for one schedule (lockstep, or the classes one after another);
+  // not opened until a run asks.
+  std::function<std::unique_ptr<RowSource>()> make_source;
+  // Class c's rows on `source` (the driver adds the loop).
+  std::function<ClassRun(RowSource&, size_t c, const TrainSettings&, const TrainHooks&)> make_run;
+  // The multi-class model's counts over all rows (TrainingArgmax::counts, reduced).
+  std::function<std::vector<double>(const TrainingArgmax&)> counts;
+  ClassIterationCallback on_iteration;
+};
+
+// The K class runs on `backend`: in lockstep when it can and it fits, else
+// one after another; then their models combined (with the feature transforms
+// of every class), class_rows and the chance check of the multi-class model,
+// the run's totals. `communication`: the shared passes', the classes'
+// (class_index set) and the final count's records.
+FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings& settings, MemoryBudget& budget,
+                           std::vector<CommunicationRecord>* communication = nullptr);
 
 }  // namespace fgm

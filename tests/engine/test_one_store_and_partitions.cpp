@@ -167,3 +167,62 @@ TEST_CASE("a partitioned run reserves a batch's generated columns until the cach
     CHECK(std::string(e.what()).find("a new batch's columns") != std::string::npos);
   }
 }
+
+// The single store is the one-part case of the FGM rows (engine/fgm_loop.h
+// FgmRows over a RowSource): a store of one partition runs the same
+// arithmetic, so every iteration's record — the SIP violation (37) of its α
+// included, which the partitioned rows once summed row by row instead of by
+// the scoring pass's tiles — the value span and the model are the same bits,
+// in a space scored by column ranges (linear) and in generated ones (poly2,
+// hik), with and without a bias.
+TEST_CASE("a one-partition store repeats the single store's run record for record",
+          "[engine][fgm][distributed][one-partition]") {
+  const std::string kind = GENERATE(std::string("linear"), std::string("poly2"), std::string("hik"));
+  const bool bias = GENERATE(false, true);
+  CAPTURE(kind, bias);
+  test::TempDir dir("fgm-one-part");
+  // Tiles of 64 rows and dense enough columns that the tiled dots' cells use
+  // several accumulators: a row-by-row sum rounds differently.
+  const std::string text = dir.write("train.svm", test::random_libsvm(700, 24, 0.6, 11, {1, 2, 3, 5}));
+  MemoryBudget budget(256ull << 20);
+  IngestOptions options;
+  options.block_bytes = 8 << 10;
+  options.tile_rows = 64;
+  ingest_libsvm(text, dir.file("store"), options, budget);
+  ingest_partitioned(text, dir.file("parts"), 1, options, budget);
+  TrainSettings s;
+  s.B = 3;
+  s.max_iterations = 4;
+  s.eps_outer = 1e-6;
+  s.apg.C = 5;
+  s.apg.bias = bias;
+  s.block_bytes = 16 << 10;
+  s.space.kind = kind;
+  s.space.levels = 8;
+
+  auto store = ShardStore::open(dir.file("store"), budget);
+  const TrainOutcome one = train_fgm(*store, s, budget);
+  SingleRankCommunicator comm;
+  const DistributedOutcome part = train_fgm_distributed(comm, dir.file("parts"), s, budget);
+
+  REQUIRE(one.iterations.size() >= 2);
+  REQUIRE(part.iterations.size() == one.iterations.size());
+  CHECK(part.objective_no_features == one.objective_no_features);
+  for (size_t t = 0; t < one.iterations.size(); ++t) {
+    CAPTURE(t);
+    CHECK(part.iterations[t].selected == one.iterations[t].selected);
+    CHECK(part.iterations[t].objective == one.iterations[t].objective);
+    CHECK(part.iterations[t].sip_violation == one.iterations[t].sip_violation);
+    CHECK(part.iterations[t].apg_iterations == one.iterations[t].apg_iterations);
+  }
+  CHECK(part.final_sip_violation == one.final_sip_violation);
+  CHECK(part.value_span == one.value_span);
+  CHECK(part.value_span > 0);
+  REQUIRE(part.model.features.size() == one.model.features.size());
+  for (size_t k = 0; k < one.model.features.size(); ++k) {
+    CAPTURE(k);
+    CHECK(part.model.features[k].key == one.model.features[k].key);
+    CHECK(part.model.features[k].weight == one.model.features[k].weight);
+  }
+  CHECK(part.model.bias == one.model.bias);
+}

@@ -12,8 +12,11 @@
 
 #include "core/error.h"
 #include "engine/evaluate.h"
+#include "core/communicator.h"
+#include "engine/distributed_fgm.h"
 #include "engine/one_vs_rest.h"
 #include "io/ingest.h"
+#include "io/partitioned_store.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
@@ -409,4 +412,39 @@ TEST_CASE("one-vs-rest checks the multi-class model for chance level, once", "[e
   FgmOutcome bad = train_one_vs_rest(*noise, s, budget);
   CHECK(bad.train_accuracy <= bad.majority_rate);
   CHECK(count_code(noise_warnings, "chance_level_model") == 1);
+}
+
+// One-vs-rest runs its classes on one row source (engine/one_vs_rest.h
+// run_one_vs_rest), which measures the value span on its first pass: one
+// warning per store, whether the classes share passes or go one after another
+// and on either backend (one class after another on one store once measured
+// and warned in every class).
+TEST_CASE("one-vs-rest warns about the value span once, in any schedule on either backend",
+          "[engine][multiclass][warnings][distributed]") {
+  test::TempDir dir("fgm-ovr-span");
+  MemoryBudget budget(256ull << 20);
+  // Column 16 spans 10^6 against values of about 1 elsewhere.
+  std::string text = three_class_text(240, 15, 3);
+  std::string scaled;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) scaled += line + " 16:1000000\n";
+  auto store = ingest(dir, "span", scaled, budget);
+  IngestOptions options;
+  options.shard_target_bytes = 8 << 10;
+  ingest_partitioned(dir.file("span.svm"), dir.file("span-parts"), 2, options, budget);
+  SingleRankCommunicator comm;
+  const auto schedule = GENERATE(OneVsRestSchedule::kLockstepWherePossible, OneVsRestSchedule::kSequential);
+  const bool partitioned = GENERATE(false, true);
+  CAPTURE(schedule == OneVsRestSchedule::kSequential, partitioned);
+  RunWarnings warnings;
+  TrainSettings s = settings_for("linear", 1);
+  s.warnings = &warnings;
+  const FgmOutcome out = partitioned ? FgmOutcome(train_fgm_distributed(comm, dir.file("span-parts"), s, budget,
+                                                                        {}, {}, schedule))
+                                     : train_one_vs_rest(*store, s, budget, {}, schedule);
+  CHECK(out.lockstep == (schedule == OneVsRestSchedule::kLockstepWherePossible));
+  CHECK(out.value_span > kValueSpanLimit);
+  size_t span_warnings = 0;
+  for (const auto& w : warnings.list()) span_warnings += w.code == "feature_value_span";
+  CHECK(span_warnings == 1);
 }
