@@ -14,6 +14,9 @@ Curves (nonzero weights -> test accuracy), each with the point chosen on the
 validation rows by the one-standard-error rule (`fgm path data.validation`):
   esvm20   E-SVM(R): `fgm path solver=exclusive exclusive.algorithm=licp
            exclusive.random_groups=20 exclusive.bias=true`, warm lambda path
+  esvmgrid E-SVM(R) with the group count m chosen too: one `fgm path` with
+           exclusive.path_random_groups=[2,5,20] (the lambda path once per m),
+           the one-SE rule over all (m, lambda) points -- the engine's choice
   esvm1    the same solver with ONE group: (lambda/2)|w|_1^2 has the lasso's
            path, so this is the l1 hinge SVM (S-SVM, Bi et al. 2003) plus a
            small ridge -- it separates the loss from the exclusive norm
@@ -156,9 +159,12 @@ def refit(data, support, grid):
 
 
 def esvm_path(args, d, tag, groups, ridge, lambdas):
+    """groups: m, or a list of m (exclusive.path_random_groups)."""
     out = os.path.join(args.work, tag)
+    grouping = (f"exclusive.random_groups={groups}" if isinstance(groups, int) else
+                "exclusive.path_random_groups=[" + ", ".join(str(m) for m in groups) + "]")
     cmd = [args.fgm, "path", f"data.train={d}/store", f"data.test={d}/test2k.svm", f"data.validation={d}/val.svm",
-           "solver=exclusive", "exclusive.algorithm=licp", f"exclusive.random_groups={groups}",
+           "solver=exclusive", "exclusive.algorithm=licp", grouping,
            f"exclusive.ridge={ridge}", "exclusive.bias=true", f"engine.threads={args.threads}",
            "engine.memory_budget=3GB", "output.report=false", f"output.dir={out}",
            "exclusive.path_lambda=[" + ", ".join(str(float(x)) for x in lambdas) + "]"]
@@ -171,7 +177,12 @@ def esvm_path(args, d, tag, groups, ridge, lambdas):
             w, b = model_weights(args.fgm, os.path.join(out, f"point-{k}.fgm"))
             points.append({"param": float(row["lambda"]), "nnz": int(np.count_nonzero(w)), "w": w, "b": b,
                            "test": float(row["test_accuracy"]), "val": float(row["validation_accuracy"]),
-                           "converged": row["converged"] == "1", "seconds": float(row["point_seconds"])})
+                           "converged": row["converged"] == "1", "seconds": float(row["point_seconds"]),
+                           "groups": int(row["groups"]) if row.get("groups") else groups})
+    with open(os.path.join(out, "path.json")) as f:
+        selection = json.load(f).get("selection", {})
+    if "chosen_point" in selection:
+        points[selection["chosen_point"]]["engine_choice"] = True
     return points
 
 
@@ -195,7 +206,10 @@ def main():
     ap.add_argument("--fgm", required=True)
     ap.add_argument("--work", default="bench/work/esvm_planted")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--lambdas", default="3000,1000,300,100,30,10,3,1", help="E-SVM(R), 20 groups (decreasing)")
+    ap.add_argument("--lambdas", default="3000,1000,300,100,30,10,3,1",
+                    help="E-SVM(R), 20 groups (decreasing; '' skips)")
+    ap.add_argument("--groups-grid", default="2,5,20", help="esvmgrid: exclusive.path_random_groups ('' skips)")
+    ap.add_argument("--lambdas-grid", default="1000,300,150,100,60,30,15", help="esvmgrid's lambda path (each m)")
     ap.add_argument("--lambdas-one-group", default="100,30,10,3,1,0.3", help="the one-group control (decreasing)")
     ap.add_argument("--ridge", type=float, default=1.0, help="E-SVM(R)'s alpha")
     ap.add_argument("--ridge-one-group", type=float, default=0.01)
@@ -205,7 +219,12 @@ def main():
     args.fgm = os.path.abspath(args.fgm)
     d = prepare(args)
     floats = lambda s: [float(x) for x in s.split(",")]
-    curves = {"esvm20": esvm_path(args, d, "esvm20", 20, args.ridge, floats(args.lambdas))}
+    curves = {}
+    if args.lambdas:
+        curves["esvm20"] = esvm_path(args, d, "esvm20", 20, args.ridge, floats(args.lambdas))
+    if args.groups_grid:
+        curves["esvmgrid"] = esvm_path(args, d, "esvmgrid", [int(m) for m in args.groups_grid.split(",")],
+                                       args.ridge, floats(args.lambdas_grid))
     if args.lambdas_one_group:
         curves["esvm1"] = esvm_path(args, d, "esvm1", 1, args.ridge_one_group, floats(args.lambdas_one_group))
     data = [dense(os.path.join(d, n + ".svm"), os.path.join(args.work, n + ".npz"))
@@ -216,29 +235,36 @@ def main():
     with open(os.path.join(d, "truth.txt")) as f:
         for line in f:
             truth[int(line.split()[0]) - 1] = True
-    group = random_groups(FEATURES, 20, 1)
-    planted_per_group = np.bincount(group[truth], minlength=20)
-    print("# planted features per random group:", planted_per_group.tolist())
-    print("method,param,nnz,planted_in_support,test_acc,val_acc,refit_test_acc,refit_val_acc,converged,seconds,"
+    drawn = {}  # m -> the engine's random groups
+    print("# planted features per random group (m = 20):",
+          np.bincount(random_groups(FEATURES, 20, 1)[truth], minlength=20).tolist())
+    print("method,groups,param,nnz,planted_in_support,test_acc,val_acc,refit_test_acc,refit_val_acc,converged,seconds,"
           "corr(selected_per_group;planted_per_group),l1_norm_spread(max/min)")
     for name, points in curves.items():
         for p in points:
+            m = p.get("groups") or 1
+            if m not in drawn:
+                drawn[m] = random_groups(FEATURES, m, 1)
+            group = drawn[m]
+            planted_per_group = np.bincount(group[truth], minlength=m)
             (Xte, yte), (Xva, yva) = data[1], data[2]
             p["test"], p["val"] = accuracy(Xte, yte, p["w"], p["b"]), accuracy(Xva, yva, p["w"], p["b"])
             support = np.flatnonzero(p["w"])
             p["refit_test"], p["refit_val"] = refit(data, support, grid)
-            selected = np.bincount(group[support], minlength=20)
-            l1 = np.array([np.abs(p["w"][group == g]).sum() for g in range(20)])
+            selected = np.bincount(group[support], minlength=m)
+            l1 = np.array([np.abs(p["w"][group == g]).sum() for g in range(m)])
             corr = np.corrcoef(selected, planted_per_group)[0, 1] if selected.std() > 0 else float("nan")
             spread = l1.max() / l1.min() if l1.min() > 0 else float("inf")
-            print(f"{name},{p['param']:g},{p['nnz']},{int(truth[support].sum())},{p['test']:.4f},{p['val']:.4f},"
+            print(f"{name},{p.get('groups', '')},{p['param']:g},{p['nnz']},{int(truth[support].sum())},"
+                  f"{p['test']:.4f},{p['val']:.4f},"
                   f"{p['refit_test']:.4f},{p['refit_val']:.4f},{int(p['converged'])},{p['seconds']:.1f},"
                   f"{corr:.2f},{spread:.2f}", flush=True)
     print("# chosen on the validation rows (one-SE rule; refit: the best refit validation accuracy's point)")
     for name, points in curves.items():
-        c = one_se(points)
+        c = next((p for p in points if p.get("engine_choice")), None) or one_se(points)
         r = max(points, key=lambda p: (p["refit_val"], -p["nnz"]))
-        print(f"# {name}: param {c['param']:g}, {c['nnz']} nonzeros, test {c['test']:.4f};"
+        print(f"# {name}: groups {c.get('groups', '')}, param {c['param']:g}, {c['nnz']} nonzeros,"
+              f" test {c['test']:.4f};"
               f" refit: param {r['param']:g}, {r['nnz']} nonzeros, test {r['refit_test']:.4f}")
 
 

@@ -194,6 +194,7 @@ namespace {
 struct ValidationChoice {
   std::vector<EvalResult> points;
   PointChoice choice;
+  uint64_t chosen_groups = 0;  // the group count of the chosen point's fit
 };
 
 ValidationChoice choose_on_validation(SolverRun& run, const std::vector<const Model*>& models) {
@@ -222,6 +223,7 @@ void write_choice(JsonWriter& j, const ValidationChoice& v) {
   j.key("rows").value(v.points.empty() ? uint64_t(0) : v.points.front().rows);
   j.key("best_mean_point").value(static_cast<int64_t>(v.choice.best));
   j.key("one_se_point").value(static_cast<int64_t>(v.choice.one_se));
+  if (v.choice.one_se >= 0) j.key("one_se_groups").value(v.chosen_groups);
   j.key("best_mean").value(v.choice.best_mean);
   j.key("best_se").value(v.choice.best_se);
   j.key("threshold").value(v.choice.threshold);
@@ -229,12 +231,19 @@ void write_choice(JsonWriter& j, const ValidationChoice& v) {
 
 // "selection": the point chosen on data.validation, and (exclusive.debias)
 // the refit chosen by the same rule on its own validation accuracy.
-void write_validation_selection(JsonWriter& j, const ValidationChoice& v, const ValidationChoice* debiased) {
+void write_validation_selection(JsonWriter& j, ValidationChoice& v, ValidationChoice* debiased,
+                                const std::vector<ExclusiveOutcome>& points) {
+  auto groups_of = [&](ValidationChoice& c) {
+    if (c.choice.one_se >= 0) c.chosen_groups = points[static_cast<size_t>(c.choice.one_se)].group_count;
+  };
+  groups_of(v);
+  if (debiased) groups_of(*debiased);
   j.key("selection").begin_object();
   j.key("criterion").value("validation");
   j.key("rule").value("one_standard_error");
   j.key("metric").value("accuracy");
   j.key("chosen_point").value(static_cast<int64_t>(v.choice.one_se));
+  if (v.choice.one_se >= 0) j.key("chosen_groups").value(v.chosen_groups);
   j.key("validation").begin_object();
   write_choice(j, v);
   j.end_object();
@@ -288,7 +297,8 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
   // path.csv: numbers only (the report reads it); point k's model is point-<k>.fgm.
   std::string csv = "point,lambda,selected,train_objective,fista_iterations,store_passes,working_set_size,converged,"
                     "warm_started,point_seconds,seconds,test_accuracy,test_auc,validation_accuracy,validation_auc,"
-                    "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc\n";
+                    "debiased_test_accuracy,debiased_test_auc,debiased_validation_accuracy,debiased_validation_auc,"
+                    "groups\n";
   double cumulative = 0;
   for (size_t k = 0; k < points.size(); ++k) {
     const ExclusiveOutcome& o = points[k];
@@ -302,15 +312,17 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     csv += has_debiased && has_test
                ? fmt::format(",{:.6f},{:.6f}", debiased_tests[k].accuracy, debiased_tests[k].auc)
                : ",,";
-    csv += has_debiased && has_validation ? fmt::format(",{:.6f},{:.6f}\n", debiased_validation.points[k].accuracy,
+    csv += has_debiased && has_validation ? fmt::format(",{:.6f},{:.6f}", debiased_validation.points[k].accuracy,
                                                         debiased_validation.points[k].auc)
-                                          : ",,\n";
+                                          : ",,";
+    csv += fmt::format(",{}\n", o.group_count);
   }
   JsonWriter j;
   run.begin_json(j, "exclusive", config.dump(), partitioned);
   j.key("mode").value("lambda");
   j.key("best_point").value(best);
-  if (has_validation) write_validation_selection(j, validation, has_debiased ? &debiased_validation : nullptr);
+  if (has_validation)
+    write_validation_selection(j, validation, has_debiased ? &debiased_validation : nullptr, points);
   j.key("warm_start").value(settings.path_warm_start);
   j.key("seconds").value(cumulative);
   j.key("points").begin_array();
@@ -340,7 +352,6 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     }
     write_exclusive_section(j, settings, o);
     j.end_object();
-    spdlog::info("lambda={} selected={} objective={:.6g}", o.model.C, o.model.features.size(), o.model.objective);
   }
   j.end_array();
   for (size_t k = 0; k < points.size(); ++k) {
@@ -354,6 +365,7 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     const size_t c = static_cast<size_t>(validation.choice.one_se);
     summary += fmt::format(" chosen_point={} chosen_lambda={:.6g} chosen_selected={} chosen_validation_accuracy={:.4f}",
                            c, points[c].model.C, points[c].model.features.size(), validation.points[c].accuracy);
+    if (!settings.path_random_groups.empty()) summary += fmt::format(" chosen_groups={}", points[c].group_count);
   }
   if (has_debiased && has_validation && debiased_validation.choice.one_se >= 0) {
     const size_t c = static_cast<size_t>(debiased_validation.choice.one_se);
@@ -374,7 +386,18 @@ int path_exclusive(SolverRun& run) {
                             "is partitioned",
                             run.config.where_set("exclusive.debias"), run.dir));
   DistributedExclusiveOutcome outcome;
-  fgm::path_exclusive(*open_data(run, settings, outcome), settings, run.budget, outcome);
+  // A line per fitted point (rank 0), as the FGM path logs its points: a long path is not silent.
+  auto done = [&](size_t k, size_t total, const ExclusiveOutcome& o) {
+    if (run.comm.rank() != 0) return;
+    const bool licp = settings.fista.algorithm == exclusive::Algorithm::kLicp;
+    spdlog::info("point {}/{}: groups={} lambda={} selected={} objective={:.6g}{} {} working_set={} iterations={} "
+                 "in {:.2f}s",
+                 k + 1, total, o.group_count, o.model.C, o.model.features.size(), o.model.objective,
+                 licp ? fmt::format(" gap={:.3g}", o.fit.last_solve.duality_gap) : "",
+                 o.fit.converged ? "converged" : "NOT converged", o.fit.working_set, o.fit.fista_iterations,
+                 o.seconds);
+  };
+  fgm::path_exclusive(*open_data(run, settings, outcome), settings, run.budget, outcome, done);
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
   return write_path(run, settings, outcome.classes, &outcome);
 }

@@ -380,6 +380,11 @@ std::vector<ParamSpec> build_specs() {
                   "m = round(s / ln s) of them (Theorem 5)"),
              0, 1e15),
       ranged(spec("exclusive.group_seed", T::kInt, "1", "exclusive: seed of the random groups"), 0, 1e18),
+      ranged(spec("exclusive.path_random_groups", T::kIntList, "[]",
+                  "exclusive, fgm path: group counts m to try: the λ path of exclusive.path_lambda once per m, "
+                  "each with its own m random groups (seed exclusive.group_seed); with data.validation the "
+                  "one-SE rule chooses among all (m, λ) points (Theorem 5's m is a guess: m = s / ln s)"),
+             1, 1e15),
       ranged(spec("exclusive.tolerance", T::kFloat, "1e-6",
                   "exclusive: stop FISTA when ‖x_k − x_(k−1)‖ ≤ tolerance·‖x_k‖ (pcp, locp) or the "
                   "duality gap of (10) ≤ tolerance·max(1, P) (licp)"),

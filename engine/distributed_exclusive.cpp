@@ -141,6 +141,11 @@ class PartitionedExclusiveData final : public ExclusiveData {
   const std::vector<double>& class_values() const override { return class_values_; }
   const std::vector<uint64_t>& class_counts() const override { return class_counts_; }
   const std::string& where() const override { return own_->dir(); }
+  void use_random_groups(uint64_t m, uint64_t seed, MemoryBudget& budget) override {
+    groups_ = exclusive::ExclusiveGroups();  // the old groups' reservation first
+    groups_ = exclusive::random_groups(design_->columns(), m, seed, budget);
+    source_ = "random";
+  }
 
   ExclusiveProblemView problem_of_class(size_t c) override {
     auto y = y_.begin();

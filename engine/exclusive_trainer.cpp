@@ -70,12 +70,22 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   s.random_groups = static_cast<uint64_t>(c.get_int("exclusive.random_groups"));
   s.expected_relevant = static_cast<uint64_t>(c.get_int("exclusive.expected_relevant"));
   s.group_seed = static_cast<uint64_t>(c.get_int("exclusive.group_seed"));
+  for (double m : c.get_list("exclusive.path_random_groups")) s.path_random_groups.push_back(static_cast<uint64_t>(m));
+  if (!s.path_random_groups.empty()) {
+    if (command == ConfigCommand::kTrain)
+      reject_if_set(c, "exclusive.path_random_groups", "it is read by `fgm path` only (fgm train makes one model)");
+    reject_if_set(c, "features.groups", "exclusive.path_random_groups draws random groups for each of its counts");
+    reject_if_set(c, "exclusive.random_groups", "exclusive.path_random_groups gives the group counts");
+    reject_if_set(c, "exclusive.expected_relevant", "exclusive.path_random_groups gives the group counts");
+    s.random_groups = s.path_random_groups.front();  // the groups the data opens with
+  }
   if (!s.groups_path.empty()) {
     reject_if_set(c, "exclusive.random_groups", "features.groups gives the groups");
     reject_if_set(c, "exclusive.expected_relevant", "features.groups gives the groups");
     reject_if_set(c, "exclusive.group_seed", "features.groups gives the groups (nothing is random)");
   } else if (s.random_groups > 0) {
-    reject_if_set(c, "exclusive.expected_relevant", "exclusive.random_groups sets the number of groups");
+    if (s.path_random_groups.empty())
+      reject_if_set(c, "exclusive.expected_relevant", "exclusive.random_groups sets the number of groups");
   } else if (s.expected_relevant > 0) {
     s.random_groups = exclusive::default_group_count(s.expected_relevant);
   } else {
@@ -131,6 +141,11 @@ struct ExclusiveProblem final : ExclusiveData {
   const std::vector<double>& class_values() const override { return store.info().class_values; }
   const std::vector<uint64_t>& class_counts() const override { return store.info().class_counts; }
   const std::string& where() const override { return store.dir(); }
+  void use_random_groups(uint64_t m, uint64_t seed, MemoryBudget& budget) override {
+    groups = exclusive::ExclusiveGroups();  // the old groups' reservation first
+    groups = exclusive::random_groups(design.columns(), m, seed, budget);
+    source = "random";
+  }
   ExclusiveProblemView problem_of_class(size_t c) override {
     const bool binary = store.info().classes() <= 2;
     const std::vector<int8_t> one_vs_rest = binary ? std::vector<int8_t>() : one_vs_rest_labels(store, c);
@@ -240,8 +255,10 @@ void debias_exclusive(const ExclusiveProblemView& problem, const ExclusiveSettin
   o.has_debiased = true;
 }
 
-std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& problem, const ExclusiveSettings& settings,
-                                                 MemoryBudget& budget) {
+// One λ path on `problem`, appended to `out`; `first`, `total`: the index of
+// its first point and the points of the whole run (for `done`).
+void fit_exclusive_path(const ExclusiveProblemView& problem, const ExclusiveSettings& settings, MemoryBudget& budget,
+                        std::vector<ExclusiveOutcome>& all, size_t total, const ExclusivePointDone& done) {
   std::vector<ExclusiveOutcome> out;
   exclusive::ExclusiveWarmStart warm;  // p weights, n margins, n duals (licp) kept between two λ
   Reservation warm_memory;
@@ -254,8 +271,9 @@ std::vector<ExclusiveOutcome> fit_exclusive_path(const ExclusiveProblemView& pro
     out.push_back(fit_exclusive_at(problem, settings, lambda, budget, use_warm ? &warm : nullptr));
     if (settings.debias) debias_exclusive(problem, settings, out.back(), budget);
     if (settings.path_warm_start) warm = out.back().fit.warm_start();
+    if (done) done(all.size() + out.size() - 1, total, out.back());
   }
-  return out;
+  for (ExclusiveOutcome& o : out) all.push_back(std::move(o));
 }
 
 }  // namespace
@@ -283,16 +301,22 @@ void train_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, Mem
 }
 
 void path_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
-                    ExclusiveRunOutcome& out) {
+                    ExclusiveRunOutcome& out, const ExclusivePointDone& done) {
   out.class_values = data.class_values();
   if (out.class_values.size() > 2)
     throw Error(ErrorKind::kConfig,
                 fmt::format("fgm path with solver = \"exclusive\" fits binary stores; the store {} has {} classes "
                             "(fgm train fits them one-vs-rest)",
                             data.where(), out.class_values.size()));
-  data.begin_fit();
-  out.classes = fit_exclusive_path(data.problem_of_class(1), settings, budget);
-  data.end_fit(1, "path");
+  const std::vector<uint64_t> counts =
+      settings.path_random_groups.empty() ? std::vector<uint64_t>{0} : settings.path_random_groups;
+  const size_t total = counts.size() * settings.path_lambda.size();
+  for (size_t q = 0; q < counts.size(); ++q) {
+    data.begin_fit();
+    if (counts[q] > 0 && q > 0) data.use_random_groups(counts[q], settings.group_seed, budget);
+    fit_exclusive_path(data.problem_of_class(1), settings, budget, out.classes, total, done);
+    data.end_fit(static_cast<int>(q + 1), "path");
+  }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data.opened).count();
   out.budget_peak = budget.peak();
 }

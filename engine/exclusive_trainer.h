@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct ExclusiveSettings {
   uint64_t expected_relevant = 0;
   uint64_t group_seed = 1;
   std::vector<double> path_lambda;  // fgm path
+  std::vector<uint64_t> path_random_groups;  // fgm path: one λ path per group count m (empty: one path)
   bool path_warm_start = true;      // fgm path: each λ starts from the previous one's fit
   bool debias = false;              // fgm path: refit each λ's support (engine/debias.h)
   double debias_C = 1.0;
@@ -87,6 +89,9 @@ class ExclusiveData {
   virtual const std::string& where() const = 0;                    // the store's directory
   // y_i = +1 on the rows of class c (binary: c = 1, the larger label), −1 on the others.
   virtual ExclusiveProblemView problem_of_class(size_t c) = 0;
+  // Replaces the groups of every later problem_of_class by m random groups
+  // over the design's columns (exclusive.path_random_groups), seeded `seed`.
+  virtual void use_random_groups(uint64_t m, uint64_t seed, MemoryBudget& budget) = 0;
   // A partitioned run records a fit's communication as phase `phase` of step `step`.
   virtual void begin_fit() {}
   virtual void end_fit(int /*step*/, const char* /*phase*/) {}
@@ -117,11 +122,18 @@ struct ExclusiveRunOutcome {
 void train_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
                      ExclusiveRunOutcome& out);
 
+// Called after each point of a path is fitted: its index, the number of
+// points the path will have, and the point.
+using ExclusivePointDone = std::function<void(size_t point, size_t points, const ExclusiveOutcome&)>;
+
 // fgm path (a binary store): one fit per λ of settings.path_lambda, in order,
 // sharing the stream, the design and the groups; with path_warm_start each
 // fit starts from the previous λ's (solvers/exclusive/working_set.h ExclusiveWarmStart);
 // with settings.debias each λ's nonzero weights are refit (ExclusiveOutcome::debiased).
+// With settings.path_random_groups, that path once per group count m, in the
+// order given (points m-major; each m's path starts cold), the groups of
+// each m drawn with settings.group_seed. `done` (may be empty) hears of every point.
 void path_exclusive(ExclusiveData& data, const ExclusiveSettings& settings, MemoryBudget& budget,
-                    ExclusiveRunOutcome& out);
+                    ExclusiveRunOutcome& out, const ExclusivePointDone& done = {});
 
 }  // namespace fgm

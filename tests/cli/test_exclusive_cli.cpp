@@ -34,6 +34,9 @@ std::string selected_features(const std::string& run_json) {
   return run_json.substr(begin, end - begin);
 }
 
+// The progress line of point k of n (cli/exclusive_command.cpp).
+std::string fmt_point(size_t k, size_t n) { return "point " + std::to_string(k) + "/" + std::to_string(n) + ": "; }
+
 }  // namespace
 
 TEST_CASE("fgm train solver=exclusive writes a model predict, inspect and report read", "[exclusive][cli]") {
@@ -144,6 +147,13 @@ TEST_CASE("misused exclusive keys are errors naming the key; nothing is written"
        "exclusive.lambda"},
       {"train", "solver=exclusive exclusive.random_groups=3 exclusive.algorithm=licp exclusive.bias=true "
                 "exclusive.working_set=false", "exclusive.bias"},
+      {"train", "solver=exclusive 'exclusive.path_random_groups=[2, 3]'", "exclusive.path_random_groups"},
+      {"path", "solver=exclusive 'exclusive.path_lambda=[1.0]' 'exclusive.path_random_groups=[2, 3]' "
+               "exclusive.random_groups=3", "exclusive.random_groups"},
+      {"path", "solver=exclusive 'exclusive.path_lambda=[1.0]' 'exclusive.path_random_groups=[2, 3]' "
+               "exclusive.expected_relevant=9", "exclusive.expected_relevant"},
+      {"path", "solver=exclusive 'exclusive.path_lambda=[1.0]' 'exclusive.path_random_groups=[0, 3]'",
+       "exclusive.path_random_groups"},
   };
   for (const Bad& b : cases) {
     auto r = run(dir, b.command + " " + data + b.args);
@@ -425,4 +435,71 @@ TEST_CASE("fgm path solver=exclusive with exclusive.debias refits each support t
   CHECK(no_refit.code == 2);
   CHECK(contains(no_refit.err, "exclusive.debias_C"));
   CHECK_FALSE(std::filesystem::exists(dir.file("t2/path.csv")));
+}
+
+// exclusive.path_random_groups: the λ path once per group count m. Each m's
+// block of points must be, model for model, the separate path run with
+// exclusive.random_groups = m (an independent run of the one-m command), the
+// choice on data.validation the one-SE rule over all (m, λ) points recomputed
+// here from those runs' validation accuracies, and every point announced on
+// stderr as it finishes, in order.
+TEST_CASE("fgm path solver=exclusive chooses the group count m with λ on data.validation",
+          "[exclusive][cli][validation][groups_grid]") {
+  TempDir dir("fgm-exclusive-groups-grid");
+  REQUIRE(run(dir, "synth --out data --rows 200 --test-rows 160 --features 40 --relevant 6 --seed 4").code == 0);
+  std::istringstream test_text(slurp(dir.file("data/test.svm")));
+  std::string line, validation, test;
+  for (int i = 0; std::getline(test_text, line); ++i) (i < 100 ? validation : test) += line + '\n';
+  dir.write("val.svm", validation);
+  dir.write("test.svm", test);
+  const std::vector<uint64_t> counts = {1, 3, 8};
+  const size_t lambdas = 4;
+  const std::string common = "path data.train=data/train.svm data.test=test.svm data.validation=val.svm "
+                             "engine.cache_dir=cache solver=exclusive exclusive.algorithm=licp exclusive.bias=true "
+                             "'exclusive.path_lambda=[30.0, 3.0, 0.3, 0.03]' output.report=false ";
+  auto r = run(dir, common + "'exclusive.path_random_groups=[1, 3, 8]' output.dir=grid");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  size_t at = 0;
+  for (size_t k = 0; k < counts.size() * lambdas; ++k) {  // progress, one line per point, in order
+    at = r.err.find(fmt_point(k + 1, counts.size() * lambdas), at);
+    REQUIRE(at != std::string::npos);
+  }
+  const auto cells = csv_cells(slurp(dir.file("grid/path.csv")));
+  REQUIRE(cells.size() == counts.size() * lambdas + 1);
+  const size_t acc_col = csv_column(cells[0], "validation_accuracy"), sel_col = csv_column(cells[0], "selected");
+  const size_t groups_col = csv_column(cells[0], "groups");
+  REQUIRE(groups_col < cells[0].size());
+  std::vector<double> accuracy;
+  std::vector<size_t> selected;
+  for (size_t q = 0; q < counts.size(); ++q) {
+    const std::string one = "one" + std::to_string(counts[q]);
+    REQUIRE(run(dir, common + "exclusive.random_groups=" + std::to_string(counts[q]) + " output.dir=" + one).code == 0);
+    const auto single = csv_cells(slurp(dir.file(one + "/path.csv")));
+    for (size_t l = 0; l < lambdas; ++l) {
+      const size_t k = q * lambdas + l;
+      CHECK(cells[k + 1][groups_col] == std::to_string(counts[q]));
+      CHECK(cells[k + 1][sel_col] == single[l + 1][sel_col]);
+      CHECK(cells[k + 1][acc_col] == single[l + 1][acc_col]);
+      const auto grid_model = inspected_weights(dir, "grid/point-" + std::to_string(k) + ".fgm");
+      const auto one_model = inspected_weights(dir, one + "/point-" + std::to_string(l) + ".fgm");
+      CHECK(grid_model.first == one_model.first);
+      CHECK(grid_model.second == one_model.second);
+      accuracy.push_back(std::stod(single[l + 1][acc_col]));
+      selected.push_back(std::stoull(single[l + 1][sel_col]));
+    }
+  }
+  const double best = *std::max_element(accuracy.begin(), accuracy.end());
+  const double threshold = best - std::sqrt(best * (1 - best) / 100.0) - 1e-9;
+  int64_t chosen = -1;  // the fewest nonzeros within one SE; ties: larger λ, then the earlier m
+  for (size_t k = 0; k < accuracy.size(); ++k) {
+    if (accuracy[k] < threshold) continue;
+    const bool better = chosen < 0 || selected[k] < selected[size_t(chosen)] ||
+                        (selected[k] == selected[size_t(chosen)] && k % lambdas < size_t(chosen) % lambdas);
+    if (better) chosen = int64_t(k);
+  }
+  const std::string json = slurp(dir.file("grid/path.json"));
+  CHECK(json_number(json, "chosen_point", json.find("\"selection\"")) == double(chosen));
+  CHECK(json_number(json, "chosen_groups", json.find("\"selection\"")) == double(counts[size_t(chosen) / lambdas]));
+  CHECK(contains(r.out, "chosen_groups=" + std::to_string(counts[size_t(chosen) / lambdas])));
 }

@@ -243,4 +243,34 @@ TEST_CASE("an exclusive lambda path on 4 ranks is the 1-process path, and the si
   CHECK_FALSE(std::filesystem::exists(dir.file("refused")));
 }
 
+// exclusive.path_random_groups on a partitioned store: each rank redraws the
+// groups over the same columns for every m, so the points are the 1-process
+// points bit for bit, and the single store's optimum.
+TEST_CASE("an exclusive path over group counts on 2 ranks is the 1-process path, and the single-store path",
+          "[.mpi][mpi]") {
+  TempDir dir("fgm-mpi-exclusive-groups");
+  dir.write("in.txt", exclusive_libsvm(400, 36, 6, Values::kIntegerTied, 2, 43));
+  REQUIRE(run(dir, "ingest in.txt --out store --partitions 4").code == 0);
+  REQUIRE(run(dir, "ingest in.txt --out plain").code == 0);
+  dir.write("p.toml",
+            "solver = \"exclusive\"\n[data]\ntrain = \"store\"\n[exclusive]\npath_lambda = [4.0, 0.5]\n"
+            "path_random_groups = [3, 9]\ntolerance = 1e-9\nmax_iterations = 20000\n");
+  REQUIRE(run(dir, "path --config p.toml output.dir=p1").code == 0);
+  RunResult r = run_mpi(dir, 2, "path --config p.toml output.dir=p2");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(run(dir, "path --config p.toml data.train=plain output.dir=single").code == 0);
+  for (int k = 0; k < 4; ++k) {
+    INFO("point " << k);
+    const std::string point = "/point-" + std::to_string(k) + ".fgm";
+    require_same_model(dir.file("p1" + point), dir.file("p2" + point));
+    require_same_optimum(dir.file("single" + point), dir.file("p1" + point), 1e-7);
+  }
+  const auto cells = csv_cells(slurp(dir.file("p2/path.csv")));
+  const size_t groups = csv_column(cells[0], "groups");
+  REQUIRE(groups < cells[0].size());
+  CHECK(cells[1][groups] == "3");
+  CHECK(cells[3][groups] == "9");
+}
+
 }  // namespace fgm::test

@@ -239,6 +239,42 @@ TEST_CASE("licp with a bias reaches the twin's optimum; its dual keeps y'u = 0 a
     }
 }
 
+// One group holding every column (‖w‖_e² = ‖w‖₁²: E-SVM is then the ℓ1 hinge
+// SVM plus the ridge, up to λ's parametrisation) and a large μ = λ/α, the
+// regime where Ω*'s curvature along the group's sign vector, 1/(α(1 + μ|S|)),
+// is far below 1/α: the coordinate ascent still reaches the twin's optimum
+// and certifies it, with and without the bias.
+TEST_CASE("licp with one group of every column and a large lambda/ridge reaches the twin's optimum",
+          "[exclusive][bias][licp][one_group]") {
+  MemoryBudget budget(1 << 28);
+  const size_t n = 30, p = 24;
+  size_t widest = 0;
+  for (int kind = 0; kind < 4; ++kind)
+    for (const auto& [lambda, ridge] : {std::pair{1.0, 0.05}, std::pair{4.0, 0.04}})
+      for (bool bias : {false, true}) {
+        INFO("kind " << kind << " lambda " << lambda << " ridge " << ridge << " bias " << bias);
+        const auto d = unbalanced_problem(kind, 90 + kind, n, p);
+        const ExclusiveGroups G = blocks(p, p, budget);
+        REQUIRE(G.count() == 1);
+        const Twin twin = twin_esvm(d, G, lambda, ridge, bias);
+        REQUIRE(twin.primal > 0);
+        InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
+        FistaOptions o = esvm_options(lambda, ridge, bias);
+        o.tolerance = 1e-10;
+        const FistaResult r = solve_licp_coordinate(X, d.y, G, o, budget);
+        CHECK(r.converged);
+        const double objective = fgm::test::esvm_objective(d, G, lambda, ridge, r.w, r.bias);
+        CHECK(objective == Approx(r.objective).epsilon(1e-9));
+        CHECK(std::fabs(objective - twin.primal) <= 1e-8 * std::max(1.0, twin.primal));
+        CHECK(objective - twin.primal <= r.duality_gap + 1e-9 * twin.primal);
+        size_t support = 0;
+        for (double v : r.w) support += v != 0;
+        CHECK(support >= 1);
+        widest = std::max(widest, support);
+      }
+  CHECK(widest >= 10);  // many weights share the group somewhere: μ|S| in the hundreds
+}
+
 // The working set (full problem checked on every column, restricted problems
 // by coordinate ascent) with the bias reaches the same optimum, certified.
 TEST_CASE("the working-set E-SVM fit with a bias reaches the twin's optimum", "[exclusive][bias][licp]") {
