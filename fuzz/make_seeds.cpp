@@ -135,7 +135,7 @@ void write_store_seeds(const fs::path& dir, const fs::path& tmp) {
     uint64_t block_bytes;
   };
   const Seed stores[] = {{text, 0, 65536, 0}, {text, 200, 2, 128}, {multi_piece, 0, 64, 2048},
-                          {with_tail, 0, 64, 2048}};
+                          {with_tail, 0, 64, 0}};  // one block: column 61 shares it
   for (const auto& [input, shard_target, tile_rows, block_bytes] : stores) {
     fgm::MemoryBudget budget(256ull << 20);
     fgm::IngestOptions options;
