@@ -911,21 +911,26 @@ BlockRef PreadShardStore::ref_of(uint32_t shard, uint64_t first, uint64_t count)
   r.end_column = sh.blocks[first + count - 1].end_column;
   PartCounts all;
   const uint64_t tiles = sh.blocks[first].tile_count;
+  bool any_tail = false;
   for (uint64_t b = first; b < first + count; ++b) {
     const store::BlockEntry& e = sh.blocks[b];
     all.add(e);
-    if (e.tail_part()) {
-      r.has_tail = true;
-      r.tail_columns += e.column_count;
-      r.tail_bound = std::max(r.tail_bound, static_cast<double>(e.tail_bound()));
-    }
+    any_tail = any_tail || e.tail_part();
+  }
+  // Parts are read apart for one stored block only: in a group of several,
+  // each part's whole pieces would cost more than the tails save.
+  const bool one_unit = unit_end(sh, first) == first + count;
+  if (one_unit && any_tail) {
+    const store::BlockEntry& tail = sh.blocks[first + 1];
+    r.has_tail = true;
+    r.tail_columns = tail.column_count;
+    r.tail_bound = tail.tail_bound();
   }
   r.column_count = all.columns;
   r.nnz = all.nnz;
   r.bytes = store::block_array_bytes(r.column_count, all.cells, r.nnz, tiles);
   // One stored block (a head and its tail at most) keeps shared ones; a
   // merged group of several has its values in the read buffer.
-  const bool one_unit = unit_end(sh, first) == first + count;
   r.unit_values = one_unit && all.unit;
   if (r.unit_values) r.bytes -= 4 * r.nnz;
   auto [begin, end] = blocks_extent(sh, first, count);
@@ -934,7 +939,7 @@ BlockRef PreadShardStore::ref_of(uint32_t shard, uint64_t first, uint64_t count)
   // a column map, 4 bytes a column).
   if (count > 1)
     r.read_bytes += store::block_layout(r.column_count, all.cells, r.nnz, tiles, r.unit_values).bytes +
-                    (r.has_tail ? store::align_up(4 * r.column_count) : 0);
+                    (any_tail ? store::align_up(4 * r.column_count) : 0);
   if (r.has_tail) {
     r.head_read_bytes = part_read_bytes(sh, first, count, is_head);
     r.read_bytes = std::max(r.read_bytes, r.head_read_bytes + part_read_bytes(sh, first, count, is_tail));
@@ -1139,7 +1144,8 @@ ColumnBlock PreadShardStore::read_block(const BlockRef& block, BlockBuffer& buff
   auto [begin, end] = blocks_extent(sh, block.first_block, block.block_count);
   const PieceExtent e = piece_extent(sh.layout, begin, end);
   // Sized from the table, not from the caller's ref.
-  uint8_t* base = buffer.get(ref_of(block.shard, block.first_block, block.block_count).read_bytes);
+  const BlockRef sized = ref_of(block.shard, block.first_block, block.block_count);
+  uint8_t* base = buffer.get(sized.read_bytes);
   Fd fd(sh);
   open_shard(sh, fd);
   read_pieces(sh, fd.fd, e, base);
@@ -1154,14 +1160,17 @@ ColumnBlock PreadShardStore::read_block(const BlockRef& block, BlockBuffer& buff
   }
   if (parts.size() == 1) return parts[0];
   uint8_t* out = base + store::align_up(e.bytes());
-  if (!block.has_tail) return merge_blocks(parts, out);
+  bool any_tail = false;
+  for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b)
+    any_tail = any_tail || sh.blocks[b].tail_part();
+  if (!any_tail) return merge_blocks(parts, out);
   std::vector<StoredParts> stored;
   for (uint64_t b = 0; b < parts.size(); ++b) {
     if (sh.blocks[block.first_block + b].tail_part()) stored.back().tail = &parts[b];
     else stored.push_back({parts[b], nullptr});
   }
   ColumnBlock merged;
-  if (const char* wrong = merge_with_tails(stored, out, block.unit_values ? unit_values_.data() : nullptr, merged))
+  if (const char* wrong = merge_with_tails(stored, out, sized.unit_values ? unit_values_.data() : nullptr, merged))
     corrupt(msg::store_changed(sh.path, wrong));
   return merged;
 }

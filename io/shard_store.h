@@ -132,9 +132,10 @@ struct BlockRef {
                               // plus the merged arrays when several stored blocks are grouped)
   bool unit_values = false;   // one unit-valued stored block: read_block gives shared ones
                               // (ColumnBlock::unit_values), `bytes` holds no values
-  // Format 6 (io/store_format.h): the grouped blocks' tail parts, which
-  // read_head leaves out and read_tail reads. tail_bound is at least every
-  // tail column's nonzeros · max |value| (0 without tails).
+  // Format 6 (io/store_format.h), a BlockRef of one stored block split into
+  // a head and a tail part (groups of several are read whole): read_part
+  // reads either. tail_bound is at least every tail column's nonzeros · max
+  // |value| (0 without a tail).
   bool has_tail = false;
   uint64_t tail_columns = 0;
   double tail_bound = 0;
