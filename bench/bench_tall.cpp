@@ -31,7 +31,8 @@
 // JSON line per measurement, then a "tall_summary" line with the medians and
 // speedup = naive seconds / pass seconds (median of the per-repetition
 // ratios; streamed_speedup likewise). CPU seconds (getrusage, whole process)
-// are reported beside: speedup_per_cpu = (naive CPU / naive threads) /
+// are reported beside (and, on a format 6 store, the tail parts the pass left
+// unread: tails_skipped): speedup_per_cpu = (naive CPU / naive threads) /
 // (pass CPU / threads), the ratio that would hold on idle cores when each
 // side's threads are busy alike; on a loaded machine it is the one that does
 // not depend on how long the threads waited for a core.
@@ -326,8 +327,8 @@ int main(int argc, char** argv) {
       fmt::print("{{\"bench\":\"tall_rep\",{},\"rep\":{},\"bandwidth_seconds\":{:.6f},\"pass_seconds\":{:.6f},"
                  "\"naive_seconds\":{:.6f},\"streamed_pass_seconds\":{:.6f},\"pass_cpu_seconds\":{:.6f},"
                  "\"naive_cpu_seconds\":{:.6f},\"streamed_cpu_seconds\":{:.6f},\"pass_bytes_streamed\":{},"
-                 "\"loadavg\":\"{}\"}}\n",
-                 common, rep, bs, ps, ns, ss, pc, nc, sc, r.pass.bytes_streamed, loadavg());
+                 "\"tails_skipped\":{},\"loadavg\":\"{}\"}}\n",
+                 common, rep, bs, ps, ns, ss, pc, nc, sc, r.pass.bytes_streamed, r.pass.tails_skipped, loadavg());
     }
     const double pass_med = median(pass_s), naive_med = median(naive_s), bw_med = median(bw_s);
     const double nnz = static_cast<double>(info.nnz);

@@ -316,7 +316,17 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
       stages.transform(slot, ref, *kept);
       return index;
     }
+    // A block with a tail in parts when nothing else needs it whole.
+    const bool parts = ref.has_tail && !resident && !observer_ && stages.takes_parts() && store_.reads_parts();
     std::unique_ptr<BlockBuffer> buffer = buffers.take(ref.read_bytes);
+    if (parts) {
+      // The head now, the tail only if the stages ask (the same buffer).
+      const ColumnBlock head = store_.read_part(ref, BlockPart::kHead, *buffer);
+      const TailReader tail(store_, ref, *buffer);
+      stages.transform_parts(slot, ref, head, tail);
+      buffers.give(std::move(buffer));
+      return index;
+    }
     ColumnBlock block = store_.read_block(ref, *buffer);
     // A block just kept is transformed from its copy (with its row order), and
     // the read buffer goes back to the pool at once.

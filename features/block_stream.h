@@ -36,6 +36,7 @@ namespace fgm {
 struct PassStats {
   uint64_t blocks = 0;
   uint64_t bytes_streamed = 0;  // shard raw-block bytes the pass read
+  uint64_t tails_skipped = 0;   // format 6 tail parts a pruned pass left unread (their bytes counted above)
   double seconds = 0;
 };
 
@@ -63,6 +64,20 @@ inline int effective_tokens(const SchedulerOptions& o) {
   return o.blocks_in_flight > 0 ? o.blocks_in_flight : 2 * o.threads + 2;
 }
 
+// The tail of a block whose head a transform holds (store format 6,
+// BlockRef::has_tail): read (and verified) only if the transform asks.
+class TailReader {
+ public:
+  TailReader(const ShardStore& store, const BlockRef& ref, BlockBuffer& buffer)
+      : store_(store), ref_(ref), buffer_(buffer) {}
+  ColumnBlock read() const { return store_.read_part(ref_, BlockPart::kTail, buffer_); }
+
+ private:
+  const ShardStore& store_;
+  const BlockRef& ref_;
+  BlockBuffer& buffer_;
+};
+
 // The two stages of one pass, untyped (stream_blocks adds the types): the
 // stream calls open(slots) once, then transform on the blocks in parallel
 // (each into its slot) and consume on the slots in block order.
@@ -74,6 +89,10 @@ class BlockStages {
   virtual uint64_t scratch_bytes(const BlockRef&) const { return 0; }
   virtual void open(size_t slots) = 0;
   virtual void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) = 0;
+  // Stages that can take a block as its head and a reader of its tail (the
+  // stream then hands them so the blocks with tails it reads, not kept ones).
+  virtual bool takes_parts() const { return false; }
+  virtual void transform_parts(size_t, const BlockRef&, const ColumnBlock&, const TailReader&) {}
   virtual void consume(size_t slot) = 0;
 };
 
@@ -139,6 +158,39 @@ PassStats stream_blocks(const BlockStream& stream, const std::vector<BlockRef>& 
     void open(size_t slots) override { results.resize(slots); }
     void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) override {
       results[slot].emplace(transform_fn(ref, block));
+    }
+    void consume(size_t slot) override {
+      Result r = std::move(*results[slot]);
+      results[slot].reset();
+      consume_fn(std::move(r));
+    }
+    Transform& transform_fn;
+    Consume& consume_fn;
+    Scratch& scratch_fn;
+    std::vector<std::optional<Result>> results;
+  };
+  Stages stages(transform, consume, scratch);
+  return stream.run(blocks, label, stages);
+}
+
+// stream_blocks for a transform that may leave a block's tail unread:
+// transform(const BlockRef&, const ColumnBlock& block, const TailReader* tail)
+// gets the whole block and no reader, or (a format 6 block with a tail, read
+// from the store) the block's head and a reader of its tail.
+template <class Result, class Transform, class Consume, class Scratch = NoScratch>
+PassStats stream_block_parts(const BlockStream& stream, const std::vector<BlockRef>& blocks,
+                             const std::string& label, Transform&& transform, Consume&& consume,
+                             Scratch scratch = Scratch()) {
+  struct Stages final : BlockStages {
+    Stages(Transform& t, Consume& c, Scratch& s) : transform_fn(t), consume_fn(c), scratch_fn(s) {}
+    uint64_t scratch_bytes(const BlockRef& ref) const override { return scratch_fn(ref); }
+    void open(size_t slots) override { results.resize(slots); }
+    void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) override {
+      results[slot].emplace(transform_fn(ref, block, static_cast<const TailReader*>(nullptr)));
+    }
+    bool takes_parts() const override { return true; }
+    void transform_parts(size_t slot, const BlockRef& ref, const ColumnBlock& head, const TailReader& tail) override {
+      results[slot].emplace(transform_fn(ref, head, &tail));
     }
     void consume(size_t slot) override {
       Result r = std::move(*results[slot]);

@@ -40,12 +40,11 @@ void column_score_bounds(const ColumnBlock& block, double a_max, uint32_t* count
   } else {
     column_nonzeros(block, count);
   }
-  constexpr double kMargin = 1.0 + 0x1p-18;
   for (uint64_t k = 0; k < k_count; ++k) {
     const double x_max = std::max(std::fabs(static_cast<double>(block.col_min[k])),
                                   std::fabs(static_cast<double>(block.col_max[k])));
     const double bound = static_cast<double>(count[k]) * x_max * a_max;
-    bound2[k] = bound * bound * kMargin;
+    bound2[k] = bound * bound * kScoreBoundMargin;
   }
 }
 

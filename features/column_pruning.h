@@ -53,6 +53,19 @@ class ScoreFloor {
   std::atomic<double> value_{0.0};
 };
 
+// The margin of column_score_bounds (see there): covers the rounding of a
+// computed c_k and of the bound itself.
+inline constexpr double kScoreBoundMargin = 1.0 + 0x1p-18;
+
+// Whether no column of a block part whose columns each have n_k · max|x_k| ≤
+// factor_bound (a format 6 tail, BlockRef::tail_bound) can reach `floor`:
+// its every bound2 (column_score_bounds) lies strictly below it. NaN duals
+// or bounds: never.
+inline bool part_out_of_reach(double factor_bound, double a_max, const ScoreFloor& floor) {
+  const double bound = factor_bound * a_max;
+  return bound * bound * kScoreBoundMargin < floor.get();
+}
+
 // max_i |a_i| over n entries (NaN if any a_i is NaN: nothing is then pruned).
 double max_abs(const double* a, uint64_t n);
 

@@ -8,6 +8,7 @@
 #include "features/linear_space.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <utility>
 
@@ -132,9 +133,10 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   DeferredBatches deferred = deferred_batches(*ctx.store, ctx.threads, *ctx.budget);
   auto selected = [&](uint64_t feature) { return selected_.test(feature); };
   const std::vector<BlockRef> blocks = dense_blocks_first(*ctx.blocks, deferred.min_nnz);
-  out.pass = stream_blocks<TopBCache>(
+  std::atomic<uint64_t> tails_skipped{0};
+  out.pass = stream_block_parts<TopBCache>(
       *ctx.stream, blocks, "scoring",
-      [&](const BlockRef&, const ColumnBlock& block) {
+      [&](const BlockRef& ref, const ColumnBlock& block, const TailReader* tail) {
         TopBCache local(B, ctx.budget);
         std::unique_ptr<PruningScratch> scratch = scratches.take();
         // Blocks of more nonzeros than rows (resident units, ~2n) already
@@ -142,6 +144,15 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
         // summed there, without the copy into a batch.
         std::unique_ptr<DeferredColumns> batch = block.nnz() <= n_rows ? deferred.pool.take() : nullptr;
         offer_block_top(block, a, a_max, floor, local, selected, *scratch, batch.get());
+        // A format 6 block came as its head: its tail (the block's rare
+        // columns) is read only if its bound can reach the floor, which the
+        // head's popular columns have just raised.
+        if (tail && part_out_of_reach(ref.tail_bound, a_max, floor)) {
+          tails_skipped.fetch_add(1, std::memory_order_relaxed);
+        } else if (tail) {
+          const ColumnBlock rest = tail->read();
+          offer_block_top(rest, a, a_max, floor, local, selected, *scratch, batch.get());
+        }
         deferred.pool.give(std::move(batch));
         scratches.give(std::move(scratch));
         return local;
@@ -154,6 +165,7 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
   const auto flush_start = std::chrono::steady_clock::now();
   deferred.pool.flush_all(a, floor, global);
   out.pass.seconds += seconds_since(flush_start);
+  out.pass.tails_skipped = tails_skipped.load();
   out.candidates_scored = n_features_;
   out.top = global.take_sorted(&out.top_memory);
   return out;

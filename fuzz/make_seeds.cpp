@@ -114,6 +114,17 @@ void write_store_seeds(const fs::path& dir, const fs::path& tmp) {
     rows += "\n";
   }
   spit(multi_piece, rows);
+  // The same with column 61 in every row: above the tail threshold (16 a
+  // tile, 5 tiles), so stored blocks split into a head and a tail (format 6).
+  const fs::path with_tail = tmp / "with_tail.svm";
+  std::string tailed;
+  for (int r = 0; r < 320; ++r) {
+    tailed += r % 3 == 0 ? "+1" : "-1";
+    for (int k = 0; k < 10; ++k)
+      tailed += " " + std::to_string(6 * k + 1 + r % 6) + ":" + std::to_string(1 + (r + k) % 4);
+    tailed += " 61:1\n";
+  }
+  spit(with_tail, tailed);
   int i = 0;
   // (input, shard target, rows per tile, stored block target): one tile, and
   // tiles of 2 and 64 rows with several stored blocks per shard.
@@ -123,7 +134,8 @@ void write_store_seeds(const fs::path& dir, const fs::path& tmp) {
     uint32_t tile_rows;
     uint64_t block_bytes;
   };
-  const Seed stores[] = {{text, 0, 65536, 0}, {text, 200, 2, 128}, {multi_piece, 0, 64, 2048}};
+  const Seed stores[] = {{text, 0, 65536, 0}, {text, 200, 2, 128}, {multi_piece, 0, 64, 2048},
+                          {with_tail, 0, 64, 0}};  // one block: column 61 shares it
   for (const auto& [input, shard_target, tile_rows, block_bytes] : stores) {
     fgm::MemoryBudget budget(256ull << 20);
     fgm::IngestOptions options;

@@ -184,6 +184,18 @@ uint64_t read_blocks(const fgm::ShardStore& store, uint64_t target) {
     columns += ref.column_count;
     store.prefetch_block(ref);
     fgm::BlockBuffer& buffer = pool[i++ % 2];
+    if (ref.has_tail) {
+      // Format 6: the head, then the tail beside it; together the block's columns.
+      const fgm::ColumnBlock head = store.read_part(ref, fgm::BlockPart::kHead, buffer);
+      const fgm::ColumnBlock tail = store.read_part(ref, fgm::BlockPart::kTail, buffer);
+      require(head.column_count + tail.column_count == ref.column_count && tail.column_count == ref.tail_columns &&
+                  head.nnz() + tail.nnz() == ref.nnz,
+              "head and tail do not add up to the block");
+      for (const fgm::ColumnBlock* p : {&head, &tail})
+        for (uint64_t k = 0; k < p->column_count; ++k)
+          require(p->column_ids[k] >= ref.first_column && p->column_ids[k] < ref.end_column,
+                  "a part's column outside the block's range");
+    }
     fgm::ColumnBlock c = store.read_block(ref, buffer);
     require(buffer.capacity() >= ref.read_bytes, "read_block buffer smaller than read_bytes");
     require(c.first_column == ref.first_column && c.end_column == ref.end_column &&

@@ -162,6 +162,12 @@ std::pair<uint64_t, uint64_t> blocks_extent(const Shard& sh, uint64_t first, uin
   return {sh.blocks[first].offset, last.offset + last.bytes};
 }
 
+// One past the entries of the stored block at entry b: its head, and its
+// tail part if one follows (format 6).
+uint64_t unit_end(const Shard& sh, uint64_t b) {
+  return b + 1 < sh.blocks.size() && sh.blocks[b + 1].tail_part() ? b + 2 : b + 1;
+}
+
 // The layout of a stored block from its table entry.
 store::BlockLayout layout_of(const store::BlockEntry& e) {
   return store::block_layout(e.column_count, e.cell_count, e.nnz, e.tile_count, e.unit_values());
@@ -336,6 +342,8 @@ class PreadShardStore final : public ShardStore {
 
   std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const override;
   ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const override;
+  bool reads_parts() const override { return true; }
+  ColumnBlock read_part(const BlockRef& block, BlockPart part, BlockBuffer& buffer) const override;
   void prefetch_block(const BlockRef& block) const override;
   void read_column(uint64_t feature, std::vector<uint32_t>& rows,
                    std::vector<float>& values) const override;
@@ -358,6 +366,7 @@ class PreadShardStore final : public ShardStore {
   BlockRef ref_of(uint32_t shard, uint64_t first, uint64_t count) const;
   // Position of `feature` among the listed columns of a stored block (-1: empty).
   int64_t column_index(const Shard& sh, const store::BlockEntry& e, uint64_t feature) const;
+  std::pair<uint64_t, int64_t> find_column(const Shard& sh, uint64_t head, uint64_t feature) const;
 
   int open_shard(const Shard& sh, Fd& fd) const;
   void read_pieces(const Shard& sh, int fd, const PieceExtent& e, uint8_t* dst) const;
@@ -463,11 +472,20 @@ void PreadShardStore::load() {
     verify(manifest_path, shards_[i]);
     load_block_table(shards_[i]);
     info_.shard_bytes += shards_[i].file_bytes;
-    for (uint64_t b = 0; b < shards_[i].blocks.size(); ++b) {
-      block_first_.push_back(shards_[i].blocks[b].first_column);
+    const std::vector<store::BlockEntry>& table = shards_[i].blocks;
+    for (uint64_t b = 0; b < table.size(); b = unit_end(shards_[i], b)) {
+      // Stored blocks (a head and its tail: one unit) in id order.
+      block_first_.push_back(table[b].first_column);
       block_at_.emplace_back(static_cast<uint32_t>(i), b);
-      if (shards_[i].blocks[b].unit_values())
-        largest_unit_block = std::max(largest_unit_block, shards_[i].blocks[b].nnz);
+      bool unit = true;
+      uint64_t nnz = 0;
+      for (uint64_t x = b; x < unit_end(shards_[i], b); ++x) {
+        unit = unit && table[x].unit_values();
+        nnz += table[x].nnz;
+        if (table[x].unit_values()) largest_unit_block = std::max(largest_unit_block, table[x].nnz);
+      }
+      // A head and tail merged by read_block keep shared ones (BlockRef::unit_values).
+      if (unit) largest_unit_block = std::max(largest_unit_block, nnz);
     }
   }
   if (largest_unit_block > 0) unit_values_ = ReadOnlyOnes(budget_, largest_unit_block);
@@ -731,6 +749,20 @@ void PreadShardStore::load_block_table(Shard& sh) {
   uint64_t offset = 0, next = sh.first_column, columns = 0, nnz = 0;
   for (uint64_t b = 0; b < sh.blocks.size(); ++b) {
     const store::BlockEntry& e = sh.blocks[b];
+    if (e.tail_part()) {
+      // Format 6: right after its head (not a tail), the head's id range, a
+      // finite, non-negative bound (its value is covered by the checksums).
+      const store::BlockEntry* head = b > 0 ? &sh.blocks[b - 1] : nullptr;
+      const float bound = e.tail_bound();
+      if (info_.format_version < 6 || !head || head->tail_part() || e.first_column != head->first_column ||
+          e.end_column != head->end_column || !(bound >= 0.0f) || !std::isfinite(bound))
+        corrupt(msg::store_inconsistent(sh.path, fmt::format("block {} of the block table is an "
+                                                             "inconsistent tail part",
+                                                             b)));
+      next = head->first_column;  // the head's range again
+    } else if ((e.flags >> 32) != 0) {
+      corrupt(msg::store_inconsistent(sh.path, fmt::format("block {} of the block table is inconsistent", b)));
+    }
     const bool counts_ok =
         e.column_count >= 1 && e.nnz >= e.column_count &&
         e.nnz <= std::numeric_limits<uint32_t>::max() && e.cell_count >= e.column_count &&
@@ -742,7 +774,7 @@ void PreadShardStore::load_block_table(Shard& sh) {
         e.end_column > sh.end_column || e.column_count > e.end_column - e.first_column ||
         (b == 0 && e.first_column != sh.first_column) || e.offset != offset ||
         e.bytes != layout_of(e).bytes || e.bytes > l.block_table - offset ||
-        (e.flags & ~store::kBlockUnitValues) != 0 || (e.unit_values() && info_.format_version < 5))
+        (e.flags & ~store::kBlockFlagBits & 0xffffffffu) != 0 || (e.unit_values() && info_.format_version < 5))
       corrupt(msg::store_inconsistent(sh.path, fmt::format("block {} of the block table is "
                                                            "inconsistent",
                                                            b)));
@@ -836,6 +868,39 @@ void PreadShardStore::read_exact(const Shard& sh, uint64_t begin, uint64_t end, 
   });
 }
 
+// Sizes of a group of stored block parts merged into one view.
+struct PartCounts {
+  uint64_t columns = 0, cells = 0, nnz = 0;
+  bool unit = true;
+  void add(const store::BlockEntry& e) {
+    columns += e.column_count;
+    cells += e.cell_count;
+    nnz += e.nnz;
+    unit = unit && e.unit_values();
+  }
+};
+
+// What read_part needs for the parts of entries [first, first + count) that
+// `keep` selects: each part's whole pieces, then (several parts) the merged view.
+template <class Keep>
+uint64_t part_read_bytes(const Shard& sh, uint64_t first, uint64_t count, Keep&& keep) {
+  uint64_t bytes = 0, parts = 0;
+  PartCounts merged;
+  for (uint64_t b = first; b < first + count; ++b) {
+    const store::BlockEntry& e = sh.blocks[b];
+    if (!keep(e)) continue;
+    bytes += store::align_up(piece_extent(sh.layout, e.offset, e.offset + e.bytes).bytes());
+    merged.add(e);
+    ++parts;
+  }
+  if (parts > 1)
+    bytes += store::block_layout(merged.columns, merged.cells, merged.nnz, sh.blocks[first].tile_count).bytes;
+  return bytes;
+}
+
+bool is_head(const store::BlockEntry& e) { return !e.tail_part(); }
+bool is_tail(const store::BlockEntry& e) { return e.tail_part(); }
+
 BlockRef PreadShardStore::ref_of(uint32_t shard, uint64_t first, uint64_t count) const {
   const Shard& sh = shards_[shard];
   BlockRef r;
@@ -844,22 +909,41 @@ BlockRef PreadShardStore::ref_of(uint32_t shard, uint64_t first, uint64_t count)
   r.block_count = count;
   r.first_column = sh.blocks[first].first_column;
   r.end_column = sh.blocks[first + count - 1].end_column;
-  uint64_t cells = 0;
+  PartCounts all;
   const uint64_t tiles = sh.blocks[first].tile_count;
+  bool any_tail = false;
   for (uint64_t b = first; b < first + count; ++b) {
     const store::BlockEntry& e = sh.blocks[b];
-    r.column_count += e.column_count;
-    r.nnz += e.nnz;
-    cells += e.cell_count;
+    all.add(e);
+    any_tail = any_tail || e.tail_part();
   }
-  r.bytes = store::block_array_bytes(r.column_count, cells, r.nnz, tiles);
-  // A merged group has its values in the read buffer (copied, ones or not).
-  r.unit_values = count == 1 && sh.blocks[first].unit_values();
+  // Parts are read apart for one stored block only: in a group of several,
+  // each part's whole pieces would cost more than the tails save.
+  const bool one_unit = unit_end(sh, first) == first + count;
+  if (one_unit && any_tail) {
+    const store::BlockEntry& tail = sh.blocks[first + 1];
+    r.has_tail = true;
+    r.tail_columns = tail.column_count;
+    r.tail_bound = tail.tail_bound();
+  }
+  r.column_count = all.columns;
+  r.nnz = all.nnz;
+  r.bytes = store::block_array_bytes(r.column_count, all.cells, r.nnz, tiles);
+  // One stored block (a head and its tail at most) keeps shared ones; a
+  // merged group of several has its values in the read buffer.
+  r.unit_values = one_unit && all.unit;
   if (r.unit_values) r.bytes -= 4 * r.nnz;
   auto [begin, end] = blocks_extent(sh, first, count);
   r.read_bytes = store::align_up(piece_extent(sh.layout, begin, end).bytes());
-  // Several stored blocks are merged into one view after the read.
-  if (count > 1) r.read_bytes += store::block_layout(r.column_count, cells, r.nnz, tiles).bytes;
+  // Several parts are merged into one view after the read (with a tail: and
+  // a column map, 4 bytes a column).
+  if (count > 1)
+    r.read_bytes += store::block_layout(r.column_count, all.cells, r.nnz, tiles, r.unit_values).bytes +
+                    (any_tail ? store::align_up(4 * r.column_count) : 0);
+  if (r.has_tail) {
+    r.head_read_bytes = part_read_bytes(sh, first, count, is_head);
+    r.read_bytes = std::max(r.read_bytes, r.head_read_bytes + part_read_bytes(sh, first, count, is_tail));
+  }
   return r;
 }
 
@@ -867,14 +951,17 @@ std::vector<BlockRef> PreadShardStore::plan_blocks(uint64_t target_bytes) const 
   std::vector<BlockRef> refs;
   for (uint32_t s = 0; s < shards_.size(); ++s) {
     const Shard& sh = shards_[s];
+    // Stored blocks (a head and its tail are never apart) grouped while
+    // their bytes stay within the target.
     for (uint64_t b = 0; b < sh.blocks.size();) {
-      uint64_t end = b + 1;
-      uint64_t bytes = ref_of(s, b, 1).bytes;
+      uint64_t end = unit_end(sh, b);
+      uint64_t bytes = ref_of(s, b, end - b).bytes;
       while (end < sh.blocks.size()) {
-        const uint64_t more = ref_of(s, end, 1).bytes;
+        const uint64_t next = unit_end(sh, end);
+        const uint64_t more = ref_of(s, end, next - end).bytes;
         if (bytes + more > target_bytes) break;
         bytes += more;
-        ++end;
+        end = next;
       }
       refs.push_back(ref_of(s, b, end - b));
       b = end;
@@ -951,27 +1038,119 @@ ColumnBlock merge_blocks(const std::vector<ColumnBlock>& parts, uint8_t* out) {
   return c;
 }
 
+// One stored block of format 6 as read: its head and, if it has one, its tail.
+struct StoredParts {
+  ColumnBlock head;
+  const ColumnBlock* tail = nullptr;
+};
+
+// Merges stored blocks whose heads and tails interleave their ids (format 6)
+// into one block at `out` (block_layout, then a column map of 4 bytes a
+// column): each stored block's columns in id order, and in each tile its
+// head's and its tail's cells merged by column. With `ones` (one stored
+// block, every value 1) the values are not copied. Returns nullptr and
+// `wrong` when a head and its tail list the same id.
+const char* merge_with_tails(const std::vector<StoredParts>& blocks, uint8_t* out, const float* ones,
+                             ColumnBlock& merged) {
+  uint64_t k = 0, cells = 0, nnz = 0;
+  for (const auto& s : blocks)
+    for (const ColumnBlock* p : {&s.head, s.tail})
+      if (p) {
+        k += p->column_count;
+        cells += p->cell_count();
+        nnz += p->nnz();
+      }
+  const uint32_t T = blocks[0].head.tile_count;
+  const store::BlockLayout l = store::block_layout(k, cells, nnz, T, ones != nullptr);
+  auto* column_ids = reinterpret_cast<uint64_t*>(out + l.column_ids);
+  auto* col_min = reinterpret_cast<float*>(out + l.col_min);
+  auto* col_max = reinterpret_cast<float*>(out + l.col_max);
+  auto* tile_cells = reinterpret_cast<uint32_t*>(out + l.tile_cells);
+  auto* cell_column = reinterpret_cast<uint32_t*>(out + l.cell_column);
+  auto* cell_ptr = reinterpret_cast<uint32_t*>(out + l.cell_ptr);
+  auto* row_ids = reinterpret_cast<uint32_t*>(out + l.row_ids);
+  auto* values = ones ? nullptr : reinterpret_cast<float*>(out + l.values);
+  // map[head columns of block 0, its tail columns, head columns of block 1, ...]
+  auto* map = reinterpret_cast<uint32_t*>(out + l.bytes);
+  std::vector<uint64_t> head_map(blocks.size()), tail_map(blocks.size());
+  uint32_t at = 0;
+  uint64_t map_at = 0;
+  for (size_t u = 0; u < blocks.size(); ++u) {
+    const ColumnBlock& h = blocks[u].head;
+    const ColumnBlock* t = blocks[u].tail;
+    const uint64_t hk = h.column_count, tk = t ? t->column_count : 0;
+    head_map[u] = map_at;
+    tail_map[u] = map_at + hk;
+    uint64_t x = 0, y = 0;
+    while (x < hk || y < tk) {
+      const bool from_head = y == tk || (x < hk && h.column_ids[x] < t->column_ids[y]);
+      if (x < hk && y < tk && h.column_ids[x] == t->column_ids[y]) return "a column listed in a head and its tail";
+      const ColumnBlock& p = from_head ? h : *t;
+      const uint64_t j = from_head ? x++ : y++;
+      column_ids[at] = p.column_ids[j];
+      col_min[at] = p.col_min[j];
+      col_max[at] = p.col_max[j];
+      map[(from_head ? head_map[u] : tail_map[u]) + j] = at++;
+    }
+    map_at += hk + tk;
+  }
+  uint32_t cell = 0, nz = 0;
+  tile_cells[0] = 0;
+  cell_ptr[0] = 0;
+  auto copy_cell = [&](const ColumnBlock& p, uint32_t x, uint32_t column) {
+    const uint32_t b = p.cell_ptr[x], n = p.cell_ptr[x + 1] - b;
+    std::memcpy(row_ids + nz, p.row_ids + b, 4 * uint64_t{n});
+    if (values) std::memcpy(values + nz, p.values + b, 4 * uint64_t{n});
+    nz += n;
+    cell_column[cell] = column;
+    cell_ptr[++cell] = nz;
+  };
+  for (uint32_t t = 0; t < T; ++t) {
+    for (size_t u = 0; u < blocks.size(); ++u) {
+      const ColumnBlock& h = blocks[u].head;
+      const ColumnBlock* tl = blocks[u].tail;
+      uint32_t x = h.tile_cells[t];
+      const uint32_t x1 = h.tile_cells[t + 1];
+      uint32_t y = tl ? tl->tile_cells[t] : 0;
+      const uint32_t y1 = tl ? tl->tile_cells[t + 1] : 0;
+      while (x < x1 || y < y1) {
+        const uint32_t hc = x < x1 ? map[head_map[u] + h.cell_column[x]] : UINT32_MAX;
+        const uint32_t tc = y < y1 ? map[tail_map[u] + tl->cell_column[y]] : UINT32_MAX;
+        if (hc < tc) copy_cell(h, x++, hc);
+        else copy_cell(*tl, y++, tc);
+      }
+    }
+    tile_cells[t + 1] = cell;
+  }
+  merged = blocks[0].head;
+  merged.end_column = blocks.back().head.end_column;
+  merged.column_count = k;
+  merged.column_ids = column_ids;
+  merged.col_min = col_min;
+  merged.col_max = col_max;
+  merged.tile_cells = tile_cells;
+  merged.cell_column = cell_column;
+  merged.cell_ptr = cell_ptr;
+  merged.row_ids = row_ids;
+  merged.values = ones ? ones : values;
+  merged.unit_values = ones != nullptr;
+  return nullptr;
+}
+
 }  // namespace
 
 ColumnBlock PreadShardStore::read_block(const BlockRef& block, BlockBuffer& buffer) const {
   const Shard& sh = shard_of(block);
   auto [begin, end] = blocks_extent(sh, block.first_block, block.block_count);
   const PieceExtent e = piece_extent(sh.layout, begin, end);
-  uint64_t merged_bytes = 0;
-  if (block.block_count > 1) {
-    uint64_t k = 0, cells = 0, nnz = 0;
-    for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b) {
-      k += sh.blocks[b].column_count;
-      cells += sh.blocks[b].cell_count;
-      nnz += sh.blocks[b].nnz;
-    }
-    merged_bytes = store::block_layout(k, cells, nnz, sh.blocks[block.first_block].tile_count).bytes;
-  }
-  uint8_t* base = buffer.get(store::align_up(e.bytes()) + merged_bytes);
+  // Sized from the table, not from the caller's ref.
+  const BlockRef sized = ref_of(block.shard, block.first_block, block.block_count);
+  uint8_t* base = buffer.get(sized.read_bytes);
   Fd fd(sh);
   open_shard(sh, fd);
   read_pieces(sh, fd.fd, e, base);
   std::vector<ColumnBlock> parts;
+  parts.reserve(block.block_count);
   for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b) {
     const store::BlockEntry& entry = sh.blocks[b];
     ColumnBlock c = view_of(entry, info_.tile_rows, base + (entry.offset - e.begin), unit_values_.data());
@@ -980,7 +1159,51 @@ ColumnBlock PreadShardStore::read_block(const BlockRef& block, BlockBuffer& buff
     parts.push_back(c);
   }
   if (parts.size() == 1) return parts[0];
-  return merge_blocks(parts, base + store::align_up(e.bytes()));
+  uint8_t* out = base + store::align_up(e.bytes());
+  bool any_tail = false;
+  for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b)
+    any_tail = any_tail || sh.blocks[b].tail_part();
+  if (!any_tail) return merge_blocks(parts, out);
+  std::vector<StoredParts> stored;
+  for (uint64_t b = 0; b < parts.size(); ++b) {
+    if (sh.blocks[block.first_block + b].tail_part()) stored.back().tail = &parts[b];
+    else stored.push_back({parts[b], nullptr});
+  }
+  ColumnBlock merged;
+  if (const char* wrong = merge_with_tails(stored, out, sized.unit_values ? unit_values_.data() : nullptr, merged))
+    corrupt(msg::store_changed(sh.path, wrong));
+  return merged;
+}
+
+ColumnBlock PreadShardStore::read_part(const BlockRef& block, BlockPart part, BlockBuffer& buffer) const {
+  FGM_ASSERT(block.has_tail);
+  const Shard& sh = shard_of(block);
+  uint8_t* base;
+  if (part == BlockPart::kHead) {
+    base = buffer.get(block.read_bytes);
+  } else {
+    FGM_ASSERT(buffer.capacity() >= block.read_bytes);  // read_head sized it; the head stays
+    base = buffer.get(block.read_bytes) + block.head_read_bytes;
+  }
+  const bool want_tail = part == BlockPart::kTail;
+  Fd fd(sh);
+  open_shard(sh, fd);
+  std::vector<ColumnBlock> parts;
+  uint8_t* at = base;
+  for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b) {
+    const store::BlockEntry& entry = sh.blocks[b];
+    if (entry.tail_part() != want_tail) continue;
+    const PieceExtent e = piece_extent(sh.layout, entry.offset, entry.offset + entry.bytes);
+    read_pieces(sh, fd.fd, e, at);
+    ColumnBlock c = view_of(entry, info_.tile_rows, at + (entry.offset - e.begin), unit_values_.data());
+    if (const char* wrong = check_block(c, entry, info_.n_rows))
+      corrupt(msg::store_changed(sh.path, wrong));
+    parts.push_back(c);
+    at += store::align_up(e.bytes());
+  }
+  FGM_ASSERT(!parts.empty());
+  if (parts.size() == 1) return parts[0];
+  return merge_blocks(parts, at);
 }
 
 void PreadShardStore::prefetch_block(const BlockRef& block) const {
@@ -1012,6 +1235,16 @@ int64_t PreadShardStore::column_index(const Shard& sh, const store::BlockEntry& 
   return it - ids.begin();
 }
 
+// The entry of the stored block at `head` (its head, or its tail: format 6)
+// listing `feature`, and the column's position there (-1: not listed).
+std::pair<uint64_t, int64_t> PreadShardStore::find_column(const Shard& sh, uint64_t head, uint64_t feature) const {
+  for (uint64_t b = head; b < unit_end(sh, head); ++b) {
+    const int64_t k = column_index(sh, sh.blocks[b], feature);
+    if (k >= 0) return {b, k};
+  }
+  return {head, -1};
+}
+
 // Reads only what one column needs: the block's column ids, its tile
 // directory and cell columns (to find the column's cells), then those cells'
 // pointers, rows and values; every piece verified, every value bounded.
@@ -1022,9 +1255,9 @@ void PreadShardStore::read_column(uint64_t feature, std::vector<uint32_t>& rows,
   const Located at = locate(feature);
   if (!at.shard) return;
   const Shard& sh = *at.shard;
-  const store::BlockEntry& e = sh.blocks[at.block];
-  const int64_t found = column_index(sh, e, feature);
+  const auto [entry, found] = find_column(sh, at.block, feature);
   if (found < 0) return;
+  const store::BlockEntry& e = sh.blocks[entry];
   const auto k = static_cast<uint32_t>(found);
   const store::BlockLayout l = layout_of(e);
   const uint64_t T = e.tile_count, cells = e.cell_count;
@@ -1067,9 +1300,9 @@ void PreadShardStore::read_column(uint64_t feature, std::vector<uint32_t>& rows,
 float PreadShardStore::column_float(uint64_t feature, bool min) const {
   const Located at = locate(feature);
   if (!at.shard) return 0.0f;
-  const store::BlockEntry& e = at.shard->blocks[at.block];
-  const int64_t k = column_index(*at.shard, e, feature);
+  const auto [entry, k] = find_column(*at.shard, at.block, feature);
   if (k < 0) return 0.0f;
+  const store::BlockEntry& e = at.shard->blocks[entry];
   const store::BlockLayout l = layout_of(e);
   const uint64_t v_at = e.offset + (min ? l.col_min : l.col_max) + 4 * static_cast<uint64_t>(k);
   float v;
@@ -1106,6 +1339,10 @@ std::unique_ptr<ShardStore> ShardStore::open(const std::string& dir, MemoryBudge
   auto store = std::make_unique<PreadShardStore>(d, budget);
   store->load();
   return store;
+}
+
+ColumnBlock ShardStore::read_part(const BlockRef&, BlockPart, BlockBuffer&) const {
+  throw Error(ErrorKind::kInternal, "read_part on a store that does not split blocks");
 }
 
 void set_recent_write_seconds(double seconds) { recent_write_seconds.store(seconds); }

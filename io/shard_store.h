@@ -1,4 +1,4 @@
-// Column-block shard store (format 5): the on-disk form of a training set,
+// Column-block shard store (format 6): the on-disk form of a training set,
 // written by io/store_writer.h (ingest, io/ingest.h, and the synthetic
 // generator feed it) and read here. A store directory holds:
 //   manifest.fgm   FlatBuffer (n, m, nnz, label map and counts, class table,
@@ -22,6 +22,10 @@
 // not on the width of its id space (ids up to 2^63-1). A block covers the id
 // range [its first listed id, its last listed id + 1); blocks and shards are
 // in increasing id order; ids between them are empty columns.
+// Format 6 writes a stored block of popular and rare columns as a head and a
+// tail part, two entries of the block table, and records a bound of the
+// tail's scores' factors in its entry (io/store_format.h): the pruned linear
+// pass reads the tail only when that bound can reach its floor.
 // Both files start with a 24-byte preamble: magic ("FGMSHARD" / "FGMSTORE"),
 // uint32 format version, uint32 FlatBuffer length, uint64 XXH64 of the
 // FlatBuffer; then the size-prefixed FlatBuffer (schemas io/schema/shard.fbs,
@@ -60,8 +64,9 @@
 // classes: the binary label map); multi-class training relabels per class.
 // Format history: 1 had one raw-block checksum per shard (no piece table);
 // 2 had no class table (two labels only); 3 stored every column of
-// [0, n_features) in plain CSC; 4 had no unit-valued blocks. Versions 4 and
-// 5 are read (older ones: "ingest the data again"); ingest writes 5.
+// [0, n_features) in plain CSC; 4 had no unit-valued blocks; 5 no tail
+// parts. Versions 4 to 6 are read (older ones: "ingest the data again");
+// ingest writes 6.
 #pragma once
 
 #include <cstdint>
@@ -76,7 +81,7 @@
 
 namespace fgm {
 
-inline constexpr uint32_t kStoreFormatVersion = 5;
+inline constexpr uint32_t kStoreFormatVersion = 6;
 inline constexpr uint32_t kOldestReadableStoreFormat = 4;
 inline bool readable_store_format(uint32_t version) {
   return version >= kOldestReadableStoreFormat && version <= kStoreFormatVersion;
@@ -127,7 +132,18 @@ struct BlockRef {
                               // plus the merged arrays when several stored blocks are grouped)
   bool unit_values = false;   // one unit-valued stored block: read_block gives shared ones
                               // (ColumnBlock::unit_values), `bytes` holds no values
+  // Format 6 (io/store_format.h), a BlockRef of one stored block split into
+  // a head and a tail part (groups of several are read whole): read_part
+  // reads either. tail_bound is at least every tail column's nonzeros · max
+  // |value| (0 without a tail).
+  bool has_tail = false;
+  uint64_t tail_columns = 0;
+  double tail_bound = 0;
+  uint64_t head_read_bytes = 0;  // the part of read_bytes read_head uses; read_tail the rest
 };
+
+// Which parts of a BlockRef a read returns.
+enum class BlockPart { kHead, kTail };
 
 // Caller-owned, reusable memory that read_block reads into (64-byte aligned).
 // The caller accounts for it in the MemoryBudget (BlockRef::read_bytes).
@@ -195,6 +211,14 @@ class ShardStore {
   virtual ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const = 0;
   // Hints the kernel to start reading the block (posix_fadvise WILLNEED).
   virtual void prefetch_block(const BlockRef& block) const = 0;
+  // Format 6 (block.has_tail): the block's head parts only (read_head), or
+  // its tail parts only (read_tail), each verified as read_block verifies;
+  // the two views are blocks of their own over disjoint columns whose union
+  // is read_block's. read_head sizes `buffer` to block.read_bytes and uses
+  // its first head_read_bytes; read_tail the rest (the head's view stays
+  // valid). Stores that do not split blocks return false from reads_parts.
+  virtual bool reads_parts() const { return false; }
+  virtual ColumnBlock read_part(const BlockRef& block, BlockPart part, BlockBuffer& buffer) const;
 
   // Copies one column out (for the selected-feature cache), verified; any id
   // in [0, n_features): an empty column gives no rows. Rows increase.

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,7 +42,7 @@ static_assert(sizeof(Preamble) == 24);
 inline constexpr uint64_t kPieceBytes = 16 << 10;
 inline constexpr uint64_t kMinPieceBytes = 4 << 10, kMaxPieceBytes = 16 << 20;
 
-// Format 5 (format 4 plus unit-valued blocks; both are read). A shard's raw
+// Format 5 (format 4 plus unit-valued blocks), format 6 (below: tail parts); all are read. A shard's raw
 // block is a sequence of stored column blocks (each 64-byte aligned, laid out
 // by block_layout), then the block table (one BlockEntry per block): together
 // the data region, checksummed in pieces; then the piece table.
@@ -55,6 +57,29 @@ inline constexpr uint64_t kMinPieceBytes = 4 << 10, kMaxPieceBytes = 16 << 20;
 // one-hot) has kBlockUnitValues in its entry's flags and no values array
 // (format 5): 4 of its 8 bytes per nonzero are not written, read or hashed.
 inline constexpr uint64_t kBlockUnitValues = 1;
+
+// Format 6: a stored block whose columns differ in popularity is written as
+// two parts, each laid out as a block of its own (block_layout) and each an
+// entry of the block table: the head (its columns of at least the writer's
+// tail threshold of nonzeros) and, right after it, the tail (the others),
+// flagged kBlockTailPart. Both entries carry the stored block's id range
+// (their listed ids interleave inside it) and the tail's entry carries, in
+// flags bits 32-63, a float32 at least max over its columns of nonzeros ·
+// max(|col_min|, |col_max|): a pruned scoring pass whose floor that bound
+// cannot reach reads neither the tail's bytes nor its checksums. A block
+// whose columns all fall on one side of the threshold is one entry, as in
+// format 5.
+inline constexpr uint64_t kBlockTailPart = 2;
+inline constexpr uint64_t kBlockFlagBits = kBlockUnitValues | kBlockTailPart;
+
+// The tail bound as stored: the float32 nearest above `bound` (never below).
+inline uint32_t tail_bound_bits(double bound) {
+  float f = static_cast<float>(bound);
+  if (static_cast<double>(f) < bound) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+}
 
 struct BlockLayout {
   uint64_t row_ids = 0, values = 0, column_ids = 0, col_min = 0, col_max = 0;
@@ -96,8 +121,16 @@ struct BlockEntry {
   uint64_t bytes;         // block_layout(...).bytes
   uint32_t cell_count;
   uint32_t tile_count;
-  uint64_t flags;         // kBlockUnitValues or 0 (format 4: always 0)
+  uint64_t flags;         // kBlockUnitValues, kBlockTailPart (format 4: always 0);
+                          // a tail part's bound in bits 32-63
   bool unit_values() const { return (flags & kBlockUnitValues) != 0; }
+  bool tail_part() const { return (flags & kBlockTailPart) != 0; }
+  float tail_bound() const {
+    const uint32_t bits = static_cast<uint32_t>(flags >> 32);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
 };
 static_assert(sizeof(BlockEntry) == 64);
 

@@ -105,8 +105,17 @@ uint64_t shard_buffer_words(const StoreWriterOptions& o) { return std::max<uint6
 uint64_t layout_cells(const StoreWriterOptions& o) {
   return std::max(std::min(o.block_target_bytes, shard_buffer_words(o) * 8) / 16, tile_count_of(o.n_rows, o.tile_rows));
 }
+// Cells, then the column list of one block part (at most one column per cell).
 uint64_t layout_bytes(const StoreWriterOptions& o) {
-  return sizeof(Cell) * layout_cells(o) + 16 * (tile_count_of(o.n_rows, o.tile_rows) + 1);
+  return (sizeof(Cell) + 8) * layout_cells(o) + 16 * (tile_count_of(o.n_rows, o.tile_rows) + 1);
+}
+
+// Columns of fewer nonzeros go to a block's tail part (format 6): by default
+// those of fewer than 16 a tile on average, the columns the pruned pass does
+// not sum in batches (features/linear_space.cpp, deferred_batches).
+uint64_t tail_threshold(const StoreWriterOptions& o) {
+  if (o.tail_below_nnz > 0) return o.tail_below_nnz;
+  return std::max<uint64_t>(16 * tile_count_of(o.n_rows, o.tile_rows), 16);
 }
 
 class StoreWriter::Impl {
@@ -119,7 +128,8 @@ class StoreWriter::Impl {
         arena_(budget, shard_buffer_words(o), "store writer shard buffer",
                "lower store.shard_target_bytes or raise engine.memory_budget"),
         capacity_(arena_.size() * 8),
-        raw_offset_(shard_raw_offset()) {
+        raw_offset_(shard_raw_offset()),
+        tail_below_(tail_threshold(o)) {
     FGM_ASSERT(o.tile_rows > 0);
     FGM_ASSERT(o.n_rows <= std::numeric_limits<uint32_t>::max());
     const uint64_t cells = layout_cells(o);  // reserved up front (see layout_cells)
@@ -129,6 +139,7 @@ class StoreWriter::Impl {
     // Capacity only: the pages are touched as blocks need them (a zero-filled
     // 16 MiB layout cost small ingests a tenth of a second of page faults).
     sorted_.reserve(cells);
+    part_columns_.reserve(cells);
     reserved_cells_ = cells;
     tile_starts_.resize(tiles_ + 1);
     fill_.resize(tiles_ + 1);
@@ -167,6 +178,7 @@ class StoreWriter::Impl {
     if (count_ > 0) flush();
     arena_ = {};
     sorted_ = {};
+    part_columns_ = {};
     tile_starts_ = {};
     fill_ = {};
     cells_memory_.release();
@@ -211,29 +223,70 @@ class StoreWriter::Impl {
     float max = -std::numeric_limits<float>::infinity();
   };
 
-  // A staged block: columns [begin, end) of the shard.
+  // A staged block, or one part of it (format 6, store_format.h): the staged
+  // columns of [begin, end) whose part() is `part`, in the id range
+  // [first_id, end_id).
+  enum class Part { kWhole, kHead, kTail };
   struct StagedBlock {
-    uint64_t begin, end, nnz_begin, nnz, cells;
-    bool unit;  // every value 1.0: no values array (kBlockUnitValues)
+    uint64_t begin = 0, end = 0;
+    Part part = Part::kWhole;
+    uint64_t first_id = 0, end_id = 0, column_count = 0, nnz = 0, cells = 0;
+    bool unit = true;   // every value 1.0: no values array (kBlockUnitValues)
+    bool tail = false;  // the tail part of the block before it (kBlockTailPart)
+    double tail_bound = 0;  // max over the columns of nonzeros · max |value|
     BlockLayout layout;
   };
 
+  uint64_t nnz_of(uint64_t j) { return meta(j).end - begin_of(j); }
+  bool in_part(const StagedBlock& b, uint64_t j) {
+    return b.part == Part::kWhole || (nnz_of(j) < tail_below_) == (b.part == Part::kTail);
+  }
+  // The staged columns of `b`, in order, into part_columns_ (reserved with
+  // the cell layout: a block has at most as many columns as cells).
+  const std::vector<uint64_t>& part_columns(const StagedBlock& b) {
+    part_columns_.clear();
+    for (uint64_t j = b.begin; j < b.end; ++j)
+      if (in_part(b, j)) part_columns_.push_back(j);
+    FGM_ASSERT(part_columns_.size() == b.column_count);
+    return part_columns_;
+  }
+
+  // Each block's columns [begin, end), split into a head and a tail part
+  // when the tail threshold separates them.
   std::vector<StagedBlock> staged_blocks() {
     std::vector<StagedBlock> blocks;
-    for (size_t b = 0; b < block_begin_.size(); ++b) {
-      StagedBlock s{};
-      s.begin = block_begin_[b];
-      s.end = b + 1 < block_begin_.size() ? block_begin_[b + 1] : count_;
-      s.nnz_begin = begin_of(s.begin);
-      s.nnz = meta(s.end - 1).end - s.nnz_begin;
-      s.unit = true;
+    auto add_part = [&](StagedBlock s) {
       for (uint64_t j = s.begin; j < s.end; ++j) {
+        if (!in_part(s, j)) continue;
+        s.column_count += 1;
+        s.nnz += nnz_of(j);
         s.cells += meta(j).cells;
         s.unit = s.unit && meta(j).unit == 1;
+        const double x_max = std::max(std::fabs(static_cast<double>(meta(j).min)),
+                                      std::fabs(static_cast<double>(meta(j).max)));
+        s.tail_bound = std::max(s.tail_bound, static_cast<double>(nnz_of(j)) * x_max);
       }
       FGM_ASSERT(s.nnz <= std::numeric_limits<uint32_t>::max());
-      s.layout = block_layout(s.end - s.begin, s.cells, s.nnz, tiles_, s.unit);
+      s.layout = block_layout(s.column_count, s.cells, s.nnz, tiles_, s.unit);
       blocks.push_back(s);
+    };
+    for (size_t b = 0; b < block_begin_.size(); ++b) {
+      StagedBlock s;
+      s.begin = block_begin_[b];
+      s.end = b + 1 < block_begin_.size() ? block_begin_[b + 1] : count_;
+      s.first_id = meta(s.begin).id;
+      s.end_id = meta(s.end - 1).id + 1;
+      uint64_t short_columns = 0;
+      for (uint64_t j = s.begin; j < s.end; ++j) short_columns += nnz_of(j) < tail_below_;
+      if (short_columns == 0 || short_columns == s.end - s.begin) {
+        add_part(s);
+        continue;
+      }
+      s.part = Part::kHead;
+      add_part(s);
+      s.part = Part::kTail;
+      s.tail = true;
+      add_part(s);
     }
     return blocks;
   }
@@ -242,7 +295,9 @@ class StoreWriter::Impl {
   // into sorted_: count the cells of each tile, then place them.
   void lay_out_cells(const StagedBlock& b) {
     auto for_each_cell = [&](auto&& fn) {
-      for (uint64_t j = b.begin; j < b.end; ++j) {
+      const std::vector<uint64_t>& columns = part_columns(b);
+      for (uint64_t k = 0; k < columns.size(); ++k) {
+        const uint64_t j = columns[k];
         const uint64_t begin = begin_of(j), end = meta(j).end;
         for (uint64_t p = begin; p < end;) {
           const uint32_t tile = pairs()[p].row / o_.tile_rows;
@@ -250,7 +305,7 @@ class StoreWriter::Impl {
           const uint64_t tile_end = uint64_t{tile + 1} * o_.tile_rows;
           uint64_t q = p + 1;
           while (q < end && pairs()[q].row < tile_end) ++q;
-          fn(tile, Cell{static_cast<uint32_t>(j - b.begin), static_cast<uint32_t>(q - p), p});
+          fn(tile, Cell{static_cast<uint32_t>(k), static_cast<uint32_t>(q - p), p});
           p = q;
         }
       }
@@ -261,8 +316,9 @@ class StoreWriter::Impl {
     FGM_ASSERT(tile_starts_[tiles_] == b.cells);
     if (b.cells > sorted_.size()) {
       if (b.cells > reserved_cells_) {
-        cells_memory_.resize(sizeof(Cell) * b.cells + 16 * (tiles_ + 1));
+        cells_memory_.resize((sizeof(Cell) + 8) * b.cells + 16 * (tiles_ + 1));
         reserved_cells_ = b.cells;
+        part_columns_.reserve(b.cells);
       }
       sorted_.resize(b.cells);
     }
@@ -309,11 +365,12 @@ class StoreWriter::Impl {
     pad_to(l.values);
     if (!b.unit) emit_nonzeros([](const Pair& p) -> float { return p.value; });
     pad_to(l.column_ids);
-    emit(b.end - b.begin, [&](uint64_t k) -> uint64_t { return meta(b.begin + k).id; });
+    const std::vector<uint64_t>& columns = part_columns(b);
+    emit(columns.size(), [&](uint64_t k) -> uint64_t { return meta(columns[k]).id; });
     pad_to(l.col_min);
-    emit(b.end - b.begin, [&](uint64_t k) -> float { return meta(b.begin + k).min; });
+    emit(columns.size(), [&](uint64_t k) -> float { return meta(columns[k]).min; });
     pad_to(l.col_max);
-    emit(b.end - b.begin, [&](uint64_t k) -> float { return meta(b.begin + k).max; });
+    emit(columns.size(), [&](uint64_t k) -> float { return meta(columns[k]).max; });
     pad_to(l.tile_cells);
     emit(tiles_ + 1, [&](uint64_t t) -> uint32_t { return static_cast<uint32_t>(tile_starts_[t]); });
     pad_to(l.cell_column);
@@ -331,15 +388,16 @@ class StoreWriter::Impl {
 
   BlockEntry entry_of(const StagedBlock& b, uint64_t offset) {
     BlockEntry e{};
-    e.first_column = meta(b.begin).id;
-    e.end_column = meta(b.end - 1).id + 1;
-    e.column_count = b.end - b.begin;
+    e.first_column = b.first_id;
+    e.end_column = b.end_id;
+    e.column_count = b.column_count;
     e.nnz = b.nnz;
     e.offset = offset;
     e.bytes = b.layout.bytes;
     e.cell_count = static_cast<uint32_t>(b.cells);
     e.tile_count = static_cast<uint32_t>(tiles_);
     e.flags = b.unit ? kBlockUnitValues : 0;
+    if (b.tail) e.flags |= kBlockTailPart | uint64_t{tail_bound_bits(b.tail_bound)} << 32;
     return e;
   }
 
@@ -574,6 +632,8 @@ class StoreWriter::Impl {
   uint64_t reserved_cells_ = 0;  // what cells_memory_ covers
   std::vector<uint64_t> tile_starts_, fill_;
   uint64_t raw_offset_;
+  uint64_t tail_below_;
+  std::vector<uint64_t> part_columns_;  // reserved in cells_memory_ (layout_bytes)
   uint64_t count_ = 0, nnz_ = 0;
   std::vector<uint64_t> block_begin_;  // staged column index where each block starts
   uint64_t block_cost_ = 0;

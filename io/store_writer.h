@@ -1,4 +1,4 @@
-// The one writer of store format 4 (io/shard_store.h describes the files).
+// The one writer of the store format (6; io/shard_store.h describes the files).
 // Ingest (io/ingest.cpp) and the sparse synthetic generator's --store path
 // (synth/synthetic_sparse.cpp) both add their columns here, so the cut rules
 // of blocks and shards, the tile-major layout, the checksums and the manifest
@@ -44,6 +44,9 @@ struct StoreWriterOptions {
   // nonzero, 16 per column, 8 per cell); a column bigger than that is a block
   // of its own. Blocks are never split when read.
   uint64_t block_target_bytes = 1 << 20;
+  // Format 6: a block's columns of fewer nonzeros than this are written as
+  // its tail part (io/store_format.h); 0: 16 per tile (at least 16).
+  uint64_t tail_below_nnz = 0;
   uint64_t io_bytes = 1 << 20;  // file buffers
 };
 

@@ -10,7 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <thread>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "core/hash.h"
 #include "core/memory_budget.h"
 #include "io/ingest.h"
+#include "io/schema/shard_generated.h"
 #include "io/shard_store.h"
 #include "io/store_format.h"
 #include "io/store_writer.h"
@@ -764,7 +768,7 @@ TEST_CASE("binary columns are stored without values: 4 bytes a nonzero less, the
   ingest_libsvm(dir.write("twos.svm", twos_eol), dir.file("twos"), o, budget);
   auto unit = ShardStore::open(dir.file("ones"), budget);
   auto kept = ShardStore::open(dir.file("twos"), budget);
-  CHECK(unit->info().format_version == 5);
+  CHECK(unit->info().format_version == kStoreFormatVersion);
   check_store_against_twin(*unit, twin_of(dir.file("ones.svm")), tile_rows);
   check_store_against_twin(*kept, twin_of(dir.file("twos.svm")), tile_rows);
   const uint64_t nnz = unit->info().nnz;
@@ -822,7 +826,154 @@ TEST_CASE("a format 4 store written by an earlier fgm still reads, equal to its 
   o.block_bytes = 512;
   ingest_libsvm(fixture + "/source.svm", dir.file("s"), o, budget);
   auto new_store = ShardStore::open(dir.file("s"), budget);
-  CHECK(new_store->info().format_version == 5);
+  CHECK(new_store->info().format_version == kStoreFormatVersion);
   CHECK(new_store->info().shard_bytes < old_store->info().shard_bytes);
   check_store_against_twin(*new_store, twin, 16);
+}
+
+// ---------------------------------------------------------------- format 6
+
+namespace {
+
+// The block table of a store's shard file, as written.
+std::vector<store::BlockEntry> block_table_of(const std::string& shard_path, uint64_t& raw_offset) {
+  std::ifstream in(shard_path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  store::Preamble pre{};
+  std::memcpy(&pre, file.data(), sizeof(pre));
+  const auto* h = schema::GetSizePrefixedShardHeader(file.data() + sizeof(pre));
+  raw_offset = h->raw_offset();
+  std::vector<store::BlockEntry> table(h->block_count());
+  std::memcpy(table.data(), file.data() + raw_offset + h->block_table_offset(),
+              sizeof(store::BlockEntry) * table.size());
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("format 6: heads and tails equal the twin, read whole and in parts, bounds hold",
+          "[io][store][format6]") {
+  for (Kind kind : {Kind::kBinary, Kind::kInteger, Kind::kTied, Kind::kNegative}) {
+    CAPTURE(static_cast<int>(kind));
+    test::TempDir dir("fgm-format6");
+    // Column 1 in every row (a head column), the others ~100 nonzeros each:
+    // below the default tail threshold, 16 a tile (20 tiles: 320).
+    const std::string path = dir.write("d.svm", random_text(kind, 1000, 60, 11 + static_cast<int>(kind)));
+    const Twin twin = twin_of(path);
+    MemoryBudget budget(64 << 20);
+    IngestOptions o;
+    o.tile_rows = 50;
+    o.block_bytes = 16 << 10;  // column 1 shares a block with the rare ones
+    ingest_libsvm(path, dir.file("s"), o, budget);
+    auto store = ShardStore::open(dir.file("s"), budget);
+    REQUIRE(store->info().format_version == 6);
+    check_store_against_twin(*store, twin, 50);
+    const uint64_t tail_below = 16 * 20;
+    uint64_t tails = 0;
+    for (uint64_t target : {uint64_t{1}, uint64_t{2048}, uint64_t{1} << 30}) {
+      for (const BlockRef& ref : store->plan_blocks(target)) {
+        if (!ref.has_tail) continue;
+        ++tails;
+        BlockBuffer whole_buffer, buffer;
+        const ColumnBlock whole = store->read_block(ref, whole_buffer);
+        const ColumnBlock head = store->read_part(ref, BlockPart::kHead, buffer);
+        const ColumnBlock tail = store->read_part(ref, BlockPart::kTail, buffer);
+        REQUIRE(buffer.capacity() >= ref.read_bytes);
+        check_block_against_twin(head, twin, 50);  // the head's view outlives the tail's read
+        check_block_against_twin(tail, twin, 50);
+        REQUIRE(tail.column_count == ref.tail_columns);
+        REQUIRE(head.column_count + tail.column_count == whole.column_count);
+        std::vector<uint64_t> ids(head.column_ids, head.column_ids + head.column_count);
+        ids.insert(ids.end(), tail.column_ids, tail.column_ids + tail.column_count);
+        std::sort(ids.begin(), ids.end());
+        REQUIRE(ids == std::vector<uint64_t>(whole.column_ids, whole.column_ids + whole.column_count));
+        // One stored block: its head is its popular columns (grouped with
+        // others, the head read holds every entry that is not a tail).
+        if (ref.block_count == 2)
+          for (uint64_t k = 0; k < head.column_count; ++k)
+            REQUIRE(twin.columns.at(head.column_ids[k]).size() >= tail_below);
+        for (uint64_t k = 0; k < tail.column_count; ++k) {
+          const auto& col = twin.columns.at(tail.column_ids[k]);
+          REQUIRE(col.size() < tail_below);
+          auto [lo, hi] = twin_range(twin, tail.column_ids[k]);
+          const double x_max = std::max(std::fabs(double{lo}), std::fabs(double{hi}));
+          REQUIRE(static_cast<double>(col.size()) * x_max <= ref.tail_bound);
+        }
+      }
+    }
+    CHECK(tails > 0);
+  }
+}
+
+TEST_CASE("format 6: a changed tail is refused when read, whole or as a part", "[io][store][format6]") {
+  test::TempDir dir("fgm-format6-changed");
+  const std::string path = dir.write("d.svm", random_text(Kind::kInteger, 1000, 60, 5));
+  MemoryBudget budget(64 << 20);
+  IngestOptions o;
+  o.tile_rows = 50;
+  o.block_bytes = 16 << 10;  // column 1 shares a block with the rare ones
+  ingest_libsvm(path, dir.file("s"), o, budget);
+  auto store = ShardStore::open(dir.file("s"), budget);
+  const std::string shard = dir.file("s") + "/" + store::shard_file_name(0);
+  uint64_t raw = 0;
+  const std::vector<store::BlockEntry> table = block_table_of(shard, raw);
+  uint64_t tail_entry = table.size();
+  for (uint64_t b = 0; b < table.size(); ++b)
+    if (table[b].tail_part() && tail_entry == table.size()) tail_entry = b;
+  REQUIRE(tail_entry < table.size());
+  REQUIRE(table[tail_entry].tail_bound() > 0);
+  const BlockRef* ref = nullptr;
+  const auto refs = store->plan_blocks(1);
+  for (const BlockRef& r : refs)
+    if (r.shard == 0 && r.first_block + 1 == tail_entry) ref = &r;
+  REQUIRE(ref != nullptr);
+  REQUIRE(ref->has_tail);
+  // The tail's first row id, changed in place (a later write: a new ctime).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(raw + table[tail_entry].offset);
+    f.seekg(at);
+    uint32_t row = 0;
+    f.read(reinterpret_cast<char*>(&row), 4);
+    row ^= 1;
+    f.seekp(at);
+    f.write(reinterpret_cast<const char*>(&row), 4);
+  }
+  auto expect_refused = [&](auto&& read) {
+    try {
+      read();
+      FAIL("the changed tail was read");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::kCorruption);
+      CHECK(std::string(e.what()).find("shard-00000.fgs") != std::string::npos);
+    }
+  };
+  BlockBuffer buffer;
+  expect_refused([&] { store->read_block(*ref, buffer); });
+  expect_refused([&] {
+    store->read_part(*ref, BlockPart::kHead, buffer);
+    store->read_part(*ref, BlockPart::kTail, buffer);
+  });
+  // Opening it again: the shard's checksums no longer match.
+  MemoryBudget again(64 << 20);
+  expect_refused([&] { ShardStore::open(dir.file("s"), again); });
+}
+
+TEST_CASE("format 6: a tail entry out of place is refused at open", "[io][store][format6]") {
+  // A crafted block table entry flagged as a tail with nothing before it.
+  test::TempDir dir("fgm-format6-crafted");
+  CraftedBlock c;
+  c.flags = store::kBlockTailPart | (uint64_t{store::tail_bound_bits(4.0)} << 32);
+  write_crafted_store(dir.file("s"), c);
+  const std::string e = crafted_error(dir.file("s"));
+  CHECK(e.find("tail part") != std::string::npos);
+}
+
+TEST_CASE("a format 5 store written by an earlier fgm still reads, equal to its text", "[io][store][format5]") {
+  const std::string fixture = std::string(FGM_SOURCE_DIR) + "/tests/io/data/format5";
+  MemoryBudget budget(64 << 20);
+  auto old_store = ShardStore::open(fixture, budget);
+  CHECK(old_store->info().format_version == 5);
+  check_store_against_twin(*old_store, twin_of(fixture + "/source.svm"), 16);
 }
