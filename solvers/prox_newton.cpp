@@ -984,10 +984,14 @@ double ProxNewton<LossT>::dual_bound(const std::vector<double>& sums, double b) 
 // out = A v for an exactly symmetric d×d A, as d column updates: every out[a]
 // is still the sum over e in increasing order — the bits of the row-by-row
 // dot products — but the inner loop carries no dependence, so it vectorises
-// (the dot products' add chain bound the Newton model's FISTA).
-__attribute__((optimize("tree-vectorize"))) void symmetric_multiply(const double* __restrict A,
-                                                                    const double* __restrict v,
-                                                                    double* __restrict out, size_t d) {
+// (the dot products' add chain bound the Newton model's FISTA). Aligned to a
+// 64-byte line so the inner loop's place in the op cache does not move with
+// the rest of the binary: unaligned builds of the same code ran news20's
+// one-vs-rest train 1.2x slower.
+__attribute__((optimize("tree-vectorize"), aligned(64))) void symmetric_multiply(const double* __restrict A,
+                                                                                 const double* __restrict v,
+                                                                                 double* __restrict out,
+                                                                                 size_t d) {
   std::fill(out, out + d, 0.0);
   for (size_t e = 0; e < d; ++e) {
     const double* __restrict column = A + e * d;
