@@ -144,6 +144,37 @@ struct NoScratch {
   uint64_t operator()(const BlockRef&) const { return 0; }
 };
 
+namespace detail {
+// The stages of one pass: transforms in parallel into per-slot results,
+// consumed in block order. With `kParts`, a split block can reach the
+// transform as its head and a reader of its tail (stream_block_parts).
+template <class Result, bool kParts, class Transform, class Consume, class Scratch>
+struct PassStages final : BlockStages {
+  PassStages(Transform& t, Consume& c, Scratch& s) : transform_fn(t), consume_fn(c), scratch_fn(s) {}
+  uint64_t scratch_bytes(const BlockRef& ref) const override { return scratch_fn(ref); }
+  void open(size_t slots) override { results.resize(slots); }
+  void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) override {
+    if constexpr (kParts)
+      results[slot].emplace(transform_fn(ref, block, static_cast<const TailReader*>(nullptr)));
+    else
+      results[slot].emplace(transform_fn(ref, block));
+  }
+  bool takes_parts() const override { return kParts; }
+  void transform_parts(size_t slot, const BlockRef& ref, const ColumnBlock& head, const TailReader& tail) override {
+    if constexpr (kParts) results[slot].emplace(transform_fn(ref, head, &tail));
+  }
+  void consume(size_t slot) override {
+    Result r = std::move(*results[slot]);
+    results[slot].reset();
+    consume_fn(std::move(r));
+  }
+  Transform& transform_fn;
+  Consume& consume_fn;
+  Scratch& scratch_fn;
+  std::vector<std::optional<Result>> results;
+};
+}  // namespace detail
+
 // One pass over `blocks`: transform(const BlockRef&, const ColumnBlock&) ->
 // Result in parallel, consume(Result&&) serially in block order.
 // scratch(const BlockRef&) -> bytes bounds what one transform allocates; the
@@ -152,24 +183,7 @@ template <class Result, class Transform, class Consume, class Scratch = NoScratc
 PassStats stream_blocks(const BlockStream& stream, const std::vector<BlockRef>& blocks,
                         const std::string& label, Transform&& transform, Consume&& consume,
                         Scratch scratch = Scratch()) {
-  struct Stages final : BlockStages {
-    Stages(Transform& t, Consume& c, Scratch& s) : transform_fn(t), consume_fn(c), scratch_fn(s) {}
-    uint64_t scratch_bytes(const BlockRef& ref) const override { return scratch_fn(ref); }
-    void open(size_t slots) override { results.resize(slots); }
-    void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) override {
-      results[slot].emplace(transform_fn(ref, block));
-    }
-    void consume(size_t slot) override {
-      Result r = std::move(*results[slot]);
-      results[slot].reset();
-      consume_fn(std::move(r));
-    }
-    Transform& transform_fn;
-    Consume& consume_fn;
-    Scratch& scratch_fn;
-    std::vector<std::optional<Result>> results;
-  };
-  Stages stages(transform, consume, scratch);
+  detail::PassStages<Result, false, Transform, Consume, Scratch> stages(transform, consume, scratch);
   return stream.run(blocks, label, stages);
 }
 
@@ -181,28 +195,7 @@ template <class Result, class Transform, class Consume, class Scratch = NoScratc
 PassStats stream_block_parts(const BlockStream& stream, const std::vector<BlockRef>& blocks,
                              const std::string& label, Transform&& transform, Consume&& consume,
                              Scratch scratch = Scratch()) {
-  struct Stages final : BlockStages {
-    Stages(Transform& t, Consume& c, Scratch& s) : transform_fn(t), consume_fn(c), scratch_fn(s) {}
-    uint64_t scratch_bytes(const BlockRef& ref) const override { return scratch_fn(ref); }
-    void open(size_t slots) override { results.resize(slots); }
-    void transform(size_t slot, const BlockRef& ref, const ColumnBlock& block) override {
-      results[slot].emplace(transform_fn(ref, block, static_cast<const TailReader*>(nullptr)));
-    }
-    bool takes_parts() const override { return true; }
-    void transform_parts(size_t slot, const BlockRef& ref, const ColumnBlock& head, const TailReader& tail) override {
-      results[slot].emplace(transform_fn(ref, head, &tail));
-    }
-    void consume(size_t slot) override {
-      Result r = std::move(*results[slot]);
-      results[slot].reset();
-      consume_fn(std::move(r));
-    }
-    Transform& transform_fn;
-    Consume& consume_fn;
-    Scratch& scratch_fn;
-    std::vector<std::optional<Result>> results;
-  };
-  Stages stages(transform, consume, scratch);
+  detail::PassStages<Result, true, Transform, Consume, Scratch> stages(transform, consume, scratch);
   return stream.run(blocks, label, stages);
 }
 
