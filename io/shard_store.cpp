@@ -972,70 +972,92 @@ std::vector<BlockRef> PreadShardStore::plan_blocks(uint64_t target_bytes) const 
 
 namespace {
 
+// The arrays of one block laid out at `out` (store::block_layout) to hold
+// the columns, cells and nonzeros of `parts` together.
+struct MergedArrays {
+  uint64_t columns = 0, cells = 0, nnz = 0;
+  store::BlockLayout layout;
+  uint64_t* column_ids;
+  float *col_min, *col_max, *values;
+  uint32_t *tile_cells, *cell_column, *cell_ptr, *row_ids;
+
+  // `unit_values`: every value 1, none stored.
+  MergedArrays(const std::vector<const ColumnBlock*>& parts, uint8_t* out, bool unit_values) {
+    for (const ColumnBlock* p : parts) {
+      columns += p->column_count;
+      cells += p->cell_count();
+      nnz += p->nnz();
+    }
+    layout = store::block_layout(columns, cells, nnz, parts[0]->tile_count, unit_values);
+    column_ids = reinterpret_cast<uint64_t*>(out + layout.column_ids);
+    col_min = reinterpret_cast<float*>(out + layout.col_min);
+    col_max = reinterpret_cast<float*>(out + layout.col_max);
+    tile_cells = reinterpret_cast<uint32_t*>(out + layout.tile_cells);
+    cell_column = reinterpret_cast<uint32_t*>(out + layout.cell_column);
+    cell_ptr = reinterpret_cast<uint32_t*>(out + layout.cell_ptr);
+    row_ids = reinterpret_cast<uint32_t*>(out + layout.row_ids);
+    values = unit_values ? nullptr : reinterpret_cast<float*>(out + layout.values);
+    tile_cells[0] = 0;
+    cell_ptr[0] = 0;
+  }
+
+  // The merged block: `first`'s tiles and start, ending at `end_column`;
+  // values `ones` when none were copied.
+  ColumnBlock block(const ColumnBlock& first, uint64_t end_column, const float* ones) const {
+    ColumnBlock c = first;
+    c.end_column = end_column;
+    c.column_count = columns;
+    c.column_ids = column_ids;
+    c.col_min = col_min;
+    c.col_max = col_max;
+    c.tile_cells = tile_cells;
+    c.cell_column = cell_column;
+    c.cell_ptr = cell_ptr;
+    c.row_ids = row_ids;
+    c.values = values ? values : ones;
+    c.unit_values = values == nullptr;
+    return c;
+  }
+};
+
 // Concatenates the stored blocks `parts` (consecutive, same tiles) into one
 // block laid out at `out`: tile by tile, each part's cells in part order, so
 // columns stay increasing inside a tile.
 ColumnBlock merge_blocks(const std::vector<ColumnBlock>& parts, uint8_t* out) {
-  uint64_t k = 0, cells = 0, nnz = 0;
-  for (const auto& p : parts) {
-    k += p.column_count;
-    cells += p.cell_count();
-    nnz += p.nnz();
-  }
+  std::vector<const ColumnBlock*> all;
+  for (const auto& p : parts) all.push_back(&p);
+  MergedArrays m(all, out, false);
   const uint32_t T = parts[0].tile_count;
-  const store::BlockLayout l = store::block_layout(k, cells, nnz, T);
-  auto* column_ids = reinterpret_cast<uint64_t*>(out + l.column_ids);
-  auto* col_min = reinterpret_cast<float*>(out + l.col_min);
-  auto* col_max = reinterpret_cast<float*>(out + l.col_max);
-  auto* tile_cells = reinterpret_cast<uint32_t*>(out + l.tile_cells);
-  auto* cell_column = reinterpret_cast<uint32_t*>(out + l.cell_column);
-  auto* cell_ptr = reinterpret_cast<uint32_t*>(out + l.cell_ptr);
-  auto* row_ids = reinterpret_cast<uint32_t*>(out + l.row_ids);
-  auto* values = reinterpret_cast<float*>(out + l.values);
   uint64_t at = 0;
   for (const auto& p : parts) {
-    std::memcpy(column_ids + at, p.column_ids, 8 * p.column_count);
-    std::memcpy(col_min + at, p.col_min, 4 * p.column_count);
-    std::memcpy(col_max + at, p.col_max, 4 * p.column_count);
+    std::memcpy(m.column_ids + at, p.column_ids, 8 * p.column_count);
+    std::memcpy(m.col_min + at, p.col_min, 4 * p.column_count);
+    std::memcpy(m.col_max + at, p.col_max, 4 * p.column_count);
     at += p.column_count;
   }
   // Per tile, each part's cells and nonzeros are contiguous: copied in bulk,
   // their pointers and columns shifted (a tall store's cells hold 1-2
   // nonzeros, so a copy per cell would cost more than the copy itself).
   uint32_t cell = 0, nz = 0;
-  tile_cells[0] = 0;
-  cell_ptr[0] = 0;
   for (uint32_t t = 0; t < T; ++t) {
     uint32_t column_base = 0;
     for (const auto& p : parts) {
       const uint32_t x0 = p.tile_cells[t], x1 = p.tile_cells[t + 1];
       const uint32_t b = p.cell_ptr[x0], e = p.cell_ptr[x1];
-      std::memcpy(row_ids + nz, p.row_ids + b, 4 * uint64_t{e - b});
-      std::memcpy(values + nz, p.values + b, 4 * uint64_t{e - b});
+      std::memcpy(m.row_ids + nz, p.row_ids + b, 4 * uint64_t{e - b});
+      std::memcpy(m.values + nz, p.values + b, 4 * uint64_t{e - b});
       const uint32_t shift = nz - b;  // modulo 2^32: nz + (ptr − b)
       for (uint32_t x = x0; x < x1; ++x) {
-        cell_column[cell + (x - x0)] = column_base + p.cell_column[x];
-        cell_ptr[cell + (x - x0) + 1] = p.cell_ptr[x + 1] + shift;
+        m.cell_column[cell + (x - x0)] = column_base + p.cell_column[x];
+        m.cell_ptr[cell + (x - x0) + 1] = p.cell_ptr[x + 1] + shift;
       }
       cell += x1 - x0;
       nz += e - b;
       column_base += static_cast<uint32_t>(p.column_count);
     }
-    tile_cells[t + 1] = cell;
+    m.tile_cells[t + 1] = cell;
   }
-  ColumnBlock c = parts[0];
-  c.end_column = parts.back().end_column;
-  c.column_count = k;
-  c.column_ids = column_ids;
-  c.col_min = col_min;
-  c.col_max = col_max;
-  c.tile_cells = tile_cells;
-  c.cell_column = cell_column;
-  c.cell_ptr = cell_ptr;
-  c.row_ids = row_ids;
-  c.values = values;
-  c.unit_values = false;  // the values were copied into the buffer
-  return c;
+  return m.block(parts[0], parts.back().end_column, nullptr);
 }
 
 // One stored block of format 6 as read: its head and, if it has one, its tail.
@@ -1052,26 +1074,14 @@ struct StoredParts {
 // `wrong` when a head and its tail list the same id.
 const char* merge_with_tails(const std::vector<StoredParts>& blocks, uint8_t* out, const float* ones,
                              ColumnBlock& merged) {
-  uint64_t k = 0, cells = 0, nnz = 0;
+  std::vector<const ColumnBlock*> all;
   for (const auto& s : blocks)
     for (const ColumnBlock* p : {&s.head, s.tail})
-      if (p) {
-        k += p->column_count;
-        cells += p->cell_count();
-        nnz += p->nnz();
-      }
+      if (p) all.push_back(p);
+  MergedArrays m(all, out, ones != nullptr);
   const uint32_t T = blocks[0].head.tile_count;
-  const store::BlockLayout l = store::block_layout(k, cells, nnz, T, ones != nullptr);
-  auto* column_ids = reinterpret_cast<uint64_t*>(out + l.column_ids);
-  auto* col_min = reinterpret_cast<float*>(out + l.col_min);
-  auto* col_max = reinterpret_cast<float*>(out + l.col_max);
-  auto* tile_cells = reinterpret_cast<uint32_t*>(out + l.tile_cells);
-  auto* cell_column = reinterpret_cast<uint32_t*>(out + l.cell_column);
-  auto* cell_ptr = reinterpret_cast<uint32_t*>(out + l.cell_ptr);
-  auto* row_ids = reinterpret_cast<uint32_t*>(out + l.row_ids);
-  auto* values = ones ? nullptr : reinterpret_cast<float*>(out + l.values);
   // map[head columns of block 0, its tail columns, head columns of block 1, ...]
-  auto* map = reinterpret_cast<uint32_t*>(out + l.bytes);
+  auto* map = reinterpret_cast<uint32_t*>(out + m.layout.bytes);
   std::vector<uint64_t> head_map(blocks.size()), tail_map(blocks.size());
   uint32_t at = 0;
   uint64_t map_at = 0;
@@ -1087,23 +1097,21 @@ const char* merge_with_tails(const std::vector<StoredParts>& blocks, uint8_t* ou
       if (x < hk && y < tk && h.column_ids[x] == t->column_ids[y]) return "a column listed in a head and its tail";
       const ColumnBlock& p = from_head ? h : *t;
       const uint64_t j = from_head ? x++ : y++;
-      column_ids[at] = p.column_ids[j];
-      col_min[at] = p.col_min[j];
-      col_max[at] = p.col_max[j];
+      m.column_ids[at] = p.column_ids[j];
+      m.col_min[at] = p.col_min[j];
+      m.col_max[at] = p.col_max[j];
       map[(from_head ? head_map[u] : tail_map[u]) + j] = at++;
     }
     map_at += hk + tk;
   }
   uint32_t cell = 0, nz = 0;
-  tile_cells[0] = 0;
-  cell_ptr[0] = 0;
   auto copy_cell = [&](const ColumnBlock& p, uint32_t x, uint32_t column) {
     const uint32_t b = p.cell_ptr[x], n = p.cell_ptr[x + 1] - b;
-    std::memcpy(row_ids + nz, p.row_ids + b, 4 * uint64_t{n});
-    if (values) std::memcpy(values + nz, p.values + b, 4 * uint64_t{n});
+    std::memcpy(m.row_ids + nz, p.row_ids + b, 4 * uint64_t{n});
+    if (m.values) std::memcpy(m.values + nz, p.values + b, 4 * uint64_t{n});
     nz += n;
-    cell_column[cell] = column;
-    cell_ptr[++cell] = nz;
+    m.cell_column[cell] = column;
+    m.cell_ptr[++cell] = nz;
   };
   for (uint32_t t = 0; t < T; ++t) {
     for (size_t u = 0; u < blocks.size(); ++u) {
@@ -1120,20 +1128,9 @@ const char* merge_with_tails(const std::vector<StoredParts>& blocks, uint8_t* ou
         else copy_cell(*tl, y++, tc);
       }
     }
-    tile_cells[t + 1] = cell;
+    m.tile_cells[t + 1] = cell;
   }
-  merged = blocks[0].head;
-  merged.end_column = blocks.back().head.end_column;
-  merged.column_count = k;
-  merged.column_ids = column_ids;
-  merged.col_min = col_min;
-  merged.col_max = col_max;
-  merged.tile_cells = tile_cells;
-  merged.cell_column = cell_column;
-  merged.cell_ptr = cell_ptr;
-  merged.row_ids = row_ids;
-  merged.values = ones ? ones : values;
-  merged.unit_values = ones != nullptr;
+  merged = m.block(blocks[0].head, blocks.back().head.end_column, ones);
   return nullptr;
 }
 
