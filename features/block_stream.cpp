@@ -294,10 +294,16 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
   BlockBufferPool& buffers = *buffers_;
   ProgressBar bar(label, total, options_.progress);
   size_t next = 0, prefetched = 0;
-  // Read-ahead: the blocks the tokens will hold next.
+  // A block with a tail is read in parts when nothing else needs it whole.
+  const bool split_reads = !resident && !observer_ && stages.takes_parts() && store_.reads_parts();
+  // Read-ahead: the blocks the tokens will hold next (of a split read, the head).
   auto prefetch_until = [&](size_t end) {
-    for (end = std::min(end, blocks.size()); prefetched < end; ++prefetched)
-      if (!(resident && resident->find(blocks[prefetched]))) store_.prefetch_block(blocks[prefetched]);
+    for (end = std::min(end, blocks.size()); prefetched < end; ++prefetched) {
+      const BlockRef& ref = blocks[prefetched];
+      if (resident && resident->find(ref)) continue;
+      if (split_reads && ref.has_tail) store_.prefetch_head(ref);
+      else store_.prefetch_block(ref);
+    }
   };
   auto source = [&](tbb::flow_control& fc) -> size_t {
     check_interrupt();  // between blocks: the pass stops as on a read error
@@ -316,8 +322,7 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
       stages.transform(slot, ref, *kept);
       return index;
     }
-    // A block with a tail in parts when nothing else needs it whole.
-    const bool parts = ref.has_tail && !resident && !observer_ && stages.takes_parts() && store_.reads_parts();
+    const bool parts = split_reads && ref.has_tail;
     std::unique_ptr<BlockBuffer> buffer = buffers.take(ref.read_bytes);
     if (parts) {
       // The head now, the tail only if the stages ask (the same buffer).

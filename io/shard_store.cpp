@@ -345,6 +345,7 @@ class PreadShardStore final : public ShardStore {
   bool reads_parts() const override { return true; }
   ColumnBlock read_part(const BlockRef& block, BlockPart part, BlockBuffer& buffer) const override;
   void prefetch_block(const BlockRef& block) const override;
+  void prefetch_head(const BlockRef& block) const override;
   void read_column(uint64_t feature, std::vector<uint32_t>& rows,
                    std::vector<float>& values) const override;
   float column_min(uint64_t feature) const override { return column_float(feature, true); }
@@ -1210,6 +1211,19 @@ void PreadShardStore::prefetch_block(const BlockRef& block) const {
   if (fd.fd < 0) return;  // only a hint: read_block reports the error
   ::posix_fadvise(fd.fd, static_cast<off_t>(sh.raw_offset + begin),
                   static_cast<off_t>(end - begin), POSIX_FADV_WILLNEED);
+}
+
+void PreadShardStore::prefetch_head(const BlockRef& block) const {
+  const Shard& sh = shard_of(block);
+  Fd fd(sh);
+  if (fd.fd < 0) return;
+  for (uint64_t b = block.first_block; b < block.first_block + block.block_count; ++b) {
+    const store::BlockEntry& entry = sh.blocks[b];
+    if (entry.tail_part()) continue;
+    const PieceExtent e = piece_extent(sh.layout, entry.offset, entry.offset + entry.bytes);
+    ::posix_fadvise(fd.fd, static_cast<off_t>(sh.raw_offset + e.begin), static_cast<off_t>(e.bytes()),
+                    POSIX_FADV_WILLNEED);
+  }
 }
 
 PreadShardStore::Located PreadShardStore::locate(uint64_t feature) const {

@@ -211,6 +211,9 @@ class ShardStore {
   virtual ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const = 0;
   // Hints the kernel to start reading the block (posix_fadvise WILLNEED).
   virtual void prefetch_block(const BlockRef& block) const = 0;
+  // The hint for read_part(block, kHead) alone: a pass that may skip the
+  // tails does not ask the disk for them.
+  virtual void prefetch_head(const BlockRef& block) const { prefetch_block(block); }
   // Format 6 (block.has_tail): the block's head parts only (read_head), or
   // its tail parts only (read_tail), each verified as read_block verifies;
   // the two views are blocks of their own over disjoint columns whose union

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -198,4 +199,85 @@ TEST_CASE("part_out_of_reach: exactly the tails whose every column bound is belo
   CHECK(part_out_of_reach(3.0, 2.0, floor));
   CHECK_FALSE(part_out_of_reach(std::nan(""), 2.0, floor));
   CHECK_FALSE(part_out_of_reach(3.0, std::nan(""), floor));
+}
+
+namespace {
+
+// Forwards to a store and records which read-ahead hint each BlockRef got.
+class HintRecordingStore : public ShardStore {
+ public:
+  explicit HintRecordingStore(const ShardStore& inner) : inner_(inner) {}
+  const StoreInfo& info() const override { return inner_.info(); }
+  const std::string& dir() const override { return inner_.dir(); }
+  const int8_t* labels() const override { return inner_.labels(); }
+  const uint16_t* classes() const override { return inner_.classes(); }
+  std::vector<BlockRef> plan_blocks(uint64_t target_bytes) const override { return inner_.plan_blocks(target_bytes); }
+  ColumnBlock read_block(const BlockRef& block, BlockBuffer& buffer) const override {
+    return inner_.read_block(block, buffer);
+  }
+  bool reads_parts() const override { return inner_.reads_parts(); }
+  ColumnBlock read_part(const BlockRef& block, BlockPart part, BlockBuffer& buffer) const override {
+    return inner_.read_part(block, part, buffer);
+  }
+  void prefetch_block(const BlockRef& block) const override { record(block, "whole"); }
+  void prefetch_head(const BlockRef& block) const override { record(block, "head"); }
+  void read_column(uint64_t feature, std::vector<uint32_t>& rows, std::vector<float>& values) const override {
+    inner_.read_column(feature, rows, values);
+  }
+  float column_min(uint64_t feature) const override { return inner_.column_min(feature); }
+  float column_max(uint64_t feature) const override { return inner_.column_max(feature); }
+
+  std::map<std::pair<uint64_t, uint64_t>, std::string> hints() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return hints_;
+  }
+
+ private:
+  void record(const BlockRef& block, const char* kind) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hints_[{block.shard, block.first_block}] = kind;
+  }
+  const ShardStore& inner_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::pair<uint64_t, uint64_t>, std::string> hints_;
+};
+
+}  // namespace
+
+TEST_CASE("format 6: a pass that may skip tails asks the disk for heads only", "[features][pruning][format6]") {
+  const TailData d(1500, 1200, Values::kBinary, 11);
+  test::TempDir dir("fgm-format6-hints");
+  write_store(d, dir.file("s"), 100, 4096, 40);
+  MemoryBudget budget(64ull << 20);
+  auto opened = ShardStore::open(dir.file("s"), budget);
+  const HintRecordingStore store(*opened);
+  const std::vector<BlockRef> refs = store.plan_blocks(1);
+  uint64_t with_tail = 0;
+  for (const BlockRef& ref : refs) with_tail += ref.has_tail;
+  REQUIRE(with_tail > 0);
+  REQUIRE(with_tail < refs.size());
+  // The linear space's pass reads split blocks in parts: their hint covers the head.
+  {
+    MemoryBudget pass_budget(64ull << 20);
+    const SpaceScores r = pass(store, d.a.data(), 5, 2, 1, {}, pass_budget);
+    REQUIRE(r.pass.tails_skipped > 0);
+    const auto hints = store.hints();
+    REQUIRE(hints.size() == refs.size());
+    for (const BlockRef& ref : refs) CHECK(hints.at({ref.shard, ref.first_block}) == (ref.has_tail ? "head" : "whole"));
+  }
+  // A reader that needs whole blocks (an observer) hints whole blocks.
+  {
+    const HintRecordingStore whole(*opened);
+    MemoryBudget pass_budget(64ull << 20);
+    SchedulerOptions so;
+    so.threads = 2;
+    BlockStream stream(whole, so, pass_budget);
+    uint64_t columns = 0;
+    stream.set_observer([&](const ColumnBlock& block) { columns += block.column_count; });
+    auto space = make_feature_space(FeatureSpaceSettings{}, whole, pass_budget);
+    std::vector<double> a = d.a;
+    run_worst_case_analysis(*space, stream, refs, a.data(), 5, pass_budget);
+    CHECK(columns == d.columns.size());
+    for (const auto& [key, kind] : whole.hints()) CHECK(kind == "whole");
+  }
 }
