@@ -21,7 +21,8 @@
 //   streamed   the same pass streamed from the store in --block-bytes units
 //              (what `fgm train` does when the store is more than half the
 //              budget, e.g. the tall store at the default 1GB): every block
-//              read with pread and verified, every pass.
+//              read with pread and verified, every pass. With --cold the
+//              store's files leave the page cache before each timed pass.
 //   naive      for every column j: c_j = Σ_k a[row[k]]·value[k] over the
 //              in-memory CSC arrays, one plain loop, columns split evenly
 //              over --naive-threads threads (by default as many as the
@@ -36,8 +37,12 @@
 // (pass CPU / threads), the ratio that would hold on idle cores when each
 // side's threads are busy alike; on a loaded machine it is the one that does
 // not depend on how long the threads waited for a core.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -182,13 +187,24 @@ std::vector<uint64_t> naive_top(const PlainCsc& m, const std::vector<double>& c,
 
 }  // namespace
 
+// Drops the store's files from the page cache (clean pages: nothing is written).
+void evict_from_page_cache(const std::string& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"fgm_bench_tall: linear scoring pass vs a naive CSC gather vs read bandwidth (one process)"};
   std::string store_dir, budget_text = "8GB", block_text = "4MB", bw_text = "1GiB", label;
   int threads = 2, naive_threads = 0, reps = 5;
   uint64_t B = 10, seed = 1;
   double C = 10.0;
-  bool no_naive = false, open_only = false, no_streamed = false;
+  bool no_naive = false, open_only = false, no_streamed = false, cold = false;
   app.add_option("--store", store_dir, "store directory")->required();
   app.add_option("--threads", threads, "threads of the pass and the bandwidth read")->capture_default_str();
   app.add_option("--naive-threads", naive_threads, "threads of the naive loop (0: --threads)")->capture_default_str();
@@ -203,6 +219,8 @@ int main(int argc, char** argv) {
   app.add_option("--label", label, "free text copied into every JSON line");
   app.add_flag("--no-naive", no_naive, "pass (and bandwidth) only: no in-memory CSC copy");
   app.add_flag("--no-streamed", no_streamed, "no streamed pass (e.g. to profile the resident one alone)");
+  app.add_flag("--cold", cold,
+               "evict the store's files from the page cache before every timed pass (a store beyond RAM)");
   app.add_flag("--open-only", open_only, "open the store, print its shape, exit (0: this build reads it)");
   CLI11_PARSE(app, argc, argv);
   if (naive_threads <= 0) naive_threads = threads;
@@ -294,6 +312,7 @@ int main(int argc, char** argv) {
     std::vector<double> pass_cpu, naive_cpu, streamed_cpu, speedup_cpu;
     for (int rep = 0; rep < reps; ++rep) {
       double bs = array.empty() ? 0 : bandwidth_pass(array, threads);
+      if (cold) evict_from_page_cache(store_dir);
       double cpu0 = process_cpu_seconds();
       auto t0 = Clock::now();
       fgm::SpaceScores r = trainer_pass();
@@ -302,6 +321,7 @@ int main(int argc, char** argv) {
       cpu0 = process_cpu_seconds();
       double ns = no_naive ? 0 : naive_pass(csc, a.data(), c, naive_threads);
       const double nc = process_cpu_seconds() - cpu0;
+      if (cold) evict_from_page_cache(store_dir);
       cpu0 = process_cpu_seconds();
       t0 = Clock::now();
       if (!no_streamed) scoring_pass(*store, blocks, *space, a.data(), B, threads, budget);
