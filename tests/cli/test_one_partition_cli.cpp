@@ -133,7 +133,7 @@ std::vector<std::vector<std::string>> untimed_cells(const std::string& file) {
   return rows;
 }
 
-// MSLR and p-norm KTA run one loop over either store (engine/mslr_loop.h
+// MSLR and p-norm KTA run one loop over either store (engine/mslr_trainer.cpp
 // MslrRows, engine/pnorm_kta_path.h KtaData): their paths, point models and
 // the figures the loop computes (MSLR's objective with no feature) are the
 // same from a one-partition store.
