@@ -76,8 +76,8 @@ std::string constraint_stop(const std::vector<ConstraintMember>& members,
   double fresh = 0;
   for (const ConstraintMember& m : members) {
     if (m.position != SIZE_MAX) known.push_back(m.position);
+    fresh += m.score;
   }
-  for (const ConstraintMember& m : members) fresh += m.score;
   double held = 0;
   for (const auto& d : constraints) {
     double s = 0;

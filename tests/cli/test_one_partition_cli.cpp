@@ -63,6 +63,7 @@ const std::vector<SolverCase>& solver_cases() {
       {"fgm-bias", "in", "fgm.B=2 fgm.max_iterations=3 fgm.bias=true fgm.loss=logistic"},
       {"fgm-one-vs-rest", "three", "fgm.B=2 fgm.max_iterations=2"},
       {"mslr", "in", "solver=mslr mslr.r=2 mslr.max_iterations=3"},
+      {"mslr-smoothing", "in", "solver=mslr mslr.r=2 mslr.max_iterations=3 mslr.subproblem=smoothing"},
       {"exclusive", "in", "solver=exclusive exclusive.lambda=0.5 exclusive.random_groups=6"},
       {"pnorm_kta", "in", "solver=pnorm_kta kta.p=1.5"},
   };
