@@ -306,16 +306,13 @@ int write_path(SolverRun& run, const ExclusiveSettings& settings, std::vector<Ex
     csv += fmt::format("{},{:.17g},{},{:.17g},{},{},{},{},{},{:.6f},{:.6f}", k, o.model.C, o.model.features.size(),
                        o.model.objective, o.fit.fista_iterations, o.fit.full_passes, o.fit.working_set,
                        o.fit.converged ? 1 : 0, o.warm_started ? 1 : 0, o.seconds, cumulative);
-    csv += has_test ? fmt::format(",{:.6f},{:.6f}", tests[k].accuracy, tests[k].auc) : ",,";
-    csv += has_validation ? fmt::format(",{:.6f},{:.6f}", validation.points[k].accuracy, validation.points[k].auc)
-                          : ",,";
-    csv += has_debiased && has_test
-               ? fmt::format(",{:.6f},{:.6f}", debiased_tests[k].accuracy, debiased_tests[k].auc)
-               : ",,";
-    csv += has_debiased && has_validation ? fmt::format(",{:.6f},{:.6f}", debiased_validation.points[k].accuracy,
-                                                        debiased_validation.points[k].auc)
-                                          : ",,";
-    csv += fmt::format(",{}\n", o.group_count);
+    // Accuracy and AUC of point k in `metrics` when `has` (then it has every point's), else two empty cells.
+    auto cells = [k](bool has, const std::vector<EvalResult>& metrics) {
+      return has ? fmt::format(",{:.6f},{:.6f}", metrics[k].accuracy, metrics[k].auc) : std::string(",,");
+    };
+    csv += cells(has_test, tests) + cells(has_validation, validation.points) +
+           cells(has_debiased && has_test, debiased_tests) +
+           cells(has_debiased && has_validation, debiased_validation.points) + fmt::format(",{}\n", o.group_count);
   }
   JsonWriter j;
   run.begin_json(j, "exclusive", config.dump(), partitioned);

@@ -20,7 +20,6 @@
 #include "core/json_writer.h"
 #include "core/messages.h"
 #include "io/partitioned_store.h"
-#include "engine/distributed_mslr.h"
 #include "engine/evaluate.h"
 #include "engine/mslr_trainer.h"
 #include "engine/train_settings.h"
@@ -311,13 +310,12 @@ MslrOutcome run_resumable(SolverRun& run, MslrSettings settings, PathPoints* pat
   const std::vector<MslrSavedPoint> no_points;
   hooks.on_state = [&](const MslrState& state) { save_state(run, own, state, path ? path->saved() : no_points); };
   if (!run.partitioned()) return fgm::train_mslr(*run.data->store, settings, run.budget, hooks);
-  return run_mslr(*open_mslr_partitions(run.comm, run.dir, settings, run.budget, partitioned), settings, run.budget,
-                  hooks);
+  return train_mslr_partitions(run.comm, run.dir, settings, run.budget, hooks, partitioned);
 }
 
 }  // namespace
 
-// solver = "mslr" (engine/mslr_trainer.h, engine/distributed_mslr.h). Resume
+// solver = "mslr" (engine/mslr_trainer.h). Resume
 // checkpoints after every iteration: rank 0's, and on a partitioned store
 // every rank's dual slice (save_state).
 int train_mslr(SolverRun& run) {

@@ -21,7 +21,6 @@
 #include "core/json_writer.h"
 #include "engine/distributed_sifs.h"
 #include "engine/evaluate.h"
-#include "engine/train_settings.h"
 #include "engine/sifs_run.h"
 
 namespace fgm::cli {

@@ -284,4 +284,8 @@ DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& 
   return out;
 }
 
+std::unique_ptr<RowSource> partition_source(OwnPartitions& own, MemoryBudget& budget) {
+  return std::make_unique<PartitionSource>(own, budget);
+}
+
 }  // namespace fgm

@@ -80,6 +80,8 @@ class RowSource {
 // The single store as a row source (engine/fgm_trainer.cpp); `settings`
 // (its scheduler and block target) must outlive it.
 std::unique_ptr<RowSource> store_source(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget);
+// This rank's partitions as a row source (engine/distributed_fgm.cpp).
+std::unique_ptr<RowSource> partition_source(OwnPartitions& own, MemoryBudget& budget);
 
 // The rows of one FGM run on a RowSource (one run per label set: one-vs-rest
 // makes K on one source): per part its labels, its rows of the selected

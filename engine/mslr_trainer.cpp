@@ -6,15 +6,15 @@
 #include <cstring>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "cache/selected_features.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/messages.h"
+#include "engine/fgm_loop.h"
 #include "engine/fgm_trainer.h"
-#include "engine/model_provenance.h"
-#include "engine/mslr_loop.h"
-#include "features/block_scores.h"
 #include "features/cached_column_dot.h"
 #include "features/transformed_store.h"
 #include "io/schema/mslr_checkpoint_generated.h"
@@ -76,8 +76,8 @@ std::string constraint_stop(const std::vector<ConstraintMember>& members,
   double fresh = 0;
   for (const ConstraintMember& m : members) {
     if (m.position != SIZE_MAX) known.push_back(m.position);
+    fresh += m.score;
   }
-  for (const ConstraintMember& m : members) fresh += m.score;
   double held = 0;
   for (const auto& d : constraints) {
     double s = 0;
@@ -120,6 +120,162 @@ void record_solve(MslrIteration& rec, const mslr::MinimaxResult& r, const MslrSe
                                " above mslr.tolerance (the step limit, or no further decrease at rounding level); "
                                "raise mslr.newton_max_iterations or mslr.tolerance");
 }
+
+// The rows of the loop on a RowSource (engine/fgm_loop.h: the single store
+// as one part, or this rank's partitions): per part its ±1 labels, α, C − α,
+// a = α∘y and its rows of the selected columns. Every sum over rows goes
+// through the source's reduction (one part adds nothing).
+class MslrRows {
+ public:
+  // `labels[q]`: part q's ±1 labels, kept alive by the caller, and the
+  // label values (a partitioned model's); `layout`: the parts' place in the
+  // partition tree (the smoothing solver's rounds); `communication`: a
+  // partitioned run's log (null on one store).
+  MslrRows(RowSource& source, const MslrSettings& settings, MemoryBudget& budget, std::vector<const int8_t*> labels,
+           double negative = -1, double positive = 1, mslr::PartitionLayout layout = {},
+           std::vector<CommunicationRecord>* communication = nullptr)
+      : source_(source), settings_(settings), budget_(budget), y_(std::move(labels)), negative_(negative),
+        positive_(positive), layout_(layout), communication_(communication) {
+    uint64_t rows = 0;
+    for (size_t q = 0; q < source.parts(); ++q) {
+      rows += source.store(q).info().n_rows;
+      columns_.push_back(std::make_unique<SelectedFeatureCache>(budget, source.store(q).info().n_rows));
+    }
+    space_ = source.make_space(settings.space, budget);
+    source.open();  // as FGM: a store that fits comfortably stays resident between passes
+    dual_memory_ = budget.reserve(3 * rows * sizeof(double), "dual variables", source.row_memory_remedy());
+    const double C = settings.minimax.C;
+    const double start = std::min(1.0, C / 2);  // strictly inside (0, C) for any C (ERRATA 001)
+    for (size_t q = 0; q < source.parts(); ++q) {
+      const uint64_t n = source.store(q).info().n_rows;
+      alpha_.emplace_back(n, start);
+      beta_.emplace_back(n, C - start);
+      a_.emplace_back(n, 0.0);
+    }
+  }
+
+  // c = Σ_i α_i y_i x_i: the selected columns' c_j (`selected_c`, column
+  // order; a partitioned pass brings them, one store's come from the cache
+  // with the pass's summation) and the top-`batch` unselected features by c_j².
+  std::vector<ScoredCandidate> score(uint64_t batch, std::vector<double>& selected_c, uint64_t& bytes_streamed) {
+    ScoringContext context;
+    for (size_t q = 0; q < a_.size(); ++q) {
+      for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * y_[q][i];
+      context.parts.push_back(source_.input(q, a_[q].data()));
+    }
+    context.store = &source_.store(0);
+    context.stream = context.parts[0].stream;
+    context.blocks = context.parts[0].blocks;
+    context.a = a_[0].data();
+    context.B = batch;
+    context.threads = settings_.scheduler.threads;
+    context.budget = &budget_;
+    SpaceScores scored = space_->score(context);
+    selected_c = scored.selected_dots ? std::move(*scored.selected_dots) : selected_column_dots();
+    bytes_streamed += scored.pass.bytes_streamed;
+    return std::move(scored.top);
+  }
+
+  // The features' columns as a new batch (one column each).
+  void add_batch(const std::vector<uint64_t>& ids) {
+    for (auto& cache : columns_) cache->begin_batch();
+    for (uint64_t id : ids) {
+      space_->mark_selected(id);
+      for (size_t q = 0; q < columns_.size(); ++q) space_->materialize(source_.store(q), id, *columns_[q]);
+    }
+  }
+
+  // The subproblem (9) over the constraints (selected-column positions),
+  // Newton warm-started at `warm_mu`; updates α and C − α.
+  mslr::MinimaxResult solve(const std::vector<std::vector<uint32_t>>& constraints, const std::vector<double>& warm_mu) {
+    if (settings_.smoothing) {
+      std::vector<mslr::SelectedRows> rows;
+      for (const auto& cache : columns_) rows.push_back(mslr::SelectedRows::from_cache(*cache, budget_));
+      std::vector<mslr::MinimaxPart> parts;
+      for (size_t q = 0; q < rows.size(); ++q) parts.push_back({&rows[q], y_[q], &alpha_[q], &beta_[q]});
+      return mslr::solve_smoothed_minimax(parts, layout_, source_.reduction(), constraints, settings_.minimax,
+                                          &budget_);
+    }
+    std::vector<mslr::LatentPart> parts;
+    for (size_t q = 0; q < columns_.size(); ++q) parts.push_back({columns_[q].get(), y_[q], &alpha_[q], &beta_[q]});
+    return mslr::solve_minimax_newton(parts, source_.reduction(), constraints, settings_.minimax, settings_.newton,
+                                      warm_mu, budget_);
+  }
+
+  const SelectedFeatureCache& columns() const { return *columns_.front(); }
+
+  // α and C − α of a resume state: this process's rows, its parts in order.
+  void restore_duals(const MslrState& s) {
+    uint64_t rows = 0;
+    for (const auto& alpha : alpha_) rows += alpha.size();
+    if (s.alpha.size() != rows || s.beta.size() != rows)
+      throw Error(ErrorKind::kCorruption,
+                  fmt::format("MSLR resume state: {} dual variables for {}", s.alpha.size(),
+                              communication_ ? fmt::format("the {} rows of rank {}'s partitions", rows,
+                                                           source_.comm()->rank())
+                                             : fmt::format("a store of {} rows", rows)));
+    size_t at = 0;
+    for (size_t q = 0; q < alpha_.size(); ++q) {
+      std::copy_n(s.alpha.begin() + at, alpha_[q].size(), alpha_[q].begin());
+      std::copy_n(s.beta.begin() + at, beta_[q].size(), beta_[q].begin());
+      at += alpha_[q].size();
+    }
+  }
+
+  void save_duals(MslrState& s) const {
+    for (size_t q = 0; q < alpha_.size(); ++q) {
+      s.alpha.insert(s.alpha.end(), alpha_[q].begin(), alpha_[q].end());
+      s.beta.insert(s.beta.end(), beta_[q].begin(), beta_[q].end());
+    }
+  }
+
+  // The data's part of the model: the store's provenance (a partitioned
+  // store's labels are the run's) and the space's description.
+  Model model_frame() const {
+    Model m = source_.model_frame(negative_, positive_);
+    m.solver = "mslr";
+    space_->describe(m);
+    return m;
+  }
+  void record_transforms(Model& m) const { record_feature_transforms(source_.store(0), m); }
+  // The rows with a label (each adds C·ln 2 to P at w = 0).
+  uint64_t fit_rows() const { return source_.total_rows(); }
+
+  // The communication log of a partitioned run, per phase.
+  void begin_phase() {
+    if (communication_) phase_start_ = source_.comm()->stats();
+  }
+  void end_phase(int iteration, const char* phase) {
+    if (communication_) communication_->push_back({iteration, phase, source_.comm()->stats() - phase_start_});
+  }
+
+ private:
+  // c_j of the selected columns from the cache, summed over the parts.
+  std::vector<double> selected_column_dots() {
+    const size_t selected = columns().num_columns();
+    std::vector<std::vector<double>> local;
+    for (size_t q = 0; q < columns_.size(); ++q) {
+      std::vector<double> dots(selected);
+      for (size_t k = 0; k < selected; ++k)
+        dots[k] = tiled_column_dot(columns_[q]->column(k), a_[q].data(), source_.store(q).info().tile_rows);
+      local.push_back(std::move(dots));
+    }
+    return source_.reduction().sum(local, selected);
+  }
+
+  RowSource& source_;
+  const MslrSettings& settings_;
+  MemoryBudget& budget_;
+  std::vector<const int8_t*> y_;
+  const double negative_, positive_;
+  const mslr::PartitionLayout layout_;
+  std::vector<CommunicationRecord>* communication_;
+  CommunicationStats phase_start_;
+  std::vector<std::unique_ptr<SelectedFeatureCache>> columns_;
+  std::unique_ptr<FeatureSpace> space_;
+  Reservation dual_memory_;
+  std::vector<std::vector<double>> alpha_, beta_, a_;  // per part: α, C − α, α∘y
+};
 
 // The cutting-plane loop over a backend's rows.
 class MslrLoop {
@@ -334,7 +490,6 @@ MslrOutcome MslrLoop::run() {
     for (int t = static_cast<int>(out_.iterations.size()) + 1; t <= settings_.max_iterations; ++t)
       if (!iteration(t)) break;
   if (stopped_short_of_checkpoint()) emit_checkpoint();
-  rows_.hand_out_decisions(weights_, hooks_);
   out_.model = make_model();
   out_.objective_no_features = settings_.minimax.C * std::log(2.0) * static_cast<double>(rows_.fit_rows());
   out_.seconds = resumed_seconds_ + seconds_since(start_);
@@ -342,133 +497,6 @@ MslrOutcome MslrLoop::run() {
   return std::move(out_);
 }
 
-// The single store as the loop's rows: α, C − α and a = α∘y over its n
-// rows, the selected-feature cache, streamed passes (resident when it fits).
-class StoreMslrRows final : public MslrRows {
- public:
-  StoreMslrRows(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget);
-
-  std::vector<ScoredCandidate> score(uint64_t batch, std::vector<double>& selected_c,
-                                     uint64_t& bytes_streamed) override;
-  void add_batch(const std::vector<uint64_t>& ids) override;
-  mslr::MinimaxResult solve(const std::vector<std::vector<uint32_t>>& constraints,
-                            const std::vector<double>& warm_mu) override;
-  const SelectedFeatureCache& columns() const override { return cache_; }
-  void restore_duals(const MslrState& s) override;
-  void save_duals(MslrState& s) const override {
-    s.alpha = alpha_;
-    s.beta = beta_;
-  }
-  Model model_frame() const override;
-  void record_transforms(Model& m) const override { record_feature_transforms(store_, m); }
-  uint64_t fit_rows() const override { return n_ - static_cast<uint64_t>(std::count(y_, y_ + n_, 0)); }
-  void hand_out_decisions(const std::vector<double>& weights, const MslrHooks& hooks) const override;
-
- private:
-  const ShardStore& store_;
-  const MslrSettings& settings_;
-  MemoryBudget& budget_;
-  const uint64_t n_;
-  const int8_t* y_;
-  std::unique_ptr<FeatureSpace> space_;
-  Reservation resident_;
-  std::unique_ptr<BlockStream> stream_;
-  std::vector<BlockRef> blocks_;
-  Reservation dual_memory_;
-  std::vector<double> alpha_, beta_, a_;  // α, C − α, α∘y
-  SelectedFeatureCache cache_;
-};
-
-StoreMslrRows::StoreMslrRows(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget)
-    : store_(store),
-      settings_(settings),
-      budget_(budget),
-      n_(store.info().n_rows),
-      y_(settings.labels ? settings.labels : store.labels()),
-      cache_(budget, store.info().n_rows) {
-  FeatureSpaceSettings space_settings = settings.space;
-  space_settings.index_base = store.info().index_base;
-  space_ = make_feature_space(space_settings, store, budget);
-  // As FGM: a store that fits comfortably stays resident between passes.
-  SchedulerOptions scheduler = settings.scheduler;
-  resident_ = reserve_resident_store(store.info(), budget, scheduler);
-  stream_ = std::make_unique<BlockStream>(store, scheduler, budget);
-  blocks_ = store.plan_blocks(scoring_block_bytes(settings.block_bytes, budget, n_, scheduler.keep_resident));
-  dual_memory_ = budget.reserve(3 * n_ * sizeof(double), "dual variables", "use fewer training rows");
-  const double C = settings.minimax.C;
-  const double start = std::min(1.0, C / 2);  // strictly inside (0, C) for any C (ERRATA 001)
-  alpha_.assign(n_, 0.0);
-  beta_.assign(n_, C);
-  a_.assign(n_, 0.0);
-  for (uint64_t i = 0; i < n_; ++i)
-    if (y_[i] != 0) {
-      alpha_[i] = start;
-      beta_[i] = C - start;
-    }
-}
-
-// The streamed pass's unselected top, the selected columns' c_j from the
-// cache with the pass's summation.
-std::vector<ScoredCandidate> StoreMslrRows::score(uint64_t batch, std::vector<double>& selected_c,
-                                                  uint64_t& bytes_streamed) {
-  for (uint64_t i = 0; i < n_; ++i) a_[i] = alpha_[i] * y_[i];
-  SpaceScores wc = run_worst_case_analysis(*space_, *stream_, blocks_, a_.data(), batch, budget_);
-  bytes_streamed = wc.pass.bytes_streamed;
-  selected_c.assign(cache_.num_columns(), 0.0);
-  for (size_t k = 0; k < cache_.num_columns(); ++k)
-    selected_c[k] = tiled_column_dot(cache_.column(k), a_.data(), store_.info().tile_rows);
-  return std::move(wc.top);
-}
-
-void StoreMslrRows::add_batch(const std::vector<uint64_t>& ids) {
-  cache_.begin_batch();
-  for (uint64_t id : ids) {
-    space_->mark_selected(id);
-    space_->materialize(store_, id, cache_);
-  }
-}
-
-mslr::MinimaxResult StoreMslrRows::solve(const std::vector<std::vector<uint32_t>>& constraints,
-                                         const std::vector<double>& warm_mu) {
-  if (settings_.smoothing) {
-    const mslr::SelectedRows rows = mslr::SelectedRows::from_cache(cache_, budget_);
-    return mslr::solve_smoothed_minimax(rows, y_, constraints, settings_.minimax, alpha_, beta_, &budget_);
-  }
-  LocalRowSums one_process;
-  return mslr::solve_minimax_newton({{&cache_, y_, &alpha_, &beta_}}, one_process, constraints, settings_.minimax,
-                                    settings_.newton, warm_mu, budget_);
-}
-
-void StoreMslrRows::restore_duals(const MslrState& s) {
-  if (s.alpha.size() != n_ || s.beta.size() != n_)
-    throw Error(ErrorKind::kCorruption, "MSLR resume state: " + std::to_string(s.alpha.size()) +
-                                            " dual variables for a store of " + std::to_string(n_) + " rows");
-  alpha_ = s.alpha;
-  beta_ = s.beta;
-}
-
-Model StoreMslrRows::model_frame() const {
-  Model m = model_of_store(store_.info(), "mslr");
-  space_->describe(m);
-  return m;
-}
-
-void StoreMslrRows::hand_out_decisions(const std::vector<double>& weights, const MslrHooks& hooks) const {
-  if (!hooks.on_final_decision) return;
-  std::vector<double> d(n_, 0.0);
-  for (size_t k = 0; k < cache_.num_columns() && k < weights.size(); ++k)
-    cache_.column(k).for_each([&](uint32_t row, float value) { d[row] += weights[k] * value; });
-  hooks.on_final_decision(d);
-}
-
-}  // namespace
-
-MslrOutcome run_mslr(MslrRows& rows, const MslrSettings& settings, MemoryBudget& budget, const MslrHooks& hooks) {
-  MslrLoop loop(rows, settings, budget, hooks);
-  return loop.run();
-}
-
-namespace {
 
 flatbuffers::Offset<schema::MslrIterationRecord> write_iteration(flatbuffers::FlatBufferBuilder& fb,
                                                                  const MslrIteration& r) {
@@ -660,8 +688,35 @@ MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string
 
 MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
                        const MslrHooks& hooks) {
-  StoreMslrRows rows(store, settings, budget);
-  return run_mslr(rows, settings, budget, hooks);
+  TrainSettings streaming;  // what the store source reads: the scheduler and the block target
+  streaming.scheduler = settings.scheduler;
+  streaming.block_bytes = settings.block_bytes;
+  const std::unique_ptr<RowSource> source = store_source(store, streaming, budget);
+  MslrRows rows(*source, settings, budget, {store.labels()});
+  return MslrLoop(rows, settings, budget, hooks).run();
+}
+
+MslrOutcome train_mslr_partitions(Communicator& comm, const std::string& dir, const MslrSettings& settings,
+                                  MemoryBudget& budget, const MslrHooks& hooks, PartitionedRun& run) {
+  const CommunicationStats before = comm.stats();  // opening the partitions and their labels: phase "labels"
+  OwnPartitions own(comm, dir, settings.scheduler, settings.block_bytes, budget);
+  run.describe(own);
+  const std::vector<double> values = own.class_values();
+  if (values.size() > 2)
+    throw Error(ErrorKind::kConfig, fmt::format("{}: {} labels, but solver = \"mslr\" trains binary models only "
+                                                "(relabel the data to two classes)",
+                                                own.dir(), values.size()));
+  const Reservation label_memory = budget.reserve(own.own_rows(), "labels of this rank's partitions",
+                                                  "use more ranks (more, smaller partitions)");
+  std::vector<std::vector<int8_t>> labels;  // ±1 by the classes of all partitions
+  for (size_t q = 0; q < own.size(); ++q) labels.push_back(own.binary_labels(q, values[1]));
+  std::vector<const int8_t*> y;
+  for (const auto& part : labels) y.push_back(part.data());
+  const std::unique_ptr<RowSource> source = partition_source(own, budget);
+  MslrRows rows(*source, settings, budget, std::move(y), values[0], values[1],
+                {own.manifest().partitions, own.range().first}, &run.communication);
+  run.communication.push_back({0, "labels", comm.stats() - before});
+  return MslrLoop(rows, settings, budget, hooks).run();
 }
 
 }  // namespace fgm

@@ -36,8 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
+#include "engine/own_partitions.h"
 #include "features/block_stream.h"
 #include "features/feature_space.h"
 #include "io/model_file.h"
@@ -64,7 +66,6 @@ struct MslrSettings {
   SchedulerOptions scheduler;
   uint64_t block_bytes = 4 << 20;
   FeatureSpaceSettings space;      // kind "linear" only
-  const int8_t* labels = nullptr;  // null: the store's labels
   RunWarnings* warnings = nullptr;
   const MslrState* resume = nullptr;  // continue a run from its last completed iteration
 };
@@ -142,7 +143,7 @@ std::string encode_mslr_state(const MslrState& state, const std::vector<MslrSave
 MslrState decode_mslr_state(const std::string& bytes, const std::string& file,
                             std::vector<MslrSavedPoint>* points = nullptr);
 
-// A rank's share of a partitioned run's state (engine/distributed_mslr.h):
+// A rank's share of a partitioned run's state (train_mslr_partitions):
 // α and C − α of its own partitions' rows, saved by that rank next to the
 // checkpoint (the duals stay with their rows; rank 0's checkpoint holds the
 // rest of MslrState). The bytes end with their xxh64.
@@ -161,11 +162,26 @@ struct MslrHooks {
   std::function<void(const MslrCheckpoint&)> on_checkpoint;
   // After every completed iteration (and its checkpoint): the state to resume from.
   std::function<void(const MslrState&)> on_state;
-  // The final model's decision values w'x_i (n entries).
-  std::function<void(const std::vector<double>&)> on_final_decision;
 };
 
+// The loop on one store.
 MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,
                        const MslrHooks& hooks = {});
+
+// The loop on a partitioned store (io/partitioned_store.h), data-parallel
+// over the ranks of `comm` (docs/distributed.md, "MSLR"), a collective. Each
+// rank opens only its own partitions (engine/own_partitions.h); α and C − α
+// stay with their rows. Per iteration: c = Σ_i α_i y_i x_i by column ranges
+// (FGM's linear pass: sparse partition-tree sums, one allgather); each rank
+// reads its rows of the new columns; the subproblem over the rank's
+// partitions as row parts, every row sum reduced in the partition tree. The
+// model depends on the partition count P, not on the rank count or
+// engine.threads; with P = 1 it is the single store's. Binary labels. The
+// hooks run on every rank; hooks.on_state's state holds α and C − α of this
+// rank's rows only (its partitions in order), and a resumed run takes the
+// same (settings.resume) on the same rank count. `run` records this rank's
+// communication per phase and iteration.
+MslrOutcome train_mslr_partitions(Communicator& comm, const std::string& dir, const MslrSettings& settings,
+                                  MemoryBudget& budget, const MslrHooks& hooks, PartitionedRun& run);
 
 }  // namespace fgm

@@ -144,12 +144,10 @@ std::vector<uint64_t> point_held_out_correct(const ShardStore& store, const KtaS
   const size_t m = point.active.size();
   Reservation dense = budget.reserve((n + h) * m * sizeof(float), "KTA cross-validation: a fold's selected columns");
   std::vector<float> train(n * m, 0.0f), held(h * m, 0.0f);
-  std::vector<double> weight, gamma;
-  double weight_sum = 0;
-  for (double w : point.weights) weight_sum += w;
+  const std::vector<double> weight = kta_kernel_weights(alignments, point, n);
+  std::vector<double> gamma;
   for (size_t k = 0; k < m; ++k) {
     const kta::FeatureAlignment& f = alignments[point.active[k]];
-    weight.push_back(point.weights[k] / weight_sum * static_cast<double>(n) / f.trace);
     gamma.push_back(1.0 / (2.0 * f.bandwidth * f.bandwidth));
     const ColumnCache::Column& c = cache.at(f.feature);
     for (size_t e = 0; e < c.rows.size(); ++e) {

@@ -150,14 +150,9 @@ Model fit_kta_linear_model(const KtaRows& rows, const KtaSettings& settings,
     m.bias = rows.n_positive >= rows.n_negative ? -1.0 : 1.0;
     return m;
   }
-  double weight_sum = 0;
-  for (double w : point.weights) weight_sum += w;
   // Column i scaled by sqrt(w_i), w_i = (η_i/Ση)(n/tr_i): the linear kernel Σ w_i x_i z_i.
-  std::vector<double> scale(point.active.size());
-  for (size_t k = 0; k < point.active.size(); ++k) {
-    const kta::FeatureAlignment& f = alignments[point.active[k]];
-    scale[k] = std::sqrt(point.weights[k] / weight_sum * static_cast<double>(n) / f.trace);
-  }
+  std::vector<double> scale = kta_kernel_weights(alignments, point, n);
+  for (double& w : scale) w = std::sqrt(w);
   // Each part's rows of the scaled columns (a part may lack a column: no rows).
   std::vector<std::unique_ptr<SelectedFeatureCache>> caches;
   std::vector<std::vector<double>> decisions(rows.parts.size());

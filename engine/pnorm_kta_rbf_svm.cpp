@@ -30,15 +30,13 @@ SelectedKernels load_selected(const ShardStore& store, const std::vector<kta::Fe
   SelectedKernels s;
   const size_t m = point.active.size();
   s.memory = budget.reserve(m * n * sizeof(float), "selected columns of the KTA kernel SVM");
-  double weight_sum = 0;
-  for (double w : point.weights) weight_sum += w;
+  s.weight = kta_kernel_weights(alignments, point, n);
   s.rows.assign(m * n, 0.0f);
   std::vector<uint32_t> rows;
   std::vector<float> values;
   for (size_t k = 0; k < m; ++k) {
     const kta::FeatureAlignment& f = alignments[point.active[k]];
     s.ids.push_back(f.feature);
-    s.weight.push_back(point.weights[k] / weight_sum * static_cast<double>(n) / f.trace);
     s.bandwidth.push_back(f.bandwidth);
     s.gamma.push_back(1.0 / (2.0 * f.bandwidth * f.bandwidth));
     store.read_column(f.feature, rows, values);
@@ -81,8 +79,42 @@ Reservation take_support_vectors(const svm_model& svm, const SelectedKernels& s,
   return memory;
 }
 
-// The C-SVC parameters of every KTA kernel SVM (fits and cross-validation alike).
-svm_parameter kta_svm_parameters(double C) {
+// LIBSVM's precomputed kernel of `total` rows (row r's m dense features at
+// row(r)) against the first n, the training rows: per row its 1-based id,
+// the n kernel values and the end marker, reserved from the budget.
+struct PrecomputedKernel {
+  Reservation memory;
+  std::vector<svm_node> nodes;
+  std::vector<svm_node*> rows;
+};
+
+template <class Row>
+PrecomputedKernel precomputed_kernel(uint64_t n, uint64_t total, const Row& row, const std::vector<double>& weight,
+                                     const std::vector<double>& gamma, MemoryBudget& budget) {
+  PrecomputedKernel k;
+  const uint64_t bytes = total * (n + 2) * sizeof(svm_node);
+  try {
+    k.memory = budget.reserve(bytes, "training kernel of the KTA kernel SVM");
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kOutOfMemory) throw;
+    throw Error(ErrorKind::kOutOfMemory, msg::kta_kernel_too_large(n, bytes, budget.limit()));
+  }
+  k.nodes.resize(total * (n + 2));
+  k.rows.resize(total);
+  for (uint64_t r = 0; r < total; ++r) {
+    svm_node* nodes = k.nodes.data() + r * (n + 2);
+    k.rows[r] = nodes;
+    nodes[0] = {0, static_cast<double>(r + 1)};
+    for (uint64_t c = 0; c < n; ++c)
+      nodes[c + 1] = {static_cast<int>(c + 1), rbf_sum_kernel(weight.data(), gamma.data(), row(r), row(c), weight.size())};
+    nodes[n + 1] = {-1, 0.0};
+  }
+  return k;
+}
+
+// LIBSVM's C-SVC with cost C on the first n rows of `kernel` (every KTA kernel SVM's parameters).
+std::unique_ptr<svm_model, ModelDeleter> train_svm(PrecomputedKernel& kernel, std::vector<double>& labels, double C) {
+  svm_problem problem{static_cast<int>(labels.size()), labels.data(), kernel.rows.data()};
   svm_parameter param{};
   param.svm_type = C_SVC;
   param.kernel_type = PRECOMPUTED;
@@ -90,19 +122,23 @@ svm_parameter kta_svm_parameters(double C) {
   param.eps = 1e-3;
   param.C = C;
   param.shrinking = 1;
-  return param;
-}
-
-Reservation reserve_kernel(uint64_t rows, uint64_t bytes, MemoryBudget& budget) {
-  try {
-    return budget.reserve(bytes, "training kernel of the KTA kernel SVM");
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kOutOfMemory) throw;
-    throw Error(ErrorKind::kOutOfMemory, msg::kta_kernel_too_large(rows, bytes, budget.limit()));
-  }
+  if (const char* problem_text = svm_check_parameter(&problem, &param))
+    throw Error(ErrorKind::kInternal, std::string("LIBSVM parameters: ") + problem_text);
+  svm_set_print_string_function(silent);
+  return std::unique_ptr<svm_model, ModelDeleter>(svm_train(&problem, &param));
 }
 
 }  // namespace
+
+std::vector<double> kta_kernel_weights(const std::vector<kta::FeatureAlignment>& alignments,
+                                       const kta::PathPoint& point, uint64_t n) {
+  double weight_sum = 0;
+  for (double w : point.weights) weight_sum += w;
+  std::vector<double> weight;
+  for (size_t k = 0; k < point.active.size(); ++k)
+    weight.push_back(point.weights[k] / weight_sum * static_cast<double>(n) / alignments[point.active[k]].trace);
+  return weight;
+}
 
 KtaPointModel fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::FeatureAlignment>& alignments,
                             const kta::PathPoint& point, double C, Model shape, MemoryBudget& budget) {
@@ -123,29 +159,12 @@ KtaPointModel fit_kta_rbf_model(const ShardStore& store, const std::vector<kta::
     return fit;
   }
   const SelectedKernels s = load_selected(store, alignments, point, budget);
-  const uint64_t kernel_bytes = n * (n + 2) * sizeof(svm_node);
-  Reservation kernel_memory = reserve_kernel(n, kernel_bytes, budget);
-  std::vector<svm_node> nodes(n * (n + 2));
-  std::vector<svm_node*> row_ptrs(n);
-  std::vector<double> labels(n);
-  for (uint64_t r = 0; r < n; ++r) {
-    svm_node* row = nodes.data() + r * (n + 2);
-    row_ptrs[r] = row;
-    labels[r] = y[r];
-    row[0] = {0, static_cast<double>(r + 1)};
-    for (uint64_t c = 0; c < n; ++c)
-      row[c + 1] = {static_cast<int>(c + 1),
-                    rbf_sum_kernel(s.weight.data(), s.gamma.data(), s.row(r), s.row(c), s.m())};
-    row[n + 1] = {-1, 0.0};
-  }
-  svm_problem problem{static_cast<int>(n), labels.data(), row_ptrs.data()};
-  svm_parameter param = kta_svm_parameters(C);
-  if (const char* problem_text = svm_check_parameter(&problem, &param))
-    throw Error(ErrorKind::kInternal, std::string("LIBSVM parameters: ") + problem_text);
-  svm_set_print_string_function(silent);
-  std::unique_ptr<svm_model, ModelDeleter> svm(svm_train(&problem, &param));
+  PrecomputedKernel kernel =
+      precomputed_kernel(n, n, [&](uint64_t r) { return s.row(r); }, s.weight, s.gamma, budget);
+  std::vector<double> labels(y, y + n);
+  const std::unique_ptr<svm_model, ModelDeleter> svm = train_svm(kernel, labels, C);
   uint64_t correct = 0;
-  for (uint64_t r = 0; r < n; ++r) correct += svm_predict(svm.get(), row_ptrs[r]) == labels[r];
+  for (uint64_t r = 0; r < n; ++r) correct += svm_predict(svm.get(), kernel.rows[r]) == labels[r];
   fit.train_accuracy = static_cast<double>(correct) / static_cast<double>(n);
   fit.memory = take_support_vectors(*svm, s, n, fit.model, budget);
   return fit;
@@ -168,30 +187,15 @@ std::vector<uint64_t> kta_rbf_held_out_correct(const std::vector<float>& train, 
     return correct;
   }
   FGM_ASSERT(train.size() == n * m && held.size() == h * m);
-  const uint64_t kernel_bytes = (n + h) * (n + 2) * sizeof(svm_node);
-  Reservation kernel_memory = reserve_kernel(n, kernel_bytes, budget);
-  // Rows of the precomputed kernel against the training rows: training rows
-  // first (LIBSVM's problem), then the held rows (scored).
-  std::vector<svm_node> nodes((n + h) * (n + 2));
-  std::vector<svm_node*> row_ptrs(n + h);
-  for (uint64_t r = 0; r < n + h; ++r) {
-    svm_node* row = nodes.data() + r * (n + 2);
-    row_ptrs[r] = row;
-    const float* x = r < n ? train.data() + r * m : held.data() + (r - n) * m;
-    row[0] = {0, static_cast<double>(r + 1)};
-    for (uint64_t c = 0; c < n; ++c)
-      row[c + 1] = {static_cast<int>(c + 1), rbf_sum_kernel(weight.data(), gamma.data(), x, train.data() + c * m, m)};
-    row[n + 1] = {-1, 0.0};
-  }
+  // Rows of the kernel against the training rows: training rows first
+  // (LIBSVM's problem), then the held rows (scored).
+  PrecomputedKernel kernel = precomputed_kernel(
+      n, n + h, [&](uint64_t r) { return r < n ? train.data() + r * m : held.data() + (r - n) * m; }, weight, gamma,
+      budget);
   std::vector<double> labels(train_labels.begin(), train_labels.end());
-  svm_problem problem{static_cast<int>(n), labels.data(), row_ptrs.data()};
-  svm_set_print_string_function(silent);
   for (size_t c = 0; c < Cs.size(); ++c) {
-    svm_parameter param = kta_svm_parameters(Cs[c]);
-    if (const char* problem_text = svm_check_parameter(&problem, &param))
-      throw Error(ErrorKind::kInternal, std::string("LIBSVM parameters: ") + problem_text);
-    std::unique_ptr<svm_model, ModelDeleter> svm(svm_train(&problem, &param));
-    for (uint64_t r = 0; r < h; ++r) correct[c] += svm_predict(svm.get(), row_ptrs[n + r]) == held_labels[r];
+    const std::unique_ptr<svm_model, ModelDeleter> svm = train_svm(kernel, labels, Cs[c]);
+    for (uint64_t r = 0; r < h; ++r) correct[c] += svm_predict(svm.get(), kernel.rows[n + r]) == held_labels[r];
   }
   return correct;
 }

@@ -29,6 +29,11 @@ struct KtaPointModel {
   double train_accuracy = std::numeric_limits<double>::quiet_NaN();
 };
 
+// The point's kernel weights d_i = (η_i/Ση)(n/tr_i) of its active features,
+// in order (`n`: the training rows).
+std::vector<double> kta_kernel_weights(const std::vector<kta::FeatureAlignment>& alignments,
+                                       const kta::PathPoint& point, uint64_t n);
+
 // `shape` carries the label map and provenance (solver, store checksums,
 // transforms); the fit fills its kernel SVM and bias. An empty selection
 // gives the majority-class model (no support vectors, decision −bias).

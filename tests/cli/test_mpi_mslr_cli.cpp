@@ -1,4 +1,4 @@
-// solver = "mslr" on a partitioned store (engine/distributed_mslr.h,
+// solver = "mslr" on a partitioned store (engine/mslr_trainer.h train_mslr_partitions,
 // docs/distributed.md "MSLR"): the same model byte for byte on 1, 2 and 4
 // ranks and 1 or 2 threads; a one-partition store gives the single-store
 // model bit for bit; the data-parallel subproblem reaches the single-store
