@@ -291,7 +291,6 @@ TEST_CASE("checkpoint identity: differences are named; neutral keys are not comp
 TEST_CASE("a damaged checkpoint is a corruption error naming the file", "[engine][resume]") {
   Fixture fx(test::random_libsvm(200, 20, 0.3, 3, {1}));
   TrainProgress p;
-  p.alpha.assign(fx.store->info().n_rows, 1.5);
   p.batches = {{1, 2}};
   p.apg.w = {0.5, -0.25};
   const std::string file = fx.dir.file("checkpoint.fgm");
