@@ -48,15 +48,6 @@ void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks
                           file, saved_ranks, ranks, saved_ranks, ranks));
 }
 
-// The ranks' peak RSS and budget peaks (a collective: every rank calls it).
-std::vector<RankResources> gather_rank_resources(Communicator& comm, uint64_t budget_peak) {
-  const RankResources mine{peak_rss_bytes(), budget_peak};
-  const std::vector<uint8_t> all = comm.allgather(&mine, sizeof mine);
-  std::vector<RankResources> out(all.size() / sizeof(RankResources));
-  std::memcpy(out.data(), all.data(), out.size() * sizeof(RankResources));
-  return out;
-}
-
 // run.json's "distributed": ranks, partitions, every rank's memory, and the
 // communication of every phase of every outer iteration (on rank 0).
 // `class_labels`: as write_communication_records.
@@ -108,29 +99,14 @@ void check_same_configuration(Communicator& comm, const Config& config) {
     throw Error(ErrorKind::kConfig, e);
 }
 
-// The resume identity of `command` (train, path) on `ranks` ranks of the partitioned store data.train.
-RunIdentity partitioned_run_identity(const Config& config, int ranks, std::string_view command) {
-  const std::string dir = config.get_string("data.train");
-  RunIdentity identity =
-      store_run_identity(config, command, partitioned_store_identity(dir, read_partition_manifest(dir)));
-  identity.config[kRanksIdentityKey] = std::to_string(ranks);
-  return identity;
-}
-
-// The CPUs this process may run on (sched_getaffinity); 0 when unknown.
-unsigned allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
-  return static_cast<unsigned>(CPU_COUNT(&set));
-}
-
 // Warns (log and run.json's warnings, code "threads_exceed_cpu_affinity")
 // when engine.threads asks for more threads than this process may run on:
 // under mpirun's default binding each rank is bound to one core, and TBB
 // then runs on one thread whatever engine.threads says.
 void warn_if_threads_exceed_affinity(int threads, const Communicator& comm, RunWarnings& warnings) {
-  const unsigned cpus = allowed_cpus();
+  cpu_set_t set;  // the CPUs this process may run on
+  CPU_ZERO(&set);
+  const unsigned cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 0;
   if (cpus == 0 || threads <= static_cast<int>(cpus)) return;
   const std::string rank = comm.size() > 1 ? fmt::format("rank {} of {}: ", comm.rank(), comm.size()) : "";
   warnings.add("threads_exceed_cpu_affinity",
@@ -183,7 +159,12 @@ void SolverRun::refuse_counts_beyond_width(const char* key, uint64_t largest) co
 }
 
 bool SolverRun::gather_outputs(uint64_t budget_peak) {
-  if (partitioned()) ranks = gather_rank_resources(comm, budget_peak);
+  if (partitioned()) {
+    const RankResources mine{peak_rss_bytes(), budget_peak};
+    const std::vector<uint8_t> all = comm.allgather(&mine, sizeof mine);
+    ranks.resize(all.size() / sizeof(RankResources));
+    std::memcpy(ranks.data(), all.data(), ranks.size() * sizeof(RankResources));
+  }
   return comm.rank() == 0;
 }
 
@@ -327,9 +308,12 @@ void open_partitioned(const SolverEntry& entry, SolverRun& run) {
   if (entry.check_data) entry.check_data(run);
   if (run.comm.rank() != 0) return;
   refuse_other_rank_count(run.out_dir, run.restart, run.comm.size(), run.budget);
-  run.session = std::make_unique<ResumeSession>(
-      run.out_dir, partitioned_run_identity(run.config, run.comm.size(), command_name(run.kind)), run.restart,
-      final_output(run.kind), run.budget);
+  // The identity of a partitioned store, and the rank count: resuming on another count is refused.
+  RunIdentity identity = store_run_identity(run.config, command_name(run.kind),
+                                            partitioned_store_identity(run.dir, read_partition_manifest(run.dir)));
+  identity.config[kRanksIdentityKey] = std::to_string(run.comm.size());
+  run.session =
+      std::make_unique<ResumeSession>(run.out_dir, std::move(identity), run.restart, final_output(run.kind), run.budget);
 }
 
 // A single store: opened (ingested when data.train is a text file) and

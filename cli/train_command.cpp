@@ -1,6 +1,5 @@
 // fgm train with solver = "fgm": store -> FGM (one-vs-rest on more than two
 // labels) -> model.fgm + run.json
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>

@@ -204,15 +204,6 @@ struct TrainHooks {
 };
 
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-                       const TrainHooks& hooks);
-
-inline TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
-                              MemoryBudget& budget, const IterationCallback& on_iteration = {},
-                              const CheckpointCallback& on_checkpoint = {}) {
-  TrainHooks hooks;
-  hooks.on_iteration = on_iteration;
-  hooks.on_checkpoint = on_checkpoint;
-  return train_fgm(store, settings, budget, hooks);
-}
+                       const TrainHooks& hooks = {});
 
 }  // namespace fgm
