@@ -2,27 +2,20 @@
 // writes <output.dir>/path.csv, path.json and one model per point.
 #include <algorithm>
 #include <optional>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
 #include "core/config.h"
-#include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "core/communicator.h"
-#include "engine/distributed_path.h"
 #include "engine/fgm_path.h"
-#include "io/partitioned_store.h"
 #include "engine/train_settings.h"
-#include "features/transformed_store.h"
 
 namespace fgm::cli {
 namespace {
@@ -274,7 +267,7 @@ int path_fgm_run(SolverRun& run) {
   ResumeSession* session = run.session.get();
   if (session && run.partitioned())
     spdlog::info("path on partitioned store {} with {} rank(s)", run.dir, run.comm.size());
-  std::optional<ResumeCheckpoint> saved = shared_checkpoint(run.comm, session, run.out_dir, run.budget);
+  std::optional<ResumeCheckpoint> saved = run.resume_checkpoint();
   PathHooks hooks;
   if (saved) {
     hooks.resume = &saved->path;
@@ -296,9 +289,8 @@ int path_fgm_run(SolverRun& run) {
       session->save(train, &progress);
     };
   }
-  DistributedPathOutcome outcome;
-  if (run.partitioned()) outcome = run_fgm_path_distributed(run.comm, run.dir, ps, run.budget, hooks);
-  else outcome.path = run_fgm_path(*run.data->store, ps, run.budget, hooks);
+  DistributedPathOutcome outcome =
+      run_fgm_path(run.comm, run.partitioned() ? nullptr : run.data->store.get(), run.dir, ps, run.budget, hooks);
   if (!session) return 0;
   write_path_outputs(run, outcome.path, ps.folds, run.partitioned() ? &outcome : nullptr);
   return 0;

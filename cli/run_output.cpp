@@ -15,22 +15,27 @@ void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutc
   j.begin_object();
   j.key("label").value(label);
   j.key("rows").value(rows);
-  j.key("iterations").begin_array();
-  for (const auto& r : o.iterations) write_iteration(j, r);
-  j.end_array();
-  j.key("stop_reason").value(o.stop_reason);
-  j.key("final_sip_violation").value(o.final_sip_violation);
-  j.key("objective_no_features").value(o.objective_no_features);
-  j.key("objective").value(o.model.objective);
-  write_selected_features(j, o.model.features, index_base);
-  j.key("bias").value(o.model.bias);
-  j.key("total_apg_iterations").value(o.total_apg_iterations);
+  write_fgm_run(j, o, index_base);
   j.key("train_seconds").value(o.seconds);
   if (test_auc) j.key("test_auc").value(*test_auc);
   j.end_object();
 }
 
 }  // namespace
+
+void write_fgm_run(JsonWriter& j, const TrainOutcome& o, int index_base, const uint64_t* iterations_restored) {
+  j.key("iterations").begin_array();
+  for (const auto& r : o.iterations) write_iteration(j, r);
+  j.end_array();
+  j.key("stop_reason").value(o.stop_reason);
+  if (iterations_restored) j.key("iterations_restored").value(*iterations_restored);
+  j.key("final_sip_violation").value(o.final_sip_violation);
+  j.key("objective_no_features").value(o.objective_no_features);
+  if (!iterations_restored) j.key("objective").value(o.model.objective);
+  write_selected_features(j, o.model.features, index_base);
+  j.key("bias").value(o.model.bias);
+  j.key("total_apg_iterations").value(o.total_apg_iterations);
+}
 
 void write_one_vs_rest_runs(JsonWriter& j, const std::vector<TrainOutcome>& classes, const std::vector<double>& labels,
                             const std::vector<uint64_t>& rows, int index_base, const EvalResult* test, bool lockstep,
@@ -148,6 +153,35 @@ void write_config_section(JsonWriter& j, const std::map<std::string, std::string
   j.key("config").begin_object();
   for (const auto& [k, v] : config) j.key(k).value(v);
   j.end_object();
+}
+
+void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
+                                 const std::vector<double>& class_labels) {
+  j.begin_array();
+  for (const auto& c : records) {
+    j.begin_object();
+    // A class without a label in `class_labels` is named by its index (never read past the labels).
+    auto class_value = [&](int k) {
+      if (k >= 0 && static_cast<size_t>(k) < class_labels.size()) j.value(class_labels[static_cast<size_t>(k)]);
+      else j.value(static_cast<int64_t>(k));
+    };
+    if (c.class_index >= 0) {
+      j.key("class");
+      class_value(c.class_index);
+    }
+    if (!c.shared_by.empty()) {  // a scoring pass shared by these classes (lockstep)
+      j.key("classes").begin_array();
+      for (int k : c.shared_by) class_value(k);
+      j.end_array();
+    }
+    j.key("iter").value(c.iteration);
+    j.key("phase").value(c.phase);
+    j.key("bytes").value(c.comm.bytes);
+    j.key("collectives").value(c.comm.calls);
+    j.key("seconds").value(c.comm.seconds);
+    j.end_object();
+  }
+  j.end_array();
 }
 
 }  // namespace fgm::cli

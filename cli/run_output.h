@@ -13,6 +13,7 @@
 #include "core/run_warnings.h"
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
+#include "engine/own_partitions.h"
 #include "engine/training_data.h"
 #include "io/model_file.h"
 
@@ -34,6 +35,11 @@ void write_iteration(JsonWriter& j, const IterationRecord& r);
 
 // "config": every key with its value, as the model records it.
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config);
+
+// An FGM run in run.json: its iterations, stop reason, features and APG
+// work; a binary run (`iterations_restored` given) says how many iterations
+// came from a checkpoint, a one-vs-rest class run its objective.
+void write_fgm_run(JsonWriter& j, const TrainOutcome& o, int index_base, const uint64_t* iterations_restored = nullptr);
 
 // run.json of a one-vs-rest FGM run after its opening (single-store and
 // distributed): "multiclass", each class run (class c is labels[c] with
@@ -59,6 +65,11 @@ void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& fea
 inline constexpr const char* kSharedPathColumns[] = {"point", "selected", "test_accuracy", "test_auc", "seconds"};
 // A path.csv cell with 6 significant digits; empty for a value that is not finite.
 std::string csv_cell(double v);
+
+// A JSON array of communication records (run.json's and path.json's "passes").
+// `class_labels`: one-vs-rest runs' labels, named by the records' class_index.
+void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
+                                 const std::vector<double>& class_labels = {});
 
 // The run's warnings as [{"code": ..., "message": ...}] (run.json and path.json).
 void write_warnings(JsonWriter& j, const RunWarnings& warnings);

@@ -1,6 +1,9 @@
 #include "cli/runner.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -10,6 +13,7 @@
 #include "cli/solver_registry.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/messages.h"
 #include "core/path_checks.h"
 #include "core/simd/simd.h"
@@ -20,6 +24,128 @@
 #include "synth/synthetic_data.h"
 
 namespace fgm::cli {
+
+namespace {
+
+// The rank count in a distributed run's checkpoint identity: resuming on
+// another count is refused.
+constexpr const char* kRanksIdentityKey = "ranks (mpirun -np)";
+
+// The refusal of a checkpoint in `out_dir` written by a run on another
+// number of ranks (rank 0, before its resume session reads the checkpoint).
+void refuse_other_rank_count(const std::string& out_dir, bool restart, int ranks, MemoryBudget& budget) {
+  const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
+  std::error_code ec;
+  if (restart || !std::filesystem::exists(file, ec)) return;
+  const ResumeCheckpoint saved = read_checkpoint(file, budget);
+  const auto it = saved.identity.config.find(kRanksIdentityKey);
+  const std::string saved_ranks = it == saved.identity.config.end() ? "1 (not a distributed run)" : it->second;
+  if (saved_ranks == std::to_string(ranks)) return;
+  throw Error(ErrorKind::kConfig,
+              fmt::format("{}: refusing to resume: the checkpoint was written by a run on {} rank(s), this run has {}. "
+                          "Resume it with the same rank count (mpirun -np {} fgm train ...), or add --restart to "
+                          "discard it and start from scratch on {} rank(s)",
+                          file, saved_ranks, ranks, saved_ranks, ranks));
+}
+
+// run.json's "distributed": ranks, partitions, every rank's memory, and the
+// communication of every phase of every outer iteration (on rank 0).
+// `class_labels`: as write_communication_records.
+void write_distributed_section(JsonWriter& j, const PartitionedRun& run, const std::vector<RankResources>& ranks,
+                               const std::vector<double>& class_labels) {
+  j.key("distributed").begin_object();
+  j.key("ranks").value(run.ranks);
+  j.key("partitions").value(static_cast<uint64_t>(run.manifest.partitions));
+  j.key("partitions_per_rank").value(static_cast<uint64_t>(run.own_partitions));
+  j.key("rank_resources").begin_array();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    j.begin_object();
+    j.key("rank").value(static_cast<uint64_t>(r));
+    j.key("peak_rss_bytes").value(ranks[r].peak_rss_bytes);
+    j.key("memory_budget_peak_bytes").value(ranks[r].budget_peak_bytes);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("communication_of").value("rank 0: payload bytes sent plus received");
+  j.key("passes");
+  write_communication_records(j, run.communication, class_labels);
+  j.end_object();
+}
+
+// run.json's "data" of a partitioned store.
+void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest) {
+  j.key("data").begin_object();
+  j.key("train").value(dir);
+  j.key("rows").value(manifest.n_rows);
+  j.key("features").value(manifest.n_features);
+  j.key("partitions").value(static_cast<uint64_t>(manifest.partitions));
+  j.key("input_checksum").value(hex64(manifest.input_checksum));
+  j.end_object();
+}
+
+// Every rank must run the same thing: the configuration (but engine.threads
+// and engine.memory_budget) is compared across ranks, and the first rank that
+// differs is named (a collective).
+void check_same_configuration(Communicator& comm, const Config& config) {
+  std::string settings_text;
+  for (const auto& [key, value] : config.dump())
+    if (key != "engine.threads" && key != "engine.memory_budget") settings_text += key + "=" + value + "\n";
+  check_same_on_all_ranks(comm, "configuration", settings_text);
+  // Every rank refuses a rank count that does not divide the partitions here,
+  // before rank 0 creates output.dir: a rank that failed later could end the
+  // job while rank 0 still held an empty directory.
+  const std::string dir = config.get_string("data.train");
+  if (const std::string e = partition_mismatch(dir, read_partition_manifest(dir).partitions, comm.size()); !e.empty())
+    throw Error(ErrorKind::kConfig, e);
+}
+
+// Warns (log and run.json's warnings, code "threads_exceed_cpu_affinity")
+// when engine.threads asks for more threads than this process may run on:
+// under mpirun's default binding each rank is bound to one core, and TBB
+// then runs on one thread whatever engine.threads says.
+void warn_if_threads_exceed_affinity(int threads, const Communicator& comm, RunWarnings& warnings) {
+  cpu_set_t set;  // the CPUs this process may run on
+  CPU_ZERO(&set);
+  const unsigned cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? static_cast<unsigned>(CPU_COUNT(&set)) : 0;
+  if (cpus == 0 || threads <= static_cast<int>(cpus)) return;
+  const std::string rank = comm.size() > 1 ? fmt::format("rank {} of {}: ", comm.rank(), comm.size()) : "";
+  warnings.add("threads_exceed_cpu_affinity",
+               fmt::format("{}engine.threads = {} but this process may run on {} CPU(s) only (its CPU affinity), so "
+                           "the extra threads share those CPUs (TBB limits itself to them). mpirun binds each rank "
+                           "to one core by default: run mpirun --bind-to none, or mpirun --map-by slot:PE={} to give "
+                           "each rank {} cores; under Slurm set --cpus-per-task={} (or lower engine.threads to {})",
+                           rank, threads, cpus, threads, threads, threads, cpus));
+}
+
+// Under mpirun with more than one rank, data.train must be a partitioned
+// store: throws Error(kConfig) saying how to make one otherwise. A partitioned
+// store meets the single store's data.index_base / data.features checks
+// (reject_partitioned_store_mismatch). Called before any partitioned run,
+// whatever the solver.
+void require_partitioned_store(const Config& config, const Communicator& comm) {
+  reject_partitioned_store_mismatch(config);
+  if (comm.size() == 1 || is_partitioned_store(config.get_string("data.train"))) return;
+  throw Error(ErrorKind::kConfig,
+              fmt::format("data.train = {} is not a partitioned store, and this run has {} ranks: ingest it with "
+                          "fgm ingest INPUT --out STORE --partitions {} and set data.train = STORE "
+                          "(docs/distributed.md)",
+                          config.get_string("data.train"), comm.size(), comm.size()));
+}
+
+}  // namespace
+
+std::optional<ResumeCheckpoint> SolverRun::resume_checkpoint() {
+  int32_t resuming = session && session->resuming() ? 1 : 0;
+  comm.broadcast(&resuming, sizeof resuming, 0);
+  if (!resuming) return std::nullopt;
+  if (session) {
+    ResumeCheckpoint saved;
+    saved.path = std::move(*session->path());
+    if (TrainProgress* train = session->train()) saved.train = std::move(*train);
+    return saved;
+  }
+  return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
+}
 
 std::string SolverRun::ranks_suffix() const {
   return partitioned() ? fmt::format(" ranks={}", comm.size()) : std::string();
@@ -33,7 +159,12 @@ void SolverRun::refuse_counts_beyond_width(const char* key, uint64_t largest) co
 }
 
 bool SolverRun::gather_outputs(uint64_t budget_peak) {
-  if (partitioned()) ranks = gather_rank_resources(comm, budget_peak);
+  if (partitioned()) {
+    const RankResources mine{peak_rss_bytes(), budget_peak};
+    const std::vector<uint8_t> all = comm.allgather(&mine, sizeof mine);
+    ranks.resize(all.size() / sizeof(RankResources));
+    std::memcpy(ranks.data(), all.data(), ranks.size() * sizeof(RankResources));
+  }
   return comm.rank() == 0;
 }
 
@@ -177,9 +308,12 @@ void open_partitioned(const SolverEntry& entry, SolverRun& run) {
   if (entry.check_data) entry.check_data(run);
   if (run.comm.rank() != 0) return;
   refuse_other_rank_count(run.out_dir, run.restart, run.comm.size(), run.budget);
-  run.session = std::make_unique<ResumeSession>(
-      run.out_dir, partitioned_run_identity(run.config, run.comm.size(), command_name(run.kind)), run.restart,
-      final_output(run.kind), run.budget);
+  // The identity of a partitioned store, and the rank count: resuming on another count is refused.
+  RunIdentity identity = store_run_identity(run.config, command_name(run.kind),
+                                            partitioned_store_identity(run.dir, read_partition_manifest(run.dir)));
+  identity.config[kRanksIdentityKey] = std::to_string(run.comm.size());
+  run.session =
+      std::make_unique<ResumeSession>(run.out_dir, std::move(identity), run.restart, final_output(run.kind), run.budget);
 }
 
 // A single store: opened (ingested when data.train is a text file) and

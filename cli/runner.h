@@ -13,11 +13,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "cli/distributed_train.h"
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "core/communicator.h"
@@ -25,7 +25,9 @@
 #include "core/json_writer.h"
 #include "core/memory_budget.h"
 #include "core/run_warnings.h"
+#include "engine/distributed_fgm.h"
 #include "engine/training_data.h"
+#include "io/partitioned_store.h"
 
 namespace fgm::cli {
 
@@ -53,6 +55,11 @@ struct TrainOutputs {
   std::string summary;
 };
 
+// The ranks' peak RSS and budget peaks (run.json's "distributed").
+struct RankResources {
+  uint64_t peak_rss_bytes = 0, budget_peak_bytes = 0;
+};
+
 // One run of one solver, as the runner opened it.
 struct SolverRun {
   SolverRun(const Config& config, RunKind kind, MemoryBudget& budget, RunWarnings& warnings, Communicator& comm,
@@ -73,6 +80,11 @@ struct SolverRun {
   std::vector<RankResources> ranks;        // after gather_outputs, on a partitioned store
 
   bool partitioned() const { return data == nullptr; }
+  // The checkpoint the run resumes from, on every rank (a single store: one):
+  // rank 0's session decides and tells the others, which read the same file
+  // (output.dir is on a file system all ranks share, like the store). Empty:
+  // start from scratch.
+  std::optional<ResumeCheckpoint> resume_checkpoint();
   // A path's largest feature count `largest` (config key `key`) beyond the
   // store's width, which no path can reach: a config error before the run.
   void refuse_counts_beyond_width(const char* key, uint64_t largest) const;

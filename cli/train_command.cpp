@@ -1,6 +1,5 @@
 // fgm train with solver = "fgm": store -> FGM (one-vs-rest on more than two
 // labels) -> model.fgm + run.json
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -8,7 +7,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "cli/distributed_train.h"
 #include "cli/runner.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -38,40 +36,21 @@ void log_resume(const ResumeSession& session, const TrainProgress& saved, const 
   spdlog::info("{}", msg::resuming_from(session.file(), saved.iterations.size() + 1, of_what, saved.apg.w.size()));
 }
 
-// A store with more than two labels (fgm.multiclass = "ovr"): one binary run
-// per class, in lockstep where the space allows (engine/one_vs_rest.h). No
-// resume checkpoints: an interrupted multi-class run starts again.
-DistributedOutcome train_one_vs_rest_on_store(SolverRun& run, const TrainSettings& settings) {
-  const StoreInfo& info = run.data->store->info();
-  DistributedOutcome out;
-  auto log = [&](size_t c, const IterationRecord& r) {
-    spdlog::info("class {} iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, score {:.3f}s, "
-                 "solve {:.3f}s",
-                 label_text(info.class_values[c]), r.iter, r.selected, r.added, r.objective, r.rel_decrease,
-                 r.score_seconds, r.solve_seconds);
-  };
-  static_cast<FgmOutcome&>(out) = train_one_vs_rest(*run.data->store, settings, run.budget, log);
-  spdlog::info("one-vs-rest: {} scoring passes ({}), {} streamed", out.scoring_passes,
-               out.lockstep ? "shared by the classes" : "one class after another",
-               format_bytes(out.total_bytes_streamed));
-  return out;
-}
-
-// FGM on either backend (engine/fgm_trainer.h, engine/distributed_fgm.h),
-// resumed from the checkpoint: on a partitioned store rank 0's session tells
-// the others whether it resumes, and they read the same file.
+// FGM on either backend (engine/one_vs_rest.h, engine/distributed_fgm.h):
+// one binary run resumed from the checkpoint (on a partitioned store rank 0's
+// session tells the others whether it resumes, and they read the same file),
+// or one-vs-rest on more than two labels, whose classes keep no checkpoint.
 DistributedOutcome train_on_data(SolverRun& run, const TrainSettings& settings) {
   if (!run.partitioned()) {
     const StoreInfo& info = run.data->store->info();
     spdlog::info("training on {} rows x {} features ({} nonzeros), space={}, B={}, C={}, loss={}, threads={}",
                  info.n_rows, info.n_features, info.nnz, settings.space.kind, settings.B, settings.apg.C,
                  loss_name(settings.apg.loss), settings.apg.threads);
-    if (info.classes() > 2) return train_one_vs_rest_on_store(run, settings);
   } else if (run.session) {
     spdlog::info("training on partitioned store {} with {} rank(s), B={}, C={}, loss={}, threads={}", run.dir,
                  run.comm.size(), settings.B, settings.apg.C, loss_name(settings.apg.loss), settings.apg.threads);
   }
-  std::optional<ResumeCheckpoint> saved = shared_checkpoint(run.comm, run.session.get(), run.out_dir, run.budget);
+  std::optional<ResumeCheckpoint> saved = run.resume_checkpoint();
   if (saved && !saved->train) throw Error(ErrorKind::kCorruption, "checkpoint of rank 0 has no training state");
   if (saved && run.session) log_resume(*run.session, *saved->train, settings);
   DistributedHooks hooks;
@@ -80,25 +59,21 @@ DistributedOutcome train_on_data(SolverRun& run, const TrainSettings& settings) 
   if (run.partitioned())
     return train_fgm_distributed(run.comm, run.dir, settings, run.budget, hooks,
                                  run.config.get_string_list("features.transform"));
-  DistributedOutcome out;
-  out.iterations_restored = saved ? saved->train->iterations.size() : 0;
   hooks.on_iteration = log_iteration;
-  static_cast<TrainOutcome&>(out) = train_fgm(*run.data->store, settings, run.budget, hooks);
+  const std::vector<double>& classes = run.data->store->info().class_values;
+  DistributedOutcome out;
+  static_cast<FgmOutcome&>(out) =
+      train_fgm_store(*run.data->store, settings, run.budget, hooks, [&](size_t c, const IterationRecord& r) {
+        spdlog::info("class {} iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, score "
+                     "{:.3f}s, solve {:.3f}s",
+                     label_text(classes[c]), r.iter, r.selected, r.added, r.objective, r.rel_decrease,
+                     r.score_seconds, r.solve_seconds);
+      });
+  if (!out.classes.empty())
+    spdlog::info("one-vs-rest: {} scoring passes ({}), {} streamed", out.scoring_passes,
+                 out.lockstep ? "shared by the classes" : "one class after another",
+                 format_bytes(out.total_bytes_streamed));
   return out;
-}
-
-// run.json of a binary run after its opening.
-void write_binary_run(JsonWriter& j, const DistributedOutcome& o) {
-  j.key("iterations").begin_array();
-  for (const auto& r : o.iterations) write_iteration(j, r);
-  j.end_array();
-  j.key("stop_reason").value(o.stop_reason);
-  j.key("iterations_restored").value(o.iterations_restored);
-  j.key("final_sip_violation").value(o.final_sip_violation);
-  j.key("objective_no_features").value(o.objective_no_features);
-  write_selected_features(j, o.model.features, o.model.index_base);
-  j.key("bias").value(o.model.bias);
-  j.key("total_apg_iterations").value(o.total_apg_iterations);
 }
 
 }  // namespace
@@ -130,7 +105,7 @@ int train_fgm_run(SolverRun& run) {
                write_one_vs_rest_runs(j, outcome.classes, outcome.class_labels, outcome.class_rows, model.index_base,
                                       test, outcome.lockstep, outcome.scoring_passes);
              else
-               write_binary_run(j, outcome);
+               write_fgm_run(j, outcome, model.index_base, &outcome.iterations_restored);
              j.key("objective").value(model.objective);
              j.key("total_bytes_streamed").value(outcome.total_bytes_streamed);
              j.key("seconds").value(outcome.seconds);

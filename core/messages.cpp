@@ -465,11 +465,10 @@ std::string checkpoint_mismatch(std::string_view path, std::string_view command,
                      "discard it and start from scratch",
                      location(path), differences, command);
 }
-std::string checkpoint_inconsistent(uint64_t weights, uint64_t columns, uint64_t duals,
-                                    uint64_t rows) {
-  return fmt::format("resume checkpoint does not fit the run: {} weights for {} selected columns, "
-                     "{} dual variables for {} rows; rerun with --restart",
-                     weights, columns, duals, rows);
+std::string checkpoint_inconsistent(uint64_t weights, uint64_t columns) {
+  return fmt::format("resume checkpoint does not fit the run: {} weights for {} selected columns; rerun with "
+                     "--restart",
+                     weights, columns);
 }
 std::string resuming_from(std::string_view path, uint64_t iteration, std::string_view of_what,
                           uint64_t selected) {

@@ -166,8 +166,7 @@ std::string transform_overflow(std::string_view store, uint64_t feature, uint64_
 std::string not_a_checkpoint(std::string_view path, std::string_view detail);
 std::string checkpoint_mismatch(std::string_view path, std::string_view command,
                                 std::string_view differences);
-std::string checkpoint_inconsistent(uint64_t weights, uint64_t columns, uint64_t duals,
-                                    uint64_t rows);
+std::string checkpoint_inconsistent(uint64_t weights, uint64_t columns);
 std::string resuming_from(std::string_view path, uint64_t iteration, std::string_view of_what,
                           uint64_t selected);
 std::string checkpoint_discarded(std::string_view path);

@@ -242,27 +242,17 @@ std::vector<ApgRowPart> FgmRows::row_parts() {
 // row sum reduced by the source.
 ApgResult FgmRows::solve(const ApgOptions& apg, ApgState& state) {
   const ApgResult r = solve_apg(row_parts(), source_.reduction(), apg, state, budget_);
-  solved_ = true;
   update_duals();
   return r;
 }
 
-// α from the checkpoint (the single store's format), or formed from its ω
-// exactly as the solve formed it (a resumed run repeats the arithmetic).
-void FgmRows::restore_duals(TrainProgress& saved) {
-  if (source_.duals_in_checkpoint()) {
-    solved_ = saved.iterations.empty();
-    alpha_.front() = std::move(saved.alpha);
-    for (uint64_t i = 0; i < alpha_[0].size(); ++i) a_[0][i] = alpha_[0][i] * double(y_[0][i]);
-    return;
-  }
+// α formed from the checkpoint's ω exactly as the solve formed it (a resumed
+// run repeats the arithmetic, on every backend); a checkpoint's own α (the
+// single store's files before this) is not read.
+void FgmRows::restore_duals(const TrainProgress& saved) {
   if (columns().num_columns() == 0) return;
   apg_decision_values(row_parts(), settings_.apg, saved.apg, budget_);
   update_duals();
-}
-
-void FgmRows::save_duals(TrainProgress& progress) const {
-  if (source_.duals_in_checkpoint()) progress.alpha = alpha_.front();
 }
 
 std::vector<PartitionScoringInput> FgmRows::inputs() {
@@ -344,20 +334,18 @@ void FgmRows::describe_point(Checkpoint& cp) {
 }
 
 void FgmRows::hand_out_decisions() {
-  if (solved_ && hooks_.on_final_decision)
+  if (hooks_.on_final_decision)
     for (size_t q = 0; q < decisions_.size(); ++q) hooks_.on_final_decision(q, decisions_[q]);
 }
 
 // The final model's counts over all rows, reduced (decision > 0 → +1).
-bool FgmRows::chance_counts(double counts[3], int iteration) {
-  if (!solved_) return false;
+void FgmRows::chance_counts(double counts[3], int iteration) {
   begin_phase();
   std::vector<std::vector<double>> local(y_.size(), std::vector<double>(3, 0.0));  // rows, positive, correct
   for (size_t q = 0; q < y_.size(); ++q) count_fit(y_[q], decisions_[q].size(), decisions_[q], local[q].data());
   const std::vector<double> total = source_.reduction().sum(local, 3);
   end_phase(iteration, "diagnostics");
   std::copy(total.begin(), total.end(), counts);
-  return true;
 }
 
 void FgmRows::begin_phase() {
@@ -408,10 +396,8 @@ void FgmLoop::begin() {
 void FgmLoop::restore(TrainProgress& saved) {
   for (const auto& batch : saved.batches) rows_.add_batch(batch);
   const uint64_t columns = rows_.columns().num_columns();
-  if (saved.apg.w.size() != columns || saved.alpha.size() != rows_.saved_duals() ||
-      saved.batches.size() != saved.iterations.size())
-    throw Error(ErrorKind::kCorruption, msg::checkpoint_inconsistent(saved.apg.w.size(), columns, saved.alpha.size(),
-                                                                     rows_.saved_duals()));
+  if (saved.apg.w.size() != columns || saved.batches.size() != saved.iterations.size())
+    throw Error(ErrorKind::kCorruption, msg::checkpoint_inconsistent(saved.apg.w.size(), columns));
   progress_ = std::move(saved);
   // A checkpoint that predates the stop rule's record ends where that rule says.
   if (progress_.stop_reason.empty()) progress_.stop_reason = stop_reason(static_cast<int>(progress_.iterations.size()));
@@ -503,7 +489,6 @@ bool FgmLoop::after_scoring(FgmPass pass) {
   progress_.stop_reason = stop_reason(t);
   if (hooks_.on_progress) {
     sum_apg_work(progress_);
-    rows_.save_duals(progress_);
     hooks_.on_progress(progress_);
   }
   return progress_.stop_reason.empty();
@@ -611,7 +596,7 @@ void FgmLoop::emit_point(const CheckpointCallback& hook, uint64_t features) {
 // always predicting the larger class: never report a chance-level model silently.
 void FgmLoop::check_chance_level() {
   double c[3] = {0, 0, 0};  // rows of the fit, positive, right
-  if (!rows_.chance_counts(c, static_cast<int>(progress_.iterations.size()))) return;
+  rows_.chance_counts(c, static_cast<int>(progress_.iterations.size()));
   if (at_chance_level(c[0], c[2], std::max(c[1], c[0] - c[1]), out_.train_accuracy, out_.majority_rate) &&
       rows_.reports_warnings())
     add_warning(settings_.warnings, "chance_level_model", msg::chance_level_model(out_.train_accuracy, out_.majority_rate));

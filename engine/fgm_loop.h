@@ -65,9 +65,6 @@ class RowSource {
   virtual std::unique_ptr<FeatureSpace> make_space(const FeatureSpaceSettings& settings, MemoryBudget& budget) = 0;
   // The model's store provenance; a partitioned store's labels are the run's.
   virtual Model model_frame(double negative, double positive) const = 0;
-  // Whether a resume checkpoint holds α (n entries): the single store's
-  // format; partitions form α again from ω, where it lives with its rows.
-  virtual bool duals_in_checkpoint() const { return false; }
   // The value-span warning of the source's first pass (one per store): the
   // streams observe the pass, then the span of what they saw (0 on a rank
   // that does not report). A real difference: one store's blocks hold each
@@ -106,18 +103,15 @@ class FgmRows {
   ApgResult solve(const ApgOptions& apg, ApgState& state);
   // The selected columns (keys and batches for the model).
   const SelectedFeatureCache& columns() const { return *columns_.front(); }
-  // A checkpoint's α entries (RowSource::duals_in_checkpoint).
-  uint64_t saved_duals() const { return source_.duals_in_checkpoint() ? rows_ : 0; }
-  // α after a checkpoint's batches were replayed (`saved` holds ω).
-  void restore_duals(TrainProgress& saved);
-  void save_duals(TrainProgress& progress) const;
+  // α after a checkpoint's batches were replayed, formed from its ω.
+  void restore_duals(const TrainProgress& saved);
   Model model_frame() const;
   void record_transforms(Model& model) const;
   void describe_point(Checkpoint& cp);
   // The final decision values to the caller's hook.
   void hand_out_decisions();
-  // count_fit over all rows; false when the decision values are unknown (a restored run).
-  bool chance_counts(double counts[3], int iteration);
+  // count_fit over all rows.
+  void chance_counts(double counts[3], int iteration);
   double value_span() const { return value_span_; }
   // Whether this process adds the run's warnings (rank 0 of a partitioned run).
   bool reports_warnings() const { return !comm_ || comm_->rank() == 0; }
@@ -160,9 +154,6 @@ class FgmRows {
   std::vector<CommunicationRecord> communication_;
   CommunicationStats phase_start_;
   double value_span_ = 0;
-  // decisions_ hold the current model's values: true for a fresh run (0, the
-  // empty model's) and after any solve; not after restoring α from a checkpoint.
-  bool solved_ = true;
 };
 
 // run() = begin(); outer iterations while iterating(); end_iterations(); the

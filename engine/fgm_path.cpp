@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "core/messages.h"
 #include "engine/debias.h"
+#include "engine/distributed_fgm.h"
 #include "engine/model_provenance.h"
 
 namespace fgm {
@@ -51,53 +53,162 @@ void validate_folds(int folds, uint64_t smallest_label_rows) {
 
 namespace {
 
-// train_fgm on one store; a fold's run has its held-out rows at label 0.
-class StorePathTrainer final : public PathTrainer {
+// Rows of fold f among the `count` rows of one label dealt round-robin from
+// `dealt` on (assign_folds: the shuffled row at position r gets fold (dealt + r) mod k).
+uint64_t dealt_to_fold(uint64_t count, uint64_t dealt, int k, int f) {
+  const uint64_t first = (uint64_t(f) + uint64_t(k) - dealt % uint64_t(k)) % uint64_t(k);  // first position of f
+  return count / uint64_t(k) + (first < count % uint64_t(k) ? 1 : 0);
+}
+
+// One cross-validation fold's rows, over all rows of the store.
+struct FoldRows {
+  uint64_t training = 0, held_out = 0;
+};
+
+// One (decision value, label) pair of a held-out row, as gathered on rank 0.
+constexpr size_t kHeldOutPairBytes = sizeof(double) + sizeof(int8_t);
+
+// The labels cross-validation deals into folds: this process's parts' (±1,
+// 0 for a row outside the fit) and every part's rows of −1 and of +1.
+struct FoldLabels {
+  std::vector<std::vector<int8_t>> own;
+  std::vector<std::array<uint64_t, 2>> label_rows;
+  uint32_t first = 0;  // index of the first own part among all parts
+  Reservation memory;  // the labels and the fold's row mask
+};
+
+using LeftOut = std::vector<std::vector<uint8_t>>;  // per own part, nonzero = out of the fit
+
+// What differs between the single store (one part) and this rank's
+// partitions for a path: where the labels are and how a run is trained.
+struct PathBackend {
+  const Model* shape = nullptr;   // the evaluation rows' label map and width; null: the first point's model
+  Communicator* comm = nullptr;   // partitions: held-out figures gathered on rank 0
+  const char* remedy = "use fewer training rows";
+  std::function<FoldLabels()> labels;
+  // One FGM run; `left_out` during a fold's path, else null.
+  std::function<TrainOutcome(const TrainSettings&, const TrainHooks&, const LeftOut* left_out)> train;
+  CommunicationStats* cv_communication = nullptr;  // partitions: what the folds exchange
+};
+
+// The FGM runs behind a path, on either backend, and its cross-validation:
+// the stratified folds of all rows (engine/path_selection.h: the same folds
+// on one store and on partitions), each fold's runs with its held-out rows
+// left out, and a point's accuracy and AUC on them (decision values from the
+// point's rows of its selected columns, gathered on rank 0 in row order).
+class PathTrainer {
  public:
-  // `labels`: the rows' labels (TrainSettings::labels or the store's).
-  StorePathTrainer(const ShardStore& store, const int8_t* labels, MemoryBudget& budget)
-      : store_(store), labels_(labels), budget_(budget), shape_(model_of_store(store.info(), "fgm")) {}
-  const Model* evaluation_shape() const override { return &shape_; }
-
-  TrainOutcome train(const TrainSettings& settings, const TrainHooks& hooks) override {
-    TrainSettings s = settings;
-    if (fold_ >= 0) s.labels = training_labels_.data();  // the fold's rows at 0
-    return train_fgm(store_, s, budget_, hooks);
+  PathTrainer(PathBackend backend, MemoryBudget& budget) : backend_(std::move(backend)), budget_(budget) {}
+  const Model* evaluation_shape() const { return backend_.shape; }
+  TrainOutcome train(const TrainSettings& s, const TrainHooks& hooks) {
+    return backend_.train(s, hooks, fold_ >= 0 ? &left_out_ : nullptr);
   }
-
-  std::vector<FoldRows> assign_folds(int k, uint64_t seed) override {
-    const uint64_t n = store_.info().n_rows;
-    folds_ = fgm::assign_folds(labels_, n, k, seed, budget_);
-    training_labels_ = BudgetedArray<int8_t>(budget_, n, "fold training labels", "use fewer training rows");
-    std::vector<FoldRows> out(static_cast<size_t>(k));
-    uint64_t in_folds = 0;
-    for (uint64_t i = 0; i < n; ++i)
-      if (folds_[i] != kNoFold) {
-        ++out[folds_[i]].held_out;
-        ++in_folds;
-      }
-    for (FoldRows& f : out) f.training = in_folds - f.held_out;
-    return out;
-  }
-
-  void set_fold(int fold) override {
-    fold_ = fold;
-    if (fold >= 0) fold_training_labels(labels_, folds_, fold, training_labels_);
-  }
-
-  HeldOutEval held_out(const Checkpoint& point) override {
-    return evaluate_held_out(*point.rows.front().cache, point.model, labels_, folds_, fold_, budget_);
-  }
+  // Throws a config error naming path.folds when a label has fewer than k rows.
+  std::vector<FoldRows> assign_folds(int k, uint64_t seed);
+  // train() then fits all rows but those of fold `fold` (−1: all rows).
+  void set_fold(int fold);
+  HeldOutEval held_out(const Checkpoint& point);
 
  private:
-  const ShardStore& store_;
-  const int8_t* labels_;
+  CommunicationStats stats() const { return backend_.comm ? backend_.comm->stats() : CommunicationStats{}; }
+  void add_cv_communication(const CommunicationStats& before) {
+    if (backend_.cv_communication) *backend_.cv_communication += stats() - before;
+  }
+  HeldOutEval gather_on_rank0(const std::vector<double>& scores, const std::vector<int8_t>& y);
+
+  PathBackend backend_;
   MemoryBudget& budget_;
-  Model shape_;
-  BudgetedArray<uint16_t> folds_;
-  BudgetedArray<int8_t> training_labels_;
+  FoldLabels labels_;
+  std::vector<BudgetedArray<uint16_t>> folds_;  // per own part
+  LeftOut left_out_;
   int fold_ = -1;
 };
+
+std::vector<FoldRows> PathTrainer::assign_folds(int k, uint64_t seed) {
+  const CommunicationStats before = stats();
+  labels_ = backend_.labels();
+  uint64_t total[2] = {0, 0};
+  for (const auto& rows : labels_.label_rows)
+    for (int c = 0; c < 2; ++c) total[c] += rows[c];
+  validate_folds(k, total[0] > 0 && total[1] > 0 ? std::min(total[0], total[1]) : std::max(total[0], total[1]));
+  std::vector<const int8_t*> label_ptrs;
+  std::vector<uint64_t> rows;
+  for (const auto& y : labels_.own) {
+    label_ptrs.push_back(y.data());
+    rows.push_back(y.size());
+  }
+  folds_.clear();
+  if (labels_.label_rows.size() == 1)  // one part: its O(n) shuffle, not the replay of a partition's share
+    folds_.push_back(fgm::assign_folds(label_ptrs[0], rows[0], k, seed, budget_));
+  else
+    folds_ = assign_partition_folds(labels_.label_rows, labels_.first, label_ptrs, rows, k, seed, budget_);
+  left_out_.assign(folds_.size(), {});
+  add_cv_communication(before);
+  // Fold sizes from the label counts: label −1 is dealt from 0, +1 from n₋.
+  std::vector<FoldRows> out(static_cast<size_t>(k));
+  for (int f = 0; f < k; ++f) {
+    out[size_t(f)].held_out = dealt_to_fold(total[0], 0, k, f) + dealt_to_fold(total[1], total[0], k, f);
+    out[size_t(f)].training = total[0] + total[1] - out[size_t(f)].held_out;
+  }
+  return out;
+}
+
+void PathTrainer::set_fold(int fold) {
+  fold_ = fold;
+  for (size_t q = 0; q < folds_.size(); ++q) {
+    left_out_[q].resize(folds_[q].size());
+    for (uint64_t i = 0; i < folds_[q].size(); ++i) left_out_[q][i] = folds_[q][i] == fold;
+  }
+}
+
+// The own held-out rows' decision values and labels; on partitions gathered
+// on rank 0 in rank order (= partition order = row order), 9 bytes a row.
+HeldOutEval PathTrainer::held_out(const Checkpoint& point) {
+  const CommunicationStats before = stats();
+  uint64_t held = 0;
+  for (const auto& folds : folds_)
+    for (uint16_t f : folds) held += f == fold_;
+  // Scores and labels, and the AUC's rank order or the gather's bytes.
+  Reservation mine = budget_.reserve(held * (sizeof(double) + 1 + (backend_.comm ? kHeldOutPairBytes : sizeof(double))),
+                                     "held-out scores", backend_.remedy);
+  std::vector<double> scores;
+  std::vector<int8_t> y;
+  scores.reserve(held);
+  y.reserve(held);
+  for (size_t q = 0; q < folds_.size(); ++q)
+    append_held_out_scores(*point.rows[q].cache, point.model, labels_.own[q].data(), folds_[q].data(), fold_,
+                           budget_, scores, y);
+  if (!backend_.comm) return held_out_eval(scores, y);
+  HeldOutEval out = gather_on_rank0(scores, y);
+  add_cv_communication(before);
+  return out;
+}
+
+HeldOutEval PathTrainer::gather_on_rank0(const std::vector<double>& scores, const std::vector<int8_t>& y) {
+  Communicator& comm = *backend_.comm;
+  const uint64_t held = scores.size();
+  std::vector<std::vector<uint8_t>> parts(static_cast<size_t>(comm.size()));
+  parts[0].resize(held * kHeldOutPairBytes);
+  std::memcpy(parts[0].data(), scores.data(), held * sizeof(double));
+  std::memcpy(parts[0].data() + held * sizeof(double), y.data(), held);
+  std::vector<size_t> sizes;
+  const std::vector<uint8_t> all = comm.alltoallv(parts, &sizes);
+  if (comm.rank() != 0) return {};
+  const uint64_t rows = all.size() / kHeldOutPairBytes;
+  Reservation gathered = budget_.reserve(rows * (2 * sizeof(double) + 1), "held-out scores of all ranks",
+                                         "use more memory on rank 0");
+  std::vector<double> all_scores(rows, 0.0);
+  std::vector<int8_t> all_y(rows, 0);
+  uint64_t at = 0, offset = 0;
+  for (size_t bytes : sizes) {  // per source rank: its scores, then its labels
+    const uint64_t h = bytes / kHeldOutPairBytes;
+    std::memcpy(all_scores.data() + at, all.data() + offset, h * sizeof(double));
+    std::memcpy(all_y.data() + at, all.data() + offset + h * sizeof(double), h);
+    at += h;
+    offset += bytes;
+  }
+  return held_out_eval(all_scores, all_y);
+}
 
 // One `fgm path` run: the evaluation rows, the points so far, and the steps
 // of each mode.
@@ -418,16 +529,8 @@ void select_point(PathOutcome& out, bool has_validation) {
   }
 }
 
-}  // namespace
-
-PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
-                         const PathHooks& hooks) {
-  validate_path_settings(settings);
-  validate_folds(settings, store);
-  StorePathTrainer trainer(store, settings.base.labels ? settings.base.labels : store.labels(), budget);
-  return run_path(trainer, settings, budget, hooks);
-}
-
+// The path over `trainer`: its points, refits, evaluations, the folds'
+// paths (settings.folds ≥ 2) and the chosen point.
 PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
                      const PathHooks& hooks) {
   validate_path_settings(settings);
@@ -450,6 +553,126 @@ PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryB
   }
   select_point(out, !settings.validation_path.empty());
   return out;
+}
+
+// The single store as one part: train_fgm, a fold's held-out rows at label 0.
+PathBackend store_backend(const ShardStore& store, const int8_t* labels, const Model& shape, MemoryBudget& budget,
+                          BudgetedArray<int8_t>& fold_labels) {
+  PathBackend backend;
+  backend.shape = &shape;
+  backend.labels = [&store, labels, &budget] {
+    const uint64_t n = store.info().n_rows;
+    FoldLabels f;
+    f.memory = budget.reserve(2 * n, "cross-validation labels and row mask", "use fewer training rows");
+    f.own.emplace_back(labels, labels + n);
+    f.label_rows.push_back({0, 0});
+    for (int8_t y : f.own[0])
+      if (y != 0) ++f.label_rows[0][y > 0];
+    return f;
+  };
+  backend.train = [&store, labels, &budget, &fold_labels](const TrainSettings& settings, const TrainHooks& hooks,
+                                                          const LeftOut* left_out) {
+    TrainSettings s = settings;
+    if (left_out) {
+      const uint64_t n = store.info().n_rows;
+      if (fold_labels.size() != n)
+        fold_labels = BudgetedArray<int8_t>(budget, n, "fold training labels", "use fewer training rows");
+      for (uint64_t i = 0; i < n; ++i) fold_labels[i] = (*left_out)[0][i] ? int8_t{0} : labels[i];
+      s.labels = fold_labels.data();
+    }
+    return train_fgm(store, s, budget, hooks);
+  };
+  return backend;
+}
+
+// This rank's partitions: train_fgm_distributed (its rows of a fold left out
+// by DistributedHooks::left_out); each rank labels its rows as the trainer
+// does (+1: the larger of the two values of all partitions) and one tree sum
+// gives every partition's rows of each label.
+PathBackend partition_backend(Communicator& comm, const std::string& dir, const TrainSettings& base,
+                              MemoryBudget& budget, DistributedPathOutcome& out) {
+  PathBackend backend;
+  backend.comm = &comm;
+  backend.remedy = "use more ranks (more, smaller partitions)";
+  backend.cv_communication = &out.cv_communication;
+  backend.labels = [&comm, &dir, &base, &budget] {
+    OwnPartitions own(comm, dir, base.scheduler, base.block_bytes, budget);
+    const std::vector<double> values = own.class_values();
+    if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::multiclass_path_unsupported(dir, values.size()));
+    const uint32_t partitions = own.manifest().partitions;
+    FoldLabels f;
+    f.first = own.range().first;
+    f.memory = budget.reserve(own.own_rows() * 2, "cross-validation labels and row mask",
+                              "use more ranks (more, smaller partitions)");
+    std::vector<std::vector<double>> local;  // [partition]: 2·partitions counts, this partition's at its slots
+    for (size_t q = 0; q < own.size(); ++q) {
+      f.own.push_back(own.binary_labels(q, values[1]));
+      local.emplace_back(2 * size_t(partitions), 0.0);
+      for (int8_t label : f.own.back()) local.back()[2 * (f.first + q) + (label > 0)] += 1;
+    }
+    const std::vector<double> total = own.sum(local, 2 * size_t(partitions));  // integers: exact
+    for (uint32_t p = 0; p < partitions; ++p)
+      f.label_rows.push_back({static_cast<uint64_t>(total[2 * p]), static_cast<uint64_t>(total[2 * p + 1])});
+    return f;
+  };
+  backend.train = [&comm, &dir, &budget, &out](const TrainSettings& s, const TrainHooks& hooks,
+                                               const LeftOut* left_out) {
+    FGM_ASSERT(s.labels == nullptr);
+    DistributedHooks h;
+    static_cast<TrainHooks&>(h) = hooks;
+    h.left_out = left_out;
+    DistributedOutcome d = train_fgm_distributed(comm, dir, s, budget, h);
+    out.manifest = d.manifest;
+    out.ranks = d.ranks;
+    out.own_partitions = d.own_partitions;
+    if (left_out)
+      for (const CommunicationRecord& c : d.communication) out.cv_communication += c.comm;
+    else
+      out.communication.push_back(std::move(d.communication));
+    return std::move(static_cast<TrainOutcome&>(d));
+  };
+  return backend;
+}
+
+}  // namespace
+
+void reject_multiclass_partitioned_path(Communicator& comm, const std::string& store_dir, MemoryBudget& budget) {
+  OwnPartitions own(comm, store_dir, SchedulerOptions{}, TrainSettings{}.block_bytes, budget);
+  const std::vector<double> values = own.class_values(false);
+  if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::multiclass_path_unsupported(store_dir, values.size()));
+}
+
+DistributedPathOutcome run_fgm_path(Communicator& comm, const ShardStore* store, const std::string& store_dir,
+                                    const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks) {
+  PathSettings local = settings;
+  if (comm.rank() != 0) {  // rank 0 alone evaluates and warns
+    local.test_path.clear();
+    local.validation_path.clear();
+    local.point_warnings = false;
+  }
+  DistributedPathOutcome out;
+  const Model shape = store ? model_of_store(store->info(), "fgm") : Model{};
+  BudgetedArray<int8_t> fold_labels;
+  PathTrainer trainer(store ? store_backend(*store, settings.base.labels ? settings.base.labels : store->labels(),
+                                            shape, budget, fold_labels)
+                            : partition_backend(comm, store_dir, local.base, budget, out),
+                      budget);
+  const CommunicationStats before = comm.stats();
+  out.path = run_path(trainer, local, budget, hooks);
+  out.total_communication = comm.stats() - before;
+  // The trainer's records and the cross-validation leave out what the refits at the points communicated.
+  CommunicationStats recorded = out.cv_communication;
+  for (const auto& run : out.communication)
+    for (const CommunicationRecord& c : run) recorded += c.comm;
+  out.refit_communication = out.total_communication - recorded;
+  out.budget_peak = budget.peak();
+  return out;
+}
+
+PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
+                         const PathHooks& hooks) {
+  SingleRankCommunicator one;
+  return run_fgm_path(one, &store, "", settings, budget, hooks).path;
 }
 
 }  // namespace fgm

@@ -8,15 +8,13 @@
 // validation sets; the best point is the one with the highest validation
 // accuracy (ties: fewer features).
 // With folds = k ≥ 2, the same path is also run k times on the training rows
-// of each stratified fold (row masks over the one store: TrainSettings::labels
-// with the fold's rows at 0) and each point is evaluated on the fold's held-out
-// rows; the points get the mean and standard error over folds, and a point is
+// of each stratified fold (the fold's rows left out of the fit) and each point
+// is evaluated on the fold's held-out rows; the points get the mean and standard error over folds, and a point is
 // chosen by the one-standard-error rule (engine/path_selection.h). The chosen
 // point's model is the one of the full-data path (the refit on all rows).
-// The FGM runs come from a PathTrainer: train_fgm on one store here, the
-// data-parallel trainer on a partitioned store in engine/distributed_path.h;
-// the points, refits, evaluations, folds and the choice are the same code for
-// both.
+// The FGM runs come from one path trainer over either backend (the single
+// store, or a rank's partitions of a partitioned store): the points, refits,
+// evaluations, folds and the choice are the same code for both.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "core/communicator.h"
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
+#include "engine/own_partitions.h"
 #include "engine/path_selection.h"
 
 namespace fgm {
@@ -137,34 +137,6 @@ struct PathHooks {
   TrainProgress* resume_train = nullptr;
 };
 
-// One cross-validation fold's rows, over all rows of the store.
-struct FoldRows {
-  uint64_t training = 0, held_out = 0;
-};
-
-// The FGM runs behind a path.
-class PathTrainer {
- public:
-  virtual ~PathTrainer() = default;
-  // The label map and width of the test and validation rows (index_base,
-  // n_features, positive/negative label); null when only the first point's
-  // model tells them (the rows are then loaded at the first point).
-  virtual const Model* evaluation_shape() const = 0;
-  // One FGM run with `settings` and `hooks` (on_checkpoint or on_final hands
-  // out the points, with this process's rows of their selected columns).
-  virtual TrainOutcome train(const TrainSettings& settings, const TrainHooks& hooks) = 0;
-  // Cross-validation (path.folds = k ≥ 2): the stratified folds of all rows
-  // (engine/path_selection.h assign_folds: the same folds on one store and on
-  // a partitioned one) and each fold's rows. Throws a config error naming
-  // path.folds when a label has fewer than k rows.
-  virtual std::vector<FoldRows> assign_folds(int k, uint64_t seed) = 0;
-  // Then train() fits only the training rows of fold `fold` (−1: all rows) ...
-  virtual void set_fold(int fold) = 0;
-  // ... and this is a point's accuracy and AUC on that fold's held-out rows,
-  // from `point.rows` (every row of the point's selected columns).
-  virtual HeldOutEval held_out(const Checkpoint& point) = 0;
-};
-
 // Throws a config error unless exactly one of the lists is given and valid.
 void validate_path_settings(const PathSettings& settings);
 
@@ -174,12 +146,47 @@ void validate_folds(const PathSettings& settings, const ShardStore& store);
 // The same check from the row count of the smallest label.
 void validate_folds(int folds, uint64_t smallest_label_rows);
 
+struct DistributedPathOutcome {
+  PathOutcome path;  // evaluations and the choice on rank 0 only
+  PartitionManifest manifest;
+  int ranks = 1;
+  uint32_t own_partitions = 0;
+  // This rank's communication: per FGM run of the path and phase (the
+  // trainer's records; `iteration` counts within its run), in total, of the
+  // cross-validation (fold assignment, the folds' runs, the held-out
+  // gathers) and of the points' refits (the rest).
+  std::vector<std::vector<CommunicationRecord>> communication;
+  CommunicationStats total_communication, cv_communication, refit_communication;
+  uint64_t budget_peak = 0;  // this rank's MemoryBudget peak
+};
+
+// Throws Error(kConfig) msg::multiclass_path_unsupported when the partitions
+// of `store_dir` hold more than two label values together (a path is binary,
+// as on one store). Collective: every rank opens its own partitions' stores
+// and the label values are gathered; call before anything is written.
+void reject_multiclass_partitioned_path(Communicator& comm, const std::string& store_dir, MemoryBudget& budget);
+
+// The path on the single store `store`, or (null) data-parallel on this
+// rank's partitions of the partitioned store `store_dir` over `comm`
+// (docs/distributed.md, "fgm path"): every rank runs the whole path (the
+// collectives need all of them); only rank 0 reads data.test and
+// data.validation, evaluates the points and warns. The one path trainer
+// serves both: path.features is one FGM run with checkpoints at the counts,
+// path.B / path.C one run per value (engine/distributed_fgm.h on
+// partitions); each point is de-biased over the rows it was trained on
+// (engine/debias.h, row sums in the partition tree), so every point's model
+// and refit are the same bits for every rank count dividing the partition
+// count and any engine.threads. path.folds = k: the folds of
+// engine/path_selection.h over all rows (on partitions each rank deals its
+// own rows their folds from the per-partition label counts), each fold's
+// path trained with its held-out rows left out, each point's held-out
+// decision values and labels gathered on rank 0 in row order. A run resumes
+// from the PathHooks' state (every rank reads the same checkpoint; rank 0
+// writes it from on_progress).
+DistributedPathOutcome run_fgm_path(Communicator& comm, const ShardStore* store, const std::string& store_dir,
+                                    const PathSettings& settings, MemoryBudget& budget, const PathHooks& hooks = {});
+// The single store's path, in this process.
 PathOutcome run_fgm_path(const ShardStore& store, const PathSettings& settings, MemoryBudget& budget,
                          const PathHooks& hooks = {});
-
-// The path over `trainer`: its points, refits, evaluations, the folds'
-// paths (settings.folds ≥ 2) and the chosen point.
-PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryBudget& budget,
-                     const PathHooks& hooks);
 
 }  // namespace fgm

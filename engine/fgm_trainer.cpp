@@ -39,7 +39,6 @@ class StoreSource final : public RowSource {
     return make_feature_space(space, store_, budget);
   }
   Model model_frame(double, double) const override { return model_of_store(store_.info(), "fgm"); }
-  bool duals_in_checkpoint() const override { return true; }
   void observe_values() override {
     stream_->set_observer([this](const ColumnBlock& block) { span_.observe(block); });
   }

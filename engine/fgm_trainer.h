@@ -170,8 +170,7 @@ struct TrainProgress {
   // selection order: replaying mark_selected + materialize rebuilds the
   // space's exclusions and the selected-feature cache column for column.
   std::vector<std::vector<uint64_t>> batches;
-  ApgState apg;                       // ω (cache order), b, L_t
-  std::vector<double> alpha;          // α^t, n entries (α⁰ = C·1 when empty)
+  ApgState apg;                       // ω (cache order), b, L_t; α^t is formed again from them
   std::vector<IterationRecord> iterations;
   std::string stop_reason;            // set when the last iteration ended the loop
   // fgm path bookkeeping: index of the next feature-count checkpoint and the
@@ -197,8 +196,7 @@ struct TrainHooks {
   ProgressCallback on_progress;
   // At the end of the run: the final model's decision values d = w'x − b of
   // part q's rows (one store: part 0, n entries; partitions: each own
-  // partition, empty for the empty model: all 0). Not called when a finished
-  // single-store run is restored from a checkpoint.
+  // partition, empty for the empty model: all 0).
   std::function<void(size_t q, const std::vector<double>& d)> on_final_decision;
   // Start from this state instead of from scratch (it must come from a run of
   // the same settings on the same store). Moved from.
@@ -206,15 +204,6 @@ struct TrainHooks {
 };
 
 TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-                       const TrainHooks& hooks);
-
-inline TrainOutcome train_fgm(const ShardStore& store, const TrainSettings& settings,
-                              MemoryBudget& budget, const IterationCallback& on_iteration = {},
-                              const CheckpointCallback& on_checkpoint = {}) {
-  TrainHooks hooks;
-  hooks.on_iteration = on_iteration;
-  hooks.on_checkpoint = on_checkpoint;
-  return train_fgm(store, settings, budget, hooks);
-}
+                       const TrainHooks& hooks = {});
 
 }  // namespace fgm

@@ -268,4 +268,16 @@ FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& setti
   return run_one_vs_rest(backend, settings, budget);
 }
 
+FgmOutcome train_fgm_store(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+                           const TrainHooks& hooks, const ClassIterationCallback& on_class_iteration) {
+  if (store.info().classes() > 2) {
+    FGM_ASSERT(hooks.resume == nullptr);
+    return train_one_vs_rest(store, settings, budget, on_class_iteration);
+  }
+  FgmOutcome out;
+  out.iterations_restored = hooks.resume ? hooks.resume->iterations.size() : 0;
+  static_cast<TrainOutcome&>(out) = train_fgm(store, settings, budget, hooks);
+  return out;
+}
+
 }  // namespace fgm

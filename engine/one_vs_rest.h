@@ -61,6 +61,13 @@ FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& setti
                              const ClassIterationCallback& on_iteration = {},
                              OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
 
+// Solver "fgm" on one store, as train_fgm_distributed on partitions: one
+// binary run (resumed from hooks.resume), or one-vs-rest on more than two
+// labels (no resume; the hooks' on_iteration goes unused, on_class_iteration
+// gets each class's iterations).
+FgmOutcome train_fgm_store(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
+                           const TrainHooks& hooks, const ClassIterationCallback& on_class_iteration = {});
+
 // The multi-class model of per-class binary models (same space and settings):
 // their features, biases and objectives per class, the union of their
 // expansion scalings. `labels` are the class values, increasing.

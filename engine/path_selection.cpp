@@ -135,13 +135,6 @@ std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<st
   return folds;
 }
 
-void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& folds, int fold,
-                          BudgetedArray<int8_t>& out) {
-  FGM_ASSERT(out.size() == folds.size());
-  for (uint64_t i = 0; i < folds.size(); ++i)
-    out[i] = (folds[i] == kNoFold || folds[i] == fold) ? int8_t{0} : labels[i];
-}
-
 void append_held_out_scores(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
                             const uint16_t* folds, int fold, MemoryBudget& budget, std::vector<double>& scores,
                             std::vector<int8_t>& y) {
@@ -171,22 +164,6 @@ HeldOutEval held_out_eval(const std::vector<double>& scores, const std::vector<i
   r.accuracy = double(correct) / double(r.rows);
   r.auc = area_under_roc(scores, y);
   return r;
-}
-
-HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
-                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget) {
-  FGM_ASSERT(folds.size() == cache.n_rows());
-  uint64_t held = 0;
-  for (uint64_t i = 0; i < folds.size(); ++i) held += folds[i] == fold;
-  // Scores, labels and the AUC's rank order.
-  Reservation held_mem = budget.reserve(held * (2 * sizeof(double) + 1), "held-out scores",
-                                        "use fewer training rows");
-  std::vector<double> scores;
-  std::vector<int8_t> y;
-  scores.reserve(held);
-  y.reserve(held);
-  append_held_out_scores(cache, model, labels, folds.data(), fold, budget, scores, y);
-  return held_out_eval(scores, y);
 }
 
 MeanSe mean_and_se(const std::vector<double>& values) {

@@ -37,32 +37,21 @@ std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<st
                                                             const std::vector<uint64_t>& rows, int k, uint64_t seed,
                                                             MemoryBudget& budget);
 
-// Training labels of fold `fold`: `labels` with the fold's rows (and rows
-// outside every fold) set to 0, i.e. left out of the fit.
-void fold_training_labels(const int8_t* labels, const BudgetedArray<uint16_t>& folds, int fold,
-                          BudgetedArray<int8_t>& out);
-
 struct HeldOutEval {
   uint64_t rows = 0;
   double accuracy = std::numeric_limits<double>::quiet_NaN();
   double auc = std::numeric_limits<double>::quiet_NaN();  // NaN when the fold holds one class only
 };
 
-// Accuracy and AUC of `model` on the rows of fold `fold` (labels ±1 from
-// `labels`), its decision values w'x − b computed from the columns of `cache`
-// (which holds every row of each selected column; model.features[k] is
-// column k). A decision value > 0 predicts +1, as in engine/evaluate.
-HeldOutEval evaluate_held_out(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
-                              const BudgetedArray<uint16_t>& folds, int fold, MemoryBudget& budget);
-
 // The held-out rows of fold `fold` among the cache's rows, in row order: their
-// decision values (as evaluate_held_out computes them) and labels, appended.
-// The caller reserves the appended entries.
+// decision values w'x − b (from the columns of `cache`, which holds every row
+// of each selected column; model.features[k] is column k) and labels (±1
+// from `labels`), appended. The caller reserves the appended entries.
 void append_held_out_scores(const SelectedFeatureCache& cache, const Model& model, const int8_t* labels,
                             const uint16_t* folds, int fold, MemoryBudget& budget, std::vector<double>& scores,
                             std::vector<int8_t>& y);
 
-// Accuracy (a score > 0 predicts +1) and AUC of held-out scores.
+// Accuracy (a score > 0 predicts +1, as in engine/evaluate) and AUC of held-out scores.
 HeldOutEval held_out_eval(const std::vector<double>& scores, const std::vector<int8_t>& y);
 
 struct MeanSe {

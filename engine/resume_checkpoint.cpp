@@ -74,7 +74,7 @@ flatbuffers::Offset<schema::TrainState> encode_train(flatbuffers::FlatBufferBuil
   for (const auto& b : t.batches) batches.push_back(schema::CreateSelectedBatch(fb, fb.CreateVector(b)));
   auto its = encode_iterations(fb, t.iterations);
   return schema::CreateTrainState(fb, fb.CreateVector(batches), fb.CreateVector(t.apg.w), t.apg.b,
-                                  t.apg.lipschitz, fb.CreateVector(t.alpha), its,
+                                  t.apg.lipschitz, /*alpha=*/0, its,
                                   fb.CreateString(t.stop_reason), t.next_path_point,
                                   t.last_path_point_features, t.total_apg_iterations,
                                   t.total_line_search_steps, t.total_gradient_evaluations,
@@ -89,7 +89,6 @@ TrainProgress decode_train(const schema::TrainState& s) {
   t.apg.w = copy_scalars(s.weights());
   t.apg.b = s.bias();
   t.apg.lipschitz = s.lipschitz();
-  t.alpha = copy_scalars(s.alpha());
   t.iterations = decode_iterations(s.iterations());
   t.stop_reason = s.stop_reason() ? s.stop_reason()->str() : "";
   t.next_path_point = s.next_path_point();
@@ -156,10 +155,9 @@ std::vector<std::string> identity_differences(const RunIdentity& saved, const Ru
 
 void write_checkpoint(const std::string& file, const RunIdentity& identity, const TrainProgress* train,
                       const PathProgress* path, MemoryBudget& budget, const SolverState* solver) {
-  // The builder and the framed copy each hold the O(n) α and the weights.
+  // The builder and the framed copy each hold the weights and the logs.
   uint64_t estimate = 4096;
-  if (train)
-    estimate += 8 * (train->alpha.size() + train->apg.w.size()) + 128 * train->iterations.size();
+  if (train) estimate += 8 * train->apg.w.size() + 128 * train->iterations.size();
   if (train)
     for (const auto& b : train->batches) estimate += 8 * b.size() + 16;
   if (path) {

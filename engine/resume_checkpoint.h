@@ -1,14 +1,16 @@
 // Resume checkpoints of `fgm train` and `fgm path`: <output.dir>/checkpoint.fgm,
 // rewritten atomically (temporary name, fsync, rename) after every outer
 // iteration with what the next iteration reads (io/schema/checkpoint.fbs):
-// the selected candidates per batch, ω, b, L_t, α, the iteration log, the path
+// the selected candidates per batch, ω, b, L_t, the iteration log, the path
 // points already emitted, and the identity of the run (command, engine
 // version, the config keys that decide the result, the store checksum).
 //
 // Design decisions:
-//  * α is stored itself (n doubles), not regenerated: a resumed run then
-//    repeats the uninterrupted run's arithmetic exactly, and so produces the
-//    same model bit for bit.
+//  * α is not stored (the schema's `alpha` stays empty; one written by an
+//    older fgm is not read): on either backend it is formed again from ω
+//    exactly as the solve formed it (engine/fgm_loop.h FgmRows::restore_duals),
+//    so a resumed run repeats the uninterrupted run's arithmetic bit for bit,
+//    and the file does not grow with the rows.
 //  * A checkpoint that fails verification (magic, length, checksum,
 //    FlatBuffer, version) is an error (exit 5 naming the file, remedy
 //    --restart), never silently replaced: the writes are atomic, so a crash

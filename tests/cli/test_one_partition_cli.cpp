@@ -182,6 +182,55 @@ TEST_CASE("a one-partition store gives the single store's MSLR, p-norm KTA and e
                   runs[1].find("iterations")->items().at(0).find("rel_decrease")->number()));
 }
 
+// fgm path on a one-partition store (`launch`: "" or an mpirun prefix)
+// against the single store's: path.csv apart from timings (test, validation
+// and cross-validation figures included) and every point's model and
+// de-biased refit, bit for bit; the folds of path.json too.
+void require_one_partition_fgm_paths(const TempDir& dir, const std::string& launch) {
+  dir.write("valid.txt", random_libsvm(120, 30, 0.3, 8, {1, 4, 9, 16}));
+  const std::vector<std::string> cases = {
+      "fgm.B=2 'path.features=[2,4,6]' path.folds=3 data.validation=valid.txt data.test=valid.txt",
+      "fgm.B=2 fgm.max_iterations=2 fgm.bias=true fgm.loss=logistic 'path.C=[0.5,5]' path.folds=2 path.fold_seed=3",
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    INFO(cases[k] << (launch.empty() ? "" : " under " + launch));
+    const std::string out = "fgm-path-" + std::to_string(k);
+    RunResult single = run(dir, "path " + cases[k] + " data.train=in-single output.dir=" + out + "-single");
+    INFO(single.err);
+    REQUIRE(single.code == 0);
+    RunResult one = run_launched(dir, launch, "path " + cases[k] + " data.train=in-one output.dir=" + out + "-one");
+    INFO(one.err);
+    REQUIRE(one.code == 0);
+    const std::vector<std::vector<std::string>> cells = untimed_cells(dir.file(out + "-single/path.csv"));
+    CHECK(cells == untimed_cells(dir.file(out + "-one/path.csv")));
+    REQUIRE(cells.size() >= 3);
+    for (size_t r = 1; r < cells.size(); ++r)
+      for (const std::string suffix : {".fgm", "-debiased.fgm"})
+        require_same_model(dir.file(out + "-single/point-" + cells[r][0] + suffix),
+                           dir.file(out + "-one/point-" + cells[r][0] + suffix));
+    const JsonValue s = parse_json(slurp(dir.file(out + "-single/path.json")), "path.json");
+    const JsonValue o = parse_json(slurp(dir.file(out + "-one/path.json")), "path.json");
+    const auto &s_folds = s.find("cv_folds")->items(), &o_folds = o.find("cv_folds")->items();
+    REQUIRE(s_folds.size() == o_folds.size());
+    REQUIRE(!s_folds.empty());
+    for (size_t f = 0; f < s_folds.size(); ++f)
+      for (const char* column : {"held_out_accuracy", "held_out_auc"}) {
+        const auto &a = s_folds[f].find("points")->find(column)->items(),
+                   &b = o_folds[f].find("points")->find(column)->items();
+        REQUIRE(a.size() == b.size());
+        for (size_t i = 0; i < a.size(); ++i) CHECK(same_bits(a[i].number(), b[i].number()));
+      }
+    CHECK(s.find("selection")->find("chosen_point")->number() == o.find("selection")->find("chosen_point")->number());
+  }
+}
+
+TEST_CASE("a one-partition store gives the single store's fgm path bit for bit, folds and refits included",
+          "[cli][partitions][path]") {
+  TempDir dir("fgm-one-partition-fgm-path");
+  write_stores(dir);
+  require_one_partition_fgm_paths(dir, "");
+}
+
 TEST_CASE("a partitioned store meets the single store's data.index_base and data.features checks",
           "[cli][errors][config][partitions]") {
   TempDir dir("fgm-partition-keys");
@@ -215,6 +264,7 @@ TEST_CASE("under mpirun -np 1 a one-partition store trains the single store's mo
   write_stores(dir);
   require_one_partition_models(dir, kMpirun + "-np 1 ");
   require_one_partition_sifs_optimum(dir, kMpirun + "-np 1 ", "m");
+  require_one_partition_fgm_paths(dir, kMpirun + "-np 1 ");
 }
 
 TEST_CASE("under mpirun a partitioned store meets the data.index_base and data.features checks",

@@ -5,14 +5,17 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
+#include "core/communicator.h"
 #include "core/error.h"
 #include "engine/fgm_path.h"
 #include "engine/fgm_trainer.h"
 #include "engine/resume_checkpoint.h"
 #include "io/ingest.h"
+#include "io/partitioned_store.h"
 #include "io/shard_store.h"
 #include "tests/test_util.h"
 
@@ -182,7 +185,30 @@ TEST_CASE("a stopped run resumed from its last checkpoint finishes without more 
   REQUIRE(same_bits(resumed.final_sip_violation, whole.final_sip_violation));
 }
 
-TEST_CASE("a path resumed after any outer iteration equals the uninterrupted path", "[engine][resume][path]") {
+namespace {
+
+// The path on the fixture's rows: the single store, or the same rows as a
+// partitioned store of `partitions` (all on this one rank).
+PathOutcome path_on(Fixture& fx, int partitions, const PathSettings& ps, const PathHooks& hooks = {}) {
+  if (partitions == 0) return run_fgm_path(*fx.store, ps, fx.budget, hooks);
+  const std::string dir = fx.dir.file("parts-" + std::to_string(partitions));
+  if (!std::filesystem::exists(dir)) {
+    IngestOptions o;
+    o.shard_target_bytes = 16 << 10;
+    ingest_partitioned(fx.dir.file("train.svm"), dir, static_cast<uint32_t>(partitions), o, fx.budget);
+  }
+  SingleRankCommunicator comm;
+  return run_fgm_path(comm, nullptr, dir, ps, fx.budget, hooks).path;
+}
+
+}  // namespace
+
+TEST_CASE("a path resumed after any outer iteration equals the uninterrupted path, on either backend",
+          "[engine][resume][path]") {
+  // 0: the single store, whose α a checkpoint no longer holds (formed again
+  // from ω, as on partitions); 1 and 2: partitioned stores on one rank.
+  const int partitions = GENERATE(0, 1, 2);
+  CAPTURE(partitions);
   Fixture fx(test::random_libsvm(500, 80, 0.15, 12, {3, 7, 11, 19, 23, 50}));
   for (int mode = 0; mode < 2; ++mode) {
     PathSettings ps;
@@ -200,8 +226,17 @@ TEST_CASE("a path resumed after any outer iteration equals the uninterrupted pat
     record.on_progress = [&](const PathProgress& p, const TrainProgress* t) {
       saved.push_back({p, t ? std::optional<TrainProgress>(*t) : std::nullopt});
     };
-    PathOutcome whole = run_fgm_path(*fx.store, ps, fx.budget, record);
+    PathOutcome whole = path_on(fx, partitions, ps, record);
     REQUIRE(whole.points.size() == (mode == 0 ? 3u : 2u));
+    if (partitions == 1) {
+      INFO("a one-partition store's path is the single store's, bit for bit");
+      const PathOutcome single = path_on(fx, 0, ps);
+      REQUIRE(single.points.size() == whole.points.size());
+      for (size_t p = 0; p < whole.points.size(); ++p) {
+        require_same_model(whole.points[p].model, single.points[p].model);
+        require_same_model(whole.points[p].debiased, single.points[p].debiased);
+      }
+    }
     REQUIRE(saved.size() >= 4);
     const std::string file = fx.dir.file("checkpoint.fgm");
     for (size_t k = 0; k < saved.size(); ++k) {
@@ -212,7 +247,7 @@ TEST_CASE("a path resumed after any outer iteration equals the uninterrupted pat
       PathHooks hooks;
       hooks.resume = &cp.path;
       hooks.resume_train = cp.train ? &*cp.train : nullptr;
-      PathOutcome resumed = run_fgm_path(*fx.store, ps, fx.budget, hooks);
+      PathOutcome resumed = path_on(fx, partitions, ps, hooks);
       REQUIRE(resumed.points.size() == whole.points.size());
       for (size_t p = 0; p < whole.points.size(); ++p) {
         CAPTURE(p);
@@ -248,6 +283,7 @@ TEST_CASE("a path resumed after any outer iteration equals the uninterrupted pat
       }
     }
   }
+  if (partitions > 0) return;
   // A B list: one run per value, in order, each ending at its point's model.
   PathSettings ps;
   ps.base = settings_for("linear", Loss::kSquaredHinge);
@@ -291,7 +327,6 @@ TEST_CASE("checkpoint identity: differences are named; neutral keys are not comp
 TEST_CASE("a damaged checkpoint is a corruption error naming the file", "[engine][resume]") {
   Fixture fx(test::random_libsvm(200, 20, 0.3, 3, {1}));
   TrainProgress p;
-  p.alpha.assign(fx.store->info().n_rows, 1.5);
   p.batches = {{1, 2}};
   p.apg.w = {0.5, -0.25};
   const std::string file = fx.dir.file("checkpoint.fgm");
