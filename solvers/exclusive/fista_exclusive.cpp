@@ -738,7 +738,7 @@ double best_squared_hinge_bias(const std::vector<double>& y, const double* z) {
     else c += 1, S += kinks[q].first;                  // a negative row enters
     low = high;
   }
-  return std::clamp(0.0, low, std::numeric_limits<double>::infinity());  // every row positive, all past their kinks
+  return std::clamp(0.0, low, std::numeric_limits<double>::infinity());  // not reached for finite margins
 }
 
 double best_svm_bias(ExclusiveLoss loss, const std::vector<double>& y, const double* z) {
