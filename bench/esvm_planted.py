@@ -192,8 +192,8 @@ def esvm_path(args, d, tag, groups, ridge, lambdas):
         selection = json.load(f).get("selection", {})
     if "chosen_point" in selection:
         points[selection["chosen_point"]]["engine_choice"] = True
-    if "chosen_point" in selection.get("debiased", {}):
-        points[selection["debiased"]["chosen_point"]]["engine_refit_choice"] = True
+    if "one_se_point" in selection.get("debiased", {}):
+        points[selection["debiased"]["one_se_point"]]["engine_refit_choice"] = True
     return points
 
 
