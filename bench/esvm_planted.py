@@ -20,6 +20,10 @@ validation rows by the one-standard-error rule (`fgm path data.validation`):
   esvm1    the same solver with ONE group: (lambda/2)|w|_1^2 has the lasso's
            path, so this is the l1 hinge SVM (S-SVM, Bi et al. 2003) plus a
            small ridge -- it separates the loss from the exclusive norm
+  --loss squared_hinge: the E-SVM curves with exclusive.loss=squared_hinge
+           (the L2-SVM loss, as l1svm's; tags get the suffix _sq); --engine-debias
+           adds exclusive.debias=true (the engine's refit, C = exclusive.debias_C,
+           one-SE on validation over the refits) and prints its choice
   l1svm    l1-regularised squared hinge (LIBLINEAR -s 5 through scikit-learn,
            intercept), a C sweep
 and, for every point of every curve, the same refit on its support (an
@@ -166,8 +170,11 @@ def esvm_path(args, d, tag, groups, ridge, lambdas):
     cmd = [args.fgm, "path", f"data.train={d}/store", f"data.test={d}/test2k.svm", f"data.validation={d}/val.svm",
            "solver=exclusive", "exclusive.algorithm=licp", grouping,
            f"exclusive.ridge={ridge}", "exclusive.bias=true", f"engine.threads={args.threads}",
+           f"exclusive.loss={args.loss}",
            "engine.memory_budget=3GB", "output.report=false", f"output.dir={out}",
            "exclusive.path_lambda=[" + ", ".join(str(float(x)) for x in lambdas) + "]"]
+    if args.engine_debias:
+        cmd.append("exclusive.debias=true")
     if not os.path.exists(os.path.join(out, "path.csv")):
         seconds = sh(cmd, os.path.join(args.work, tag + ".log"))
         print(f"# {tag}: {' '.join(cmd)}  ({seconds:.0f} s wall)", flush=True)
@@ -178,11 +185,15 @@ def esvm_path(args, d, tag, groups, ridge, lambdas):
             points.append({"param": float(row["lambda"]), "nnz": int(np.count_nonzero(w)), "w": w, "b": b,
                            "test": float(row["test_accuracy"]), "val": float(row["validation_accuracy"]),
                            "converged": row["converged"] == "1", "seconds": float(row["point_seconds"]),
+                           "engine_refit_test": float(row.get("debiased_test_accuracy") or "nan"),
+                           "engine_refit_val": float(row.get("debiased_validation_accuracy") or "nan"),
                            "groups": int(row["groups"]) if row.get("groups") else groups})
     with open(os.path.join(out, "path.json")) as f:
         selection = json.load(f).get("selection", {})
     if "chosen_point" in selection:
         points[selection["chosen_point"]]["engine_choice"] = True
+    if "one_se_point" in selection.get("debiased", {}):
+        points[selection["debiased"]["one_se_point"]]["engine_refit_choice"] = True
     return points
 
 
@@ -212,6 +223,8 @@ def main():
     ap.add_argument("--lambdas-grid", default="1000,300,150,100,60,30,15", help="esvmgrid's lambda path (each m)")
     ap.add_argument("--lambdas-one-group", default="100,30,10,3,1,0.3", help="the one-group control (decreasing)")
     ap.add_argument("--ridge", type=float, default=1.0, help="E-SVM(R)'s alpha")
+    ap.add_argument("--loss", default="hinge", choices=["hinge", "squared_hinge"], help="E-SVM's exclusive.loss")
+    ap.add_argument("--engine-debias", action="store_true", help="exclusive.debias=true on the E-SVM paths")
     ap.add_argument("--ridge-one-group", type=float, default=0.01)
     ap.add_argument("--C", default="0.002,0.003,0.005,0.0075,0.01,0.015,0.02,0.03,0.05,0.1", help="l1-SVM's C")
     ap.add_argument("--refit-C", default="0.001,0.01,0.1,1")
@@ -220,13 +233,15 @@ def main():
     d = prepare(args)
     floats = lambda s: [float(x) for x in s.split(",")]
     curves = {}
+    sfx = "_sq" if args.loss == "squared_hinge" else ""
     if args.lambdas:
-        curves["esvm20"] = esvm_path(args, d, "esvm20", 20, args.ridge, floats(args.lambdas))
+        curves["esvm20" + sfx] = esvm_path(args, d, "esvm20" + sfx, 20, args.ridge, floats(args.lambdas))
     if args.groups_grid:
-        curves["esvmgrid"] = esvm_path(args, d, "esvmgrid", [int(m) for m in args.groups_grid.split(",")],
-                                       args.ridge, floats(args.lambdas_grid))
+        curves["esvmgrid" + sfx] = esvm_path(args, d, "esvmgrid" + sfx, [int(m) for m in args.groups_grid.split(",")],
+                                             args.ridge, floats(args.lambdas_grid))
     if args.lambdas_one_group:
-        curves["esvm1"] = esvm_path(args, d, "esvm1", 1, args.ridge_one_group, floats(args.lambdas_one_group))
+        curves["esvm1" + sfx] = esvm_path(args, d, "esvm1" + sfx, 1, args.ridge_one_group,
+                                          floats(args.lambdas_one_group))
     data = [dense(os.path.join(d, n + ".svm"), os.path.join(args.work, n + ".npz"))
             for n in ("train", "test2k", "val")]
     curves["l1svm"] = l1svm_sweep(data, floats(args.C))
@@ -266,6 +281,10 @@ def main():
         print(f"# {name}: groups {c.get('groups', '')}, param {c['param']:g}, {c['nnz']} nonzeros,"
               f" test {c['test']:.4f};"
               f" refit: param {r['param']:g}, {r['nnz']} nonzeros, test {r['refit_test']:.4f}")
+        e = next((p for p in points if p.get("engine_refit_choice")), None)
+        if e:
+            print(f"# {name}: engine refit (exclusive.debias) chose groups {e.get('groups', '')}, param {e['param']:g},"
+                  f" {e['nnz']} nonzeros, refit test {e['engine_refit_test']:.4f}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ solver=exclusive exclusive.algorithm=licp exclusive.bias=true
 data.validation=...` over exclusive.path_lambda; l1-SVM (LIBLINEAR -s 5
 through scikit-learn) and SVM (-s 3, l2 hinge) over a C grid. Prints one row
 per method and m: mean test accuracy over the repeats and mean nonzero weights
-at the chosen parameter.
+at the chosen parameter. --losses hinge,squared_hinge runs both E-SVM methods once per
+exclusive.loss (the squared hinge's rows are marked "sq").
 """
 import argparse
 import csv
@@ -48,12 +49,13 @@ def one_se(points, rows):
     return min((p for p in points if p[2] >= threshold), key=lambda p: p[0])
 
 
-def fgm_path(args, work, tag, group_keys, lambdas):
+def fgm_path(args, work, tag, group_keys, lambdas, loss="hinge"):
     out = os.path.join(work, tag)
     cmd = [args.fgm, "path", f"data.train={work}/train.svm", f"data.test={work}/test.svm",
            f"data.validation={work}/val.svm", f"engine.cache_dir={work}/cache", "solver=exclusive",
            "exclusive.algorithm=licp", "exclusive.bias=true", f"exclusive.ridge={args.ridge}",
            f"engine.threads={args.threads}", "output.report=false", f"output.dir={out}",
+           f"exclusive.loss={loss}",
            "exclusive.path_lambda=[" + ", ".join(str(float(x)) for x in lambdas) + "]"] + group_keys
     with open(os.path.join(work, tag + ".log"), "w") as log:
         if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
@@ -85,6 +87,7 @@ def main():
     ap.add_argument("--ridge", type=float, default=1.0)
     ap.add_argument("--lambdas", default="100,30,10,3,1,0.3,0.1")
     ap.add_argument("--C", default="0.001,0.003,0.01,0.03,0.1,0.3,1")
+    ap.add_argument("--losses", default="hinge", help="E-SVM's exclusive.loss values (hinge, squared_hinge)")
     args = ap.parse_args()
     args.fgm = os.path.abspath(args.fgm)
     lambdas = [float(x) for x in args.lambdas.split(",")]
@@ -109,13 +112,16 @@ def main():
                 for g in groups:
                     f.write(" ".join(str(j + 1) for j in sorted(g)) + "\n")
             true_acc = float(np.mean(np.where(data[2][0] @ w > 0, 1, -1) == data[2][1]))
-            runs = {
-                "E-SVM (true groups)": fgm_path(args, work, "esvm", [f"features.groups={work}/groups.txt"], lambdas),
-                "E-SVM(R)": fgm_path(args, work, "esvmr", [f"exclusive.random_groups={max(1, round(m / math.log(m)))}"],
-                                     lambdas),
-                "l1-SVM (-s 5)": (sklearn_sweep(data, "l1", "squared_hinge", grid), True),
-                "SVM (-s 3)": (sklearn_sweep(data, "l2", "hinge", grid), True),
-            }
+            runs = {}
+            for loss in args.losses.split(","):
+                sq = "" if loss == "hinge" else " sq"
+                runs["E-SVM (true groups)" + sq] = fgm_path(args, work, "esvm" + sq.strip(),
+                                                            [f"features.groups={work}/groups.txt"], lambdas, loss)
+                runs["E-SVM(R)" + sq] = fgm_path(args, work, "esvmr" + sq.strip(),
+                                                 [f"exclusive.random_groups={max(1, round(m / math.log(m)))}"],
+                                                 lambdas, loss)
+            runs["l1-SVM (-s 5)"] = (sklearn_sweep(data, "l1", "squared_hinge", grid), True)
+            runs["SVM (-s 3)"] = (sklearn_sweep(data, "l2", "hinge", grid), True)
             results.setdefault("w* (the truth)", []).append((m, true_acc, True))
             for name, (points, certified) in runs.items():
                 chosen = one_se(points, m)

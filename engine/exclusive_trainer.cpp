@@ -29,6 +29,7 @@ Algorithm algorithm_from(const std::string& name) {
 }
 
 ExclusiveLoss loss_from(const std::string& name) {
+  if (name == "squared_hinge") return ExclusiveLoss::kSquaredHinge;
   return name == "squared" ? ExclusiveLoss::kSquared : name == "hinge" ? ExclusiveLoss::kHinge : ExclusiveLoss::kLogistic;
 }
 
@@ -37,14 +38,14 @@ ExclusiveLoss loss_from(const std::string& name) {
 ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand command) {
   ExclusiveSettings s;
   s.fista.algorithm = algorithm_from(c.get_string("exclusive.algorithm"));
-  // licp solves only the hinge loss: its default loss follows the algorithm.
+  // licp solves only the svm losses: its default loss (hinge) follows the algorithm.
   s.fista.loss = loss_from(c.get_string("exclusive.loss"));
   if (s.fista.algorithm == Algorithm::kLicp && !c.set_by_user("exclusive.loss")) s.fista.loss = ExclusiveLoss::kHinge;
-  const bool hinge = s.fista.loss == ExclusiveLoss::kHinge, licp = s.fista.algorithm == Algorithm::kLicp;
-  if (hinge != licp)
+  const bool svm = exclusive::is_svm_loss(s.fista.loss), licp = s.fista.algorithm == Algorithm::kLicp;
+  if (svm != licp)
     throw Error(ErrorKind::kConfig,
                 fmt::format("{}exclusive.loss = \"{}\" does not go with exclusive.algorithm = \"{}\": licp solves "
-                            "the hinge loss (E-SVM), pcp and locp the squared and logistic losses",
+                            "the hinge and squared-hinge losses (E-SVM), pcp and locp the squared and logistic losses",
                             c.where_set(c.set_by_user("exclusive.loss") ? "exclusive.loss" : "exclusive.algorithm"),
                             exclusive::loss_name(s.fista.loss), exclusive::algorithm_name(s.fista.algorithm)));
   s.fista.lambda = c.get_float("exclusive.lambda");
@@ -56,6 +57,11 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
                 fmt::format("{}exclusive.bias = true with exclusive.algorithm = \"licp\" needs exclusive.working_set = "
                             "true (the coordinate solver of the restricted problems carries the bias)",
                             c.where_set("exclusive.bias")));
+  if (s.fista.loss == ExclusiveLoss::kSquaredHinge && !c.get_bool("exclusive.working_set"))
+    throw Error(ErrorKind::kConfig,
+                fmt::format("{}exclusive.loss = \"squared_hinge\" needs exclusive.working_set = true (the coordinate "
+                            "solver of the restricted problems solves it; the FISTA licp solves the hinge only)",
+                            c.where_set("exclusive.loss")));
   s.fista.tolerance = c.get_float("exclusive.tolerance");
   s.fista.max_iterations = static_cast<int>(c.get_int("exclusive.max_iterations"));
   s.working_set.enabled = c.get_bool("exclusive.working_set");

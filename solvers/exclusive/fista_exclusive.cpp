@@ -35,6 +35,7 @@ const char* loss_name(ExclusiveLoss l) {
     case ExclusiveLoss::kSquared: return "squared";
     case ExclusiveLoss::kLogistic: return "logistic";
     case ExclusiveLoss::kHinge: return "hinge";
+    case ExclusiveLoss::kSquaredHinge: return "squared_hinge";
   }
   return "?";
 }
@@ -77,6 +78,7 @@ inline double softplus_fast(double m) { return std::max(m, 0.0) + log1p_unit(std
 inline double row_loss_derivative(ExclusiveLoss loss, double y, double z) {
   if (loss == ExclusiveLoss::kSquared) return z - y;
   if (loss == ExclusiveLoss::kLogistic) return -y * detail::sigmoid(-y * z);
+  if (loss == ExclusiveLoss::kSquaredHinge) return y * z < 1 ? -2.0 * y * (1.0 - y * z) : 0.0;
   return y * z < 1 ? -y : 0.0;
 }
 
@@ -86,7 +88,10 @@ double smooth_loss(ExclusiveLoss loss, const Vec& y, const double* z, uint64_t b
   for (uint64_t i = begin; i < end; ++i) {
     if (loss == ExclusiveLoss::kSquared) s += 0.5 * (z[i] - y[i]) * (z[i] - y[i]);
     else if (loss == ExclusiveLoss::kLogistic) s += softplus_fast(-y[i] * z[i]);
-    else s += std::max(0.0, 1.0 - y[i] * z[i]);
+    else if (loss == ExclusiveLoss::kSquaredHinge) {
+      const double slack = std::max(0.0, 1.0 - y[i] * z[i]);
+      s += slack * slack;
+    } else s += std::max(0.0, 1.0 - y[i] * z[i]);
   }
   return s;
 }
@@ -128,10 +133,10 @@ double row_dot(Design& X, const Vec& a, const Vec& b) {
   });
 }
 
-// (λ/2)‖w‖_e² (+ (α/2)‖w‖² for the hinge): the objective minus the loss.
+// (λ/2)‖w‖_e² (+ (α/2)‖w‖² for the svm losses): the objective minus the loss.
 double regularizer(ExclusiveLoss loss, const ExclusiveGroups& groups, const double* w, double lambda, double ridge) {
   double reg = 0.5 * lambda * exclusive_norm_squared(groups, w);
-  if (loss == ExclusiveLoss::kHinge) {
+  if (is_svm_loss(loss)) {
     double ww = 0;
     for (uint64_t k = 0; k < groups.columns; ++k) ww += w[k] * w[k];
     reg += 0.5 * ridge * ww;
@@ -709,6 +714,37 @@ double best_hinge_bias(const std::vector<double>& y, const double* z) {
   return std::clamp(0.0, low, high);
 }
 
+double best_squared_hinge_bias(const std::vector<double>& y, const double* z) {
+  // Sweep b upwards through the sorted kinks: a positive row is active left
+  // of its kink, a negative one right of it; φ(b)/2 = c·b − S over the active
+  // rows (c of them, S = Σ k_i) on each interval between kinks.
+  const size_t n = y.size();
+  std::vector<std::pair<double, bool>> kinks(n);  // (k_i, y_i > 0)
+  double c = 0, S = 0;
+  for (size_t i = 0; i < n; ++i) {
+    kinks[i] = {y[i] - z[i], y[i] > 0};
+    if (y[i] > 0) c += 1, S += kinks[i].first;
+  }
+  std::sort(kinks.begin(), kinks.end());
+  double low = -std::numeric_limits<double>::infinity();
+  for (size_t q = 0; q <= n; ++q) {
+    const double high = q < n ? kinks[q].first : std::numeric_limits<double>::infinity();
+    if (high > low) {  // a nonempty interval [low, high] with this active set
+      if (c == 0) return std::clamp(0.0, low, high);  // φ = 0: every point a minimiser
+      if (c * high - S > 0) return std::clamp(S / c, low, high);  // φ turns positive here
+    }
+    if (q == n) break;
+    if (kinks[q].second) c -= 1, S -= kinks[q].first;  // a positive row leaves
+    else c += 1, S += kinks[q].first;                  // a negative row enters
+    low = high;
+  }
+  return std::clamp(0.0, low, std::numeric_limits<double>::infinity());  // not reached for finite margins
+}
+
+double best_svm_bias(ExclusiveLoss loss, const std::vector<double>& y, const double* z) {
+  return loss == ExclusiveLoss::kSquaredHinge ? best_squared_hinge_bias(y, z) : best_hinge_bias(y, z);
+}
+
 void balance_dual(const std::vector<double>& y, std::vector<double>& u) {
   double positive = 0, negative = 0;
   for (size_t i = 0; i < y.size(); ++i) (y[i] > 0 ? positive : negative) += u[i];
@@ -742,18 +778,22 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
                             const FistaOptions& options, MemoryBudget& budget, const std::vector<double>& warm_w,
                             const std::vector<double>& warm_dual, double warm_bias) {
   FGM_ASSERT(y.size() == X.rows() && groups.columns == X.columns());
-  const bool hinge = options.loss == ExclusiveLoss::kHinge;
-  if (hinge != (options.algorithm == Algorithm::kLicp))
+  if (is_svm_loss(options.loss) != (options.algorithm == Algorithm::kLicp))
     throw_error(ErrorKind::kConfig, std::string("exclusive.loss = \"") + loss_name(options.loss) +
                                         "\" does not go with exclusive.algorithm = \"" +
                                         algorithm_name(options.algorithm) +
-                                        "\": licp solves the hinge loss (E-SVM), pcp and locp the squared and "
-                                        "logistic losses");
+                                        "\": licp solves the hinge and squared-hinge losses (E-SVM), pcp and locp "
+                                        "the squared and logistic losses");
   if (!warm_w.empty()) FGM_ASSERT(warm_w.size() == X.columns());
   if (!warm_dual.empty()) FGM_ASSERT(warm_dual.size() == X.rows());
   if (options.algorithm == Algorithm::kLicp && options.licp_coordinate && groups.disjoint)
     if (const auto* in_memory = dynamic_cast<const InMemoryDesign*>(&X))
       return solve_licp_coordinate(*in_memory, y, groups, options, budget, warm_dual);
+  if (options.loss == ExclusiveLoss::kSquaredHinge)
+    throw_error(ErrorKind::kConfig,
+                "exclusive.loss = \"squared_hinge\" needs disjoint groups and the working set on one store (the "
+                "coordinate solver); the FISTA licp (overlapping groups, exclusive.working_set = false, partitioned "
+                "stores) solves the hinge loss only: set exclusive.loss = \"hinge\"");
   if (options.algorithm == Algorithm::kLicp && options.bias)
     throw_error(ErrorKind::kConfig,
                 "exclusive.bias = true with exclusive.algorithm = \"licp\" needs disjoint groups and the working set "

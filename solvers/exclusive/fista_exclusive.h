@@ -10,6 +10,8 @@
 //   Fista-locp (Section 3.2, (9)): prox of (λ/2)‖·‖_e² = P1^{λ/L}(c_g, 0) per
 //              group (Alg. 2). Disjoint groups only.
 //   (10) min_w  Σ_i max(1 − y_i x_iᵀw, 0) + (α/2)‖w‖² + (λ/2)‖w‖_e²   (E-SVM, β = λ)
+//        and its squared-hinge variant Σ_i max(1 − y_i x_iᵀw, 0)² (the L2-SVM
+//        loss of LIBLINEAR -s 5; licp's coordinate solver only, licp_coordinate.h)
 //   Fista-licp (Section 3.3, Theorem 4): FISTA on the dual (11) in
 //              (u ∈ [0,1]^n, v^g ∈ R^{|g|}): F = (1/2α)‖Zu − Σ_g v̄^g‖² − 1ᵀu,
 //              Z = Xᵀdiag(y); prox = clip u, v^g = P∞^{1/(Lλ)}(·, 0) (Alg. 3);
@@ -53,13 +55,15 @@
 namespace fgm::exclusive {
 
 enum class Algorithm { kPcp, kLocp, kLicp };
-enum class ExclusiveLoss { kSquared, kLogistic, kHinge };
+enum class ExclusiveLoss { kSquared, kLogistic, kHinge, kSquaredHinge };
+// The E-SVM losses (hinge, squared hinge): solved by licp, with the ridge α.
+inline bool is_svm_loss(ExclusiveLoss l) { return l == ExclusiveLoss::kHinge || l == ExclusiveLoss::kSquaredHinge; }
 const char* algorithm_name(Algorithm a);
 const char* loss_name(ExclusiveLoss l);
 
 struct FistaOptions {
   Algorithm algorithm = Algorithm::kPcp;
-  ExclusiveLoss loss = ExclusiveLoss::kSquared;  // licp: kHinge only; pcp/locp: not kHinge
+  ExclusiveLoss loss = ExclusiveLoss::kSquared;  // licp: the svm losses (kSquaredHinge: coordinate only); pcp/locp: not
   double lambda = 1.0;                           // λ of (7), β of (10)
   double ridge = 1.0;                            // α of (10) (licp only), > 0
   double tolerance = 1e-6;
@@ -108,6 +112,14 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
 // exactly: the sum is convex piecewise linear in b with its kinks at y_i − z_i;
 // of the minimisers (an interval) the one nearest 0.
 double best_hinge_bias(const std::vector<double>& y, const double* z);
+// argmin_b Σ_i max(0, 1 − y_i(z_i + b))², exactly: the derivative is
+// 2Σ_{active}(b − k_i), k_i = y_i − z_i, row i active while y_i(k_i − b) > 0,
+// piecewise linear and nondecreasing; its root is found on the interval
+// between sorted kinks where it changes sign (of a flat interval of
+// minimisers, the point nearest 0).
+double best_squared_hinge_bias(const std::vector<double>& y, const double* z);
+// The best bias of an svm loss (hinge or squared hinge).
+double best_svm_bias(ExclusiveLoss loss, const std::vector<double>& y, const double* z);
 
 // Scales the u of the class with the larger Σu so that yᵀu = 0 (u stays in [0,1]^n).
 void balance_dual(const std::vector<double>& y, std::vector<double>& u);

@@ -88,6 +88,8 @@ class CoordinateLicp {
                  MemoryBudget& budget, const Vec& warm_dual)
       : y_(y), o_(o), n_(X.rows()), p_(X.columns()), alpha_(o.ridge), mu_(o.lambda / o.ridge) {
     bias_ = o.bias;
+    FGM_ASSERT(is_svm_loss(o.loss));
+    if (o.loss == ExclusiveLoss::kSquaredHinge) upper_ = std::numeric_limits<double>::infinity(), dual_diag_ = 0.5;
     if (!(o.ridge > 0)) throw_error(ErrorKind::kConfig, "exclusive.ridge must be > 0 for exclusive.algorithm = \"licp\"");
     FGM_ASSERT(G.disjoint && G.columns == p_);
     const uint64_t nnz = X.values().size();
@@ -100,7 +102,7 @@ class CoordinateLicp {
     build_rows(X);
     u_.assign(n_, 0.0);
     if (!warm_dual.empty())
-      for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, 1.0);
+      for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, upper_);
     if (bias_) {
       // ρ of the augmented term: the constraint's direction y/√n gets about
       // the curvature of one coordinate (ρn ≈ mean ‖x_i‖²/α), enough for the
@@ -149,8 +151,8 @@ class CoordinateLicp {
     out.converged = converged();
     out.duality_gap = gap_;
     out.objective = primal_;
-    out.loss = hinge_;
-    out.regularizer = primal_ - hinge_;
+    out.loss = loss_;
+    out.regularizer = primal_ - loss_;
     out.dual = u_;
     if (bias_) balance_dual(y_, out.dual);  // feasible (yᵀu = 0): the working set's full gap needs it
     out.bias = best_bias_;
@@ -162,6 +164,9 @@ class CoordinateLicp {
 
  private:
   bool converged() const { return gap_ <= o_.tolerance * std::max(1.0, std::fabs(primal_)); }
+
+  // The dual's separable part per row: u (hinge), u − u²/4 (squared hinge).
+  double linear_part(double u) const { return u - 0.5 * dual_diag_ * u * u; }
 
   // Groups as contiguous ranges: position_[k] is column k's new index.
   void number_columns(const ExclusiveGroups& G) {
@@ -303,23 +308,23 @@ class CoordinateLicp {
 
   void step(uint64_t i) {
     const uint64_t b = row_ptr_[i], e = row_ptr_[i + 1];
-    if (b == e) {  // an empty row: D grows with u_i
+    if (b == e && dual_diag_ == 0) {  // an empty row under the hinge: D grows with u_i
       u_[i] = 1.0;
       return;
     }
-    const double xw = simd::kernels().gather_dot(w_.data(), &entry_column_[b], &entry_value_[b], e - b);
+    const double xw = b == e ? 0.0 : simd::kernels().gather_dot(w_.data(), &entry_column_[b], &entry_value_[b], e - b);
     // With the bias: the augmented Lagrangian's gradient, margin x_iᵀw + b + ρs.
-    const double gradient = 1.0 - y_[i] * (xw + (bias_ ? b_ + rho_ * s_ : 0.0));
-    if ((u_[i] <= 0 && gradient <= 0) || (u_[i] >= 1 && gradient >= 0)) return;
-    const double safe = row_norm_squared_[i] / alpha_ + rho_;
-    double h = local_curvature(i) + rho_;
+    const double gradient = 1.0 - dual_diag_ * u_[i] - y_[i] * (xw + (bias_ ? b_ + rho_ * s_ : 0.0));
+    if ((u_[i] <= 0 && gradient <= 0) || (u_[i] >= upper_ && gradient >= 0)) return;
+    const double safe = row_norm_squared_[i] / alpha_ + rho_ + dual_diag_;
+    double h = local_curvature(i) + rho_ + dual_diag_;
     if (!(h > 1e-12 * safe)) h = safe;
-    double delta = std::clamp(u_[i] + gradient / h, 0.0, 1.0) - u_[i];
+    double delta = std::clamp(u_[i] + gradient / h, 0.0, upper_) - u_[i];
     if (delta == 0) return;
     const double change = apply(i, delta, h != safe);
     if (h != safe && gain(i, delta, change) < 0) {  // the Newton step overshot: the safe step
       restore(i);
-      delta = std::clamp(u_[i] + gradient / safe, 0.0, 1.0) - u_[i];
+      delta = std::clamp(u_[i] + gradient / safe, 0.0, upper_) - u_[i];
       if (delta == 0) return;
       apply(i, delta, false);
     }
@@ -329,8 +334,9 @@ class CoordinateLicp {
 
   // Change of the (augmented) dual by u_i += δ, given the change of Ω*.
   double gain(uint64_t i, double delta, double conjugate_change) const {
-    if (!bias_) return delta - conjugate_change;
-    return delta * (1.0 - y_[i] * b_) - conjugate_change - rho_ * (s_ * y_[i] * delta + 0.5 * delta * delta);
+    const double quadratic = 0.5 * dual_diag_ * delta * (2 * u_[i] + delta);  // of −u²/4 (squared hinge)
+    if (!bias_) return delta - quadratic - conjugate_change;
+    return delta * (1.0 - y_[i] * b_) - quadratic - conjugate_change - rho_ * (s_ * y_[i] * delta + 0.5 * delta * delta);
   }
 
   // The augmented terms −b·s − (ρ/2)s² at s = yᵀu (0 without the bias).
@@ -418,7 +424,7 @@ class CoordinateLicp {
   double dual_at(const Vec& candidate) {
     double sum_u = 0;
     for (uint64_t i = 0; i < n_; ++i) {
-      sum_u += candidate[i];
+      sum_u += linear_part(candidate[i]);
       const double d = candidate[i] - u_[i];
       if (d == 0) continue;
       const double scale = d * y_[i];
@@ -442,8 +448,8 @@ class CoordinateLicp {
     Vec gradient;
     double diagonal = 0;
     for (uint64_t i = 0; i < n_; ++i) {
-      const double g = 1.0 - y_[i] * (margins_[i] + (bias_ ? b_ + rho_ * s_ : 0.0));
-      if ((u_[i] > 0 && u_[i] < 1) || (u_[i] <= 0 && g > 0) || (u_[i] >= 1 && g < 0)) {
+      const double g = 1.0 - dual_diag_ * u_[i] - y_[i] * (margins_[i] + (bias_ ? b_ + rho_ * s_ : 0.0));
+      if ((u_[i] > 0 && u_[i] < upper_) || (u_[i] <= 0 && g > 0) || (u_[i] >= upper_ && g < 0)) {
         F.push_back(static_cast<uint32_t>(i));
         gradient.push_back(g);
         diagonal = std::max(diagonal, row_norm_squared_[i] / alpha_);
@@ -466,7 +472,7 @@ class CoordinateLicp {
         for (size_t f = 0; f < m; ++f) qd[f] += rho_ * y_[F[f]] * ydir;
       }
       double dqd = 0;
-      for (size_t f = 0; f < m; ++f) dqd += dir[f] * (qd[f] += epsilon * dir[f]);
+      for (size_t f = 0; f < m; ++f) dqd += dir[f] * (qd[f] += (epsilon + dual_diag_) * dir[f]);
       if (!(dqd > 0)) break;
       const double step = rr / dqd;
       double rr_next = 0;
@@ -479,16 +485,16 @@ class CoordinateLicp {
       rr = rr_next;
     }
     double dual_now = augmented(s_);
-    for (uint64_t i = 0; i < n_; ++i) dual_now += u_[i];
+    for (uint64_t i = 0; i < n_; ++i) dual_now += linear_part(u_[i]);
     for (double c : conjugate_) dual_now -= c;
     const Vec a_now = a_;
     Vec candidate(u_);
     double largest = 0;
     for (double e : d) largest = std::max(largest, std::fabs(e));
     if (!(largest > 0)) return 0;
-    for (double t = std::min(1.0, 1.0 / largest); t > 1e-6; t *= 0.5) {
+    for (double t = std::min(1.0, upper_ / largest); t > 1e-6; t *= 0.5) {
       candidate = u_;
-      for (size_t f = 0; f < m; ++f) candidate[F[f]] = std::clamp(u_[F[f]] + t * d[f], 0.0, 1.0);
+      for (size_t f = 0; f < m; ++f) candidate[F[f]] = std::clamp(u_[F[f]] + t * d[f], 0.0, upper_);
       double s = 0;
       if (bias_)
         for (uint64_t i = 0; i < n_; ++i) s += y_[i] * candidate[i];
@@ -521,8 +527,11 @@ class CoordinateLicp {
     double sum_u = 0, sum_feasible = 0, conjugate_feasible = 0;
     if (bias_) {
       // Z₊u₊ into a_, Z₋u₋ into t_ (the classes' parts), then the feasible dual.
-      double positive = 0, negative = 0;
-      for (uint64_t i = 0; i < n_; ++i) (y_[i] > 0 ? positive : negative) += u_[i];
+      double positive = 0, negative = 0, positive_squares = 0, negative_squares = 0;
+      for (uint64_t i = 0; i < n_; ++i) {
+        (y_[i] > 0 ? positive : negative) += u_[i];
+        if (dual_diag_ != 0) (y_[i] > 0 ? positive_squares : negative_squares) += u_[i] * u_[i];
+      }
       const double scale_pos = positive > negative ? negative / positive : 1.0;
       const double scale_neg = negative > positive ? positive / negative : 1.0;
       std::fill(a_.begin(), a_.end(), 0.0);
@@ -538,14 +547,15 @@ class CoordinateLicp {
         refresh_range(r);
         conjugate_feasible += conjugate_[r];
       }
-      sum_feasible = scale_pos * positive + scale_neg * negative;
+      sum_feasible = scale_pos * positive + scale_neg * negative -
+                     0.5 * dual_diag_ * (scale_pos * scale_pos * positive_squares + scale_neg * scale_neg * negative_squares);
       for (uint64_t j = 0; j < p_; ++j) a_[j] = positive_part[j] - t_[j];
       s_ = positive - negative;
       sum_u = positive + negative;
     } else {
       if (from_scratch) std::fill(a_.begin(), a_.end(), 0.0);
       for (uint64_t i = 0; i < n_; ++i) {
-        sum_u += u_[i];
+        sum_u += linear_part(u_[i]);
         if (u_[i] == 0 || !from_scratch) continue;
         const double scale = u_[i] * y_[i];
         for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q) a_[entry_column_[q]] += scale * double(entry_value_[q]);
@@ -564,12 +574,15 @@ class CoordinateLicp {
                                                row_ptr_[i + 1] - row_ptr_[i]);
     }
     if (bias_) {
-      best_bias_ = best_hinge_bias(y_, margins_.data());
+      best_bias_ = best_svm_bias(o_.loss, y_, margins_.data());
       if (!multiplier_started_) b_ = best_bias_, multiplier_started_ = true;
     }
-    hinge_ = 0;
-    for (uint64_t i = 0; i < n_; ++i) hinge_ += std::max(0.0, 1.0 - y_[i] * (margins_[i] + best_bias_));
-    primal_ = hinge_ + omega;
+    loss_ = 0;
+    for (uint64_t i = 0; i < n_; ++i) {
+      const double slack = std::max(0.0, 1.0 - y_[i] * (margins_[i] + best_bias_));
+      loss_ += dual_diag_ == 0 ? slack : slack * slack;
+    }
+    primal_ = loss_ + omega;
     gap_ = std::max(0.0, primal_ - (bias_ ? sum_feasible - conjugate_feasible : sum_u - conjugate));
   }
 
@@ -585,7 +598,10 @@ class CoordinateLicp {
   Vec u_, a_, w_, c_, margins_, saved_a_, saved_w_, t_;
   Vec tau_, conjugate_, saved_tau_, saved_conjugate_;
   std::vector<size_t> support_, saved_support_;
-  double gap_ = std::numeric_limits<double>::infinity(), primal_ = 0, hinge_ = 0;
+  double gap_ = std::numeric_limits<double>::infinity(), primal_ = 0, loss_ = 0;
+  // The loss's conjugate term: hinge u ∈ [0, 1], D ∋ 1ᵀu; squared hinge
+  // u ∈ [0, ∞), D ∋ Σ(u_i − u_i²/4) (dual_diag_ = ½: the curvature it adds).
+  double upper_ = 1.0, dual_diag_ = 0.0;
   double last_newton_ = 0;
   NewtonSystem newton_system_;
   Reservation newton_memory_;  // its rows (free rows × support of w)

@@ -20,6 +20,15 @@
 // are free than w has nonzeros), and the gap P(w(u)) − D(u) certifies the stop:
 // gap ≤ tolerance·max(1, P), as Fista-licp. max_iterations counts epochs.
 //
+// The squared hinge (FistaOptions::loss = kSquaredHinge, the L2-SVM loss
+// Σ max(0, 1 − y_i x_iᵀw)², LIBLINEAR -s 5's): max(0, 1 − m)² =
+// max_{u ≥ 0} u(1 − m) − u²/4, so the dual is
+//   max_u D(u) = Σ_i (u_i − u_i²/4) − Ω*(Zu),  u ≥ 0 (no upper bound),
+// the same w(u); every step, the Newton system and the certificate gain the
+// term's curvature ½ (gradient 1 − u_i/2 − y_i x_iᵀw), and at the optimum
+// u_i = 2·max(0, 1 − y_i x_iᵀw). The bias is handled alike (best b:
+// best_squared_hinge_bias).
+//
 // With FistaOptions::bias (margins x_iᵀw + b) the dual gains yᵀu = 0. The
 // steps then ascend the augmented Lagrangian 1ᵀu − Ω*(Zu) − b·s − (ρ/2)s²,
 // s = yᵀu (coordinate gradient 1 − y_i(x_iᵀw + b + ρs), curvature + ρ), and
@@ -37,7 +46,8 @@
 
 namespace fgm::exclusive {
 
-// `groups` must be disjoint; `warm_dual` (n, may be empty) is clipped to [0,1].
+// `groups` must be disjoint; `warm_dual` (n, may be empty) is clipped to the
+// dual's box ([0,1], or [0,∞) for the squared hinge).
 FistaResult solve_licp_coordinate(const InMemoryDesign& X, const std::vector<double>& y, const ExclusiveGroups& groups,
                                   const FistaOptions& options, MemoryBudget& budget,
                                   const std::vector<double>& warm_dual = {});

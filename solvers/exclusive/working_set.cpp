@@ -16,11 +16,16 @@ namespace {
 // fraction of its threshold θ_k (far from re-entering).
 constexpr double kPruneRatio = 0.5;
 
-// ρ: per-row derivative of the loss at the current solution (hinge: −y∘u).
+// The E-SVM dual before any solve: the optimal u at w = 0, b = 0 (hinge 1,
+// squared hinge 2·max(0, 1 − 0)).
+double dual_at_zero(ExclusiveLoss loss) { return loss == ExclusiveLoss::kSquaredHinge ? 2.0 : 1.0; }
+
+// ρ: per-row derivative of the loss at the current solution (svm losses: −y∘u).
 void row_derivative(const FistaOptions& o, const std::vector<double>& y, const std::vector<double>& margins,
                     const std::vector<double>& dual, std::vector<double>& rho) {
-  if (o.loss == ExclusiveLoss::kHinge) {
-    for (size_t i = 0; i < y.size(); ++i) rho[i] = dual.empty() ? -y[i] : -y[i] * dual[i];
+  if (is_svm_loss(o.loss)) {
+    const double u0 = dual_at_zero(o.loss);
+    for (size_t i = 0; i < y.size(); ++i) rho[i] = dual.empty() ? -y[i] * u0 : -y[i] * dual[i];
   } else {
     loss_derivative(o.loss, y, margins.data(), rho.data());
   }
@@ -50,15 +55,20 @@ std::vector<Violator> find_violators(const ExclusiveGroups& G, const std::vector
   return out;
 }
 
-// E-SVM with disjoint groups: the dual D(u) = 1ᵀu − Ω*(Zu) of the FULL
-// problem (licp_coordinate.h) from Zu = −`gradient` of the check pass, u the
-// restricted solve's dual (all ones before any solve: ρ = −y). Any u ∈ [0,1]^n
-// gives a lower bound on the full optimum, so P(w) − D(u) certifies w.
-double full_hinge_dual(Design& X, const ExclusiveGroups& G, const FistaOptions& o, const std::vector<double>& gradient,
-                       const std::vector<double>& dual) {
+// E-SVM with disjoint groups: the dual D(u) = 1ᵀu − Ω*(Zu) (squared hinge:
+// Σ(u_i − u_i²/4) − Ω*(Zu)) of the FULL problem (licp_coordinate.h) from
+// Zu = −`gradient` of the check pass, u the restricted solve's dual
+// (dual_at_zero before any solve). Any u in the dual's box gives a lower
+// bound on the full optimum, so P(w) − D(u) certifies w.
+double full_svm_dual(Design& X, const ExclusiveGroups& G, const FistaOptions& o, const std::vector<double>& gradient,
+                     const std::vector<double>& dual) {
+  const double quadratic = o.loss == ExclusiveLoss::kSquaredHinge ? 0.25 : 0.0, u0 = dual_at_zero(o.loss);
   const double sum_u = X.sum_rows([&](uint64_t begin, uint64_t end, double* out) {
     double s = 0;
-    for (uint64_t i = begin; i < end; ++i) s += dual.empty() ? 1.0 : dual[i];
+    for (uint64_t i = begin; i < end; ++i) {
+      const double u = dual.empty() ? u0 : dual[i];
+      s += u - quadratic * u * u;
+    }
     *out = s;
   });
   const double alpha = o.ridge, mu = o.lambda / o.ridge;
@@ -102,7 +112,7 @@ ExclusiveWarmStart ExclusiveFit::warm_start() const {
 ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
                            const FistaOptions& fista, const WorkingSetOptions& ws, MemoryBudget& budget,
                            const ExclusiveWarmStart* warm) {
-  const bool hinge = fista.loss == ExclusiveLoss::kHinge;
+  const bool svm = is_svm_loss(fista.loss);  // E-SVM: licp, warm-started by its dual
   ExclusiveFit fit;
   const uint64_t passes_before = X.passes();
   const double pass_seconds_before = X.pass_seconds();
@@ -116,8 +126,8 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
     const auto start = std::chrono::steady_clock::now();
     FistaOptions options = fista;
     if (warm && warm->norm_squared > 0) options.norm_squared = warm->norm_squared;
-    fit.last_solve = solve_exclusive(X, y, groups, options, budget, warm && !hinge ? warm->w : std::vector<double>{},
-                                     warm && hinge ? warm->dual : std::vector<double>{}, warm ? warm->bias : 0.0);
+    fit.last_solve = solve_exclusive(X, y, groups, options, budget, warm && !svm ? warm->w : std::vector<double>{},
+                                     warm && svm ? warm->dual : std::vector<double>{}, warm ? warm->bias : 0.0);
     WorkingSetRound r;
     r.working_set = p;
     r.nonzeros = count_nonzeros(fit.last_solve.w);
@@ -160,8 +170,8 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
   }
   // E-SVM with the bias: the check's dual must satisfy yᵀu = 0 (the restricted
   // solves return such a u); before any solve, all ones balanced.
-  if (hinge && fista.bias && dual.empty()) {
-    dual.assign(n, 1.0);
+  if (svm && fista.bias && dual.empty()) {
+    dual.assign(n, dual_at_zero(fista.loss));
     balance_dual(y, dual);
   }
   for (int round = 0;; ++round) {
@@ -176,11 +186,11 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
       }
       // E-SVM, disjoint groups: the full problem's gap decides (a certificate,
       // where the KKT floor below is a heuristic).
-      const bool certify = hinge && groups.disjoint;
+      const bool certify = svm && groups.disjoint;
       bool certified = false;
       if (certify) {
         const double primal = fit.rounds > 0 ? fit.last_solve.objective : fit.objective_at_zero;
-        full_gap = std::max(0.0, primal - full_hinge_dual(X, groups, fista, gradient, dual));
+        full_gap = std::max(0.0, primal - full_svm_dual(X, groups, fista, gradient, dual));
         certified = full_gap <= fista.tolerance * std::max(1.0, primal);
       }
       auto violators = find_violators(groups, gradient, fit.w, fista.lambda, ws.kkt_tolerance * scale);
@@ -237,8 +247,8 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
       inner.tolerance = std::clamp(0.1 * full_gap / std::max(1.0, primal), fista.tolerance, std::max(fista.tolerance, 1e-2));
     }
     last_inner_tolerance = inner.tolerance;
-    fit.last_solve = solve_exclusive(*XW, y, GW, inner, budget, hinge ? std::vector<double>{} : warm_w,
-                                     hinge ? dual : std::vector<double>{}, fit.bias);
+    fit.last_solve = solve_exclusive(*XW, y, GW, inner, budget, svm ? std::vector<double>{} : warm_w,
+                                     svm ? dual : std::vector<double>{}, fit.bias);
     fit.rounds = round + 1;
     fit.fista_iterations += fit.last_solve.iterations;
     std::fill(fit.w.begin(), fit.w.end(), 0.0);

@@ -147,6 +147,9 @@ TEST_CASE("misused exclusive keys are errors naming the key; nothing is written"
        "exclusive.lambda"},
       {"train", "solver=exclusive exclusive.random_groups=3 exclusive.algorithm=licp exclusive.bias=true "
                 "exclusive.working_set=false", "exclusive.bias"},
+      {"train", "solver=exclusive exclusive.random_groups=3 exclusive.loss=squared_hinge", "exclusive.loss"},  // pcp
+      {"train", "solver=exclusive exclusive.random_groups=3 exclusive.algorithm=licp exclusive.loss=squared_hinge "
+                "exclusive.working_set=false", "exclusive.loss"},
       {"train", "solver=exclusive 'exclusive.path_random_groups=[2, 3]'", "exclusive.path_random_groups"},
       {"path", "solver=exclusive 'exclusive.path_lambda=[1.0]' 'exclusive.path_random_groups=[2, 3]' "
                "exclusive.random_groups=3", "exclusive.random_groups"},
@@ -252,13 +255,15 @@ TEST_CASE("fgm train with exclusive.bias writes the bias and fgm predict uses it
   dir.write("train.svm", train.str());
   dir.write("test.svm", test.str());
   const std::string base = "data.train=train.svm engine.cache_dir=cache solver=exclusive exclusive.random_groups=2 ";
-  for (const std::string algorithm : {"licp", "pcp"}) {
+  // The third: E-SVM with the squared hinge (licp_coordinate.h), its bias by best_squared_hinge_bias.
+  for (const std::string algorithm : {"licp", "pcp", "licp exclusive.loss=squared_hinge"}) {
     INFO(algorithm);
-    auto r = run(dir, "train " + base + "exclusive.algorithm=" + algorithm + " exclusive.bias=true output.dir=o-" +
-                          algorithm);
+    const std::string out = algorithm == "licp" ? "licp" : algorithm == "pcp" ? "pcp" : "sq";
+    auto r = run(dir, "train " + base + "exclusive.algorithm=" + algorithm + " exclusive.bias=true output.dir=o-" + out);
     INFO(r.err);
     REQUIRE(r.code == 0);
-    const std::string run_json = slurp(dir.file("o-" + algorithm + "/run.json"));
+    const std::string run_json = slurp(dir.file("o-" + out + "/run.json"));
+    if (out == "sq") CHECK(contains(run_json, "squared_hinge"));
     const double bias = json_number(run_json, "bias", run_json.find("\"selected_features\""));
     CHECK(bias != 0.0);
     std::map<int, double> weights;
@@ -266,7 +271,7 @@ TEST_CASE("fgm train with exclusive.bias writes the bias and fgm predict uses it
     for (size_t at = features.find("\"id\":"); at != std::string::npos; at = features.find("\"id\":", at + 1))
       weights[int(json_number(features, "id", at))] = json_number(features, "weight", at);
     REQUIRE(!weights.empty());
-    auto p = run(dir, "predict --model o-" + algorithm + "/model.fgm --out decisions.txt test.svm");
+    auto p = run(dir, "predict --model o-" + out + "/model.fgm --out decisions.txt test.svm");
     REQUIRE(p.code == 0);
     std::istringstream decisions(slurp(dir.file("decisions.txt")));
     for (const auto& row : test_rows) {
@@ -275,7 +280,7 @@ TEST_CASE("fgm train with exclusive.bias writes the bias and fgm predict uses it
       REQUIRE(decisions >> got);
       CHECK(got == Approx(expected).margin(1e-9));
     }
-    auto i = run(dir, "inspect o-" + algorithm + "/model.fgm");
+    auto i = run(dir, "inspect o-" + out + "/model.fgm");
     CHECK(contains(i.out, "\"has_bias\": true"));
   }
 }
