@@ -7,7 +7,6 @@
 
 #include "cache/selected_features.h"
 #include "core/error.h"
-#include "engine/distributed_spaces.h"
 #include "engine/model_provenance.h"
 #include "engine/mslr_loop.h"
 #include "solvers/mslr/latent_newton.h"
@@ -83,11 +82,11 @@ PartitionMslrRows::PartitionMslrRows(Communicator& comm, const std::string& dir,
     a_.emplace_back(rows, 0.0);
     columns_.push_back(std::make_unique<SelectedFeatureCache>(budget_, rows));
   }
-  space_ = make_distributed_space(settings_.space, own_, budget_);
+  space_ = make_feature_space(settings_.space, own_, budget_);
   end_phase(0, "labels");
 }
 
-// FGM's linear pass over the partitions (engine/distributed_spaces.h, by
+// FGM's linear pass over the partitions (features/linear_space.cpp, by
 // column ranges): only non-empty columns travel, no rank holds a length-m vector.
 std::vector<ScoredCandidate> PartitionMslrRows::score(uint64_t batch, std::vector<double>& selected_c,
                                                       uint64_t& bytes_streamed) {

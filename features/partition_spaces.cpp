@@ -106,6 +106,24 @@ ActiveRows active_rows(const BlockStream& stream, const std::vector<BlockRef>& b
 
 }  // namespace
 
+int rank_of_id(uint64_t j, uint64_t m, int ranks) {
+  int d = static_cast<int>(static_cast<unsigned __int128>(j) * static_cast<unsigned>(ranks) / m);
+  while (d + 1 < ranks && !column_range_of_rank(m, ranks, d).contains(j)) ++d;
+  while (d > 0 && !column_range_of_rank(m, ranks, d).contains(j)) --d;
+  return d;
+}
+
+std::vector<ColumnSpans> rank_key_ranges(uint64_t m, int ranks, uint64_t width) {
+  std::vector<ColumnSpans> out;
+  for (int d = 0; d < ranks; ++d) {
+    ColumnSpans keys;
+    for (const auto& [first, end] : column_range_of_rank(m, ranks, d).spans)
+      keys.spans.emplace_back(first * width, end * width);
+    out.push_back(std::move(keys));
+  }
+  return out;
+}
+
 SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
                                    PassStats* pass) {
   SparseSums out;
@@ -296,40 +314,46 @@ struct ExpansionColumns {
   std::vector<double> sum_a, c;  // c: dim() per column
 };
 
-// c_l = Σ_e a_e φ_l(x'_e) over one column's entries, as ExpansionSpace sums them.
-void column_components(const ExpansionMap& map, const CscColumns& block, uint64_t k, const double* a, float lo,
-                       float hi, double* c, double& sum_entries) {
+}  // namespace
+
+// HIK: below[f] = Σ a_i over entries whose first f components are full,
+// partial[l] = Σ a_i·φ_l over entries whose component l is partial; c_l from
+// their suffix sums. Additive: φ of the previous entry's value is reused
+// (binary, count data).
+void expansion_column_sums(const ExpansionMap& map, const CscColumns& block, uint64_t k, const double* a, double lo,
+                           double hi, ExpansionScratch& s, double* c, double& sum_entries) {
   const uint32_t D = map.dim();
   const uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
   sum_entries = 0;
   if (map.kind() == FeatureKind::kHik) {
     const double unit = f32(map.hik_unit());
-    std::vector<double> below(D + 1, 0.0), partial(D, 0.0);
+    s.below.assign(D + 1, 0.0);
+    s.partial.assign(D, 0.0);
     for (uint64_t e = begin; e < end; ++e) {
       const double ai = a[block.row_ids[e]];
       sum_entries += ai;
-      ExpansionMap::HikSplit s = map.hik_split(scale_to_unit(block.values[e], lo, hi));
-      below[s.full] += ai;
-      if (s.full < D) partial[s.full] += ai * f32(s.partial);
+      ExpansionMap::HikSplit split = map.hik_split(scale_to_unit(block.values[e], lo, hi));
+      s.below[split.full] += ai;
+      if (split.full < D) s.partial[split.full] += ai * f32(split.partial);
     }
-    double above = 0;
+    double above = 0;  // Σ a_i over entries with full > l
     for (uint32_t l = D; l-- > 0;) {
-      above += below[l + 1];
-      c[l] = unit * above + partial[l];
+      above += s.below[l + 1];
+      c[l] = unit * above + s.partial[l];
     }
     return;
   }
-  std::vector<double> phi(D), scratch(D);
+  s.phi.resize(D);
+  s.scratch.resize(D);
   std::fill(c, c + D, 0.0);
   for (uint64_t e = begin; e < end; ++e) {
     const double ai = a[block.row_ids[e]];
     sum_entries += ai;
-    expansion_components(map, scale_to_unit(block.values[e], lo, hi), scratch.data(), phi.data());
-    for (uint32_t l = 0; l < D; ++l) c[l] += ai * phi[l];
+    if (e == begin || block.values[e] != block.values[e - 1])
+      expansion_components(map, scale_to_unit(block.values[e], lo, hi), s.scratch.data(), s.phi.data());
+    for (uint32_t l = 0; l < D; ++l) c[l] += ai * s.phi[l];
   }
 }
-
-}  // namespace
 
 SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
                                     const ExpansionMap& map, const ColumnRanges& ranges,
@@ -347,6 +371,7 @@ SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector
         const CscColumns block = csc_columns(tiled, merged);
         ExpansionColumns o;
         std::vector<double> c(D);
+        ExpansionScratch scratch;
         for (uint64_t k = 0; k < block.column_count; ++k) {
           const uint64_t j = block.column_ids[k];
           if (block.col_ptr[k] == block.col_ptr[k + 1] || selected(j)) continue;
@@ -354,7 +379,7 @@ SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector
           if (at == ranges.ids.size())
             throw Error(ErrorKind::kInternal, "hik/additive: no global range for column " + std::to_string(j));
           double s_entries = 0;
-          column_components(map, block, k, a, ranges.lo[at], ranges.hi[at], c.data(), s_entries);
+          expansion_column_sums(map, block, k, a, ranges.lo[at], ranges.hi[at], scratch, c.data(), s_entries);
           o.ids.push_back(j);
           o.count.push_back(block.col_ptr[k + 1] - block.col_ptr[k]);
           o.sum_a.push_back(s_entries);

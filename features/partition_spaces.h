@@ -4,7 +4,7 @@
 // spaces generate with the same code. Each function reads ONE store (a row
 // partition) and returns its partial sums over that partition's rows, in a
 // fixed order that depends on the partition's data only (not on threads, not
-// on the rank count); engine/distributed_spaces.cpp adds the partitions'
+// on the rank count); the spaces (poly2_space.cpp, expansion_space.cpp) add the partitions'
 // partials in the fixed partition tree (core/partition_sum.h) and takes the
 // top-B from the sums. No communication here.
 #pragma once
@@ -21,6 +21,11 @@
 #include "io/shard_store.h"
 
 namespace fgm {
+
+// The rank whose range of [0, m) (column_range_of_rank) holds id j < m.
+int rank_of_id(uint64_t j, uint64_t m, int ranks);
+// Every rank's range of [0, m), each id j standing for the keys [j·width, (j + 1)·width).
+std::vector<ColumnSpans> rank_key_ranges(uint64_t m, int ranks, uint64_t width);
 
 // ---- poly2 (FGM Section 6.2, Algorithm 5) ----
 
@@ -73,10 +78,21 @@ ExpansionMap expansion_map_from_settings(const FeatureSpaceSettings& settings);
 // φ(x), its dim() components float32-rounded, into out (`scratch`: dim() doubles).
 void expansion_components(const ExpansionMap& map, double x, double* scratch, double* out);
 
+// Buffers of expansion_column_sums, reused from column to column.
+struct ExpansionScratch {
+  std::vector<double> below, partial, phi, scratch;
+};
+
+// c_l = Σ_e a_e φ_l(x'_e) (l < dim(), into c) over the entries of column k
+// of `block`, x'_e = scale_to_unit(x_e, lo, hi), in entry order; `sum_entries`
+// = Σ_e a_e. The same sums on one store and on a partition.
+void expansion_column_sums(const ExpansionMap& map, const CscColumns& block, uint64_t k, const double* a, double lo,
+                           double hi, ExpansionScratch& scratch, double* c, double& sum_entries);
+
 // The global range [lo, hi] of some base columns (min/max over all
 // partitions, implicit zeros included), by increasing id: a rank's table holds
 // its partitions' non-empty columns, those whose scaled zero is positive, and
-// its column range (engine/distributed_spaces.cpp exchanges them).
+// its column range (ExpansionSpace exchanges them).
 struct ColumnRanges {
   std::vector<uint64_t> ids;  // increasing
   std::vector<float> lo, hi;

@@ -137,11 +137,14 @@ inline uint64_t eligible_prefix(const double* u, const uint32_t* idx, uint64_t l
 
 }  // namespace
 
-Poly2Space::Poly2Space(const ShardStore& store, const FeatureSpaceSettings& settings, MemoryBudget& budget)
-    : n_features_(store.info().n_features),
-      n_rows_(store.info().n_rows),
+Poly2Space::Poly2Space(const SpaceRows& rows, const FeatureSpaceSettings& settings, MemoryBudget& budget)
+    : partitions_(rows.partitions),
+      budget_(budget),
+      n_features_(rows.n_features()),
+      n_rows_(rows.n_rows()),
       gamma_(settings.gamma),
-      coef0_(settings.coef0) {
+      coef0_(settings.coef0),
+      selected_(&budget) {
   if (n_features_ >= (uint64_t{1} << 31))
     throw Error(ErrorKind::kConfig,
                 msg::out_of_range("", "features.kind", "poly2",
@@ -195,11 +198,12 @@ void Poly2Space::offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint
   double s = pass.cross_scale * p * p;
   if (!(s > 0) || !cache.may_admit(s)) return;
   uint64_t id = poly2_id(kPoly2Cross, j, k);
-  if (selected_.count(id)) return;
+  if (selected_.test(id)) return;
   cache.offer({s, id});
 }
 
 SpaceScores Poly2Space::score(const ScoringContext& ctx) {
+  if (partitions_) return score_partitions(ctx);
   stats_ = Poly2Stats{};
   Pass pass(ctx, n_features_, n_rows_, gamma_, coef0_);
   score_single_features(pass);
@@ -254,8 +258,8 @@ void Poly2Space::score_single_features(Pass& pass) {
           o.nnz[k] = end - begin;
           double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
-          if (sl > 0 && o.top.may_admit(sl) && !selected_.count(lid)) o.top.offer({sl, lid});
-          if (sq > 0 && o.top.may_admit(sq) && !selected_.count(qid)) o.top.offer({sq, qid});
+          if (sl > 0 && o.top.may_admit(sl) && !selected_.test(lid)) o.top.offer({sl, lid});
+          if (sq > 0 && o.top.may_admit(sq) && !selected_.test(qid)) o.top.offer({sq, qid});
         }
         return o;
       },
@@ -562,7 +566,7 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
   };
   DensePairCallbacks cb;
   cb.pair_id = pair_id;
-  cb.excluded = [&](uint32_t p, uint32_t q) { return selected_.count(pair_id(p, q)) > 0; };
+  cb.excluded = [&](uint32_t p, uint32_t q) { return selected_.test(pair_id(p, q)); };
   cb.offer = [&](uint32_t p, uint32_t q, double sum) { offer_pair(pass, pass.top, ids[p], ids[q], sum); };
   std::vector<double> uh(count);
   for (uint32_t h = 0; h < count; ++h) uh[h] = pass.u[ids[h]];
@@ -753,6 +757,163 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   for (uint64_t d : distinct) stats_.candidate_pairs += d;
   pass.out.pair_updates += total_updates;
   pass.out.candidates_scored += stats_.candidate_pairs;
+}
+
+// ---- Over partitions (docs/distributed.md, "poly-2 and kernel spaces") ----
+// Every quantity summed over rows is summed per partition
+// (features/partition_spaces.h) and the partitions' sums are added in the
+// fixed partition tree; every decision (bounds, threshold, candidate pairs,
+// top-B with ties to the smaller id) is taken from those sums, identically on
+// every rank. Per pass:
+//   1. moments: c_j, q_j, w_j = u_j² per partition, reduce-scattered by
+//      column ranges. Linear (2γr·c_j²) and square (γ²·q_j²) scores.
+//   2. seed: the exact pair sums among the S features of largest u (S = 256,
+//      or features.pair_block_features' setting), one sparse tree reduction;
+//      θ = the B-th best of the single and seed scores.
+//   3. candidates: H = features with u_j·u_max ≥ t, t = √(θ/2γ²) less a
+//      certified rounding slack; every pair of H with u_j·u_k ≥ t that
+//      co-occurs in a row is summed exactly per partition, one sparse tree
+//      reduction. Every pair that can reach θ is among them, so the top-B
+//      over singles and candidate pairs is the top-B of the whole space.
+
+namespace {
+
+// A base feature and its pair bound u_j; ranked by decreasing u, ties to the smaller id.
+struct BoundedFeature {
+  uint64_t id = 0;
+  double u = 0;
+};
+bool bound_before(const BoundedFeature& x, const BoundedFeature& y) { return x.u != y.u ? x.u > y.u : x.id < y.id; }
+
+Poly2ActiveSet active_set(const std::vector<BoundedFeature>& features, double t) {
+  Poly2ActiveSet active;
+  for (const BoundedFeature& f : features) {
+    active.ids.push_back(static_cast<uint32_t>(f.id));
+    active.bound.push_back(f.u);
+  }
+  active.t = t;
+  return active;
+}
+
+}  // namespace
+
+// Σ over all partitions of each partition's exact sums of the pairs of `active`.
+SparseSums Poly2Space::partition_pair_sums(const std::vector<PartitionScoringInput>& parts,
+                                           const Poly2ActiveSet& active, SpaceScores& out, Reservation& sums_memory) {
+  std::vector<SparseSums> local;
+  PassStats pass;
+  Reservation held = budget_.reserve(0, "poly2 candidate-pair partials of this rank's partitions",
+                                     "use more ranks (more, smaller partitions) or a smaller fgm.B");
+  for (const auto& p : parts) {
+    local.push_back(poly2_partition_pair_sums(*p.stream, *p.blocks, p.a, active, budget_, &pass, &out.pair_updates));
+    held.resize(held.bytes() + local.back().keys.size() * 16);
+  }
+  out.pass.bytes_streamed += pass.bytes_streamed;
+  SparseSums sums = partitions_->sum(local);
+  // The received nodes and the result (16 bytes a pair each) while the partials are held.
+  sums_memory = budget_.reserve(sums.keys.size() * 16 * (2 + static_cast<uint64_t>(partitions_->comm().size())),
+                                "poly2 candidate-pair sums of all partitions",
+                                "use more ranks (more, smaller partitions) or a smaller fgm.B");
+  return sums;
+}
+
+void Poly2Space::offer_pair_sums(const SparseSums& sums, TopBCache& top) const {
+  const double cross_scale = 2.0 * gamma_ * gamma_;
+  for (size_t e = 0; e < sums.keys.size(); ++e) {
+    const double s = cross_scale * sums.values[e] * sums.values[e];
+    if (s > 0 && top.may_admit(s) && !selected_.test(sums.keys[e])) top.offer({s, sums.keys[e]});
+  }
+}
+
+// 1. The moments c_j, q_j, w_j by column ranges: each partition's sparse
+// moments (its non-empty columns), one reduce-scatter in the partition tree,
+// so rank r holds the global moments of base features [⌊r·m/K⌋, ⌊(r+1)·m/K⌋).
+SparseSums Poly2Space::partition_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
+                                         Reservation& memory) {
+  // The three keys 3j, 3j + 1, 3j + 2 of each feature j of each rank's range.
+  const std::vector<ColumnSpans> wanted = rank_key_ranges(n_features_, partitions_->comm().size(), 3);
+  PassStats pass;
+  SparseSums moments = partitions_->reduce_scatter(
+      [&](size_t q) { return poly2_partition_moments(*parts[q].stream, *parts[q].blocks, parts[q].a, &pass); }, wanted,
+      &memory);
+  out.pass.bytes_streamed += pass.bytes_streamed;
+  memory.resize(16 * moments.keys.size());
+  return moments;
+}
+
+SpaceScores Poly2Space::score_partitions(const ScoringContext& ctx) {
+  const std::vector<PartitionScoringInput>& parts = ctx.parts;
+  Communicator& comm = partitions_->comm();
+  const uint64_t B = ctx.B;
+  SpaceScores out;
+  const double lin_scale = 2.0 * gamma_ * coef0_, sq_scale = gamma_ * gamma_;
+  Reservation moments_memory = budget_.reserve(0, "poly2 moments of a distributed scoring pass",
+                                               "use more ranks (more, smaller partitions) or more memory per rank");
+  // Its range's linear and square scores, and its range's features with u_j > 0.
+  std::vector<BoundedFeature> range_u;
+  TopBCache singles(B, &budget_);
+  {
+    const SparseSums moments = partition_moments(parts, out, moments_memory);
+    for (size_t e = 0; e < moments.keys.size();) {
+      const uint64_t j = moments.keys[e] / 3;
+      double v[3] = {0, 0, 0};  // c_j, q_j, w_j (a key no partition has is an exact zero)
+      for (; e < moments.keys.size() && moments.keys[e] / 3 == j; ++e) v[moments.keys[e] % 3] = moments.values[e];
+      const double u = std::sqrt(v[2]), sl = lin_scale * v[0] * v[0], sq = sq_scale * v[1] * v[1];
+      const uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
+      if (sl > 0 && singles.may_admit(sl) && !selected_.test(lid)) singles.offer({sl, lid});
+      if (sq > 0 && singles.may_admit(sq) && !selected_.test(qid)) singles.offer({sq, qid});
+      if (u > 0) range_u.push_back({j, u});
+    }
+    moments_memory.resize(range_u.size() * sizeof(BoundedFeature));
+  }
+  out.candidates_scored = 2 * n_features_;
+  // 2. seed: the S features of largest bound over all ranges (each range's S
+  // best, merged in the same order), their pairs summed exactly; θ from them
+  // and the singles' top-B (each range's B best, merged: the global B best).
+  const size_t range_seed = std::min<size_t>(seed_features_, range_u.size());
+  std::partial_sort(range_u.begin(), range_u.begin() + static_cast<std::ptrdiff_t>(range_seed), range_u.end(),
+                    bound_before);
+  Reservation top_memory;
+  std::vector<ScoredCandidate> range_top = singles.take_sorted(&top_memory);
+  auto [all_top, seed_list] = allgather_lists(
+      comm, range_top,
+      std::vector<BoundedFeature>(range_u.begin(), range_u.begin() + static_cast<std::ptrdiff_t>(range_seed)));
+  TopBCache top(B, &budget_);
+  for (const ScoredCandidate& c : all_top) top.offer(c);
+  std::sort(seed_list.begin(), seed_list.end(), bound_before);
+  seed_list.resize(std::min<size_t>(seed_features_, seed_list.size()));
+  const double u_max = seed_list.empty() ? 0.0 : seed_list.front().u;
+  const Poly2ActiveSet seeds = active_set(seed_list, 0);  // every pair of the seed
+  double theta = 0;
+  Reservation seed_memory, candidate_memory;
+  const SparseSums seed_sums = partition_pair_sums(parts, seeds, out, seed_memory);
+  {
+    TopBCache seeded = top;
+    offer_pair_sums(seed_sums, seeded);
+    if (seeded.full()) theta = seeded.worst().score;
+  }
+  // 3. candidates: every pair whose bound can reach θ, summed exactly. H =
+  // {j : u_j·u_max ≥ t}, each range's members gathered, by decreasing u.
+  const double t = pair_bound_threshold(theta, 2.0 * gamma_ * gamma_, n_rows_);
+  std::vector<BoundedFeature> range_active;
+  for (const BoundedFeature& f : range_u)
+    if (f.u * u_max >= t) range_active.push_back(f);
+  Reservation active_memory = budget_.reserve(range_active.size() * sizeof(BoundedFeature), "poly2 active set");
+  std::vector<BoundedFeature> all_active = allgather_lists(comm, range_active, std::vector<char>{}).first;
+  active_memory.resize(all_active.size() * (sizeof(BoundedFeature) + sizeof(uint32_t) + sizeof(double)));
+  std::sort(all_active.begin(), all_active.end(), bound_before);
+  Poly2ActiveSet active = active_set(all_active, t);
+  // The seed features lead H (both are by decreasing u, and H holds every
+  // feature ranked before one of its members): their pairs are summed already.
+  while (active.summed_prefix < active.ids.size() && active.summed_prefix < seeds.ids.size() &&
+         active.ids[active.summed_prefix] == seeds.ids[active.summed_prefix])
+    ++active.summed_prefix;
+  const SparseSums candidates = partition_pair_sums(parts, active, out, candidate_memory);
+  out.candidates_scored += seed_sums.keys.size() + candidates.keys.size();  // the pairs summed exactly
+  offer_pair_sums(seed_sums, top);  // each pair once: the seed's, then the rest of H's
+  offer_pair_sums(candidates, top);
+  out.top = top.take_sorted(&out.top_memory);
+  return out;
 }
 
 std::vector<GeneratedColumn> Poly2Space::columns(const ShardStore& store, uint64_t candidate) {
