@@ -10,7 +10,6 @@
 #include "engine/fgm_trainer.h"
 #include "features/block_scores.h"
 #include "features/feature_groups.h"
-#include "features/partition_spaces.h"
 
 namespace fgm {
 

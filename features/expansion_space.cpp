@@ -18,7 +18,6 @@
 // id range), s_j = Σ_l c_{j,l}², its range's top-B, and one allgather of the
 // K lists with the candidates' ranges. Nothing m-sized.
 #include "features/expansion_space.h"
-#include "features/partition_spaces.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,7 +32,10 @@
 #include "core/partition_sum.h"
 
 namespace fgm {
+namespace {
 
+// The map of settings.kind (hik or additive) with its parameters; a config
+// error naming features.kernel for an unknown kernel.
 ExpansionMap expansion_map_from_settings(const FeatureSpaceSettings& s) {
   if (s.kind == "hik") return ExpansionMap::hik(s.levels);
   auto kernel = parse_additive_kernel(s.kernel);
@@ -43,9 +45,243 @@ ExpansionMap expansion_map_from_settings(const FeatureSpaceSettings& s) {
   return ExpansionMap::additive(*kernel, s.order, period);
 }
 
-namespace {
 inline double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
+
+void add_pass(PassStats* total, const PassStats& p) {
+  if (!total) return;
+  total->blocks += p.blocks;
+  total->bytes_streamed += p.bytes_streamed;
+  total->seconds += p.seconds;
+}
+
+// φ(x), its dim() components float32-rounded, into out (`scratch`: dim() doubles).
+void expansion_components(const ExpansionMap& map, double x, double* scratch, double* out) {
+  const uint32_t D = map.dim();
+  if (map.kind() == FeatureKind::kHik) {
+    ExpansionMap::HikSplit s = map.hik_split(x);
+    for (uint32_t l = 0; l < D; ++l) out[l] = l < s.full ? f32(map.hik_unit()) : (l == s.full ? f32(s.partial) : 0.0);
+    return;
+  }
+  map.eval(x, scratch);
+  for (uint32_t l = 0; l < D; ++l) out[l] = f32(scratch[l]);
+}
+
+// Buffers of expansion_column_sums, reused from column to column.
+struct ExpansionScratch {
+  std::vector<double> below, partial, phi, scratch;
+};
+
+// c_l = Σ_e a_e φ_l(x'_e) (l < dim(), into c) over the entries of column k
+// of `block`, x'_e = scale_to_unit(x_e, lo, hi), in entry order; `sum_entries`
+// = Σ_e a_e. The same sums on one store and on a partition.
+// HIK: below[f] = Σ a_i over entries whose first f components are full,
+// partial[l] = Σ a_i·φ_l over entries whose component l is partial; c_l from
+// their suffix sums. Additive: φ of the previous entry's value is reused
+// (binary, count data).
+void expansion_column_sums(const ExpansionMap& map, const CscColumns& block, uint64_t k, const double* a, double lo,
+                           double hi, ExpansionScratch& s, double* c, double& sum_entries) {
+  const uint32_t D = map.dim();
+  const uint64_t begin = block.col_ptr[k], end = block.col_ptr[k + 1];
+  sum_entries = 0;
+  if (map.kind() == FeatureKind::kHik) {
+    const double unit = f32(map.hik_unit());
+    s.below.assign(D + 1, 0.0);
+    s.partial.assign(D, 0.0);
+    for (uint64_t e = begin; e < end; ++e) {
+      const double ai = a[block.row_ids[e]];
+      sum_entries += ai;
+      ExpansionMap::HikSplit split = map.hik_split(scale_to_unit(block.values[e], lo, hi));
+      s.below[split.full] += ai;
+      if (split.full < D) s.partial[split.full] += ai * f32(split.partial);
+    }
+    double above = 0;  // Σ a_i over entries with full > l
+    for (uint32_t l = D; l-- > 0;) {
+      above += s.below[l + 1];
+      c[l] = unit * above + s.partial[l];
+    }
+    return;
+  }
+  s.phi.resize(D);
+  s.scratch.resize(D);
+  std::fill(c, c + D, 0.0);
+  for (uint64_t e = begin; e < end; ++e) {
+    const double ai = a[block.row_ids[e]];
+    sum_entries += ai;
+    if (e == begin || block.values[e] != block.values[e - 1])
+      expansion_components(map, scale_to_unit(block.values[e], lo, hi), s.scratch.data(), s.phi.data());
+    for (uint32_t l = 0; l < D; ++l) c[l] += ai * s.phi[l];
+  }
+}
+
+// The partition's non-empty columns, increasing, each with its min/max over
+// the partition's rows (implicit zeros included): the blocks' col_min/col_max,
+// what ShardStore::column_min/max return, read block by block (one stored
+// block at a time, the buffer reserved from `budget`) instead of one verified
+// read per column.
+ColumnRanges partition_column_ranges(const ShardStore& store, MemoryBudget& budget) {
+  ColumnRanges out;
+  BlockBuffer buffer;
+  Reservation buffer_memory = budget.reserve(0, "a block of a partition's column directory");
+  for (const BlockRef& ref : store.plan_blocks(0)) {  // one stored block at a time
+    if (ref.read_bytes > buffer_memory.bytes()) buffer_memory.resize(ref.read_bytes);
+    const ColumnBlock block = store.read_block(ref, buffer);
+    out.ids.insert(out.ids.end(), block.column_ids, block.column_ids + block.column_count);
+    out.lo.insert(out.lo.end(), block.col_min, block.col_min + block.column_count);
+    out.hi.insert(out.hi.end(), block.col_max, block.col_max + block.column_count);
+  }
+  return out;
+}
+
+// One block's component sums of its unselected non-empty columns.
+struct ExpansionColumns {
+  std::vector<uint64_t> ids, count;
+  std::vector<double> sum_a, c;  // c: dim() per column
+};
+
+
+// Per base feature j not `selected`, the dim() component sums
+// c_{j,l} = Σ_i a_i φ_l(x'_ij) over the partition's rows, x'_ij scaled by the
+// GLOBAL column range (`ranges`, which must hold every non-empty column of the
+// partition and every id of `raised_zero`); a row without an entry contributes
+// a_i·φ(x'_0) when x'_0 = scale_to_unit(0, lo, hi) > 0, which is the case
+// exactly for the ids of `raised_zero` (increasing; they get sums on every
+// partition, with or without entries). Values are float32-rounded as in
+// ExpansionSpace. Sparse: keys j·dim() + l, increasing, nonzero sums only
+// (16 bytes each, reserved by the caller); the additions are those of a dense
+// m·dim() vector, whose other entries are exact zeros.
+SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                    const ExpansionMap& map, const ColumnRanges& ranges,
+                                    const std::vector<uint64_t>& raised_zero,
+                                    const std::function<bool(uint64_t)>& selected, PassStats* pass) {
+  const uint64_t n = stream.store().info().n_rows;
+  const uint32_t D = map.dim();
+  double sum_a = 0;  // Σ a_i over the partition, for the rows without an entry
+  for (uint64_t i = 0; i < n; ++i) sum_a += a[i];
+  ExpansionColumns all;  // the partition's columns, in id order
+  PassStats p = stream_blocks<ExpansionColumns>(
+      stream, blocks, map.kind() == FeatureKind::kHik ? "scoring hik groups" : "scoring additive groups",
+      [&](const BlockRef&, const ColumnBlock& tiled) {
+        CscScratch merged;
+        const CscColumns block = csc_columns(tiled, merged);
+        ExpansionColumns o;
+        std::vector<double> c(D);
+        ExpansionScratch scratch;
+        for (uint64_t k = 0; k < block.column_count; ++k) {
+          const uint64_t j = block.column_ids[k];
+          if (block.col_ptr[k] == block.col_ptr[k + 1] || selected(j)) continue;
+          const size_t at = ranges.find(j);
+          if (at == ranges.ids.size())
+            throw Error(ErrorKind::kInternal, "hik/additive: no global range for column " + std::to_string(j));
+          double s_entries = 0;
+          expansion_column_sums(map, block, k, a, ranges.lo[at], ranges.hi[at], scratch, c.data(), s_entries);
+          o.ids.push_back(j);
+          o.count.push_back(block.col_ptr[k + 1] - block.col_ptr[k]);
+          o.sum_a.push_back(s_entries);
+          o.c.insert(o.c.end(), c.begin(), c.end());
+        }
+        return o;
+      },
+      [&](ExpansionColumns&& o) {
+        if (!o.ids.empty() && !all.ids.empty() && o.ids.front() <= all.ids.back())
+          throw Error(ErrorKind::kInternal, "hik/additive sums: blocks of a partition out of column order");
+        all.ids.insert(all.ids.end(), o.ids.begin(), o.ids.end());
+        all.count.insert(all.count.end(), o.count.begin(), o.count.end());
+        all.sum_a.insert(all.sum_a.end(), o.sum_a.begin(), o.sum_a.end());
+        all.c.insert(all.c.end(), o.c.begin(), o.c.end());
+      },
+      CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  // The columns with entries and those of `raised_zero` (x = 0 scales to
+  // x'_0 > 0: every row without an entry adds a_i·φ(x'_0)), merged by id. The
+  // additions are those of the dense vector: its entry c_l, then + φ_l·rest.
+  SparseSums out;
+  std::vector<double> v(D), phi(D), scratch(D);
+  size_t k = 0, z = 0;
+  while (k < all.ids.size() || z < raised_zero.size()) {
+    const uint64_t j = k < all.ids.size() && (z == raised_zero.size() || all.ids[k] <= raised_zero[z])
+                           ? all.ids[k]
+                           : raised_zero[z];
+    const bool has_entries = k < all.ids.size() && all.ids[k] == j;
+    const bool raised = z < raised_zero.size() && raised_zero[z] == j;
+    const uint64_t entries = has_entries ? all.count[k] : 0;
+    const double sum_entries = has_entries ? all.sum_a[k] : 0.0;
+    if (has_entries) std::copy(all.c.begin() + static_cast<std::ptrdiff_t>(k * D),
+                               all.c.begin() + static_cast<std::ptrdiff_t>((k + 1) * D), v.begin());
+    else std::fill(v.begin(), v.end(), 0.0);
+    k += has_entries;
+    z += raised;
+    if (selected(j)) continue;
+    if (raised && entries < n) {
+      const size_t at = ranges.find(j);
+      if (at == ranges.ids.size())
+        throw Error(ErrorKind::kInternal, "hik/additive: no global range for column " + std::to_string(j));
+      const double rest = sum_a - sum_entries;
+      expansion_components(map, scale_to_unit(0.0, ranges.lo[at], ranges.hi[at]), scratch.data(), phi.data());
+      for (uint32_t l = 0; l < D; ++l) v[l] += phi[l] * rest;
+    }
+    for (uint32_t l = 0; l < D; ++l)
+      if (v[l] != 0.0) {
+        out.keys.push_back(j * D + l);
+        out.values.push_back(v[l]);
+      }
+  }
+  return out;
+}
+
+// The store's columns of the dim() components of base feature j (all of
+// them, in level order; a component may be empty on this store), x_j scaled
+// by the range [lo, hi], values float32-rounded.
+std::vector<GeneratedColumn> expansion_columns(const ShardStore& store, const ExpansionMap& map, uint64_t j, float lo,
+                                               float hi) {
+  const uint32_t D = map.dim();
+  const uint64_t n = store.info().n_rows;
+  std::vector<uint32_t> col_rows;
+  std::vector<float> col_values;
+  store.read_column(j, col_rows, col_values);
+  std::vector<GeneratedColumn> out(D);
+  for (uint32_t l = 0; l < D; ++l) {
+    out[l].key.kind = map.kind();
+    out[l].key.ids[0] = j;
+    out[l].key.group = j;
+    out[l].key.level = l;
+  }
+  std::vector<double> phi(D), phi0(D), scratch(D);
+  auto push = [&](uint32_t row, const double* v) {
+    for (uint32_t l = 0; l < D; ++l) {
+      const float f = static_cast<float>(v[l]);
+      if (f == 0) continue;  // columns stay sparse
+      out[l].rows.push_back(row);
+      out[l].values.push_back(f);
+    }
+  };
+  const double x0 = scale_to_unit(0.0, lo, hi);
+  if (x0 > 0 && col_rows.size() < n) {
+    expansion_components(map, x0, scratch.data(), phi0.data());
+    size_t p = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (p < col_rows.size() && col_rows[p] == i) {
+        expansion_components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
+        push(static_cast<uint32_t>(i), phi.data());
+        ++p;
+      } else {
+        push(static_cast<uint32_t>(i), phi0.data());
+      }
+    }
+    return out;
+  }
+  for (size_t p = 0; p < col_rows.size(); ++p) {
+    expansion_components(map, scale_to_unit(col_values[p], lo, hi), scratch.data(), phi.data());
+    push(col_rows[p], phi.data());
+  }
+  return out;
+}
+
 }  // namespace
+
+size_t ColumnRanges::find(uint64_t id) const {
+  const auto at = std::lower_bound(ids.begin(), ids.end(), id);
+  return at != ids.end() && *at == id ? static_cast<size_t>(at - ids.begin()) : ids.size();
+}
 
 ExpansionSpace::ExpansionSpace(const SpaceRows& rows, const FeatureSpaceSettings& settings, MemoryBudget& budget)
     : store_(rows.store),
@@ -239,7 +475,8 @@ void ExpansionSpace::exchange_ranges() {
     }
   }
   std::stable_sort(table.begin(), table.end(), id_before);
-  table.erase(std::unique(table.begin(), table.end(), [](const RangeRecord& x, const RangeRecord& y) { return x.id == y.id; }),
+  table.erase(std::unique(table.begin(), table.end(),
+                          [](const RangeRecord& x, const RangeRecord& y) { return x.id == y.id; }),
               table.end());
   for (const RangeRecord& r : table) {
     ranges_.ids.push_back(r.id);
@@ -345,7 +582,8 @@ void ExpansionSpace::mark_selected(uint64_t candidate) {
     range = *at;
   } else {
     std::vector<RangeRecord> mine;
-    if (rank_of_id(candidate, n_features_, partitions_->comm().size()) == partitions_->comm().rank()) mine.push_back(known_range(candidate));
+    Communicator& comm = partitions_->comm();
+    if (rank_of_id(candidate, n_features_, comm.size()) == comm.rank()) mine.push_back(known_range(candidate));
     const std::vector<RangeRecord> all = allgather_lists(partitions_->comm(), mine, std::vector<char>{}).first;
     if (all.size() != 1) throw Error(ErrorKind::kInternal, "hik/additive: no owner for a selected feature's range");
     range = all.front();

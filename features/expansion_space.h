@@ -8,9 +8,20 @@
 
 #include "features/feature_space.h"
 #include "features/kernel_maps.h"
-#include "features/partition_spaces.h"
+#include "core/partition_sum.h"
 
 namespace fgm {
+
+// The global range [lo, hi] of some base columns (min/max over all
+// partitions, implicit zeros included), by increasing id: a rank's table holds
+// its partitions' non-empty columns, those whose scaled zero is positive, and
+// its column range (ExpansionSpace exchanges them).
+struct ColumnRanges {
+  std::vector<uint64_t> ids;  // increasing
+  std::vector<float> lo, hi;
+  // The position of `id`, or ids.size() when absent.
+  size_t find(uint64_t id) const;
+};
 
 class ExpansionSpace : public FeatureSpace {
  public:
@@ -24,7 +35,6 @@ class ExpansionSpace : public FeatureSpace {
   std::vector<GeneratedColumn> columns(const ShardStore& store, uint64_t candidate) override;
   uint64_t candidate_of(const FeatureKey& key) const override { return key.ids[0]; }
   void describe(Model& model) const override;
-  const ExpansionMap& map() const { return map_; }
 
   // A column's global range as the ranks exchange it.
   struct RangeRecord {

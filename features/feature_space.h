@@ -46,8 +46,8 @@ struct PartitionScoringInput {
   const double* a = nullptr;  // α∘y over the partition's rows
 };
 
-// The rows a pass scores: the single store (store, blocks, stream, a) or, for
-// a space made over a partitioned store, this rank's partitions (parts).
+// The rows a pass scores: for a space made over the single store its one part
+// (store, blocks, stream, a), over partitions this rank's partitions (parts).
 struct ScoringContext {
   const ShardStore* store = nullptr;
   const std::vector<BlockRef>* blocks = nullptr;
@@ -222,11 +222,12 @@ inline bool scores_many(const FeatureSpaceSettings& settings) { return feature_s
 // partitions): result r equals requests[r].space->score() with a =
 // requests[r].a (parts) and B = requests[r].B, bit for bit, except that every
 // result's `pass` is the one shared pass. The spaces are all linear or all
-// group (of one group file) on `context.store`; context.a and context.B are unused. The K interleaved dual vectors (K·n doubles) and the
+// group (of one group file) made over the same rows; context.a and context.B
+// are unused. The K interleaved dual vectors (K·n doubles) and the
 // per-request heaps are reserved from context.budget.
 std::vector<SpaceScores> score_many(const ScoringContext& context, const std::vector<ScoreRequest>& requests);
 
-// The selected candidates of a space (linear, group, expansion): sized by
+// The selected candidates of a space: sized by
 // the selection, never by the id space (hashed ids reach 2^63). Written
 // between passes only; test() is read by the parallel scoring stage.
 class CandidateSet {

@@ -35,7 +35,6 @@
 // are allocated afresh by every pass.
 #include "core/clock.h"
 #include "features/poly2_space.h"
-#include "features/partition_spaces.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -114,14 +113,10 @@ void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budg
 // So ŝ_jk ≥ θ implies û_j·û_k ≥ t̂·(1−2γ_{n+1}−5ε) to first order; the
 // comparisons fl(û_j·û_k) < t and û_k ≥ fl(t/û_j) each cost one ε more.
 // ρ = 4(n+8)ε covers all of it with room (ρ ≥ 2γ_{n+1} + 10ε for n < 2^48).
-}  // namespace
-
 double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
 }
-
-namespace {
 
 // Algorithm 5's threshold test on a row: the length of the prefix of
 // idx[0, len) with u[idx] ≥ need. Sparse rows mostly stop within a few
@@ -759,9 +754,231 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   pass.out.candidates_scored += stats_.candidate_pairs;
 }
 
+// ---- Per partition: the sums one partition's rows give, in a fixed order
+// that depends on the partition's data only (not on threads or ranks) ----
+
+// The features that may take part in a candidate pair, by decreasing bound
+// (ties: smaller id); pair (p, q), p < q, is a candidate iff
+// bound[p]·bound[q] ≥ t (evaluated exactly so on every rank).
+struct Poly2ActiveSet {
+  std::vector<uint32_t> ids;
+  std::vector<double> bound;
+  double t = 0;
+  // Pairs of two features among ids[0, summed_prefix) are skipped (their
+  // sums are known: the seed's pairs, the heaviest work of a pass).
+  uint32_t summed_prefix = 0;
+};
+
+namespace {
+
+void add_pass(PassStats* total, const PassStats& p) {
+  if (!total) return;
+  total->blocks += p.blocks;
+  total->bytes_streamed += p.bytes_streamed;
+  total->seconds += p.seconds;
+}
+
+// Exact pair sums are keyed by (active index p) << 32 | q, p < q (PairSumTable).
+
+struct ActiveEntry {
+  uint32_t index;  // active index
+  float value;
+};
+
+// The active columns' entries of one block, column by column.
+struct BlockEntries {
+  Reservation memory;
+  std::vector<uint32_t> rows;
+  std::vector<ActiveEntry> entries;
+};
+
+// The active columns' entries of the partition in row-major form: row i's
+// entries are entries[row_ptr[i], row_ptr[i+1]), by increasing active index
+// (decreasing bound). A counting sort by row, then a sort of each row's few
+// entries: O(nnz) where one sort of all entries cost a quarter of the pass.
+struct PartitionRows {
+  std::vector<uint64_t> row_ptr;
+  std::vector<ActiveEntry> entries;
+};
+
+PartitionRows partition_rows(const BlockStream& stream, const std::vector<BlockRef>& blocks, const Poly2ActiveSet& active,
+                       MemoryBudget& budget, Reservation& memory, PassStats* pass) {
+  const uint64_t n = stream.store().info().n_rows;
+  // Active index of a base id: binary search in the ids sorted by id.
+  std::vector<std::pair<uint32_t, uint32_t>> by_id(active.ids.size());
+  for (size_t p = 0; p < active.ids.size(); ++p) by_id[p] = {active.ids[p], static_cast<uint32_t>(p)};
+  std::sort(by_id.begin(), by_id.end());
+  memory = budget.reserve(by_id.size() * sizeof(by_id[0]) + (n + 1) * sizeof(uint64_t),
+                          "poly2 active entries of a partition", "use more ranks (more, smaller partitions)");
+  std::vector<BlockEntries> per_block;
+  PassStats p = stream_blocks<BlockEntries>(
+      stream, blocks, "poly2 candidate pairs",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;
+        const CscColumns cols = csc_columns(block, scratch);
+        BlockEntries out;
+        std::vector<std::pair<uint32_t, uint32_t>> found;  // (column position, active index)
+        uint64_t count = 0;
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t j = cols.column_ids[k];
+          if (j >= (uint64_t{1} << 32)) continue;
+          auto at = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(static_cast<uint32_t>(j), 0u));
+          if (at == by_id.end() || at->first != j) continue;
+          found.emplace_back(static_cast<uint32_t>(k), at->second);
+          count += cols.col_ptr[k + 1] - cols.col_ptr[k];
+        }
+        out.memory = budget.reserve(count * (sizeof(uint32_t) + sizeof(ActiveEntry)), "poly2 active entries of a block");
+        out.rows.reserve(count);
+        out.entries.reserve(count);
+        for (const auto& [k, index] : found)
+          for (uint32_t e = cols.col_ptr[k]; e < cols.col_ptr[k + 1]; ++e) {
+            out.rows.push_back(cols.row_ids[e]);
+            out.entries.push_back({index, cols.values[e]});
+          }
+        return out;
+      },
+      [&](BlockEntries&& b) { per_block.push_back(std::move(b)); }, CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  PartitionRows R;
+  R.row_ptr.assign(n + 1, 0);
+  for (const auto& b : per_block)
+    for (uint32_t row : b.rows) ++R.row_ptr[row + 1];
+  for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
+  memory.resize(memory.bytes() + R.row_ptr[n] * sizeof(ActiveEntry));
+  R.entries.resize(R.row_ptr[n]);
+  std::vector<uint64_t> fill(R.row_ptr.begin(), R.row_ptr.end() - 1);
+  for (auto& b : per_block) {
+    for (size_t e = 0; e < b.rows.size(); ++e) R.entries[fill[b.rows[e]]++] = b.entries[e];
+    b = BlockEntries();  // its memory back before the next block's copy grows the total
+  }
+  for (uint64_t i = 0; i < n; ++i)
+    std::sort(R.entries.begin() + static_cast<std::ptrdiff_t>(R.row_ptr[i]),
+              R.entries.begin() + static_cast<std::ptrdiff_t>(R.row_ptr[i + 1]),
+              [](const ActiveEntry& x, const ActiveEntry& y) { return x.index < y.index; });
+  return R;
+}
+
+
+// Per non-empty base feature j of the partition: c_j = Σ a_i x_ij,
+// q_j = Σ a_i x_ij², w_j = Σ |a_i| x_ij² (the square of the pair bound u_j)
+// over the partition's rows, each column in row order by the fixed-lane
+// kernel simd gather_moments (the same bits on every SIMD target), as sparse
+// sums with keys 3j (c_j), 3j + 1 (q_j), 3j + 2 (w_j), increasing: 48 bytes
+// per non-empty column, whatever the id space (reserved by the caller).
+SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                   PassStats* pass) {
+  SparseSums out;
+  const simd::Kernels& kernels = simd::kernels();
+  PassStats p = stream_blocks<SparseSums>(
+      stream, blocks, "poly2 single features",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;
+        const CscColumns cols = csc_columns(block, scratch);
+        SparseSums o;
+        o.keys.resize(3 * cols.column_count);
+        o.values.resize(3 * cols.column_count);
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
+          double* m = o.values.data() + 3 * k;
+          for (uint64_t r = 0; r < 3; ++r) o.keys[3 * k + r] = 3 * cols.column_ids[k] + r;
+          if (end - begin < 8) simd::gather_moments_short(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
+          else kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
+        }
+        return o;
+      },
+      [&](SparseSums&& o) {
+        if (!o.keys.empty() && !out.keys.empty() && o.keys.front() <= out.keys.back())
+          throw Error(ErrorKind::kInternal, "poly2 moments: blocks of a partition out of column order");
+        out.keys.insert(out.keys.end(), o.keys.begin(), o.keys.end());
+        out.values.insert(out.values.end(), o.values.begin(), o.values.end());
+      },
+      CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  return out;
+}
+
+// p_jk = Σ_i a_i x_ij x_ik over the partition's rows, in row order, for the
+// candidate pairs of `active` (outside the summed prefix) that co-occur in at least one row; keys
+// poly2_id(kPoly2Cross, j, k) with j < k, increasing. The active columns'
+// entries, their row-major copy and the pair table are reserved from `budget`.
+SparseSums poly2_partition_pair_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                     const Poly2ActiveSet& active, MemoryBudget& budget, PassStats* pass,
+                                     uint64_t* pair_updates) {
+  SparseSums out;
+  if (active.ids.size() < 2) return out;
+  Reservation rows_memory;
+  const PartitionRows R = partition_rows(stream, blocks, active, budget, rows_memory, pass);
+  const double* bound = active.bound.data();
+  const uint64_t n = R.row_ptr.size() - 1;
+  // engine.threads workers; worker r sums the pairs whose first active index
+  // p has p mod workers = r (interleaved: the heavy, high-bound features are
+  // spread), each walking all rows in order into its own table. Every pair is
+  // summed by one worker in row order, so its bits do not depend on the
+  // worker count.
+  const auto workers = static_cast<uint32_t>(std::max(1, stream.threads()));
+  std::vector<std::vector<std::pair<uint64_t, double>>> found(workers);
+  std::vector<uint64_t> updates(workers, 0);
+  Reservation found_memory = budget.reserve(0, "poly2 candidate-pair partials");
+  std::mutex found_mutex;
+  tbb::task_arena arena(static_cast<int>(workers));
+  arena.execute([&] {
+    tbb::parallel_for(uint32_t{0}, workers, [&](uint32_t r) {
+      PairSumTable table(0, budget, "poly2 candidate-pair accumulators of a partition",
+                         "use more ranks (more, smaller partitions), a smaller fgm.B or fewer engine.threads");
+      // Row by row (rows in order); a row's entries are by decreasing bound,
+      // so p's candidate partners are a prefix.
+      for (uint64_t row = 0; row < n; ++row) {
+        const uint64_t b = R.row_ptr[row], e = R.row_ptr[row + 1];
+        if (e - b < 2) continue;
+        const double ai = a[row];
+        uint64_t past_prefix = b;  // first entry of the row outside the summed prefix
+        while (past_prefix < e && R.entries[past_prefix].index < active.summed_prefix) ++past_prefix;
+        for (uint64_t p = b; p + 1 < e; ++p) {
+          const uint32_t hp = R.entries[p].index;
+          if (hp % workers != r) continue;
+          const double xv = ai * static_cast<double>(R.entries[p].value);
+          for (uint64_t q = std::max(p + 1, past_prefix); q < e; ++q) {
+            const uint32_t hq = R.entries[q].index;
+            if (!(bound[hp] * bound[hq] >= active.t)) break;
+            table.add((uint64_t{hp} << 32) | hq, xv * static_cast<double>(R.entries[q].value));
+            ++updates[r];
+          }
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(found_mutex);
+        found_memory.resize(found_memory.bytes() + table.size() * 3 * sizeof(uint64_t));
+      }
+      found[r].reserve(table.size());
+      table.for_each([&](uint64_t key, double sum) {
+        uint64_t j = active.ids[key >> 32], k = active.ids[key & 0xffffffffULL];
+        if (j > k) std::swap(j, k);
+        found[r].emplace_back(poly2_id(kPoly2Cross, j, k), sum);
+      });
+    });
+  });
+  if (pair_updates)
+    for (uint64_t u : updates) *pair_updates += u;
+  std::vector<std::pair<uint64_t, double>> pairs;
+  for (auto& part : found) {
+    pairs.insert(pairs.end(), part.begin(), part.end());
+    std::vector<std::pair<uint64_t, double>>().swap(part);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  out.keys.reserve(pairs.size());
+  out.values.reserve(pairs.size());
+  for (const auto& [key, sum] : pairs) {
+    out.keys.push_back(key);
+    out.values.push_back(sum);
+  }
+  return out;
+}
+
+}  // namespace
+
 // ---- Over partitions (docs/distributed.md, "poly-2 and kernel spaces") ----
 // Every quantity summed over rows is summed per partition
-// (features/partition_spaces.h) and the partitions' sums are added in the
+// ("Per partition" above) and the partitions' sums are added in the
 // fixed partition tree; every decision (bounds, threshold, candidate pairs,
 // top-B with ties to the smaller id) is taken from those sums, identically on
 // every rank. Per pass:
@@ -916,11 +1133,53 @@ SpaceScores Poly2Space::score_partitions(const ScoringContext& ctx) {
   return out;
 }
 
+// √(2γr)·x_j, γ·x_j² or √2·γ·x_j·x_k (as float), as prediction computes them.
 std::vector<GeneratedColumn> Poly2Space::columns(const ShardStore& store, uint64_t candidate) {
-  return poly2_columns(store, candidate, gamma_, coef0_);
+  const uint64_t kind = poly2_kind(candidate), j = poly2_first(candidate), k = poly2_second(candidate);
+  std::vector<GeneratedColumn> out(1);
+  FeatureKey& key = out[0].key;
+  std::vector<uint32_t>& rows = out[0].rows;
+  std::vector<float>& values = out[0].values;
+  key.kind = kind == kPoly2Linear ? FeatureKind::kLinear : kind == kPoly2Square ? FeatureKind::kSquare
+                                                                                 : FeatureKind::kCross;
+  key.ids[0] = j;
+  if (kind == kPoly2Cross) key.ids[1] = k;
+  std::vector<uint32_t> rows_a, rows_b;
+  std::vector<float> vals_a, vals_b;
+  store.read_column(j, rows_a, vals_a);
+  if (kind == kPoly2Linear) {
+    const float s = static_cast<float>(std::sqrt(2.0 * gamma_ * coef0_));
+    for (size_t e = 0; e < rows_a.size(); ++e) {
+      rows.push_back(rows_a[e]);
+      values.push_back(s * vals_a[e]);
+    }
+  } else if (kind == kPoly2Square) {
+    for (size_t e = 0; e < rows_a.size(); ++e) {
+      rows.push_back(rows_a[e]);
+      values.push_back(static_cast<float>(gamma_ * vals_a[e] * vals_a[e]));
+    }
+  } else {
+    store.read_column(k, rows_b, vals_b);
+    const double s = std::sqrt(2.0) * gamma_;
+    size_t p = 0, q = 0;
+    while (p < rows_a.size() && q < rows_b.size()) {
+      if (rows_a[p] < rows_b[q]) ++p;
+      else if (rows_b[q] < rows_a[p]) ++q;
+      else {
+        rows.push_back(rows_a[p]);
+        values.push_back(static_cast<float>(s * vals_a[p] * vals_b[q]));
+        ++p;
+        ++q;
+      }
+    }
+  }
+  return out;
 }
 
-uint64_t Poly2Space::candidate_of(const FeatureKey& key) const { return poly2_candidate_of(key); }
+uint64_t Poly2Space::candidate_of(const FeatureKey& key) const {
+  if (key.kind == FeatureKind::kCross) return poly2_id(kPoly2Cross, key.ids[0], key.ids[1]);
+  return poly2_id(key.kind == FeatureKind::kSquare ? kPoly2Square : kPoly2Linear, key.ids[0]);
+}
 
 void Poly2Space::describe(Model& model) const {
   model.feature_kind = "poly2";
