@@ -80,6 +80,10 @@ struct ColumnSpans {
 // Rank `rank`'s share of the ids [0, m) when K = `ranks` ranks split them
 // into consecutive ranges: [⌊rank·m/K⌋, ⌊(rank+1)·m/K⌋) (any m < 2^64).
 ColumnSpans column_range_of_rank(uint64_t m, int ranks, int rank);
+// The rank whose range of [0, m) (column_range_of_rank) holds id j < m.
+int rank_of_id(uint64_t j, uint64_t m, int ranks);
+// Every rank's range of [0, m), each id j standing for the keys [j·width, (j + 1)·width).
+std::vector<ColumnSpans> rank_key_ranges(uint64_t m, int ranks, uint64_t width);
 // The fewest spans holding exactly `ids` (sorted, duplicates allowed).
 ColumnSpans spans_of_sorted_ids(const std::vector<uint64_t>& ids);
 

@@ -13,7 +13,6 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "engine/distributed_spaces.h"
 #include "engine/fgm_loop.h"
 #include "engine/model_provenance.h"
 #include "engine/value_span.h"
@@ -83,7 +82,7 @@ class PartitionSource final : public RowSource {
   uint64_t total_rows() const override { return own_.manifest().n_rows; }
   const char* row_memory_remedy() const override { return "use more ranks (more, smaller partitions)"; }
   std::unique_ptr<FeatureSpace> make_space(const FeatureSpaceSettings& settings, MemoryBudget& budget) override {
-    return make_distributed_space(settings, own_, budget);
+    return make_feature_space(settings, own_, budget);
   }
   Model model_frame(double negative, double positive) const override {
     return model_of_partitioned_store(own_.manifest(), negative, positive, "fgm");

@@ -3,7 +3,7 @@
 // (docs/distributed.md). Each rank opens only its own partitions. Per outer
 // iteration:
 //   1. scoring: the space's pass over this rank's partitions
-//      (engine/distributed_spaces.h), every sum over rows added in the fixed
+//      (features/feature_space.h), every sum over rows added in the fixed
 //      partition tree (core/partition_sum.h): the same top-B on every rank;
 //   2. each rank reads its rows of the new columns;
 //   3. the subproblem is solved by the single-store APG (solvers/apg.h) over

@@ -25,24 +25,6 @@ std::string partition_mismatch(const std::string& store_dir, uint32_t partitions
       store_dir, partitions, ranks, partitions, divisors, ranks);
 }
 
-int rank_of_id(uint64_t j, uint64_t m, int ranks) {
-  int d = static_cast<int>(static_cast<unsigned __int128>(j) * static_cast<unsigned>(ranks) / m);
-  while (d + 1 < ranks && !column_range_of_rank(m, ranks, d).contains(j)) ++d;
-  while (d > 0 && !column_range_of_rank(m, ranks, d).contains(j)) --d;
-  return d;
-}
-
-std::vector<ColumnSpans> rank_key_ranges(uint64_t m, int ranks, uint64_t width) {
-  std::vector<ColumnSpans> out;
-  for (int d = 0; d < ranks; ++d) {
-    ColumnSpans keys;
-    for (const auto& [first, end] : column_range_of_rank(m, ranks, d).spans)
-      keys.spans.emplace_back(first * width, end * width);
-    out.push_back(std::move(keys));
-  }
-  return out;
-}
-
 OwnPartitions::OwnPartitions(Communicator& comm, const std::string& dir, const SchedulerOptions& scheduler,
                              uint64_t block_bytes, MemoryBudget& budget)
     : comm_(comm),

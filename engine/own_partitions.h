@@ -30,10 +30,6 @@ struct FeatureGroups;
 // The error when `ranks` cannot deal out `partitions` evenly (empty if they can).
 std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks);
 
-// The rank whose range of [0, m) (column_range_of_rank) holds id j < m.
-int rank_of_id(uint64_t j, uint64_t m, int ranks);
-// Every rank's range of [0, m), each id j standing for the keys [j·width, (j + 1)·width).
-std::vector<ColumnSpans> rank_key_ranges(uint64_t m, int ranks, uint64_t width);
 
 // One of this rank's partitions, opened.
 struct OwnPartition {
@@ -43,7 +39,7 @@ struct OwnPartition {
   std::vector<BlockRef> blocks;
 };
 
-class OwnPartitions {
+class OwnPartitions final : public SpacePartitions {
  public:
   // Reads the manifest and opens this rank's partitions, each resident when
   // it fits half of what the budget has left (as a single store is), with
@@ -53,10 +49,11 @@ class OwnPartitions {
   OwnPartitions(Communicator& comm, const std::string& dir, const SchedulerOptions& scheduler, uint64_t block_bytes,
                 MemoryBudget& budget);
 
-  const std::string& dir() const { return dir_; }
-  const PartitionManifest& manifest() const { return manifest_; }
+  const std::string& dir() const override { return dir_; }
+  const PartitionManifest& manifest() const override { return manifest_; }
   PartitionRange range() const { return range_; }
-  size_t size() const { return own_.size(); }
+  size_t size() const override { return own_.size(); }
+  const ShardStore& store(size_t q) const override { return *own_[q].store; }
   OwnPartition& operator[](size_t q) { return own_[q]; }
   const OwnPartition& operator[](size_t q) const { return own_[q]; }
   uint64_t rows(size_t q) const { return own_[q].store->info().n_rows; }
@@ -65,7 +62,7 @@ class OwnPartitions {
   std::vector<PartitionScoringInput> scoring_inputs(const std::vector<std::vector<double>>& a) const;
   // The partition-tree reduction of row sums over all ranks (for solvers/apg).
   PartitionTreeRowSums& reduction() { return *reduction_; }
-  Communicator& comm() { return comm_; }
+  Communicator& comm() override { return comm_; }
 
   // The sorted distinct label values of all partitions (a partition may lack
   // a class); a collective. `at_least_two`: fewer are a config error naming the store.
@@ -80,9 +77,9 @@ class OwnPartitions {
   // The same for sparse sums (core/partition_sum.h), and its reduce-scatter:
   // rank d gets the keys of `wanted[d]`, own partition q's sums made by
   // `partial(q)` when the tree needs them.
-  SparseSums sum(const std::vector<SparseSums>& local);
+  SparseSums sum(const std::vector<SparseSums>& local) override;
   SparseSums reduce_scatter(const std::function<SparseSums(size_t)>& partial, const std::vector<ColumnSpans>& wanted,
-                            Reservation* memory);
+                            Reservation* memory) override;
   // Replaces the stores of this rank's partitions (in order) by what `wrap`
   // makes of them (features.transform: TransformedStores over all
   // partitions' statistics), with streams and block plans over the new ones.
@@ -113,20 +110,8 @@ class OwnPartitions {
   // selected column h). Each request gets the bits a pass of its own would
   // give. Requires n_features·K < 2^64 (fits_many). Collectives: 2
   // (alltoallv, allgather); every buffer is reserved from the budget.
-  struct RangeScores {
-    std::vector<ScoredCandidate> top;   // sorted, the same on every rank
-    std::vector<double> selected_dots;  // c_j of each `selected` column, in order
-    Reservation top_memory;
-  };
-  struct RangeRequest {
-    std::vector<const double*> a;  // per own partition
-    std::function<bool(uint64_t)> is_selected;
-    const std::vector<uint64_t>* selected = nullptr;
-    const std::vector<uint64_t>* selected_group = nullptr;
-    size_t B = 0;
-  };
   std::vector<RangeScores> score_by_ranges(const FeatureGroups* groups, const std::vector<RangeRequest>& requests,
-                                           uint64_t& bytes_streamed);
+                                           uint64_t& bytes_streamed) override;
   // Whether K dual vectors' keys j·K + k fit 64 bits.
   bool fits_many(size_t K) const { return K >= 1 && manifest_.n_features <= UINT64_MAX / K; }
 

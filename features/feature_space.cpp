@@ -12,16 +12,15 @@ namespace fgm {
 namespace {
 
 // Base features, or the groups of features.groups.
-std::unique_ptr<FeatureSpace> make_linear(const FeatureSpaceSettings& s, const ShardStore& store,
-                                          MemoryBudget& budget) {
-  if (s.groups_path.empty()) return std::make_unique<LinearSpace>(store, budget);
-  return std::make_unique<GroupSpace>(store, s.groups_path, parse_group_structure(s.group_structure), budget,
+std::unique_ptr<FeatureSpace> make_linear(const FeatureSpaceSettings& s, const SpaceRows& rows, MemoryBudget& budget) {
+  if (s.groups_path.empty()) return std::make_unique<LinearSpace>(rows, budget);
+  return std::make_unique<GroupSpace>(rows, s.groups_path, parse_group_structure(s.group_structure), budget,
                                       s.tree_pruning);
 }
 
 template <class Space>
-std::unique_ptr<FeatureSpace> make(const FeatureSpaceSettings& s, const ShardStore& store, MemoryBudget& budget) {
-  return std::make_unique<Space>(store, s, budget);
+std::unique_ptr<FeatureSpace> make(const FeatureSpaceSettings& s, const SpaceRows& rows, MemoryBudget& budget) {
+  return std::make_unique<Space>(rows, s, budget);
 }
 
 }  // namespace
@@ -62,7 +61,12 @@ FeatureSpaceSettings feature_space_settings(const Config& c) {
 
 std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
                                                  const ShardStore& store, MemoryBudget& budget) {
-  return feature_space_kind(settings.kind).make(settings, store, budget);
+  return feature_space_kind(settings.kind).make(settings, SpaceRows(store), budget);
+}
+
+std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings, SpacePartitions& partitions,
+                                                 MemoryBudget& budget) {
+  return feature_space_kind(settings.kind).make(settings, SpaceRows(partitions), budget);
 }
 
 std::vector<SpaceScores> score_many(const ScoringContext& ctx, const std::vector<ScoreRequest>& requests) {
@@ -77,19 +81,6 @@ std::vector<SpaceScores> FeatureSpace::score_many(const ScoringContext&, const s
 void FeatureSpace::materialize(const ShardStore& store, uint64_t candidate, SelectedFeatureCache& cache) {
   for (const GeneratedColumn& col : columns(store, candidate))
     if (keeps_empty_columns() || !col.rows.empty()) cache.add_column(col.key, col.rows, col.values);
-}
-
-void materialize_features(FeatureSpace& space, const ShardStore& store,
-                          const std::vector<ModelFeature>& features, SelectedFeatureCache& cache) {
-  const size_t first = cache.num_columns();
-  // A candidate's columns are consecutive in the model (one materialisation).
-  for (size_t k = 0; k < features.size(); ++k) {
-    const uint64_t candidate = space.candidate_of(features[k].key);
-    if (k > 0 && candidate == space.candidate_of(features[k - 1].key)) continue;
-    space.materialize(store, candidate, cache);
-  }
-  FGM_ASSERT(cache.num_columns() - first == features.size());
-  for (size_t k = 0; k < features.size(); ++k) FGM_ASSERT(cache.key(first + k) == features[k].key);
 }
 
 }  // namespace fgm

@@ -7,11 +7,12 @@
 // groups of base features), poly2 (degree-2 polynomial map, Section 6.2),
 // hik and additive (kernel expansions, Section 6.1).
 //
-// One interface for both data backends: make_feature_space makes a space
-// over the single store (this file), make_distributed_space
-// (engine/distributed_spaces.h) the same kind over this rank's partitions of
-// a partitioned store, whose score() is a collective; both generate columns
-// with the same columns() code, so a model's features are the same bits.
+// One class per space serves both data backends: made over the single store
+// it scores that store's one part with its fast paths; made over this rank's
+// partitions of a partitioned store (SpacePartitions) its score() sums each
+// partition's partials in the fixed partition tree (core/partition_sum.h)
+// and is a collective. Both generate columns with the same columns() code,
+// so a model's features are the same bits.
 //
 // Candidate ids are exact encodings (never hashes); ties in score are broken
 // by the smaller id so results do not depend on threads.
@@ -26,9 +27,14 @@
 
 #include "cache/selected_features.h"
 #include "cache/top_b_cache.h"
+#include <functional>
+
+#include "core/communicator.h"
 #include "core/memory_budget.h"
+#include "core/partition_sum.h"
 #include "features/block_stream.h"
 #include "io/model_file.h"
+#include "io/partitioned_store.h"
 #include "io/shard_store.h"
 
 namespace fgm {
@@ -40,8 +46,8 @@ struct PartitionScoringInput {
   const double* a = nullptr;  // α∘y over the partition's rows
 };
 
-// The rows a pass scores: the single store (store, blocks, stream, a) or, for
-// a space made over a partitioned store, this rank's partitions (parts).
+// The rows a pass scores: for a space made over the single store its one part
+// (store, blocks, stream, a), over partitions this rank's partitions (parts).
 struct ScoringContext {
   const ShardStore* store = nullptr;
   const std::vector<BlockRef>* blocks = nullptr;
@@ -72,6 +78,56 @@ struct GeneratedColumn {
 };
 
 struct FeatureGroups;
+
+// This rank's partitions of a partitioned store as a space scores over them
+// (engine/own_partitions.h implements it): their stores, and the collectives
+// that add the partitions' partials in the fixed partition tree, so every
+// decision taken from the sums is the same on every rank for every rank count.
+class SpacePartitions {
+ public:
+  virtual ~SpacePartitions() = default;
+  virtual Communicator& comm() = 0;
+  virtual const std::string& dir() const = 0;
+  virtual const PartitionManifest& manifest() const = 0;
+  virtual size_t size() const = 0;
+  virtual const ShardStore& store(size_t q) const = 0;
+  // Σ over every partition's sparse sums, on every rank.
+  virtual SparseSums sum(const std::vector<SparseSums>& local) = 0;
+  // Its reduce-scatter: rank d gets the keys of `wanted[d]`, own partition
+  // q's sums made by `partial(q)` when the tree needs them.
+  virtual SparseSums reduce_scatter(const std::function<SparseSums(size_t)>& partial,
+                                    const std::vector<ColumnSpans>& wanted, Reservation* memory) = 0;
+  // The linear or group pass by column ranges (OwnPartitions::score_by_ranges).
+  struct RangeScores {
+    std::vector<ScoredCandidate> top;   // sorted, the same on every rank
+    std::vector<double> selected_dots;  // c_j of each `selected` column, in order
+    Reservation top_memory;
+  };
+  struct RangeRequest {
+    std::vector<const double*> a;  // per own partition
+    std::function<bool(uint64_t)> is_selected;
+    const std::vector<uint64_t>* selected = nullptr;
+    const std::vector<uint64_t>* selected_group = nullptr;
+    size_t B = 0;
+  };
+  virtual std::vector<RangeScores> score_by_ranges(const FeatureGroups* groups,
+                                                   const std::vector<RangeRequest>& requests,
+                                                   uint64_t& bytes_streamed) = 0;
+};
+
+// The rows a space is made over: the single store or this rank's partitions.
+struct SpaceRows {
+  SpaceRows(const ShardStore& single) : store(&single) {}  // NOLINT: a store is the one-part case
+  SpaceRows(SpacePartitions& own) : partitions(&own) {}    // NOLINT
+  const ShardStore* store = nullptr;
+  SpacePartitions* partitions = nullptr;
+  uint64_t n_features() const { return store ? store->info().n_features : partitions->manifest().n_features; }
+  uint64_t n_rows() const { return store ? store->info().n_rows : partitions->manifest().n_rows; }
+  int index_base() const {
+    return static_cast<int>(store ? store->info().index_base : partitions->manifest().index_base);
+  }
+};
+
 // The column of base feature `feature` (linear), the columns of group
 // `group`'s members (group), as stored; both backends' linear spaces read these.
 std::vector<GeneratedColumn> linear_columns(const ShardStore& store, uint64_t feature);
@@ -127,14 +183,13 @@ class Config;
 // features/feature_space.cpp): features.kind, its own features.* keys (set
 // with another kind, each is refused naming it), the degree of its values in
 // the base values (the value-span warning), whether score_many serves it, and
-// its maker over the single store (make_distributed_space makes its
-// partitioned form).
+// its maker over either backend.
 struct FeatureSpaceKind {
   std::string kind;
   std::vector<std::string> keys;
   int value_degree = 1;
   bool scores_many = false;
-  std::unique_ptr<FeatureSpace> (*make)(const FeatureSpaceSettings&, const ShardStore&, MemoryBudget&) = nullptr;
+  std::unique_ptr<FeatureSpace> (*make)(const FeatureSpaceSettings&, const SpaceRows&, MemoryBudget&) = nullptr;
 };
 const std::vector<FeatureSpaceKind>& feature_space_kinds();
 // The entry of features.kind = `kind` (a config error naming the key if none).
@@ -144,12 +199,11 @@ FeatureSpaceSettings feature_space_settings(const Config& config);
 
 std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
                                                  const ShardStore& store, MemoryBudget& budget);
-
-// Appends the generated columns of `features` (a model's selected features, in
-// model order) to the current batch of `cache`, materialised by `space` exactly
-// as training did — never the raw base column of a generated feature.
-void materialize_features(FeatureSpace& space, const ShardStore& store,
-                          const std::vector<ModelFeature>& features, SelectedFeatureCache& cache);
+// The space over this rank's partitions (collective: hik/additive exchange
+// the column ranges). Its score() reads context.parts and context.B and is a
+// collective: the same top-B on every rank.
+std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,
+                                                 SpacePartitions& partitions, MemoryBudget& budget);
 
 // One dual vector of a shared scoring pass (one-vs-rest lockstep): scored
 // against `space`'s own exclusions into its own top-`B`.
@@ -168,11 +222,12 @@ inline bool scores_many(const FeatureSpaceSettings& settings) { return feature_s
 // partitions): result r equals requests[r].space->score() with a =
 // requests[r].a (parts) and B = requests[r].B, bit for bit, except that every
 // result's `pass` is the one shared pass. The spaces are all linear or all
-// group (of one group file) on `context.store`; context.a and context.B are unused. The K interleaved dual vectors (K·n doubles) and the
+// group (of one group file) made over the same rows; context.a and context.B
+// are unused. The K interleaved dual vectors (K·n doubles) and the
 // per-request heaps are reserved from context.budget.
 std::vector<SpaceScores> score_many(const ScoringContext& context, const std::vector<ScoreRequest>& requests);
 
-// The selected candidates of a space (linear, group, expansion): sized by
+// The selected candidates of a space: sized by
 // the selection, never by the id space (hashed ids reach 2^63). Written
 // between passes only; test() is read by the parallel scoring stage.
 class CandidateSet {

@@ -4,7 +4,8 @@
 // s_g = ‖c_G‖². Nothing on the scoring path is sized by the id space: a
 // block's scores live in an array of its non-empty columns, the selection in a
 // CandidateSet, and only features some group lists keep a c-value past their
-// block.
+// block. Over partitions the pass is SpacePartitions::score_by_ranges (docs/distributed.md,
+// "Scoring by column ranges").
 #include "features/linear_space.h"
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <utility>
 
 #include "core/clock.h"
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "features/block_scores.h"
 #include "features/column_pruning.h"
@@ -115,13 +118,50 @@ std::vector<BlockRef> dense_blocks_first(const std::vector<BlockRef>& blocks, ui
 
 }  // namespace
 
-LinearSpace::LinearSpace(const ShardStore& store, MemoryBudget& budget)
-    : n_features_(store.info().n_features), selected_(&budget) {}
+// Over partitions every rank marks the same candidates; one repeated or out
+// of range comes from a corrupt checkpoint.
+void BaseColumnSpace::mark_selected(uint64_t id) {
+  const bool fresh = selected_.insert(id);
+  if (!partitions_) return;
+  if (id >= candidates() || !fresh)
+    throw Error(ErrorKind::kCorruption, fmt::format("checkpoint: candidate {} is repeated or beyond the {} "
+                                                    "candidates of {}",
+                                                    id, candidates(), partitions_->dir()));
+  const FeatureGroups* g = groups();
+  for (uint64_t p = 0; p < (g ? g->size(id) : 1); ++p) {
+    selected_columns_.push_back(g ? g->member(id, p) : id);
+    column_group_.push_back(g ? id : 0);
+  }
+}
+
+std::vector<SpaceScores> BaseColumnSpace::score_by_ranges(const std::vector<ScoreRequest>& requests) {
+  std::vector<SpacePartitions::RangeRequest> ranges;
+  for (const ScoreRequest& request : requests) {
+    const auto* space = dynamic_cast<const BaseColumnSpace*>(request.space);
+    FGM_ASSERT(space);
+    std::vector<const double*> a;
+    for (const PartitionScoringInput& p : request.parts) a.push_back(p.a);
+    ranges.push_back({std::move(a), [space](uint64_t id) { return space->selected_.test(id); },
+                      &space->selected_columns_, &space->column_group_, request.B});
+  }
+  uint64_t bytes = 0;
+  std::vector<SpacePartitions::RangeScores> scored = partitions_->score_by_ranges(groups(), ranges, bytes);
+  std::vector<SpaceScores> out(requests.size());
+  for (size_t r = 0; r < requests.size(); ++r) {
+    out[r].top = std::move(scored[r].top);
+    out[r].top_memory = std::move(scored[r].top_memory);
+    out[r].selected_dots = std::move(scored[r].selected_dots);
+    out[r].candidates_scored = candidates();
+    out[r].pass.bytes_streamed = bytes;
+  }
+  return out;
+}
 
 // Pruned (features/column_pruning.h): a column whose bound cannot reach the
 // B-th best score found so far is not summed; the top-B and its scores are
 // those of summing every column.
 SpaceScores LinearSpace::score(const ScoringContext& ctx) {
+  if (partitions_) return std::move(score_by_ranges({{this, nullptr, ctx.parts, ctx.B}}).front());
   SpaceScores out;
   TopBCache global(ctx.B, ctx.budget);
   const double* a = ctx.a;
@@ -173,6 +213,7 @@ SpaceScores LinearSpace::score(const ScoringContext& ctx) {
 
 std::vector<SpaceScores> LinearSpace::score_many(const ScoringContext& ctx,
                                                 const std::vector<ScoreRequest>& requests) {
+  if (partitions_) return score_by_ranges(requests);
   std::vector<const LinearSpace*> spaces;
   for (const auto& r : requests) spaces.push_back(&dynamic_cast<const LinearSpace&>(*r.space));
   const InterleavedDuals duals = interleave_duals(ctx, requests);
@@ -216,19 +257,17 @@ std::vector<GeneratedColumn> linear_columns(const ShardStore& store, uint64_t fe
   return out;
 }
 
-void LinearSpace::describe(Model& model) const { model.feature_kind = "linear"; }
-
-GroupSpace::GroupSpace(const ShardStore& store, const std::string& groups_path, GroupStructure structure,
+GroupSpace::GroupSpace(const SpaceRows& rows, const std::string& groups_path, GroupStructure structure,
                        MemoryBudget& budget, bool tree_pruning)
-    : groups_(read_feature_groups(groups_path, store.info().n_features, store.info().index_base, budget,
-                                  structure)),
-      tree_pruning_(tree_pruning),
-      selected_(&budget) {}
+    : BaseColumnSpace(rows, budget),
+      groups_(read_feature_groups(groups_path, rows.n_features(), rows.index_base(), budget, structure)),
+      tree_pruning_(tree_pruning) {}
 
 SpaceScores GroupSpace::score(const ScoringContext& ctx) {
   ScoreRequest request;
   request.space = this;
   request.a = ctx.a;
+  request.parts = ctx.parts;
   request.B = ctx.B;
   return std::move(score_many(ctx, {request}).front());
 }
@@ -291,6 +330,7 @@ struct GroupBlockScores {
 
 std::vector<SpaceScores> GroupSpace::score_many(const ScoringContext& ctx,
                                                const std::vector<ScoreRequest>& requests) {
+  if (partitions_) return score_by_ranges(requests);
   std::vector<GroupSpace*> spaces;
   for (const auto& r : requests) spaces.push_back(&dynamic_cast<GroupSpace&>(*r.space));
   const FeatureGroups& groups = spaces.front()->groups_;
@@ -357,7 +397,5 @@ std::vector<GeneratedColumn> group_columns(const ShardStore& store, const Featur
   }
   return out;
 }
-
-void GroupSpace::describe(Model& model) const { model.feature_kind = "group"; }
 
 }  // namespace fgm

@@ -3,7 +3,7 @@
 // pairs of popular features cost no memory; every table is reserved from the
 // budget before it is allocated (old and new while rehashing). Used by the
 // single-store pair pass (features/poly2_space.cpp) and the per-partition pass
-// of distributed training (features/partition_spaces.cpp).
+// of distributed training (features/poly2_space.cpp, "Per partition").
 #pragma once
 
 #include <cstdint>

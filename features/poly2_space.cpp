@@ -35,7 +35,6 @@
 // are allocated afresh by every pass.
 #include "core/clock.h"
 #include "features/poly2_space.h"
-#include "features/partition_spaces.h"
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -114,14 +113,10 @@ void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budg
 // So ŝ_jk ≥ θ implies û_j·û_k ≥ t̂·(1−2γ_{n+1}−5ε) to first order; the
 // comparisons fl(û_j·û_k) < t and û_k ≥ fl(t/û_j) each cost one ε more.
 // ρ = 4(n+8)ε covers all of it with room (ρ ≥ 2γ_{n+1} + 10ε for n < 2^48).
-}  // namespace
-
 double pair_bound_threshold(double theta, double cross_scale, uint64_t n) {
   const double rho = 4.0 * (static_cast<double>(n) + 8.0) * std::ldexp(1.0, -53);
   return std::sqrt(theta / cross_scale) * std::max(0.0, 1.0 - rho);
 }
-
-namespace {
 
 // Algorithm 5's threshold test on a row: the length of the prefix of
 // idx[0, len) with u[idx] ≥ need. Sparse rows mostly stop within a few
@@ -137,11 +132,14 @@ inline uint64_t eligible_prefix(const double* u, const uint32_t* idx, uint64_t l
 
 }  // namespace
 
-Poly2Space::Poly2Space(const ShardStore& store, const FeatureSpaceSettings& settings, MemoryBudget& budget)
-    : n_features_(store.info().n_features),
-      n_rows_(store.info().n_rows),
+Poly2Space::Poly2Space(const SpaceRows& rows, const FeatureSpaceSettings& settings, MemoryBudget& budget)
+    : partitions_(rows.partitions),
+      budget_(budget),
+      n_features_(rows.n_features()),
+      n_rows_(rows.n_rows()),
       gamma_(settings.gamma),
-      coef0_(settings.coef0) {
+      coef0_(settings.coef0),
+      selected_(&budget) {
   if (n_features_ >= (uint64_t{1} << 31))
     throw Error(ErrorKind::kConfig,
                 msg::out_of_range("", "features.kind", "poly2",
@@ -195,11 +193,12 @@ void Poly2Space::offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint
   double s = pass.cross_scale * p * p;
   if (!(s > 0) || !cache.may_admit(s)) return;
   uint64_t id = poly2_id(kPoly2Cross, j, k);
-  if (selected_.count(id)) return;
+  if (selected_.test(id)) return;
   cache.offer({s, id});
 }
 
 SpaceScores Poly2Space::score(const ScoringContext& ctx) {
+  if (partitions_) return score_partitions(ctx);
   stats_ = Poly2Stats{};
   Pass pass(ctx, n_features_, n_rows_, gamma_, coef0_);
   score_single_features(pass);
@@ -254,8 +253,8 @@ void Poly2Space::score_single_features(Pass& pass) {
           o.nnz[k] = end - begin;
           double sl = pass.lin_scale * c * c, sq = pass.sq_scale * q * q;
           uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
-          if (sl > 0 && o.top.may_admit(sl) && !selected_.count(lid)) o.top.offer({sl, lid});
-          if (sq > 0 && o.top.may_admit(sq) && !selected_.count(qid)) o.top.offer({sq, qid});
+          if (sl > 0 && o.top.may_admit(sl) && !selected_.test(lid)) o.top.offer({sl, lid});
+          if (sq > 0 && o.top.may_admit(sq) && !selected_.test(qid)) o.top.offer({sq, qid});
         }
         return o;
       },
@@ -562,7 +561,7 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
   };
   DensePairCallbacks cb;
   cb.pair_id = pair_id;
-  cb.excluded = [&](uint32_t p, uint32_t q) { return selected_.count(pair_id(p, q)) > 0; };
+  cb.excluded = [&](uint32_t p, uint32_t q) { return selected_.test(pair_id(p, q)); };
   cb.offer = [&](uint32_t p, uint32_t q, double sum) { offer_pair(pass, pass.top, ids[p], ids[q], sum); };
   std::vector<double> uh(count);
   for (uint32_t h = 0; h < count; ++h) uh[h] = pass.u[ids[h]];
@@ -755,11 +754,432 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   pass.out.candidates_scored += stats_.candidate_pairs;
 }
 
-std::vector<GeneratedColumn> Poly2Space::columns(const ShardStore& store, uint64_t candidate) {
-  return poly2_columns(store, candidate, gamma_, coef0_);
+// ---- Per partition: the sums one partition's rows give, in a fixed order
+// that depends on the partition's data only (not on threads or ranks) ----
+
+// The features that may take part in a candidate pair, by decreasing bound
+// (ties: smaller id); pair (p, q), p < q, is a candidate iff
+// bound[p]·bound[q] ≥ t (evaluated exactly so on every rank).
+struct Poly2ActiveSet {
+  std::vector<uint32_t> ids;
+  std::vector<double> bound;
+  double t = 0;
+  // Pairs of two features among ids[0, summed_prefix) are skipped (their
+  // sums are known: the seed's pairs, the heaviest work of a pass).
+  uint32_t summed_prefix = 0;
+};
+
+namespace {
+
+void add_pass(PassStats* total, const PassStats& p) {
+  if (!total) return;
+  total->blocks += p.blocks;
+  total->bytes_streamed += p.bytes_streamed;
+  total->seconds += p.seconds;
 }
 
-uint64_t Poly2Space::candidate_of(const FeatureKey& key) const { return poly2_candidate_of(key); }
+// Exact pair sums are keyed by (active index p) << 32 | q, p < q (PairSumTable).
+
+struct ActiveEntry {
+  uint32_t index;  // active index
+  float value;
+};
+
+// The active columns' entries of one block, column by column.
+struct BlockEntries {
+  Reservation memory;
+  std::vector<uint32_t> rows;
+  std::vector<ActiveEntry> entries;
+};
+
+// The active columns' entries of the partition in row-major form: row i's
+// entries are entries[row_ptr[i], row_ptr[i+1]), by increasing active index
+// (decreasing bound). A counting sort by row, then a sort of each row's few
+// entries: O(nnz) where one sort of all entries cost a quarter of the pass.
+struct PartitionRows {
+  std::vector<uint64_t> row_ptr;
+  std::vector<ActiveEntry> entries;
+};
+
+PartitionRows partition_rows(const BlockStream& stream, const std::vector<BlockRef>& blocks, const Poly2ActiveSet& active,
+                       MemoryBudget& budget, Reservation& memory, PassStats* pass) {
+  const uint64_t n = stream.store().info().n_rows;
+  // Active index of a base id: binary search in the ids sorted by id.
+  std::vector<std::pair<uint32_t, uint32_t>> by_id(active.ids.size());
+  for (size_t p = 0; p < active.ids.size(); ++p) by_id[p] = {active.ids[p], static_cast<uint32_t>(p)};
+  std::sort(by_id.begin(), by_id.end());
+  memory = budget.reserve(by_id.size() * sizeof(by_id[0]) + (n + 1) * sizeof(uint64_t),
+                          "poly2 active entries of a partition", "use more ranks (more, smaller partitions)");
+  std::vector<BlockEntries> per_block;
+  PassStats p = stream_blocks<BlockEntries>(
+      stream, blocks, "poly2 candidate pairs",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;
+        const CscColumns cols = csc_columns(block, scratch);
+        BlockEntries out;
+        std::vector<std::pair<uint32_t, uint32_t>> found;  // (column position, active index)
+        uint64_t count = 0;
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t j = cols.column_ids[k];
+          if (j >= (uint64_t{1} << 32)) continue;
+          auto at = std::lower_bound(by_id.begin(), by_id.end(), std::make_pair(static_cast<uint32_t>(j), 0u));
+          if (at == by_id.end() || at->first != j) continue;
+          found.emplace_back(static_cast<uint32_t>(k), at->second);
+          count += cols.col_ptr[k + 1] - cols.col_ptr[k];
+        }
+        out.memory = budget.reserve(count * (sizeof(uint32_t) + sizeof(ActiveEntry)), "poly2 active entries of a block");
+        out.rows.reserve(count);
+        out.entries.reserve(count);
+        for (const auto& [k, index] : found)
+          for (uint32_t e = cols.col_ptr[k]; e < cols.col_ptr[k + 1]; ++e) {
+            out.rows.push_back(cols.row_ids[e]);
+            out.entries.push_back({index, cols.values[e]});
+          }
+        return out;
+      },
+      [&](BlockEntries&& b) { per_block.push_back(std::move(b)); }, CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  PartitionRows R;
+  R.row_ptr.assign(n + 1, 0);
+  for (const auto& b : per_block)
+    for (uint32_t row : b.rows) ++R.row_ptr[row + 1];
+  for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
+  memory.resize(memory.bytes() + R.row_ptr[n] * sizeof(ActiveEntry));
+  R.entries.resize(R.row_ptr[n]);
+  std::vector<uint64_t> fill(R.row_ptr.begin(), R.row_ptr.end() - 1);
+  for (auto& b : per_block) {
+    for (size_t e = 0; e < b.rows.size(); ++e) R.entries[fill[b.rows[e]]++] = b.entries[e];
+    b = BlockEntries();  // its memory back before the next block's copy grows the total
+  }
+  for (uint64_t i = 0; i < n; ++i)
+    std::sort(R.entries.begin() + static_cast<std::ptrdiff_t>(R.row_ptr[i]),
+              R.entries.begin() + static_cast<std::ptrdiff_t>(R.row_ptr[i + 1]),
+              [](const ActiveEntry& x, const ActiveEntry& y) { return x.index < y.index; });
+  return R;
+}
+
+
+// Per non-empty base feature j of the partition: c_j = Σ a_i x_ij,
+// q_j = Σ a_i x_ij², w_j = Σ |a_i| x_ij² (the square of the pair bound u_j)
+// over the partition's rows, each column in row order by the fixed-lane
+// kernel simd gather_moments (the same bits on every SIMD target), as sparse
+// sums with keys 3j (c_j), 3j + 1 (q_j), 3j + 2 (w_j), increasing: 48 bytes
+// per non-empty column, whatever the id space (reserved by the caller).
+SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                   PassStats* pass) {
+  SparseSums out;
+  const simd::Kernels& kernels = simd::kernels();
+  PassStats p = stream_blocks<SparseSums>(
+      stream, blocks, "poly2 single features",
+      [&](const BlockRef&, const ColumnBlock& block) {
+        CscScratch scratch;
+        const CscColumns cols = csc_columns(block, scratch);
+        SparseSums o;
+        o.keys.resize(3 * cols.column_count);
+        o.values.resize(3 * cols.column_count);
+        for (uint64_t k = 0; k < cols.column_count; ++k) {
+          const uint64_t begin = cols.col_ptr[k], end = cols.col_ptr[k + 1];
+          double* m = o.values.data() + 3 * k;
+          for (uint64_t r = 0; r < 3; ++r) o.keys[3 * k + r] = 3 * cols.column_ids[k] + r;
+          if (end - begin < 8) simd::gather_moments_short(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
+          else kernels.gather_moments(a, cols.row_ids + begin, cols.values + begin, end - begin, m);
+        }
+        return o;
+      },
+      [&](SparseSums&& o) {
+        if (!o.keys.empty() && !out.keys.empty() && o.keys.front() <= out.keys.back())
+          throw Error(ErrorKind::kInternal, "poly2 moments: blocks of a partition out of column order");
+        out.keys.insert(out.keys.end(), o.keys.begin(), o.keys.end());
+        out.values.insert(out.values.end(), o.values.begin(), o.values.end());
+      },
+      CscBytes(stream.store().info()));
+  add_pass(pass, p);
+  return out;
+}
+
+// p_jk = Σ_i a_i x_ij x_ik over the partition's rows, in row order, for the
+// candidate pairs of `active` (outside the summed prefix) that co-occur in at least one row; keys
+// poly2_id(kPoly2Cross, j, k) with j < k, increasing. The active columns'
+// entries, their row-major copy and the pair table are reserved from `budget`.
+SparseSums poly2_partition_pair_sums(const BlockStream& stream, const std::vector<BlockRef>& blocks, const double* a,
+                                     const Poly2ActiveSet& active, MemoryBudget& budget, PassStats* pass,
+                                     uint64_t* pair_updates) {
+  SparseSums out;
+  if (active.ids.size() < 2) return out;
+  Reservation rows_memory;
+  const PartitionRows R = partition_rows(stream, blocks, active, budget, rows_memory, pass);
+  const double* bound = active.bound.data();
+  const uint64_t n = R.row_ptr.size() - 1;
+  // engine.threads workers; worker r sums the pairs whose first active index
+  // p has p mod workers = r (interleaved: the heavy, high-bound features are
+  // spread), each walking all rows in order into its own table. Every pair is
+  // summed by one worker in row order, so its bits do not depend on the
+  // worker count.
+  const auto workers = static_cast<uint32_t>(std::max(1, stream.threads()));
+  std::vector<std::vector<std::pair<uint64_t, double>>> found(workers);
+  std::vector<uint64_t> updates(workers, 0);
+  Reservation found_memory = budget.reserve(0, "poly2 candidate-pair partials");
+  std::mutex found_mutex;
+  tbb::task_arena arena(static_cast<int>(workers));
+  arena.execute([&] {
+    tbb::parallel_for(uint32_t{0}, workers, [&](uint32_t r) {
+      PairSumTable table(0, budget, "poly2 candidate-pair accumulators of a partition",
+                         "use more ranks (more, smaller partitions), a smaller fgm.B or fewer engine.threads");
+      // Row by row (rows in order); a row's entries are by decreasing bound,
+      // so p's candidate partners are a prefix.
+      for (uint64_t row = 0; row < n; ++row) {
+        const uint64_t b = R.row_ptr[row], e = R.row_ptr[row + 1];
+        if (e - b < 2) continue;
+        const double ai = a[row];
+        uint64_t past_prefix = b;  // first entry of the row outside the summed prefix
+        while (past_prefix < e && R.entries[past_prefix].index < active.summed_prefix) ++past_prefix;
+        for (uint64_t p = b; p + 1 < e; ++p) {
+          const uint32_t hp = R.entries[p].index;
+          if (hp % workers != r) continue;
+          const double xv = ai * static_cast<double>(R.entries[p].value);
+          for (uint64_t q = std::max(p + 1, past_prefix); q < e; ++q) {
+            const uint32_t hq = R.entries[q].index;
+            if (!(bound[hp] * bound[hq] >= active.t)) break;
+            table.add((uint64_t{hp} << 32) | hq, xv * static_cast<double>(R.entries[q].value));
+            ++updates[r];
+          }
+        }
+      }
+      {
+        std::lock_guard<std::mutex> lock(found_mutex);
+        found_memory.resize(found_memory.bytes() + table.size() * 3 * sizeof(uint64_t));
+      }
+      found[r].reserve(table.size());
+      table.for_each([&](uint64_t key, double sum) {
+        uint64_t j = active.ids[key >> 32], k = active.ids[key & 0xffffffffULL];
+        if (j > k) std::swap(j, k);
+        found[r].emplace_back(poly2_id(kPoly2Cross, j, k), sum);
+      });
+    });
+  });
+  if (pair_updates)
+    for (uint64_t u : updates) *pair_updates += u;
+  std::vector<std::pair<uint64_t, double>> pairs;
+  for (auto& part : found) {
+    pairs.insert(pairs.end(), part.begin(), part.end());
+    std::vector<std::pair<uint64_t, double>>().swap(part);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  out.keys.reserve(pairs.size());
+  out.values.reserve(pairs.size());
+  for (const auto& [key, sum] : pairs) {
+    out.keys.push_back(key);
+    out.values.push_back(sum);
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- Over partitions (docs/distributed.md, "poly-2 and kernel spaces") ----
+// Every quantity summed over rows is summed per partition
+// ("Per partition" above) and the partitions' sums are added in the
+// fixed partition tree; every decision (bounds, threshold, candidate pairs,
+// top-B with ties to the smaller id) is taken from those sums, identically on
+// every rank. Per pass:
+//   1. moments: c_j, q_j, w_j = u_j² per partition, reduce-scattered by
+//      column ranges. Linear (2γr·c_j²) and square (γ²·q_j²) scores.
+//   2. seed: the exact pair sums among the S features of largest u (S = 256,
+//      or features.pair_block_features' setting), one sparse tree reduction;
+//      θ = the B-th best of the single and seed scores.
+//   3. candidates: H = features with u_j·u_max ≥ t, t = √(θ/2γ²) less a
+//      certified rounding slack; every pair of H with u_j·u_k ≥ t that
+//      co-occurs in a row is summed exactly per partition, one sparse tree
+//      reduction. Every pair that can reach θ is among them, so the top-B
+//      over singles and candidate pairs is the top-B of the whole space.
+
+namespace {
+
+// A base feature and its pair bound u_j; ranked by decreasing u, ties to the smaller id.
+struct BoundedFeature {
+  uint64_t id = 0;
+  double u = 0;
+};
+bool bound_before(const BoundedFeature& x, const BoundedFeature& y) { return x.u != y.u ? x.u > y.u : x.id < y.id; }
+
+Poly2ActiveSet active_set(const std::vector<BoundedFeature>& features, double t) {
+  Poly2ActiveSet active;
+  for (const BoundedFeature& f : features) {
+    active.ids.push_back(static_cast<uint32_t>(f.id));
+    active.bound.push_back(f.u);
+  }
+  active.t = t;
+  return active;
+}
+
+}  // namespace
+
+// Σ over all partitions of each partition's exact sums of the pairs of `active`.
+SparseSums Poly2Space::partition_pair_sums(const std::vector<PartitionScoringInput>& parts,
+                                           const Poly2ActiveSet& active, SpaceScores& out, Reservation& sums_memory) {
+  std::vector<SparseSums> local;
+  PassStats pass;
+  Reservation held = budget_.reserve(0, "poly2 candidate-pair partials of this rank's partitions",
+                                     "use more ranks (more, smaller partitions) or a smaller fgm.B");
+  for (const auto& p : parts) {
+    local.push_back(poly2_partition_pair_sums(*p.stream, *p.blocks, p.a, active, budget_, &pass, &out.pair_updates));
+    held.resize(held.bytes() + local.back().keys.size() * 16);
+  }
+  out.pass.bytes_streamed += pass.bytes_streamed;
+  SparseSums sums = partitions_->sum(local);
+  // The received nodes and the result (16 bytes a pair each) while the partials are held.
+  sums_memory = budget_.reserve(sums.keys.size() * 16 * (2 + static_cast<uint64_t>(partitions_->comm().size())),
+                                "poly2 candidate-pair sums of all partitions",
+                                "use more ranks (more, smaller partitions) or a smaller fgm.B");
+  return sums;
+}
+
+void Poly2Space::offer_pair_sums(const SparseSums& sums, TopBCache& top) const {
+  const double cross_scale = 2.0 * gamma_ * gamma_;
+  for (size_t e = 0; e < sums.keys.size(); ++e) {
+    const double s = cross_scale * sums.values[e] * sums.values[e];
+    if (s > 0 && top.may_admit(s) && !selected_.test(sums.keys[e])) top.offer({s, sums.keys[e]});
+  }
+}
+
+// 1. The moments c_j, q_j, w_j by column ranges: each partition's sparse
+// moments (its non-empty columns), one reduce-scatter in the partition tree,
+// so rank r holds the global moments of base features [⌊r·m/K⌋, ⌊(r+1)·m/K⌋).
+SparseSums Poly2Space::partition_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
+                                         Reservation& memory) {
+  // The three keys 3j, 3j + 1, 3j + 2 of each feature j of each rank's range.
+  const std::vector<ColumnSpans> wanted = rank_key_ranges(n_features_, partitions_->comm().size(), 3);
+  PassStats pass;
+  SparseSums moments = partitions_->reduce_scatter(
+      [&](size_t q) { return poly2_partition_moments(*parts[q].stream, *parts[q].blocks, parts[q].a, &pass); }, wanted,
+      &memory);
+  out.pass.bytes_streamed += pass.bytes_streamed;
+  memory.resize(16 * moments.keys.size());
+  return moments;
+}
+
+SpaceScores Poly2Space::score_partitions(const ScoringContext& ctx) {
+  const std::vector<PartitionScoringInput>& parts = ctx.parts;
+  Communicator& comm = partitions_->comm();
+  const uint64_t B = ctx.B;
+  SpaceScores out;
+  const double lin_scale = 2.0 * gamma_ * coef0_, sq_scale = gamma_ * gamma_;
+  Reservation moments_memory = budget_.reserve(0, "poly2 moments of a distributed scoring pass",
+                                               "use more ranks (more, smaller partitions) or more memory per rank");
+  // Its range's linear and square scores, and its range's features with u_j > 0.
+  std::vector<BoundedFeature> range_u;
+  TopBCache singles(B, &budget_);
+  {
+    const SparseSums moments = partition_moments(parts, out, moments_memory);
+    for (size_t e = 0; e < moments.keys.size();) {
+      const uint64_t j = moments.keys[e] / 3;
+      double v[3] = {0, 0, 0};  // c_j, q_j, w_j (a key no partition has is an exact zero)
+      for (; e < moments.keys.size() && moments.keys[e] / 3 == j; ++e) v[moments.keys[e] % 3] = moments.values[e];
+      const double u = std::sqrt(v[2]), sl = lin_scale * v[0] * v[0], sq = sq_scale * v[1] * v[1];
+      const uint64_t lid = poly2_id(kPoly2Linear, j), qid = poly2_id(kPoly2Square, j);
+      if (sl > 0 && singles.may_admit(sl) && !selected_.test(lid)) singles.offer({sl, lid});
+      if (sq > 0 && singles.may_admit(sq) && !selected_.test(qid)) singles.offer({sq, qid});
+      if (u > 0) range_u.push_back({j, u});
+    }
+    moments_memory.resize(range_u.size() * sizeof(BoundedFeature));
+  }
+  out.candidates_scored = 2 * n_features_;
+  // 2. seed: the S features of largest bound over all ranges (each range's S
+  // best, merged in the same order), their pairs summed exactly; θ from them
+  // and the singles' top-B (each range's B best, merged: the global B best).
+  const size_t range_seed = std::min<size_t>(seed_features_, range_u.size());
+  std::partial_sort(range_u.begin(), range_u.begin() + static_cast<std::ptrdiff_t>(range_seed), range_u.end(),
+                    bound_before);
+  Reservation top_memory;
+  std::vector<ScoredCandidate> range_top = singles.take_sorted(&top_memory);
+  auto [all_top, seed_list] = allgather_lists(
+      comm, range_top,
+      std::vector<BoundedFeature>(range_u.begin(), range_u.begin() + static_cast<std::ptrdiff_t>(range_seed)));
+  TopBCache top(B, &budget_);
+  for (const ScoredCandidate& c : all_top) top.offer(c);
+  std::sort(seed_list.begin(), seed_list.end(), bound_before);
+  seed_list.resize(std::min<size_t>(seed_features_, seed_list.size()));
+  const double u_max = seed_list.empty() ? 0.0 : seed_list.front().u;
+  const Poly2ActiveSet seeds = active_set(seed_list, 0);  // every pair of the seed
+  double theta = 0;
+  Reservation seed_memory, candidate_memory;
+  const SparseSums seed_sums = partition_pair_sums(parts, seeds, out, seed_memory);
+  {
+    TopBCache seeded = top;
+    offer_pair_sums(seed_sums, seeded);
+    if (seeded.full()) theta = seeded.worst().score;
+  }
+  // 3. candidates: every pair whose bound can reach θ, summed exactly. H =
+  // {j : u_j·u_max ≥ t}, each range's members gathered, by decreasing u.
+  const double t = pair_bound_threshold(theta, 2.0 * gamma_ * gamma_, n_rows_);
+  std::vector<BoundedFeature> range_active;
+  for (const BoundedFeature& f : range_u)
+    if (f.u * u_max >= t) range_active.push_back(f);
+  Reservation active_memory = budget_.reserve(range_active.size() * sizeof(BoundedFeature), "poly2 active set");
+  std::vector<BoundedFeature> all_active = allgather_lists(comm, range_active, std::vector<char>{}).first;
+  active_memory.resize(all_active.size() * (sizeof(BoundedFeature) + sizeof(uint32_t) + sizeof(double)));
+  std::sort(all_active.begin(), all_active.end(), bound_before);
+  Poly2ActiveSet active = active_set(all_active, t);
+  // The seed features lead H (both are by decreasing u, and H holds every
+  // feature ranked before one of its members): their pairs are summed already.
+  while (active.summed_prefix < active.ids.size() && active.summed_prefix < seeds.ids.size() &&
+         active.ids[active.summed_prefix] == seeds.ids[active.summed_prefix])
+    ++active.summed_prefix;
+  const SparseSums candidates = partition_pair_sums(parts, active, out, candidate_memory);
+  out.candidates_scored += seed_sums.keys.size() + candidates.keys.size();  // the pairs summed exactly
+  offer_pair_sums(seed_sums, top);  // each pair once: the seed's, then the rest of H's
+  offer_pair_sums(candidates, top);
+  out.top = top.take_sorted(&out.top_memory);
+  return out;
+}
+
+// √(2γr)·x_j, γ·x_j² or √2·γ·x_j·x_k (as float), as prediction computes them.
+std::vector<GeneratedColumn> Poly2Space::columns(const ShardStore& store, uint64_t candidate) {
+  const uint64_t kind = poly2_kind(candidate), j = poly2_first(candidate), k = poly2_second(candidate);
+  std::vector<GeneratedColumn> out(1);
+  FeatureKey& key = out[0].key;
+  std::vector<uint32_t>& rows = out[0].rows;
+  std::vector<float>& values = out[0].values;
+  key.kind = kind == kPoly2Linear ? FeatureKind::kLinear : kind == kPoly2Square ? FeatureKind::kSquare
+                                                                                 : FeatureKind::kCross;
+  key.ids[0] = j;
+  if (kind == kPoly2Cross) key.ids[1] = k;
+  std::vector<uint32_t> rows_a, rows_b;
+  std::vector<float> vals_a, vals_b;
+  store.read_column(j, rows_a, vals_a);
+  if (kind == kPoly2Linear) {
+    const float s = static_cast<float>(std::sqrt(2.0 * gamma_ * coef0_));
+    for (size_t e = 0; e < rows_a.size(); ++e) {
+      rows.push_back(rows_a[e]);
+      values.push_back(s * vals_a[e]);
+    }
+  } else if (kind == kPoly2Square) {
+    for (size_t e = 0; e < rows_a.size(); ++e) {
+      rows.push_back(rows_a[e]);
+      values.push_back(static_cast<float>(gamma_ * vals_a[e] * vals_a[e]));
+    }
+  } else {
+    store.read_column(k, rows_b, vals_b);
+    const double s = std::sqrt(2.0) * gamma_;
+    size_t p = 0, q = 0;
+    while (p < rows_a.size() && q < rows_b.size()) {
+      if (rows_a[p] < rows_b[q]) ++p;
+      else if (rows_b[q] < rows_a[p]) ++q;
+      else {
+        rows.push_back(rows_a[p]);
+        values.push_back(static_cast<float>(s * vals_a[p] * vals_b[q]));
+        ++p;
+        ++q;
+      }
+    }
+  }
+  return out;
+}
+
+uint64_t Poly2Space::candidate_of(const FeatureKey& key) const {
+  if (key.kind == FeatureKind::kCross) return poly2_id(kPoly2Cross, key.ids[0], key.ids[1]);
+  return poly2_id(key.kind == FeatureKind::kSquare ? kPoly2Square : kPoly2Linear, key.ids[0]);
+}
 
 void Poly2Space::describe(Model& model) const {
   model.feature_kind = "poly2";

@@ -2,8 +2,7 @@
 // Algorithm 5). See poly2_space.cpp.
 #pragma once
 
-#include <unordered_set>
-
+#include "core/partition_sum.h"
 #include "features/feature_space.h"
 
 namespace fgm {
@@ -29,9 +28,11 @@ struct Poly2Stats {
   double threshold = 0;           // score a pair had to reach to be enumerated
 };
 
+struct Poly2ActiveSet;
+
 class Poly2Space : public FeatureSpace {
  public:
-  Poly2Space(const ShardStore& store, const FeatureSpaceSettings& settings, MemoryBudget& budget);
+  Poly2Space(const SpaceRows& rows, const FeatureSpaceSettings& settings, MemoryBudget& budget);
   std::string kind() const override { return "poly2"; }
   double dimension() const override;
   SpaceScores score(const ScoringContext& context) override;
@@ -59,14 +60,23 @@ class Poly2Space : public FeatureSpace {
   void accumulate_dense_pairs(Pass& pass);
   void accumulate_sparse_pairs(Pass& pass);
   void offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint64_t k, double p) const;
+  // The pass over this rank's partitions (poly2_space.cpp, "Over partitions").
+  SpaceScores score_partitions(const ScoringContext& context);
+  SparseSums partition_moments(const std::vector<PartitionScoringInput>& parts, SpaceScores& out,
+                               Reservation& memory);
+  SparseSums partition_pair_sums(const std::vector<PartitionScoringInput>& parts, const Poly2ActiveSet& active,
+                                 SpaceScores& out, Reservation& sums_memory);
+  void offer_pair_sums(const SparseSums& sums, TopBCache& top) const;
 
+  SpacePartitions* partitions_;
+  MemoryBudget& budget_;
   uint64_t n_features_;
   uint64_t n_rows_;
   double gamma_, coef0_;
   uint64_t seed_features_ = 256;
   bool pruning_ = true;
   bool dense_allowed_ = true;
-  std::unordered_set<uint64_t> selected_;
+  CandidateSet selected_;
   Poly2Stats stats_;
 };
 

@@ -72,8 +72,9 @@ const std::vector<SolverCase>& solver_cases() {
 
 // `launch` "" (no mpirun) or an mpirun prefix: trains each case on the
 // one-partition store and compares with the single store's model.
-void require_one_partition_models(const TempDir& dir, const std::string& launch) {
-  for (const auto& c : solver_cases()) {
+void require_one_partition_models(const TempDir& dir, const std::string& launch,
+                                  const std::vector<SolverCase>& cases = solver_cases()) {
+  for (const auto& c : cases) {
     INFO(c.name << (launch.empty() ? "" : " under " + launch));
     const std::string args = "train " + c.args + " output.dir=";
     RunResult single = run(dir, args + c.name + "-s data.train=" + c.data + "-single");
@@ -85,6 +86,8 @@ void require_one_partition_models(const TempDir& dir, const std::string& launch)
     REQUIRE(one.code == 0);
     require_same_model(dir.file(c.name + "-s/model.fgm"),
                        dir.file(c.name + "-p" + (launch.empty() ? "" : "m") + "/model.fgm"));
+    const Model model = read_model(dir.file(c.name + "-s/model.fgm"));
+    CHECK_FALSE((model.classes.empty() ? model.features : model.classes.back().features).empty());
   }
 }
 
@@ -95,6 +98,36 @@ TEST_CASE("a one-partition store trains the single store's model bit for bit, fo
   TempDir dir("fgm-one-partition");
   write_stores(dir);
   require_one_partition_models(dir, "");
+}
+
+// Each feature space is one class for both backends (features/feature_space.h):
+// over a one-partition store it sums partials in the partition tree and
+// scores by column ranges; over the single store it takes its fast paths (the
+// pruned fused linear pass, poly2's dense GEMM — in.txt is 30% dense — and
+// its pair tables, the block-local expansion pass). Both give the same model.
+TEST_CASE("every feature space on a one-partition store gives the single store's model bit for bit",
+          "[cli][partitions]") {
+  TempDir dir("fgm-one-partition-spaces");
+  write_stores(dir);
+  dir.write("groups.txt", "1 2 3\n4 5 6\n10 11 12 13\n20 21\n");
+  dir.write("tree.txt", "1 2 3 4 5 6\n1 2 3\n4 5\n10 11 12 13\n10 11\n");
+  dir.write("three-groups.txt", "1 2 3\n4 5 6\n7 8 9 10\n");
+  // 6% dense: poly2's sparse pair tables on the single store.
+  dir.write("sparse.txt", random_libsvm(400, 40, 0.06, 11, {1, 4, 9, 16}));
+  REQUIRE(run(dir, "ingest sparse.txt --out sparse-single --tile-rows 64").code == 0);
+  REQUIRE(run(dir, "ingest sparse.txt --out sparse-one --partitions 1 --tile-rows 64").code == 0);
+  const std::string loop = " fgm.B=3 fgm.max_iterations=3";
+  require_one_partition_models(
+      dir, "",
+      {{"poly2", "in", "features.kind=poly2" + loop},
+       {"poly2-sparse", "sparse", "features.kind=poly2 fgm.bias=true" + loop},
+       {"hik-sparse", "sparse", "features.kind=hik features.levels=5" + loop},
+       {"hik", "in", "features.kind=hik features.levels=7" + loop},
+       {"additive", "in", "features.kind=additive features.order=2 features.kernel=intersection" + loop},
+       {"groups", "in", "features.groups=groups.txt" + loop},
+       {"tree", "in", "features.groups=tree.txt features.group_structure=tree" + loop},
+       {"poly2-one-vs-rest", "three", "features.kind=poly2 fgm.B=2 fgm.max_iterations=2"},
+       {"groups-one-vs-rest", "three", "features.groups=three-groups.txt fgm.B=2 fgm.max_iterations=2"}});
 }
 
 // By design (see solver_cases): the same support and the same optimum within
