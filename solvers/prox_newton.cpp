@@ -363,50 +363,74 @@ inline uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
+// The key of a row in the walk: its code (old merged row, or for a row no
+// old column touched old_groups + label + 1) and its new entries, held as
+// `bits`: the entries' mask (MaskKeys: the key is exact) or their hash
+// (ListKeys: equal bits are confirmed on the entries). index_hash places a
+// key in a table and in a numbering shard.
+inline uint64_t index_hash(uint64_t bits, uint32_t code, bool exact) {
+  return exact ? mix64(bits ^ mix64(code)) : bits;
+}
+
 // An open-addressing table of merged rows, at most half full; a slot holds
-// the key's hash, its code and the merged row + 1.
+// a key's bits, its code and the merged row + 1.
+template <bool kExact>
 class MergeTable {
  public:
+  static constexpr uint32_t kMissing = NewtonRows::kUntouched;
   uint64_t bytes() const { return slots_.capacity() * sizeof(Slot); }
   void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
+  // The merged row of the key (hash = index_hash(bits, code)); `same(id)`
+  // confirms inexact keys.
   template <class Same>
-  uint32_t find(uint64_t hash, uint32_t code, const Same& same) const {
+  uint32_t find(uint64_t hash, uint64_t bits, uint32_t code, const Same& same) const {
     for (uint64_t s = hash & (slots_.size() - 1);; s = (s + 1) & (slots_.size() - 1)) {
       const Slot& slot = slots_[s];
-      if (slot.id1 == 0) return NewtonRows::kUntouched;
-      if (slot.hash == hash && slot.code == code && same(slot.id1 - 1)) return slot.id1 - 1;
+      if (slot.id1 == 0) return kMissing;
+      if (slot.bits == bits && slot.code == code && (kExact || same(slot.id1 - 1))) return slot.id1 - 1;
     }
   }
-  void insert(uint64_t hash, uint32_t code, uint32_t id) {
-    if (2 * (used_ + 1) > slots_.size()) {
-      std::vector<Slot> old(2 * slots_.size());
-      old.swap(slots_);
-      for (const Slot& s : old)
-        if (s.id1 != 0) place(s);
-    }
-    place({hash, code, id + 1});
+  // Room for `entries` keys without growing (slots stay where they are).
+  void reserve(uint64_t entries) {
+    uint64_t size = slots_.size();
+    while (2 * entries > size) size *= 2;
+    if (size != slots_.size()) grow(size);
+  }
+  // Inserts a key; returns its slot.
+  uint64_t insert(uint64_t hash, uint64_t bits, uint32_t code, uint32_t id) {
+    reserve(used_ + 1);
     ++used_;
+    return place(hash, {bits, code, id + 1});
   }
+  void set_id(uint64_t slot, uint32_t id) { slots_[slot].id1 = id + 1; }
+  uint64_t size() const { return used_; }
 
  private:
   struct Slot {
-    uint64_t hash = 0;
+    uint64_t bits = 0;
     uint32_t code = 0, id1 = 0;
   };
-  void place(const Slot& s) {
-    for (uint64_t at = s.hash & (slots_.size() - 1);; at = (at + 1) & (slots_.size() - 1))
+  void grow(uint64_t size) {
+    std::vector<Slot> old(size);
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.id1 != 0) place(index_hash(s.bits, s.code, kExact), s);
+  }
+  uint64_t place(uint64_t hash, const Slot& s) {
+    for (uint64_t at = hash & (slots_.size() - 1);; at = (at + 1) & (slots_.size() - 1))
       if (slots_[at].id1 == 0) {
         slots_[at] = s;
-        return;
+        return at;
       }
   }
   std::vector<Slot> slots_ = std::vector<Slot>(1024);
-  size_t used_ = 0;
+  uint64_t used_ = 0;
 };
 
 // The new entries of merged rows as bit masks of the new columns (exact when
 // every new column has one value and there are at most 64).
 struct MaskKeys {
+  static constexpr bool kExact = true;
   std::vector<uint64_t> mask;
   bool empty(uint32_t g) const { return mask[g] == 0; }
   bool same(uint32_t g, const MaskKeys& other, uint32_t l) const { return mask[g] == other.mask[l]; }
@@ -425,13 +449,14 @@ struct MaskKeys {
 
 // The new entries of merged rows as lists of (column, value).
 struct ListKeys {
+  static constexpr bool kExact = false;
   std::vector<uint64_t> begin{0};
   std::vector<uint16_t> column;
   std::vector<float> value;  // empty when every value is 1
   bool empty(uint32_t g) const { return begin[g + 1] == begin[g]; }
   bool same(uint32_t g, const ListKeys& other, uint32_t l) const {
-    return same(g, other.column.data() + other.begin[l], other.value.empty() ? nullptr : other.value.data() + other.begin[l],
-                other.begin[l + 1] - other.begin[l]);
+    return same(g, other.column.data() + other.begin[l],
+                other.value.empty() ? nullptr : other.value.data() + other.begin[l], other.begin[l + 1] - other.begin[l]);
   }
   bool same(uint32_t g, const uint16_t* c, const float* v, uint64_t k) const {
     if (begin[g + 1] - begin[g] != k) return false;
@@ -449,11 +474,10 @@ struct ListKeys {
   }
   uint64_t entries(uint32_t g) const { return begin[g + 1] - begin[g]; }
   void write(uint32_t g, const NewColumns&, uint16_t* c, float* v) const {
-    std::copy(column.begin() + std::ptrdiff_t(begin[g]), column.begin() + std::ptrdiff_t(begin[g + 1]), c);
-    if (v && !value.empty())
-      std::copy(value.begin() + std::ptrdiff_t(begin[g]), value.begin() + std::ptrdiff_t(begin[g + 1]), v);
-    else if (v)
-      std::fill(v, v + (begin[g + 1] - begin[g]), 1.0f);
+    const auto b = std::ptrdiff_t(begin[g]), e = std::ptrdiff_t(begin[g + 1]);
+    std::copy(column.begin() + b, column.begin() + e, c);
+    if (v && !value.empty()) std::copy(value.begin() + b, value.begin() + e, v);
+    else if (v) std::fill(v, v + (e - b), 1.0f);
   }
   uint64_t bytes() const {
     return begin.capacity() * sizeof(uint64_t) + column.capacity() * sizeof(uint16_t) +
@@ -463,8 +487,8 @@ struct ListKeys {
 
 // One block's new entries as masks (MaskBlock) or lists (ListBlock): turns
 // the block around (fill), tells whether row r has new entries (fresh),
-// hashes them with the row's code (hash), compares them with merged row g's
-// (same) and appends them as a merged row's (keep).
+// gives their key bits (bits), compares them with merged row g's (same) and
+// appends them as a merged row's (keep).
 struct MaskBlock {
   using Keys = MaskKeys;
   explicit MaskBlock(const NewColumns& c) : cols(c) {}
@@ -475,7 +499,7 @@ struct MaskBlock {
     cols.for_entries(lo, hi, at, [&](size_t v, uint64_t r, float) { mask[r] |= uint64_t(1) << v; });
   }
   bool fresh(uint64_t r) const { return mask[r] != 0; }
-  uint64_t hash(uint64_t r, uint32_t code) const { return mix64(mask[r] ^ mix64(code)); }
+  uint64_t bits(uint64_t r, uint32_t) const { return mask[r]; }
   bool same(const MaskKeys& keys, uint32_t g, uint64_t r) const { return keys.mask[g] == mask[r]; }
   void keep(MaskKeys& keys, uint64_t r) const { keys.mask.push_back(mask[r]); }
 };
@@ -502,7 +526,7 @@ struct ListBlock {
     });
   }
   bool fresh(uint64_t r) const { return start[r + 1] > start[r]; }
-  uint64_t hash(uint64_t r, uint32_t code) const {
+  uint64_t bits(uint64_t r, uint32_t code) const {  // the entries' hash
     const uint64_t k = start[r + 1] - start[r];
     uint64_t h = xxh64(column.data() + start[r], k * sizeof(uint16_t), code);
     return cols.binary ? h : xxh64(value.data() + start[r], k * sizeof(float), h);
@@ -511,54 +535,59 @@ struct ListBlock {
   bool same(const ListKeys& keys, uint32_t g, uint64_t r) const {
     return keys.same(g, column.data() + start[r], values(r), start[r + 1] - start[r]);
   }
-  void keep(ListKeys& keys, uint64_t r) const {
-    keys.push(column.data() + start[r], values(r), start[r + 1] - start[r]);
-  }
+  void keep(ListKeys& keys, uint64_t r) const { keys.push(column.data() + start[r], values(r), start[r + 1] - start[r]); }
 };
 
-// Merged rows found by a walk: (old merged row, or for a row no old column
-// touched old_groups + label + 1; new entries), numbered by first occurrence
-// in row order, with their first row, copies and key hash.
+constexpr size_t kNumberShards = 16;  // keys are numbered in shards by their index hash's top bits
+inline size_t shard_of(uint64_t hash) { return size_t(hash >> 60); }
+
+// Merged rows found by a walk, numbered by first occurrence in row order,
+// with their code, first row, copies and key bits.
 template <class Keys>
 struct Walked {
   std::vector<uint32_t> code, first_row, weight;
-  std::vector<uint64_t> hash;
+  std::vector<uint64_t> bits;
   Keys keys;
   uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
-  uint32_t add(uint32_t c, uint32_t row, uint64_t h) {
-    code.push_back(c), first_row.push_back(row), weight.push_back(0), hash.push_back(h);
+  uint32_t add(uint32_t c, uint32_t row, uint64_t b) {
+    code.push_back(c), first_row.push_back(row), weight.push_back(0), bits.push_back(b);
     return uint32_t(code.size() - 1);
   }
+  uint64_t hash(uint32_t g) const { return index_hash(bits[g], code[g], Keys::kExact); }
   uint64_t bytes() const {
     return (code.capacity() + first_row.capacity() + weight.capacity()) * sizeof(uint32_t) +
-           hash.capacity() * sizeof(uint64_t) + keys.bytes();
+           bits.capacity() * sizeof(uint64_t) + keys.bytes();
   }
 };
 
-// One range of rows [lo, hi) walked on its own: its merged rows numbered by
-// first occurrence in the range, and group[i] of its rows set to them.
+// One range of rows walked on its own: its merged rows numbered by first
+// occurrence in the range (group[i] of its rows set to them), listed by
+// numbering shard, and their numbers in the whole walk.
 template <class Block>
 struct RangeWalk {
   Walked<typename Block::Keys> rows;
+  std::vector<uint32_t> by_shard;  // the range's merged rows, shard by shard, in order within a shard
+  std::array<uint32_t, kNumberShards + 1> shard_begin{};
   std::vector<uint32_t> to_global;  // range merged row → merged row of the whole walk
-  uint64_t bytes() const { return rows.bytes() + to_global.capacity() * sizeof(uint32_t); }
+  uint64_t bytes() const { return rows.bytes() + (by_shard.capacity() + to_global.capacity()) * sizeof(uint32_t); }
 };
 
 template <class Block>
 void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old_groups, const int8_t* labels,
                 HugeVector<uint32_t>& group, RangeWalk<Block>& out) {
+  using Keys = typename Block::Keys;
   constexpr uint32_t kNone = NewtonRows::kUntouched;
   constexpr uint64_t kAhead = 8;
   struct RowKey {
     uint32_t code;
     bool skip;  // no entry, old or new
-    uint64_t hash;
+    uint64_t bits, hash;
   };
   Block block(cols);
   std::vector<uint64_t> at = cols.cursors(range);
   std::vector<RowKey> keys(kWalkBlock);
-  MergeTable table;
-  Walked<typename Block::Keys>& w = out.rows;
+  MergeTable<Keys::kExact> table;
+  Walked<Keys>& w = out.rows;
   const uint64_t lo_range = range * cols.range_rows, hi_range = std::min(n, lo_range + cols.range_rows);
   for (uint64_t lo = lo_range; lo < hi_range; lo += kWalkBlock) {
     const uint64_t hi = std::min(hi_range, lo + kWalkBlock);
@@ -570,7 +599,8 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
       k.skip = k.code == kNone && !fresh;
       if (k.skip) continue;
       if (k.code == kNone) k.code = uint32_t(old_groups + uint64_t(labels[i] + 1));
-      k.hash = block.hash(i - lo, k.code);
+      k.bits = block.bits(i - lo, k.code);
+      k.hash = index_hash(k.bits, k.code, Keys::kExact);
     }
     for (uint64_t i = lo; i < hi; ++i) {
       const uint64_t r = i - lo;
@@ -579,59 +609,119 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
       if (k.skip) continue;
       ++w.touched;
       if (group[i] == kNone) w.newly_positive += labels[i] > 0, w.newly_negative += labels[i] < 0;
-      uint32_t id = table.find(k.hash, k.code, [&](uint32_t g) { return block.same(w.keys, g, r); });
+      uint32_t id = table.find(k.hash, k.bits, k.code, [&](uint32_t g) { return block.same(w.keys, g, r); });
       if (id == kNone) {
-        id = w.add(k.code, uint32_t(i), k.hash);
+        id = w.add(k.code, uint32_t(i), k.bits);
         block.keep(w.keys, r);
-        table.insert(k.hash, k.code, id);
+        table.insert(k.hash, k.bits, k.code, id);
       }
       group[i] = id;
       ++w.weight[id];
     }
   }
+  const auto count = uint32_t(w.code.size());
+  std::vector<uint8_t> shard(count);
+  for (uint32_t l = 0; l < count; ++l) {
+    shard[l] = uint8_t(shard_of(w.hash(l)));
+    ++out.shard_begin[shard[l] + 1];
+  }
+  for (size_t s = 0; s < kNumberShards; ++s) out.shard_begin[s + 1] += out.shard_begin[s];
+  std::array<uint32_t, kNumberShards> next;
+  std::copy(out.shard_begin.begin(), out.shard_begin.end() - 1, next.begin());
+  out.by_shard.resize(count);
+  for (uint32_t l = 0; l < count; ++l) out.by_shard[next[shard[l]]++] = l;
 }
 
 // The merged rows of the whole walk, numbered as the ranges' merged rows are
 // met range by range, each range's in its own order: the order of first
-// occurrence in the rows. Rows without new entries find theirs by old merged
-// row (`by_old`), the others in a table.
+// occurrence in the rows. A range is numbered in three steps: each shard of
+// keys looks its rows up (rows without new entries by old merged row in
+// `by_old`, the others in the shard's table) in parallel; one ordered sweep
+// numbers the keys no earlier range had; the shards record those numbers
+// and add the copies.
 template <class Keys>
 struct WholeWalk {
+  static constexpr uint32_t kNone = NewtonRows::kUntouched;
+  static constexpr uint32_t kNew = kNone - 1;  // a key first met in the range being numbered
+  struct Shard {
+    MergeTable<Keys::kExact> table;
+    std::vector<std::pair<uint64_t, uint32_t>> fresh;  // (table slot, or old merged row for by_old; range row)
+  };
   Walked<Keys> rows;
-  MergeTable table;
+  std::array<Shard, kNumberShards> shards;
   std::vector<uint32_t> by_old;
-  explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, NewtonRows::kUntouched) {}
-  uint64_t bytes() const { return rows.bytes() + table.bytes() + by_old.capacity() * sizeof(uint32_t); }
+  explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {}
+  uint64_t bytes() const {
+    uint64_t b = rows.bytes() + by_old.capacity() * sizeof(uint32_t);
+    for (const Shard& s : shards) b += s.table.bytes() + s.fresh.capacity() * 12;
+    return b;
+  }
 
-  void number(const Walked<Keys>& range, std::vector<uint32_t>& to_global) {
-    constexpr uint32_t kNone = NewtonRows::kUntouched;
+  void look_up(const Walked<Keys>& range, const uint32_t* list, uint32_t count, Shard& shard,
+               std::vector<uint32_t>& to_global) {
     constexpr uint32_t kAhead = 8;
-    const auto count = uint32_t(range.code.size());
-    to_global.resize(count);
-    for (uint32_t l = 0; l < count; ++l) {
-      if (l + kAhead < count && !range.keys.empty(l + kAhead)) table.prefetch(range.hash[l + kAhead]);
-      uint32_t id;
-      const uint32_t c = range.code[l];
+    shard.fresh.clear();
+    shard.table.reserve(shard.table.size() + count);  // no slot moves while this range's slots are recorded
+    for (uint32_t k = 0; k < count; ++k) {
+      if (k + kAhead < count) {
+        const uint32_t ahead = list[k + kAhead];
+        if (range.keys.empty(ahead)) __builtin_prefetch(&by_old[range.code[ahead]]);
+        else shard.table.prefetch(range.hash(ahead));
+      }
+      const uint32_t l = list[k], c = range.code[l];
       if (range.keys.empty(l)) {  // no new entry: c is an old merged row
         if (by_old[c] == kNone) {
-          by_old[c] = rows.add(c, range.first_row[l], range.hash[l]);
-          rows.keys.append(range.keys, l);
+          by_old[c] = kNew;
+          shard.fresh.push_back({c, l});
+          to_global[l] = kNew;
+        } else {
+          to_global[l] = by_old[c];
         }
-        id = by_old[c];
-      } else {
-        id = table.find(range.hash[l], c, [&](uint32_t g) { return rows.keys.same(g, range.keys, l); });
-        if (id == kNone) {
-          id = rows.add(c, range.first_row[l], range.hash[l]);
-          rows.keys.append(range.keys, l);
-          table.insert(range.hash[l], c, id);
-        }
+        continue;
       }
-      rows.weight[id] += range.weight[l];
-      to_global[l] = id;
+      const uint32_t id = shard.table.find(range.hash(l), range.bits[l], c, [&](uint32_t g) {
+        return g >= rows.code.size() ? range.keys.same(g - uint32_t(rows.code.size()), range.keys, l)
+                                     : rows.keys.same(g, range.keys, l);
+      });
+      if (id == kNone) {
+        // Numbered later; until then the slot names the range row (after the rows numbered so far).
+        const uint64_t slot = shard.table.insert(range.hash(l), range.bits[l], c, uint32_t(rows.code.size()) + l);
+        shard.fresh.push_back({slot, l});
+        to_global[l] = kNew;
+      } else {
+        to_global[l] = id;
+      }
     }
-    rows.touched += range.touched;
-    rows.newly_positive += range.newly_positive;
-    rows.newly_negative += range.newly_negative;
+  }
+
+  template <class Block>
+  void number(RangeWalk<Block>& range, Tasks& tasks) {
+    const Walked<Keys>& walked = range.rows;
+    const auto count = uint32_t(walked.code.size());
+    range.to_global.assign(count, kNone);
+    tasks.run(kNumberShards, [&](size_t s) {
+      look_up(walked, range.by_shard.data() + range.shard_begin[s], range.shard_begin[s + 1] - range.shard_begin[s],
+              shards[s], range.to_global);
+    });
+    for (uint32_t l = 0; l < count; ++l) {
+      if (range.to_global[l] != kNew) continue;
+      range.to_global[l] = rows.add(walked.code[l], walked.first_row[l], walked.bits[l]);
+      rows.keys.append(walked.keys, l);
+    }
+    tasks.run(kNumberShards, [&](size_t s) {
+      Shard& shard = shards[s];
+      for (const auto& [where, l] : shard.fresh) {
+        if (walked.keys.empty(l)) by_old[where] = range.to_global[l];
+        else shard.table.set_id(where, range.to_global[l]);
+      }
+      for (uint32_t k = range.shard_begin[s]; k < range.shard_begin[s + 1]; ++k) {
+        const uint32_t l = range.by_shard[k];
+        rows.weight[range.to_global[l]] += walked.weight[l];
+      }
+    });
+    rows.touched += walked.touched;
+    rows.newly_positive += walked.newly_positive;
+    rows.newly_negative += walked.newly_negative;
   }
 };
 
@@ -658,7 +748,7 @@ WholeWalk<typename Block::Keys> walk_rows(NewtonRows& kept, const int8_t* labels
         walk_range(cols, r, n, old_groups, labels, group, *held[r]);
       },
       [&](size_t r) {
-        whole.number(held[r]->rows, held[r]->to_global);
+        whole.number(*held[r], tasks);
         largest_range = std::max(largest_range, held[r]->bytes());
         scratch.resize(whole.bytes() + kWalkRangesInFlight * largest_range);
       },
@@ -687,7 +777,7 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   Reservation scratch = budget.reserve(old_groups * sizeof(uint32_t), "Newton row merging", kRemedy);
   WholeWalk<typename Block::Keys> whole = walk_rows<Block>(kept, labels, cols, tasks, scratch);
   const Walked<typename Block::Keys>& walk = whole.rows;
-  whole.table = {};
+  whole.shards = {};
   whole.by_old = {};
   if (double(walk.code.size()) > (1.0 - kMergeGain) * double(walk.touched)) return false;
   // The merged rows: the old merged row's entries, then the new ones.
@@ -948,8 +1038,11 @@ void ProxNewton<LossT>::write_decisions(double b) {
     if (!q.data.merged()) {
       for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
     } else {
-      for (uint64_t i = 0; i < q.data.n; ++i)
-        if (q.data.group[i] != NewtonRows::kUntouched) out[i] = q.d[q.data.group[i]];
+      const Ranges chunks = ranges_for(q.data.n, 0);  // every row is written by one chunk
+      tasks_.run(chunks.count, [&](size_t r) {
+        for (uint64_t i = chunks.begin(r); i < chunks.end(r); ++i)
+          if (q.data.group[i] != NewtonRows::kUntouched) out[i] = q.d[q.data.group[i]];
+      });
     }
   }
 }
