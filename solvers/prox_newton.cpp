@@ -270,7 +270,7 @@ void turn_around(const SelectedFeatureCache& cache, size_t first, const int8_t* 
 // budget or the threads (a model must not change with either).
 constexpr double kMergeGain = 0.25;
 constexpr uint64_t kWalkBlock = 4096;  // rows per block of the walk; a multiple of 64 (whole bitmap words)
-constexpr uint64_t kWalkRangeRows = 16 * kWalkBlock;  // rows per range walked by one task
+constexpr uint64_t kWalkRangeRows = 64 * kWalkBlock;  // rows per range walked by one task
 constexpr size_t kWalkRangesInFlight = 4;  // ranges walked but not yet numbered, at most
 
 // The new columns [first, last) of a walk.
@@ -1453,10 +1453,13 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   double F = 0;
   bool canonical = true;  // d was formed by decisions(), not by steps
   bool full_hessian = true;
+  // d was just formed afresh to certify the point: the sweep leaves the
+  // Hessian out (the solve usually stops there) until a step needs it.
+  bool recheck = false;
   for (int k = 0;; ++k) {
     check_interrupt();
-    sweep(/*hessian=*/true, full_hessian, b, sums);
-    full_hessian = false;
+    sweep(/*hessian=*/!recheck, full_hessian, b, sums);
+    if (!recheck) full_hessian = false;
     ++res.gradient_evaluations;
     const double* sc = sums.data() + layout.scalars();
     F = regularizer(w) + sc[0];
@@ -1476,9 +1479,15 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
       decisions(w, b);
       canonical = true;
       full_hessian = true;
+      recheck = true;
       continue;
     }
     if (k >= opt_.max_iterations) break;
+    if (recheck) {  // a step after all: the same sums again, with the full Hessian at this d
+      sweep(/*hessian=*/true, /*full_hessian=*/true, b, sums);
+      sc = sums.data() + layout.scalars();
+      full_hessian = recheck = false;
+    }
     res.iterations = k + 1;
     std::copy(sums.begin() + std::ptrdiff_t(layout.g()), sums.begin() + std::ptrdiff_t(layout.g() + cols_), g.begin());
     const double gb = -sc[5];  // ∂P/∂b = −Σ_i ∂P/∂d_i
