@@ -976,9 +976,9 @@ class ProxNewton {
     return 0.5 * z * z;
   }
 
-  void decisions(const std::vector<double>& w, double b);
+  double decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const;
   void write_decisions(double b);
-  void sweep(bool hessian, bool full_hessian, double b, std::vector<double>& sums);
+  void sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b, std::vector<double>& sums);
   double dual_bound(const std::vector<double>& sums, double b);
   void model_step(const std::vector<double>& w, const std::vector<double>& g, double gb, double hbb_untouched,
                   double accuracy, std::vector<double>& dw, double& db);
@@ -999,34 +999,25 @@ class ProxNewton {
   int parts_extended_ = 0;
 };
 
-// d = X ω − b on every part's touched rows, formed as the APG forms its
-// decision values: per batch a sum in column order, batches added in order.
+// d_c = x_c'ω − b of compact row c, formed as the APG forms its decision
+// values: per batch a sum in column order, batches added in order.
 template <class LossT>
-void ProxNewton<LossT>::decisions(const std::vector<double>& w, double b) {
-  for (auto& part : parts_) {
-    Part& q = *part;
-    const NewtonRows& x = q.data;
-    tasks_.run(q.ranges.count, [&](size_t rr) {
-      for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
-        double total = 0;
-        uint64_t e = x.begin[c];
-        const uint64_t stop = x.begin[c + 1];
-        for (size_t h = 0; h < t_ && e < stop; ++h) {
-          double batch = 0;
-          bool any = false;
-          for (; e < stop && x.column[e] < end(h); ++e) {
-            const double wj = w[x.column[e]];
-            if (wj == 0) continue;
-            batch += wj * x.at(e);
-            any = true;
-          }
-          if (any) total += batch;
-        }
-        q.d[c] = total - b;
-      }
-    });
+double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const {
+  double total = 0;
+  uint64_t e = x.begin[c];
+  const uint64_t stop = x.begin[c + 1];
+  for (size_t h = 0; h < t_ && e < stop; ++h) {
+    double batch = 0;
+    bool any = false;
+    for (; e < stop && x.column[e] < end(h); ++e) {
+      const double wj = w[x.column[e]];
+      if (wj == 0) continue;
+      batch += wj * x.at(e);
+      any = true;
+    }
+    if (any) total += batch;
   }
-  ++passes_;
+  return total - b;
 }
 
 template <class LossT>
@@ -1058,12 +1049,14 @@ struct SweepSums {
   size_t width() const { return scalars() + 7; }
 };
 
-// Step 1 of an iteration at the decision values every part holds: r, g, g⁺,
-// P, the class sums of α and α², and the Hessian of the touched rows (all of
-// it when `full_hessian` or for the logistic loss, else the change of the
+// Step 1 of an iteration at the decision values every part holds (formed
+// afresh from ω = *form_d first, row by row, when form_d is given): r, g,
+// g⁺, P, the class sums of α and α², and the Hessian of the touched rows (all
+// of it when `full_hessian` or for the logistic loss, else the change of the
 // rows whose D_ii flipped; none with `hessian` false). Reduced into `sums`.
 template <class LossT>
-void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::vector<double>& sums) {
+void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b,
+                              std::vector<double>& sums) {
   const double C = opt_.C;
   const SweepSums layout{cols_, tri_};
   const size_t width = layout.width();
@@ -1081,6 +1074,7 @@ void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::ve
       double* H = s.data() + layout.H();
       double* sc = s.data() + layout.scalars();
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
+        if (form_d) q.d[c] = decision(x, c, *form_d, b);
         const int8_t y = x.y[c];
         if (y == 0) continue;
         const double m = double(y) * q.d[c];
@@ -1446,19 +1440,20 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   std::vector<double> w = state.w;
   w.resize(cols_, 0.0);
   double b = opt_.bias ? state.b : 0.0;
-  decisions(w, b);
   const SweepSums layout{cols_, tri_};
   std::vector<double> sums, g(cols_), dw;
   double best_dual = -std::numeric_limits<double>::infinity();
   double F = 0;
-  bool canonical = true;  // d was formed by decisions(), not by steps
+  bool canonical = true;  // d is formed from (ω, b) by decision(), not by steps
+  bool form_d = true;     // the next sweep forms d first
   bool full_hessian = true;
   // d was just formed afresh to certify the point: the sweep leaves the
   // Hessian out (the solve usually stops there) until a step needs it.
   bool recheck = false;
   for (int k = 0;; ++k) {
     check_interrupt();
-    sweep(/*hessian=*/!recheck, full_hessian, b, sums);
+    sweep(form_d ? &w : nullptr, /*hessian=*/!recheck, full_hessian, b, sums);
+    form_d = false;
     if (!recheck) full_hessian = false;
     ++res.gradient_evaluations;
     const double* sc = sums.data() + layout.scalars();
@@ -1476,7 +1471,7 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
         break;
       }
       // Certify the decision values the caller gets (formed afresh).
-      decisions(w, b);
+      form_d = true;
       canonical = true;
       full_hessian = true;
       recheck = true;
@@ -1484,7 +1479,7 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
     }
     if (k >= opt_.max_iterations) break;
     if (recheck) {  // a step after all: the same sums again, with the full Hessian at this d
-      sweep(/*hessian=*/true, /*full_hessian=*/true, b, sums);
+      sweep(nullptr, /*hessian=*/true, /*full_hessian=*/true, b, sums);
       sc = sums.data() + layout.scalars();
       full_hessian = recheck = false;
     }
@@ -1515,8 +1510,7 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   if (!canonical) {
     // Stopped without a certified canonical point: report the certificate of
     // the decision values returned.
-    decisions(w, b);
-    sweep(/*hessian=*/false, false, b, sums);
+    sweep(&w, /*hessian=*/false, false, b, sums);
     ++res.gradient_evaluations;
     const double* sc = sums.data() + layout.scalars();
     F = regularizer(w) + sc[0];
