@@ -653,7 +653,7 @@ struct WholeWalk {
   explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {}
   uint64_t bytes() const {
     uint64_t b = rows.bytes() + by_old.capacity() * sizeof(uint32_t);
-    for (const Shard& s : shards) b += s.table.bytes() + s.fresh.capacity() * 12;
+    for (const Shard& s : shards) b += s.table.bytes() + s.fresh.capacity() * sizeof(s.fresh[0]);
     return b;
   }
 
