@@ -423,7 +423,7 @@ class MergeTable {
         return at;
       }
   }
-  std::vector<Slot> slots_ = std::vector<Slot>(1024);
+  std::vector<Slot> slots_ = std::vector<Slot>(16);  // small: a walk holds a table per shard and per range in flight
   uint64_t used_ = 0;
 };
 
@@ -569,7 +569,10 @@ struct RangeWalk {
   std::vector<uint32_t> by_shard;  // the range's merged rows, shard by shard, in order within a shard
   std::array<uint32_t, kNumberShards + 1> shard_begin{};
   std::vector<uint32_t> to_global;  // range merged row → merged row of the whole walk
-  uint64_t bytes() const { return rows.bytes() + (by_shard.capacity() + to_global.capacity()) * sizeof(uint32_t); }
+  uint64_t table_bytes = 0;         // the range's table and keys while it was walked
+  uint64_t bytes() const {
+    return rows.bytes() + (by_shard.capacity() + to_global.capacity()) * sizeof(uint32_t) + table_bytes;
+  }
 };
 
 template <class Block>
@@ -585,10 +588,10 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
   };
   Block block(cols);
   std::vector<uint64_t> at = cols.cursors(range);
-  std::vector<RowKey> keys(kWalkBlock);
-  MergeTable<Keys::kExact> table;
   Walked<Keys>& w = out.rows;
   const uint64_t lo_range = range * cols.range_rows, hi_range = std::min(n, lo_range + cols.range_rows);
+  std::vector<RowKey> keys(std::min(kWalkBlock, hi_range - lo_range));
+  MergeTable<Keys::kExact> table;
   for (uint64_t lo = lo_range; lo < hi_range; lo += kWalkBlock) {
     const uint64_t hi = std::min(hi_range, lo + kWalkBlock);
     block.fill(lo, hi, at);
@@ -619,6 +622,7 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
       ++w.weight[id];
     }
   }
+  out.table_bytes = table.bytes() + keys.capacity() * sizeof(RowKey);
   const auto count = uint32_t(w.code.size());
   std::vector<uint8_t> shard(count);
   for (uint32_t l = 0; l < count; ++l) {
@@ -740,6 +744,7 @@ WholeWalk<typename Block::Keys> walk_rows(NewtonRows& kept, const int8_t* labels
   WholeWalk<typename Block::Keys> whole(old_groups);
   HugeVector<uint32_t>& group = kept.group;  // rewritten in place, range by range
   std::vector<std::unique_ptr<RangeWalk<Block>>> held(ranges);
+  const uint64_t in_flight = std::min<uint64_t>(kWalkRangesInFlight, ranges);
   uint64_t largest_range = 0;
   tasks.pipeline(
       ranges, kWalkRangesInFlight,
@@ -750,7 +755,7 @@ WholeWalk<typename Block::Keys> walk_rows(NewtonRows& kept, const int8_t* labels
       [&](size_t r) {
         whole.number(*held[r], tasks);
         largest_range = std::max(largest_range, held[r]->bytes());
-        scratch.resize(whole.bytes() + kWalkRangesInFlight * largest_range);
+        scratch.resize(whole.bytes() + in_flight * largest_range);
       },
       [&](size_t r) {
         const std::vector<uint32_t>& to_global = held[r]->to_global;
