@@ -8,7 +8,10 @@
 // (binary data over few columns: kddb's 19M rows are 1,561 rows over its
 // first 10 columns). Merged rows are kept in the state between the solves of
 // a run, and the next solve extends them by its new columns in one walk over
-// the rows instead of turning every column around again. Rows no selected
+// the rows instead of turning every column around again; the walk runs over
+// fixed row ranges in parallel, each range's merged rows numbered in one
+// ordered sweep, so the merged rows are numbered by first occurrence for any
+// thread count. Rows no selected
 // column touches have d_i = −b whatever ω is: they enter as two counts by
 // label, as in the APG.
 //
@@ -32,6 +35,7 @@
 #include "solvers/prox_newton.h"
 
 #include <tbb/blocked_range.h>
+#include <tbb/parallel_pipeline.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -79,10 +83,52 @@ class Tasks {
       });
     });
   }
+  // For items 0, 1, …, count − 1: first(i) in parallel, then second(i) one
+  // item at a time in increasing order, then third(i) in parallel; at most
+  // `in_flight` items between first and third.
+  template <class First, class Second, class Third>
+  void pipeline(size_t count, size_t in_flight, const First& first, const Second& second, const Third& third) {
+    if (!arena_ || count <= 1) {
+      for (size_t i = 0; i < count; ++i) first(i), second(i), third(i);
+      return;
+    }
+    arena_->execute([&] {
+      size_t next = 0;
+      tbb::parallel_pipeline(
+          in_flight,
+          tbb::make_filter<void, size_t>(tbb::filter_mode::serial_in_order,
+                                         [&](tbb::flow_control& control) -> size_t {
+                                           if (next == count) control.stop();
+                                           return next++;
+                                         }) &
+              tbb::make_filter<size_t, size_t>(tbb::filter_mode::parallel, [&](size_t i) { return first(i), i; }) &
+              tbb::make_filter<size_t, size_t>(tbb::filter_mode::serial_in_order,
+                                               [&](size_t i) { return second(i), i; }) &
+              tbb::make_filter<size_t, void>(tbb::filter_mode::parallel, [&](size_t i) { third(i); }));
+    });
+  }
 
  private:
   std::optional<tbb::task_arena> arena_;
 };
+
+// Fixed ranges of compact rows for partial sums: their number depends on the
+// rows and the column count only, never on the threads.
+struct Ranges {
+  size_t count = 1;
+  uint64_t rows = 0;
+  uint64_t begin(size_t r) const { return rows * r / count; }
+  uint64_t end(size_t r) const { return rows * (r + 1) / count; }
+};
+
+Ranges ranges_for(uint64_t rows, uint64_t doubles_per_range) {
+  Ranges r;
+  r.rows = rows;
+  const uint64_t by_rows = std::max<uint64_t>(1, (rows + kRangeRows - 1) / kRangeRows);
+  const uint64_t by_memory = std::max<uint64_t>(1, kPartialBytes / std::max<uint64_t>(1, doubles_per_range * 8));
+  r.count = size_t(std::min<uint64_t>({by_rows, by_memory, 256}));
+  return r;
+}
 
 // One part's selected columns as rows.
 struct NewtonRows {
@@ -224,40 +270,27 @@ void turn_around(const SelectedFeatureCache& cache, size_t first, const int8_t* 
 // budget or the threads (a model must not change with either).
 constexpr double kMergeGain = 0.25;
 constexpr uint64_t kWalkBlock = 4096;  // rows per block of the walk; a multiple of 64 (whole bitmap words)
+constexpr uint64_t kWalkRangeRows = 64 * kWalkBlock;  // rows per range walked by one task
+constexpr size_t kWalkRangesInFlight = 4;  // ranges walked but not yet numbered, at most
 
-// The merged rows a walk found: (old merged row, or for a row no old column
-// touched old_groups + label + 1; new entries), numbered by first occurrence
-// in row order, with their first row and copies; the new entries of merged
-// row g are [fresh_begin[g], fresh_begin[g + 1]).
-struct MergeWalk {
-  std::vector<uint32_t> code, first_row, weight;
-  std::vector<uint64_t> fresh_begin{0};
-  std::vector<uint16_t> fresh_column;
-  std::vector<float> fresh_value;  // empty when every value is 1
-  uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
-  uint32_t add(uint32_t c, uint32_t row) {
-    code.push_back(c), first_row.push_back(row), weight.push_back(0);
-    return uint32_t(code.size() - 1);
-  }
-  uint64_t bytes() const {
-    return (code.capacity() + first_row.capacity() + weight.capacity()) * sizeof(uint32_t) +
-           fresh_begin.capacity() * sizeof(uint64_t) + fresh_column.capacity() * sizeof(uint16_t) +
-           fresh_value.capacity() * sizeof(float);
-  }
-};
-
-// The new columns [first, cols) of a walk and the entries of one block of rows.
+// The new columns [first, last) of a walk.
 struct NewColumns {
   size_t first = 0;
+  uint64_t range_rows = kWalkRangeRows;
   std::vector<ColumnView> view;
-  std::vector<float> uniform;       // a column's one value (NaN: its values differ)
-  std::vector<uint64_t> value_at;   // bitmap columns with values: the next value
-  bool binary = true;               // every value (old and new) is 1
-  bool maskable = true;             // at most 64 columns, each of one value: entries are a bit mask
+  std::vector<float> uniform;  // a column's one value (NaN: its values differ)
+  // Bitmap columns with values: the index of the first value of each range.
+  std::vector<std::vector<uint64_t>> value_rank;
+  bool binary = true;    // every value (old and new) is 1
+  bool maskable = true;  // at most 64 columns, each of one value: entries are a bit mask
 
-  NewColumns(const SelectedFeatureCache& cache, size_t first_column, bool old_binary) : first(first_column) {
+  NewColumns(const SelectedFeatureCache& cache, size_t first_column, size_t last_column, bool old_binary,
+             uint64_t rows_per_range)
+      : first(first_column), range_rows(rows_per_range) {
+    FGM_ASSERT(range_rows % kWalkBlock == 0 && range_rows > 0);
     binary = old_binary;
-    for (size_t j = first; j < cache.num_columns(); ++j) {
+    const uint64_t n = cache.n_rows(), ranges = (n + range_rows - 1) / range_rows;
+    for (size_t j = first; j < last_column; ++j) {
       const ColumnView c = cache.column(j);
       view.push_back(c);
       float one = c.is_uniform() ? c.uniform : std::numeric_limits<float>::quiet_NaN();
@@ -272,15 +305,30 @@ struct NewColumns {
       binary = binary && one == 1.0f;
       maskable = maskable && !std::isnan(one);
       uniform.push_back(one);
+      std::vector<uint64_t>& rank = value_rank.emplace_back();
+      if (c.form != ColumnForm::kBitmap) continue;
+      rank.assign(ranges, 0);
+      uint64_t seen = 0, word = 0;
+      for (uint64_t r = 0; r < ranges; ++r) {
+        for (; word < r * range_rows / 64; ++word) seen += uint64_t(std::popcount(c.words[word]));
+        rank[r] = seen;
+      }
     }
     maskable = maskable && view.size() <= 64;
-    value_at.assign(view.size(), 0);
+  }
+
+  // The bitmap value cursors at the start of range `r`.
+  std::vector<uint64_t> cursors(uint64_t r) const {
+    std::vector<uint64_t> at(view.size(), 0);
+    for (size_t v = 0; v < view.size(); ++v)
+      if (!value_rank[v].empty()) at[v] = value_rank[v][r];
+    return at;
   }
 
   // f(v, r, value) for new column v's entries in rows [lo, hi), r = row − lo;
-  // `advance` moves the bitmap value cursors past the block.
+  // moves the bitmap value cursors `at` past the block.
   template <class F>
-  void for_entries(uint64_t lo, uint64_t hi, bool advance, const F& f) {
+  void for_entries(uint64_t lo, uint64_t hi, std::vector<uint64_t>& at, const F& f) const {
     for (size_t v = 0; v < view.size(); ++v) {
       const ColumnView& c = view[v];
       switch (c.form) {
@@ -292,12 +340,12 @@ struct NewColumns {
         }
         case ColumnForm::kBitmap:
         case ColumnForm::kBitmapUniform: {
-          uint64_t k = value_at[v];
+          uint64_t k = at[v];
           for (uint64_t w = lo / 64; w * 64 < hi; ++w)
             for (uint64_t bits = c.words[w]; bits != 0; bits &= bits - 1)
               f(v, w * 64 + uint64_t(std::countr_zero(bits)) - lo,
                 c.form == ColumnForm::kBitmap ? c.values[k++] : c.uniform);
-          if (advance) value_at[v] = k;
+          at[v] = k;
           break;
         }
         case ColumnForm::kDense:
@@ -315,265 +363,490 @@ inline uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
+// The key of a row in the walk: its code (old merged row, or for a row no
+// old column touched old_groups + label + 1) and its new entries, held as
+// `bits`: the entries' mask (MaskKeys: the key is exact) or their hash
+// (ListKeys: equal bits are confirmed on the entries). index_hash places a
+// key in a table and in a numbering shard.
+inline uint64_t index_hash(uint64_t bits, uint32_t code, bool exact) {
+  return exact ? mix64(bits ^ mix64(code)) : bits;
+}
+
 // An open-addressing table of merged rows, at most half full; a slot holds
-// the key's hash, its code and the merged row + 1.
+// a key's bits, its code and the merged row + 1.
+template <bool kExact>
 class MergeTable {
  public:
+  static constexpr uint32_t kMissing = NewtonRows::kUntouched;
   uint64_t bytes() const { return slots_.capacity() * sizeof(Slot); }
   void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]); }
+  // The merged row of the key (hash = index_hash(bits, code)); `same(id)`
+  // confirms inexact keys.
   template <class Same>
-  uint32_t find(uint64_t hash, uint32_t code, const Same& same) const {
+  uint32_t find(uint64_t hash, uint64_t bits, uint32_t code, const Same& same) const {
     for (uint64_t s = hash & (slots_.size() - 1);; s = (s + 1) & (slots_.size() - 1)) {
       const Slot& slot = slots_[s];
-      if (slot.id1 == 0) return NewtonRows::kUntouched;
-      if (slot.hash == hash && slot.code == code && same(slot.id1 - 1)) return slot.id1 - 1;
+      if (slot.id1 == 0) return kMissing;
+      if (slot.bits == bits && slot.code == code && (kExact || same(slot.id1 - 1))) return slot.id1 - 1;
     }
   }
-  void insert(uint64_t hash, uint32_t code, uint32_t id) {
-    if (2 * (used_ + 1) > slots_.size()) {
-      std::vector<Slot> old(2 * slots_.size());
-      old.swap(slots_);
-      for (const Slot& s : old)
-        if (s.id1 != 0) place(s);
-    }
-    place({hash, code, id + 1});
+  // Room for `entries` keys without growing (slots stay where they are).
+  void reserve(uint64_t entries) {
+    uint64_t size = slots_.size();
+    while (2 * entries > size) size *= 2;
+    if (size != slots_.size()) grow(size);
+  }
+  // Inserts a key; returns its slot.
+  uint64_t insert(uint64_t hash, uint64_t bits, uint32_t code, uint32_t id) {
+    reserve(used_ + 1);
     ++used_;
+    return place(hash, {bits, code, id + 1});
   }
+  void set_id(uint64_t slot, uint32_t id) { slots_[slot].id1 = id + 1; }
+  uint64_t size() const { return used_; }
 
  private:
   struct Slot {
-    uint64_t hash = 0;
+    uint64_t bits = 0;
     uint32_t code = 0, id1 = 0;
   };
-  void place(const Slot& s) {
-    for (uint64_t at = s.hash & (slots_.size() - 1);; at = (at + 1) & (slots_.size() - 1))
+  void grow(uint64_t size) {
+    std::vector<Slot> old(size);
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.id1 != 0) place(index_hash(s.bits, s.code, kExact), s);
+  }
+  uint64_t place(uint64_t hash, const Slot& s) {
+    for (uint64_t at = hash & (slots_.size() - 1);; at = (at + 1) & (slots_.size() - 1))
       if (slots_[at].id1 == 0) {
         slots_[at] = s;
-        return;
+        return at;
       }
   }
-  std::vector<Slot> slots_ = std::vector<Slot>(1024);
-  size_t used_ = 0;
+  std::vector<Slot> slots_ = std::vector<Slot>(16);  // small: a walk holds a table per shard and per range in flight
+  uint64_t used_ = 0;
 };
 
-// A row's key in the walk: its code (old merged row or label code) and, when
-// it has new entries, their hash.
-struct RowKey {
-  uint32_t code;
-  bool fresh;
-  uint64_t hash;
-};
-
-// The walk over the rows in order, in blocks. `Encoding` turns a block's new
-// entries around (block(lo, hi)), hashes a row's (hash(r, code)), tells
-// whether a merged row has the same ones (same(id, r)) and records a new
-// merged row's (keep(id, r, fresh)). Rows with no new entries keep their old
-// merged row (`by_old`); the others find theirs in a table as large as the
-// merged rows. A block's keys are hashed first so that the table probes of
-// rows ahead are prefetched.
-template <class Encoding>
-void walk_rows(NewtonRows& kept, const int8_t* labels, Encoding& enc, MergeWalk& walk, Reservation& scratch) {
-  constexpr uint32_t kNone = NewtonRows::kUntouched;
-  constexpr uint64_t kAhead = 8;
-  const uint64_t n = kept.n, old_groups = kept.rows();
-  std::vector<uint32_t> by_old(old_groups, kNone);
-  std::vector<RowKey> keys(kWalkBlock);
-  MergeTable table;
-  HugeVector<uint32_t>& group = kept.group;  // rewritten in place, row by row
-  for (uint64_t lo = 0; lo < n; lo += kWalkBlock) {
-    const uint64_t hi = std::min(n, lo + kWalkBlock);
-    enc.block(lo, hi);
-    for (uint64_t i = lo; i < hi; ++i) {  // the old codes of rows not yet walked
-      RowKey& k = keys[i - lo];
-      k.code = group[i];
-      k.fresh = enc.fresh(i - lo);
-      if (!k.fresh) continue;
-      if (k.code == kNone) k.code = uint32_t(old_groups + uint64_t(labels[i] + 1));
-      k.hash = enc.hash(i - lo, k.code);
+// The new entries of merged rows as bit masks of the new columns (exact when
+// every new column has one value and there are at most 64).
+struct MaskKeys {
+  static constexpr bool kExact = true;
+  std::vector<uint64_t> mask;
+  bool empty(uint32_t g) const { return mask[g] == 0; }
+  bool same(uint32_t g, const MaskKeys& other, uint32_t l) const { return mask[g] == other.mask[l]; }
+  void append(const MaskKeys& other, uint32_t l) { mask.push_back(other.mask[l]); }
+  uint64_t entries(uint32_t g) const { return uint64_t(std::popcount(mask[g])); }
+  // Merged row g's new entries, in column order.
+  void write(uint32_t g, const NewColumns& cols, uint16_t* column, float* value) const {
+    for (uint64_t bits = mask[g]; bits != 0; bits &= bits - 1) {
+      const size_t v = size_t(std::countr_zero(bits));
+      *column++ = uint16_t(cols.first + v);
+      if (value) *value++ = cols.uniform[v];
     }
-    for (uint64_t i = lo; i < hi; ++i) {
-      const uint64_t r = i - lo;
-      if (r + kAhead < hi - lo && keys[r + kAhead].fresh) table.prefetch(keys[r + kAhead].hash);
-      const RowKey& k = keys[r];
-      if (group[i] == kNone && !k.fresh) continue;
-      ++walk.touched;
-      uint32_t id;
-      if (!k.fresh) {
-        if (by_old[k.code] == kNone) {
-          by_old[k.code] = walk.add(k.code, uint32_t(i));
-          enc.keep(by_old[k.code], r, false);
-        }
-        id = by_old[k.code];
-      } else {
-        if (group[i] == kNone) walk.newly_positive += labels[i] > 0, walk.newly_negative += labels[i] < 0;
-        id = table.find(k.hash, k.code, [&](uint32_t g) { return enc.same(g, r); });
-        if (id == kNone) {
-          id = walk.add(k.code, uint32_t(i));
-          enc.keep(id, r, true);
-          table.insert(k.hash, k.code, id);
-        }
-      }
-      group[i] = id;
-      ++walk.weight[id];
-    }
-    scratch.resize((old_groups + kWalkBlock) * sizeof(uint32_t) + table.bytes() + walk.bytes() + enc.bytes());
   }
-}
+  uint64_t bytes() const { return mask.capacity() * sizeof(uint64_t); }
+};
 
-// New entries as a bit mask of the new columns (exact when every new column
-// has one value and there are at most 64): compared in one word.
-struct MaskEncoding {
-  explicit MaskEncoding(NewColumns& c) : cols(c) {}
-  NewColumns& cols;
-  std::vector<uint64_t> mask = std::vector<uint64_t>(kWalkBlock), group_mask;
-  void block(uint64_t lo, uint64_t hi) {
+// The new entries of merged rows as lists of (column, value).
+struct ListKeys {
+  static constexpr bool kExact = false;
+  std::vector<uint64_t> begin{0};
+  std::vector<uint16_t> column;
+  std::vector<float> value;  // empty when every value is 1
+  bool empty(uint32_t g) const { return begin[g + 1] == begin[g]; }
+  bool same(uint32_t g, const ListKeys& other, uint32_t l) const {
+    return same(g, other.column.data() + other.begin[l],
+                other.value.empty() ? nullptr : other.value.data() + other.begin[l], other.begin[l + 1] - other.begin[l]);
+  }
+  bool same(uint32_t g, const uint16_t* c, const float* v, uint64_t k) const {
+    if (begin[g + 1] - begin[g] != k) return false;
+    const auto at = std::ptrdiff_t(begin[g]);
+    return std::equal(c, c + k, column.begin() + at) && (!v || std::equal(v, v + k, value.begin() + at));
+  }
+  void push(const uint16_t* c, const float* v, uint64_t k) {
+    column.insert(column.end(), c, c + k);
+    if (v) value.insert(value.end(), v, v + k);
+    begin.push_back(column.size());
+  }
+  void append(const ListKeys& other, uint32_t l) {
+    const uint64_t at = other.begin[l], k = other.begin[l + 1] - at;
+    push(other.column.data() + at, other.value.empty() ? nullptr : other.value.data() + at, k);
+  }
+  uint64_t entries(uint32_t g) const { return begin[g + 1] - begin[g]; }
+  void write(uint32_t g, const NewColumns&, uint16_t* c, float* v) const {
+    const auto b = std::ptrdiff_t(begin[g]), e = std::ptrdiff_t(begin[g + 1]);
+    std::copy(column.begin() + b, column.begin() + e, c);
+    if (v && !value.empty()) std::copy(value.begin() + b, value.begin() + e, v);
+    else if (v) std::fill(v, v + (e - b), 1.0f);
+  }
+  uint64_t bytes() const {
+    return begin.capacity() * sizeof(uint64_t) + column.capacity() * sizeof(uint16_t) +
+           value.capacity() * sizeof(float);
+  }
+};
+
+// One block's new entries as masks (MaskBlock) or lists (ListBlock): turns
+// the block around (fill), tells whether row r has new entries (fresh),
+// gives their key bits (bits), compares them with merged row g's (same) and
+// appends them as a merged row's (keep).
+struct MaskBlock {
+  using Keys = MaskKeys;
+  explicit MaskBlock(const NewColumns& c) : cols(c) {}
+  const NewColumns& cols;
+  std::vector<uint64_t> mask = std::vector<uint64_t>(kWalkBlock);
+  void fill(uint64_t lo, uint64_t hi, std::vector<uint64_t>& at) {
     std::fill(mask.begin(), mask.end(), 0);
-    cols.for_entries(lo, hi, true, [&](size_t v, uint64_t r, float) { mask[r] |= uint64_t(1) << v; });
+    cols.for_entries(lo, hi, at, [&](size_t v, uint64_t r, float) { mask[r] |= uint64_t(1) << v; });
   }
   bool fresh(uint64_t r) const { return mask[r] != 0; }
-  uint64_t hash(uint64_t r, uint32_t code) const { return mix64(mask[r] ^ mix64(code)); }
-  bool same(uint32_t g, uint64_t r) const { return group_mask[g] == mask[r]; }
-  void keep(uint32_t g, uint64_t r, bool is_fresh) {
-    FGM_ASSERT(g == group_mask.size());
-    group_mask.push_back(is_fresh ? mask[r] : 0);
-  }
-  uint64_t bytes() const { return (mask.capacity() + group_mask.capacity()) * sizeof(uint64_t); }
-  // The merged rows' new entries, from their masks.
-  void entries(MergeWalk& walk) const {
-    for (uint64_t m : group_mask) {
-      for (uint64_t bits = m; bits != 0; bits &= bits - 1) {
-        const size_t v = size_t(std::countr_zero(bits));
-        walk.fresh_column.push_back(uint16_t(cols.first + v));
-        if (!cols.binary) walk.fresh_value.push_back(cols.uniform[v]);
-      }
-      walk.fresh_begin.push_back(walk.fresh_column.size());
-    }
-  }
+  uint64_t bits(uint64_t r, uint32_t) const { return mask[r]; }
+  bool same(const MaskKeys& keys, uint32_t g, uint64_t r) const { return keys.mask[g] == mask[r]; }
+  void keep(MaskKeys& keys, uint64_t r) const { keys.mask.push_back(mask[r]); }
 };
 
-// New entries as lists of (column, value), turned around per block.
-struct ListEncoding {
-  ListEncoding(NewColumns& c, MergeWalk& w) : cols(c), walk(w) {}
-  NewColumns& cols;
-  MergeWalk& walk;  // holds the merged rows' entries as they are found
+struct ListBlock {
+  using Keys = ListKeys;
+  explicit ListBlock(const NewColumns& c) : cols(c) {}
+  const NewColumns& cols;
   std::vector<uint32_t> start = std::vector<uint32_t>(kWalkBlock + 1), next;
   std::vector<uint16_t> column;
   std::vector<float> value;
-  void block(uint64_t lo, uint64_t hi) {
+  void fill(uint64_t lo, uint64_t hi, std::vector<uint64_t>& at) {
     std::fill(start.begin(), start.end(), 0);
-    cols.for_entries(lo, hi, false, [&](size_t, uint64_t r, float) { ++start[r + 1]; });
+    std::vector<uint64_t> counting = at;  // the value cursors move in the second sweep only
+    cols.for_entries(lo, hi, counting, [&](size_t, uint64_t r, float) { ++start[r + 1]; });
     for (uint64_t r = 0; r < kWalkBlock; ++r) start[r + 1] += start[r];
     column.resize(start[kWalkBlock]);
     value.resize(cols.binary ? 0 : start[kWalkBlock]);
     next.assign(start.begin(), start.end() - 1);
-    cols.for_entries(lo, hi, true, [&](size_t v, uint64_t r, float x) {
+    cols.for_entries(lo, hi, at, [&](size_t v, uint64_t r, float x) {
       const uint32_t e = next[r]++;
       column[e] = uint16_t(cols.first + v);
       if (!cols.binary) value[e] = x;
     });
   }
   bool fresh(uint64_t r) const { return start[r + 1] > start[r]; }
-  uint64_t hash(uint64_t r, uint32_t code) const {
+  uint64_t bits(uint64_t r, uint32_t code) const {  // the entries' hash
     const uint64_t k = start[r + 1] - start[r];
     uint64_t h = xxh64(column.data() + start[r], k * sizeof(uint16_t), code);
     return cols.binary ? h : xxh64(value.data() + start[r], k * sizeof(float), h);
   }
-  bool same(uint32_t g, uint64_t r) const {
-    const uint64_t f0 = walk.fresh_begin[g], k = start[r + 1] - start[r];
-    if (walk.fresh_begin[g + 1] - f0 != k) return false;
-    const auto at = std::ptrdiff_t(f0);
-    return std::equal(column.begin() + start[r], column.begin() + start[r + 1], walk.fresh_column.begin() + at) &&
-           (cols.binary ||
-            std::equal(value.begin() + start[r], value.begin() + start[r + 1], walk.fresh_value.begin() + at));
+  const float* values(uint64_t r) const { return cols.binary ? nullptr : value.data() + start[r]; }
+  bool same(const ListKeys& keys, uint32_t g, uint64_t r) const {
+    return keys.same(g, column.data() + start[r], values(r), start[r + 1] - start[r]);
   }
-  void keep(uint32_t, uint64_t r, bool is_fresh) {
-    if (is_fresh) {
-      walk.fresh_column.insert(walk.fresh_column.end(), column.begin() + start[r], column.begin() + start[r + 1]);
-      if (!cols.binary)
-        walk.fresh_value.insert(walk.fresh_value.end(), value.begin() + start[r], value.begin() + start[r + 1]);
-    }
-    walk.fresh_begin.push_back(walk.fresh_column.size());
+  void keep(ListKeys& keys, uint64_t r) const { keys.push(column.data() + start[r], values(r), start[r + 1] - start[r]); }
+};
+
+constexpr size_t kNumberShards = 16;  // keys are numbered in shards by their index hash's top bits
+inline size_t shard_of(uint64_t hash) { return size_t(hash >> 60); }
+
+// Merged rows found by a walk, numbered by first occurrence in row order,
+// with their code, first row, copies and key bits.
+template <class Keys>
+struct Walked {
+  std::vector<uint32_t> code, first_row, weight;
+  std::vector<uint64_t> bits;
+  Keys keys;
+  uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
+  uint32_t add(uint32_t c, uint32_t row, uint64_t b) {
+    code.push_back(c), first_row.push_back(row), weight.push_back(0), bits.push_back(b);
+    return uint32_t(code.size() - 1);
   }
+  uint64_t hash(uint32_t g) const { return index_hash(bits[g], code[g], Keys::kExact); }
   uint64_t bytes() const {
-    return (start.capacity() + next.capacity()) * sizeof(uint32_t) + column.capacity() * sizeof(uint16_t) +
-           value.capacity() * sizeof(float);
+    return (code.capacity() + first_row.capacity() + weight.capacity()) * sizeof(uint32_t) +
+           bits.capacity() * sizeof(uint64_t) + keys.bytes();
   }
 };
 
+// One range of rows walked on its own: its merged rows numbered by first
+// occurrence in the range (group[i] of its rows set to them), listed by
+// numbering shard, and their numbers in the whole walk.
+template <class Block>
+struct RangeWalk {
+  Walked<typename Block::Keys> rows;
+  std::vector<uint32_t> by_shard;  // the range's merged rows, shard by shard, in order within a shard
+  std::array<uint32_t, kNumberShards + 1> shard_begin{};
+  std::vector<uint32_t> to_global;  // range merged row → merged row of the whole walk
+  uint64_t table_bytes = 0;         // the range's table and keys while it was walked
+  uint64_t bytes() const {
+    return rows.bytes() + (by_shard.capacity() + to_global.capacity()) * sizeof(uint32_t) + table_bytes;
+  }
+};
+
+template <class Block>
+void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old_groups, const int8_t* labels,
+                HugeVector<uint32_t>& group, RangeWalk<Block>& out) {
+  using Keys = typename Block::Keys;
+  constexpr uint32_t kNone = NewtonRows::kUntouched;
+  constexpr uint64_t kAhead = 8;
+  struct RowKey {
+    uint32_t code;
+    bool skip;  // no entry, old or new
+    uint64_t bits, hash;
+  };
+  Block block(cols);
+  std::vector<uint64_t> at = cols.cursors(range);
+  Walked<Keys>& w = out.rows;
+  const uint64_t lo_range = range * cols.range_rows, hi_range = std::min(n, lo_range + cols.range_rows);
+  std::vector<RowKey> keys(std::min(kWalkBlock, hi_range - lo_range));
+  MergeTable<Keys::kExact> table;
+  for (uint64_t lo = lo_range; lo < hi_range; lo += kWalkBlock) {
+    const uint64_t hi = std::min(hi_range, lo + kWalkBlock);
+    block.fill(lo, hi, at);
+    for (uint64_t i = lo; i < hi; ++i) {
+      RowKey& k = keys[i - lo];
+      const bool fresh = block.fresh(i - lo);
+      k.code = group[i];
+      k.skip = k.code == kNone && !fresh;
+      if (k.skip) continue;
+      if (k.code == kNone) k.code = uint32_t(old_groups + uint64_t(labels[i] + 1));
+      k.bits = block.bits(i - lo, k.code);
+      k.hash = index_hash(k.bits, k.code, Keys::kExact);
+    }
+    for (uint64_t i = lo; i < hi; ++i) {
+      const uint64_t r = i - lo;
+      if (r + kAhead < hi - lo && !keys[r + kAhead].skip) table.prefetch(keys[r + kAhead].hash);
+      const RowKey& k = keys[r];
+      if (k.skip) continue;
+      ++w.touched;
+      if (group[i] == kNone) w.newly_positive += labels[i] > 0, w.newly_negative += labels[i] < 0;
+      uint32_t id = table.find(k.hash, k.bits, k.code, [&](uint32_t g) { return block.same(w.keys, g, r); });
+      if (id == kNone) {
+        id = w.add(k.code, uint32_t(i), k.bits);
+        block.keep(w.keys, r);
+        table.insert(k.hash, k.bits, k.code, id);
+      }
+      group[i] = id;
+      ++w.weight[id];
+    }
+  }
+  out.table_bytes = table.bytes() + keys.capacity() * sizeof(RowKey);
+  const auto count = uint32_t(w.code.size());
+  std::vector<uint8_t> shard(count);
+  for (uint32_t l = 0; l < count; ++l) {
+    shard[l] = uint8_t(shard_of(w.hash(l)));
+    ++out.shard_begin[shard[l] + 1];
+  }
+  for (size_t s = 0; s < kNumberShards; ++s) out.shard_begin[s + 1] += out.shard_begin[s];
+  std::array<uint32_t, kNumberShards> next;
+  std::copy(out.shard_begin.begin(), out.shard_begin.end() - 1, next.begin());
+  out.by_shard.resize(count);
+  for (uint32_t l = 0; l < count; ++l) out.by_shard[next[shard[l]]++] = l;
+}
+
+// The merged rows of the whole walk, numbered as the ranges' merged rows are
+// met range by range, each range's in its own order: the order of first
+// occurrence in the rows. A range is numbered in three steps: each shard of
+// keys looks its rows up (rows without new entries by old merged row in
+// `by_old`, the others in the shard's table) in parallel; one ordered sweep
+// numbers the keys no earlier range had; the shards record those numbers
+// and add the copies.
+template <class Keys>
+struct WholeWalk {
+  static constexpr uint32_t kNone = NewtonRows::kUntouched;
+  static constexpr uint32_t kNew = kNone - 1;  // a key first met in the range being numbered
+  struct Shard {
+    MergeTable<Keys::kExact> table;
+    std::vector<std::pair<uint64_t, uint32_t>> fresh;  // (table slot, or old merged row for by_old; range row)
+  };
+  Walked<Keys> rows;
+  std::array<Shard, kNumberShards> shards;
+  std::vector<uint32_t> by_old;
+  explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {}
+  uint64_t bytes() const {
+    uint64_t b = rows.bytes() + by_old.capacity() * sizeof(uint32_t);
+    for (const Shard& s : shards) b += s.table.bytes() + s.fresh.capacity() * sizeof(s.fresh[0]);
+    return b;
+  }
+
+  void look_up(const Walked<Keys>& range, const uint32_t* list, uint32_t count, Shard& shard,
+               std::vector<uint32_t>& to_global) {
+    constexpr uint32_t kAhead = 8;
+    shard.fresh.clear();
+    shard.table.reserve(shard.table.size() + count);  // no slot moves while this range's slots are recorded
+    for (uint32_t k = 0; k < count; ++k) {
+      if (k + kAhead < count) {
+        const uint32_t ahead = list[k + kAhead];
+        if (range.keys.empty(ahead)) __builtin_prefetch(&by_old[range.code[ahead]]);
+        else shard.table.prefetch(range.hash(ahead));
+      }
+      const uint32_t l = list[k], c = range.code[l];
+      if (range.keys.empty(l)) {  // no new entry: c is an old merged row
+        if (by_old[c] == kNone) {
+          by_old[c] = kNew;
+          shard.fresh.push_back({c, l});
+          to_global[l] = kNew;
+        } else {
+          to_global[l] = by_old[c];
+        }
+        continue;
+      }
+      const uint32_t id = shard.table.find(range.hash(l), range.bits[l], c, [&](uint32_t g) {
+        return g >= rows.code.size() ? range.keys.same(g - uint32_t(rows.code.size()), range.keys, l)
+                                     : rows.keys.same(g, range.keys, l);
+      });
+      if (id == kNone) {
+        // Numbered later; until then the slot names the range row (after the rows numbered so far).
+        const uint64_t slot = shard.table.insert(range.hash(l), range.bits[l], c, uint32_t(rows.code.size()) + l);
+        shard.fresh.push_back({slot, l});
+        to_global[l] = kNew;
+      } else {
+        to_global[l] = id;
+      }
+    }
+  }
+
+  template <class Block>
+  void number(RangeWalk<Block>& range, Tasks& tasks) {
+    const Walked<Keys>& walked = range.rows;
+    const auto count = uint32_t(walked.code.size());
+    range.to_global.assign(count, kNone);
+    tasks.run(kNumberShards, [&](size_t s) {
+      look_up(walked, range.by_shard.data() + range.shard_begin[s], range.shard_begin[s + 1] - range.shard_begin[s],
+              shards[s], range.to_global);
+    });
+    for (uint32_t l = 0; l < count; ++l) {
+      if (range.to_global[l] != kNew) continue;
+      range.to_global[l] = rows.add(walked.code[l], walked.first_row[l], walked.bits[l]);
+      rows.keys.append(walked.keys, l);
+    }
+    tasks.run(kNumberShards, [&](size_t s) {
+      Shard& shard = shards[s];
+      for (const auto& [where, l] : shard.fresh) {
+        if (walked.keys.empty(l)) by_old[where] = range.to_global[l];
+        else shard.table.set_id(where, range.to_global[l]);
+      }
+      for (uint32_t k = range.shard_begin[s]; k < range.shard_begin[s + 1]; ++k) {
+        const uint32_t l = range.by_shard[k];
+        rows.weight[range.to_global[l]] += walked.weight[l];
+      }
+    });
+    rows.touched += walked.touched;
+    rows.newly_positive += walked.newly_positive;
+    rows.newly_negative += walked.newly_negative;
+  }
+};
+
+// The walk over the rows: fixed ranges of `range_rows` rows, each walked by
+// one task (its merged rows numbered within the range), then numbered for the
+// whole walk range by range in row order, and its rows' group rewritten to
+// those numbers. Rows with no entry stay kUntouched. Every range's order is
+// that of first occurrence, so the numbering is the one a single walk over
+// all rows gives, whatever the ranges and threads. `scratch` holds the
+// walk's memory.
+template <class Block>
+WholeWalk<typename Block::Keys> walk_rows(NewtonRows& kept, const int8_t* labels, const NewColumns& cols, Tasks& tasks,
+                                          Reservation& scratch) {
+  const uint64_t n = kept.n, old_groups = kept.rows();
+  const uint64_t ranges = (n + cols.range_rows - 1) / cols.range_rows;
+  WholeWalk<typename Block::Keys> whole(old_groups);
+  HugeVector<uint32_t>& group = kept.group;  // rewritten in place, range by range
+  std::vector<std::unique_ptr<RangeWalk<Block>>> held(ranges);
+  const uint64_t in_flight = std::min<uint64_t>(kWalkRangesInFlight, ranges);
+  uint64_t largest_range = 0;
+  tasks.pipeline(
+      ranges, kWalkRangesInFlight,
+      [&](size_t r) {
+        held[r] = std::make_unique<RangeWalk<Block>>();
+        walk_range(cols, r, n, old_groups, labels, group, *held[r]);
+      },
+      [&](size_t r) {
+        whole.number(*held[r], tasks);
+        largest_range = std::max(largest_range, held[r]->bytes());
+        scratch.resize(whole.bytes() + in_flight * largest_range);
+      },
+      [&](size_t r) {
+        const std::vector<uint32_t>& to_global = held[r]->to_global;
+        const uint64_t lo = r * cols.range_rows, hi = std::min(n, lo + cols.range_rows);
+        for (uint64_t i = lo; i < hi; ++i)
+          if (group[i] != NewtonRows::kUntouched) group[i] = to_global[group[i]];
+        held[r].reset();
+      });
+  return whole;
+}
+
 // Extends `kept`, the merged rows of the cache's first `first` columns (all
-// rows untouched and no merged row: `first` = 0), by columns [first, cols)
+// rows untouched and no merged row: `first` = 0), by columns [first, last)
 // into `out`. Two rows share a merged row exactly when they shared one
 // before and their new entries are equal, so the merged rows are those of
 // the rows turned around whole, numbered by first occurrence in row order:
 // the same bits whether a run extends its rows solve by solve or builds them
-// at once. False when merging would not remove kMergeGain of the rows (kept
-// is then spent).
-bool extend_merged_rows(NewtonRows& kept, const SelectedFeatureCache& cache, size_t first, const int8_t* labels,
-                        MemoryBudget& budget, NewtonRows& out) {
+// at once, and whatever `range_rows` and the threads. False when merging
+// would not remove kMergeGain of the rows (kept is then spent).
+template <class Block>
+bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
+                 NewtonRows& out) {
   const uint64_t old_groups = kept.rows();
-  NewColumns cols(cache, first, kept.binary());
-  MergeWalk walk;
   Reservation scratch = budget.reserve(old_groups * sizeof(uint32_t), "Newton row merging", kRemedy);
-  if (cols.maskable) {
-    MaskEncoding enc(cols);
-    walk_rows(kept, labels, enc, walk, scratch);
-    if (double(walk.code.size()) > (1.0 - kMergeGain) * double(walk.touched)) return false;
-    enc.entries(walk);
-  } else {
-    ListEncoding enc(cols, walk);
-    walk_rows(kept, labels, enc, walk, scratch);
-    if (double(walk.code.size()) > (1.0 - kMergeGain) * double(walk.touched)) return false;
-  }
+  WholeWalk<typename Block::Keys> whole = walk_rows<Block>(kept, labels, cols, tasks, scratch);
+  const Walked<typename Block::Keys>& walk = whole.rows;
+  whole.shards = {};
+  whole.by_old = {};
+  if (double(walk.code.size()) > (1.0 - kMergeGain) * double(walk.touched)) return false;
   // The merged rows: the old merged row's entries, then the new ones.
   const uint64_t merged = walk.code.size();
   const bool binary = cols.binary;
-  uint64_t nnz = walk.fresh_column.size();
-  for (uint32_t c : walk.code)
-    if (c < old_groups) nnz += kept.begin[c + 1] - kept.begin[c];
   out.n = kept.n;
   out.touched = walk.touched;
   out.positive_untouched = kept.positive_untouched - walk.newly_positive;
   out.negative_untouched = kept.negative_untouched - walk.newly_negative;
+  std::vector<uint64_t> begin(merged + 1);
+  uint64_t nnz = 0;
+  for (uint64_t g = 0; g < merged; ++g) {
+    begin[g] = nnz;
+    const uint32_t c = walk.code[g];
+    nnz += walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
+  }
+  begin[merged] = nnz;
   out.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
                                              nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
                                          "Newton merged rows", kRemedy);
   out.row.assign(walk.first_row.begin(), walk.first_row.end());
   out.y.resize(merged);
-  out.begin.resize(merged + 1);
+  out.begin.assign(begin.begin(), begin.end());
+  begin = {};
   out.column.resize(nnz);
   if (!binary) out.value.resize(nnz);
-  uint64_t at = 0;
-  for (uint64_t g = 0; g < merged; ++g) {
-    out.y[g] = labels[walk.first_row[g]];
-    out.begin[g] = at;
-    if (const uint32_t c = walk.code[g]; c < old_groups) {
-      for (uint64_t e = kept.begin[c]; e < kept.begin[c + 1]; ++e, ++at) {
-        out.column[at] = kept.column[e];
-        if (!binary) out.value[at] = float(kept.at(e));
+  const Ranges parts = ranges_for(merged, 0);
+  tasks.run(parts.count, [&](size_t p) {
+    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      out.y[g] = labels[walk.first_row[g]];
+      uint64_t at = out.begin[g];
+      if (const uint32_t c = walk.code[g]; c < old_groups) {
+        for (uint64_t e = kept.begin[c]; e < kept.begin[c + 1]; ++e, ++at) {
+          out.column[at] = kept.column[e];
+          if (!binary) out.value[at] = float(kept.at(e));
+        }
       }
+      walk.keys.write(uint32_t(g), cols, out.column.data() + at, binary ? nullptr : out.value.data() + at);
     }
-    for (uint64_t e = walk.fresh_begin[g]; e < walk.fresh_begin[g + 1]; ++e, ++at) {
-      out.column[at] = walk.fresh_column[e];
-      if (!binary) out.value[at] = walk.fresh_value.empty() ? 1.0f : walk.fresh_value[e];
-    }
-  }
-  out.begin[merged] = at;
+  });
   out.weight.assign(walk.weight.begin(), walk.weight.end());
   out.group = std::move(kept.group);
   out.group_reservation = std::move(kept.group_reservation);
   return true;
 }
 
+bool extend_merged_rows(NewtonRows& kept, const SelectedFeatureCache& cache, size_t first, size_t last,
+                        const int8_t* labels, Tasks& tasks, MemoryBudget& budget, NewtonRows& out,
+                        uint64_t range_rows) {
+  const NewColumns cols(cache, first, last, kept.binary(), range_rows);
+  return cols.maskable ? extend_with<MaskBlock>(kept, cols, labels, tasks, budget, out)
+                       : extend_with<ListBlock>(kept, cols, labels, tasks, budget, out);
+}
+
 // The part's selected columns as rows: merged when that pays, else plain.
 void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
-                NewtonRows& out) {
+                NewtonRows& out, uint64_t range_rows) {
   const uint64_t n = cache.n_rows();
   NewtonRows none;  // no column yet: every row untouched
   none.n = n;
   none.group_reservation = budget.reserve(n * sizeof(uint32_t), "Newton merged row of every row", kRemedy);
   none.group.assign(n, NewtonRows::kUntouched);
   for (uint64_t i = 0; i < n; ++i) (labels[i] > 0 ? none.positive_untouched : none.negative_untouched) += labels[i] != 0;
-  if (extend_merged_rows(none, cache, 0, labels, budget, out)) return;
+  if (extend_merged_rows(none, cache, 0, cache.num_columns(), labels, tasks, budget, out, range_rows)) return;
   out = {};
   none = {};
   turn_around(cache, 0, labels, tasks, budget, out);
@@ -620,32 +893,15 @@ bool rows_for_part(const ApgRowPart& spec, SubproblemMemo::Part& kept, Tasks& ta
     return true;
   }
   if (first > 0) {
-    const bool extended = extend_merged_rows(kept.rows, *spec.cache, first, spec.labels, budget, out);
+    const bool extended = extend_merged_rows(kept.rows, *spec.cache, first, spec.cache->num_columns(), spec.labels,
+                                             tasks, budget, out, kWalkRangeRows);
     kept = {};
     if (extended) return true;
     out = {};
   }
   kept = {};
-  build_rows(*spec.cache, spec.labels, tasks, budget, out);
+  build_rows(*spec.cache, spec.labels, tasks, budget, out, kWalkRangeRows);
   return false;
-}
-
-// Fixed ranges of compact rows for partial sums: their number depends on the
-// rows and the column count only, never on the threads.
-struct Ranges {
-  size_t count = 1;
-  uint64_t rows = 0;
-  uint64_t begin(size_t r) const { return rows * r / count; }
-  uint64_t end(size_t r) const { return rows * (r + 1) / count; }
-};
-
-Ranges ranges_for(uint64_t rows, uint64_t doubles_per_range) {
-  Ranges r;
-  r.rows = rows;
-  const uint64_t by_rows = std::max<uint64_t>(1, (rows + kRangeRows - 1) / kRangeRows);
-  const uint64_t by_memory = std::max<uint64_t>(1, kPartialBytes / std::max<uint64_t>(1, doubles_per_range * 8));
-  r.count = size_t(std::min<uint64_t>({by_rows, by_memory, 256}));
-  return r;
 }
 
 // Index of (a, b), a ≤ b, in the packed upper triangle of a dim × dim matrix.
@@ -725,9 +981,9 @@ class ProxNewton {
     return 0.5 * z * z;
   }
 
-  void decisions(const std::vector<double>& w, double b);
+  double decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const;
   void write_decisions(double b);
-  void sweep(bool hessian, bool full_hessian, double b, std::vector<double>& sums);
+  void sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b, std::vector<double>& sums);
   double dual_bound(const std::vector<double>& sums, double b);
   void model_step(const std::vector<double>& w, const std::vector<double>& g, double gb, double hbb_untouched,
                   double accuracy, std::vector<double>& dw, double& db);
@@ -748,34 +1004,25 @@ class ProxNewton {
   int parts_extended_ = 0;
 };
 
-// d = X ω − b on every part's touched rows, formed as the APG forms its
-// decision values: per batch a sum in column order, batches added in order.
+// d_c = x_c'ω − b of compact row c, formed as the APG forms its decision
+// values: per batch a sum in column order, batches added in order.
 template <class LossT>
-void ProxNewton<LossT>::decisions(const std::vector<double>& w, double b) {
-  for (auto& part : parts_) {
-    Part& q = *part;
-    const NewtonRows& x = q.data;
-    tasks_.run(q.ranges.count, [&](size_t rr) {
-      for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
-        double total = 0;
-        uint64_t e = x.begin[c];
-        const uint64_t stop = x.begin[c + 1];
-        for (size_t h = 0; h < t_ && e < stop; ++h) {
-          double batch = 0;
-          bool any = false;
-          for (; e < stop && x.column[e] < end(h); ++e) {
-            const double wj = w[x.column[e]];
-            if (wj == 0) continue;
-            batch += wj * x.at(e);
-            any = true;
-          }
-          if (any) total += batch;
-        }
-        q.d[c] = total - b;
-      }
-    });
+double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const {
+  double total = 0;
+  uint64_t e = x.begin[c];
+  const uint64_t stop = x.begin[c + 1];
+  for (size_t h = 0; h < t_ && e < stop; ++h) {
+    double batch = 0;
+    bool any = false;
+    for (; e < stop && x.column[e] < end(h); ++e) {
+      const double wj = w[x.column[e]];
+      if (wj == 0) continue;
+      batch += wj * x.at(e);
+      any = true;
+    }
+    if (any) total += batch;
   }
-  ++passes_;
+  return total - b;
 }
 
 template <class LossT>
@@ -787,8 +1034,11 @@ void ProxNewton<LossT>::write_decisions(double b) {
     if (!q.data.merged()) {
       for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
     } else {
-      for (uint64_t i = 0; i < q.data.n; ++i)
-        if (q.data.group[i] != NewtonRows::kUntouched) out[i] = q.d[q.data.group[i]];
+      const Ranges chunks = ranges_for(q.data.n, 0);  // every row is written by one chunk
+      tasks_.run(chunks.count, [&](size_t r) {
+        for (uint64_t i = chunks.begin(r); i < chunks.end(r); ++i)
+          if (q.data.group[i] != NewtonRows::kUntouched) out[i] = q.d[q.data.group[i]];
+      });
     }
   }
 }
@@ -804,12 +1054,14 @@ struct SweepSums {
   size_t width() const { return scalars() + 7; }
 };
 
-// Step 1 of an iteration at the decision values every part holds: r, g, g⁺,
-// P, the class sums of α and α², and the Hessian of the touched rows (all of
-// it when `full_hessian` or for the logistic loss, else the change of the
+// Step 1 of an iteration at the decision values every part holds (formed
+// afresh from ω = *form_d first, row by row, when form_d is given): r, g,
+// g⁺, P, the class sums of α and α², and the Hessian of the touched rows (all
+// of it when `full_hessian` or for the logistic loss, else the change of the
 // rows whose D_ii flipped; none with `hessian` false). Reduced into `sums`.
 template <class LossT>
-void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::vector<double>& sums) {
+void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b,
+                              std::vector<double>& sums) {
   const double C = opt_.C;
   const SweepSums layout{cols_, tri_};
   const size_t width = layout.width();
@@ -827,6 +1079,7 @@ void ProxNewton<LossT>::sweep(bool hessian, bool full_hessian, double b, std::ve
       double* H = s.data() + layout.H();
       double* sc = s.data() + layout.scalars();
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
+        if (form_d) q.d[c] = decision(x, c, *form_d, b);
         const int8_t y = x.y[c];
         if (y == 0) continue;
         const double m = double(y) * q.d[c];
@@ -1192,17 +1445,21 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   std::vector<double> w = state.w;
   w.resize(cols_, 0.0);
   double b = opt_.bias ? state.b : 0.0;
-  decisions(w, b);
   const SweepSums layout{cols_, tri_};
   std::vector<double> sums, g(cols_), dw;
   double best_dual = -std::numeric_limits<double>::infinity();
   double F = 0;
-  bool canonical = true;  // d was formed by decisions(), not by steps
+  bool canonical = true;  // d is formed from (ω, b) by decision(), not by steps
+  bool form_d = true;     // the next sweep forms d first
   bool full_hessian = true;
+  // d was just formed afresh to certify the point: the sweep leaves the
+  // Hessian out (the solve usually stops there) until a step needs it.
+  bool recheck = false;
   for (int k = 0;; ++k) {
     check_interrupt();
-    sweep(/*hessian=*/true, full_hessian, b, sums);
-    full_hessian = false;
+    sweep(form_d ? &w : nullptr, /*hessian=*/!recheck, full_hessian, b, sums);
+    form_d = false;
+    if (!recheck) full_hessian = false;
     ++res.gradient_evaluations;
     const double* sc = sums.data() + layout.scalars();
     F = regularizer(w) + sc[0];
@@ -1219,12 +1476,18 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
         break;
       }
       // Certify the decision values the caller gets (formed afresh).
-      decisions(w, b);
+      form_d = true;
       canonical = true;
       full_hessian = true;
+      recheck = true;
       continue;
     }
     if (k >= opt_.max_iterations) break;
+    if (recheck) {  // a step after all: the same sums again, with the full Hessian at this d
+      sweep(nullptr, /*hessian=*/true, /*full_hessian=*/true, b, sums);
+      sc = sums.data() + layout.scalars();
+      full_hessian = recheck = false;
+    }
     res.iterations = k + 1;
     std::copy(sums.begin() + std::ptrdiff_t(layout.g()), sums.begin() + std::ptrdiff_t(layout.g() + cols_), g.begin());
     const double gb = -sc[5];  // ∂P/∂b = −Σ_i ∂P/∂d_i
@@ -1252,8 +1515,7 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   if (!canonical) {
     // Stopped without a certified canonical point: report the certificate of
     // the decision values returned.
-    decisions(w, b);
-    sweep(/*hessian=*/false, false, b, sums);
+    sweep(&w, /*hessian=*/false, false, b, sums);
     ++res.gradient_evaluations;
     const double* sc = sums.data() + layout.scalars();
     F = regularizer(w) + sc[0];
@@ -1300,4 +1562,38 @@ ApgResult solve_prox_newton(const std::vector<ApgRowPart>& parts, RowSumReductio
   return run(solver);
 }
 
+namespace detail {
+
+MergedRowsForTest merged_rows_for_test(const SelectedFeatureCache& cache, const int8_t* labels,
+                                       const std::vector<size_t>& stages, uint64_t range_rows, int threads,
+                                       MemoryBudget& budget) {
+  Tasks tasks(threads);
+  const uint64_t n = cache.n_rows();
+  NewtonRows kept;
+  kept.n = n;
+  kept.group.assign(n, NewtonRows::kUntouched);
+  for (uint64_t i = 0; i < n; ++i) (labels[i] > 0 ? kept.positive_untouched : kept.negative_untouched) += labels[i] != 0;
+  MergedRowsForTest result;
+  size_t first = 0;
+  for (size_t last : stages) {
+    NewtonRows out;
+    if (!extend_merged_rows(kept, cache, first, last, labels, tasks, budget, out, range_rows)) return result;
+    kept = std::move(out);
+    first = last;
+  }
+  result.merged = true;
+  result.touched = kept.touched;
+  result.positive_untouched = kept.positive_untouched;
+  result.negative_untouched = kept.negative_untouched;
+  result.first_row.assign(kept.row.begin(), kept.row.end());
+  result.weight.assign(kept.weight.begin(), kept.weight.end());
+  result.group.assign(kept.group.begin(), kept.group.end());
+  result.label.assign(kept.y.begin(), kept.y.end());
+  result.begin.assign(kept.begin.begin(), kept.begin.end());
+  result.column.assign(kept.column.begin(), kept.column.end());
+  result.value.assign(kept.value.begin(), kept.value.end());
+  return result;
+}
+
+}  // namespace detail
 }  // namespace fgm

@@ -37,4 +37,25 @@ constexpr size_t kProxNewtonMaxColumns = 2048;
 ApgResult solve_prox_newton(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction,
                             const ApgOptions& options, ApgState& state, MemoryBudget& budget);
 
+namespace detail {
+
+// The merged rows the solver builds from the cache's columns, for tests:
+// built from columns [0, stages[0]), then extended by [stages[0], stages[1]),
+// and so on (as a run's solves extend them), walking rows in ranges of
+// `range_rows` rows (a multiple of 4096) on `threads` threads. `merged` is
+// false when merging stopped paying at some stage.
+struct MergedRowsForTest {
+  bool merged = false;
+  uint64_t touched = 0, positive_untouched = 0, negative_untouched = 0;
+  std::vector<uint32_t> first_row, weight, group;  // per merged row; per row
+  std::vector<int8_t> label;
+  std::vector<uint64_t> begin;   // entries of merged row g: [begin[g], begin[g + 1])
+  std::vector<uint16_t> column;
+  std::vector<float> value;      // empty when every value is 1
+};
+MergedRowsForTest merged_rows_for_test(const SelectedFeatureCache& cache, const int8_t* labels,
+                                       const std::vector<size_t>& stages, uint64_t range_rows, int threads,
+                                       MemoryBudget& budget);
+
+}  // namespace detail
 }  // namespace fgm

@@ -8,6 +8,9 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -317,6 +320,115 @@ TEST_CASE("Proximal Newton's kept rows extended by new columns equal rows built 
         if (later == Later::kGaussian && !wide) REQUIRE(rebuilt_merged > 0);
         if (later == Later::kSame && wide) REQUIRE(extended > 0);  // entries as lists, not masks
        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// The merged rows by definition: rows with the same label and the same
+// entries over the first `last` columns share one merged row, numbered by
+// first occurrence in row order; rows with no entry are untouched.
+detail::MergedRowsForTest brute_force_merged_rows(const Problem& p, size_t last) {
+  detail::MergedRowsForTest m;
+  std::map<std::pair<int8_t, std::vector<std::pair<uint16_t, float>>>, uint32_t> id_of;
+  std::vector<std::vector<std::pair<uint16_t, float>>> entries;
+  bool binary = true;
+  for (size_t i = 0; i < p.n; ++i) {
+    std::vector<std::pair<uint16_t, float>> row;
+    for (size_t j = 0; j < last; ++j)
+      if (p.at(i, j) != 0) row.emplace_back(uint16_t(j), float(p.at(i, j)));
+    if (row.empty()) {
+      m.group.push_back(std::numeric_limits<uint32_t>::max());
+      m.positive_untouched += p.y[i] > 0;
+      m.negative_untouched += p.y[i] < 0;
+      continue;
+    }
+    ++m.touched;
+    for (const auto& e : row) binary = binary && e.second == 1.0f;
+    const auto [it, is_new] = id_of.try_emplace({p.y[i], row}, uint32_t(entries.size()));
+    if (is_new) {
+      entries.push_back(row);
+      m.first_row.push_back(uint32_t(i));
+      m.weight.push_back(0);
+      m.label.push_back(p.y[i]);
+    }
+    m.group.push_back(it->second);
+    ++m.weight[it->second];
+  }
+  m.merged = double(entries.size()) <= 0.75 * double(m.touched);
+  m.begin.push_back(0);
+  for (const auto& row : entries) {
+    for (const auto& e : row) {
+      m.column.push_back(e.first);
+      m.value.push_back(e.second);
+    }
+    m.begin.push_back(m.column.size());
+  }
+  if (binary) m.value.clear();
+  return m;
+}
+
+}  // namespace
+
+// The merged rows are walked in fixed row ranges on several threads and
+// numbered range by range; the numbering must be that of first occurrence in
+// the rows whatever the ranges (4096 rows: many; 12288: an odd number of
+// blocks per range; 65536: one) and the threads, for every column form and
+// for entries compared as masks (binary) and as lists (other values, or more
+// than 64 new columns).
+TEST_CASE("Proximal Newton's merged rows equal the first-occurrence grouping for any row ranges and threads",
+          "[solvers][newton][merge][threads]") {
+  const std::vector<std::optional<ColumnForm>> forms{std::nullopt, ColumnForm::kSparse, ColumnForm::kBitmap,
+                                                     ColumnForm::kDense, ColumnForm::kBitmapUniform};
+  for (const std::optional<ColumnForm>& form : forms) {
+    for (Values kind : {Values::kBinary, Values::kTied, Values::kInteger}) {
+      for (bool wide : {false, true}) {
+        if (form == ColumnForm::kBitmapUniform && kind != Values::kBinary) continue;
+        force_column_form(form);
+        Problem p = wide ? random_problem(41, 30011, {66, 3}, 0.01, 0.1) : random_problem(41, 30011, {3, 2, 3}, 0.2, 0.1);
+        std::mt19937_64 rng(5);
+        for (double& x : p.x) {
+          if (x == 0) continue;
+          if (kind == Values::kBinary) x = 1.0;
+          if (kind == Values::kInteger) x = double(1 + rng() % 2);
+          if (kind == Values::kTied) x = std::array<double, 3>{0.25, 1.0, 3.0}[rng() % 3];
+        }
+        for (size_t i = 0; i < p.n; i += 13) p.y[i] = 0;  // rows outside the fit merge too
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, p.n);
+        fill_cache(p, cache, p.batch_begin.size());
+        force_column_form(std::nullopt);
+        std::vector<size_t> stages;
+        for (size_t h = 1; h <= p.batch_begin.size(); ++h) stages.push_back(p.batch_end(h - 1));
+        // Merged at every stage: the walk's rows are those of the last stage.
+        bool expect_merged = true;
+        for (size_t last : stages) expect_merged = expect_merged && brute_force_merged_rows(p, last).merged;
+        const detail::MergedRowsForTest expected = brute_force_merged_rows(p, stages.back());
+        int merged_runs = 0;
+        for (uint64_t range_rows : {4096, 3 * 4096, 65536}) {
+          for (int threads : {1, 2, 3}) {
+            const detail::MergedRowsForTest got =
+                detail::merged_rows_for_test(cache, p.y.data(), stages, range_rows, threads, budget);
+            CAPTURE(form ? column_form_name(*form) : "chosen", int(kind), wide, range_rows, threads);
+            REQUIRE(got.merged == expect_merged);
+            if (!got.merged) continue;
+            ++merged_runs;
+            REQUIRE(got.touched == expected.touched);
+            REQUIRE(got.positive_untouched == expected.positive_untouched);
+            REQUIRE(got.negative_untouched == expected.negative_untouched);
+            REQUIRE(got.group == expected.group);
+            REQUIRE(got.first_row == expected.first_row);
+            REQUIRE(got.weight == expected.weight);
+            REQUIRE(got.label == expected.label);
+            REQUIRE(got.begin == expected.begin);
+            REQUIRE(got.column == expected.column);
+            REQUIRE(got.value == expected.value);
+          }
+        }
+        // Binary rows over few columns repeat: the walk's merging is exercised.
+        if (kind == Values::kBinary) REQUIRE(merged_runs == 9);
       }
     }
   }
