@@ -86,12 +86,6 @@ uint64_t OwnPartitions::own_rows() const {
   return rows;
 }
 
-std::vector<PartitionScoringInput> OwnPartitions::scoring_inputs(const std::vector<std::vector<double>>& a) const {
-  std::vector<PartitionScoringInput> inputs;
-  for (size_t q = 0; q < own_.size(); ++q) inputs.push_back({own_[q].stream.get(), &own_[q].blocks, a[q].data()});
-  return inputs;
-}
-
 std::vector<double> OwnPartitions::class_values(bool at_least_two) {
   std::vector<double> mine;
   for (const auto& part : own_)

@@ -58,8 +58,6 @@ class OwnPartitions final : public SpacePartitions {
   const OwnPartition& operator[](size_t q) const { return own_[q]; }
   uint64_t rows(size_t q) const { return own_[q].store->info().n_rows; }
   uint64_t own_rows() const;
-  // The partitions as a scoring pass's rows, own partition q against duals a[q].
-  std::vector<PartitionScoringInput> scoring_inputs(const std::vector<std::vector<double>>& a) const;
   // The partition-tree reduction of row sums over all ranks (for solvers/apg).
   PartitionTreeRowSums& reduction() { return *reduction_; }
   Communicator& comm() override { return comm_; }
