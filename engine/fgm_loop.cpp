@@ -209,19 +209,18 @@ void FgmRows::add_batch(const std::vector<uint64_t>& ids) {
   flush();
 }
 
-// c_h = Σ_i a_i x_ih of every selected column (the scoring pass's tiled
-// summation per part), reduced over the parts: the scores of the selected
-// features, for (37).
-std::vector<double> FgmRows::selected_column_dots() {
-  const size_t selected = columns().num_columns();
+std::vector<double> selected_column_dots(RowSource& source,
+                                         const std::vector<std::unique_ptr<SelectedFeatureCache>>& columns,
+                                         const std::vector<std::vector<double>>& a) {
+  const size_t selected = columns.front()->num_columns();
   std::vector<std::vector<double>> local;
-  for (size_t q = 0; q < columns_.size(); ++q) {
+  for (size_t q = 0; q < columns.size(); ++q) {
     std::vector<double> dots(selected);
     for (size_t h = 0; h < selected; ++h)
-      dots[h] = tiled_column_dot(columns_[q]->column(h), a_[q].data(), source_.store(q).info().tile_rows);
+      dots[h] = tiled_column_dot(columns[q]->column(h), a[q].data(), source.store(q).info().tile_rows);
     local.push_back(std::move(dots));
   }
-  return source_.reduction().sum(local, selected);
+  return source.reduction().sum(local, selected);
 }
 
 // α from the decision values (Theorem 3), a = α∘y.
@@ -300,7 +299,8 @@ ScoreRequest FgmRows::scoring_request(uint64_t batch) {
 // A pass's top-B and the SIP violation (37) of α (c_j of the selected
 // columns from the pass when it computed them on the way).
 FgmPass FgmRows::take_scores(SpaceScores scored) {
-  const std::vector<double> selected_c = scored.selected_dots ? *scored.selected_dots : selected_column_dots();
+  const std::vector<double> selected_c =
+      scored.selected_dots ? *scored.selected_dots : selected_column_dots(source_, columns_, a_);
   return scored_pass(std::move(scored), columns(), selected_c);
 }
 

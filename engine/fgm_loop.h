@@ -80,6 +80,13 @@ std::unique_ptr<RowSource> store_source(const ShardStore& store, const TrainSett
 // This rank's partitions as a row source (engine/distributed_fgm.cpp).
 std::unique_ptr<RowSource> partition_source(OwnPartitions& own, MemoryBudget& budget);
 
+// c_h = Σ_i a_i x_ih of every selected column (the scoring pass's tiled
+// summation per part, part q's columns against a[q]), reduced over the parts:
+// the selected features' scores (FGM's (37), MSLR's stop test).
+std::vector<double> selected_column_dots(RowSource& source,
+                                         const std::vector<std::unique_ptr<SelectedFeatureCache>>& columns,
+                                         const std::vector<std::vector<double>>& a);
+
 // The rows of one FGM run on a RowSource (one run per label set: one-vs-rest
 // makes K on one source): per part its labels, its rows of the selected
 // columns, its decision values, α and a = α∘y.
@@ -134,7 +141,6 @@ class FgmRows {
  private:
   std::vector<ApgRowPart> row_parts();
   std::vector<PartitionScoringInput> inputs();
-  std::vector<double> selected_column_dots();
   void update_duals();
   void record(int iteration, const char* phase, const CommunicationStats& before);
 

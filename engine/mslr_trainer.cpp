@@ -171,7 +171,7 @@ class MslrRows {
     context.threads = settings_.scheduler.threads;
     context.budget = &budget_;
     SpaceScores scored = space_->score(context);
-    selected_c = scored.selected_dots ? std::move(*scored.selected_dots) : selected_column_dots();
+    selected_c = scored.selected_dots ? std::move(*scored.selected_dots) : selected_column_dots(source_, columns_, a_);
     bytes_streamed += scored.pass.bytes_streamed;
     return std::move(scored.top);
   }
@@ -250,19 +250,6 @@ class MslrRows {
   }
 
  private:
-  // c_j of the selected columns from the cache, summed over the parts.
-  std::vector<double> selected_column_dots() {
-    const size_t selected = columns().num_columns();
-    std::vector<std::vector<double>> local;
-    for (size_t q = 0; q < columns_.size(); ++q) {
-      std::vector<double> dots(selected);
-      for (size_t k = 0; k < selected; ++k)
-        dots[k] = tiled_column_dot(columns_[q]->column(k), a_[q].data(), source_.store(q).info().tile_rows);
-      local.push_back(std::move(dots));
-    }
-    return source_.reduction().sum(local, selected);
-  }
-
   RowSource& source_;
   const MslrSettings& settings_;
   MemoryBudget& budget_;
