@@ -20,6 +20,7 @@ namespace fgm::cli {
 
 Command add_ingest(CLI::App& app) {
   auto* sub = app.add_subcommand("ingest", "convert LIBSVM text (plain/gz/bz2/xz) into a column-block store");
+  sub->option_defaults()->always_capture_default();  // --help shows each option's default
   struct Args {
     std::string input, out, budget = "256MB", progress = "auto", max_store = "1TB";
     int index_base = 1, threads = 1;
@@ -31,7 +32,7 @@ Command add_ingest(CLI::App& app) {
   auto args = std::make_shared<Args>();
   sub->add_option("input", args->input, "LIBSVM/svmlight file")->required();
   sub->add_option("--out", args->out, "store directory to create")->required();
-  sub->add_option("--memory-budget", args->budget, "peak memory, e.g. 256MB")->capture_default_str();
+  sub->add_option("--memory-budget", args->budget, "peak memory, e.g. 256MB");
   sub->add_option("--index-base", args->index_base, "1 (default) or 0")->check(CLI::Range(0, 1));
   sub->add_option("--features", args->features, "declared number of features (0: infer)");
   sub->add_option("--threads", args->threads, "parser threads")->check(CLI::Range(1, 1024));
@@ -39,15 +40,12 @@ Command add_ingest(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
   sub->add_option("--max-store-bytes", args->max_store,
                   "refuse a store estimated larger than this (store.max_bytes); free space is "
-                  "always checked too")
-      ->capture_default_str();
+                  "always checked too");
   sub->add_option("--tile-rows", args->tile_rows,
                   "rows per tile of the stored column blocks (store.tile_rows)")
-      ->check(CLI::Range(1u, 2147483647u))
-      ->capture_default_str();
+      ->check(CLI::Range(1u, 2147483647u));
   sub->add_option("--block-bytes", args->block_bytes,
-                  "target size of a stored column block (store.block_bytes)")
-      ->capture_default_str();
+                  "target size of a stored column block (store.block_bytes)");
   sub->add_option("--partitions", args->partitions,
                   "write P row partitions (STORE/part-NNNN, STORE/partitions.json) for `mpirun -np K fgm "
                   "train` with K dividing P (docs/distributed.md)")
@@ -88,6 +86,7 @@ Command add_synth(CLI::App& app) {
       "groups of features, a few planted groups; writes groups.txt and planted_groups.txt too) or "
       "--kind sparse (kddb-like: Zipf feature popularity, ~29 nonzeros per row, planted linear and "
       "cross terms)");
+  sub->option_defaults()->always_capture_default();  // --help shows each option's default
   auto o = std::make_shared<SynthOptions>();
   auto sp = std::make_shared<SparseSynthOptions>();
   struct Args {
@@ -97,71 +96,53 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--out", args->out, "output directory (train.svm or store/, test.svm, truth.txt)")
       ->required();
   sub->add_option("--kind", args->kind, "gaussian (default), groups or sparse")
-      ->check(CLI::IsMember({"gaussian", "groups", "sparse"}))
-      ->capture_default_str();
-  sub->add_option("--rows", o->rows, "training rows")->capture_default_str();
-  sub->add_option("--test-rows", o->test_rows, "test rows")->capture_default_str();
-  sub->add_option("--features", o->features, "features m")->capture_default_str();
-  sub->add_option("--seed", o->seed, "random seed")->capture_default_str();
+      ->check(CLI::IsMember({"gaussian", "groups", "sparse"}));
+  sub->add_option("--rows", o->rows, "training rows");
+  sub->add_option("--test-rows", o->test_rows, "test rows");
+  sub->add_option("--features", o->features, "features m");
+  sub->add_option("--seed", o->seed, "random seed");
   // gaussian only
-  sub->add_option("--relevant", o->relevant, "gaussian: planted relevant features")
-      ->capture_default_str();
+  sub->add_option("--relevant", o->relevant, "gaussian: planted relevant features");
   sub->add_option("--digits", o->digits, "gaussian, groups: significant digits per value")
-      ->check(CLI::Range(1, 17))
-      ->capture_default_str();
+      ->check(CLI::Range(1, 17));
   // groups only
   const std::vector<std::string> groups_only = {"--features-per-group", "--relevant-groups", "--group-overlap"};
   sub->add_option("--features-per-group", o->features_per_group,
-                  "groups: features per group (consecutive ids; the last group takes the remainder)")
-      ->capture_default_str();
-  sub->add_option("--relevant-groups", o->relevant_groups, "groups: planted relevant groups")
-      ->capture_default_str();
+                  "groups: features per group (consecutive ids; the last group takes the remainder)");
+  sub->add_option("--relevant-groups", o->relevant_groups, "groups: planted relevant groups");
   sub->add_option("--group-overlap", o->group_overlap,
                   "groups: features each group shares with the next (sliding windows; train with "
-                  "features.group_structure = overlapping)")
-      ->capture_default_str();
+                  "features.group_structure = overlapping)");
   // sparse only
   const std::vector<std::string> sparse_only = {
       "--nnz-per-row", "--zipf",          "--cooccur", "--group-size",      "--planted-linear",
       "--planted-cross", "--min-term-frequency", "--values", "--label-noise", "--store", "--tile-rows", "--block-bytes",
       "--gzip",        "--threads",       "--memory-budget", "--shard-target"};
-  sub->add_option("--nnz-per-row", sp->nnz_per_row, "sparse: mean nonzeros per row (Poisson)")
-      ->capture_default_str();
-  sub->add_option("--zipf", sp->zipf, "sparse: feature popularity exponent, P(rank r) ~ r^-s")
-      ->capture_default_str();
+  sub->add_option("--nnz-per-row", sp->nnz_per_row, "sparse: mean nonzeros per row (Poisson)");
+  sub->add_option("--zipf", sp->zipf, "sparse: feature popularity exponent, P(rank r) ~ r^-s");
   sub->add_option("--cooccur", sp->cooccur,
                   "sparse: probability that a drawn feature brings a companion of similar "
-                  "popularity")
-      ->capture_default_str();
-  sub->add_option("--group-size", sp->group_size, "sparse: popularity group of companions")
-      ->capture_default_str();
-  sub->add_option("--planted-linear", sp->planted_linear, "sparse: planted linear features")
-      ->capture_default_str();
-  sub->add_option("--planted-cross", sp->planted_cross, "sparse: planted cross pairs x_j*x_k")
-      ->capture_default_str();
+                  "popularity");
+  sub->add_option("--group-size", sp->group_size, "sparse: popularity group of companions");
+  sub->add_option("--planted-linear", sp->planted_linear, "sparse: planted linear features");
+  sub->add_option("--planted-cross", sp->planted_cross, "sparse: planted cross pairs x_j*x_k");
   sub->add_option("--min-term-frequency", sp->min_term_frequency,
-                  "sparse: share of rows each planted term occurs in, at least")
-      ->capture_default_str();
+                  "sparse: share of rows each planted term occurs in, at least");
   sub->add_option("--values", args->values, "sparse: binary (1, as kddb) or real (k/1000)")
-      ->check(CLI::IsMember({"binary", "real"}))
-      ->capture_default_str();
-  sub->add_option("--label-noise", sp->label_noise, "sparse: probability of a flipped label")
-      ->capture_default_str();
+      ->check(CLI::IsMember({"binary", "real"}));
+  sub->add_option("--label-noise", sp->label_noise, "sparse: probability of a flipped label");
   sub->add_flag("--store", sp->store,
                 "sparse: write the training set as <out>/store (shard form, as fgm ingest) "
                 "instead of <out>/train.svm");
   sub->add_flag("--gzip", sp->gzip, "sparse: gzip the text files (.svm.gz)");
   sub->add_option("--threads", sp->threads, "sparse: generation threads (same output for any)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  sub->add_option("--memory-budget", args->budget, "sparse: peak memory, e.g. 256MB")
-      ->capture_default_str();
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--memory-budget", args->budget, "sparse: peak memory, e.g. 256MB");
   sub->add_option("--shard-target", sp->shard_target_bytes,
                   "sparse --store: shard size in bytes (0: as fgm ingest)");
   sub->add_option("--tile-rows", sp->tile_rows,
                   "sparse --store: rows per tile of the stored blocks (as fgm ingest --tile-rows)")
-      ->check(CLI::Range(1u, 2147483647u))
-      ->capture_default_str();
+      ->check(CLI::Range(1u, 2147483647u));
   sub->add_option("--block-bytes", sp->block_bytes,
                   "sparse --store: stored block target in bytes (0: as fgm ingest)");
   return {sub, [o, sp, args, sub, sparse_only, groups_only]() {

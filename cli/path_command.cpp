@@ -258,9 +258,9 @@ void check_fgm_data(SolverRun& run) {
     run.refuse_counts_beyond_width("path.features", ps.feature_counts.back());
 }
 
-// solver = "fgm": the path (engine/fgm_path.h). On a partitioned store
-// (engine/distributed_path.h) every rank runs it; rank 0 holds the resume
-// checkpoint, evaluates the points and writes every output.
+// solver = "fgm": the path (engine/fgm_path.h). On a partitioned store every
+// rank runs it; rank 0 holds the resume checkpoint, evaluates the points and
+// writes every output.
 int path_fgm_run(SolverRun& run) {
   PathSettings ps = path_settings_from_config(run.config);
   ps.base.warnings = &run.warnings;

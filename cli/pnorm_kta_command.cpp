@@ -14,7 +14,6 @@
 // On a partitioned store (with or without mpirun) the linear kernel runs
 // data-parallel (engine/distributed_kta.h); rank 0 writes the same outputs
 // plus the distributed sections. The RBF kernel is refused there.
-#include <cmath>
 #include <functional>
 #include <optional>
 #include <utility>

@@ -14,14 +14,6 @@ namespace fgm::cli {
 
 namespace fs = std::filesystem;
 
-RunIdentity store_run_identity(const Config& config, std::string_view command, uint64_t store_checksum) {
-  RunIdentity identity;
-  identity.command = std::string(command);
-  identity.config = result_config(config.dump());
-  identity.store_checksum = store_checksum;
-  return identity;
-}
-
 ResumeSession::ResumeSession(const std::string& out_dir, RunIdentity identity, bool restart,
                              const std::string& final_output, MemoryBudget& budget)
     : file_((fs::path(out_dir) / kCheckpointFileName).string()), identity_(std::move(identity)), budget_(budget) {

@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 
 #include "core/config.h"
 #include "core/memory_budget.h"
@@ -14,10 +13,6 @@
 #include "io/store_files.h"
 
 namespace fgm::cli {
-
-// The resume identity of `command` (train, path) on a single store whose
-// checksum is `store_checksum` (partitioned stores: partitioned_run_identity).
-RunIdentity store_run_identity(const Config& config, std::string_view command, uint64_t store_checksum);
 
 class ResumeSession {
  public:

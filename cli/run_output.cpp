@@ -4,58 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "core/hash.h"
 #include "core/messages.h"
 
 namespace fgm::cli {
-namespace {
-
-void write_class_run(JsonWriter& j, double label, uint64_t rows, const TrainOutcome& o, int index_base,
-                     const double* test_auc) {
-  j.begin_object();
-  j.key("label").value(label);
-  j.key("rows").value(rows);
-  write_fgm_run(j, o, index_base);
-  j.key("train_seconds").value(o.seconds);
-  if (test_auc) j.key("test_auc").value(*test_auc);
-  j.end_object();
-}
-
-}  // namespace
-
-void write_fgm_run(JsonWriter& j, const TrainOutcome& o, int index_base, const uint64_t* iterations_restored) {
-  j.key("iterations").begin_array();
-  for (const auto& r : o.iterations) write_iteration(j, r);
-  j.end_array();
-  j.key("stop_reason").value(o.stop_reason);
-  if (iterations_restored) j.key("iterations_restored").value(*iterations_restored);
-  j.key("final_sip_violation").value(o.final_sip_violation);
-  j.key("objective_no_features").value(o.objective_no_features);
-  if (!iterations_restored) j.key("objective").value(o.model.objective);
-  write_selected_features(j, o.model.features, index_base);
-  j.key("bias").value(o.model.bias);
-  j.key("total_apg_iterations").value(o.total_apg_iterations);
-}
-
-void write_one_vs_rest_runs(JsonWriter& j, const std::vector<TrainOutcome>& classes, const std::vector<double>& labels,
-                            const std::vector<uint64_t>& rows, int index_base, const EvalResult* test, bool lockstep,
-                            uint64_t scoring_passes) {
-  j.key("multiclass").value("ovr");
-  j.key("iterations").begin_array().end_array();  // per class, below
-  j.key("classes").begin_array();
-  uint64_t selected = 0, total_apg = 0;
-  for (size_t c = 0; c < classes.size(); ++c) {
-    selected += classes[c].model.features.size();
-    total_apg += classes[c].total_apg_iterations;
-    write_class_run(j, labels[c], rows[c], classes[c], index_base, test ? &test->class_auc[c] : nullptr);
-  }
-  j.end_array();
-  j.key("selected_total").value(selected);
-  j.key("iterations_restored").value(uint64_t{0});
-  j.key("total_apg_iterations").value(total_apg);
-  j.key("lockstep").value(lockstep);
-  j.key("scoring_passes").value(scoring_passes);
-}
 
 std::vector<ModelFeature> all_features(const Model& model) {
   std::vector<ModelFeature> all = model.features;
@@ -77,44 +28,7 @@ void write_selected_features(JsonWriter& j, const std::vector<ModelFeature>& fea
   j.end_array();
 }
 
-void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data) {
-  const StoreInfo& info = data.store->info();
-  j.key("data").begin_object();
-  j.key("train").value(config.get_string("data.train"));
-  j.key("store").value(data.store_dir);
-  j.key("ingested_now").value(data.ingested_now);
-  j.key("ingest_seconds").value(data.ingest_seconds);
-  j.key("rows").value(info.n_rows);
-  j.key("features").value(info.n_features);
-  j.key("nnz").value(info.nnz);
-  j.key("positive_label").value(info.positive_value);
-  j.key("negative_label").value(info.negative_value);
-  if (info.classes() > 2) {
-    j.key("classes").begin_array();
-    for (size_t k = 0; k < info.classes(); ++k) {
-      j.begin_object();
-      j.key("label").value(info.class_values[k]);
-      j.key("rows").value(info.class_counts[k]);
-      j.end_object();
-    }
-    j.end_array();
-  }
-  j.key("store_checksum").value(hex64(info.store_checksum));
-  j.end_object();
-}
-
 std::string csv_cell(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : std::string(); }
-
-void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
-  j.key("warnings").begin_array();
-  for (const auto& w : warnings.list()) {
-    j.begin_object();
-    j.key("code").value(w.code);
-    j.key("message").value(w.message);
-    j.end_object();
-  }
-  j.end_array();
-}
 
 void write_iteration(JsonWriter& j, const IterationRecord& r) {
   j.begin_object();

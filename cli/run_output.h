@@ -14,7 +14,6 @@
 #include "engine/evaluate.h"
 #include "engine/fgm_trainer.h"
 #include "engine/own_partitions.h"
-#include "engine/training_data.h"
 #include "io/model_file.h"
 
 namespace fgm::cli {
@@ -27,27 +26,11 @@ std::vector<ModelFeature> all_features(const Model& model);
 // a bad test file leaves no output.
 EvalResult evaluate_test_file(const Config& config, const Model& model, MemoryBudget& budget, RunWarnings& warnings);
 
-// "data": the training file, its store and its shape.
-void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data);
-
 // One outer iteration of an FGM run (iterations[] of run.json).
 void write_iteration(JsonWriter& j, const IterationRecord& r);
 
 // "config": every key with its value, as the model records it.
 void write_config_section(JsonWriter& j, const std::map<std::string, std::string>& config);
-
-// An FGM run in run.json: its iterations, stop reason, features and APG
-// work; a binary run (`iterations_restored` given) says how many iterations
-// came from a checkpoint, a one-vs-rest class run its objective.
-void write_fgm_run(JsonWriter& j, const TrainOutcome& o, int index_base, const uint64_t* iterations_restored = nullptr);
-
-// run.json of a one-vs-rest FGM run after its opening (single-store and
-// distributed): "multiclass", each class run (class c is labels[c] with
-// rows[c] rows, test_auc when data.test was scored) and their totals;
-// `scoring_passes` counts the store's streams, which classes in lockstep share.
-void write_one_vs_rest_runs(JsonWriter& j, const std::vector<TrainOutcome>& classes, const std::vector<double>& labels,
-                            const std::vector<uint64_t>& rows, int index_base, const EvalResult* test, bool lockstep,
-                            uint64_t scoring_passes);
 
 // `key`: field(x) of every x in `items`, on one line (path.json's columns).
 template <class Items, class Field>
@@ -71,7 +54,5 @@ std::string csv_cell(double v);
 void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
                                  const std::vector<double>& class_labels = {});
 
-// The run's warnings as [{"code": ..., "message": ...}] (run.json and path.json).
-void write_warnings(JsonWriter& j, const RunWarnings& warnings);
 
 }  // namespace fgm::cli

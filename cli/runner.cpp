@@ -72,6 +72,45 @@ void write_distributed_section(JsonWriter& j, const PartitionedRun& run, const s
   j.end_object();
 }
 
+// run.json's "data" of a single store: the training file, its store and its shape.
+void write_data_section(JsonWriter& j, const Config& config, const TrainingData& data) {
+  const StoreInfo& info = data.store->info();
+  j.key("data").begin_object();
+  j.key("train").value(config.get_string("data.train"));
+  j.key("store").value(data.store_dir);
+  j.key("ingested_now").value(data.ingested_now);
+  j.key("ingest_seconds").value(data.ingest_seconds);
+  j.key("rows").value(info.n_rows);
+  j.key("features").value(info.n_features);
+  j.key("nnz").value(info.nnz);
+  j.key("positive_label").value(info.positive_value);
+  j.key("negative_label").value(info.negative_value);
+  if (info.classes() > 2) {
+    j.key("classes").begin_array();
+    for (size_t k = 0; k < info.classes(); ++k) {
+      j.begin_object();
+      j.key("label").value(info.class_values[k]);
+      j.key("rows").value(info.class_counts[k]);
+      j.end_object();
+    }
+    j.end_array();
+  }
+  j.key("store_checksum").value(hex64(info.store_checksum));
+  j.end_object();
+}
+
+// The run's warnings as [{"code": ..., "message": ...}] (run.json and path.json).
+void write_warnings(JsonWriter& j, const RunWarnings& warnings) {
+  j.key("warnings").begin_array();
+  for (const auto& w : warnings.list()) {
+    j.begin_object();
+    j.key("code").value(w.code);
+    j.key("message").value(w.message);
+    j.end_object();
+  }
+  j.end_array();
+}
+
 // run.json's "data" of a partitioned store.
 void write_partitioned_data_section(JsonWriter& j, const std::string& dir, const PartitionManifest& manifest) {
   j.key("data").begin_object();
@@ -298,6 +337,16 @@ void SolverRun::finish_path(JsonWriter& j, const std::string& csv, const std::st
 namespace {
 
 const char* command_name(RunKind kind) { return kind == RunKind::kTrain ? "train" : "path"; }
+
+// The resume identity of the run (fgm train, fgm path) on a store whose
+// checksum is `store_checksum`.
+RunIdentity store_run_identity(const Config& config, RunKind kind, uint64_t store_checksum) {
+  RunIdentity identity;
+  identity.command = command_name(kind);
+  identity.config = result_config(config.dump());
+  identity.store_checksum = store_checksum;
+  return identity;
+}
 const char* final_output(RunKind kind) { return kind == RunKind::kTrain ? "model.fgm" : "path.csv"; }
 
 // A partitioned store: every rank checks it runs the same configuration;
@@ -309,7 +358,7 @@ void open_partitioned(const SolverEntry& entry, SolverRun& run) {
   if (run.comm.rank() != 0) return;
   refuse_other_rank_count(run.out_dir, run.restart, run.comm.size(), run.budget);
   // The identity of a partitioned store, and the rank count: resuming on another count is refused.
-  RunIdentity identity = store_run_identity(run.config, command_name(run.kind),
+  RunIdentity identity = store_run_identity(run.config, run.kind,
                                             partitioned_store_identity(run.dir, read_partition_manifest(run.dir)));
   identity.config[kRanksIdentityKey] = std::to_string(run.comm.size());
   run.session =
@@ -328,12 +377,11 @@ void open_single(const SolverEntry& entry, SolverRun& run, TrainingData& data) {
   run.data = &data;
   if (entry.check_data) entry.check_data(run);
   run.session = std::make_unique<ResumeSession>(
-      run.out_dir, store_run_identity(config, command_name(run.kind), data.store->info().store_checksum), run.restart,
+      run.out_dir, store_run_identity(config, run.kind, data.store->info().store_checksum), run.restart,
       final_output(run.kind), run.budget);
 }
 
-}  // namespace
-
+// fgm train / fgm path with the config's solver; the process exit code.
 int run_solver(RunKind kind, const Config& config, bool restart) {
   const SolverEntry& entry = find_solver(config.get_string("solver"));
   Communicator& world = world_communicator();
@@ -354,6 +402,8 @@ int run_solver(RunKind kind, const Config& config, bool restart) {
   }
   return kind == RunKind::kTrain ? entry.train(run) : entry.path(run);
 }
+
+}  // namespace
 
 Command add_solver_command(CLI::App& app, bool path) {
   auto* sub = path ? app.add_subcommand("path", "a path of models in one run with the configured solver (" +

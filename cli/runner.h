@@ -27,7 +27,6 @@
 #include "core/run_warnings.h"
 #include "engine/distributed_fgm.h"
 #include "engine/training_data.h"
-#include "io/partitioned_store.h"
 
 namespace fgm::cli {
 
@@ -109,8 +108,5 @@ struct SolverRun {
   // closed; the result line is `summary` and " ranks=N" on a partitioned store.
   void finish_path(JsonWriter& j, const std::string& csv, const std::string& summary);
 };
-
-// fgm train / fgm path with the config's solver; the process exit code.
-int run_solver(RunKind kind, const Config& config, bool restart);
 
 }  // namespace fgm::cli

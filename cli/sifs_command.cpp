@@ -86,13 +86,6 @@ TrainedPoint train_point(SifsSolver& solver, const Config& config) {
   return out;
 }
 
-void warn_not_converged(const SifsPoint& last, const SifsSettings& settings, RunWarnings& warnings) {
-  if (!last.converged)
-    warnings.add("sifs_not_converged",
-                 fmt::format("the solve stopped at sifs.max_epochs = {} with duality gap {:.3g} > sifs.tol = {:.3g}",
-                             settings.max_epochs, last.gap, settings.tol));
-}
-
 // run.json after "data"/"config": iterations (none), the sifs section, the objective, the features.
 void write_train_sections(JsonWriter& j, const SifsSolver& solver, const TrainedPoint& trained,
                           const SifsLayout& layout, const Model& model) {
@@ -272,7 +265,10 @@ int train_sifs(SolverRun& run) {
   TrainedPoint trained = train_point(*solver, config);
   data->record(1, "train");
   const double train_seconds = seconds_since(t0);
-  warn_not_converged(trained.last, settings, run.warnings);
+  if (!trained.last.converged)
+    run.warnings.add("sifs_not_converged", fmt::format("the solve stopped at sifs.max_epochs = {} with duality gap "
+                                                       "{:.3g} > sifs.tol = {:.3g}",
+                                                       settings.max_epochs, trained.last.gap, settings.tol));
   Model model = data->model(trained.solution, trained.last.objective);
   if (!run.gather_outputs(run.budget.peak())) return 0;
   return run.finish_train(

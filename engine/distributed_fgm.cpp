@@ -1,17 +1,16 @@
 #include "engine/distributed_fgm.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/clock.h"
 #include "core/error.h"
 #include "engine/fgm_loop.h"
 #include "engine/model_provenance.h"
@@ -24,15 +23,6 @@ namespace fgm {
 namespace {
 
 constexpr uint64_t kColumnMaxEntryBytes = 32;  // an unordered_map<uint64_t, float> node and its bucket
-
-// Where a run's labels come from: the label values of all partitions
-// (increasing) and the one taken as +1 (the larger of two; a class against the
-// rest for one-vs-rest).
-struct LabelChoice {
-  std::vector<double> values;
-  size_t positive = 1;
-  bool one_vs_rest = false;
-};
 
 // The maximum of sparse per-partition statistics over all partitions: each
 // rank's entries (the maximum over its partitions) gathered, merged by key.
@@ -143,14 +133,16 @@ double PartitionSource::value_span(int degree, const std::string& kind, RunWarni
   return span.check(degree, kind, warnings);
 }
 
-// One binary FGM run's rows on this rank's partitions: labels as ±1 by the
-// classes of ALL partitions (a partition may lack one class), +1 for the
-// chosen positive value, −1 for every other, 0 for a row left out.
-// `labels_start`: the communication counters when its label phase began.
+// One binary FGM run's rows on this rank's partitions: labels as ±1 by
+// `values`, the classes of ALL partitions (a partition may lack one class), +1
+// for values[c] (the larger of two; a class against the rest for
+// `one_vs_rest`), −1 for every other, 0 for a row left out. `labels_start`:
+// the communication counters when its label phase began.
 ClassRun partition_run(PartitionSource& source, OwnPartitions& own, const TrainSettings& settings,
-                       MemoryBudget& budget, const TrainHooks& hooks, const LabelChoice& choice,
-                       const CommunicationStats& labels_start, const std::vector<std::vector<uint8_t>>* left_out) {
-  const double positive = choice.values[choice.positive], negative = choice.values[choice.positive == 0 ? 1 : 0];
+                       MemoryBudget& budget, const TrainHooks& hooks, const std::vector<double>& values, size_t c,
+                       bool one_vs_rest, const CommunicationStats& labels_start,
+                       const std::vector<std::vector<uint8_t>>* left_out) {
+  const double positive = values[c], negative = values[c == 0 ? 1 : 0];
   ClassRun run;
   run.labels_memory = budget.reserve(own.own_rows(), "labels of this rank's partitions",
                                      "use more ranks (more, smaller partitions)");
@@ -163,7 +155,7 @@ ClassRun partition_run(PartitionSource& source, OwnPartitions& own, const TrainS
     y.push_back(run.labels[q].data());
   }
   run.rows = std::make_unique<FgmRows>(source, settings, budget, hooks, std::move(y), negative, positive,
-                                       choice.one_vs_rest ? fmt::format("class {} ", label_text(positive)) : "");
+                                       one_vs_rest ? fmt::format("class {} ", label_text(positive)) : "");
   run.rows->communication().push_back({0, "labels", own.comm().stats() - labels_start});
   return run;
 }
@@ -201,7 +193,7 @@ void apply_transforms(OwnPartitions& own, const std::vector<std::string>& names,
 // checks what it has left and all agree (one allgather): if any rank is
 // short, the classes go one after another (the same models), with a warning.
 // Returns "" when lockstep fits, else the shortfall of the first rank short.
-std::string lockstep_shortfall(Communicator& comm, OwnPartitions& own, size_t K, const MemoryBudget& budget) {
+std::string lockstep_shortfall(OwnPartitions& own, size_t K, const MemoryBudget& budget) {
   uint64_t rows = 0, columns = 0;
   for (size_t q = 0; q < own.size(); ++q) {
     rows = std::max(rows, own.rows(q));
@@ -211,7 +203,7 @@ std::string lockstep_shortfall(Communicator& comm, OwnPartitions& own, size_t K,
   const uint64_t need = K * own.own_rows() * (3 * sizeof(double) + 1) + K * rows * sizeof(double) +
                         3 * 16 * K * node_columns + kColumnMaxEntryBytes * columns;
   const uint64_t mine[2] = {need, budget.available()};
-  const std::vector<uint8_t> all = comm.allgather(mine, sizeof mine);
+  const std::vector<uint8_t> all = own.comm().allgather(mine, sizeof mine);
   for (size_t r = 0; r < all.size() / sizeof mine; ++r) {
     uint64_t theirs[2];
     std::memcpy(theirs, all.data() + r * sizeof mine, sizeof mine);
@@ -222,64 +214,96 @@ std::string lockstep_shortfall(Communicator& comm, OwnPartitions& own, size_t K,
   return "";
 }
 
-// One-vs-rest over the partitions (engine/one_vs_rest.h): the class runs on
-// the same open partitions, their counts tree-summed. No resume checkpoints,
-// as on one store.
-DistributedOutcome train_one_vs_rest_distributed(Communicator& comm, OwnPartitions& own,
-                                                 const std::vector<double>& values, const TrainSettings& settings,
-                                                 MemoryBudget& budget, CommunicationStats labels_start,
-                                                 OneVsRestSchedule schedule) {
+// One-vs-rest (engine/one_vs_rest.h) on the single store or this rank's
+// partitions (`own`): the class runs on one source, the multi-class model's
+// counts over all rows. No resume checkpoints. `labels_start`: the
+// communication counters when class 1's label phase began.
+FgmOutcome train_one_vs_rest(const FgmData& data, OwnPartitions* own, const std::vector<double>& values,
+                             const TrainSettings& settings, MemoryBudget& budget, CommunicationStats labels_start,
+                             OneVsRestSchedule schedule) {
   const size_t K = values.size();
   OneVsRestBackend backend;
   backend.values = values;
   backend.lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space) &&
-                     own.fits_many(K);
-  // In class 1's label phase.
-  backend.shortfall = backend.lockstep ? lockstep_shortfall(comm, own, K, budget) : "";
-  backend.make_source = [&] { return std::make_unique<PartitionSource>(own, budget); };
+                     (!own || own->fits_many(K));
+  // Partitions check in class 1's label phase; one store's attempt finds out.
+  if (own) backend.shortfall = backend.lockstep ? lockstep_shortfall(*own, K, budget) : "";
+  backend.make_source = [&]() -> std::unique_ptr<RowSource> {
+    if (own) return std::make_unique<PartitionSource>(*own, budget);
+    return store_source(*data.store, settings, budget);
+  };
   bool first = true;
   backend.make_run = [&](RowSource& source, size_t c, const TrainSettings& s, const TrainHooks& hooks) {
-    const CommunicationStats start = first ? labels_start : comm.stats();
-    first = false;
-    return partition_run(static_cast<PartitionSource&>(source), own, s, budget, hooks, {values, c, true}, start,
-                         nullptr);
+    if (own) {
+      const CommunicationStats start = first ? labels_start : own->comm().stats();
+      first = false;
+      auto& partitions = static_cast<PartitionSource&>(source);
+      return partition_run(partitions, *own, s, budget, hooks, values, c, true, start, nullptr);
+    }
+    ClassRun run;
+    run.labels_memory = budget.reserve(data.store->info().n_rows, "one-vs-rest labels", "use fewer training rows");
+    run.labels.push_back(one_vs_rest_labels(*data.store, c, settings.labels));
+    run.rows = std::make_unique<FgmRows>(source, s, budget, hooks, std::vector<const int8_t*>{run.labels[0].data()},
+                                         -1, 1, fmt::format("class {} ", label_text(values[c])));
+    return run;
   };
   backend.counts = [&](const TrainingArgmax& argmax) {
+    if (!own) {  // a row outside the fit (settings.labels 0) is of no class
+      const uint16_t* truth = data.store->classes();
+      const int8_t* mask = settings.labels;
+      return argmax.counts(0, K, [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; });
+    }
     std::vector<std::vector<double>> counts;
-    for (size_t q = 0; q < own.size(); ++q) {
-      const std::vector<uint16_t> truth = own.class_indices(q, values);
+    for (size_t q = 0; q < own->size(); ++q) {
+      const std::vector<uint16_t> truth = own->class_indices(q, values);
       counts.push_back(argmax.counts(q, K, [&](uint64_t i) { return size_t{truth[i]}; }));
     }
-    return own.sum(counts, K + 1);
+    return own->sum(counts, K + 1);
   };
-  DistributedOutcome out;
-  static_cast<FgmOutcome&>(out) = run_one_vs_rest(backend, settings, budget, &out.communication);
-  out.describe(own);
-  return out;
+  return run_one_vs_rest(backend, settings, budget);
 }
 
 }  // namespace
 
-DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
-                                         const TrainSettings& settings, MemoryBudget& budget,
-                                         const DistributedHooks& hooks, const std::vector<std::string>& transforms,
-                                         OneVsRestSchedule schedule) {
-  const CommunicationStats labels_start = comm.stats();
-  OwnPartitions own(comm, store_dir, settings.scheduler, settings.block_bytes, budget);
-  if (!transforms.empty()) apply_transforms(own, transforms, settings.block_bytes, budget);
-  const std::vector<double> values = own.class_values();
+FgmOutcome train_fgm_on(const FgmData& data, const TrainSettings& settings, MemoryBudget& budget,
+                        const DistributedHooks& hooks, OneVsRestSchedule schedule) {
+  const CommunicationStats labels_start = data.comm.stats();
+  std::optional<OwnPartitions> own;
+  if (!data.store) {
+    FGM_ASSERT(settings.labels == nullptr);  // partitions leave rows out by hooks.left_out
+    own.emplace(data.comm, data.store_dir, settings.scheduler, settings.block_bytes, budget);
+    if (!data.transforms.empty()) apply_transforms(*own, data.transforms, settings.block_bytes, budget);
+  }
+  const std::vector<double> values = own ? own->class_values() : data.store->info().class_values;
+  FgmOutcome out;
   if (values.size() > 2) {
     FGM_ASSERT(hooks.resume == nullptr);
-    return train_one_vs_rest_distributed(comm, own, values, settings, budget, labels_start, schedule);
+    out = train_one_vs_rest(data, own ? &*own : nullptr, values, settings, budget, labels_start, schedule);
+  } else {
+    std::unique_ptr<RowSource> source;
+    ClassRun run;
+    if (own) {
+      auto partitions = std::make_unique<PartitionSource>(*own, budget);
+      run = partition_run(*partitions, *own, settings, budget, hooks, values, 1, false, labels_start, hooks.left_out);
+      source = std::move(partitions);
+    } else {
+      source = store_source(*data.store, settings, budget);
+      const int8_t* y = settings.labels ? settings.labels : data.store->labels();
+      if (hooks.left_out) {  // a copy with the fold's rows at 0
+        const uint64_t n = data.store->info().n_rows;
+        run.labels_memory = budget.reserve(n, "fold training labels", "use fewer training rows");
+        run.labels.emplace_back(n);
+        for (uint64_t i = 0; i < n; ++i) run.labels[0][i] = (*hooks.left_out)[0][i] ? int8_t{0} : y[i];
+        y = run.labels[0].data();
+      }
+      run.rows = std::make_unique<FgmRows>(*source, settings, budget, hooks, std::vector<const int8_t*>{y});
+    }
+    FgmLoop loop(*run.rows, settings, budget, hooks);
+    static_cast<TrainOutcome&>(out) = loop.run();
+    out.communication = std::move(run.rows->communication());
+    out.iterations_restored = loop.iterations_restored();
   }
-  PartitionSource source(own, budget);
-  ClassRun run = partition_run(source, own, settings, budget, hooks, {values, 1, false}, labels_start, hooks.left_out);
-  FgmLoop loop(*run.rows, settings, budget, hooks);
-  DistributedOutcome out;
-  static_cast<TrainOutcome&>(out) = loop.run();
-  out.describe(own);
-  out.communication = std::move(run.rows->communication());
-  out.iterations_restored = loop.iterations_restored();
+  if (own) out.describe(*own);
   return out;
 }
 

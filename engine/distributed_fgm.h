@@ -1,7 +1,7 @@
-// The FGM outer loop (engine/fgm_trainer.h) on a partitioned store
-// (io/partitioned_store.h), data-parallel over the ranks of a Communicator
-// (docs/distributed.md). Each rank opens only its own partitions. Per outer
-// iteration:
+// Solver "fgm" over its data: the single store, or a partitioned store
+// (io/partitioned_store.h) data-parallel over the ranks of a Communicator
+// (docs/distributed.md), where each rank opens only its own partitions. Per
+// outer iteration on partitions:
 //   1. scoring: the space's pass over this rank's partitions
 //      (features/feature_space.h), every sum over rows added in the fixed
 //      partition tree (core/partition_sum.h): the same top-B on every rank;
@@ -15,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,40 +23,39 @@
 #include "engine/fgm_trainer.h"
 #include "engine/one_vs_rest.h"
 #include "engine/own_partitions.h"
-#include "io/partitioned_store.h"
 
 namespace fgm {
 
-// A run of solver "fgm" (engine/one_vs_rest.h FgmOutcome) and the
-// partitioned run; one-vs-rest: `communication` holds every
-// class run's records (class_index set).
-struct DistributedOutcome : FgmOutcome, PartitionedRun {};
-
-// The hooks of a distributed run, on every rank (TrainHooks: the path points
-// carry this rank's rows). Resume checkpoints (the CLI: rank 0 writes them,
-// every rank reads the same one): a TrainProgress of a distributed run holds
-// the batches, ω, L_t and the iteration log, not α: α lives with its rows,
-// and is formed again on each rank from ω exactly as the solve formed it
-// (apg_decision_values), so a resumed run repeats the uninterrupted run's
-// arithmetic bit for bit.
+// The hooks of a run on either backend, on every rank (TrainHooks: the path
+// points carry this rank's rows; a resume checkpoint, written by rank 0 and
+// read by every rank, holds no α: engine/resume_checkpoint.h).
 struct DistributedHooks : TrainHooks {
   // Rows left out of the fit (fgm path's cross-validation folds): per own
-  // partition, one entry per row, nonzero = left out (its label is 0, as with
-  // TrainSettings::labels on one store: α_i = 0, in no sum). Null: every row.
-  // Binary stores only.
+  // part (the single store: one), one entry per row, nonzero = left out (its
+  // label is 0: α_i = 0, in no sum). Null: every row. Binary stores only.
   const std::vector<std::vector<uint8_t>>* left_out = nullptr;
 };
 
-// A binary store trains one model; more label values train one-vs-rest
-// (no resume checkpoints then, as on one store: hooks.resume must be null),
-// with linear features and groups in lockstep (the classes share each
-// scoring pass; kSequential: one class after another, the same models).
-// `transforms`: features.transform, its statistics over all partitions
-// (features/transformed_store.h PartitionedTransformStatistics).
-DistributedOutcome train_fgm_distributed(Communicator& comm, const std::string& store_dir,
-                                         const TrainSettings& settings, MemoryBudget& budget,
-                                         const DistributedHooks& hooks = {},
-                                         const std::vector<std::string>& transforms = {},
-                                         OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
+// The data solver "fgm" trains on: the single store (the one-partition
+// case, as the caller opened it: ingested, transformed, resident when it
+// fits) or, with `store` null, this rank's partitions of the partitioned
+// store `store_dir` over `comm`.
+struct FgmData {
+  Communicator& comm;
+  const ShardStore* store = nullptr;
+  std::string store_dir = {};
+  // features.transform on partitions, its statistics over all partitions
+  // (features/transformed_store.h PartitionedTransformStatistics).
+  std::vector<std::string> transforms = {};
+};
+
+// Solver "fgm" on either backend: a binary store trains one model (resumed
+// from hooks.resume, hooks.left_out's rows left out); more label values
+// train one-vs-rest (no resume checkpoints: hooks.resume must be null), with
+// linear features and groups in lockstep (the classes share each scoring
+// pass; kSequential: one class after another, the same models).
+FgmOutcome train_fgm_on(const FgmData& data, const TrainSettings& settings, MemoryBudget& budget,
+                        const DistributedHooks& hooks = {},
+                        OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
 
 }  // namespace fgm

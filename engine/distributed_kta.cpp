@@ -38,7 +38,7 @@ std::vector<Result> per_column_pass(const OwnPartition& part, const char* label,
                                     PassStats& pass) {
   const CscBytes csc_bytes(part.store->info());
   std::vector<Result> out;
-  const PassStats stats = stream_blocks<std::vector<Result>>(
+  pass += stream_blocks<std::vector<Result>>(
       *part.stream, part.blocks, label,
       [&](const BlockRef&, const ColumnBlock& block) {
         CscScratch merged;  // reserved by the stream (scratch)
@@ -58,9 +58,6 @@ std::vector<Result> per_column_pass(const OwnPartition& part, const char* label,
       },
       [&](std::vector<Result>&& result) { out.insert(out.end(), result.begin(), result.end()); },
       [&](const BlockRef& ref) { return csc_bytes(ref) + ref.column_count * sizeof(Result); });
-  pass.blocks += stats.blocks;
-  pass.bytes_streamed += stats.bytes_streamed;
-  pass.seconds += stats.seconds;
   return out;
 }
 

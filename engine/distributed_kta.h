@@ -15,7 +15,6 @@
 // sums in the partition tree), the same model on every rank.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
 

@@ -360,14 +360,21 @@ void FgmRows::record(int iteration, const char* phase, const CommunicationStats&
   communication_.push_back({iteration, phase, comm_->stats() - before});
 }
 
+// The iteration's log line, on the process that reports (a partitioned run:
+// rank 0, with what this iteration communicated).
 void FgmRows::after_iteration(const IterationRecord& rec) {
-  if (!comm_ || comm_->rank() != 0) return;
-  uint64_t communicated = 0;
-  for (const auto& c : communication_) communicated += c.iteration == rec.iter ? c.comm.bytes : 0;
-  spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, sip_violation {:.4g}, score {:.3f}s, solve "
-               "{:.3f}s ({} APG its), communicated {} B",
-               log_label_, rec.iter, rec.selected, rec.added, rec.objective, rec.sip_violation, rec.score_seconds,
-               rec.solve_seconds, rec.apg_iterations, communicated);
+  if (!reports_warnings()) return;
+  std::string communicated;
+  if (comm_) {
+    uint64_t bytes = 0;
+    for (const auto& c : communication_) bytes += c.iteration == rec.iter ? c.comm.bytes : 0;
+    communicated = fmt::format(", communicated {} B", bytes);
+  }
+  spdlog::info("{}iter {:3d}: selected {:6d} (+{}), objective {:.6g}, rel_decrease {:.3g}, sip_violation {:.4g}, "
+               "scored {} candidates, score {:.3f}s, solve {:.3f}s ({} APG its), streamed {}{}",
+               log_label_, rec.iter, rec.selected, rec.added, rec.objective, rec.rel_decrease, rec.sip_violation,
+               rec.candidates_scored, rec.score_seconds, rec.solve_seconds, rec.apg_iterations,
+               format_bytes(rec.bytes_streamed), communicated);
 }
 
 FgmLoop::FgmLoop(FgmRows& rows, const TrainSettings& settings, MemoryBudget& budget, const TrainHooks& hooks)

@@ -94,7 +94,7 @@ class FgmRows {
  public:
   // `labels[q]`: part q's ±1 labels (0: a row outside the fit), kept alive by
   // the caller. `negative`/`positive`: the label values (a partitioned
-  // model's); `log_label`: a one-vs-rest class's name in the rank-0 log.
+  // model's); `log_label`: a one-vs-rest class's name in the log.
   FgmRows(RowSource& source, const TrainSettings& settings, MemoryBudget& budget, const TrainHooks& hooks,
           std::vector<const int8_t*> labels, double negative = -1, double positive = 1, std::string log_label = "");
 

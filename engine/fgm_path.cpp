@@ -328,14 +328,10 @@ void PathRun::warn_about_point(const PathPoint& p) const {
     if (e.accuracy <= majority)
       warn("chance_level_point", msg::chance_level_point(p.point, p.selected, set, debiased, e.accuracy, majority));
   };
-  if (test_) {
-    chance(p.test, "data.test", false);
-    if (p.has_debiased) chance(p.test_debiased, "data.test", true);
-  }
-  if (validation_) {
-    chance(p.validation, "data.validation", false);
-    if (p.has_debiased) chance(p.validation_debiased, "data.validation", true);
-  }
+  chance(p.test, "data.test", false);  // an evaluation not made has no rows
+  chance(p.test_debiased, "data.test", true);
+  chance(p.validation, "data.validation", false);
+  chance(p.validation_debiased, "data.validation", true);
 }
 
 // path.features: a count the run could not reach (it ran out of new features
@@ -555,9 +551,8 @@ PathOutcome run_path(PathTrainer& trainer, const PathSettings& settings, MemoryB
   return out;
 }
 
-// The single store as one part: train_fgm, a fold's held-out rows at label 0.
-PathBackend store_backend(const ShardStore& store, const int8_t* labels, const Model& shape, MemoryBudget& budget,
-                          BudgetedArray<int8_t>& fold_labels) {
+// The single store as one part.
+PathBackend store_backend(const ShardStore& store, const int8_t* labels, const Model& shape, MemoryBudget& budget) {
   PathBackend backend;
   backend.shape = &shape;
   backend.labels = [&store, labels, &budget] {
@@ -570,25 +565,12 @@ PathBackend store_backend(const ShardStore& store, const int8_t* labels, const M
       if (y != 0) ++f.label_rows[0][y > 0];
     return f;
   };
-  backend.train = [&store, labels, &budget, &fold_labels](const TrainSettings& settings, const TrainHooks& hooks,
-                                                          const LeftOut* left_out) {
-    TrainSettings s = settings;
-    if (left_out) {
-      const uint64_t n = store.info().n_rows;
-      if (fold_labels.size() != n)
-        fold_labels = BudgetedArray<int8_t>(budget, n, "fold training labels", "use fewer training rows");
-      for (uint64_t i = 0; i < n; ++i) fold_labels[i] = (*left_out)[0][i] ? int8_t{0} : labels[i];
-      s.labels = fold_labels.data();
-    }
-    return train_fgm(store, s, budget, hooks);
-  };
   return backend;
 }
 
-// This rank's partitions: train_fgm_distributed (its rows of a fold left out
-// by DistributedHooks::left_out); each rank labels its rows as the trainer
-// does (+1: the larger of the two values of all partitions) and one tree sum
-// gives every partition's rows of each label.
+// This rank's partitions: each rank labels its rows as the trainer does (+1:
+// the larger of the two values of all partitions) and one tree sum gives
+// every partition's rows of each label.
 PathBackend partition_backend(Communicator& comm, const std::string& dir, const TrainSettings& base,
                               MemoryBudget& budget, DistributedPathOutcome& out) {
   PathBackend backend;
@@ -615,23 +597,25 @@ PathBackend partition_backend(Communicator& comm, const std::string& dir, const 
       f.label_rows.push_back({static_cast<uint64_t>(total[2 * p]), static_cast<uint64_t>(total[2 * p + 1])});
     return f;
   };
-  backend.train = [&comm, &dir, &budget, &out](const TrainSettings& s, const TrainHooks& hooks,
-                                               const LeftOut* left_out) {
-    FGM_ASSERT(s.labels == nullptr);
-    DistributedHooks h;
-    static_cast<TrainHooks&>(h) = hooks;
-    h.left_out = left_out;
-    DistributedOutcome d = train_fgm_distributed(comm, dir, s, budget, h);
-    out.manifest = d.manifest;
-    out.ranks = d.ranks;
-    out.own_partitions = d.own_partitions;
-    if (left_out)
-      for (const CommunicationRecord& c : d.communication) out.cv_communication += c.comm;
-    else
-      out.communication.push_back(std::move(d.communication));
-    return std::move(static_cast<TrainOutcome&>(d));
-  };
   return backend;
+}
+
+// One FGM run on either backend (engine/distributed_fgm.h train_fgm_on), a
+// fold's rows left out; this rank's communication recorded in `out`.
+TrainOutcome train_path_run(const FgmData& data, const TrainSettings& s, const TrainHooks& hooks,
+                            const LeftOut* left_out, MemoryBudget& budget, DistributedPathOutcome& out) {
+  DistributedHooks h;
+  static_cast<TrainHooks&>(h) = hooks;
+  h.left_out = left_out;
+  FgmOutcome d = train_fgm_on(data, s, budget, h);
+  out.manifest = d.manifest;
+  out.ranks = d.ranks;
+  out.own_partitions = d.own_partitions;
+  if (left_out)
+    for (const CommunicationRecord& c : d.communication) out.cv_communication += c.comm;
+  else
+    out.communication.push_back(std::move(d.communication));
+  return std::move(static_cast<TrainOutcome&>(d));
 }
 
 }  // namespace
@@ -652,11 +636,14 @@ DistributedPathOutcome run_fgm_path(Communicator& comm, const ShardStore* store,
   }
   DistributedPathOutcome out;
   const Model shape = store ? model_of_store(store->info(), "fgm") : Model{};
-  BudgetedArray<int8_t> fold_labels;
-  PathTrainer trainer(store ? store_backend(*store, settings.base.labels ? settings.base.labels : store->labels(),
-                                            shape, budget, fold_labels)
-                            : partition_backend(comm, store_dir, local.base, budget, out),
-                      budget);
+  PathBackend backend =
+      store ? store_backend(*store, settings.base.labels ? settings.base.labels : store->labels(), shape, budget)
+            : partition_backend(comm, store_dir, local.base, budget, out);
+  const FgmData data{comm, store, store_dir};
+  backend.train = [&](const TrainSettings& s, const TrainHooks& hooks, const LeftOut* left_out) {
+    return train_path_run(data, s, hooks, left_out, budget, out);
+  };
+  PathTrainer trainer(std::move(backend), budget);
   const CommunicationStats before = comm.stats();
   out.path = run_path(trainer, local, budget, hooks);
   out.total_communication = comm.stats() - before;

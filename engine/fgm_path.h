@@ -172,8 +172,8 @@ void reject_multiclass_partitioned_path(Communicator& comm, const std::string& s
 // collectives need all of them); only rank 0 reads data.test and
 // data.validation, evaluates the points and warns. The one path trainer
 // serves both: path.features is one FGM run with checkpoints at the counts,
-// path.B / path.C one run per value (engine/distributed_fgm.h on
-// partitions); each point is de-biased over the rows it was trained on
+// path.B / path.C one run per value (engine/distributed_fgm.h, either
+// backend); each point is de-biased over the rows it was trained on
 // (engine/debias.h, row sums in the partition tree), so every point's model
 // and refit are the same bits for every rank count dividing the partition
 // count and any engine.threads. path.folds = k: the folds of

@@ -34,9 +34,7 @@ class StoreSource final : public RowSource {
   RowSumReduction& reduction() override { return sums_; }
   uint64_t total_rows() const override { return store_.info().n_rows; }
   std::unique_ptr<FeatureSpace> make_space(const FeatureSpaceSettings& settings, MemoryBudget& budget) override {
-    FeatureSpaceSettings space = settings;
-    space.index_base = store_.info().index_base;
-    return make_feature_space(space, store_, budget);
+    return make_feature_space(settings, store_, budget);
   }
   Model model_frame(double, double) const override { return model_of_store(store_.info(), "fgm"); }
   void observe_values() override {

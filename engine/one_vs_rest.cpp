@@ -154,8 +154,7 @@ void finish_one_vs_rest(FgmOutcome& out, std::vector<TrainOutcome> classes, cons
 
 }  // namespace
 
-FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings& settings, MemoryBudget& budget,
-                           std::vector<CommunicationRecord>* communication) {
+FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings& settings, MemoryBudget& budget) {
   const auto start = std::chrono::steady_clock::now();
   const size_t K = backend.values.size();
   std::unique_ptr<RowSource> source = backend.make_source();
@@ -167,11 +166,8 @@ FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings&
   for (size_t q = 0; q < source->parts(); ++q) part_rows.push_back(source->store(q).info().n_rows);
   TrainingArgmax argmax(part_rows, budget, source->row_memory_remedy());
   std::vector<TrainHooks> hooks(K);
-  for (size_t c = 0; c < K; ++c) {
-    if (backend.on_iteration)
-      hooks[c].on_iteration = [&backend, c](const IterationRecord& r) { backend.on_iteration(c, r); };
+  for (size_t c = 0; c < K; ++c)
     hooks[c].on_final_decision = [&argmax, c](size_t q, const std::vector<double>& d) { argmax.add(c, q, d); };
-  }
   auto announce = [&](const char* how) {
     if (reports) spdlog::info("{} classes: one-vs-rest ({} binary runs, fgm.multiclass=ovr, {})", K, K, how);
   };
@@ -234,49 +230,11 @@ FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings&
   const CommunicationStats before = comm ? comm->stats() : CommunicationStats{};
   const std::vector<double> counts = backend.counts(argmax);
   if (comm) records.push_back({0, "diagnostics", comm->stats() - before});  // of no class
-  if (communication) *communication = std::move(records);
+  out.communication = std::move(records);
   finish_one_vs_rest(out, std::move(classes), backend.values, source->store(0), counts,
                      reports ? settings.warnings : nullptr);
   out.budget_peak = budget.peak();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return out;
-}
-
-FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-                             const ClassIterationCallback& on_iteration, OneVsRestSchedule schedule) {
-  const StoreInfo& info = store.info();
-  const size_t K = info.classes();
-  // n bytes of labels per class problem (all alive in lockstep).
-  Reservation labels_memory = budget.reserve(K * info.n_rows, "one-vs-rest labels", "use fewer training rows");
-  std::vector<std::vector<int8_t>> labels;
-  for (size_t c = 0; c < K; ++c) labels.push_back(one_vs_rest_labels(store, c, settings.labels));
-  OneVsRestBackend backend;
-  backend.values = info.class_values;
-  backend.lockstep = schedule == OneVsRestSchedule::kLockstepWherePossible && scores_many(settings.space);
-  backend.make_source = [&] { return store_source(store, settings, budget); };
-  backend.make_run = [&](RowSource& source, size_t c, const TrainSettings& s, const TrainHooks& hooks) {
-    ClassRun run;
-    run.rows = std::make_unique<FgmRows>(source, s, budget, hooks, std::vector<const int8_t*>{labels[c].data()});
-    return run;
-  };
-  backend.counts = [&](const TrainingArgmax& argmax) {
-    const uint16_t* truth = store.classes();
-    const int8_t* mask = settings.labels;
-    return argmax.counts(0, K, [&](uint64_t i) { return mask && mask[i] == 0 ? SIZE_MAX : size_t{truth[i]}; });
-  };
-  backend.on_iteration = on_iteration;
-  return run_one_vs_rest(backend, settings, budget);
-}
-
-FgmOutcome train_fgm_store(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-                           const TrainHooks& hooks, const ClassIterationCallback& on_class_iteration) {
-  if (store.info().classes() > 2) {
-    FGM_ASSERT(hooks.resume == nullptr);
-    return train_one_vs_rest(store, settings, budget, on_class_iteration);
-  }
-  FgmOutcome out;
-  out.iterations_restored = hooks.resume ? hooks.resume->iterations.size() : 0;
-  static_cast<TrainOutcome&>(out) = train_fgm(store, settings, budget, hooks);
   return out;
 }
 

@@ -12,9 +12,8 @@
 // passes (their scoring state — pair blocks, expansion tables — is per
 // vector). Lockstep holds the K runs' state at once; when that exceeds the
 // budget the K runs go one after another (run warning
-// "ovr_lockstep_fell_back"; on one store the iterations of the abandoned
-// attempt were already reported to on_iteration). Either way the models are
-// the same.
+// "ovr_lockstep_fell_back"; the iterations of the abandoned attempt were
+// already logged). Either way the models are the same.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +39,10 @@ std::vector<int8_t> one_vs_rest_labels(const ShardStore& store, size_t c,
 // class_rows[c] rows; iterations and stop_reason stay empty, scoring_passes
 // and total_bytes_streamed count the streams over the data, which classes in
 // lockstep share; train_accuracy and majority_rate are the multi-class
-// model's (argmax of the classes' decision values) for the chance check.
-struct FgmOutcome : TrainOutcome {
+// model's (argmax of the classes' decision values) for the chance check. On
+// partitions: what they were and their communication (one-vs-rest: every
+// class run's records, class_index set).
+struct FgmOutcome : TrainOutcome, PartitionedRun {
   uint64_t iterations_restored = 0;  // outer iterations taken from a checkpoint
   std::vector<double> class_labels;
   std::vector<uint64_t> class_rows;
@@ -53,20 +54,6 @@ enum class OneVsRestSchedule {
   kLockstepWherePossible,  // lockstep when the space supports it (scores_many)
   kSequential,             // one class after another (the reference the tests compare with)
 };
-
-// on_iteration(c, record) after each outer iteration of class c's run.
-using ClassIterationCallback = std::function<void(size_t, const IterationRecord&)>;
-
-FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-                             const ClassIterationCallback& on_iteration = {},
-                             OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible);
-
-// Solver "fgm" on one store, as train_fgm_distributed on partitions: one
-// binary run (resumed from hooks.resume), or one-vs-rest on more than two
-// labels (no resume; the hooks' on_iteration goes unused, on_class_iteration
-// gets each class's iterations).
-FgmOutcome train_fgm_store(const ShardStore& store, const TrainSettings& settings, MemoryBudget& budget,
-                           const TrainHooks& hooks, const ClassIterationCallback& on_class_iteration = {});
 
 // The multi-class model of per-class binary models (same space and settings):
 // their features, biases and objectives per class, the union of their
@@ -119,15 +106,13 @@ struct OneVsRestBackend {
   std::function<ClassRun(RowSource&, size_t c, const TrainSettings&, const TrainHooks&)> make_run;
   // The multi-class model's counts over all rows (TrainingArgmax::counts, reduced).
   std::function<std::vector<double>(const TrainingArgmax&)> counts;
-  ClassIterationCallback on_iteration;
 };
 
 // The K class runs on `backend`: in lockstep when it can and it fits, else
 // one after another; then their models combined (with the feature transforms
 // of every class), class_rows and the chance check of the multi-class model,
-// the run's totals. `communication`: the shared passes', the classes'
+// the run's totals; its communication: the shared passes', the classes'
 // (class_index set) and the final count's records.
-FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings& settings, MemoryBudget& budget,
-                           std::vector<CommunicationRecord>* communication = nullptr);
+FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings& settings, MemoryBudget& budget);
 
 }  // namespace fgm

@@ -1,7 +1,6 @@
 #include "engine/pnorm_kta_cv.h"
 
 #include <chrono>
-#include <cmath>
 #include <tuple>
 #include <unordered_map>
 

@@ -22,7 +22,6 @@ namespace fgm {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'G', 'M', 'C', 'K', 'P', 'T', '1'};
-constexpr size_t kPreamble = 8 + 8 + 8;
 
 flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<schema::OuterIteration>>> encode_iterations(
     flatbuffers::FlatBufferBuilder& fb, const std::vector<IterationRecord>& iterations) {
@@ -220,15 +219,15 @@ ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget) 
   // Check the header before reading (or reserving for) the rest.
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(ErrorKind::kIo, msg::cannot_open(file, std::strerror(errno)));
-  char head[kPreamble];
-  if (size < kPreamble || !in.read(head, kPreamble) || std::memcmp(head, kMagic, 8) != 0)
+  char head[kFramePreambleBytes];
+  if (size < kFramePreambleBytes || !in.read(head, kFramePreambleBytes) || std::memcmp(head, kMagic, 8) != 0)
     throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "no fgm checkpoint header"));
   uint64_t len, sum;
   std::memcpy(&len, head + 8, 8);
   std::memcpy(&sum, head + 16, 8);
-  if (len != size - kPreamble)
+  if (len != size - kFramePreambleBytes)
     throw Error(ErrorKind::kCorruption,
-                msg::not_a_checkpoint(file, fmt::format("{} bytes, the header says {}", size, len + kPreamble)));
+                msg::not_a_checkpoint(file, fmt::format("{} bytes, the header says {}", size, len + kFramePreambleBytes)));
   Reservation mem = budget.reserve(len, "resume checkpoint", "use fewer training rows");
   // uint64_t storage keeps the FlatBuffer 8-byte aligned.
   std::vector<uint64_t> storage((len + 7) / 8);

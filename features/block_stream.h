@@ -38,6 +38,13 @@ struct PassStats {
   uint64_t bytes_streamed = 0;  // shard raw-block bytes the pass read
   uint64_t tails_skipped = 0;   // format 6 tail parts a pruned pass left unread (their bytes counted above)
   double seconds = 0;
+  PassStats& operator+=(const PassStats& p) {
+    blocks += p.blocks;
+    bytes_streamed += p.bytes_streamed;
+    tails_skipped += p.tails_skipped;
+    seconds += p.seconds;
+    return *this;
+  }
 };
 
 struct SchedulerOptions {

@@ -47,13 +47,6 @@ ExpansionMap expansion_map_from_settings(const FeatureSpaceSettings& s) {
 
 inline double f32(double v) { return static_cast<double>(static_cast<float>(v)); }
 
-void add_pass(PassStats* total, const PassStats& p) {
-  if (!total) return;
-  total->blocks += p.blocks;
-  total->bytes_streamed += p.bytes_streamed;
-  total->seconds += p.seconds;
-}
-
 // φ(x), its dim() components float32-rounded, into out (`scratch`: dim() doubles).
 void expansion_components(const ExpansionMap& map, double x, double* scratch, double* out) {
   const uint32_t D = map.dim();
@@ -190,7 +183,7 @@ SparseSums expansion_partition_sums(const BlockStream& stream, const std::vector
         all.c.insert(all.c.end(), o.c.begin(), o.c.end());
       },
       CscBytes(stream.store().info()));
-  add_pass(pass, p);
+  if (pass) *pass += p;
   // The columns with entries and those of `raised_zero` (x = 0 scales to
   // x'_0 > 0: every row without an entry adds a_i·φ(x'_0)), merged by id. The
   // additions are those of the dense vector: its entry c_l, then + φ_l·rest.

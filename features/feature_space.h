@@ -168,7 +168,6 @@ struct FeatureSpaceSettings {
   std::string groups_path;              // group file (kind linear)
   std::string group_structure = "disjoint";  // disjoint | overlapping | tree
   bool tree_pruning = true;             // tree groups: Remark 2 pruning (false: score every group)
-  int index_base = 1;
   double gamma = 1.0, coef0 = 1.0;      // poly2: (γ x'z + r)²
   uint32_t levels = 100;                // hik
   uint32_t order = 5;                   // additive: 2·order+1 components
@@ -194,7 +193,7 @@ struct FeatureSpaceKind {
 const std::vector<FeatureSpaceKind>& feature_space_kinds();
 // The entry of features.kind = `kind` (a config error naming the key if none).
 const FeatureSpaceKind& feature_space_kind(const std::string& kind);
-// FeatureSpaceSettings from the features.* keys (index_base stays 1: the store's).
+// FeatureSpaceSettings from the features.* keys.
 FeatureSpaceSettings feature_space_settings(const Config& config);
 
 std::unique_ptr<FeatureSpace> make_feature_space(const FeatureSpaceSettings& settings,

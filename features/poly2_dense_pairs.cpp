@@ -137,11 +137,7 @@ void append_dense_columns(const ScoringContext& ctx, const uint32_t* ids, uint32
         return Done{};
       },
       [](Done&&) {});
-  if (pass) {
-    pass->blocks += p.blocks;
-    pass->bytes_streamed += p.bytes_streamed;
-    pass->seconds += p.seconds;
-  }
+  if (pass) *pass += p;
 }
 
 DensePairProducts dense_pair_products(const DenseFeatureBlock& X, uint32_t cols, const double* a, uint32_t skip, int threads,

@@ -181,11 +181,6 @@ struct Poly2Space::Pass {
         sq_scale(gamma * gamma),
         cross_scale(2.0 * gamma * gamma),
         top(context.B, context.budget) {}
-  void add(const PassStats& p) {
-    out.pass.blocks += p.blocks;
-    out.pass.bytes_streamed += p.bytes_streamed;
-    out.pass.seconds += p.seconds;
-  }
 };
 
 void Poly2Space::offer_pair(const Pass& pass, TopBCache& cache, uint64_t j, uint64_t k, double p) const {
@@ -266,7 +261,7 @@ void Poly2Space::score_single_features(Pass& pass) {
         }
       },
       CscBytes(ctx.store->info()));
-  pass.add(p1);
+  pass.out.pass += p1;
   pass.out.candidates_scored += 2 * m;
 
   order_by_bound(pass);
@@ -463,20 +458,20 @@ void Poly2Space::transpose_active_features(Pass& pass) {
   pass.rows_mem = budget.reserve(2 * (n + 1) * sizeof(uint64_t), "poly2 active rows");
   ActiveRows& R = pass.R;
   R.row_ptr.assign(n + 1, 0);
-  pass.add(stream_blocks<ActiveEntries>(
+  pass.out.pass += stream_blocks<ActiveEntries>(
       *ctx.stream, blocks, "poly2 active columns (count)",
       [&](const BlockRef&, const ColumnBlock& block) { return extract(block, false); },
       [&](ActiveEntries&& o) {
         for (uint32_t r : o.rows) ++R.row_ptr[r + 1];
       },
-      column_scratch));
+      column_scratch);
   for (uint64_t i = 0; i < n; ++i) R.row_ptr[i + 1] += R.row_ptr[i];
   const uint64_t nnz_h = R.row_ptr[n];
   pass.rows_mem.resize(2 * (n + 1) * sizeof(uint64_t) + nnz_h * (sizeof(uint32_t) + sizeof(float)));
   R.index.resize(nnz_h);
   R.value.resize(nnz_h);
   HugeVector<uint64_t> cursor(R.row_ptr.begin(), R.row_ptr.end() - 1);
-  pass.add(stream_blocks<ActiveEntries>(
+  pass.out.pass += stream_blocks<ActiveEntries>(
       *ctx.stream, blocks, "poly2 active columns (transpose)",
       [&](const BlockRef&, const ColumnBlock& block) { return extract(block, true); },
       [&](ActiveEntries&& o) {
@@ -486,7 +481,7 @@ void Poly2Space::transpose_active_features(Pass& pass) {
           R.value[pos] = o.values[e];
         }
       },
-      column_scratch));
+      column_scratch);
   cursor = {};
   sort_active_rows(R, n, std::max(1, ctx.threads), budget);
 }
@@ -553,7 +548,7 @@ void Poly2Space::offer_dense_pairs(Pass& pass, uint32_t count, uint32_t skip) {
   if (X.cols < count) {
     PassStats streamed;
     append_dense_columns(pass.ctx, pass.order.data() + X.cols, count - X.cols, X, &streamed);
-    pass.add(streamed);
+    pass.out.pass += streamed;
   }
   const uint32_t* ids = pass.order.data();
   auto pair_id = [&](uint32_t p, uint32_t q) {
@@ -600,7 +595,7 @@ void Poly2Space::read_dense_reach(Pass& pass, size_t seeded) {
   pass.dense.rows = pass.n;
   PassStats streamed;
   append_dense_columns(pass.ctx, order.data(), static_cast<uint32_t>(reach), pass.dense, &streamed);
-  pass.add(streamed);
+  pass.out.pass += streamed;
 }
 
 // Stage 4, dense active block (the active set is a prefix of the bound order
@@ -771,13 +766,6 @@ struct Poly2ActiveSet {
 
 namespace {
 
-void add_pass(PassStats* total, const PassStats& p) {
-  if (!total) return;
-  total->blocks += p.blocks;
-  total->bytes_streamed += p.bytes_streamed;
-  total->seconds += p.seconds;
-}
-
 // Exact pair sums are keyed by (active index p) << 32 | q, p < q (PairSumTable).
 
 struct ActiveEntry {
@@ -838,7 +826,7 @@ PartitionRows partition_rows(const BlockStream& stream, const std::vector<BlockR
         return out;
       },
       [&](BlockEntries&& b) { per_block.push_back(std::move(b)); }, CscBytes(stream.store().info()));
-  add_pass(pass, p);
+  if (pass) *pass += p;
   PartitionRows R;
   R.row_ptr.assign(n + 1, 0);
   for (const auto& b : per_block)
@@ -893,7 +881,7 @@ SparseSums poly2_partition_moments(const BlockStream& stream, const std::vector<
         out.values.insert(out.values.end(), o.values.begin(), o.values.end());
       },
       CscBytes(stream.store().info()));
-  add_pass(pass, p);
+  if (pass) *pass += p;
   return out;
 }
 

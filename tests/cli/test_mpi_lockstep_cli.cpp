@@ -72,8 +72,8 @@ size_t sequential_reference(const TempDir& dir, const std::string& config_file, 
   const TrainSettings settings = train_settings_from_config(config);
   SingleRankCommunicator comm;
   MemoryBudget budget(1ull << 30);
-  const DistributedOutcome o = train_fgm_distributed(comm, config.get_string("data.train"), settings, budget, {}, {},
-                                                     OneVsRestSchedule::kSequential);
+  const FgmOutcome o = train_fgm_on({comm, nullptr, config.get_string("data.train")}, settings, budget, {},
+                                            OneVsRestSchedule::kSequential);
   REQUIRE(!o.lockstep);
   write_model(dir.file(model_file), o.model);
   size_t passes = 0, largest = 0;

@@ -53,7 +53,7 @@ TEST_CASE("when several stop rules fire at once, one store and a partitioned sto
   auto store = ShardStore::open(dir.file("store"), budget);
   const TrainOutcome one = train_fgm(*store, s, budget);
   SingleRankCommunicator comm;
-  const DistributedOutcome parts = train_fgm_distributed(comm, dir.file("parts"), s, budget);
+  const FgmOutcome parts = train_fgm_on({comm, nullptr, dir.file("parts")}, s, budget);
 
   REQUIRE(one.iterations.size() == 2);
   REQUIRE(parts.iterations.size() == 2);
@@ -151,7 +151,7 @@ TEST_CASE("a partitioned run reserves a batch's generated columns until the cach
   const uint64_t batch_bytes = uint64_t{40} * 20000 * (sizeof(uint32_t) + sizeof(float));
   {
     MemoryBudget budget(32ull << 20);
-    const DistributedOutcome parts = train_fgm_distributed(comm, dir.file("parts"), s, budget);
+    const FgmOutcome parts = train_fgm_on({comm, nullptr, dir.file("parts")}, s, budget);
     REQUIRE(parts.model.features.size() == 40);
     CHECK(budget.peak() >= 2 * batch_bytes);  // the batch and the cache's copy at once
     CHECK(budget.used() == 0);
@@ -159,7 +159,7 @@ TEST_CASE("a partitioned run reserves a batch's generated columns until the cach
   // 13 MB holds the solve but not the batch beside its copy: refused, naming the batch.
   MemoryBudget budget(13ull << 20);
   try {
-    train_fgm_distributed(comm, dir.file("parts"), s, budget);
+    train_fgm_on({comm, nullptr, dir.file("parts")}, s, budget);
     FAIL("a 13 MB budget held the batch and its copy");
   } catch (const Error& e) {
     INFO(e.what());
@@ -203,7 +203,7 @@ TEST_CASE("a one-partition store repeats the single store's run record for recor
   auto store = ShardStore::open(dir.file("store"), budget);
   const TrainOutcome one = train_fgm(*store, s, budget);
   SingleRankCommunicator comm;
-  const DistributedOutcome part = train_fgm_distributed(comm, dir.file("parts"), s, budget);
+  const FgmOutcome part = train_fgm_on({comm, nullptr, dir.file("parts")}, s, budget);
 
   REQUIRE(one.iterations.size() >= 2);
   REQUIRE(part.iterations.size() == one.iterations.size());

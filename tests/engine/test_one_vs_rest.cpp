@@ -96,6 +96,13 @@ void require_same_features(const std::vector<ModelFeature>& a, const std::vector
   }
 }
 
+// Solver "fgm" on the single store (a multi-class one: one-vs-rest).
+FgmOutcome train_one_vs_rest(const ShardStore& store, const TrainSettings& s, MemoryBudget& budget,
+                             OneVsRestSchedule schedule = OneVsRestSchedule::kLockstepWherePossible) {
+  SingleRankCommunicator comm;
+  return train_fgm_on({comm, &store}, s, budget, {}, schedule);
+}
+
 }  // namespace
 
 TEST_CASE("one-vs-rest equals K binary runs on files relabelled by hand",
@@ -283,7 +290,7 @@ TEST_CASE("lockstep one-vs-rest equals the sequential runs and streams max, not 
   s.max_features = 20;
 
   FgmOutcome lock = train_one_vs_rest(*store, s, budget);
-  FgmOutcome seq = train_one_vs_rest(*store, s, budget, {}, OneVsRestSchedule::kSequential);
+  FgmOutcome seq = train_one_vs_rest(*store, s, budget, OneVsRestSchedule::kSequential);
   REQUIRE(lock.lockstep);
   REQUIRE(!seq.lockstep);
   REQUIRE(lock.classes.size() == 3);
@@ -324,7 +331,7 @@ TEST_CASE("one-vs-rest falls back to one class after another when lockstep does 
   auto store = ingest(dir, "multi", three_class_text(3000, 15, 5), store_budget);
   TrainSettings s = settings_for("linear", 1);
   MemoryBudget roomy(256ull << 20);
-  FgmOutcome want = train_one_vs_rest(*store, s, roomy, {}, OneVsRestSchedule::kSequential);
+  FgmOutcome want = train_one_vs_rest(*store, s, roomy, OneVsRestSchedule::kSequential);
   REQUIRE(train_one_vs_rest(*store, s, roomy).lockstep);
   // The smallest budget (in steps of 1/8) that holds the classes' runs one at
   // a time: the three at once need more.
@@ -333,7 +340,7 @@ TEST_CASE("one-vs-rest falls back to one class after another when lockstep does 
     CAPTURE(limit);
     try {
       MemoryBudget probe(limit);
-      train_one_vs_rest(*store, s, probe, {}, OneVsRestSchedule::kSequential);
+      train_one_vs_rest(*store, s, probe, OneVsRestSchedule::kSequential);
     } catch (const Error& e) {
       REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
       continue;
@@ -439,9 +446,8 @@ TEST_CASE("one-vs-rest warns about the value span once, in any schedule on eithe
   RunWarnings warnings;
   TrainSettings s = settings_for("linear", 1);
   s.warnings = &warnings;
-  const FgmOutcome out = partitioned ? FgmOutcome(train_fgm_distributed(comm, dir.file("span-parts"), s, budget,
-                                                                        {}, {}, schedule))
-                                     : train_one_vs_rest(*store, s, budget, {}, schedule);
+  const FgmOutcome out =
+      train_fgm_on({comm, partitioned ? nullptr : store.get(), dir.file("span-parts")}, s, budget, {}, schedule);
   CHECK(out.lockstep == (schedule == OneVsRestSchedule::kLockstepWherePossible));
   CHECK(out.value_span > kValueSpanLimit);
   size_t span_warnings = 0;

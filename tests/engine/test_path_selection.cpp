@@ -11,7 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/communicator.h"
 #include "core/error.h"
+#include "engine/distributed_fgm.h"
 #include "engine/evaluate.h"
 #include "engine/fgm_path.h"
 #include "engine/path_selection.h"
@@ -276,6 +278,15 @@ TEST_CASE("a fold's training never sees a held-out row: masked run = run on a st
       auto subset = ingest(dir, "subset", join(rows, &folds, fold, false), m, budget);
       REQUIRE(subset->info().n_rows < n);
       TrainOutcome explicit_run = train_fgm(*subset, small_settings(loss), budget);
+      // The path's mechanism on either backend: the fold's rows left out by the hooks.
+      std::vector<std::vector<uint8_t>> left_out(1, std::vector<uint8_t>(n));
+      for (uint64_t i = 0; i < n; ++i) left_out[0][i] = folds[i] == fold;
+      DistributedHooks hooks;
+      hooks.left_out = &left_out;
+      SingleRankCommunicator comm;
+      const FgmOutcome hooked = train_fgm_on({comm, full.get()}, small_settings(loss), budget, hooks);
+      require_same_model(hooked.model, masked.model);
+      REQUIRE(hooked.model.objective == masked.model.objective);
       REQUIRE(masked.model.features.size() == 8);
       require_same_model(masked.model, explicit_run.model);
       REQUIRE(masked.model.objective == Approx(explicit_run.model.objective).epsilon(1e-9));

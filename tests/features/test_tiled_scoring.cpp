@@ -220,7 +220,6 @@ TEST_CASE("shared one-vs-rest pass on tiled blocks equals each request's own pas
     auto store = d.store(3);
     MemoryBudget budget(64ull << 20);
     FeatureSpaceSettings fs;
-    fs.index_base = 0;
     if (groups) fs.groups_path = gpath;
     std::vector<std::unique_ptr<FeatureSpace>> spaces;
     std::vector<ScoreRequest> requests;
@@ -288,7 +287,6 @@ TEST_CASE("group space over a hashed id space: listed groups and implicit single
     for (int threads : {1, 4}) {
       MemoryBudget budget(64ull << 20);
       FeatureSpaceSettings fs;
-      fs.index_base = 0;
       fs.groups_path = gpath;
       auto space = make_feature_space(fs, *store, budget);
       REQUIRE(space->dimension() == Approx(4.0 + double(uint64_t{1} << 40) - 11));
