@@ -255,6 +255,13 @@ int write_train_outputs(SolverRun& solver_run, const KtaSettings& settings, cons
                                   : fmt::format("objective={:.6g}", model.objective))});
 }
 
+// The rows: the store, or this rank's partitions (every rank runs the same
+// path, rank 0 writes the outputs).
+std::unique_ptr<KtaData> open_data(SolverRun& run, const KtaSettings& settings, PartitionedRun& partitioned) {
+  if (run.partitioned()) return open_kta_partitions(run.comm, run.dir, settings, run.budget, partitioned);
+  return open_kta_store(*run.data->store, run.budget);
+}
+
 }  // namespace
 
 void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned) {
@@ -274,17 +281,6 @@ void check_pnorm_kta_config(const Config& config, RunKind kind, bool partitioned
                             "unpartitioned store (docs/distributed.md, \"p-norm KTA\")",
                             config.where_set("kta.kernel")));
 }
-
-namespace {
-
-// The rows: the store, or this rank's partitions (every rank runs the same
-// path, rank 0 writes the outputs).
-std::unique_ptr<KtaData> open_data(SolverRun& run, const KtaSettings& settings, PartitionedRun& partitioned) {
-  if (run.partitioned()) return open_kta_partitions(run.comm, run.dir, settings, run.budget, partitioned);
-  return open_kta_store(*run.data->store, run.budget);
-}
-
-}  // namespace
 
 // solver = "pnorm_kta" (engine/pnorm_kta_path.h; linear kernel on a partitioned store: engine/distributed_kta.h).
 int train_pnorm_kta(SolverRun& run) {

@@ -54,5 +54,4 @@ std::string csv_cell(double v);
 void write_communication_records(JsonWriter& j, const std::vector<CommunicationRecord>& records,
                                  const std::vector<double>& class_labels = {});
 
-
 }  // namespace fgm::cli

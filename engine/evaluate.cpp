@@ -128,48 +128,6 @@ EvalResult finish(std::vector<double>& scores, const std::vector<int8_t>& labels
   return r;
 }
 
-}  // namespace
-
-LabeledRows load_labeled_rows(const std::string& path, const Model& model, MemoryBudget& budget,
-                              Reservation& reservation) {
-  LibsvmReader reader(path, reader_options_for(model, budget));
-  reservation = budget.reserve(0, "evaluation rows in memory", "evaluate a smaller test file");
-  LabeledRows out;
-  out.path = path;
-  SparseRow row;
-  while (reader.next(row)) {
-    out.labels.push_back(map_label(path, row, model));
-    out.lines.push_back(row.line);
-    out.indices.insert(out.indices.end(), row.indices.begin(), row.indices.end());
-    out.values.insert(out.values.end(), row.values.begin(), row.values.end());
-    out.row_ptr.push_back(out.indices.size());
-    uint64_t bytes = out.indices.capacity() * 8 + out.values.capacity() * 4 +
-                     out.row_ptr.capacity() * 8 + out.labels.capacity() + out.lines.capacity() * 8;
-    if (bytes > reservation.bytes()) reservation.resize(bytes + bytes / 4);
-  }
-  if (out.rows() == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
-  out.beyond = beyond_width(reader);
-  return out;
-}
-
-EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores,
-                         MemoryBudget& budget) {
-  const std::string path = rows.path.empty() ? "evaluation rows" : rows.path;
-  ModelScorer scorer(model);
-  Reservation scores_mem = budget.reserve(rows.rows() * sizeof(double), kEvalPurpose, kEvalRemedy);
-  std::vector<double> scores(rows.rows());
-  for (size_t i = 0; i < rows.rows(); ++i) {
-    uint64_t b = rows.row_ptr[i], e = rows.row_ptr[i + 1];
-    scores[i] = checked_decision(scorer, path, rows.lines.empty() ? 0 : rows.lines[i], rows.indices.data() + b,
-                                 rows.values.data() + b, e - b);
-  }
-  EvalResult r = finish(scores, rows.labels, keep_scores, budget);
-  r.beyond = rows.beyond;
-  return r;
-}
-
-namespace {
-
 uint16_t map_class(const std::string& path, const SparseRow& row, const Model& model) {
   for (size_t k = 0; k < model.classes.size(); ++k)
     if (row.label == model.classes[k].label) return static_cast<uint16_t>(k);
@@ -254,6 +212,44 @@ EvalResult evaluate_multiclass_file(const std::string& path, const Model& model,
 }
 
 }  // namespace
+
+LabeledRows load_labeled_rows(const std::string& path, const Model& model, MemoryBudget& budget,
+                              Reservation& reservation) {
+  LibsvmReader reader(path, reader_options_for(model, budget));
+  reservation = budget.reserve(0, "evaluation rows in memory", "evaluate a smaller test file");
+  LabeledRows out;
+  out.path = path;
+  SparseRow row;
+  while (reader.next(row)) {
+    out.labels.push_back(map_label(path, row, model));
+    out.lines.push_back(row.line);
+    out.indices.insert(out.indices.end(), row.indices.begin(), row.indices.end());
+    out.values.insert(out.values.end(), row.values.begin(), row.values.end());
+    out.row_ptr.push_back(out.indices.size());
+    uint64_t bytes = out.indices.capacity() * 8 + out.values.capacity() * 4 +
+                     out.row_ptr.capacity() * 8 + out.labels.capacity() + out.lines.capacity() * 8;
+    if (bytes > reservation.bytes()) reservation.resize(bytes + bytes / 4);
+  }
+  if (out.rows() == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+  out.beyond = beyond_width(reader);
+  return out;
+}
+
+EvalResult evaluate_rows(const LabeledRows& rows, const Model& model, bool keep_scores,
+                         MemoryBudget& budget) {
+  const std::string path = rows.path.empty() ? "evaluation rows" : rows.path;
+  ModelScorer scorer(model);
+  Reservation scores_mem = budget.reserve(rows.rows() * sizeof(double), kEvalPurpose, kEvalRemedy);
+  std::vector<double> scores(rows.rows());
+  for (size_t i = 0; i < rows.rows(); ++i) {
+    uint64_t b = rows.row_ptr[i], e = rows.row_ptr[i + 1];
+    scores[i] = checked_decision(scorer, path, rows.lines.empty() ? 0 : rows.lines[i], rows.indices.data() + b,
+                                 rows.values.data() + b, e - b);
+  }
+  EvalResult r = finish(scores, rows.labels, keep_scores, budget);
+  r.beyond = rows.beyond;
+  return r;
+}
 
 EvalResult evaluate_file(const std::string& path, const Model& model, bool keep_scores,
                          MemoryBudget& budget, Reservation* scores_memory) {

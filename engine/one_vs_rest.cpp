@@ -98,27 +98,6 @@ std::vector<double> TrainingArgmax::counts(size_t q, size_t K, const std::functi
 
 namespace {
 
-// The K class runs in lockstep when `lockstep` and it fits (`shortfall`, or
-// an attempt that ends in an out of memory), else one after another, with the
-// run warning "ovr_lockstep_fell_back". Returns whether they ran in lockstep.
-bool schedule_classes(size_t K, bool lockstep, const std::optional<std::string>& shortfall,
-                      const std::function<void()>& run_lockstep, const std::function<void()>& run_one_by_one,
-                      const std::function<void(std::string)>& warn_fell_back) {
-  std::string lacking = lockstep ? shortfall.value_or("") : "";
-  if (lockstep && lacking.empty()) {
-    try {
-      run_lockstep();
-      return true;
-    } catch (const Error& e) {
-      if (shortfall || e.kind() != ErrorKind::kOutOfMemory) throw;
-      lacking = e.what();
-    }
-  }
-  if (lockstep) warn_fell_back(msg::ovr_lockstep_fell_back(K, lacking));
-  run_one_by_one();
-  return false;
-}
-
 // The end of one-vs-rest, from the class runs (in class order, `values`
 // increasing): their models combined (with the feature transforms of every
 // class, from `store`), class_rows and the chance check from `counts`
@@ -221,11 +200,24 @@ FgmOutcome run_one_vs_rest(const OneVsRestBackend& backend, const TrainSettings&
       take_records(c, *run.rows);
     }
   };
-  out.lockstep = schedule_classes(K, backend.lockstep, backend.shortfall, run_lockstep, run_one_by_one,
-                                  [&](std::string m) {
-                                    // One copy (every rank takes the same decision).
-                                    if (reports) add_warning(settings.warnings, "ovr_lockstep_fell_back", std::move(m));
-                                  });
+  // In lockstep when the backend allows it and it fits (its shortfall, or an
+  // attempt that ends in an out of memory), else one after another.
+  std::string lacking = backend.lockstep ? backend.shortfall.value_or("") : "";
+  out.lockstep = backend.lockstep && lacking.empty();
+  if (out.lockstep) {
+    try {
+      run_lockstep();
+    } catch (const Error& e) {
+      if (backend.shortfall || e.kind() != ErrorKind::kOutOfMemory) throw;
+      lacking = e.what();
+      out.lockstep = false;
+    }
+  }
+  if (!out.lockstep) {
+    if (backend.lockstep && reports)  // one copy: every rank takes the same decision
+      add_warning(settings.warnings, "ovr_lockstep_fell_back", msg::ovr_lockstep_fell_back(K, lacking));
+    run_one_by_one();
+  }
   // The multi-class model on the training rows: rows per class over all parts.
   const CommunicationStats before = comm ? comm->stats() : CommunicationStats{};
   const std::vector<double> counts = backend.counts(argmax);

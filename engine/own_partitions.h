@@ -30,7 +30,6 @@ struct FeatureGroups;
 // The error when `ranks` cannot deal out `partitions` evenly (empty if they can).
 std::string partition_mismatch(const std::string& store_dir, uint32_t partitions, int ranks);
 
-
 // One of this rank's partitions, opened.
 struct OwnPartition {
   Reservation resident;  // the partition's pages kept between passes, when they fit (as the single store does)

@@ -25,31 +25,6 @@ uint64_t below(uint64_t& state, uint64_t bound) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(splitmix64(state)) * bound) >> 64);
 }
 
-}  // namespace
-
-BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, uint64_t seed, MemoryBudget& budget) {
-  FGM_ASSERT(k >= 2 && k < kNoFold);
-  BudgetedArray<uint16_t> folds(budget, n, "cross-validation folds", "use fewer training rows");
-  folds.fill(kNoFold);
-  BudgetedArray<uint64_t> rows(budget, n, "cross-validation fold shuffle", "use fewer training rows");
-  bool present[256] = {};
-  for (uint64_t i = 0; i < n; ++i) present[static_cast<uint8_t>(labels[i])] = true;
-  uint64_t state = seed;
-  uint64_t dealt = 0;
-  for (int label = -128; label <= 127; ++label) {  // one pass per label present (2 for binary data)
-    if (label == 0 || !present[static_cast<uint8_t>(label)]) continue;
-    uint64_t count = 0;
-    for (uint64_t i = 0; i < n; ++i)
-      if (labels[i] == label) rows[count++] = i;
-    for (uint64_t i = count; i > 1; --i) std::swap(rows[i - 1], rows[below(state, i)]);  // Fisher–Yates
-    for (uint64_t r = 0; r < count; ++r) folds[rows[r]] = static_cast<uint16_t>((dealt + r) % uint64_t(k));
-    dealt += count;
-  }
-  return folds;
-}
-
-namespace {
-
 // The shuffle of one label's `count` rows replayed (assign_folds' Fisher–Yates
 // from `state`); calls settle(j, r) for each tracked row j (label-rank
 // offset + j, j < tracked) with its final position r. Dense (the whole
@@ -93,6 +68,27 @@ void replay_shuffle(uint64_t count, uint64_t offset, uint64_t tracked, uint64_t&
 }
 
 }  // namespace
+
+BudgetedArray<uint16_t> assign_folds(const int8_t* labels, uint64_t n, int k, uint64_t seed, MemoryBudget& budget) {
+  FGM_ASSERT(k >= 2 && k < kNoFold);
+  BudgetedArray<uint16_t> folds(budget, n, "cross-validation folds", "use fewer training rows");
+  folds.fill(kNoFold);
+  BudgetedArray<uint64_t> rows(budget, n, "cross-validation fold shuffle", "use fewer training rows");
+  bool present[256] = {};
+  for (uint64_t i = 0; i < n; ++i) present[static_cast<uint8_t>(labels[i])] = true;
+  uint64_t state = seed;
+  uint64_t dealt = 0;
+  for (int label = -128; label <= 127; ++label) {  // one pass per label present (2 for binary data)
+    if (label == 0 || !present[static_cast<uint8_t>(label)]) continue;
+    uint64_t count = 0;
+    for (uint64_t i = 0; i < n; ++i)
+      if (labels[i] == label) rows[count++] = i;
+    for (uint64_t i = count; i > 1; --i) std::swap(rows[i - 1], rows[below(state, i)]);  // Fisher–Yates
+    for (uint64_t r = 0; r < count; ++r) folds[rows[r]] = static_cast<uint16_t>((dealt + r) % uint64_t(k));
+    dealt += count;
+  }
+  return folds;
+}
 
 std::vector<BudgetedArray<uint16_t>> assign_partition_folds(const std::vector<std::array<uint64_t, 2>>& label_rows,
                                                             uint32_t first, const std::vector<const int8_t*>& labels,

@@ -36,6 +36,44 @@ void reject_misplaced_tree_pruning(const Config& c) {
     reject_if_set(c, key, "a partitioned store's run scores every group (it has no Remark 2 pruning)");
 }
 
+// The checks of reject_store_mismatch, for a store of either kind that was
+// ingested with `index_base` and is `n_features` wide (`declared_features`:
+// the width --features gave, accepted too; 0: none).
+void reject_ingest_key_mismatch(const Config& c, const std::string& train, int64_t store_index_base,
+                                uint64_t n_features, uint64_t declared_features) {
+  const int64_t index_base = c.get_int("data.index_base");
+  if (c.set_by_user("data.index_base") && index_base != store_index_base)
+    throw Error(ErrorKind::kConfig,
+                msg::store_key_mismatch(c.where_set("data.index_base"), "data.index_base",
+                                        std::to_string(index_base), train,
+                                        std::to_string(store_index_base), "--index-base"));
+  const uint64_t width = static_cast<uint64_t>(c.get_int("data.features"));
+  if (c.set_by_user("data.features") && width != 0 && width != n_features && width != declared_features)
+    throw Error(ErrorKind::kConfig,
+                msg::store_key_mismatch(c.where_set("data.features"), "data.features",
+                                        std::to_string(width), train,
+                                        std::to_string(n_features), "--features"));
+}
+
+// A first pass over a file read only after training (data.test,
+// data.validation): its syntax errors (file:line:column) and an empty file
+// are found before any work, not after the classes were trained.
+void check_evaluation_file(const Config& c, const char* key, bool train_is_store) {
+  if (!c.set_by_user(key)) return;
+  const std::string path = c.get_string(key);
+  ReaderOptions options;
+  // A store's index base is the model's; only a text input's base (the
+  // config's) is known here, so with a store any index from 0 passes.
+  options.index_base = train_is_store && !c.set_by_user("data.index_base")
+                           ? 0
+                           : static_cast<int>(c.get_int("data.index_base"));
+  LibsvmReader reader(path, options);
+  SparseRow row;
+  uint64_t rows = 0;
+  while (reader.next(row)) ++rows;
+  if (rows == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
+}
+
 }  // namespace
 
 void reject_ignored_keys(const Config& c, ConfigCommand command) {
@@ -89,29 +127,6 @@ void reject_ignored_keys(const Config& c, ConfigCommand command) {
         reject_if_set(c, key, fmt::format("it applies to features.kind = {} only (this run uses {})", owner.kind, kind));
 }
 
-namespace {
-
-// The checks of reject_store_mismatch, for a store of either kind that was
-// ingested with `index_base` and is `n_features` wide (`declared_features`:
-// the width --features gave, accepted too; 0: none).
-void reject_ingest_key_mismatch(const Config& c, const std::string& train, int64_t store_index_base,
-                                uint64_t n_features, uint64_t declared_features) {
-  const int64_t index_base = c.get_int("data.index_base");
-  if (c.set_by_user("data.index_base") && index_base != store_index_base)
-    throw Error(ErrorKind::kConfig,
-                msg::store_key_mismatch(c.where_set("data.index_base"), "data.index_base",
-                                        std::to_string(index_base), train,
-                                        std::to_string(store_index_base), "--index-base"));
-  const uint64_t width = static_cast<uint64_t>(c.get_int("data.features"));
-  if (c.set_by_user("data.features") && width != 0 && width != n_features && width != declared_features)
-    throw Error(ErrorKind::kConfig,
-                msg::store_key_mismatch(c.where_set("data.features"), "data.features",
-                                        std::to_string(width), train,
-                                        std::to_string(n_features), "--features"));
-}
-
-}  // namespace
-
 void reject_store_mismatch(const Config& c, const StoreInfo& info) {
   const std::string train = c.get_string("data.train");
   if (train.empty() || !is_store_directory(train)) return;  // text: ingested with these keys
@@ -126,29 +141,6 @@ void reject_partitioned_store_mismatch(const Config& c) {
   const PartitionManifest manifest = read_partition_manifest(train);
   reject_ingest_key_mismatch(c, train, manifest.index_base, manifest.n_features, manifest.n_features);
 }
-
-namespace {
-
-// A first pass over a file read only after training (data.test,
-// data.validation): its syntax errors (file:line:column) and an empty file
-// are found before any work, not after the classes were trained.
-void check_evaluation_file(const Config& c, const char* key, bool train_is_store) {
-  if (!c.set_by_user(key)) return;
-  const std::string path = c.get_string(key);
-  ReaderOptions options;
-  // A store's index base is the model's; only a text input's base (the
-  // config's) is known here, so with a store any index from 0 passes.
-  options.index_base = train_is_store && !c.set_by_user("data.index_base")
-                           ? 0
-                           : static_cast<int>(c.get_int("data.index_base"));
-  LibsvmReader reader(path, options);
-  SparseRow row;
-  uint64_t rows = 0;
-  while (reader.next(row)) ++rows;
-  if (rows == 0) throw Error(ErrorKind::kInvalidInput, msg::empty_input(path));
-}
-
-}  // namespace
 
 void check_config_paths(const Config& c, ConfigCommand command) {
   auto input = [&](const char* key) {
