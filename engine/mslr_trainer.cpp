@@ -158,19 +158,9 @@ class MslrRows {
   // order; a partitioned pass brings them, one store's come from the cache
   // with the pass's summation) and the top-`batch` unselected features by c_j².
   std::vector<ScoredCandidate> score(uint64_t batch, std::vector<double>& selected_c, uint64_t& bytes_streamed) {
-    ScoringContext context;
-    for (size_t q = 0; q < a_.size(); ++q) {
+    for (size_t q = 0; q < a_.size(); ++q)
       for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * y_[q][i];
-      context.parts.push_back(source_.input(q, a_[q].data()));
-    }
-    context.store = &source_.store(0);
-    context.stream = context.parts[0].stream;
-    context.blocks = context.parts[0].blocks;
-    context.a = a_[0].data();
-    context.B = batch;
-    context.threads = settings_.scheduler.threads;
-    context.budget = &budget_;
-    SpaceScores scored = space_->score(context);
+    SpaceScores scored = space_->score(scoring_context(source_, a_, batch, settings_.scheduler.threads, budget_));
     selected_c = scored.selected_dots ? std::move(*scored.selected_dots) : selected_column_dots(source_, columns_, a_);
     bytes_streamed += scored.pass.bytes_streamed;
     return std::move(scored.top);
