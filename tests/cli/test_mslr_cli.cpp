@@ -365,6 +365,24 @@ TEST_CASE("solver = mslr: a run killed after a completed iteration resumes to th
     REQUIRE(restarted.code == 0);
     CHECK(model_without_time(dir.file("cut/model.fgm")) == model_without_time(dir.file("whole/model.fgm")));
   }
+  SECTION("a damaged checkpoint (a flipped byte, cut short) is refused naming it, with no output") {
+    const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";
+    REQUIRE(kill_after_checkpoints(dir, words(train + "output.dir=cut"), checkpoint, 1));
+    const std::string bytes = slurp(checkpoint.string());
+    std::string flipped = bytes;
+    flipped[bytes.size() - 40] ^= 0x01;  // inside the MSLR state's FlatBuffer
+    for (const std::string& damaged : {flipped, bytes.substr(0, bytes.size() / 2)}) {
+      std::ofstream(checkpoint, std::ios::binary) << damaged;
+      const RunResult r = run(dir, train + "output.dir=cut");
+      INFO(r.err);
+      CHECK(r.code == 5);
+      CHECK(contains(r.err, "cut/checkpoint.fgm"));
+      CHECK(contains(r.err, damaged.size() == bytes.size() ? "checksum mismatch" : "the header says"));
+      CHECK(contains(r.err, "--restart"));
+      CHECK_FALSE(std::filesystem::exists(dir.path / "cut" / "model.fgm"));
+      CHECK_FALSE(std::filesystem::exists(dir.path / "cut" / "run.json"));
+    }
+  }
   SECTION("another mslr setting: the checkpoint is refused naming the key") {
     const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";
     REQUIRE(kill_after_checkpoints(dir, words(train + "output.dir=cut"), checkpoint, 1));
