@@ -282,8 +282,9 @@ std::string csv_without_seconds(const std::string& text) {
 // 300 --test-rows 100 --features 200 --planted-linear 6 --planted-cross 0
 // --min-term-frequency 0.03 --nnz-per-row 15 --seed 3, mslr.r=3.
 const char* kHandRolledCheckpoint = FGM_SOURCE_DIR "/tests/cli/fixtures/mslr-hand-rolled-checkpoint.fgm";
-// A real checkpoint of the fgm before partitioned runs' rank files (cd6d380,
-// its MSLR state already a FlatBuffer), killed after a completed iteration of
+// A real checkpoint of the fgm before partitioned runs' rank files (main at
+// 5b35698, whose checkpoint format is cd6d380's: the MSLR state already a
+// FlatBuffer, no rank_files_step), killed after a completed iteration of
 // this file's `train` below (kData, ingested, mslr.r=3 mslr.max_iterations=5).
 const char* kEarlierCheckpoint = FGM_SOURCE_DIR "/tests/cli/fixtures/mslr-single-store-earlier-checkpoint.fgm";
 
