@@ -3,8 +3,6 @@
 // without bias that predict and inspect read like any other), run.json with
 // one record per cutting-plane iteration, or for the path one model per
 // count of mslr.features, path.csv and path.json.
-#include <fstream>
-#include <iterator>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -15,11 +13,9 @@
 #include "cli/resume.h"
 #include "cli/run_output.h"
 #include "cli/runner.h"
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_writer.h"
 #include "core/messages.h"
-#include "io/partitioned_store.h"
 #include "engine/evaluate.h"
 #include "engine/mslr_trainer.h"
 #include "engine/train_settings.h"
@@ -115,121 +111,39 @@ void write_outcome(JsonWriter& j, const MslrOutcome& outcome, uint64_t iteration
   j.key("iterations_restored").value(iterations_restored);
 }
 
-// The state saved in the checkpoint `file`; for fgm path (`path_points` set)
-// also the points taken before the interruption. Logged when `log`.
-MslrState decode_saved_state(const SolverState& saved, const std::string& file, const MslrSettings& settings,
-                             std::vector<MslrSavedPoint>* path_points, bool log) {
-  MslrState state = decode_mslr_state(saved.bytes, file, path_points);
-  uint64_t selected = 0;
-  for (const auto& b : state.batches) selected += b.size();
-  std::string of_what = fmt::format("at most {} (mslr.max_iterations)", settings.max_iterations);
-  if (!state.stop_reason.empty())
-    of_what += fmt::format(" — the run had stopped ({}); what is left is the outputs", state.stop_reason);
-  if (log) spdlog::info("{}", msg::resuming_from(file, state.iterations.size() + 1, of_what, selected));
-  return state;
-}
-
-// A partitioned run's resume state is split: rank 0's checkpoint holds
-// MslrState without the duals, and every rank keeps α and C − α of its own
-// rows in a slice file of its own next to it, one per completed iteration
-// (mslr-duals.rank-<r>.iter-<t>), written atomically, checked by its checksum.
-constexpr char kDualSlicePrefix[] = "mslr-duals.rank-";
-
-std::string dual_slice_file(const std::string& out_dir, int rank, uint64_t iteration) {
-  return (std::filesystem::path(out_dir) / fmt::format("{}{}.iter-{}", kDualSlicePrefix, rank, iteration)).string();
-}
-
-// The state to resume from, on every rank: rank 0's session decides and
-// tells the others, which read the same checkpoint (output.dir is on a file
-// system all ranks share, like the store); on a partitioned store the duals
-// from this rank's slice of the checkpoint's iteration. `path_points`: as
-// decode_saved_state (rank 0).
-std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings, const PartitionRange& own,
+// The state to resume from, on every rank (SolverRun::resume_solver_state):
+// on a partitioned store with the duals of this rank's rows from its rank
+// file; for fgm path (`path_points` set) rank 0 also gets the points taken
+// before the interruption, and logs where the run resumes.
+std::optional<MslrState> resume_state(SolverRun& run, const MslrSettings& settings,
                                       std::vector<MslrSavedPoint>* path_points) {
-  ResumeSession* session = run.session.get();
-  int32_t resuming = session && session->solver_state("mslr") ? 1 : 0;
-  run.comm.broadcast(&resuming, sizeof resuming, 0);
-  if (!resuming) return std::nullopt;
-  std::optional<MslrState> state;
-  if (session) {
-    state = decode_saved_state(*session->solver_state("mslr"), session->file(), settings, path_points, true);
-  } else {
-    const std::string file = (std::filesystem::path(run.out_dir) / kCheckpointFileName).string();
-    const ResumeCheckpoint saved = read_checkpoint(file, run.budget);
-    if (!saved.solver || saved.solver->solver != "mslr")
-      throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "no MSLR state (rank 0 read one)"));
-    std::vector<MslrSavedPoint> points;
-    state = decode_saved_state(*saved.solver, file, settings, path_points ? &points : nullptr, false);
+  std::string duals;
+  const std::optional<SolverState> saved = run.resume_solver_state("mslr", duals);
+  if (!saved) return std::nullopt;
+  const std::string file = (std::filesystem::path(run.out_dir) / kCheckpointFileName).string();
+  MslrState state = decode_mslr_state(saved->bytes, file, run.session ? path_points : nullptr);
+  if (run.session) {
+    uint64_t selected = 0;
+    for (const auto& b : state.batches) selected += b.size();
+    std::string of_what = fmt::format("at most {} (mslr.max_iterations)", settings.max_iterations);
+    if (!state.stop_reason.empty())
+      of_what += fmt::format(" — the run had stopped ({}); what is left is the outputs", state.stop_reason);
+    spdlog::info("{}", msg::resuming_from(file, state.iterations.size() + 1, of_what, selected));
   }
   if (!run.partitioned()) return state;
-  Communicator& comm = run.comm;
-  const std::string file = dual_slice_file(run.out_dir, comm.rank(), state->iterations.size());
-  std::error_code status_error;
-  if (std::filesystem::exists(file, status_error) && !std::filesystem::is_regular_file(file, status_error))
-    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, "not a regular file"));
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw Error(ErrorKind::kCorruption,
-                msg::not_a_checkpoint(file, "missing: the checkpoint's iteration needs this rank's duals (resume with "
-                                            "the same output.dir, or add --restart)"));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  MslrDualSlice slice = decode_mslr_dual_slice(bytes, file);
-  if (slice.iteration != state->iterations.size() || slice.rank != comm.rank() || slice.ranks != comm.size() ||
-      slice.first_partition != own.first || slice.partitions != own.count)
-    throw Error(ErrorKind::kCorruption,
-                msg::not_a_checkpoint(file, fmt::format("MSLR dual slice of rank {} of {} at iteration {}, expected "
-                                                        "rank {} of {} at iteration {}",
-                                                        slice.rank, slice.ranks, slice.iteration, comm.rank(),
-                                                        comm.size(), state->iterations.size())));
-  state->alpha = std::move(slice.alpha);
-  state->beta = std::move(slice.beta);
+  MslrState mine = decode_mslr_state(duals, rank_checkpoint_file(run.out_dir, run.comm.rank(), saved->rank_files_step));
+  state.alpha = std::move(mine.alpha);
+  state.beta = std::move(mine.beta);
   return state;
 }
 
-// Once the outputs are written (every rank past its last save): the slices go.
-void remove_dual_slices(const std::string& out_dir) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec))
-    if (entry.path().filename().string().rfind(kDualSlicePrefix, 0) == 0) std::filesystem::remove(entry.path(), ec);
-}
-
-// This rank's partitions (empty when the ranks do not divide them: the trainer refuses that, naming the store).
-PartitionRange own_partitions(const SolverRun& run) {
-  const uint32_t partitions = read_partition_manifest(run.dir).partitions;
-  if (partitions % static_cast<uint32_t>(run.comm.size()) != 0) return {};
-  return partitions_of_rank(partitions, run.comm.size(), run.comm.rank());
-}
-
-// Saves the state after an iteration (and fgm path's `points` with it). On a
-// partitioned store every rank first writes its slice of the duals, then —
-// once every rank's slice is on disk — rank 0 its checkpoint, the state
-// without the duals. The slice of two iterations back
-// goes: rank 0 saved the checkpoint of the last one before it joined this
-// iteration's collectives, so no checkpoint refers to it any more.
-void save_state(SolverRun& run, const PartitionRange& own, const MslrState& state,
-                const std::vector<MslrSavedPoint>& points) {
-  if (!run.partitioned()) return run.session->save_solver_state({"mslr", encode_mslr_state(state, points)});
-  Communicator& comm = run.comm;
-  MslrDualSlice slice;
-  slice.iteration = state.iterations.size();
-  slice.rank = comm.rank();
-  slice.ranks = comm.size();
-  slice.first_partition = own.first;
-  slice.partitions = own.count;
-  slice.alpha = state.alpha;
-  slice.beta = state.beta;
-  write_file_atomic(dual_slice_file(run.out_dir, comm.rank(), slice.iteration), encode_mslr_dual_slice(slice));
-  if (slice.iteration >= 2) {
-    std::error_code ec;
-    std::filesystem::remove(dual_slice_file(run.out_dir, comm.rank(), slice.iteration - 2), ec);
-  }
-  const uint8_t written = 1;
-  comm.allgather(&written, 1);  // every rank's slice of this iteration is written
-  if (comm.rank() != 0) return;
-  MslrState shared = state;
-  shared.alpha.clear();
-  shared.beta.clear();
-  run.session->save_solver_state({"mslr", encode_mslr_state(shared, points)});
+// Saves the state after an iteration (and fgm path's `points` with it); a
+// partitioned run's duals stay in each rank's file.
+void save_state(SolverRun& run, const MslrState& state, const std::vector<MslrSavedPoint>& points) {
+  const bool split = run.partitioned();
+  const MslrStatePart part = split ? MslrStatePart::kShared : MslrStatePart::kWhole;
+  run.save_solver_state({"mslr", encode_mslr_state(state, points, part)}, state.iterations.size(),
+                        split ? encode_mslr_state(state, {}, MslrStatePart::kDuals) : "");
 }
 
 // The points of an MSLR path as the run reaches them (each with its test
@@ -294,9 +208,8 @@ class PathPoints {
 MslrOutcome run_resumable(SolverRun& run, MslrSettings settings, PathPoints* path, PartitionedRun& partitioned,
                           uint64_t& restored) {
   settings.warnings = &run.warnings;
-  const PartitionRange own = run.partitioned() ? own_partitions(run) : PartitionRange{};
   std::vector<MslrSavedPoint> saved_points;
-  const std::optional<MslrState> resume = resume_state(run, settings, own, path ? &saved_points : nullptr);
+  const std::optional<MslrState> resume = resume_state(run, settings, path ? &saved_points : nullptr);
   restored = resume ? resume->iterations.size() : 0;
   if (resume) settings.resume = &*resume;
   if (resume && path && run.session) path->restore(saved_points, *resume, run.session->file());
@@ -308,16 +221,15 @@ MslrOutcome run_resumable(SolverRun& run, MslrSettings settings, PathPoints* pat
     if (path) hooks.on_checkpoint = [path](const MslrCheckpoint& cp) { path->take(cp); };
   }
   const std::vector<MslrSavedPoint> no_points;
-  hooks.on_state = [&](const MslrState& state) { save_state(run, own, state, path ? path->saved() : no_points); };
+  hooks.on_state = [&](const MslrState& state) { save_state(run, state, path ? path->saved() : no_points); };
   if (!run.partitioned()) return fgm::train_mslr(*run.data->store, settings, run.budget, hooks);
   return train_mslr_partitions(run.comm, run.dir, settings, run.budget, hooks, partitioned);
 }
 
 }  // namespace
 
-// solver = "mslr" (engine/mslr_trainer.h). Resume
-// checkpoints after every iteration: rank 0's, and on a partitioned store
-// every rank's dual slice (save_state).
+// solver = "mslr" (engine/mslr_trainer.h). Resume checkpoints after every
+// iteration (save_state).
 int train_mslr(SolverRun& run) {
   PartitionedRun partitioned;
   uint64_t restored = 0;
@@ -326,7 +238,7 @@ int train_mslr(SolverRun& run) {
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
   spdlog::info("stopped: {} after {} iterations, {} features", outcome.stop_reason, outcome.iterations.size(),
                model.features.size());
-  const int code = run.finish_train(
+  return run.finish_train(
       {.solver = "mslr",
        .model = &model,
        .partitioned = &partitioned,
@@ -335,8 +247,6 @@ int train_mslr(SolverRun& run) {
        .sections = [&](JsonWriter& j, const EvalResult*) { write_outcome(j, outcome, restored); },
        .summary = fmt::format("selected={} iterations={} objective={:.6g}", model.features.size(),
                               outcome.iterations.size(), model.objective)});
-  if (run.partitioned()) remove_dual_slices(run.out_dir);
-  return code;
 }
 
 namespace {
@@ -446,7 +356,6 @@ int path_mslr(SolverRun& run) {
   const MslrOutcome outcome = run_resumable(run, settings, &path, partitioned, restored);
   if (!run.gather_outputs(outcome.budget_peak)) return 0;
   write_path(run, path, outcome, partitioned, settings.max_iterations);
-  if (run.partitioned()) remove_dual_slices(run.out_dir);
   return 0;
 }
 

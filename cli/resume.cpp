@@ -28,6 +28,7 @@ ResumeSession::ResumeSession(const std::string& out_dir, RunIdentity identity, b
 
   const bool exists = fs::exists(file_, ec);
   if (restart) {
+    remove_rank_files();
     if (exists) {
       if (!fs::remove(file_, ec) && ec) throw Error(ErrorKind::kIo, msg::cannot_write(file_, ec.message()));
       spdlog::info("{}", msg::checkpoint_discarded(file_));
@@ -59,15 +60,6 @@ void ResumeSession::save_solver_state(const SolverState& state) {
   write_checkpoint(file_, identity_, nullptr, nullptr, budget_, &state);
 }
 
-const SolverState* ResumeSession::solver_state(const std::string& solver) const {
-  if (!saved_ || !saved_->solver) return nullptr;
-  if (saved_->solver->solver != solver)
-    throw Error(ErrorKind::kCorruption,
-                msg::not_a_checkpoint(file_, "it holds the state of solver \"" + saved_->solver->solver +
-                                                 "\", this run is solver \"" + solver + "\""));
-  return &*saved_->solver;
-}
-
 ResumeSession::~ResumeSession() {
   if (created_dir_.empty() || std::uncaught_exceptions() <= exceptions_at_start_) return;
   try {
@@ -84,6 +76,17 @@ void ResumeSession::finish() {
   std::error_code ec;
   fs::remove(file_, ec);
   if (ec) throw Error(ErrorKind::kIo, msg::cannot_write(file_, ec.message()));
+  remove_rank_files();
+}
+
+// A partitioned run's rank files (engine/resume_checkpoint.h), and those an
+// earlier fgm's partitioned MSLR run kept its duals in.
+void ResumeSession::remove_rank_files() {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(fs::path(file_).parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kRankCheckpointPrefix, 0) == 0 || name.rfind("mslr-duals.rank-", 0) == 0) fs::remove(entry, ec);
+  }
 }
 
 }  // namespace fgm::cli

@@ -19,7 +19,7 @@ class ResumeSession {
   // Creates `out_dir` and locks it for this run (a second run writing the same
   // output.dir fails at once, exit 4), removes temporaries left there by
   // killed runs, then:
-  // with `restart` removes the checkpoint; otherwise reads it and throws a
+  // with `restart` removes the checkpoint (and rank files); otherwise reads it and throws a
   // config error naming every difference if it belongs to another run.
   // `final_output` (e.g. "model.fgm") tells a finished run apart.
   ResumeSession(const std::string& out_dir, RunIdentity identity, bool restart,
@@ -39,15 +39,17 @@ class ResumeSession {
 
   void save(const TrainProgress* train, const PathProgress* path);
   // Solvers other than FGM: their own state (SolverState), saved and read
-  // back whole. solver_state(name) is null unless the checkpoint holds a
-  // state that `name` wrote; a state of another solver is an error.
+  // back whole (SolverRun::resume_solver_state checks whose it is).
   void save_solver_state(const SolverState& state);
-  const SolverState* solver_state(const std::string& solver) const;
-  // The run's outputs are written: its checkpoint is no longer needed.
+  SolverState* solver() { return saved_ && saved_->solver ? &*saved_->solver : nullptr; }
+  // The run's outputs are written: its checkpoint (and a partitioned run's
+  // rank files) are no longer needed.
   void finish();
   const std::string& file() const { return file_; }
 
  private:
+  void remove_rank_files();
+
   std::unique_ptr<store::FileLock> lock_;  // <out_dir>/.fgm-run.lock, held for the whole run
   std::string created_dir_;                // out_dir when this session created it, else empty
   int exceptions_at_start_ = 0;            // std::uncaught_exceptions() when constructed

@@ -181,9 +181,54 @@ std::optional<ResumeCheckpoint> SolverRun::resume_checkpoint() {
     ResumeCheckpoint saved;
     saved.path = std::move(*session->path());
     if (TrainProgress* train = session->train()) saved.train = std::move(*train);
+    if (SolverState* solver = session->solver()) saved.solver = std::move(*solver);
     return saved;
   }
   return read_checkpoint((std::filesystem::path(out_dir) / kCheckpointFileName).string(), budget);
+}
+
+std::optional<SolverState> SolverRun::resume_solver_state(const std::string& solver, std::string& rank_share) {
+  std::optional<ResumeCheckpoint> saved = resume_checkpoint();
+  if (!saved) return std::nullopt;
+  const std::string file = (std::filesystem::path(out_dir) / kCheckpointFileName).string();
+  std::optional<SolverState>& state = saved->solver;
+  if (!state || state->solver != solver)
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_checkpoint(file, state ? "it holds the state of solver \"" + state->solver +
+                                                        "\", this run is solver \"" + solver + "\""
+                                                  : "no state of solver \"" + solver + "\""));
+  if (!partitioned()) return std::move(state);
+  if (state->rank_files_step == 0)
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_checkpoint(file, "a partitioned run's checkpoint without rank files: an earlier fgm's, "
+                                            "whose per-rank files (mslr-duals.rank-*) this version no longer reads"));
+  const std::string mine = rank_checkpoint_file(out_dir, comm.rank(), state->rank_files_step);
+  std::error_code ec;
+  if (!std::filesystem::exists(mine, ec))
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_checkpoint(mine, fmt::format("missing: the checkpoint {} needs rank {}'s share of step {}",
+                                                        file, comm.rank(), state->rank_files_step)));
+  ResumeCheckpoint share = read_checkpoint(mine, budget);
+  if (!identity_differences(share.identity, identity).empty() || !share.solver || share.solver->solver != solver ||
+      share.solver->rank_files_step != state->rank_files_step)
+    throw Error(ErrorKind::kCorruption,
+                msg::not_a_checkpoint(mine, fmt::format("not rank {}'s share of step {} of this {} run", comm.rank(),
+                                                        state->rank_files_step, solver)));
+  rank_share = std::move(share.solver->bytes);
+  return std::move(state);
+}
+
+void SolverRun::save_solver_state(SolverState state, uint64_t step, const std::string& rank_share) {
+  if (partitioned()) {
+    const SolverState mine{state.solver, rank_share, step};
+    write_checkpoint(rank_checkpoint_file(out_dir, comm.rank(), step), identity, nullptr, nullptr, budget, &mine);
+    std::error_code ec;
+    if (step >= 2) std::filesystem::remove(rank_checkpoint_file(out_dir, comm.rank(), step - 2), ec);
+    const uint8_t written = 1;
+    comm.allgather(&written, 1);  // every rank's share of this step is on disk
+    state.rank_files_step = step;
+  }
+  if (session) session->save_solver_state(state);
 }
 
 std::string SolverRun::ranks_suffix() const {
@@ -355,14 +400,14 @@ const char* final_output(RunKind kind) { return kind == RunKind::kTrain ? "model
 void open_partitioned(const SolverEntry& entry, SolverRun& run) {
   check_same_configuration(run.comm, run.config);
   if (entry.check_data) entry.check_data(run);
+  // The identity of a partitioned store, and the rank count: resuming on another count is refused.
+  run.identity = store_run_identity(run.config, run.kind,
+                                    partitioned_store_identity(run.dir, read_partition_manifest(run.dir)));
+  run.identity.config[kRanksIdentityKey] = std::to_string(run.comm.size());
   if (run.comm.rank() != 0) return;
   refuse_other_rank_count(run.out_dir, run.restart, run.comm.size(), run.budget);
-  // The identity of a partitioned store, and the rank count: resuming on another count is refused.
-  RunIdentity identity = store_run_identity(run.config, run.kind,
-                                            partitioned_store_identity(run.dir, read_partition_manifest(run.dir)));
-  identity.config[kRanksIdentityKey] = std::to_string(run.comm.size());
   run.session =
-      std::make_unique<ResumeSession>(run.out_dir, std::move(identity), run.restart, final_output(run.kind), run.budget);
+      std::make_unique<ResumeSession>(run.out_dir, run.identity, run.restart, final_output(run.kind), run.budget);
 }
 
 // A single store: opened (ingested when data.train is a text file) and
@@ -376,9 +421,9 @@ void open_single(const SolverEntry& entry, SolverRun& run, TrainingData& data) {
                                         run.budget, config.get_bytes("engine.block_bytes"));
   run.data = &data;
   if (entry.check_data) entry.check_data(run);
-  run.session = std::make_unique<ResumeSession>(
-      run.out_dir, store_run_identity(config, run.kind, data.store->info().store_checksum), run.restart,
-      final_output(run.kind), run.budget);
+  run.identity = store_run_identity(config, run.kind, data.store->info().store_checksum);
+  run.session =
+      std::make_unique<ResumeSession>(run.out_dir, run.identity, run.restart, final_output(run.kind), run.budget);
 }
 
 // fgm train / fgm path with the config's solver; the process exit code.

@@ -75,6 +75,7 @@ struct SolverRun {
   std::string out_dir;                     // output.dir
   std::string dir;                         // data.train
   TrainingData* data = nullptr;            // the single store, transformed; null on a partitioned store
+  RunIdentity identity;                    // the run's resume identity (every rank)
   std::unique_ptr<ResumeSession> session;  // rank 0 only
   std::vector<RankResources> ranks;        // after gather_outputs, on a partitioned store
 
@@ -84,6 +85,16 @@ struct SolverRun {
   // (output.dir is on a file system all ranks share, like the store). Empty:
   // start from scratch.
   std::optional<ResumeCheckpoint> resume_checkpoint();
+  // A solver other than FGM: the SolverState `solver` saved, on every rank as
+  // resume_checkpoint (empty: start from scratch); on a partitioned store
+  // `rank_share` receives this rank's share from its rank file.
+  std::optional<SolverState> resume_solver_state(const std::string& solver, std::string& rank_share);
+  // Saves `state` after step `step` (>= 1). On a partitioned store every rank
+  // first writes its share `rank_share` (state that stays with its rows) to
+  // its rank file, then, once every rank's is on disk, rank 0 the checkpoint
+  // naming them; the files of step − 2 go (rank 0 saved step − 1 before this
+  // step's collectives, so no checkpoint names them).
+  void save_solver_state(SolverState state, uint64_t step, const std::string& rank_share);
   // A path's largest feature count `largest` (config key `key`) beyond the
   // store's width, which no path can reach: a config error before the run.
   void refuse_counts_beyond_width(const char* key, uint64_t largest) const;

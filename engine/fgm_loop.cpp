@@ -254,12 +254,6 @@ void FgmRows::restore_duals(const TrainProgress& saved) {
   update_duals();
 }
 
-std::vector<PartitionScoringInput> FgmRows::inputs() {
-  std::vector<PartitionScoringInput> out;
-  for (size_t q = 0; q < a_.size(); ++q) out.push_back(source_.input(q, a_[q].data()));
-  return out;
-}
-
 // Algorithm 2 against the current α: the top-`batch` unselected candidates.
 FgmPass FgmRows::score(uint64_t batch, int iteration) {
   const auto start = std::chrono::steady_clock::now();
@@ -272,25 +266,28 @@ FgmPass FgmRows::score(uint64_t batch, int iteration) {
   return pass;
 }
 
-// This run's pass over the source; a space over the single store reads its
-// one part as the context's store, a partitioned space the parts.
-ScoringContext FgmRows::scoring_context(uint64_t batch) {
+ScoringContext scoring_context(RowSource& source, std::vector<std::vector<double>>& a, uint64_t batch, int threads,
+                               MemoryBudget& budget) {
   ScoringContext context;
-  context.parts = inputs();
-  context.store = &source_.store(0);
+  for (size_t q = 0; q < a.size(); ++q) context.parts.push_back(source.input(q, a[q].data()));
+  context.store = &source.store(0);
   context.stream = context.parts[0].stream;
   context.blocks = context.parts[0].blocks;
-  context.a = a_[0].data();
+  context.a = a[0].data();
   context.B = batch;
-  context.threads = settings_.scheduler.threads;
-  context.budget = &budget_;
+  context.threads = threads;
+  context.budget = &budget;
   return context;
+}
+
+ScoringContext FgmRows::scoring_context(uint64_t batch) {
+  return fgm::scoring_context(source_, a_, batch, settings_.scheduler.threads, budget_);
 }
 
 ScoreRequest FgmRows::scoring_request(uint64_t batch) {
   ScoreRequest request;
   request.space = space_.get();
-  request.parts = inputs();
+  for (size_t q = 0; q < a_.size(); ++q) request.parts.push_back(source_.input(q, a_[q].data()));
   request.a = a_[0].data();
   request.B = batch;
   return request;

@@ -87,6 +87,12 @@ std::vector<double> selected_column_dots(RowSource& source,
                                          const std::vector<std::unique_ptr<SelectedFeatureCache>>& columns,
                                          const std::vector<std::vector<double>>& a);
 
+// A scoring pass over the source's parts against duals a[q] (FGM's a = α∘y,
+// MSLR's): a space over the single store reads its one part as the
+// context's store, a partitioned space the parts.
+ScoringContext scoring_context(RowSource& source, std::vector<std::vector<double>>& a, uint64_t batch, int threads,
+                               MemoryBudget& budget);
+
 // The rows of one FGM run on a RowSource (one run per label set: one-vs-rest
 // makes K on one source): per part its labels, its rows of the selected
 // columns, its decision values, α and a = α∘y.
@@ -140,7 +146,6 @@ class FgmRows {
 
  private:
   std::vector<ApgRowPart> row_parts();
-  std::vector<PartitionScoringInput> inputs();
   void update_duals();
   void record(int iteration, const char* phase, const CommunicationStats& before);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -11,7 +10,6 @@
 #include "cache/selected_features.h"
 #include "core/clock.h"
 #include "core/error.h"
-#include "core/hash.h"
 #include "core/messages.h"
 #include "engine/fgm_loop.h"
 #include "engine/fgm_trainer.h"
@@ -24,7 +22,6 @@ namespace {
 
 // The tag that opened the hand-rolled MSLR state of fgm before the FlatBuffers one.
 constexpr char kOldStateTag[] = "MSLRSTATE1";
-constexpr char kDualSliceTag[] = "MSLRDUALS1";
 
 // A feature of the next constraint: its c_j², candidate id, and its position
 // in the selected columns (SIZE_MAX while not selected).
@@ -158,19 +155,9 @@ class MslrRows {
   // order; a partitioned pass brings them, one store's come from the cache
   // with the pass's summation) and the top-`batch` unselected features by c_j².
   std::vector<ScoredCandidate> score(uint64_t batch, std::vector<double>& selected_c, uint64_t& bytes_streamed) {
-    ScoringContext context;
-    for (size_t q = 0; q < a_.size(); ++q) {
+    for (size_t q = 0; q < a_.size(); ++q)
       for (uint64_t i = 0; i < a_[q].size(); ++i) a_[q][i] = alpha_[q][i] * y_[q][i];
-      context.parts.push_back(source_.input(q, a_[q].data()));
-    }
-    context.store = &source_.store(0);
-    context.stream = context.parts[0].stream;
-    context.blocks = context.parts[0].blocks;
-    context.a = a_[0].data();
-    context.B = batch;
-    context.threads = settings_.scheduler.threads;
-    context.budget = &budget_;
-    SpaceScores scored = space_->score(context);
+    SpaceScores scored = space_->score(scoring_context(source_, a_, batch, settings_.scheduler.threads, budget_));
     selected_c = scored.selected_dots ? std::move(*scored.selected_dots) : selected_column_dots(source_, columns_, a_);
     bytes_streamed += scored.pass.bytes_streamed;
     return std::move(scored.top);
@@ -550,8 +537,15 @@ std::vector<std::vector<uint64_t>> read_id_lists(
 
 }  // namespace
 
-std::string encode_mslr_state(const MslrState& s, const std::vector<MslrSavedPoint>& points) {
+std::string encode_mslr_state(const MslrState& s, const std::vector<MslrSavedPoint>& points, MslrStatePart part) {
   flatbuffers::FlatBufferBuilder fb;
+  if (part == MslrStatePart::kDuals) {
+    schema::MslrCheckpointStateBuilder duals(fb);
+    duals.add_alpha(fb.CreateVector(s.alpha));
+    duals.add_beta(fb.CreateVector(s.beta));
+    fb.Finish(duals.Finish(), schema::MslrCheckpointStateIdentifier());
+    return std::string(reinterpret_cast<const char*>(fb.GetBufferPointer()), fb.GetSize());
+  }
   std::vector<flatbuffers::Offset<schema::MslrIterationRecord>> iterations;
   for (const auto& it : s.iterations) iterations.push_back(write_iteration(fb, it));
   std::vector<flatbuffers::Offset<schema::MslrPathPointState>> saved_points;
@@ -561,11 +555,14 @@ std::string encode_mslr_state(const MslrState& s, const std::vector<MslrSavedPoi
         fb.CreateVector(reinterpret_cast<const uint8_t*>(p.model.data()), p.model.size())));
   const auto batches = write_id_lists(fb, s.batches);
   const auto constraints = write_id_lists(fb, s.constraints);
+  const std::vector<double> none;
+  const bool duals = part == MslrStatePart::kWhole;
   fb.Finish(schema::CreateMslrCheckpointState(
-                fb, batches, constraints, fb.CreateVector(s.alpha), fb.CreateVector(s.beta),
-                fb.CreateVector(s.weights), s.last_objective, s.next_checkpoint, fb.CreateVector(iterations),
-                fb.CreateString(s.stop_reason), s.final_sip_violation, s.scoring_passes, s.total_bytes_streamed,
-                s.seconds, fb.CreateVector(saved_points)),
+                fb, batches, constraints, fb.CreateVector(duals ? s.alpha : none),
+                fb.CreateVector(duals ? s.beta : none), fb.CreateVector(s.weights), s.last_objective,
+                s.next_checkpoint, fb.CreateVector(iterations), fb.CreateString(s.stop_reason),
+                s.final_sip_violation, s.scoring_passes, s.total_bytes_streamed, s.seconds,
+                fb.CreateVector(saved_points)),
             schema::MslrCheckpointStateIdentifier());
   return std::string(reinterpret_cast<const char*>(fb.GetBufferPointer()), fb.GetSize());
 }
@@ -602,75 +599,6 @@ MslrState decode_mslr_state(const std::string& bytes, const std::string& file, s
                          std::string(reinterpret_cast<const char*>(p->model()->data()), p->model()->size())});
     }
   return s;
-}
-
-// A dual slice: the tag (a uint64 length and its bytes), iteration, rank,
-// ranks, first partition, partitions, α and C − α (each a uint64 count and
-// its doubles), fixed-width little-endian (the machines fgm runs on are; the
-// slice is read back by the same build), then the xxh64 of all that.
-std::string encode_mslr_dual_slice(const MslrDualSlice& slice) {
-  std::string bytes;
-  auto put = [&bytes](const void* data, uint64_t size) {
-    if (size > 0) bytes.append(static_cast<const char*>(data), size);
-  };
-  auto put_doubles = [&](const std::vector<double>& v) {
-    const uint64_t n = v.size();
-    put(&n, sizeof n);
-    put(v.data(), n * sizeof(double));
-  };
-  const uint64_t tag_size = sizeof kDualSliceTag - 1;
-  put(&tag_size, sizeof tag_size);
-  put(kDualSliceTag, tag_size);
-  put(&slice.iteration, sizeof slice.iteration);
-  put(&slice.rank, sizeof slice.rank);
-  put(&slice.ranks, sizeof slice.ranks);
-  put(&slice.first_partition, sizeof slice.first_partition);
-  put(&slice.partitions, sizeof slice.partitions);
-  put_doubles(slice.alpha);
-  put_doubles(slice.beta);
-  const uint64_t checksum = xxh64(bytes.data(), bytes.size());
-  put(&checksum, sizeof checksum);
-  return bytes;
-}
-
-MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string& file) {
-  auto fail = [&file](const std::string& why) {
-    throw Error(ErrorKind::kCorruption, msg::not_a_checkpoint(file, why));
-  };
-  uint64_t checksum = 0;
-  if (bytes.size() < sizeof checksum) fail("MSLR dual slice: truncated");
-  const uint64_t body = bytes.size() - sizeof checksum;
-  std::memcpy(&checksum, bytes.data() + body, sizeof checksum);
-  if (checksum != xxh64(bytes.data(), body)) fail("MSLR dual slice: checksum mismatch");
-  uint64_t at = 0;
-  auto take = [&](void* out, uint64_t size) {
-    if (size > body - at) fail("MSLR state: truncated");
-    if (size > 0) std::memcpy(out, bytes.data() + at, size);
-    at += size;
-  };
-  auto take_doubles = [&] {
-    uint64_t n = 0;
-    take(&n, sizeof n);
-    if (n > (body - at) / sizeof(double)) fail("MSLR state: a list runs past the end");
-    std::vector<double> v(n);
-    take(v.data(), n * sizeof(double));
-    return v;
-  };
-  uint64_t tag_size = 0;
-  take(&tag_size, sizeof tag_size);
-  if (tag_size > body - at) fail("MSLR state: truncated");
-  if (bytes.compare(at, tag_size, kDualSliceTag) != 0) fail("MSLR state: not a dual slice");
-  at += tag_size;
-  MslrDualSlice slice;
-  take(&slice.iteration, sizeof slice.iteration);
-  take(&slice.rank, sizeof slice.rank);
-  take(&slice.ranks, sizeof slice.ranks);
-  take(&slice.first_partition, sizeof slice.first_partition);
-  take(&slice.partitions, sizeof slice.partitions);
-  slice.alpha = take_doubles();
-  slice.beta = take_doubles();
-  if (at != body) fail("MSLR state: trailing bytes");
-  return slice;
 }
 
 MslrOutcome train_mslr(const ShardStore& store, const MslrSettings& settings, MemoryBudget& budget,

@@ -136,26 +136,17 @@ struct MslrSavedPoint {
 
 // A FlatBuffer (io/schema/mslr_checkpoint.fbs) for Checkpoint.solver_state;
 // the checkpoint file around it carries the checksum and the run identity.
-std::string encode_mslr_state(const MslrState& state, const std::vector<MslrSavedPoint>& points = {});
+// A partitioned run splits the state: kShared (without α and C − α) for
+// rank 0's checkpoint, kDuals (α and C − α of the rank's rows, nothing
+// else) for each rank's file (engine/resume_checkpoint.h rank_checkpoint_file).
+enum class MslrStatePart { kWhole, kShared, kDuals };
+std::string encode_mslr_state(const MslrState& state, const std::vector<MslrSavedPoint>& points = {},
+                              MslrStatePart part = MslrStatePart::kWhole);
 // Throws Error(kCorruption) naming `file` if `bytes` is not a state of this
 // format (an earlier fgm's hand-rolled MSLR state is named as such).
 // `points`: if set, receives the saved path points.
 MslrState decode_mslr_state(const std::string& bytes, const std::string& file,
                             std::vector<MslrSavedPoint>* points = nullptr);
-
-// A rank's share of a partitioned run's state (train_mslr_partitions):
-// α and C − α of its own partitions' rows, saved by that rank next to the
-// checkpoint (the duals stay with their rows; rank 0's checkpoint holds the
-// rest of MslrState). The bytes end with their xxh64.
-struct MslrDualSlice {
-  uint64_t iteration = 0;  // completed iterations of the state it belongs to
-  int32_t rank = 0, ranks = 1;
-  uint32_t first_partition = 0, partitions = 0;
-  std::vector<double> alpha, beta;
-};
-std::string encode_mslr_dual_slice(const MslrDualSlice& slice);
-// Throws Error(kCorruption) naming `file` if the bytes are damaged or not a slice.
-MslrDualSlice decode_mslr_dual_slice(const std::string& bytes, const std::string& file);
 
 struct MslrHooks {
   std::function<void(const MslrIteration&)> on_iteration;

@@ -152,6 +152,10 @@ std::vector<std::string> identity_differences(const RunIdentity& saved, const Ru
   return diffs;
 }
 
+std::string rank_checkpoint_file(const std::string& out_dir, int rank, uint64_t step) {
+  return out_dir + "/" + fmt::format("{}{}.step-{}.fgm", kRankCheckpointPrefix, rank, step);
+}
+
 void write_checkpoint(const std::string& file, const RunIdentity& identity, const TrainProgress* train,
                       const PathProgress* path, MemoryBudget& budget, const SolverState* solver) {
   // The builder and the framed copy each hold the weights and the logs.
@@ -203,7 +207,8 @@ void write_checkpoint(const std::string& file, const RunIdentity& identity, cons
       fb, kCheckpointFormatVersion, fb.CreateString(identity.command),
       fb.CreateString(identity.engine_version), fb.CreateVector(config), identity.store_checksum,
       train_state, fb.CreateVector(points), path ? path->run : 0, path ? path->total_apg_iterations : 0,
-      path ? path->total_gradient_evaluations : 0, fb.CreateVector(runs), solver_name, solver_state);
+      path ? path->total_gradient_evaluations : 0, fb.CreateVector(runs), solver_name, solver_state,
+      solver ? solver->rank_files_step : 0);
   schema::FinishCheckpointBuffer(fb, root);
 
   write_file_atomic(file, frame_flatbuffer(kMagic, fb.GetBufferPointer(), fb.GetSize()));
@@ -279,6 +284,7 @@ ResumeCheckpoint read_checkpoint(const std::string& file, MemoryBudget& budget) 
     SolverState state;
     state.solver = c->solver_name()->str();
     if (c->solver_state()) state.bytes.assign(reinterpret_cast<const char*>(c->solver_state()->data()), c->solver_state()->size());
+    state.rank_files_step = c->rank_files_step();
     out.solver = std::move(state);
   }
   if (c->path_runs())

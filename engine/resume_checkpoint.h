@@ -48,7 +48,18 @@ struct RunIdentity {
 struct SolverState {
   std::string solver;  // the `solver` of the run that wrote it
   std::string bytes;
+  // A partitioned run: the step whose rank files hold each rank's share of
+  // the state (rank_checkpoint_file; 0: none).
+  uint64_t rank_files_step = 0;
 };
+
+// A partitioned run keeps the state that stays with a rank's rows (MSLR's
+// duals) out of checkpoint.fgm: each rank writes its share of step t as a
+// checkpoint file of its own (same frame, checksum, version and identity),
+// <out_dir>/checkpoint.rank-<r>.step-<t>.fgm, before rank 0 writes the
+// checkpoint.fgm of step t that names it.
+inline constexpr const char* kRankCheckpointPrefix = "checkpoint.rank-";
+std::string rank_checkpoint_file(const std::string& out_dir, int rank, uint64_t step);
 
 struct ResumeCheckpoint {
   RunIdentity identity;

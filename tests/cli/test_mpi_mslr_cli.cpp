@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "core/json_reader.h"
+#include "core/memory_budget.h"
+#include "engine/resume_checkpoint.h"
 #include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
 
@@ -280,12 +282,21 @@ int kill_after_first_checkpoint(const TempDir& dir, int np, const std::string& a
   return std::stoi(slurp(dir.file("rc.txt")));
 }
 
-std::vector<std::filesystem::path> dual_slices(const std::string& dir) {
+// The rank files of a partitioned run's checkpoint (engine/resume_checkpoint.h rank_checkpoint_file).
+std::vector<std::filesystem::path> rank_files(const std::string& dir) {
   std::vector<std::filesystem::path> out;
   for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().filename().string().rfind("mslr-duals.rank-", 0) == 0) out.push_back(e.path());
+    if (e.path().filename().string().rfind("checkpoint.rank-", 0) == 0) out.push_back(e.path());
   return out;
 }
+
+// A real checkpoint of a partitioned `fgm train solver=mslr` written by the fgm
+// before rank files (cd6d380: the duals in hand-rolled mslr-duals.rank-<r>.iter-<t>
+// files), killed after its first iteration: synth --kind sparse --rows 300
+// --test-rows 100 --features 200 --planted-linear 6 --planted-cross 0
+// --min-term-frequency 0.03 --nnz-per-row 15 --seed 3, ingested with
+// --partitions 2, mpirun -np 2, mslr.r=3 mslr.subproblem=smoothing.
+const std::string kEarlierCheckpoint = FGM_SOURCE_DIR "/tests/cli/fixtures/mslr-partitioned-earlier-checkpoint";
 
 }  // namespace
 
@@ -305,7 +316,7 @@ TEST_CASE("MSLR path on a partitioned store: the same points byte for byte on 1,
   const JsonValue path_json = parse_json(slurp(dir.file("o1/path.json")), "path.json");
   CHECK(run_json_key(path_json, "distributed")->find("partitions")->number() == 4);
   CHECK(run_json_key(path_json, "data")->find("partitions")->number() == 4);
-  CHECK(dual_slices(dir.file("o1")).empty());  // removed with the checkpoint once the outputs are written
+  CHECK(rank_files(dir.file("o1")).empty());  // removed with the checkpoint once the outputs are written
   CHECK_FALSE(std::filesystem::exists(dir.file("o1/checkpoint.fgm")));
   for (auto [np, threads] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{4, 1}}) {
     INFO("np " << np << " threads " << threads);
@@ -386,8 +397,14 @@ TEST_CASE("a distributed MSLR run killed mid-run resumes on the same rank count 
     REQUIRE_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
     REQUIRE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
     // Every rank's duals of the checkpoint's iteration are next to it.
-    const std::vector<std::filesystem::path> slices = dual_slices(dir.file("o"));
+    const std::vector<std::filesystem::path> slices = rank_files(dir.file("o"));
     REQUIRE(slices.size() >= 2);
+    const std::string checkpoint = dir.file("o/checkpoint.fgm");
+    MemoryBudget budget(uint64_t{1} << 30);
+    const ResumeCheckpoint kept = read_checkpoint(checkpoint, budget);
+    REQUIRE(kept.solver);
+    CHECK(kept.solver->rank_files_step >= 1);
+    CHECK(std::filesystem::exists(rank_checkpoint_file(dir.file("o"), 1, kept.solver->rank_files_step)));
 
     // Another rank count (4 ranks, or one process) is refused; the checkpoint stays.
     RunResult other = run_mpi(dir, 4, train + "output.dir=o");
@@ -407,10 +424,44 @@ TEST_CASE("a distributed MSLR run killed mid-run resumes on the same rank count 
     }
     RunResult damaged = run_mpi(dir, 2, train + "output.dir=o");
     CHECK(damaged.code != 0);
-    CHECK(contains(damaged.err, "mslr-duals.rank-"));
+    CHECK(contains(damaged.err, "checkpoint.rank-"));
     CHECK(contains(damaged.err, "checksum"));
     CHECK_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
+    // One cut short, and one missing.
+    for (const auto& [f, bytes] : saved) std::ofstream(f, std::ios::binary) << bytes.substr(0, bytes.size() - 9);
+    damaged = run_mpi(dir, 2, train + "output.dir=o");
+    CHECK(damaged.code != 0);
+    CHECK(contains(damaged.err, "checkpoint.rank-"));
+    CHECK(contains(damaged.err, "the header says"));
     for (const auto& [f, bytes] : saved) std::ofstream(f, std::ios::binary) << bytes;
+    const std::string rank1 = rank_checkpoint_file(dir.file("o"), 1, kept.solver->rank_files_step);
+    std::filesystem::rename(rank1, rank1 + ".away");
+    damaged = run_mpi(dir, 2, train + "output.dir=o");
+    CHECK(damaged.code != 0);
+    INFO(damaged.err);
+    CHECK(contains(damaged.err, "o/" + std::filesystem::path(rank1).filename().string()));
+    CHECK(contains(damaged.err, "missing"));
+    std::filesystem::rename(rank1 + ".away", rank1);
+    CHECK_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
+
+    // An earlier fgm's partitioned checkpoint (its state as that fgm wrote it, under this run's identity; its
+    // mslr-duals files beside it) is refused naming the file and --restart; --restart removes its files.
+    const ResumeCheckpoint earlier = read_checkpoint(kEarlierCheckpoint + "/checkpoint.fgm", budget);
+    REQUIRE(earlier.solver);
+    REQUIRE(earlier.solver->rank_files_step == 0);
+    const std::string current = slurp(checkpoint);
+    write_checkpoint(checkpoint, kept.identity, nullptr, nullptr, budget, &*earlier.solver);
+    for (const auto& e : std::filesystem::directory_iterator(kEarlierCheckpoint))
+      if (e.path().filename().string().rfind("mslr-duals.rank-", 0) == 0)
+        std::filesystem::copy_file(e.path(), dir.path / "o" / e.path().filename());
+    RunResult old = run_mpi(dir, 2, train + "output.dir=o");
+    CHECK(old.code == 5);
+    INFO(old.err);
+    CHECK(contains(old.err, "o/checkpoint.fgm"));
+    CHECK(contains(old.err, "an earlier fgm"));
+    CHECK(contains(old.err, "--restart"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("o/model.fgm")));
+    std::ofstream(checkpoint, std::ios::binary) << current;
 
     RunResult resumed = run_mpi(dir, 2, train + "output.dir=o engine.threads=2");
     INFO(resumed.err);
@@ -422,7 +473,8 @@ TEST_CASE("a distributed MSLR run killed mid-run resumes on the same rank count 
     CHECK(run_json_key(run_json, "iterations")->items().size() ==
           parse_json(slurp(dir.file("whole/run.json")), "run.json").find("iterations")->items().size());
     CHECK_FALSE(std::filesystem::exists(dir.file("o/checkpoint.fgm")));
-    CHECK(dual_slices(dir.file("o")).empty());
+    CHECK(rank_files(dir.file("o")).empty());
+    CHECK_FALSE(std::filesystem::exists(dir.file("o/mslr-duals.rank-0.iter-1")));  // an earlier fgm's, removed too
   }
   SECTION("path") {
     REQUIRE(run_mpi(dir, 4, path + "output.dir=whole").code == 0);
@@ -437,7 +489,33 @@ TEST_CASE("a distributed MSLR run killed mid-run resumes on the same rank count 
       CHECK(model_bytes(dir.file("o" + point)) == model_bytes(dir.file("whole" + point)));
     }
     CHECK(csv_without_seconds(slurp(dir.file("o/path.csv"))) == csv_without_seconds(slurp(dir.file("whole/path.csv"))));
-    CHECK(dual_slices(dir.file("o")).empty());
+    CHECK(rank_files(dir.file("o")).empty());
+  }
+}
+
+TEST_CASE("a distributed MSLR run on a 1- and a 2-partition store killed mid-run resumes to the uninterrupted model",
+          "[.mpi][mpi][mslr]") {
+  TempDir dir("fgm-mpi-mslr");
+  dir.write("in.txt", mixed_libsvm(300, 40, 6, 17));
+  // As the test above: the smoothing subproblem leaves the kill time to land after iteration 1.
+  const std::string common = "train solver=mslr mslr.r=2 mslr.max_iterations=5 mslr.tolerance=1e-2 "
+                             "mslr.subproblem=smoothing mslr.eps_outer=0 ";
+  for (int partitions : {1, 2}) {
+    INFO(partitions << " partition(s), as many ranks");
+    const std::string p = std::to_string(partitions);
+    REQUIRE(run(dir, "ingest in.txt --out store" + p + " --partitions " + p).code == 0);
+    const std::string train = common + "data.train=store" + p + " ";
+    REQUIRE(run_mpi(dir, partitions, train + "output.dir=whole" + p).code == 0);
+    REQUIRE(kill_after_first_checkpoint(dir, partitions, train + "output.dir=o" + p, "o" + p) != 0);
+    REQUIRE_FALSE(std::filesystem::exists(dir.file("o" + p + "/model.fgm")));
+    CHECK(rank_files(dir.file("o" + p)).size() >= size_t(partitions));
+    RunResult resumed = run_mpi(dir, partitions, train + "output.dir=o" + p);
+    INFO(resumed.err);
+    REQUIRE(resumed.code == 0);
+    CHECK(contains(resumed.err, "resuming from iteration "));
+    CHECK(model_bytes(dir.file("o" + p + "/model.fgm")) == model_bytes(dir.file("whole" + p + "/model.fgm")));
+    CHECK_FALSE(std::filesystem::exists(dir.file("o" + p + "/checkpoint.fgm")));
+    CHECK(rank_files(dir.file("o" + p)).empty());
   }
 }
 

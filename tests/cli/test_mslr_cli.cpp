@@ -282,6 +282,11 @@ std::string csv_without_seconds(const std::string& text) {
 // 300 --test-rows 100 --features 200 --planted-linear 6 --planted-cross 0
 // --min-term-frequency 0.03 --nnz-per-row 15 --seed 3, mslr.r=3.
 const char* kHandRolledCheckpoint = FGM_SOURCE_DIR "/tests/cli/fixtures/mslr-hand-rolled-checkpoint.fgm";
+// A real checkpoint of the fgm before partitioned runs' rank files (main at
+// 5b35698, whose checkpoint format is cd6d380's: the MSLR state already a
+// FlatBuffer, no rank_files_step), killed after a completed iteration of
+// this file's `train` below (kData, ingested, mslr.r=3 mslr.max_iterations=5).
+const char* kEarlierCheckpoint = FGM_SOURCE_DIR "/tests/cli/fixtures/mslr-single-store-earlier-checkpoint.fgm";
 
 }  // namespace
 
@@ -364,6 +369,41 @@ TEST_CASE("solver = mslr: a run killed after a completed iteration resumes to th
     INFO(restarted.err);
     REQUIRE(restarted.code == 0);
     CHECK(model_without_time(dir.file("cut/model.fgm")) == model_without_time(dir.file("whole/model.fgm")));
+  }
+  SECTION("a single-store checkpoint of the fgm before rank files still resumes to the uninterrupted model") {
+    const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";
+    REQUIRE(kill_after_checkpoints(dir, words(train + "output.dir=cut"), checkpoint, 1));
+    // Its state under this run's identity (the store checksum covers the input's path, and the engine
+    // version may have moved on since); the same data, so it resumes to the same model.
+    fgm::MemoryBudget budget(uint64_t{1} << 30);
+    const fgm::ResumeCheckpoint saved = fgm::read_checkpoint(checkpoint.string(), budget);
+    const fgm::ResumeCheckpoint earlier = fgm::read_checkpoint(kEarlierCheckpoint, budget);
+    REQUIRE(earlier.solver);
+    CHECK(earlier.solver->rank_files_step == 0);
+    fgm::write_checkpoint(checkpoint.string(), saved.identity, nullptr, nullptr, budget, &*earlier.solver);
+    const RunResult r = run(dir, train + "output.dir=cut");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(contains(r.err, "resuming from iteration "));
+    CHECK(model_without_time(dir.file("cut/model.fgm")) == model_without_time(dir.file("whole/model.fgm")));
+  }
+  SECTION("a damaged checkpoint (a flipped byte, cut short) is refused naming it, with no output") {
+    const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";
+    REQUIRE(kill_after_checkpoints(dir, words(train + "output.dir=cut"), checkpoint, 1));
+    const std::string bytes = slurp(checkpoint.string());
+    std::string flipped = bytes;
+    flipped[bytes.size() - 40] ^= 0x01;  // inside the MSLR state's FlatBuffer
+    for (const std::string& damaged : {flipped, bytes.substr(0, bytes.size() / 2)}) {
+      std::ofstream(checkpoint, std::ios::binary) << damaged;
+      const RunResult r = run(dir, train + "output.dir=cut");
+      INFO(r.err);
+      CHECK(r.code == 5);
+      CHECK(contains(r.err, "cut/checkpoint.fgm"));
+      CHECK(contains(r.err, damaged.size() == bytes.size() ? "checksum mismatch" : "the header says"));
+      CHECK(contains(r.err, "--restart"));
+      CHECK_FALSE(std::filesystem::exists(dir.path / "cut" / "model.fgm"));
+      CHECK_FALSE(std::filesystem::exists(dir.path / "cut" / "run.json"));
+    }
   }
   SECTION("another mslr setting: the checkpoint is refused naming the key") {
     const std::filesystem::path checkpoint = dir.path / "cut" / "checkpoint.fgm";

@@ -254,6 +254,20 @@ TEST_CASE("MSLR resumed from the state after any iteration, through a checkpoint
   CHECK_THROWS_WITH(decode_mslr_state(encode_mslr_state(with_points, {{states.size() + 1, 0, "m"}}), file,
                                       &read_points),
                     Catch::Contains("MSLR path points: damaged"));
+  // A partitioned run's split, rank 0's part without the duals and a rank
+  // file's duals alone, joins to the whole state.
+  const MslrState last = decode_mslr_state(states.back(), file);
+  REQUIRE_FALSE(last.alpha.empty());
+  MslrState shared = decode_mslr_state(encode_mslr_state(last, {}, MslrStatePart::kShared), file);
+  const MslrState duals = decode_mslr_state(encode_mslr_state(last, {}, MslrStatePart::kDuals), file);
+  CHECK(shared.alpha.empty());
+  CHECK(shared.beta.empty());
+  CHECK(duals.iterations.empty());
+  CHECK(duals.batches.empty());
+  CHECK(duals.weights.empty());
+  shared.alpha = duals.alpha;
+  shared.beta = duals.beta;
+  CHECK(encode_mslr_state(shared) == states.back());
 }
 
 // The two subproblem solvers (primal proximal Newton, the default; the
