@@ -169,7 +169,7 @@ std::vector<ParamSpec> build_specs() {
                   "intermediate solves of the proximal Newton solver (apg.method newton, or auto up to 2048 "
                   "columns; the paper's Inexact FGM) stop when their certified relative duality gap is at most "
                   "this (never tighter than apg.gap_tolerance; set it there to solve every solve to that) and "
-                  "are recorded inexact with their gap; the APG's stop on apg.eps_inner"),
+                  "are recorded inexact with their gap (the APG's intermediate solves stop on apg.eps_inner)"),
              0, 1, true),
       ranged(spec("apg.eta", T::kFloat, "0.5", "APG line-search factor η"), 0, 0.999, true),
       ranged(spec("apg.max_iterations", T::kInt, "2000",
