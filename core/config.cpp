@@ -165,6 +165,12 @@ std::vector<ParamSpec> build_specs() {
                   "and class) stop when the relative duality gap (F − D)/F is at most this; such a solve "
                   "is reported converged only then (intermediate solves stop on apg.eps_inner)"),
              0, 1, true),
+      ranged(spec("apg.intermediate_gap", T::kFloat, "1e-2",
+                  "intermediate solves of the proximal Newton solver (apg.method newton, or auto up to 2048 "
+                  "columns; the paper's Inexact FGM) stop when their certified relative duality gap is at most "
+                  "this (never tighter than apg.gap_tolerance; set it there to solve every solve to that) and "
+                  "are recorded inexact with their gap (the APG's intermediate solves stop on apg.eps_inner)"),
+             0, 1, true),
       ranged(spec("apg.eta", T::kFloat, "0.5", "APG line-search factor η"), 0, 0.999, true),
       ranged(spec("apg.max_iterations", T::kInt, "2000",
                   "APG iteration cap per solve, inexact and certified alike (a certified solve that reaches "

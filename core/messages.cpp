@@ -360,7 +360,8 @@ std::string bad_group_line(std::string_view path, uint64_t line, uint64_t column
 std::string apg_iteration_cap(int outer_iteration, int apg_iterations) {
   return fmt::format("outer iteration {}: APG stopped at apg.max_iterations = {} before its "
                      "stopping rule (prox-gradient mapping down to apg.eps_inner of its first "
-                     "value) held; this iteration's weights are not converged: raise "
+                     "value; proximal Newton: certified relative gap down to apg.intermediate_gap) "
+                     "held; this iteration's weights are not converged: raise "
                      "apg.max_iterations (run.json's apg_relative_gap bounds the error)",
                      outer_iteration, apg_iterations);
 }
@@ -399,7 +400,7 @@ std::string apg_stalled(int outer_iteration, int apg_iterations) {
   return fmt::format("outer iteration {}: APG stalled after {} iterations (the line search found "
                      "no step that decreases the objective: rounding floor reached) before its "
                      "stopping rule held; the last iterate is used: a larger apg.eps_inner "
-                     "stops earlier",
+                     "(proximal Newton: apg.intermediate_gap) stops earlier",
                      outer_iteration, apg_iterations);
 }
 

@@ -71,7 +71,7 @@ void record_polished_solve(const ApgResult& r, double seconds, IterationRecord& 
 // The warning of a solve that did not meet its rule: a certified solve above
 // apg.gap_tolerance (apg_gap_above_tolerance), an inexact one at the cap or stalled.
 void warn_apg_stop(const IterationRecord& rec, RunWarnings* warnings) {
-  // "converged" (certified) and "inexact" (an intermediate solve that met apg.eps_inner) met their rule.
+  // "converged" (certified) and "inexact" (an intermediate solve that met its rule) met their rule.
   const bool stalled = rec.apg_stop == "stalled";
   if (rec.apg_certified && !rec.apg_converged) {
     add_warning(warnings, "apg_gap_above_tolerance",
@@ -438,7 +438,8 @@ std::string FgmLoop::stop_reason(int t) const {
 
 // Whether outer iteration t's solve (its batch added) gives the run's model
 // or a path point's: such a solve is certified (apg.gap_tolerance), the
-// others are inexact (apg.eps_inner; the paper's Inexact FGM). Known before
+// others are inexact (apg.eps_inner, proximal Newton apg.intermediate_gap;
+// the paper's Inexact FGM). Known before
 // the solve when max_iterations, max_features or a path checkpoint decides
 // it; when eps_outer or no_new_features ends the run, polish_final_solve.
 bool FgmLoop::solve_is_final(int t) const {

@@ -104,7 +104,8 @@ struct IterationRecord {
   int apg_gradient_evaluations = 0;
   // A certified solve (apg_certified: the run's final solve, a path point)
   // is "converged" only with apg_relative_gap ≤ apg.gap_tolerance; an
-  // intermediate solve that met apg.eps_inner is "inexact". Either may end at
+  // intermediate solve that met apg.eps_inner (proximal Newton:
+  // apg.intermediate_gap) is "inexact". Either may end at
   // "max_iterations" or "stalled" (a warning).
   bool apg_converged = false;     // apg_stop == "converged"
   bool apg_certified = false;

@@ -179,6 +179,7 @@ void read_apg_keys(const Config& c, ApgOptions& apg) {
                                   : SubproblemMethod::kApg;
   apg.eps_inner = c.get_float("apg.eps_inner");
   apg.gap_tolerance = c.get_float("apg.gap_tolerance");
+  apg.intermediate_gap = c.get_float("apg.intermediate_gap");
   apg.eta = c.get_float("apg.eta");
   apg.max_iterations = static_cast<int>(c.get_int("apg.max_iterations"));
   apg.threads = static_cast<int>(c.get_int("engine.threads"));

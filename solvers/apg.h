@@ -45,6 +45,11 @@ struct ApgOptions {
   // eps_inner and reports its gap without being held to it.
   bool certify = false;
   double gap_tolerance = 1e-3;
+  // The proximal Newton solver's inexact solve (prox_newton.h): it has a
+  // certificate at every iterate for free, so it stops on it, at this looser
+  // relative gap, or at gap_tolerance if that is looser (eps_inner, a
+  // gradient-mapping ratio, means nothing to it).
+  double intermediate_gap = 1e-2;
   double eta = 0.5;            // line-search factor η ∈ (0,1)
   int max_iterations = 2000;   // inner iteration cap
   int threads = 1;             // explicit; results do not depend on it
@@ -84,8 +89,9 @@ struct ApgResult {
   int line_search_steps = 0;     // F ≤ Q evaluations in total
   int gradient_evaluations = 0;  // ∇_ω P evaluations (one pass over the selected columns each)
   // Certified solve: relative_gap ≤ gap_tolerance (whatever stopped it).
-  // Inexact solve: stopped by the mapping rule (or at an exact fixed point),
-  // not by the cap; its relative_gap is only reported.
+  // Inexact solve: stopped by its rule (the APG: the mapping rule or an exact
+  // fixed point, its relative_gap only reported; proximal Newton:
+  // relative_gap ≤ intermediate_gap), not by the cap.
   bool converged = false;
   bool certified = false;        // solved with options.certify (converged then means gap ≤ tolerance)
   // The certificate of the returned point: D(α) ≤ min F for dual-feasible α

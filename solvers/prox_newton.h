@@ -31,8 +31,9 @@ constexpr size_t kProxNewtonMaxColumns = 2048;
 
 // Solves (31) like solve_apg(parts, ...) (same state, decision outputs and
 // result fields; `iterations` counts Newton steps) and stops when the
-// certified relative gap is at most options.gap_tolerance or after
-// options.max_iterations steps. Models are the same bits for any thread count
+// certified relative gap is at most options.gap_tolerance (options.certify)
+// or options.intermediate_gap (an intermediate solve, reported converged but
+// not certified: "inexact"), or after options.max_iterations steps. Models are the same bits for any thread count
 // and, with a partition-tree reduction, any rank count.
 ApgResult solve_prox_newton(const std::vector<ApgRowPart>& parts, RowSumReduction& reduction,
                             const ApgOptions& options, ApgState& state, MemoryBudget& budget);

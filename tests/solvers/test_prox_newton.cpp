@@ -3,7 +3,8 @@
 // the APG run to a tight tolerance (itself checked against a long-double
 // proximal gradient oracle in test_apg.cpp), the certificate against the
 // true suboptimality, thread-count invariance and the resume contract
-// (decision values equal apg_decision_values bit for bit).
+// (decision values equal apg_decision_values bit for bit); the intermediate
+// (inexact) solve's stop at apg.intermediate_gap against the same oracles.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -79,12 +80,14 @@ double kkt_violation(const Problem& p, size_t batches, Loss loss, LD C, bool bia
   return double(worst / scale);
 }
 
+// A certified solve (the one a model comes from) to `tolerance`.
 ApgOptions newton_options(Loss loss, double C, bool bias, double tolerance) {
   ApgOptions o;
   o.loss = loss;
   o.C = C;
   o.bias = bias;
   o.method = SubproblemMethod::kNewton;
+  o.certify = true;
   o.gap_tolerance = tolerance;
   o.max_iterations = 200;
   return o;
@@ -170,6 +173,92 @@ TEST_CASE("Proximal Newton's certificate bounds the true suboptimality and stops
       }
     }
   }
+}
+
+// An intermediate solve (the paper's Inexact FGM) stops on the same
+// certificate at apg.intermediate_gap: at the first Newton iterate whose
+// certified gap is within it (capped one step earlier, the rule does not
+// hold), with decision values formed as a resumed run rebuilds them; its gap
+// bounds the true suboptimality against a long high-precision solve.
+TEST_CASE("Proximal Newton's intermediate solve stops at a certified gap within apg.intermediate_gap",
+          "[solvers][newton][certificate][inexact]") {
+  std::mt19937_64 rng(41);
+  int stopped_early = 0;
+  for (Values kind : {Values::kGaussian, Values::kBinary, Values::kInteger, Values::kTied}) {
+    for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
+      for (bool bias : {false, true}) {
+        const size_t n = 400, t = 3;
+        Problem p = make_problem(rng(), n, {3, 4, 2}, kind);
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, n);
+        fill_cache(p, cache, t);
+        const double C = 10.0;
+        ApgState exact_state;
+        std::vector<double> decision;
+        const ApgResult exact =
+            solve_apg(cache, p.y.data(), newton_options(loss, C, bias, 1e-13), exact_state, decision, budget);
+        REQUIRE(exact.converged);
+        const LD optimum = ld_objective(p, t, loss, C, to_ld(exact_state.w), exact_state.b);
+        for (double intermediate : {1e-1, 3e-2, 1e-2}) {
+          CAPTURE(int(kind), loss_name(loss), bias, intermediate);
+          ApgOptions o = newton_options(loss, C, bias, 1e-3);
+          o.certify = false;
+          o.intermediate_gap = intermediate;
+          ApgState state;
+          const ApgResult res = solve_apg(cache, p.y.data(), o, state, decision, budget);
+          CAPTURE(res.iterations, res.relative_gap);
+          REQUIRE(res.converged);
+          REQUIRE_FALSE(res.certified);  // recorded "inexact"
+          REQUIRE(res.relative_gap <= intermediate);
+          const LD F = ld_objective(p, t, loss, C, to_ld(state.w), state.b);
+          REQUIRE(res.objective == Approx(double(F)).epsilon(1e-12));
+          REQUIRE(double(F - optimum) <= res.relative_gap * double(F) + 1e-12 * double(F));
+          REQUIRE(res.dual_bound <= double(optimum) * (1 + 1e-12));
+          std::vector<double> rebuilt;
+          apg_decision_values({ApgRowPart{&cache, p.y.data(), &rebuilt}}, o, state, budget);
+          REQUIRE(rebuilt == decision);
+          if (res.iterations == 0) continue;  // the start already met the rule
+          // No step past the rule: one step fewer does not meet it.
+          ApgOptions capped = o;
+          capped.max_iterations = res.iterations - 1;
+          ApgState capped_state;
+          const ApgResult fewer = solve_apg(cache, p.y.data(), capped, capped_state, decision, budget);
+          REQUIRE_FALSE(fewer.converged);
+          REQUIRE(fewer.relative_gap > intermediate);
+          // The certified solve from the same start goes on to gap_tolerance.
+          ApgState certified_state;
+          const ApgResult certified =
+              solve_apg(cache, p.y.data(), newton_options(loss, C, bias, 1e-3), certified_state, decision, budget);
+          REQUIRE(certified.certified);
+          REQUIRE(certified.relative_gap <= 1e-3);
+          REQUIRE(certified.iterations >= res.iterations);
+          if (res.relative_gap > 1e-3) ++stopped_early;
+        }
+      }
+    }
+  }
+  REQUIRE(stopped_early > 0);  // the looser rule did end some solves above the certified tolerance
+}
+
+// apg.intermediate_gap is never tighter than apg.gap_tolerance: below it, an
+// intermediate solve stops where the certified one does.
+TEST_CASE("Proximal Newton's intermediate tolerance is at least apg.gap_tolerance", "[solvers][newton][inexact]") {
+  Problem p = make_problem(8, 500, {3, 3}, Values::kGaussian);
+  MemoryBudget budget(kBudget);
+  SelectedFeatureCache cache(budget, p.n);
+  fill_cache(p, cache, 2);
+  ApgOptions o = newton_options(Loss::kSquaredHinge, 10.0, true, 1e-2);
+  ApgState certified_state, inexact_state;
+  std::vector<double> decision;
+  const ApgResult certified = solve_apg(cache, p.y.data(), o, certified_state, decision, budget);
+  o.certify = false;
+  o.intermediate_gap = 1e-9;
+  const ApgResult inexact = solve_apg(cache, p.y.data(), o, inexact_state, decision, budget);
+  REQUIRE(inexact.converged);
+  REQUIRE_FALSE(inexact.certified);
+  REQUIRE(inexact.iterations == certified.iterations);
+  REQUIRE(inexact_state.w == certified_state.w);
+  REQUIRE(inexact.relative_gap <= 1e-2);
 }
 
 TEST_CASE("Proximal Newton: the same bits for any thread count", "[solvers][newton][threads]") {
