@@ -702,16 +702,26 @@ void run_fista(Solver& s, Design& X, double norm_squared, const Vec& y, const Ex
 
 }  // namespace
 
-double best_hinge_bias(const std::vector<double>& y, const double* z) {
+std::pair<double, double> hinge_bias_minimisers(const std::vector<double>& y, const double* z) {
   // The slope is −n₊ left of every kink and rises by 1 at each: the minimisers
   // are [k_(n₊), k_(n₊+1)] (sorted kinks, 1-based; ±∞ past the ends).
   std::vector<double> kinks(y.size());
   size_t positives = 0;
   for (size_t i = 0; i < y.size(); ++i) kinks[i] = y[i] - z[i], positives += y[i] > 0;
-  std::sort(kinks.begin(), kinks.end());
-  const double low = positives == 0 ? -std::numeric_limits<double>::infinity() : kinks[positives - 1];
-  const double high = positives == kinks.size() ? std::numeric_limits<double>::infinity() : kinks[positives];
-  return std::clamp(0.0, low, high);
+  const auto at = [&](size_t rank) {  // the rank-th smallest kink (0-based), without sorting them all
+    std::nth_element(kinks.begin(), kinks.begin() + rank, kinks.end());
+    return kinks[rank];
+  };
+  const double low = positives == 0 ? -std::numeric_limits<double>::infinity() : at(positives - 1);
+  const double high = positives == kinks.size() ? std::numeric_limits<double>::infinity() : at(positives);
+  return {low, high};
+}
+
+double best_hinge_bias(const std::vector<double>& y, const double* z) {
+  // The squared hinge is strictly convex wherever a row is active, so its
+  // minimiser clamped to the hinge's interval is the tie-break's (convexity).
+  const auto [low, high] = hinge_bias_minimisers(y, z);
+  return std::clamp(best_squared_hinge_bias(y, z), low, high);
 }
 
 double best_squared_hinge_bias(const std::vector<double>& y, const double* z) {

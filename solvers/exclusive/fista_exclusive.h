@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory_budget.h"
@@ -108,9 +109,15 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
                             const std::vector<double>& warm_w = {}, const std::vector<double>& warm_dual = {},
                             double warm_bias = 0);
 
-// argmin_b Σ_i max(0, 1 − y_i(z_i + b)) (y = ±1; z: n = y.size() margins),
-// exactly: the sum is convex piecewise linear in b with its kinks at y_i − z_i;
-// of the minimisers (an interval) the one nearest 0.
+// The minimisers of Σ_i max(0, 1 − y_i(z_i + b)) over b (y = ±1; z: n =
+// y.size() margins), exactly: the sum is convex piecewise linear in b with its
+// kinks at y_i − z_i, so they are an interval [low, high] (±∞ with one class).
+std::pair<double, double> hinge_bias_minimisers(const std::vector<double>& y, const double* z);
+// The hinge's best b: of its minimisers the one with the least squared hinge
+// Σ_i max(0, 1 − y_i(z_i + b))². The interval is wide when w is small (large
+// λ: every |z_i| < 1 and the classes balanced, about [−1, 1]), and any fixed
+// pick (0, the nearest to 0) leaves the scores uncentred, while the squared
+// hinge's tie-break centres them: b = mean(y_i − z_i) when every row is active.
 double best_hinge_bias(const std::vector<double>& y, const double* z);
 // argmin_b Σ_i max(0, 1 − y_i(z_i + b))², exactly: the derivative is
 // 2Σ_{active}(b − k_i), k_i = y_i − z_i, row i active while y_i(k_i − b) > 0,

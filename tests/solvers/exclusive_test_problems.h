@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "core/memory_budget.h"
 #include "solvers/exclusive/exclusive_groups.h"
 #include "solvers/exclusive/fista_exclusive.h"
 
@@ -39,6 +40,43 @@ inline DenseProblem dense_problem(uint64_t seed, size_t n, size_t p, bool classi
     for (size_t j = 0; j < p; ++j) s += d.at(i, j) * planted[j];
     d.y[i] = classification ? ((s + 0.5 * normal(rng)) >= 0 ? 1.0 : -1.0) : s + 0.1 * normal(rng);
   }
+  return d;
+}
+
+// Disjoint groups of `size` consecutive columns (the last one shorter).
+inline exclusive::ExclusiveGroups contiguous_groups(size_t p, size_t size, MemoryBudget& budget) {
+  std::vector<std::vector<uint64_t>> groups;
+  for (size_t j = 0; j < p; ++j) {
+    if (j % size == 0) groups.emplace_back();
+    groups.back().push_back(j);
+  }
+  return exclusive::make_groups(p, groups, budget);
+}
+
+// dense_problem's classification data with binary (kind 0), integer (1),
+// tied (2: groups of three equal columns) or Gaussian (3) values.
+inline DenseProblem valued_problem(int kind, uint64_t seed, size_t n, size_t p) {
+  auto d = dense_problem(seed, n, p, true, 0.9);
+  for (auto& x : d.x) {
+    if (x == 0) continue;
+    if (kind == 0) x = x > 0 ? 1.0 : 0.0;
+    if (kind == 1) x = std::round(3 * x);
+  }
+  if (kind == 2)
+    for (size_t i = 0; i < n; ++i)
+      for (size_t j = 1; j < p; ++j)
+        if (j % 3 != 0) d.x[i * p + j] = d.x[i * p + j - 1];
+  return d;
+}
+
+// valued_problem with about two thirds of the labels positive (every third
+// row relabelled +1), so that a bias matters; `zero_row`: in the Gaussian
+// kind, row 5 all zero (its dual variable is free of Ω*).
+inline DenseProblem unbalanced_problem(int kind, uint64_t seed, size_t n, size_t p, bool zero_row = false) {
+  auto d = valued_problem(kind, seed, n, p);
+  for (size_t i = 0; i < n; i += 3) d.y[i] = 1.0;
+  if (zero_row && kind == 3)
+    for (size_t j = 0; j < p; ++j) d.x[5 * p + j] = 0.0;
   return d;
 }
 

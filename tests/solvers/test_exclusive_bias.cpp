@@ -22,37 +22,11 @@
 
 using namespace fgm;
 using namespace fgm::exclusive;
+using fgm::test::contiguous_groups;
 using fgm::test::DenseProblem;
+using fgm::test::unbalanced_problem;
 
 namespace {
-
-ExclusiveGroups blocks(size_t p, size_t size, MemoryBudget& budget) {
-  std::vector<std::vector<uint64_t>> groups;
-  for (size_t j = 0; j < p; ++j) {
-    if (j % size == 0) groups.emplace_back();
-    groups.back().push_back(j);
-  }
-  return make_groups(p, groups, budget);
-}
-
-// Binary, integer, tied (three equal columns) or Gaussian values; about two
-// thirds of the labels positive.
-DenseProblem unbalanced_problem(int kind, uint64_t seed, size_t n, size_t p) {
-  auto d = fgm::test::dense_problem(seed, n, p, true, 0.9);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < p; ++j) {
-      double& x = d.x[i * p + j];
-      if (x == 0) continue;
-      if (kind == 0) x = x > 0 ? 1.0 : 0.0;
-      if (kind == 1) x = std::round(3 * x);
-    }
-    if (kind == 2)
-      for (size_t j = 1; j < p; ++j)
-        if (j % 3 != 0) d.x[i * p + j] = d.x[i * p + j - 1];
-    if (i % 3 == 0) d.y[i] = 1.0;
-  }
-  return d;
-}
 
 struct Twin {
   std::vector<double> w, u;
@@ -187,9 +161,94 @@ TEST_CASE("best_hinge_bias is the hinge sum's minimiser found by trying every ki
     const double b = best_hinge_bias(d.y, z.data());
     CHECK(hinge(b) <= hinge(brute_force_bias(d, z)) + 1e-12);
   }
-  const std::vector<double> y{1, 1, 1};  // one class: every b ≥ 1 − min z minimises; the one nearest 0
+  const std::vector<double> y{1, 1, 1};  // one class: every b ≥ 1 − min z minimises both sums; the first
   const std::vector<double> z{-0.5, 2.0, 0.0};
   CHECK(best_hinge_bias(y, z.data()) == 1.5);
+}
+
+namespace {
+
+long double hinge_sum(const std::vector<double>& y, const std::vector<double>& z, long double b, int power) {
+  long double s = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const long double slack = std::max(0.0L, 1.0L - y[i] * ((long double)z[i] + b));
+    s += power == 1 ? slack : slack * slack;
+  }
+  return s;
+}
+
+// The hinge's minimisers by brute force: the sum at every kink (a convex
+// piecewise-linear function attains its minimum at kinks, and its set of
+// minimisers spans the minimising kinks), then the least squared hinge on
+// that interval by ternary search (convex) in long double.
+struct BruteBias {
+  double low, high, hinge_min;
+  long double squared_min;
+};
+BruteBias brute_force_tie_break(const std::vector<double>& y, const std::vector<double>& z) {
+  long double best = std::numeric_limits<long double>::infinity();
+  for (size_t k = 0; k < y.size(); ++k) best = std::min(best, hinge_sum(y, z, y[k] - z[k], 1));
+  BruteBias out{std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(), double(best), 0};
+  for (size_t k = 0; k < y.size(); ++k)
+    if (hinge_sum(y, z, y[k] - z[k], 1) <= best + 1e-12L * std::max(1.0L, best))
+      out.low = std::min(out.low, y[k] - z[k]), out.high = std::max(out.high, y[k] - z[k]);
+  long double a = out.low, c = out.high;
+  for (int it = 0; it < 300; ++it) {
+    const long double m1 = a + (c - a) / 3, m2 = c - (c - a) / 3;
+    if (hinge_sum(y, z, m1, 2) <= hinge_sum(y, z, m2, 2))
+      c = m2;
+    else
+      a = m1;
+  }
+  out.squared_min = hinge_sum(y, z, (a + c) / 2, 2);
+  return out;
+}
+
+}  // namespace
+
+// Of the hinge's flat interval of minimisers, best_hinge_bias takes the least
+// squared hinge; checked against the brute force above on binary, integer,
+// tied and Gaussian margins, balanced and unbalanced, at full scale and in the
+// large-λ regime (small margins with an offset, the interval about [−1, 1]).
+// The last case is the old rule's failure: b nearest 0 left every score
+// positive (training accuracy 0.5); the tie-break centres them (accuracy 1).
+TEST_CASE("best_hinge_bias takes the least squared hinge of the hinge's minimisers (brute force)",
+          "[exclusive][bias]") {
+  for (int kind = 0; kind < 4; ++kind)
+    for (bool balanced : {true, false})
+      for (double scale : {1.0, 0.05}) {
+        INFO("kind " << kind << " balanced " << balanced << " scale " << scale);
+        const auto d = balanced ? fgm::test::valued_problem(kind, 110 + kind, 31, 6)
+                                : unbalanced_problem(kind, 110 + kind, 31, 6);
+        std::vector<double> z(d.n);
+        for (size_t i = 0; i < d.n; ++i)
+          z[i] = scale * (d.at(i, 0) + 0.3 * d.at(i, 1) + (kind == 1 ? 0.0 : 0.2 * d.at(i, 2))) + (scale < 1 ? 0.3 : 0);
+        const BruteBias brute = brute_force_tie_break(d.y, z);
+        const auto [low, high] = hinge_bias_minimisers(d.y, z.data());
+        CHECK(low == Approx(brute.low).margin(1e-12));
+        CHECK(high == Approx(brute.high).margin(1e-12));
+        const double b = best_hinge_bias(d.y, z.data());
+        CHECK(b >= low);
+        CHECK(b <= high);
+        CHECK(double(hinge_sum(d.y, z, b, 1)) <= brute.hinge_min + 1e-12 * std::max(1.0, brute.hinge_min));
+        CHECK(double(hinge_sum(d.y, z, b, 2)) <= double(brute.squared_min) * (1 + 1e-12) + 1e-12);
+      }
+  // Balanced, every |z| < 1, scores offset by +0.4: the minimisers are
+  // [max over negatives of −1 − z, min over positives of 1 − z] ∋ 0.
+  const std::vector<double> y{1, 1, 1, 1, -1, -1, -1, -1};
+  const std::vector<double> z{0.55, 0.6, 0.65, 0.7, 0.1, 0.15, 0.2, 0.25};
+  const auto [low, high] = hinge_bias_minimisers(y, z.data());
+  CHECK(low == Approx(-1.1));
+  CHECK(high == Approx(0.3));
+  const auto accuracy = [&](double b) {
+    int right = 0;
+    for (size_t i = 0; i < y.size(); ++i) right += (z[i] + b > 0) == (y[i] > 0);
+    return right / double(y.size());
+  };
+  CHECK(accuracy(std::clamp(0.0, low, high)) == 0.5);  // the old rule: the minimiser nearest 0
+  const double b = best_hinge_bias(y, z.data());
+  CHECK(b == Approx(-0.4));  // every row active: b = mean(y − z) = −mean(z)
+  CHECK(accuracy(b) == 1.0);
 }
 
 // E-SVM with the bias by coordinate ascent (an augmented Lagrangian of yᵀu = 0)
@@ -204,7 +263,7 @@ TEST_CASE("licp with a bias reaches the twin's optimum; its dual keeps y'u = 0 a
     for (const auto& [lambda, ridge] : {std::pair{1.0, 1.0}, std::pair{0.5, 0.2}}) {
       INFO("kind " << kind << " lambda " << lambda << " ridge " << ridge);
       const auto d = unbalanced_problem(kind, 70 + kind, n, p);
-      const ExclusiveGroups G = blocks(p, 6, budget);
+      const ExclusiveGroups G = contiguous_groups(p, 6, budget);
       const Twin twin = twin_esvm(d, G, lambda, ridge, true);
       REQUIRE(twin.primal > 0);
       InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
@@ -254,7 +313,7 @@ TEST_CASE("licp with one group of every column and a large lambda/ridge reaches 
       for (bool bias : {false, true}) {
         INFO("kind " << kind << " lambda " << lambda << " ridge " << ridge << " bias " << bias);
         const auto d = unbalanced_problem(kind, 90 + kind, n, p);
-        const ExclusiveGroups G = blocks(p, p, budget);
+        const ExclusiveGroups G = contiguous_groups(p, p, budget);
         REQUIRE(G.count() == 1);
         const Twin twin = twin_esvm(d, G, lambda, ridge, bias);
         REQUIRE(twin.primal > 0);
@@ -280,7 +339,7 @@ TEST_CASE("licp with one group of every column and a large lambda/ridge reaches 
 TEST_CASE("the working-set E-SVM fit with a bias reaches the twin's optimum", "[exclusive][bias][licp]") {
   MemoryBudget budget(1 << 28);
   const auto d = unbalanced_problem(3, 81, 40, 60);
-  const ExclusiveGroups G = blocks(d.p, 10, budget);
+  const ExclusiveGroups G = contiguous_groups(d.p, 10, budget);
   const Twin twin = twin_esvm(d, G, 2.0, 0.5, true);
   REQUIRE(twin.primal > 0);
   InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
@@ -307,7 +366,7 @@ TEST_CASE("licp's gap bounds its true suboptimality when the dual is degenerate 
     for (bool with_bias : {false, true}) {
       INFO("kind " << kind << " bias " << with_bias);
       const auto d = unbalanced_problem(kind, 30 + kind, 40, 120);
-      const ExclusiveGroups G = blocks(d.p, 12, budget);
+      const ExclusiveGroups G = contiguous_groups(d.p, 12, budget);
       const Twin twin = twin_esvm(d, G, 1.0, 1.0, with_bias);
       REQUIRE(twin.primal > 0);
       InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
@@ -336,7 +395,7 @@ TEST_CASE("pcp and locp with a bias satisfy the optimality conditions of w and b
       auto d = unbalanced_problem(kind, 50 + kind, 36, 18);
       if (loss == ExclusiveLoss::kSquared)
         for (auto& y : d.y) y = 2.0 * y + 3.0;  // an offset only b can fit
-      const ExclusiveGroups G = blocks(d.p, 4, budget);
+      const ExclusiveGroups G = contiguous_groups(d.p, 4, budget);
       InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
       FistaOptions o;
       o.loss = loss;

@@ -20,18 +20,11 @@
 
 using namespace fgm;
 using namespace fgm::exclusive;
+using fgm::test::contiguous_groups;
 using fgm::test::dense_problem;
+using fgm::test::valued_problem;
 
 namespace {
-
-ExclusiveGroups contiguous_groups(size_t p, size_t size, MemoryBudget& budget) {
-  std::vector<std::vector<uint64_t>> groups;
-  for (size_t j = 0; j < p; ++j) {
-    if (j % size == 0) groups.emplace_back();
-    groups.back().push_back(j);
-  }
-  return make_groups(p, groups, budget);
-}
 
 FistaResult solve(const fgm::test::DenseProblem& d, const ExclusiveGroups& G, FistaOptions o, MemoryBudget& budget) {
   InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
@@ -290,22 +283,6 @@ TEST_CASE("Fista-licp's certified gap bounds its distance to a high-precision op
 
 namespace {
 
-// Binary, integer, tied (groups of three equal columns) or Gaussian values.
-fgm::test::DenseProblem valued_problem(int kind, uint64_t seed, size_t n, size_t p) {
-  auto d = dense_problem(seed, n, p, true, 0.9);
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j < p; ++j) {
-      double& x = d.x[i * p + j];
-      if (x == 0) continue;
-      if (kind == 0) x = x > 0 ? 1.0 : 0.0;
-      if (kind == 1) x = std::round(3 * x);
-    }
-  if (kind == 2)
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 1; j < p; ++j)
-        if (j % 3 != 0) d.x[i * p + j] = d.x[i * p + j - 1];
-  return d;
-}
 
 }  // namespace
 

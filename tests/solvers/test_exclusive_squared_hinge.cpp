@@ -26,40 +26,11 @@
 
 using namespace fgm;
 using namespace fgm::exclusive;
+using fgm::test::contiguous_groups;
 using fgm::test::DenseProblem;
+using fgm::test::unbalanced_problem;
 
 namespace {
-
-ExclusiveGroups blocks(size_t p, size_t size, MemoryBudget& budget) {
-  std::vector<std::vector<uint64_t>> groups;
-  for (size_t j = 0; j < p; ++j) {
-    if (j % size == 0) groups.emplace_back();
-    groups.back().push_back(j);
-  }
-  return make_groups(p, groups, budget);
-}
-
-// Binary, integer, tied (three equal columns) or Gaussian values; about two
-// thirds of the labels positive; kind 3 has an all-zero row (its u is free of
-// Ω*: the squared hinge's dual puts it at 2 without the bias).
-DenseProblem valued_problem(int kind, uint64_t seed, size_t n, size_t p) {
-  auto d = fgm::test::dense_problem(seed, n, p, true, 0.9);
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < p; ++j) {
-      double& x = d.x[i * p + j];
-      if (x == 0) continue;
-      if (kind == 0) x = x > 0 ? 1.0 : 0.0;
-      if (kind == 1) x = std::round(3 * x);
-    }
-    if (kind == 2)
-      for (size_t j = 1; j < p; ++j)
-        if (j % 3 != 0) d.x[i * p + j] = d.x[i * p + j - 1];
-    if (i % 3 == 0) d.y[i] = 1.0;
-  }
-  if (kind == 3)
-    for (size_t j = 0; j < p; ++j) d.x[5 * p + j] = 0.0;
-  return d;
-}
 
 // The squared-hinge E-SVM objective in long double, from the dense matrix.
 double objective(const DenseProblem& d, const ExclusiveGroups& G, double lambda, double ridge,
@@ -154,7 +125,7 @@ TEST_CASE("best_squared_hinge_bias is the squared-hinge sum's minimiser found by
   for (int kind = 0; kind < 4; ++kind)
     for (double shift : {0.0, 3.0, -3.0}) {  // shifts make one class's rows all inactive at the optimum
       INFO("kind " << kind << " shift " << shift);
-      const auto d = valued_problem(kind, 190 + kind, 25, 6);
+      const auto d = unbalanced_problem(kind, 190 + kind, 25, 6, true);
       std::vector<double> z(d.n);
       for (size_t i = 0; i < d.n; ++i)
         z[i] = (kind == 1 ? std::round(d.at(i, 0)) : d.at(i, 0) + 0.3 * d.at(i, 1)) + shift * d.y[i];
@@ -200,14 +171,14 @@ TEST_CASE("licp with the squared hinge reaches the primal twin's optimum and its
     for (const auto& [lambda, ridge] : {std::pair{1.0, 1.0}, std::pair{0.5, 0.2}, std::pair{4.0, 0.04}})
       for (bool bias : {false, true}) {
         INFO("kind " << kind << " lambda " << lambda << " ridge " << ridge << " bias " << bias);
-        const auto d = valued_problem(kind, 70 + kind, n, p);
+        const auto d = unbalanced_problem(kind, 70 + kind, n, p, true);
         // The third setting: one group of every column (the ℓ1 SVM plus the ridge) and two ungrouped columns.
         std::vector<std::vector<uint64_t>> lists;
         if (lambda == 4.0) {
           lists.emplace_back();
           for (uint64_t j = 0; j + 2 < p; ++j) lists.back().push_back(j);
         }
-        const ExclusiveGroups G = lambda == 4.0 ? make_groups(p, lists, budget) : blocks(p, 6, budget);
+        const ExclusiveGroups G = lambda == 4.0 ? make_groups(p, lists, budget) : contiguous_groups(p, 6, budget);
         const PrimalTwin twin = primal_twin(d, G, lambda, ridge, bias);
         REQUIRE(twin.primal > 0);
         InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
@@ -256,8 +227,8 @@ TEST_CASE("the working-set E-SVM fit with the squared hinge reaches the primal t
   for (int kind = 0; kind < 4; ++kind)
     for (bool bias : {false, true}) {
       INFO("kind " << kind << " bias " << bias);
-      const auto d = valued_problem(kind, 130 + kind, 40, 120);
-      const ExclusiveGroups G = blocks(d.p, 12, budget);
+      const auto d = unbalanced_problem(kind, 130 + kind, 40, 120, true);
+      const ExclusiveGroups G = contiguous_groups(d.p, 12, budget);
       const PrimalTwin twin = primal_twin(d, G, 2.0, 0.5, bias);
       REQUIRE(twin.primal > 0);
       InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
@@ -283,7 +254,7 @@ TEST_CASE("the working-set E-SVM fit with the squared hinge reaches the primal t
 TEST_CASE("the squared hinge on overlapping groups is refused naming exclusive.loss",
           "[exclusive][licp][squared_hinge]") {
   MemoryBudget budget(1 << 28);
-  const auto d = valued_problem(3, 5, 20, 8);
+  const auto d = unbalanced_problem(3, 5, 20, 8, true);
   const ExclusiveGroups G = make_groups(d.p, {{0, 1, 2, 3}, {3, 4, 5, 6, 7}}, budget);
   REQUIRE(!G.disjoint);
   InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
@@ -291,6 +262,6 @@ TEST_CASE("the squared hinge on overlapping groups is refused naming exclusive.l
   CHECK_THROWS_WITH(solve_exclusive(X, d.y, G, o, budget), Catch::Contains("exclusive.loss = \"squared_hinge\""));
   FistaOptions pcp = o;
   pcp.algorithm = Algorithm::kPcp;
-  CHECK_THROWS_WITH(solve_exclusive(X, d.y, blocks(d.p, 4, budget), pcp, budget),
+  CHECK_THROWS_WITH(solve_exclusive(X, d.y, contiguous_groups(d.p, 4, budget), pcp, budget),
                     Catch::Contains("does not go with exclusive.algorithm = \"pcp\""));
 }
