@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -837,10 +838,105 @@ bool extend_merged_rows(NewtonRows& kept, const SelectedFeatureCache& cache, siz
                        : extend_with<ListBlock>(kept, cols, labels, tasks, budget, out);
 }
 
+// Columns with at most one entry per kFewEntriesPerRow rows in all are
+// turned around by sorting their entries (turn_around_few) rather than by
+// passes over every row.
+constexpr uint64_t kFewEntriesPerRow = 16;
+
+// turn_around's rows of all the cache's columns, built in O(nnz log nnz) and
+// one pass over the labels (their class counts) instead of several over every
+// row: the same rows, entries and values, for columns with few entries.
+void turn_around_few(const SelectedFeatureCache& cache, const int8_t* labels, MemoryBudget& budget, NewtonRows& out) {
+  const uint64_t n = cache.n_rows();
+  const size_t cols = cache.num_columns();
+  FGM_ASSERT(cols <= kProxNewtonMaxColumns && n <= std::numeric_limits<uint32_t>::max());
+  struct Entry {
+    uint64_t key;  // row · 2^16 + column: unique, so the sort's order is
+    float value;
+  };
+  const uint64_t nnz = cache.total_nnz();
+  Reservation entries_memory = budget.reserve(nnz * sizeof(Entry), "Newton row entries", kRemedy);
+  std::vector<Entry> entries;
+  entries.reserve(nnz);
+  bool binary = true;
+  for (size_t j = 0; j < cols; ++j)
+    cache.column(j).for_each([&](uint32_t row, float v) {
+      entries.push_back({uint64_t(row) << 16 | j, v});
+      binary = binary && v == 1.0f;
+    });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  uint64_t touched = 0;
+  for (uint64_t e = 0; e < entries.size(); ++e) touched += e == 0 || entries[e].key >> 16 != entries[e - 1].key >> 16;
+  out.n = n;
+  out.reservation = budget.reserve(touched * (sizeof(uint32_t) + sizeof(int8_t) + sizeof(uint64_t)) + 8 +
+                                       nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
+                                   "Newton selected rows", kRemedy);
+  out.row.resize(touched);
+  out.y.resize(touched);
+  out.begin.resize(touched + 1);
+  out.column.resize(nnz);
+  if (!binary) out.value.resize(nnz);
+  uint64_t c = 0;
+  for (uint64_t e = 0; e < entries.size(); ++e) {
+    const auto row = uint32_t(entries[e].key >> 16);
+    if (e == 0 || row != out.row[c - 1]) {
+      out.row[c] = row;
+      out.y[c] = labels[row];
+      out.begin[c++] = e;
+    }
+    out.column[e] = uint16_t(entries[e].key & 0xffff);
+    if (!binary) out.value[e] = entries[e].value;
+  }
+  out.begin[touched] = nnz;
+  uint64_t positive = 0, negative = 0;
+  for (uint64_t i = 0; i < n; ++i) positive += labels[i] > 0, negative += labels[i] < 0;
+  for (uint64_t k = 0; k < touched; ++k) positive -= out.y[k] > 0, negative -= out.y[k] < 0;
+  out.positive_untouched = positive;
+  out.negative_untouched = negative;
+}
+
+// Whether merging the rows of `plain` (turned around whole) would remove
+// kMergeGain of them, as extend_with decides it: rows are one merged row when
+// their labels, columns and values (bits and ==) are equal.
+bool merging_pays(const NewtonRows& plain) {
+  const uint64_t rows = plain.rows();
+  auto hash = [&](uint64_t c) {
+    const uint64_t b = plain.begin[c], k = plain.begin[c + 1] - b;
+    uint64_t h = xxh64(plain.column.data() + b, k * sizeof(uint16_t), uint64_t(plain.y[c] + 1));
+    return plain.binary() ? h : xxh64(plain.value.data() + b, k * sizeof(float), h);
+  };
+  auto same = [&](uint64_t c, uint64_t d) {
+    const uint64_t bc = plain.begin[c], kc = plain.begin[c + 1] - bc, bd = plain.begin[d];
+    if (plain.y[c] != plain.y[d] || plain.begin[d + 1] - bd != kc) return false;
+    if (!std::equal(&plain.column[bc], &plain.column[bc] + kc, &plain.column[bd])) return false;
+    if (plain.binary()) return true;
+    return std::equal(&plain.value[bc], &plain.value[bc] + kc, &plain.value[bd]) &&
+           std::memcmp(&plain.value[bc], &plain.value[bd], kc * sizeof(float)) == 0;
+  };
+  uint64_t size = 16;
+  while (size < 2 * rows) size *= 2;
+  std::vector<uint64_t> slot(size, 0);  // compact row + 1; 0: empty
+  uint64_t distinct = 0;
+  for (uint64_t c = 0; c < rows; ++c)
+    for (uint64_t s = hash(c) & (size - 1);; s = (s + 1) & (size - 1)) {
+      if (slot[s] == 0) {
+        slot[s] = c + 1, ++distinct;
+        break;
+      }
+      if (same(slot[s] - 1, c)) break;
+    }
+  return !(double(distinct) > (1.0 - kMergeGain) * double(rows));
+}
+
 // The part's selected columns as rows: merged when that pays, else plain.
 void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
                 NewtonRows& out, uint64_t range_rows) {
   const uint64_t n = cache.n_rows();
+  if (cache.total_nnz() <= n / kFewEntriesPerRow) {
+    turn_around_few(cache, labels, budget, out);
+    if (!merging_pays(out)) return;
+    out = {};
+  }
   NewtonRows none;  // no column yet: every row untouched
   none.n = n;
   none.group_reservation = budget.reserve(n * sizeof(uint32_t), "Newton merged row of every row", kRemedy);
@@ -1592,6 +1688,24 @@ MergedRowsForTest merged_rows_for_test(const SelectedFeatureCache& cache, const 
   result.begin.assign(kept.begin.begin(), kept.begin.end());
   result.column.assign(kept.column.begin(), kept.column.end());
   result.value.assign(kept.value.begin(), kept.value.end());
+  return result;
+}
+
+MergedRowsForTest plain_rows_for_test(const SelectedFeatureCache& cache, const int8_t* labels, bool few,
+                                      MemoryBudget& budget) {
+  Tasks tasks(1);
+  NewtonRows rows;
+  if (few) turn_around_few(cache, labels, budget, rows);
+  else turn_around(cache, 0, labels, tasks, budget, rows);
+  MergedRowsForTest result;
+  result.merged = merging_pays(rows);
+  result.positive_untouched = rows.positive_untouched;
+  result.negative_untouched = rows.negative_untouched;
+  result.first_row.assign(rows.row.begin(), rows.row.end());
+  result.label.assign(rows.y.begin(), rows.y.end());
+  result.begin.assign(rows.begin.begin(), rows.begin.end());
+  result.column.assign(rows.column.begin(), rows.column.end());
+  result.value.assign(rows.value.begin(), rows.value.end());
   return result;
 }
 

@@ -433,3 +433,47 @@ TEST_CASE("Proximal Newton's merged rows equal the first-occurrence grouping for
     }
   }
 }
+
+// Columns with few entries (at most one per 16 rows) are turned around by
+// sorting their entries, and whether their rows merge is decided on the
+// turned-around rows instead of by a walk over every row: the rows must be
+// those of the passes over every row, and the decision that of the
+// first-occurrence grouping (brute force), for every column form and kind of
+// value. The rest of a solve is the same code over the same rows.
+TEST_CASE("Proximal Newton's rows of few entries, turned around by sorting, equal the passes over every row",
+          "[solvers][newton][few]") {
+  const std::vector<std::optional<ColumnForm>> forms{std::nullopt, ColumnForm::kSparse, ColumnForm::kBitmap,
+                                                     ColumnForm::kDense};
+  int merging = 0, plain = 0;
+  for (const std::optional<ColumnForm>& form : forms) {
+    for (Values kind : {Values::kBinary, Values::kTied, Values::kInteger, Values::kGaussian}) {
+      for (double density : {0.004, 0.0005}) {  // entries per cell: rows repeat (merging pays) or rarely do
+        force_column_form(form);
+        Problem p = make_problem(61, 20000, {3, 4, 5}, kind);
+        std::mt19937_64 rng(3);
+        for (double& x : p.x)
+          if (x != 0 && std::uniform_real_distribution<double>(0, 1)(rng) > density / 0.5) x = 0;
+        for (size_t i = 0; i < p.n; i += 17) p.y[i] = 0;
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, p.n);
+        fill_cache(p, cache, 3);
+        force_column_form(std::nullopt);
+        REQUIRE(cache.total_nnz() <= p.n / 16);
+        const detail::MergedRowsForTest few = detail::plain_rows_for_test(cache, p.y.data(), true, budget);
+        const detail::MergedRowsForTest passes = detail::plain_rows_for_test(cache, p.y.data(), false, budget);
+        CAPTURE(form ? column_form_name(*form) : "chosen", int(kind), density);
+        REQUIRE(few.first_row == passes.first_row);
+        REQUIRE(few.label == passes.label);
+        REQUIRE(few.begin == passes.begin);
+        REQUIRE(few.column == passes.column);
+        REQUIRE(few.value == passes.value);
+        REQUIRE(few.positive_untouched == passes.positive_untouched);
+        REQUIRE(few.negative_untouched == passes.negative_untouched);
+        REQUIRE(few.merged == brute_force_merged_rows(p, p.cols).merged);
+        (few.merged ? merging : plain) += 1;
+      }
+    }
+  }
+  REQUIRE(merging > 0);  // both outcomes of the decision are exercised
+  REQUIRE(plain > 0);
+}
