@@ -433,6 +433,7 @@ class MergeTable {
 struct MaskKeys {
   static constexpr bool kExact = true;
   std::vector<uint64_t> mask;
+  void reserve(uint64_t count) { mask.reserve(count); }
   bool empty(uint32_t g) const { return mask[g] == 0; }
   bool same(uint32_t g, const MaskKeys& other, uint32_t l) const { return mask[g] == other.mask[l]; }
   void append(const MaskKeys& other, uint32_t l) { mask.push_back(other.mask[l]); }
@@ -454,6 +455,7 @@ struct ListKeys {
   std::vector<uint64_t> begin{0};
   std::vector<uint16_t> column;
   std::vector<float> value;  // empty when every value is 1
+  void reserve(uint64_t count) { begin.reserve(count + 1); }
   bool empty(uint32_t g) const { return begin[g + 1] == begin[g]; }
   bool same(uint32_t g, const ListKeys& other, uint32_t l) const {
     return same(g, other.column.data() + other.begin[l],
@@ -550,6 +552,10 @@ struct Walked {
   std::vector<uint64_t> bits;
   Keys keys;
   uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
+  void reserve(uint64_t count) {
+    code.reserve(count), first_row.reserve(count), weight.reserve(count), bits.reserve(count);
+    keys.reserve(count);
+  }
   uint32_t add(uint32_t c, uint32_t row, uint64_t b) {
     code.push_back(c), first_row.push_back(row), weight.push_back(0), bits.push_back(b);
     return uint32_t(code.size() - 1);
@@ -620,9 +626,13 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
         table.insert(k.hash, k.bits, k.code, id);
       }
       group[i] = id;
-      ++w.weight[id];
     }
   }
+  // The copies, counted in a loop of their own: its independent increments
+  // overlap their cache misses, which the lookups' branches above would not.
+  uint32_t* weight = w.weight.data();
+  for (uint64_t i = lo_range; i < hi_range; ++i)
+    if (const uint32_t g = group[i]; g != kNone) ++weight[g];
   out.table_bytes = table.bytes() + keys.capacity() * sizeof(RowKey);
   const auto count = uint32_t(w.code.size());
   std::vector<uint8_t> shard(count);
@@ -655,7 +665,13 @@ struct WholeWalk {
   Walked<Keys> rows;
   std::array<Shard, kNumberShards> shards;
   std::vector<uint32_t> by_old;
-  explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {}
+  // Every old merged row is the code of at least one merged row of the walk:
+  // room for that many from the start, so the tables and lists do not
+  // regrow (rehash, copy, fault in fresh pages) through the old count.
+  explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {
+    rows.reserve(old_groups);
+    for (Shard& s : shards) s.table.reserve(old_groups / kNumberShards);
+  }
   uint64_t bytes() const {
     uint64_t b = rows.bytes() + by_old.capacity() * sizeof(uint32_t);
     for (const Shard& s : shards) b += s.table.bytes() + s.fresh.capacity() * sizeof(s.fresh[0]);
@@ -743,6 +759,7 @@ WholeWalk<typename Block::Keys> walk_rows(NewtonRows& kept, const int8_t* labels
   const uint64_t n = kept.n, old_groups = kept.rows();
   const uint64_t ranges = (n + cols.range_rows - 1) / cols.range_rows;
   WholeWalk<typename Block::Keys> whole(old_groups);
+  scratch.resize(whole.bytes());
   HugeVector<uint32_t>& group = kept.group;  // rewritten in place, range by range
   std::vector<std::unique_ptr<RangeWalk<Block>>> held(ranges);
   const uint64_t in_flight = std::min<uint64_t>(kWalkRangesInFlight, ranges);
@@ -793,24 +810,37 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   out.touched = walk.touched;
   out.positive_untouched = kept.positive_untouched - walk.newly_positive;
   out.negative_untouched = kept.negative_untouched - walk.newly_negative;
-  std::vector<uint64_t> begin(merged + 1);
-  uint64_t nnz = 0;
-  for (uint64_t g = 0; g < merged; ++g) {
-    begin[g] = nnz;
+  // Entries per merged row: counted in fixed parts (in parallel), then the
+  // parts' offsets, then each part's row starts.
+  auto entries = [&](uint64_t g) {
     const uint32_t c = walk.code[g];
-    nnz += walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
-  }
-  begin[merged] = nnz;
+    return walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
+  };
+  const Ranges parts = ranges_for(merged, 0);
+  std::vector<uint64_t> part_at(parts.count + 1, 0);
+  tasks.run(parts.count, [&](size_t p) {
+    uint64_t sum = 0;
+    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) sum += entries(g);
+    part_at[p + 1] = sum;
+  });
+  for (size_t p = 0; p < parts.count; ++p) part_at[p + 1] += part_at[p];
+  const uint64_t nnz = part_at[parts.count];
   out.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
                                              nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
                                          "Newton merged rows", kRemedy);
   out.row.assign(walk.first_row.begin(), walk.first_row.end());
   out.y.resize(merged);
-  out.begin.assign(begin.begin(), begin.end());
-  begin = {};
+  out.begin.resize(merged + 1);
+  tasks.run(parts.count, [&](size_t p) {
+    uint64_t at = part_at[p];
+    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      out.begin[g] = at;
+      at += entries(g);
+    }
+  });
+  out.begin[merged] = nnz;
   out.column.resize(nnz);
   if (!binary) out.value.resize(nnz);
-  const Ranges parts = ranges_for(merged, 0);
   tasks.run(parts.count, [&](size_t p) {
     for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
       out.y[g] = labels[walk.first_row[g]];
@@ -1121,19 +1151,30 @@ double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::v
   return total - b;
 }
 
+// Every row's decision value, in one parallel pass over the rows (an
+// untouched row's is 0 − b).
 template <class LossT>
 void ProxNewton<LossT>::write_decisions(double b) {
+  const double untouched = 0.0 - b;
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Part& q = *parts_[k];
     std::vector<double>& out = *specs_[k].decision;
-    out.assign(q.data.n, 0.0 - b);
+    out.resize(q.data.n);
+    const Ranges chunks = ranges_for(q.data.n, 0);  // every row is written by one chunk
     if (!q.data.merged()) {
-      for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
-    } else {
-      const Ranges chunks = ranges_for(q.data.n, 0);  // every row is written by one chunk
+      // The touched rows of a chunk: compact rows [first, last) (rows increase).
       tasks_.run(chunks.count, [&](size_t r) {
-        for (uint64_t i = chunks.begin(r); i < chunks.end(r); ++i)
-          if (q.data.group[i] != NewtonRows::kUntouched) out[i] = q.d[q.data.group[i]];
+        const uint64_t lo = chunks.begin(r), hi = chunks.end(r);
+        std::fill(out.begin() + std::ptrdiff_t(lo), out.begin() + std::ptrdiff_t(hi), untouched);
+        const auto first = std::lower_bound(q.data.row.begin(), q.data.row.end(), lo);
+        for (auto c = first; c != q.data.row.end() && *c < hi; ++c) out[*c] = q.d[uint64_t(c - q.data.row.begin())];
+      });
+    } else {
+      tasks_.run(chunks.count, [&](size_t r) {
+        for (uint64_t i = chunks.begin(r); i < chunks.end(r); ++i) {
+          const uint32_t g = q.data.group[i];
+          out[i] = g == NewtonRows::kUntouched ? untouched : q.d[g];
+        }
       });
     }
   }
