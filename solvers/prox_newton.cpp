@@ -47,6 +47,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -816,11 +817,23 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
     const uint32_t c = walk.code[g];
     return walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
   };
+  // The old merged rows are met in no particular order: their starts and
+  // entries are fetched ahead (cache misses, not arithmetic, bound these loops).
+  constexpr uint64_t kAhead = 16;
+  auto prefetch_start = [&](uint64_t g) {
+    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.begin[walk.code[g]]);
+  };
+  auto prefetch_entries = [&](uint64_t g) {
+    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.column[kept.begin[walk.code[g]]]);
+  };
   const Ranges parts = ranges_for(merged, 0);
   std::vector<uint64_t> part_at(parts.count + 1, 0);
   tasks.run(parts.count, [&](size_t p) {
     uint64_t sum = 0;
-    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) sum += entries(g);
+    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      prefetch_start(g + kAhead);
+      sum += entries(g);
+    }
     part_at[p + 1] = sum;
   });
   for (size_t p = 0; p < parts.count; ++p) part_at[p + 1] += part_at[p];
@@ -834,6 +847,7 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   tasks.run(parts.count, [&](size_t p) {
     uint64_t at = part_at[p];
     for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      prefetch_start(g + kAhead);
       out.begin[g] = at;
       at += entries(g);
     }
@@ -843,6 +857,8 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   if (!binary) out.value.resize(nnz);
   tasks.run(parts.count, [&](size_t p) {
     for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      prefetch_start(g + 2 * kAhead);
+      prefetch_entries(g + kAhead);
       out.y[g] = labels[walk.first_row[g]];
       uint64_t at = out.begin[g];
       if (const uint32_t c = walk.code[g]; c < old_groups) {
@@ -1030,6 +1046,20 @@ bool rows_for_part(const ApgRowPart& spec, SubproblemMemo::Part& kept, Tasks& ta
   return false;
 }
 
+// s·x_e for entry e: s itself when every value is 1 (s·1 is s, bit for bit),
+// so the binary rows' loops carry no value load or multiply.
+template <bool kBinary>
+inline double entry_times(const NewtonRows& x, uint64_t e, double s) {
+  if constexpr (kBinary) return s;
+  else return s * double(x.value[e]);
+}
+
+// f(std::true_type) when every value of `x` is 1, else f(std::false_type).
+template <class F>
+decltype(auto) with_binary(const NewtonRows& x, const F& f) {
+  return x.binary() ? f(std::true_type{}) : f(std::false_type{});
+}
+
 // Index of (a, b), a ≤ b, in the packed upper triangle of a dim × dim matrix.
 inline size_t packed(size_t a, size_t b, size_t dim) { return a * dim - a * (a + 1) / 2 + b; }
 
@@ -1107,6 +1137,7 @@ class ProxNewton {
     return 0.5 * z * z;
   }
 
+  template <bool kBinary>
   double decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const;
   void write_decisions(double b);
   void sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b, std::vector<double>& sums);
@@ -1133,6 +1164,7 @@ class ProxNewton {
 // d_c = x_c'ω − b of compact row c, formed as the APG forms its decision
 // values: per batch a sum in column order, batches added in order.
 template <class LossT>
+template <bool kBinary>
 double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const {
   double total = 0;
   uint64_t e = x.begin[c];
@@ -1143,7 +1175,7 @@ double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::v
     for (; e < stop && x.column[e] < end(h); ++e) {
       const double wj = w[x.column[e]];
       if (wj == 0) continue;
-      batch += wj * x.at(e);
+      batch += entry_times<kBinary>(x, e, wj);
       any = true;
     }
     if (any) total += batch;
@@ -1208,7 +1240,8 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
     Part& q = *parts_[k];
     const NewtonRows& x = q.data;
     std::vector<std::vector<double>> partial(q.ranges.count);
-    tasks_.run(q.ranges.count, [&](size_t rr) {
+    tasks_.run(q.ranges.count, [&](size_t rr) { with_binary(x, [&](auto binary) {
+      constexpr bool kBinary = decltype(binary)::value;
       std::vector<double>& s = partial[rr];
       s.assign(width, 0.0);
       double* g = s.data() + layout.g();
@@ -1216,7 +1249,7 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
       double* H = s.data() + layout.H();
       double* sc = s.data() + layout.scalars();
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
-        if (form_d) q.d[c] = decision(x, c, *form_d, b);
+        if (form_d) q.d[c] = decision<kBinary>(x, c, *form_d, b);
         const int8_t y = x.y[c];
         if (y == 0) continue;
         const double m = double(y) * q.d[c];
@@ -1229,10 +1262,14 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
         sc[3 + cls] += copies * (deriv * deriv);
         sc[5] += r;
         const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
-        for (uint64_t e = e0; e < e1; ++e) {
-          const double v = r * x.at(e);
-          g[x.column[e]] += v;
-          if (y > 0) gp[x.column[e]] += v;
+        if (y > 0) {
+          for (uint64_t e = e0; e < e1; ++e) {
+            const double v = entry_times<kBinary>(x, e, r);
+            g[x.column[e]] += v;
+            gp[x.column[e]] += v;
+          }
+        } else {
+          for (uint64_t e = e0; e < e1; ++e) g[x.column[e]] += entry_times<kBinary>(x, e, r);
         }
         if (!hessian) continue;
         double weight;
@@ -1248,14 +1285,14 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
         if (weight == 0) continue;
         for (uint64_t e = e0; e < e1; ++e) {
           const size_t a = x.column[e];
-          const double wa = weight * x.at(e);
+          const double wa = entry_times<kBinary>(x, e, weight);
           const size_t row_at = packed(a, 0, dim_);
-          for (uint64_t f = e; f < e1; ++f) H[row_at + x.column[f]] += wa * x.at(f);
+          for (uint64_t f = e; f < e1; ++f) H[row_at + x.column[f]] += entry_times<kBinary>(x, f, wa);
           H[row_at + cols_] -= wa;  // x̃ = [x; −1]
         }
         H[tri_ - 1] += weight;
       }
-    });
+    }); });
     std::vector<double>& out = local[k];
     for (size_t rr = 0; rr < q.ranges.count; ++rr)
       for (size_t i = 0; i < width; ++i) out[i] += partial[rr][i];
@@ -1511,13 +1548,14 @@ void ProxNewton<LossT>::direction(const std::vector<double>& dw, double db) {
   for (auto& part : parts_) {
     Part& q = *part;
     const NewtonRows& x = q.data;
-    tasks_.run(q.ranges.count, [&](size_t rr) {
+    tasks_.run(q.ranges.count, [&](size_t rr) { with_binary(x, [&](auto binary) {
+      constexpr bool kBinary = decltype(binary)::value;
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
         double s = 0;
-        for (uint64_t e = x.begin[c]; e < x.begin[c + 1]; ++e) s += dw[x.column[e]] * x.at(e);
+        for (uint64_t e = x.begin[c]; e < x.begin[c + 1]; ++e) s += entry_times<kBinary>(x, e, dw[x.column[e]]);
         q.u[c] = s - db;
       }
-    });
+    }); });
   }
   ++passes_;
 }
