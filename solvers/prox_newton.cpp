@@ -600,6 +600,13 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
   const uint64_t lo_range = range * cols.range_rows, hi_range = std::min(n, lo_range + cols.range_rows);
   std::vector<RowKey> keys(std::min(kWalkBlock, hi_range - lo_range));
   MergeTable<Keys::kExact> table;
+  // Twice the old merged rows per range (they split as columns are added):
+  // a table and lists that mostly need not regrow (rehash, copy, zero fresh
+  // slots) while the range is walked.
+  const uint64_t expected =
+      std::min<uint64_t>(hi_range - lo_range, 2 * old_groups * (hi_range - lo_range) / std::max<uint64_t>(1, n));
+  table.reserve(expected);
+  w.reserve(expected);
   for (uint64_t lo = lo_range; lo < hi_range; lo += kWalkBlock) {
     const uint64_t hi = std::min(hi_range, lo + kWalkBlock);
     block.fill(lo, hi, at);
