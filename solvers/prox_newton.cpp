@@ -48,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -132,15 +133,40 @@ Ranges ranges_for(uint64_t rows, uint64_t doubles_per_range) {
   return r;
 }
 
+// HugePageAllocator whose resize leaves new elements uninitialised, for
+// arrays a parallel loop writes whole right after: no serial zeroing pass
+// (which also faulted every page in on one thread; at kddb scale 0.26 CPU s
+// of a solve), and the pages fault in on the threads that write them.
+template <class T>
+struct UninitialisedAllocator : HugePageAllocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  UninitialisedAllocator() noexcept = default;
+  template <class U>
+  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using WrittenVector = std::vector<T, UninitialisedAllocator<T>>;
+
 // One part's selected columns as rows.
 struct NewtonRows {
   uint64_t n = 0;                  // rows of the part
   uint64_t positive_untouched = 0, negative_untouched = 0;
   HugeVector<uint32_t> row;        // compact → row id
   std::vector<int8_t> y;           // compact → label (0: not in the fit)
-  HugeVector<uint64_t> begin;      // entries of compact row c: [begin[c], begin[c+1])
-  HugeVector<uint16_t> column;     // entry → selected column
-  HugeVector<float> value;         // entry → value; empty when every value is 1
+  WrittenVector<uint64_t> begin;   // entries of compact row c: [begin[c], begin[c+1])
+  WrittenVector<uint16_t> column;  // entry → selected column
+  WrittenVector<float> value;      // entry → value; empty when every value is 1
   // Identical rows (same entries, values and label) merged into one row of
   // that many copies: weight[c] copies of compact row c, and group[i] the
   // merged row of row i (kUntouched: no selected column touches it), for
@@ -818,8 +844,6 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   out.touched = walk.touched;
   out.positive_untouched = kept.positive_untouched - walk.newly_positive;
   out.negative_untouched = kept.negative_untouched - walk.newly_negative;
-  // Entries per merged row: counted in fixed parts (in parallel), then the
-  // parts' offsets, then each part's row starts.
   auto entries = [&](uint64_t g) {
     const uint32_t c = walk.code[g];
     return walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
@@ -834,32 +858,35 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
     if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.column[kept.begin[walk.code[g]]]);
   };
   const Ranges parts = ranges_for(merged, 0);
+  const uint64_t row_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1);
+  out.merge_reservation = budget.reserve(row_bytes, "Newton merged rows", kRemedy);
+  out.begin.resize(merged + 1);
+  // Each row's entry count (into begin, in parallel: the old rows' starts are
+  // the cache misses), the parts' offsets, then each part's row starts.
   std::vector<uint64_t> part_at(parts.count + 1, 0);
   tasks.run(parts.count, [&](size_t p) {
     uint64_t sum = 0;
     for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
       prefetch_start(g + kAhead);
-      sum += entries(g);
+      out.begin[g] = entries(g);
+      sum += out.begin[g];
     }
     part_at[p + 1] = sum;
   });
   for (size_t p = 0; p < parts.count; ++p) part_at[p + 1] += part_at[p];
   const uint64_t nnz = part_at[parts.count];
-  out.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
-                                             nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
-                                         "Newton merged rows", kRemedy);
-  out.row.assign(walk.first_row.begin(), walk.first_row.end());
-  out.y.resize(merged);
-  out.begin.resize(merged + 1);
   tasks.run(parts.count, [&](size_t p) {
     uint64_t at = part_at[p];
     for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
-      prefetch_start(g + kAhead);
+      const uint64_t count = out.begin[g];
       out.begin[g] = at;
-      at += entries(g);
+      at += count;
     }
   });
   out.begin[merged] = nnz;
+  out.merge_reservation.resize(row_bytes + nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))));
+  out.row.assign(walk.first_row.begin(), walk.first_row.end());
+  out.y.resize(merged);
   out.column.resize(nnz);
   if (!binary) out.value.resize(nnz);
   tasks.run(parts.count, [&](size_t p) {
@@ -1127,7 +1154,7 @@ class ProxNewton {
     NewtonRows data;
     Ranges ranges;
     Reservation vectors;
-    HugeVector<double> d, u;  // decision values; the step's X̃Δ
+    WrittenVector<double> d, u;  // decision values (formed by the first sweep); the step's X̃Δ
     std::vector<uint8_t> active;  // squared hinge: D_ii = C (1) or 0, as counted in H_
   };
 

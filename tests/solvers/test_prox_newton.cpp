@@ -12,8 +12,10 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "solvers/apg.h"
 #include "solvers/prox_newton.h"
 #include "tests/solvers/solver_test_util.h"
@@ -529,4 +531,61 @@ TEST_CASE("Proximal Newton: a run's solves reusing the kept rows and decision ve
       }
     }
   }
+}
+
+// The merged rows are reserved in two steps (the rows, then their entries
+// once counted) and the walk's tables up front: under any budget a run's
+// solve either gives the bits of an ample budget or fails with an
+// out-of-memory error naming a Newton reservation and the remedy, holding
+// nothing afterwards; the merged rows' own reservation is the one that fails
+// somewhere in between.
+TEST_CASE("Proximal Newton under a memory budget: the ample budget's bits or an error naming the Newton memory",
+          "[solvers][newton][budget]") {
+  Problem p = random_problem(83, 20000, {3, 3, 3}, 0.3, 0.1);
+  for (double& x : p.x)
+    if (x != 0) x = 1.0;
+  const ApgOptions o = newton_options(Loss::kSquaredHinge, 0.5, true, 1e-9);
+  // A run: a solve per batch; the later ones extend the kept rows. The cache
+  // has a budget of its own.
+  auto run = [&](MemoryBudget& budget, ApgState& state, std::vector<double>& decision) {
+    MemoryBudget cache_budget(kBudget);
+    SelectedFeatureCache cache(cache_budget, p.n);
+    for (size_t t = 1; t <= 3; ++t) {
+      fill_cache(p, cache, t);
+      solve_apg(cache, p.y.data(), o, state, decision, budget);
+    }
+  };
+  MemoryBudget ample(kBudget);
+  ApgState reference;
+  std::vector<double> reference_decision;
+  run(ample, reference, reference_decision);
+  const uint64_t needed = ample.peak();
+  int failed = 0, solved = 0, merged_rows_failed = 0;
+  for (uint64_t k = 1; k <= 64; ++k) {
+    const uint64_t limit = needed * k / 64;  // the last: exactly the ample run's peak
+    MemoryBudget budget(limit);
+    ApgState state;
+    std::vector<double> decision;
+    try {
+      run(budget, state, decision);
+      ++solved;
+      REQUIRE(state.w == reference.w);
+      REQUIRE(state.b == reference.b);
+      REQUIRE(decision == reference_decision);
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+      const std::string m = e.what();
+      CAPTURE(limit, m);
+      REQUIRE(m.find("Newton") != std::string::npos);
+      REQUIRE(m.find("fgm.B") != std::string::npos);
+      merged_rows_failed += m.find("Newton merged rows") != std::string::npos;
+      ++failed;
+    }
+    state = {};  // drops the kept rows
+    REQUIRE(budget.used() == 0);
+    REQUIRE(budget.peak() <= limit);
+  }
+  REQUIRE(failed > 0);
+  REQUIRE(solved > 0);
+  REQUIRE(merged_rows_failed > 0);
 }
