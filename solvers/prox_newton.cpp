@@ -700,10 +700,11 @@ struct WholeWalk {
   std::array<Shard, kNumberShards> shards;
   std::vector<uint32_t> by_old;
   // Every old merged row is the code of at least one merged row of the walk:
-  // room for that many from the start, so the tables and lists do not
-  // regrow (rehash, copy, fault in fresh pages) through the old count.
+  // tables with room for that many from the start do not regrow (rehash,
+  // fault in fresh slots) through the old count. (Their sizes stay powers of
+  // two; the lists are not reserved: a capacity of the old count would double
+  // past the new count to twice the lists' natural size.)
   explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {
-    rows.reserve(old_groups);
     for (Shard& s : shards) s.table.reserve(old_groups / kNumberShards);
   }
   uint64_t bytes() const {
