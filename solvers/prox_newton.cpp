@@ -11,7 +11,10 @@
 // the rows instead of turning every column around again; the walk runs over
 // fixed row ranges in parallel, each range's merged rows numbered in one
 // ordered sweep, so the merged rows are numbered by first occurrence for any
-// thread count. Rows no selected
+// thread count. Columns with few entries in all (at most one per 16 rows:
+// the tall uniform store's) are turned around by sorting their entries, and
+// whether their rows merge is decided on those rows, without a pass over
+// every row. Rows no selected
 // column touches have d_i = −b whatever ω is: they enter as two counts by
 // label, as in the APG.
 //
@@ -41,9 +44,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
