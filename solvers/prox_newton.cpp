@@ -11,7 +11,10 @@
 // the rows instead of turning every column around again; the walk runs over
 // fixed row ranges in parallel, each range's merged rows numbered in one
 // ordered sweep, so the merged rows are numbered by first occurrence for any
-// thread count. Rows no selected
+// thread count. Columns with few entries in all (at most one per 16 rows:
+// the tall uniform store's) are turned around by sorting their entries, and
+// whether their rows merge is decided on those rows, without a pass over
+// every row. Rows no selected
 // column touches have d_i = −b whatever ω is: they enter as two counts by
 // label, as in the APG.
 //
@@ -44,9 +47,12 @@
 #include <bit>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/hash.h"
@@ -131,15 +137,40 @@ Ranges ranges_for(uint64_t rows, uint64_t doubles_per_range) {
   return r;
 }
 
+// HugePageAllocator whose resize leaves new elements uninitialised, for
+// arrays a parallel loop writes whole right after: no serial zeroing pass
+// (which also faulted every page in on one thread; at kddb scale 0.26 CPU s
+// of a solve), and the pages fault in on the threads that write them.
+template <class T>
+struct UninitialisedAllocator : HugePageAllocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  UninitialisedAllocator() noexcept = default;
+  template <class U>
+  UninitialisedAllocator(const UninitialisedAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using WrittenVector = std::vector<T, UninitialisedAllocator<T>>;
+
 // One part's selected columns as rows.
 struct NewtonRows {
   uint64_t n = 0;                  // rows of the part
   uint64_t positive_untouched = 0, negative_untouched = 0;
   HugeVector<uint32_t> row;        // compact → row id
   std::vector<int8_t> y;           // compact → label (0: not in the fit)
-  HugeVector<uint64_t> begin;      // entries of compact row c: [begin[c], begin[c+1])
-  HugeVector<uint16_t> column;     // entry → selected column
-  HugeVector<float> value;         // entry → value; empty when every value is 1
+  WrittenVector<uint64_t> begin;   // entries of compact row c: [begin[c], begin[c+1])
+  WrittenVector<uint16_t> column;  // entry → selected column
+  WrittenVector<float> value;      // entry → value; empty when every value is 1
   // Identical rows (same entries, values and label) merged into one row of
   // that many copies: weight[c] copies of compact row c, and group[i] the
   // merged row of row i (kUntouched: no selected column touches it), for
@@ -433,6 +464,7 @@ class MergeTable {
 struct MaskKeys {
   static constexpr bool kExact = true;
   std::vector<uint64_t> mask;
+  void reserve(uint64_t count) { mask.reserve(count); }
   bool empty(uint32_t g) const { return mask[g] == 0; }
   bool same(uint32_t g, const MaskKeys& other, uint32_t l) const { return mask[g] == other.mask[l]; }
   void append(const MaskKeys& other, uint32_t l) { mask.push_back(other.mask[l]); }
@@ -454,6 +486,7 @@ struct ListKeys {
   std::vector<uint64_t> begin{0};
   std::vector<uint16_t> column;
   std::vector<float> value;  // empty when every value is 1
+  void reserve(uint64_t count) { begin.reserve(count + 1); }
   bool empty(uint32_t g) const { return begin[g + 1] == begin[g]; }
   bool same(uint32_t g, const ListKeys& other, uint32_t l) const {
     return same(g, other.column.data() + other.begin[l],
@@ -550,6 +583,10 @@ struct Walked {
   std::vector<uint64_t> bits;
   Keys keys;
   uint64_t touched = 0, newly_positive = 0, newly_negative = 0;
+  void reserve(uint64_t count) {
+    code.reserve(count), first_row.reserve(count), weight.reserve(count), bits.reserve(count);
+    keys.reserve(count);
+  }
   uint32_t add(uint32_t c, uint32_t row, uint64_t b) {
     code.push_back(c), first_row.push_back(row), weight.push_back(0), bits.push_back(b);
     return uint32_t(code.size() - 1);
@@ -593,6 +630,13 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
   const uint64_t lo_range = range * cols.range_rows, hi_range = std::min(n, lo_range + cols.range_rows);
   std::vector<RowKey> keys(std::min(kWalkBlock, hi_range - lo_range));
   MergeTable<Keys::kExact> table;
+  // Twice the old merged rows per range (they split as columns are added):
+  // a table and lists that mostly need not regrow (rehash, copy, zero fresh
+  // slots) while the range is walked.
+  const uint64_t expected =
+      std::min<uint64_t>(hi_range - lo_range, 2 * old_groups * (hi_range - lo_range) / std::max<uint64_t>(1, n));
+  table.reserve(expected);
+  w.reserve(expected);
   for (uint64_t lo = lo_range; lo < hi_range; lo += kWalkBlock) {
     const uint64_t hi = std::min(hi_range, lo + kWalkBlock);
     block.fill(lo, hi, at);
@@ -620,9 +664,13 @@ void walk_range(const NewColumns& cols, uint64_t range, uint64_t n, uint64_t old
         table.insert(k.hash, k.bits, k.code, id);
       }
       group[i] = id;
-      ++w.weight[id];
     }
   }
+  // The copies, counted in a loop of their own: its independent increments
+  // overlap their cache misses, which the lookups' branches above would not.
+  uint32_t* weight = w.weight.data();
+  for (uint64_t i = lo_range; i < hi_range; ++i)
+    if (const uint32_t g = group[i]; g != kNone) ++weight[g];
   out.table_bytes = table.bytes() + keys.capacity() * sizeof(RowKey);
   const auto count = uint32_t(w.code.size());
   std::vector<uint8_t> shard(count);
@@ -655,7 +703,14 @@ struct WholeWalk {
   Walked<Keys> rows;
   std::array<Shard, kNumberShards> shards;
   std::vector<uint32_t> by_old;
-  explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {}
+  // Every old merged row is the code of at least one merged row of the walk:
+  // tables with room for that many from the start do not regrow (rehash,
+  // fault in fresh slots) through the old count. (Their sizes stay powers of
+  // two; the lists are not reserved: a capacity of the old count would double
+  // past the new count to twice the lists' natural size.)
+  explicit WholeWalk(uint64_t old_groups) : by_old(old_groups, kNone) {
+    for (Shard& s : shards) s.table.reserve(old_groups / kNumberShards);
+  }
   uint64_t bytes() const {
     uint64_t b = rows.bytes() + by_old.capacity() * sizeof(uint32_t);
     for (const Shard& s : shards) b += s.table.bytes() + s.fresh.capacity() * sizeof(s.fresh[0]);
@@ -743,6 +798,7 @@ WholeWalk<typename Block::Keys> walk_rows(NewtonRows& kept, const int8_t* labels
   const uint64_t n = kept.n, old_groups = kept.rows();
   const uint64_t ranges = (n + cols.range_rows - 1) / cols.range_rows;
   WholeWalk<typename Block::Keys> whole(old_groups);
+  scratch.resize(whole.bytes());
   HugeVector<uint32_t>& group = kept.group;  // rewritten in place, range by range
   std::vector<std::unique_ptr<RangeWalk<Block>>> held(ranges);
   const uint64_t in_flight = std::min<uint64_t>(kWalkRangesInFlight, ranges);
@@ -793,26 +849,55 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   out.touched = walk.touched;
   out.positive_untouched = kept.positive_untouched - walk.newly_positive;
   out.negative_untouched = kept.negative_untouched - walk.newly_negative;
-  std::vector<uint64_t> begin(merged + 1);
-  uint64_t nnz = 0;
-  for (uint64_t g = 0; g < merged; ++g) {
-    begin[g] = nnz;
+  auto entries = [&](uint64_t g) {
     const uint32_t c = walk.code[g];
-    nnz += walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
-  }
-  begin[merged] = nnz;
-  out.merge_reservation = budget.reserve(merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1) +
-                                             nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
-                                         "Newton merged rows", kRemedy);
+    return walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
+  };
+  // The old merged rows are met in no particular order: their starts and
+  // entries are fetched ahead (cache misses, not arithmetic, bound these loops).
+  constexpr uint64_t kAhead = 16;
+  auto prefetch_start = [&](uint64_t g) {
+    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.begin[walk.code[g]]);
+  };
+  auto prefetch_entries = [&](uint64_t g) {
+    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.column[kept.begin[walk.code[g]]]);
+  };
+  const Ranges parts = ranges_for(merged, 0);
+  const uint64_t row_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1);
+  out.merge_reservation = budget.reserve(row_bytes, "Newton merged rows", kRemedy);
+  out.begin.resize(merged + 1);
+  // Each row's entry count (into begin, in parallel: the old rows' starts are
+  // the cache misses), the parts' offsets, then each part's row starts.
+  std::vector<uint64_t> part_at(parts.count + 1, 0);
+  tasks.run(parts.count, [&](size_t p) {
+    uint64_t sum = 0;
+    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      prefetch_start(g + kAhead);
+      out.begin[g] = entries(g);
+      sum += out.begin[g];
+    }
+    part_at[p + 1] = sum;
+  });
+  for (size_t p = 0; p < parts.count; ++p) part_at[p + 1] += part_at[p];
+  const uint64_t nnz = part_at[parts.count];
+  tasks.run(parts.count, [&](size_t p) {
+    uint64_t at = part_at[p];
+    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      const uint64_t count = out.begin[g];
+      out.begin[g] = at;
+      at += count;
+    }
+  });
+  out.begin[merged] = nnz;
+  out.merge_reservation.resize(row_bytes + nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))));
   out.row.assign(walk.first_row.begin(), walk.first_row.end());
   out.y.resize(merged);
-  out.begin.assign(begin.begin(), begin.end());
-  begin = {};
   out.column.resize(nnz);
   if (!binary) out.value.resize(nnz);
-  const Ranges parts = ranges_for(merged, 0);
   tasks.run(parts.count, [&](size_t p) {
     for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
+      prefetch_start(g + 2 * kAhead);
+      prefetch_entries(g + kAhead);
       out.y[g] = labels[walk.first_row[g]];
       uint64_t at = out.begin[g];
       if (const uint32_t c = walk.code[g]; c < old_groups) {
@@ -838,10 +923,105 @@ bool extend_merged_rows(NewtonRows& kept, const SelectedFeatureCache& cache, siz
                        : extend_with<ListBlock>(kept, cols, labels, tasks, budget, out);
 }
 
+// Columns with at most one entry per kFewEntriesPerRow rows in all are
+// turned around by sorting their entries (turn_around_few) rather than by
+// passes over every row.
+constexpr uint64_t kFewEntriesPerRow = 16;
+
+// turn_around's rows of all the cache's columns, built in O(nnz log nnz) and
+// one pass over the labels (their class counts) instead of several over every
+// row: the same rows, entries and values, for columns with few entries.
+void turn_around_few(const SelectedFeatureCache& cache, const int8_t* labels, MemoryBudget& budget, NewtonRows& out) {
+  const uint64_t n = cache.n_rows();
+  const size_t cols = cache.num_columns();
+  FGM_ASSERT(cols <= kProxNewtonMaxColumns && n <= std::numeric_limits<uint32_t>::max());
+  struct Entry {
+    uint64_t key;  // row · 2^16 + column: unique, so the sort's order is
+    float value;
+  };
+  const uint64_t nnz = cache.total_nnz();
+  Reservation entries_memory = budget.reserve(nnz * sizeof(Entry), "Newton row entries", kRemedy);
+  std::vector<Entry> entries;
+  entries.reserve(nnz);
+  bool binary = true;
+  for (size_t j = 0; j < cols; ++j)
+    cache.column(j).for_each([&](uint32_t row, float v) {
+      entries.push_back({uint64_t(row) << 16 | j, v});
+      binary = binary && v == 1.0f;
+    });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  uint64_t touched = 0;
+  for (uint64_t e = 0; e < entries.size(); ++e) touched += e == 0 || entries[e].key >> 16 != entries[e - 1].key >> 16;
+  out.n = n;
+  out.reservation = budget.reserve(touched * (sizeof(uint32_t) + sizeof(int8_t) + sizeof(uint64_t)) + 8 +
+                                       nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
+                                   "Newton selected rows", kRemedy);
+  out.row.resize(touched);
+  out.y.resize(touched);
+  out.begin.resize(touched + 1);
+  out.column.resize(nnz);
+  if (!binary) out.value.resize(nnz);
+  uint64_t c = 0;
+  for (uint64_t e = 0; e < entries.size(); ++e) {
+    const auto row = uint32_t(entries[e].key >> 16);
+    if (e == 0 || row != out.row[c - 1]) {
+      out.row[c] = row;
+      out.y[c] = labels[row];
+      out.begin[c++] = e;
+    }
+    out.column[e] = uint16_t(entries[e].key & 0xffff);
+    if (!binary) out.value[e] = entries[e].value;
+  }
+  out.begin[touched] = nnz;
+  uint64_t positive = 0, negative = 0;
+  for (uint64_t i = 0; i < n; ++i) positive += labels[i] > 0, negative += labels[i] < 0;
+  for (uint64_t k = 0; k < touched; ++k) positive -= out.y[k] > 0, negative -= out.y[k] < 0;
+  out.positive_untouched = positive;
+  out.negative_untouched = negative;
+}
+
+// Whether merging the rows of `plain` (turned around whole) would remove
+// kMergeGain of them, as extend_with decides it: rows are one merged row when
+// their labels, columns and values (bits and ==) are equal.
+bool merging_pays(const NewtonRows& plain) {
+  const uint64_t rows = plain.rows();
+  auto hash = [&](uint64_t c) {
+    const uint64_t b = plain.begin[c], k = plain.begin[c + 1] - b;
+    uint64_t h = xxh64(plain.column.data() + b, k * sizeof(uint16_t), uint64_t(plain.y[c] + 1));
+    return plain.binary() ? h : xxh64(plain.value.data() + b, k * sizeof(float), h);
+  };
+  auto same = [&](uint64_t c, uint64_t d) {
+    const uint64_t bc = plain.begin[c], kc = plain.begin[c + 1] - bc, bd = plain.begin[d];
+    if (plain.y[c] != plain.y[d] || plain.begin[d + 1] - bd != kc) return false;
+    if (!std::equal(&plain.column[bc], &plain.column[bc] + kc, &plain.column[bd])) return false;
+    if (plain.binary()) return true;
+    return std::equal(&plain.value[bc], &plain.value[bc] + kc, &plain.value[bd]) &&
+           std::memcmp(&plain.value[bc], &plain.value[bd], kc * sizeof(float)) == 0;
+  };
+  uint64_t size = 16;
+  while (size < 2 * rows) size *= 2;
+  std::vector<uint64_t> slot(size, 0);  // compact row + 1; 0: empty
+  uint64_t distinct = 0;
+  for (uint64_t c = 0; c < rows; ++c)
+    for (uint64_t s = hash(c) & (size - 1);; s = (s + 1) & (size - 1)) {
+      if (slot[s] == 0) {
+        slot[s] = c + 1, ++distinct;
+        break;
+      }
+      if (same(slot[s] - 1, c)) break;
+    }
+  return !(double(distinct) > (1.0 - kMergeGain) * double(rows));
+}
+
 // The part's selected columns as rows: merged when that pays, else plain.
 void build_rows(const SelectedFeatureCache& cache, const int8_t* labels, Tasks& tasks, MemoryBudget& budget,
                 NewtonRows& out, uint64_t range_rows) {
   const uint64_t n = cache.n_rows();
+  if (cache.total_nnz() <= n / kFewEntriesPerRow) {
+    turn_around_few(cache, labels, budget, out);
+    if (!merging_pays(out)) return;
+    out = {};
+  }
   NewtonRows none;  // no column yet: every row untouched
   none.n = n;
   none.group_reservation = budget.reserve(n * sizeof(uint32_t), "Newton merged row of every row", kRemedy);
@@ -905,6 +1085,20 @@ bool rows_for_part(const ApgRowPart& spec, SubproblemMemo::Part& kept, Tasks& ta
   return false;
 }
 
+// s·x_e for entry e: s itself when every value is 1 (s·1 is s, bit for bit),
+// so the binary rows' loops carry no value load or multiply.
+template <bool kBinary>
+inline double entry_times(const NewtonRows& x, uint64_t e, double s) {
+  if constexpr (kBinary) return s;
+  else return s * double(x.value[e]);
+}
+
+// f(std::true_type) when every value of `x` is 1, else f(std::false_type).
+template <class F>
+decltype(auto) with_binary(const NewtonRows& x, const F& f) {
+  return x.binary() ? f(std::true_type{}) : f(std::false_type{});
+}
+
 // Index of (a, b), a ≤ b, in the packed upper triangle of a dim × dim matrix.
 inline size_t packed(size_t a, size_t b, size_t dim) { return a * dim - a * (a + 1) / 2 + b; }
 
@@ -965,7 +1159,7 @@ class ProxNewton {
     NewtonRows data;
     Ranges ranges;
     Reservation vectors;
-    HugeVector<double> d, u;  // decision values; the step's X̃Δ
+    WrittenVector<double> d, u;  // decision values (formed by the first sweep); the step's X̃Δ
     std::vector<uint8_t> active;  // squared hinge: D_ii = C (1) or 0, as counted in H_
   };
 
@@ -982,6 +1176,7 @@ class ProxNewton {
     return 0.5 * z * z;
   }
 
+  template <bool kBinary>
   double decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const;
   void write_decisions(double b);
   void sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b, std::vector<double>& sums);
@@ -1008,6 +1203,7 @@ class ProxNewton {
 // d_c = x_c'ω − b of compact row c, formed as the APG forms its decision
 // values: per batch a sum in column order, batches added in order.
 template <class LossT>
+template <bool kBinary>
 double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const {
   double total = 0;
   uint64_t e = x.begin[c];
@@ -1018,7 +1214,7 @@ double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::v
     for (; e < stop && x.column[e] < end(h); ++e) {
       const double wj = w[x.column[e]];
       if (wj == 0) continue;
-      batch += wj * x.at(e);
+      batch += entry_times<kBinary>(x, e, wj);
       any = true;
     }
     if (any) total += batch;
@@ -1026,19 +1222,30 @@ double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::v
   return total - b;
 }
 
+// Every row's decision value, in one parallel pass over the rows (an
+// untouched row's is 0 − b).
 template <class LossT>
 void ProxNewton<LossT>::write_decisions(double b) {
+  const double untouched = 0.0 - b;
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Part& q = *parts_[k];
     std::vector<double>& out = *specs_[k].decision;
-    out.assign(q.data.n, 0.0 - b);
+    out.resize(q.data.n);
+    const Ranges chunks = ranges_for(q.data.n, 0);  // every row is written by one chunk
     if (!q.data.merged()) {
-      for (uint64_t c = 0; c < q.data.rows(); ++c) out[q.data.row[c]] = q.d[c];
-    } else {
-      const Ranges chunks = ranges_for(q.data.n, 0);  // every row is written by one chunk
+      // The touched rows of a chunk: compact rows [first, last) (rows increase).
       tasks_.run(chunks.count, [&](size_t r) {
-        for (uint64_t i = chunks.begin(r); i < chunks.end(r); ++i)
-          if (q.data.group[i] != NewtonRows::kUntouched) out[i] = q.d[q.data.group[i]];
+        const uint64_t lo = chunks.begin(r), hi = chunks.end(r);
+        std::fill(out.begin() + std::ptrdiff_t(lo), out.begin() + std::ptrdiff_t(hi), untouched);
+        const auto first = std::lower_bound(q.data.row.begin(), q.data.row.end(), lo);
+        for (auto c = first; c != q.data.row.end() && *c < hi; ++c) out[*c] = q.d[uint64_t(c - q.data.row.begin())];
+      });
+    } else {
+      tasks_.run(chunks.count, [&](size_t r) {
+        for (uint64_t i = chunks.begin(r); i < chunks.end(r); ++i) {
+          const uint32_t g = q.data.group[i];
+          out[i] = g == NewtonRows::kUntouched ? untouched : q.d[g];
+        }
       });
     }
   }
@@ -1072,7 +1279,8 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
     Part& q = *parts_[k];
     const NewtonRows& x = q.data;
     std::vector<std::vector<double>> partial(q.ranges.count);
-    tasks_.run(q.ranges.count, [&](size_t rr) {
+    tasks_.run(q.ranges.count, [&](size_t rr) { with_binary(x, [&](auto binary) {
+      constexpr bool kBinary = decltype(binary)::value;
       std::vector<double>& s = partial[rr];
       s.assign(width, 0.0);
       double* g = s.data() + layout.g();
@@ -1080,7 +1288,7 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
       double* H = s.data() + layout.H();
       double* sc = s.data() + layout.scalars();
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
-        if (form_d) q.d[c] = decision(x, c, *form_d, b);
+        if (form_d) q.d[c] = decision<kBinary>(x, c, *form_d, b);
         const int8_t y = x.y[c];
         if (y == 0) continue;
         const double m = double(y) * q.d[c];
@@ -1093,10 +1301,14 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
         sc[3 + cls] += copies * (deriv * deriv);
         sc[5] += r;
         const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
-        for (uint64_t e = e0; e < e1; ++e) {
-          const double v = r * x.at(e);
-          g[x.column[e]] += v;
-          if (y > 0) gp[x.column[e]] += v;
+        if (y > 0) {
+          for (uint64_t e = e0; e < e1; ++e) {
+            const double v = entry_times<kBinary>(x, e, r);
+            g[x.column[e]] += v;
+            gp[x.column[e]] += v;
+          }
+        } else {
+          for (uint64_t e = e0; e < e1; ++e) g[x.column[e]] += entry_times<kBinary>(x, e, r);
         }
         if (!hessian) continue;
         double weight;
@@ -1112,14 +1324,14 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
         if (weight == 0) continue;
         for (uint64_t e = e0; e < e1; ++e) {
           const size_t a = x.column[e];
-          const double wa = weight * x.at(e);
+          const double wa = entry_times<kBinary>(x, e, weight);
           const size_t row_at = packed(a, 0, dim_);
-          for (uint64_t f = e; f < e1; ++f) H[row_at + x.column[f]] += wa * x.at(f);
+          for (uint64_t f = e; f < e1; ++f) H[row_at + x.column[f]] += entry_times<kBinary>(x, f, wa);
           H[row_at + cols_] -= wa;  // x̃ = [x; −1]
         }
         H[tri_ - 1] += weight;
       }
-    });
+    }); });
     std::vector<double>& out = local[k];
     for (size_t rr = 0; rr < q.ranges.count; ++rr)
       for (size_t i = 0; i < width; ++i) out[i] += partial[rr][i];
@@ -1375,13 +1587,14 @@ void ProxNewton<LossT>::direction(const std::vector<double>& dw, double db) {
   for (auto& part : parts_) {
     Part& q = *part;
     const NewtonRows& x = q.data;
-    tasks_.run(q.ranges.count, [&](size_t rr) {
+    tasks_.run(q.ranges.count, [&](size_t rr) { with_binary(x, [&](auto binary) {
+      constexpr bool kBinary = decltype(binary)::value;
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
         double s = 0;
-        for (uint64_t e = x.begin[c]; e < x.begin[c + 1]; ++e) s += dw[x.column[e]] * x.at(e);
+        for (uint64_t e = x.begin[c]; e < x.begin[c + 1]; ++e) s += entry_times<kBinary>(x, e, dw[x.column[e]]);
         q.u[c] = s - db;
       }
-    });
+    }); });
   }
   ++passes_;
 }
@@ -1599,6 +1812,24 @@ MergedRowsForTest merged_rows_for_test(const SelectedFeatureCache& cache, const 
   result.begin.assign(kept.begin.begin(), kept.begin.end());
   result.column.assign(kept.column.begin(), kept.column.end());
   result.value.assign(kept.value.begin(), kept.value.end());
+  return result;
+}
+
+MergedRowsForTest plain_rows_for_test(const SelectedFeatureCache& cache, const int8_t* labels, bool few,
+                                      MemoryBudget& budget) {
+  Tasks tasks(1);
+  NewtonRows rows;
+  if (few) turn_around_few(cache, labels, budget, rows);
+  else turn_around(cache, 0, labels, tasks, budget, rows);
+  MergedRowsForTest result;
+  result.merged = merging_pays(rows);
+  result.positive_untouched = rows.positive_untouched;
+  result.negative_untouched = rows.negative_untouched;
+  result.first_row.assign(rows.row.begin(), rows.row.end());
+  result.label.assign(rows.y.begin(), rows.y.end());
+  result.begin.assign(rows.begin.begin(), rows.begin.end());
+  result.column.assign(rows.column.begin(), rows.column.end());
+  result.value.assign(rows.value.begin(), rows.value.end());
   return result;
 }
 

@@ -58,5 +58,13 @@ MergedRowsForTest merged_rows_for_test(const SelectedFeatureCache& cache, const 
                                        const std::vector<size_t>& stages, uint64_t range_rows, int threads,
                                        MemoryBudget& budget);
 
+// The plain (unmerged) rows of all the cache's columns, for tests: turned
+// around by sorting their entries (`few`, what a solve does for columns with
+// at most one entry per 16 rows) or by passes over every row; `merged` says
+// whether merging them would pay (then a solve merges them instead).
+// first_row lists the touched rows; weight and group stay empty.
+MergedRowsForTest plain_rows_for_test(const SelectedFeatureCache& cache, const int8_t* labels, bool few,
+                                      MemoryBudget& budget);
+
 }  // namespace detail
 }  // namespace fgm

@@ -13,8 +13,10 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "solvers/apg.h"
 #include "solvers/prox_newton.h"
 #include "tests/solvers/solver_test_util.h"
@@ -521,4 +523,158 @@ TEST_CASE("Proximal Newton's merged rows equal the first-occurrence grouping for
       }
     }
   }
+}
+
+// Columns with few entries (at most one per 16 rows) are turned around by
+// sorting their entries, and whether their rows merge is decided on the
+// turned-around rows instead of by a walk over every row: the rows must be
+// those of the passes over every row, and the decision that of the
+// first-occurrence grouping (brute force), for every column form and kind of
+// value. The rest of a solve is the same code over the same rows.
+TEST_CASE("Proximal Newton's rows of few entries, turned around by sorting, equal the passes over every row",
+          "[solvers][newton][few]") {
+  const std::vector<std::optional<ColumnForm>> forms{std::nullopt, ColumnForm::kSparse, ColumnForm::kBitmap,
+                                                     ColumnForm::kDense};
+  int merging = 0, plain = 0;
+  for (const std::optional<ColumnForm>& form : forms) {
+    for (Values kind : {Values::kBinary, Values::kTied, Values::kInteger, Values::kGaussian}) {
+      for (double density : {0.004, 0.0005}) {  // entries per cell: rows repeat (merging pays) or rarely do
+        force_column_form(form);
+        Problem p = make_problem(61, 20000, {3, 4, 5}, kind);
+        std::mt19937_64 rng(3);
+        for (double& x : p.x)
+          if (x != 0 && std::uniform_real_distribution<double>(0, 1)(rng) > density / 0.5) x = 0;
+        for (size_t i = 0; i < p.n; i += 17) p.y[i] = 0;
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, p.n);
+        fill_cache(p, cache, 3);
+        force_column_form(std::nullopt);
+        REQUIRE(cache.total_nnz() <= p.n / 16);
+        const detail::MergedRowsForTest few = detail::plain_rows_for_test(cache, p.y.data(), true, budget);
+        const detail::MergedRowsForTest passes = detail::plain_rows_for_test(cache, p.y.data(), false, budget);
+        CAPTURE(form ? column_form_name(*form) : "chosen", int(kind), density);
+        REQUIRE(few.first_row == passes.first_row);
+        REQUIRE(few.label == passes.label);
+        REQUIRE(few.begin == passes.begin);
+        REQUIRE(few.column == passes.column);
+        REQUIRE(few.value == passes.value);
+        REQUIRE(few.positive_untouched == passes.positive_untouched);
+        REQUIRE(few.negative_untouched == passes.negative_untouched);
+        REQUIRE(few.merged == brute_force_merged_rows(p, p.cols).merged);
+        (few.merged ? merging : plain) += 1;
+      }
+    }
+  }
+  REQUIRE(merging > 0);  // both outcomes of the decision are exercised
+  REQUIRE(plain > 0);
+}
+
+// A run's solves reuse what the last one left: the merged rows it kept, the
+// decision vector it wrote (the engine keeps one per part) and the warm start.
+// A sequence of such solves over growing batches must give the bits of solves
+// made afresh (a copied state keeps no rows, a fresh vector holds nothing),
+// for merged rows (binary, tied: few patterns), plain rows (Gaussian) and
+// rows of few entries (sparse: turned around by sorting), on 1 and 2 threads.
+// The reused vector is also poisoned before some solves: a row the solve
+// does not write keeps NaN and fails the comparison.
+TEST_CASE("Proximal Newton: a run's solves reusing the kept rows and decision vector equal fresh solves, bit for bit",
+          "[solvers][newton][reuse][threads]") {
+  for (Values kind : {Values::kBinary, Values::kTied, Values::kInteger, Values::kGaussian}) {
+    for (bool sparse : {false, true}) {
+      for (int threads : {1, 2}) {
+        Problem p = sparse ? random_problem(71, 40000, {3, 2, 3, 2}, 0.004, 0.1)
+                           : random_problem(71, 6000, {3, 2, 3, 2}, 0.3, 0.1);
+        std::mt19937_64 rng(9);
+        for (double& x : p.x) {
+          if (x == 0) continue;
+          if (kind == Values::kBinary) x = 1.0;
+          if (kind == Values::kInteger) x = double(1 + rng() % 3);
+          if (kind == Values::kTied) x = std::array<double, 3>{0.25, 1.0, 3.0}[rng() % 3];
+        }
+        for (size_t i = 0; i < p.n; i += 19) p.y[i] = 0;
+        MemoryBudget budget(kBudget);
+        SelectedFeatureCache cache(budget, p.n);
+        ApgState run;  // carries the kept rows from solve to solve
+        std::vector<double> run_decision;
+        int extended = 0;
+        for (size_t t = 1; t <= p.batch_begin.size(); ++t) {
+          fill_cache(p, cache, t);
+          ApgOptions o = newton_options(Loss::kSquaredHinge, 0.5, true, 1e-9);
+          o.threads = threads;
+          ApgState fresh = run;  // the same warm start, no kept rows
+          REQUIRE(!fresh.kept.memo);
+          std::vector<double> fresh_decision;
+          const ApgResult rf = solve_apg(cache, p.y.data(), o, fresh, fresh_decision, budget);
+          if (t % 2 == 0) run_decision.assign(p.n, std::numeric_limits<double>::quiet_NaN());
+          const ApgResult rr = solve_apg(cache, p.y.data(), o, run, run_decision, budget);
+          CAPTURE(int(kind), sparse, threads, t, rr.parts_extended, rr.touched_rows, rr.product_entries);
+          REQUIRE(rr.objective == rf.objective);
+          REQUIRE(rr.iterations == rf.iterations);
+          REQUIRE(run.w == fresh.w);
+          REQUIRE(run.b == fresh.b);
+          REQUIRE(run_decision == fresh_decision);
+          extended += rr.parts_extended;
+        }
+        // Few patterns over dense columns merge and are extended by the later solves.
+        if (!sparse && kind == Values::kBinary) REQUIRE(extended == 3);
+      }
+    }
+  }
+}
+
+// The merged rows are reserved in two steps (the rows, then their entries
+// once counted) and the walk's tables up front: under any budget a run's
+// solve either gives the bits of an ample budget or fails with an
+// out-of-memory error naming a Newton reservation and the remedy, holding
+// nothing afterwards; the merged rows' own reservation is the one that fails
+// somewhere in between.
+TEST_CASE("Proximal Newton under a memory budget: the ample budget's bits or an error naming the Newton memory",
+          "[solvers][newton][budget]") {
+  Problem p = random_problem(83, 20000, {3, 3, 3}, 0.3, 0.1);
+  for (double& x : p.x)
+    if (x != 0) x = 1.0;
+  const ApgOptions o = newton_options(Loss::kSquaredHinge, 0.5, true, 1e-9);
+  // A run: a solve per batch; the later ones extend the kept rows. The cache
+  // has a budget of its own.
+  auto run = [&](MemoryBudget& budget, ApgState& state, std::vector<double>& decision) {
+    MemoryBudget cache_budget(kBudget);
+    SelectedFeatureCache cache(cache_budget, p.n);
+    for (size_t t = 1; t <= 3; ++t) {
+      fill_cache(p, cache, t);
+      solve_apg(cache, p.y.data(), o, state, decision, budget);
+    }
+  };
+  MemoryBudget ample(kBudget);
+  ApgState reference;
+  std::vector<double> reference_decision;
+  run(ample, reference, reference_decision);
+  const uint64_t needed = ample.peak();
+  int failed = 0, solved = 0, merged_rows_failed = 0;
+  for (uint64_t k = 1; k <= 64; ++k) {
+    const uint64_t limit = needed * k / 64;  // the last: exactly the ample run's peak
+    MemoryBudget budget(limit);
+    ApgState state;
+    std::vector<double> decision;
+    try {
+      run(budget, state, decision);
+      ++solved;
+      REQUIRE(state.w == reference.w);
+      REQUIRE(state.b == reference.b);
+      REQUIRE(decision == reference_decision);
+    } catch (const Error& e) {
+      REQUIRE(e.kind() == ErrorKind::kOutOfMemory);
+      const std::string m = e.what();
+      CAPTURE(limit, m);
+      REQUIRE(m.find("Newton") != std::string::npos);
+      REQUIRE(m.find("fgm.B") != std::string::npos);
+      merged_rows_failed += m.find("Newton merged rows") != std::string::npos;
+      ++failed;
+    }
+    state = {};  // drops the kept rows
+    REQUIRE(budget.used() == 0);
+    REQUIRE(budget.peak() <= limit);
+  }
+  REQUIRE(failed > 0);
+  REQUIRE(solved > 0);
+  REQUIRE(merged_rows_failed > 0);
 }
