@@ -250,7 +250,7 @@ void check_fgm_config(const Config& config, RunKind kind, bool partitioned) {
 void check_fgm_data(SolverRun& run) {
   if (run.kind != RunKind::kPath) return;
   const PathSettings ps = path_settings_from_config(run.config);
-  if (run.partitioned()) reject_multiclass_partitioned_path(run.comm, run.dir, run.budget);
+  if (run.partitioned()) check_partitioned_path_data(run.comm, run.dir, ps.folds, run.budget);
   else validate_folds(ps, *run.data->store);
   // Linear features without groups: a count beyond the store's width can
   // never be reached (issue 23 item 9).

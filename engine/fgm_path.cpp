@@ -620,10 +620,23 @@ TrainOutcome train_path_run(const FgmData& data, const TrainSettings& s, const T
 
 }  // namespace
 
-void reject_multiclass_partitioned_path(Communicator& comm, const std::string& store_dir, MemoryBudget& budget) {
+void check_partitioned_path_data(Communicator& comm, const std::string& store_dir, int folds, MemoryBudget& budget) {
   OwnPartitions own(comm, store_dir, SchedulerOptions{}, TrainSettings{}.block_bytes, budget);
   const std::vector<double> values = own.class_values(false);
   if (values.size() > 2) throw Error(ErrorKind::kConfig, msg::multiclass_path_unsupported(store_dir, values.size()));
+  if (folds < 2) return;
+  uint64_t own_count[2] = {0, 0};  // this rank's rows of values.front(), values.back()
+  for (size_t q = 0; q < own.size(); ++q)
+    for (const int8_t y : own.binary_labels(q, values.back())) ++own_count[y > 0 ? 1 : 0];
+  const std::vector<uint8_t> all = comm.allgather(own_count, sizeof own_count);
+  uint64_t total[2] = {0, 0};
+  for (size_t r = 0; r < all.size() / sizeof own_count; ++r)
+    for (int c = 0; c < 2; ++c) {
+      uint64_t v;
+      std::memcpy(&v, all.data() + r * sizeof own_count + c * sizeof v, sizeof v);
+      total[c] += v;
+    }
+  validate_folds(folds, values.size() == 2 ? std::min(total[0], total[1]) : total[0] + total[1]);
 }
 
 DistributedPathOutcome run_fgm_path(Communicator& comm, const ShardStore* store, const std::string& store_dir,

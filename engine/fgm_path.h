@@ -164,7 +164,9 @@ struct DistributedPathOutcome {
 // of `store_dir` hold more than two label values together (a path is binary,
 // as on one store). Collective: every rank opens its own partitions' stores
 // and the label values are gathered; call before anything is written.
-void reject_multiclass_partitioned_path(Communicator& comm, const std::string& store_dir, MemoryBudget& budget);
+// With `folds` ≥ 2 it also refuses more folds than the smaller class has
+// rows over all partitions (validate_folds, as on one store).
+void check_partitioned_path_data(Communicator& comm, const std::string& store_dir, int folds, MemoryBudget& budget);
 
 // The path on the single store `store`, or (null) data-parallel on this
 // rank's partitions of the partitioned store `store_dir` over `comm`
