@@ -186,6 +186,18 @@ struct NewtonRows {
   bool binary() const { return value.empty(); }
   double at(uint64_t e) const { return value.empty() ? 1.0 : double(value[e]); }
   double copies(uint64_t c) const { return weight.empty() ? 1.0 : double(weight[c]); }
+
+  // Reserves and sizes `touched` unmerged rows of `nnz` entries (values only unless binary).
+  void size_plain_rows(uint64_t touched, uint64_t nnz, bool binary, MemoryBudget& budget) {
+    reservation = budget.reserve(touched * (sizeof(uint32_t) + sizeof(int8_t) + sizeof(uint64_t)) + 8 +
+                                     nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
+                                 "Newton selected rows", kRemedy);
+    row.resize(touched);
+    y.resize(touched);
+    begin.resize(touched + 1);
+    column.resize(nnz);
+    if (!binary) value.resize(nnz);
+  }
 };
 
 // Turns the part's selected columns around. Rows are split into 64 fixed id
@@ -260,14 +272,7 @@ void turn_around(const SelectedFeatureCache& cache, size_t first, const int8_t* 
   tasks.run(kIdRanges, [&](size_t r) { for_entries(r, [&](size_t, uint64_t row, float) { ++count[row]; }); });
   uint64_t touched = 0;
   for (uint64_t i = 0; i < n; ++i) touched += count[i] != 0;
-  out.reservation = budget.reserve(touched * (sizeof(uint32_t) + sizeof(int8_t) + sizeof(uint64_t)) + 8 +
-                                       nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
-                                   "Newton selected rows", kRemedy);
-  out.row.resize(touched);
-  out.y.resize(touched);
-  out.begin.resize(touched + 1);
-  out.column.resize(nnz);
-  if (!binary) out.value.resize(nnz);
+  out.size_plain_rows(touched, nnz, binary, budget);
   uint64_t c = 0, at = 0;
   for (uint64_t i = 0; i < n; ++i) {
     if (labels[i] > 0) ++out.positive_untouched;
@@ -953,14 +958,7 @@ void turn_around_few(const SelectedFeatureCache& cache, const int8_t* labels, Me
   uint64_t touched = 0;
   for (uint64_t e = 0; e < entries.size(); ++e) touched += e == 0 || entries[e].key >> 16 != entries[e - 1].key >> 16;
   out.n = n;
-  out.reservation = budget.reserve(touched * (sizeof(uint32_t) + sizeof(int8_t) + sizeof(uint64_t)) + 8 +
-                                       nnz * (sizeof(uint16_t) + (binary ? 0 : sizeof(float))),
-                                   "Newton selected rows", kRemedy);
-  out.row.resize(touched);
-  out.y.resize(touched);
-  out.begin.resize(touched + 1);
-  out.column.resize(nnz);
-  if (!binary) out.value.resize(nnz);
+  out.size_plain_rows(touched, nnz, binary, budget);
   uint64_t c = 0;
   for (uint64_t e = 0; e < entries.size(); ++e) {
     const auto row = uint32_t(entries[e].key >> 16);
