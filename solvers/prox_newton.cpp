@@ -1782,6 +1782,23 @@ ApgResult solve_prox_newton(const std::vector<ApgRowPart>& parts, RowSumReductio
 
 namespace detail {
 
+namespace {
+
+// The rows' arrays and untouched counts, as the tests read them.
+void copy_rows(const NewtonRows& rows, MergedRowsForTest& result) {
+  result.positive_untouched = rows.positive_untouched;
+  result.negative_untouched = rows.negative_untouched;
+  result.first_row.assign(rows.row.begin(), rows.row.end());
+  result.weight.assign(rows.weight.begin(), rows.weight.end());
+  result.group.assign(rows.group.begin(), rows.group.end());
+  result.label.assign(rows.y.begin(), rows.y.end());
+  result.begin.assign(rows.begin.begin(), rows.begin.end());
+  result.column.assign(rows.column.begin(), rows.column.end());
+  result.value.assign(rows.value.begin(), rows.value.end());
+}
+
+}  // namespace
+
 MergedRowsForTest merged_rows_for_test(const SelectedFeatureCache& cache, const int8_t* labels,
                                        const std::vector<size_t>& stages, uint64_t range_rows, int threads,
                                        MemoryBudget& budget) {
@@ -1799,17 +1816,9 @@ MergedRowsForTest merged_rows_for_test(const SelectedFeatureCache& cache, const 
     kept = std::move(out);
     first = last;
   }
+  copy_rows(kept, result);
   result.merged = true;
   result.touched = kept.touched;
-  result.positive_untouched = kept.positive_untouched;
-  result.negative_untouched = kept.negative_untouched;
-  result.first_row.assign(kept.row.begin(), kept.row.end());
-  result.weight.assign(kept.weight.begin(), kept.weight.end());
-  result.group.assign(kept.group.begin(), kept.group.end());
-  result.label.assign(kept.y.begin(), kept.y.end());
-  result.begin.assign(kept.begin.begin(), kept.begin.end());
-  result.column.assign(kept.column.begin(), kept.column.end());
-  result.value.assign(kept.value.begin(), kept.value.end());
   return result;
 }
 
@@ -1820,14 +1829,8 @@ MergedRowsForTest plain_rows_for_test(const SelectedFeatureCache& cache, const i
   if (few) turn_around_few(cache, labels, budget, rows);
   else turn_around(cache, 0, labels, tasks, budget, rows);
   MergedRowsForTest result;
+  copy_rows(rows, result);
   result.merged = merging_pays(rows);
-  result.positive_untouched = rows.positive_untouched;
-  result.negative_untouched = rows.negative_untouched;
-  result.first_row.assign(rows.row.begin(), rows.row.end());
-  result.label.assign(rows.y.begin(), rows.y.end());
-  result.begin.assign(rows.begin.begin(), rows.begin.end());
-  result.column.assign(rows.column.begin(), rows.column.end());
-  result.value.assign(rows.value.begin(), rows.value.end());
   return result;
 }
 
