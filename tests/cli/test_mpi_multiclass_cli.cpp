@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -193,13 +194,32 @@ TEST_CASE("distributed one-vs-rest with features.transform records the statistic
   const Model d = read_model(dir.file("d/model.fgm")), s = read_model(dir.file("s/model.fgm"));
   require_same_classes(d, read_model(dir.file("d1/model.fgm")));
   // maxabs factors are maxima: exactly the single store's. Every class's
-  // selected features have theirs (predict scales each class's features).
+  // selected features have theirs (predict scales each class's features),
+  // except those whose factor is the absent features' 1 (largest |value| 1,
+  // from the training text), which the model leaves out.
   REQUIRE(d.transforms.size() == 1);
   CHECK(d.transforms == s.transforms);
   std::set<uint64_t> used;
   for (const auto& c : d.classes)
     for (const auto& f : c.features) used.insert(f.key.ids[0]);
-  CHECK(std::set<uint64_t>(d.transforms[0].ids.begin(), d.transforms[0].ids.end()) == used);
+  std::map<uint64_t, double> largest;  // 0-based id → max |value| in train.txt
+  {
+    std::istringstream text(slurp(dir.file("train.txt")));
+    for (std::string line; std::getline(text, line);) {
+      std::istringstream fields(line);
+      std::string field;
+      fields >> field;  // the label
+      while (fields >> field) {
+        const size_t colon = field.find(':');
+        const uint64_t id = std::stoull(field.substr(0, colon)) - 1;
+        largest[id] = std::max(largest[id], std::fabs(std::stod(field.substr(colon + 1))));
+      }
+    }
+  }
+  std::set<uint64_t> scaled;
+  for (uint64_t id : used)
+    if (largest[id] != 1.0) scaled.insert(id);
+  CHECK(std::set<uint64_t>(d.transforms[0].ids.begin(), d.transforms[0].ids.end()) == scaled);
   CHECK(used.size() > 3);
   REQUIRE(run(dir, "predict --model d/model.fgm test.txt --out d.txt").code == 0);
   REQUIRE(run(dir, "predict --model s/model.fgm test.txt --out s.txt").code == 0);
