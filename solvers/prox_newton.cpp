@@ -1091,6 +1091,30 @@ inline double entry_times(const NewtonRows& x, uint64_t e, double s) {
   else return s * double(x.value[e]);
 }
 
+// A part's rows as raw arrays, for the loops over rows: through the vectors,
+// every store of such a loop to a uint8_t (which may alias anything) made the
+// compiler reload each vector's data pointer, and recompute the range's end
+// (a 64-bit division), row by row. The same arithmetic in the same order.
+struct RowArrays {
+  const uint64_t* begin;
+  const uint16_t* column;
+  const float* value;     // null when every value is 1
+  const int8_t* y;
+  const uint32_t* weight;  // null when not merged (one copy each)
+  explicit RowArrays(const NewtonRows& x)
+      : begin(x.begin.data()),
+        column(x.column.data()),
+        value(x.value.empty() ? nullptr : x.value.data()),
+        y(x.y.data()),
+        weight(x.weight.empty() ? nullptr : x.weight.data()) {}
+  double copies(uint64_t c) const { return weight ? double(weight[c]) : 1.0; }
+  template <bool kBinary>
+  double times(uint64_t e, double s) const {  // entry_times
+    if constexpr (kBinary) return s;
+    else return s * double(value[e]);
+  }
+};
+
 // f(std::true_type) when every value of `x` is 1, else f(std::false_type).
 template <class F>
 decltype(auto) with_binary(const NewtonRows& x, const F& f) {
@@ -1175,7 +1199,7 @@ class ProxNewton {
   }
 
   template <bool kBinary>
-  double decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const;
+  double decision(const RowArrays& x, uint64_t c, const double* w, double b) const;
   void write_decisions(double b);
   void sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b, std::vector<double>& sums);
   double dual_bound(const std::vector<double>& sums, double b);
@@ -1202,17 +1226,31 @@ class ProxNewton {
 // values: per batch a sum in column order, batches added in order.
 template <class LossT>
 template <bool kBinary>
-double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const {
+double ProxNewton<LossT>::decision(const RowArrays& x, uint64_t c, const double* w, double b) const {
   double total = 0;
   uint64_t e = x.begin[c];
   const uint64_t stop = x.begin[c + 1];
+  if constexpr (kBinary) {
+    // The same bits without the zero tests: the sums start at +0 and never
+    // reach −0 (a sum is −0 only for −0 + −0), so adding a zero weight (±0)
+    // or an all-zero batch's +0 leaves them as they are. (A zero test per
+    // entry was a seventh of a sweep that forms d: mispredicted on the new
+    // columns' zero weights.)
+    for (size_t h = 0; h < t_ && e < stop; ++h) {
+      const size_t batch_end = end(h);
+      double batch = 0;
+      for (; e < stop && x.column[e] < batch_end; ++e) batch += w[x.column[e]];
+      total += batch;
+    }
+    return total - b;
+  }
   for (size_t h = 0; h < t_ && e < stop; ++h) {
     double batch = 0;
     bool any = false;
     for (; e < stop && x.column[e] < end(h); ++e) {
       const double wj = w[x.column[e]];
       if (wj == 0) continue;
-      batch += entry_times<kBinary>(x, e, wj);
+      batch += x.times<kBinary>(e, wj);
       any = true;
     }
     if (any) total += batch;
@@ -1284,29 +1322,37 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
       double* g = s.data() + layout.g();
       double* gp = s.data() + layout.g_pos();
       double* H = s.data() + layout.H();
-      double* sc = s.data() + layout.scalars();
-      for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
-        if (form_d) q.d[c] = decision<kBinary>(x, c, *form_d, b);
-        const int8_t y = x.y[c];
+      const RowArrays a(x);
+      double* d = q.d.data();
+      uint8_t* active = q.active.data();
+      const size_t cols = cols_, dim = dim_;
+      // The scalars (layout.scalars(): P, Σα by class, Σα² by class, Σ_i ∂P/∂d_i) in registers.
+      double loss = 0, sum_deriv = 0;
+      std::array<double, 2> alpha{0.0, 0.0}, alpha2{0.0, 0.0};
+      double hessian_bb = 0;  // H[tri_ − 1]
+      const uint64_t first = q.ranges.begin(rr), last = q.ranges.end(rr);
+      for (uint64_t c = first; c < last; ++c) {
+        if (form_d) d[c] = decision<kBinary>(a, c, form_d->data(), b);
+        const int8_t y = a.y[c];
         if (y == 0) continue;
-        const double m = double(y) * q.d[c];
-        const double copies = x.copies(c);
+        const double m = double(y) * d[c];
+        const double copies = a.copies(c);
         const double deriv = LossT::deriv(C, m);  // φ'(m) = −α
         const double r = copies * (deriv * double(y));
         const size_t cls = y > 0 ? 0 : 1;
-        sc[0] += copies * LossT::value(C, m);
-        sc[1 + cls] -= copies * deriv;
-        sc[3 + cls] += copies * (deriv * deriv);
-        sc[5] += r;
-        const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
+        loss += copies * LossT::value(C, m);
+        alpha[cls] -= copies * deriv;
+        alpha2[cls] += copies * (deriv * deriv);
+        sum_deriv += r;
+        const uint64_t e0 = a.begin[c], e1 = a.begin[c + 1];
         if (y > 0) {
           for (uint64_t e = e0; e < e1; ++e) {
-            const double v = entry_times<kBinary>(x, e, r);
-            g[x.column[e]] += v;
-            gp[x.column[e]] += v;
+            const double v = a.times<kBinary>(e, r);
+            g[a.column[e]] += v;
+            gp[a.column[e]] += v;
           }
         } else {
-          for (uint64_t e = e0; e < e1; ++e) g[x.column[e]] += entry_times<kBinary>(x, e, r);
+          for (uint64_t e = e0; e < e1; ++e) g[a.column[e]] += a.times<kBinary>(e, r);
         }
         if (!hessian) continue;
         double weight;
@@ -1315,20 +1361,26 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
           weight = copies * (C * p * (1.0 - p));
         } else {
           const uint8_t now = m < 1.0 ? 1 : 0;
-          if (!full_hessian && now == q.active[c]) continue;
-          weight = copies * (full_hessian ? double(now) : double(int(now) - int(q.active[c])));
-          q.active[c] = now;
+          if (!full_hessian && now == active[c]) continue;
+          weight = copies * (full_hessian ? double(now) : double(int(now) - int(active[c])));
+          active[c] = now;
         }
         if (weight == 0) continue;
         for (uint64_t e = e0; e < e1; ++e) {
-          const size_t a = x.column[e];
-          const double wa = entry_times<kBinary>(x, e, weight);
-          const size_t row_at = packed(a, 0, dim_);
-          for (uint64_t f = e; f < e1; ++f) H[row_at + x.column[f]] += entry_times<kBinary>(x, f, wa);
-          H[row_at + cols_] -= wa;  // x̃ = [x; −1]
+          const size_t col = a.column[e];
+          const double wa = a.times<kBinary>(e, weight);
+          const size_t row_at = packed(col, 0, dim);
+          for (uint64_t f = e; f < e1; ++f) H[row_at + a.column[f]] += a.times<kBinary>(f, wa);
+          H[row_at + cols] -= wa;  // x̃ = [x; −1]
         }
-        H[tri_ - 1] += weight;
+        hessian_bb += weight;
       }
+      double* sc = s.data() + layout.scalars();
+      sc[0] = loss;
+      sc[1] = alpha[0], sc[2] = alpha[1];
+      sc[3] = alpha2[0], sc[4] = alpha2[1];
+      sc[5] = sum_deriv;
+      H[tri_ - 1] = hessian_bb;
     }); });
     std::vector<double>& out = local[k];
     for (size_t rr = 0; rr < q.ranges.count; ++rr)
