@@ -854,19 +854,29 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   out.touched = walk.touched;
   out.positive_untouched = kept.positive_untouched - walk.newly_positive;
   out.negative_untouched = kept.negative_untouched - walk.newly_negative;
-  auto entries = [&](uint64_t g) {
-    const uint32_t c = walk.code[g];
-    return walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
+  // The loops below read raw arrays and local bounds: through the vectors and
+  // captured references, their stores (uint64_t starts, int8_t labels) made
+  // the compiler reload every data pointer and recompute a part's end (a
+  // 64-bit division) row by row.
+  struct Sources {
+    const uint32_t* code;
+    const uint32_t* first_row;
+    const uint64_t* old_begin;
+    const uint16_t* old_column;
+    const float* old_value;  // null when every old value is 1
+    uint64_t merged, old_groups;
+    // The old merged rows are met in no particular order: their starts and
+    // entries are fetched ahead (cache misses, not arithmetic, bound these loops).
+    void prefetch_start(uint64_t g) const {
+      if (g < merged && code[g] < old_groups) __builtin_prefetch(&old_begin[code[g]]);
+    }
+    void prefetch_entries(uint64_t g) const {
+      if (g < merged && code[g] < old_groups) __builtin_prefetch(&old_column[old_begin[code[g]]]);
+    }
   };
-  // The old merged rows are met in no particular order: their starts and
-  // entries are fetched ahead (cache misses, not arithmetic, bound these loops).
+  const Sources from{walk.code.data(), walk.first_row.data(), kept.begin.data(), kept.column.data(),
+                     kept.value.empty() ? nullptr : kept.value.data(), merged, old_groups};
   constexpr uint64_t kAhead = 16;
-  auto prefetch_start = [&](uint64_t g) {
-    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.begin[walk.code[g]]);
-  };
-  auto prefetch_entries = [&](uint64_t g) {
-    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.column[kept.begin[walk.code[g]]]);
-  };
   const Ranges parts = ranges_for(merged, 0);
   const uint64_t row_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1);
   out.merge_reservation = budget.reserve(row_bytes, "Newton merged rows", kRemedy);
@@ -875,21 +885,27 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   // the cache misses), the parts' offsets, then each part's row starts.
   std::vector<uint64_t> part_at(parts.count + 1, 0);
   tasks.run(parts.count, [&](size_t p) {
+    const Sources f = from;
+    uint64_t* starts = out.begin.data();
     uint64_t sum = 0;
-    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
-      prefetch_start(g + kAhead);
-      out.begin[g] = entries(g);
-      sum += out.begin[g];
+    for (uint64_t g = parts.begin(p), last = parts.end(p); g < last; ++g) {
+      f.prefetch_start(g + kAhead);
+      const uint32_t c = f.code[g];
+      const uint64_t count =
+          walk.keys.entries(uint32_t(g)) + (c < f.old_groups ? f.old_begin[c + 1] - f.old_begin[c] : 0);
+      starts[g] = count;
+      sum += count;
     }
     part_at[p + 1] = sum;
   });
   for (size_t p = 0; p < parts.count; ++p) part_at[p + 1] += part_at[p];
   const uint64_t nnz = part_at[parts.count];
   tasks.run(parts.count, [&](size_t p) {
+    uint64_t* starts = out.begin.data();
     uint64_t at = part_at[p];
-    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
-      const uint64_t count = out.begin[g];
-      out.begin[g] = at;
+    for (uint64_t g = parts.begin(p), last = parts.end(p); g < last; ++g) {
+      const uint64_t count = starts[g];
+      starts[g] = at;
       at += count;
     }
   });
@@ -900,18 +916,23 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   out.column.resize(nnz);
   if (!binary) out.value.resize(nnz);
   tasks.run(parts.count, [&](size_t p) {
-    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
-      prefetch_start(g + 2 * kAhead);
-      prefetch_entries(g + kAhead);
-      out.y[g] = labels[walk.first_row[g]];
-      uint64_t at = out.begin[g];
-      if (const uint32_t c = walk.code[g]; c < old_groups) {
-        for (uint64_t e = kept.begin[c]; e < kept.begin[c + 1]; ++e, ++at) {
-          out.column[at] = kept.column[e];
-          if (!binary) out.value[at] = float(kept.at(e));
+    const Sources f = from;
+    const uint64_t* starts = out.begin.data();
+    int8_t* y = out.y.data();
+    uint16_t* column = out.column.data();
+    float* value = binary ? nullptr : out.value.data();
+    for (uint64_t g = parts.begin(p), last = parts.end(p); g < last; ++g) {
+      f.prefetch_start(g + 2 * kAhead);
+      f.prefetch_entries(g + kAhead);
+      y[g] = labels[f.first_row[g]];
+      uint64_t at = starts[g];
+      if (const uint32_t c = f.code[g]; c < f.old_groups) {
+        for (uint64_t e = f.old_begin[c], stop = f.old_begin[c + 1]; e < stop; ++e, ++at) {
+          column[at] = f.old_column[e];
+          if (value) value[at] = f.old_value ? f.old_value[e] : 1.0f;
         }
       }
-      walk.keys.write(uint32_t(g), cols, out.column.data() + at, binary ? nullptr : out.value.data() + at);
+      walk.keys.write(uint32_t(g), cols, column + at, value ? value + at : nullptr);
     }
   });
   out.weight.assign(walk.weight.begin(), walk.weight.end());
