@@ -1366,14 +1366,18 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
         alpha2[cls] += copies * (deriv * deriv);
         sum_deriv += r;
         const uint64_t e0 = a.begin[c], e1 = a.begin[c + 1];
-        if (y > 0) {
-          for (uint64_t e = e0; e < e1; ++e) {
-            const double v = a.times<kBinary>(e, r);
-            g[a.column[e]] += v;
-            gp[a.column[e]] += v;
+        // A row past the hinge (r = ±0: most rows of a good fit) would add
+        // ±0 to g and g⁺, which start at +0 and never reach −0: no change.
+        if (r != 0) {
+          if (y > 0) {
+            for (uint64_t e = e0; e < e1; ++e) {
+              const double v = a.times<kBinary>(e, r);
+              g[a.column[e]] += v;
+              gp[a.column[e]] += v;
+            }
+          } else {
+            for (uint64_t e = e0; e < e1; ++e) g[a.column[e]] += a.times<kBinary>(e, r);
           }
-        } else {
-          for (uint64_t e = e0; e < e1; ++e) g[a.column[e]] += a.times<kBinary>(e, r);
         }
         if (!hessian) continue;
         double weight;
