@@ -863,19 +863,29 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   out.touched = walk.touched;
   out.positive_untouched = kept.positive_untouched - walk.newly_positive;
   out.negative_untouched = kept.negative_untouched - walk.newly_negative;
-  auto entries = [&](uint64_t g) {
-    const uint32_t c = walk.code[g];
-    return walk.keys.entries(uint32_t(g)) + (c < old_groups ? kept.begin[c + 1] - kept.begin[c] : 0);
+  // The loops below read raw arrays and local bounds: through the vectors and
+  // captured references, their stores (uint64_t starts, int8_t labels) made
+  // the compiler reload every data pointer and recompute a part's end (a
+  // 64-bit division) row by row.
+  struct Sources {
+    const uint32_t* code;
+    const uint32_t* first_row;
+    const uint64_t* old_begin;
+    const uint16_t* old_column;
+    const float* old_value;  // null when every old value is 1
+    uint64_t merged, old_groups;
+    // The old merged rows are met in no particular order: their starts and
+    // entries are fetched ahead (cache misses, not arithmetic, bound these loops).
+    void prefetch_start(uint64_t g) const {
+      if (g < merged && code[g] < old_groups) __builtin_prefetch(&old_begin[code[g]]);
+    }
+    void prefetch_entries(uint64_t g) const {
+      if (g < merged && code[g] < old_groups) __builtin_prefetch(&old_column[old_begin[code[g]]]);
+    }
   };
-  // The old merged rows are met in no particular order: their starts and
-  // entries are fetched ahead (cache misses, not arithmetic, bound these loops).
+  const Sources from{walk.code.data(), walk.first_row.data(), kept.begin.data(), kept.column.data(),
+                     kept.value.empty() ? nullptr : kept.value.data(), merged, old_groups};
   constexpr uint64_t kAhead = 16;
-  auto prefetch_start = [&](uint64_t g) {
-    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.begin[walk.code[g]]);
-  };
-  auto prefetch_entries = [&](uint64_t g) {
-    if (g < merged && walk.code[g] < old_groups) __builtin_prefetch(&kept.column[kept.begin[walk.code[g]]]);
-  };
   const Ranges parts = ranges_for(merged, 0);
   const uint64_t row_bytes = merged * (sizeof(uint64_t) + 2 * sizeof(uint32_t) + 1);
   out.merge_reservation = budget.reserve(row_bytes, "Newton merged rows", kRemedy);
@@ -884,21 +894,27 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   // the cache misses), the parts' offsets, then each part's row starts.
   std::vector<uint64_t> part_at(parts.count + 1, 0);
   tasks.run(parts.count, [&](size_t p) {
+    const Sources f = from;
+    uint64_t* starts = out.begin.data();
     uint64_t sum = 0;
-    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
-      prefetch_start(g + kAhead);
-      out.begin[g] = entries(g);
-      sum += out.begin[g];
+    for (uint64_t g = parts.begin(p), last = parts.end(p); g < last; ++g) {
+      f.prefetch_start(g + kAhead);
+      const uint32_t c = f.code[g];
+      const uint64_t count =
+          walk.keys.entries(uint32_t(g)) + (c < f.old_groups ? f.old_begin[c + 1] - f.old_begin[c] : 0);
+      starts[g] = count;
+      sum += count;
     }
     part_at[p + 1] = sum;
   });
   for (size_t p = 0; p < parts.count; ++p) part_at[p + 1] += part_at[p];
   const uint64_t nnz = part_at[parts.count];
   tasks.run(parts.count, [&](size_t p) {
+    uint64_t* starts = out.begin.data();
     uint64_t at = part_at[p];
-    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
-      const uint64_t count = out.begin[g];
-      out.begin[g] = at;
+    for (uint64_t g = parts.begin(p), last = parts.end(p); g < last; ++g) {
+      const uint64_t count = starts[g];
+      starts[g] = at;
       at += count;
     }
   });
@@ -909,18 +925,23 @@ bool extend_with(NewtonRows& kept, const NewColumns& cols, const int8_t* labels,
   out.column.resize(nnz);
   if (!binary) out.value.resize(nnz);
   tasks.run(parts.count, [&](size_t p) {
-    for (uint64_t g = parts.begin(p); g < parts.end(p); ++g) {
-      prefetch_start(g + 2 * kAhead);
-      prefetch_entries(g + kAhead);
-      out.y[g] = labels[walk.first_row[g]];
-      uint64_t at = out.begin[g];
-      if (const uint32_t c = walk.code[g]; c < old_groups) {
-        for (uint64_t e = kept.begin[c]; e < kept.begin[c + 1]; ++e, ++at) {
-          out.column[at] = kept.column[e];
-          if (!binary) out.value[at] = float(kept.at(e));
+    const Sources f = from;
+    const uint64_t* starts = out.begin.data();
+    int8_t* y = out.y.data();
+    uint16_t* column = out.column.data();
+    float* value = binary ? nullptr : out.value.data();
+    for (uint64_t g = parts.begin(p), last = parts.end(p); g < last; ++g) {
+      f.prefetch_start(g + 2 * kAhead);
+      f.prefetch_entries(g + kAhead);
+      y[g] = labels[f.first_row[g]];
+      uint64_t at = starts[g];
+      if (const uint32_t c = f.code[g]; c < f.old_groups) {
+        for (uint64_t e = f.old_begin[c], stop = f.old_begin[c + 1]; e < stop; ++e, ++at) {
+          column[at] = f.old_column[e];
+          if (value) value[at] = f.old_value ? f.old_value[e] : 1.0f;
         }
       }
-      walk.keys.write(uint32_t(g), cols, out.column.data() + at, binary ? nullptr : out.value.data() + at);
+      walk.keys.write(uint32_t(g), cols, column + at, value ? value + at : nullptr);
     }
   });
   out.weight.assign(walk.weight.begin(), walk.weight.end());
@@ -1100,6 +1121,30 @@ inline double entry_times(const NewtonRows& x, uint64_t e, double s) {
   else return s * double(x.value[e]);
 }
 
+// A part's rows as raw arrays, for the loops over rows: through the vectors,
+// every store of such a loop to a uint8_t (which may alias anything) made the
+// compiler reload each vector's data pointer, and recompute the range's end
+// (a 64-bit division), row by row. The same arithmetic in the same order.
+struct RowArrays {
+  const uint64_t* begin;
+  const uint16_t* column;
+  const float* value;     // null when every value is 1
+  const int8_t* y;
+  const uint32_t* weight;  // null when not merged (one copy each)
+  explicit RowArrays(const NewtonRows& x)
+      : begin(x.begin.data()),
+        column(x.column.data()),
+        value(x.value.empty() ? nullptr : x.value.data()),
+        y(x.y.data()),
+        weight(x.weight.empty() ? nullptr : x.weight.data()) {}
+  double copies(uint64_t c) const { return weight ? double(weight[c]) : 1.0; }
+  template <bool kBinary>
+  double times(uint64_t e, double s) const {  // entry_times
+    if constexpr (kBinary) return s;
+    else return s * double(value[e]);
+  }
+};
+
 // f(std::true_type) when every value of `x` is 1, else f(std::false_type).
 template <class F>
 decltype(auto) with_binary(const NewtonRows& x, const F& f) {
@@ -1238,7 +1283,7 @@ class ProxNewton {
   }
 
   template <bool kBinary>
-  double decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const;
+  double decision(const RowArrays& x, uint64_t c, const double* w, double b) const;
   void write_decisions(double b);
   void sweep(const std::vector<double>* form_d, bool hessian, bool full_hessian, double b, std::vector<double>& sums);
   double dual_bound(const DualSums& point, double b);
@@ -1271,17 +1316,31 @@ class ProxNewton {
 // values: per batch a sum in column order, batches added in order.
 template <class LossT>
 template <bool kBinary>
-double ProxNewton<LossT>::decision(const NewtonRows& x, uint64_t c, const std::vector<double>& w, double b) const {
+double ProxNewton<LossT>::decision(const RowArrays& x, uint64_t c, const double* w, double b) const {
   double total = 0;
   uint64_t e = x.begin[c];
   const uint64_t stop = x.begin[c + 1];
+  if constexpr (kBinary) {
+    // The same bits without the zero tests: the sums start at +0 and never
+    // reach −0 (a sum is −0 only for −0 + −0), so adding a zero weight (±0)
+    // or an all-zero batch's +0 leaves them as they are. (A zero test per
+    // entry was a seventh of a sweep that forms d: mispredicted on the new
+    // columns' zero weights.)
+    for (size_t h = 0; h < t_ && e < stop; ++h) {
+      const size_t batch_end = end(h);
+      double batch = 0;
+      for (; e < stop && x.column[e] < batch_end; ++e) batch += w[x.column[e]];
+      total += batch;
+    }
+    return total - b;
+  }
   for (size_t h = 0; h < t_ && e < stop; ++h) {
     double batch = 0;
     bool any = false;
     for (; e < stop && x.column[e] < end(h); ++e) {
       const double wj = w[x.column[e]];
       if (wj == 0) continue;
-      batch += entry_times<kBinary>(x, e, wj);
+      batch += x.times<kBinary>(e, wj);
       any = true;
     }
     if (any) total += batch;
@@ -1353,29 +1412,41 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
       double* g = s.data() + layout.g();
       double* gp = s.data() + layout.g_pos();
       double* H = s.data() + layout.H();
-      double* sc = s.data() + layout.scalars();
-      for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
-        if (form_d) q.d[c] = decision<kBinary>(x, c, *form_d, b);
-        const int8_t y = x.y[c];
+      const RowArrays a(x);
+      double* d = q.d.data();
+      uint8_t* active = q.active.data();
+      const size_t cols = cols_, dim = dim_;
+      // The scalars (layout.scalars(): P, Σα by class, Σα² by class, Σ_i ∂P/∂d_i) in registers.
+      double loss = 0, sum_deriv = 0;
+      std::array<double, 2> alpha{0.0, 0.0}, alpha2{0.0, 0.0};
+      double hessian_bb = 0;  // H[tri_ − 1]
+      const uint64_t first = q.ranges.begin(rr), last = q.ranges.end(rr);
+      for (uint64_t c = first; c < last; ++c) {
+        if (form_d) d[c] = decision<kBinary>(a, c, form_d->data(), b);
+        const int8_t y = a.y[c];
         if (y == 0) continue;
-        const double m = double(y) * q.d[c];
-        const double copies = x.copies(c);
+        const double m = double(y) * d[c];
+        const double copies = a.copies(c);
         const double deriv = LossT::deriv(C, m);  // φ'(m) = −α
         const double r = copies * (deriv * double(y));
         const size_t cls = y > 0 ? 0 : 1;
-        sc[0] += copies * LossT::value(C, m);
-        sc[1 + cls] -= copies * deriv;
-        sc[3 + cls] += copies * (deriv * deriv);
-        sc[5] += r;
-        const uint64_t e0 = x.begin[c], e1 = x.begin[c + 1];
-        if (y > 0) {
-          for (uint64_t e = e0; e < e1; ++e) {
-            const double v = entry_times<kBinary>(x, e, r);
-            g[x.column[e]] += v;
-            gp[x.column[e]] += v;
+        loss += copies * LossT::value(C, m);
+        alpha[cls] -= copies * deriv;
+        alpha2[cls] += copies * (deriv * deriv);
+        sum_deriv += r;
+        const uint64_t e0 = a.begin[c], e1 = a.begin[c + 1];
+        // A row past the hinge (r = ±0: most rows of a good fit) would add
+        // ±0 to g and g⁺, which start at +0 and never reach −0: no change.
+        if (r != 0) {
+          if (y > 0) {
+            for (uint64_t e = e0; e < e1; ++e) {
+              const double v = a.times<kBinary>(e, r);
+              g[a.column[e]] += v;
+              gp[a.column[e]] += v;
+            }
+          } else {
+            for (uint64_t e = e0; e < e1; ++e) g[a.column[e]] += a.times<kBinary>(e, r);
           }
-        } else {
-          for (uint64_t e = e0; e < e1; ++e) g[x.column[e]] += entry_times<kBinary>(x, e, r);
         }
         if (!hessian) continue;
         double weight;
@@ -1384,20 +1455,26 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
           weight = copies * (C * p * (1.0 - p));
         } else {
           const uint8_t now = m < 1.0 ? 1 : 0;
-          if (!full_hessian && now == q.active[c]) continue;
-          weight = copies * (full_hessian ? double(now) : double(int(now) - int(q.active[c])));
-          q.active[c] = now;
+          if (!full_hessian && now == active[c]) continue;
+          weight = copies * (full_hessian ? double(now) : double(int(now) - int(active[c])));
+          active[c] = now;
         }
         if (weight == 0) continue;
         for (uint64_t e = e0; e < e1; ++e) {
-          const size_t a = x.column[e];
-          const double wa = entry_times<kBinary>(x, e, weight);
-          const size_t row_at = packed(a, 0, dim_);
-          for (uint64_t f = e; f < e1; ++f) H[row_at + x.column[f]] += entry_times<kBinary>(x, f, wa);
-          H[row_at + cols_] -= wa;  // x̃ = [x; −1]
+          const size_t col = a.column[e];
+          const double wa = a.times<kBinary>(e, weight);
+          const size_t row_at = packed(col, 0, dim);
+          for (uint64_t f = e; f < e1; ++f) H[row_at + a.column[f]] += a.times<kBinary>(f, wa);
+          H[row_at + cols] -= wa;  // x̃ = [x; −1]
         }
-        H[tri_ - 1] += weight;
+        hessian_bb += weight;
       }
+      double* sc = s.data() + layout.scalars();
+      sc[0] = loss;
+      sc[1] = alpha[0], sc[2] = alpha[1];
+      sc[3] = alpha2[0], sc[4] = alpha2[1];
+      sc[5] = sum_deriv;
+      H[tri_ - 1] = hessian_bb;
     }); });
     std::vector<double>& out = local[k];
     for (size_t rr = 0; rr < q.ranges.count; ++rr)

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -444,6 +445,48 @@ TEST_CASE("Proximal Newton: the same bits for any thread count", "[solvers][newt
       REQUIRE(state.w == reference.w);
       REQUIRE(state.b == reference.b);
       REQUIRE(decision == reference_decision);
+    }
+  }
+}
+
+// The decision values a Newton solve forms from (ω, b) against the APG's own
+// (apg_decision_values, separate code), bit for bit, at a point with zero
+// weights of both signs, a batch all zero and weights that cancel to +0
+// within a batch: the binary rows' kernel adds those zeros instead of testing
+// for them. Merged rows (few columns, a step's worth of data) and plain rows
+// (many distinct rows), every kind of value.
+TEST_CASE("Proximal Newton's decision values equal the APG's bit for bit at zero and cancelling weights",
+          "[solvers][newton][decision]") {
+  for (Values kind : {Values::kBinary, Values::kInteger, Values::kTied, Values::kGaussian}) {
+    for (const std::vector<size_t>& sizes : {std::vector<size_t>{2, 3, 2}, std::vector<size_t>{6, 5, 7}}) {
+      Problem p = make_problem(31, 5000, sizes, kind);
+      for (size_t i = 0; i < p.n; i += 11) p.y[i] = 0;
+      MemoryBudget budget(kBudget);
+      SelectedFeatureCache cache(budget, p.n);
+      fill_cache(p, cache, 3);
+      const size_t cols = p.batch_end(2);
+      ApgState state;
+      state.w.assign(cols, 0.0);
+      // Batch 0: a weight, a −0 and (with more columns) a pair that cancels;
+      // batch 1 all zero (−0 and +0); batch 2 two weights, the rest 0.
+      // Weights that round (an order of additions other than the APG's shows).
+      state.w[0] = 0.1;
+      state.w[1] = -0.0;
+      if (sizes[0] >= 4) state.w[2] = 1.0 / 3, state.w[3] = -1.0 / 3;
+      for (size_t j = p.batch_begin[1]; j < p.batch_end(1); ++j) state.w[j] = j % 2 ? -0.0 : 0.0;
+      state.w[p.batch_begin[2]] = 0.2;  // 0.1 + (0.2 + 0.3) is 0.6, (0.1 + 0.2) + 0.3 is not
+      state.w[p.batch_begin[2] + 1] = 0.3;
+      state.b = 0.2;
+      ApgOptions o = newton_options(Loss::kSquaredHinge, 1.0, true, 1e-12);
+      o.max_iterations = 0;  // the decision values of this very point
+      std::vector<double> decision;
+      const ApgResult res = solve_apg(cache, p.y.data(), o, state, decision, budget);
+      CAPTURE(int(kind), sizes[0], res.touched_rows, res.product_entries);
+      REQUIRE(res.iterations == 0);
+      std::vector<double> rebuilt;
+      apg_decision_values({ApgRowPart{&cache, p.y.data(), &rebuilt}}, o, state, budget);
+      REQUIRE(rebuilt.size() == decision.size());
+      REQUIRE(std::memcmp(rebuilt.data(), decision.data(), decision.size() * sizeof(double)) == 0);
     }
   }
 }
