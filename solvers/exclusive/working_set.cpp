@@ -202,10 +202,12 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
                     found.end());
         return found;
       };
-      auto violators = outside_working_set(find_violators(groups, gradient, fit.w, fista.lambda, ws.kkt_tolerance * scale));
-      // Not certified yet, and nothing above the floor: every positive violator.
-      if (certify && !certified && violators.empty())
-        violators = outside_working_set(find_violators(groups, gradient, fit.w, fista.lambda, 0.0));
+      // Not certified yet: every positive violator, largest first (the gap,
+      // not the KKT floor, decides; with the floor a few violators just above
+      // it trickled in per round, each round a restricted solve, until none
+      // was left above it and the hundreds below came at once).
+      auto violators = outside_working_set(find_violators(groups, gradient, fit.w, fista.lambda,
+                                                          certify && !certified ? 0.0 : ws.kkt_tolerance * scale));
       fit.max_violation = violators.empty() ? 0.0 : violators.front().excess / scale;
       // Nothing to add but not certified after a loose restricted solve: solve W again, tightly.
       tighten = certify && !certified && violators.empty() && last_inner_tolerance > fista.tolerance;
