@@ -194,6 +194,7 @@ ExclusiveOutcome fit_exclusive_at(const ExclusiveProblemView& problem, const Exc
   const auto start = std::chrono::steady_clock::now();
   exclusive::FistaOptions fista = s.fista;
   fista.lambda = lambda;
+  fista.threads = s.threads;
   ExclusiveOutcome out;
   out.fit = exclusive::fit_exclusive(problem.design, problem.y, problem.groups, fista, s.working_set, budget, warm);
   out.warm_started = warm != nullptr;

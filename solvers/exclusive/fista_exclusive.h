@@ -80,6 +80,9 @@ struct FistaOptions {
   // of FISTA; false: FISTA always (the tests' second, independent solver).
   bool licp_coordinate = true;
   bool bias = false;  // an unregularised bias b (margins x_iᵀw + b)
+  // licp's coordinate solver: threads for its Newton products and margins
+  // (engine.threads; the result does not depend on it).
+  int threads = 1;
 };
 
 struct FistaResult {

@@ -193,10 +193,21 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
         full_gap = std::max(0.0, primal - full_svm_dual(X, groups, fista, gradient, dual));
         certified = full_gap <= fista.tolerance * std::max(1.0, primal);
       }
-      auto violators = find_violators(groups, gradient, fit.w, fista.lambda, ws.kkt_tolerance * scale);
-      // Not certified yet, and nothing above the floor: every positive violator.
-      if (certify && !certified && violators.empty())
-        violators = find_violators(groups, gradient, fit.w, fista.lambda, 0.0);
+      // Violators outside W: a zero weight in W that still violates (after a
+      // loose restricted solve) is the next solve's to move, and adding it
+      // again would put its column twice into the restricted design.
+      auto outside_working_set = [&](std::vector<Violator> found) {
+        found.erase(std::remove_if(found.begin(), found.end(),
+                                   [&](const Violator& v) { return std::binary_search(W.begin(), W.end(), v.column); }),
+                    found.end());
+        return found;
+      };
+      // Not certified yet: every positive violator, largest first (the gap,
+      // not the KKT floor, decides; with the floor a few violators just above
+      // it trickled in per round, each round a restricted solve, until none
+      // was left above it and the hundreds below came at once).
+      auto violators = outside_working_set(find_violators(groups, gradient, fit.w, fista.lambda,
+                                                          certify && !certified ? 0.0 : ws.kkt_tolerance * scale));
       fit.max_violation = violators.empty() ? 0.0 : violators.front().excess / scale;
       // Nothing to add but not certified after a loose restricted solve: solve W again, tightly.
       tighten = certify && !certified && violators.empty() && last_inner_tolerance > fista.tolerance;

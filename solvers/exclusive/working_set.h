@@ -10,9 +10,11 @@
 //      dual of (11)): a zero weight k is optimal iff
 //        |(Xᵀρ)_k| ≤ λ Σ_{g∋k} ‖w_g‖₁          (0 ∈ ∂ of (7)/(10) at w_k = 0)
 //      (the ridge of (10) adds nothing at w_k = 0);
-//   4. add the largest violators (at most max(growth, |W|) per round) and
-//      repeat; stop when the full pass finds none above
-//      kkt_tolerance·‖Xᵀρ₀‖∞ (ρ₀ at w = 0).
+//   4. add the largest violators not in W (at most max(growth, |W|) per
+//      round) and repeat; stop when the full pass finds none above
+//      kkt_tolerance·‖Xᵀρ₀‖∞ (ρ₀ at w = 0). E-SVM with disjoint groups
+//      stops on the full problem's certified gap instead, and until then
+//      every positive violator is a candidate.
 // The result is the full problem's optimum to the inner tolerance — tested
 // against the plain full-gradient solve (working_set = false). X is any
 // design whose restrict_columns gives the restricted problem: the store

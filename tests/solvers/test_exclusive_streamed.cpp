@@ -4,6 +4,8 @@
 // budget, and 1 vs 2 threads.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -271,6 +273,12 @@ TEST_CASE("the working-set E-SVM solution (Fista-licp) is optimal on every coord
   CHECK(store_bytes >= 3 * small_budget);
   CHECK(ws1.converged);
   CHECK(ws1.w == ws2.w);
+  // W holds each column once (a zero weight in W that still violated after a
+  // loose restricted solve was once added again, and the fit's weights then
+  // disagreed with its objective).
+  const auto& W = ws1.working_set_columns;
+  CHECK(std::adjacent_find(W.begin(), W.end()) == W.end());
+  CHECK(std::is_sorted(W.begin(), W.end()));
   // Columns of the compact index: the fixture's non-empty columns.
   std::vector<uint64_t> ids;
   for (size_t j = 0; j < f.p; ++j)
