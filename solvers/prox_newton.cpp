@@ -77,6 +77,8 @@ constexpr double kArmijo = 1e-4;
 // most this many tolerances of F (on the Zipf store the steps it certified
 // decreased F by up to 2.4 tolerances; the model predicts about twice that).
 constexpr double kModelDualReach = 20.0;
+// Selected columns up to which the Newton model is solved tightly (solve()).
+constexpr size_t kTightModelColumns = 64;
 constexpr int kModelIterations = 3000;
 constexpr const char* kRemedy = "lower fgm.B or fgm.max_iterations (fewer selected columns), or set apg.method=apg";
 
@@ -2027,12 +2029,15 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
   std::vector<double> w = state.w;
   w.resize(cols_, 0.0);
   double b = opt_.bias ? state.b : 0.0;
-  // The model is solved to a tenth of the tolerance: the model's dual point
-  // (model_dual_bound) keeps the model's residual, and an inexact model
-  // converges only linearly (kddb-like: a residual cut to 0.1 per model took
-  // 4–6 steps a solve, a tenth of the tolerance 2–4; the model is O(d²) per
-  // iteration against the sweeps' O(nnz)).
-  const double model_accuracy = std::clamp(0.1 * tolerance, 1e-6, 0.1);
+  // Up to kTightModelColumns columns the model is solved to a tenth of the
+  // tolerance: the model's dual point (model_dual_bound) keeps the model's
+  // residual, and an inexact model converges only linearly (kddb-like: a
+  // residual cut to 0.1 per model took 4–6 steps a solve, a tenth of the
+  // tolerance 2–4), while a FISTA iteration of the model costs O(d²), nothing
+  // against a sweep. Past it the model's cost counts (MSLR's 100–400 columns
+  // on news20: a tight model made the path 7× slower), and its accuracy is
+  // the gap, as the classic forcing term.
+  const bool tight_model = cols_ <= kTightModelColumns;
   const SweepSums layout{cols_, tri_};
   std::vector<double> sums, g(cols_), dw;
   double best_dual = -std::numeric_limits<double>::infinity();
@@ -2080,7 +2085,8 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
     std::copy(sums.begin() + std::ptrdiff_t(layout.g()), sums.begin() + std::ptrdiff_t(layout.g() + cols_), g.begin());
     const double gb = -sc[5];  // ∂P/∂b = −Σ_i ∂P/∂d_i
     double db = 0;
-    model_step(w, g, opt_.bias ? gb : 0.0, sc[6], model_accuracy, dw, db);
+    model_step(w, g, opt_.bias ? gb : 0.0, sc[6],
+               tight_model ? std::clamp(0.1 * tolerance, 1e-6, 0.1) : std::clamp(gap, 1e-6, 0.1), dw, db);
     double lambda = opt_.bias ? gb * db : 0.0;
     for (size_t j = 0; j < cols_; ++j) lambda += g[j] * dw[j];
     std::vector<double> moved(cols_);
@@ -2095,7 +2101,7 @@ ApgResult ProxNewton<LossT>::solve(ApgState& state) {
     // The model's dual point certifies the step's end before any sweep
     // there; worth its two passes once the model's predicted decrease is
     // within reach of the tolerance.
-    const bool try_model_dual = -lambda <= kModelDualReach * tolerance * F;
+    const bool try_model_dual = tight_model && -lambda <= kModelDualReach * tolerance * F;
     if (try_model_dual) best_dual = std::max(best_dual, model_dual_bound(b, db, sc[6]));
     if (!line_search(w, dw, db, b, lambda, step, change, res)) {
       res.stalled = true;
