@@ -1,4 +1,4 @@
-// A test seam for the parallel loops of the solvers. A loop over a small test
+// A test seam for parallel loops (solvers, block stream). A loop over a small test
 // problem ends on the calling thread before a sleeping TBB worker wakes (on 2
 // cores the worker took part in 0 of 1,124 Newton loops of test_solvers
 // "[threads]"), so "the same bits for any thread count" tests would rarely

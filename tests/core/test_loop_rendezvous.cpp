@@ -61,6 +61,8 @@ TEST_CASE("A 2-slot task arena of the test binaries runs two threads at once", "
         }
     }, tbb::simple_partitioner());
   });
+  INFO("oneTBB gave this process no worker thread (a CPU affinity of 1 CPU, as under `taskset -c 0`, or a "
+       "tbb::global_control limit): the thread-count tests here would run serially");
   REQUIRE(met);
   REQUIRE(log.ids.size() == 2);
 }
