@@ -17,6 +17,7 @@
 #include <tbb/task_arena.h>
 
 #include "core/interrupt.h"
+#include "core/loop_rendezvous.h"
 #include "core/progress.h"
 #include "features/block_scores.h"
 #include "features/column_pruning.h"
@@ -314,7 +315,11 @@ PassStats BlockStream::run(const std::vector<BlockRef>& blocks, const std::strin
     prefetch_until(next + static_cast<size_t>(tokens) + 1);
     return next++;
   };
+  // Test binaries: the first block waits for a second thread (core/loop_rendezvous.h).
+  const bool overlap = options_.threads > 1 && tokens > 1 && blocks.size() > 1;
+  LoopRendezvous rendezvous;
   auto transform = [&](size_t index) {
+    if (overlap) rendezvous.arrive();
     const BlockRef& ref = blocks[index];
     const size_t slot = index % static_cast<size_t>(tokens);
     if (const ColumnBlock* kept = resident ? resident->find(ref) : nullptr) {

@@ -151,6 +151,7 @@
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "core/interrupt.h"
+#include "core/loop_rendezvous.h"
 #include "solvers/apg_kernels.h"
 #include "solvers/apg_layout.h"
 #include "solvers/losses.h"
@@ -192,8 +193,10 @@ class Executor {
       for (size_t i = 0; i < count; ++i) f(i);
       return;
     }
+    LoopRendezvous rendezvous;
     arena_->execute([&] {
       tbb::parallel_for(tbb::blocked_range<size_t>(0, count, grain), [&](const tbb::blocked_range<size_t>& r) {
+        rendezvous.arrive();
         for (size_t i = r.begin(); i != r.end(); ++i) f(i);
       });
     });

@@ -62,6 +62,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/interrupt.h"
+#include "core/loop_rendezvous.h"
 #include "core/huge_pages.h"
 #include "solvers/losses.h"
 #include "solvers/moreau_projection.h"
@@ -95,8 +96,10 @@ class Tasks {
       for (size_t i = 0; i < count; ++i) f(i);
       return;
     }
+    LoopRendezvous rendezvous;
     arena_->execute([&] {
       tbb::parallel_for(tbb::blocked_range<size_t>(0, count, 1), [&](const tbb::blocked_range<size_t>& r) {
+        rendezvous.arrive();
         for (size_t i = r.begin(); i != r.end(); ++i) f(i);
       });
     });

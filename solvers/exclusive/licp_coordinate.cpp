@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/interrupt.h"
+#include "core/loop_rendezvous.h"
 #include "core/simd/simd.h"
 #include "solvers/exclusive/cone_projection.h"
 
@@ -523,9 +524,12 @@ class CoordinateLicp {
       for (size_t c = 0; c < chunks; ++c) body(c * chunk, std::min(n, (c + 1) * chunk));
       return;
     }
+    LoopRendezvous rendezvous;
     arena_->execute([&] {
-      tbb::parallel_for(size_t{0}, chunks, [&](size_t c) { body(c * chunk, std::min(n, (c + 1) * chunk)); },
-                        tbb::simple_partitioner());
+      tbb::parallel_for(size_t{0}, chunks, [&](size_t c) {
+        rendezvous.arrive();
+        body(c * chunk, std::min(n, (c + 1) * chunk));
+      }, tbb::simple_partitioner());
     });
   }
 
