@@ -114,8 +114,14 @@ void repair_shard(std::string& file) {
   flatbuffers::Verifier verifier(fb, n);
   if (schema::VerifySizePrefixedShardHeaderBuffer(verifier)) {
     const auto* h = schema::GetSizePrefixedShardHeader(fb);
-    if (auto table_checksum = repair_piece_table(file, *h))
-      patch_u64(h, schema::ShardHeader::VT_PIECE_TABLE_CHECKSUM, *table_checksum);
+    if (auto table_checksum = repair_piece_table(file, *h)) {
+      // A fuzzed layout may put the piece table over the header itself: patch
+      // only a header that still verifies after the table was written.
+      flatbuffers::Verifier again(fb, n);
+      if (schema::VerifySizePrefixedShardHeaderBuffer(again))
+        patch_u64(schema::GetSizePrefixedShardHeader(fb), schema::ShardHeader::VT_PIECE_TABLE_CHECKSUM,
+                  *table_checksum);
+    }
   }
   repair_preamble(file, fb, n);
 }
