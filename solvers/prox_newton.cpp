@@ -1274,6 +1274,20 @@ class ProxNewton {
     std::vector<uint8_t> active;  // squared hinge: D_ii = C (1) or 0, as counted in H_
   };
 
+  // Adds into `out` the sums a pass over q's fixed row ranges writes:
+  // body(range, binary, partial) fills its range's vector (or leaves it
+  // empty when it adds nothing), and the partials are added in range order,
+  // so the bits do not depend on the thread count. `out` never holds −0
+  // (it starts at +0), so skipping an empty partial changes no bit.
+  template <class Body>
+  void sum_ranges(const Part& q, std::vector<double>& out, const Body& body) {
+    std::vector<std::vector<double>> partial(q.ranges.count);
+    tasks_.run(q.ranges.count,
+               [&](size_t rr) { with_binary(q.data, [&](auto binary) { body(rr, binary, partial[rr]); }); });
+    for (const std::vector<double>& p : partial)
+      for (size_t i = 0; i < p.size(); ++i) out[i] += p[i];
+  }
+
   size_t begin(size_t h) const { return batch_begin_[h]; }
   size_t end(size_t h) const { return batch_begin_[h + 1]; }
 
@@ -1409,10 +1423,9 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
   for (size_t k = 0; k < parts_.size(); ++k) {
     Part& q = *parts_[k];
     const NewtonRows& x = q.data;
-    std::vector<std::vector<double>> partial(q.ranges.count);
-    tasks_.run(q.ranges.count, [&](size_t rr) { with_binary(x, [&](auto binary) {
+    std::vector<double>& out = local[k];
+    sum_ranges(q, out, [&](size_t rr, auto binary, std::vector<double>& s) {
       constexpr bool kBinary = decltype(binary)::value;
-      std::vector<double>& s = partial[rr];
       s.assign(width, 0.0);
       double* g = s.data() + layout.g();
       double* gp = s.data() + layout.g_pos();
@@ -1480,10 +1493,7 @@ void ProxNewton<LossT>::sweep(const std::vector<double>* form_d, bool hessian, b
       sc[3] = alpha2[0], sc[4] = alpha2[1];
       sc[5] = sum_deriv;
       H[tri_ - 1] = hessian_bb;
-    }); });
-    std::vector<double>& out = local[k];
-    for (size_t rr = 0; rr < q.ranges.count; ++rr)
-      for (size_t i = 0; i < width; ++i) out[i] += partial[rr][i];
+    });
     // Untouched rows: d = −b; a positive one has margin −b, a negative one b.
     double* sc = out.data() + layout.scalars();
     const std::array<double, 2> count{double(x.positive_untouched), double(x.negative_untouched)};
@@ -1646,10 +1656,9 @@ ModelCorrection ProxNewton<LossT>::correct_clipped_rows(double b, double db, dou
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Part& q = *parts_[k];
     const NewtonRows& x = q.data;
-    std::vector<std::vector<double>> partial(q.ranges.count);
-    tasks_.run(q.ranges.count, [&](size_t rr) { with_binary(x, [&](auto binary) {
+    std::vector<double>& out = local[k];
+    sum_ranges(q, out, [&](size_t rr, auto binary, std::vector<double>& s) {
       constexpr bool kBinary = decltype(binary)::value;
-      std::vector<double>& s = partial[rr];
       for (uint64_t c = q.ranges.begin(rr); c < q.ranges.end(rr); ++c) {
         const int8_t y = x.y[c];
         if (y == 0) continue;
@@ -1673,11 +1682,7 @@ ModelCorrection ProxNewton<LossT>::correct_clipped_rows(double b, double db, dou
         s[cols_] += raised * double(y);
         s[cols_ + 1] += copies;
       }
-    }); });
-    std::vector<double>& out = local[k];
-    for (size_t rr = 0; rr < q.ranges.count; ++rr)
-      if (!partial[rr].empty())
-        for (size_t i = 0; i < width; ++i) out[i] += partial[rr][i];
+    });
     // Untouched rows held at the edge change only e (x = 0) and H'_bb.
     const std::array<double, 2> count{double(x.positive_untouched), double(x.negative_untouched)};
     const std::array<double, 2> margin{-b, b};
@@ -1730,10 +1735,9 @@ double ProxNewton<LossT>::model_dual_bound(double b, double db, double hbb_untou
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Part& q = *parts_[k];
     const NewtonRows& x = q.data;
-    std::vector<std::vector<double>> partial(q.ranges.count);
-    tasks_.run(q.ranges.count, [&](size_t rr) { with_binary(x, [&](auto binary) {
+    std::vector<double>& out = local[k];
+    sum_ranges(q, out, [&](size_t rr, auto binary, std::vector<double>& s) {
       constexpr bool kBinary = decltype(binary)::value;
-      std::vector<double>& s = partial[rr];
       s.assign(width, 0.0);
       double* g = s.data();
       double* gp = s.data() + cols_;
@@ -1759,10 +1763,7 @@ double ProxNewton<LossT>::model_dual_bound(double b, double db, double hbb_untou
           for (uint64_t e = e0; e < e1; ++e) g[x.column[e]] += entry_times<kBinary>(x, e, r);
         }
       }
-    }); });
-    std::vector<double>& out = local[k];
-    for (size_t rr = 0; rr < q.ranges.count; ++rr)
-      for (size_t i = 0; i < width; ++i) out[i] += partial[rr][i];
+    });
     double* sc = out.data() + 2 * cols_;
     const std::array<double, 2> count{double(x.positive_untouched), double(x.negative_untouched)};
     const std::array<double, 2> margin{-b, b};
