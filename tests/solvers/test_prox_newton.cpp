@@ -96,6 +96,26 @@ ApgOptions newton_options(Loss loss, double C, bool bias, double tolerance) {
   return o;
 }
 
+// A problem in a cache with its optimum from a long high-precision solve
+// (10⁻¹³): the independent check the certificate tests compare against.
+struct SolvedProblem {
+  Problem p;
+  size_t t;
+  MemoryBudget budget{kBudget};
+  SelectedFeatureCache cache;
+  ApgState exact_state;
+  ApgResult exact;
+  LD optimum = 0;
+
+  SolvedProblem(Problem problem, Loss loss, double C, bool bias)
+      : p(std::move(problem)), t(p.batch_begin.size()), cache(budget, p.n) {
+    fill_cache(p, cache, t);
+    std::vector<double> decision;
+    exact = solve_apg(cache, p.y.data(), newton_options(loss, C, bias, 1e-13), exact_state, decision, budget);
+    optimum = ld_objective(p, t, loss, C, to_ld(exact_state.w), exact_state.b);
+  }
+};
+
 // A kddb-shaped problem: binary, column j present in a row with probability
 // 0.6/(1 + j)^1.05 (Zipf popularity), labels from a planted ω over every
 // column with 20% flipped.
@@ -246,20 +266,13 @@ TEST_CASE("Proximal Newton's intermediate solve stops at a certified gap within 
   for (Values kind : {Values::kGaussian, Values::kBinary, Values::kInteger, Values::kTied}) {
     for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
       for (bool bias : {false, true}) {
-        const size_t n = 400, t = 3;
-        Problem p = make_problem(rng(), n, {3, 4, 2}, kind);
-        MemoryBudget budget(kBudget);
-        SelectedFeatureCache cache(budget, n);
-        fill_cache(p, cache, t);
         const double C = 10.0;
-        ApgState exact_state;
+        SolvedProblem solved(make_problem(rng(), 400, {3, 4, 2}, kind), loss, C, bias);
+        auto& [p, t, budget, cache, exact_state, exact, optimum] = solved;
         std::vector<double> decision;
-        const ApgResult exact =
-            solve_apg(cache, p.y.data(), newton_options(loss, C, bias, 1e-13), exact_state, decision, budget);
         CAPTURE(int(kind), loss_name(loss), bias, exact.iterations, exact.relative_gap, exact.stalled);
         // At its rounding floor (binary logistic: 1.5e-13) the oracle may stall: 1e-12 is ample here.
         REQUIRE(exact.relative_gap <= 1e-12);
-        const LD optimum = ld_objective(p, t, loss, C, to_ld(exact_state.w), exact_state.b);
         for (double intermediate : {1e-1, 3e-2, 1e-2}) {
           CAPTURE(int(kind), loss_name(loss), bias, intermediate);
           ApgOptions o = newton_options(loss, C, bias, 1e-3);
@@ -315,22 +328,15 @@ TEST_CASE("Proximal Newton's model dual point bounds the optimum at every step",
   for (Values kind : {Values::kGaussian, Values::kBinary, Values::kInteger, Values::kTied}) {
     for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
       for (bool bias : {false, true}) {
-        const size_t n = 400, t = 3;
-        Problem p = make_problem(rng(), n, {3, 4, 2}, kind);
-        MemoryBudget budget(kBudget);
-        SelectedFeatureCache cache(budget, n);
-        fill_cache(p, cache, t);
         const double C = 10.0;
-        ApgState exact_state;
+        SolvedProblem solved(make_problem(rng(), 400, {3, 4, 2}, kind), loss, C, bias);
+        auto& [p, t, budget, cache, exact_state, exact, optimum] = solved;
         std::vector<double> decision;
-        const ApgResult exact =
-            solve_apg(cache, p.y.data(), newton_options(loss, C, bias, 1e-13), exact_state, decision, budget);
         CAPTURE(int(kind), loss_name(loss), bias, exact.iterations, exact.relative_gap, exact.stalled);
         // The oracle may stall at its rounding floor (Gaussian squared hinge with a bias: 2e-10, the class
         // scaling's rounding); F there is above the optimum by at most that, far below the errors an
         // invalid dual point makes (1e-5–1e-1 without the edge, measured).
         REQUIRE(exact.relative_gap <= 1e-9);
-        const LD optimum = ld_objective(p, t, loss, C, to_ld(exact_state.w), exact_state.b);
         for (double tolerance : {0.3, 1e-3}) {
           for (int cap = 0; cap <= exact.iterations; ++cap) {
             CAPTURE(int(kind), loss_name(loss), bias, tolerance, cap);
@@ -357,20 +363,13 @@ TEST_CASE("Proximal Newton past 64 columns certifies with the iterate's dual poi
   std::mt19937_64 rng(29);
   for (Values kind : {Values::kGaussian, Values::kBinary, Values::kTied}) {
     for (Loss loss : {Loss::kSquaredHinge, Loss::kLogistic}) {
-      const size_t n = 300, t = 3;
-      Problem p = make_problem(rng(), n, {30, 25, 15}, kind);
-      MemoryBudget budget(kBudget);
-      SelectedFeatureCache cache(budget, n);
-      fill_cache(p, cache, t);
-      REQUIRE(cache.num_columns() == 70);
       const double C = 1.0;
-      ApgState exact_state;
+      SolvedProblem solved(make_problem(rng(), 300, {30, 25, 15}, kind), loss, C, true);
+      auto& [p, t, budget, cache, exact_state, exact, optimum] = solved;
+      REQUIRE(cache.num_columns() == 70);
       std::vector<double> decision;
-      const ApgResult exact =
-          solve_apg(cache, p.y.data(), newton_options(loss, C, true, 1e-13), exact_state, decision, budget);
       CAPTURE(int(kind), loss_name(loss), exact.iterations, exact.relative_gap);
       REQUIRE(exact.relative_gap <= 1e-9);
-      const LD optimum = ld_objective(p, t, loss, C, to_ld(exact_state.w), exact_state.b);
       ApgState state;
       const ApgResult res = solve_apg(cache, p.y.data(), newton_options(loss, C, true, 1e-3), state, decision, budget);
       const LD F = ld_objective(p, t, loss, C, to_ld(state.w), state.b);
