@@ -20,7 +20,9 @@ inline std::atomic<int> loop_rendezvous_microseconds{0};
 // One per parallel loop; arrive() at the start of each of its tasks.
 class LoopRendezvous {
  public:
-  LoopRendezvous() : wait_(loop_rendezvous_microseconds.load(std::memory_order_relaxed)) {}
+  // `parallel` false (a one-thread arena): arrive() never waits.
+  explicit LoopRendezvous(bool parallel = true)
+      : wait_(parallel ? loop_rendezvous_microseconds.load(std::memory_order_relaxed) : 0) {}
 
   void arrive() {
     if (wait_ <= 0) return;

@@ -18,6 +18,7 @@
 
 #include <memory>
 
+#include "core/loop_rendezvous.h"
 #include "io/shard_store.h"
 
 namespace fgm {
@@ -164,13 +165,17 @@ DensePairProducts dense_pair_products(const DenseFeatureBlock& X, uint32_t cols,
   arena.execute([&] {
     for (uint64_t r0 = 0; r0 < n; r0 += kKc) {
       const uint64_t kc = std::min(kKc, n - r0);
+      // Test binaries: two threads at once (core/loop_rendezvous.h).
+      LoopRendezvous packing(threads > 1), tiling(threads > 1);
       tbb::parallel_for(uint64_t{0}, a_panels + b_panels, [&](uint64_t c) {
+        packing.arrive();
         if (c < a_panels)
           pack_panel(X, H, a, r0, kc, MR, c, A.get());
         else
           pack_panel(X, H, nullptr, r0, kc, NR, c - a_panels, B.get());
       });
       tbb::parallel_for(size_t{0}, tiles.size(), [&](size_t t) {
+        tiling.arrive();
         const Tile& tile = tiles[t];
         for (uint64_t q = tile.q0; q < tile.q1; q += NR)
           for (uint64_t p = tile.p0; p < tile.p1; p += MR) {

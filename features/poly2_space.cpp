@@ -49,6 +49,7 @@
 
 #include "core/error.h"
 #include "core/huge_pages.h"
+#include "core/loop_rendezvous.h"
 #include "core/messages.h"
 #include "core/simd/simd.h"
 #include "features/pair_sum_table.h"
@@ -497,8 +498,10 @@ void sort_active_rows(ActiveRows& R, uint64_t n, int threads, MemoryBudget& budg
   for (uint64_t i = 0; i < n; ++i) widest_row = std::max(widest_row, R.row_ptr[i + 1] - R.row_ptr[i]);
   Reservation tmp_mem = budget.reserve(uint64_t(threads) * widest_row * sizeof(std::pair<uint32_t, float>), "poly2 row sort");
   tbb::task_arena arena(threads);
+  LoopRendezvous rendezvous(threads > 1);  // test binaries: two threads at once (core/loop_rendezvous.h)
   arena.execute([&] {
     tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 4096), [&](const tbb::blocked_range<uint64_t>& range) {
+      rendezvous.arrive();
       std::vector<std::pair<uint32_t, float>> tmp;
       for (uint64_t i = range.begin(); i < range.end(); ++i) {
         const uint64_t b = R.row_ptr[i], e = R.row_ptr[i + 1];
@@ -635,8 +638,10 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   Reservation count_mem = budget.reserve(uint64_t(threads - 1) * H * sizeof(uint64_t), "poly2 pair update counts");
   std::vector<std::vector<uint64_t>> range_updates(static_cast<size_t>(threads));
   tbb::task_arena count_arena(threads);
+  LoopRendezvous count_rendezvous(threads > 1);
   count_arena.execute([&] {
     tbb::parallel_for(0, threads, [&](int r) {
+      count_rendezvous.arrive();
       std::vector<uint64_t>& counts = range_updates[static_cast<size_t>(r)];
       counts.assign(H, 0);
       const uint64_t first = n * static_cast<uint64_t>(r) / threads, last = n * static_cast<uint64_t>(r + 1) / threads;
@@ -688,8 +693,10 @@ void Poly2Space::accumulate_sparse_pairs(Pass& pass) {
   auto t_sparse = std::chrono::steady_clock::now();
   // Each partition's table is reserved before it runs; at most `threads` at once.
   tbb::task_arena arena(threads);
+  LoopRendezvous rendezvous(threads > 1);
   arena.execute([&] {
     tbb::parallel_for(size_t{0}, parts, [&](size_t part) {
+      rendezvous.arrive();
       const uint32_t lo = cuts[part], hi = cuts[part + 1];
       uint64_t expected = 0;
       for (uint32_t h = lo; h < hi; ++h) expected += updates[h];
@@ -909,8 +916,10 @@ SparseSums poly2_partition_pair_sums(const BlockStream& stream, const std::vecto
   Reservation found_memory = budget.reserve(0, "poly2 candidate-pair partials");
   std::mutex found_mutex;
   tbb::task_arena arena(static_cast<int>(workers));
+  LoopRendezvous rendezvous(workers > 1);
   arena.execute([&] {
     tbb::parallel_for(uint32_t{0}, workers, [&](uint32_t r) {
+      rendezvous.arrive();
       PairSumTable table(0, budget, "poly2 candidate-pair accumulators of a partition",
                          "use more ranks (more, smaller partitions), a smaller fgm.B or fewer engine.threads");
       // Row by row (rows in order); a row's entries are by decreasing bound,

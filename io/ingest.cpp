@@ -31,6 +31,7 @@
 #include "core/error.h"
 #include "core/hash.h"
 #include "core/interrupt.h"
+#include "core/loop_rendezvous.h"
 #include "core/messages.h"
 #include "io/schema/manifest_generated.h"
 #include "io/schema/shard_generated.h"
@@ -596,8 +597,11 @@ IngestStats ingest_libsvm(const std::string& input, const std::string& out_dir_a
       progress.update(source->compressed_bytes_read());
       return t;
     };
-    // Stage 2 (parallel): parse.
+    // Stage 2 (parallel): parse. Test binaries: the first chunk waits for a
+    // second thread (core/loop_rendezvous.h).
+    LoopRendezvous rendezvous(options.threads > 1);
     auto parse_chunk = [&](Token* t) -> Token* {
+      rendezvous.arrive();
       if (t->error) return t;
       try {
         parse_libsvm_chunk(t->chunk, path, options.reader, t->parsed);
