@@ -52,16 +52,6 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   s.fista.ridge = c.get_float("exclusive.ridge");
   if (!licp) reject_if_set(c, "exclusive.ridge", "it is the α of E-SVM, read by exclusive.algorithm = \"licp\" only");
   s.fista.bias = c.get_bool("exclusive.bias");
-  if (s.fista.bias && licp && !c.get_bool("exclusive.working_set"))
-    throw Error(ErrorKind::kConfig,
-                fmt::format("{}exclusive.bias = true with exclusive.algorithm = \"licp\" needs exclusive.working_set = "
-                            "true (the coordinate solver of the restricted problems carries the bias)",
-                            c.where_set("exclusive.bias")));
-  if (s.fista.loss == ExclusiveLoss::kSquaredHinge && !c.get_bool("exclusive.working_set"))
-    throw Error(ErrorKind::kConfig,
-                fmt::format("{}exclusive.loss = \"squared_hinge\" needs exclusive.working_set = true (the coordinate "
-                            "solver of the restricted problems solves it; the FISTA licp solves the hinge only)",
-                            c.where_set("exclusive.loss")));
   s.fista.tolerance = c.get_float("exclusive.tolerance");
   s.fista.max_iterations = static_cast<int>(c.get_int("exclusive.max_iterations"));
   s.working_set.enabled = c.get_bool("exclusive.working_set");
