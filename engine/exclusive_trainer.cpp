@@ -38,9 +38,11 @@ ExclusiveLoss loss_from(const std::string& name) {
 ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand command) {
   ExclusiveSettings s;
   s.fista.algorithm = algorithm_from(c.get_string("exclusive.algorithm"));
-  // licp solves only the svm losses: its default loss (hinge) follows the algorithm.
+  // licp solves only the svm losses: its default loss, the squared hinge (the
+  // same on every backend; docs/solvers/exclusive.md, "Default loss"),
+  // follows the algorithm.
   s.fista.loss = loss_from(c.get_string("exclusive.loss"));
-  if (s.fista.algorithm == Algorithm::kLicp && !c.set_by_user("exclusive.loss")) s.fista.loss = ExclusiveLoss::kHinge;
+  if (s.fista.algorithm == Algorithm::kLicp && !c.set_by_user("exclusive.loss")) s.fista.loss = ExclusiveLoss::kSquaredHinge;
   const bool svm = exclusive::is_svm_loss(s.fista.loss), licp = s.fista.algorithm == Algorithm::kLicp;
   if (svm != licp)
     throw Error(ErrorKind::kConfig,
