@@ -363,18 +363,17 @@ std::vector<ParamSpec> build_specs() {
       // solver = "exclusive" (seed 002, solvers/exclusive/): (λ/2)‖w‖_e² with groups.
       choices(spec("exclusive.algorithm", T::kEnum, "\"pcp\"",
                    "exclusive: Fista-pcp (any groups, squared or logistic loss), Fista-locp (disjoint "
-                   "groups, squared or logistic), Fista-licp (E-SVM: hinge loss + (ridge/2)|w|^2, any groups; "
-                   "squared hinge: disjoint groups)"),
+                   "groups, squared or logistic), Fista-licp (E-SVM: squared hinge, or the paper's "
+                   "hinge, + (ridge/2)|w|^2, any groups)"),
               {"pcp", "locp", "licp"}),
       choices(spec("exclusive.loss", T::kEnum, "\"logistic\"",
                    "exclusive: loss summed over the rows: squared ½(w'x − y)², logistic "
-                   "log(1 + exp(−y w'x)), hinge max(0, 1 − y w'x) (licp only), squared_hinge max(0, 1 − y w'x)² "
-                   "(licp with disjoint groups and the working set; the L2-SVM loss of LIBLINEAR -s 5); w'x + b "
-                   "with exclusive.bias"),
+                   "log(1 + exp(−y w'x)) (the default of pcp and locp), hinge max(0, 1 − y w'x) (licp only; the "
+                   "paper's E-SVM), squared_hinge max(0, 1 − y w'x)² (licp only, and licp's default; the L2-SVM "
+                   "loss of LIBLINEAR -s 5); w'x + b with exclusive.bias"),
               {"squared", "logistic", "hinge", "squared_hinge"}),
       spec("exclusive.bias", T::kBool, "false",
-           "exclusive: learn an unregularised bias b, margins w'x + b (licp: disjoint groups and the working "
-           "set on one store); the model's decision value w'x + b"),
+           "exclusive: learn an unregularised bias b, margins w'x + b; the model's decision value w'x + b"),
       ranged(spec("exclusive.lambda", T::kFloat, "1.0",
                   "exclusive: λ of (λ/2)‖w‖_e², ‖w‖_e² = Σ_g ‖w_g‖₁² (β of E-SVM (10))"),
              0, 1e15, true),

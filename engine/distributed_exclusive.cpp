@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "core/error.h"
 #include "engine/model_provenance.h"
@@ -63,6 +64,12 @@ void PartitionedDesign::sum_rows(size_t count, const exclusive::RowPartial& part
   for (size_t q = 0; q < parts_.size(); ++q) partial(row_offset_[q], row_offset_[q + 1], local[q].data());
   const std::vector<double> total = own_.sum(local, count);
   std::copy(total.begin(), total.end(), out);
+}
+
+void PartitionedDesign::all_rows(const double* local, std::vector<double>& all) {
+  const std::vector<uint8_t> bytes = own_.comm().allgather(local, rows() * sizeof(double));
+  all.resize(bytes.size() / sizeof(double));
+  if (!bytes.empty()) std::memcpy(all.data(), bytes.data(), bytes.size());
 }
 
 void PartitionedDesign::multiply(const double* x, double* z) {

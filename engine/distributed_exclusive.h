@@ -42,6 +42,8 @@ class PartitionedDesign final : public exclusive::Design {
   uint64_t column_id(uint64_t k) const override { return ids_[k]; }
   const std::vector<uint64_t>& column_ids() const { return ids_; }
   void sum_rows(size_t count, const exclusive::RowPartial& partial, double* out) override;
+  // One allgather: ranks own consecutive partitions, so rank order is row order.
+  void all_rows(const double* local, std::vector<double>& all) override;
   std::unique_ptr<exclusive::Design> restrict_columns(const std::vector<uint64_t>& sorted_columns) override;
   void multiply(const double* x, double* z) override;
   void multiply_transposed(const double* r, double* g) override;

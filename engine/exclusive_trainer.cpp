@@ -38,9 +38,11 @@ ExclusiveLoss loss_from(const std::string& name) {
 ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand command) {
   ExclusiveSettings s;
   s.fista.algorithm = algorithm_from(c.get_string("exclusive.algorithm"));
-  // licp solves only the svm losses: its default loss (hinge) follows the algorithm.
+  // licp solves only the svm losses: its default loss, the squared hinge (the
+  // same on every backend; docs/solvers/exclusive.md, "Default loss"),
+  // follows the algorithm.
   s.fista.loss = loss_from(c.get_string("exclusive.loss"));
-  if (s.fista.algorithm == Algorithm::kLicp && !c.set_by_user("exclusive.loss")) s.fista.loss = ExclusiveLoss::kHinge;
+  if (s.fista.algorithm == Algorithm::kLicp && !c.set_by_user("exclusive.loss")) s.fista.loss = ExclusiveLoss::kSquaredHinge;
   const bool svm = exclusive::is_svm_loss(s.fista.loss), licp = s.fista.algorithm == Algorithm::kLicp;
   if (svm != licp)
     throw Error(ErrorKind::kConfig,
@@ -52,16 +54,6 @@ ExclusiveSettings exclusive_settings_from_config(const Config& c, ConfigCommand 
   s.fista.ridge = c.get_float("exclusive.ridge");
   if (!licp) reject_if_set(c, "exclusive.ridge", "it is the α of E-SVM, read by exclusive.algorithm = \"licp\" only");
   s.fista.bias = c.get_bool("exclusive.bias");
-  if (s.fista.bias && licp && !c.get_bool("exclusive.working_set"))
-    throw Error(ErrorKind::kConfig,
-                fmt::format("{}exclusive.bias = true with exclusive.algorithm = \"licp\" needs exclusive.working_set = "
-                            "true (the coordinate solver of the restricted problems carries the bias)",
-                            c.where_set("exclusive.bias")));
-  if (s.fista.loss == ExclusiveLoss::kSquaredHinge && !c.get_bool("exclusive.working_set"))
-    throw Error(ErrorKind::kConfig,
-                fmt::format("{}exclusive.loss = \"squared_hinge\" needs exclusive.working_set = true (the coordinate "
-                            "solver of the restricted problems solves it; the FISTA licp solves the hinge only)",
-                            c.where_set("exclusive.loss")));
   s.fista.tolerance = c.get_float("exclusive.tolerance");
   s.fista.max_iterations = static_cast<int>(c.get_int("exclusive.max_iterations"));
   s.working_set.enabled = c.get_bool("exclusive.working_set");

@@ -47,6 +47,10 @@ class Design {
     sum_rows(1, partial, &s);
     return s;
   }
+  // `all` = a row vector's values on ALL rows of the problem, in the problem's
+  // row order (a distributed design: every rank's rows, rank after rank; a
+  // collective). Here the rows are this design's: a copy of `local`.
+  virtual void all_rows(const double* local, std::vector<double>& all) { all.assign(local, local + rows()); }
   // The columns `sorted_columns` (compact indices, increasing) as a design of
   // their own, in memory: the working set's restricted problem.
   virtual std::unique_ptr<Design> restrict_columns(const std::vector<uint64_t>& sorted_columns) = 0;

@@ -429,23 +429,36 @@ class LocpSolver {
 
 // ---------------------------------------------------------------- Fista-licp
 // Variables x = (u, v); images q = Zu − V(v) (p) and b = Xq (n), both linear
-// in x. ∇_u F = y∘b/α − 1, ∇_{v^g} F = −q_g/α. Every trial is one fused pass:
-// a = Xᵀ(y∘u'), q' = a − V(v') column by column, b' = Xq'.
+// in x. F = ‖q‖²/(2α) − 1ᵀu + c‖u‖², c = ¼ for the squared hinge (its
+// conjugate's −u²/4; the hinge: c = 0), so ∇_u F = y∘b/α − 1 + 2c·u and
+// ∇_{v^g} F = −q_g/α. The prox projects u onto the loss's box ([0, 1], or
+// [0, ∞) for the squared hinge), intersected with yᵀu = 0 under the bias
+// (project_dual_with_bias). Every trial is one fused pass: a = Xᵀ(y∘u'),
+// q' = a − V(v') column by column, b' = Xq'.
 class LicpSolver {
  public:
   LicpSolver(Design& X, const Vec& y, const ExclusiveGroups& G, const FistaOptions& o, MemoryBudget& budget,
-             const Vec& warm_dual)
+             const Vec& warm_dual, double warm_bias)
       : X_(X), y_(y), G_(G), o_(o), n_(X.rows()), p_(X.columns()), m_(G.total_members()) {
     if (!(o.ridge > 0)) throw_error(ErrorKind::kConfig, "exclusive.ridge must be > 0 for exclusive.algorithm = \"licp\"");
-    memory_ = budget.reserve((9 * p_ + 11 * n_ + 4 * m_) * sizeof(double), "exclusive: Fista-licp vectors",
+    if (o.loss == ExclusiveLoss::kSquaredHinge) upper_ = std::numeric_limits<double>::infinity(), quad_ = 0.25;
+    memory_ = budget.reserve((9 * p_ + 12 * n_ + 4 * m_) * sizeof(double), "exclusive: Fista-licp vectors",
                              "use the working set (exclusive.working_set = true) or fewer features");
-    for (Vec* v : {&u_, &u_old_, &ub_, &u_new_, &grad_u_, &ry_}) v->assign(n_, 0.0);
+    for (Vec* v : {&u_, &u_old_, &ub_, &u_new_, &grad_u_, &ry_, &z_q_}) v->assign(n_, 0.0);
     for (Vec* v : {&b_, &b_old_, &bb_, &b_new_}) v->assign(n_, 0.0);
     for (Vec* v : {&v_, &v_old_, &vb_, &v_new_}) v->assign(m_, 0.0);
     for (Vec* v : {&q_, &q_old_, &qb_, &q_new_, &a_, &V_new_, &a_current_, &w_cert_}) v->assign(p_, 0.0);
     z_cert_.assign(n_, 0.0);
+    if (o.bias) {
+      // best_scaled_primal needs every row's label and margin (all ranks').
+      const double all = X_.sum_rows([](uint64_t begin, uint64_t end, double* out) { *out = double(end - begin); });
+      bias_memory_ = budget.reserve(2 * uint64_t(all) * sizeof(double), "exclusive: Fista-licp labels and margins of all rows (bias)",
+                                    "set exclusive.bias = false or use fewer rows per rank");
+      X_.all_rows(y_.data(), y_all_);
+      bias_ = warm_bias;
+    }
     if (!warm_dual.empty()) {
-      for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, 1.0);
+      for (uint64_t i = 0; i < n_; ++i) u_[i] = std::clamp(warm_dual[i], 0.0, upper_);
       for (uint64_t i = 0; i < n_; ++i) ry_[i] = y_[i] * u_[i];
       X_.transposed_update_multiply(
           ry_.data(), a_.data(), [&](uint64_t f, uint64_t e) { std::copy(a_.begin() + f, a_.begin() + e, q_.begin() + f); },
@@ -456,19 +469,23 @@ class LicpSolver {
   }
 
   double initial_lipschitz(double norm_squared) const {
-    return (norm_squared + double(G_.max_memberships())) / o_.ridge;
+    return (norm_squared + double(G_.max_memberships())) / o_.ridge + 2 * quad_;
   }
 
   void trial(double L, bool first) {
     const double alpha = o_.ridge;
     if (first) {
-      for (uint64_t i = 0; i < n_; ++i) grad_u_[i] = y_[i] * bb_[i] / alpha - 1.0;
-      f_bar_ = 0.5 * dot(qb_, qb_) / alpha - row_sum(ub_);
+      for (uint64_t i = 0; i < n_; ++i) grad_u_[i] = y_[i] * bb_[i] / alpha - 1.0 + 2 * quad_ * ub_[i];
+      const RowSums at_bar = row_sums(ub_);
+      f_bar_ = 0.5 * dot(qb_, qb_) / alpha - at_bar.total + quad_ * at_bar.squares;
     }
-    for (uint64_t i = 0; i < n_; ++i) {
-      u_new_[i] = std::clamp(ub_[i] - grad_u_[i] / L, 0.0, 1.0);
-      ry_[i] = y_[i] * u_new_[i];
+    for (uint64_t i = 0; i < n_; ++i) u_new_[i] = ub_[i] - grad_u_[i] / L;
+    if (o_.bias) {
+      tau_ = project_dual_with_bias(X_, y_, u_new_.data(), upper_, tau_);
+    } else {
+      for (uint64_t i = 0; i < n_; ++i) u_new_[i] = std::clamp(u_new_[i], 0.0, upper_);
     }
+    for (uint64_t i = 0; i < n_; ++i) ry_[i] = y_[i] * u_new_[i];
     std::fill(V_new_.begin(), V_new_.end(), 0.0);
     Vec& d = member_d_;
     for (uint64_t g = 0; g < G_.count(); ++g) {
@@ -488,19 +505,21 @@ class LicpSolver {
 
   bool sufficient_decrease(double L) {
     const double alpha = o_.ridge;
-    // Σ u', and the rows' parts of ⟨∇F, x' − x̄⟩ and ‖x' − x̄‖², in one row sum.
-    double sums[3];
-    X_.sum_rows(3, [&](uint64_t begin, uint64_t end, double* out) {
-      double total = 0, linear = 0, step = 0;
+    // Σ u', Σ u'², and the rows' parts of ⟨∇F, x' − x̄⟩ and ‖x' − x̄‖², in one row sum.
+    double sums[4];
+    X_.sum_rows(4, [&](uint64_t begin, uint64_t end, double* out) {
+      double total = 0, linear = 0, step = 0, squares = 0;
       for (uint64_t i = begin; i < end; ++i) {
         const double d = u_new_[i] - ub_[i];
         total += u_new_[i];
+        squares += u_new_[i] * u_new_[i];
         linear += grad_u_[i] * d;
         step += d * d;
       }
-      out[0] = total, out[1] = linear, out[2] = step;
+      out[0] = total, out[1] = linear, out[2] = step, out[3] = squares;
     }, sums);
-    const double f_new = 0.5 * dot(q_new_, q_new_) / alpha - sums[0];
+    double f_new = 0.5 * dot(q_new_, q_new_) / alpha - sums[0];
+    if (quad_ > 0) f_new += quad_ * sums[3];
     double linear = sums[1], step = sums[2];
     for (uint64_t q = 0; q < m_; ++q) {
       const double d = v_new_[q] - vb_[q];
@@ -531,7 +550,9 @@ class LicpSolver {
     a_current_ = a_;  // Xᵀ(y∘u) of the accepted u (the last trial's)
     ++accepted_;
     certified_ = false;
-    if (!G_.disjoint || accepted_ % kCertifyEvery == 0) certify();
+    // Overlapping groups certify every iteration (row sums only), unless the
+    // bias's best b gathers every row's margin.
+    if ((!G_.disjoint && !o_.bias) || accepted_ % kCertifyEvery == 0) certify();
     return restart;
   }
 
@@ -542,104 +563,129 @@ class LicpSolver {
 
   bool converged(double tol) const { return certified_ && gap_ <= tol * std::max(1.0, std::fabs(primal_)); }
 
+  // The certificate's primal point: scale_·(w(u) or q/α), margins scaled, + b.
   Vec weights() const {
-    if (G_.disjoint && !use_q_) return w_cert_;
     Vec w(p_);
-    for (uint64_t k = 0; k < p_; ++k) w[k] = q_[k] / o_.ridge;
+    if (G_.disjoint && !use_q_) w = w_cert_;
+    else
+      for (uint64_t k = 0; k < p_; ++k) w[k] = q_[k] / o_.ridge;
+    if (o_.bias)
+      for (double& e : w) e *= scale_;
     return w;
   }
   Vec margins() const {
-    if (G_.disjoint && !use_q_) return z_cert_;
     Vec z(n_);
-    for (uint64_t i = 0; i < n_; ++i) z[i] = b_[i] / o_.ridge;
+    if (G_.disjoint && !use_q_) z = z_cert_;
+    else
+      for (uint64_t i = 0; i < n_; ++i) z[i] = b_[i] / o_.ridge;
+    if (o_.bias)
+      for (double& e : z) e = scale_ * e + bias_;
     return z;
   }
   const Vec& dual_u() const { return u_; }
   double gap() const { return gap_; }
-  double bias() const { return 0.0; }
+  double bias() const { return o_.bias ? bias_ : 0.0; }
 
  private:
-  // Σ over all rows of a row vector.
-  double row_sum(const Vec& v) {
-    return X_.sum_rows([&](uint64_t begin, uint64_t end, double* out) {
-      double s = 0;
-      for (uint64_t i = begin; i < end; ++i) s += v[i];
-      *out = s;
-    });
+  struct RowSums {
+    double total = 0, squares = 0;
+  };
+  // Σ u_i and Σ u_i² over all rows.
+  RowSums row_sums(const Vec& u) {
+    double sums[2];
+    X_.sum_rows(2, [&](uint64_t begin, uint64_t end, double* out) {
+      double total = 0, squares = 0;
+      for (uint64_t i = begin; i < end; ++i) total += u[i], squares += u[i] * u[i];
+      out[0] = total, out[1] = squares;
+    }, sums);
+    return {sums[0], sums[1]};
+  }
+  // The primal value of a candidate point w (margins z = Xw, Ω(w) = omega);
+  // with the bias, of (s·w, b) with the best s ≥ 0 and b (best_scaled_primal,
+  // on every row's margin), written to `scale`, `bias`.
+  double candidate_primal(const Vec& z, double loss_at_z, double omega, double& scale, double& bias) {
+    scale = 1, bias = 0;
+    if (!o_.bias) return loss_at_z + omega;
+    X_.all_rows(z.data(), z_all_);
+    // From (1, the best b for w): the alternation between s and b alone can
+    // stall at a kink of the hinge far from the optimum (a start at the last
+    // certificate's b kept b = 1 for 400,000 iterations with a gap of 0.47).
+    const double best_bias = best_svm_bias(o_.loss, y_all_, z_all_.data());
+    const ScaledPrimal point = best_scaled_primal(o_.loss, y_all_, z_all_.data(), omega, true, best_bias);
+    scale = point.scale, bias = point.bias;
+    return point.loss + scale * scale * omega;
   }
   // The duality gap of (10) at the current dual point.
   //  * Disjoint groups: v is eliminated exactly. Ω(w) = (α/2)‖w‖² + (λ/2)‖w‖_e²
   //    is α-strongly convex and separable over the groups, so the dual of (10)
-  //    is D(u) = 1ᵀu − Ω*(Zu) with the primal point w(u) = ∇Ω*(Zu), per group
-  //    w_g = prox_{(λ/α)·½‖·‖₁²}((Zu)_g/α) (a column in no group: (Zu)_k/α).
-  //    D(u) ≥ D(u, v) for every v, and the primal point is the better of
-  //    w(u) and the iterate's q/α, so this gap is never looser than (11)'s;
-  //    it costs one multiply, done every kCertifyEvery iterations.
+  //    is D(u) = Σ_i (u_i − c·u_i²) − Ω*(Zu) with the primal point w(u) = ∇Ω*(Zu),
+  //    per group w_g = prox_{(λ/α)·½‖·‖₁²}((Zu)_g/α) (a column in no group:
+  //    (Zu)_k/α). D(u) ≥ D(u, v) for every v, and the primal point is the
+  //    better of w(u) and the iterate's q/α, so this gap is never looser than
+  //    (11)'s; it costs one multiply, done every kCertifyEvery iterations.
   //  * Overlapping groups: Ω* has no closed form; P(q/α) − D(u, v) of (11).
+  // With the bias (u feasible: yᵀu = 0 from the projection) each primal
+  // point is s·w with its best s and b, as the coordinate solver's certificate.
   void certify() {
     certified_ = true;
-    if (!G_.disjoint) {
-      double sums[2];
-      X_.sum_rows(2, [&](uint64_t begin, uint64_t end, double* out) {
-        double loss = 0, total = 0;
-        for (uint64_t i = begin; i < end; ++i) {
-          loss += std::max(0.0, 1.0 - y_[i] * (b_[i] / o_.ridge));
-          total += u_[i];
-        }
-        out[0] = loss, out[1] = total;
-      }, sums);
-      gap_ = primal(sums[0]) - dual(sums[1]);
+    const double alpha = o_.ridge;
+    const bool disjoint = G_.disjoint;
+    if (disjoint) {
+      for (uint64_t k = 0; k < p_; ++k) w_cert_[k] = a_current_[k] / alpha;  // columns in no group
+      Vec& c = member_d_;
+      for (uint64_t g = 0; g < G_.count(); ++g) {
+        const uint64_t first_member = G_.member_ptr[g], size = G_.size(g);
+        c.resize(size);
+        for (uint64_t q = 0; q < size; ++q) c[q] = a_current_[G_.members[first_member + q]] / alpha;
+        prox_l1_squared(c.data(), size, o_.lambda / alpha, c.data(), scratch_);
+        for (uint64_t q = 0; q < size; ++q) w_cert_[G_.members[first_member + q]] = c[q];
+      }
+      X_.multiply(w_cert_.data(), z_cert_.data());
+    }
+    for (uint64_t i = 0; i < n_; ++i) z_q_[i] = b_[i] / alpha;
+    // Σu, Σu², and the losses at q/α and at w(u), in one row sum.
+    double sums[4];
+    X_.sum_rows(4, [&](uint64_t begin, uint64_t end, double* out) {
+      double total = 0, squares = 0;
+      for (uint64_t i = begin; i < end; ++i) total += u_[i], squares += u_[i] * u_[i];
+      out[0] = total, out[1] = squares;
+      out[2] = smooth_loss(o_.loss, y_, z_q_.data(), begin, end);
+      out[3] = disjoint ? smooth_loss(o_.loss, y_, z_cert_.data(), begin, end) : 0.0;
+    }, sums);
+    double conjugate_term = sums[0];  // Σ_i (u_i − c·u_i²)
+    if (quad_ > 0) conjugate_term -= quad_ * sums[1];
+    Vec w_q(p_);
+    for (uint64_t k = 0; k < p_; ++k) w_q[k] = q_[k] / alpha;
+    double scale_q = 1, bias_q = 0;
+    const double primal_q = candidate_primal(z_q_, sums[2], regularizer(o_.loss, G_, w_q.data(), o_.lambda, alpha),
+                                             scale_q, bias_q);
+    if (!disjoint) {
+      primal_ = primal_q, use_q_ = true, scale_ = scale_q, bias_ = bias_q;
+      gap_ = primal_ - dual(conjugate_term);
       return;
     }
-    const double alpha = o_.ridge;
-    for (uint64_t k = 0; k < p_; ++k) w_cert_[k] = a_current_[k] / alpha;  // columns in no group
-    Vec& c = member_d_;
-    for (uint64_t g = 0; g < G_.count(); ++g) {
-      const uint64_t first_member = G_.member_ptr[g], size = G_.size(g);
-      c.resize(size);
-      for (uint64_t q = 0; q < size; ++q) c[q] = a_current_[G_.members[first_member + q]] / alpha;
-      prox_l1_squared(c.data(), size, o_.lambda / alpha, c.data(), scratch_);
-      for (uint64_t q = 0; q < size; ++q) w_cert_[G_.members[first_member + q]] = c[q];
-    }
-    X_.multiply(w_cert_.data(), z_cert_.data());
-    // Hinge losses at w(u) and at the iterate's own primal point q/α, and Σu.
-    double sums[3];
-    X_.sum_rows(3, [&](uint64_t begin, uint64_t end, double* out) {
-      double loss = 0, loss_q = 0, total = 0;
-      for (uint64_t i = begin; i < end; ++i) {
-        loss += std::max(0.0, 1.0 - y_[i] * z_cert_[i]);
-        loss_q += std::max(0.0, 1.0 - y_[i] * (b_[i] / alpha));
-        total += u_[i];
-      }
-      out[0] = loss, out[1] = loss_q, out[2] = total;
-    }, sums);
-    // D(u) = 1ᵀu − ⟨Zu, w(u)⟩ + Ω(w(u)).
-    const double omega = regularizer(ExclusiveLoss::kHinge, G_, w_cert_.data(), o_.lambda, alpha);
-    const double dual_value = sums[2] - dot(a_current_, w_cert_) + omega;
-    const double primal_w = sums[0] + omega;
-    const double primal_q = primal(sums[1]);  // sets primal_
+    // D(u) = Σ(u − c·u²) − ⟨Zu, w(u)⟩ + Ω(w(u)).
+    const double omega = regularizer(o_.loss, G_, w_cert_.data(), o_.lambda, alpha);
+    const double dual_value = conjugate_term - dot(a_current_, w_cert_) + omega;
+    double scale_w = 1, bias_w = 0;
+    const double primal_w = candidate_primal(z_cert_, sums[3], omega, scale_w, bias_w);
     // The better primal point is the answer (both are certified by D(u)).
     use_q_ = primal_q < primal_w;
     primal_ = std::min(primal_q, primal_w);
+    scale_ = use_q_ ? scale_q : scale_w, bias_ = use_q_ ? bias_q : bias_w;
     gap_ = std::max(0.0, primal_ - dual_value);
   }
 
-  // (10) at w = q/α, from its hinge loss (at Xw = b/α).
-  double primal(double hinge_loss) {
-    Vec w(p_);
-    for (uint64_t k = 0; k < p_; ++k) w[k] = q_[k] / o_.ridge;
-    primal_ = hinge_loss + regularizer(ExclusiveLoss::kHinge, G_, w.data(), o_.lambda, o_.ridge);
-    return primal_;
-  }
-  // −(F + H) at (u, v): the dual objective of Theorem 4, from Σ u.
-  double dual(double sum_u) const {
+  // −(F + H) at (u, v): the dual objective of Theorem 4 (with the squared
+  // hinge's c‖u‖² in F), from Σ_i (u_i − c·u_i²).
+  double dual(double conjugate_term) const {
     double h = 0;
     for (uint64_t g = 0; g < G_.count(); ++g) {
       double m = 0;
       for (uint64_t q = G_.member_ptr[g]; q < G_.member_ptr[g + 1]; ++q) m = std::max(m, std::fabs(v_[q]));
       h += m * m;
     }
-    return -(0.5 * dot(q_, q_) / o_.ridge - sum_u + 0.5 * h / o_.lambda);
+    return -(0.5 * dot(q_, q_) / o_.ridge - conjugate_term + 0.5 * h / o_.lambda);
   }
 
   Design& X_;
@@ -647,14 +693,21 @@ class LicpSolver {
   const ExclusiveGroups& G_;
   const FistaOptions& o_;
   uint64_t n_, p_, m_;
-  Reservation memory_;
+  Reservation memory_, bias_memory_;
   ProjectionScratch scratch_;
-  Vec u_, u_old_, ub_, u_new_, grad_u_, ry_;
+  Vec u_, u_old_, ub_, u_new_, grad_u_, ry_, z_q_;
   Vec b_, b_old_, bb_, b_new_;
   Vec v_, v_old_, vb_, v_new_;
   Vec q_, q_old_, qb_, q_new_, a_, V_new_;
   Vec member_d_;  // one group's entries (reused: no allocation per iteration)
   Vec a_current_, w_cert_, z_cert_;  // disjoint groups: Zu, w(u) and Xw(u) of the certificate
+  // The loss's conjugate: the hinge u ∈ [0, 1]; the squared hinge u ≥ 0 and
+  // the dual's −¼u² (quad_ = ¼).
+  double upper_ = 1.0, quad_ = 0.0;
+  // The bias: every row's label and a candidate's margins (best_scaled_primal),
+  // the last projection's τ (the next one's start), the primal point's s and b.
+  Vec y_all_, z_all_;
+  double tau_ = 0, scale_ = 1, bias_ = 0;
   static constexpr uint64_t kCertifyEvery = 5;
   uint64_t accepted_ = 0;
   bool certified_ = false, use_q_ = false;
@@ -755,6 +808,57 @@ double best_svm_bias(ExclusiveLoss loss, const std::vector<double>& y, const dou
   return loss == ExclusiveLoss::kSquaredHinge ? best_squared_hinge_bias(y, z) : best_hinge_bias(y, z);
 }
 
+double project_dual_with_bias(Design& X, const std::vector<double>& y, double* v, double upper, double tau) {
+  // On the piece of φ holding τ: φ(τ) itself, the free rows' count c and
+  // A = Σ_free y_i v_i + Σ_{at upper} y_i·upper, so that φ = A − c·τ there.
+  struct Piece {
+    double phi = 0, count = 0, intercept = 0;
+  };
+  auto piece_at = [&](double t) {
+    double sums[3];
+    X.sum_rows(3, [&](uint64_t begin, uint64_t end, double* out) {
+      double phi = 0, count = 0, intercept = 0;
+      for (uint64_t i = begin; i < end; ++i) {
+        const double e = v[i] - t * y[i];
+        if (e <= 0) continue;
+        if (e >= upper) {
+          phi += y[i] * upper, intercept += y[i] * upper;
+        } else {
+          phi += y[i] * e, intercept += y[i] * v[i], count += 1;
+        }
+      }
+      out[0] = phi, out[1] = count, out[2] = intercept;
+    }, sums);
+    return Piece{sums[0], sums[1], sums[2]};
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double low = -kInf, high = kInf;  // φ(low) > 0 > φ(high)
+  Piece at = piece_at(tau);
+  int newton_misses = 0;
+  for (int step = 0; step < 2000 && at.phi != 0; ++step) {
+    (at.phi > 0 ? low : high) = tau;
+    // Newton: the root of this piece's line. Safeguards: inside the bracket,
+    // and a bisection after two Newton steps that missed their piece.
+    double next = at.count > 0 ? at.intercept / at.count : kInf;
+    bool newton = next > low && next < high && newton_misses < 2;
+    if (!newton) {
+      newton_misses = 0;
+      if (std::isfinite(low) && std::isfinite(high)) next = low + 0.5 * (high - low);
+      else if (std::isfinite(low)) next = low + std::max(1.0, 2 * std::fabs(low));
+      else next = high - std::max(1.0, 2 * std::fabs(high));
+      if (!(next > low && next < high)) break;  // low and high adjacent doubles
+    }
+    const Piece there = piece_at(next);
+    tau = next;
+    const bool same_piece = there.count == at.count && there.intercept == at.intercept;
+    at = there;
+    if (newton && same_piece) break;  // the root of the piece it lies on: exact up to rounding
+    newton_misses += newton;
+  }
+  for (uint64_t i = 0; i < X.rows(); ++i) v[i] = std::clamp(v[i] - tau * y[i], 0.0, upper);
+  return tau;
+}
+
 void balance_dual(const std::vector<double>& y, std::vector<double>& u) {
   double positive = 0, negative = 0;
   for (size_t i = 0; i < y.size(); ++i) (y[i] > 0 ? positive : negative) += u[i];
@@ -799,16 +903,6 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
   if (options.algorithm == Algorithm::kLicp && options.licp_coordinate && groups.disjoint)
     if (const auto* in_memory = dynamic_cast<const InMemoryDesign*>(&X))
       return solve_licp_coordinate(*in_memory, y, groups, options, budget, warm_dual);
-  if (options.loss == ExclusiveLoss::kSquaredHinge)
-    throw_error(ErrorKind::kConfig,
-                "exclusive.loss = \"squared_hinge\" needs disjoint groups and the working set on one store (the "
-                "coordinate solver); the FISTA licp (overlapping groups, exclusive.working_set = false, partitioned "
-                "stores) solves the hinge loss only: set exclusive.loss = \"hinge\"");
-  if (options.algorithm == Algorithm::kLicp && options.bias)
-    throw_error(ErrorKind::kConfig,
-                "exclusive.bias = true with exclusive.algorithm = \"licp\" needs disjoint groups and the working set "
-                "on one store (the coordinate solver); the FISTA licp (overlapping groups, exclusive.working_set = "
-                "false, partitioned stores) has no bias: set exclusive.bias = false");
   FistaResult out;
   const uint64_t passes_before = X.passes();
   const double norm_squared = options.lipschitz > 0     ? 0.0
@@ -827,7 +921,7 @@ FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const Exclu
       break;
     }
     case Algorithm::kLicp: {
-      LicpSolver s(X, y, groups, options, budget, warm_dual);
+      LicpSolver s(X, y, groups, options, budget, warm_dual, warm_bias);
       run_fista(s, X, norm_squared, y, groups, options, out);
       out.dual = s.dual_u();
       out.duality_gap = s.gap();

@@ -11,16 +11,20 @@
 //              group (Alg. 2). Disjoint groups only.
 //   (10) min_w  Σ_i max(1 − y_i x_iᵀw, 0) + (α/2)‖w‖² + (λ/2)‖w‖_e²   (E-SVM, β = λ)
 //        and its squared-hinge variant Σ_i max(1 − y_i x_iᵀw, 0)² (the L2-SVM
-//        loss of LIBLINEAR -s 5; licp's coordinate solver only, licp_coordinate.h)
+//        loss of LIBLINEAR -s 5)
 //   Fista-licp (Section 3.3, Theorem 4): FISTA on the dual (11) in
 //              (u ∈ [0,1]^n, v^g ∈ R^{|g|}): F = (1/2α)‖Zu − Σ_g v̄^g‖² − 1ᵀu,
 //              Z = Xᵀdiag(y); prox = clip u, v^g = P∞^{1/(Lλ)}(·, 0) (Alg. 3);
-//              w = (Zu − Σ_g v̄^g)/α. Any groups.
+//              w = (Zu − Σ_g v̄^g)/α. Any groups. The squared hinge
+//              (max(0, 1 − m)² = max_{u ≥ 0} u(1 − m) − u²/4): u ≥ 0 (no upper
+//              bound) and F gains ¼‖u‖² (∇_u F gains u/2, L gains ½).
 // Losses are sums over the rows, as in the paper. The paper has no bias;
 // FistaOptions::bias adds an unregularised b to every margin (x_iᵀw + b):
 // pcp and locp take b as one more, unpenalised FISTA variable; licp's dual
 // then carries yᵀu = 0 (licp_coordinate.h: an augmented Lagrangian; the FISTA
-// licp rejects it).
+// licp: every prox projects u exactly onto its box ∩ {yᵀu = 0},
+// project_dual_with_bias, and the certificate's primal point takes its best
+// scale and b, best_scaled_primal, from every row's margin).
 //
 // FISTA (Algorithm 1) with the ERRATA 002 momentum t' = ½ + ½√(1 + 4t²) (the
 // printed √(1 + 4t) loses the O(1/k²) rate), and Beck–Teboulle backtracking:
@@ -64,7 +68,7 @@ const char* loss_name(ExclusiveLoss l);
 
 struct FistaOptions {
   Algorithm algorithm = Algorithm::kPcp;
-  ExclusiveLoss loss = ExclusiveLoss::kSquared;  // licp: the svm losses (kSquaredHinge: coordinate only); pcp/locp: not
+  ExclusiveLoss loss = ExclusiveLoss::kSquared;  // licp: the svm losses; pcp/locp: not
   double lambda = 1.0;                           // λ of (7), β of (10)
   double ridge = 1.0;                            // α of (10) (licp only), > 0
   double tolerance = 1e-6;
@@ -105,8 +109,9 @@ struct FistaResult {
 
 // `y`: n labels (±1 for logistic and hinge). `warm_w` (p) / `warm_dual` (n)
 // may be empty. Throws Error(kConfig) naming exclusive.algorithm / exclusive.loss
-// for an unsupported combination (locp on overlapping groups, licp without hinge).
-// `warm_bias`: b's start (pcp, locp with options.bias).
+// for an unsupported combination (locp on overlapping groups, licp without an svm loss).
+// `warm_bias`: b's start (options.bias: pcp and locp's iterate, the FISTA licp's
+// best-b search).
 FistaResult solve_exclusive(Design& X, const std::vector<double>& y, const ExclusiveGroups& groups,
                             const FistaOptions& options, MemoryBudget& budget,
                             const std::vector<double>& warm_w = {}, const std::vector<double>& warm_dual = {},
@@ -130,6 +135,18 @@ double best_hinge_bias(const std::vector<double>& y, const double* z);
 double best_squared_hinge_bias(const std::vector<double>& y, const double* z);
 // The best bias of an svm loss (hinge or squared hinge).
 double best_svm_bias(ExclusiveLoss loss, const std::vector<double>& y, const double* z);
+
+// The Euclidean projection of v (X's rows; y = ±1) onto {u : 0 ≤ u_i ≤ upper,
+// yᵀu = 0}, in place (upper may be ∞): u_i = clip(v_i − τy_i, 0, upper) with τ
+// the root of φ(τ) = Σ_i y_i clip(v_i − τy_i, 0, upper), nonincreasing and
+// piecewise linear (a continuous quadratic knapsack). Newton steps on φ's
+// pieces inside a bracket, a bisection after two that miss their piece; it
+// stops when a step lands on the piece it came from (its root: exact up to
+// rounding), at φ = 0, or when the bracket is two adjacent doubles. Every φ is
+// one X.sum_rows, so on a distributed design every rank takes the same steps
+// (the same bits for any rank count). `tau`: the start (the previous
+// projection's τ); returns τ.
+double project_dual_with_bias(Design& X, const std::vector<double>& y, double* v, double upper, double tau = 0);
 
 // Scales the u of the class with the larger Σu so that yᵀu = 0 (u stays in [0,1]^n).
 void balance_dual(const std::vector<double>& y, std::vector<double>& u);

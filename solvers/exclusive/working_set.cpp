@@ -20,6 +20,27 @@ constexpr double kPruneRatio = 0.5;
 // squared hinge 2·max(0, 1 − 0)).
 double dual_at_zero(ExclusiveLoss loss) { return loss == ExclusiveLoss::kSquaredHinge ? 2.0 : 1.0; }
 
+// u_i = u0 for every row, the larger class scaled so that yᵀu = 0 (balance_dual's
+// rule) with the class sums over ALL rows of X (a distributed design: every
+// rank's, where balance_dual would balance each rank's rows alone). The sums
+// are u0 times row counts, exact, so one store gets balance_dual's bits.
+std::vector<double> balanced_dual_at_zero(Design& X, const std::vector<double>& y, double u0) {
+  double sums[2];
+  X.sum_rows(2, [&](uint64_t begin, uint64_t end, double* out) {
+    double positive = 0, negative = 0;
+    for (uint64_t i = begin; i < end; ++i) (y[i] > 0 ? positive : negative) += u0;
+    out[0] = positive, out[1] = negative;
+  }, sums);
+  std::vector<double> u(y.size(), u0);
+  const double positive = sums[0], negative = sums[1];
+  if (positive == negative) return u;
+  const bool shrink_positive = positive > negative;
+  const double scale = shrink_positive ? negative / positive : positive / negative;
+  for (size_t i = 0; i < y.size(); ++i)
+    if ((y[i] > 0) == shrink_positive) u[i] *= scale;
+  return u;
+}
+
 // ρ: per-row derivative of the loss at the current solution (svm losses: −y∘u).
 void row_derivative(const FistaOptions& o, const std::vector<double>& y, const std::vector<double>& margins,
                     const std::vector<double>& dual, std::vector<double>& rho) {
@@ -170,10 +191,7 @@ ExclusiveFit fit_exclusive(Design& X, const std::vector<double>& y, const Exclus
   }
   // E-SVM with the bias: the check's dual must satisfy yᵀu = 0 (the restricted
   // solves return such a u); before any solve, all ones balanced.
-  if (svm && fista.bias && dual.empty()) {
-    dual.assign(n, dual_at_zero(fista.loss));
-    balance_dual(y, dual);
-  }
+  if (svm && fista.bias && dual.empty()) dual = balanced_dual_at_zero(X, y, dual_at_zero(fista.loss));
   for (int round = 0;; ++round) {
     auto start = std::chrono::steady_clock::now();
     WorkingSetRound log;

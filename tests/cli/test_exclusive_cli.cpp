@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/model_file.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/test_util.h"
 
@@ -62,9 +63,13 @@ TEST_CASE("fgm train solver=exclusive writes a model predict, inspect and report
   // Two threads: the same model.
   REQUIRE(run(dir, "train " + kBase + "output.dir=out2 engine.threads=2").code == 0);
   CHECK(selected_features(slurp(dir.file("out2/run.json"))) == selected_features(run_json));
-  // E-SVM (licp; its loss defaults to hinge) and locp on random (disjoint) groups.
+  // E-SVM (licp; its loss defaults to the squared hinge, the paper's hinge
+  // by exclusive.loss) and locp on random (disjoint) groups.
   REQUIRE(run(dir, "train " + kBase + "output.dir=out3 exclusive.algorithm=licp exclusive.ridge=0.5").code == 0);
   CHECK(contains(slurp(dir.file("out3/run.json")), "\"duality_gap\""));
+  CHECK(fgm::read_model(dir.file("out3/model.fgm")).loss == "squared_hinge");
+  REQUIRE(run(dir, "train " + kBase + "output.dir=out3h exclusive.algorithm=licp exclusive.loss=hinge").code == 0);
+  CHECK(fgm::read_model(dir.file("out3h/model.fgm")).loss == "hinge");
   REQUIRE(run(dir, "train " + kBase + "output.dir=out4 exclusive.algorithm=locp exclusive.loss=squared").code == 0);
   // Groups from a file (overlapping): pcp runs, locp refuses.
   dir.write("groups.txt", "1 2 3 4\n4 5 6\n10 11 12 13 14\n");
@@ -145,11 +150,7 @@ TEST_CASE("misused exclusive keys are errors naming the key; nothing is written"
        "exclusive.path_warm_start"},
       {"path", "solver=exclusive exclusive.random_groups=3 'exclusive.path_lambda=[1.0]' exclusive.lambda=2",
        "exclusive.lambda"},
-      {"train", "solver=exclusive exclusive.random_groups=3 exclusive.algorithm=licp exclusive.bias=true "
-                "exclusive.working_set=false", "exclusive.bias"},
       {"train", "solver=exclusive exclusive.random_groups=3 exclusive.loss=squared_hinge", "exclusive.loss"},  // pcp
-      {"train", "solver=exclusive exclusive.random_groups=3 exclusive.algorithm=licp exclusive.loss=squared_hinge "
-                "exclusive.working_set=false", "exclusive.loss"},
       {"train", "solver=exclusive 'exclusive.path_random_groups=[2, 3]'", "exclusive.path_random_groups"},
       {"path", "solver=exclusive 'exclusive.path_lambda=[1.0]' 'exclusive.path_random_groups=[2, 3]' "
                "exclusive.random_groups=3", "exclusive.random_groups"},
@@ -255,10 +256,11 @@ TEST_CASE("fgm train with exclusive.bias writes the bias and fgm predict uses it
   dir.write("train.svm", train.str());
   dir.write("test.svm", test.str());
   const std::string base = "data.train=train.svm engine.cache_dir=cache solver=exclusive exclusive.random_groups=2 ";
-  // The third: E-SVM with the squared hinge (licp_coordinate.h), its bias by best_squared_hinge_bias.
-  for (const std::string algorithm : {"licp", "pcp", "licp exclusive.loss=squared_hinge"}) {
+  // The first: E-SVM with the hinge; the third: E-SVM with its default, the
+  // squared hinge (licp_coordinate.h), its bias by best_squared_hinge_bias.
+  for (const std::string algorithm : {"licp exclusive.loss=hinge", "pcp", "licp"}) {
     INFO(algorithm);
-    const std::string out = algorithm == "licp" ? "licp" : algorithm == "pcp" ? "pcp" : "sq";
+    const std::string out = algorithm == "licp" ? "sq" : algorithm == "pcp" ? "pcp" : "licp";
     auto r = run(dir, "train " + base + "exclusive.algorithm=" + algorithm + " exclusive.bias=true output.dir=o-" + out);
     INFO(r.err);
     REQUIRE(r.code == 0);

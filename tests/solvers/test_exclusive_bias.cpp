@@ -427,12 +427,3 @@ TEST_CASE("pcp and locp with a bias satisfy the optimality conditions of w and b
       CHECK(fgm::test::kkt_violation(d, G, loss, o.lambda, fit.w, fit.bias, true) <= 1e-6);
     }
 }
-
-TEST_CASE("the FISTA licp refuses the bias, naming the key", "[exclusive][bias]") {
-  MemoryBudget budget(1 << 28);
-  const auto d = unbalanced_problem(3, 5, 12, 8);
-  ExclusiveGroups G = make_groups(d.p, {{0, 1, 2, 3, 4}, {4, 5, 6, 7}}, budget);  // overlapping
-  InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
-  FistaOptions o = esvm_options(1.0, 1.0, true);
-  CHECK_THROWS_WITH(solve_exclusive(X, d.y, G, o, budget), Catch::Contains("exclusive.bias"));
-}

@@ -249,18 +249,13 @@ TEST_CASE("the working-set E-SVM fit with the squared hinge reaches the primal t
     }
 }
 
-// The FISTA licp (overlapping groups, or a design not in memory) solves the
-// hinge only: the squared hinge there is a configuration error naming the key.
-TEST_CASE("the squared hinge on overlapping groups is refused naming exclusive.loss",
-          "[exclusive][licp][squared_hinge]") {
+// The squared hinge is an E-SVM loss: pcp refuses it, naming both keys (the
+// FISTA licp solves it: test_exclusive_fista_licp_losses.cpp).
+TEST_CASE("the squared hinge with pcp is refused naming exclusive.algorithm", "[exclusive][licp][squared_hinge]") {
   MemoryBudget budget(1 << 28);
   const auto d = unbalanced_problem(3, 5, 20, 8, true);
-  const ExclusiveGroups G = make_groups(d.p, {{0, 1, 2, 3}, {3, 4, 5, 6, 7}}, budget);
-  REQUIRE(!G.disjoint);
   InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
-  const FistaOptions o = squared_hinge_options(1.0, 1.0, false);
-  CHECK_THROWS_WITH(solve_exclusive(X, d.y, G, o, budget), Catch::Contains("exclusive.loss = \"squared_hinge\""));
-  FistaOptions pcp = o;
+  FistaOptions pcp = squared_hinge_options(1.0, 1.0, false);
   pcp.algorithm = Algorithm::kPcp;
   CHECK_THROWS_WITH(solve_exclusive(X, d.y, contiguous_groups(d.p, 4, budget), pcp, budget),
                     Catch::Contains("does not go with exclusive.algorithm = \"pcp\""));
