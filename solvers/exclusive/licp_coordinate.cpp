@@ -452,6 +452,13 @@ class CoordinateLicp {
       N.range_begin.push_back(N.sign.size());
       N.range_c.push_back(range_mu_[r] / (1.0 + range_mu_[r] * double(support_[r])));
     }
+    N.t.assign(N.sign.size(), 0.0);
+    bool full_rows = true;  // every row holds every column of W: column j is its entry j
+    for (uint32_t i : F) full_rows = full_rows && row_ptr_[i + 1] - row_ptr_[i] == p_;
+    if (full_rows) {
+      build_dense_newton_system(F, N);
+      return;
+    }
     uint64_t entries = 0;  // reserved before the system is filled
     for (uint32_t i : F)
       for (uint64_t q = row_ptr_[i]; q < row_ptr_[i + 1]; ++q)
@@ -469,8 +476,34 @@ class CoordinateLicp {
       }
       N.row_ptr.push_back(N.column.size());
     }
-    N.t.assign(N.sign.size(), 0.0);
     N.dense = N.column.size() == F.size() * N.sign.size();
+  }
+
+  // The dense design's system (the planted set's): the support's values are
+  // read at their column offsets, no per-entry lookup, rows filled on the
+  // arena (disjoint slices). The same values in the same order as the sparse
+  // build's.
+  void build_dense_newton_system(const std::vector<uint32_t>& F, NewtonSystem& N) {
+    const size_t support = N.sign.size();
+    std::vector<uint32_t> offsets;
+    offsets.reserve(support);
+    for (uint64_t j = 0; j < p_; ++j)
+      if (w_[j] != 0) offsets.push_back(static_cast<uint32_t>(j));
+    FGM_ASSERT(offsets.size() == support);
+    const uint64_t bytes = F.size() * support * sizeof(float) + (F.size() + 1) * sizeof(uint64_t);
+    if (bytes > newton_memory_.bytes()) newton_memory_.resize(bytes);
+    N.column.clear();
+    N.value.resize(F.size() * support);
+    N.row_ptr.resize(F.size() + 1);
+    for (size_t f = 0; f <= F.size(); ++f) N.row_ptr[f] = f * support;
+    parallel_chunks(F.size(), kRowChunk, [&](size_t lo, size_t hi) {
+      for (size_t f = lo; f < hi; ++f) {
+        const float* row = &entry_value_[row_ptr_[F[f]]];
+        float* out = &N.value[f * support];
+        for (size_t k = 0; k < support; ++k) out[k] = row[offsets[k]];
+      }
+    });
+    N.dense = true;
   }
 
   // (Qv) over the rows F, Q = Z J Zᵀ restricted to F, J = ∂w/∂a at the
