@@ -161,6 +161,38 @@ TEST_CASE("simd: dot, axpy and axpby against scalar loops on every target", "[si
   }
 }
 
+TEST_CASE("simd: dot_f and axpy_f equal dot and axpy on the widened floats on every target", "[simd]") {
+  std::mt19937_64 rng(6);
+  std::uniform_real_distribution<double> unif(-2, 2);
+  for (size_t n : kSizes) {
+    std::vector<float> x(n);
+    std::vector<double> wide(n), y(n);
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(unif(rng)), wide[i] = x[i], y[i] = unif(rng);
+    const double ref = eight_lane_sum(n, [&](size_t e) { return wide[e] * y[e]; });
+    for (Target t : supported_targets()) {
+      INFO("target " << target_name(t) << " n " << n);
+      const Kernels& k = kernels_for(t);
+      REQUIRE(k.dot_f(x.data(), y.data(), n) == ref);
+      REQUIRE(k.dot_f(x.data(), y.data(), n) == k.dot(wide.data(), y.data(), n));
+      std::vector<double> z = y, zw = y;
+      k.axpy_f(-1.25, x.data(), z.data(), n);
+      k.axpy(-1.25, wide.data(), zw.data(), n);
+      for (size_t i = 0; i < n; ++i) REQUIRE(z[i] == y[i] + -1.25 * wide[i]);
+      REQUIRE(z == zw);
+      // axpy4_f: the four axpy_f calls in order, the same bits.
+      std::vector<std::vector<float>> rows(4, std::vector<float>(n));
+      for (auto& r : rows)
+        for (size_t i = 0; i < n; ++i) r[i] = static_cast<float>(unif(rng));
+      const double alphas[4] = {0.5, -1.75, 3.0, -0.125};
+      const float* xs[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+      std::vector<double> four = y, one_by_one = y;
+      k.axpy4_f(alphas, xs, four.data(), n);
+      for (int r = 0; r < 4; ++r) k.axpy_f(alphas[r], xs[r], one_by_one.data(), n);
+      REQUIRE(four == one_by_one);
+    }
+  }
+}
+
 TEST_CASE("simd: squared hinge and logistic sweeps against libm references on every target", "[simd]") {
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<double> unif(-6, 6);
