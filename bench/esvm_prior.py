@@ -4,7 +4,15 @@
   /usr/bin/python3 bench/esvm_prior.py --fgm build/fgm --run CONDITION:M:LOSS:LAMBDAS [--run ...]
       [--work bench/work/esvm_prior] [--threads 1] [--csv bench/results/exclusive/esvm_prior.csv]
 
-  e.g. --run uniform:20:squared_hinge:3000,1000,300,100,30,10,3,1 --run even:20:squared_hinge:...
+  The figures of docs/solvers/exclusive.md ("The prior"; bench/results/exclusive/esvm_prior.csv,
+  --refit-C '' there; the fgm runs are reused from --work when present):
+    --run uniform:20:squared_hinge:1000,300,100,30,10,3,1/30000,10000,3000
+    --run uniform:20:hinge:3000,1000,300,100
+    --run even:20:squared_hinge:10000,3000,1000,300,100,30
+    --run balanced:20:squared_hinge:10000,3000,1000,300,100
+    --run concentrated:20:squared_hinge:10000,3000,1000,300,100,30
+    --run uniform:5:squared_hinge:10000,3000,1000,300,100,30
+    --run uniform:50:squared_hinge:30000,10000,3000,1000,300,100
 
 Rows: the issue-22 planted set's (`fgm synth --rows 2000 --test-rows 4000
 --features 20000 --relevant 100 --seed 1`, split as bench/esvm_planted.py
@@ -38,7 +46,6 @@ import csv
 import math
 import os
 import resource
-import subprocess
 import sys
 import time
 
@@ -190,7 +197,7 @@ def main():
     ap.add_argument("--work", default="bench/work/esvm_prior")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--run", action="append", required=True, help="CONDITION:M:LOSS:lambda,lambda,... (decreasing; '/' starts another path, cold)")
-    ap.add_argument("--C", default="0.0015,0.003,0.005,0.01,0.02",
+    ap.add_argument("--C", default="0.0015,0.003,0.004,0.005,0.0075,0.01,0.02",
                     help="l1-SVM's C")
     ap.add_argument("--refit-C", default="0.001,0.01,0.1,1", help="'' skips the refits")
     ap.add_argument("--csv", default="", help="append the per-point rows here")
