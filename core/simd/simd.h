@@ -46,9 +46,6 @@ struct Kernels {
   // products of licp's Newton system, solvers/exclusive/licp_coordinate.cpp).
   double (*dot_f)(const float* x, const double* y, size_t n);
   void (*axpy_f)(double alpha, const float* x, double* y, size_t n);
-  // Four axpy_f in a row, y_i = (((y_i + a0·x0_i) + a1·x1_i) + a2·x2_i) + a3·x3_i:
-  // the same bits as the four calls, y loaded and stored once.
-  void (*axpy4_f)(const double* alpha, const float* const* x, double* y, size_t n);
   // Squared hinge over a decision vector d and labels y (±1, 0 = row left out):
   //   m_i = y_i d_i, r_i = ∂P/∂d_i = −C·max(1 − m_i, 0)·y_i,
   //   returns P = (C/2) Σ_i [y_i ≠ 0]·max(1 − m_i, 0)².

@@ -440,7 +440,6 @@ class CoordinateLicp {
     std::vector<uint64_t> range_begin;  // compact index where each range's support starts
     std::vector<double> sign, range_c;  // sgn(w) per compact column; μ/(1 + μ|S_g|) per range
     Vec t;
-    std::vector<size_t> nonzero_rows;  // q_times' rows with a nonzero coefficient
     bool dense = false;  // every row holds every support column: `column` is 0..|S|−1 in each row
   };
 
@@ -518,26 +517,10 @@ class CoordinateLicp {
       // Column chunks, each summed over f in order: every t_k gets the same
       // operations for any thread count (the kernels are elementwise, the
       // same bits on every target).
-      // Four rows per pass (axpy4_f: the same bits as one by one, t's chunk
-      // loaded and stored once per four rows).
-      std::vector<size_t>& rows = N.nonzero_rows;
-      rows.clear();
-      for (size_t f = 0; f < F.size(); ++f)
-        if (v[f] * y_[F[f]] != 0) rows.push_back(f);
       parallel_chunks(support, kColumnChunk, [&](size_t lo, size_t hi) {
-        size_t q = 0;
-        for (; q + 4 <= rows.size(); q += 4) {
-          double scales[4];
-          const float* xs[4];
-          for (int r = 0; r < 4; ++r) {
-            const size_t f = rows[q + r];
-            scales[r] = v[f] * y_[F[f]], xs[r] = &N.value[N.row_ptr[f] + lo];
-          }
-          simd.axpy4_f(scales, xs, t.data() + lo, hi - lo);
-        }
-        for (; q < rows.size(); ++q) {
-          const size_t f = rows[q];
-          simd.axpy_f(v[f] * y_[F[f]], &N.value[N.row_ptr[f] + lo], t.data() + lo, hi - lo);
+        for (size_t f = 0; f < F.size(); ++f) {
+          const double scale = v[f] * y_[F[f]];
+          if (scale != 0) simd.axpy_f(scale, &N.value[N.row_ptr[f] + lo], t.data() + lo, hi - lo);
         }
       });
     } else {

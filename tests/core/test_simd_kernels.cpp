@@ -179,16 +179,6 @@ TEST_CASE("simd: dot_f and axpy_f equal dot and axpy on the widened floats on ev
       k.axpy(-1.25, wide.data(), zw.data(), n);
       for (size_t i = 0; i < n; ++i) REQUIRE(z[i] == y[i] + -1.25 * wide[i]);
       REQUIRE(z == zw);
-      // axpy4_f: the four axpy_f calls in order, the same bits.
-      std::vector<std::vector<float>> rows(4, std::vector<float>(n));
-      for (auto& r : rows)
-        for (size_t i = 0; i < n; ++i) r[i] = static_cast<float>(unif(rng));
-      const double alphas[4] = {0.5, -1.75, 3.0, -0.125};
-      const float* xs[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
-      std::vector<double> four = y, one_by_one = y;
-      k.axpy4_f(alphas, xs, four.data(), n);
-      for (int r = 0; r < 4; ++r) k.axpy_f(alphas[r], xs[r], one_by_one.data(), n);
-      REQUIRE(four == one_by_one);
     }
   }
 }
