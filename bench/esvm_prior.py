@@ -5,7 +5,7 @@
       [--work bench/work/esvm_prior] [--threads 1] [--csv bench/results/exclusive/esvm_prior.csv]
 
   The figures of docs/solvers/exclusive.md ("The prior"; bench/results/exclusive/esvm_prior.csv,
-  --refit-C '' there; the fgm runs are reused from --work when present):
+  refit columns with the default --refit-C; the fgm runs are reused from --work when present):
     --run uniform:20:squared_hinge:1000,300,100,30,10,3,1/30000,10000,3000
     --run uniform:20:hinge:3000,1000,300,100
     --run even:20:squared_hinge:10000,3000,1000,300,100,30
