@@ -738,7 +738,6 @@ class CoordinateLicp {
     });
     if (bias_) {
       best_bias_ = best_svm_bias(o_.loss, y_, margins_.data());
-      if (!multiplier_started_) b_ = best_bias_, multiplier_started_ = true;
     }
     // The primal point: s·w(u) and b with the least P (best_scaled_primal).
     const ScaledPrimal point = best_scaled_primal(o_.loss, y_, margins_.data(), omega, bias_, best_bias_);
@@ -746,6 +745,20 @@ class CoordinateLicp {
     loss_ = point.loss;
     primal_ = loss_ + point.scale * point.scale * omega;
     gap_ = std::max(0.0, primal_ - (bias_ ? sum_feasible - conjugate_feasible : sum_u - conjugate));
+    if (bias_ && !multiplier_started_) start_multiplier();
+  }
+
+  // The multiplier b starts at the bias of the better of two primal points:
+  // w(u) with its best b, or the empty model (w = 0) with its best b. A cold
+  // start's w(u) can be far off — on a9a the balanced dual at zero gave
+  // b = −8,365 (P = 5·10¹⁰), and ρ·yᵀu moved b by ~5 an epoch: no certificate
+  // in 300 epochs — while a warm start's w(u) is the better point.
+  void start_multiplier() {
+    const Vec zero(n_, 0.0);
+    const double empty_bias = best_svm_bias(o_.loss, y_, zero.data());
+    const double empty_loss = best_scaled_primal(o_.loss, y_, zero.data(), 0.0, true, empty_bias).loss;
+    b_ = empty_loss < primal_ ? empty_bias : best_bias_;
+    multiplier_started_ = true;
   }
 
   const Vec& y_;
