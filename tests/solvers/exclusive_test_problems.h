@@ -120,14 +120,17 @@ inline double kkt_violation(const DenseProblem& d, const exclusive::ExclusiveGro
   return double(worst);
 }
 
-// (10) at w from the dense matrix.
+// (10) at w from the dense matrix, in long double: the hinge (E-SVM) or the
+// squared hinge summed over the rows, + (α/2)‖w‖² + (λ/2)Σ_g ‖w_g‖₁².
 inline double esvm_objective(const DenseProblem& d, const exclusive::ExclusiveGroups& G, double lambda, double ridge,
-                             const std::vector<double>& w, double bias = 0) {
-  long double hinge = 0, ww = 0, e = 0;
+                             const std::vector<double>& w, double bias = 0,
+                             exclusive::ExclusiveLoss loss = exclusive::ExclusiveLoss::kHinge) {
+  long double total = 0, ww = 0, e = 0;
   for (size_t i = 0; i < d.n; ++i) {
     long double z = bias;
     for (size_t j = 0; j < d.p; ++j) z += (long double)d.at(i, j) * w[j];
-    hinge += std::max(0.0L, 1.0L - d.y[i] * z);
+    const long double slack = std::max(0.0L, 1.0L - d.y[i] * z);
+    total += loss == exclusive::ExclusiveLoss::kSquaredHinge ? slack * slack : slack;
   }
   for (double v : w) ww += (long double)v * v;
   for (uint64_t k = 0; k < G.count(); ++k) {
@@ -135,7 +138,7 @@ inline double esvm_objective(const DenseProblem& d, const exclusive::ExclusiveGr
     for (uint64_t q = G.member_ptr[k]; q < G.member_ptr[k + 1]; ++q) s += std::fabs((long double)w[G.members[q]]);
     e += s * s;
   }
-  return double(hinge + 0.5L * ridge * ww + 0.5L * lambda * e);
+  return double(total + 0.5L * ridge * ww + 0.5L * lambda * e);
 }
 
 }  // namespace fgm::test

@@ -31,6 +31,7 @@ using namespace fgm;
 using namespace fgm::exclusive;
 using fgm::test::contiguous_groups;
 using fgm::test::DenseProblem;
+using fgm::test::esvm_objective;
 using fgm::test::unbalanced_problem;
 
 namespace {
@@ -69,25 +70,6 @@ std::vector<double> brute_force_projection(const std::vector<double>& y, const s
 // A design of n empty rows: project_dual_with_bias only needs its row sums.
 InMemoryDesign rows_only(size_t n, MemoryBudget& budget) {
   return InMemoryDesign::from_dense(n, 1, std::vector<double>(n, 0.0), budget);
-}
-
-// The E-SVM objective (hinge or squared hinge) in long double.
-double objective(const DenseProblem& d, const ExclusiveGroups& G, ExclusiveLoss loss, double lambda, double ridge,
-                 const std::vector<double>& w, double bias) {
-  long double total = 0, ww = 0, e = 0;
-  for (size_t i = 0; i < d.n; ++i) {
-    long double z = bias;
-    for (size_t j = 0; j < d.p; ++j) z += (long double)d.at(i, j) * w[j];
-    const long double slack = std::max(0.0L, 1.0L - d.y[i] * z);
-    total += loss == ExclusiveLoss::kSquaredHinge ? slack * slack : slack;
-  }
-  for (double v : w) ww += (long double)v * v;
-  for (uint64_t g = 0; g < G.count(); ++g) {
-    long double s = 0;
-    for (uint64_t q = G.member_ptr[g]; q < G.member_ptr[g + 1]; ++q) s += std::fabs((long double)w[G.members[q]]);
-    e += s * s;
-  }
-  return double(total + 0.5L * ridge * ww + 0.5L * lambda * e);
 }
 
 struct PrimalTwin {
@@ -149,7 +131,7 @@ PrimalTwin split_primal_twin(const DenseProblem& d, const ExclusiveGroups& G, do
     if (k % 2000 == 1999) {
       std::vector<double> wk(p);
       for (size_t j = 0; j < p; ++j) wk[j] = x[j] - x[p + j];
-      const double value = objective(d, G, ExclusiveLoss::kSquaredHinge, lambda, ridge, wk, b);
+      const double value = esvm_objective(d, G, lambda, ridge, wk, b, ExclusiveLoss::kSquaredHinge);
       if (value < best) best = value, result.w = wk, result.bias = b, result.primal = value;
       if (checkpoint - best <= 1e-15 * best) return result;
       checkpoint = best;
@@ -266,7 +248,7 @@ TEST_CASE("the FISTA licp with the squared hinge reaches the primal twin's optim
         const FistaResult tight = solve_exclusive(X, d.y, G, o, budget);
         CHECK(tight.converged);
         if (!bias) CHECK(tight.bias == 0.0);
-        const double value = objective(d, G, ExclusiveLoss::kSquaredHinge, lambda, ridge, tight.w, tight.bias);
+        const double value = esvm_objective(d, G, lambda, ridge, tight.w, tight.bias, ExclusiveLoss::kSquaredHinge);
         CHECK(value == Approx(tight.objective).epsilon(1e-9));
         CHECK(std::fabs(value - twin.primal) <= 1e-8 * std::max(1.0, twin.primal));
         double distance = 0, scale = 0;
@@ -278,7 +260,8 @@ TEST_CASE("the FISTA licp with the squared hinge reaches the primal twin's optim
         for (double u : tight.dual) some_dual_above_one |= u > 1.1;
         const FistaResult loose = solve_exclusive(X, d.y, G, fista_licp(ExclusiveLoss::kSquaredHinge, lambda, ridge, bias, 1e-3), budget);
         CHECK(loose.converged);
-        const double loose_value = objective(d, G, ExclusiveLoss::kSquaredHinge, lambda, ridge, loose.w, loose.bias);
+        const double loose_value =
+            esvm_objective(d, G, lambda, ridge, loose.w, loose.bias, ExclusiveLoss::kSquaredHinge);
         CHECK(loose.duality_gap <= 1e-3 * std::max(1.0, loose_value));
         CHECK(loose_value - twin.primal >= -1e-9 * twin.primal);
         CHECK(loose_value - twin.primal <= loose.duality_gap + 1e-9 * twin.primal);
@@ -306,8 +289,8 @@ TEST_CASE("the FISTA licp reaches the coordinate solver's optimum for both losse
         const FistaResult coordinate = solve_licp_coordinate(X, d.y, G, o, budget);
         CHECK(fista.converged);
         CHECK(coordinate.converged);
-        const double f = objective(d, G, loss, 1.5, 0.5, fista.w, fista.bias);
-        const double c = objective(d, G, loss, 1.5, 0.5, coordinate.w, coordinate.bias);
+        const double f = esvm_objective(d, G, 1.5, 0.5, fista.w, fista.bias, loss);
+        const double c = esvm_objective(d, G, 1.5, 0.5, coordinate.w, coordinate.bias, loss);
         CHECK(std::fabs(f - c) <= 1e-8 * std::max(1.0, c));
         check_dual(d, loss, bias, fista, 1e-4);
         // The working set, restricted problems by FISTA.
@@ -318,7 +301,7 @@ TEST_CASE("the FISTA licp reaches the coordinate solver's optimum for both losse
         const ExclusiveFit fit = fit_exclusive(X, d.y, G, o, ws, budget);
         CHECK(fit.converged);
         CHECK(fit.rounds > 1);
-        const double value = objective(d, G, loss, 1.5, 0.5, fit.w, fit.bias);
+        const double value = esvm_objective(d, G, 1.5, 0.5, fit.w, fit.bias, loss);
         CHECK(value == Approx(fit.last_solve.objective).epsilon(1e-9));
         CHECK(std::fabs(value - c) <= 2e-9 * std::max(1.0, c));
         CHECK(value - c <= fit.last_solve.duality_gap + 1e-9 * c);
@@ -338,7 +321,7 @@ TEST_CASE("the FISTA licp with the hinge and a bias on overlapping groups cannot
     InMemoryDesign X = InMemoryDesign::from_dense(d.n, d.p, d.x, budget);
     const FistaResult r = solve_exclusive(X, d.y, G, fista_licp(ExclusiveLoss::kHinge, 0.3, 0.1, true, 1e-10), budget);
     CHECK(r.converged);
-    const double best = objective(d, G, ExclusiveLoss::kHinge, 0.3, 0.1, r.w, r.bias);
+    const double best = esvm_objective(d, G, 0.3, 0.1, r.w, r.bias, ExclusiveLoss::kHinge);
     CHECK(best == Approx(r.objective).epsilon(1e-10));
     CHECK(r.duality_gap <= 1e-10 * std::max(1.0, best));
     for (size_t j = 0; j <= d.p; ++j)
@@ -346,7 +329,7 @@ TEST_CASE("the FISTA licp with the hinge and a bias on overlapping groups cannot
         auto w = r.w;
         double b = r.bias;
         (j < d.p ? w[j] : b) += h;
-        CHECK(objective(d, G, ExclusiveLoss::kHinge, 0.3, 0.1, w, b) >= best - 1e-8 * best);
+        CHECK(esvm_objective(d, G, 0.3, 0.1, w, b, ExclusiveLoss::kHinge) >= best - 1e-8 * best);
       }
     check_dual(d, ExclusiveLoss::kHinge, true, r, 1e-4);
     const FistaResult plain = solve_exclusive(X, d.y, G, fista_licp(ExclusiveLoss::kHinge, 0.3, 0.1, false, 1e-10), budget);

@@ -28,28 +28,10 @@ using namespace fgm;
 using namespace fgm::exclusive;
 using fgm::test::contiguous_groups;
 using fgm::test::DenseProblem;
+using fgm::test::esvm_objective;
 using fgm::test::unbalanced_problem;
 
 namespace {
-
-// The squared-hinge E-SVM objective in long double, from the dense matrix.
-double objective(const DenseProblem& d, const ExclusiveGroups& G, double lambda, double ridge,
-                 const std::vector<double>& w, double bias) {
-  long double loss = 0, ww = 0, e = 0;
-  for (size_t i = 0; i < d.n; ++i) {
-    long double z = bias;
-    for (size_t j = 0; j < d.p; ++j) z += (long double)d.at(i, j) * w[j];
-    const long double slack = std::max(0.0L, 1.0L - d.y[i] * z);
-    loss += slack * slack;
-  }
-  for (double v : w) ww += (long double)v * v;
-  for (uint64_t g = 0; g < G.count(); ++g) {
-    long double s = 0;
-    for (uint64_t q = G.member_ptr[g]; q < G.member_ptr[g + 1]; ++q) s += std::fabs((long double)w[G.members[q]]);
-    e += s * s;
-  }
-  return double(loss + 0.5L * ridge * ww + 0.5L * lambda * e);
-}
 
 struct PrimalTwin {
   std::vector<double> w;
@@ -98,7 +80,7 @@ PrimalTwin primal_twin(const DenseProblem& d, const ExclusiveGroups& G, double l
     for (size_t j = 0; j < p; ++j) w_bar[j] = w[j] + beta * (w[j] - w_old[j]);
     b_bar = b + beta * (b - b_old);
     if (k % 2000 == 1999) {
-      const double value = objective(d, G, lambda, ridge, w, b);
+      const double value = esvm_objective(d, G, lambda, ridge, w, b, ExclusiveLoss::kSquaredHinge);
       if (value < best) best = value, result.w = w, result.bias = b, result.primal = value;
       if (checkpoint - best <= 1e-15 * best) return result;
       checkpoint = best;
@@ -187,7 +169,7 @@ TEST_CASE("licp with the squared hinge reaches the primal twin's optimum and its
         const FistaResult tight = solve_licp_coordinate(X, d.y, G, o, budget);
         CHECK(tight.converged);
         if (!bias) CHECK(tight.bias == 0.0);
-        const double p_tight = objective(d, G, lambda, ridge, tight.w, tight.bias);
+        const double p_tight = esvm_objective(d, G, lambda, ridge, tight.w, tight.bias, ExclusiveLoss::kSquaredHinge);
         CHECK(p_tight == Approx(tight.objective).epsilon(1e-9));
         CHECK(std::fabs(p_tight - twin.primal) <= 1e-8 * std::max(1.0, twin.primal));
         double distance = 0, scale = 0;
@@ -205,7 +187,7 @@ TEST_CASE("licp with the squared hinge reaches the primal twin's optimum and its
         o.tolerance = 1e-3;
         const FistaResult loose = solve_licp_coordinate(X, d.y, G, o, budget);
         CHECK(loose.converged);
-        const double p_loose = objective(d, G, lambda, ridge, loose.w, loose.bias);
+        const double p_loose = esvm_objective(d, G, lambda, ridge, loose.w, loose.bias, ExclusiveLoss::kSquaredHinge);
         CHECK(p_loose == Approx(loose.objective).epsilon(1e-9));
         CHECK(loose.duality_gap <= 1e-3 * std::max(1.0, p_loose));
         CHECK(p_loose - twin.primal >= -1e-9 * twin.primal);
@@ -240,7 +222,7 @@ TEST_CASE("the working-set E-SVM fit with the squared hinge reaches the primal t
         const ExclusiveFit fit = fit_exclusive(X, d.y, G, o, ws, budget);
         CHECK(fit.converged);
         CHECK(fit.rounds > 1);
-        const double value = objective(d, G, 2.0, 0.5, fit.w, fit.bias);
+        const double value = esvm_objective(d, G, 2.0, 0.5, fit.w, fit.bias, ExclusiveLoss::kSquaredHinge);
         CHECK(value == Approx(fit.last_solve.objective).epsilon(1e-9));
         CHECK(value - twin.primal >= -1e-9 * twin.primal);
         CHECK(value - twin.primal <= fit.last_solve.duality_gap + 1e-9 * twin.primal);
